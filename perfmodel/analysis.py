@@ -1,0 +1,134 @@
+"""Roofline, waterline, mediant roofline and Amdahl's roofline of a kernel sequence.
+
+Per kernel i with n_i ops and b_i DRAM bytes on a processor of peak R and bandwidth B:
+``t_i = max(n_i/R, b_i/B)`` (eq. 11); ``T_min = sum t_i`` (eq. 12); ``C_max = N/(R T_min)``
+(eq. 13). The mediant intensity ``sum n_i / sum b_i`` (eq. 29) gives the whole-network
+roofline, which overestimates C_max when compute- and memory-bound kernels mix.
+Amdahl's roofline (DESIGN.md section 4): with f the share of ops in memory-bound kernels
+and I_mem their mediant intensity, ``C_max = 1 / ((1 - f) + f rho / I_mem)``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .hardware import Hardware
+from .plan import Kernel
+
+
+@dataclass(frozen=True)
+class KernelTime:
+    """A kernel with its roofline time on one processor."""
+
+    kernel: Kernel
+    t_min_s: float
+    memory_bound: bool
+
+    @property
+    def t_min_ms(self) -> float:
+        return self.t_min_s * 1e3
+
+
+@dataclass(frozen=True)
+class Waterline:
+    """Totals of a kernel sequence on one processor and dtype."""
+
+    peak_ops: float  # R, ops/s
+    dram_bytes_per_s: float  # B
+    flops: int  # N
+    dram_bytes: int
+    t_min_s: float
+    memory_flops: int  # ops in memory-bound kernels (N_mem)
+    memory_bytes: int  # their bytes (B_mem)
+    n_memory_bound: int
+
+    @property
+    def op_byte(self) -> float:
+        return self.peak_ops / self.dram_bytes_per_s
+
+    @property
+    def t_ideal_s(self) -> float:
+        """Ideal latency N/R (eq. 1)."""
+        return self.flops / self.peak_ops
+
+    @property
+    def c_max(self) -> float:
+        """Maximum attainable computational efficiency N / (R T_min) (eq. 13)."""
+        return self.t_ideal_s / self.t_min_s if self.t_min_s else 0.0
+
+    @property
+    def mediant_intensity(self) -> float:
+        return self.flops / self.dram_bytes if self.dram_bytes else float("inf")
+
+    @property
+    def mediant_c_max(self) -> float:
+        """C_max of the whole-network roofline: min(1, I_med / rho)."""
+        return min(1.0, self.mediant_intensity / self.op_byte)
+
+    @property
+    def memory_fraction(self) -> float:
+        """Amdahl's f: share of ops in memory-bound kernels."""
+        return self.memory_flops / self.flops if self.flops else 1.0
+
+    @property
+    def memory_intensity(self) -> float:
+        """Amdahl's I_mem: mediant intensity of the memory-bound kernels."""
+        return self.memory_flops / self.memory_bytes if self.memory_bytes else float("inf")
+
+    def fusion_speedup(self, intensity: float) -> float:
+        """Predicted speedup if fusion raised the memory-bound kernels to `intensity`."""
+        return amdahl_speedup(self.flops, self.memory_flops, self.memory_bytes, self.op_byte,
+                              intensity)
+
+
+def kernel_time(flops: int, dram_bytes: int, peak_ops: float, bandwidth: float) -> float:
+    """Minimum latency of one kernel (eq. 11): max(n/R, b/B)."""
+    return max(flops / peak_ops, dram_bytes / bandwidth)
+
+
+def roofline(intensity: float, peak_ops: float, bandwidth: float) -> float:
+    """Attainable throughput of a kernel of this intensity (eq. 10): min(R, B I)."""
+    return min(peak_ops, bandwidth * intensity)
+
+
+def amdahl_roofline(intensity: float, f: float, peak_ops: float, op_byte: float) -> float:
+    """Attainable throughput when a share f of the ops runs at `intensity` (DESIGN.md 4).
+
+    f = 1 is the classic roofline min(R, B I).
+    """
+    return peak_ops / ((1 - f) + f * max(1.0, op_byte / intensity)) if intensity > 0 else 0.0
+
+
+def amdahl_speedup(flops: int, memory_flops: int, memory_bytes: int, op_byte: float,
+                   intensity: float) -> float:
+    """Speedup of T_min when memory-bound kernels are lifted to `intensity` (ops/byte).
+
+    Written with bytes rather than I_mem so that kernels with no matrix ops (poolings,
+    normalizations) keep their memory time: f rho / I_mem = rho B_mem / N.
+    """
+    if not flops:
+        return 1.0
+    f = memory_flops / flops
+    before = (1 - f) + op_byte * memory_bytes / flops
+    after = (1 - f) + f * max(1.0, op_byte / intensity)
+    return before / after
+
+
+def waterline(kernels: list[Kernel], hw: Hardware, dtype: str) -> tuple[list[KernelTime], Waterline]:
+    """Time every kernel on `hw` and total the sequence."""
+    peak, bw = hw.peak_ops(dtype), hw.dram_bytes_per_s
+    rho = peak / bw
+    times = []
+    t_total = 0.0
+    mem_flops = mem_bytes = n_mem = 0
+    for k in kernels:
+        t = kernel_time(k.flops, k.dram_bytes, peak, bw)
+        memory_bound = k.flops < rho * k.dram_bytes  # intensity below op:byte (or no ops)
+        times.append(KernelTime(k, t, memory_bound))
+        t_total += t
+        if memory_bound:
+            mem_flops += k.flops
+            mem_bytes += k.dram_bytes
+            n_mem += 1
+    total = Waterline(peak, bw, sum(k.flops for k in kernels),
+                      sum(k.dram_bytes for k in kernels), t_total, mem_flops, mem_bytes, n_mem)
+    return times, total

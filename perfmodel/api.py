@@ -1,0 +1,151 @@
+"""The engine behind the command line and the Python API: trace -> costs -> plan -> analysis."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import torch
+
+from .analysis import KernelTime, Waterline, waterline
+from .costs import unsupported_ops
+from .dtypes import canonical_dtype, torch_dtype
+from .errors import AnalysisError, InputError, TraceError
+from .hardware import Hardware, load_hardware
+from .plan import PlanSpec, make_kernels
+from .spec import ModelSpec, build_model, load_spec
+from .trace import Graph, TensorMeta, trace
+
+
+@dataclass(frozen=True)
+class Result:
+    """A model's kernels on one processor, with the sequence's totals."""
+
+    model: str
+    hardware: Hardware
+    plan: PlanSpec
+    batch: int
+    dtype: str
+    graph: Graph
+    kernels: list[KernelTime]
+    totals: Waterline
+    unsupported: dict[str, int]
+
+    @property
+    def macs(self) -> int:
+        return sum(k.kernel.macs for k in self.kernels)
+
+    @property
+    def other_ops(self) -> int:
+        return sum(k.kernel.cost.other_ops for k in self.kernels)
+
+    @property
+    def gmacs_per_image(self) -> float:
+        return self.macs / self.batch / 1e9
+
+    @property
+    def n_compute_bound(self) -> int:
+        return len(self.kernels) - self.totals.n_memory_bound
+
+    def summary(self) -> dict:
+        """The headline numbers, as plain data (what `perfmodel waterline` prints)."""
+        t = self.totals
+        return {
+            "model": self.model,
+            "hardware": self.hardware.name,
+            "plan": str(self.plan),
+            "batch": self.batch,
+            "dtype": self.dtype,
+            "gmacs_per_image": self.gmacs_per_image,
+            "gflops": t.flops / 1e9,
+            "other_gops": self.other_ops / 1e9,
+            "dram_gb": t.dram_bytes / 1e9,
+            "t_ideal_ms": t.t_ideal_s * 1e3,
+            "t_min_ms": t.t_min_s * 1e3,
+            "c_max": t.c_max,
+            "op_byte": t.op_byte,
+            "mediant_intensity": t.mediant_intensity,
+            "mediant_c_max": t.mediant_c_max,
+            "memory_fraction": t.memory_fraction,
+            "memory_intensity": t.memory_intensity,
+            "kernels": len(self.kernels),
+            "compute_bound": self.n_compute_bound,
+            "memory_bound": t.n_memory_bound,
+            "unsupported_ops": dict(self.unsupported),
+        }
+
+    def table(self) -> list[dict]:
+        """One row per kernel (what `perfmodel layers` prints and exports)."""
+        from .report import kernel_rows
+
+        return kernel_rows(self)
+
+    def to_csv(self, path: str | Path) -> None:
+        from .report import write_csv
+
+        write_csv(self, path)
+
+    def to_json(self, path: str | Path) -> None:
+        from .report import write_json
+
+        write_json(self, path)
+
+
+def analyze(model: torch.nn.Module, inputs: Sequence[int] | Sequence[Sequence[int]] | torch.Tensor
+            | Sequence[torch.Tensor], *, hardware: str | Hardware = "a5000-paper",
+            plan: str | PlanSpec = "layer", batch: int = 128, dtype: str = "float16",
+            strict: bool = False, name: str | None = None) -> Result:
+    """Analyse a module on `hardware`.
+
+    `inputs` is a per-sample shape (``(3, 224, 224)``), a list of such shapes, or example
+    tensors (their full shapes are used, batch included, and `batch` is read from them).
+    """
+    dtype = canonical_dtype(dtype)
+    if isinstance(inputs, torch.Tensor) or (inputs and isinstance(inputs[0], torch.Tensor)):
+        tensors = [inputs] if isinstance(inputs, torch.Tensor) else list(inputs)
+        shapes = [TensorMeta(tuple(t.shape), torch_dtype(dtype) if t.is_floating_point()
+                             else t.dtype) for t in tensors]
+        batch = tensors[0].shape[0]
+    else:
+        per_sample = [inputs] if inputs and isinstance(inputs[0], int) else list(inputs)
+        shapes = [(batch, *s) for s in per_sample]
+    plan = plan if isinstance(plan, PlanSpec) else PlanSpec.parse(plan)
+    return _run(model, shapes, load_hardware(hardware), plan, batch, dtype, strict,
+                name or type(model).__name__)
+
+
+def analyze_spec(spec: ModelSpec | str | Path, *, strict: bool = False, **overrides) -> Result:
+    """Analyse a model spec (a YAML path, a built-in name, or a ModelSpec)."""
+    if not isinstance(spec, ModelSpec):
+        spec = load_spec(spec)
+    spec = spec.with_overrides(**overrides)
+    hw = load_hardware(spec.hardware)
+    model = build_model(spec)
+    try:
+        return _run(model, spec.input_shapes, hw, spec.plan, spec.batch, spec.dtype, strict,
+                    spec.name)
+    except TraceError as exc:
+        field = "input" if _is_shape_error(str(exc)) else "model"
+        raise TraceError(f"cannot trace {spec.model} with input {list(spec.inputs)}: "
+                         f"{exc.reason}", file=spec.path, field=field) from exc
+
+
+def _is_shape_error(message: str) -> bool:
+    words = ("shape", "size", "Expected", "dimension", "image height", "image width", "channels")
+    return any(w in message for w in words)
+
+
+def _run(model, shapes, hw: Hardware, plan: PlanSpec, batch: int, dtype: str, strict: bool,
+         name: str) -> Result:
+    hw.peak_ops(dtype)  # fail early on a dtype the hardware has no peak for
+    graph = trace(model, shapes, dtype)
+    unsupported = unsupported_ops(graph)
+    if strict and unsupported:
+        listed = ", ".join(f"{op} x{n}" for op, n in sorted(unsupported.items()))
+        raise AnalysisError(f"ops without a cost formula (--strict): {listed}")
+    kernels = make_kernels(graph, plan)
+    times, totals = waterline(kernels, hw, dtype)
+    return Result(name, hw, plan, batch, dtype, graph, times, totals, unsupported)
+
+
+__all__ = ["Result", "analyze", "analyze_spec", "InputError"]

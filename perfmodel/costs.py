@@ -1,0 +1,243 @@
+"""The one registry of per-op cost formulas.
+
+Conventions (stated once, here):
+
+- ``macs``: multiply-accumulates of tensor-matrix products and convolutions.
+- ``bias_ops``: bias additions of those products, counted as the paper's eq. 22 does
+  (K additions for a bias vector of K elements).
+- ``flops`` = 2 * macs + bias_ops: the operations that enter roofline, waterline and
+  efficiency. Everything else (element-wise, normalization, pooling, softmax) is
+  ``other_ops``: counted and reported, but it never raises a kernel's intensity.
+- Bytes are not computed here: the trace knows each op's tensors, and every tensor an op
+  reads or writes moves ``elements x dtype size`` bytes (views read what they view).
+
+Each formula is a small pure function of the op's recorded arguments (tensors replaced by
+:class:`~perfmodel.trace.TensorMeta`) and its output, registered for one or more aten ops
+together with the op's *role* in execution plans. Registering an op twice is an error.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import prod
+from typing import Callable
+
+import torch
+
+from .trace import Graph, OpNode, TensorMeta
+
+# Roles decide how plans group ops into kernels (see plan.py).
+COMPUTE = "compute"  # convolution / matrix product: starts a kernel, can absorb a batchnorm
+POINTWISE = "pointwise"  # fuses into the kernel that produced its input
+BATCHNORM = "batchnorm"  # folds into a preceding conv/linear, else acts as pointwise
+KERNEL = "kernel"  # pooling, reductions, normalizations, softmax, copies: starts a kernel
+
+
+@dataclass(frozen=True, slots=True)
+class Cost:
+    macs: int = 0
+    bias_ops: int = 0
+    other_ops: int = 0
+
+    @property
+    def flops(self) -> int:
+        """Ops that enter the roofline: 2 x MACs + bias adds (eq. 22)."""
+        return 2 * self.macs + self.bias_ops
+
+    def __add__(self, other: "Cost") -> "Cost":
+        return Cost(self.macs + other.macs, self.bias_ops + other.bias_ops,
+                    self.other_ops + other.other_ops)
+
+
+ZERO = Cost()
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    formula: Callable[..., Cost]
+    role: str
+
+
+REGISTRY: dict[str, Entry] = {}  # keyed by aten op name without overload, e.g. "convolution"
+
+
+def register(*ops, role: str):
+    """Decorator: register `formula` for aten ops named without overload ("convolution").
+
+    Names rather than op objects keep the registry importable on torch versions that lack
+    some of the ops."""
+
+    def wrap(formula):
+        for name in ops:
+            if name in REGISTRY:
+                raise ValueError(f"cost formula for aten.{name} registered twice")
+            REGISTRY[name] = Entry(formula, role)
+        return formula
+
+    return wrap
+
+
+def lookup(node: OpNode) -> Entry | None:
+    return REGISTRY.get(node.name)
+
+
+def node_cost(node: OpNode) -> Cost | None:
+    """The node's cost, or None where no formula is registered (reported as unsupported)."""
+    entry = REGISTRY.get(node.name)
+    return None if entry is None else entry.formula(*node.args, out=node.out, **node.kwargs)
+
+
+def graph_costs(graph: Graph) -> list[Cost | None]:
+    return [node_cost(n) for n in graph.nodes]
+
+
+# --------------------------------------------------------------------------- helpers
+def _first(out) -> TensorMeta:
+    return out[0] if isinstance(out, (tuple, list)) else out
+
+
+def conv_macs(x: TensorMeta, w: TensorMeta, out: TensorMeta, transposed: bool, groups: int) -> int:
+    """MACs of an N-d (grouped, strided, dilated or transposed) convolution.
+
+    Forward: every output element takes (C/G) * prod(kernel) MACs. Transposed: every input
+    element scatters into (K/G) * prod(kernel) outputs.
+    """
+    kernel = prod(w.shape[2:])
+    if transposed:  # weight is (C_in, K_out/G, *kernel)
+        return x.numel * w.shape[1] * kernel
+    return out.numel * w.shape[1] * kernel  # weight is (K, C/G, *kernel)
+
+
+def matmul_macs(a: TensorMeta, b: TensorMeta) -> int:
+    """MACs of a (batched) matrix product a @ b with broadcasting over leading dims."""
+    batch = prod(torch.broadcast_shapes(a.shape[:-2], b.shape[:-2])) if len(a.shape) > 2 or len(b.shape) > 2 else 1
+    return batch * a.shape[-2] * a.shape[-1] * b.shape[-1]
+
+
+# --------------------------------------------------------------------------- products
+@register("convolution", "_convolution", role=COMPUTE)
+def _conv(x, w, bias, stride=None, padding=None, dilation=None, transposed=False,
+          output_padding=None, groups=1, *args, out, **kwargs):
+    k = w.shape[1] * groups if transposed else w.shape[0]
+    return Cost(macs=conv_macs(x, w, _first(out), transposed, groups),
+                bias_ops=k if bias is not None else 0)
+
+
+@register("mm", role=COMPUTE)
+def _mm(a, b, *, out, **kwargs):
+    return Cost(macs=matmul_macs(a, b))
+
+
+@register("addmm", role=COMPUTE)
+def _addmm(bias, a, b, *args, out, **kwargs):
+    return Cost(macs=matmul_macs(a, b), bias_ops=b.shape[-1])
+
+
+@register("bmm", "matmul", role=COMPUTE)
+def _bmm(a, b, *, out, **kwargs):
+    return Cost(macs=matmul_macs(a, b))
+
+
+@register("baddbmm", role=COMPUTE)
+def _baddbmm(bias, a, b, *args, out, **kwargs):
+    return Cost(macs=matmul_macs(a, b), bias_ops=b.shape[-1])
+
+
+@register("linear", role=COMPUTE)
+def _linear(x, w, bias=None, *, out, **kwargs):
+    return Cost(macs=x.numel // x.shape[-1] * w.shape[0] * w.shape[1],
+                bias_ops=w.shape[0] if bias is not None else 0)
+
+
+@register("scaled_dot_product_attention", "_scaled_dot_product_flash_attention",
+          "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention",
+          "_scaled_dot_product_flash_attention_for_cpu",
+          "_scaled_dot_product_attention_math", role=COMPUTE)
+def _sdpa(q, k, v, *args, out, **kwargs):
+    """Q·K^T and P·V products; the softmax over B·H·L·S scores is other arithmetic."""
+    scores = prod(q.shape[:-1]) * k.shape[-2]
+    return Cost(macs=scores * q.shape[-1] + scores * v.shape[-1], other_ops=5 * scores)
+
+
+# --------------------------------------------------------------------------- element-wise
+def pointwise(ops_per_element: int):
+    """Formula factory: `ops_per_element` ops for every output element."""
+
+    def formula(*args, out, **kwargs):
+        return Cost(other_ops=ops_per_element * _first(out).numel)
+
+    return formula
+
+
+register("add", "sub", "mul", "div", "neg", "relu", "relu_", "add_",
+         "sub_", "mul_", "div_", "maximum", "minimum", "where",
+         "masked_fill", "masked_fill_", "eq", "ne", "lt", "gt", "le",
+         "ge", "clamp", "clamp_", "clamp_min", "clamp_min_", "clamp_max",
+         "hardtanh", "hardtanh_", "abs", "sign", "reciprocal", "rsub",
+         "threshold", "threshold_", "leaky_relu", "leaky_relu_", "logical_not",
+         "bitwise_not", "floor", "ceil", "round", "trunc", "fill_",
+         "zero_", "addcmul", "lerp", "square", "scalar_tensor",
+         role=POINTWISE)(pointwise(1))
+register("sigmoid", "sigmoid_", "tanh", "tanh_", "exp", "log", "sqrt",
+         "rsqrt", "pow", "sin", "cos", "erf", "hardsigmoid",
+         "hardsigmoid_", "hardswish", "hardswish_", "elu", "elu_",
+         role=POINTWISE)(pointwise(4))
+register("silu", "silu_", "gelu", "gelu_", "mish", "mish_", "softplus",
+         role=POINTWISE)(pointwise(8))
+# Data movement: zero arithmetic; their bytes are the tensors they read and write.
+register("_to_copy", "copy_", "clone", "contiguous", "lift_fresh_copy",
+         role=POINTWISE)(pointwise(0))
+register("cat", "stack", "constant_pad_nd", "roll", "index", "gather",
+         "index_select", "embedding", "flip", "repeat", "slice_scatter",
+         "select_scatter", "reflection_pad2d", "replication_pad2d", "pixel_shuffle",
+         "channel_shuffle", "native_channel_shuffle", "tril", "triu",
+         role=KERNEL)(pointwise(0))
+
+
+# --------------------------------------------------------------------------- normalization
+@register("native_batch_norm", "_native_batch_norm_legit_no_training",
+          "_native_batch_norm_legit", "batch_norm", "cudnn_batch_norm",
+          role=BATCHNORM)
+def _batch_norm(x, *args, out, **kwargs):
+    return Cost(other_ops=2 * x.numel)  # inference: one scale and one shift per element
+
+
+@register("native_layer_norm", "native_group_norm", "layer_norm", "group_norm",
+          "rms_norm", "_fused_rms_norm", "instance_norm", role=KERNEL)
+def _norm(x, *args, out, **kwargs):
+    return Cost(other_ops=5 * x.numel)  # mean, variance, normalize, scale, shift
+
+
+@register("_softmax", "_safe_softmax", "softmax", "_log_softmax",
+          "log_softmax", role=KERNEL)
+def _softmax(x, *args, out, **kwargs):
+    return Cost(other_ops=5 * x.numel)  # max, subtract, exp, sum, divide
+
+
+# --------------------------------------------------------------------------- pooling, reductions
+@register("max_pool2d_with_indices", "max_pool2d", "max_pool3d_with_indices",
+          "avg_pool2d", "avg_pool3d", "max_pool1d", "avg_pool1d", role=KERNEL)
+def _pool(x, kernel_size, *args, out, **kwargs):
+    window = prod(kernel_size) if isinstance(kernel_size, (list, tuple)) else kernel_size ** 2
+    return Cost(other_ops=_first(out).numel * window)
+
+
+@register("_adaptive_avg_pool2d", "adaptive_max_pool2d", "_adaptive_avg_pool3d",
+          "adaptive_avg_pool1d", "adaptive_max_pool1d", role=KERNEL)
+def _adaptive_pool(x, output_size, *args, out, **kwargs):
+    return Cost(other_ops=x.numel)  # every input element enters one window (non-overlapping)
+
+
+@register("mean", "sum", "amax", "amin", "max", "min", "var", "std",
+          "var_mean", "std_mean", "argmax", "argmin", "prod", "norm",
+          "linalg_vector_norm", "logsumexp", "any", "all", role=KERNEL)
+def _reduction(x, *args, out, **kwargs):
+    return Cost(other_ops=x.numel)
+
+
+def unsupported_ops(graph: Graph) -> dict[str, int]:
+    """Aten ops in the graph with no cost formula, with how often each occurs."""
+    counts: dict[str, int] = {}
+    for node in graph.nodes:
+        if node.name not in REGISTRY:
+            counts[str(node.func)] = counts.get(str(node.func), 0) + 1
+    return counts

@@ -1,0 +1,44 @@
+"""Data types and their sizes.
+
+Conventions used throughout perfmodel: bytes are elements x dtype size; one
+multiply-accumulate (MAC) is two ops. Dtype names are torch's (``float16``, ``bfloat16``,
+``float32``, ``float8_e4m3fn`` ...); short aliases (``fp16``, ``half``, ``bf16``) are accepted.
+"""
+from __future__ import annotations
+
+import torch
+
+from .errors import InputError
+
+DTYPES: dict[str, torch.dtype] = {
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+    "float32": torch.float32,
+    "float8_e4m3fn": torch.float8_e4m3fn,
+    "float8_e5m2": torch.float8_e5m2,
+    "int8": torch.int8,
+}
+ALIASES = {"fp16": "float16", "half": "float16", "bf16": "bfloat16", "fp32": "float32",
+           "float": "float32", "fp8": "float8_e4m3fn", "float8": "float8_e4m3fn"}
+
+# Hardware peak tables are keyed by these (tf32 is the tensor-core mode for float32 inputs).
+PEAK_KEYS = ("float16", "bfloat16", "float32", "tf32", "float8", "int8")
+
+
+def canonical_dtype(name: str, *, file: str | None = None, field: str | None = "dtype") -> str:
+    """Return the canonical torch name of a dtype, or raise InputError listing the choices."""
+    key = ALIASES.get(str(name).lower(), str(name).lower())
+    if key not in DTYPES:
+        raise InputError(f"unknown dtype '{name}' (choose from {', '.join(DTYPES)})",
+                         file=file, field=field)
+    return key
+
+
+def torch_dtype(name: str) -> torch.dtype:
+    return DTYPES[canonical_dtype(name)]
+
+
+def peak_key(dtype: str) -> str:
+    """The hardware peak-table key that governs arithmetic in `dtype`."""
+    dtype = canonical_dtype(dtype)
+    return "float8" if dtype.startswith("float8") else dtype

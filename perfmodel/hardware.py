@@ -1,0 +1,122 @@
+"""Hardware descriptions: peak throughput, DRAM bandwidth and the op:byte ratio.
+
+A config is a YAML file in ``configs/hardware`` (or any path). Throughput is dense
+tensor-core throughput in TFLOP/s (1 MAC = 2 ops; sparse figures must not be used);
+bandwidth is DRAM GB/s (10^9 bytes/s). The op:byte ratio is derived, never stored.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from types import MappingProxyType
+from typing import Mapping
+
+from .dtypes import PEAK_KEYS, peak_key
+from .errors import InputError
+from .resources import builtin_dir, builtin_names, resolve_config
+from .yamlio import Fields, load_mapping
+
+_FIELDS = {"name", "vendor", "description", "peak_tflops", "accumulate", "vector_tflops",
+           "dram_gbps", "dram_gib", "l2_mib", "sm_count", "clock_mhz", "memory_clock_mhz",
+           "source", "notes"}
+
+
+@dataclass(frozen=True)
+class Hardware:
+    name: str
+    vendor: str
+    peak_tflops: Mapping[str, float]
+    dram_gbps: float
+    accumulate: str = "float32"
+    vector_tflops: Mapping[str, float] = field(default_factory=dict)
+    dram_gib: float | None = None
+    l2_mib: float | None = None
+    sm_count: int | None = None
+    clock_mhz: float | None = None
+    memory_clock_mhz: float | None = None
+    description: str = ""
+    source: str = ""
+    notes: str = ""
+    path: str | None = None
+
+    def peak_ops(self, dtype: str) -> float:
+        """Peak matrix throughput R in ops/s for arithmetic in `dtype`."""
+        key = peak_key(dtype)
+        if key not in self.peak_tflops:
+            raise InputError(f"hardware '{self.name}' gives no peak for {key} "
+                             f"(it has: {', '.join(self.peak_tflops)})",
+                             file=self.path, field="peak_tflops")
+        return self.peak_tflops[key] * 1e12
+
+    @property
+    def dram_bytes_per_s(self) -> float:
+        return self.dram_gbps * 1e9
+
+    def op_byte(self, dtype: str) -> float:
+        """Processor op:byte ratio rho = R / B (ops per DRAM byte)."""
+        return self.peak_ops(dtype) / self.dram_bytes_per_s
+
+    def with_(self, *, peak_tflops: float | None = None, dtype: str = "float16",
+              dram_gbps: float | None = None) -> "Hardware":
+        """A copy with a different peak (for `dtype`) or bandwidth, e.g. for op:byte sweeps."""
+        peaks = dict(self.peak_tflops)
+        if peak_tflops is not None:
+            peaks[peak_key(dtype)] = peak_tflops
+        return replace(self, peak_tflops=MappingProxyType(peaks),
+                        dram_gbps=self.dram_gbps if dram_gbps is None else dram_gbps)
+
+
+def _peak_table(f: Fields, name: str, required: bool) -> Mapping[str, float]:
+    table = f.get(name, ... if required else {}, dict)
+    if required and not table:
+        raise f.error(name, "needs at least one dtype")
+    for key, value in table.items():
+        if key not in PEAK_KEYS:
+            raise f.error(f"{name}.{key}", f"unknown dtype (choose from {', '.join(PEAK_KEYS)})")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+            raise f.error(f"{name}.{key}", f"must be a positive number, got {value!r}")
+    return MappingProxyType({k: float(v) for k, v in table.items()})
+
+
+def parse_hardware(data: dict, file: str) -> Hardware:
+    f = Fields(data, file, _FIELDS)
+    accumulate = f.get("accumulate", "float32", str)
+    if accumulate not in ("float32", "float16"):
+        raise f.error("accumulate", f"must be float32 or float16, got {accumulate!r}")
+    return Hardware(
+        name=f.get("name", types=str),
+        vendor=f.get("vendor", "", str),
+        description=f.get("description", "", str),
+        peak_tflops=_peak_table(f, "peak_tflops", True),
+        accumulate=accumulate,
+        vector_tflops=_peak_table(f, "vector_tflops", False),
+        dram_gbps=float(f.positive("dram_gbps")),
+        dram_gib=f.positive("dram_gib", None),
+        l2_mib=f.positive("l2_mib", None),
+        sm_count=f.positive("sm_count", None, integer=True),
+        clock_mhz=f.positive("clock_mhz", None),
+        memory_clock_mhz=f.positive("memory_clock_mhz", None),
+        source=f.get("source", ..., str),
+        notes=f.get("notes", "", str),
+        path=file,
+    )
+
+
+def load_hardware(name_or_path: str | Path) -> Hardware:
+    """Load a built-in config by name (``h200-sxm``) or a YAML file by path."""
+    if isinstance(name_or_path, Hardware):
+        return name_or_path
+    path = resolve_config(name_or_path, "hardware")
+    if path is None:
+        if str(name_or_path).endswith((".yaml", ".yml")):
+            raise InputError("file not found", file=str(name_or_path))
+        raise InputError(f"unknown hardware '{name_or_path}' (built-in: "
+                         f"{', '.join(list_hardware())}; or give a YAML path)", field="hardware")
+    return parse_hardware(load_mapping(path), str(path))
+
+
+def list_hardware() -> list[str]:
+    return builtin_names("hardware")
+
+
+__all__ = ["Hardware", "load_hardware", "list_hardware", "parse_hardware", "builtin_dir"]

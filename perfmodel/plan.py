@@ -1,0 +1,226 @@
+"""Execution plans: group the traced ops into the kernels a GPU would run.
+
+- ``op``: every aten op is a kernel (eager PyTorch without fusion).
+- ``layer`` (default): batchnorm folds into the preceding conv/linear; pointwise ops fuse
+  into the kernel that produced their latest input; products, poolings, reductions,
+  normalizations, softmax and copies each start a kernel.
+- ``block``: every module matching a pattern (class name or module-path glob) is one
+  kernel; the rest follows ``layer``.
+- custom groups: lists of module-path globs, each list one kernel; the rest follows the
+  base plan.
+
+A kernel's DRAM bytes are its compulsory loads (eq. 23): each external input and weight
+read once, each output that leaves the kernel written once. A tensor produced and
+consumed inside one kernel costs nothing.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
+
+from .costs import BATCHNORM, COMPUTE, POINTWISE, ZERO, Cost, lookup, node_cost
+from .errors import InputError
+from .trace import ACTIVATION, INPUT, Frame, Graph, OpNode
+
+PLAN_KINDS = ("op", "layer", "block")
+# Residual-block classes of torchvision and of perfmodel's zoo: the default `block` patterns.
+DEFAULT_BLOCKS = ("BasicBlock", "Bottleneck", "CNBlock", "MBConv", "FusedMBConv",
+                  "InvertedResidual", "ConvFirstBlock", "FFN", "EncoderBlock",
+                  "SwinTransformerBlock", "SwinTransformerBlockV2", "MaxVitBlock",
+                  "ResBottleneckBlock", "InceptionA", "InceptionB", "InceptionC",
+                  "InceptionD", "InceptionE", "Inception", "Fire", "_DenseLayer")
+
+
+@dataclass(frozen=True)
+class PlanSpec:
+    """Which plan, with block patterns and custom groups where they apply."""
+
+    kind: str = "layer"
+    blocks: tuple[str, ...] = ()
+    groups: tuple[tuple[str, ...], ...] = ()
+
+    @classmethod
+    def parse(cls, text: str, *, file: str | None = None, field: str = "plan") -> "PlanSpec":
+        """``op``, ``layer``, ``block`` or ``block:CNBlock,layer3.*``."""
+        kind, _, patterns = str(text).partition(":")
+        kind = kind.strip()
+        if kind not in PLAN_KINDS:
+            raise InputError(f"unknown plan '{text}' (choose from op, layer, block, "
+                             "or block:PATTERN[,PATTERN...])", file=file, field=field)
+        blocks = tuple(p.strip() for p in patterns.split(",") if p.strip())
+        if blocks and kind != "block":
+            raise InputError(f"only the block plan takes patterns, got '{text}'",
+                             file=file, field=field)
+        return cls(kind, blocks)
+
+    @property
+    def block_patterns(self) -> tuple[str, ...]:
+        return self.blocks or DEFAULT_BLOCKS
+
+    def __str__(self) -> str:
+        text = self.kind + (":" + ",".join(self.blocks) if self.blocks else "")
+        return text + (f"+{len(self.groups)} groups" if self.groups else "")
+
+
+@dataclass
+class Kernel:
+    """One kernel of a plan: its ops, arithmetic and compulsory DRAM traffic."""
+
+    name: str
+    nodes: list[int] = field(default_factory=list)
+    ops: list[str] = field(default_factory=list)
+    cost: Cost = ZERO
+    input_bytes: int = 0  # activations read from DRAM
+    weight_bytes: int = 0  # weights, biases and constants read from DRAM
+    output_bytes: int = 0  # activations written to DRAM
+    output_shape: tuple[int, ...] = ()
+    unsupported: list[str] = field(default_factory=list)
+
+    @property
+    def macs(self) -> int:
+        return self.cost.macs
+
+    @property
+    def flops(self) -> int:
+        return self.cost.flops
+
+    @property
+    def dram_bytes(self) -> int:
+        return self.input_bytes + self.weight_bytes + self.output_bytes
+
+    @property
+    def intensity(self) -> float:
+        """Operational intensity in ops per DRAM byte (eq. 24)."""
+        return self.flops / self.dram_bytes if self.dram_bytes else 0.0
+
+
+def _matches(frame: Frame, pattern: str) -> bool:
+    return frame.cls == pattern or fnmatchcase(frame.path, pattern)
+
+
+def _group_of(scope: tuple[Frame, ...], spec: PlanSpec) -> str | None:
+    """The group key of a node: its custom group, or the outermost matching block."""
+    for i, globs in enumerate(spec.groups):
+        if any(fnmatchcase(f.path, g) for f in scope for g in globs):
+            return f"group{i}"
+    if spec.kind == "block":
+        for f in scope:
+            if any(_matches(f, p) for p in spec.block_patterns):
+                return f.path
+    return None
+
+
+def make_kernels(graph: Graph, spec: PlanSpec | str = "layer") -> list[Kernel]:
+    """Group the graph's ops into kernels under `spec` and count each kernel's traffic."""
+    if isinstance(spec, str):
+        spec = PlanSpec.parse(spec)
+    fuse = spec.kind != "op"
+    costs = [node_cost(n) for n in graph.nodes]
+    kernel_of: dict[int, int] = {}  # node index -> kernel index
+    kernels: list[Kernel] = []
+    by_group: dict[str, int] = {}
+    affine: dict[int, tuple[int, int]] = {}  # batchnorm -> (weight elements, bias ops) it adds
+    constant = _constant_nodes(graph, costs) if fuse else set()
+
+    for node in graph.nodes:
+        if node.index in constant:
+            continue
+        entry = lookup(node)
+        role = entry.role if entry else None
+        group = _group_of(node.scope, spec) if fuse else None
+        target = by_group.get(group) if group is not None else None
+        if fuse and role == BATCHNORM:
+            target, affine[node.index] = _fold(graph, node, kernel_of, costs, target, group)
+        if target is None and group is None and fuse and role in (POINTWISE, BATCHNORM):
+            producers = [kernel_of[p] for p in _producers(graph, node) if p in kernel_of]
+            target = max(producers) if producers else None
+        if target is None:
+            target = len(kernels)
+            kernels.append(Kernel(name=group if group is not None else node.module_path))
+            if group is not None:
+                by_group[group] = target
+        kernel_of[node.index] = target
+        k = kernels[target]
+        k.nodes.append(node.index)
+        k.ops.append(node.name)
+        if costs[node.index] is None:
+            k.unsupported.append(str(node.func))
+        else:
+            k.cost = k.cost + costs[node.index]
+    for k in kernels:
+        _count_bytes(graph, k, affine, fuse, constant)
+    return kernels
+
+
+def _producers(graph: Graph, node: OpNode) -> list[int]:
+    out = []
+    for vid, _ in node.reads:
+        value = graph.values[vid]
+        if value.kind == ACTIVATION and value.producer is not None:
+            out.append(value.producer)
+    return out
+
+
+def _constant_nodes(graph: Graph, costs: list[Cost | None]) -> set[int]:
+    """Arithmetic-free ops on weights and constants only: an inference compiler folds them."""
+    constant: set[int] = set()
+    for node in graph.nodes:
+        cost = costs[node.index]
+        if cost is None or cost.macs:
+            continue
+        if all(graph.values[v].kind not in (ACTIVATION, INPUT)
+               or graph.values[v].producer in constant for v, _ in node.reads):
+            constant.add(node.index)
+    return constant
+
+
+def _fold(graph: Graph, bn: OpNode, kernel_of: dict[int, int], costs: list[Cost | None],
+          target: int | None, group: str | None) -> tuple[int | None, tuple[int, int]]:
+    """Fold an inference batchnorm into the conv/linear whose output only it reads.
+
+    Folded, it costs nothing but a bias of K elements (and K bias adds, eq. 22) where the
+    producer had none. Otherwise it is a per-channel scale and shift: 2 x C weights.
+    """
+    x = graph.values[bn.reads[0][0]]
+    channels = bn.args[0].shape[1]
+    p = x.producer
+    foldable = (p is not None and p in kernel_of and costs[p] is not None
+                and lookup(graph.nodes[p]).role == COMPUTE
+                and graph.consumers(x.id) == [bn.index]
+                and (group is None or target == kernel_of[p]))
+    if not foldable:
+        return target, (2 * channels, 0)
+    return kernel_of[p], (0, 0) if costs[p].bias_ops else (channels, channels)
+
+
+def _count_bytes(graph: Graph, k: Kernel, affine, fuse: bool, constant: set[int]) -> None:
+    members = set(k.nodes)
+    reads: dict[int, int] = {}
+    for i in k.nodes:
+        node = graph.nodes[i]
+        node_reads = node.reads[:1] if i in affine else node.reads  # BN stats are folded
+        for vid, nbytes in node_reads:
+            if graph.values[vid].producer in members:
+                continue
+            reads[vid] = max(nbytes, reads.get(vid, 0))
+        if i in affine:
+            elements, bias_ops = affine[i]
+            k.cost = k.cost + Cost(bias_ops=bias_ops)
+            k.weight_bytes += elements * node.args[0].itemsize
+    for vid, nbytes in reads.items():
+        value = graph.values[vid]
+        is_weight = value.kind not in (ACTIVATION, INPUT) or value.producer in constant
+        if is_weight:
+            k.weight_bytes += nbytes
+        else:
+            k.input_bytes += nbytes
+    outputs = set(graph.outputs)
+    for i in k.nodes:
+        for vid, nbytes in graph.nodes[i].writes:
+            leaves = vid in outputs or any(c not in members for c in graph.consumers(vid))
+            if leaves or not fuse:
+                k.output_bytes += nbytes
+                k.output_shape = graph.values[vid].meta.shape
+    if not k.output_shape and k.nodes:
+        last = graph.nodes[k.nodes[-1]]
+        k.output_shape = graph.values[last.writes[0][0]].meta.shape if last.writes else ()

@@ -1,0 +1,135 @@
+"""Tables and text reports of analysis results (rich for the terminal; CSV and JSON)."""
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+from rich.table import Table
+
+if TYPE_CHECKING:
+    from .api import Result
+
+COLUMNS = ("index", "module", "ops", "output_shape", "macs", "flops", "input_bytes",
+           "weight_bytes", "output_bytes", "dram_bytes", "intensity", "t_min_ms", "bound")
+
+
+def kernel_rows(result: "Result") -> list[dict]:
+    rows = []
+    for i, kt in enumerate(result.kernels):
+        k = kt.kernel
+        rows.append({
+            "index": i,
+            "module": k.name or "(root)",
+            "ops": "+".join(_compact(k.ops)),
+            "output_shape": "x".join(map(str, k.output_shape)),
+            "macs": k.macs,
+            "flops": k.flops,
+            "input_bytes": k.input_bytes,
+            "weight_bytes": k.weight_bytes,
+            "output_bytes": k.output_bytes,
+            "dram_bytes": k.dram_bytes,
+            "intensity": k.intensity,
+            "t_min_ms": kt.t_min_ms,
+            "bound": "memory" if kt.memory_bound else "compute",
+            "unsupported": ";".join(k.unsupported),
+        })
+    return rows
+
+
+def _compact(ops: list[str]) -> list[str]:
+    """['convolution', 'native_batch_norm', 'relu_'] -> ['conv', 'bn', 'relu'].
+
+    Long kernels (blocks) are summarised by counts: ['conv x3', 'bn x3', 'relu x3', 'add']."""
+    short = {"convolution": "conv", "native_batch_norm": "bn",
+             "_native_batch_norm_legit_no_training": "bn", "native_layer_norm": "layernorm",
+             "max_pool2d_with_indices": "maxpool", "_adaptive_avg_pool2d": "avgpool"}
+    out = []
+    for op in ops:
+        name = short.get(op, op).rstrip("_").lstrip("_")
+        if not out or out[-1] != name:
+            out.append(name)
+    if len(out) <= 4:
+        return out
+    counts: dict[str, int] = {}
+    for op in out:
+        counts[op] = counts.get(op, 0) + 1
+    return [f"{op}x{n}" if n > 1 else op for op, n in counts.items()]
+
+
+def write_csv(result: "Result", path: str | Path) -> None:
+    rows = kernel_rows(result)
+    with open(path, "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]) if rows else COLUMNS)
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def write_json(result: "Result", path: str | Path) -> None:
+    Path(path).write_text(json.dumps({"summary": result.summary(),
+                                      "kernels": kernel_rows(result)}, indent=1))
+
+
+def _si(x: float, unit: str = "") -> str:
+    for scale, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(x) >= scale:
+            return f"{x / scale:.2f} {prefix}{unit}"
+    return f"{x:.0f} {unit}".rstrip()
+
+
+def _console() -> Console:
+    console = Console()
+    return console if console.is_terminal else Console(width=160)
+
+
+def print_summary(result: "Result", console: Console | None = None) -> None:
+    console = console or _console()
+    s = result.summary()
+    table = Table(show_header=False, box=None, pad_edge=False)
+    table.add_column(style="bold")
+    table.add_column()
+    rows = [
+        ("model", s["model"]),
+        ("hardware", f"{s['hardware']}  (op:byte {s['op_byte']:.1f} for {s['dtype']})"),
+        ("plan", s["plan"]),
+        ("batch, dtype", f"{s['batch']}, {s['dtype']}"),
+        ("GMACs per image", f"{s['gmacs_per_image']:.3f}"),
+        ("matrix ops (flops)", f"{s['gflops']:.1f} G  (other arithmetic {s['other_gops']:.2f} G)"),
+        ("DRAM traffic", f"{s['dram_gb']:.3f} GB"),
+        ("ideal latency N/R", f"{s['t_ideal_ms']:.3f} ms"),
+        ("T_min (waterline)", f"{s['t_min_ms']:.3f} ms"),
+        ("C_max (waterline)", f"{100 * s['c_max']:.1f} %"),
+        ("mediant intensity", f"{s['mediant_intensity']:.1f} ops/byte"),
+        ("C_max (mediant roofline)", f"{100 * s['mediant_c_max']:.1f} %"),
+        ("Amdahl f, I_mem", f"{s['memory_fraction']:.3f}, {s['memory_intensity']:.1f} ops/byte"),
+        ("kernels", f"{s['kernels']} ({s['compute_bound']} compute-bound, "
+                    f"{s['memory_bound']} memory-bound)"),
+        ("unsupported ops", ", ".join(f"{k} x{v}" for k, v in s["unsupported_ops"].items())
+         or "none"),
+    ]
+    for k, v in rows:
+        table.add_row(k, str(v))
+    console.print(table)
+
+
+def print_kernels(result: "Result", console: Console | None = None, top: int | None = None) -> None:
+    console = console or _console()
+    rows = kernel_rows(result)
+    if top:
+        rows = sorted(rows, key=lambda r: -r["t_min_ms"])[:top]
+    table = Table(title=f"{result.model} on {result.hardware.name}, plan {result.plan}, "
+                        f"batch {result.batch} {result.dtype}")
+    for col, justify in (("#", "right"), ("module", "left"), ("ops", "left"),
+                         ("output", "left"), ("MACs", "right"), ("read", "right"),
+                         ("weights", "right"), ("written", "right"), ("ops/B", "right"),
+                         ("t_min ms", "right"), ("bound", "left")):
+        table.add_column(col, justify=justify, overflow="fold")
+    for r in rows:
+        table.add_row(str(r["index"]), r["module"], r["ops"], r["output_shape"],
+                      _si(r["macs"]), _si(r["input_bytes"], "B"), _si(r["weight_bytes"], "B"),
+                      _si(r["output_bytes"], "B"), f"{r['intensity']:.1f}",
+                      f"{r['t_min_ms']:.4f}",
+                      "[red]memory[/]" if r["bound"] == "memory" else "compute")
+    console.print(table)

@@ -1,0 +1,176 @@
+"""Model specs: which model, at what input, batch, dtype, hardware and plan.
+
+A spec is a YAML file (``configs/models/*.yaml`` or any path)::
+
+    name: ResNet-101
+    model: torchvision.models:resnet101   # module:callable, or path/to/net.py:build
+    kwargs: {}
+    input: [3, 224, 224]                  # per-sample shape; a list of shapes for several
+    batch: 128
+    dtype: float16
+    hardware: a5000-paper
+    plan: layer                           # op | layer | block | block:CNBlock,layer3.*
+    groups: []                            # optional custom kernels: lists of module globs
+    accuracy: 77.374                      # optional top-1 %
+
+Any field can be overridden from the command line or the Python API.
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .build import meta_init
+from .dtypes import canonical_dtype
+from .errors import InputError
+from .plan import PlanSpec
+from .resources import builtin_names, resolve_config
+from .yamlio import Fields, load_mapping
+
+_FIELDS = {"name", "model", "kwargs", "input", "batch", "dtype", "hardware", "plan", "groups",
+           "accuracy", "notes"}
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    model: str
+    inputs: tuple[tuple[int, ...], ...]
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    batch: int = 128
+    dtype: str = "float16"
+    hardware: str = "a5000-paper"
+    plan: PlanSpec = PlanSpec()
+    accuracy: float | None = None
+    notes: str = ""
+    path: str | None = None
+
+    def with_overrides(self, *, batch=None, dtype=None, hardware=None, plan=None) -> "ModelSpec":
+        """A copy with command-line overrides applied (None keeps the spec's value)."""
+        changes: dict[str, Any] = {}
+        if batch is not None:
+            if batch <= 0:
+                raise InputError(f"must be a positive integer, got {batch}", field="batch")
+            changes["batch"] = batch
+        if dtype is not None:
+            changes["dtype"] = canonical_dtype(dtype)
+        if hardware is not None:
+            changes["hardware"] = str(hardware)
+        if plan is not None:
+            parsed = plan if isinstance(plan, PlanSpec) else PlanSpec.parse(plan)
+            changes["plan"] = replace(parsed, groups=self.plan.groups)
+        return replace(self, **changes)
+
+    @property
+    def input_shapes(self) -> list[tuple[int, ...]]:
+        """Full input shapes, batch first."""
+        return [(self.batch, *shape) for shape in self.inputs]
+
+
+def _shapes(f: Fields) -> tuple[tuple[int, ...], ...]:
+    raw = f.get("input", types=list)
+    shapes = raw if raw and isinstance(raw[0], list) else [raw]
+    for shape in shapes:
+        if not shape or not all(isinstance(d, int) and not isinstance(d, bool) and d > 0
+                                for d in shape):
+            raise f.error("input", f"expected a per-sample shape of positive integers such as "
+                                   f"[3, 224, 224], got {raw!r}")
+    return tuple(tuple(s) for s in shapes)
+
+
+def _plan(f: Fields) -> PlanSpec:
+    plan = PlanSpec.parse(f.get("plan", "layer", str), file=f.file)
+    groups = f.get("groups", [], list)
+    for i, g in enumerate(groups):
+        if not isinstance(g, list) or not g or not all(isinstance(x, str) for x in g):
+            raise f.error(f"groups[{i}]", "expected a list of module-path globs such as "
+                                          "['features.1.*', 'features.2.*']")
+    return replace(plan, groups=tuple(tuple(g) for g in groups))
+
+
+def parse_spec(data: dict, file: str) -> ModelSpec:
+    f = Fields(data, file, _FIELDS)
+    model = f.get("model", types=str)
+    if ":" not in model:
+        raise f.error("model", f"expected 'module:callable' or 'path/to/file.py:callable', "
+                               f"got {model!r}")
+    accuracy = f.get("accuracy", None, (int, float))
+    if accuracy is not None and not 0 <= accuracy <= 100:
+        raise f.error("accuracy", f"must be a top-1 percentage in [0, 100], got {accuracy}")
+    return ModelSpec(
+        name=f.get("name", Path(file).stem, str),
+        model=model,
+        kwargs=f.get("kwargs", {}, dict),
+        inputs=_shapes(f),
+        batch=f.positive("batch", 128, integer=True),
+        dtype=canonical_dtype(f.get("dtype", "float16", str), file=file),
+        hardware=str(f.get("hardware", "a5000-paper", str)),
+        plan=_plan(f),
+        accuracy=accuracy,
+        notes=f.get("notes", "", str),
+        path=file,
+    )
+
+
+def load_spec(name_or_path: str | Path) -> ModelSpec:
+    """Load a model spec from a YAML path or a built-in name (``resnet50``)."""
+    path = resolve_config(name_or_path, "models")
+    if path is None:
+        if str(name_or_path).endswith((".yaml", ".yml")):
+            raise InputError("file not found", file=str(name_or_path))
+        raise InputError(f"no such file and no built-in model '{name_or_path}' (built-in: "
+                         f"{', '.join(list_models())})")
+    return parse_spec(load_mapping(path), str(path))
+
+
+def list_models() -> list[str]:
+    return builtin_names("models")
+
+
+def resolve_callable(target: str, *, base: Path | None = None, file: str | None = None):
+    """Import ``module:callable`` or ``path/to/file.py:callable``."""
+    module_name, _, attr = target.rpartition(":")
+    try:
+        if module_name.endswith(".py"):
+            path = Path(module_name)
+            if not path.is_absolute() and base is not None:
+                path = base / path
+            if not path.is_file():
+                raise InputError(f"model file {path} not found", file=file, field="model")
+            spec = importlib.util.spec_from_file_location(f"perfmodel_user_{path.stem}", path)
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[spec.name] = module
+            spec.loader.exec_module(module)
+        else:
+            module = importlib.import_module(module_name)
+    except InputError:
+        raise
+    except Exception as exc:
+        raise InputError(f"cannot import '{module_name}': {type(exc).__name__}: {exc}",
+                         file=file, field="model") from exc
+    fn = getattr(module, attr, None)
+    if not callable(fn):
+        raise InputError(f"'{module_name}' has no callable '{attr}'", file=file, field="model")
+    return fn
+
+
+def build_model(spec: ModelSpec) -> torch.nn.Module:
+    """Construct the spec's model with its weights on the meta device (no memory, no init)."""
+    base = Path(spec.path).parent if spec.path else None
+    fn = resolve_callable(spec.model, base=base, file=spec.path)
+    try:
+        with meta_init():
+            model = fn(**spec.kwargs)
+    except Exception as exc:
+        raise InputError(f"calling {spec.model}(**kwargs) failed: {type(exc).__name__}: {exc}",
+                         file=spec.path, field="kwargs" if spec.kwargs else "model") from exc
+    if not isinstance(model, torch.nn.Module):
+        raise InputError(f"{spec.model} returned {type(model).__name__}, not a torch.nn.Module",
+                         file=spec.path, field="model")
+    return model

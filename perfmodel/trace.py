@@ -1,0 +1,288 @@
+"""Trace a torch.nn.Module into an aten-level dataflow graph on meta tensors.
+
+No activation memory is allocated: parameters, buffers and inputs are replaced by meta
+tensors of the same shapes (in the analysis dtype) and the model runs under a
+TorchDispatchMode that records every aten op with the module path it ran in.
+
+Dataflow is kept at the level of *values*: each op output is a value; a view (reshape,
+permute, slice, expand ...) is not an op but an alias of the value it views, and a
+consumer that reads a view reads ``min(view elements, viewed value elements)``. An
+in-place op (``relu_``, ``add_``) produces a new version of the value it writes.
+"""
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Sequence
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten, tree_map
+
+from .dtypes import torch_dtype
+from .errors import TraceError
+
+aten = torch.ops.aten
+
+
+@dataclass(frozen=True, slots=True)
+class TensorMeta:
+    """Shape and dtype of a tensor, standing in for it in recorded op arguments."""
+
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    @property
+    def itemsize(self) -> int:
+        return self.dtype.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        return self.numel * self.dtype.itemsize
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """One module on the call stack: its path in the model and its class name."""
+
+    path: str
+    cls: str
+
+
+INPUT, WEIGHT, CONSTANT, ACTIVATION = "input", "weight", "constant", "activation"
+
+
+@dataclass(slots=True)
+class Value:
+    id: int
+    meta: TensorMeta
+    kind: str  # input | weight | constant | activation
+    producer: int | None = None  # index of the producing OpNode
+    name: str = ""  # parameter/buffer/input name where known
+
+
+@dataclass(slots=True)
+class OpNode:
+    index: int
+    func: Any  # torch OpOverload
+    args: tuple  # tensors replaced by TensorMeta
+    kwargs: dict
+    out: Any  # pytree of TensorMeta
+    reads: tuple[tuple[int, int], ...]  # (value id, bytes read)
+    writes: tuple[tuple[int, int], ...]  # (value id, bytes written)
+    scope: tuple[Frame, ...]
+
+    @property
+    def name(self) -> str:
+        """Short aten name without overload, e.g. ``convolution``."""
+        return self.func._opname
+
+    @property
+    def module_path(self) -> str:
+        return self.scope[-1].path if self.scope else ""
+
+
+@dataclass
+class Graph:
+    """Recorded ops in execution order and the values that flow between them."""
+
+    nodes: list[OpNode]
+    values: list[Value]
+    inputs: list[int]
+    outputs: list[int]
+    model_class: str = ""
+    _consumers: list[list[int]] | None = field(default=None, repr=False)
+
+    def consumers(self, vid: int) -> list[int]:
+        if self._consumers is None:
+            cons: list[list[int]] = [[] for _ in self.values]
+            for node in self.nodes:
+                for v, _ in node.reads:
+                    if not cons[v] or cons[v][-1] != node.index:
+                        cons[v].append(node.index)
+            self._consumers = cons
+        return self._consumers[vid]
+
+
+# Ops that are aliases of their input although the schema does not mark them as views.
+_EXTRA_VIEWS = {"_unsafe_view", "as_strided_", "squeeze_", "unsqueeze_", "t_", "transpose_",
+                "_reshape_alias", "lift_fresh", "detach_", "set_"}
+# Ops that create a tensor without reading the data of their tensor arguments.
+_FACTORIES = {"empty_like", "zeros_like", "ones_like", "full_like", "rand_like", "randn_like",
+              "new_empty", "new_zeros", "new_ones", "new_full", "new_empty_strided"}
+
+
+def _is_view(func) -> bool:
+    return func.is_view or func._opname in _EXTRA_VIEWS
+
+
+class _Recorder(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.nodes: list[OpNode] = []
+        self.values: list[Value] = []
+        self.tensors: dict[int, tuple[int, int]] = {}  # id(tensor) -> (value id, numel)
+        self.newer: dict[int, int] = {}  # value id -> id of its newer in-place version
+        self.keep: list[torch.Tensor] = []  # keeps ids unique while tracing
+        self.scope: tuple[Frame, ...] = ()
+        self.current_op: str = ""
+
+    # -- values ---------------------------------------------------------------
+    def new_value(self, t: torch.Tensor, kind: str, producer=None, name="") -> int:
+        vid = len(self.values)
+        self.values.append(Value(vid, TensorMeta(tuple(t.shape), t.dtype), kind, producer, name))
+        self.tensors[id(t)] = (vid, t.numel())
+        self.keep.append(t)
+        return vid
+
+    def lookup(self, t: torch.Tensor) -> tuple[int, int]:
+        entry = self.tensors.get(id(t))
+        if entry is None:  # a tensor made outside the trace: a constant
+            vid = self.new_value(t, CONSTANT, name="constant")
+            return vid, self.values[vid].meta.nbytes
+        vid, numel = entry
+        while vid in self.newer:
+            vid = self.newer[vid]
+        meta = self.values[vid].meta
+        return vid, min(numel, meta.numel) * meta.itemsize
+
+    # -- dispatch -------------------------------------------------------------
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        self.current_op = str(func)
+        try:
+            out = func(*args, **kwargs)
+        except Exception as exc:
+            raise TraceError(f"op {func} failed in {_where(self.scope)}: "
+                             f"{type(exc).__name__}: {_first_line(exc)}") from exc
+        if func is aten._local_scalar_dense.default:
+            raise TraceError(f"{_where(self.scope)} reads a tensor's value (.item(), a "
+                             "data-dependent branch); such models cannot be traced on meta tensors")
+        in_tensors = [a for a in tree_flatten((args, kwargs))[0] if isinstance(a, torch.Tensor)]
+        out_tensors = [o for o in tree_flatten(out)[0] if isinstance(o, torch.Tensor)]
+        if _is_view(func) and in_tensors:
+            vid, _ = self.lookup(in_tensors[0])
+            for o in out_tensors:
+                if o is not in_tensors[0]:
+                    self.tensors[id(o)] = (vid, o.numel())
+                    self.keep.append(o)
+            return out
+        if not in_tensors or func._opname in _FACTORIES:
+            for o in out_tensors:
+                self.new_value(o, CONSTANT, name=func._opname)
+            return out
+        self._record(func, args, kwargs, out, in_tensors, out_tensors)
+        return out
+
+    def _record(self, func, args, kwargs, out, in_tensors, out_tensors):
+        index = len(self.nodes)
+        reads: dict[int, int] = {}
+        for t in in_tensors:
+            vid, nbytes = self.lookup(t)
+            reads[vid] = max(nbytes, reads.get(vid, 0))
+        writes = []
+        ids_in = {id(t) for t in in_tensors}
+        for o in out_tensors:
+            if id(o) in ids_in:  # in-place: a new version of the value it writes
+                old, nbytes = self.lookup(o)
+                meta = self.values[old].meta
+                vid = len(self.values)
+                self.values.append(Value(vid, meta, ACTIVATION, index))
+                self.newer[old] = vid
+                writes.append((vid, nbytes))
+            else:
+                vid = self.new_value(o, ACTIVATION, index)
+                writes.append((vid, self.values[vid].meta.nbytes))
+        self.nodes.append(OpNode(index, func, _metas(args), _metas(kwargs), _metas(out),
+                                 tuple(reads.items()), tuple(writes), self.scope))
+
+    # -- module scopes ----------------------------------------------------------
+    def push(self, frame: Frame):
+        self.scope = self.scope + (frame,)
+
+    def pop(self):
+        self.scope = self.scope[:-1]
+
+
+def _metas(tree):
+    return tree_map(lambda a: TensorMeta(tuple(a.shape), a.dtype)
+                    if isinstance(a, torch.Tensor) else a, tree)
+
+
+def _where(scope: Sequence[Frame]) -> str:
+    if not scope:
+        return "the model's forward"
+    f = scope[-1]
+    return f"module '{f.path or '(root)'}' ({f.cls})"
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:300] if text else ""
+
+
+@contextlib.contextmanager
+def _module_hooks(model: torch.nn.Module, rec: _Recorder):
+    names = {id(m): n for n, m in model.named_modules(remove_duplicate=False)}
+
+    def pre(module, _inputs):
+        rec.push(Frame(names.get(id(module), "?"), type(module).__name__))
+
+    def post(_module, _inputs, _output):
+        rec.pop()
+
+    h1 = torch.nn.modules.module.register_module_forward_pre_hook(pre)
+    h2 = torch.nn.modules.module.register_module_forward_hook(post)
+    try:
+        yield
+    finally:
+        h1.remove()
+        h2.remove()
+
+
+def _as_meta(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    target = dtype if t.is_floating_point() else t.dtype
+    return torch.empty(t.shape, dtype=target, device="meta")
+
+
+def trace(model: torch.nn.Module, inputs: Iterable[TensorMeta | Sequence[int]],
+          dtype: str = "float16") -> Graph:
+    """Run `model` on meta tensors of the given full input shapes and record its ops.
+
+    `inputs` are full shapes (batch included) or TensorMeta; floating-point parameters,
+    buffers and inputs take `dtype`. The model itself is not modified.
+    """
+    tdtype = torch_dtype(dtype)
+    rec = _Recorder()
+    state = {}
+    for name, t in list(model.named_parameters()) + list(model.named_buffers()):
+        state[name] = _as_meta(t, tdtype)
+        rec.new_value(state[name], WEIGHT, name=name)
+    example = []
+    for i, spec in enumerate(inputs):
+        shape, dt = (spec.shape, spec.dtype) if isinstance(spec, TensorMeta) else (spec, tdtype)
+        x = torch.empty(tuple(shape), dtype=dt, device="meta")
+        rec.new_value(x, INPUT, name=f"input{i}")
+        example.append(x)
+    input_ids = [rec.tensors[id(x)][0] for x in example]
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad(), torch.device("meta"), _module_hooks(model, rec), rec:
+            out = torch.func.functional_call(model, state, tuple(example), strict=False)
+    except TraceError:
+        raise
+    except Exception as exc:
+        raise TraceError(f"tracing failed in {_where(rec.scope)} after op {rec.current_op or '-'}: "
+                         f"{type(exc).__name__}: {_first_line(exc)}") from exc
+    finally:
+        model.train(was_training)
+    outputs = [rec.lookup(o)[0] for o in tree_flatten(out)[0] if isinstance(o, torch.Tensor)]
+    return Graph(rec.nodes, rec.values, input_ids, outputs, type(model).__name__)
