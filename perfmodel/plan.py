@@ -148,7 +148,7 @@ def make_kernels(graph: Graph, spec: PlanSpec | str = "layer") -> list[Kernel]:
         else:
             k.cost = k.cost + costs[node.index]
     for k in kernels:
-        _count_bytes(graph, k, affine, fuse, constant)
+        _count_bytes(graph, k, affine, constant)
     return kernels
 
 
@@ -193,7 +193,7 @@ def _fold(graph: Graph, bn: OpNode, kernel_of: dict[int, int], costs: list[Cost 
     return kernel_of[p], (0, 0) if costs[p].bias_ops else (channels, channels)
 
 
-def _count_bytes(graph: Graph, k: Kernel, affine, fuse: bool, constant: set[int]) -> None:
+def _count_bytes(graph: Graph, k: Kernel, affine, constant: set[int]) -> None:
     members = set(k.nodes)
     reads: dict[int, int] = {}
     for i in k.nodes:
@@ -217,8 +217,9 @@ def _count_bytes(graph: Graph, k: Kernel, affine, fuse: bool, constant: set[int]
     outputs = set(graph.outputs)
     for i in k.nodes:
         for vid, nbytes in graph.nodes[i].writes:
-            leaves = vid in outputs or any(c not in members for c in graph.consumers(vid))
-            if leaves or not fuse:
+            # written if read by another kernel or returned; dead outputs (unused
+            # max-pool indices, batchnorm's saved statistics) are never materialised
+            if vid in outputs or any(c not in members for c in graph.consumers(vid)):
                 k.output_bytes += nbytes
                 k.output_shape = graph.values[vid].meta.shape
     if not k.output_shape and k.nodes:
