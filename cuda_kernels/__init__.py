@@ -1,0 +1,24 @@
+"""Block-fusion CUDA kernels (DESIGN.md §10): fused FFN and ConvFirst, NHWC float16.
+
+The extension is built on first use (``torch.utils.cpp_extension.load``); importing this
+package needs no GPU and no compiler.
+"""
+
+from cuda_kernels.modules import FusedConvFirstBlock, FusedFFN, replace_convfirst_blocks
+from cuda_kernels.ops import (
+    SUPPORTED_CHANNELS,
+    SUPPORTED_EXPANSIONS,
+    SUPPORTED_SIZES,
+    BlockWeights,
+    convfirst_block,
+    ffn,
+    pack_conv_weight,
+    prepare_weights,
+    run_block,
+)
+
+__all__ = [
+    "SUPPORTED_CHANNELS", "SUPPORTED_EXPANSIONS", "SUPPORTED_SIZES", "BlockWeights", "FusedConvFirstBlock",
+    "FusedFFN", "convfirst_block", "ffn", "pack_conv_weight", "prepare_weights", "replace_convfirst_blocks",
+    "run_block",
+]

@@ -1,0 +1,82 @@
+// PyTorch binding of the block-fusion kernels. Shape policy (which C, alpha, H, W are
+// supported) lives in cuda_kernels/ops.py, which raises ValueError before calling here;
+// the checks below only guard against misuse of the raw op.
+#include <torch/extension.h>
+#include <c10/cuda/CUDAStream.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <cuda_fp16.h>
+
+#include "params.h"
+#include "variants.h"
+
+namespace {
+
+void check(const torch::Tensor& t, const char* name, torch::ScalarType dtype) {
+  TORCH_CHECK(t.is_cuda(), name, " must be a CUDA tensor");
+  TORCH_CHECK(t.scalar_type() == dtype, name, " has the wrong dtype");
+  TORCH_CHECK(t.is_contiguous(), name, " must be contiguous");
+}
+
+// x: [P, C] fp16; w1: [hidden, C] fp16; b1: [hidden] fp32; w2: [C, hidden] fp16; b2: [C] fp32;
+// conv_w: [C/8, 9, 32] int32 (packed fragments) or empty; conv_b: [C] fp32 or empty;
+// out: [P, C] fp16 to write into, or empty to allocate.
+torch::Tensor block_fusion(torch::Tensor x, torch::Tensor w1, torch::Tensor b1, torch::Tensor w2,
+                           torch::Tensor b2, torch::Tensor conv_w, torch::Tensor conv_b, int64_t H,
+                           int64_t W, bool residual, int64_t variant, torch::Tensor out) {
+  check(x, "x", torch::kHalf);
+  check(w1, "w1", torch::kHalf);
+  check(w2, "w2", torch::kHalf);
+  check(b1, "b1", torch::kFloat);
+  check(b2, "b2", torch::kFloat);
+  TORCH_CHECK(x.dim() == 2, "x must be [pixels, channels]");
+  const int64_t P = x.size(0), C = x.size(1), hidden = w1.size(0);
+  TORCH_CHECK(w1.size(1) == C && w2.size(0) == C && w2.size(1) == hidden, "weight shapes");
+  TORCH_CHECK(b1.numel() == hidden && b2.numel() == C, "bias shapes");
+  TORCH_CHECK(P > 0 && P * C < (int64_t(1) << 31), "pixel count out of range");
+  const bool conv = conv_w.numel() > 0;
+  if (conv) {
+    check(conv_w, "conv_w", torch::kInt);
+    check(conv_b, "conv_b", torch::kFloat);
+    TORCH_CHECK(conv_w.numel() == C / 8 * 9 * 32 && conv_b.numel() == C, "conv weight shapes");
+    TORCH_CHECK(W > 0 && H > 0 && P % (H * W) == 0, "H, W do not divide the pixel count");
+  }
+  const c10::cuda::CUDAGuard guard(x.device());
+  if (out.numel() == 0) {
+    out = torch::empty_like(x);
+  } else {
+    check(out, "out", torch::kHalf);
+    TORCH_CHECK(out.sizes() == x.sizes() && out.device() == x.device(), "out must match x");
+  }
+  bf::Params p{};
+  p.x = reinterpret_cast<const __half*>(x.data_ptr<at::Half>());
+  p.out = reinterpret_cast<__half*>(out.data_ptr<at::Half>());
+  p.w1 = reinterpret_cast<const __half*>(w1.data_ptr<at::Half>());
+  p.b1 = b1.data_ptr<float>();
+  p.w2 = reinterpret_cast<const __half*>(w2.data_ptr<at::Half>());
+  p.b2 = b2.data_ptr<float>();
+  p.conv_w = conv ? reinterpret_cast<const uint32_t*>(conv_w.data_ptr<int32_t>()) : nullptr;
+  p.conv_b = conv ? conv_b.data_ptr<float>() : nullptr;
+  p.P = static_cast<int>(P);
+  p.hidden = static_cast<int>(hidden);
+  p.H = static_cast<int>(H);
+  p.W = static_cast<int>(W);
+  p.residual = residual ? 1 : 0;
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+  cudaError_t err = cudaErrorInvalidValue;
+  switch (C) {
+    case 32: err = bf::launch_c32(p, conv, static_cast<int>(variant), stream); break;
+    case 64: err = bf::launch_c64(p, conv, static_cast<int>(variant), stream); break;
+    case 128: err = bf::launch_c128(p, conv, static_cast<int>(variant), stream); break;
+    case 256: err = bf::launch_c256(p, conv, static_cast<int>(variant), stream); break;
+    default: TORCH_CHECK(false, "unsupported channel count ", C);
+  }
+  TORCH_CHECK(err == cudaSuccess, "block_fusion launch failed: ", cudaGetErrorString(err));
+  return out;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.def("block_fusion", &block_fusion, "Fused FFN / ConvFirst block (NHWC fp16)");
+  m.attr("num_variants") = bf::kVariants;
+}

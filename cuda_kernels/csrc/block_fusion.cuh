@@ -1,0 +1,332 @@
+// Block-fusion kernel for FFN and ConvFirst (DESIGN.md §10), NHWC float16, fp32 accumulation.
+//
+// One thread block computes a tile of BM = 128 consecutive pixels (flattened n, h, w):
+//   phase A  X tile [BM x C] into shared memory: copied from DRAM (FFN), or computed as the
+//            group-width-8 3x3 convolution of an input tile with its halo rows (ConvFirst),
+//            on tensor cores with mma.m16n8k8, plus the folded-BN bias;
+//   phase B  loop over chunks of HC hidden channels (eq. 32):
+//              H = ReLU(X . U_chunk^T + a_chunk)   (stage 1, H stays in shared memory)
+//              O += H . V_chunk^T                  (stage 2, O stays in registers)
+//            the weights stream through a ring of shared-memory slots with cp.async, one
+//            64-wide k-slice per slot, so the next slices load while the current one is used;
+//   phase C  O + b, plus the shortcut (the input pixels) when asked, written once to DRAM.
+// DRAM traffic is the input (halo rows re-read hit L2), the output and the weights (L2).
+#pragma once
+#include "params.h"
+#include "ptx.cuh"
+
+namespace bf {
+
+
+constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / 32;
+constexpr int kBM = 128;
+constexpr int kHaloPixels = 336;  // (floor(127 / W) + 4) * W <= 336 for every W <= 56
+
+template <int C_, int HC_, int WM1_, int WM2_, int MINB_, bool CONV_>
+struct Config {
+  static constexpr int C = C_, HC = HC_, WM1 = WM1_, WM2 = WM2_, MINB = MINB_;
+  static constexpr bool CONV = CONV_;
+  static constexpr int BM = kBM;
+  static constexpr int WN1 = kWarps / WM1, WN2 = kWarps / WM2;
+  static constexpr int TM1 = BM / WM1, TN1 = HC / WN1;  // stage-1 warp tile
+  static constexpr int TM2 = BM / WM2, TN2 = C / WN2;   // stage-2 warp tile
+  static constexpr int MT1 = TM1 / 16, NT1 = TN1 / 8, MT2 = TM2 / 16, NT2 = TN2 / 8;
+  static constexpr int KP = (C + 63) / 64;              // 64-column panels of X
+  static constexpr int KW = C < 64 ? C : 64;            // k width of a U slice
+  static constexpr int KU = KP, KV = HC / 64;           // slices per chunk
+  static constexpr int STAGES = 3;
+  static constexpr int A_BYTES = KP * BM * 128;
+  static constexpr int H_BYTES = KV * BM * 128;
+  static constexpr int SLOT_BYTES = (HC > C ? HC : C) * 128;
+  static constexpr int RING_BYTES = STAGES * SLOT_BYTES;
+  static constexpr int HALO_BYTES = (kHaloPixels + 1) * 128;  // + one zero pixel
+  static constexpr int R_BYTES =
+      (CONV && HALO_BYTES > RING_BYTES + H_BYTES) ? HALO_BYTES : RING_BYTES + H_BYTES;
+  static constexpr int SMEM_BYTES = A_BYTES + R_BYTES;
+  static_assert(TM1 % 16 == 0 && TN1 % 16 == 0 && TM2 % 16 == 0 && TN2 % 16 == 0, "warp tile");
+  static_assert(HC % 64 == 0 && C % 32 == 0, "shape");
+};
+
+// Loads k-slice `t` of hidden chunk `chunk` into a ring slot: a U slice (rows = HC hidden
+// channels, k = input channels) for t < KU, else a V slice (rows = C outputs, k = hidden).
+template <class K>
+__device__ __forceinline__ void load_weight_slice(const Params& p, uint8_t* slot, int chunk, int t) {
+  const uint32_t base = smem_addr(slot);
+  if (t < K::KU) {
+    constexpr int CH = K::KW / 8;
+    for (int i = threadIdx.x; i < K::HC * CH; i += kThreads) {
+      const int r = i / CH, c = i % CH;
+      const __half* src = p.w1 + (size_t)(chunk * K::HC + r) * K::C + t * 64 + c * 8;
+      cp_async16(base + panel_offset(r, c), src, true);
+    }
+  } else {
+    const int tv = t - K::KU;
+    for (int i = threadIdx.x; i < K::C * 8; i += kThreads) {
+      const int r = i >> 3, c = i & 7;
+      const __half* src = p.w2 + (size_t)r * p.hidden + chunk * K::HC + tv * 64 + c * 8;
+      cp_async16(base + panel_offset(r, c), src, true);
+    }
+  }
+}
+
+// Grouped 3x3 convolution (group width 8, stride 1, pad 1) of the tile's pixels into A_s.
+// The halo is the run of whole image rows (global row = n*H + h) that the tile touches,
+// plus one row above and below; it is loaded 64 channels at a time.
+template <class K>
+__device__ __forceinline__ void conv_phase(const Params& p, uint8_t* A_s, uint8_t* halo, int p0) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int W = p.W, H = p.H, rows_total = p.P / W;
+  const int p_last = min(p0 + K::BM, p.P) - 1;
+  const int row_lo = max(p0 / W - 1, 0);
+  const int row_hi = min(p_last / W + 1, rows_total - 1);
+  const int npix = (row_hi - row_lo + 1) * W;
+  uint8_t* zero_pixel = halo + kHaloPixels * 128;
+  if (threadIdx.x < 8) reinterpret_cast<uint4*>(zero_pixel)[threadIdx.x] = make_uint4(0, 0, 0, 0);
+
+  constexpr int CS = K::KW;          // channels per slice
+  constexpr int CHS = CS / 8;        // 16-byte chunks (= groups) per pixel and slice
+  constexpr int PAIRS = CHS / 2;     // a warp job covers two groups
+  constexpr int JOBS = (K::BM / 16) * PAIRS;
+  const uint32_t halo_base = smem_addr(halo);
+
+  // Each lane owns one pixel of a 16-pixel m-tile; lanes 16..31 serve the second group.
+  for (int s = 0; s < K::KP; ++s) {
+    if (s > 0) __syncthreads();
+    for (int i = threadIdx.x; i < npix * CHS; i += kThreads) {
+      const int q = i / CHS, c = i % CHS;
+      const __half* src = p.x + ((size_t)row_lo * W + q) * K::C + s * 64 + c * 8;
+      cp_async16(halo_base + panel_offset(q, c), src, true);
+    }
+    cp_async_commit();
+    cp_async_wait<0>();
+    __syncthreads();
+
+    for (int job = warp; job < JOBS; job += kWarps) {
+      const int mt = job / PAIRS, pair = job % PAIRS;
+      const int local_group = pair * 2 + (lane >> 4);
+      const int g0 = s * CHS + pair * 2;  // global group index of the pair's first group
+      const int pix = p0 + mt * 16 + (lane & 15);
+      const bool in_range = pix < p.P;
+      const int grow = in_range ? pix / W : 0;
+      const int w = in_range ? pix - grow * W : 0;
+      const int h = grow % H;
+      float acc[2][4] = {};
+#pragma unroll
+      for (int tap = 0; tap < 9; ++tap) {
+        const int dy = tap / 3 - 1, dx = tap % 3 - 1;
+        const bool ok = in_range && h + dy >= 0 && h + dy < H && w + dx >= 0 && w + dx < W;
+        const int q = (grow + dy - row_lo) * W + w + dx;
+        const uint32_t addr = ok ? halo_base + panel_offset(q, local_group) : smem_addr(zero_pixel);
+        uint32_t a[4];
+        ldmatrix_x4(a, addr);
+        const uint32_t b0 = __ldg(p.conv_w + ((size_t)g0 * 9 + tap) * 32 + lane);
+        const uint32_t b1 = __ldg(p.conv_w + ((size_t)(g0 + 1) * 9 + tap) * 32 + lane);
+        mma_m16n8k8(acc[0], a[0], a[1], b0);
+        mma_m16n8k8(acc[1], a[2], a[3], b1);
+      }
+#pragma unroll
+      for (int gi = 0; gi < 2; ++gi) {
+        const int ch = (g0 + gi) * 8 + (lane & 3) * 2;
+        const float bias0 = __ldg(p.conv_b + ch), bias1 = __ldg(p.conv_b + ch + 1);
+        const int row = mt * 16 + (lane >> 2);
+        uint8_t* panel = A_s + (ch >> 6) * (K::BM * 128);
+        const int chunk = (ch & 63) >> 3, within = (ch & 7) * 2;
+        *reinterpret_cast<uint32_t*>(panel + panel_offset(row, chunk) + within) =
+            pack_half2(acc[gi][0] + bias0, acc[gi][1] + bias1);
+        *reinterpret_cast<uint32_t*>(panel + panel_offset(row + 8, chunk) + within) =
+            pack_half2(acc[gi][2] + bias0, acc[gi][3] + bias1);
+      }
+    }
+  }
+  __syncthreads();
+}
+
+template <class K>
+__global__ void __launch_bounds__(kThreads, K::MINB) block_fusion_kernel(const Params p) {
+  extern __shared__ __align__(128) uint8_t smem[];
+  uint8_t* A_s = smem;
+  uint8_t* ring = smem + K::A_BYTES;
+  uint8_t* H_s = ring + K::RING_BYTES;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int p0 = blockIdx.x * K::BM;
+  const int nchunks = p.hidden / K::HC;
+  constexpr int SLICES = K::KU + K::KV;
+  const int nslices = nchunks * SLICES;
+
+  auto issue_slice = [&](int gs) {
+    if (gs < nslices) load_weight_slice<K>(p, ring + (gs % K::STAGES) * K::SLOT_BYTES, gs / SLICES, gs % SLICES);
+    cp_async_commit();
+  };
+
+  // ---- phase A: X tile into A_s ----
+  if constexpr (K::CONV) {
+    conv_phase<K>(p, A_s, ring, p0);
+  } else {
+    constexpr int CHX = K::C / 8;
+    const uint32_t a_base = smem_addr(A_s);
+    for (int i = threadIdx.x; i < K::BM * CHX; i += kThreads) {
+      const int r = i / CHX, c = i % CHX;
+      const bool valid = p0 + r < p.P;
+      const __half* src = valid ? p.x + (size_t)(p0 + r) * K::C + c * 8 : p.x;
+      cp_async16(a_base + (c >> 3) * (K::BM * 128) + panel_offset(r, c & 7), src, valid);
+    }
+    cp_async_commit();
+  }
+#pragma unroll
+  for (int s = 0; s < K::STAGES - 1; ++s) issue_slice(s);
+
+  // ---- phase B: loop over hidden chunks ----
+  const int wm1 = warp / K::WN1, wn1 = warp % K::WN1;
+  const int wm2 = warp / K::WN2, wn2 = warp % K::WN2;
+  // ldmatrix lane roles: A rows (lane & 15), k half (lane >> 4); B rows (lane & 7) + 8 * (lane >> 4),
+  // k half (lane >> 3) & 1.
+  const int a_row = lane & 15, a_chunk = lane >> 4;
+  const int b_row = (lane & 7) + ((lane >> 4) << 3), b_chunk = (lane >> 3) & 1;
+
+  float acc2[K::MT2][K::NT2][4];
+#pragma unroll
+  for (int i = 0; i < K::MT2; ++i)
+#pragma unroll
+    for (int j = 0; j < K::NT2; ++j)
+#pragma unroll
+      for (int k = 0; k < 4; ++k) acc2[i][j][k] = 0.f;
+
+  int gs = 0;
+  for (int chunk = 0; chunk < nchunks; ++chunk) {
+    float acc1[K::MT1][K::NT1][4];
+#pragma unroll
+    for (int i = 0; i < K::MT1; ++i)
+#pragma unroll
+      for (int j = 0; j < K::NT1; ++j)
+#pragma unroll
+        for (int k = 0; k < 4; ++k) acc1[i][j][k] = 0.f;
+
+    // stage 1: acc1 = X . U_chunk^T, one 64-wide k-slice per ring slot
+#pragma unroll 1
+    for (int t = 0; t < K::KU; ++t, ++gs) {
+      cp_async_wait<K::STAGES - 2>();
+      __syncthreads();
+      issue_slice(gs + K::STAGES - 1);
+      const uint32_t a_base = smem_addr(A_s + t * (K::BM * 128));
+      const uint32_t b_base = smem_addr(ring + (gs % K::STAGES) * K::SLOT_BYTES);
+#pragma unroll
+      for (int ks = 0; ks < K::KW / 16; ++ks) {
+        uint32_t a[K::MT1][4];
+#pragma unroll
+        for (int mt = 0; mt < K::MT1; ++mt)
+          ldmatrix_x4(a[mt], a_base + panel_offset(wm1 * K::TM1 + mt * 16 + a_row, ks * 2 + a_chunk));
+#pragma unroll
+        for (int np = 0; np < K::NT1 / 2; ++np) {
+          uint32_t b[4];
+          ldmatrix_x4(b, b_base + panel_offset(wn1 * K::TN1 + np * 16 + b_row, ks * 2 + b_chunk));
+#pragma unroll
+          for (int mt = 0; mt < K::MT1; ++mt) {
+            mma_m16n8k16(acc1[mt][2 * np], a[mt], b[0], b[1]);
+            mma_m16n8k16(acc1[mt][2 * np + 1], a[mt], b[2], b[3]);
+          }
+        }
+      }
+    }
+    // H = ReLU(acc1 + a) into H_s (fp16). Every warp passed a barrier after the previous
+    // chunk's stage 2, so nobody still reads H_s.
+#pragma unroll
+    for (int nt = 0; nt < K::NT1; ++nt) {
+      const int col = wn1 * K::TN1 + nt * 8 + (lane & 3) * 2;
+      const float bias0 = __ldg(p.b1 + chunk * K::HC + col), bias1 = __ldg(p.b1 + chunk * K::HC + col + 1);
+      uint8_t* panel = H_s + (col >> 6) * (K::BM * 128);
+      const int c16 = (col & 63) >> 3, within = (col & 7) * 2;
+#pragma unroll
+      for (int mt = 0; mt < K::MT1; ++mt) {
+        const int row = wm1 * K::TM1 + mt * 16 + (lane >> 2);
+        const float* v = acc1[mt][nt];
+        *reinterpret_cast<uint32_t*>(panel + panel_offset(row, c16) + within) =
+            pack_half2(fmaxf(v[0] + bias0, 0.f), fmaxf(v[1] + bias1, 0.f));
+        *reinterpret_cast<uint32_t*>(panel + panel_offset(row + 8, c16) + within) =
+            pack_half2(fmaxf(v[2] + bias0, 0.f), fmaxf(v[3] + bias1, 0.f));
+      }
+    }
+
+    // stage 2: acc2 += H . V_chunk^T (the barrier at the top of each slice publishes H_s)
+#pragma unroll 1
+    for (int t = 0; t < K::KV; ++t, ++gs) {
+      cp_async_wait<K::STAGES - 2>();
+      __syncthreads();
+      issue_slice(gs + K::STAGES - 1);
+      const uint32_t a_base = smem_addr(H_s + t * (K::BM * 128));
+      const uint32_t b_base = smem_addr(ring + (gs % K::STAGES) * K::SLOT_BYTES);
+#pragma unroll
+      for (int ks = 0; ks < 4; ++ks) {
+        uint32_t a[K::MT2][4];
+#pragma unroll
+        for (int mt = 0; mt < K::MT2; ++mt)
+          ldmatrix_x4(a[mt], a_base + panel_offset(wm2 * K::TM2 + mt * 16 + a_row, ks * 2 + a_chunk));
+#pragma unroll
+        for (int np = 0; np < K::NT2 / 2; ++np) {
+          uint32_t b[4];
+          ldmatrix_x4(b, b_base + panel_offset(wn2 * K::TN2 + np * 16 + b_row, ks * 2 + b_chunk));
+#pragma unroll
+          for (int mt = 0; mt < K::MT2; ++mt) {
+            mma_m16n8k16(acc2[mt][2 * np], a[mt], b[0], b[1]);
+            mma_m16n8k16(acc2[mt][2 * np + 1], a[mt], b[2], b[3]);
+          }
+        }
+      }
+    }
+  }
+  cp_async_wait<0>();
+
+  // ---- phase C: O + b staged as fp16 in A_s (last read before the final chunk's stage 2) ----
+#pragma unroll
+  for (int nt = 0; nt < K::NT2; ++nt) {
+    const int col = wn2 * K::TN2 + nt * 8 + (lane & 3) * 2;
+    const float bias0 = __ldg(p.b2 + col), bias1 = __ldg(p.b2 + col + 1);
+    uint8_t* panel = A_s + (col >> 6) * (K::BM * 128);
+    const int c16 = (col & 63) >> 3, within = (col & 7) * 2;
+#pragma unroll
+    for (int mt = 0; mt < K::MT2; ++mt) {
+      const int row = wm2 * K::TM2 + mt * 16 + (lane >> 2);
+      const float* v = acc2[mt][nt];
+      *reinterpret_cast<uint32_t*>(panel + panel_offset(row, c16) + within) = pack_half2(v[0] + bias0, v[1] + bias1);
+      *reinterpret_cast<uint32_t*>(panel + panel_offset(row + 8, c16) + within) = pack_half2(v[2] + bias0, v[3] + bias1);
+    }
+  }
+  __syncthreads();
+  constexpr int CHX = K::C / 8;
+  for (int i = threadIdx.x; i < K::BM * CHX; i += kThreads) {
+    const int r = i / CHX, c = i % CHX;
+    if (p0 + r >= p.P) continue;
+    const uint4 staged =
+        *reinterpret_cast<const uint4*>(A_s + (c >> 3) * (K::BM * 128) + panel_offset(r, c & 7));
+    const size_t off = (size_t)(p0 + r) * K::C + c * 8;
+    uint4 result = staged;
+    if (p.residual) {
+      const uint4 xin = __ldg(reinterpret_cast<const uint4*>(p.x + off));
+      const __half2* o2 = reinterpret_cast<const __half2*>(&staged);
+      const __half2* x2 = reinterpret_cast<const __half2*>(&xin);
+      __half2* r2 = reinterpret_cast<__half2*>(&result);
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const float2 a = __half22float2(o2[k]), b = __half22float2(x2[k]);
+        r2[k] = __floats2half2_rn(a.x + b.x, a.y + b.y);
+      }
+    }
+    *reinterpret_cast<uint4*>(p.out + off) = result;
+  }
+}
+
+template <class K>
+cudaError_t launch(const Params& p, cudaStream_t stream) {
+  static bool configured = false;
+  if (!configured) {
+    const cudaError_t err = cudaFuncSetAttribute(block_fusion_kernel<K>,
+                                                 cudaFuncAttributeMaxDynamicSharedMemorySize, K::SMEM_BYTES);
+    if (err != cudaSuccess) return err;
+    configured = true;
+  }
+  const int grid = (p.P + K::BM - 1) / K::BM;
+  block_fusion_kernel<K><<<grid, kThreads, K::SMEM_BYTES, stream>>>(p);
+  return cudaGetLastError();
+}
+
+}  // namespace bf

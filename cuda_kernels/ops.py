@@ -1,0 +1,207 @@
+"""Python API of the block-fusion kernels: shape policy, weight packing, launch.
+
+Activations are 4-D ``N x C x H x W`` tensors in ``torch.channels_last`` memory (NHWC in
+memory, as PyTorch's channels-last convolutions use) or 2-D ``pixels x C`` tensors, float16.
+Weights use PyTorch's convolution layouts (BatchNorm already folded):
+``w1`` ``[hidden, C(,1,1)]``, ``w2`` ``[C, hidden(,1,1)]``, ``conv_w`` ``[C, 8, 3, 3]``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+SUPPORTED_CHANNELS = (32, 64, 128, 256)
+SUPPORTED_EXPANSIONS = (2, 4, 6)
+SUPPORTED_SIZES = (56, 28, 14, 7)  # tested; any W <= MAX_WIDTH and any H also run
+MAX_WIDTH = 56  # the halo buffer holds the rows a 128-pixel tile touches, for W <= 56
+MAX_BATCH = 256
+GROUP_WIDTH = 8
+# Tile variant per channel count (see csrc/block_fusion_c*.cu and NOTES.md).
+DEFAULT_VARIANT = {32: 0, 64: 0, 128: 0, 256: 0}
+
+
+def _check_ffn_shapes(channels: int, hidden: int) -> None:
+    if channels not in SUPPORTED_CHANNELS:
+        raise ValueError(f"block-fusion kernels support C in {SUPPORTED_CHANNELS}, got C={channels}")
+    if hidden % channels or hidden // channels not in SUPPORTED_EXPANSIONS:
+        raise ValueError(
+            f"block-fusion kernels support hidden = alpha*C with alpha in {SUPPORTED_EXPANSIONS}, "
+            f"got hidden={hidden} for C={channels}"
+        )
+
+
+def _as_pixels(x: torch.Tensor) -> tuple[torch.Tensor, tuple[int, int, int, int] | None]:
+    """View x as a contiguous [pixels, C] matrix without copying."""
+    if x.dtype != torch.float16 or not x.is_cuda:
+        raise ValueError(f"x must be a float16 CUDA tensor, got {x.dtype} on {x.device}")
+    if x.dim() == 2:
+        if not x.is_contiguous():
+            raise ValueError("a 2-D x must be contiguous [pixels, C]")
+        return x, None
+    if x.dim() != 4:
+        raise ValueError(f"x must be [N, C, H, W] (channels_last) or [pixels, C], got shape {tuple(x.shape)}")
+    if not x.is_contiguous(memory_format=torch.channels_last):
+        raise ValueError("x must be in torch.channels_last memory format (NHWC)")
+    n, c, h, w = x.shape
+    return x.permute(0, 2, 3, 1).reshape(n * h * w, c), (n, c, h, w)
+
+
+def _from_pixels(y: torch.Tensor, shape: tuple[int, int, int, int] | None) -> torch.Tensor:
+    if shape is None:
+        return y
+    n, c, h, w = shape
+    return y.view(n, h, w, c).permute(0, 3, 1, 2)
+
+
+def _matrix(w: torch.Tensor, rows: int, cols: int, name: str) -> torch.Tensor:
+    if w.numel() != rows * cols:
+        raise ValueError(f"{name} must have {rows}x{cols} elements, got shape {tuple(w.shape)}")
+    return w.detach().reshape(rows, cols).to(torch.float16).contiguous()
+
+
+def _bias(b: torch.Tensor | None, n: int, device) -> torch.Tensor:
+    if b is None:
+        return torch.zeros(n, device=device, dtype=torch.float32)
+    if b.numel() != n:
+        raise ValueError(f"bias must have {n} elements, got {b.numel()}")
+    return b.detach().reshape(n).to(torch.float32).contiguous()
+
+
+def pack_conv_weight(conv_w: torch.Tensor) -> torch.Tensor:
+    """[C, 8, 3, 3] grouped weight -> [C/8, 9, 32] int32 mma B fragments (two fp16 per lane).
+
+    Lane l of group g, tap t holds W[8g + l//4, 2(l%4) : 2(l%4)+2, t]: output channel n = l//4,
+    input channels k = 2(l%4), 2(l%4)+1, the m16n8k8 B-fragment layout.
+    """
+    channels = conv_w.shape[0]
+    if tuple(conv_w.shape) != (channels, GROUP_WIDTH, 3, 3):
+        raise ValueError(f"conv weight must be [C, {GROUP_WIDTH}, 3, 3], got {tuple(conv_w.shape)}")
+    groups = channels // GROUP_WIDTH
+    w = conv_w.detach().to(torch.float16).reshape(groups, 8, 8, 9).permute(0, 3, 1, 2).contiguous()
+    return w.view(torch.int32).reshape(groups, 9, 32)
+
+
+def _extension():
+    from cuda_kernels._build import load_extension
+
+    return load_extension()
+
+
+@dataclass(frozen=True)
+class BlockWeights:
+    """Kernel-ready weights of one FFN or ConvFirst block (fp16 matrices, fp32 biases)."""
+
+    channels: int
+    hidden: int
+    w1: torch.Tensor  # [hidden, C] fp16
+    b1: torch.Tensor  # [hidden] fp32
+    w2: torch.Tensor  # [C, hidden] fp16
+    b2: torch.Tensor  # [C] fp32
+    conv_w: torch.Tensor  # [C/8, 9, 32] int32 fragments; empty for a plain FFN
+    conv_b: torch.Tensor  # [C] fp32; empty for a plain FFN
+
+    @property
+    def has_conv(self) -> bool:
+        return self.conv_w.numel() > 0
+
+
+def prepare_weights(
+    w1: torch.Tensor,
+    b1: torch.Tensor | None,
+    w2: torch.Tensor,
+    b2: torch.Tensor | None,
+    conv_w: torch.Tensor | None = None,
+    conv_b: torch.Tensor | None = None,
+) -> BlockWeights:
+    """Validate shapes and convert weights once, so that repeated calls launch only the kernel."""
+    hidden = w1.shape[0]
+    channels = w2.shape[0]
+    _check_ffn_shapes(channels, hidden)
+    device = w1.device
+    if conv_w is not None:
+        packed = pack_conv_weight(conv_w).to(device)
+        conv_bias = _bias(conv_b, channels, device)
+    else:
+        packed = torch.empty(0, device=device, dtype=torch.int32)
+        conv_bias = torch.empty(0, device=device, dtype=torch.float32)
+    return BlockWeights(
+        channels, hidden,
+        _matrix(w1, hidden, channels, "w1"), _bias(b1, hidden, device),
+        _matrix(w2, channels, hidden, "w2"), _bias(b2, channels, device),
+        packed, conv_bias,
+    )
+
+
+def run_block(
+    x: torch.Tensor,
+    weights: BlockWeights,
+    residual: bool,
+    variant: int | None = None,
+    out: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Launch the fused kernel on prepared weights (FFN, or ConvFirst when weights has a conv).
+
+    ``out``, if given, is written in place; it must have x's shape and memory format.
+    """
+    xp, shape = _as_pixels(x)
+    out_pixels = torch.empty(0, device=x.device, dtype=torch.float16)
+    if out is not None:
+        out_pixels, out_shape = _as_pixels(out)
+        if out_shape != shape or out_pixels.shape != xp.shape:
+            raise ValueError("out must have the shape and memory format of x")
+    if xp.shape[1] != weights.channels:
+        raise ValueError(f"x has {xp.shape[1]} channels, the weights expect {weights.channels}")
+    height = width = 0
+    if weights.has_conv:
+        if shape is None:
+            raise ValueError(f"convfirst_block needs a 4-D [N, C, H, W] input, got shape {tuple(x.shape)}")
+        n, _, height, width = shape
+        if not 1 <= width <= MAX_WIDTH:
+            raise ValueError(
+                f"convfirst_block supports 1 <= W <= {MAX_WIDTH} (tested H=W in {SUPPORTED_SIZES}), "
+                f"got {height}x{width}"
+            )
+        if not 1 <= n <= MAX_BATCH:
+            raise ValueError(f"convfirst_block supports batch 1..{MAX_BATCH}, got {n}")
+        residual = True
+    variant = DEFAULT_VARIANT[weights.channels] if variant is None else variant
+    y = _extension().block_fusion(
+        xp, weights.w1, weights.b1, weights.w2, weights.b2, weights.conv_w, weights.conv_b,
+        height, width, residual, variant, out_pixels,
+    )
+    return _from_pixels(y, shape)
+
+
+def ffn(
+    x: torch.Tensor,
+    w1: torch.Tensor,
+    b1: torch.Tensor | None,
+    w2: torch.Tensor,
+    b2: torch.Tensor | None,
+    residual: bool = False,
+    variant: int | None = None,
+    out: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Fused ``ReLU(x·w1ᵀ + b1)·w2ᵀ + b2`` (``+ x`` if residual); the hidden tensor stays on chip."""
+    return run_block(x, prepare_weights(w1, b1, w2, b2), residual, variant, out)
+
+
+def convfirst_block(
+    x: torch.Tensor,
+    conv_w: torch.Tensor,
+    conv_b: torch.Tensor | None,
+    w1: torch.Tensor,
+    b1: torch.Tensor | None,
+    w2: torch.Tensor,
+    b2: torch.Tensor | None,
+    variant: int | None = None,
+    out: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Fused inference-form ConvFirst block: ``x + FFN(grouped_conv3x3(x) + conv_b)``, stride 1.
+
+    ``x`` is ``[N, C, H, W]`` float16 in channels_last memory; raises ``ValueError`` for shapes
+    the kernel does not support.
+    """
+    return run_block(x, prepare_weights(w1, b1, w2, b2, conv_w, conv_b), True, variant, out)

@@ -1,0 +1,166 @@
+"""Correctness of the block-fusion CUDA kernels against the float64 reference block.
+
+The fused result must be within 2x PyTorch's own float16 error (the same block run by
+PyTorch in float16, channels-last), measured against the same float64 reference, on fresh
+random inputs, with the output poisoned (NaN) before every call.
+"""
+
+import itertools
+
+import pytest
+import torch
+from torch import nn
+
+import cuda_kernels
+from perfmodel.zoo import FFN, ConvFirstBlock, fold_batchnorm
+
+CHANNELS = cuda_kernels.SUPPORTED_CHANNELS
+EXPANSIONS = cuda_kernels.SUPPORTED_EXPANSIONS
+SIZES = cuda_kernels.SUPPORTED_SIZES
+
+
+def random_block(block: nn.Module) -> nn.Module:
+    """Inference-form block with random weights and BN statistics, kept at a sane scale."""
+    for m in block.modules():
+        if isinstance(m, nn.BatchNorm2d):
+            n = m.num_features
+            m.running_mean.copy_(torch.randn(n) * 0.1)
+            m.running_var.copy_(torch.rand(n) + 0.5)
+            m.weight.data.copy_(torch.rand(n) + 0.5)
+            m.bias.data.copy_(torch.randn(n) * 0.1)
+    return fold_batchnorm(block.eval())
+
+
+def relative_error(got: torch.Tensor, ref: torch.Tensor) -> float:
+    return ((got.double() - ref).norm() / ref.norm()).item()
+
+
+def check_against_reference(block: nn.Module, x: torch.Tensor, run) -> None:
+    block = block.cuda()
+    with torch.no_grad():
+        ref = block.double()(x.double())
+        torch_fp16 = block.half()(x)
+    out = torch.full_like(x, float("nan"))
+    got = run(block, x, out)
+    torch.cuda.synchronize()
+    assert got.data_ptr() == out.data_ptr()
+    assert torch.isfinite(got).all(), "unwritten or non-finite outputs"
+    err, torch_err = relative_error(got, ref), relative_error(torch_fp16, ref)
+    assert err <= 2 * torch_err, f"kernel error {err:.3g} > 2 x PyTorch fp16 error {torch_err:.3g}"
+
+
+def cuda_input(batch: int, channels: int, size: int) -> torch.Tensor:
+    x = torch.randn(batch, channels, size, size, device="cuda", dtype=torch.float16)
+    return x.contiguous(memory_format=torch.channels_last)
+
+
+def run_convfirst(block, x, out):
+    return cuda_kernels.convfirst_block(
+        x, block.conv.weight, block.conv.bias, block.ffn.expand.weight, block.ffn.expand.bias,
+        block.ffn.project.weight, block.ffn.project.bias, out=out,
+    )
+
+
+def run_ffn(block, x, out):
+    return cuda_kernels.ffn(
+        x, block.expand.weight, block.expand.bias, block.project.weight, block.project.bias,
+        residual=block.residual, out=out,
+    )
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("channels,expansion,size", list(itertools.product(CHANNELS, EXPANSIONS, SIZES)))
+def test_convfirst_all_supported_shapes(channels, expansion, size):
+    batch = 3 if size >= 28 else 5
+    block = random_block(ConvFirstBlock(channels, expansion))
+    check_against_reference(block, cuda_input(batch, channels, size), run_convfirst)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("channels,size,batch", [(32, 9, 1), (64, 13, 7), (128, 5, 3), (256, 3, 11), (64, 1, 2), (32, 23, 3)])
+def test_convfirst_sizes_not_multiple_of_tile(channels, size, batch):
+    block = random_block(ConvFirstBlock(channels, 4))
+    check_against_reference(block, cuda_input(batch, channels, size), run_convfirst)
+
+
+@pytest.mark.cuda
+@pytest.mark.slow
+def test_convfirst_largest_batch():
+    block = random_block(ConvFirstBlock(64, 4))
+    check_against_reference(block, cuda_input(256, 64, 14), run_convfirst)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("channels,expansion", list(itertools.product(CHANNELS, EXPANSIONS)))
+@pytest.mark.parametrize("residual", [False, True])
+def test_ffn_all_supported_shapes(channels, expansion, residual):
+    block = random_block(FFN(channels, expansion, residual=residual))
+    check_against_reference(block, cuda_input(3, channels, 13), run_ffn)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("variant", range(2))
+@pytest.mark.parametrize("channels", CHANNELS)
+def test_every_tile_variant(channels, variant):
+    block = random_block(ConvFirstBlock(channels, 2))
+
+    def run(block, x, out):
+        weights = cuda_kernels.prepare_weights(
+            block.ffn.expand.weight, block.ffn.expand.bias, block.ffn.project.weight, block.ffn.project.bias,
+            block.conv.weight, block.conv.bias,
+        )
+        return cuda_kernels.run_block(x, weights, residual=True, variant=variant, out=out)
+
+    check_against_reference(block, cuda_input(3, channels, 14), run)
+
+
+@pytest.mark.cuda
+def test_dropin_module_replaces_convfirst_blocks():
+    torch.manual_seed(0)
+    net = nn.Sequential(ConvFirstBlock(64, 4), ConvFirstBlock(64, 2), ConvFirstBlock(64, 4, out_channels=128, stride=2))
+    folded = random_block(net).cuda().half()
+    x = cuda_input(2, 64, 28)
+    with torch.no_grad():
+        expected = folded(x)
+        fused = cuda_kernels.replace_convfirst_blocks(folded)
+        assert isinstance(fused[0], cuda_kernels.FusedConvFirstBlock)
+        assert isinstance(fused[1], cuda_kernels.FusedConvFirstBlock)
+        assert isinstance(fused[2], ConvFirstBlock), "stride 2 stays in PyTorch"
+        got = fused(x)
+    assert got.shape == expected.shape
+    assert relative_error(got, expected.double()) < 5e-3
+
+
+# ---- shape policy: CPU-only, the checks run before anything touches a GPU ----
+
+def _weights(channels: int, hidden: int):
+    return torch.randn(hidden, channels, 1, 1), torch.randn(hidden), torch.randn(channels, hidden, 1, 1), torch.randn(channels)
+
+
+@pytest.mark.parametrize("channels,hidden", [(48, 192), (512, 2048), (64, 64 * 3), (64, 100)])
+def test_unsupported_shapes_raise_value_error(channels, hidden):
+    with pytest.raises(ValueError, match="block-fusion kernels support"):
+        cuda_kernels.prepare_weights(*_weights(channels, hidden))
+
+
+def test_conv_weight_must_be_group_width_8():
+    with pytest.raises(ValueError, match="conv weight"):
+        cuda_kernels.prepare_weights(*_weights(64, 256), torch.randn(64, 16, 3, 3), None)
+
+
+def test_cpu_input_is_rejected():
+    weights = cuda_kernels.prepare_weights(*_weights(64, 256))
+    with pytest.raises(ValueError, match="CUDA"):
+        cuda_kernels.run_block(torch.randn(2, 64, 7, 7, dtype=torch.float16), weights, residual=False)
+
+
+def test_conv_weight_packing_matches_mma_fragment_layout():
+    w = torch.randn(16, 8, 3, 3).half()
+    packed = cuda_kernels.pack_conv_weight(w)
+    assert packed.shape == (2, 9, 32)
+    halves = packed.view(torch.float16).reshape(2, 9, 32, 2)
+    for g, tap, lane in [(0, 0, 0), (1, 4, 13), (1, 8, 31)]:
+        n, k = lane // 4, 2 * (lane % 4)
+        ky, kx = divmod(tap, 3)
+        assert halves[g, tap, lane, 0] == w[8 * g + n, k, ky, kx]
+        assert halves[g, tap, lane, 1] == w[8 * g + n, k + 1, ky, kx]
