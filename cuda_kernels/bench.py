@@ -1,0 +1,334 @@
+"""Benchmark the block-fusion kernels beside PyTorch eager and torch.compile, in one run.
+
+    python -m cuda_kernels.bench --out measurements.json
+
+Per shape: correctness against a float32 reference first, then the median latency (CUDA
+events, L2 flushed before every repeat) of each kernel variant, of the block under PyTorch
+eager and under torch.compile, with TFLOP/s, GB/s and the fraction of the block-plan
+waterline bound reached. The ceilings are the H200 datasheet's and the ones measured in the
+same run (a cuBLAS fp16 8192^3 product and a large device-to-device copy). Writes one
+measurement file (DESIGN.md §9).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import shlex
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+
+import torch
+from torch import nn
+
+DATASHEET = {"name": "h200-sxm", "fp16_tflops": 989.4, "dram_gbps": 4800.0}
+FLUSH_BYTES = 256 << 20  # > 4x the 50-60 MB L2
+
+
+@dataclass(frozen=True)
+class Case:
+    block: str  # "convfirst" or "ffn"
+    channels: int
+    expansion: int
+    size: int
+    batch: int = 128
+
+    @property
+    def name(self) -> str:
+        return f"{self.block}_c{self.channels}_a{self.expansion}_{self.size}x{self.size}_n{self.batch}"
+
+    @property
+    def pixels(self) -> int:
+        return self.batch * self.size * self.size
+
+    @property
+    def macs(self) -> int:
+        c, hidden = self.channels, self.channels * self.expansion
+        ffn = self.pixels * 2 * c * hidden
+        return ffn + (self.pixels * c * 8 * 9 if self.block == "convfirst" else 0)
+
+    @property
+    def weight_elements(self) -> int:
+        c, hidden = self.channels, self.channels * self.expansion
+        ffn = 2 * c * hidden + hidden + c
+        return ffn + (c * 8 * 9 + c if self.block == "convfirst" else 0)
+
+    @property
+    def dram_bytes(self) -> int:
+        """Compulsory bytes of the block as one kernel: input + output + weights, fp16."""
+        return 2 * (2 * self.pixels * self.channels + self.weight_elements)
+
+
+DEFAULT_CASES = [
+    Case("convfirst", 64, 4, 56),
+    Case("convfirst", 128, 4, 28),
+    Case("convfirst", 32, 4, 56),
+    Case("convfirst", 256, 4, 14),
+    Case("ffn", 256, 4, 28),
+    Case("ffn", 256, 4, 14),
+    Case("ffn", 128, 4, 28),
+    Case("ffn", 64, 4, 56),
+]
+
+
+# ---- timing: the one helper every measurement here goes through ----
+
+class Timer:
+    def __init__(self, warmup: int, repeats: int):
+        self.warmup, self.repeats = warmup, repeats
+        self.flush_buffer = torch.empty(FLUSH_BYTES, dtype=torch.uint8, device="cuda")
+
+    def __call__(self, fn) -> dict:
+        for _ in range(self.warmup):
+            fn()
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(self.repeats)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(self.repeats)]
+        for start, end in zip(starts, ends):
+            self.flush_buffer.zero_()
+            start.record()
+            fn()
+            end.record()
+        torch.cuda.synchronize()
+        times = torch.tensor([s.elapsed_time(e) for s, e in zip(starts, ends)])
+        return {
+            "median": times.median().item(),
+            "p20": torch.quantile(times, 0.2).item(),
+            "p80": torch.quantile(times, 0.8).item(),
+            "repeats": self.repeats,
+        }
+
+
+def measure_ceilings(timer: Timer) -> dict:
+    n = 8192
+    a = torch.randn(n, n, device="cuda", dtype=torch.float16)
+    b = torch.randn(n, n, device="cuda", dtype=torch.float16)
+    mm = timer(lambda: torch.mm(a, b))
+    del a, b
+    src = torch.randn(1 << 30, device="cuda", dtype=torch.float16)  # 2 GiB
+    dst = torch.empty_like(src)
+    copy = timer(lambda: dst.copy_(src))
+    copy_bytes = 2 * src.numel() * src.element_size()
+    del src, dst
+    return {
+        "fp16_matmul_tflops": 2 * n**3 / (mm["median"] * 1e-3) / 1e12,
+        "fp16_matmul": {"m": n, "n": n, "k": n, "latency_ms": mm, "data": "randn"},
+        "copy_gbps": copy_bytes / (copy["median"] * 1e-3) / 1e9,
+        "copy": {"bytes_read_plus_written": copy_bytes, "latency_ms": copy},
+    }
+
+
+# ---- blocks ----
+
+def make_block(case: Case) -> nn.Module:
+    from perfmodel.zoo import FFN, ConvFirstBlock, fold_batchnorm
+
+    block = ConvFirstBlock(case.channels, case.expansion) if case.block == "convfirst" else FFN(case.channels, case.expansion)
+    for m in block.modules():
+        if isinstance(m, nn.BatchNorm2d):
+            m.running_mean.normal_(0, 0.1)
+            m.running_var.uniform_(0.5, 1.5)
+            m.weight.data.uniform_(0.5, 1.5)
+            m.bias.data.normal_(0, 0.1)
+    return fold_batchnorm(block).cuda()
+
+
+def fused_weights(case: Case, block: nn.Module):
+    import cuda_kernels
+
+    ffn = block.ffn if case.block == "convfirst" else block
+    conv = (block.conv.weight, block.conv.bias) if case.block == "convfirst" else (None, None)
+    return cuda_kernels.prepare_weights(ffn.expand.weight, ffn.expand.bias, ffn.project.weight, ffn.project.bias, *conv)
+
+
+def rate_metrics(case: Case, latency_ms: float, ceilings: dict) -> dict:
+    seconds = latency_ms * 1e-3
+    flops = 2 * case.macs
+
+    def waterline_ms(tflops: float, gbps: float) -> float:
+        return 1e3 * max(flops / (tflops * 1e12), case.dram_bytes / (gbps * 1e9))
+
+    t_data = waterline_ms(DATASHEET["fp16_tflops"], DATASHEET["dram_gbps"])
+    t_meas = waterline_ms(ceilings["fp16_matmul_tflops"], ceilings["copy_gbps"])
+    return {
+        "tflops": flops / seconds / 1e12,
+        "gbps": case.dram_bytes / seconds / 1e9,
+        "waterline_ms_datasheet": t_data,
+        "waterline_fraction_datasheet": t_data / latency_ms,
+        "waterline_ms_measured": t_meas,
+        "waterline_fraction_measured": t_meas / latency_ms,
+        "fraction_of_measured_matmul": flops / seconds / 1e12 / ceilings["fp16_matmul_tflops"],
+    }
+
+
+def relative_error(got: torch.Tensor, ref: torch.Tensor) -> float:
+    return ((got.float() - ref).norm() / ref.norm()).item()
+
+
+def bench_case(case: Case, timer: Timer, ceilings: dict, compile_mode: str | None) -> dict:
+    import cuda_kernels
+    from cuda_kernels._build import load_extension
+
+    torch.manual_seed(0)
+    block = make_block(case)
+    x = torch.randn(case.batch, case.channels, case.size, case.size, device="cuda", dtype=torch.float16)
+    x = x.contiguous(memory_format=torch.channels_last)
+    weights = fused_weights(case, block)
+    residual = case.block == "convfirst"
+
+    with torch.no_grad():
+        torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cuda.matmul.allow_tf32 = False
+        ref = block.float()(x.float())
+        block_fp16 = block.half()
+        eager_out = block_fp16(x)
+    correctness = {"torch_fp16_rel_error": relative_error(eager_out, ref), "variants": {}}
+
+    entry = {**asdict(case), "name": case.name, "macs": case.macs, "flops": 2 * case.macs,
+             "dram_bytes": case.dram_bytes, "backends": {}}
+    variants = {}
+    for variant in range(load_extension().num_variants):
+        out = torch.full_like(x, float("nan"))
+        got = cuda_kernels.run_block(x, weights, residual, variant=variant, out=out)
+        torch.cuda.synchronize()
+        err = relative_error(got, ref) if torch.isfinite(got).all() else float("inf")
+        ok = err <= 2 * correctness["torch_fp16_rel_error"]
+        correctness["variants"][variant] = {"rel_error": err, "passed": ok}
+        if not ok:
+            continue
+        lat = timer(lambda v=variant: cuda_kernels.run_block(x, weights, residual, variant=v))
+        variants[variant] = {"latency_ms": lat, **rate_metrics(case, lat["median"], ceilings)}
+    entry["correctness"] = correctness
+    for variant, result in variants.items():
+        entry["backends"][f"cuda_kernels_v{variant}"] = result
+    if variants:
+        best = min(variants, key=lambda v: variants[v]["latency_ms"]["median"])
+        entry["backends"]["cuda_kernels"] = {"variant": best, **variants[best]}
+
+    with torch.no_grad():
+        lat = timer(lambda: block_fp16(x))
+        entry["backends"]["eager"] = {"latency_ms": lat, **rate_metrics(case, lat["median"], ceilings)}
+        t0 = time.perf_counter()
+        compiled = torch.compile(block_fp16, mode=compile_mode)
+        compiled_out = compiled(x)
+        torch.cuda.synchronize()
+        entry["inductor_compile_s"] = time.perf_counter() - t0
+        correctness["inductor_rel_error"] = relative_error(compiled_out, ref)
+        lat = timer(lambda: compiled(x))
+        entry["backends"]["inductor"] = {"latency_ms": lat, "mode": compile_mode or "default",
+                                         **rate_metrics(case, lat["median"], ceilings)}
+    fused = entry["backends"].get("cuda_kernels")
+    if fused:
+        t = fused["latency_ms"]["median"]
+        entry["speedup_vs_inductor"] = entry["backends"]["inductor"]["latency_ms"]["median"] / t
+        entry["speedup_vs_eager"] = entry["backends"]["eager"]["latency_ms"]["median"] / t
+    return entry
+
+
+def environment() -> dict:
+    props = torch.cuda.get_device_properties(0)
+    env = {
+        "gpu": props.name,
+        "sm_count": props.multi_processor_count,
+        "compute_capability": f"{props.major}.{props.minor}",
+        "gpu_memory_gib": props.total_memory / 2**30,
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "python": platform.python_version(),
+        "host": platform.node(),
+    }
+    query = "driver_version,clocks.sm,clocks.mem,clocks.max.sm,clocks.max.mem,power.limit"
+    try:
+        line = subprocess.run(["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader"],
+                              capture_output=True, text=True, timeout=30).stdout.strip().splitlines()[0]
+        env.update(dict(zip(query.split(","), (v.strip() for v in line.split(",")))))
+    except (OSError, IndexError, subprocess.SubprocessError) as exc:
+        env["nvidia_smi"] = f"unavailable: {exc}"
+    return env
+
+
+def table(results: list[dict]) -> str:
+    head = f"{'case':34s} {'fused ms':>9s} {'var':>3s} {'TFLOP/s':>8s} {'GB/s':>7s} {'wl%meas':>7s} " \
+           f"{'%mm':>5s} {'eager ms':>9s} {'compile ms':>10s} {'x comp':>6s} {'x eager':>7s}"
+    rows = [head]
+    for r in results:
+        f = r["backends"].get("cuda_kernels")
+        e, i = r["backends"]["eager"], r["backends"]["inductor"]
+        if f is None:
+            rows.append(f"{r['name']:34s} FAILED correctness {r['correctness']}")
+            continue
+        rows.append(
+            f"{r['name']:34s} {f['latency_ms']['median']:9.4f} {f['variant']:3d} {f['tflops']:8.1f} {f['gbps']:7.0f} "
+            f"{100 * f['waterline_fraction_measured']:6.1f}% {100 * f['fraction_of_measured_matmul']:4.0f}% "
+            f"{e['latency_ms']['median']:9.4f} {i['latency_ms']['median']:10.4f} "
+            f"{r['speedup_vs_inductor']:6.2f} {r['speedup_vs_eager']:7.2f}"
+        )
+    return "\n".join(rows)
+
+
+def parse_case(text: str) -> Case:
+    block, c, a, s, *n = text.split(":")
+    return Case(block, int(c), int(a), int(s), *(int(v) for v in n))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", required=True, help="measurement JSON to write")
+    parser.add_argument("--case", action="append", type=parse_case,
+                        help="block:C:alpha:size[:batch], e.g. convfirst:64:4:56 (repeatable; default: the standard set)")
+    parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--repeats", type=int, default=50)
+    parser.add_argument("--compile-mode", default=None, help="torch.compile mode (default: inductor's default)")
+    args = parser.parse_args(argv)
+    if args.repeats < 20:
+        parser.error("use at least 20 repeats")
+    cases = args.case or DEFAULT_CASES
+    command = "python -m cuda_kernels.bench " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
+
+    from cuda_kernels._build import load_extension
+
+    t0 = time.perf_counter()
+    load_extension()
+    build_s = time.perf_counter() - t0
+    timer = Timer(args.warmup, args.repeats)
+    ceilings = measure_ceilings(timer)
+    print(f"measured ceilings: fp16 matmul {ceilings['fp16_matmul_tflops']:.1f} TFLOP/s, "
+          f"copy {ceilings['copy_gbps']:.0f} GB/s", flush=True)
+    results = []
+    for case in cases:
+        results.append(bench_case(case, timer, ceilings, args.compile_mode))
+        print(table(results[-1:]).splitlines()[-1], flush=True)
+    record = {
+        "kind": "perfmodel.measurement",
+        "command": command,
+        "environment": environment(),
+        "workload": {
+            "blocks": sorted({c.block for c in cases}),
+            "dtype": "float16",
+            "memory_format": "channels_last",
+            "backends": ["cuda_kernels", "eager", "inductor"],
+            "plan": "block (one kernel per block; bytes = input + output + weights)",
+        },
+        "method": {
+            "timer": "torch.cuda.Event around each call",
+            "warmup": args.warmup,
+            "repeats": args.repeats,
+            "statistic": "median (p20, p80 also given)",
+            "l2_flush": f"{FLUSH_BYTES >> 20} MiB zero-fill before every repeat",
+            "cuda_graphs": False,
+            "correctness": "rel. L2 error vs float32 (no TF32) must be <= 2x PyTorch fp16 error before timing",
+            "extension_build_s": build_s,
+        },
+        "ceilings": {"datasheet": DATASHEET, "measured": ceilings},
+        "results": results,
+    }
+    with open(args.out, "w") as f:
+        json.dump(record, f, indent=1)
+    print(table(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
