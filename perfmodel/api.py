@@ -126,7 +126,7 @@ def analyze_spec(spec: ModelSpec | str | Path, *, strict: bool = False, **overri
                     spec.name)
     except TraceError as exc:
         field = "input" if _is_shape_error(str(exc)) else "model"
-        raise TraceError(f"cannot trace {spec.model} with input {list(spec.inputs)}: "
+        raise TraceError(f"cannot trace {spec.model} with input {[list(s) for s in spec.inputs]}: "
                          f"{exc.reason}", file=spec.path, field=field) from exc
 
 

@@ -40,8 +40,13 @@ class Hardware:
     path: str | None = None
 
     def peak_ops(self, dtype: str) -> float:
-        """Peak matrix throughput R in ops/s for arithmetic in `dtype`."""
+        """Peak matrix throughput R in ops/s for arithmetic in `dtype`.
+
+        Tensor-core peak where the config gives one for the dtype, else its vector peak
+        (float32 runs on CUDA cores unless TF32 is enabled; name `tf32` to use it)."""
         key = peak_key(dtype)
+        if key not in self.peak_tflops and key in self.vector_tflops:
+            return self.vector_tflops[key] * 1e12  # e.g. float32 without TF32 tensor cores
         if key not in self.peak_tflops:
             raise InputError(f"hardware '{self.name}' gives no peak for {key} "
                              f"(it has: {', '.join(self.peak_tflops)})",

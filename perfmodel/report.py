@@ -133,3 +133,11 @@ def print_kernels(result: "Result", console: Console | None = None, top: int | N
                       f"{r['t_min_ms']:.4f}",
                       "[red]memory[/]" if r["bound"] == "memory" else "compute")
     console.print(table)
+    print_unsupported(result, console)
+
+
+def print_unsupported(result: "Result", console: Console) -> None:
+    """Ops without a cost formula: their bytes are counted, their arithmetic is not."""
+    if result.unsupported:
+        listed = ", ".join(f"{op} x{n}" for op, n in sorted(result.unsupported.items()))
+        console.print(f"[yellow]unsupported ops (bytes counted, arithmetic not): {listed}[/]")

@@ -157,14 +157,14 @@ class _Recorder(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         self.current_op = str(func)
+        if func is aten._local_scalar_dense.default:
+            raise TraceError(f"{_where(self.scope)} reads a tensor's value (.item() or a "
+                             "data-dependent branch), so it cannot be traced on meta tensors")
         try:
             out = func(*args, **kwargs)
         except Exception as exc:
             raise TraceError(f"op {func} failed in {_where(self.scope)}: "
                              f"{type(exc).__name__}: {_first_line(exc)}") from exc
-        if func is aten._local_scalar_dense.default:
-            raise TraceError(f"{_where(self.scope)} reads a tensor's value (.item(), a "
-                             "data-dependent branch); such models cannot be traced on meta tensors")
         in_tensors = [a for a in tree_flatten((args, kwargs))[0] if isinstance(a, torch.Tensor)]
         out_tensors = [o for o in tree_flatten(out)[0] if isinstance(o, torch.Tensor)]
         if _is_view(func) and in_tensors:

@@ -1,0 +1,71 @@
+"""The Python API and model specs."""
+import sys
+import subprocess
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+import perfmodel
+from perfmodel.errors import InputError
+from perfmodel.resources import builtin_dir
+
+DATA = Path(__file__).parent / "data"
+
+
+def test_analyze_module_with_shape_and_with_tensor():
+    net = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 8, 1))
+    by_shape = perfmodel.analyze(net, (3, 16, 16), batch=4, hardware="h200-sxm")
+    by_tensor = perfmodel.analyze(net, torch.randn(4, 3, 16, 16), hardware="h200-sxm")
+    expected = 4 * 16 * 16 * 8 * (3 * 9) + 4 * 16 * 16 * 8 * 8
+    assert by_shape.macs == by_tensor.macs == expected
+    assert len(by_shape.kernels) == 2  # conv+relu, conv
+    assert [r["ops"] for r in by_shape.table()] == ["conv+relu", "conv"]
+    assert next(net.parameters()).device.type == "cpu"  # the user's model is untouched
+
+
+def test_batch_and_dtype_scale_bytes():
+    net = nn.Conv2d(16, 16, 1, bias=False)
+    fp16 = perfmodel.analyze(net, (16, 8, 8), batch=2, dtype="float16")
+    fp32 = perfmodel.analyze(net, (16, 8, 8), batch=2, dtype="float32", hardware="a5000")
+    elements = 2 * 8 * 8 * 16 * 2 + 16 * 16
+    assert fp16.totals.dram_bytes == 2 * elements
+    assert fp32.totals.dram_bytes == 4 * elements
+
+
+def test_spec_with_local_file_and_overrides():
+    spec = perfmodel.load_spec(DATA / "tiny.yaml")
+    assert spec.batch == 4 and spec.inputs == ((3, 32, 32),)
+    r = perfmodel.analyze_spec(spec, batch=8, hardware="l4", plan="op")
+    assert r.batch == 8 and r.hardware.name == "l4" and str(r.plan) == "op"
+    assert r.macs == 8 * (32 * 32 * 16 * 27 + 16 * 10)
+
+
+def test_builtin_specs_load():
+    names = perfmodel.list_models()
+    for required in ("resnet50", "resnet101", "convnext_tiny", "convnext_small",
+                     "efficientnet_b0", "efficientnet_b5", "mobilenet_v2",
+                     "resnext101_32x8d", "vit_b_16"):
+        assert required in names
+        spec = perfmodel.load_spec(required)
+        assert spec.batch == 128 and spec.dtype == "float16" and spec.hardware == "a5000-paper"
+    assert perfmodel.load_spec("efficientnet_b5").inputs == ((3, 456, 456),)
+
+
+def test_unknown_hardware_dtype():
+    with pytest.raises(InputError, match="gives no peak for float32"):
+        perfmodel.analyze(nn.Linear(4, 4), (4,), hardware="h200-sxm-measured", dtype="float32")
+
+
+def test_installed_package_finds_its_configs(tmp_path):
+    """After `pip install .` the configs ship inside the package (not only in a checkout)."""
+    code = ("import perfmodel, perfmodel.resources as r; "
+            "print(r.builtin_dir('hardware')); print(len(perfmodel.list_hardware()))")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                          text=True)
+    if proc.returncode != 0:
+        pytest.skip("perfmodel is not installed in this environment")
+    where, count = proc.stdout.split()
+    assert int(count) == 8 and Path(where).is_dir()
+    assert builtin_dir("models").is_dir()

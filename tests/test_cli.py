@@ -1,0 +1,140 @@
+"""The command line: happy paths through CliRunner, bad input as one line and exit code 2."""
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+import cli
+
+DATA = Path(__file__).parent / "data"
+
+
+def run_main(args, capsys):
+    """Run the real entry point (error handling included) and return code, stdout, stderr."""
+    with pytest.raises(SystemExit) as exc:
+        cli.main(args)
+    captured = capsys.readouterr()
+    return exc.value.code, captured.out, captured.err
+
+
+def write_spec(tmp_path, text, name="spec.yaml"):
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+TINY = textwrap.dedent(f"""\
+    name: Tiny
+    model: {DATA / 'tiny_net.py'}:build
+    input: [3, 32, 32]
+    batch: 4
+""")
+
+
+def test_waterline_writes_plot_and_summary(tmp_path):
+    out = tmp_path / "w.png"
+    result = CliRunner().invoke(cli.cli, ["waterline", write_spec(tmp_path, TINY), "-o", str(out),
+                                          "--hardware", "h200-sxm"])
+    assert result.exit_code == 0, result.output
+    assert out.stat().st_size > 10_000
+    assert "C_max (waterline)" in result.output and "h200-sxm" in result.output
+    # stem conv 3->16 at 32x32 plus the head 16->10, per image
+    gmacs = (32 * 32 * 16 * 3 * 9 + 16 * 10) / 1e9
+    assert f"{gmacs:.3f}" in result.output
+
+
+@pytest.mark.parametrize("suffix", [".svg", ".pdf"])
+def test_waterline_formats(tmp_path, suffix):
+    out = tmp_path / f"w{suffix}"
+    result = CliRunner().invoke(cli.cli, ["waterline", write_spec(tmp_path, TINY), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert out.stat().st_size > 1000
+
+
+def test_layers_exports_csv_and_json(tmp_path):
+    spec = write_spec(tmp_path, TINY)
+    csv_path, json_path = tmp_path / "k.csv", tmp_path / "k.json"
+    result = CliRunner().invoke(cli.cli, ["layers", spec, "--csv", str(csv_path),
+                                          "--json", str(json_path)])
+    assert result.exit_code == 0, result.output
+    data = json.loads(json_path.read_text())
+    stem = data["kernels"][0]
+    assert stem["macs"] == 4 * 32 * 32 * 16 * 3 * 9
+    assert stem["ops"] == "conv+bn+relu"
+    assert csv_path.read_text().splitlines()[0].startswith("index,module,ops")
+    assert sum(k["macs"] for k in data["kernels"]) == 4 * (32 * 32 * 16 * 27 + 160)
+
+
+def test_hardware_list_and_show():
+    runner = CliRunner()
+    listed = runner.invoke(cli.cli, ["hardware", "list"])
+    assert listed.exit_code == 0
+    for name in ("a5000-paper", "h200-sxm", "h200-sxm-measured", "rtx4090", "l4"):
+        assert name in listed.output
+    shown = runner.invoke(cli.cli, ["hardware", "show", "h200-sxm"])
+    assert "989.4" in shown.output and "4800" in shown.output
+    assert f"{989.4e12 / 4800e9:.1f}" in shown.output  # op:byte 206.1
+
+
+BAD_SPECS = {
+    "missing field": ("name: X\ninput: [3, 8, 8]\n", "field 'model': missing"),
+    "unknown field": (TINY + "bacth: 3\n", "field 'bacth': unknown field"),
+    "mistyped field": (TINY.replace("batch: 4", "batch: four"), "field 'batch': expected int"),
+    "unknown dtype": (TINY + "dtype: float12\n", "field 'dtype': unknown dtype 'float12'"),
+    "unknown hardware": (TINY + "hardware: h900\n", "unknown hardware 'h900'"),
+    "unimportable model": (TINY.replace(f"{DATA / 'tiny_net.py'}:build", "no_such_pkg.models:net"),
+                           "field 'model': cannot import 'no_such_pkg.models'"),
+    "bad input shape": (TINY.replace("[3, 32, 32]", "[5, 32, 32]"), "field 'input'"),
+    "untraceable model": (TINY.replace(":build", ":untraceable"), "cannot be traced"),
+    "bad plan": (TINY + "plan: fused\n", "field 'plan': unknown plan 'fused'"),
+}
+
+
+@pytest.mark.parametrize("case", BAD_SPECS, ids=list(BAD_SPECS))
+def test_bad_spec_is_one_line_exit_2(case, tmp_path, capsys):
+    text, expected = BAD_SPECS[case]
+    spec = write_spec(tmp_path, text)
+    code, out, err = run_main(["waterline", spec, "-o", str(tmp_path / "w.png")], capsys)
+    assert code == 2
+    assert expected in err
+    assert spec in err or "unknown hardware" in err  # names the file
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_bad_hardware_config(tmp_path, capsys):
+    hw = tmp_path / "hw.yaml"
+    hw.write_text("name: broken\npeak_tflops: {float16: 100}\ndram_gbps: -5\nsource: test\n")
+    code, _, err = run_main(["hardware", "show", str(hw)], capsys)
+    assert code == 2
+    assert err.strip() == f"error: {hw}: field 'dram_gbps': must be a positive number, got -5"
+
+
+def test_missing_file(capsys, tmp_path):
+    code, _, err = run_main(["layers", str(tmp_path / "nope.yaml")], capsys)
+    assert code == 2 and "nope.yaml: file not found" in err
+
+
+def test_unknown_figure_format(tmp_path, capsys):
+    code, _, err = run_main(["waterline", write_spec(tmp_path, TINY), "-o", "plot.bmp"], capsys)
+    assert code == 2 and "unsupported figure format '.bmp'" in err
+
+
+def test_debug_shows_traceback(tmp_path):
+    spec = write_spec(tmp_path, TINY + "dtype: float12\n")
+    with pytest.raises(Exception) as exc:
+        cli.main(["--debug", "layers", spec])
+    assert "float12" in str(exc.value)
+
+
+def test_strict_fails_on_unsupported_ops(tmp_path, capsys):
+    net = tmp_path / "cumsum_net.py"
+    net.write_text("import torch\nclass M(torch.nn.Module):\n"
+                   "    def forward(self, x):\n        return torch.cumsum(x, 1)\n"
+                   "def build():\n    return M()\n")
+    spec = write_spec(tmp_path, f"model: {net}:build\ninput: [8]\nbatch: 2\n")
+    code, out, _ = run_main(["layers", spec], capsys)
+    assert code == 0 and "aten.cumsum" in out  # reported, not silently zero
+    code, _, err = run_main(["layers", spec, "--strict"], capsys)
+    assert code == 1 and "aten.cumsum.default x1" in err
