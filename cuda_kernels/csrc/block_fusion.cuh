@@ -23,7 +23,7 @@ constexpr int kWarps = kThreads / 32;
 constexpr int kBM = 128;
 constexpr int kHaloPixels = 336;  // (floor(127 / W) + 4) * W <= 336 for every W <= 56
 
-template <int C_, int HC_, int WM1_, int WM2_, int MINB_, bool CONV_>
+template <int C_, int HC_, int WM1_, int WM2_, int MINB_, int STAGES_, bool CONV_>
 struct Config {
   static constexpr int C = C_, HC = HC_, WM1 = WM1_, WM2 = WM2_, MINB = MINB_;
   static constexpr bool CONV = CONV_;
@@ -35,14 +35,20 @@ struct Config {
   static constexpr int KP = (C + 63) / 64;              // 64-column panels of X
   static constexpr int KW = C < 64 ? C : 64;            // k width of a U slice
   static constexpr int KU = KP, KV = HC / 64;           // slices per chunk
-  static constexpr int STAGES = 3;
+  static constexpr int STAGES = STAGES_;
   static constexpr int A_BYTES = KP * BM * 128;
   static constexpr int H_BYTES = KV * BM * 128;
   static constexpr int SLOT_BYTES = (HC > C ? HC : C) * 128;
   static constexpr int RING_BYTES = STAGES * SLOT_BYTES;
   static constexpr int HALO_BYTES = (kHaloPixels + 1) * 128;  // + one zero pixel
-  static constexpr int R_BYTES =
-      (CONV && HALO_BYTES > RING_BYTES + H_BYTES) ? HALO_BYTES : RING_BYTES + H_BYTES;
+  // The halo gets its own buffer when MINB blocks still fit in an SM (227 KB, 1 KB reserved
+  // per block); then the first weight slices load while the convolution runs. Otherwise it
+  // aliases the ring and H, which are idle during the convolution.
+  static constexpr int FFN_BYTES = A_BYTES + RING_BYTES + H_BYTES;
+  static constexpr bool SEPARATE_HALO = CONV && (FFN_BYTES + HALO_BYTES + 1024) * MINB <= 227 * 1024;
+  static constexpr int R_BYTES = SEPARATE_HALO ? RING_BYTES + H_BYTES + HALO_BYTES
+                                 : (CONV && HALO_BYTES > RING_BYTES + H_BYTES) ? HALO_BYTES
+                                                                                : RING_BYTES + H_BYTES;
   static constexpr int SMEM_BYTES = A_BYTES + R_BYTES;
   static_assert(TM1 % 16 == 0 && TN1 % 16 == 0 && TM2 % 16 == 0 && TN2 % 16 == 0, "warp tile");
   static_assert(HC % 64 == 0 && C % 32 == 0, "shape");
@@ -87,7 +93,6 @@ __device__ __forceinline__ void conv_phase(const Params& p, uint8_t* A_s, uint8_
   constexpr int CS = K::KW;          // channels per slice
   constexpr int CHS = CS / 8;        // 16-byte chunks (= groups) per pixel and slice
   constexpr int PAIRS = CHS / 2;     // a warp job covers two groups
-  constexpr int JOBS = (K::BM / 16) * PAIRS;
   const uint32_t halo_base = smem_addr(halo);
 
   // Each lane owns one pixel of a 16-pixel m-tile; lanes 16..31 serve the second group.
@@ -99,13 +104,22 @@ __device__ __forceinline__ void conv_phase(const Params& p, uint8_t* A_s, uint8_
       cp_async16(halo_base + panel_offset(q, c), src, true);
     }
     cp_async_commit();
+    // kWarps is a multiple of PAIRS, so each warp keeps one pair of groups for the whole
+    // slice and loads its 2 x 9 weight fragments once, while the halo is in flight.
+    static_assert(kWarps % PAIRS == 0, "conv job split");
+    const int pair = warp % PAIRS;
+    const int local_group = pair * 2 + (lane >> 4);
+    const int g0 = s * CHS + pair * 2;  // global group index of the pair's first group
+    uint32_t bfrag[2][9];
+#pragma unroll
+    for (int tap = 0; tap < 9; ++tap) {
+      bfrag[0][tap] = __ldg(p.conv_w + ((size_t)g0 * 9 + tap) * 32 + lane);
+      bfrag[1][tap] = __ldg(p.conv_w + ((size_t)(g0 + 1) * 9 + tap) * 32 + lane);
+    }
     cp_async_wait<0>();
     __syncthreads();
 
-    for (int job = warp; job < JOBS; job += kWarps) {
-      const int mt = job / PAIRS, pair = job % PAIRS;
-      const int local_group = pair * 2 + (lane >> 4);
-      const int g0 = s * CHS + pair * 2;  // global group index of the pair's first group
+    for (int mt = warp / PAIRS; mt < K::BM / 16; mt += kWarps / PAIRS) {
       const int pix = p0 + mt * 16 + (lane & 15);
       const bool in_range = pix < p.P;
       const int grow = in_range ? pix / W : 0;
@@ -120,10 +134,8 @@ __device__ __forceinline__ void conv_phase(const Params& p, uint8_t* A_s, uint8_
         const uint32_t addr = ok ? halo_base + panel_offset(q, local_group) : smem_addr(zero_pixel);
         uint32_t a[4];
         ldmatrix_x4(a, addr);
-        const uint32_t b0 = __ldg(p.conv_w + ((size_t)g0 * 9 + tap) * 32 + lane);
-        const uint32_t b1 = __ldg(p.conv_w + ((size_t)(g0 + 1) * 9 + tap) * 32 + lane);
-        mma_m16n8k8(acc[0], a[0], a[1], b0);
-        mma_m16n8k8(acc[1], a[2], a[3], b1);
+        mma_m16n8k8(acc[0], a[0], a[1], bfrag[0][tap]);
+        mma_m16n8k8(acc[1], a[2], a[3], bfrag[1][tap]);
       }
 #pragma unroll
       for (int gi = 0; gi < 2; ++gi) {
@@ -161,7 +173,15 @@ __global__ void __launch_bounds__(kThreads, K::MINB) block_fusion_kernel(const P
 
   // ---- phase A: X tile into A_s ----
   if constexpr (K::CONV) {
-    conv_phase<K>(p, A_s, ring, p0);
+    if constexpr (K::SEPARATE_HALO) {
+#pragma unroll
+      for (int s = 0; s < K::STAGES - 1; ++s) issue_slice(s);
+      conv_phase<K>(p, A_s, H_s + K::H_BYTES, p0);
+    } else {
+      conv_phase<K>(p, A_s, ring, p0);
+#pragma unroll
+      for (int s = 0; s < K::STAGES - 1; ++s) issue_slice(s);
+    }
   } else {
     constexpr int CHX = K::C / 8;
     const uint32_t a_base = smem_addr(A_s);
@@ -172,9 +192,9 @@ __global__ void __launch_bounds__(kThreads, K::MINB) block_fusion_kernel(const P
       cp_async16(a_base + (c >> 3) * (K::BM * 128) + panel_offset(r, c & 7), src, valid);
     }
     cp_async_commit();
-  }
 #pragma unroll
-  for (int s = 0; s < K::STAGES - 1; ++s) issue_slice(s);
+    for (int s = 0; s < K::STAGES - 1; ++s) issue_slice(s);
+  }
 
   // ---- phase B: loop over hidden chunks ----
   const int wm1 = warp / K::WN1, wn1 = warp % K::WN1;

@@ -2,13 +2,13 @@
 #include "variants.h"
 
 namespace bf {
-// Config<C, HC, WM1, WM2, MINB, CONV>
+// Config<C, HC, WM1, WM2, MINB, STAGES, CONV>
 cudaError_t launch_c128(const Params& p, bool conv, int variant, cudaStream_t stream) {
   switch (variant * 2 + (conv ? 1 : 0)) {
-    case 0: return launch<Config<128, 128, 2, 2, 1, false>>(p, stream);
-    case 1: return launch<Config<128, 128, 2, 2, 1, true>>(p, stream);
-    case 2: return launch<Config<128, 64, 4, 2, 2, false>>(p, stream);
-    case 3: return launch<Config<128, 64, 4, 2, 2, true>>(p, stream);
+    case 0: return launch<Config<128, 128, 2, 2, 1, 3, false>>(p, stream);
+    case 1: return launch<Config<128, 128, 2, 2, 1, 3, true>>(p, stream);
+    case 2: return launch<Config<128, 64, 4, 2, 2, 3, false>>(p, stream);
+    case 3: return launch<Config<128, 64, 4, 2, 2, 3, true>>(p, stream);
     default: return cudaErrorInvalidValue;
   }
 }
