@@ -105,6 +105,135 @@ def layers(model, csv_path, json_path, top, hardware, batch, dtype, plan, strict
         click.echo(f"wrote {json_path}")
 
 
+def _range(text: str, *, integer: bool = False, points: int = 60):
+    """'10:2000' -> log-spaced values; '8:1024' with integer=True -> powers of 2 and midpoints."""
+    import numpy as np
+
+    try:
+        lo, hi = (float(x) for x in text.split(":"))
+        assert 0 < lo < hi
+    except (ValueError, AssertionError):
+        raise click.BadParameter(f"expected LOW:HIGH with 0 < LOW < HIGH, got {text!r}")
+    if not integer:
+        return np.logspace(np.log10(lo), np.log10(hi), points)
+    values = set()
+    p = 1
+    while p <= hi:
+        values.update(v for v in (p, 3 * p // 2) if lo <= v <= hi)
+        p *= 2
+    return sorted(int(v) for v in values)
+
+
+def _hardware_list(names):
+    return [perfmodel.load_hardware(n) for n in names]
+
+
+@cli.command()
+@click.argument("model", metavar="MODEL")
+@click.option("--output", "-o", type=click.Path(dir_okay=False),
+              help="Plot file (.png, .svg or .pdf). Default: <model>_roofline.png")
+@_spec_options
+def roofline(model, output, hardware, batch, dtype, plan, strict):
+    """Roofline of the hardware with MODEL's kernels as points (area: share of T_min).
+
+    The model's mediant point sits on the roof; its waterline throughput N/T_min at the
+    same intensity shows how far the whole-network roofline overestimates."""
+    from perfmodel.plots import check_output, save
+    from perfmodel.plots.roofline import roofline_figure
+
+    output = check_output(output or f"{Path(model).stem}_roofline.png")
+    result = _analyze(model, hardware, batch, dtype, plan, strict)
+    t = result.totals
+    click.echo(f"{result.model}: mediant intensity {t.mediant_intensity:.1f} ops/byte, "
+               f"mediant-roofline C_max {100 * t.mediant_c_max:.1f}%, "
+               f"waterline C_max {100 * t.c_max:.1f}%")
+    click.echo(f"wrote {save(roofline_figure(result), output)}")
+
+
+@cli.command()
+@click.argument("models", nargs=-1, required=True, metavar="MODEL...")
+@click.option("--output", "-o", type=click.Path(dir_okay=False), default="amdahl_roofline.png",
+              show_default=True, help="Plot file (.png, .svg or .pdf).")
+@click.option("--fuse-to", type=click.FloatRange(min=0, min_open=True), metavar="I",
+              help="Predict the speedup if fusion lifted the memory-bound kernels to intensity I.")
+@_spec_options
+def amdahl(models, output, fuse_to, hardware, batch, dtype, plan, strict):
+    """Amdahl's roofline: the share f of ops in memory-bound kernels and their intensity
+    I_mem bound C_max = 1/((1-f) + f rho/I_mem)."""
+    from perfmodel.plots import check_output, save
+    from perfmodel.plots.roofline import amdahl_figure
+
+    output = check_output(output)
+    results = [_analyze(m, hardware, batch, dtype, plan, strict) for m in models]
+    for r in results:
+        t = r.totals
+        line = (f"{r.model}: f {t.memory_fraction:.3f}, I_mem {t.memory_intensity:.1f} ops/byte, "
+                f"C_max {100 * t.c_max:.1f}%")
+        if fuse_to:
+            line += f"; fusing to I={fuse_to:g}: speedup x{t.fusion_speedup(fuse_to):.2f}"
+        click.echo(line)
+    click.echo(f"wrote {save(amdahl_figure(results, fuse_to), output)}")
+
+
+@cli.command()
+@click.argument("models", nargs=-1, required=True, metavar="MODEL...")
+@click.option("--opbyte", default="10:2000", show_default=True, metavar="LOW:HIGH",
+              help="Range of processor op:byte ratios.")
+@click.option("--mark", multiple=True, default=("a5000-paper", "a100-sxm4-80gb", "h200-sxm", "l4"),
+              show_default=True, help="Hardware whose op:byte to mark (repeatable).")
+@click.option("--output", "-o", type=click.Path(dir_okay=False), default="sweep.png",
+              show_default=True, help="Plot file (.png, .svg or .pdf).")
+@_spec_options
+def sweep(models, opbyte, mark, output, hardware, batch, dtype, plan, strict):
+    """C_max against processor op:byte for the waterline and the mediant roofline
+    (paper Figure 4): where the whole-network roofline misleads."""
+    from perfmodel.analysis import c_max_at, sweep as sweep_data
+    from perfmodel.plots import check_output, save
+    from perfmodel.plots.sweep import sweep_figure
+
+    output = check_output(output)
+    op_bytes = _range(opbyte)
+    marks = _hardware_list(mark)
+    results = [_analyze(m, hardware, batch, dtype, plan, strict) for m in models]
+    curves = []
+    for r in results:
+        kernels = [k.kernel for k in r.kernels]
+        curves.append(sweep_data(kernels, op_bytes))
+        at = ", ".join(f"{hw.name} {100 * c_max_at(kernels, hw.op_byte(r.dtype)):.1f}%"
+                       for hw in marks)
+        click.echo(f"{r.model}: waterline C_max at {at}")
+    click.echo(f"wrote {save(sweep_figure(results, op_bytes, curves, marks), output)}")
+
+
+@cli.command()
+@click.option("--channels", default="8:1024", show_default=True, metavar="LOW:HIGH",
+              help="Range of input channels.")
+@click.option("--batch", "-b", type=click.IntRange(min=1), default=128, show_default=True)
+@click.option("--resolution", "-r", type=click.IntRange(min=1), default=56, show_default=True,
+              help="Height and width of the feature map.")
+@click.option("--dtype", default="float16", show_default=True)
+@click.option("--mark", multiple=True, default=("a5000-paper", "h200-sxm"), show_default=True,
+              help="Hardware whose op:byte to draw (repeatable).")
+@click.option("--output", "-o", type=click.Path(dir_okay=False), default="intensity.png",
+              show_default=True, help="Plot file (.png, .svg or .pdf).")
+def intensity(channels, batch, resolution, dtype, mark, output):
+    """Operational intensity of conv layer types against channels (paper Figure 2e):
+    3x3, pointwise K/C=4, grouped T=32 and T=8, depthwise, and a block-fused FFN."""
+    from perfmodel.layer_intensity import intensity_curves
+    from perfmodel.plots import check_output, save
+    from perfmodel.plots.sweep import intensity_figure
+
+    output = check_output(output)
+    marks = _hardware_list(mark)
+    cs = _range(channels, integer=True)
+    curves = intensity_curves(cs, batch=batch, resolution=resolution, dtype=dtype)
+    for c in curves:
+        click.echo(f"{c.name:20s} " + " ".join(f"{ch}:{i:.1f}" for ch, i in
+                                              zip(c.channels, c.intensity)))
+    fig = intensity_figure(curves, marks, batch=batch, resolution=resolution, dtype=dtype)
+    click.echo(f"wrote {save(fig, output)}")
+
+
 @cli.command("models")
 def models_cmd():
     """List the built-in model specs."""

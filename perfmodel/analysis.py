@@ -132,3 +132,26 @@ def waterline(kernels: list[Kernel], hw: Hardware, dtype: str) -> tuple[list[Ker
     total = Waterline(peak, bw, sum(k.flops for k in kernels),
                       sum(k.dram_bytes for k in kernels), t_total, mem_flops, mem_bytes, n_mem)
     return times, total
+
+
+def c_max_at(kernels: list[Kernel], op_byte: float) -> float:
+    """Waterline C_max on a processor of the given op:byte ratio.
+
+    C_max = N / (R sum max(n_i/R, b_i/B)) = N / sum max(n_i, rho b_i): it depends on the
+    processor only through rho.
+    """
+    n = sum(k.flops for k in kernels)
+    denominator = sum(max(k.flops, op_byte * k.dram_bytes) for k in kernels)
+    return n / denominator if denominator else 0.0
+
+
+def mediant_c_max_at(kernels: list[Kernel], op_byte: float) -> float:
+    """Whole-network roofline C_max: min(1, I_med / rho)."""
+    n, b = sum(k.flops for k in kernels), sum(k.dram_bytes for k in kernels)
+    return min(1.0, n / b / op_byte) if b else 1.0
+
+
+def sweep(kernels: list[Kernel], op_bytes) -> tuple[list[float], list[float]]:
+    """C_max against op:byte for the waterline and for the mediant roofline (paper Fig. 4)."""
+    return ([c_max_at(kernels, r) for r in op_bytes],
+            [mediant_c_max_at(kernels, r) for r in op_bytes])

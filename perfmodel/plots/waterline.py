@@ -30,11 +30,10 @@ def draw_waterline(ax, result: "Result", *, label_widest: int = 3) -> None:
     intensity = np.array([k.kernel.intensity for k in result.kernels])
     memory = np.array([k.memory_bound for k in result.kernels])
     start = np.concatenate([[0.0], np.cumsum(t_ms)[:-1]])
-    positive = intensity[intensity > 0]
-    floor = 10 ** np.floor(np.log10(min(positive.min() if positive.size else 1.0, totals.op_byte) / 2))
+    floor = 1.0  # ops/byte; kernels below it (pooling, SE scaling) are drawn at the floor
     top = 10 ** np.ceil(np.log10(max(intensity.max(initial=1.0), totals.op_byte) * 2))
-    # Kernels without matrix ops (pooling, normalization) have intensity 0: draw them as
-    # low bars at the floor so that their time still shows.
+    # Kernels with (almost) no matrix ops have intensity ~0: draw them as low bars at the
+    # floor so that their time still shows.
     heights = np.maximum(intensity, floor * 1.5) - floor
     colors = np.where(memory, MEMORY_COLOR, COMPUTE_COLOR)
     ax.bar(start, heights, width=t_ms, bottom=floor, align="edge", color=colors,
