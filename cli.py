@@ -234,6 +234,46 @@ def intensity(channels, batch, resolution, dtype, mark, output):
     click.echo(f"wrote {save(fig, output)}")
 
 
+@cli.command()
+@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False),
+                metavar="MEASUREMENT.json...")
+@click.option("--hardware", "-H", default="h200-sxm", show_default=True,
+              help="Hardware whose peak gives ideal latency and T_min.")
+@click.option("--plan", "-p", help="Plan for T_min (default: each spec's).")
+@click.option("--panel", type=click.Choice(("a", "b", "c", "d", "all")), default="all",
+              show_default=True, help="One panel of Figure 1, or all four.")
+@click.option("--output", "-o", type=click.Path(dir_okay=False), default="gap.png",
+              show_default=True, help="Plot file (.png, .svg or .pdf).")
+def gap(files, hardware, plan, panel, output):
+    """Efficiency-gap plot (paper Figure 1) from measurement files.
+
+    Ideal latency N/R, the waterline T_min and the measured latency of each model:
+    C = C_max x C_impl, the memory system's share of the gap and the software's."""
+    from perfmodel.gap import gap_point
+    from perfmodel.measure import load_measurement
+    from perfmodel.plots import check_output, save
+    from perfmodel.plots.gap import PANELS, gap_figure
+
+    output = check_output(output)
+    hw = perfmodel.load_hardware(hardware)
+    measurements = [load_measurement(f) for f in files]
+    points = [gap_point(m, hw, plan) for m in measurements]
+    click.echo(f"{'model':22s} {'backend':9s} {'top-1':>6s} {'GMACs':>7s} {'ideal ms':>9s} "
+               f"{'T_min ms':>9s} {'actual ms':>9s} {'C':>6s} {'C_max':>6s} {'C_impl':>6s}")
+    for p in points:
+        click.echo(f"{p.model:22s} {p.backend:9s} {p.accuracy:6.2f} {p.gmacs_per_image:7.3f} "
+                   f"{p.t_ideal_ms:9.4g} {p.t_min_ms:9.4g} {p.t_actual_ms:9.4g} "
+                   f"{100 * p.c:5.1f}% {100 * p.c_max:5.1f}% {100 * p.c_impl:5.1f}%")
+    batches = {m.batch for m in measurements}
+    dtypes = {m.dtype for m in measurements}
+    title = (f"Efficiency gap on {hw.name}: batch {'/'.join(map(str, sorted(batches)))}, "
+             f"{'/'.join(sorted(dtypes))}")
+    fig = gap_figure(points, peak_ops=hw.peak_ops(measurements[0].dtype),
+                     batch=measurements[0].batch, title=title,
+                     panels=PANELS if panel == "all" else (panel,))
+    click.echo(f"wrote {save(fig, output)}")
+
+
 @cli.command("models")
 def models_cmd():
     """List the built-in model specs."""

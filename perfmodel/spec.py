@@ -61,7 +61,7 @@ class ModelSpec:
         if dtype is not None:
             changes["dtype"] = canonical_dtype(dtype)
         if hardware is not None:
-            changes["hardware"] = str(hardware)
+            changes["hardware"] = hardware  # a name, a path or a Hardware
         if plan is not None:
             parsed = plan if isinstance(plan, PlanSpec) else PlanSpec.parse(plan)
             changes["plan"] = replace(parsed, groups=self.plan.groups)

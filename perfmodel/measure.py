@@ -1,0 +1,121 @@
+"""Measurement files: what a GPU measured, in a form the CPU-only tools read back.
+
+One JSON file per run (DESIGN.md section 9)::
+
+    {
+      "schema": "perfmodel.measurement/1",
+      "command": "perfmodel bench resnet50 --backend eager -o ...",
+      "environment": {"gpu": "NVIDIA H200", "driver": "...", "torch": "2.11.0", ...},
+      "workload": {"spec": "resnet50", "model": "ResNet-50", "batch": 128,
+                   "dtype": "float16", "input": [[3, 224, 224]],
+                   "memory_format": "channels_last", "backend": "eager"},
+      "method": {"warmup": 10, "repeats": 50, "statistic": "median",
+                 "timer": "cuda_events", "cuda_graphs": false},
+      "results": {"latency_ms": {"median": 1.0, "p20": 0.99, "p80": 1.01},
+                  "kernels": [{"name": "...", "module": "layer1.0.conv1",
+                               "duration_ms": 0.01, "count": 1}]}
+    }
+
+Files measured on a real GPU live in ``examples/measurements/`` and are never edited by
+hand; `workload.spec` names the model spec (built-in name or path) the run measured.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import InputError
+
+SCHEMA = "perfmodel.measurement/1"
+BACKENDS = ("eager", "inductor", "cuda_kernels")
+
+
+@dataclass(frozen=True)
+class KernelMeasurement:
+    name: str
+    duration_ms: float
+    module: str = ""
+    count: int = 1
+
+
+@dataclass(frozen=True)
+class Measurement:
+    spec: str
+    model: str
+    batch: int
+    dtype: str
+    backend: str
+    latency_ms: float  # median
+    p20_ms: float
+    p80_ms: float
+    environment: dict[str, Any] = field(default_factory=dict)
+    method: dict[str, Any] = field(default_factory=dict)
+    command: str = ""
+    kernels: tuple[KernelMeasurement, ...] = ()
+    path: str | None = None
+
+
+def _need(data: dict, key: str, types, file: str, prefix: str = ""):
+    if key not in data:
+        raise InputError("missing (required)", file=file, field=prefix + key)
+    value = data[key]
+    if not isinstance(value, types) or isinstance(value, bool) and bool not in (
+            types if isinstance(types, tuple) else (types,)):
+        raise InputError(f"expected {getattr(types, '__name__', types)}, got {value!r}",
+                         file=file, field=prefix + key)
+    return value
+
+
+def load_measurement(path: str | Path) -> Measurement:
+    path = Path(path)
+    file = str(path)
+    if not path.is_file():
+        raise InputError("file not found", file=file)
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise InputError(f"not valid JSON: {exc}", file=file) from exc
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        raise InputError(f"not a perfmodel measurement file (expected schema {SCHEMA!r})",
+                         file=file, field="schema")
+    workload = _need(data, "workload", dict, file)
+    results = _need(data, "results", dict, file)
+    latency = _need(results, "latency_ms", dict, file, "results.")
+    backend = _need(workload, "backend", str, file, "workload.")
+    if backend not in BACKENDS:
+        raise InputError(f"unknown backend {backend!r} (one of {', '.join(BACKENDS)})",
+                         file=file, field="workload.backend")
+    stats = {k: float(_need(latency, k, (int, float), file, "results.latency_ms."))
+             for k in ("median", "p20", "p80")}
+    if not 0 < stats["p20"] <= stats["median"] <= stats["p80"]:
+        raise InputError(f"expected 0 < p20 <= median <= p80, got {stats}", file=file,
+                         field="results.latency_ms")
+    kernels = tuple(KernelMeasurement(str(k["name"]), float(k["duration_ms"]),
+                                      str(k.get("module", "")), int(k.get("count", 1)))
+                    for k in results.get("kernels", []))
+    return Measurement(
+        spec=_need(workload, "spec", str, file, "workload."),
+        model=str(workload.get("model", workload["spec"])),
+        batch=_need(workload, "batch", int, file, "workload."),
+        dtype=_need(workload, "dtype", str, file, "workload."),
+        backend=backend,
+        latency_ms=stats["median"], p20_ms=stats["p20"], p80_ms=stats["p80"],
+        environment=dict(data.get("environment", {})),
+        method=dict(data.get("method", {})),
+        command=str(data.get("command", "")),
+        kernels=kernels,
+        path=file,
+    )
+
+
+def write_measurement(path: str | Path, *, command: str, environment: dict, workload: dict,
+                      method: dict, results: dict) -> Path:
+    """Write a measurement file (the only writer; files are never edited by hand)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"schema": SCHEMA, "command": command, "environment": environment,
+                                "workload": workload, "method": method, "results": results},
+                               indent=1) + "\n")
+    return path

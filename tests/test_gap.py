@@ -1,0 +1,75 @@
+"""Measurement files and the efficiency-gap plot, from small files made for the test."""
+import json
+
+import pytest
+from click.testing import CliRunner
+
+import cli
+from perfmodel.errors import InputError
+from perfmodel.measure import load_measurement, write_measurement
+
+from test_cli import DATA
+
+R = 989.4e12  # h200-sxm float16 peak
+
+
+def make_case(tmp_path, width, accuracy, latency_ms, batch=32):
+    spec = tmp_path / f"tiny{width}.yaml"
+    spec.write_text(f"name: Tiny-W{width}\nmodel: {DATA / 'tiny_net.py'}:build\n"
+                    f"kwargs: {{width: {width}}}\ninput: [3, 128, 128]\nbatch: {batch}\n"
+                    f"accuracy: {accuracy}\n")
+    return write_measurement(
+        tmp_path / f"tiny{width}.json", command="made by the test", environment={"gpu": "none"},
+        workload={"spec": str(spec), "model": f"Tiny-W{width}", "batch": batch,
+                  "dtype": "float16", "backend": "eager"},
+        method={"repeats": 20, "statistic": "median"},
+        results={"latency_ms": {"median": latency_ms, "p20": latency_ms * 0.99,
+                                "p80": latency_ms * 1.01}})
+
+
+def tiny_flops(width, batch=32):
+    # conv 3->w 3x3 at 128x128 (BN folded: w bias adds), then linear w->10 with bias
+    return 2 * batch * (128 * 128 * width * 27 + width * 10) + width + 10
+
+
+def test_gap_command_numbers_and_plot(tmp_path):
+    files = [str(make_case(tmp_path, w, acc, 0.05)) for w, acc in ((32, 50.0), (64, 60.0))]
+    out = tmp_path / "gap.png"
+    result = CliRunner().invoke(cli.cli, ["gap", *files, "-H", "h200-sxm", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert out.stat().st_size > 20_000
+    line = next(l for l in result.output.splitlines() if l.startswith("Tiny-W64"))
+    ideal_ms = tiny_flops(64) / R * 1e3
+    assert f" {ideal_ms:.4g} " in line  # 0.001832 ms
+    assert f" {100 * ideal_ms / 0.05:.1f}% " in line  # C = t_ideal / t_actual = 3.7%
+
+
+@pytest.mark.parametrize("panel", ["a", "d"])
+def test_single_panel(tmp_path, panel):
+    f = str(make_case(tmp_path, 8, 50.0, 0.02))
+    out = tmp_path / f"gap_{panel}.svg"
+    result = CliRunner().invoke(cli.cli, ["gap", f, "--panel", panel, "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert out.read_text().startswith("<?xml")
+
+
+def test_measurement_validation(tmp_path):
+    path = make_case(tmp_path, 8, 50.0, 0.02)
+    data = json.loads(path.read_text())
+    data["results"]["latency_ms"]["p20"] = 1.0  # above the median
+    path.write_text(json.dumps(data))
+    with pytest.raises(InputError, match="field 'results.latency_ms': expected 0 < p20"):
+        load_measurement(path)
+    data["workload"]["backend"] = "tensorrt"
+    path.write_text(json.dumps(data))
+    with pytest.raises(InputError, match="unknown backend 'tensorrt'"):
+        load_measurement(path)
+
+
+def test_accuracy_from_torchvision_metadata():
+    from perfmodel.gap import accuracy_of, family_of
+    from perfmodel.spec import load_spec
+
+    assert accuracy_of(load_spec("efficientnet_b5")) == 83.444  # weights at 456 px
+    assert family_of("EfficientNet-B5") == "EfficientNet"
+    assert family_of("ResNeXt-101 32x8d") == "ResNeXt"
