@@ -51,7 +51,7 @@ def draw_waterline(ax, result: "Result", *, label_widest: int = 3) -> None:
             transform=ax.transAxes, va="top", fontsize=9,
             bbox=dict(boxstyle="round,pad=0.3", facecolor="white", alpha=0.85, linewidth=0.5))
     for i in np.argsort(-t_ms)[:label_widest]:
-        if t_ms[i] > 0.04 * totals.t_min_s * 1e3:
+        if t_ms[i] > 0.02 * totals.t_min_s * 1e3:
             ax.text(start[i] + t_ms[i] / 2, max(intensity[i], floor) * 1.1,
                     result.kernels[i].kernel.name or "(root)", rotation=90, ha="center",
                     va="bottom", fontsize=6.5, color="#333333")

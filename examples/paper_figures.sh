@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Regenerate every figure into one folder, on a CPU-only machine:
+#   bash examples/paper_figures.sh [OUTDIR]      (default: figures/)
+set -euo pipefail
+out=${1:-figures}
+mkdir -p "$out"
+here=$(cd "$(dirname "$0")" && pwd)
+
+# Figure 2(e): operational intensity of conv layer types against channels
+perfmodel intensity --channels 8:1024 --mark a5000-paper --mark h200-sxm -o "$out/fig2e_intensity.png"
+# Figure 3: waterline of the baselines on the paper's A5000
+perfmodel waterline resnet101 convnext_small efficientnet_b5 -o "$out/fig3_waterline.png"
+# Figure 4: C_max against processor op:byte, waterline vs mediant roofline
+perfmodel sweep resnet101 convnext_small convnext_tiny efficientnet_b0 efficientnet_b5 \
+  --opbyte 10:2000 -o "$out/fig4_sweep.png"
+# Roofline with the kernels of ResNet-50, and Amdahl's roofline on the H200
+perfmodel roofline resnet50 -o "$out/roofline_resnet50.png"
+perfmodel amdahl resnet50 convnext_tiny efficientnet_b0 efficientnet_b5 -H h200-sxm \
+  --fuse-to 400 -o "$out/amdahl_h200.png"
+# Figure 1: the efficiency gap on the H200, from committed measurements
+shopt -s nullglob
+files=("$here"/measurements/h200_*_inductor.json)
+if (( ${#files[@]} )); then
+  perfmodel gap "${files[@]}" -H h200-sxm -o "$out/fig1_gap_h200.png"
+else
+  echo "no H200 measurements under $here/measurements: skipping Figure 1"
+fi
+echo "figures in $out/"
