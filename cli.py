@@ -274,6 +274,37 @@ def gap(files, hardware, plan, panel, output):
     click.echo(f"wrote {save(fig, output)}")
 
 
+@cli.command()
+@click.argument("model", metavar="MODEL")
+@click.option("--backend", type=click.Choice(("eager", "inductor")), default="eager",
+              show_default=True, help="PyTorch eager, or torch.compile (Inductor).")
+@click.option("--per-kernel", is_flag=True,
+              help="Also record every GPU kernel's time with torch.profiler.")
+@click.option("--cuda-graphs", is_flag=True, help="Time CUDA-graph replays of the forward.")
+@click.option("--warmup", type=click.IntRange(min=1), default=10, show_default=True)
+@click.option("--repeats", type=click.IntRange(min=20), default=50, show_default=True)
+@click.option("--batch", "-b", type=click.IntRange(min=1), help="Batch size. Overrides the spec.")
+@click.option("--dtype", help="Overrides the spec.")
+@click.option("--output", "-o", type=click.Path(dir_okay=False), required=True,
+              help="Measurement file to write (.json).")
+def bench(model, backend, per_kernel, cuda_graphs, warmup, repeats, batch, dtype, output):
+    """Measure MODEL on this machine's GPU and write a measurement file.
+
+    Random weights, channels-last, CUDA-event timing: median, p20 and p80 of --repeats
+    forward passes after --warmup. Needs CUDA; compare and gap read the file anywhere."""
+    from perfmodel.bench import bench as run_bench, require_cuda
+
+    require_cuda()
+    spec = perfmodel.load_spec(model).with_overrides(batch=batch, dtype=dtype)
+    path = run_bench(spec, backend=backend, warmup=warmup, repeats=repeats,
+                     cuda_graphs=cuda_graphs, kernels=per_kernel, output=output)
+    from perfmodel.measure import load_measurement
+
+    m = load_measurement(path)
+    click.echo(f"{m.model} {backend} batch {m.batch} {m.dtype}: median {m.latency_ms:.3f} ms "
+               f"(p20 {m.p20_ms:.3f}, p80 {m.p80_ms:.3f}); wrote {path}")
+
+
 @cli.command("models")
 def models_cmd():
     """List the built-in model specs."""

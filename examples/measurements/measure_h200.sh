@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The command that produced the h200_*.json files here, run on the lent H200 from the
+# repository root (perfmodel's dependencies are in that machine's image):
+#   bash examples/measurements/measure_h200.sh OUTDIR
+# Whole-model latency, batch 128 float16 channels-last at each model's native resolution,
+# eager for every model and inductor where the device time allowed; per-kernel eager data
+# for ResNet-50, ConvNeXt-T and EfficientNet-B0.
+set -uo pipefail
+out=${1:?output folder}
+mkdir -p "$out"
+pm() { PYTHONPATH=. python3 cli.py "$@"; }
+eager=(resnet50 resnet101 resnext101_32x8d mobilenet_v2 convnext_tiny convnext_small
+       convnext_base efficientnet_b0 efficientnet_b2 efficientnet_b4 efficientnet_b5)
+for m in "${eager[@]}"; do
+  pm bench "$m" --backend eager --repeats 30 -o "$out/h200_${m}_eager.json"
+done
+for m in resnet50 convnext_tiny efficientnet_b0; do
+  pm bench "$m" --backend eager --per-kernel --repeats 20 -o "$out/h200_${m}_eager_kernels.json"
+done
+for m in ${INDUCTOR:-resnet50 convnext_tiny efficientnet_b0 efficientnet_b5}; do
+  pm bench "$m" --backend inductor --repeats 30 -o "$out/h200_${m}_inductor.json"
+done

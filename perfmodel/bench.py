@@ -1,0 +1,192 @@
+"""Measure a model on a CUDA GPU and write a measurement file (DESIGN.md section 9).
+
+Random weights (no download), channels-last, the spec's batch and dtype; warm-up, then
+CUDA-event timing of whole forward passes (median, p20, p80). With ``per_kernel``, every
+GPU kernel's duration is recorded with torch.profiler and attributed to the innermost
+module whose forward launched it (eager); kernels launched outside any module, or whose
+module cannot be known (Inductor's fused kernels), keep their kernel name and an empty
+module, so nothing is dropped.
+"""
+from __future__ import annotations
+
+import contextlib
+import platform
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+
+from .dtypes import torch_dtype
+from .errors import InputError
+from .measure import write_measurement
+from .resources import builtin_dir
+from .spec import ModelSpec, resolve_callable
+
+_MODULE_TAG = "module:"
+
+
+def require_cuda() -> None:
+    if not torch.cuda.is_available():
+        raise InputError("perfmodel bench needs an NVIDIA GPU with CUDA "
+                         "(torch.cuda.is_available() is False on this machine)")
+
+
+def environment() -> dict:
+    props = torch.cuda.get_device_properties(0)
+    env = {"gpu": props.name, "sm_count": props.multi_processor_count,
+           "memory_gib": round(props.total_memory / 2**30, 1),
+           "capability": f"{props.major}.{props.minor}", "torch": torch.__version__,
+           "cuda": torch.version.cuda, "python": platform.python_version(),
+           "host": platform.node()}
+    with contextlib.suppress(Exception):
+        query = "driver_version,clocks.sm,clocks.mem,clocks.max.sm,power.limit"
+        out = subprocess.run(["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20).stdout.strip()
+        fields = [f.strip() for f in out.splitlines()[0].split(",")]
+        env.update(dict(zip(("driver", "clock_sm", "clock_mem", "clock_sm_max", "power_limit"),
+                            fields)))
+    return env
+
+
+def build_cuda_model(spec: ModelSpec) -> torch.nn.Module:
+    base = Path(spec.path).parent if spec.path else None
+    fn = resolve_callable(spec.model, base=base, file=spec.path)
+    kwargs = dict(spec.kwargs)
+    if spec.model.startswith("torchvision.models"):
+        kwargs.setdefault("weights", None)
+    with torch.device("cuda"):
+        model = fn(**kwargs)
+    return model.eval().to(dtype=torch_dtype(spec.dtype), memory_format=torch.channels_last)
+
+
+def time_forward(fn, warmup: int, repeats: int) -> list[float]:
+    """Milliseconds of each of `repeats` calls, timed with CUDA events after `warmup` calls."""
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(repeats):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return times
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    pos = (len(ordered) - 1) * q
+    lo, hi = int(pos), min(int(pos) + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+@contextlib.contextmanager
+def _module_ranges(model: torch.nn.Module):
+    """Label every module's forward with a profiler range named after its path."""
+    stack = []
+
+    def pre(module, _):
+        rf = torch.profiler.record_function(_MODULE_TAG + names.get(id(module), "?"))
+        rf.__enter__()
+        stack.append(rf)
+
+    def post(module, _, __):
+        stack.pop().__exit__(None, None, None)
+
+    names = {id(m): n for n, m in model.named_modules()}
+    handles = [m.register_forward_pre_hook(pre) for m in model.modules()]
+    handles += [m.register_forward_hook(post) for m in model.modules()]
+    try:
+        yield
+    finally:
+        for h in handles:
+            h.remove()
+
+
+def per_kernel(model, fn, iterations: int = 3) -> list[dict]:
+    """GPU kernels of `iterations` forward passes, each attributed to its innermost module
+    (when `model` is given: eager; a compiled model launches fused kernels instead)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    ranges = _module_ranges(model) if model is not None else contextlib.nullcontext()
+    with ranges, profile(activities=[ProfilerActivity.CPU,
+                                                    ProfilerActivity.CUDA]) as prof:
+        for _ in range(iterations):
+            fn()
+        torch.cuda.synchronize()
+    rows: dict[tuple[str, str], dict] = {}
+    for event in prof.events():
+        for kernel in getattr(event, "kernels", []):
+            module = _innermost_module(event)
+            key = (module, kernel.name)
+            row = rows.setdefault(key, {"name": kernel.name, "module": module,
+                                        "duration_ms": 0.0, "count": 0})
+            row["duration_ms"] += kernel.duration / 1e3 / iterations  # us -> ms per pass
+            row["count"] += 1
+    for row in rows.values():
+        row["count"] = max(1, round(row["count"] / iterations))
+    return list(rows.values())
+
+
+def _innermost_module(event) -> str:
+    parent = event
+    while parent is not None:
+        if parent.name.startswith(_MODULE_TAG):
+            return parent.name[len(_MODULE_TAG):]
+        parent = parent.cpu_parent
+    return ""
+
+
+def _spec_reference(spec: ModelSpec) -> str:
+    """A built-in spec by name (portable across machines), any other by its path."""
+    path = Path(spec.path) if spec.path else None
+    if path is not None and path.resolve().parent == builtin_dir("models").resolve():
+        return path.stem
+    return str(path) if path else spec.name
+
+
+def bench(spec: ModelSpec, *, backend: str = "eager", warmup: int = 10, repeats: int = 50,
+          cuda_graphs: bool = False, kernels: bool = False, output: str | Path,
+          command: str | None = None) -> Path:
+    """Measure `spec` and write the measurement file; returns its path."""
+    require_cuda()
+    torch.backends.cudnn.benchmark = True
+    model = build_cuda_model(spec)
+    inputs = [torch.randn(shape, device="cuda", dtype=torch_dtype(spec.dtype))
+              .contiguous(memory_format=torch.channels_last if len(shape) == 4 else
+                          torch.contiguous_format) for shape in spec.input_shapes]
+    runner = torch.compile(model) if backend == "inductor" else model
+
+    def forward():
+        with torch.inference_mode():
+            return runner(*inputs)
+
+    fn = forward
+    if cuda_graphs:
+        for _ in range(3):
+            forward()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            forward()
+        fn = graph.replay
+    times = time_forward(fn, warmup, repeats)
+    results = {"latency_ms": {"median": statistics.median(times), "p20": percentile(times, 0.2),
+                              "p80": percentile(times, 0.8), "min": min(times)}}
+    if kernels:
+        results["kernels"] = per_kernel(model if backend == "eager" else None, forward)
+    return write_measurement(
+        output, command=command or " ".join(["perfmodel"] + sys.argv[1:]),
+        environment=environment(),
+        workload={"spec": _spec_reference(spec), "model": spec.name,
+                  "batch": spec.batch, "dtype": spec.dtype,
+                  "input": [list(s) for s in spec.inputs], "memory_format": "channels_last",
+                  "backend": backend},
+        method={"warmup": warmup, "repeats": repeats, "statistic": "median",
+                "timer": "cuda_events", "cuda_graphs": cuda_graphs,
+                "cudnn_benchmark": True, "inference_mode": True,
+                "per_kernel": "torch.profiler, 3 passes averaged" if kernels else None},
+        results=results)
