@@ -305,6 +305,44 @@ def bench(model, backend, per_kernel, cuda_graphs, warmup, repeats, batch, dtype
                f"(p20 {m.p20_ms:.3f}, p80 {m.p80_ms:.3f}); wrote {path}")
 
 
+@cli.command("compare")
+@click.argument("model", metavar="MODEL")
+@click.argument("measured", type=click.Path(dir_okay=False), metavar="MEASURED.json")
+@click.option("--hardware", "-H", default="h200-sxm", show_default=True,
+              help="Hardware the prediction is made for.")
+@click.option("--plan", "-p", help="Plan of the prediction (default: op for an eager "
+              "measurement, the spec's otherwise).")
+@click.option("--output", "-o", type=click.Path(dir_okay=False),
+              help="Plot file (.png, .svg or .pdf). Default: <measurement>_compare.png")
+def compare_cmd(model, measured, hardware, plan, output):
+    """Predicted against measured, per module and in total: t_min, measured time, ratio
+    and bound; T_min against the measured latency; C = C_max x C_impl."""
+    from perfmodel.compare import compare
+    from perfmodel.measure import load_measurement
+    from perfmodel.plots import check_output, save
+    from perfmodel.plots.compare import compare_figure
+
+    output = check_output(output or f"{Path(measured).stem}_compare.png")
+    m = load_measurement(measured)
+    plan = plan or ("op" if m.backend == "eager" and m.kernels else None)
+    result = _analyze(model, hardware, m.batch, m.dtype, plan, False)
+    cmp = compare(result, m)
+    if cmp.modules:
+        click.echo(f"{'module':40s} {'t_min ms':>9s} {'meas. ms':>9s} {'ratio':>7s}  bound")
+        for x in cmp.modules:
+            click.echo(f"{x.module or '(root)':40s} {x.predicted_ms:9.4f} {x.measured_ms:9.4f} "
+                       f"{x.ratio:7.2f}  {'memory' if x.memory_bound else 'compute'}")
+    if cmp.unmatched:
+        click.echo(f"unmatched measured kernels: {len(cmp.unmatched)}, "
+                   f"{cmp.unmatched_ms:.3f} ms per pass")
+    click.echo(f"{result.model} on {m.environment.get('gpu', '?')} ({m.backend}): ideal "
+               f"{cmp.t_ideal_ms:.3f} ms, T_min {cmp.t_min_ms:.3f} ms ({result.hardware.name}, "
+               f"plan {result.plan}), measured {cmp.t_actual_ms:.3f} ms")
+    click.echo(f"C {100 * cmp.c:.1f}% = C_max {100 * cmp.c_max:.1f}% x C_impl "
+               f"{100 * cmp.c_impl:.1f}%")
+    click.echo(f"wrote {save(compare_figure(cmp), output)}")
+
+
 @cli.command("models")
 def models_cmd():
     """List the built-in model specs."""

@@ -1,0 +1,89 @@
+"""Predicted against measured: per kernel and in total.
+
+Measured kernels carry the module path whose forward launched them (eager); predicted
+kernels carry the module path of their first op. Both sides are summed per module path
+and matched exactly; measured kernels that match no predicted kernel are kept as
+*unmatched*, never dropped. Totals compare T_min with the measured latency:
+C = t_ideal / t_a = C_max * C_impl.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .api import Result
+from .measure import KernelMeasurement, Measurement
+
+
+@dataclass(frozen=True)
+class ModuleComparison:
+    module: str
+    predicted_ms: float
+    measured_ms: float
+    flops: int
+    dram_bytes: int
+    memory_bound: bool
+
+    @property
+    def ratio(self) -> float:
+        """Measured over predicted: >= 1 where the model is a true bound."""
+        return self.measured_ms / self.predicted_ms if self.predicted_ms else float("inf")
+
+    @property
+    def intensity(self) -> float:
+        return self.flops / self.dram_bytes if self.dram_bytes else 0.0
+
+
+@dataclass(frozen=True)
+class Comparison:
+    result: Result
+    measurement: Measurement
+    modules: list[ModuleComparison]
+    unmatched: list[KernelMeasurement]
+
+    @property
+    def t_ideal_ms(self) -> float:
+        return self.result.totals.t_ideal_s * 1e3
+
+    @property
+    def t_min_ms(self) -> float:
+        return self.result.totals.t_min_s * 1e3
+
+    @property
+    def t_actual_ms(self) -> float:
+        return self.measurement.latency_ms
+
+    @property
+    def c(self) -> float:
+        return self.t_ideal_ms / self.t_actual_ms
+
+    @property
+    def c_max(self) -> float:
+        return self.result.totals.c_max
+
+    @property
+    def c_impl(self) -> float:
+        return self.t_min_ms / self.t_actual_ms
+
+    @property
+    def unmatched_ms(self) -> float:
+        return sum(k.duration_ms for k in self.unmatched)
+
+
+def compare(result: Result, measurement: Measurement) -> Comparison:
+    predicted: dict[str, list] = {}
+    for kt in result.kernels:
+        row = predicted.setdefault(kt.kernel.name, [0.0, 0, 0, 0.0])
+        row[0] += kt.t_min_ms
+        row[1] += kt.kernel.flops
+        row[2] += kt.kernel.dram_bytes
+        row[3] += kt.t_min_ms if kt.memory_bound else 0.0
+    measured: dict[str, float] = {}
+    unmatched = []
+    for k in measurement.kernels:
+        if k.module in predicted:
+            measured[k.module] = measured.get(k.module, 0.0) + k.duration_ms
+        else:
+            unmatched.append(k)
+    modules = [ModuleComparison(m, t, measured[m], n, b, mem_t > t / 2)
+               for m, (t, n, b, mem_t) in predicted.items() if m in measured]
+    return Comparison(result, measurement, modules, unmatched)
