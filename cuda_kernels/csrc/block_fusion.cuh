@@ -119,13 +119,17 @@ __device__ __forceinline__ void conv_phase(const Params& p, uint8_t* A_s, uint8_
     cp_async_wait<0>();
     __syncthreads();
 
-    for (int mt = warp / PAIRS; mt < K::BM / 16; mt += kWarps / PAIRS) {
+    // The warp's m-tiles are unrolled so that their nine-tap mma chains interleave.
+    constexpr int MT_STEP = kWarps / PAIRS, JOBS_PER_WARP = (K::BM / 16) / MT_STEP;
+    float acc[JOBS_PER_WARP][2][4] = {};
+#pragma unroll
+    for (int j = 0; j < JOBS_PER_WARP; ++j) {
+      const int mt = warp / PAIRS + j * MT_STEP;
       const int pix = p0 + mt * 16 + (lane & 15);
       const bool in_range = pix < p.P;
       const int grow = in_range ? pix / W : 0;
       const int w = in_range ? pix - grow * W : 0;
       const int h = grow % H;
-      float acc[2][4] = {};
 #pragma unroll
       for (int tap = 0; tap < 9; ++tap) {
         const int dy = tap / 3 - 1, dx = tap % 3 - 1;
@@ -134,9 +138,13 @@ __device__ __forceinline__ void conv_phase(const Params& p, uint8_t* A_s, uint8_
         const uint32_t addr = ok ? halo_base + panel_offset(q, local_group) : smem_addr(zero_pixel);
         uint32_t a[4];
         ldmatrix_x4(a, addr);
-        mma_m16n8k8(acc[0], a[0], a[1], bfrag[0][tap]);
-        mma_m16n8k8(acc[1], a[2], a[3], bfrag[1][tap]);
+        mma_m16n8k8(acc[j][0], a[0], a[1], bfrag[0][tap]);
+        mma_m16n8k8(acc[j][1], a[2], a[3], bfrag[1][tap]);
       }
+    }
+#pragma unroll
+    for (int j = 0; j < JOBS_PER_WARP; ++j) {
+      const int mt = warp / PAIRS + j * MT_STEP;
 #pragma unroll
       for (int gi = 0; gi < 2; ++gi) {
         const int ch = (g0 + gi) * 8 + (lane & 3) * 2;
@@ -145,9 +153,9 @@ __device__ __forceinline__ void conv_phase(const Params& p, uint8_t* A_s, uint8_
         uint8_t* panel = A_s + (ch >> 6) * (K::BM * 128);
         const int chunk = (ch & 63) >> 3, within = (ch & 7) * 2;
         *reinterpret_cast<uint32_t*>(panel + panel_offset(row, chunk) + within) =
-            pack_half2(acc[gi][0] + bias0, acc[gi][1] + bias1);
+            pack_half2(acc[j][gi][0] + bias0, acc[j][gi][1] + bias1);
         *reinterpret_cast<uint32_t*>(panel + panel_offset(row + 8, chunk) + within) =
-            pack_half2(acc[gi][2] + bias0, acc[gi][3] + bias1);
+            pack_half2(acc[j][gi][2] + bias0, acc[j][gi][3] + bias1);
       }
     }
   }
@@ -312,18 +320,29 @@ __global__ void __launch_bounds__(kThreads, K::MINB) block_fusion_kernel(const P
     }
   }
   __syncthreads();
-  constexpr int CHX = K::C / 8;
-  for (int i = threadIdx.x; i < K::BM * CHX; i += kThreads) {
-    const int r = i / CHX, c = i % CHX;
+  // All shortcut loads are issued before the first store: the compiler cannot move a load of
+  // x above a store to out (they might alias), and one L2 round trip per row would serialise.
+  constexpr int CHX = K::C / 8, ITERS = K::BM * CHX / kThreads;
+  static_assert(K::BM * CHX % kThreads == 0, "epilogue split");
+  uint4 xin[ITERS];
+  if (p.residual) {
+#pragma unroll
+    for (int it = 0; it < ITERS; ++it) {
+      const int i = threadIdx.x + it * kThreads, r = i / CHX, c = i % CHX;
+      xin[it] = p0 + r < p.P ? __ldg(reinterpret_cast<const uint4*>(p.x + (size_t)(p0 + r) * K::C + c * 8))
+                             : make_uint4(0, 0, 0, 0);
+    }
+  }
+#pragma unroll
+  for (int it = 0; it < ITERS; ++it) {
+    const int i = threadIdx.x + it * kThreads, r = i / CHX, c = i % CHX;
     if (p0 + r >= p.P) continue;
     const uint4 staged =
         *reinterpret_cast<const uint4*>(A_s + (c >> 3) * (K::BM * 128) + panel_offset(r, c & 7));
-    const size_t off = (size_t)(p0 + r) * K::C + c * 8;
     uint4 result = staged;
     if (p.residual) {
-      const uint4 xin = __ldg(reinterpret_cast<const uint4*>(p.x + off));
       const __half2* o2 = reinterpret_cast<const __half2*>(&staged);
-      const __half2* x2 = reinterpret_cast<const __half2*>(&xin);
+      const __half2* x2 = reinterpret_cast<const __half2*>(&xin[it]);
       __half2* r2 = reinterpret_cast<__half2*>(&result);
 #pragma unroll
       for (int k = 0; k < 4; ++k) {
@@ -331,7 +350,7 @@ __global__ void __launch_bounds__(kThreads, K::MINB) block_fusion_kernel(const P
         r2[k] = __floats2half2_rn(a.x + b.x, a.y + b.y);
       }
     }
-    *reinterpret_cast<uint4*>(p.out + off) = result;
+    *reinterpret_cast<uint4*>(p.out + (size_t)(p0 + r) * K::C + c * 8) = result;
   }
 }
 
