@@ -15,12 +15,12 @@ if TYPE_CHECKING:
 
 
 def _hardware_lines(ax, hardware: "Sequence[Hardware]", dtype: str, vertical: bool) -> None:
-    for hw in hardware:
+    for i, hw in enumerate(sorted(hardware, key=lambda h: h.op_byte(dtype))):
         rho = hw.op_byte(dtype)
         (ax.axvline if vertical else ax.axhline)(rho, color="grey", linestyle=":", linewidth=0.8)
-        if vertical:
-            ax.text(rho, 1.0, f" {hw.name}", rotation=90, fontsize=7, color="#555555",
-                    va="top", ha="right", transform=ax.get_xaxis_transform())
+        if vertical:  # staggered so that close ratios stay readable
+            ax.text(rho, 0.99 - 0.1 * (i % 3), f"{hw.name} ", rotation=90, fontsize=7,
+                    color="#555555", va="top", ha="right", transform=ax.get_xaxis_transform())
         else:
             ax.text(1.0, rho, f"{hw.name} ", fontsize=7, color="#555555", va="bottom", ha="right",
                     transform=ax.get_yaxis_transform())
@@ -32,8 +32,10 @@ def sweep_figure(results: "list[Result]", op_bytes: np.ndarray,
     """Waterline (solid) and mediant-roofline (dashed) C_max of each model against op:byte."""
     fig = Figure(figsize=(6.6, 4.4), layout="constrained")
     ax = fig.add_subplot()
+    mixed = len({str(r.plan) for r in results}) > 1
     for color, r, (water, mediant) in zip(PALETTE, results, curves):
-        ax.plot(op_bytes, np.array(water) * 100, color=color, linewidth=1.6, label=r.model)
+        label = f"{r.model} ({r.plan})" if mixed else r.model
+        ax.plot(op_bytes, np.array(water) * 100, color=color, linewidth=1.6, label=label)
         ax.plot(op_bytes, np.array(mediant) * 100, color=color, linewidth=1.0, linestyle="--")
     _hardware_lines(ax, hardware, results[0].dtype, vertical=True)
     ax.set_xscale("log")
@@ -45,7 +47,8 @@ def sweep_figure(results: "list[Result]", op_bytes: np.ndarray,
     ax.plot([], [], color="black", linestyle="--", linewidth=1.0, label="mediant roofline")
     ax.legend(fontsize=7.5, loc="lower left", ncol=2)
     r0 = results[0]
-    ax.set_title(f"C_max vs op:byte: batch {r0.batch}, {r0.dtype}, plan {r0.plan}", fontsize=9)
+    plan = "plans as labelled" if mixed else f"plan {r0.plan}"
+    ax.set_title(f"C_max vs op:byte: batch {r0.batch}, {r0.dtype}, {plan}", fontsize=9)
     return fig
 
 

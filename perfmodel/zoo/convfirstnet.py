@@ -68,3 +68,11 @@ def convfirstnet_l(**kwargs) -> ConvFirstNet:
     """9.19 GMACs per image at 224 px."""
     return ConvFirstNet(widths=(96, 192, 384, 768), depths=(3, 4, 14, 3), expansion=6,
                         **kwargs)
+
+
+@register_model
+def convfirstnet_h200(**kwargs) -> ConvFirstNet:
+    """The configuration examples/convfirstnet_search.py chose: the largest block-plan C_max
+    on h200-sxm with no more MACs than ConvNeXt-T (4.15 GMACs)."""
+    return ConvFirstNet(widths=(64, 128, 256, 512), depths=(3, 4, 14, 3), expansion=6,
+                        **kwargs)
