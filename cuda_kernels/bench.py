@@ -279,6 +279,25 @@ def table(results: list[dict]) -> str:
     return "\n".join(rows)
 
 
+def run_isolated(case: Case, args, ceilings: dict) -> dict:
+    """Bench one case in a child process, with the parent's ceilings, and return its result."""
+    import os
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "case.json")
+        cmd = [sys.executable, "-m", "cuda_kernels.bench", "--out", out, "--case",
+               f"{case.block}:{case.channels}:{case.expansion}:{case.size}:{case.batch}",
+               "--warmup", str(args.warmup), "--repeats", str(args.repeats), "--ceilings", json.dumps(ceilings)]
+        if args.compile_mode:
+            cmd += ["--compile-mode", args.compile_mode]
+        if args.no_baselines:
+            cmd.append("--no-baselines")
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+        with open(out) as f:
+            return json.load(f)["results"][0]
+
+
 def parse_case(text: str) -> Case:
     block, c, a, s, *n = text.split(":")
     return Case(block, int(c), int(a), int(s), *(int(v) for v in n))
@@ -293,6 +312,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=50)
     parser.add_argument("--compile-mode", default=None, help="torch.compile mode (default: inductor's default)")
     parser.add_argument("--no-baselines", action="store_true", help="time only the fused kernels (diagnostics)")
+    parser.add_argument("--isolate", action="store_true",
+                        help="run each case in a fresh Python process (torch.compile baselines drift late in a "
+                             "long process that has compiled many blocks; see NOTES.md)")
+    parser.add_argument("--ceilings", help=argparse.SUPPRESS)  # JSON from the parent of --isolate
     args = parser.parse_args(argv)
     if args.repeats < 20:
         parser.error("use at least 20 repeats")
@@ -305,12 +328,15 @@ def main(argv: list[str] | None = None) -> int:
     load_extension()
     build_s = time.perf_counter() - t0
     timer = Timer(args.warmup, args.repeats)
-    ceilings = measure_ceilings(timer)
+    ceilings = json.loads(args.ceilings) if args.ceilings else measure_ceilings(timer)
     print(f"measured ceilings: fp16 matmul {ceilings['fp16_matmul_tflops']:.1f} TFLOP/s, "
           f"copy {ceilings['copy_gbps']:.0f} GB/s", flush=True)
     results = []
     for case in cases:
-        results.append(bench_case(case, timer, ceilings, args.compile_mode, not args.no_baselines))
+        if args.isolate:
+            results.append(run_isolated(case, args, ceilings))
+        else:
+            results.append(bench_case(case, timer, ceilings, args.compile_mode, not args.no_baselines))
         print(table(results[-1:]).splitlines()[-1], flush=True)
     record = {
         "kind": "perfmodel.measurement",
@@ -330,6 +356,7 @@ def main(argv: list[str] | None = None) -> int:
             "statistic": "median (p20, p80 also given)",
             "l2_flush": f"{FLUSH_BYTES >> 20} MiB zero-fill before every repeat",
             "cuda_graphs": False,
+            "process_per_case": args.isolate,
             "inductor": "torch.compile(block, dynamic=False) after torch._dynamo.reset(), per shape",
             "correctness": "rel. L2 error vs float32 (no TF32) must be <= 2x PyTorch fp16 error before timing",
             "extension_build_s": build_s,
