@@ -343,6 +343,51 @@ def compare_cmd(model, measured, hardware, plan, output):
     click.echo(f"wrote {save(compare_figure(cmp), output)}")
 
 
+@cli.command()
+@click.argument("program", metavar="PROGRAM", required=False)
+@click.option("--set", "params", multiple=True, metavar="NAME=INT",
+              help="Program parameter, e.g. --set c=128 --set h=28 (repeatable).")
+@click.option("--hardware", "-H", default="h200-sxm", show_default=True)
+@click.option("--dtype", default="float16", show_default=True)
+@click.option("--output", "-o", type=click.Path(dir_okay=False),
+              help="Diagram file (.png, .svg or .pdf). Default: <program>.svg")
+def machine(program, params, hardware, dtype, output):
+    """Analyse a tensor-machine PROGRAM and draw its diagram (paper Figures 5 and 7).
+
+    Prints each kernel's ops, DRAM reads and writes, on-chip working set and roofline
+    time; without PROGRAM, lists the programs and their parameters."""
+    import inspect
+
+    from perfmodel.machine_programs import PROGRAMS
+    from perfmodel.plots import check_output, save
+    from perfmodel.plots.machine import machine_figure
+
+    if program is None:
+        for name, fn in PROGRAMS.items():
+            sig = ", ".join(f"{p.name}={p.default}" for p in inspect.signature(fn).parameters.values())
+            click.echo(f"{name:18s} {fn.__doc__.splitlines()[0]}\n{'':18s} ({sig})")
+        return
+    if program not in PROGRAMS:
+        raise click.BadParameter(f"unknown program {program!r} (one of {', '.join(PROGRAMS)})",
+                                 param_hint="PROGRAM")
+    allowed = inspect.signature(PROGRAMS[program]).parameters
+    kwargs = {}
+    for item in params:
+        name, _, value = item.partition("=")
+        if name not in allowed or not value.isdigit() or int(value) <= 0:
+            raise click.BadParameter(f"{item!r}: expected NAME=POSITIVE_INT with NAME one of "
+                                     f"{', '.join(allowed)}", param_hint="--set")
+        kwargs[name] = int(value)
+    output = check_output(output or f"{program}.svg")
+    try:
+        prog = PROGRAMS[program](**kwargs)
+    except (ValueError, ZeroDivisionError) as exc:
+        raise click.BadParameter(f"{kwargs}: {exc}", param_hint="--set")
+    report = prog.analyze(perfmodel.load_hardware(hardware), dtype)
+    click.echo("\n".join(report.lines()))
+    click.echo(f"wrote {save(machine_figure(report), output)}")
+
+
 @cli.command("models")
 def models_cmd():
     """List the built-in model specs."""

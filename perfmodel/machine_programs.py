@@ -1,0 +1,258 @@
+"""Tensor-machine programs for the paper's blocks: layer-by-layer and block-fused.
+
+Shapes follow the zoo's blocks in inference form (batchnorm folded into biases), so the
+DRAM traffic of each layer-by-layer program equals the ``layer`` plan of the traced zoo
+block and that of each one-kernel fused program equals the ``block`` plan (tested).
+Activations are N x H x W x C (pixels P = N H W); tiles are th x tw pixels of one image.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from .tensor_machine import (Kernel, Loop, Op, Program, activation, add, dram, glob,
+                             grouped_conv, load, local, matmul, multiply, pool, store)
+
+PROGRAMS: dict[str, Callable[..., Program]] = {}
+
+
+def program(fn):
+    PROGRAMS[fn.__name__] = fn
+    return fn
+
+
+def _tile(h: int, limit: int = 8) -> int:
+    return max(d for d in range(1, limit + 1) if h % d == 0)
+
+
+def _copy(src, dst) -> Op:
+    return Op("copy", (src,), dst, label="←")
+
+
+def _ffn_weights(c: int, alpha: int):
+    hidden = alpha * c
+    return (dram("U", c, hidden, weight=True), dram("a", hidden, weight=True),
+            dram("V", hidden, c, weight=True), dram("b", c, weight=True))
+
+
+def _cache(*tensors):
+    """Load weights from DRAM into global memory (each read once)."""
+    out, steps = [], []
+    for t in tensors:
+        g = glob(t.name + "_g", *t.shape, weight=True)
+        steps.append(load(t, g))
+        out.append(g)
+    return out, steps
+
+
+def _fused_ffn_loop(xt, u, a, v, b, zt, tile_px: int, c: int, hidden: int, chunk: int):
+    """Eq. 32 on one tile: for each chunk r, Z += act(X U_r + a_r) V_r."""
+    yt = local("Y_r", tile_px, chunk)
+    ut, vt = local("U_r", c, chunk), local("V_r", chunk, c)
+    return Loop("hidden chunks", hidden // chunk, (
+        load(u, ut), load(v, vt),
+        matmul(xt, ut, yt, bias=a), activation(yt),
+        matmul(yt, vt, zt, bias=b)))
+
+
+@program
+def ffn_layer(n: int = 128, h: int = 28, w: int = 28, c: int = 256, alpha: int = 4) -> Program:
+    """FFN layer by layer: the hidden tensor H goes to DRAM and back."""
+    p, hidden, th = n * h * w, alpha * c, _tile(h)
+    tile_px, trips = th * th, p // (th * th)
+    x, hh, z = dram("X", p, c), dram("H", p, hidden), dram("Z", p, c)
+    (u, a, v, b), ws = _cache(*_ffn_weights(c, alpha))
+    xt, ht, ht2, zt = (local("X_t", tile_px, c), local("H_t", tile_px, hidden),
+                       local("H_t", tile_px, hidden), local("Z_t", tile_px, c))
+    return Program("ffn_layer", (
+        Kernel("expand: H = relu(X U + a)", tuple(ws[:2]) + (Loop("pixel tiles", trips, (
+            load(x, xt), matmul(xt, u, ht, bias=a), activation(ht), store(ht, hh))),)),
+        Kernel("project: Z = H V + b", tuple(ws[2:]) + (Loop("pixel tiles", trips, (
+            load(hh, ht2), matmul(ht2, v, zt, bias=b), store(zt, z))),)),
+    ), "FFN, layer by layer")
+
+
+@program
+def ffn_fused(n: int = 128, h: int = 28, w: int = 28, c: int = 256, alpha: int = 4,
+              chunk: int = 64) -> Program:
+    """FFN loop-fused over hidden chunks (eq. 32): no hidden tensor in DRAM."""
+    p, hidden, th = n * h * w, alpha * c, _tile(h)
+    tile_px, trips = th * th, p // (th * th)
+    x, z = dram("X", p, c), dram("Z", p, c)
+    (u, a, v, b), ws = _cache(*_ffn_weights(c, alpha))
+    xt, zt = local("X_t", tile_px, c), local("Z_t", tile_px, c)
+    return Program("ffn_fused", (
+        Kernel("FFN block-fused", tuple(ws) + (Loop("pixel tiles", trips, (
+            load(x, xt), _fused_ffn_loop(xt, u, a, v, b, zt, tile_px, c, hidden, chunk),
+            store(zt, z))),)),
+    ), "FFN, loop-fused (eq. 32)")
+
+
+def _convfirst_tensors(n, h, w, c, alpha, gw=8, k=3):
+    p = n * h * w
+    conv_w, conv_b = dram("W_conv", c, gw * k * k, weight=True), dram("b_conv", c, weight=True)
+    return p, dram("X", p, c), dram("Z", p, c), conv_w, conv_b, _ffn_weights(c, alpha)
+
+
+@program
+def convfirst_layer(n: int = 128, h: int = 56, w: int = 56, c: int = 64, alpha: int = 4,
+                    group_width: int = 8) -> Program:
+    """ConvFirst layer by layer (paper Fig. 7a): grouped conv, expand, project + shortcut."""
+    p, x, z, cw, cb, ffn = _convfirst_tensors(n, h, w, c, alpha, group_width)
+    hidden, th = alpha * c, _tile(h)
+    tile_px, trips = th * th, p // (th * th)
+    y, hh = dram("Y", p, c), dram("H", p, hidden)
+    (cw, cb, u, a, v, b), ws = _cache(cw, cb, *ffn)
+    xt = local("X_t+halo", (th + 2) * (th + 2), c)
+    yt, yt2, ht, ht2, zt, xs = (local("Y_t", tile_px, c), local("Y_t", tile_px, c),
+                                local("H_t", tile_px, hidden), local("H_t", tile_px, hidden),
+                                local("Z_t", tile_px, c), local("X_t", tile_px, c))
+    return Program("convfirst_layer", (
+        Kernel("grouped conv 3x3: Y", tuple(ws[:2]) + (Loop("pixel tiles", trips, (
+            load(x, xt), grouped_conv(xt, cw, yt, group_width, 9, bias=cb), store(yt, y))),)),
+        Kernel("expand: H = relu(Y U + a)", tuple(ws[2:4]) + (Loop("pixel tiles", trips, (
+            load(y, yt2), matmul(yt2, u, ht, bias=a), activation(ht), store(ht, hh))),)),
+        Kernel("project: Z = H V + b + X", tuple(ws[4:]) + (Loop("pixel tiles", trips, (
+            load(hh, ht2), load(x, xs), matmul(ht2, v, zt, bias=b), add(zt, xs, zt),
+            store(zt, z))),)),
+    ), "ConvFirst, layer by layer (Fig. 7a)")
+
+
+@program
+def convfirst_fused(n: int = 128, h: int = 56, w: int = 56, c: int = 64, alpha: int = 4,
+                    group_width: int = 8, chunk: int = 64) -> Program:
+    """ConvFirst block-fused (paper Fig. 7b): one kernel, input once, output once."""
+    p, x, z, cw, cb, ffn = _convfirst_tensors(n, h, w, c, alpha, group_width)
+    hidden, th = alpha * c, _tile(h)
+    tile_px, trips = th * th, p // (th * th)
+    (cw, cb, u, a, v, b), ws = _cache(cw, cb, *ffn)
+    xt = local("X_t+halo", (th + 2) * (th + 2), c)
+    yt, zt = local("Y_t", tile_px, c), local("Z_t", tile_px, c)
+    return Program("convfirst_fused", (
+        Kernel("ConvFirst block-fused", tuple(ws) + (Loop("pixel tiles", trips, (
+            load(x, xt), grouped_conv(xt, cw, yt, group_width, 9, bias=cb),
+            _copy(xt, zt),  # the shortcut initialises the output accumulators
+            _fused_ffn_loop(yt, u, a, v, b, zt, tile_px, c, hidden, chunk),
+            store(zt, z))),)),
+    ), "ConvFirst, block-fused (Fig. 7b)")
+
+
+@program
+def convfirst_split(n: int = 128, h: int = 14, w: int = 14, c: int = 512, alpha: int = 4,
+                    group_width: int = 8, chunk: int = 64, processors: int = 2) -> Program:
+    """ConvFirst block-fused with channels split across processors (paper Fig. 7c).
+
+    Each processor convolves its share of the channels and computes partial hidden sums;
+    the partials meet in a small global-memory tensor; each then projects onto its share
+    of the output channels. DRAM traffic is that of the one-processor kernel."""
+    p, x, z, cw, cb, ffn = _convfirst_tensors(n, h, w, c, alpha, group_width)
+    hidden, th, part = alpha * c, _tile(h), c // processors
+    tile_px, trips = th * th, p // (th * th)
+    (cw, cb, u, a, v, b), ws = _cache(cw, cb, *ffn)
+    xt = local("X_t+halo (1/s)", (th + 2) * (th + 2), part)
+    yt, zt = local("Y_t (1/s)", tile_px, part), local("Z_t (1/s)", tile_px, part)
+    ut, vt = local("U_r (1/s)", part, chunk), local("V_r (1/s)", chunk, part)
+    partial, hg = local("H_r partial", tile_px, chunk), glob("H_r sum", tile_px, chunk)
+    yr = local("Y_r", tile_px, chunk)
+    conv_part = grouped_conv(xt, cw, yt, group_width, 9, bias=cb)
+    return Program("convfirst_split", (
+        Kernel(f"ConvFirst split over {processors}", tuple(ws) + (Loop("pixel tiles", trips, (
+            Loop("processors", processors, (load(x, xt), conv_part, _copy(xt, zt))),
+            Loop("hidden chunks", hidden // chunk, (
+                Loop("processors", processors, (
+                    load(u, ut), matmul(yt, ut, partial, bias=a), add(hg, partial, hg))),
+                Loop("processors", processors, (
+                    load(hg, yr), activation(yr), load(v, vt), matmul(yr, vt, zt, bias=b))))),
+            Loop("processors", processors, (store(zt, z),)))),)),
+    ), f"ConvFirst, block-fused, channels split over {processors} processors (Fig. 7c)")
+
+
+def _mbconv_weights(c, alpha, k, squeeze):
+    hidden = alpha * c
+    return dict(
+        We=dram("W_expand", c, hidden, weight=True), be=dram("b_expand", hidden, weight=True),
+        Wd=dram("W_dw", hidden, k * k, weight=True), bd=dram("b_dw", hidden, weight=True),
+        Wr=dram("W_se1", hidden, squeeze, weight=True), br=dram("b_se1", squeeze, weight=True),
+        Wx=dram("W_se2", squeeze, hidden, weight=True), bx=dram("b_se2", hidden, weight=True),
+        Wp=dram("W_project", hidden, c, weight=True), bp=dram("b_project", c, weight=True))
+
+
+@program
+def mbconv_layer(n: int = 128, h: int = 56, w: int = 56, c: int = 24, alpha: int = 6,
+                 k: int = 3, squeeze: int = 6) -> Program:
+    """MBConv layer by layer: six kernels, as an inference compiler runs it."""
+    p, hidden, th = n * h * w, alpha * c, _tile(h)
+    tile_px, trips = th * th, p // (th * th)
+    wt = _mbconv_weights(c, alpha, k, squeeze)
+    g, ws = _cache(*wt.values())
+    g = dict(zip(wt, g))
+    ws = dict(zip(wt, ws))
+    x, e, d, s, s1, s2, d2, z = (dram("X", p, c), dram("E", p, hidden), dram("D", p, hidden),
+                                 dram("S", n, hidden), dram("S1", n, squeeze),
+                                 dram("S2", n, hidden), dram("D'", p, hidden), dram("Z", p, c))
+    tiles = lambda *steps: Loop("pixel tiles", trips, steps)  # noqa: E731
+    xt, et, et2, dt, dt2 = (local("X_t", tile_px, c), local("E_t", tile_px, hidden),
+                            local("E_t+halo", (th + k - 1) ** 2, hidden),
+                            local("D_t", tile_px, hidden), local("D_t", tile_px, hidden))
+    st, s1t, s2t, zt, xs = (local("S_n", 1, hidden), local("S1_n", 1, squeeze),
+                            local("S2_n", 1, hidden), local("Z_t", tile_px, c),
+                            local("X_t", tile_px, c))
+    return Program("mbconv_layer", (
+        Kernel("expand + SiLU", (ws["We"], ws["be"], tiles(
+            load(x, xt), matmul(xt, g["We"], et, bias=g["be"]), activation(et, fn="silu"),
+            store(et, e)))),
+        Kernel("depthwise + SiLU", (ws["Wd"], ws["bd"], tiles(
+            load(e, et2), grouped_conv(et2, g["Wd"], dt, 1, k * k, bias=g["bd"]),
+            activation(dt, fn="silu"), store(dt, d)))),
+        Kernel("SE pool", (tiles(load(d, dt2), pool(dt2, st)), store(st, s))),
+        Kernel("SE reduce + SiLU", (ws["Wr"], ws["br"], Loop("images", n, (
+            load(s, st), matmul(st, g["Wr"], s1t, bias=g["br"]), activation(s1t, fn="silu"),
+            store(s1t, s1))))),
+        Kernel("SE expand + sigmoid, scale", (ws["Wx"], ws["bx"], Loop("images", n, (
+            load(s1, s1t), matmul(s1t, g["Wx"], s2t, bias=g["bx"]),
+            activation(s2t, fn="sigmoid"), Loop("pixel tiles", trips // n, (
+                load(d, dt2), multiply(dt2, s2t, dt2), store(dt2, d2))))))),
+        Kernel("project + shortcut", (ws["Wp"], ws["bp"], tiles(
+            load(d2, dt2), load(x, xs), matmul(dt2, g["Wp"], zt, bias=g["bp"]),
+            add(zt, xs, zt), store(zt, z)))),
+    ), "MBConv, layer by layer")
+
+
+@program
+def mbconv_two_pass(n: int = 128, h: int = 56, w: int = 56, c: int = 24, alpha: int = 6,
+                    k: int = 3, squeeze: int = 6) -> Program:
+    """MBConv fused in two passes around squeeze-excitation's global pool.
+
+    Pass 1 computes expand and depthwise per tile and keeps only the pooled sums; a tiny
+    kernel computes the SE scales; pass 2 recomputes expand and depthwise, scales,
+    projects and adds the shortcut. Recomputation costs MACs (and the halo's expand)
+    and a second read of X, instead of writing and reading the hidden tensors."""
+    p, hidden, th = n * h * w, alpha * c, _tile(h)
+    tile_px, trips = th * th, p // (th * th)
+    halo = (th + k - 1) ** 2
+    wt = _mbconv_weights(c, alpha, k, squeeze)
+    gl, ws = _cache(*wt.values())
+    g, ws = dict(zip(wt, gl)), dict(zip(wt, ws))
+    x, s, s2, z = dram("X", p, c), dram("S", n, hidden), dram("S2", n, hidden), dram("Z", p, c)
+    xt, et, dt = local("X_t+halo", halo, c), local("E_t+halo", halo, hidden), local("D_t", tile_px, hidden)
+    st, s1t, s2t, zt = (local("S_n", 1, hidden), local("S1_n", 1, squeeze),
+                        local("S2_n", 1, hidden), local("Z_t", tile_px, c))
+
+    def expand_depthwise():
+        return (load(x, xt), matmul(xt, g["We"], et, bias=g["be"]), activation(et, fn="silu"),
+                grouped_conv(et, g["Wd"], dt, 1, k * k, bias=g["bd"]), activation(dt, fn="silu"))
+
+    return Program("mbconv_two_pass", (
+        Kernel("pass 1: expand, depthwise, pool", (ws["We"], ws["be"], ws["Wd"], ws["bd"],
+            Loop("pixel tiles", trips, expand_depthwise() + (pool(dt, st),)), store(st, s))),
+        Kernel("SE: reduce, expand, sigmoid", (ws["Wr"], ws["br"], ws["Wx"], ws["bx"],
+            Loop("images", n, (load(s, st), matmul(st, g["Wr"], s1t, bias=g["br"]),
+                               activation(s1t, fn="silu"),
+                               matmul(s1t, g["Wx"], s2t, bias=g["bx"]),
+                               activation(s2t, fn="sigmoid"), store(s2t, s2))))),
+        Kernel("pass 2: recompute, scale, project", (
+            load(wt["We"], g["We"]), load(wt["be"], g["be"]), load(wt["Wd"], g["Wd"]),
+            load(wt["bd"], g["bd"]), ws["Wp"], ws["bp"],
+            Loop("pixel tiles", trips, expand_depthwise() + (
+                load(s2, s2t), multiply(dt, s2t, dt),
+                _copy(xt, zt), matmul(dt, g["Wp"], zt, bias=g["bp"]), store(zt, z))))),
+    ), "MBConv, fused in two passes with recomputation")

@@ -1,0 +1,251 @@
+"""The tensor machine (paper section 5.1): describe a kernel, get its traffic and its bound.
+
+Three memory spaces: DRAM (off-chip), global (on-chip, shared by all processors: L2 /
+distributed shared memory) and local (per processor: shared memory and registers).
+A *program* is a sequence of kernels; a kernel is a body of operations and loops over
+tiles. Operations: ``load``/``store`` between spaces, ``matmul`` (channels-mode product
+of an activation tile and a weight matrix), ``grouped_conv``, ``multiply`` (element-wise
+product), ``add``, ``activation`` and ``pool`` (global average pool).
+
+Counting follows the rest of perfmodel:
+
+- MACs of an op are per execution, multiplied by the trip counts of its enclosing loops.
+- A bias vector adds its length in ops once per layer (eq. 22).
+- DRAM traffic is compulsory (eq. 23): each DRAM tensor a kernel loads is read once and
+  each it stores is written once, however the loops tile it (overlapping halos are
+  served by the caches). Reading a tensor again costs again only in another kernel,
+  which is exactly what two-pass designs pay.
+- Working set: the bytes of a kernel's local tiles (per processor) and global tensors.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from math import prod
+from typing import Iterator, Union
+
+from .analysis import kernel_time
+from .hardware import Hardware
+
+DRAM, GLOBAL, LOCAL = "dram", "global", "local"
+SPACES = (DRAM, GLOBAL, LOCAL)
+
+
+@dataclass(frozen=True)
+class Tensor:
+    name: str
+    shape: tuple[int, ...]
+    space: str
+    weight: bool = False
+    itemsize: int = 2  # float16
+
+    def __post_init__(self):
+        if self.space not in SPACES:
+            raise ValueError(f"tensor {self.name}: space must be one of {SPACES}")
+
+    @property
+    def numel(self) -> int:
+        return prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return self.numel * self.itemsize
+
+
+def dram(name: str, *shape: int, weight: bool = False) -> Tensor:
+    return Tensor(name, tuple(shape), DRAM, weight)
+
+
+def glob(name: str, *shape: int, weight: bool = False) -> Tensor:
+    return Tensor(name, tuple(shape), GLOBAL, weight)
+
+
+def local(name: str, *shape: int) -> Tensor:
+    return Tensor(name, tuple(shape), LOCAL)
+
+
+@dataclass(frozen=True)
+class Op:
+    kind: str  # load | store | matmul | grouped_conv | multiply | add | activation | pool
+    inputs: tuple[Tensor, ...]
+    output: Tensor
+    macs: int = 0  # per execution
+    bias: Tensor | None = None
+    label: str = ""
+
+
+@dataclass(frozen=True)
+class Loop:
+    name: str
+    trips: int
+    body: tuple["Step", ...]
+
+
+Step = Union[Op, Loop]
+
+
+def load(src: Tensor, dst: Tensor) -> Op:
+    return Op("load", (src,), dst, label=f"load {src.name}")
+
+
+def store(src: Tensor, dst: Tensor) -> Op:
+    return Op("store", (src,), dst, label=f"store {dst.name}")
+
+
+def matmul(x: Tensor, w: Tensor, out: Tensor, bias: Tensor | None = None) -> Op:
+    """out[p, k] (+)= x[p, c] w[c, k] (+ bias): prod(x.shape[:-1]) * c * k MACs."""
+    return Op("matmul", (x, w) + ((bias,) if bias else ()), out,
+              prod(x.shape[:-1]) * x.shape[-1] * w.shape[-1], bias, "×")
+
+
+def grouped_conv(x: Tensor, w: Tensor, out: Tensor, group_width: int, taps: int,
+                 bias: Tensor | None = None) -> Op:
+    """Grouped conv: every output element takes group_width * taps MACs."""
+    return Op("grouped_conv", (x, w) + ((bias,) if bias else ()), out,
+              out.numel * group_width * taps, bias, "⊛")
+
+
+def multiply(a: Tensor, b: Tensor, out: Tensor) -> Op:
+    return Op("multiply", (a, b), out, label="⊙")
+
+
+def add(a: Tensor, b: Tensor, out: Tensor) -> Op:
+    return Op("add", (a, b), out, label="+")
+
+
+def activation(x: Tensor, out: Tensor | None = None, fn: str = "relu") -> Op:
+    return Op("activation", (x,), out or x, label=fn)
+
+
+def pool(x: Tensor, out: Tensor) -> Op:
+    return Op("pool", (x,), out, label="avg")
+
+
+@dataclass(frozen=True)
+class Kernel:
+    name: str
+    body: tuple[Step, ...]
+
+    def ops(self) -> Iterator[tuple[Op, int]]:
+        """Every op with the product of its enclosing loops' trip counts."""
+        def walk(steps, trips):
+            for s in steps:
+                if isinstance(s, Loop):
+                    yield from walk(s.body, trips * s.trips)
+                else:
+                    yield s, trips
+        yield from walk(self.body, 1)
+
+    def tensors(self) -> dict[str, Tensor]:
+        out: dict[str, Tensor] = {}
+        for op, _ in self.ops():
+            for t in op.inputs + (op.output,):
+                out.setdefault(t.name, t)
+        return out
+
+    @property
+    def macs(self) -> int:
+        return sum(op.macs * trips for op, trips in self.ops())
+
+    @property
+    def flops(self) -> int:
+        """2 x MACs + each bias vector's length once (eq. 22)."""
+        biases = {op.bias.name: op.bias.numel for op, _ in self.ops() if op.bias is not None}
+        return 2 * self.macs + sum(biases.values())
+
+    def _dram(self, kind: str, weight: bool | None = None) -> int:
+        seen: dict[str, int] = {}
+        for op, _ in self.ops():
+            if op.kind != kind:
+                continue
+            t = op.inputs[0] if kind == "load" else op.output
+            if t.space == DRAM and (weight is None or t.weight == weight):
+                seen[t.name] = t.nbytes
+        return sum(seen.values())
+
+    @property
+    def dram_read_bytes(self) -> int:
+        return self._dram("load")
+
+    @property
+    def dram_weight_bytes(self) -> int:
+        return self._dram("load", weight=True)
+
+    @property
+    def dram_write_bytes(self) -> int:
+        return self._dram("store")
+
+    @property
+    def dram_bytes(self) -> int:
+        return self.dram_read_bytes + self.dram_write_bytes
+
+    @property
+    def local_bytes(self) -> int:
+        """Working set per processor: every local tile of the kernel."""
+        return sum(t.nbytes for t in self.tensors().values() if t.space == LOCAL)
+
+    @property
+    def global_bytes(self) -> int:
+        return sum(t.nbytes for t in self.tensors().values() if t.space == GLOBAL)
+
+
+@dataclass(frozen=True)
+class KernelReport:
+    kernel: Kernel
+    t_min_s: float
+    memory_bound: bool
+
+
+@dataclass(frozen=True)
+class Program:
+    name: str
+    kernels: tuple[Kernel, ...]
+    description: str = ""
+
+    @property
+    def macs(self) -> int:
+        return sum(k.macs for k in self.kernels)
+
+    @property
+    def flops(self) -> int:
+        return sum(k.flops for k in self.kernels)
+
+    @property
+    def dram_bytes(self) -> int:
+        return sum(k.dram_bytes for k in self.kernels)
+
+    def analyze(self, hw: Hardware, dtype: str = "float16") -> "ProgramReport":
+        peak, bw = hw.peak_ops(dtype), hw.dram_bytes_per_s
+        reports = tuple(KernelReport(k, kernel_time(k.flops, k.dram_bytes, peak, bw),
+                                     k.flops < peak / bw * k.dram_bytes) for k in self.kernels)
+        return ProgramReport(self, hw, dtype, reports)
+
+
+@dataclass(frozen=True)
+class ProgramReport:
+    program: Program
+    hardware: Hardware
+    dtype: str
+    kernels: tuple[KernelReport, ...] = field(default_factory=tuple)
+
+    @property
+    def t_min_s(self) -> float:
+        return sum(k.t_min_s for k in self.kernels)
+
+    @property
+    def c_max(self) -> float:
+        return self.program.flops / self.hardware.peak_ops(self.dtype) / self.t_min_s
+
+    def lines(self) -> list[str]:
+        p = self.program
+        out = [f"{p.name}: {p.macs / 1e9:.3f} GMACs, {p.dram_bytes / 1e6:.1f} MB DRAM, "
+               f"intensity {p.flops / p.dram_bytes:.1f} ops/byte, T_min "
+               f"{self.t_min_s * 1e6:.1f} us, C_max {100 * self.c_max:.1f}% on "
+               f"{self.hardware.name}"]
+        for r in self.kernels:
+            k = r.kernel
+            out.append(f"  {k.name:34s} {k.flops / 1e9:8.2f} GFLOP  read {k.dram_read_bytes / 1e6:7.2f}"
+                       f" MB (weights {k.dram_weight_bytes / 1e3:6.1f} kB)  write "
+                       f"{k.dram_write_bytes / 1e6:7.2f} MB  local {k.local_bytes / 1024:5.1f} KiB"
+                       f"  global {k.global_bytes / 1024:6.1f} KiB  t {r.t_min_s * 1e6:7.1f} us"
+                       f"  {'memory' if r.memory_bound else 'compute'}")
+        return out

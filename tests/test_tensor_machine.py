@@ -1,0 +1,93 @@
+"""Tensor-machine programs against the plans of the same blocks traced from the zoo."""
+import pytest
+
+import perfmodel
+from perfmodel.hardware import load_hardware
+from perfmodel.machine_programs import PROGRAMS
+from perfmodel.zoo.blocks import FFN, ConvFirstBlock
+from perfmodel.zoo.mbconv import MBConv
+
+N = 8
+
+
+def plan_bytes(module, c, h, plan):
+    r = perfmodel.analyze(module, (c, h, h), batch=N, plan=plan)
+    return r.totals.dram_bytes, r.totals.flops, len(r.kernels)
+
+
+CASES = [  # (layer program, fused program, zoo block, block class, C, H, kwargs)
+    ("ffn_layer", "ffn_fused", lambda c, a: FFN(c, a), "FFN", 64, 28, {"alpha": 4}),
+    ("convfirst_layer", "convfirst_fused", lambda c, a: ConvFirstBlock(c, a), "ConvFirstBlock",
+     64, 56, {"alpha": 4}),
+    ("convfirst_layer", "convfirst_fused", lambda c, a: ConvFirstBlock(c, a), "ConvFirstBlock",
+     128, 14, {"alpha": 6}),
+]
+
+
+@pytest.mark.parametrize("layer, fused, block, cls, c, h, kw", CASES)
+def test_programs_match_layer_and_block_plans(layer, fused, block, cls, c, h, kw):
+    module = block(c, kw["alpha"])
+    lp = PROGRAMS[layer](n=N, h=h, w=h, c=c, **kw)
+    fp = PROGRAMS[fused](n=N, h=h, w=h, c=c, **kw)
+    layer_bytes, layer_flops, layer_kernels = plan_bytes(module, c, h, "layer")
+    block_bytes, block_flops, block_kernels = plan_bytes(module, c, h, f"block:{cls}")
+    assert (lp.dram_bytes, lp.flops, len(lp.kernels)) == (layer_bytes, layer_flops, layer_kernels)
+    assert (fp.dram_bytes, fp.flops, len(fp.kernels)) == (block_bytes, block_flops, 1)
+
+
+def test_fused_ffn_bytes_literal():
+    p, c, a = N * 28 * 28, 64, 4
+    fp = PROGRAMS["ffn_fused"](n=N, h=28, w=28, c=c, alpha=a)
+    assert fp.dram_bytes == 2 * (p * c + p * c + c * a * c + a * c + a * c * c + c)
+    lp = PROGRAMS["ffn_layer"](n=N, h=28, w=28, c=c, alpha=a)
+    assert lp.dram_bytes - fp.dram_bytes == 2 * (2 * p * a * c)  # H written and read
+
+
+def test_channel_split_moves_what_the_fused_kernel_moves():
+    kw = dict(n=N, h=14, w=14, c=256, alpha=4)
+    split, fused = PROGRAMS["convfirst_split"](**kw), PROGRAMS["convfirst_fused"](**kw)
+    assert split.dram_bytes == fused.dram_bytes
+    assert split.macs == fused.macs
+    assert split.kernels[0].global_bytes > fused.kernels[0].global_bytes  # partial sums
+
+
+def test_mbconv_layer_matches_plan_and_two_pass_pays_a_second_read():
+    c, h, a = 24, 28, 6
+    module = MBConv(c, a, 3)
+    lp = PROGRAMS["mbconv_layer"](n=N, h=h, w=h, c=c, alpha=a, squeeze=6)
+    tp = PROGRAMS["mbconv_two_pass"](n=N, h=h, w=h, c=c, alpha=a, squeeze=6)
+    layer_bytes, layer_flops, layer_kernels = plan_bytes(module, c, h, "layer")
+    block_bytes, _, _ = plan_bytes(module, c, h, "block:MBConv")
+    assert (lp.dram_bytes, lp.flops, len(lp.kernels)) == (layer_bytes, layer_flops, layer_kernels)
+    p, hid = N * h * h, a * c
+    second_read = p * c + c * hid + hid + hid * 9 + hid  # X, expand and depthwise weights
+    pooled = 2 * N * hid + 2 * N * hid  # S and S2, each written and read once
+    assert tp.dram_bytes == block_bytes + 2 * (second_read + pooled)
+    assert tp.macs > lp.macs  # recomputation (and the halo's expand) costs arithmetic
+    assert tp.dram_bytes < lp.dram_bytes / 3
+
+
+def test_report_and_waterline():
+    prog = PROGRAMS["convfirst_fused"](c=64, alpha=4)
+    rep = prog.analyze(load_hardware("h200-sxm"))
+    assert rep.t_min_s == pytest.approx(max(prog.flops / 989.4e12, prog.dram_bytes / 4800e9))
+    assert "ConvFirst block-fused" in "\n".join(rep.lines())
+
+
+def test_machine_command_draws_and_rejects_bad_parameters(tmp_path, capsys):
+    from click.testing import CliRunner
+
+    import cli
+
+    out = tmp_path / "m.svg"
+    result = CliRunner().invoke(cli.cli, ["machine", "ffn_fused", "--set", "c=64", "--set",
+                                          "h=14", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    p = PROGRAMS["ffn_fused"](c=64, h=14, w=28)  # w is not tied to h; the CLI set only h
+    assert "ffn_fused" in result.output and out.read_text().startswith("<?xml")
+    listing = CliRunner().invoke(cli.cli, ["machine"])
+    assert all(name in listing.output for name in PROGRAMS)
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["machine", "ffn_fused", "--set", "c=-3"])
+    assert exc.value.code == 2 and "NAME=POSITIVE_INT" in capsys.readouterr().err
+    assert p.macs == 2 * (128 * 14 * 28) * 64 * 256  # the program honours both h and w
