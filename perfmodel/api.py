@@ -128,6 +128,10 @@ def analyze_spec(spec: ModelSpec | str | Path, *, strict: bool = False, **overri
         field = "input" if _is_shape_error(str(exc)) else "model"
         raise TraceError(f"cannot trace {spec.model} with input {[list(s) for s in spec.inputs]}: "
                          f"{exc.reason}", file=spec.path, field=field) from exc
+    except InputError as exc:
+        if exc.file is None and spec.path:  # e.g. a custom group: name the spec it came from
+            raise InputError(exc.reason, file=spec.path, field=exc.field) from exc
+        raise
 
 
 def _is_shape_error(message: str) -> bool:

@@ -131,6 +131,8 @@ def make_kernels(graph: Graph, spec: PlanSpec | str = "layer") -> list[Kernel]:
         target = by_group.get(group) if group is not None else None
         if fuse and role == BATCHNORM:
             target, affine[node.index] = _fold(graph, node, kernel_of, costs, target, group)
+        if target is not None and group is not None:
+            _check_contiguous(graph, node, kernel_of, target, group, kernels)
         if target is None and group is None and fuse and role in (POINTWISE, BATCHNORM):
             producers = [kernel_of[p] for p in _producers(graph, node) if p in kernel_of]
             target = max(producers) if producers else None
@@ -150,6 +152,17 @@ def make_kernels(graph: Graph, spec: PlanSpec | str = "layer") -> list[Kernel]:
     for k in kernels:
         _count_bytes(graph, k, affine, constant)
     return kernels
+
+
+def _check_contiguous(graph: Graph, node: OpNode, kernel_of: dict[int, int], target: int,
+                      group: str, kernels: list[Kernel]) -> None:
+    """A fused group cannot wait for a kernel that runs after it started."""
+    later = [kernel_of[p] for p in _producers(graph, node) if kernel_of.get(p, -1) > target]
+    if later:
+        raise InputError(f"kernel '{group}' needs the output of '{kernels[later[0]].name}', "
+                         f"which runs after it started (at op {node.func} in "
+                         f"'{node.module_path}'): a fused group must be contiguous",
+                         field="groups")
 
 
 def _producers(graph: Graph, node: OpNode) -> list[int]:

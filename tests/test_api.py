@@ -69,3 +69,25 @@ def test_installed_package_finds_its_configs(tmp_path):
     where, count = proc.stdout.split()
     assert int(count) == 8 and Path(where).is_dir()
     assert builtin_dir("models").is_dir()
+
+
+def test_custom_groups_from_the_spec(tmp_path):
+    spec = tmp_path / "grouped.yaml"
+    spec.write_text(f"model: {DATA / 'tiny_net.py'}:build\ninput: [3, 32, 32]\nbatch: 4\n"
+                    "groups: [[stem, bn]]\n")
+    r = perfmodel.analyze_spec(spec)
+    first = r.kernels[0].kernel
+    assert first.name == "group0"
+    assert first.ops[:2] == ["convolution", "native_batch_norm"]
+    # one kernel for the group (relu fuses in), then mean, then the head: 3 kernels
+    assert [k.kernel.ops[0] for k in r.kernels] == ["convolution", "mean", "addmm"]
+    layer = perfmodel.analyze_spec(spec, plan="layer")  # --plan keeps the spec's groups
+    assert len(layer.kernels) == 3 and str(layer.plan) == "layer+1 groups"
+
+
+def test_a_group_that_waits_on_a_later_kernel_is_rejected(tmp_path):
+    spec = tmp_path / "bad_group.yaml"
+    spec.write_text(f"model: {DATA / 'tiny_net.py'}:build\ninput: [3, 32, 32]\nbatch: 4\n"
+                    "groups: [[stem, head]]\n")
+    with pytest.raises(InputError, match="fused group must be contiguous"):
+        perfmodel.analyze_spec(spec)
