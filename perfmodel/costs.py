@@ -8,8 +8,9 @@ Conventions (stated once, here):
 - ``flops`` = 2 * macs + bias_ops: the operations that enter roofline, waterline and
   efficiency. Everything else (element-wise, normalization, pooling, softmax) is
   ``other_ops``: counted and reported, but it never raises a kernel's intensity.
-- Bytes are not computed here: the trace knows each op's tensors, and every tensor an op
-  reads or writes moves ``elements x dtype size`` bytes (views read what they view).
+- Bytes are mostly not computed here: the trace knows each op's tensors, and every tensor
+  an op reads or writes moves ``elements x dtype size`` bytes (views read what they view).
+  A formula may say that an op reads only part of its first input (``input_elements``).
 
 Each formula is a small pure function of the op's recorded arguments (tensors replaced by
 :class:`~perfmodel.trace.TensorMeta`) and its output, registered for one or more aten ops
@@ -37,6 +38,9 @@ class Cost:
     macs: int = 0
     bias_ops: int = 0
     other_ops: int = 0
+    # Elements of the first input the op actually reads, where that is fewer than all of
+    # them (a 1x1 conv of stride 2 never touches three pixels in four); None: all.
+    input_elements: int | None = None
 
     @property
     def flops(self) -> int:
@@ -44,6 +48,7 @@ class Cost:
         return 2 * self.macs + self.bias_ops
 
     def __add__(self, other: "Cost") -> "Cost":
+        """Arithmetic adds; `input_elements` belongs to one op and does not carry over."""
         return Cost(self.macs + other.macs, self.bias_ops + other.bias_ops,
                     self.other_ops + other.other_ops)
 
@@ -114,12 +119,35 @@ def matmul_macs(a: TensorMeta, b: TensorMeta) -> int:
 
 
 # --------------------------------------------------------------------------- products
+def conv_input_elements(x: TensorMeta, w: TensorMeta, out: TensorMeta, stride, padding,
+                        dilation) -> int | None:
+    """Input elements a forward convolution touches, or None if it touches them all.
+
+    Along a spatial axis the windows leave gaps only when the dilated kernel is narrower
+    than the stride (a 1x1 conv of stride 2 reads every other row and column)."""
+    spatial = len(x.shape) - 2
+    touched_total, full = 1, True
+    for axis in range(spatial):
+        size, kernel, o = x.shape[2 + axis], w.shape[2 + axis], out.shape[2 + axis]
+        s, p, d = (v[axis] if len(v) > 1 else v[0] for v in (stride, padding, dilation))
+        if d * (kernel - 1) + 1 >= s:
+            touched = size
+        else:
+            touched = len({i * s + j * d - p for i in range(o) for j in range(kernel)}
+                          & set(range(size)))
+            full = full and touched == size
+        touched_total *= touched
+    return None if full else x.shape[0] * x.shape[1] * touched_total
+
+
 @register("convolution", "_convolution", role=COMPUTE)
-def _conv(x, w, bias, stride=None, padding=None, dilation=None, transposed=False,
+def _conv(x, w, bias, stride=(1,), padding=(0,), dilation=(1,), transposed=False,
           output_padding=None, groups=1, *args, out, **kwargs):
     k = w.shape[1] * groups if transposed else w.shape[0]
+    touched = None if transposed else conv_input_elements(x, w, _first(out), stride, padding,
+                                                          dilation)
     return Cost(macs=conv_macs(x, w, _first(out), transposed, groups),
-                bias_ops=k if bias is not None else 0)
+                bias_ops=k if bias is not None else 0, input_elements=touched)
 
 
 @register("mm", role=COMPUTE)

@@ -150,7 +150,7 @@ def make_kernels(graph: Graph, spec: PlanSpec | str = "layer") -> list[Kernel]:
         else:
             k.cost = k.cost + costs[node.index]
     for k in kernels:
-        _count_bytes(graph, k, affine, constant)
+        _count_bytes(graph, k, affine, constant, costs)
     return kernels
 
 
@@ -206,13 +206,17 @@ def _fold(graph: Graph, bn: OpNode, kernel_of: dict[int, int], costs: list[Cost 
     return kernel_of[p], (0, 0) if costs[p].bias_ops else (channels, channels)
 
 
-def _count_bytes(graph: Graph, k: Kernel, affine, constant: set[int]) -> None:
+def _count_bytes(graph: Graph, k: Kernel, affine, constant: set[int],
+                 costs: list[Cost | None]) -> None:
     members = set(k.nodes)
     reads: dict[int, int] = {}
     for i in k.nodes:
         node = graph.nodes[i]
         node_reads = node.reads[:1] if i in affine else node.reads  # BN stats are folded
-        for vid, nbytes in node_reads:
+        partial = costs[i].input_elements if costs[i] is not None else None
+        for j, (vid, nbytes) in enumerate(node_reads):
+            if j == 0 and partial is not None:  # e.g. a strided 1x1 conv skips pixels
+                nbytes = min(nbytes, partial * graph.values[vid].meta.itemsize)
             if graph.values[vid].producer in members:
                 continue
             reads[vid] = max(nbytes, reads.get(vid, 0))

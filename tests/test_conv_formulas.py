@@ -90,3 +90,13 @@ def test_op_plan_runs_batchnorm_as_its_own_kernel():
     bn = result.kernels[1].kernel
     # reads x (NHWC) and 4 vectors of C statistics, writes NHWC
     assert bn.dram_bytes == (2 * 8 * 8 * 64 * 2 + 4 * 64) * FP16
+
+
+def test_strided_pointwise_conv_reads_one_pixel_in_four():
+    # 1x1 stride 2 touches rows and columns 0, 2, 4, 6 of 8: N * 4 * 4 * C input elements
+    k = one_kernel(nn.Conv2d(64, 128, 1, stride=2, bias=False), 64)
+    assert k.input_bytes == 2 * 4 * 4 * 64 * FP16
+    assert k.dram_bytes == (2 * 4 * 4 * 64 + 2 * 4 * 4 * 128 + 128 * 64) * FP16
+    # 3x3 stride 2 windows overlap: every input element is read (the eq. 23 case above)
+    assert one_kernel(nn.Conv2d(64, 64, 3, stride=2, padding=1), 64).input_bytes == \
+        2 * 8 * 8 * 64 * FP16
