@@ -22,17 +22,20 @@ def _spec_options(fn):
         click.option("--plan", "-p", help="Execution plan: op, layer, block, or "
                      "block:PATTERN[,PATTERN] with module class names or path globs."),
         click.option("--strict", is_flag=True, help="Fail if any op has no cost formula."),
+        click.option("--l2-carry", is_flag=True, help="Refine the byte model: reads of what "
+                     "the previous kernel wrote come from L2, up to its size (default: the "
+                     "paper's compulsory loads)."),
     ]):
         fn = opt(fn)
     return fn
 
 
-def _analyze(model, hardware, batch, dtype, plan, strict):
+def _analyze(model, hardware, batch, dtype, plan, strict, l2_carry=False):
     from rich.console import Console
 
     with Console(stderr=True).status(f"analysing {model} ..."):
-        return perfmodel.analyze_spec(model, strict=strict, hardware=hardware, batch=batch,
-                                      dtype=dtype, plan=plan)
+        return perfmodel.analyze_spec(model, strict=strict, l2_carry=l2_carry,
+                                      hardware=hardware, batch=batch, dtype=dtype, plan=plan)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -62,7 +65,7 @@ def cli(debug):
               help="Plot file (.png, .svg or .pdf). Default: <first model>_waterline.png")
 @click.option("--top", type=int, default=0, help="Also print the N kernels that take longest.")
 @_spec_options
-def waterline(models, output, top, hardware, batch, dtype, plan, strict):
+def waterline(models, output, top, hardware, batch, dtype, plan, strict, l2_carry):
     """Summarise MODEL and draw its waterline plot (several MODELs are stacked).
 
     Each kernel is a bar as wide as its minimum latency max(n/R, b/B) and as tall as its
@@ -74,7 +77,7 @@ def waterline(models, output, top, hardware, batch, dtype, plan, strict):
     from perfmodel.report import print_kernels, print_summary
 
     output = check_output(output or f"{Path(models[0]).stem}_waterline.png")
-    results = [_analyze(m, hardware, batch, dtype, plan, strict) for m in models]
+    results = [_analyze(m, hardware, batch, dtype, plan, strict, l2_carry) for m in models]
     for result in results:
         print_summary(result)
         if top:
@@ -90,12 +93,12 @@ def waterline(models, output, top, hardware, batch, dtype, plan, strict):
               help="Write summary and table as JSON.")
 @click.option("--top", type=int, default=0, help="Only the N kernels that take longest.")
 @_spec_options
-def layers(model, csv_path, json_path, top, hardware, batch, dtype, plan, strict):
+def layers(model, csv_path, json_path, top, hardware, batch, dtype, plan, strict, l2_carry):
     """Print the per-kernel table of MODEL: module, ops, output shape, MACs, bytes read,
     weights, bytes written, intensity, t_min and bound."""
     from perfmodel.report import print_kernels
 
-    result = _analyze(model, hardware, batch, dtype, plan, strict)
+    result = _analyze(model, hardware, batch, dtype, plan, strict, l2_carry)
     print_kernels(result, top=top or None)
     if csv_path:
         result.to_csv(csv_path)
@@ -133,7 +136,7 @@ def _hardware_list(names):
 @click.option("--output", "-o", type=click.Path(dir_okay=False),
               help="Plot file (.png, .svg or .pdf). Default: <model>_roofline.png")
 @_spec_options
-def roofline(model, output, hardware, batch, dtype, plan, strict):
+def roofline(model, output, hardware, batch, dtype, plan, strict, l2_carry):
     """Roofline of the hardware with MODEL's kernels as points (area: share of T_min).
 
     The model's mediant point sits on the roof; its waterline throughput N/T_min at the
@@ -142,7 +145,7 @@ def roofline(model, output, hardware, batch, dtype, plan, strict):
     from perfmodel.plots.roofline import roofline_figure
 
     output = check_output(output or f"{Path(model).stem}_roofline.png")
-    result = _analyze(model, hardware, batch, dtype, plan, strict)
+    result = _analyze(model, hardware, batch, dtype, plan, strict, l2_carry)
     t = result.totals
     click.echo(f"{result.model}: mediant intensity {t.mediant_intensity:.1f} ops/byte, "
                f"mediant-roofline C_max {100 * t.mediant_c_max:.1f}%, "
@@ -157,14 +160,14 @@ def roofline(model, output, hardware, batch, dtype, plan, strict):
 @click.option("--fuse-to", type=click.FloatRange(min=0, min_open=True), metavar="I",
               help="Predict the speedup if fusion lifted the memory-bound kernels to intensity I.")
 @_spec_options
-def amdahl(models, output, fuse_to, hardware, batch, dtype, plan, strict):
+def amdahl(models, output, fuse_to, hardware, batch, dtype, plan, strict, l2_carry):
     """Amdahl's roofline: the share f of ops in memory-bound kernels and their intensity
     I_mem bound C_max = 1/((1-f) + f rho/I_mem)."""
     from perfmodel.plots import check_output, save
     from perfmodel.plots.roofline import amdahl_figure
 
     output = check_output(output)
-    results = [_analyze(m, hardware, batch, dtype, plan, strict) for m in models]
+    results = [_analyze(m, hardware, batch, dtype, plan, strict, l2_carry) for m in models]
     for r in results:
         t = r.totals
         line = (f"{r.model}: f {t.memory_fraction:.3f}, I_mem {t.memory_intensity:.1f} ops/byte, "
@@ -184,7 +187,7 @@ def amdahl(models, output, fuse_to, hardware, batch, dtype, plan, strict):
 @click.option("--output", "-o", type=click.Path(dir_okay=False), default="sweep.png",
               show_default=True, help="Plot file (.png, .svg or .pdf).")
 @_spec_options
-def sweep(models, opbyte, mark, output, hardware, batch, dtype, plan, strict):
+def sweep(models, opbyte, mark, output, hardware, batch, dtype, plan, strict, l2_carry):
     """C_max against processor op:byte for the waterline and the mediant roofline
     (paper Figure 4): where the whole-network roofline misleads."""
     from perfmodel.analysis import c_max_at, sweep as sweep_data
@@ -194,7 +197,7 @@ def sweep(models, opbyte, mark, output, hardware, batch, dtype, plan, strict):
     output = check_output(output)
     op_bytes = _range(opbyte)
     marks = _hardware_list(mark)
-    results = [_analyze(m, hardware, batch, dtype, plan, strict) for m in models]
+    results = [_analyze(m, hardware, batch, dtype, plan, strict, l2_carry) for m in models]
     curves = []
     for r in results:
         kernels = [k.kernel for k in r.kernels]
@@ -281,13 +284,15 @@ def gap(files, hardware, plan, panel, output):
 @click.option("--per-kernel", is_flag=True,
               help="Also record every GPU kernel's time with torch.profiler.")
 @click.option("--cuda-graphs", is_flag=True, help="Time CUDA-graph replays of the forward.")
+@click.option("--ncu", is_flag=True, help="Also record each kernel's DRAM bytes with Nsight "
+              "Compute (clocks and caches left alone).")
 @click.option("--warmup", type=click.IntRange(min=1), default=10, show_default=True)
 @click.option("--repeats", type=click.IntRange(min=20), default=50, show_default=True)
 @click.option("--batch", "-b", type=click.IntRange(min=1), help="Batch size. Overrides the spec.")
 @click.option("--dtype", help="Overrides the spec.")
 @click.option("--output", "-o", type=click.Path(dir_okay=False), required=True,
               help="Measurement file to write (.json).")
-def bench(model, backend, per_kernel, cuda_graphs, warmup, repeats, batch, dtype, output):
+def bench(model, backend, per_kernel, cuda_graphs, ncu, warmup, repeats, batch, dtype, output):
     """Measure MODEL on this machine's GPU and write a measurement file.
 
     Random weights, channels-last, CUDA-event timing: median, p20 and p80 of --repeats
@@ -297,7 +302,7 @@ def bench(model, backend, per_kernel, cuda_graphs, warmup, repeats, batch, dtype
     require_cuda()
     spec = perfmodel.load_spec(model).with_overrides(batch=batch, dtype=dtype)
     path = run_bench(spec, backend=backend, warmup=warmup, repeats=repeats,
-                     cuda_graphs=cuda_graphs, kernels=per_kernel, output=output)
+                     cuda_graphs=cuda_graphs, kernels=per_kernel, ncu=ncu, output=output)
     from perfmodel.measure import load_measurement
 
     m = load_measurement(path)

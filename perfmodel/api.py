@@ -30,6 +30,7 @@ class Result:
     kernels: list[KernelTime]
     totals: Waterline
     unsupported: dict[str, int]
+    l2_carry: bool = False
 
     @property
     def macs(self) -> int:
@@ -72,6 +73,7 @@ class Result:
             "compute_bound": self.n_compute_bound,
             "memory_bound": t.n_memory_bound,
             "unsupported_ops": dict(self.unsupported),
+            "byte_model": "compulsory loads (eq. 23)" + (", L2 carry" if self.l2_carry else ""),
         }
 
     def table(self) -> list[dict]:
@@ -94,7 +96,7 @@ class Result:
 def analyze(model: torch.nn.Module, inputs: Sequence[int] | Sequence[Sequence[int]] | torch.Tensor
             | Sequence[torch.Tensor], *, hardware: str | Hardware = "a5000-paper",
             plan: str | PlanSpec = "layer", batch: int = 128, dtype: str = "float16",
-            strict: bool = False, name: str | None = None) -> Result:
+            strict: bool = False, name: str | None = None, l2_carry: bool = False) -> Result:
     """Analyse a module on `hardware`.
 
     `inputs` is a per-sample shape (``(3, 224, 224)``), a list of such shapes, or example
@@ -111,10 +113,11 @@ def analyze(model: torch.nn.Module, inputs: Sequence[int] | Sequence[Sequence[in
         shapes = [(batch, *s) for s in per_sample]
     plan = plan if isinstance(plan, PlanSpec) else PlanSpec.parse(plan)
     return _run(model, shapes, load_hardware(hardware), plan, batch, dtype, strict,
-                name or type(model).__name__)
+                name or type(model).__name__, l2_carry)
 
 
-def analyze_spec(spec: ModelSpec | str | Path, *, strict: bool = False, **overrides) -> Result:
+def analyze_spec(spec: ModelSpec | str | Path, *, strict: bool = False, l2_carry: bool = False,
+                 **overrides) -> Result:
     """Analyse a model spec (a YAML path, a built-in name, or a ModelSpec)."""
     if not isinstance(spec, ModelSpec):
         spec = load_spec(spec)
@@ -123,7 +126,7 @@ def analyze_spec(spec: ModelSpec | str | Path, *, strict: bool = False, **overri
     model = build_model(spec)
     try:
         return _run(model, spec.input_shapes, hw, spec.plan, spec.batch, spec.dtype, strict,
-                    spec.name)
+                    spec.name, l2_carry)
     except TraceError as exc:
         field = "input" if _is_shape_error(str(exc)) else "model"
         raise TraceError(f"cannot trace {spec.model} with input {[list(s) for s in spec.inputs]}: "
@@ -140,7 +143,7 @@ def _is_shape_error(message: str) -> bool:
 
 
 def _run(model, shapes, hw: Hardware, plan: PlanSpec, batch: int, dtype: str, strict: bool,
-         name: str) -> Result:
+         name: str, l2_carry: bool = False) -> Result:
     hw.peak_ops(dtype)  # fail early on a dtype the hardware has no peak for
     graph = trace(model, shapes, dtype)
     unsupported = unsupported_ops(graph)
@@ -148,8 +151,8 @@ def _run(model, shapes, hw: Hardware, plan: PlanSpec, batch: int, dtype: str, st
         listed = ", ".join(f"{op} x{n}" for op, n in sorted(unsupported.items()))
         raise AnalysisError(f"ops without a cost formula (--strict): {listed}")
     kernels = make_kernels(graph, plan)
-    times, totals = waterline(kernels, hw, dtype)
-    return Result(name, hw, plan, batch, dtype, graph, times, totals, unsupported)
+    times, totals = waterline(kernels, hw, dtype, l2_carry)
+    return Result(name, hw, plan, batch, dtype, graph, times, totals, unsupported, l2_carry)
 
 
 __all__ = ["Result", "analyze", "analyze_spec", "InputError"]

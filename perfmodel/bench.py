@@ -150,8 +150,8 @@ def _spec_reference(spec: ModelSpec) -> str:
 
 
 def bench(spec: ModelSpec, *, backend: str = "eager", warmup: int = 10, repeats: int = 50,
-          cuda_graphs: bool = False, kernels: bool = False, output: str | Path,
-          command: str | None = None) -> Path:
+          cuda_graphs: bool = False, kernels: bool = False, ncu: bool = False,
+          output: str | Path, command: str | None = None) -> Path:
     """Measure `spec` and write the measurement file; returns its path."""
     require_cuda()
     torch.backends.cudnn.benchmark = True
@@ -178,6 +178,15 @@ def bench(spec: ModelSpec, *, backend: str = "eager", warmup: int = 10, repeats:
                               "p80": percentile(times, 0.8), "min": min(times)}}
     if kernels:
         results["kernels"] = per_kernel(model if backend == "eager" else None, forward)
+    if ncu:  # the raw CSV is kept beside the file, so the rows can always be re-derived
+        from .ncu import collect_csv, parse_csv
+
+        text = collect_csv(_spec_reference(spec))
+        Path(output).with_suffix(".ncu.csv").write_text(text)
+        try:
+            results["ncu"] = parse_csv(text)
+        except (KeyError, IndexError, ValueError) as exc:
+            results["ncu_error"] = f"{type(exc).__name__}: {exc}"
     return write_measurement(
         output, command=command or " ".join(["perfmodel"] + sys.argv[1:]),
         environment=environment(),
@@ -188,5 +197,7 @@ def bench(spec: ModelSpec, *, backend: str = "eager", warmup: int = 10, repeats:
         method={"warmup": warmup, "repeats": repeats, "statistic": "median",
                 "timer": "cuda_events", "cuda_graphs": cuda_graphs,
                 "cudnn_benchmark": True, "inference_mode": True,
-                "per_kernel": "torch.profiler, 3 passes averaged" if kernels else None},
+                "per_kernel": "torch.profiler, 3 passes averaged" if kernels else None,
+                "ncu": "ncu --clock-control none --cache-control none, one pass, kernels "
+                       "renamed by module NVTX ranges" if ncu else None},
         results=results)

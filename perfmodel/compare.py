@@ -75,7 +75,7 @@ def compare(result: Result, measurement: Measurement) -> Comparison:
         row = predicted.setdefault(kt.kernel.name, [0.0, 0, 0, 0.0])
         row[0] += kt.t_min_ms
         row[1] += kt.kernel.flops
-        row[2] += kt.kernel.dram_bytes
+        row[2] += kt.dram_bytes
         row[3] += kt.t_min_ms if kt.memory_bound else 0.0
     measured: dict[str, float] = {}
     unmatched = []

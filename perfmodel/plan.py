@@ -75,6 +75,8 @@ class Kernel:
     output_bytes: int = 0  # activations written to DRAM
     output_shape: tuple[int, ...] = ()
     unsupported: list[str] = field(default_factory=list)
+    reads: dict[int, int] = field(default_factory=dict, repr=False)  # activation value -> bytes
+    writes: dict[int, int] = field(default_factory=dict, repr=False)  # value -> bytes written
 
     @property
     def macs(self) -> int:
@@ -231,6 +233,7 @@ def _count_bytes(graph: Graph, k: Kernel, affine, constant: set[int],
             k.weight_bytes += nbytes
         else:
             k.input_bytes += nbytes
+            k.reads[vid] = nbytes
     outputs = set(graph.outputs)
     for i in k.nodes:
         for vid, nbytes in graph.nodes[i].writes:
@@ -238,6 +241,7 @@ def _count_bytes(graph: Graph, k: Kernel, affine, constant: set[int],
             # max-pool indices, batchnorm's saved statistics) are never materialised
             if vid in outputs or any(c not in members for c in graph.consumers(vid)):
                 k.output_bytes += nbytes
+                k.writes[vid] = nbytes
                 k.output_shape = graph.values[vid].meta.shape
     if not k.output_shape and k.nodes:
         last = graph.nodes[k.nodes[-1]]

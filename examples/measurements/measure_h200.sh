@@ -15,7 +15,7 @@ for m in "${eager[@]}"; do
   pm bench "$m" --backend eager --repeats 30 -o "$out/h200_${m}_eager.json"
 done
 for m in resnet50 convnext_tiny efficientnet_b0; do
-  pm bench "$m" --backend eager --per-kernel --repeats 20 -o "$out/h200_${m}_eager_kernels.json"
+  pm bench "$m" --backend eager --per-kernel --ncu --repeats 20 -o "$out/h200_${m}_eager_kernels.json"
 done
 for m in ${INDUCTOR:-resnet50 convnext_tiny efficientnet_b0 efficientnet_b5}; do
   pm bench "$m" --backend inductor --repeats 30 -o "$out/h200_${m}_inductor.json"

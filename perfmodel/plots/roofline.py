@@ -35,8 +35,8 @@ def roofline_figure(result: "Result") -> Figure:
     point on the roof and its waterline throughput N/T_min at the same intensity."""
     t = result.totals
     peak, bw = t.peak_ops, t.dram_bytes_per_s
-    ks = [k for k in result.kernels if k.kernel.intensity > 0]
-    intensity = np.array([k.kernel.intensity for k in ks])
+    ks = [k for k in result.kernels if k.intensity > 0]
+    intensity = np.array([k.intensity for k in ks])
     achieved = np.array([k.kernel.flops / k.t_min_s for k in ks]) / 1e12
     share = np.array([k.t_min_s for k in ks]) / t.t_min_s
     fig = Figure(figsize=(6.4, 4.6), layout="constrained")

@@ -27,7 +27,7 @@ def draw_waterline(ax, result: "Result", *, label_widest: int = 3) -> None:
     """Draw one model's waterline on `ax`."""
     totals = result.totals
     t_ms = np.array([k.t_min_ms for k in result.kernels])
-    intensity = np.array([k.kernel.intensity for k in result.kernels])
+    intensity = np.array([k.intensity for k in result.kernels])
     memory = np.array([k.memory_bound for k in result.kernels])
     start = np.concatenate([[0.0], np.cumsum(t_ms)[:-1]])
     floor = 1.0  # ops/byte; kernels below it (pooling, SE scaling) are drawn at the floor

@@ -1,0 +1,99 @@
+"""Measured DRAM bytes per kernel with Nsight Compute, attributed to module paths.
+
+``collect(spec)`` runs ``python -m perfmodel.ncu SPEC`` under ``ncu`` (clocks left alone,
+caches not flushed between kernels, so that what one kernel leaves in L2 for the next is
+seen as it is in a real run): the worker warms the model up, then runs one forward pass
+inside the profiled range with an NVTX range named after each module, and ncu renames
+every kernel by its innermost range. The result is one row per kernel: module path,
+DRAM bytes read and written (``dram__bytes_read.sum``, ``dram__bytes_write.sum``) and
+duration.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+METRICS = ("dram__bytes_read.sum", "dram__bytes_write.sum", "gpu__time_duration.sum")
+_UNITS = {"byte": 1, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "nsecond": 1e-6,
+          "usecond": 1e-3, "msecond": 1.0}
+
+
+def ncu_command(spec: str, report: str) -> list[str]:
+    return ["ncu", "--nvtx", "--profile-from-start", "off", "--clock-control", "none",
+            "--cache-control", "none", "--metrics", ",".join(METRICS), "-f", "-o", report,
+            sys.executable, "-m", "perfmodel.ncu", spec]
+
+
+def collect_csv(spec: str) -> str:
+    """Run the worker under ncu and return the raw CSV (kernels renamed by module)."""
+    if shutil.which("ncu") is None:
+        from .errors import InputError
+
+        raise InputError("--ncu needs Nsight Compute's `ncu` on the PATH")
+    with tempfile.TemporaryDirectory() as tmp:
+        report = os.path.join(tmp, "kernels")
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+            [str(Path(__file__).resolve().parent.parent), os.environ.get("PYTHONPATH", "")]))
+        subprocess.run(ncu_command(spec, report), check=True, env=env,
+                       stdout=subprocess.DEVNULL)
+        text = subprocess.run(["ncu", "--import", report + ".ncu-rep", "--csv", "--page", "raw",
+                               "--print-nvtx-rename", "kernel", "--metrics", ",".join(METRICS)],
+                              check=True, capture_output=True, text=True).stdout
+    return text
+
+
+def parse_csv(text: str) -> list[dict]:
+    """Rows of ``ncu --csv --page raw``: a header, a units row, then one row per kernel."""
+    lines = [l for l in text.splitlines() if l.startswith('"')]
+    rows = list(csv.reader(io.StringIO("\n".join(lines))))
+    header, units, data = rows[0], rows[1], rows[2:]
+    col = {name: i for i, name in enumerate(header)}
+    out = []
+    for r in data:
+        def value(metric):
+            i = col[metric]
+            return float(r[i].replace(",", "")) * _UNITS.get(units[i], 1.0)
+        name = r[col["Kernel Name"]]
+        out.append({"module": name[len("module:"):] if name.startswith("module:") else "",
+                    "name": name, "dram_read_bytes": int(value(METRICS[0])),
+                    "dram_write_bytes": int(value(METRICS[1])),
+                    "duration_ms": value(METRICS[2])})
+    return out
+
+
+def _worker(spec_name: str) -> None:
+    """Run under ncu: warm up, then one profiled forward with module NVTX ranges."""
+    import torch
+
+    from .bench import build_cuda_model
+    from .dtypes import torch_dtype
+    from .spec import load_spec
+
+    spec = load_spec(spec_name)
+    torch.backends.cudnn.benchmark = True
+    model = build_cuda_model(spec)
+    x = [torch.randn(s, device="cuda", dtype=torch_dtype(spec.dtype))
+         .contiguous(memory_format=torch.channels_last) for s in spec.input_shapes]
+    names = {id(m): n for n, m in model.named_modules()}
+    with torch.inference_mode():
+        for _ in range(3):
+            model(*x)
+        torch.cuda.synchronize()
+        for m in model.modules():
+            m.register_forward_pre_hook(
+                lambda mod, _: torch.cuda.nvtx.range_push("module:" + names[id(mod)]))
+            m.register_forward_hook(lambda *_: torch.cuda.nvtx.range_pop())
+        torch.cuda.profiler.start()
+        model(*x)
+        torch.cuda.synchronize()
+        torch.cuda.profiler.stop()
+
+
+if __name__ == "__main__":
+    _worker(sys.argv[1])
