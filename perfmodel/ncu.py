@@ -85,10 +85,15 @@ def _worker(spec_name: str) -> None:
         for _ in range(3):
             model(*x)
         torch.cuda.synchronize()
+        def push(module, _inputs):  # hooks must return None, or they replace values
+            torch.cuda.nvtx.range_push("module:" + names[id(module)])
+
+        def pop(_module, _inputs, _output):
+            torch.cuda.nvtx.range_pop()
+
         for m in model.modules():
-            m.register_forward_pre_hook(
-                lambda mod, _: torch.cuda.nvtx.range_push("module:" + names[id(mod)]))
-            m.register_forward_hook(lambda *_: torch.cuda.nvtx.range_pop())
+            m.register_forward_pre_hook(push)
+            m.register_forward_hook(pop)
         torch.cuda.profiler.start()
         model(*x)
         torch.cuda.synchronize()
