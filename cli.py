@@ -317,9 +317,11 @@ def bench(model, backend, per_kernel, cuda_graphs, ncu, warmup, repeats, batch, 
               help="Hardware the prediction is made for.")
 @click.option("--plan", "-p", help="Plan of the prediction (default: op for an eager "
               "measurement, the spec's otherwise).")
+@click.option("--l2-carry", is_flag=True, help="Predict with the L2-carry byte model "
+              "(reads of a tensor the previous kernel wrote, if it fits in L2, are free).")
 @click.option("--output", "-o", type=click.Path(dir_okay=False),
               help="Plot file (.png, .svg or .pdf). Default: <measurement>_compare.png")
-def compare_cmd(model, measured, hardware, plan, output):
+def compare_cmd(model, measured, hardware, plan, l2_carry, output):
     """Predicted against measured, per module and in total: t_min, measured time, ratio
     and bound; T_min against the measured latency; C = C_max x C_impl."""
     from perfmodel.compare import compare
@@ -330,13 +332,19 @@ def compare_cmd(model, measured, hardware, plan, output):
     output = check_output(output or f"{Path(measured).stem}_compare.png")
     m = load_measurement(measured)
     plan = plan or ("op" if m.backend == "eager" and m.kernels else None)
-    result = _analyze(model, hardware, m.batch, m.dtype, plan, False)
+    result = _analyze(model, hardware, m.batch, m.dtype, plan, False, l2_carry)
     cmp = compare(result, m)
     if cmp.modules:
-        click.echo(f"{'module':40s} {'t_min ms':>9s} {'meas. ms':>9s} {'ratio':>7s}  bound")
+        click.echo(f"{'module':40s} {'t_min ms':>9s} {'meas. ms':>9s} {'ratio':>7s}  "
+                   f"{'bound':7s} {'pred. MB':>9s} {'ncu MB':>9s}")
         for x in cmp.modules:
+            ncu = f"{x.measured_dram_bytes / 1e6:9.2f}" if x.bytes_ratio is not None else ""
             click.echo(f"{x.module or '(root)':40s} {x.predicted_ms:9.4f} {x.measured_ms:9.4f} "
-                       f"{x.ratio:7.2f}  {'memory' if x.memory_bound else 'compute'}")
+                       f"{x.ratio:7.2f}  {'memory' if x.memory_bound else 'compute':7s} "
+                       f"{x.dram_bytes / 1e6:9.2f} {ncu}")
+    if cmp.median_bytes_ratio is not None:
+        click.echo(f"DRAM bytes, Nsight Compute over predicted: median {cmp.median_bytes_ratio:.3f} "
+                   f"over {sum(x.bytes_ratio is not None for x in cmp.modules)} modules")
     if cmp.unmatched:
         click.echo(f"unmatched measured kernels: {len(cmp.unmatched)}, "
                    f"{cmp.unmatched_ms:.3f} ms per pass")

@@ -39,16 +39,21 @@ class KernelTime:
 
 
 def l2_credits(kernels: list[Kernel], l2_bytes: float) -> list[int]:
-    """The L2-carry refinement (not the paper's model; off by default).
+    """The L2-carry refinement of the byte model (not the paper's; off by default).
 
-    A tensor the previous kernel wrote is still, up to the L2's size, in L2 when the next
-    kernel reads it: credit those reads, at most L2 bytes per kernel. Writes still reach
-    DRAM. Exact for nothing; closer to what hardware counters show on GPUs whose L2 holds
-    whole activations (50 MB on H100/H200)."""
+    A tensor that the previous kernel wrote and that fits in L2 is still there when the next
+    kernel reads it: that read is credited. A larger tensor is streamed through L2 and
+    evicted before it is read again, so it is not. Writes still reach DRAM.
+
+    Checked against Nsight Compute (dram__bytes_read.sum + dram__bytes_write.sum per
+    module, eager, batch 128, H200; examples/measurements/h200_*_eager_kernels.json): the
+    median of measured/predicted bytes is 1.08 (ResNet-50), 0.95 (EfficientNet-B0) and
+    1.04 (ConvNeXt-T), against 0.87, 0.61 and 0.97 for compulsory loads alone.
+    """
     credits = [0]
     for prev, k in zip(kernels, kernels[1:]):
-        carried = sum(min(n, prev.writes[v]) for v, n in k.reads.items() if v in prev.writes)
-        credits.append(int(min(carried, l2_bytes)))
+        credits.append(sum(min(n, prev.writes[v]) for v, n in k.reads.items()
+                           if v in prev.writes and prev.writes[v] <= l2_bytes))
     return credits
 
 

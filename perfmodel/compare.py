@@ -22,6 +22,7 @@ class ModuleComparison:
     flops: int
     dram_bytes: int
     memory_bound: bool
+    measured_dram_bytes: int | None = None  # from Nsight Compute, where recorded
 
     @property
     def ratio(self) -> float:
@@ -31,6 +32,13 @@ class ModuleComparison:
     @property
     def intensity(self) -> float:
         return self.flops / self.dram_bytes if self.dram_bytes else 0.0
+
+    @property
+    def bytes_ratio(self) -> float | None:
+        """Measured over predicted DRAM bytes."""
+        if self.measured_dram_bytes is None or not self.dram_bytes:
+            return None
+        return self.measured_dram_bytes / self.dram_bytes
 
 
 @dataclass(frozen=True)
@@ -68,6 +76,14 @@ class Comparison:
     def unmatched_ms(self) -> float:
         return sum(k.duration_ms for k in self.unmatched)
 
+    @property
+    def median_bytes_ratio(self) -> float | None:
+        ratios = sorted(r for r in (m.bytes_ratio for m in self.modules) if r is not None)
+        if not ratios:
+            return None
+        mid = len(ratios) // 2
+        return ratios[mid] if len(ratios) % 2 else (ratios[mid - 1] + ratios[mid]) / 2
+
 
 def compare(result: Result, measurement: Measurement) -> Comparison:
     predicted: dict[str, list] = {}
@@ -84,6 +100,9 @@ def compare(result: Result, measurement: Measurement) -> Comparison:
             measured[k.module] = measured.get(k.module, 0.0) + k.duration_ms
         else:
             unmatched.append(k)
-    modules = [ModuleComparison(m, t, measured[m], n, b, mem_t > t / 2)
+    ncu: dict[str, int] = {}
+    for row in measurement.ncu:
+        ncu[row.module] = ncu.get(row.module, 0) + row.dram_bytes
+    modules = [ModuleComparison(m, t, measured[m], n, b, mem_t > t / 2, ncu.get(m))
                for m, (t, n, b, mem_t) in predicted.items() if m in measured]
     return Comparison(result, measurement, modules, unmatched)

@@ -41,6 +41,21 @@ class KernelMeasurement:
 
 
 @dataclass(frozen=True)
+class NcuKernel:
+    """One kernel as Nsight Compute measured it."""
+
+    module: str
+    name: str
+    dram_read_bytes: int
+    dram_write_bytes: int
+    duration_ms: float
+
+    @property
+    def dram_bytes(self) -> int:
+        return self.dram_read_bytes + self.dram_write_bytes
+
+
+@dataclass(frozen=True)
 class Measurement:
     spec: str
     model: str
@@ -54,6 +69,7 @@ class Measurement:
     method: dict[str, Any] = field(default_factory=dict)
     command: str = ""
     kernels: tuple[KernelMeasurement, ...] = ()
+    ncu: tuple[NcuKernel, ...] = ()
     path: str | None = None
 
 
@@ -106,6 +122,9 @@ def load_measurement(path: str | Path) -> Measurement:
         method=dict(data.get("method", {})),
         command=str(data.get("command", "")),
         kernels=kernels,
+        ncu=tuple(NcuKernel(str(r["module"]), str(r["name"]), int(r["dram_read_bytes"]),
+                            int(r["dram_write_bytes"]), float(r["duration_ms"]))
+                  for r in results.get("ncu", [])),
         path=file,
     )
 

@@ -20,8 +20,9 @@ import tempfile
 from pathlib import Path
 
 METRICS = ("dram__bytes_read.sum", "dram__bytes_write.sum", "gpu__time_duration.sum")
-_UNITS = {"byte": 1, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "nsecond": 1e-6,
-          "usecond": 1e-3, "msecond": 1.0}
+# to bytes and milliseconds
+_UNITS = {"byte": 1, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "ns": 1e-6, "nsecond": 1e-6,
+          "us": 1e-3, "usecond": 1e-3, "ms": 1.0, "msecond": 1.0}
 
 
 def ncu_command(spec: str, report: str) -> list[str]:
@@ -59,9 +60,11 @@ def parse_csv(text: str) -> list[dict]:
         def value(metric):
             i = col[metric]
             return float(r[i].replace(",", "")) * _UNITS.get(units[i], 1.0)
-        name = r[col["Kernel Name"]]
-        out.append({"module": name[len("module:"):] if name.startswith("module:") else "",
-                    "name": name, "dram_read_bytes": int(value(METRICS[0])),
+        # renamed kernels read "module:PATH/KERNEL"; module paths hold no "/"
+        renamed = r[col["Kernel Name"]]
+        module, _, name = renamed.partition("/") if renamed.startswith("module:") else ("", "", renamed)
+        out.append({"module": module[len("module:"):], "name": name,
+                    "dram_read_bytes": int(value(METRICS[0])),
                     "dram_write_bytes": int(value(METRICS[1])),
                     "duration_ms": value(METRICS[2])})
     return out
@@ -100,5 +103,21 @@ def _worker(spec_name: str) -> None:
         torch.cuda.profiler.stop()
 
 
+def reparse(path: str | Path) -> None:
+    """Re-derive a measurement file's ``ncu`` rows from the raw CSV kept beside it."""
+    import json
+
+    path = Path(path)
+    data = json.loads(path.read_text())
+    data["results"]["ncu"] = parse_csv(path.with_suffix(".ncu.csv").read_text())
+    data["method"]["ncu_rows"] = ("derived from the .ncu.csv beside this file by "
+                                  "`python -m perfmodel.ncu --reparse`")
+    path.write_text(json.dumps(data, indent=1) + "\n")
+
+
 if __name__ == "__main__":
-    _worker(sys.argv[1])
+    if sys.argv[1] == "--reparse":
+        for file in sys.argv[2:]:
+            reparse(file)
+    else:
+        _worker(sys.argv[1])
