@@ -19,10 +19,19 @@ perfmodel amdahl resnet50 convnext_tiny efficientnet_b0 efficientnet_b5 -H h200-
   --fuse-to 400 -o "$out/amdahl_h200.png"
 # Figure 1: the efficiency gap on the H200, from committed measurements
 shopt -s nullglob
-files=("$here"/measurements/h200_*_inductor.json)
-if (( ${#files[@]} )); then
-  perfmodel gap "${files[@]}" -H h200-sxm -o "$out/fig1_gap_h200.png"
-else
-  echo "no H200 measurements under $here/measurements: skipping Figure 1"
-fi
+for backend in eager inductor; do
+  files=("$here"/measurements/h200_*[a-z0-9]_"$backend".json)
+  if (( ${#files[@]} )); then
+    perfmodel gap "${files[@]}" -H h200-sxm -o "$out/fig1_gap_h200_$backend.png"
+  fi
+done
+# Predicted against measured, per module (eager, with Nsight Compute bytes)
+for m in resnet50 convnext_tiny efficientnet_b0; do
+  f="$here/measurements/h200_${m}_eager_kernels.json"
+  [[ -f $f ]] && perfmodel compare "$m" "$f" -o "$out/compare_${m}_h200.png" > /dev/null
+done
+# Tensor-machine diagrams (paper Figures 5 and 7)
+for p in convfirst_layer convfirst_fused convfirst_split mbconv_two_pass; do
+  perfmodel machine "$p" -o "$out/machine_$p.png" > /dev/null
+done
 echo "figures in $out/"

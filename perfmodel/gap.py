@@ -54,8 +54,9 @@ def accuracy_of(spec: ModelSpec) -> float:
         import torchvision
 
         try:
-            entries = list(torchvision.models.get_model_weights(fn))
-        except (ValueError, KeyError):
+            enum = torchvision.models.get_model_weights(fn)
+            entries = [enum.DEFAULT] + list(enum)  # the recommended weights first
+        except (ValueError, KeyError, AttributeError):
             entries = []
         crop = spec.inputs[0][-1]
         for weights in entries:
