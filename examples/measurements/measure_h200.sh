@@ -17,6 +17,6 @@ done
 for m in resnet50 convnext_tiny efficientnet_b0; do
   pm bench "$m" --backend eager --per-kernel --ncu --repeats 20 -o "$out/h200_${m}_eager_kernels.json"
 done
-for m in ${INDUCTOR:-resnet50 convnext_tiny efficientnet_b0 efficientnet_b5}; do
+for m in ${INDUCTOR:-resnet50 resnet101 mobilenet_v2 convnext_tiny convnext_small efficientnet_b0 efficientnet_b5}; do
   pm bench "$m" --backend inductor --repeats 30 -o "$out/h200_${m}_inductor.json"
 done
