@@ -151,6 +151,11 @@ def make_kernels(graph: Graph, spec: PlanSpec | str = "layer") -> list[Kernel]:
             k.unsupported.append(str(node.func))
         else:
             k.cost = k.cost + costs[node.index]
+    if spec.kind == "block" and spec.blocks and not by_group:
+        classes = sorted({f.cls for n in graph.nodes for f in n.scope})
+        raise InputError(f"block pattern(s) {', '.join(spec.blocks)} matched no module "
+                         f"(module classes here: {', '.join(classes[:12])}"
+                         f"{', ...' if len(classes) > 12 else ''})", field="plan")
     for k in kernels:
         _count_bytes(graph, k, affine, constant, costs)
     return kernels

@@ -138,3 +138,11 @@ def test_strict_fails_on_unsupported_ops(tmp_path, capsys):
     assert code == 0 and "aten.cumsum" in out  # reported, not silently zero
     code, _, err = run_main(["layers", spec, "--strict"], capsys)
     assert code == 1 and "aten.cumsum.default x1" in err
+
+
+def test_block_pattern_that_matches_nothing(tmp_path, capsys):
+    code, _, err = run_main(["layers", write_spec(tmp_path, TINY), "--plan", "block:Bottleneck"],
+                            capsys)
+    assert code == 2
+    assert "block pattern(s) Bottleneck matched no module (module classes here:" in err
+    assert "Conv2d" in err
