@@ -56,14 +56,14 @@ class ModelSpec:
         changes: dict[str, Any] = {}
         if batch is not None:
             if batch <= 0:
-                raise InputError(f"must be a positive integer, got {batch}", field="batch")
+                raise InputError(f"must be a positive integer, got {batch}", field="--batch")
             changes["batch"] = batch
         if dtype is not None:
-            changes["dtype"] = canonical_dtype(dtype)
+            changes["dtype"] = canonical_dtype(dtype, field="--dtype")
         if hardware is not None:
             changes["hardware"] = hardware  # a name, a path or a Hardware
         if plan is not None:
-            parsed = plan if isinstance(plan, PlanSpec) else PlanSpec.parse(plan)
+            parsed = plan if isinstance(plan, PlanSpec) else PlanSpec.parse(plan, field="--plan")
             changes["plan"] = replace(parsed, groups=self.plan.groups)
         return replace(self, **changes)
 
