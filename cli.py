@@ -256,17 +256,13 @@ def gap(files, hardware, plan, panel, output):
     from perfmodel.measure import load_measurement
     from perfmodel.plots import check_output, save
     from perfmodel.plots.gap import PANELS, gap_figure
+    from perfmodel.report import gap_lines
 
     output = check_output(output)
     hw = perfmodel.load_hardware(hardware)
     measurements = [load_measurement(f) for f in files]
     points = [gap_point(m, hw, plan) for m in measurements]
-    click.echo(f"{'model':22s} {'backend':9s} {'top-1':>6s} {'GMACs':>7s} {'ideal ms':>9s} "
-               f"{'T_min ms':>9s} {'actual ms':>9s} {'C':>6s} {'C_max':>6s} {'C_impl':>6s}")
-    for p in points:
-        click.echo(f"{p.model:22s} {p.backend:9s} {p.accuracy:6.2f} {p.gmacs_per_image:7.3f} "
-                   f"{p.t_ideal_ms:9.4g} {p.t_min_ms:9.4g} {p.t_actual_ms:9.4g} "
-                   f"{100 * p.c:5.1f}% {100 * p.c_max:5.1f}% {100 * p.c_impl:5.1f}%")
+    click.echo("\n".join(gap_lines(points)))
     batches = {m.batch for m in measurements}
     dtypes = {m.dtype for m in measurements}
     title = (f"Efficiency gap on {hw.name}: batch {'/'.join(map(str, sorted(batches)))}, "
@@ -328,31 +324,14 @@ def compare_cmd(model, measured, hardware, plan, l2_carry, output):
     from perfmodel.measure import load_measurement
     from perfmodel.plots import check_output, save
     from perfmodel.plots.compare import compare_figure
+    from perfmodel.report import compare_lines
 
     output = check_output(output or f"{Path(measured).stem}_compare.png")
     m = load_measurement(measured)
     plan = plan or ("op" if m.backend == "eager" and m.kernels else None)
     result = _analyze(model, hardware, m.batch, m.dtype, plan, False, l2_carry)
     cmp = compare(result, m)
-    if cmp.modules:
-        click.echo(f"{'module':40s} {'t_min ms':>9s} {'meas. ms':>9s} {'ratio':>7s}  "
-                   f"{'bound':7s} {'pred. MB':>9s} {'ncu MB':>9s}")
-        for x in cmp.modules:
-            ncu = f"{x.measured_dram_bytes / 1e6:9.2f}" if x.bytes_ratio is not None else ""
-            click.echo(f"{x.module or '(root)':40s} {x.predicted_ms:9.4f} {x.measured_ms:9.4f} "
-                       f"{x.ratio:7.2f}  {'memory' if x.memory_bound else 'compute':7s} "
-                       f"{x.dram_bytes / 1e6:9.2f} {ncu}")
-    if cmp.median_bytes_ratio is not None:
-        click.echo(f"DRAM bytes, Nsight Compute over predicted: median {cmp.median_bytes_ratio:.3f} "
-                   f"over {sum(x.bytes_ratio is not None for x in cmp.modules)} modules")
-    if cmp.unmatched:
-        click.echo(f"unmatched measured kernels: {len(cmp.unmatched)}, "
-                   f"{cmp.unmatched_ms:.3f} ms per pass")
-    click.echo(f"{result.model} on {m.environment.get('gpu', '?')} ({m.backend}): ideal "
-               f"{cmp.t_ideal_ms:.3f} ms, T_min {cmp.t_min_ms:.3f} ms ({result.hardware.name}, "
-               f"plan {result.plan}), measured {cmp.t_actual_ms:.3f} ms")
-    click.echo(f"C {100 * cmp.c:.1f}% = C_max {100 * cmp.c_max:.1f}% x C_impl "
-               f"{100 * cmp.c_impl:.1f}%")
+    click.echo("\n".join(compare_lines(cmp)))
     click.echo(f"wrote {save(compare_figure(cmp), output)}")
 
 
@@ -417,32 +396,19 @@ def hardware():
 @hardware.command("list")
 def hardware_list():
     """List built-in hardware: peak, bandwidth and op:byte for float16."""
-    click.echo(f"{'name':20s} {'fp16 TFLOP/s':>12s} {'DRAM GB/s':>10s} {'op:byte':>8s} "
-               f"{'L2 MiB':>7s}  description")
-    for name in perfmodel.list_hardware():
-        hw = perfmodel.load_hardware(name)
-        click.echo(f"{name:20s} {hw.peak_tflops.get('float16', float('nan')):12.1f} "
-                   f"{hw.dram_gbps:10.0f} {hw.op_byte('float16'):8.1f} "
-                   f"{hw.l2_mib or 0:7.0f}  {hw.description}")
+    from perfmodel.report import hardware_table
+
+    click.echo("\n".join(hardware_table([perfmodel.load_hardware(n)
+                                          for n in perfmodel.list_hardware()])))
 
 
 @hardware.command("show")
 @click.argument("name")
 def hardware_show(name):
     """Describe one hardware config (built-in NAME or a YAML path)."""
-    hw = perfmodel.load_hardware(name)
-    click.echo(f"{hw.name} ({hw.vendor}): {hw.description}")
-    click.echo(f"  config: {hw.path}")
-    for dtype, tflops in hw.peak_tflops.items():
-        click.echo(f"  peak {dtype:9s} {tflops:8.1f} TFLOP/s dense ({hw.accumulate} accumulate)"
-                   f"  op:byte {tflops * 1e12 / hw.dram_bytes_per_s:7.1f}")
-    for dtype, tflops in hw.vector_tflops.items():
-        click.echo(f"  vector {dtype:7s} {tflops:8.1f} TFLOP/s")
-    click.echo(f"  DRAM {hw.dram_gbps:g} GB/s, {hw.dram_gib or '?'} GiB; L2 {hw.l2_mib or '?'} MiB; "
-               f"{hw.sm_count or '?'} SMs at {hw.clock_mhz or '?'} MHz")
-    click.echo(f"  source: {hw.source}")
-    if hw.notes:
-        click.echo(f"  notes: {hw.notes}")
+    from perfmodel.report import hardware_lines
+
+    click.echo("\n".join(hardware_lines(perfmodel.load_hardware(name))))
 
 
 def main(argv=None):

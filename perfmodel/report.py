@@ -11,6 +11,9 @@ from rich.table import Table
 
 if TYPE_CHECKING:
     from .api import Result
+    from .compare import Comparison
+    from .gap import GapPoint
+    from .hardware import Hardware
 
 COLUMNS = ("index", "module", "ops", "output_shape", "macs", "flops", "input_bytes",
            "weight_bytes", "output_bytes", "dram_bytes", "intensity", "t_min_ms", "bound")
@@ -142,3 +145,64 @@ def print_unsupported(result: "Result", console: Console) -> None:
     if result.unsupported:
         listed = ", ".join(f"{op} x{n}" for op, n in sorted(result.unsupported.items()))
         console.print(f"[yellow]unsupported ops (bytes counted, arithmetic not): {listed}[/]")
+
+
+def gap_lines(points: "list[GapPoint]") -> list[str]:
+    lines = [f"{'model':22s} {'backend':9s} {'top-1':>6s} {'GMACs':>7s} {'ideal ms':>9s} "
+             f"{'T_min ms':>9s} {'actual ms':>9s} {'C':>6s} {'C_max':>6s} {'C_impl':>6s}"]
+    for p in points:
+        lines.append(f"{p.model:22s} {p.backend:9s} {p.accuracy:6.2f} {p.gmacs_per_image:7.3f} "
+                     f"{p.t_ideal_ms:9.4g} {p.t_min_ms:9.4g} {p.t_actual_ms:9.4g} "
+                     f"{100 * p.c:5.1f}% {100 * p.c_max:5.1f}% {100 * p.c_impl:5.1f}%")
+    return lines
+
+
+def compare_lines(cmp: "Comparison") -> list[str]:
+    r, m = cmp.result, cmp.measurement
+    lines = []
+    if cmp.modules:
+        lines.append(f"{'module':40s} {'t_min ms':>9s} {'meas. ms':>9s} {'ratio':>7s}  "
+                     f"{'bound':7s} {'pred. MB':>9s} {'ncu MB':>9s}")
+        for x in cmp.modules:
+            ncu = f"{x.measured_dram_bytes / 1e6:9.2f}" if x.bytes_ratio is not None else ""
+            lines.append(f"{x.module or '(root)':40s} {x.predicted_ms:9.4f} {x.measured_ms:9.4f} "
+                         f"{x.ratio:7.2f}  {'memory' if x.memory_bound else 'compute':7s} "
+                         f"{x.dram_bytes / 1e6:9.2f} {ncu}")
+    if cmp.median_bytes_ratio is not None:
+        lines.append(f"DRAM bytes, Nsight Compute over predicted: median "
+                     f"{cmp.median_bytes_ratio:.3f} over "
+                     f"{sum(x.bytes_ratio is not None for x in cmp.modules)} modules")
+    if cmp.unmatched:
+        lines.append(f"unmatched measured kernels: {len(cmp.unmatched)}, "
+                     f"{cmp.unmatched_ms:.3f} ms per pass")
+    lines.append(f"{r.model} on {m.environment.get('gpu', '?')} ({m.backend}): ideal "
+                 f"{cmp.t_ideal_ms:.3f} ms, T_min {cmp.t_min_ms:.3f} ms ({r.hardware.name}, "
+                 f"plan {r.plan}), measured {cmp.t_actual_ms:.3f} ms")
+    lines.append(f"C {100 * cmp.c:.1f}% = C_max {100 * cmp.c_max:.1f}% x C_impl "
+                 f"{100 * cmp.c_impl:.1f}%")
+    return lines
+
+
+def hardware_table(configs: "list[Hardware]") -> list[str]:
+    lines = [f"{'name':20s} {'fp16 TFLOP/s':>12s} {'DRAM GB/s':>10s} {'op:byte':>8s} "
+             f"{'L2 MiB':>7s}  description"]
+    for hw in configs:
+        lines.append(f"{hw.name:20s} {hw.peak_tflops.get('float16', float('nan')):12.1f} "
+                     f"{hw.dram_gbps:10.0f} {hw.op_byte('float16'):8.1f} "
+                     f"{hw.l2_mib or 0:7.0f}  {hw.description}")
+    return lines
+
+
+def hardware_lines(hw: "Hardware") -> list[str]:
+    lines = [f"{hw.name} ({hw.vendor}): {hw.description}", f"  config: {hw.path}"]
+    for dtype, tflops in hw.peak_tflops.items():
+        lines.append(f"  peak {dtype:9s} {tflops:8.1f} TFLOP/s dense ({hw.accumulate} "
+                     f"accumulate)  op:byte {tflops * 1e12 / hw.dram_bytes_per_s:7.1f}")
+    for dtype, tflops in hw.vector_tflops.items():
+        lines.append(f"  vector {dtype:7s} {tflops:8.1f} TFLOP/s")
+    lines.append(f"  DRAM {hw.dram_gbps:g} GB/s, {hw.dram_gib or '?'} GiB; L2 {hw.l2_mib or '?'} "
+                 f"MiB; {hw.sm_count or '?'} SMs at {hw.clock_mhz or '?'} MHz")
+    lines.append(f"  source: {hw.source}")
+    if hw.notes:
+        lines.append(f"  notes: {hw.notes}")
+    return lines
