@@ -133,6 +133,7 @@ class _Recorder(TorchDispatchMode):
         self.keep: list[torch.Tensor] = []  # keeps ids unique while tracing
         self.scope: tuple[Frame, ...] = ()
         self.current_op: str = ""
+        self.suspended = False  # inside a fused function recorded as one op
 
     # -- values ---------------------------------------------------------------
     def new_value(self, t: torch.Tensor, kind: str, producer=None, name="") -> int:
@@ -156,6 +157,8 @@ class _Recorder(TorchDispatchMode):
     # -- dispatch -------------------------------------------------------------
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if self.suspended:
+            return func(*args, **kwargs)
         self.current_op = str(func)
         if func is aten._local_scalar_dense.default:
             raise TraceError(f"{_where(self.scope)} reads a tensor's value (.item() or a "
@@ -180,6 +183,12 @@ class _Recorder(TorchDispatchMode):
             return out
         self._record(func, args, kwargs, out, in_tensors, out_tensors)
         return out
+
+    def record_fused(self, op, args, kwargs, out):
+        """Record a whole function (e.g. attention) as the single op `op`."""
+        in_tensors = [a for a in tree_flatten((args, kwargs))[0] if isinstance(a, torch.Tensor)]
+        out_tensors = [o for o in tree_flatten(out)[0] if isinstance(o, torch.Tensor)]
+        self._record(op, args, kwargs, out, in_tensors, out_tensors)
 
     def _record(self, func, args, kwargs, out, in_tensors, out_tensors):
         index = len(self.nodes)
@@ -209,6 +218,43 @@ class _Recorder(TorchDispatchMode):
 
     def pop(self):
         self.scope = self.scope[:-1]
+
+
+# Functions that one fused kernel computes on a GPU, recorded as one op instead of the
+# aten ops they decompose into on meta tensors (attention: no score matrix in DRAM).
+_FUSED_FUNCTIONS = {"scaled_dot_product_attention": aten.scaled_dot_product_attention.default}
+
+
+@contextlib.contextmanager
+def _fused_functions(rec: _Recorder):
+    """Wrap torch.nn.functional's fused functions so each call is recorded as one op.
+
+    A function mode would not see them: nn.MultiheadAttention calls attention from inside
+    another overridable function, where modes are off. Callers look the function up in
+    torch.nn.functional at call time, so replacing the attribute reaches them."""
+    functional = torch.nn.functional
+    originals = {name: getattr(functional, name) for name in _FUSED_FUNCTIONS}
+
+    def wrap(name, fn):
+        def fused(*args, **kwargs):
+            if rec.suspended:
+                return fn(*args, **kwargs)
+            rec.suspended = True
+            try:
+                out = fn(*args, **kwargs)
+            finally:
+                rec.suspended = False
+            rec.record_fused(_FUSED_FUNCTIONS[name], args, kwargs, out)
+            return out
+        return fused
+
+    for name, fn in originals.items():
+        setattr(functional, name, wrap(name, fn))
+    try:
+        yield
+    finally:
+        for name, fn in originals.items():
+            setattr(functional, name, fn)
 
 
 def _metas(tree):
@@ -275,7 +321,8 @@ def trace(model: torch.nn.Module, inputs: Iterable[TensorMeta | Sequence[int]],
     was_training = model.training
     model.eval()
     try:
-        with torch.no_grad(), torch.device("meta"), _module_hooks(model, rec), rec:
+        with torch.no_grad(), torch.device("meta"), _module_hooks(model, rec), \
+                _fused_functions(rec), rec:
             out = torch.func.functional_call(model, state, tuple(example), strict=False)
     except TraceError:
         raise
