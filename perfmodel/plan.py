@@ -104,7 +104,7 @@ def _group_of(scope: tuple[Frame, ...], spec: PlanSpec) -> str | None:
     """The group key of a node: its custom group, or the outermost matching block."""
     for i, globs in enumerate(spec.groups):
         if any(fnmatchcase(f.path, g) for f in scope for g in globs):
-            return f"group{i}"
+            return ",".join(globs)  # the kernel is named by its globs
     if spec.kind == "block":
         for f in scope:
             if any(_matches(f, p) for p in spec.block_patterns):

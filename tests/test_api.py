@@ -77,7 +77,7 @@ def test_custom_groups_from_the_spec(tmp_path):
                     "groups: [[stem, bn]]\n")
     r = perfmodel.analyze_spec(spec)
     first = r.kernels[0].kernel
-    assert first.name == "group0"
+    assert first.name == "stem,bn"
     assert first.ops[:2] == ["convolution", "native_batch_norm"]
     # one kernel for the group (relu fuses in), then mean, then the head: 3 kernels
     assert [k.kernel.ops[0] for k in r.kernels] == ["convolution", "mean", "addmm"]
