@@ -102,7 +102,7 @@ def _matches(frame: Frame, pattern: str) -> bool:
 
 def _group_of(scope: tuple[Frame, ...], spec: PlanSpec) -> str | None:
     """The group key of a node: its custom group, or the outermost matching block."""
-    for i, globs in enumerate(spec.groups):
+    for globs in spec.groups:
         if any(fnmatchcase(f.path, g) for f in scope for g in globs):
             return ",".join(globs)  # the kernel is named by its globs
     if spec.kind == "block":
