@@ -73,7 +73,7 @@ class Result:
             "compute_bound": self.n_compute_bound,
             "memory_bound": t.n_memory_bound,
             "unsupported_ops": dict(self.unsupported),
-            "byte_model": "compulsory loads (eq. 23)" + (", L2 carry" if self.l2_carry else ""),
+            "byte_model": "compulsory loads, eq. 23" + (", L2 carry" if self.l2_carry else ""),
         }
 
     def table(self) -> list[dict]:
