@@ -109,6 +109,31 @@ class Waterline:
                               intensity)
 
 
+@dataclass(frozen=True)
+class EfficiencyGap:
+    """Ideal, attainable and actual latency (eqs. 1-9 and the decomposition of DESIGN 3).
+
+    t_ideal <= T_min <= t_actual, so C = t_ideal/t_actual = C_max * C_impl: the share of
+    the gap the memory system forces on the plan, and the share the software leaves."""
+
+    t_ideal_ms: float
+    t_min_ms: float
+    t_actual_ms: float
+
+    @property
+    def c(self) -> float:
+        """Computational efficiency (eq. 7)."""
+        return self.t_ideal_ms / self.t_actual_ms
+
+    @property
+    def c_max(self) -> float:
+        return self.t_ideal_ms / self.t_min_ms
+
+    @property
+    def c_impl(self) -> float:
+        return self.t_min_ms / self.t_actual_ms
+
+
 def kernel_time(flops: int, dram_bytes: int, peak_ops: float, bandwidth: float) -> float:
     """Minimum latency of one kernel (eq. 11): max(n/R, b/B)."""
     return max(flops / peak_ops, dram_bytes / bandwidth)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .analysis import EfficiencyGap
 from .api import Result
 from .measure import KernelMeasurement, Measurement
 
@@ -49,28 +50,9 @@ class Comparison:
     unmatched: list[KernelMeasurement]
 
     @property
-    def t_ideal_ms(self) -> float:
-        return self.result.totals.t_ideal_s * 1e3
-
-    @property
-    def t_min_ms(self) -> float:
-        return self.result.totals.t_min_s * 1e3
-
-    @property
-    def t_actual_ms(self) -> float:
-        return self.measurement.latency_ms
-
-    @property
-    def c(self) -> float:
-        return self.t_ideal_ms / self.t_actual_ms
-
-    @property
-    def c_max(self) -> float:
-        return self.result.totals.c_max
-
-    @property
-    def c_impl(self) -> float:
-        return self.t_min_ms / self.t_actual_ms
+    def gap(self) -> EfficiencyGap:
+        t = self.result.totals
+        return EfficiencyGap(t.t_ideal_s * 1e3, t.t_min_s * 1e3, self.measurement.latency_ms)
 
     @property
     def unmatched_ms(self) -> float:

@@ -1,13 +1,10 @@
-"""The efficiency gap (paper section 3, eqs. 1-9) of measured models, with its decomposition.
-
-For each measured model: ideal latency N/R, waterline T_min and actual latency t_a, so
-that C = t_ideal/t_a = C_max * C_impl with C_max = t_ideal/T_min (what the memory system
-forces on the plan) and C_impl = T_min/t_a (what the software leaves on the table).
-"""
+"""The efficiency gap (paper section 3, eqs. 1-9) of measured models, with its
+decomposition C = C_max * C_impl (see analysis.EfficiencyGap)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .analysis import EfficiencyGap
 from .api import analyze_spec
 from .errors import InputError
 from .hardware import Hardware
@@ -16,28 +13,14 @@ from .spec import ModelSpec, load_spec
 
 
 @dataclass(frozen=True)
-class GapPoint:
-    model: str
-    family: str
-    backend: str
-    accuracy: float
-    gmacs_per_image: float
-    t_ideal_ms: float
-    t_min_ms: float
-    t_actual_ms: float
+class GapPoint(EfficiencyGap):
+    """One measured model on the efficiency-gap plot."""
 
-    @property
-    def c(self) -> float:
-        """Computational efficiency t_ideal / t_a (eq. 7)."""
-        return self.t_ideal_ms / self.t_actual_ms
-
-    @property
-    def c_max(self) -> float:
-        return self.t_ideal_ms / self.t_min_ms
-
-    @property
-    def c_impl(self) -> float:
-        return self.t_min_ms / self.t_actual_ms
+    model: str = ""
+    family: str = ""
+    backend: str = ""
+    accuracy: float = 0.0
+    gmacs_per_image: float = 0.0
 
 
 def family_of(name: str) -> str:
@@ -70,5 +53,6 @@ def gap_point(m: Measurement, hardware: Hardware | str, plan: str | None = None)
     spec = load_spec(m.spec)
     result = analyze_spec(spec, batch=m.batch, dtype=m.dtype, hardware=hardware, plan=plan)
     t = result.totals
-    return GapPoint(spec.name, family_of(spec.name), m.backend, accuracy_of(spec),
-                    result.gmacs_per_image, t.t_ideal_s * 1e3, t.t_min_s * 1e3, m.latency_ms)
+    return GapPoint(t.t_ideal_s * 1e3, t.t_min_s * 1e3, m.latency_ms, model=spec.name,
+                    family=family_of(spec.name), backend=m.backend, accuracy=accuracy_of(spec),
+                    gmacs_per_image=result.gmacs_per_image)

@@ -158,7 +158,7 @@ def gap_lines(points: "list[GapPoint]") -> list[str]:
 
 
 def compare_lines(cmp: "Comparison") -> list[str]:
-    r, m = cmp.result, cmp.measurement
+    r, m, g = cmp.result, cmp.measurement, cmp.gap
     lines = []
     if cmp.modules:
         lines.append(f"{'module':40s} {'t_min ms':>9s} {'meas. ms':>9s} {'ratio':>7s}  "
@@ -176,10 +176,10 @@ def compare_lines(cmp: "Comparison") -> list[str]:
         lines.append(f"unmatched measured kernels: {len(cmp.unmatched)}, "
                      f"{cmp.unmatched_ms:.3f} ms per pass")
     lines.append(f"{r.model} on {m.environment.get('gpu', '?')} ({m.backend}): ideal "
-                 f"{cmp.t_ideal_ms:.3f} ms, T_min {cmp.t_min_ms:.3f} ms ({r.hardware.name}, "
-                 f"plan {r.plan}), measured {cmp.t_actual_ms:.3f} ms")
-    lines.append(f"C {100 * cmp.c:.1f}% = C_max {100 * cmp.c_max:.1f}% x C_impl "
-                 f"{100 * cmp.c_impl:.1f}%")
+                 f"{g.t_ideal_ms:.3f} ms, T_min {g.t_min_ms:.3f} ms ({r.hardware.name}, "
+                 f"plan {r.plan}), measured {g.t_actual_ms:.3f} ms")
+    lines.append(f"C {100 * g.c:.1f}% = C_max {100 * g.c_max:.1f}% x C_impl "
+                 f"{100 * g.c_impl:.1f}%")
     return lines
 
 

@@ -38,8 +38,9 @@ def test_compare_matches_modules_and_keeps_unmatched(measured):
     n = 2 * 64 * 32 * 32 * 16 * 27
     b = 2 * (64 * 32 * 32 * 3 + 64 * 32 * 32 * 16 + 16 * 27)
     assert by_module["stem"].predicted_ms == pytest.approx(max(n / 989.4e12, b / 4800e9) * 1e3)
-    assert cmp.c == pytest.approx(cmp.c_max * cmp.c_impl)
-    assert cmp.c == pytest.approx(cmp.t_ideal_ms / 1.0)
+    assert cmp.gap.c == pytest.approx(cmp.gap.c_max * cmp.gap.c_impl)
+    assert cmp.gap.c == pytest.approx(cmp.gap.t_ideal_ms / 1.0)
+    assert cmp.gap.c_max == pytest.approx(result.totals.c_max)
 
 
 def test_compare_command(measured, tmp_path):

@@ -42,8 +42,8 @@ def compare_figure(cmp: "Comparison") -> Figure:
                        Patch(fill=False, edgecolor="#555555", label="measured")],
               fontsize=7.5, loc="upper left")
     ax.set_title(f"{r.model} on {m.environment.get('gpu', 'GPU')} ({m.backend}) vs "
-                 f"{r.hardware.name}, plan {r.plan}: T_min {cmp.t_min_ms:.2f} ms, "
-                 f"measured {cmp.t_actual_ms:.2f} ms", fontsize=9)
+                 f"{r.hardware.name}, plan {r.plan}: T_min {cmp.gap.t_min_ms:.2f} ms, "
+                 f"measured {cmp.gap.t_actual_ms:.2f} ms", fontsize=9)
     sc.scatter(predicted, measured, c=colors, s=14, alpha=0.8)
     lo = min(predicted.min(initial=1e-3), measured.min(initial=1e-3)) / 1.5
     hi = max(predicted.max(initial=1.0), measured.max(initial=1.0)) * 1.5
@@ -60,6 +60,7 @@ def compare_figure(cmp: "Comparison") -> Figure:
                               label="compute-bound"),
                        Line2D([], [], marker="o", linestyle="none", color=MEMORY_COLOR,
                               label="memory-bound")], fontsize=7.5, loc="upper left")
-    sc.set_title(f"per module: C = {100 * cmp.c:.1f}% = C_max {100 * cmp.c_max:.1f}% x "
-                 f"C_impl {100 * cmp.c_impl:.1f}%", fontsize=9)
+    g = cmp.gap
+    sc.set_title(f"per module: C = {100 * g.c:.1f}% = C_max {100 * g.c_max:.1f}% x "
+                 f"C_impl {100 * g.c_impl:.1f}%", fontsize=9)
     return fig
