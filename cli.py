@@ -22,8 +22,8 @@ def _spec_options(fn):
         click.option("--plan", "-p", help="Execution plan: op, layer, block, or "
                      "block:PATTERN[,PATTERN] with module class names or path globs."),
         click.option("--strict", is_flag=True, help="Fail if any op has no cost formula."),
-        click.option("--l2-carry", is_flag=True, help="Refine the byte model: reads of what "
-                     "the previous kernel wrote come from L2, up to its size (default: the "
+        click.option("--l2-carry", is_flag=True, help="Refine the byte model: a read of a "
+                     "tensor the previous kernel wrote is free if it fits in L2 (default: the "
                      "paper's compulsory loads)."),
     ]):
         fn = opt(fn)
@@ -67,6 +67,8 @@ def cli(debug):
 @_spec_options
 def waterline(models, output, top, hardware, batch, dtype, plan, strict, l2_carry):
     """Summarise MODEL and draw its waterline plot (several MODELs are stacked).
+
+    MODEL is a spec YAML or a built-in name (`perfmodel models`).
 
     Each kernel is a bar as wide as its minimum latency max(n/R, b/B) and as tall as its
     operational intensity; kernels under the processor's op:byte waterline are
