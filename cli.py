@@ -382,6 +382,27 @@ def machine(program, params, hardware, dtype, output):
     click.echo(f"wrote {save(machine_figure(report), output)}")
 
 
+@cli.command("kernels")
+@click.argument("results", type=click.Path(dir_okay=False), metavar="BENCH.json")
+@click.option("--hardware", "-H", default="h200-sxm", show_default=True,
+              help="Hardware for the predicted bounds.")
+@click.option("--output", "-o", type=click.Path(dir_okay=False), default="kernels.png",
+              show_default=True, help="Plot file (.png, .svg or .pdf).")
+def kernels_cmd(results, hardware, output):
+    """Block-fusion kernel benchmarks (cuda_kernels/bench.py) beside the block-plan and
+    layer-plan T_min of the same zoo block at the same shape."""
+    from perfmodel.kernel_results import load_kernel_results
+    from perfmodel.plots import check_output, save
+    from perfmodel.plots.kernels import kernels_figure
+    from perfmodel.report import kernel_case_lines
+
+    output = check_output(output)
+    hw = perfmodel.load_hardware(hardware)
+    cases = load_kernel_results(results, hw)
+    click.echo("\n".join(kernel_case_lines(cases)))
+    click.echo(f"wrote {save(kernels_figure(cases, hw.name), output)}")
+
+
 @cli.command("models")
 def models_cmd():
     """List the built-in model specs."""

@@ -30,6 +30,9 @@ for m in resnet50 convnext_tiny efficientnet_b0; do
   f="$here/measurements/h200_${m}_eager_kernels.json"
   [[ -f $f ]] && perfmodel compare "$m" "$f" -o "$out/compare_${m}_h200.png" > /dev/null
 done
+# The block-fusion CUDA kernels beside the block- and layer-plan bounds
+[[ -f $here/measurements/cuda_kernels_h200.json ]] && \
+  perfmodel kernels "$here/measurements/cuda_kernels_h200.json" -o "$out/kernels_h200.png" > /dev/null
 # Tensor-machine diagrams (paper Figures 5 and 7)
 for p in convfirst_layer convfirst_fused convfirst_split mbconv_two_pass; do
   perfmodel machine "$p" -o "$out/machine_$p.png" > /dev/null

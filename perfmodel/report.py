@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from .compare import Comparison
     from .gap import GapPoint
     from .hardware import Hardware
+    from .kernel_results import KernelCase
 
 COLUMNS = ("index", "module", "ops", "output_shape", "macs", "flops", "input_bytes",
            "weight_bytes", "output_bytes", "dram_bytes", "intensity", "t_min_ms", "bound")
@@ -205,4 +206,15 @@ def hardware_lines(hw: "Hardware") -> list[str]:
     lines.append(f"  source: {hw.source}")
     if hw.notes:
         lines.append(f"  notes: {hw.notes}")
+    return lines
+
+
+def kernel_case_lines(cases: "list[KernelCase]") -> list[str]:
+    lines = [f"{'case':30s} {'block us':>9s} {'layer us':>9s} {'fused us':>9s} {'of bound':>8s} "
+             f"{'compile us':>10s} {'eager us':>9s} {'x compile':>9s}"]
+    for c in cases:
+        fused, compiled = c.median_us.get("cuda_kernels"), c.median_us.get("inductor")
+        lines.append(f"{c.name:30s} {c.block_t_min_us:9.1f} {c.layer_t_min_us:9.1f} "
+                     f"{fused:9.1f} {100 * c.fraction_of_bound():7.1f}% {compiled:10.1f} "
+                     f"{c.median_us.get('eager', float('nan')):9.1f} {compiled / fused:9.2f}")
     return lines

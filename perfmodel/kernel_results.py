@@ -1,0 +1,61 @@
+"""Block-fusion kernel benchmarks (cuda_kernels/bench.py files) beside perfmodel's bounds.
+
+Each benchmarked case (a ConvFirst or FFN block at one shape) is rebuilt from the zoo and
+analysed: T_min of the block plan (one fused kernel) is the bound the fused kernel chases;
+T_min of the layer plan is what layer-by-layer execution could attain at best.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from .api import analyze
+from .errors import InputError
+from .hardware import Hardware
+from .zoo.blocks import FFN, ConvFirstBlock
+
+BLOCKS = {"convfirst": (ConvFirstBlock, "block:ConvFirstBlock"), "ffn": (FFN, "block:FFN")}
+
+
+@dataclass(frozen=True)
+class KernelCase:
+    name: str
+    block: str
+    channels: int
+    expansion: int
+    size: int
+    batch: int
+    dram_bytes: int  # as the benchmark counted them
+    median_us: dict[str, float]  # backend -> median latency
+    block_t_min_us: float
+    layer_t_min_us: float
+    block_dram_bytes: int  # as perfmodel's block plan counts them
+
+    def fraction_of_bound(self, backend: str = "cuda_kernels") -> float:
+        return self.block_t_min_us / self.median_us[backend]
+
+
+def load_kernel_results(path: str | Path, hw: Hardware) -> list[KernelCase]:
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+        rows = data["results"]
+        assert isinstance(rows, list) and all("backends" in r for r in rows)
+    except FileNotFoundError:
+        raise InputError("file not found", file=str(path))
+    except (json.JSONDecodeError, KeyError, AssertionError, TypeError):
+        raise InputError("not a cuda_kernels benchmark file (expected results[] with "
+                         "backends)", file=str(path), field="results")
+    cases = []
+    for r in rows:
+        factory, plan = BLOCKS[r["block"]]
+        module = factory(r["channels"], r["expansion"])
+        shape = (r["channels"], r["size"], r["size"])
+        fused = analyze(module, shape, batch=r["batch"], hardware=hw, plan=plan)
+        layer = analyze(module, shape, batch=r["batch"], hardware=hw, plan="layer")
+        cases.append(KernelCase(
+            r["name"], r["block"], r["channels"], r["expansion"], r["size"], r["batch"],
+            r["dram_bytes"], {b: v["latency_ms"]["median"] * 1e3 for b, v in r["backends"].items()},
+            fused.totals.t_min_s * 1e6, layer.totals.t_min_s * 1e6, fused.totals.dram_bytes))
+    return cases
