@@ -125,7 +125,7 @@ def analyze_spec(spec: ModelSpec | str | Path, *, strict: bool = False, l2_carry
     hw = load_hardware(spec.hardware)
     model = build_model(spec)
     try:
-        return _run(model, spec.input_shapes, hw, spec.plan, spec.batch, spec.dtype, strict,
+        return _run(model, spec.input_metas, hw, spec.plan, spec.batch, spec.dtype, strict,
                     spec.name, l2_carry)
     except TraceError as exc:
         field = "input" if _is_shape_error(str(exc)) else "model"

@@ -61,6 +61,15 @@ def build_cuda_model(spec: ModelSpec) -> torch.nn.Module:
     return model.eval().to(dtype=torch_dtype(spec.dtype), memory_format=torch.channels_last)
 
 
+def example_input(meta) -> torch.Tensor:
+    """A random CUDA input: channels-last images, small token ids for integer inputs."""
+    if meta.dtype.is_floating_point:
+        x = torch.randn(meta.shape, device="cuda", dtype=meta.dtype)
+        return x.contiguous(memory_format=torch.channels_last) if x.dim() == 4 else x
+    return torch.randint(0, 2 if meta.dtype == torch.bool else 100, meta.shape,
+                         device="cuda").to(meta.dtype)
+
+
 def time_forward(fn, warmup: int, repeats: int) -> list[float]:
     """Milliseconds of each of `repeats` calls, timed with CUDA events after `warmup` calls."""
     for _ in range(warmup):
@@ -156,9 +165,7 @@ def bench(spec: ModelSpec, *, backend: str = "eager", warmup: int = 10, repeats:
     require_cuda()
     torch.backends.cudnn.benchmark = True
     model = build_cuda_model(spec)
-    inputs = [torch.randn(shape, device="cuda", dtype=torch_dtype(spec.dtype))
-              .contiguous(memory_format=torch.channels_last if len(shape) == 4 else
-                          torch.contiguous_format) for shape in spec.input_shapes]
+    inputs = [example_input(meta) for meta in spec.input_metas]
     runner = torch.compile(model) if backend == "inductor" else model
 
     def forward():

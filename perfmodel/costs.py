@@ -215,10 +215,16 @@ register("silu", "silu_", "gelu", "gelu_", "mish", "mish_", "softplus",
 register("_to_copy", "copy_", "clone", "contiguous", "lift_fresh_copy",
          role=POINTWISE)(pointwise(0))
 register("cat", "stack", "constant_pad_nd", "roll", "index", "gather",
-         "index_select", "embedding", "flip", "repeat", "slice_scatter",
+         "index_select", "flip", "repeat", "slice_scatter",
          "select_scatter", "reflection_pad2d", "replication_pad2d", "pixel_shuffle",
          "channel_shuffle", "native_channel_shuffle", "tril", "triu",
          role=KERNEL)(pointwise(0))
+
+
+@register("embedding", role=KERNEL)
+def _embedding(weight, indices, *args, out, **kwargs):
+    """A lookup reads only the rows it gathers, not the whole table."""
+    return Cost(input_elements=min(weight.numel, indices.numel * weight.shape[-1]))
 
 
 # --------------------------------------------------------------------------- normalization

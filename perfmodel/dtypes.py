@@ -21,6 +21,10 @@ DTYPES: dict[str, torch.dtype] = {
 ALIASES = {"fp16": "float16", "half": "float16", "bf16": "bfloat16", "fp32": "float32",
            "float": "float32", "fp8": "float8_e4m3fn", "float8": "float8_e4m3fn"}
 
+# Dtypes an input may have besides the analysis dtype (token ids, masks).
+INPUT_DTYPES: dict[str, torch.dtype] = {"int64": torch.int64, "int32": torch.int32,
+                                        "bool": torch.bool}
+
 # Hardware peak tables are keyed by these (tf32 is the tensor-core mode for float32 inputs).
 PEAK_KEYS = ("float16", "bfloat16", "float32", "tf32", "float8", "int8")
 

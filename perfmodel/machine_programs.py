@@ -186,9 +186,9 @@ def mbconv_layer(n: int = 128, h: int = 56, w: int = 56, c: int = 24, alpha: int
     g, ws = _cache(*wt.values())
     g = dict(zip(wt, g))
     ws = dict(zip(wt, ws))
-    x, e, d, s, s1, s2, d2, z = (dram("X", p, c), dram("E", p, hidden), dram("D", p, hidden),
-                                 dram("S", n, hidden), dram("S1", n, squeeze),
-                                 dram("S2", n, hidden), dram("D'", p, hidden), dram("Z", p, c))
+    x, e, d, s, s1, d2, z = (dram("X", p, c), dram("E", p, hidden), dram("D", p, hidden),
+                             dram("S", n, hidden), dram("S1", n, squeeze), dram("D'", p, hidden),
+                             dram("Z", p, c))
     tiles = lambda *steps: Loop("pixel tiles", trips, steps)  # noqa: E731
     xt, et, et2, dt, dt2 = (local("X_t", tile_px, c), local("E_t", tile_px, hidden),
                             local("E_t+halo", (th + k - 1) ** 2, hidden),

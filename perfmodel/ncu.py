@@ -74,15 +74,13 @@ def _worker(spec_name: str) -> None:
     """Run under ncu: warm up, then one profiled forward with module NVTX ranges."""
     import torch
 
-    from .bench import build_cuda_model
-    from .dtypes import torch_dtype
+    from .bench import build_cuda_model, example_input
     from .spec import load_spec
 
     spec = load_spec(spec_name)
     torch.backends.cudnn.benchmark = True
     model = build_cuda_model(spec)
-    x = [torch.randn(s, device="cuda", dtype=torch_dtype(spec.dtype))
-         .contiguous(memory_format=torch.channels_last) for s in spec.input_shapes]
+    x = [example_input(meta) for meta in spec.input_metas]
     names = {id(m): n for n, m in model.named_modules()}
     with torch.inference_mode():
         for _ in range(3):

@@ -5,7 +5,8 @@ A spec is a YAML file (``configs/models/*.yaml`` or any path)::
     name: ResNet-101
     model: torchvision.models:resnet101   # module:callable, or path/to/net.py:build
     kwargs: {}
-    input: [3, 224, 224]                  # per-sample shape; a list of shapes for several
+    input: [3, 224, 224]                  # per-sample shape; a list of shapes for several;
+                                          # {shape: [128], dtype: int64} for token ids
     batch: 128
     dtype: float16
     hardware: a5000-paper
@@ -27,10 +28,11 @@ from typing import Any
 import torch
 
 from .build import meta_init
-from .dtypes import canonical_dtype
+from .dtypes import INPUT_DTYPES, canonical_dtype, torch_dtype
 from .errors import InputError
 from .plan import PlanSpec
 from .resources import builtin_names, resolve_config
+from .trace import TensorMeta
 from .yamlio import Fields, load_mapping
 
 _FIELDS = {"name", "model", "kwargs", "input", "batch", "dtype", "hardware", "plan", "groups",
@@ -42,6 +44,7 @@ class ModelSpec:
     name: str
     model: str
     inputs: tuple[tuple[int, ...], ...]
+    input_dtypes: tuple[str | None, ...] = ()  # per input; None: the spec's dtype
     kwargs: dict[str, Any] = field(default_factory=dict)
     batch: int = 128
     dtype: str = "float16"
@@ -72,16 +75,32 @@ class ModelSpec:
         """Full input shapes, batch first."""
         return [(self.batch, *shape) for shape in self.inputs]
 
+    @property
+    def input_metas(self) -> list[TensorMeta]:
+        """Full input shapes with their dtypes (integer inputs such as token ids keep theirs)."""
+        dtypes = self.input_dtypes or (None,) * len(self.inputs)
+        return [TensorMeta(shape, INPUT_DTYPES[d] if d else torch_dtype(self.dtype))
+                for shape, d in zip(self.input_shapes, dtypes)]
 
-def _shapes(f: Fields) -> tuple[tuple[int, ...], ...]:
+
+def _inputs(f: Fields) -> tuple[tuple[tuple[int, ...], ...], tuple[str | None, ...]]:
+    """`input: [3, 224, 224]`, a list of such shapes, or entries `{shape: [...], dtype: int64}`."""
     raw = f.get("input", types=list)
-    shapes = raw if raw and isinstance(raw[0], list) else [raw]
-    for shape in shapes:
-        if not shape or not all(isinstance(d, int) and not isinstance(d, bool) and d > 0
-                                for d in shape):
+    entries = raw if raw and isinstance(raw[0], (list, dict)) else [raw]
+    shapes, dtypes = [], []
+    for entry in entries:
+        shape, dtype = (entry.get("shape"), entry.get("dtype")) if isinstance(entry, dict) \
+            else (entry, None)
+        if not isinstance(shape, list) or not shape or not all(
+                isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in shape):
             raise f.error("input", f"expected a per-sample shape of positive integers such as "
-                                   f"[3, 224, 224], got {raw!r}")
-    return tuple(tuple(s) for s in shapes)
+                                   f"[3, 224, 224] or {{shape: [128], dtype: int64}}, got {raw!r}")
+        if dtype is not None and dtype not in INPUT_DTYPES:
+            raise f.error("input", f"unknown input dtype {dtype!r} (integer inputs: "
+                                   f"{', '.join(INPUT_DTYPES)}; floating inputs take 'dtype')")
+        shapes.append(tuple(shape))
+        dtypes.append(dtype)
+    return tuple(shapes), tuple(dtypes) if any(dtypes) else ()
 
 
 def _plan(f: Fields) -> PlanSpec:
@@ -100,6 +119,7 @@ def parse_spec(data: dict, file: str) -> ModelSpec:
     if ":" not in model:
         raise f.error("model", f"expected 'module:callable' or 'path/to/file.py:callable', "
                                f"got {model!r}")
+    inputs, input_dtypes = _inputs(f)
     accuracy = f.get("accuracy", None, (int, float))
     if accuracy is not None and not 0 <= accuracy <= 100:
         raise f.error("accuracy", f"must be a top-1 percentage in [0, 100], got {accuracy}")
@@ -107,7 +127,8 @@ def parse_spec(data: dict, file: str) -> ModelSpec:
         name=f.get("name", Path(file).stem, str),
         model=model,
         kwargs=f.get("kwargs", {}, dict),
-        inputs=_shapes(f),
+        inputs=inputs,
+        input_dtypes=input_dtypes,
         batch=f.positive("batch", 128, integer=True),
         dtype=canonical_dtype(f.get("dtype", "float16", str), file=file),
         hardware=str(f.get("hardware", "a5000-paper", str)),

@@ -91,3 +91,23 @@ def test_a_group_that_waits_on_a_later_kernel_is_rejected(tmp_path):
                     "groups: [[stem, head]]\n")
     with pytest.raises(InputError, match="fused group must be contiguous"):
         perfmodel.analyze_spec(spec)
+
+
+def test_integer_inputs_and_embedding_reads_only_gathered_rows(tmp_path):
+    spec = tmp_path / "lm.yaml"
+    spec.write_text(f"model: {DATA / 'tiny_lm.py'}:build\ninput: [{{shape: [16], dtype: int64}}]\n"
+                    "batch: 2\nplan: op\n")
+    r = perfmodel.analyze_spec(spec)
+    assert r.unsupported == {}
+    embed = r.kernels[0].kernel
+    assert embed.ops == ["embedding"]
+    assert embed.input_bytes == 2 * 16 * 8  # int64 token ids
+    assert embed.weight_bytes == 2 * 16 * 64 * 2  # 32 gathered rows of 64 fp16, not 1000
+    assert r.macs == 2 * 16 * (64 * 256 + 256 * 64 + 64 * 1000)
+
+
+def test_unknown_input_dtype(tmp_path):
+    spec = tmp_path / "lm.yaml"
+    spec.write_text(f"model: {DATA / 'tiny_lm.py'}:build\ninput: [{{shape: [16], dtype: int4}}]\n")
+    with pytest.raises(InputError, match="field 'input': unknown input dtype 'int4'"):
+        perfmodel.load_spec(spec)

@@ -2,7 +2,6 @@
 import warnings
 
 import pytest
-import torch
 import torchvision
 
 from perfmodel.build import meta_init

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyBboxPatch, Rectangle
 
-from ..tensor_machine import DRAM, GLOBAL, LOCAL, Loop, Op
-from . import COMPUTE_COLOR, MEMORY_COLOR, WATER_COLOR
+from ..tensor_machine import DRAM, GLOBAL, LOCAL, Loop
+from . import COMPUTE_COLOR, MEMORY_COLOR
 
 if TYPE_CHECKING:
     from ..tensor_machine import Kernel, ProgramReport
