@@ -30,12 +30,19 @@ def _spec_options(fn):
     return fn
 
 
-def _analyze(model, hardware, batch, dtype, plan, strict, l2_carry=False):
+def _analyze(model, hardware, batch, dtype, plan, strict, l2_carry=False, warn=True):
+    """Analyse a spec with a progress spinner; ops without a cost formula are never silent."""
     from rich.console import Console
 
-    with Console(stderr=True).status(f"analysing {model} ..."):
-        return perfmodel.analyze_spec(model, strict=strict, l2_carry=l2_carry,
-                                      hardware=hardware, batch=batch, dtype=dtype, plan=plan)
+    console = Console(stderr=True)
+    with console.status(f"analysing {model} ..."):
+        result = perfmodel.analyze_spec(model, strict=strict, l2_carry=l2_carry,
+                                        hardware=hardware, batch=batch, dtype=dtype, plan=plan)
+    if warn and result.unsupported:
+        from perfmodel.report import print_unsupported
+
+        print_unsupported(result, console)
+    return result
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -79,7 +86,8 @@ def waterline(models, output, top, hardware, batch, dtype, plan, strict, l2_carr
     from perfmodel.report import print_kernels, print_summary
 
     output = check_output(output or f"{Path(models[0]).stem}_waterline.png")
-    results = [_analyze(m, hardware, batch, dtype, plan, strict, l2_carry) for m in models]
+    results = [_analyze(m, hardware, batch, dtype, plan, strict, l2_carry, warn=False)
+               for m in models]
     for result in results:
         print_summary(result)
         if top:
@@ -100,7 +108,7 @@ def layers(model, csv_path, json_path, top, hardware, batch, dtype, plan, strict
     weights, bytes written, intensity, t_min and bound."""
     from perfmodel.report import print_kernels
 
-    result = _analyze(model, hardware, batch, dtype, plan, strict, l2_carry)
+    result = _analyze(model, hardware, batch, dtype, plan, strict, l2_carry, warn=False)
     print_kernels(result, top=top or None)
     if csv_path:
         result.to_csv(csv_path)

@@ -146,3 +146,14 @@ def test_block_pattern_that_matches_nothing(tmp_path, capsys):
     assert code == 2
     assert "block pattern(s) Bottleneck matched no module (module classes here:" in err
     assert "Conv2d" in err
+
+
+def test_unsupported_ops_are_reported_by_plot_commands_too(tmp_path):
+    net = tmp_path / "cumsum_net.py"
+    net.write_text("import torch\nclass M(torch.nn.Module):\n"
+                   "    def forward(self, x):\n        return torch.cumsum(x, 1)\n"
+                   "def build():\n    return M()\n")
+    spec = write_spec(tmp_path, f"model: {net}:build\ninput: [8]\nbatch: 2\n")
+    result = CliRunner().invoke(cli.cli, ["amdahl", spec, "-o", str(tmp_path / "a.png")])
+    assert result.exit_code == 0, result.output
+    assert "unsupported ops (bytes counted, arithmetic not): aten.cumsum.default x1" in result.output

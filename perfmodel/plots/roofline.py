@@ -41,8 +41,9 @@ def roofline_figure(result: "Result") -> Figure:
     share = np.array([k.t_min_s for k in ks]) / t.t_min_s
     fig = Figure(figsize=(6.4, 4.6), layout="constrained")
     ax = fig.add_subplot()
-    lo = min(intensity.min(initial=t.op_byte), t.mediant_intensity) / 3
-    hi = max(intensity.max(initial=t.op_byte), t.mediant_intensity) * 3
+    med = t.mediant_intensity if 0 < t.mediant_intensity < float("inf") else t.op_byte
+    lo = min(intensity.min(initial=t.op_byte), med) / 3
+    hi = max(intensity.max(initial=t.op_byte), med) * 3
     _roof(ax, peak, bw, lo, hi)
     colors = [MEMORY_COLOR if k.memory_bound else COMPUTE_COLOR for k in ks]
     ax.scatter(intensity, achieved, s=2000 * share + 4, c=colors, alpha=0.6, edgecolors="white",
@@ -76,7 +77,7 @@ def amdahl_figure(results: "list[Result]", fuse_to: float | None = None,
     peak, bw, rho = t0.peak_ops, t0.dram_bytes_per_s, t0.op_byte
     fig = Figure(figsize=(6.6, 4.8), layout="constrained")
     ax = fig.add_subplot()
-    lo = min([r.totals.memory_intensity for r in results] + [rho]) / 10
+    lo = min([i for i in (r.totals.memory_intensity for r in results) if i > 0] + [rho]) / 10
     hi = rho * 20
     grid = _roof(ax, peak, bw, lo, hi)
     for f in fractions:
@@ -89,10 +90,11 @@ def amdahl_figure(results: "list[Result]", fuse_to: float | None = None,
         f, i_mem = t.memory_fraction, t.memory_intensity
         ax.plot(grid, [amdahl_roofline(i, f, peak, rho) / 1e12 for i in grid], color=color,
                 linewidth=1.4, label=f"{r.model}: f={f:.2f}, C_max {100 * t.c_max:.0f}%")
-        ax.plot([i_mem], [peak * t.c_max / 1e12], marker="o", color=color, markersize=8)
+        if 0 < i_mem < float("inf"):  # a model with memory-bound matrix ops
+            ax.plot([i_mem], [peak * t.c_max / 1e12], marker="o", color=color, markersize=8)
         ax.plot([t.mediant_intensity], [min(peak, bw * t.mediant_intensity) / 1e12], marker="*",
                 color=color, markersize=12, markeredgecolor="black", markeredgewidth=0.5)
-        if fuse_to:
+        if fuse_to and 0 < i_mem < float("inf"):
             gain = t.fusion_speedup(fuse_to)
             ax.annotate(f"x{gain:.2f}", xy=(fuse_to, peak * t.c_max * gain / 1e12),
                         xytext=(i_mem, peak * t.c_max / 1e12), fontsize=8, color=color,
