@@ -122,7 +122,7 @@ def analyze_spec(spec: ModelSpec | str | Path, *, strict: bool = False, l2_carry
     if not isinstance(spec, ModelSpec):
         spec = load_spec(spec)
     spec = spec.with_overrides(**overrides)
-    hw = load_hardware(spec.hardware)
+    hw = load_hardware(_near_spec(spec.hardware, spec))
     model = build_model(spec)
     try:
         return _run(model, spec.input_metas, hw, spec.plan, spec.batch, spec.dtype, strict,
@@ -135,6 +135,16 @@ def analyze_spec(spec: ModelSpec | str | Path, *, strict: bool = False, l2_carry
         if exc.file is None and spec.path:  # e.g. a custom group: name the spec it came from
             raise InputError(exc.reason, file=spec.path, field=exc.field) from exc
         raise
+
+
+def _near_spec(hardware, spec: ModelSpec):
+    """A relative hardware path that is not found from here is looked up next to the spec."""
+    if isinstance(hardware, str) and hardware.endswith((".yaml", ".yml")) and spec.path:
+        path = Path(hardware)
+        beside = Path(spec.path).parent / path
+        if not path.is_absolute() and not path.exists() and beside.exists():
+            return beside
+    return hardware
 
 
 def _is_shape_error(message: str) -> bool:

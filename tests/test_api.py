@@ -111,3 +111,13 @@ def test_unknown_input_dtype(tmp_path):
     spec.write_text(f"model: {DATA / 'tiny_lm.py'}:build\ninput: [{{shape: [16], dtype: int4}}]\n")
     with pytest.raises(InputError, match="field 'input': unknown input dtype 'int4'"):
         perfmodel.load_spec(spec)
+
+
+def test_hardware_path_relative_to_the_spec(tmp_path):
+    (tmp_path / "gpu.yaml").write_text("name: my-gpu\npeak_tflops: {float16: 100}\n"
+                                       "dram_gbps: 1000\nsource: test\n")
+    spec = tmp_path / "net.yaml"
+    spec.write_text(f"model: {DATA / 'tiny_net.py'}:build\ninput: [3, 8, 8]\nbatch: 2\n"
+                    "hardware: gpu.yaml\n")
+    r = perfmodel.analyze_spec(spec)
+    assert r.hardware.name == "my-gpu" and r.totals.op_byte == pytest.approx(100.0)
