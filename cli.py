@@ -210,9 +210,8 @@ def sweep(models, opbyte, mark, output, hardware, batch, dtype, plan, strict, l2
     results = [_analyze(m, hardware, batch, dtype, plan, strict, l2_carry) for m in models]
     curves = []
     for r in results:
-        kernels = [k.kernel for k in r.kernels]
-        curves.append(sweep_data(kernels, op_bytes))
-        at = ", ".join(f"{hw.name} {100 * c_max_at(kernels, hw.op_byte(r.dtype)):.1f}%"
+        curves.append(sweep_data(r.kernels, op_bytes))  # bytes under the chosen byte model
+        at = ", ".join(f"{hw.name} {100 * c_max_at(r.kernels, hw.op_byte(r.dtype)):.1f}%"
                        for hw in marks)
         click.echo(f"{r.model}: waterline C_max at {at}")
     click.echo(f"wrote {save(sweep_figure(results, op_bytes, curves, marks), output)}")

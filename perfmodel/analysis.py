@@ -30,6 +30,10 @@ class KernelTime:
         return self.t_min_s * 1e3
 
     @property
+    def flops(self) -> int:
+        return self.kernel.flops
+
+    @property
     def dram_bytes(self) -> int:
         return self.kernel.dram_bytes - self.l2_credit
 
@@ -198,8 +202,9 @@ def waterline(kernels: list[Kernel], hw: Hardware, dtype: str,
     return times, total
 
 
-def c_max_at(kernels: list[Kernel], op_byte: float) -> float:
-    """Waterline C_max on a processor of the given op:byte ratio.
+def c_max_at(kernels: "list[Kernel] | list[KernelTime]", op_byte: float) -> float:
+    """Waterline C_max on a processor of the given op:byte ratio (kernels or timed kernels,
+    whose bytes carry the byte model they were timed under).
 
     C_max = N / (R sum max(n_i/R, b_i/B)) = N / sum max(n_i, rho b_i): it depends on the
     processor only through rho.
@@ -209,13 +214,14 @@ def c_max_at(kernels: list[Kernel], op_byte: float) -> float:
     return n / denominator if denominator else 0.0
 
 
-def mediant_c_max_at(kernels: list[Kernel], op_byte: float) -> float:
+def mediant_c_max_at(kernels: "list[Kernel] | list[KernelTime]", op_byte: float) -> float:
     """Whole-network roofline C_max: min(1, I_med / rho)."""
     n, b = sum(k.flops for k in kernels), sum(k.dram_bytes for k in kernels)
     return min(1.0, n / b / op_byte) if b else 1.0
 
 
-def sweep(kernels: list[Kernel], op_bytes) -> tuple[list[float], list[float]]:
+def sweep(kernels: "list[Kernel] | list[KernelTime]",
+          op_bytes) -> tuple[list[float], list[float]]:
     """C_max against op:byte for the waterline and for the mediant roofline (paper Fig. 4)."""
     return ([c_max_at(kernels, r) for r in op_bytes],
             [mediant_c_max_at(kernels, r) for r in op_bytes])

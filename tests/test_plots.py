@@ -78,3 +78,12 @@ def test_fuse_to_prints_amdahl_speedup(tmp_path):
     t = r.totals
     # lifted far above the waterline, every kernel is compute-bound: T_min becomes N/R
     assert f"x{t.t_min_s / t.t_ideal_s:.2f}" in result.output
+
+
+def test_sweep_uses_the_byte_model_it_was_asked_for(tmp_path):
+    args = ["resnet50", "-H", "h200-sxm", "--l2-carry", "--batch", "8"]
+    water = CliRunner().invoke(cli.cli, ["waterline", *args, "-o", str(tmp_path / "w.png")])
+    swept = CliRunner().invoke(cli.cli, ["sweep", *args, "--mark", "h200-sxm",
+                                         "-o", str(tmp_path / "s.png")])
+    c_water = re.search(r"C_max \(waterline\)\s+([\d.]+) %", water.output).group(1)
+    assert re.search(r"h200-sxm ([\d.]+)%", swept.output).group(1) == c_water
