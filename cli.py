@@ -261,7 +261,7 @@ def gap(files, hardware, plan, panel, output):
 
     Ideal latency N/R, the waterline T_min and the measured latency of each model:
     C = C_max x C_impl, the memory system's share of the gap and the software's."""
-    from perfmodel.gap import gap_point
+    from perfmodel.gap import gap_points
     from perfmodel.measure import load_measurement
     from perfmodel.plots import check_output, save
     from perfmodel.plots.gap import PANELS, gap_figure
@@ -270,7 +270,7 @@ def gap(files, hardware, plan, panel, output):
     output = check_output(output)
     hw = perfmodel.load_hardware(hardware)
     measurements = [load_measurement(f) for f in files]
-    points = [gap_point(m, hw, plan) for m in measurements]
+    points = gap_points(measurements, hw, plan)
     click.echo("\n".join(gap_lines(points)))
     batches = {m.batch for m in measurements}
     dtypes = {m.dtype for m in measurements}

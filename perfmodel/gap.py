@@ -49,10 +49,22 @@ def accuracy_of(spec: ModelSpec) -> float:
                      field="accuracy")
 
 
-def gap_point(m: Measurement, hardware: Hardware | str, plan: str | None = None) -> GapPoint:
-    spec = load_spec(m.spec)
-    result = analyze_spec(spec, batch=m.batch, dtype=m.dtype, hardware=hardware, plan=plan)
-    t = result.totals
-    return GapPoint(t.t_ideal_s * 1e3, t.t_min_s * 1e3, m.latency_ms, model=spec.name,
-                    family=family_of(spec.name), backend=m.backend, accuracy=accuracy_of(spec),
-                    gmacs_per_image=result.gmacs_per_image)
+def gap_points(measurements: list[Measurement], hardware: Hardware | str,
+               plan: str | None = None) -> list[GapPoint]:
+    """One point per measurement; each spec is analysed once per batch and dtype, however
+    many backends measured it."""
+    analysed: dict[tuple, tuple] = {}
+    points = []
+    for m in measurements:
+        key = (m.spec, m.batch, m.dtype)
+        if key not in analysed:
+            spec = load_spec(m.spec)
+            result = analyze_spec(spec, batch=m.batch, dtype=m.dtype, hardware=hardware,
+                                  plan=plan)
+            analysed[key] = spec, result
+        spec, result = analysed[key]
+        t = result.totals
+        points.append(GapPoint(t.t_ideal_s * 1e3, t.t_min_s * 1e3, m.latency_ms, model=spec.name,
+                               family=family_of(spec.name), backend=m.backend,
+                               accuracy=accuracy_of(spec), gmacs_per_image=result.gmacs_per_image))
+    return points
