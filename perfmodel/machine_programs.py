@@ -7,6 +7,7 @@ Activations are N x H x W x C (pixels P = N H W); tiles are th x tw pixels of on
 """
 from __future__ import annotations
 
+from math import gcd
 from typing import Callable
 
 from .tensor_machine import (Kernel, Loop, Op, Program, activation, add, dram, glob,
@@ -18,6 +19,13 @@ PROGRAMS: dict[str, Callable[..., Program]] = {}
 def program(fn):
     PROGRAMS[fn.__name__] = fn
     return fn
+
+
+def _trips(total: int, part: int, what: str) -> int:
+    """Loop trips over equal parts; a remainder would silently drop work."""
+    if part <= 0 or total % part:
+        raise ValueError(f"{what}: {total} is not a multiple of {part}")
+    return total // part
 
 
 def _tile(h: int, limit: int = 8) -> int:
@@ -48,7 +56,7 @@ def _fused_ffn_loop(xt, u, a, v, b, zt, tile_px: int, c: int, hidden: int, chunk
     """Eq. 32 on one tile: for each chunk r, Z += act(X U_r + a_r) V_r."""
     yt = local("Y_r", tile_px, chunk)
     ut, vt = local("U_r", c, chunk), local("V_r", chunk, c)
-    return Loop("hidden chunks", hidden // chunk, (
+    return Loop("hidden chunks", _trips(hidden, chunk, "chunk"), (
         load(u, ut), load(v, vt),
         matmul(xt, ut, yt, bias=a), activation(yt),
         matmul(yt, vt, zt, bias=b)))
@@ -57,7 +65,7 @@ def _fused_ffn_loop(xt, u, a, v, b, zt, tile_px: int, c: int, hidden: int, chunk
 @program
 def ffn_layer(n: int = 128, h: int = 28, w: int = 28, c: int = 256, alpha: int = 4) -> Program:
     """FFN layer by layer: the hidden tensor H goes to DRAM and back."""
-    p, hidden, th = n * h * w, alpha * c, _tile(h)
+    p, hidden, th = n * h * w, alpha * c, _tile(gcd(h, w))
     tile_px, trips = th * th, p // (th * th)
     x, hh, z = dram("X", p, c), dram("H", p, hidden), dram("Z", p, c)
     (u, a, v, b), ws = _cache(*_ffn_weights(c, alpha))
@@ -75,7 +83,7 @@ def ffn_layer(n: int = 128, h: int = 28, w: int = 28, c: int = 256, alpha: int =
 def ffn_fused(n: int = 128, h: int = 28, w: int = 28, c: int = 256, alpha: int = 4,
               chunk: int = 64) -> Program:
     """FFN loop-fused over hidden chunks (eq. 32): no hidden tensor in DRAM."""
-    p, hidden, th = n * h * w, alpha * c, _tile(h)
+    p, hidden, th = n * h * w, alpha * c, _tile(gcd(h, w))
     tile_px, trips = th * th, p // (th * th)
     x, z = dram("X", p, c), dram("Z", p, c)
     (u, a, v, b), ws = _cache(*_ffn_weights(c, alpha))
@@ -98,7 +106,7 @@ def convfirst_layer(n: int = 128, h: int = 56, w: int = 56, c: int = 64, alpha: 
                     group_width: int = 8) -> Program:
     """ConvFirst layer by layer (paper Fig. 7a): grouped conv, expand, project + shortcut."""
     p, x, z, cw, cb, ffn = _convfirst_tensors(n, h, w, c, alpha, group_width)
-    hidden, th = alpha * c, _tile(h)
+    hidden, th = alpha * c, _tile(gcd(h, w))
     tile_px, trips = th * th, p // (th * th)
     y, hh = dram("Y", p, c), dram("H", p, hidden)
     (cw, cb, u, a, v, b), ws = _cache(cw, cb, *ffn)
@@ -122,7 +130,7 @@ def convfirst_fused(n: int = 128, h: int = 56, w: int = 56, c: int = 64, alpha: 
                     group_width: int = 8, chunk: int = 64) -> Program:
     """ConvFirst block-fused (paper Fig. 7b): one kernel, input once, output once."""
     p, x, z, cw, cb, ffn = _convfirst_tensors(n, h, w, c, alpha, group_width)
-    hidden, th = alpha * c, _tile(h)
+    hidden, th = alpha * c, _tile(gcd(h, w))
     tile_px, trips = th * th, p // (th * th)
     (cw, cb, u, a, v, b), ws = _cache(cw, cb, *ffn)
     xt = local("X_t+halo", (th + 2) * (th + 2), c)
@@ -145,7 +153,7 @@ def convfirst_split(n: int = 128, h: int = 14, w: int = 14, c: int = 512, alpha:
     the partials meet in a small global-memory tensor; each then projects onto its share
     of the output channels. DRAM traffic is that of the one-processor kernel."""
     p, x, z, cw, cb, ffn = _convfirst_tensors(n, h, w, c, alpha, group_width)
-    hidden, th, part = alpha * c, _tile(h), c // processors
+    hidden, th, part = alpha * c, _tile(gcd(h, w)), _trips(c, processors, "processors")
     tile_px, trips = th * th, p // (th * th)
     (cw, cb, u, a, v, b), ws = _cache(cw, cb, *ffn)
     xt = local("X_t+halo (1/s)", (th + 2) * (th + 2), part)
@@ -157,7 +165,7 @@ def convfirst_split(n: int = 128, h: int = 14, w: int = 14, c: int = 512, alpha:
     return Program("convfirst_split", (
         Kernel(f"ConvFirst split over {processors}", tuple(ws) + (Loop("pixel tiles", trips, (
             Loop("processors", processors, (load(x, xt), conv_part, _copy(xt, zt))),
-            Loop("hidden chunks", hidden // chunk, (
+            Loop("hidden chunks", _trips(hidden, chunk, "chunk"), (
                 Loop("processors", processors, (
                     load(u, ut), matmul(yt, ut, partial, bias=a), add(hg, partial, hg))),
                 Loop("processors", processors, (
@@ -180,7 +188,7 @@ def _mbconv_weights(c, alpha, k, squeeze):
 def mbconv_layer(n: int = 128, h: int = 56, w: int = 56, c: int = 24, alpha: int = 6,
                  k: int = 3, squeeze: int = 6) -> Program:
     """MBConv layer by layer: six kernels, as an inference compiler runs it."""
-    p, hidden, th = n * h * w, alpha * c, _tile(h)
+    p, hidden, th = n * h * w, alpha * c, _tile(gcd(h, w))
     tile_px, trips = th * th, p // (th * th)
     wt = _mbconv_weights(c, alpha, k, squeeze)
     g, ws = _cache(*wt.values())
@@ -226,7 +234,7 @@ def mbconv_two_pass(n: int = 128, h: int = 56, w: int = 56, c: int = 24, alpha: 
     kernel computes the SE scales; pass 2 recomputes expand and depthwise, scales,
     projects and adds the shortcut. Recomputation costs MACs (and the halo's expand)
     and a second read of X, instead of writing and reading the hidden tensors."""
-    p, hidden, th = n * h * w, alpha * c, _tile(h)
+    p, hidden, th = n * h * w, alpha * c, _tile(gcd(h, w))
     tile_px, trips = th * th, p // (th * th)
     halo = (th + k - 1) ** 2
     wt = _mbconv_weights(c, alpha, k, squeeze)

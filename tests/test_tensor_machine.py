@@ -91,3 +91,8 @@ def test_machine_command_draws_and_rejects_bad_parameters(tmp_path, capsys):
         cli.main(["machine", "ffn_fused", "--set", "c=-3"])
     assert exc.value.code == 2 and "NAME=POSITIVE_INT" in capsys.readouterr().err
     assert p.macs == 2 * (128 * 14 * 28) * 64 * 256  # the program honours both h and w
+
+
+def test_a_chunk_that_does_not_divide_the_hidden_channels_is_rejected():
+    with pytest.raises(ValueError, match="chunk: 1024 is not a multiple of 100"):
+        PROGRAMS["ffn_fused"](chunk=100)
