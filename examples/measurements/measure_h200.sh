@@ -3,7 +3,7 @@
 # repository root (perfmodel's dependencies are in that machine's image):
 #   bash examples/measurements/measure_h200.sh OUTDIR
 # Whole-model latency, batch 128 float16 channels-last at each model's native resolution,
-# eager for every model and inductor where the device time allowed; per-kernel eager data
+# eager and inductor for every model; per-kernel eager data
 # for ResNet-50, ConvNeXt-T and EfficientNet-B0.
 set -uo pipefail
 out=${1:?output folder}
@@ -17,6 +17,8 @@ done
 for m in resnet50 convnext_tiny efficientnet_b0; do
   pm bench "$m" --backend eager --per-kernel --ncu --repeats 20 -o "$out/h200_${m}_eager_kernels.json"
 done
-for m in ${INDUCTOR:-resnet50 resnet101 mobilenet_v2 convnext_tiny convnext_small efficientnet_b0 efficientnet_b5}; do
+# (the inductor files of EfficientNet-B2/B4, ConvNeXt-B and ResNeXt-101 came from a later
+# session: INDUCTOR="efficientnet_b2 efficientnet_b4 convnext_base resnext101_32x8d")
+for m in ${INDUCTOR:-${eager[@]}}; do
   pm bench "$m" --backend inductor --repeats 30 -o "$out/h200_${m}_inductor.json"
 done
