@@ -1,8 +1,10 @@
 """Just-in-time build of the block-fusion extension (``torch.utils.cpp_extension.load``).
 
 The target architectures come from, in order: ``TORCH_CUDA_ARCH_LIST`` (e.g. ``"8.0;9.0"``),
-the visible GPU's compute capability, else sm_80 and sm_90. The kernels use only
-sm_80 instructions (``mma.sync``, ``ldmatrix``, ``cp.async``), so every target from 8.0 up works.
+the visible GPU's compute capability, else sm_80 and sm_90. The mma.sync kernels use only
+sm_80 instructions (``mma.sync``, ``ldmatrix``, ``cp.async``), so every target from 8.0 up works;
+9.0 is built as sm_90a, which adds the warpgroup-MMA FFN kernel (``wgmma``, ``setmaxnreg``;
+csrc/ffn_sm90.cu) and runs on the H100 and H200 only.
 """
 
 from __future__ import annotations
@@ -12,7 +14,8 @@ import os
 from pathlib import Path
 
 CSRC = Path(__file__).resolve().parent / "csrc"
-SOURCES = ["bindings.cpp", "block_fusion_c32.cu", "block_fusion_c64.cu", "block_fusion_c128.cu", "block_fusion_c256.cu"]
+SOURCES = ["bindings.cpp", "block_fusion_c32.cu", "block_fusion_c64.cu", "block_fusion_c128.cu", "block_fusion_c256.cu",
+           "ffn_sm90.cu"]
 
 
 def arch_list() -> list[str]:
@@ -21,7 +24,8 @@ def arch_list() -> list[str]:
 
     env = os.environ.get("TORCH_CUDA_ARCH_LIST")
     if env:
-        return [a.strip().replace("+PTX", "") for a in env.replace(",", ";").split(";") if a.strip()]
+        # "9.0a" (the arch-specific Hopper target) is built as 9.0 is: sm_90a, see gencode_flags
+        return [a.strip().replace("+PTX", "").rstrip("a") for a in env.replace(",", ";").split(";") if a.strip()]
     if torch.cuda.is_available():
         major, minor = torch.cuda.get_device_capability()
         return [f"{major}.{minor}"]
@@ -34,7 +38,8 @@ def gencode_flags(arches: list[str]) -> list[str]:
         major, minor = arch.split(".")
         if int(major) < 8:
             raise ValueError(f"block-fusion kernels need compute capability 8.0 or newer, got {arch}")
-        flags.append(f"-gencode=arch=compute_{major}{minor},code=sm_{major}{minor}")
+        suffix = "a" if (major, minor) == ("9", "0") else ""  # wgmma needs the arch-specific target
+        flags.append(f"-gencode=arch=compute_{major}{minor}{suffix},code=sm_{major}{minor}{suffix}")
     return flags
 
 
@@ -46,12 +51,15 @@ def load_extension(verbose: bool = False):
     arches = arch_list()
     name = "perfmodel_block_fusion_" + "_".join(a.replace(".", "") for a in arches)
     cuda_flags = ["-O3", "-std=c++17", "-lineinfo", *gencode_flags(arches)]
+    cflags = ["-O3"]
+    if "9.0" in arches:
+        cflags.append("-DBF_SM90A")
     if os.environ.get("BLOCK_FUSION_PTXAS_VERBOSE"):
         cuda_flags.append("-Xptxas=-v")
     return load(
         name=name,
         sources=[str(CSRC / s) for s in SOURCES],
-        extra_cflags=["-O3"],
+        extra_cflags=cflags,
         extra_cuda_cflags=cuda_flags,
         extra_include_paths=[str(CSRC)],
         verbose=verbose,

@@ -189,7 +189,10 @@ def bench_case(case: Case, timer: Timer, ceilings: dict, compile_mode: str | Non
     entry = {**asdict(case), "name": case.name, "macs": case.macs, "flops": 2 * case.macs,
              "dram_bytes": case.dram_bytes, "backends": {}}
     variants = {}
-    for variant in range(load_extension().num_variants):
+    to_run = list(range(load_extension().num_variants))
+    if cuda_kernels.ops.wgmma_available(weights, x.device):
+        to_run.append(cuda_kernels.ops.WGMMA_VARIANT)
+    for variant in to_run:
         out = torch.full_like(x, float("nan"))
         got = cuda_kernels.run_block(x, weights, residual, variant=variant, out=out)
         torch.cuda.synchronize()

@@ -20,6 +20,11 @@ MAX_BATCH = 256
 GROUP_WIDTH = 8
 # Tile variant per channel count (see csrc/block_fusion_c*.cu and NOTES.md).
 DEFAULT_VARIANT = {32: 1, 64: 0, 128: 1, 256: 1}  # fastest ConvFirst variant, measured on an H200
+# The FFN on warpgroup MMAs (csrc/ffn_sm90.cu): sm_90a (H100, H200), these channel counts.
+# Asked for as variant WGMMA_VARIANT; the default for a plain FFN where it can run.
+WGMMA_VARIANT = 2
+WGMMA_CHANNELS = (128, 256)
+WGMMA_CHUNK = 64  # hidden channels per chunk; the packed weights hold U_j then V_j per chunk
 
 
 def _check_ffn_shapes(channels: int, hidden: int) -> None:
@@ -83,6 +88,35 @@ def pack_conv_weight(conv_w: torch.Tensor) -> torch.Tensor:
     return w.view(torch.int32).reshape(groups, 9, 32)
 
 
+def _swizzle_128b(block: torch.Tensor) -> torch.Tensor:
+    """[R, 64] fp16 -> the same rows with 16-byte chunk c of row r stored at chunk c ^ (r % 8):
+    the 128-byte swizzle that the kernel's shared-memory matrix descriptors name."""
+    rows = torch.arange(block.shape[0], device=block.device).unsqueeze(1)
+    col = torch.arange(64, device=block.device).unsqueeze(0)
+    src = ((col // 8) ^ (rows % 8)) * 8 + col % 8  # XOR is its own inverse
+    return torch.gather(block, 1, src.expand(block.shape[0], 64))
+
+
+def pack_wgmma_weights(w1: torch.Tensor, w2: torch.Tensor) -> torch.Tensor:
+    """Weights of the wgmma FFN kernel in its shared-memory layout, as uint8.
+
+    For each chunk j of 64 hidden channels: U_j = w1[64j : 64j+64, :] as C/64 panels of
+    [64 rows x 64 k], then V_j = w2[:, 64j : 64j+64] as one [C rows x 64 k] panel; each panel
+    row-major, 128 bytes per row, swizzled by ``_swizzle_128b``. Every U_j and V_j is then one
+    contiguous bulk copy of 128*C bytes.
+    """
+    hidden, channels = w1.shape
+    if tuple(w2.shape) != (channels, hidden) or hidden % WGMMA_CHUNK or channels % 64:
+        raise ValueError(f"cannot pack w1 {tuple(w1.shape)} / w2 {tuple(w2.shape)} for the wgmma kernel")
+    w1, w2 = w1.to(torch.float16), w2.to(torch.float16)
+    parts = []
+    for j in range(0, hidden, WGMMA_CHUNK):
+        u = w1[j : j + WGMMA_CHUNK]
+        parts += [_swizzle_128b(u[:, k : k + 64]) for k in range(0, channels, 64)]
+        parts.append(_swizzle_128b(w2[:, j : j + WGMMA_CHUNK]))
+    return torch.cat([t.reshape(-1) for t in parts]).view(torch.uint8)
+
+
 def _extension():
     from cuda_kernels._build import load_extension
 
@@ -101,6 +135,7 @@ class BlockWeights:
     b2: torch.Tensor  # [C] fp32
     conv_w: torch.Tensor  # [C/8, 9, 32] int32 fragments; empty for a plain FFN
     conv_b: torch.Tensor  # [C] fp32; empty for a plain FFN
+    wgmma: torch.Tensor  # pack_wgmma_weights(w1, w2) for a plain FFN with C in WGMMA_CHANNELS, else empty
 
     @property
     def has_conv(self) -> bool:
@@ -126,11 +161,22 @@ def prepare_weights(
     else:
         packed = torch.empty(0, device=device, dtype=torch.int32)
         conv_bias = torch.empty(0, device=device, dtype=torch.float32)
+    w1m, w2m = _matrix(w1, hidden, channels, "w1"), _matrix(w2, channels, hidden, "w2")
+    wgmma = torch.empty(0, device=device, dtype=torch.uint8)
+    if conv_w is None and channels in WGMMA_CHANNELS:
+        wgmma = pack_wgmma_weights(w1m, w2m)
     return BlockWeights(
-        channels, hidden,
-        _matrix(w1, hidden, channels, "w1"), _bias(b1, hidden, device),
-        _matrix(w2, channels, hidden, "w2"), _bias(b2, channels, device),
-        packed, conv_bias,
+        channels, hidden, w1m, _bias(b1, hidden, device), w2m, _bias(b2, channels, device),
+        packed, conv_bias, wgmma,
+    )
+
+
+def wgmma_available(weights: BlockWeights, device: torch.device) -> bool:
+    """Whether the warpgroup-MMA FFN kernel can run these weights on this device."""
+    return (
+        weights.wgmma.numel() > 0
+        and torch.cuda.get_device_capability(device) == (9, 0)
+        and bool(_extension().has_wgmma)
     )
 
 
@@ -166,6 +212,13 @@ def run_block(
         if not 1 <= n <= MAX_BATCH:
             raise ValueError(f"convfirst_block supports batch 1..{MAX_BATCH}, got {n}")
         residual = True
+    if variant == WGMMA_VARIANT or (variant is None and wgmma_available(weights, x.device)):
+        if not wgmma_available(weights, x.device):
+            raise ValueError(
+                f"the wgmma FFN kernel needs an sm_90 GPU (H100, H200), a plain FFN and C in {WGMMA_CHANNELS}"
+            )
+        y = _extension().ffn_wgmma(xp, weights.wgmma, weights.b1, weights.b2, residual, out_pixels)
+        return _from_pixels(y, shape)
     variant = DEFAULT_VARIANT[weights.channels] if variant is None else variant
     y = _extension().block_fusion(
         xp, weights.w1, weights.b1, weights.w2, weights.b2, weights.conv_w, weights.conv_b,

@@ -114,6 +114,43 @@ def test_every_tile_variant(channels, variant):
     check_against_reference(block, cuda_input(3, channels, 14), run)
 
 
+def _needs_sm90():
+    if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("the wgmma kernel needs an sm_90 GPU (H100, H200)")
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("channels,expansion", list(itertools.product(cuda_kernels.ops.WGMMA_CHANNELS, EXPANSIONS)))
+@pytest.mark.parametrize("residual", [False, True])
+@pytest.mark.parametrize("batch,size", [(3, 13), (1, 7), (64, 28)])
+def test_wgmma_ffn(channels, expansion, residual, batch, size):
+    """Odd tails (507 and 49 pixels: partial 128-pixel tiles) and 50176 pixels (392 tiles:
+    several tiles per block of the persistent grid, the weight ring wrapping many times)."""
+    _needs_sm90()
+    block = random_block(FFN(channels, expansion, residual=residual))
+
+    def run(block, x, out):
+        weights = cuda_kernels.prepare_weights(block.expand.weight, block.expand.bias, block.project.weight,
+                                               block.project.bias)
+        return cuda_kernels.run_block(x, weights, residual, variant=cuda_kernels.ops.WGMMA_VARIANT, out=out)
+
+    check_against_reference(block, cuda_input(batch, channels, size), run)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("variant", range(2))
+@pytest.mark.parametrize("channels", [128, 256])
+def test_mma_sync_ffn_variants(channels, variant):
+    block = random_block(FFN(channels, 4, residual=True))
+
+    def run(block, x, out):
+        weights = cuda_kernels.prepare_weights(block.expand.weight, block.expand.bias, block.project.weight,
+                                               block.project.bias)
+        return cuda_kernels.run_block(x, weights, True, variant=variant, out=out)
+
+    check_against_reference(block, cuda_input(3, channels, 13), run)
+
+
 @pytest.mark.cuda
 def test_dropin_module_replaces_convfirst_blocks():
     torch.manual_seed(0)
@@ -164,3 +201,25 @@ def test_conv_weight_packing_matches_mma_fragment_layout():
         ky, kx = divmod(tap, 3)
         assert halves[g, tap, lane, 0] == w[8 * g + n, k, ky, kx]
         assert halves[g, tap, lane, 1] == w[8 * g + n, k + 1, ky, kx]
+
+
+@pytest.mark.parametrize("channels,hidden", [(128, 256), (256, 1024)])
+def test_wgmma_weight_packing_is_the_swizzled_panel_layout(channels, hidden):
+    w1, w2 = torch.randn(hidden, channels).half(), torch.randn(channels, hidden).half()
+    packed = cuda_kernels.ops.pack_wgmma_weights(w1, w2).view(torch.float16)
+    assert packed.numel() == 2 * hidden * channels
+    chunk = 128 * channels  # halves per chunk: U_j (64 x C) then V_j (C x 64)
+
+    def at(row, k):  # position inside a panel of 64-wide rows, 16-byte chunks XOR row % 8
+        return row * 64 + ((k // 8) ^ (row % 8)) * 8 + k % 8
+
+    for j, r, k in [(0, 0, 0), (0, 5, 77), (1, 63, channels - 1), (hidden // 64 - 1, 9, 8)]:
+        panel = k // 64
+        assert packed[j * chunk + panel * 64 * 64 + at(r, k % 64)] == w1[64 * j + r, k]
+    for j, n, k in [(0, 0, 0), (0, 7, 9), (1, channels - 1, 63), (hidden // 64 - 1, 100, 33)]:
+        assert packed[j * chunk + 64 * channels + at(n, k)] == w2[n, 64 * j + k]
+
+
+def test_wgmma_packing_rejects_chunkless_hidden():
+    with pytest.raises(ValueError, match="wgmma"):
+        cuda_kernels.ops.pack_wgmma_weights(torch.randn(96, 128).half(), torch.randn(128, 96).half())

@@ -74,9 +74,49 @@ torch::Tensor block_fusion(torch::Tensor x, torch::Tensor w1, torch::Tensor b1, 
   return out;
 }
 
+// Fused FFN on warpgroup MMAs (sm_90a). wpack: the weights in the kernel's shared-memory
+// layout (cuda_kernels.ops.pack_wgmma_weights), uint8 of 2 * hidden * C * 2 bytes.
+torch::Tensor ffn_wgmma(torch::Tensor x, torch::Tensor wpack, torch::Tensor b1, torch::Tensor b2, bool residual,
+                        torch::Tensor out) {
+  check(x, "x", torch::kHalf);
+  check(wpack, "wpack", torch::kByte);
+  check(b1, "b1", torch::kFloat);
+  check(b2, "b2", torch::kFloat);
+  TORCH_CHECK(x.dim() == 2, "x must be [pixels, channels]");
+  const int64_t P = x.size(0), C = x.size(1), hidden = b1.numel();
+  TORCH_CHECK(b2.numel() == C && wpack.numel() == 4 * hidden * C, "weight shapes");
+  TORCH_CHECK(P > 0 && P * C < (int64_t(1) << 31), "pixel count out of range");
+  TORCH_CHECK(reinterpret_cast<uintptr_t>(wpack.data_ptr()) % 16 == 0, "wpack must be 16-byte aligned");
+  const c10::cuda::CUDAGuard guard(x.device());
+  if (out.numel() == 0) {
+    out = torch::empty_like(x);
+  } else {
+    check(out, "out", torch::kHalf);
+    TORCH_CHECK(out.sizes() == x.sizes() && out.device() == x.device(), "out must match x");
+  }
+  bf::Params p{};
+  p.x = reinterpret_cast<const __half*>(x.data_ptr<at::Half>());
+  p.out = reinterpret_cast<__half*>(out.data_ptr<at::Half>());
+  p.b1 = b1.data_ptr<float>();
+  p.b2 = b2.data_ptr<float>();
+  p.P = static_cast<int>(P);
+  p.hidden = static_cast<int>(hidden);
+  p.residual = residual ? 1 : 0;
+  const cudaError_t err =
+      bf::launch_ffn_wgmma(p, static_cast<int>(C), wpack.data_ptr(), c10::cuda::getCurrentCUDAStream());
+  TORCH_CHECK(err == cudaSuccess, "ffn_wgmma launch failed: ", cudaGetErrorString(err));
+  return out;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("block_fusion", &block_fusion, "Fused FFN / ConvFirst block (NHWC fp16)");
+  m.def("ffn_wgmma", &ffn_wgmma, "Fused FFN on warpgroup MMAs, sm_90a (NHWC fp16)");
   m.attr("num_variants") = bf::kVariants;
+#ifdef BF_SM90A
+  m.attr("has_wgmma") = true;
+#else
+  m.attr("has_wgmma") = false;
+#endif
 }

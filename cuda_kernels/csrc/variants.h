@@ -12,3 +12,10 @@ cudaError_t launch_c64(const Params& p, bool conv, int variant, cudaStream_t str
 cudaError_t launch_c128(const Params& p, bool conv, int variant, cudaStream_t stream);
 cudaError_t launch_c256(const Params& p, bool conv, int variant, cudaStream_t stream);
 }  // namespace bf
+
+namespace bf {
+// Fused FFN on warpgroup MMAs (csrc/ffn_sm90.cu): sm_90a builds only, C in {128, 256},
+// hidden a multiple of 64; `wpack` holds the weights in the kernel's shared-memory layout
+// (cuda_kernels.ops.pack_wgmma_weights). cudaErrorInvalidValue for an unsupported shape.
+cudaError_t launch_ffn_wgmma(const Params& p, int channels, const void* wpack, cudaStream_t stream);
+}  // namespace bf
