@@ -122,6 +122,12 @@ __global__ void __launch_bounds__(kThreads, 1) ffn_wgmma_kernel(const Params p, 
     int prev_v_slot = -1;
 
     for (int j = 0; j < nchunks; ++j) {
+      // this chunk's bias pairs, loaded now so that they have arrived when stage 1 has
+      float2 bias[8];
+      const float* a = p.b1 + j * kHC + 2 * (lane & 3);
+#pragma unroll
+      for (int n = 0; n < 8; ++n) bias[n] = __ldg(reinterpret_cast<const float2*>(a + 8 * n));
+
       // stage 1: acc1 = X . U_j^T over C / 16 k steps
       const int u_slot = it % K::STAGES;
       mbar_wait(full_bar + 8 * u_slot, (it / K::STAGES) & 1);
@@ -153,12 +159,10 @@ __global__ void __launch_bounds__(kThreads, 1) ffn_wgmma_kernel(const Params p, 
 
       // H = ReLU(acc1 + a_j), packed fp16 in the register-A layout of stage 2
       uint32_t h[4][4];
-      const float* a = p.b1 + j * kHC + 2 * (lane & 3);
 #pragma unroll
       for (int n = 0; n < 8; ++n) {
-        const float2 bias = __ldg(reinterpret_cast<const float2*>(a + 8 * n));
-        h[n >> 1][(n & 1) * 2 + 0] = pack_half2(fmaxf(acc1[4 * n + 0] + bias.x, 0.f), fmaxf(acc1[4 * n + 1] + bias.y, 0.f));
-        h[n >> 1][(n & 1) * 2 + 1] = pack_half2(fmaxf(acc1[4 * n + 2] + bias.x, 0.f), fmaxf(acc1[4 * n + 3] + bias.y, 0.f));
+        h[n >> 1][(n & 1) * 2 + 0] = pack_half2(fmaxf(acc1[4 * n + 0] + bias[n].x, 0.f), fmaxf(acc1[4 * n + 1] + bias[n].y, 0.f));
+        h[n >> 1][(n & 1) * 2 + 1] = pack_half2(fmaxf(acc1[4 * n + 2] + bias[n].x, 0.f), fmaxf(acc1[4 * n + 3] + bias[n].y, 0.f));
       }
 
       // stage 2: acc2 += H . V_j^T over 4 k steps
