@@ -223,3 +223,33 @@ def test_wgmma_weight_packing_is_the_swizzled_panel_layout(channels, hidden):
 def test_wgmma_packing_rejects_chunkless_hidden():
     with pytest.raises(ValueError, match="wgmma"):
         cuda_kernels.ops.pack_wgmma_weights(torch.randn(96, 128).half(), torch.randn(128, 96).half())
+
+
+def _nvcc():
+    import os
+    import shutil
+
+    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH") or "/usr/local/cuda"
+    candidate = os.path.join(home, "bin", "nvcc")
+    return candidate if os.path.exists(candidate) else shutil.which("nvcc")
+
+
+def test_wgmma_kernel_compiles_without_spills_or_serialized_wgmma(tmp_path):
+    """ptxas alone, no GPU: the sm_90a FFN must keep its accumulators in registers. A spill
+    or ptxas's C7511 "wgmma serialized" note means a silent loss of most of its speed."""
+    import subprocess
+    from pathlib import Path
+
+    nvcc = _nvcc()
+    if nvcc is None:
+        pytest.skip("nvcc not found (set CUDA_HOME)")
+    csrc = Path(cuda_kernels.__file__).parent / "csrc"
+    cmd = [nvcc, "-std=c++17", "-O3", "-gencode=arch=compute_90a,code=sm_90a", "-Xptxas=-v", f"-I{csrc}",
+           "-c", str(csrc / "ffn_sm90.cu"), "-o", str(tmp_path / "ffn_sm90.o")]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    report = result.stdout + result.stderr
+    kernels = [line for line in report.splitlines() if "spill stores" in line]
+    assert len(kernels) == 2, report  # C = 128 and C = 256
+    assert all(line.split()[0] == "0" and " 0 bytes spill loads" in line for line in kernels), report
+    assert "C7511" not in report and "serialized" not in report, report
