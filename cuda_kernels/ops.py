@@ -23,8 +23,12 @@ DEFAULT_VARIANT = {32: 1, 64: 0, 128: 1, 256: 1}  # fastest ConvFirst variant, m
 # The FFN on warpgroup MMAs (csrc/ffn_sm90.cu): sm_90a (H100, H200), these channel counts.
 # Asked for as variant WGMMA_VARIANT; the default for a plain FFN where it can run.
 WGMMA_VARIANT = 2
-WGMMA_CHANNELS = (128, 256)
-WGMMA_CHUNK = 64  # hidden channels per chunk; the packed weights hold U_j then V_j per chunk
+WGMMA_CHANNELS = (64, 128, 256)
+
+
+def wgmma_chunk(channels: int) -> int:
+    """Hidden channels per chunk of the wgmma kernel (csrc/ffn_sm90.cu, Cfg::HC)."""
+    return 64 if channels == 256 else 128
 
 
 def _check_ffn_shapes(channels: int, hidden: int) -> None:
@@ -100,20 +104,21 @@ def _swizzle_128b(block: torch.Tensor) -> torch.Tensor:
 def pack_wgmma_weights(w1: torch.Tensor, w2: torch.Tensor) -> torch.Tensor:
     """Weights of the wgmma FFN kernel in its shared-memory layout, as uint8.
 
-    For each chunk j of 64 hidden channels: U_j = w1[64j : 64j+64, :] as C/64 panels of
-    [64 rows x 64 k], then V_j = w2[:, 64j : 64j+64] as one [C rows x 64 k] panel; each panel
-    row-major, 128 bytes per row, swizzled by ``_swizzle_128b``. Every U_j and V_j is then one
-    contiguous bulk copy of 128*C bytes.
+    For each chunk j of HC = ``wgmma_chunk(C)`` hidden channels: U_j = w1[HC j : HC (j+1), :]
+    as C/64 panels of [HC rows x 64 k], then V_j = w2[:, HC j : HC (j+1)] as HC/64 panels of
+    [C rows x 64 k]; each panel row-major, 128 bytes per row, swizzled by ``_swizzle_128b``.
+    Every U_j and V_j is then one contiguous bulk copy of 2*HC*C bytes.
     """
     hidden, channels = w1.shape
-    if tuple(w2.shape) != (channels, hidden) or hidden % WGMMA_CHUNK or channels % 64:
+    chunk = wgmma_chunk(channels)
+    if tuple(w2.shape) != (channels, hidden) or hidden % chunk or channels % 64:
         raise ValueError(f"cannot pack w1 {tuple(w1.shape)} / w2 {tuple(w2.shape)} for the wgmma kernel")
     w1, w2 = w1.to(torch.float16), w2.to(torch.float16)
     parts = []
-    for j in range(0, hidden, WGMMA_CHUNK):
-        u = w1[j : j + WGMMA_CHUNK]
+    for j in range(0, hidden, chunk):
+        u, v = w1[j : j + chunk], w2[:, j : j + chunk]
         parts += [_swizzle_128b(u[:, k : k + 64]) for k in range(0, channels, 64)]
-        parts.append(_swizzle_128b(w2[:, j : j + WGMMA_CHUNK]))
+        parts += [_swizzle_128b(v[:, k : k + 64]) for k in range(0, chunk, 64)]
     return torch.cat([t.reshape(-1) for t in parts]).view(torch.uint8)
 
 

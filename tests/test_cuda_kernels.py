@@ -203,21 +203,22 @@ def test_conv_weight_packing_matches_mma_fragment_layout():
         assert halves[g, tap, lane, 1] == w[8 * g + n, k + 1, ky, kx]
 
 
-@pytest.mark.parametrize("channels,hidden", [(128, 256), (256, 1024)])
-def test_wgmma_weight_packing_is_the_swizzled_panel_layout(channels, hidden):
+@pytest.mark.parametrize("channels,hidden,hc", [(64, 384, 128), (128, 256, 128), (256, 1024, 64)])
+def test_wgmma_weight_packing_is_the_swizzled_panel_layout(channels, hidden, hc):
+    assert cuda_kernels.ops.wgmma_chunk(channels) == hc
     w1, w2 = torch.randn(hidden, channels).half(), torch.randn(channels, hidden).half()
     packed = cuda_kernels.ops.pack_wgmma_weights(w1, w2).view(torch.float16)
     assert packed.numel() == 2 * hidden * channels
-    chunk = 128 * channels  # halves per chunk: U_j (64 x C) then V_j (C x 64)
+    chunk = 2 * hc * channels  # halves per chunk: U_j (hc x C) then V_j (C x hc)
 
     def at(row, k):  # position inside a panel of 64-wide rows, 16-byte chunks XOR row % 8
         return row * 64 + ((k // 8) ^ (row % 8)) * 8 + k % 8
 
-    for j, r, k in [(0, 0, 0), (0, 5, 77), (1, 63, channels - 1), (hidden // 64 - 1, 9, 8)]:
-        panel = k // 64
-        assert packed[j * chunk + panel * 64 * 64 + at(r, k % 64)] == w1[64 * j + r, k]
-    for j, n, k in [(0, 0, 0), (0, 7, 9), (1, channels - 1, 63), (hidden // 64 - 1, 100, 33)]:
-        assert packed[j * chunk + 64 * channels + at(n, k)] == w2[n, 64 * j + k]
+    last = hidden // hc - 1
+    for j, r, k in [(0, 0, 0), (0, 5, 63), (1, hc - 1, channels - 1), (last, 9, 8)]:
+        assert packed[j * chunk + (k // 64) * hc * 64 + at(r, k % 64)] == w1[hc * j + r, k]
+    for j, n, k in [(0, 0, 0), (0, 7, 9), (1, channels - 1, hc - 1), (last, 50, 33)]:
+        assert packed[j * chunk + hc * channels + (k // 64) * channels * 64 + at(n, k % 64)] == w2[n, hc * j + k]
 
 
 def test_wgmma_packing_rejects_chunkless_hidden():
@@ -250,6 +251,6 @@ def test_wgmma_kernel_compiles_without_spills_or_serialized_wgmma(tmp_path):
     assert result.returncode == 0, result.stderr
     report = result.stdout + result.stderr
     kernels = [line for line in report.splitlines() if "spill stores" in line]
-    assert len(kernels) == 2, report  # C = 128 and C = 256
+    assert len(kernels) == 3, report  # C = 64, 128 and 256
     assert all(line.split()[0] == "0" and " 0 bytes spill loads" in line for line in kernels), report
     assert "C7511" not in report and "serialized" not in report, report

@@ -3,8 +3,8 @@
 // Persistent grid, one thread block per SM, 2 consumer warpgroups + 1 producer warpgroup
 // (one thread of it issues copies; setmaxnreg moves its registers to the consumers).
 // A tile is 128 consecutive pixels; consumer warpgroup w owns rows 64w..64w+63 and runs
-//   for each hidden chunk j of 64 channels:
-//     stage 1  acc1 = X . U_j^T      wgmma m64n64k16, A = X and B = U_j from shared memory
+//   for each hidden chunk j of HC channels (64 for C = 256, else 128: registers allow it):
+//     stage 1  acc1 = X . U_j^T      wgmma m64nHCk16, A = X and B = U_j from shared memory
 //     H = ReLU(acc1 + a_j) as fp16 in registers: the accumulator layout of stage 1 is the
 //              register-A layout of stage 2, so H never touches shared memory
 //     stage 2  acc2 += H . V_j^T     wgmma m64nCk16, A = H from registers, B = V_j
@@ -27,13 +27,16 @@ constexpr int kConsumers = 2;                       // warpgroups
 constexpr int kThreads = 128 * (kConsumers + 1);   // + one producer warpgroup (one thread works)
 constexpr int kRowsPerWG = 64;
 constexpr int kBM = kRowsPerWG * kConsumers;
-constexpr int kHC = 64;                             // hidden channels per chunk
 constexpr int kRingBytes = 160 * 1024;
 
 template <int C>
 struct Cfg {
+  // Hidden channels per chunk: acc1 (HC/2 registers) lives beside acc2 (C/2 registers).
+  static constexpr int HC = C == 256 ? 64 : 128;
   static constexpr int KP = C / 64;                 // 64-wide k panels of X and U_j
-  static constexpr int SLOT = C * 128;              // U_j (64 rows x C) or V_j (C rows x 64)
+  static constexpr int SLOT = C * HC * 2;           // U_j (HC rows x C) or V_j (C rows x HC)
+  static constexpr int U_PANEL = HC * 128;          // U_j: KP panels of HC rows x 64 k
+  static constexpr int V_PANEL = C * 128;           // V_j: HC/64 panels of C rows x 64 k
   static constexpr int STAGES = kRingBytes / SLOT;
   static constexpr int X_PANEL = kRowsPerWG * 128;  // one warpgroup's rows of one panel
   static constexpr int X_WG = KP * X_PANEL;
@@ -43,6 +46,12 @@ struct Cfg {
 };
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+template <int HC>
+__device__ __forceinline__ void stage1(float (&acc)[HC / 2], uint64_t desc_a, uint64_t desc_b, int scale_d) {
+  if constexpr (HC == 128) wgmma_m64n128k16_ss(acc, desc_a, desc_b, scale_d);
+  else wgmma_m64n64k16_ss(acc, desc_a, desc_b, scale_d);
+}
+
 template <int C>
 __device__ __forceinline__ void stage2(float (&acc)[C / 2], const uint32_t (&a)[4], uint64_t desc) {
   if constexpr (C == 256) wgmma_m64n256k16_rs(acc, a, desc, 1);
@@ -70,11 +79,12 @@ template <int C>
 __global__ void __launch_bounds__(kThreads, 1) ffn_wgmma_kernel(const Params p, const uint8_t* __restrict__ wpack) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using K = Cfg<C>;
+  constexpr int HC = K::HC;
   extern __shared__ uint8_t smem_raw[];
   const uint32_t base = (smem_addr(smem_raw) + 1023) & ~1023u;  // 1024-aligned for the swizzle
   const uint32_t x_s = base, ring = base + kConsumers * K::X_WG;
   const uint32_t full_bar = base + K::BAR_OFFSET, empty_bar = full_bar + K::STAGES * 8;
-  const int nchunks = p.hidden / kHC;
+  const int nchunks = p.hidden / HC;
   const int ntiles = (p.P + kBM - 1) / kBM;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 
@@ -123,24 +133,23 @@ __global__ void __launch_bounds__(kThreads, 1) ffn_wgmma_kernel(const Params p, 
 
     for (int j = 0; j < nchunks; ++j) {
       // this chunk's bias pairs, loaded now so that they have arrived when stage 1 has
-      float2 bias[8];
-      const float* a = p.b1 + j * kHC + 2 * (lane & 3);
+      float2 bias[HC / 8];
+      const float* a = p.b1 + j * HC + 2 * (lane & 3);
 #pragma unroll
-      for (int n = 0; n < 8; ++n) bias[n] = __ldg(reinterpret_cast<const float2*>(a + 8 * n));
+      for (int n = 0; n < HC / 8; ++n) bias[n] = __ldg(reinterpret_cast<const float2*>(a + 8 * n));
 
       // stage 1: acc1 = X . U_j^T over C / 16 k steps
       const int u_slot = it % K::STAGES;
       mbar_wait(full_bar + 8 * u_slot, (it / K::STAGES) & 1);
       ++it;
-      float acc1[32];
+      float acc1[HC / 2];
       fence_registers(acc1);
       wgmma_fence();
 #pragma unroll
       for (int ks = 0; ks < C / 16; ++ks) {
         const uint32_t koff = (ks >> 2) * K::X_PANEL + (ks & 3) * 32;
-        const uint32_t uoff = (ks >> 2) * (kHC * 128) + (ks & 3) * 32;
-        wgmma_m64n64k16_ss(acc1, smem_desc_sw128(x_wg + koff), smem_desc_sw128(ring + u_slot * K::SLOT + uoff),
-                           ks > 0);
+        const uint32_t uoff = (ks >> 2) * K::U_PANEL + (ks & 3) * 32;
+        stage1<HC>(acc1, smem_desc_sw128(x_wg + koff), smem_desc_sw128(ring + u_slot * K::SLOT + uoff), ks > 0);
       }
       wgmma_commit();
       wgmma_wait<0>();  // this chunk's stage 1 and the previous chunk's stage 2
@@ -158,21 +167,22 @@ __global__ void __launch_bounds__(kThreads, 1) ffn_wgmma_kernel(const Params p, 
       }
 
       // H = ReLU(acc1 + a_j), packed fp16 in the register-A layout of stage 2
-      uint32_t h[4][4];
+      uint32_t h[HC / 16][4];
 #pragma unroll
-      for (int n = 0; n < 8; ++n) {
+      for (int n = 0; n < HC / 8; ++n) {
         h[n >> 1][(n & 1) * 2 + 0] = pack_half2(fmaxf(acc1[4 * n + 0] + bias[n].x, 0.f), fmaxf(acc1[4 * n + 1] + bias[n].y, 0.f));
         h[n >> 1][(n & 1) * 2 + 1] = pack_half2(fmaxf(acc1[4 * n + 2] + bias[n].x, 0.f), fmaxf(acc1[4 * n + 3] + bias[n].y, 0.f));
       }
 
-      // stage 2: acc2 += H . V_j^T over 4 k steps
+      // stage 2: acc2 += H . V_j^T over HC / 16 k steps
       const int v_slot = it % K::STAGES;
       mbar_wait(full_bar + 8 * v_slot, (it / K::STAGES) & 1);
       ++it;
       fence_registers(h);
       wgmma_fence();
 #pragma unroll
-      for (int kk = 0; kk < 4; ++kk) stage2<C>(acc2, h[kk], smem_desc_sw128(ring + v_slot * K::SLOT + kk * 32));
+      for (int kk = 0; kk < HC / 16; ++kk)
+        stage2<C>(acc2, h[kk], smem_desc_sw128(ring + v_slot * K::SLOT + (kk >> 2) * K::V_PANEL + (kk & 3) * 32));
       wgmma_commit();
       prev_v_slot = v_slot;
     }
@@ -238,10 +248,10 @@ cudaError_t launch_impl(const Params& p, const void* wpack, cudaStream_t stream)
 }  // namespace sm90
 
 cudaError_t launch_ffn_wgmma(const Params& p, int channels, const void* wpack, cudaStream_t stream) {
-  if (p.hidden % sm90::kHC != 0) return cudaErrorInvalidValue;
   switch (channels) {
-    case 128: return sm90::launch_impl<128>(p, wpack, stream);
-    case 256: return sm90::launch_impl<256>(p, wpack, stream);
+    case 64: return p.hidden % sm90::Cfg<64>::HC ? cudaErrorInvalidValue : sm90::launch_impl<64>(p, wpack, stream);
+    case 128: return p.hidden % sm90::Cfg<128>::HC ? cudaErrorInvalidValue : sm90::launch_impl<128>(p, wpack, stream);
+    case 256: return p.hidden % sm90::Cfg<256>::HC ? cudaErrorInvalidValue : sm90::launch_impl<256>(p, wpack, stream);
     default: return cudaErrorInvalidValue;
   }
 }

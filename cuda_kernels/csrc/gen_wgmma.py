@@ -9,7 +9,7 @@ operands to write by hand; this script spells them out. Two forms:
 scale_d = 0 makes the instruction ignore (zero) the accumulator.
 """
 
-SHAPES = {"ss": (64,), "rs": (64, 128, 256)}
+SHAPES = {"ss": (64, 128), "rs": (64, 128, 256)}
 
 
 def wrapper(form: str, n: int) -> str:
