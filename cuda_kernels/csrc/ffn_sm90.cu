@@ -12,9 +12,10 @@
 // MMAs fill the tensor cores while this one applies bias and ReLU.
 // The producer warp streams U_j and V_j (pre-swizzled on the host into the exact shared
 // layout, so each is one contiguous bulk copy) through a ring of slots guarded by mbarriers;
-// it runs ahead across chunks and tiles. Each warpgroup prefetches its next tile's X with
-// cp.async as soon as its last stage 1 has read X, so the load overlaps the last stage 2
-// and the epilogue (O + b + shortcut, written straight from registers).
+// it runs ahead across chunks and tiles. Each warpgroup loads X with cp.async: for C = 256
+// (16 chunks per tile) into one buffer, the next tile's as soon as the last stage 1 has read
+// X; for C <= 128 (2-6 chunks per tile, too little time to hide a DRAM load) into two
+// buffers, the tile after next. The epilogue (O + b + shortcut) writes straight from registers.
 #include "params.h"
 #include "ptx.cuh"
 #include "ptx_sm90.cuh"
@@ -39,10 +40,13 @@ struct Cfg {
   static constexpr int V_PANEL = C * 128;           // V_j: HC/64 panels of C rows x 64 k
   static constexpr int STAGES = kRingBytes / SLOT;
   static constexpr int X_PANEL = kRowsPerWG * 128;  // one warpgroup's rows of one panel
-  static constexpr int X_WG = KP * X_PANEL;
-  static constexpr int BAR_OFFSET = kConsumers * X_WG + STAGES * SLOT;
+  static constexpr int X_WG = KP * X_PANEL;         // one warpgroup's X buffer
+  static constexpr int X_BUFS = C == 256 ? 1 : 2;   // two fit beside the ring for C <= 128
+  static constexpr int RING_OFFSET = kConsumers * X_BUFS * X_WG;
+  static constexpr int BAR_OFFSET = RING_OFFSET + STAGES * SLOT;
   static constexpr int SMEM_BYTES = 1024 + BAR_OFFSET + 2 * STAGES * 8;  // + alignment slack
   static_assert(C % 64 == 0 && C <= 256, "C");
+  static_assert(SMEM_BYTES <= 227 * 1024, "shared memory per block");
 };
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -60,12 +64,12 @@ __device__ __forceinline__ void stage2(float (&acc)[C / 2], const uint32_t (&a)[
 }
 
 // One warpgroup's 64 rows of X (row p0..p0+63) into its panels, 16 bytes per cp.async;
-// rows past the end are zero-filled.
+// rows past the end are zero-filled. Commits one cp.async group, empty when !load.
 template <int C>
-__device__ __forceinline__ void load_x(const Params& p, uint32_t x_wg, int p0, int t) {
+__device__ __forceinline__ void load_x(const Params& p, uint32_t x_wg, int p0, int t, bool load) {
   constexpr int CH = C / 8;
 #pragma unroll 4
-  for (int i = t; i < kRowsPerWG * CH; i += 128) {
+  for (int i = t; load && i < kRowsPerWG * CH; i += 128) {
     const int r = i / CH, c = i % CH;
     const bool valid = p0 + r < p.P;
     const __half* src = valid ? p.x + (size_t)(p0 + r) * C + c * 8 : p.x;
@@ -82,7 +86,7 @@ __global__ void __launch_bounds__(kThreads, 1) ffn_wgmma_kernel(const Params p, 
   constexpr int HC = K::HC;
   extern __shared__ uint8_t smem_raw[];
   const uint32_t base = (smem_addr(smem_raw) + 1023) & ~1023u;  // 1024-aligned for the swizzle
-  const uint32_t x_s = base, ring = base + kConsumers * K::X_WG;
+  const uint32_t x_s = base, ring = base + K::RING_OFFSET;
   const uint32_t full_bar = base + K::BAR_OFFSET, empty_bar = full_bar + K::STAGES * 8;
   const int nchunks = p.hidden / HC;
   const int ntiles = (p.P + kBM - 1) / kBM;
@@ -115,14 +119,18 @@ __global__ void __launch_bounds__(kThreads, 1) ffn_wgmma_kernel(const Params p, 
   // ---- consumers ----
   setmaxnreg_inc<232>();
   const int wg = warp >> 2, t = threadIdx.x & 127, wq = warp & 3;
-  const uint32_t x_wg = x_s + wg * K::X_WG;
+  const uint32_t x_buf0 = x_s + wg * K::X_BUFS * K::X_WG;
   const int bar_id = 1 + wg;
-  if (blockIdx.x < ntiles) load_x<C>(p, x_wg, blockIdx.x * kBM + wg * kRowsPerWG, t);
+  for (int b = 0; b < K::X_BUFS; ++b) {
+    const int tile = blockIdx.x + b * gridDim.x;
+    load_x<C>(p, x_buf0 + b * K::X_WG, tile * kBM + wg * kRowsPerWG, t, tile < ntiles);
+  }
 
   int it = 0;
-  for (int tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
+  for (int tile = blockIdx.x, i = 0; tile < ntiles; tile += gridDim.x, ++i) {
     const int p0 = tile * kBM + wg * kRowsPerWG;
-    cp_async_wait<0>();
+    const uint32_t x_wg = x_buf0 + (i % K::X_BUFS) * K::X_WG;
+    cp_async_wait<K::X_BUFS - 1>();  // this tile's group; the other buffer's may still fly
     fence_proxy_async_smem();
     named_barrier_sync(bar_id, 128);
 
@@ -160,10 +168,10 @@ __global__ void __launch_bounds__(kThreads, 1) ffn_wgmma_kernel(const Params p, 
         if (prev_v_slot >= 0) mbar_arrive(empty_bar + 8 * prev_v_slot);
       }
       if (j == nchunks - 1) {
-        // X is no longer read by this tile: fetch the next tile's rows into the same panels.
+        // X is no longer read by this tile: fetch the rows of the tile X_BUFS ahead into it.
         named_barrier_sync(bar_id, 128);
-        const int next = tile + gridDim.x;
-        if (next < ntiles) load_x<C>(p, x_wg, next * kBM + wg * kRowsPerWG, t);
+        const int next = tile + K::X_BUFS * gridDim.x;
+        load_x<C>(p, x_wg, next * kBM + wg * kRowsPerWG, t, next < ntiles);
       }
 
       // H = ReLU(acc1 + a_j), packed fp16 in the register-A layout of stage 2
