@@ -12,10 +12,10 @@
 // MMAs fill the tensor cores while this one applies bias and ReLU.
 // The producer warp streams U_j and V_j (pre-swizzled on the host into the exact shared
 // layout, so each is one contiguous bulk copy) through a ring of slots guarded by mbarriers;
-// it runs ahead across chunks and tiles. Each warpgroup loads X with cp.async: for C = 256
-// (16 chunks per tile) into one buffer, the next tile's as soon as the last stage 1 has read
-// X; for C <= 128 (2-6 chunks per tile, too little time to hide a DRAM load) into two
-// buffers, the tile after next. The epilogue (O + b + shortcut) writes straight from registers.
+// it runs ahead across chunks and tiles. Each warpgroup prefetches its next tile's X with
+// cp.async as soon as its last stage 1 has read X, so the load overlaps the last stage 2
+// and the epilogue (O + b + shortcut, written straight from registers). (Two X buffers,
+// loading a whole tile ahead, made C <= 128 3-4% slower: NOTES.md, v4.3.)
 #include "params.h"
 #include "ptx.cuh"
 #include "ptx_sm90.cuh"
@@ -41,8 +41,7 @@ struct Cfg {
   static constexpr int STAGES = kRingBytes / SLOT;
   static constexpr int X_PANEL = kRowsPerWG * 128;  // one warpgroup's rows of one panel
   static constexpr int X_WG = KP * X_PANEL;         // one warpgroup's X buffer
-  static constexpr int X_BUFS = C == 256 ? 1 : 2;   // two fit beside the ring for C <= 128
-  static constexpr int RING_OFFSET = kConsumers * X_BUFS * X_WG;
+  static constexpr int RING_OFFSET = kConsumers * X_WG;
   static constexpr int BAR_OFFSET = RING_OFFSET + STAGES * SLOT;
   static constexpr int SMEM_BYTES = 1024 + BAR_OFFSET + 2 * STAGES * 8;  // + alignment slack
   static_assert(C % 64 == 0 && C <= 256, "C");
@@ -119,18 +118,14 @@ __global__ void __launch_bounds__(kThreads, 1) ffn_wgmma_kernel(const Params p, 
   // ---- consumers ----
   setmaxnreg_inc<232>();
   const int wg = warp >> 2, t = threadIdx.x & 127, wq = warp & 3;
-  const uint32_t x_buf0 = x_s + wg * K::X_BUFS * K::X_WG;
+  const uint32_t x_wg = x_s + wg * K::X_WG;
   const int bar_id = 1 + wg;
-  for (int b = 0; b < K::X_BUFS; ++b) {
-    const int tile = blockIdx.x + b * gridDim.x;
-    load_x<C>(p, x_buf0 + b * K::X_WG, tile * kBM + wg * kRowsPerWG, t, tile < ntiles);
-  }
+  load_x<C>(p, x_wg, blockIdx.x * kBM + wg * kRowsPerWG, t, blockIdx.x < ntiles);
 
   int it = 0;
-  for (int tile = blockIdx.x, i = 0; tile < ntiles; tile += gridDim.x, ++i) {
+  for (int tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
     const int p0 = tile * kBM + wg * kRowsPerWG;
-    const uint32_t x_wg = x_buf0 + (i % K::X_BUFS) * K::X_WG;
-    cp_async_wait<K::X_BUFS - 1>();  // this tile's group; the other buffer's may still fly
+    cp_async_wait<0>();
     fence_proxy_async_smem();
     named_barrier_sync(bar_id, 128);
 
@@ -168,9 +163,9 @@ __global__ void __launch_bounds__(kThreads, 1) ffn_wgmma_kernel(const Params p, 
         if (prev_v_slot >= 0) mbar_arrive(empty_bar + 8 * prev_v_slot);
       }
       if (j == nchunks - 1) {
-        // X is no longer read by this tile: fetch the rows of the tile X_BUFS ahead into it.
+        // X is no longer read by this tile: fetch the next tile's rows into the same panels.
         named_barrier_sync(bar_id, 128);
-        const int next = tile + K::X_BUFS * gridDim.x;
+        const int next = tile + gridDim.x;
         load_x<C>(p, x_wg, next * kBM + wg * kRowsPerWG, t, next < ntiles);
       }
 
