@@ -14,8 +14,8 @@ cudaError_t launch_c256(const Params& p, bool conv, int variant, cudaStream_t st
 }  // namespace bf
 
 namespace bf {
-// Fused FFN on warpgroup MMAs (csrc/ffn_sm90.cu): sm_90a builds only, C in {128, 256},
-// hidden a multiple of 64; `wpack` holds the weights in the kernel's shared-memory layout
-// (cuda_kernels.ops.pack_wgmma_weights). cudaErrorInvalidValue for an unsupported shape.
+// Fused FFN on warpgroup MMAs (csrc/ffn_sm90.cu): sm_90a builds only, C in {64, 128, 256},
+// hidden a multiple of its chunk (64 for C = 256, else 128); `wpack` holds the weights in
+// the kernel's shared-memory layout (cuda_kernels.ops.pack_wgmma_weights). cudaErrorInvalidValue for an unsupported shape.
 cudaError_t launch_ffn_wgmma(const Params& p, int channels, const void* wpack, cudaStream_t stream);
 }  // namespace bf
