@@ -3,7 +3,7 @@
 A spec is a YAML file (``configs/models/*.yaml`` or any path)::
 
     name: ResNet-101
-    model: torchvision.models:resnet101   # module:callable, or path/to/net.py:build
+    model: torchvision.models:resnet101   # module:callable (or module.callable), or path/to/net.py:build
     kwargs: {}
     input: [3, 224, 224]                  # per-sample shape; a list of shapes for several;
                                           # {shape: [128], dtype: int64} for token ids
@@ -116,9 +116,11 @@ def _plan(f: Fields) -> PlanSpec:
 def parse_spec(data: dict, file: str) -> ModelSpec:
     f = Fields(data, file, _FIELDS)
     model = f.get("model", types=str)
+    if ":" not in model and "." in model.strip(".") and not model.endswith(".py"):
+        model = ":".join(model.rsplit(".", 1))  # the dotted form, torchvision.models.resnet18
     if ":" not in model:
-        raise f.error("model", f"expected 'module:callable' or 'path/to/file.py:callable', "
-                               f"got {model!r}")
+        raise f.error("model", f"expected 'module:callable' (or module.callable) or "
+                               f"'path/to/file.py:callable', got {model!r}")
     inputs, input_dtypes = _inputs(f)
     accuracy = f.get("accuracy", None, (int, float))
     if accuracy is not None and not 0 <= accuracy <= 100:

@@ -89,6 +89,8 @@ BAD_SPECS = {
     "bad input shape": (TINY.replace("[3, 32, 32]", "[5, 32, 32]"), "field 'input'"),
     "untraceable model": (TINY.replace(":build", ":untraceable"), "cannot be traced"),
     "bad plan": (TINY + "plan: fused\n", "field 'plan': unknown plan 'fused'"),
+    "model without module": (TINY.replace(f"{DATA / 'tiny_net.py'}:build", "resnet18"),
+                             "field 'model': expected 'module:callable'"),
 }
 
 
