@@ -284,8 +284,11 @@ def gap(files, hardware, plan, panel, output):
 
 @cli.command()
 @click.argument("model", metavar="MODEL")
-@click.option("--backend", type=click.Choice(("eager", "inductor")), default="eager",
-              show_default=True, help="PyTorch eager, or torch.compile (Inductor).")
+@click.option("--backend", type=click.Choice(("eager", "inductor", "cuda_kernels")), default="eager",
+              show_default=True, help="PyTorch eager; torch.compile (Inductor); or cuda_kernels: "
+              "batchnorm folded and the zoo's ConvFirst and FFN blocks on the block-fusion "
+              "kernels, the rest eager (source checkout and nvcc needed; the output is checked "
+              "against eager first).")
 @click.option("--per-kernel", is_flag=True,
               help="Also record every GPU kernel's time with torch.profiler.")
 @click.option("--cuda-graphs", is_flag=True, help="Time CUDA-graph replays of the forward.")

@@ -19,6 +19,16 @@ class FusedFFN(nn.Module):
         super().__init__()
         self.weights, self.residual = weights, residual
 
+    @staticmethod
+    def supports(block: nn.Module) -> bool:
+        return (
+            isinstance(block.expand, nn.Conv2d)
+            and isinstance(block.project, nn.Conv2d)
+            and block.out_channels == block.channels
+            and block.channels in ops.SUPPORTED_CHANNELS
+            and block.expansion in ops.SUPPORTED_EXPANSIONS
+        )
+
     @classmethod
     def from_block(cls, block: nn.Module) -> "FusedFFN":
         expand, project = block.expand, block.project
@@ -81,3 +91,29 @@ def replace_convfirst_blocks(model: nn.Module) -> nn.Module:
         else:
             replace_convfirst_blocks(child)
     return model
+
+
+def replace_blocks(model: nn.Module) -> dict[str, int]:
+    """Swap, in place, every inference-form zoo block the kernels support for its fused module.
+
+    A supported ``ConvFirstBlock`` becomes one ``FusedConvFirstBlock``; a supported ``FFN``
+    (also one inside a ConvFirst block that stays in PyTorch) a ``FusedFFN``. Returns how many
+    of each were replaced.
+    """
+    from perfmodel.zoo.blocks import FFN, ConvFirstBlock
+
+    counts = {"ConvFirstBlock": 0, "FFN": 0}
+
+    def visit(parent: nn.Module) -> None:
+        for name, child in parent.named_children():
+            if isinstance(child, ConvFirstBlock) and FusedConvFirstBlock.supports(child):
+                setattr(parent, name, FusedConvFirstBlock.from_block(child))
+                counts["ConvFirstBlock"] += 1
+            elif isinstance(child, FFN) and FusedFFN.supports(child):
+                setattr(parent, name, FusedFFN.from_block(child))
+                counts["FFN"] += 1
+            else:
+                visit(child)
+
+    visit(model)
+    return counts

@@ -10,6 +10,7 @@ module, so nothing is dropped.
 from __future__ import annotations
 
 import contextlib
+import copy
 import platform
 import statistics
 import subprocess
@@ -19,8 +20,8 @@ from pathlib import Path
 import torch
 
 from .dtypes import torch_dtype
-from .errors import InputError
-from .measure import write_measurement
+from .errors import AnalysisError, InputError
+from .measure import BACKENDS, write_measurement
 from .resources import builtin_dir
 from .spec import ModelSpec, resolve_callable
 
@@ -158,14 +159,50 @@ def _spec_reference(spec: ModelSpec) -> str:
     return str(path) if path else spec.name
 
 
+FUSED_TOLERANCE = 5e-2  # a guard against wrong results, not an accuracy test (tests/ has those)
+
+
+def fused_model(model: torch.nn.Module, inputs: list[torch.Tensor]) -> tuple[torch.nn.Module, dict]:
+    """`model` with batchnorm folded and every zoo block the block-fusion kernels support
+    (ConvFirst, FFN) running on them; the rest stays in PyTorch. Checks the output against the
+    folded model in PyTorch and returns what was replaced and the relative difference."""
+    try:
+        import cuda_kernels
+    except ImportError as exc:
+        raise InputError("the cuda_kernels backend needs the repository's cuda_kernels/ package "
+                         "(run from a source checkout; `pip install .` installs perfmodel only)") from exc
+    from .zoo import fold_batchnorm
+
+    folded = fold_batchnorm(model)
+    fused = copy.deepcopy(folded)
+    counts = cuda_kernels.replace_blocks(fused)
+    if not any(counts.values()):
+        raise InputError("the model has no ConvFirst or FFN block (perfmodel.zoo) that the "
+                         "block-fusion kernels support, so cuda_kernels would time plain eager")
+    with torch.inference_mode():
+        expected, got = folded(*inputs).float(), fused(*inputs).float()
+    difference = ((got - expected).norm() / expected.norm()).item()
+    if not difference <= FUSED_TOLERANCE:  # NaN fails too
+        raise AnalysisError(f"the fused model's output differs from PyTorch's by {difference:.3g} "
+                            f"(relative; more than {FUSED_TOLERANCE}): a kernel is wrong")
+    return fused, {"replaced_blocks": counts, "relative_difference_vs_eager": difference}
+
+
 def bench(spec: ModelSpec, *, backend: str = "eager", warmup: int = 10, repeats: int = 50,
           cuda_graphs: bool = False, kernels: bool = False, ncu: bool = False,
           output: str | Path, command: str | None = None) -> Path:
-    """Measure `spec` and write the measurement file; returns its path."""
+    """Measure `spec` and write the measurement file; returns its path.
+
+    backend: "eager", "inductor" (torch.compile) or "cuda_kernels" (fused_model)."""
+    if backend not in BACKENDS:
+        raise InputError(f"unknown backend {backend!r} (choose from {', '.join(BACKENDS)})")
     require_cuda()
     torch.backends.cudnn.benchmark = True
     model = build_cuda_model(spec)
     inputs = [example_input(meta) for meta in spec.input_metas]
+    fusion = None
+    if backend == "cuda_kernels":
+        model, fusion = fused_model(model, inputs)
     runner = torch.compile(model) if backend == "inductor" else model
 
     def forward():
@@ -184,7 +221,7 @@ def bench(spec: ModelSpec, *, backend: str = "eager", warmup: int = 10, repeats:
     results = {"latency_ms": {"median": statistics.median(times), "p20": percentile(times, 0.2),
                               "p80": percentile(times, 0.8), "min": min(times)}}
     if kernels:
-        results["kernels"] = per_kernel(model if backend == "eager" else None, forward)
+        results["kernels"] = per_kernel(model if backend != "inductor" else None, forward)
     if ncu:  # the raw CSV is kept beside the file, so the rows can always be re-derived
         from .ncu import collect_csv, parse_csv
 
@@ -200,7 +237,7 @@ def bench(spec: ModelSpec, *, backend: str = "eager", warmup: int = 10, repeats:
         workload={"spec": _spec_reference(spec), "model": spec.name,
                   "batch": spec.batch, "dtype": spec.dtype,
                   "input": [list(s) for s in spec.inputs], "memory_format": "channels_last",
-                  "backend": backend},
+                  "backend": backend, **({"fusion": fusion} if fusion else {})},
         method={"warmup": warmup, "repeats": repeats, "statistic": "median",
                 "timer": "cuda_events", "cuda_graphs": cuda_graphs,
                 "cudnn_benchmark": True, "inference_mode": True,

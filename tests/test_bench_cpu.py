@@ -29,3 +29,47 @@ def test_kernels_are_attributed_to_the_innermost_module():
     loose = SimpleNamespace(name="aten::add_", cpu_parent=None)
     assert _innermost_module(op) == "layer1.0.conv1"
     assert _innermost_module(loose) == ""
+
+
+def test_cli_offers_every_backend():
+    import cli
+    from perfmodel.bench import BACKENDS
+
+    option = next(p for p in cli.bench.params if p.name == "backend")
+    assert tuple(option.type.choices) == BACKENDS
+
+
+def test_unknown_backend_is_bad_input(tmp_path):
+    from perfmodel.bench import bench
+    from perfmodel.errors import InputError
+
+    with pytest.raises(InputError, match="unknown backend 'tensorrt'"):
+        bench(perfmodel.load_spec("resnet50"), backend="tensorrt", output=tmp_path / "m.json")
+
+
+def test_cuda_kernels_backend_swaps_every_supported_block():
+    """ConvFirstNet-S: widths (32, 64, 128, 256), depths (3, 4, 12, 4), alpha 6: 23 stride-1
+    blocks, all of supported shape; the 3 stride-2 blocks (out = 2 C) stay. ConvFirstNet-H200:
+    widths (64, 128, 256, 512), depths (3, 4, 14, 3): C = 512 is not supported, 3 + 4 + 14 = 21."""
+    import torch
+
+    import cuda_kernels
+    from perfmodel.zoo import FFN, MODELS, fold_batchnorm
+
+    for name, expected in (("convfirstnet_s", 23), ("convfirstnet_h200", 21)):
+        net = fold_batchnorm(MODELS[name]())
+        assert cuda_kernels.replace_blocks(net) == {"ConvFirstBlock": expected, "FFN": 0}
+        assert sum(isinstance(m, cuda_kernels.FusedConvFirstBlock) for m in net.modules()) == expected
+    ffns = fold_batchnorm(torch.nn.Sequential(FFN(64, 4), FFN(64, 4, out_channels=128), FFN(48, 2)))
+    assert cuda_kernels.replace_blocks(ffns) == {"ConvFirstBlock": 0, "FFN": 1}
+    assert isinstance(ffns[0], cuda_kernels.FusedFFN) and isinstance(ffns[1], FFN)
+
+
+def test_cuda_kernels_backend_refuses_a_model_without_fusable_blocks():
+    import torch
+
+    from perfmodel.bench import fused_model
+    from perfmodel.errors import InputError
+
+    with pytest.raises(InputError, match="no ConvFirst or FFN block"):
+        fused_model(torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3)), [torch.randn(1, 3, 8, 8)])

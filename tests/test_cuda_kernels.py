@@ -254,3 +254,22 @@ def test_wgmma_kernel_compiles_without_spills_or_serialized_wgmma(tmp_path):
     assert len(kernels) == 3, report  # C = 64, 128 and 256
     assert all(line.split()[0] == "0" and " 0 bytes spill loads" in line for line in kernels), report
     assert "C7511" not in report and "serialized" not in report, report
+
+
+@pytest.mark.cuda
+def test_bench_backend_runs_convfirstnet_on_the_kernels(tmp_path):
+    """perfmodel bench --backend cuda_kernels end to end: 23 fused blocks in ConvFirstNet-S
+    (see test_bench_cpu), output checked against eager, a loadable measurement file."""
+    import perfmodel
+    from perfmodel.bench import bench
+    from perfmodel.measure import load_measurement
+
+    spec = perfmodel.load_spec("convfirstnet_s").with_overrides(batch=8)
+    path = bench(spec, backend="cuda_kernels", warmup=2, repeats=20, output=tmp_path / "m.json")
+    m = load_measurement(path)
+    assert m.backend == "cuda_kernels" and m.batch == 8 and m.latency_ms > 0
+    import json
+
+    fusion = json.loads(path.read_text())["workload"]["fusion"]
+    assert fusion["replaced_blocks"] == {"ConvFirstBlock": 23, "FFN": 0}
+    assert fusion["relative_difference_vs_eager"] < 5e-2
