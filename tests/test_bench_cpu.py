@@ -73,3 +73,48 @@ def test_cuda_kernels_backend_refuses_a_model_without_fusable_blocks():
 
     with pytest.raises(InputError, match="no ConvFirst or FFN block"):
         fused_model(torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3)), [torch.randn(1, 3, 8, 8)])
+
+
+def _emulated_ffn(self, x):
+    """What the FFN kernel computes, in float32 on the CPU, from its prepared weights."""
+    import torch
+
+    w = self.weights
+    pixels = x.permute(0, 2, 3, 1).reshape(-1, w.channels).float()
+    hidden = torch.relu(pixels @ w.w1.float().T + w.b1)
+    y = hidden @ w.w2.float().T + w.b2 + (pixels if self.residual else 0)
+    n, _, h, wd = x.shape
+    return y.reshape(n, h, wd, w.channels).permute(0, 3, 1, 2)
+
+
+def _ffn_net():
+    import torch
+
+    from perfmodel.zoo import FFN
+
+    torch.manual_seed(0)
+    return torch.nn.Sequential(FFN(64, 2, residual=True), torch.nn.ReLU(), FFN(64, 4)).eval()
+
+
+def test_fused_model_checks_every_block(monkeypatch):
+    import torch
+
+    import cuda_kernels
+    from perfmodel.bench import fused_model
+
+    monkeypatch.setattr(cuda_kernels.FusedFFN, "forward", _emulated_ffn)
+    fused, info = fused_model(_ffn_net(), [torch.randn(2, 64, 5, 5)])
+    assert info["replaced_blocks"] == {"ConvFirstBlock": 0, "FFN": 2} and info["blocks_checked"] == 2
+    assert info["max_block_relative_difference"] < 1e-3  # fp16 weights against fp32 ones
+
+
+def test_fused_model_rejects_a_wrong_kernel(monkeypatch):
+    import torch
+
+    import cuda_kernels
+    from perfmodel.bench import fused_model
+    from perfmodel.errors import AnalysisError
+
+    monkeypatch.setattr(cuda_kernels.FusedFFN, "forward", lambda self, x: torch.zeros_like(x))
+    with pytest.raises(AnalysisError, match=r"fused block 0 differs from PyTorch by 1 .* and 1 more"):
+        fused_model(_ffn_net(), [torch.randn(2, 64, 5, 5)])

@@ -259,7 +259,7 @@ def test_wgmma_kernel_compiles_without_spills_or_serialized_wgmma(tmp_path):
 @pytest.mark.cuda
 def test_bench_backend_runs_convfirstnet_on_the_kernels(tmp_path):
     """perfmodel bench --backend cuda_kernels end to end: 23 fused blocks in ConvFirstNet-S
-    (see test_bench_cpu), output checked against eager, a loadable measurement file."""
+    (see test_bench_cpu), each checked against its PyTorch block, a loadable measurement file."""
     import perfmodel
     from perfmodel.bench import bench
     from perfmodel.measure import load_measurement
@@ -272,4 +272,5 @@ def test_bench_backend_runs_convfirstnet_on_the_kernels(tmp_path):
 
     fusion = json.loads(path.read_text())["workload"]["fusion"]
     assert fusion["replaced_blocks"] == {"ConvFirstBlock": 23, "FFN": 0}
-    assert fusion["relative_difference_vs_eager"] < 5e-2
+    assert fusion["blocks_checked"] == 23
+    assert 0 < fusion["max_block_relative_difference"] < 1e-2  # fp16 rounding differs, a little

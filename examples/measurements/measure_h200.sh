@@ -22,3 +22,12 @@ done
 for m in ${INDUCTOR:-${eager[@]}}; do
   pm bench "$m" --backend inductor --repeats 30 -o "$out/h200_${m}_inductor.json"
 done
+# ConvFirstNet-S (random weights, so no accuracy: kept out of the gap plots' globs) with its
+# stride-1 ConvFirst blocks on the block-fusion kernels, and in eager. (The committed
+# cuda_kernels file predates the per-block output check: its `fusion` records the logits'
+# difference instead, 0.0 after the classifier's pooling; tests/test_cuda_kernels.py has the
+# per-block check.)
+mkdir -p "$out/convfirstnet"
+for b in cuda_kernels eager; do
+  pm bench convfirstnet_s --backend "$b" --repeats 20 -o "$out/convfirstnet/h200_convfirstnet_s_$b.json"
+done
