@@ -218,6 +218,8 @@ def bench(spec: ModelSpec, *, backend: str = "eager", warmup: int = 10, repeats:
     backend: "eager", "inductor" (torch.compile) or "cuda_kernels" (fused_model)."""
     if backend not in BACKENDS:
         raise InputError(f"unknown backend {backend!r} (choose from {', '.join(BACKENDS)})")
+    if ncu and backend != "eager":  # the ncu worker runs the model in eager
+        raise InputError(f"--ncu profiles the eager model only, not --backend {backend}")
     require_cuda()
     torch.backends.cudnn.benchmark = True
     model = build_cuda_model(spec)
@@ -247,7 +249,7 @@ def bench(spec: ModelSpec, *, backend: str = "eager", warmup: int = 10, repeats:
     if ncu:  # the raw CSV is kept beside the file, so the rows can always be re-derived
         from .ncu import collect_csv, parse_csv
 
-        text = collect_csv(_spec_reference(spec))
+        text = collect_csv(_spec_reference(spec), spec.batch, spec.dtype)
         Path(output).with_suffix(".ncu.csv").write_text(text)
         try:
             results["ncu"] = parse_csv(text)

@@ -1,6 +1,6 @@
 """Measured DRAM bytes per kernel with Nsight Compute, attributed to module paths.
 
-``collect(spec)`` runs ``python -m perfmodel.ncu SPEC`` under ``ncu`` (clocks left alone,
+``collect_csv(spec, batch, dtype)`` runs ``python -m perfmodel.ncu SPEC BATCH DTYPE`` under ``ncu`` (clocks left alone,
 caches not flushed between kernels, so that what one kernel leaves in L2 for the next is
 seen as it is in a real run): the worker warms the model up, then runs one forward pass
 inside the profiled range with an NVTX range named after each module, and ncu renames
@@ -25,13 +25,13 @@ _UNITS = {"byte": 1, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "ns": 1e-6, "nsec
           "us": 1e-3, "usecond": 1e-3, "ms": 1.0, "msecond": 1.0}
 
 
-def ncu_command(spec: str, report: str) -> list[str]:
+def ncu_command(spec: str, batch: int, dtype: str, report: str) -> list[str]:
     return ["ncu", "--nvtx", "--profile-from-start", "off", "--clock-control", "none",
             "--cache-control", "none", "--metrics", ",".join(METRICS), "-f", "-o", report,
-            sys.executable, "-m", "perfmodel.ncu", spec]
+            sys.executable, "-m", "perfmodel.ncu", spec, str(batch), dtype]
 
 
-def collect_csv(spec: str) -> str:
+def collect_csv(spec: str, batch: int, dtype: str) -> str:
     """Run the worker under ncu and return the raw CSV (kernels renamed by module)."""
     if shutil.which("ncu") is None:
         from .errors import InputError
@@ -41,7 +41,7 @@ def collect_csv(spec: str) -> str:
         report = os.path.join(tmp, "kernels")
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(
             [str(Path(__file__).resolve().parent.parent), os.environ.get("PYTHONPATH", "")]))
-        subprocess.run(ncu_command(spec, report), check=True, env=env,
+        subprocess.run(ncu_command(spec, batch, dtype, report), check=True, env=env,
                        stdout=subprocess.DEVNULL)
         text = subprocess.run(["ncu", "--import", report + ".ncu-rep", "--csv", "--page", "raw",
                                "--print-nvtx-rename", "kernel", "--metrics", ",".join(METRICS)],
@@ -70,14 +70,14 @@ def parse_csv(text: str) -> list[dict]:
     return out
 
 
-def _worker(spec_name: str) -> None:
+def _worker(spec_name: str, batch: int, dtype: str) -> None:
     """Run under ncu: warm up, then one profiled forward with module NVTX ranges."""
     import torch
 
     from .bench import build_cuda_model, example_input
     from .spec import load_spec
 
-    spec = load_spec(spec_name)
+    spec = load_spec(spec_name).with_overrides(batch=batch, dtype=dtype)
     torch.backends.cudnn.benchmark = True
     model = build_cuda_model(spec)
     x = [example_input(meta) for meta in spec.input_metas]
@@ -118,4 +118,4 @@ if __name__ == "__main__":
         for file in sys.argv[2:]:
             reparse(file)
     else:
-        _worker(sys.argv[1])
+        _worker(sys.argv[1], int(sys.argv[2]), sys.argv[3])

@@ -118,3 +118,19 @@ def test_fused_model_rejects_a_wrong_kernel(monkeypatch):
     monkeypatch.setattr(cuda_kernels.FusedFFN, "forward", lambda self, x: torch.zeros_like(x))
     with pytest.raises(AnalysisError, match=r"fused block 0 differs from PyTorch by 1 .* and 1 more"):
         fused_model(_ffn_net(), [torch.randn(2, 64, 5, 5)])
+
+
+def test_ncu_worker_gets_the_overridden_batch_and_dtype():
+    from perfmodel.ncu import ncu_command
+
+    cmd = ncu_command("resnet50", 64, "float32", "/tmp/report")
+    assert cmd[cmd.index("perfmodel.ncu"):] == ["perfmodel.ncu", "resnet50", "64", "float32"]
+    assert cmd[cmd.index("--clock-control") + 1] == "none"
+
+
+def test_ncu_is_refused_for_other_backends(tmp_path):
+    from perfmodel.bench import bench
+    from perfmodel.errors import InputError
+
+    with pytest.raises(InputError, match="--ncu profiles the eager model only"):
+        bench(perfmodel.load_spec("resnet50"), backend="inductor", ncu=True, output=tmp_path / "m.json")
