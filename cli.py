@@ -287,13 +287,13 @@ def gap(files, hardware, plan, panel, output):
 @click.option("--backend", type=click.Choice(("eager", "inductor", "cuda_kernels")), default="eager",
               show_default=True, help="PyTorch eager; torch.compile (Inductor); or cuda_kernels: "
               "batchnorm folded and the zoo's ConvFirst and FFN blocks on the block-fusion "
-              "kernels, the rest eager (source checkout and nvcc needed; the output is checked "
-              "against eager first).")
+              "kernels, the rest eager (source checkout and nvcc needed; each fused block is "
+              "checked against its PyTorch block first).")
 @click.option("--per-kernel", is_flag=True,
               help="Also record every GPU kernel's time with torch.profiler.")
 @click.option("--cuda-graphs", is_flag=True, help="Time CUDA-graph replays of the forward.")
 @click.option("--ncu", is_flag=True, help="Also record each kernel's DRAM bytes with Nsight "
-              "Compute (clocks and caches left alone).")
+              "Compute (eager only; clocks and caches left alone).")
 @click.option("--warmup", type=click.IntRange(min=1), default=10, show_default=True)
 @click.option("--repeats", type=click.IntRange(min=20), default=50, show_default=True)
 @click.option("--batch", "-b", type=click.IntRange(min=1), help="Batch size. Overrides the spec.")
