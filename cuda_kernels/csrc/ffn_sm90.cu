@@ -10,7 +10,7 @@
 //     stage 2  acc2 += H . V_j^T     wgmma m64nCk16, A = H from registers, B = V_j
 // Stage 2 of chunk j and stage 1 of chunk j+1 are in flight together; the other warpgroup's
 // MMAs fill the tensor cores while this one applies bias and ReLU.
-// The producer warp streams U_j and V_j (pre-swizzled on the host into the exact shared
+// The producer thread streams U_j and V_j (pre-swizzled on the host into the exact shared
 // layout, so each is one contiguous bulk copy) through a ring of slots guarded by mbarriers;
 // it runs ahead across chunks and tiles. Each warpgroup prefetches its next tile's X with
 // cp.async as soon as its last stage 1 has read X, so the load overlaps the last stage 2
