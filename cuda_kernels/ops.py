@@ -217,13 +217,11 @@ def run_block(
         if not 1 <= n <= MAX_BATCH:
             raise ValueError(f"convfirst_block supports batch 1..{MAX_BATCH}, got {n}")
         residual = True
-    if variant == WGMMA_VARIANT or (variant is None and wgmma_available(weights, x.device)):
-        if not wgmma_available(weights, x.device):
-            raise ValueError(
-                f"the wgmma FFN kernel needs an sm_90 GPU (H100, H200), a plain FFN and C in {WGMMA_CHANNELS}"
-            )
+    if variant in (None, WGMMA_VARIANT) and wgmma_available(weights, x.device):
         y = _extension().ffn_wgmma(xp, weights.wgmma, weights.b1, weights.b2, residual, out_pixels)
         return _from_pixels(y, shape)
+    if variant == WGMMA_VARIANT:
+        raise ValueError(f"the wgmma FFN kernel needs an sm_90 GPU (H100, H200), a plain FFN and C in {WGMMA_CHANNELS}")
     variant = DEFAULT_VARIANT[weights.channels] if variant is None else variant
     y = _extension().block_fusion(
         xp, weights.w1, weights.b1, weights.w2, weights.b2, weights.conv_w, weights.conv_b,

@@ -20,19 +20,49 @@ void check(const torch::Tensor& t, const char* name, torch::ScalarType dtype) {
 // x: [P, C] fp16; w1: [hidden, C] fp16; b1: [hidden] fp32; w2: [C, hidden] fp16; b2: [C] fp32;
 // conv_w: [C/8, 9, 32] int32 (packed fragments) or empty; conv_b: [C] fp32 or empty;
 // out: [P, C] fp16 to write into, or empty to allocate.
-torch::Tensor block_fusion(torch::Tensor x, torch::Tensor w1, torch::Tensor b1, torch::Tensor w2,
-                           torch::Tensor b2, torch::Tensor conv_w, torch::Tensor conv_b, int64_t H,
-                           int64_t W, bool residual, int64_t variant, torch::Tensor out) {
+// The checks and Params fields every kernel shares: x [P, C] fp16, the biases b1 [hidden]
+// and b2 [C] fp32, and the output, `out` checked against x or allocated when empty.
+struct Activations {
+  torch::Tensor out;
+  bf::Params params{};
+  int64_t P, C, hidden;
+};
+
+Activations activations(const torch::Tensor& x, const torch::Tensor& b1, const torch::Tensor& b2, bool residual,
+                        torch::Tensor out) {
   check(x, "x", torch::kHalf);
-  check(w1, "w1", torch::kHalf);
-  check(w2, "w2", torch::kHalf);
   check(b1, "b1", torch::kFloat);
   check(b2, "b2", torch::kFloat);
   TORCH_CHECK(x.dim() == 2, "x must be [pixels, channels]");
-  const int64_t P = x.size(0), C = x.size(1), hidden = w1.size(0);
-  TORCH_CHECK(w1.size(1) == C && w2.size(0) == C && w2.size(1) == hidden, "weight shapes");
-  TORCH_CHECK(b1.numel() == hidden && b2.numel() == C, "bias shapes");
+  const int64_t P = x.size(0), C = x.size(1), hidden = b1.numel();
+  TORCH_CHECK(b2.numel() == C, "bias shapes");
   TORCH_CHECK(P > 0 && P * C < (int64_t(1) << 31), "pixel count out of range");
+  if (out.numel() == 0) {
+    out = torch::empty_like(x);
+  } else {
+    check(out, "out", torch::kHalf);
+    TORCH_CHECK(out.sizes() == x.sizes() && out.device() == x.device(), "out must match x");
+  }
+  Activations a{out, {}, P, C, hidden};
+  a.params.x = reinterpret_cast<const __half*>(x.data_ptr<at::Half>());
+  a.params.out = reinterpret_cast<__half*>(out.data_ptr<at::Half>());
+  a.params.b1 = b1.data_ptr<float>();
+  a.params.b2 = b2.data_ptr<float>();
+  a.params.P = static_cast<int>(P);
+  a.params.hidden = static_cast<int>(hidden);
+  a.params.residual = residual ? 1 : 0;
+  return a;
+}
+
+torch::Tensor block_fusion(torch::Tensor x, torch::Tensor w1, torch::Tensor b1, torch::Tensor w2,
+                           torch::Tensor b2, torch::Tensor conv_w, torch::Tensor conv_b, int64_t H,
+                           int64_t W, bool residual, int64_t variant, torch::Tensor out) {
+  const c10::cuda::CUDAGuard guard(x.device());
+  Activations a = activations(x, b1, b2, residual, out);
+  const int64_t P = a.P, C = a.C, hidden = a.hidden;
+  check(w1, "w1", torch::kHalf);
+  check(w2, "w2", torch::kHalf);
+  TORCH_CHECK(w1.size(0) == hidden && w1.size(1) == C && w2.size(0) == C && w2.size(1) == hidden, "weight shapes");
   const bool conv = conv_w.numel() > 0;
   if (conv) {
     check(conv_w, "conv_w", torch::kInt);
@@ -40,27 +70,13 @@ torch::Tensor block_fusion(torch::Tensor x, torch::Tensor w1, torch::Tensor b1, 
     TORCH_CHECK(conv_w.numel() == C / 8 * 9 * 32 && conv_b.numel() == C, "conv weight shapes");
     TORCH_CHECK(W > 0 && H > 0 && P % (H * W) == 0, "H, W do not divide the pixel count");
   }
-  const c10::cuda::CUDAGuard guard(x.device());
-  if (out.numel() == 0) {
-    out = torch::empty_like(x);
-  } else {
-    check(out, "out", torch::kHalf);
-    TORCH_CHECK(out.sizes() == x.sizes() && out.device() == x.device(), "out must match x");
-  }
-  bf::Params p{};
-  p.x = reinterpret_cast<const __half*>(x.data_ptr<at::Half>());
-  p.out = reinterpret_cast<__half*>(out.data_ptr<at::Half>());
+  bf::Params& p = a.params;
   p.w1 = reinterpret_cast<const __half*>(w1.data_ptr<at::Half>());
-  p.b1 = b1.data_ptr<float>();
   p.w2 = reinterpret_cast<const __half*>(w2.data_ptr<at::Half>());
-  p.b2 = b2.data_ptr<float>();
   p.conv_w = conv ? reinterpret_cast<const uint32_t*>(conv_w.data_ptr<int32_t>()) : nullptr;
   p.conv_b = conv ? conv_b.data_ptr<float>() : nullptr;
-  p.P = static_cast<int>(P);
-  p.hidden = static_cast<int>(hidden);
   p.H = static_cast<int>(H);
   p.W = static_cast<int>(W);
-  p.residual = residual ? 1 : 0;
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   cudaError_t err = cudaErrorInvalidValue;
   switch (C) {
@@ -71,41 +87,22 @@ torch::Tensor block_fusion(torch::Tensor x, torch::Tensor w1, torch::Tensor b1, 
     default: TORCH_CHECK(false, "unsupported channel count ", C);
   }
   TORCH_CHECK(err == cudaSuccess, "block_fusion launch failed: ", cudaGetErrorString(err));
-  return out;
+  return a.out;
 }
 
 // Fused FFN on warpgroup MMAs (sm_90a). wpack: the weights in the kernel's shared-memory
 // layout (cuda_kernels.ops.pack_wgmma_weights), uint8 of 2 * hidden * C * 2 bytes.
 torch::Tensor ffn_wgmma(torch::Tensor x, torch::Tensor wpack, torch::Tensor b1, torch::Tensor b2, bool residual,
                         torch::Tensor out) {
-  check(x, "x", torch::kHalf);
-  check(wpack, "wpack", torch::kByte);
-  check(b1, "b1", torch::kFloat);
-  check(b2, "b2", torch::kFloat);
-  TORCH_CHECK(x.dim() == 2, "x must be [pixels, channels]");
-  const int64_t P = x.size(0), C = x.size(1), hidden = b1.numel();
-  TORCH_CHECK(b2.numel() == C && wpack.numel() == 4 * hidden * C, "weight shapes");
-  TORCH_CHECK(P > 0 && P * C < (int64_t(1) << 31), "pixel count out of range");
-  TORCH_CHECK(reinterpret_cast<uintptr_t>(wpack.data_ptr()) % 16 == 0, "wpack must be 16-byte aligned");
   const c10::cuda::CUDAGuard guard(x.device());
-  if (out.numel() == 0) {
-    out = torch::empty_like(x);
-  } else {
-    check(out, "out", torch::kHalf);
-    TORCH_CHECK(out.sizes() == x.sizes() && out.device() == x.device(), "out must match x");
-  }
-  bf::Params p{};
-  p.x = reinterpret_cast<const __half*>(x.data_ptr<at::Half>());
-  p.out = reinterpret_cast<__half*>(out.data_ptr<at::Half>());
-  p.b1 = b1.data_ptr<float>();
-  p.b2 = b2.data_ptr<float>();
-  p.P = static_cast<int>(P);
-  p.hidden = static_cast<int>(hidden);
-  p.residual = residual ? 1 : 0;
+  Activations a = activations(x, b1, b2, residual, out);
+  check(wpack, "wpack", torch::kByte);
+  TORCH_CHECK(wpack.numel() == 4 * a.hidden * a.C, "weight shapes");
+  TORCH_CHECK(reinterpret_cast<uintptr_t>(wpack.data_ptr()) % 16 == 0, "wpack must be 16-byte aligned");
   const cudaError_t err =
-      bf::launch_ffn_wgmma(p, static_cast<int>(C), wpack.data_ptr(), c10::cuda::getCurrentCUDAStream());
+      bf::launch_ffn_wgmma(a.params, static_cast<int>(a.C), wpack.data_ptr(), c10::cuda::getCurrentCUDAStream());
   TORCH_CHECK(err == cudaSuccess, "ffn_wgmma launch failed: ", cudaGetErrorString(err));
-  return out;
+  return a.out;
 }
 
 }  // namespace

@@ -63,12 +63,12 @@ __device__ __forceinline__ void stage2(float (&acc)[C / 2], const uint32_t (&a)[
 }
 
 // One warpgroup's 64 rows of X (row p0..p0+63) into its panels, 16 bytes per cp.async;
-// rows past the end are zero-filled. Commits one cp.async group, empty when !load.
+// rows past the end are zero-filled. Commits one cp.async group.
 template <int C>
-__device__ __forceinline__ void load_x(const Params& p, uint32_t x_wg, int p0, int t, bool load) {
+__device__ __forceinline__ void load_x(const Params& p, uint32_t x_wg, int p0, int t) {
   constexpr int CH = C / 8;
 #pragma unroll 4
-  for (int i = t; load && i < kRowsPerWG * CH; i += 128) {
+  for (int i = t; i < kRowsPerWG * CH; i += 128) {
     const int r = i / CH, c = i % CH;
     const bool valid = p0 + r < p.P;
     const __half* src = valid ? p.x + (size_t)(p0 + r) * C + c * 8 : p.x;
@@ -120,7 +120,7 @@ __global__ void __launch_bounds__(kThreads, 1) ffn_wgmma_kernel(const Params p, 
   const int wg = warp >> 2, t = threadIdx.x & 127, wq = warp & 3;
   const uint32_t x_wg = x_s + wg * K::X_WG;
   const int bar_id = 1 + wg;
-  load_x<C>(p, x_wg, blockIdx.x * kBM + wg * kRowsPerWG, t, blockIdx.x < ntiles);
+  if (blockIdx.x < ntiles) load_x<C>(p, x_wg, blockIdx.x * kBM + wg * kRowsPerWG, t);
 
   int it = 0;
   for (int tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
@@ -166,7 +166,7 @@ __global__ void __launch_bounds__(kThreads, 1) ffn_wgmma_kernel(const Params p, 
         // X is no longer read by this tile: fetch the next tile's rows into the same panels.
         named_barrier_sync(bar_id, 128);
         const int next = tile + gridDim.x;
-        load_x<C>(p, x_wg, next * kBM + wg * kRowsPerWG, t, next < ntiles);
+        if (next < ntiles) load_x<C>(p, x_wg, next * kBM + wg * kRowsPerWG, t);
       }
 
       // H = ReLU(acc1 + a_j), packed fp16 in the register-A layout of stage 2
