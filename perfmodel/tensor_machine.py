@@ -16,14 +16,17 @@ Counting follows the rest of perfmodel:
   served by the caches). Reading a tensor again costs again only in another kernel,
   which is exactly what two-pass designs pay.
 - Working set: the bytes of a kernel's local tiles (per processor) and global tensors.
+- Bytes are elements x dtype size. Programs are built with float16 tensors; analysing a
+  program in another dtype recasts every tensor to that dtype's size first.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from math import prod
 from typing import Iterator, Union
 
 from .analysis import kernel_time
+from .dtypes import torch_dtype
 from .hardware import Hardware
 
 DRAM, GLOBAL, LOCAL = "dram", "global", "local"
@@ -81,6 +84,15 @@ class Loop:
 
 
 Step = Union[Op, Loop]
+
+
+def _cast(step: Step, itemsize: int) -> Step:
+    """The step with every tensor it touches stored in `itemsize`-byte elements."""
+    if isinstance(step, Loop):
+        return replace(step, body=tuple(_cast(s, itemsize) for s in step.body))
+    size = lambda t: t if t is None else replace(t, itemsize=itemsize)  # noqa: E731
+    return replace(step, inputs=tuple(map(size, step.inputs)), output=size(step.output),
+                   bias=size(step.bias))
 
 
 def load(src: Tensor, dst: Tensor) -> Op:
@@ -213,11 +225,19 @@ class Program:
     def dram_bytes(self) -> int:
         return sum(k.dram_bytes for k in self.kernels)
 
+    def with_itemsize(self, itemsize: int) -> "Program":
+        """The same program with every tensor stored in `itemsize`-byte elements."""
+        kernels = tuple(replace(k, body=tuple(_cast(s, itemsize) for s in k.body))
+                        for k in self.kernels)
+        return replace(self, kernels=kernels)
+
     def analyze(self, hw: Hardware, dtype: str = "float16") -> "ProgramReport":
+        """Time the program's kernels with its tensors in `dtype` (bytes follow the dtype)."""
+        program = self.with_itemsize(torch_dtype(dtype).itemsize)
         peak, bw = hw.peak_ops(dtype), hw.dram_bytes_per_s
         reports = tuple(KernelReport(k, kernel_time(k.flops, k.dram_bytes, peak, bw),
-                                     k.flops < peak / bw * k.dram_bytes) for k in self.kernels)
-        return ProgramReport(self, hw, dtype, reports)
+                                     k.flops < peak / bw * k.dram_bytes) for k in program.kernels)
+        return ProgramReport(program, hw, dtype, reports)
 
 
 @dataclass(frozen=True)

@@ -96,3 +96,35 @@ def test_machine_command_draws_and_rejects_bad_parameters(tmp_path, capsys):
 def test_a_chunk_that_does_not_divide_the_hidden_channels_is_rejected():
     with pytest.raises(ValueError, match="chunk: 1024 is not a multiple of 100"):
         PROGRAMS["ffn_fused"](chunk=100)
+
+
+def test_bytes_follow_the_dtype_the_program_is_analysed_in():
+    n, h, c, a = N, 28, 64, 4
+    p = n * h * h
+    elements = p * c + p * c + c * a * c + a * c + a * c * c + c  # X, Z, U, a, V, b
+    hw = load_hardware("h200-sxm")
+    prog = PROGRAMS["ffn_fused"](n=n, h=h, w=h, c=c, alpha=a)
+    half, single = prog.analyze(hw, "float16"), prog.analyze(hw, "float32")
+    assert half.program.dram_bytes == 2 * elements
+    assert single.program.dram_bytes == 4 * elements
+    assert single.program.kernels[0].local_bytes == 2 * half.program.kernels[0].local_bytes
+    assert single.program.macs == half.program.macs == prog.macs
+    assert single.t_min_s == pytest.approx(max(single.program.flops / 66.9e12,
+                                               4 * elements / 4800e9))
+
+
+def test_machine_command_reports_float32_bytes_twice_float16(tmp_path):
+    from click.testing import CliRunner
+
+    import cli
+
+    def dram_mb(dtype):
+        result = CliRunner().invoke(cli.cli, ["machine", "ffn_fused", "--dtype", dtype,
+                                              "-o", str(tmp_path / f"{dtype}.svg")])
+        assert result.exit_code == 0, result.output
+        return float(result.output.split(" MB DRAM")[0].rsplit(" ", 1)[1])
+
+    p, c, a = 128 * 28 * 28, 256, 4  # the program's defaults
+    elements = 2 * p * c + 2 * c * a * c + a * c + c
+    assert dram_mb("float16") == round(2 * elements / 1e6, 1)
+    assert dram_mb("float32") == round(4 * elements / 1e6, 1)
