@@ -12,13 +12,32 @@ from perfmodel.errors import PerfmodelError
 _DEBUG = {"on": False}
 
 
+def _hardware_option(default: str | None = None, note: str = ""):
+    """-H/--hardware: a built-in config name or a YAML path."""
+    return click.option("--hardware", "-H", default=default, show_default=default is not None,
+                        help="Hardware config name or YAML path (see `perfmodel hardware "
+                        f"list`).{note}")
+
+
+def _dtype_option(default: str | None = None, note: str = ""):
+    return click.option("--dtype", default=default, show_default=default is not None,
+                        help=f"float16, bfloat16, float32 ...{note}")
+
+
+def _output_option(default: str | None = None, what: str = "Plot", default_text: str = ""):
+    """-o/--output: the figure file; its suffix picks the format."""
+    return click.option("--output", "-o", type=click.Path(dir_okay=False), default=default,
+                        show_default=default is not None,
+                        help=f"{what} file (.png, .svg or .pdf)."
+                        + (f" Default: {default_text}" if default_text else ""))
+
+
 def _spec_options(fn):
     """Options shared by every command that analyses a model spec."""
     for opt in reversed([
-        click.option("--hardware", "-H", help="Hardware config name or YAML path "
-                     "(see `perfmodel hardware list`). Overrides the spec."),
+        _hardware_option(note=" Overrides the spec."),
         click.option("--batch", "-b", type=int, help="Batch size. Overrides the spec."),
-        click.option("--dtype", help="float16, bfloat16, float32 ... Overrides the spec."),
+        _dtype_option(note=" Overrides the spec."),
         click.option("--plan", "-p", help="Execution plan: op, layer, block, or "
                      "block:PATTERN[,PATTERN] with module class names or path globs."),
         click.option("--strict", is_flag=True, help="Fail if any op has no cost formula."),
@@ -68,8 +87,7 @@ def cli(debug):
 
 @cli.command()
 @click.argument("models", nargs=-1, required=True, metavar="MODEL...")
-@click.option("--output", "-o", type=click.Path(dir_okay=False),
-              help="Plot file (.png, .svg or .pdf). Default: <first model>_waterline.png")
+@_output_option(default_text="<first model>_waterline.png")
 @click.option("--top", type=int, default=0, help="Also print the N kernels that take longest.")
 @_spec_options
 def waterline(models, output, top, hardware, batch, dtype, plan, strict, l2_carry):
@@ -143,8 +161,7 @@ def _hardware_list(names):
 
 @cli.command()
 @click.argument("model", metavar="MODEL")
-@click.option("--output", "-o", type=click.Path(dir_okay=False),
-              help="Plot file (.png, .svg or .pdf). Default: <model>_roofline.png")
+@_output_option(default_text="<model>_roofline.png")
 @_spec_options
 def roofline(model, output, hardware, batch, dtype, plan, strict, l2_carry):
     """Roofline of the hardware with MODEL's kernels as points (area: share of T_min).
@@ -165,8 +182,7 @@ def roofline(model, output, hardware, batch, dtype, plan, strict, l2_carry):
 
 @cli.command()
 @click.argument("models", nargs=-1, required=True, metavar="MODEL...")
-@click.option("--output", "-o", type=click.Path(dir_okay=False), default="amdahl_roofline.png",
-              show_default=True, help="Plot file (.png, .svg or .pdf).")
+@_output_option("amdahl_roofline.png")
 @click.option("--fuse-to", type=click.FloatRange(min=0, min_open=True), metavar="I",
               help="Predict the speedup if fusion lifted the memory-bound kernels to intensity I.")
 @_spec_options
@@ -194,26 +210,23 @@ def amdahl(models, output, fuse_to, hardware, batch, dtype, plan, strict, l2_car
               help="Range of processor op:byte ratios.")
 @click.option("--mark", multiple=True, default=("a5000-paper", "a100-sxm4-80gb", "h200-sxm", "l4"),
               show_default=True, help="Hardware whose op:byte to mark (repeatable).")
-@click.option("--output", "-o", type=click.Path(dir_okay=False), default="sweep.png",
-              show_default=True, help="Plot file (.png, .svg or .pdf).")
+@_output_option("sweep.png")
 @_spec_options
 def sweep(models, opbyte, mark, output, hardware, batch, dtype, plan, strict, l2_carry):
     """C_max against processor op:byte for the waterline and the mediant roofline
     (paper Figure 4): where the whole-network roofline misleads."""
-    from perfmodel.analysis import c_max_at, sweep as sweep_data
+    from perfmodel.analysis import sweep as sweep_data
     from perfmodel.plots import check_output, save
     from perfmodel.plots.sweep import sweep_figure
+    from perfmodel.report import sweep_line
 
     output = check_output(output)
     op_bytes = _range(opbyte)
     marks = _hardware_list(mark)
     results = [_analyze(m, hardware, batch, dtype, plan, strict, l2_carry) for m in models]
-    curves = []
+    curves = [sweep_data(r.kernels, op_bytes) for r in results]  # under the chosen byte model
     for r in results:
-        curves.append(sweep_data(r.kernels, op_bytes))  # bytes under the chosen byte model
-        at = ", ".join(f"{hw.name} {100 * c_max_at(r.kernels, hw.op_byte(r.dtype)):.1f}%"
-                       for hw in marks)
-        click.echo(f"{r.model}: waterline C_max at {at}")
+        click.echo(sweep_line(r, marks))
     click.echo(f"wrote {save(sweep_figure(results, op_bytes, curves, marks), output)}")
 
 
@@ -223,11 +236,10 @@ def sweep(models, opbyte, mark, output, hardware, batch, dtype, plan, strict, l2
 @click.option("--batch", "-b", type=click.IntRange(min=1), default=128, show_default=True)
 @click.option("--resolution", "-r", type=click.IntRange(min=1), default=56, show_default=True,
               help="Height and width of the feature map.")
-@click.option("--dtype", default="float16", show_default=True)
+@_dtype_option("float16")
 @click.option("--mark", multiple=True, default=("a5000-paper", "h200-sxm"), show_default=True,
               help="Hardware whose op:byte to draw (repeatable).")
-@click.option("--output", "-o", type=click.Path(dir_okay=False), default="intensity.png",
-              show_default=True, help="Plot file (.png, .svg or .pdf).")
+@_output_option("intensity.png")
 def intensity(channels, batch, resolution, dtype, mark, output):
     """Operational intensity of conv layer types against channels (paper Figure 2e):
     3x3, pointwise K/C=4, grouped T=32 and T=8, depthwise, and a block-fused FFN."""
@@ -351,42 +363,23 @@ def compare_cmd(model, measured, hardware, plan, l2_carry, output):
 @click.argument("program", metavar="PROGRAM", required=False)
 @click.option("--set", "params", multiple=True, metavar="NAME=INT",
               help="Program parameter, e.g. --set c=128 --set h=28 (repeatable).")
-@click.option("--hardware", "-H", default="h200-sxm", show_default=True)
-@click.option("--dtype", default="float16", show_default=True)
-@click.option("--output", "-o", type=click.Path(dir_okay=False),
-              help="Diagram file (.png, .svg or .pdf). Default: <program>.svg")
+@_hardware_option("h200-sxm")
+@_dtype_option("float16")
+@_output_option(what="Diagram", default_text="<program>.svg")
 def machine(program, params, hardware, dtype, output):
     """Analyse a tensor-machine PROGRAM and draw its diagram (paper Figures 5 and 7).
 
     Prints each kernel's ops, DRAM reads and writes, on-chip working set and roofline
     time; without PROGRAM, lists the programs and their parameters."""
-    import inspect
-
-    from perfmodel.machine_programs import PROGRAMS
+    from perfmodel.machine_programs import build_program, program_lines
     from perfmodel.plots import check_output, save
     from perfmodel.plots.machine import machine_figure
 
     if program is None:
-        for name, fn in PROGRAMS.items():
-            sig = ", ".join(f"{p.name}={p.default}" for p in inspect.signature(fn).parameters.values())
-            click.echo(f"{name:18s} {fn.__doc__.splitlines()[0]}\n{'':18s} ({sig})")
+        click.echo("\n".join(program_lines()))
         return
-    if program not in PROGRAMS:
-        raise click.BadParameter(f"unknown program {program!r} (one of {', '.join(PROGRAMS)})",
-                                 param_hint="PROGRAM")
-    allowed = inspect.signature(PROGRAMS[program]).parameters
-    kwargs = {}
-    for item in params:
-        name, _, value = item.partition("=")
-        if name not in allowed or not value.isdigit() or int(value) <= 0:
-            raise click.BadParameter(f"{item!r}: expected NAME=POSITIVE_INT with NAME one of "
-                                     f"{', '.join(allowed)}", param_hint="--set")
-        kwargs[name] = int(value)
+    prog = build_program(program, params)
     output = check_output(output or f"{program}.svg")
-    try:
-        prog = PROGRAMS[program](**kwargs)
-    except (ValueError, ZeroDivisionError) as exc:
-        raise click.BadParameter(f"{kwargs}: {exc}", param_hint="--set")
     report = prog.analyze(perfmodel.load_hardware(hardware), dtype)
     click.echo("\n".join(report.lines()))
     click.echo(f"wrote {save(machine_figure(report), output)}")

@@ -7,9 +7,11 @@ Activations are N x H x W x C (pixels P = N H W); tiles are th x tw pixels of on
 """
 from __future__ import annotations
 
+import inspect
 from math import gcd
-from typing import Callable
+from typing import Callable, Sequence
 
+from .errors import InputError
 from .tensor_machine import (Kernel, Loop, Op, Program, activation, add, dram, glob,
                              grouped_conv, load, local, matmul, multiply, pool, store)
 
@@ -19,6 +21,34 @@ PROGRAMS: dict[str, Callable[..., Program]] = {}
 def program(fn):
     PROGRAMS[fn.__name__] = fn
     return fn
+
+
+def program_lines() -> list[str]:
+    """Each program's name and summary, then its parameters with their defaults."""
+    lines = []
+    for name, fn in PROGRAMS.items():
+        sig = ", ".join(f"{p.name}={p.default}" for p in inspect.signature(fn).parameters.values())
+        lines.append(f"{name:18s} {fn.__doc__.splitlines()[0]}\n{'':18s} ({sig})")
+    return lines
+
+
+def build_program(name: str, settings: Sequence[str] = ()) -> Program:
+    """Program `name` with ``NAME=POSITIVE_INT`` settings checked against its parameters."""
+    if name not in PROGRAMS:
+        raise InputError(f"unknown program {name!r} (one of {', '.join(PROGRAMS)})",
+                         field="PROGRAM")
+    allowed = inspect.signature(PROGRAMS[name]).parameters
+    kwargs = {}
+    for item in settings:
+        key, _, value = item.partition("=")
+        if key not in allowed or not value.isdigit() or int(value) <= 0:
+            raise InputError(f"{item!r}: expected NAME=POSITIVE_INT with NAME one of "
+                             f"{', '.join(allowed)}", field="--set")
+        kwargs[key] = int(value)
+    try:
+        return PROGRAMS[name](**kwargs)
+    except (ValueError, ZeroDivisionError) as exc:
+        raise InputError(f"{kwargs}: {exc}", field="--set") from exc
 
 
 def _trips(total: int, part: int, what: str) -> int:

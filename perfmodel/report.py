@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.table import Table
 
+from .analysis import c_max_at
+
 if TYPE_CHECKING:
     from .api import Result
     from .compare import Comparison
@@ -146,6 +148,14 @@ def print_unsupported(result: "Result", console: Console) -> None:
     if result.unsupported:
         listed = ", ".join(f"{op} x{n}" for op, n in sorted(result.unsupported.items()))
         console.print(f"[yellow]unsupported ops (bytes counted, arithmetic not): {listed}[/]")
+
+
+def sweep_line(result: "Result", marks: "list[Hardware]") -> str:
+    """The model's waterline C_max at each marked processor's op:byte (under the byte model
+    the result's kernels were timed with)."""
+    at = ", ".join(f"{hw.name} {100 * c_max_at(result.kernels, hw.op_byte(result.dtype)):.1f}%"
+                   for hw in marks)
+    return f"{result.model}: waterline C_max at {at}"
 
 
 def gap_lines(points: "list[GapPoint]") -> list[str]:

@@ -128,3 +128,18 @@ def test_machine_command_reports_float32_bytes_twice_float16(tmp_path):
     elements = 2 * p * c + 2 * c * a * c + a * c + c
     assert dram_mb("float16") == round(2 * elements / 1e6, 1)
     assert dram_mb("float32") == round(4 * elements / 1e6, 1)
+
+
+def test_build_program_checks_settings_against_the_signature():
+    from perfmodel.errors import InputError
+    from perfmodel.machine_programs import build_program, program_lines
+
+    assert build_program("ffn_fused", ["c=64", "h=14"]).macs == PROGRAMS["ffn_fused"](
+        c=64, h=14).macs
+    assert len(program_lines()) == len(PROGRAMS)
+    for name, settings, message in [("nope", [], "unknown program 'nope'"),
+                                    ("ffn_fused", ["c=-3"], "NAME=POSITIVE_INT"),
+                                    ("ffn_fused", ["q=3"], "NAME=POSITIVE_INT"),
+                                    ("ffn_fused", ["chunk=100"], "not a multiple of 100")]:
+        with pytest.raises(InputError, match=message):
+            build_program(name, settings)
