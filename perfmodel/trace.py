@@ -123,6 +123,25 @@ def _is_view(func) -> bool:
     return func.is_view or func._opname in _EXTRA_VIEWS
 
 
+def _written_args(func, args, kwargs) -> tuple[list[torch.Tensor], set[str]]:
+    """Tensors the op writes in place (``Tensor(a!)`` in its schema), and the names of its
+    ``out=`` arguments (keyword-only by aten's convention), which it writes without reading."""
+    schema = getattr(func, "_schema", None)
+    written, out_names = [], set()
+    for i, arg in enumerate(schema.arguments if schema is not None else ()):
+        if arg.alias_info is None or not arg.alias_info.is_write:
+            continue
+        value = args[i] if i < len(args) and not arg.kwarg_only else kwargs.get(arg.name)
+        written += [t for t in tree_flatten(value)[0] if isinstance(t, torch.Tensor)]
+        if arg.kwarg_only:
+            out_names.add(arg.name)
+    return written, out_names
+
+
+def _unique(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
+    return list({id(t): t for t in tensors}.values())
+
+
 class _Recorder(TorchDispatchMode):
     def __init__(self):
         super().__init__()
@@ -168,8 +187,12 @@ class _Recorder(TorchDispatchMode):
         except Exception as exc:
             raise TraceError(f"op {func} failed in {_where(self.scope)}: "
                              f"{type(exc).__name__}: {_first_line(exc)}") from exc
+        written, out_names = _written_args(func, args, kwargs)
+        if out_names:  # out= tensors are written, not read; formulas receive them as `out`
+            kwargs = {k: v for k, v in kwargs.items() if k not in out_names}
         in_tensors = [a for a in tree_flatten((args, kwargs))[0] if isinstance(a, torch.Tensor)]
-        out_tensors = [o for o in tree_flatten(out)[0] if isinstance(o, torch.Tensor)]
+        out_tensors = _unique([o for o in tree_flatten(out)[0] if isinstance(o, torch.Tensor)]
+                              + written)
         if _is_view(func) and in_tensors:
             vid, _ = self.lookup(in_tensors[0])
             for o in out_tensors:
@@ -181,7 +204,7 @@ class _Recorder(TorchDispatchMode):
             for o in out_tensors:
                 self.new_value(o, CONSTANT, name=func._opname)
             return out
-        self._record(func, args, kwargs, out, in_tensors, out_tensors)
+        self._record(func, args, kwargs, out, in_tensors, out_tensors, written)
         return out
 
     def record_fused(self, op, args, kwargs, out):
@@ -190,18 +213,21 @@ class _Recorder(TorchDispatchMode):
         out_tensors = [o for o in tree_flatten(out)[0] if isinstance(o, torch.Tensor)]
         self._record(op, args, kwargs, out, in_tensors, out_tensors)
 
-    def _record(self, func, args, kwargs, out, in_tensors, out_tensors):
+    def _record(self, func, args, kwargs, out, in_tensors, out_tensors, written=()):
         index = len(self.nodes)
         reads: dict[int, int] = {}
         for t in in_tensors:
             vid, nbytes = self.lookup(t)
             reads[vid] = max(nbytes, reads.get(vid, 0))
         writes = []
-        ids_in = {id(t) for t in in_tensors}
+        ids_in = {id(t) for t in in_tensors} | {id(t) for t in written}
         for o in out_tensors:
-            if id(o) in ids_in:  # in-place: a new version of the value it writes
+            if id(o) in ids_in:  # in place or out=: a new version of the value it writes
                 old, nbytes = self.lookup(o)
                 meta = self.values[old].meta
+                if o.numel() != self.tensors[id(o)][1]:  # an out= tensor the op resized
+                    meta, nbytes = TensorMeta(tuple(o.shape), o.dtype), o.numel() * o.itemsize
+                    self.tensors[id(o)] = (old, o.numel())
                 vid = len(self.values)
                 self.values.append(Value(vid, meta, ACTIVATION, index))
                 self.newer[old] = vid
