@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
+from types import MappingProxyType
+from typing import Mapping
 
 from .costs import BATCHNORM, COMPUTE, POINTWISE, ZERO, Cost, lookup, node_cost
 from .errors import InputError
@@ -62,21 +64,24 @@ class PlanSpec:
         return text + (f"+{len(self.groups)} groups" if self.groups else "")
 
 
-@dataclass
+@dataclass(frozen=True)
 class Kernel:
     """One kernel of a plan: its ops, arithmetic and compulsory DRAM traffic."""
 
     name: str
-    nodes: list[int] = field(default_factory=list)
-    ops: list[str] = field(default_factory=list)
+    nodes: tuple[int, ...] = ()
+    ops: tuple[str, ...] = ()
     cost: Cost = ZERO
     input_bytes: int = 0  # activations read from DRAM
     weight_bytes: int = 0  # weights, biases and constants read from DRAM
     output_bytes: int = 0  # activations written to DRAM
     output_shape: tuple[int, ...] = ()
-    unsupported: list[str] = field(default_factory=list)
-    reads: dict[int, int] = field(default_factory=dict, repr=False)  # activation value -> bytes
-    writes: dict[int, int] = field(default_factory=dict, repr=False)  # value -> bytes written
+    unsupported: tuple[str, ...] = ()
+    # activation value -> bytes read; value -> bytes written (for the L2-carry refinement)
+    reads: Mapping[int, int] = field(default_factory=lambda: MappingProxyType({}), repr=False,
+                                     compare=False)
+    writes: Mapping[int, int] = field(default_factory=lambda: MappingProxyType({}),
+                                      repr=False, compare=False)
 
     @property
     def macs(self) -> int:
@@ -119,7 +124,8 @@ def make_kernels(graph: Graph, spec: PlanSpec | str = "layer") -> list[Kernel]:
     fuse = spec.kind != "op"
     costs = [node_cost(n) for n in graph.nodes]
     kernel_of: dict[int, int] = {}  # node index -> kernel index
-    kernels: list[Kernel] = []
+    names: list[str] = []  # per kernel
+    members: list[list[int]] = []  # per kernel: its nodes, in order
     by_group: dict[str, int] = {}
     affine: dict[int, tuple[int, int]] = {}  # batchnorm -> (weight elements, bias ops) it adds
     constant = _constant_nodes(graph, costs) if fuse else set()
@@ -134,39 +140,33 @@ def make_kernels(graph: Graph, spec: PlanSpec | str = "layer") -> list[Kernel]:
         if fuse and role == BATCHNORM:
             target, affine[node.index] = _fold(graph, node, kernel_of, costs, target, group)
         if target is not None and group is not None:
-            _check_contiguous(graph, node, kernel_of, target, group, kernels)
+            _check_contiguous(graph, node, kernel_of, target, group, names)
         if target is None and group is None and fuse and role in (POINTWISE, BATCHNORM):
             producers = [kernel_of[p] for p in _producers(graph, node) if p in kernel_of]
             target = max(producers) if producers else None
         if target is None:
-            target = len(kernels)
-            kernels.append(Kernel(name=group if group is not None else node.module_path))
+            target = len(names)
+            names.append(group if group is not None else node.module_path)
+            members.append([])
             if group is not None:
                 by_group[group] = target
         kernel_of[node.index] = target
-        k = kernels[target]
-        k.nodes.append(node.index)
-        k.ops.append(node.name)
-        if costs[node.index] is None:
-            k.unsupported.append(str(node.func))
-        else:
-            k.cost = k.cost + costs[node.index]
+        members[target].append(node.index)
     if spec.kind == "block" and spec.blocks and not by_group:
         classes = sorted({f.cls for n in graph.nodes for f in n.scope})
         raise InputError(f"block pattern(s) {', '.join(spec.blocks)} matched no module "
                          f"(module classes here: {', '.join(classes[:12])}"
                          f"{', ...' if len(classes) > 12 else ''})", field="plan")
-    for k in kernels:
-        _count_bytes(graph, k, affine, constant, costs)
-    return kernels
+    return [_kernel(graph, name, nodes, affine, constant, costs)
+            for name, nodes in zip(names, members)]
 
 
 def _check_contiguous(graph: Graph, node: OpNode, kernel_of: dict[int, int], target: int,
-                      group: str, kernels: list[Kernel]) -> None:
+                      group: str, names: list[str]) -> None:
     """A fused group cannot wait for a kernel that runs after it started."""
     later = [kernel_of[p] for p in _producers(graph, node) if kernel_of.get(p, -1) > target]
     if later:
-        raise InputError(f"kernel '{group}' needs the output of '{kernels[later[0]].name}', "
+        raise InputError(f"kernel '{group}' needs the output of '{names[later[0]]}', "
                          f"which runs after it started (at op {node.func} in "
                          f"'{node.module_path}'): a fused group must be contiguous",
                          field="groups")
@@ -213,11 +213,16 @@ def _fold(graph: Graph, bn: OpNode, kernel_of: dict[int, int], costs: list[Cost 
     return kernel_of[p], (0, 0) if costs[p].bias_ops else (channels, channels)
 
 
-def _count_bytes(graph: Graph, k: Kernel, affine, constant: set[int],
-                 costs: list[Cost | None]) -> None:
-    members = set(k.nodes)
+def _kernel(graph: Graph, name: str, nodes: list[int], affine, constant: set[int],
+            costs: list[Cost | None]) -> Kernel:
+    """The kernel of these nodes: their arithmetic and the kernel's compulsory traffic."""
+    members = set(nodes)
+    cost, weight_bytes, input_bytes, output_bytes = ZERO, 0, 0, 0
+    for i in nodes:
+        if costs[i] is not None:
+            cost = cost + costs[i]
     reads: dict[int, int] = {}
-    for i in k.nodes:
+    for i in nodes:
         node = graph.nodes[i]
         node_reads = node.reads[:1] if i in affine else node.reads  # BN stats are folded
         partial = costs[i].input_elements if costs[i] is not None else None
@@ -229,25 +234,32 @@ def _count_bytes(graph: Graph, k: Kernel, affine, constant: set[int],
             reads[vid] = max(nbytes, reads.get(vid, 0))
         if i in affine:
             elements, bias_ops = affine[i]
-            k.cost = k.cost + Cost(bias_ops=bias_ops)
-            k.weight_bytes += elements * node.args[0].itemsize
+            cost = cost + Cost(bias_ops=bias_ops)
+            weight_bytes += elements * node.args[0].itemsize
+    activation_reads: dict[int, int] = {}
     for vid, nbytes in reads.items():
         value = graph.values[vid]
         is_weight = value.kind not in (ACTIVATION, INPUT) or value.producer in constant
         if is_weight:
-            k.weight_bytes += nbytes
+            weight_bytes += nbytes
         else:
-            k.input_bytes += nbytes
-            k.reads[vid] = nbytes
+            input_bytes += nbytes
+            activation_reads[vid] = nbytes
     outputs = set(graph.outputs)
-    for i in k.nodes:
+    writes: dict[int, int] = {}
+    output_shape: tuple[int, ...] = ()
+    for i in nodes:
         for vid, nbytes in graph.nodes[i].writes:
             # written if read by another kernel or returned; dead outputs (unused
             # max-pool indices, batchnorm's saved statistics) are never materialised
             if vid in outputs or any(c not in members for c in graph.consumers(vid)):
-                k.output_bytes += nbytes
-                k.writes[vid] = nbytes
-                k.output_shape = graph.values[vid].meta.shape
-    if not k.output_shape and k.nodes:
-        last = graph.nodes[k.nodes[-1]]
-        k.output_shape = graph.values[last.writes[0][0]].meta.shape if last.writes else ()
+                output_bytes += nbytes
+                writes[vid] = nbytes
+                output_shape = graph.values[vid].meta.shape
+    if not output_shape and nodes:
+        last = graph.nodes[nodes[-1]]
+        output_shape = graph.values[last.writes[0][0]].meta.shape if last.writes else ()
+    return Kernel(name, tuple(nodes), tuple(graph.nodes[i].name for i in nodes), cost,
+                  input_bytes, weight_bytes, output_bytes, output_shape,
+                  tuple(str(graph.nodes[i].func) for i in nodes if costs[i] is None),
+                  MappingProxyType(activation_reads), MappingProxyType(writes))

@@ -88,7 +88,7 @@ def test_custom_groups_from_the_spec(tmp_path):
     r = perfmodel.analyze_spec(spec)
     first = r.kernels[0].kernel
     assert first.name == "stem,bn"
-    assert first.ops[:2] == ["convolution", "native_batch_norm"]
+    assert first.ops[:2] == ("convolution", "native_batch_norm")
     # one kernel for the group (relu fuses in), then mean, then the head: 3 kernels
     assert [k.kernel.ops[0] for k in r.kernels] == ["convolution", "mean", "addmm"]
     layer = perfmodel.analyze_spec(spec, plan="layer")  # --plan keeps the spec's groups
@@ -110,7 +110,7 @@ def test_integer_inputs_and_embedding_reads_only_gathered_rows(tmp_path):
     r = perfmodel.analyze_spec(spec)
     assert r.unsupported == {}
     embed = r.kernels[0].kernel
-    assert embed.ops == ["embedding"]
+    assert embed.ops == ("embedding",)
     assert embed.input_bytes == 2 * 16 * 8  # int64 token ids
     assert embed.weight_bytes == 2 * 16 * 64 * 2  # 32 gathered rows of 64 fp16, not 1000
     assert r.macs == 2 * 16 * (64 * 256 + 256 * 64 + 64 * 1000)

@@ -14,7 +14,7 @@ class Attention(nn.Module):
 def test_sdpa_is_one_kernel_with_literal_macs_and_bytes():
     b, h, l, e = 2, 4, 64, 32
     r = perfmodel.analyze(Attention(), torch.empty(b, h, l, e), plan="op")
-    assert [k.kernel.ops for k in r.kernels] == [["scaled_dot_product_attention"]]
+    assert [k.kernel.ops for k in r.kernels] == [("scaled_dot_product_attention",)]
     k = r.kernels[0].kernel
     assert k.macs == b * h * l * l * e * 2  # Q K^T and P V
     assert k.dram_bytes == 2 * (b * h * l * e) * 2  # q (= k = v) read once, out written

@@ -83,6 +83,19 @@ def test_fused_layer_kernel_reads_shortcut_once():
     assert k.output_bytes == 2 * 8 * 8 * 64 * FP16  # only the block output is written
 
 
+def test_plan_kernels_are_built_once_and_frozen():
+    import dataclasses
+
+    k = one_kernel(Residual(64), 64, plan="layer")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        k.weight_bytes = 0
+    with pytest.raises(TypeError):
+        k.reads[0] = 1  # the L2-carry bookkeeping is read-only too
+    assert isinstance(k.ops, tuple) and isinstance(k.nodes, tuple)
+    assert sum(k.reads.values()) == k.input_bytes
+    assert sum(k.writes.values()) == k.output_bytes
+
+
 def test_op_plan_runs_batchnorm_as_its_own_kernel():
     result = perfmodel.analyze(Residual(64), (64, 8, 8), batch=N, plan="op")
     names = [k.kernel.ops[0] for k in result.kernels]
