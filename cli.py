@@ -299,10 +299,19 @@ def gap(files, hardware, plan, panel, output):
 @click.option("--backend", type=click.Choice(("eager", "inductor", "cuda_kernels")), default="eager",
               show_default=True, help="PyTorch eager; torch.compile (Inductor); or cuda_kernels: "
               "batchnorm folded and the zoo's ConvFirst and FFN blocks on the block-fusion "
-              "kernels, the rest eager (source checkout and nvcc needed; each fused block is "
-              "checked against its PyTorch block first).")
+              "kernels, the rest eager (source checkout and nvcc needed). Each fused block is "
+              "checked first against its PyTorch block in float64, within 2x PyTorch's own "
+              "error; blocks without a kernel for their shape fall back with a warning.")
+@click.option("--compile-mode", type=click.Choice(("default", "reduce-overhead", "max-autotune",
+              "max-autotune-no-cudagraphs")), default="default", show_default=True,
+              help="torch.compile mode (--backend inductor).")
+@click.option("--freezing", is_flag=True, help="Inductor freezing: weights become constants and "
+              "batchnorm is folded into them, as the fused backend folds it (--backend inductor).")
 @click.option("--per-kernel", is_flag=True,
-              help="Also record every GPU kernel's time with torch.profiler.")
+              help="Also record every GPU kernel of three profiled passes, each under the module "
+              "that launched it (kernels outside every module: an unattributed row).")
+@click.option("--trace", type=click.Path(dir_okay=False), metavar="FILE.json.gz",
+              help="With --per-kernel: keep the profiler events the rows come from.")
 @click.option("--cuda-graphs", is_flag=True, help="Time CUDA-graph replays of the forward.")
 @click.option("--ncu", is_flag=True, help="Also record each kernel's DRAM bytes with Nsight "
               "Compute (eager only; clocks and caches left alone).")
@@ -312,17 +321,21 @@ def gap(files, hardware, plan, panel, output):
 @click.option("--dtype", help="Overrides the spec.")
 @click.option("--output", "-o", type=click.Path(dir_okay=False), required=True,
               help="Measurement file to write (.json).")
-def bench(model, backend, per_kernel, cuda_graphs, ncu, warmup, repeats, batch, dtype, output):
+def bench(model, backend, compile_mode, freezing, per_kernel, trace, cuda_graphs, ncu, warmup,
+          repeats, batch, dtype, output):
     """Measure MODEL on this machine's GPU and write a measurement file.
 
-    Random weights, channels-last, CUDA-event timing: median, p20 and p80 of --repeats
-    forward passes after --warmup. Needs CUDA; compare and gap read the file anywhere."""
-    from perfmodel.bench import bench as run_bench, require_cuda
+    Random weights with realistic batchnorm statistics, channels-last, cudnn.benchmark on,
+    CUDA-event timing: median, p20 and p80 of --repeats forward passes after --warmup.
+    Needs CUDA; compare and gap read the file anywhere."""
+    from perfmodel.bench import bench as run_bench
+    from perfmodel.harness import require_cuda
 
     require_cuda()
     spec = perfmodel.load_spec(model).with_overrides(batch=batch, dtype=dtype)
-    path = run_bench(spec, backend=backend, warmup=warmup, repeats=repeats,
-                     cuda_graphs=cuda_graphs, kernels=per_kernel, ncu=ncu, output=output)
+    path = run_bench(spec, backend=backend, compile_mode=compile_mode, freezing=freezing,
+                     warmup=warmup, repeats=repeats, cuda_graphs=cuda_graphs, kernels=per_kernel,
+                     trace=trace, ncu=ncu, output=output)
     from perfmodel.measure import load_measurement
 
     m = load_measurement(path)

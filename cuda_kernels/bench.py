@@ -5,16 +5,16 @@
 Per shape: correctness against a float32 reference first, then the median latency (CUDA
 events, L2 flushed before every repeat) of each kernel variant, of the block under PyTorch
 eager and under torch.compile, with TFLOP/s, GB/s and the fraction of the block-plan
-waterline bound reached. The ceilings are the H200 datasheet's and the ones measured in the
-same run (a cuBLAS fp16 8192^3 product and a large device-to-device copy). Writes one
-measurement file (DESIGN.md §9).
+waterline bound reached. The ceilings are the hardware config's (`--hardware`, default
+h200-sxm: the datasheet) and the ones measured in the same run (a cuBLAS fp16 8192^3 product
+and a large device-to-device copy). Timing, environment, error and the file format are
+perfmodel's one harness (perfmodel.harness, perfmodel.measure), as for model runs.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import platform
 import shlex
 import subprocess
 import sys
@@ -24,8 +24,7 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import nn
 
-DATASHEET = {"name": "h200-sxm", "fp16_tflops": 989.4, "dram_gbps": 4800.0}
-FLUSH_BYTES = 256 << 20  # > 4x the 50-60 MB L2
+from perfmodel.harness import Timer, environment, randomize_batchnorm, reference_precision, relative_error
 
 
 @dataclass(frozen=True)
@@ -74,33 +73,6 @@ DEFAULT_CASES = [
 ]
 
 
-# ---- timing: the one helper every measurement here goes through ----
-
-class Timer:
-    def __init__(self, warmup: int, repeats: int):
-        self.warmup, self.repeats = warmup, repeats
-        self.flush_buffer = torch.empty(FLUSH_BYTES, dtype=torch.uint8, device="cuda")
-
-    def __call__(self, fn) -> dict:
-        for _ in range(self.warmup):
-            fn()
-        starts = [torch.cuda.Event(enable_timing=True) for _ in range(self.repeats)]
-        ends = [torch.cuda.Event(enable_timing=True) for _ in range(self.repeats)]
-        for start, end in zip(starts, ends):
-            self.flush_buffer.zero_()
-            start.record()
-            fn()
-            end.record()
-        torch.cuda.synchronize()
-        times = torch.tensor([s.elapsed_time(e) for s, e in zip(starts, ends)])
-        return {
-            "median": times.median().item(),
-            "p20": torch.quantile(times, 0.2).item(),
-            "p80": torch.quantile(times, 0.8).item(),
-            "repeats": self.repeats,
-        }
-
-
 def measure_ceilings(timer: Timer) -> dict:
     n = 8192
     a = torch.randn(n, n, device="cuda", dtype=torch.float16)
@@ -123,16 +95,11 @@ def measure_ceilings(timer: Timer) -> dict:
 # ---- blocks ----
 
 def make_block(case: Case) -> nn.Module:
+    """The zoo block of `case` in inference form, with realistic batchnorm statistics folded."""
     from perfmodel.zoo import FFN, ConvFirstBlock, fold_batchnorm
 
     block = ConvFirstBlock(case.channels, case.expansion) if case.block == "convfirst" else FFN(case.channels, case.expansion)
-    for m in block.modules():
-        if isinstance(m, nn.BatchNorm2d):
-            m.running_mean.normal_(0, 0.1)
-            m.running_var.uniform_(0.5, 1.5)
-            m.weight.data.uniform_(0.5, 1.5)
-            m.bias.data.normal_(0, 0.1)
-    return fold_batchnorm(block).cuda()
+    return fold_batchnorm(randomize_batchnorm(block)).cuda()
 
 
 def fused_weights(case: Case, block: nn.Module):
@@ -144,14 +111,17 @@ def fused_weights(case: Case, block: nn.Module):
 
 
 def rate_metrics(case: Case, latency_ms: float, ceilings: dict) -> dict:
+    """Rates and waterline fractions against the config's (`ceilings["datasheet"]`) and the
+    measured (`ceilings["measured"]`) fp16 matmul and copy ceilings."""
     seconds = latency_ms * 1e-3
     flops = 2 * case.macs
 
     def waterline_ms(tflops: float, gbps: float) -> float:
         return 1e3 * max(flops / (tflops * 1e12), case.dram_bytes / (gbps * 1e9))
 
-    t_data = waterline_ms(DATASHEET["fp16_tflops"], DATASHEET["dram_gbps"])
-    t_meas = waterline_ms(ceilings["fp16_matmul_tflops"], ceilings["copy_gbps"])
+    datasheet, measured = ceilings["datasheet"], ceilings["measured"]
+    t_data = waterline_ms(datasheet["fp16_tflops"], datasheet["dram_gbps"])
+    t_meas = waterline_ms(measured["fp16_matmul_tflops"], measured["copy_gbps"])
     return {
         "tflops": flops / seconds / 1e12,
         "gbps": case.dram_bytes / seconds / 1e9,
@@ -159,12 +129,8 @@ def rate_metrics(case: Case, latency_ms: float, ceilings: dict) -> dict:
         "waterline_fraction_datasheet": t_data / latency_ms,
         "waterline_ms_measured": t_meas,
         "waterline_fraction_measured": t_meas / latency_ms,
-        "fraction_of_measured_matmul": flops / seconds / 1e12 / ceilings["fp16_matmul_tflops"],
+        "fraction_of_measured_matmul": flops / seconds / 1e12 / measured["fp16_matmul_tflops"],
     }
-
-
-def relative_error(got: torch.Tensor, ref: torch.Tensor) -> float:
-    return ((got.float() - ref).norm() / ref.norm()).item()
 
 
 def bench_case(case: Case, timer: Timer, ceilings: dict, compile_mode: str | None, baselines: bool = True) -> dict:
@@ -178,10 +144,9 @@ def bench_case(case: Case, timer: Timer, ceilings: dict, compile_mode: str | Non
     weights = fused_weights(case, block)
     residual = case.block == "convfirst"
 
-    with torch.no_grad():
-        torch.backends.cudnn.allow_tf32 = False
-        torch.backends.cuda.matmul.allow_tf32 = False
+    with torch.no_grad(), reference_precision():
         ref = block.float()(x.float())
+    with torch.no_grad():
         block_fp16 = block.half()
         eager_out = block_fp16(x)
     correctness = {"torch_fp16_rel_error": relative_error(eager_out, ref), "variants": {}}
@@ -196,7 +161,7 @@ def bench_case(case: Case, timer: Timer, ceilings: dict, compile_mode: str | Non
         out = torch.full_like(x, float("nan"))
         got = cuda_kernels.run_block(x, weights, residual, variant=variant, out=out)
         torch.cuda.synchronize()
-        err = relative_error(got, ref) if torch.isfinite(got).all() else float("inf")
+        err = relative_error(got, ref)
         ok = err <= 2 * correctness["torch_fp16_rel_error"]
         correctness["variants"][variant] = {"rel_error": err, "passed": ok}
         if not ok:
@@ -233,28 +198,6 @@ def bench_case(case: Case, timer: Timer, ceilings: dict, compile_mode: str | Non
         entry["speedup_vs_inductor"] = entry["backends"]["inductor"]["latency_ms"]["median"] / t
         entry["speedup_vs_eager"] = entry["backends"]["eager"]["latency_ms"]["median"] / t
     return entry
-
-
-def environment() -> dict:
-    props = torch.cuda.get_device_properties(0)
-    env = {
-        "gpu": props.name,
-        "sm_count": props.multi_processor_count,
-        "compute_capability": f"{props.major}.{props.minor}",
-        "gpu_memory_gib": props.total_memory / 2**30,
-        "torch": torch.__version__,
-        "cuda": torch.version.cuda,
-        "python": platform.python_version(),
-        "host": platform.node(),
-    }
-    query = "driver_version,clocks.sm,clocks.mem,clocks.max.sm,clocks.max.mem,power.limit"
-    try:
-        line = subprocess.run(["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader"],
-                              capture_output=True, text=True, timeout=30).stdout.strip().splitlines()[0]
-        env.update(dict(zip(query.split(","), (v.strip() for v in line.split(",")))))
-    except (OSError, IndexError, subprocess.SubprocessError) as exc:
-        env["nvidia_smi"] = f"unavailable: {exc}"
-    return env
 
 
 def table(results: list[dict]) -> str:
@@ -298,7 +241,7 @@ def run_isolated(case: Case, args, ceilings: dict) -> dict:
             cmd.append("--no-baselines")
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
         with open(out) as f:
-            return json.load(f)["results"][0]
+            return json.load(f)["results"]["cases"][0]
 
 
 def parse_case(text: str) -> Case:
@@ -314,6 +257,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--repeats", type=int, default=50)
     parser.add_argument("--compile-mode", default=None, help="torch.compile mode (default: inductor's default)")
+    parser.add_argument("--hardware", default="h200-sxm",
+                        help="perfmodel hardware config whose fp16 peak and DRAM bandwidth are the datasheet ceilings")
     parser.add_argument("--no-baselines", action="store_true", help="time only the fused kernels (diagnostics)")
     parser.add_argument("--isolate", action="store_true",
                         help="run each case in a fresh Python process (torch.compile baselines drift late in a "
@@ -330,10 +275,19 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     load_extension()
     build_s = time.perf_counter() - t0
-    timer = Timer(args.warmup, args.repeats)
-    ceilings = json.loads(args.ceilings) if args.ceilings else measure_ceilings(timer)
-    print(f"measured ceilings: fp16 matmul {ceilings['fp16_matmul_tflops']:.1f} TFLOP/s, "
-          f"copy {ceilings['copy_gbps']:.0f} GB/s", flush=True)
+    timer = Timer(args.warmup, args.repeats, flush_l2=True)
+    if args.ceilings:
+        ceilings = json.loads(args.ceilings)
+    else:
+        from perfmodel.hardware import load_hardware
+
+        hw = load_hardware(args.hardware)
+        ceilings = {"datasheet": {"name": hw.name, "fp16_tflops": hw.peak_tflops["float16"],
+                                  "dram_gbps": hw.dram_gbps},
+                    "measured": measure_ceilings(timer)}
+    measured = ceilings["measured"]
+    print(f"measured ceilings: fp16 matmul {measured['fp16_matmul_tflops']:.1f} TFLOP/s, "
+          f"copy {measured['copy_gbps']:.0f} GB/s", flush=True)
     results = []
     for case in cases:
         if args.isolate:
@@ -341,34 +295,27 @@ def main(argv: list[str] | None = None) -> int:
         else:
             results.append(bench_case(case, timer, ceilings, args.compile_mode, not args.no_baselines))
         print(table(results[-1:]).splitlines()[-1], flush=True)
-    record = {
-        "kind": "perfmodel.measurement",
-        "command": command,
-        "environment": environment(),
-        "workload": {
+    from perfmodel.measure import write_measurement
+
+    write_measurement(
+        args.out, command=command, environment=environment(),
+        workload={
+            "kind": "blocks",
             "blocks": sorted({c.block for c in cases}),
             "dtype": "float16",
             "memory_format": "channels_last",
             "backends": ["cuda_kernels"] if args.no_baselines else ["cuda_kernels", "eager", "inductor"],
             "plan": "block (one kernel per block; bytes = input + output + weights)",
         },
-        "method": {
-            "timer": "torch.cuda.Event around each call",
-            "warmup": args.warmup,
-            "repeats": args.repeats,
-            "statistic": "median (p20, p80 also given)",
-            "l2_flush": f"{FLUSH_BYTES >> 20} MiB zero-fill before every repeat",
+        method={
+            **timer.describe(),
             "cuda_graphs": False,
             "process_per_case": args.isolate,
             "inductor": "torch.compile(block, dynamic=False) after torch._dynamo.reset(), per shape",
             "correctness": "rel. L2 error vs float32 (no TF32) must be <= 2x PyTorch fp16 error before timing",
             "extension_build_s": build_s,
         },
-        "ceilings": {"datasheet": DATASHEET, "measured": ceilings},
-        "results": results,
-    }
-    with open(args.out, "w") as f:
-        json.dump(record, f, indent=1)
+        results={"ceilings": ceilings, "cases": results})
     print(table(results))
     return 0
 

@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import nn
 
 from cuda_kernels import ops
+
+
+def _unsupported_width(channels: int, expansion: int) -> str | None:
+    if channels not in ops.SUPPORTED_CHANNELS:
+        return f"C={channels} (kernels for C in {ops.SUPPORTED_CHANNELS})"
+    if expansion not in ops.SUPPORTED_EXPANSIONS:
+        return f"alpha={expansion} (kernels for alpha in {ops.SUPPORTED_EXPANSIONS})"
+    return None
 
 
 def _conv_params(conv: nn.Conv2d) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -20,14 +30,17 @@ class FusedFFN(nn.Module):
         self.weights, self.residual = weights, residual
 
     @staticmethod
-    def supports(block: nn.Module) -> bool:
-        return (
-            isinstance(block.expand, nn.Conv2d)
-            and isinstance(block.project, nn.Conv2d)
-            and block.out_channels == block.channels
-            and block.channels in ops.SUPPORTED_CHANNELS
-            and block.expansion in ops.SUPPORTED_EXPANSIONS
-        )
+    def unsupported(block: nn.Module) -> str | None:
+        """Why the kernel cannot run this inference-form FFN, or None if it can."""
+        if not isinstance(block.expand, nn.Conv2d) or not isinstance(block.project, nn.Conv2d):
+            return "not in inference form (fold batchnorm first)"
+        if block.out_channels != block.channels:
+            return f"out_channels {block.out_channels} != channels {block.channels}"
+        return _unsupported_width(block.channels, block.expansion)
+
+    @classmethod
+    def supports(cls, block: nn.Module) -> bool:
+        return cls.unsupported(block) is None
 
     @classmethod
     def from_block(cls, block: nn.Module) -> "FusedFFN":
@@ -52,16 +65,21 @@ class FusedConvFirstBlock(nn.Module):
         self.weights = weights
 
     @staticmethod
-    def supports(block: nn.Module) -> bool:
-        return (
-            getattr(block, "stride", None) == 1
-            and getattr(block, "group_width", None) == ops.GROUP_WIDTH
-            and getattr(block, "kernel_size", None) == 3
-            and block.out_channels == block.channels
-            and block.channels in ops.SUPPORTED_CHANNELS
-            and block.expansion in ops.SUPPORTED_EXPANSIONS
-            and isinstance(block.conv, nn.Conv2d)
-        )
+    def unsupported(block: nn.Module) -> str | None:
+        """Why the kernel cannot run this inference-form ConvFirst block, or None if it can."""
+        if getattr(block, "stride", None) != 1:
+            return f"stride {getattr(block, 'stride', None)}"
+        if getattr(block, "group_width", None) != ops.GROUP_WIDTH or getattr(block, "kernel_size", None) != 3:
+            return f"group width {getattr(block, 'group_width', None)}, kernel {getattr(block, 'kernel_size', None)}"
+        if not isinstance(block.conv, nn.Conv2d):
+            return "not in inference form (fold batchnorm first)"
+        if block.out_channels != block.channels:
+            return f"out_channels {block.out_channels} != channels {block.channels}"
+        return _unsupported_width(block.channels, block.expansion)
+
+    @classmethod
+    def supports(cls, block: nn.Module) -> bool:
+        return cls.unsupported(block) is None
 
     @classmethod
     def from_block(cls, block: nn.Module) -> "FusedConvFirstBlock":
@@ -81,39 +99,40 @@ class FusedConvFirstBlock(nn.Module):
         return ops.run_block(x.contiguous(memory_format=torch.channels_last), self.weights, True)
 
 
-def replace_convfirst_blocks(model: nn.Module) -> nn.Module:
-    """Swap, in place, every supported inference-form ConvFirstBlock in ``model`` for the fused module."""
-    from perfmodel.zoo.blocks import ConvFirstBlock
+@dataclass(frozen=True)
+class BlockSwap:
+    """What `replace_blocks` did: fused modules per block family, and the blocks of a
+    supported family left in PyTorch, by module path, with the reason."""
 
-    for name, child in model.named_children():
-        if isinstance(child, ConvFirstBlock) and FusedConvFirstBlock.supports(child):
-            setattr(model, name, FusedConvFirstBlock.from_block(child))
-        else:
-            replace_convfirst_blocks(child)
-    return model
+    fused: dict[str, int]
+    fallback: dict[str, str]
 
 
-def replace_blocks(model: nn.Module) -> dict[str, int]:
+def replace_blocks(model: nn.Module) -> BlockSwap:
     """Swap, in place, every inference-form zoo block the kernels support for its fused module.
 
     A supported ``ConvFirstBlock`` becomes one ``FusedConvFirstBlock``; a supported ``FFN``
-    (also one inside a ConvFirst block that stays in PyTorch) a ``FusedFFN``. Returns how many
-    of each were replaced.
+    (also one inside a ConvFirst block that stays in PyTorch) a ``FusedFFN``. Blocks of
+    either family that stay in PyTorch are listed with the reason, never dropped silently.
     """
     from perfmodel.zoo.blocks import FFN, ConvFirstBlock
 
-    counts = {"ConvFirstBlock": 0, "FFN": 0}
+    fused = {"ConvFirstBlock": 0, "FFN": 0}
+    fallback: dict[str, str] = {}
+    families = ((ConvFirstBlock, FusedConvFirstBlock), (FFN, FusedFFN))
 
-    def visit(parent: nn.Module) -> None:
+    def visit(parent: nn.Module, prefix: str) -> None:
         for name, child in parent.named_children():
-            if isinstance(child, ConvFirstBlock) and FusedConvFirstBlock.supports(child):
-                setattr(parent, name, FusedConvFirstBlock.from_block(child))
-                counts["ConvFirstBlock"] += 1
-            elif isinstance(child, FFN) and FusedFFN.supports(child):
-                setattr(parent, name, FusedFFN.from_block(child))
-                counts["FFN"] += 1
-            else:
-                visit(child)
+            path = f"{prefix}{name}"
+            family = next(((cls, fused_cls) for cls, fused_cls in families if isinstance(child, cls)), None)
+            reason = family and family[1].unsupported(child)
+            if family and reason is None:
+                setattr(parent, name, family[1].from_block(child))
+                fused[family[0].__name__] += 1
+                continue
+            if family:
+                fallback[path] = reason
+            visit(child, path + ".")
 
-    visit(model)
-    return counts
+    visit(model, "")
+    return BlockSwap(fused, fallback)

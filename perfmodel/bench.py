@@ -1,154 +1,29 @@
 """Measure a model on a CUDA GPU and write a measurement file (DESIGN.md section 9).
 
-Random weights (no download), channels-last, the spec's batch and dtype; warm-up, then
-CUDA-event timing of whole forward passes (median, p20, p80). With ``per_kernel``, every
-GPU kernel's duration is recorded with torch.profiler and attributed to the innermost
-module whose forward launched it (eager); kernels launched outside any module, or whose
-module cannot be known (Inductor's fused kernels), keep their kernel name and an empty
-module, so nothing is dropped.
+Random weights (no download) with realistic batchnorm statistics, channels-last, the
+spec's batch and dtype; warm-up, then CUDA-event timing of whole forward passes (median,
+p20, p80) through the one harness (`perfmodel.harness`). With ``kernels``, every GPU kernel
+of three profiled passes is recorded and attributed to the module that launched it
+(`perfmodel.kernel_trace`); kernels outside any module stay, as an unattributed row.
 """
 from __future__ import annotations
 
-import contextlib
 import copy
-import platform
-import statistics
-import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import torch
 
-from .dtypes import torch_dtype
 from .errors import AnalysisError, InputError
+from .harness import (Timer, build_cuda_model, environment, example_input, reference_precision,
+                      relative_error, require_cuda)
+from .kernel_trace import kernel_summary, profile_kernels
 from .measure import BACKENDS, write_measurement
 from .resources import builtin_dir
-from .spec import ModelSpec, resolve_callable
+from .spec import ModelSpec
 
-_MODULE_TAG = "module:"
-
-
-def require_cuda() -> None:
-    if not torch.cuda.is_available():
-        raise InputError("perfmodel bench needs an NVIDIA GPU with CUDA "
-                         "(torch.cuda.is_available() is False on this machine)")
-
-
-def environment() -> dict:
-    props = torch.cuda.get_device_properties(0)
-    env = {"gpu": props.name, "sm_count": props.multi_processor_count,
-           "memory_gib": round(props.total_memory / 2**30, 1),
-           "capability": f"{props.major}.{props.minor}", "torch": torch.__version__,
-           "cuda": torch.version.cuda, "python": platform.python_version(),
-           "host": platform.node()}
-    with contextlib.suppress(Exception):
-        query = "driver_version,clocks.sm,clocks.mem,clocks.max.sm,power.limit"
-        out = subprocess.run(["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=20).stdout.strip()
-        fields = [f.strip() for f in out.splitlines()[0].split(",")]
-        env.update(dict(zip(("driver", "clock_sm", "clock_mem", "clock_sm_max", "power_limit"),
-                            fields)))
-    return env
-
-
-def build_cuda_model(spec: ModelSpec) -> torch.nn.Module:
-    base = Path(spec.path).parent if spec.path else None
-    fn = resolve_callable(spec.model, base=base, file=spec.path)
-    kwargs = dict(spec.kwargs)
-    if spec.model.startswith("torchvision.models"):
-        kwargs.setdefault("weights", None)
-    with torch.device("cuda"):
-        model = fn(**kwargs)
-    return model.eval().to(dtype=torch_dtype(spec.dtype), memory_format=torch.channels_last)
-
-
-def example_input(meta) -> torch.Tensor:
-    """A random CUDA input: channels-last images, small token ids for integer inputs."""
-    if meta.dtype.is_floating_point:
-        x = torch.randn(meta.shape, device="cuda", dtype=meta.dtype)
-        return x.contiguous(memory_format=torch.channels_last) if x.dim() == 4 else x
-    return torch.randint(0, 2 if meta.dtype == torch.bool else 100, meta.shape,
-                         device="cuda").to(meta.dtype)
-
-
-def time_forward(fn, warmup: int, repeats: int) -> list[float]:
-    """Milliseconds of each of `repeats` calls, timed with CUDA events after `warmup` calls."""
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(repeats):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return times
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    pos = (len(ordered) - 1) * q
-    lo, hi = int(pos), min(int(pos) + 1, len(ordered) - 1)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
-
-
-@contextlib.contextmanager
-def _module_ranges(model: torch.nn.Module):
-    """Label every module's forward with a profiler range named after its path."""
-    stack = []
-
-    def pre(module, _):
-        rf = torch.profiler.record_function(_MODULE_TAG + names.get(id(module), "?"))
-        rf.__enter__()
-        stack.append(rf)
-
-    def post(module, _, __):
-        stack.pop().__exit__(None, None, None)
-
-    names = {id(m): n for n, m in model.named_modules()}
-    handles = [m.register_forward_pre_hook(pre) for m in model.modules()]
-    handles += [m.register_forward_hook(post) for m in model.modules()]
-    try:
-        yield
-    finally:
-        for h in handles:
-            h.remove()
-
-
-def per_kernel(model, fn, iterations: int = 3) -> list[dict]:
-    """GPU kernels of `iterations` forward passes, each attributed to its innermost module
-    (when `model` is given: eager; a compiled model launches fused kernels instead)."""
-    from torch.profiler import ProfilerActivity, profile
-
-    ranges = _module_ranges(model) if model is not None else contextlib.nullcontext()
-    with ranges, profile(activities=[ProfilerActivity.CPU,
-                                                    ProfilerActivity.CUDA]) as prof:
-        for _ in range(iterations):
-            fn()
-        torch.cuda.synchronize()
-    rows: dict[tuple[str, str], dict] = {}
-    for event in prof.events():
-        for kernel in getattr(event, "kernels", []):
-            module = _innermost_module(event)
-            key = (module, kernel.name)
-            row = rows.setdefault(key, {"name": kernel.name, "module": module,
-                                        "duration_ms": 0.0, "count": 0})
-            row["duration_ms"] += kernel.duration / 1e3 / iterations  # us -> ms per pass
-            row["count"] += 1
-    for row in rows.values():
-        row["count"] = max(1, round(row["count"] / iterations))
-    return list(rows.values())
-
-
-def _innermost_module(event) -> str:
-    parent = event
-    while parent is not None:
-        if parent.name.startswith(_MODULE_TAG):
-            return parent.name[len(_MODULE_TAG):]
-        parent = parent.cpu_parent
-    return ""
+ERROR_RATIO_LIMIT = 2.0  # a fused block may err up to 2x PyTorch's own low-precision error
 
 
 def _spec_reference(spec: ModelSpec) -> str:
@@ -159,17 +34,65 @@ def _spec_reference(spec: ModelSpec) -> str:
     return str(path) if path else spec.name
 
 
-FUSED_TOLERANCE = 1e-2  # per block; a guard against wrong results (tests/ check accuracy)
+def check_blocks(model: torch.nn.Module, reference: torch.nn.Module, inputs: list[torch.Tensor],
+                 is_fused) -> dict:
+    """Run `model` once and check every submodule for which `is_fused(module)` holds
+    against the submodule of the same path in `reference`, on the input it received.
+
+    Each block's output and PyTorch's (the reference block in the model's dtype) are
+    compared with the reference block run in float64; a block passes when its relative
+    error is at most ERROR_RATIO_LIMIT times PyTorch's own. Raises AnalysisError naming
+    every block that fails; returns what was checked, for the measurement file."""
+    blocks = dict(reference.named_modules())
+    rows: dict[str, dict] = {}
+
+    def check(name: str):
+        def hook(_module, args, out):
+            ref_block = blocks[name]
+            with reference_precision():
+                exact = copy.deepcopy(ref_block).double()(*(a.double() for a in args))
+            torch_error = relative_error(ref_block(*args), exact)
+            error = relative_error(out, exact)
+            rows[name] = {"relative_error": error, "torch_relative_error": torch_error,
+                          "passed": error <= ERROR_RATIO_LIMIT * torch_error}
+        return hook
+
+    handles = [m.register_forward_hook(check(name)) for name, m in model.named_modules()
+               if is_fused(m)]
+    try:
+        with torch.inference_mode():
+            model(*inputs)
+    finally:
+        for h in handles:
+            h.remove()
+    failed = [name for name, row in rows.items() if not row["passed"]]
+    if failed:
+        row = rows[failed[0]]
+        raise AnalysisError(
+            f"fused block {failed[0]} has relative error {row['relative_error']:.3g} against a "
+            f"float64 reference, more than {ERROR_RATIO_LIMIT:g}x PyTorch's own "
+            f"{row['torch_relative_error']:.3g}, and {len(failed) - 1} more block(s) fail: "
+            "a kernel is wrong")
+    worst = max(rows.values(), key=lambda r: r["relative_error"] / (r["torch_relative_error"] or 1e-30),
+                default=None)
+    return {"reference": "the PyTorch block in float64 on the same input",
+            "tolerance": f"relative error <= {ERROR_RATIO_LIMIT:g}x PyTorch's own in the model dtype",
+            "blocks_checked": len(rows),
+            "max_relative_error": max((r["relative_error"] for r in rows.values()), default=None),
+            "worst_block": worst and next(n for n, r in rows.items() if r is worst),
+            "worst_error_ratio": worst and worst["relative_error"] / (worst["torch_relative_error"] or 1e-30),
+            "blocks": rows}
 
 
 def fused_model(model: torch.nn.Module, inputs: list[torch.Tensor]) -> tuple[torch.nn.Module, dict]:
     """`model` with batchnorm folded and every zoo block the block-fusion kernels support
     (ConvFirst, FFN) running on them; the rest stays in PyTorch.
 
-    One forward pass checks every fused block against the folded PyTorch block on the same
-    input (a whole-network check is too weak: the classifier's pooling averages block-level
-    differences away). Returns the model and what was replaced, with the largest relative
-    difference of a block."""
+    Every fused block is checked against its folded PyTorch block on the input it gets in
+    one forward pass (`check_blocks`; a whole-network check is too weak: the classifier's
+    pooling averages block-level differences away). Blocks of a supported family whose
+    shape the kernels do not support fall back to PyTorch with a warning. Returns the model
+    and the record of what was fused, what fell back and what was checked."""
     try:
         import cuda_kernels
     except ImportError as exc:
@@ -179,47 +102,54 @@ def fused_model(model: torch.nn.Module, inputs: list[torch.Tensor]) -> tuple[tor
 
     folded = fold_batchnorm(model)
     fused = copy.deepcopy(folded)
-    counts = cuda_kernels.replace_blocks(fused)
-    if not any(counts.values()):
+    swap = cuda_kernels.replace_blocks(fused)
+    if not any(swap.fused.values()):
         raise InputError("the model has no ConvFirst or FFN block (perfmodel.zoo) that the "
                          "block-fusion kernels support, so cuda_kernels would time plain eager")
-    reference = dict(folded.named_modules())
-    differences: dict[str, float] = {}
+    if swap.fallback:
+        warnings.warn(f"{len(swap.fallback)} block(s) run in PyTorch, their shape has no fused "
+                      f"kernel: {', '.join(f'{p} ({why})' for p, why in swap.fallback.items())}",
+                      stacklevel=2)
+    check = check_blocks(fused, folded, inputs,
+                         lambda m: isinstance(m, (cuda_kernels.FusedConvFirstBlock,
+                                                  cuda_kernels.FusedFFN)))
+    return fused, {"fused_blocks": swap.fused, "fallback_blocks": dict(swap.fallback),
+                   "fallback_count": len(swap.fallback), "check": check}
 
-    def check(name: str):
-        def hook(module, args, out):
-            expected = reference[name](*args).float()
-            differences[name] = ((out.float() - expected).norm() / expected.norm()).item()
-        return hook
 
-    fused_types = (cuda_kernels.FusedConvFirstBlock, cuda_kernels.FusedFFN)
-    handles = [m.register_forward_hook(check(name)) for name, m in fused.named_modules()
-               if isinstance(m, fused_types)]
-    try:
-        with torch.inference_mode():
-            fused(*inputs)
-    finally:
-        for h in handles:
-            h.remove()
-    bad = {name: d for name, d in differences.items() if not d <= FUSED_TOLERANCE}  # NaN too
-    if bad:
-        name, d = next(iter(bad.items()))
-        raise AnalysisError(f"fused block {name} differs from PyTorch by {d:.3g} (relative; more "
-                            f"than {FUSED_TOLERANCE}), and {len(bad) - 1} more: a kernel is wrong")
-    return fused, {"replaced_blocks": counts, "blocks_checked": len(differences),
-                   "max_block_relative_difference": max(differences.values())}
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
+
+def _runner(model: torch.nn.Module, backend: str, compile_mode: str, freezing: bool):
+    if backend != "inductor":
+        return model
+    import torch._inductor.config as inductor_config
+
+    inductor_config.freezing = freezing  # constant-folds BN into the weights, as fusion does
+    return torch.compile(model, mode=None if compile_mode == "default" else compile_mode)
 
 
 def bench(spec: ModelSpec, *, backend: str = "eager", warmup: int = 10, repeats: int = 50,
           cuda_graphs: bool = False, kernels: bool = False, ncu: bool = False,
+          compile_mode: str = "default", freezing: bool = False, trace: str | Path | None = None,
           output: str | Path, command: str | None = None) -> Path:
     """Measure `spec` and write the measurement file; returns its path.
 
-    backend: "eager", "inductor" (torch.compile) or "cuda_kernels" (fused_model)."""
+    backend: "eager", "inductor" (torch.compile with `compile_mode`, optionally `freezing`)
+    or "cuda_kernels" (fused_model). `kernels` adds the per-kernel rows; `trace` keeps the
+    profiler events they were derived from (gzipped JSON)."""
     if backend not in BACKENDS:
         raise InputError(f"unknown backend {backend!r} (choose from {', '.join(BACKENDS)})")
+    if compile_mode not in COMPILE_MODES:
+        raise InputError(f"unknown compile mode {compile_mode!r} (choose from "
+                         f"{', '.join(COMPILE_MODES)})", field="--compile-mode")
+    if backend != "inductor" and (compile_mode != "default" or freezing):
+        raise InputError(f"--compile-mode and --freezing apply to --backend inductor, "
+                         f"not {backend}")
     if ncu and backend != "eager":  # the ncu worker runs the model in eager
         raise InputError(f"--ncu profiles the eager model only, not --backend {backend}")
+    if trace and not kernels:
+        raise InputError("--trace keeps the per-kernel profile: add --per-kernel")
     require_cuda()
     torch.backends.cudnn.benchmark = True
     model = build_cuda_model(spec)
@@ -227,7 +157,7 @@ def bench(spec: ModelSpec, *, backend: str = "eager", warmup: int = 10, repeats:
     fusion = None
     if backend == "cuda_kernels":
         model, fusion = fused_model(model, inputs)
-    runner = torch.compile(model) if backend == "inductor" else model
+    runner = _runner(model, backend, compile_mode, freezing)
 
     def forward():
         with torch.inference_mode():
@@ -241,11 +171,12 @@ def bench(spec: ModelSpec, *, backend: str = "eager", warmup: int = 10, repeats:
         with torch.cuda.graph(graph):
             forward()
         fn = graph.replay
-    times = time_forward(fn, warmup, repeats)
-    results = {"latency_ms": {"median": statistics.median(times), "p20": percentile(times, 0.2),
-                              "p80": percentile(times, 0.8), "min": min(times)}}
-    if kernels:
-        results["kernels"] = per_kernel(model if backend != "inductor" else None, forward)
+    timer = Timer(warmup, repeats)
+    results = {"latency_ms": timer(fn)}
+    if kernels:  # eager modules launch their own kernels; a compiled graph's are its own
+        rows = profile_kernels(model if backend != "inductor" else None, forward, keep_trace=trace)
+        results["kernels"] = rows
+        results["kernel_totals"] = kernel_summary(rows, results["latency_ms"]["median"])
     if ncu:  # the raw CSV is kept beside the file, so the rows can always be re-derived
         from .ncu import collect_csv, parse_csv
 
@@ -255,17 +186,20 @@ def bench(spec: ModelSpec, *, backend: str = "eager", warmup: int = 10, repeats:
             results["ncu"] = parse_csv(text)
         except (KeyError, IndexError, ValueError) as exc:
             results["ncu_error"] = f"{type(exc).__name__}: {exc}"
+    settings = {"compile_mode": compile_mode, "freezing": freezing} if backend == "inductor" else {}
     return write_measurement(
         output, command=command or " ".join(["perfmodel"] + sys.argv[1:]),
         environment=environment(),
         workload={"spec": _spec_reference(spec), "model": spec.name,
                   "batch": spec.batch, "dtype": spec.dtype,
                   "input": [list(s) for s in spec.inputs], "memory_format": "channels_last",
-                  "backend": backend, **({"fusion": fusion} if fusion else {})},
-        method={"warmup": warmup, "repeats": repeats, "statistic": "median",
-                "timer": "cuda_events", "cuda_graphs": cuda_graphs,
+                  "backend": backend, **settings, **({"fusion": fusion} if fusion else {})},
+        method={**timer.describe(), "cuda_graphs": cuda_graphs,
                 "cudnn_benchmark": True, "inference_mode": True,
-                "per_kernel": "torch.profiler, 3 passes averaged" if kernels else None,
+                "weights": "random, batchnorm statistics randomized (harness.randomize_batchnorm)",
+                "per_kernel": ("torch.profiler, 3 passes averaged; kernels attributed to the "
+                               "innermost module range open at their launch (correlation id)")
+                if kernels else None,
                 "ncu": "ncu --clock-control none --cache-control none, one pass, kernels "
                        "renamed by module NVTX ranges" if ncu else None},
         results=results)

@@ -6,13 +6,13 @@ T_min of the layer plan is what layer-by-layer execution could attain at best.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from .api import analyze
 from .errors import InputError
 from .hardware import Hardware
+from .measure import read_measurement_file
 from .zoo.blocks import FFN, ConvFirstBlock
 
 BLOCKS = {"convfirst": (ConvFirstBlock, "block:ConvFirstBlock"), "ffn": (FFN, "block:FFN")}
@@ -37,16 +37,12 @@ class KernelCase:
 
 
 def load_kernel_results(path: str | Path, hw: Hardware) -> list[KernelCase]:
-    path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-        rows = data["results"]
-        assert isinstance(rows, list) and all("backends" in r for r in rows)
-    except FileNotFoundError:
-        raise InputError("file not found", file=str(path))
-    except (json.JSONDecodeError, KeyError, AssertionError, TypeError):
-        raise InputError("not a cuda_kernels benchmark file (expected results[] with "
-                         "backends)", file=str(path), field="results")
+    data = read_measurement_file(path)
+    rows = data["results"].get("cases")
+    if data["workload"]["kind"] != "blocks" or not isinstance(rows, list) or not all(
+            isinstance(r, dict) and "backends" in r for r in rows):
+        raise InputError("not a cuda_kernels benchmark file (expected workload.kind 'blocks' "
+                         "and results.cases[] with backends)", file=str(path), field="results")
     cases = []
     for r in rows:
         factory, plan = BLOCKS[r["block"]]

@@ -18,6 +18,13 @@ One JSON file per run (DESIGN.md section 9)::
 
 Files measured on a real GPU live in ``examples/measurements/`` and are never edited by
 hand; `workload.spec` names the model spec (built-in name or path) the run measured.
+Per-kernel rows whose launch ran outside every module have the module
+``kernel_trace.UNATTRIBUTED``; ``results.kernel_totals`` keeps their sum beside the latency.
+
+Kernel runs (``python -m cuda_kernels.bench``) use the same envelope with
+``workload.kind: "blocks"`` and ``results: {"ceilings": ..., "cases": [...]}``; one reader,
+`read_measurement_file`, checks the envelope of both (and of the kernel runs written before
+the envelope was shared, ``"kind": "perfmodel.measurement"`` with a list of results).
 """
 from __future__ import annotations
 
@@ -26,10 +33,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .dtypes import canonical_dtype
 from .errors import InputError
 
 SCHEMA = "perfmodel.measurement/1"
+LEGACY_KERNEL_RUN = "perfmodel.measurement"  # kernel runs before the shared envelope
 BACKENDS = ("eager", "inductor", "cuda_kernels")
+KINDS = ("model", "blocks")
 
 
 @dataclass(frozen=True)
@@ -72,32 +82,86 @@ class Measurement:
     ncu: tuple[NcuKernel, ...] = ()
     path: str | None = None
 
+    @property
+    def gpu(self) -> str | None:
+        return self.environment.get("gpu")
+
+    @property
+    def kernel_sum_ms(self) -> float:
+        """Sum of the per-kernel times of one pass (0 without per-kernel rows)."""
+        return sum(k.duration_ms for k in self.kernels)
+
+    @property
+    def where(self) -> str:
+        """How messages name this measurement: its file, else its spec."""
+        return self.path or f"measurement of {self.spec}"
+
+
+_TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", dict: "a mapping",
+               list: "a list", (int, float): "a number"}
+
 
 def _need(data: dict, key: str, types, file: str, prefix: str = ""):
-    if key not in data:
+    if not isinstance(data, dict) or key not in data:
         raise InputError("missing (required)", file=file, field=prefix + key)
     value = data[key]
-    if not isinstance(value, types) or isinstance(value, bool) and bool not in (
-            types if isinstance(types, tuple) else (types,)):
-        raise InputError(f"expected {getattr(types, '__name__', types)}, got {value!r}",
+    allowed = types if isinstance(types, tuple) else (types,)
+    if not isinstance(value, types) or isinstance(value, bool) and bool not in allowed:
+        raise InputError(f"expected {_TYPE_NAMES.get(types, types)}, got {value!r}",
                          file=file, field=prefix + key)
     return value
 
 
-def load_measurement(path: str | Path) -> Measurement:
+def read_measurement_file(path: str | Path) -> dict:
+    """The checked envelope of a measurement file, model run or kernel run: schema,
+    command, environment, workload (with its ``kind``), method and results."""
     path = Path(path)
     file = str(path)
     if not path.is_file():
         raise InputError("file not found", file=file)
     try:
         data = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise InputError(f"not valid JSON: {exc}", file=file) from exc
+    if isinstance(data, dict) and data.get("kind") == LEGACY_KERNEL_RUN:
+        data = {**data, "schema": SCHEMA,
+                "workload": {**data.get("workload", {}), "kind": "blocks"},
+                "results": {"ceilings": data.get("ceilings"), "cases": data.get("results")}}
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         raise InputError(f"not a perfmodel measurement file (expected schema {SCHEMA!r})",
                          file=file, field="schema")
     workload = _need(data, "workload", dict, file)
-    results = _need(data, "results", dict, file)
+    _need(data, "results", dict, file)
+    kind = workload.get("kind", "model")
+    if kind not in KINDS:
+        raise InputError(f"unknown kind {kind!r} (one of {', '.join(KINDS)})", file=file,
+                         field="workload.kind")
+    return {**data, "workload": {**workload, "kind": kind}}
+
+
+def _kernel_rows(results: dict, file: str) -> tuple[KernelMeasurement, ...]:
+    rows = results.get("kernels", [])
+    if not isinstance(rows, list):
+        raise InputError(f"expected a list of kernel rows, got {type(rows).__name__}", file=file,
+                         field="results.kernels")
+    out = []
+    for i, k in enumerate(rows):
+        where = f"results.kernels[{i}]."
+        out.append(KernelMeasurement(
+            str(_need(k, "name", str, file, where)),
+            float(_need(k, "duration_ms", (int, float), file, where)),
+            str(k.get("module", "")), int(k.get("count", 1))))
+    return tuple(out)
+
+
+def load_measurement(path: str | Path) -> Measurement:
+    """A model run's measurement file (`perfmodel bench`), checked field by field."""
+    data = read_measurement_file(path)
+    file = str(path)
+    workload, results = data["workload"], data["results"]
+    if workload["kind"] != "model":
+        raise InputError("a kernel benchmark file (cuda_kernels.bench), not a model run: "
+                         "read it with `perfmodel kernels`", file=file, field="workload.kind")
     latency = _need(results, "latency_ms", dict, file, "results.")
     backend = _need(workload, "backend", str, file, "workload.")
     if backend not in BACKENDS:
@@ -108,20 +172,19 @@ def load_measurement(path: str | Path) -> Measurement:
     if not 0 < stats["p20"] <= stats["median"] <= stats["p80"]:
         raise InputError(f"expected 0 < p20 <= median <= p80, got {stats}", file=file,
                          field="results.latency_ms")
-    kernels = tuple(KernelMeasurement(str(k["name"]), float(k["duration_ms"]),
-                                      str(k.get("module", "")), int(k.get("count", 1)))
-                    for k in results.get("kernels", []))
+    dtype = _need(workload, "dtype", str, file, "workload.")
+    canonical_dtype(dtype, file=file, field="workload.dtype")
     return Measurement(
         spec=_need(workload, "spec", str, file, "workload."),
         model=str(workload.get("model", workload["spec"])),
         batch=_need(workload, "batch", int, file, "workload."),
-        dtype=_need(workload, "dtype", str, file, "workload."),
+        dtype=dtype,
         backend=backend,
         latency_ms=stats["median"], p20_ms=stats["p20"], p80_ms=stats["p80"],
         environment=dict(data.get("environment", {})),
         method=dict(data.get("method", {})),
         command=str(data.get("command", "")),
-        kernels=kernels,
+        kernels=_kernel_rows(results, file),
         ncu=tuple(NcuKernel(str(r["module"]), str(r["name"]), int(r["dram_read_bytes"]),
                             int(r["dram_write_bytes"]), float(r["duration_ms"]))
                   for r in results.get("ncu", [])),

@@ -74,7 +74,7 @@ def _worker(spec_name: str, batch: int, dtype: str) -> None:
     """Run under ncu: warm up, then one profiled forward with module NVTX ranges."""
     import torch
 
-    from .bench import build_cuda_model, example_input
+    from .harness import build_cuda_model, example_input
     from .spec import load_spec
 
     spec = load_spec(spec_name).with_overrides(batch=batch, dtype=dtype)

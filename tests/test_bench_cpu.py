@@ -4,7 +4,8 @@ from types import SimpleNamespace
 import pytest
 
 import perfmodel
-from perfmodel.bench import _innermost_module, _spec_reference, percentile
+from perfmodel.bench import _spec_reference
+from perfmodel.harness import latency_stats, percentile
 
 from test_cli import DATA
 
@@ -14,21 +15,13 @@ def test_percentile_interpolates():
     assert percentile(values, 0.5) == 3.0
     assert percentile(values, 0.2) == pytest.approx(1.8)  # 1 + 0.8 * (2 - 1)
     assert percentile(values, 0.8) == pytest.approx(4.2)
+    assert latency_stats(values) == {"median": 3.0, "p20": pytest.approx(1.8),
+                                     "p80": pytest.approx(4.2), "min": 1.0, "repeats": 5}
 
 
 def test_spec_reference_is_portable_for_builtins():
     assert _spec_reference(perfmodel.load_spec("resnet50")) == "resnet50"
     assert _spec_reference(perfmodel.load_spec(DATA / "tiny.yaml")).endswith("tiny.yaml")
-
-
-def test_kernels_are_attributed_to_the_innermost_module():
-    root = SimpleNamespace(name="module:", cpu_parent=None)
-    block = SimpleNamespace(name="module:layer1.0", cpu_parent=root)
-    conv = SimpleNamespace(name="module:layer1.0.conv1", cpu_parent=block)
-    op = SimpleNamespace(name="aten::convolution", cpu_parent=conv)
-    loose = SimpleNamespace(name="aten::add_", cpu_parent=None)
-    assert _innermost_module(op) == "layer1.0.conv1"
-    assert _innermost_module(loose) == ""
 
 
 def test_cli_offers_every_backend():
@@ -49,19 +42,28 @@ def test_unknown_backend_is_bad_input(tmp_path):
 
 def test_cuda_kernels_backend_swaps_every_supported_block():
     """ConvFirstNet-S: widths (32, 64, 128, 256), depths (3, 4, 12, 4), alpha 6: 23 stride-1
-    blocks, all of supported shape; the 3 stride-2 blocks (out = 2 C) stay. ConvFirstNet-H200:
-    widths (64, 128, 256, 512), depths (3, 4, 14, 3): C = 512 is not supported, 3 + 4 + 14 = 21."""
+    blocks, all of supported shape; the 3 stride-2 blocks (out = 2 C) stay, and so do their
+    FFNs (out_channels = 2 C). ConvFirstNet-H200: widths (64, 128, 256, 512), depths
+    (3, 4, 14, 3): C = 512 is not supported, 3 + 4 + 14 = 21 fused; 3 stride-2 blocks and the
+    3 C = 512 blocks stay, each with its FFN: 12 fallbacks, each with its reason."""
     import torch
 
     import cuda_kernels
     from perfmodel.zoo import FFN, MODELS, fold_batchnorm
 
-    for name, expected in (("convfirstnet_s", 23), ("convfirstnet_h200", 21)):
+    for name, expected, fallbacks in (("convfirstnet_s", 23, 6), ("convfirstnet_h200", 21, 12)):
         net = fold_batchnorm(MODELS[name]())
-        assert cuda_kernels.replace_blocks(net) == {"ConvFirstBlock": expected, "FFN": 0}
+        swap = cuda_kernels.replace_blocks(net)
+        assert swap.fused == {"ConvFirstBlock": expected, "FFN": 0}
+        assert len(swap.fallback) == fallbacks
         assert sum(isinstance(m, cuda_kernels.FusedConvFirstBlock) for m in net.modules()) == expected
+    assert swap.fallback["stages.3.0"] == "stride 2"
+    assert swap.fallback["stages.3.1"].startswith("C=512")
     ffns = fold_batchnorm(torch.nn.Sequential(FFN(64, 4), FFN(64, 4, out_channels=128), FFN(48, 2)))
-    assert cuda_kernels.replace_blocks(ffns) == {"ConvFirstBlock": 0, "FFN": 1}
+    swap = cuda_kernels.replace_blocks(ffns)
+    assert swap.fused == {"ConvFirstBlock": 0, "FFN": 1}
+    assert swap.fallback == {"1": "out_channels 128 != channels 64",
+                             "2": "C=48 (kernels for C in (32, 64, 128, 256))"}
     assert isinstance(ffns[0], cuda_kernels.FusedFFN) and isinstance(ffns[1], FFN)
 
 
@@ -76,7 +78,8 @@ def test_cuda_kernels_backend_refuses_a_model_without_fusable_blocks():
 
 
 def _emulated_ffn(self, x):
-    """What the FFN kernel computes, in float32 on the CPU, from its prepared weights."""
+    """What the FFN kernel computes, from its prepared fp16 weights, accumulating in float32
+    and rounding once to the input's dtype."""
     import torch
 
     w = self.weights
@@ -84,40 +87,65 @@ def _emulated_ffn(self, x):
     hidden = torch.relu(pixels @ w.w1.float().T + w.b1)
     y = hidden @ w.w2.float().T + w.b2 + (pixels if self.residual else 0)
     n, _, h, wd = x.shape
-    return y.reshape(n, h, wd, w.channels).permute(0, 3, 1, 2)
+    return y.reshape(n, h, wd, w.channels).permute(0, 3, 1, 2).to(x.dtype)
 
 
 def _ffn_net():
     import torch
 
+    from perfmodel.harness import randomize_batchnorm
     from perfmodel.zoo import FFN
 
     torch.manual_seed(0)
-    return torch.nn.Sequential(FFN(64, 2, residual=True), torch.nn.ReLU(), FFN(64, 4)).eval()
+    net = torch.nn.Sequential(FFN(64, 2, residual=True), torch.nn.ReLU(), FFN(64, 4))
+    return randomize_batchnorm(net).eval().half()
 
 
-def test_fused_model_checks_every_block(monkeypatch):
+def _x():
+    import torch
+
+    return torch.randn(2, 64, 5, 5, generator=torch.Generator().manual_seed(1)).half()
+
+
+def test_fused_model_checks_every_block_against_float64(monkeypatch):
     import torch
 
     import cuda_kernels
     from perfmodel.bench import fused_model
 
     monkeypatch.setattr(cuda_kernels.FusedFFN, "forward", _emulated_ffn)
-    fused, info = fused_model(_ffn_net(), [torch.randn(2, 64, 5, 5)])
-    assert info["replaced_blocks"] == {"ConvFirstBlock": 0, "FFN": 2} and info["blocks_checked"] == 2
-    assert info["max_block_relative_difference"] < 1e-3  # fp16 weights against fp32 ones
+    fused, info = fused_model(_ffn_net(), [_x()])
+    assert info["fused_blocks"] == {"ConvFirstBlock": 0, "FFN": 2} and info["fallback_count"] == 0
+    check = info["check"]
+    assert check["blocks_checked"] == 2 and set(check["blocks"]) == {"0", "2"}
+    for row in check["blocks"].values():
+        # fp16 really differs from the float64 reference (about 2^-11 relative), and the
+        # emulated kernel, rounding once, errs less than PyTorch rounding after every layer
+        assert 1e-4 < row["torch_relative_error"] < 2e-3
+        assert 0 < row["relative_error"] <= 2 * row["torch_relative_error"] and row["passed"]
 
 
-def test_fused_model_rejects_a_wrong_kernel(monkeypatch):
+@pytest.mark.parametrize("wrong", ["zeros", "bias", "scale"])
+def test_fused_model_rejects_a_wrong_kernel(monkeypatch, wrong):
+    """The check fails on a kernel that is off by a small bias or a 1% scale, not only on
+    garbage: the batchnorm statistics are randomized, so biases are not zero."""
     import torch
 
     import cuda_kernels
     from perfmodel.bench import fused_model
     from perfmodel.errors import AnalysisError
 
-    monkeypatch.setattr(cuda_kernels.FusedFFN, "forward", lambda self, x: torch.zeros_like(x))
-    with pytest.raises(AnalysisError, match=r"fused block 0 differs from PyTorch by 1 .* and 1 more"):
-        fused_model(_ffn_net(), [torch.randn(2, 64, 5, 5)])
+    def forward(self, x):
+        y = _emulated_ffn(self, x)
+        if wrong == "zeros":
+            return torch.zeros_like(y)
+        if wrong == "bias":  # the output bias forgotten, as with an unfolded batchnorm shift
+            return y - self.weights.b2.view(1, -1, 1, 1).to(y.dtype)
+        return y * 1.01
+
+    monkeypatch.setattr(cuda_kernels.FusedFFN, "forward", forward)
+    with pytest.raises(AnalysisError, match=r"fused block 0 has relative error .* and 1 more"):
+        fused_model(_ffn_net(), [_x()])
 
 
 def test_ncu_worker_gets_the_overridden_batch_and_dtype():
