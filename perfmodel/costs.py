@@ -170,20 +170,64 @@ def _baddbmm(bias, a, b, *args, out, **kwargs):
     return Cost(macs=matmul_macs(a, b), bias_ops=b.shape[-1])
 
 
+@register("_scaled_mm", role=COMPUTE)
+def _scaled_mm(a, b, scale_a, scale_b, bias=None, *args, out, **kwargs):
+    """A float8 product; the trace's bytes are already fp8 operands and an out_dtype result."""
+    return Cost(macs=matmul_macs(a, b), bias_ops=b.shape[-1] if bias is not None else 0)
+
+
 @register("linear", role=COMPUTE)
 def _linear(x, w, bias=None, *, out, **kwargs):
     return Cost(macs=x.numel // x.shape[-1] * w.shape[0] * w.shape[1],
                 bias_ops=w.shape[0] if bias is not None else 0)
 
 
+def attention_cost(scores: int, e: int, ev: int) -> Cost:
+    """Q·K^T and P·V over `scores` query-key pairs (all heads, E and Ev wide); the softmax
+    over the scores is other arithmetic. Causal masks and windows are not credited, as in
+    torch.utils.flop_counter."""
+    return Cost(macs=scores * (e + ev), other_ops=5 * scores)
+
+
+def packed_scores(q: TensorMeta, k: TensorMeta, max_q: int, max_k: int) -> int:
+    """Query-key pairs of variable-length attention on packed (..., T, H, E) tensors.
+
+    The sequence lengths are values of the cum_seq tensors, unknown on meta tensors.
+    torch.utils.flop_counter then takes every sequence at its maximum length; the token
+    counts bound the sum of Lq·Lk more tightly (equal when all lengths are equal)."""
+    return q.shape[-2] * min(q.shape[-3] * max_k, k.shape[-3] * max_q)
+
+
 @register("scaled_dot_product_attention", "_scaled_dot_product_flash_attention",
           "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention",
           "_scaled_dot_product_flash_attention_for_cpu",
-          "_scaled_dot_product_attention_math", role=COMPUTE)
+          "_scaled_dot_product_fused_attention_overrideable",
+          "_scaled_dot_product_attention_math", "_scaled_dot_product_attention_math_for_mps",
+          role=COMPUTE)
 def _sdpa(q, k, v, *args, out, **kwargs):
-    """Q·K^T and P·V products; the softmax over B·H·L·S scores is other arithmetic."""
-    scores = prod(q.shape[:-1]) * k.shape[-2]
-    return Cost(macs=scores * q.shape[-1] + scores * v.shape[-1], other_ops=5 * scores)
+    """Layout (..., H, L, E); K and V may have fewer heads (grouped-query attention)."""
+    return attention_cost(prod(q.shape[:-1]) * k.shape[-2], q.shape[-1], v.shape[-1])
+
+
+@register("_flash_attention_forward", "_varlen_attn", role=COMPUTE)
+def _flash_attention(q, k, v, cum_seq_q, cum_seq_k, max_q, max_k, *args, out, **kwargs):
+    """Layout (B, L, H, E), or packed (T, H, E) with cumulative sequence offsets."""
+    if cum_seq_q is None:
+        return attention_cost(prod(q.shape[:-1]) * k.shape[-3], q.shape[-1], v.shape[-1])
+    return attention_cost(packed_scores(q, k, max_q, max_k), q.shape[-1], v.shape[-1])
+
+
+@register("_flash_attention_forward_no_dropout_inplace", "_varlen_attn_out", role=COMPUTE)
+def _flash_attention_into(into, q, k, v, *args, out, **kwargs):
+    """The same kernel, writing its result into the tensor `into`."""
+    return _flash_attention(q, k, v, *args, out=out, **kwargs)
+
+
+@register("_efficient_attention_forward", role=COMPUTE)
+def _efficient_attention(q, k, v, bias, cu_seqlens_q, cu_seqlens_k, max_q, max_k, *args, out,
+                         **kwargs):
+    """Layout (B, L, H, E), or packed (1, T, H, E) with cumulative sequence offsets."""
+    return _flash_attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_q, max_k, out=out)
 
 
 # --------------------------------------------------------------------------- element-wise
@@ -253,6 +297,21 @@ def _softmax(x, *args, out, **kwargs):
 def _pool(x, kernel_size, *args, out, **kwargs):
     window = prod(kernel_size) if isinstance(kernel_size, (list, tuple)) else kernel_size ** 2
     return Cost(other_ops=_first(out).numel * window)
+
+
+def weighted_sum_ops(taps: int) -> int:
+    """Ops of a weighted sum of `taps` inputs: a multiply each, and taps - 1 adds."""
+    return 2 * taps - 1
+
+
+# Interpolation: ops per output element; nearest copies one input element, no arithmetic.
+register("upsample_nearest1d", "upsample_nearest2d", "upsample_nearest3d",
+         "_upsample_nearest_exact1d", "_upsample_nearest_exact2d", "_upsample_nearest_exact3d",
+         role=KERNEL)(pointwise(0))
+register("upsample_linear1d", role=KERNEL)(pointwise(weighted_sum_ops(2)))
+register("upsample_bilinear2d", role=KERNEL)(pointwise(weighted_sum_ops(2 * 2)))
+register("upsample_trilinear3d", role=KERNEL)(pointwise(weighted_sum_ops(2 * 2 * 2)))
+register("upsample_bicubic2d", role=KERNEL)(pointwise(weighted_sum_ops(4 * 4)))
 
 
 @register("_adaptive_avg_pool2d", "adaptive_max_pool2d", "_adaptive_avg_pool3d",

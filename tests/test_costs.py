@@ -68,3 +68,37 @@ def test_a_second_registration_is_an_error():
     assert "convolution" in REGISTRY
     with pytest.raises(ValueError, match="registered twice"):
         register("convolution", role="compute")(lambda *a, **k: None)
+
+
+@pytest.mark.parametrize("mode, shape, scale_shape, taps", [
+    ("nearest", (2, 3, 4, 4), (2, 3, 8, 8), 0),
+    ("nearest-exact", (2, 3, 4, 4), (2, 3, 8, 8), 0),
+    ("nearest", (2, 3, 4), (2, 3, 8), 0),
+    ("nearest", (2, 3, 4, 4, 4), (2, 3, 8, 8, 8), 0),
+    ("linear", (2, 3, 4), (2, 3, 8), 2),
+    ("bilinear", (2, 3, 4, 4), (2, 3, 8, 8), 2 * 2),
+    ("bicubic", (2, 3, 4, 4), (2, 3, 8, 8), 4 * 4),
+    ("trilinear", (2, 3, 4, 4, 4), (2, 3, 8, 8, 8), 2 * 2 * 2),
+])
+def test_upsample_reads_its_input_and_writes_its_output(mode, shape, scale_shape, taps):
+    (k,), r = kernels(lambda x: nn.functional.interpolate(x, scale_factor=2, mode=mode), shape)
+    assert r.unsupported == {} and k.macs == 0
+    n_in, n_out = 2 * 3 * 4 ** (len(shape) - 2), 2 * 3 * 8 ** (len(shape) - 2)
+    # a weighted sum of `taps` inputs per output element; nearest only copies
+    assert k.cost.other_ops == (taps + taps - 1 if taps else 0) * n_out
+    assert k.dram_bytes == (n_in + n_out) * FP16
+
+
+def test_scaled_mm_reads_fp8_operands_and_writes_its_out_dtype():
+    def fp8_product(a, b):
+        scale_a, scale_b = torch.ones((), dtype=torch.float32), torch.ones((), dtype=torch.float32)
+        return torch._scaled_mm(a.to(torch.float8_e4m3fn), b.to(torch.float8_e4m3fn).t(),
+                                scale_a, scale_b, out_dtype=torch.bfloat16)
+
+    ks, r = kernels(fp8_product, (16, 32), (48, 32))
+    assert r.unsupported == {}
+    k = ks[-1]  # after the two casts to fp8
+    assert list(k.ops) == ["_scaled_mm"]
+    assert k.macs == 16 * 32 * 48 and k.flops == 2 * 16 * 32 * 48
+    # fp8 operands (1 byte), two fp32 scales, a bfloat16 result
+    assert k.dram_bytes == (16 * 32 + 32 * 48) * 1 + 2 * 4 + 16 * 48 * 2
