@@ -12,6 +12,7 @@ in-place op (``relu_``, ``add_``) produces a new version of the value it writes.
 from __future__ import annotations
 
 import contextlib
+import traceback
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
@@ -19,7 +20,6 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
-from .dtypes import torch_dtype
 from .errors import TraceError
 
 aten = torch.ops.aten
@@ -295,6 +295,16 @@ def _where(scope: Sequence[Frame]) -> str:
     return f"module '{f.path or '(root)'}' ({f.cls})"
 
 
+# flex_attention refuses meta tensors before it reaches an op the trace could record.
+_FLEX_ATTENTION_SOURCE = "torch/nn/attention/flex_attention.py"
+
+
+def _raised_in(exc: BaseException, source: str) -> bool:
+    """Whether the traceback of `exc` passes through the file ending in `source`."""
+    return any(frame.f_code.co_filename.replace("\\", "/").endswith(source)
+               for frame, _ in traceback.walk_tb(exc.__traceback__))
+
+
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return text[0][:300] if text else ""
@@ -325,21 +335,20 @@ def _as_meta(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 
 
 def trace(model: torch.nn.Module, inputs: Iterable[TensorMeta | Sequence[int]],
-          dtype: str = "float16") -> Graph:
+          dtype: torch.dtype = torch.float16) -> Graph:
     """Run `model` on meta tensors of the given full input shapes and record its ops.
 
     `inputs` are full shapes (batch included) or TensorMeta; floating-point parameters,
     buffers and inputs take `dtype`. The model itself is not modified.
     """
-    tdtype = torch_dtype(dtype)
     rec = _Recorder()
     state = {}
     for name, t in list(model.named_parameters()) + list(model.named_buffers()):
-        state[name] = _as_meta(t, tdtype)
+        state[name] = _as_meta(t, dtype)
         rec.new_value(state[name], WEIGHT, name=name)
     example = []
     for i, spec in enumerate(inputs):
-        shape, dt = (spec.shape, spec.dtype) if isinstance(spec, TensorMeta) else (spec, tdtype)
+        shape, dt = (spec.shape, spec.dtype) if isinstance(spec, TensorMeta) else (spec, dtype)
         x = torch.empty(tuple(shape), dtype=dt, device="meta")
         rec.new_value(x, INPUT, name=f"input{i}")
         example.append(x)
@@ -353,6 +362,11 @@ def trace(model: torch.nn.Module, inputs: Iterable[TensorMeta | Sequence[int]],
     except TraceError:
         raise
     except Exception as exc:
+        if _raised_in(exc, _FLEX_ATTENTION_SOURCE):
+            raise TraceError(f"{_where(rec.scope)} calls flex_attention, which PyTorch cannot "
+                             "run on the meta tensors perfmodel traces with (nor can "
+                             "torch.utils.flop_counter count it there); trace the model with "
+                             "F.scaled_dot_product_attention instead") from exc
         raise TraceError(f"tracing failed in {_where(rec.scope)} after op {rec.current_op or '-'}: "
                          f"{type(exc).__name__}: {_first_line(exc)}") from exc
     finally:
