@@ -19,8 +19,23 @@ def _hardware_option(default: str | None = None, note: str = ""):
                         f"list`).{note}")
 
 
+class _DTypeParam(click.ParamType):
+    """--dtype becomes a typed DType here, once; the library takes it as it is."""
+
+    name = "dtype"
+
+    def convert(self, value, param, ctx):
+        from perfmodel.dtypes import parse_dtype
+
+        try:
+            return parse_dtype(value, field=None)
+        except PerfmodelError as exc:
+            self.fail(str(exc), param, ctx)
+
+
 def _dtype_option(default: str | None = None, note: str = ""):
-    return click.option("--dtype", default=default, show_default=default is not None,
+    return click.option("--dtype", type=_DTypeParam(), default=default,
+                        show_default=default is not None,
                         help=f"float16, bfloat16, float32 ...{note}")
 
 

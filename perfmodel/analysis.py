@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .dtypes import DType
 from .errors import InputError
 from .hardware import Hardware
 from .plan import Kernel
@@ -171,7 +172,7 @@ def amdahl_speedup(flops: int, memory_flops: int, memory_bytes: int, op_byte: fl
     return before / after
 
 
-def waterline(kernels: list[Kernel], hw: Hardware, dtype: str,
+def waterline(kernels: list[Kernel], hw: Hardware, dtype: DType,
               l2_carry: bool = False) -> tuple[list[KernelTime], Waterline]:
     """Time every kernel on `hw` and total the sequence.
 

@@ -9,7 +9,7 @@ import torch
 
 from .analysis import KernelTime, Waterline, waterline
 from .costs import unsupported_ops
-from .dtypes import canonical_dtype, torch_dtype
+from .dtypes import DType, parse_dtype
 from .errors import AnalysisError, InputError, TraceError
 from .hardware import Hardware, load_hardware
 from .plan import PlanSpec, make_kernels
@@ -25,7 +25,7 @@ class Result:
     hardware: Hardware
     plan: PlanSpec
     batch: int
-    dtype: str
+    dtype: DType
     graph: Graph
     kernels: list[KernelTime]
     totals: Waterline
@@ -56,7 +56,7 @@ class Result:
             "hardware": self.hardware.name,
             "plan": str(self.plan),
             "batch": self.batch,
-            "dtype": self.dtype,
+            "dtype": self.dtype.name,
             "gmacs_per_image": self.gmacs_per_image,
             "gflops": t.flops / 1e9,
             "other_gops": self.other_ops / 1e9,
@@ -95,17 +95,17 @@ class Result:
 
 def analyze(model: torch.nn.Module, inputs: Sequence[int] | Sequence[Sequence[int]] | torch.Tensor
             | Sequence[torch.Tensor], *, hardware: str | Hardware = "a5000-paper",
-            plan: str | PlanSpec = "layer", batch: int = 128, dtype: str = "float16",
+            plan: str | PlanSpec = "layer", batch: int = 128, dtype: str | DType = "float16",
             strict: bool = False, name: str | None = None, l2_carry: bool = False) -> Result:
     """Analyse a module on `hardware`.
 
     `inputs` is a per-sample shape (``(3, 224, 224)``), a list of such shapes, or example
     tensors (their full shapes are used, batch included, and `batch` is read from them).
     """
-    dtype = canonical_dtype(dtype)
+    dtype = parse_dtype(dtype)
     if isinstance(inputs, torch.Tensor) or (inputs and isinstance(inputs[0], torch.Tensor)):
         tensors = [inputs] if isinstance(inputs, torch.Tensor) else list(inputs)
-        shapes = [TensorMeta(tuple(t.shape), torch_dtype(dtype) if t.is_floating_point()
+        shapes = [TensorMeta(tuple(t.shape), dtype.torch if t.is_floating_point()
                              else t.dtype) for t in tensors]
         batch = tensors[0].shape[0]
     else:
@@ -152,10 +152,10 @@ def _is_shape_error(message: str) -> bool:
     return any(w in message for w in words)
 
 
-def _run(model, shapes, hw: Hardware, plan: PlanSpec, batch: int, dtype: str, strict: bool,
+def _run(model, shapes, hw: Hardware, plan: PlanSpec, batch: int, dtype: DType, strict: bool,
          name: str, l2_carry: bool = False) -> Result:
     hw.peak_ops(dtype)  # fail early on a dtype the hardware has no peak for
-    graph = trace(model, shapes, dtype)
+    graph = trace(model, shapes, dtype.torch)
     unsupported = unsupported_ops(graph)
     if strict and unsupported:
         listed = ", ".join(f"{op} x{n}" for op, n in sorted(unsupported.items()))

@@ -29,20 +29,52 @@ INPUT_DTYPES: dict[str, torch.dtype] = {"int64": torch.int64, "int32": torch.int
 PEAK_KEYS = ("float16", "bfloat16", "float32", "tf32", "float8", "int8")
 
 
-def canonical_dtype(name: str, *, file: str | None = None, field: str | None = "dtype") -> str:
-    """Return the canonical torch name of a dtype, or raise InputError listing the choices."""
+class DType(str):
+    """A parsed analysis dtype. It is its canonical torch name (so it prints, compares and
+    serialises as ``float16``) and carries what the stages need without parsing again."""
+
+    __slots__ = ()
+
+    @property
+    def name(self) -> str:
+        return str(self)
+
+    @property
+    def torch(self) -> torch.dtype:
+        return DTYPES[self]
+
+    @property
+    def itemsize(self) -> int:
+        """Bytes per element."""
+        return self.torch.itemsize
+
+    @property
+    def peak_key(self) -> str:
+        """The hardware peak-table key that governs arithmetic in this dtype."""
+        return "float8" if self.startswith("float8") else self.name
+
+
+def parse_dtype(name: "str | DType", *, file: str | None = None,
+                field: str | None = "dtype") -> DType:
+    """The DType a name or alias stands for (a DType is returned as it is), or InputError
+    listing the choices."""
+    if isinstance(name, DType):
+        return name
     key = ALIASES.get(str(name).lower(), str(name).lower())
     if key not in DTYPES:
         raise InputError(f"unknown dtype '{name}' (choose from {', '.join(DTYPES)})",
                          file=file, field=field)
-    return key
+    return DType(key)
 
 
-def torch_dtype(name: str) -> torch.dtype:
-    return DTYPES[canonical_dtype(name)]
+FLOAT16 = DType("float16")  # the default workload's dtype
 
 
-def peak_key(dtype: str) -> str:
-    """The hardware peak-table key that governs arithmetic in `dtype`."""
-    dtype = canonical_dtype(dtype)
-    return "float8" if dtype.startswith("float8") else dtype
+# For callers that hold a name rather than a DType (measurement files, the GPU harness).
+def canonical_dtype(name: str, *, file: str | None = None, field: str | None = "dtype") -> str:
+    """Return the canonical torch name of a dtype, or raise InputError listing the choices."""
+    return parse_dtype(name, file=file, field=field).name
+
+
+def torch_dtype(name: "str | DType") -> torch.dtype:
+    return parse_dtype(name).torch

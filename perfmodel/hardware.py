@@ -11,7 +11,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Mapping
 
-from .dtypes import PEAK_KEYS, peak_key
+from .dtypes import PEAK_KEYS, DType, parse_dtype
 from .errors import InputError
 from .resources import builtin_dir, builtin_names, resolve_config
 from .yamlio import Fields, load_mapping
@@ -39,12 +39,12 @@ class Hardware:
     notes: str = ""
     path: str | None = None
 
-    def peak_ops(self, dtype: str) -> float:
+    def peak_ops(self, dtype: str | DType) -> float:
         """Peak matrix throughput R in ops/s for arithmetic in `dtype`.
 
         Tensor-core peak where the config gives one for the dtype, else its vector peak
         (float32 runs on CUDA cores unless TF32 is enabled; name `tf32` to use it)."""
-        key = peak_key(dtype)
+        key = parse_dtype(dtype).peak_key
         if key not in self.peak_tflops and key in self.vector_tflops:
             return self.vector_tflops[key] * 1e12  # e.g. float32 without TF32 tensor cores
         if key not in self.peak_tflops:
@@ -57,16 +57,16 @@ class Hardware:
     def dram_bytes_per_s(self) -> float:
         return self.dram_gbps * 1e9
 
-    def op_byte(self, dtype: str) -> float:
+    def op_byte(self, dtype: str | DType) -> float:
         """Processor op:byte ratio rho = R / B (ops per DRAM byte)."""
         return self.peak_ops(dtype) / self.dram_bytes_per_s
 
-    def with_(self, *, peak_tflops: float | None = None, dtype: str = "float16",
+    def with_(self, *, peak_tflops: float | None = None, dtype: str | DType = "float16",
               dram_gbps: float | None = None) -> "Hardware":
         """A copy with a different peak (for `dtype`) or bandwidth, e.g. for op:byte sweeps."""
         peaks = dict(self.peak_tflops)
         if peak_tflops is not None:
-            peaks[peak_key(dtype)] = peak_tflops
+            peaks[parse_dtype(dtype).peak_key] = peak_tflops
         return replace(self, peak_tflops=MappingProxyType(peaks),
                         dram_gbps=self.dram_gbps if dram_gbps is None else dram_gbps)
 

@@ -28,7 +28,7 @@ from typing import Any
 import torch
 
 from .build import meta_init
-from .dtypes import INPUT_DTYPES, canonical_dtype, torch_dtype
+from .dtypes import FLOAT16, INPUT_DTYPES, DType, parse_dtype
 from .errors import InputError
 from .plan import PlanSpec
 from .resources import builtin_names, resolve_config
@@ -47,7 +47,7 @@ class ModelSpec:
     input_dtypes: tuple[str | None, ...] = ()  # per input; None: the spec's dtype
     kwargs: dict[str, Any] = field(default_factory=dict)
     batch: int = 128
-    dtype: str = "float16"
+    dtype: DType = FLOAT16
     hardware: str = "a5000-paper"
     plan: PlanSpec = PlanSpec()
     accuracy: float | None = None
@@ -62,7 +62,7 @@ class ModelSpec:
                 raise InputError(f"must be a positive integer, got {batch}", field="--batch")
             changes["batch"] = batch
         if dtype is not None:
-            changes["dtype"] = canonical_dtype(dtype, field="--dtype")
+            changes["dtype"] = parse_dtype(dtype, field="--dtype")
         if hardware is not None:
             changes["hardware"] = hardware  # a name, a path or a Hardware
         if plan is not None:
@@ -79,7 +79,7 @@ class ModelSpec:
     def input_metas(self) -> list[TensorMeta]:
         """Full input shapes with their dtypes (integer inputs such as token ids keep theirs)."""
         dtypes = self.input_dtypes or (None,) * len(self.inputs)
-        return [TensorMeta(shape, INPUT_DTYPES[d] if d else torch_dtype(self.dtype))
+        return [TensorMeta(shape, INPUT_DTYPES[d] if d else self.dtype.torch)
                 for shape, d in zip(self.input_shapes, dtypes)]
 
 
@@ -132,7 +132,7 @@ def parse_spec(data: dict, file: str) -> ModelSpec:
         inputs=inputs,
         input_dtypes=input_dtypes,
         batch=f.positive("batch", 128, integer=True),
-        dtype=canonical_dtype(f.get("dtype", "float16", str), file=file),
+        dtype=parse_dtype(f.get("dtype", "float16", str), file=file),
         hardware=str(f.get("hardware", "a5000-paper", str)),
         plan=_plan(f),
         accuracy=accuracy,

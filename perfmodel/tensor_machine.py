@@ -26,7 +26,7 @@ from math import prod
 from typing import Iterator, Union
 
 from .analysis import kernel_time
-from .dtypes import torch_dtype
+from .dtypes import DType, parse_dtype
 from .hardware import Hardware
 
 DRAM, GLOBAL, LOCAL = "dram", "global", "local"
@@ -231,9 +231,10 @@ class Program:
                         for k in self.kernels)
         return replace(self, kernels=kernels)
 
-    def analyze(self, hw: Hardware, dtype: str = "float16") -> "ProgramReport":
+    def analyze(self, hw: Hardware, dtype: str | DType = "float16") -> "ProgramReport":
         """Time the program's kernels with its tensors in `dtype` (bytes follow the dtype)."""
-        program = self.with_itemsize(torch_dtype(dtype).itemsize)
+        dtype = parse_dtype(dtype)
+        program = self.with_itemsize(dtype.itemsize)
         peak, bw = hw.peak_ops(dtype), hw.dram_bytes_per_s
         reports = tuple(KernelReport(k, kernel_time(k.flops, k.dram_bytes, peak, bw),
                                      k.flops < peak / bw * k.dram_bytes) for k in program.kernels)
@@ -244,7 +245,7 @@ class Program:
 class ProgramReport:
     program: Program
     hardware: Hardware
-    dtype: str
+    dtype: DType
     kernels: tuple[KernelReport, ...] = field(default_factory=tuple)
 
     @property

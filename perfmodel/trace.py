@@ -20,7 +20,6 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
-from .dtypes import torch_dtype
 from .errors import TraceError
 
 aten = torch.ops.aten
@@ -336,21 +335,20 @@ def _as_meta(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 
 
 def trace(model: torch.nn.Module, inputs: Iterable[TensorMeta | Sequence[int]],
-          dtype: str = "float16") -> Graph:
+          dtype: torch.dtype = torch.float16) -> Graph:
     """Run `model` on meta tensors of the given full input shapes and record its ops.
 
     `inputs` are full shapes (batch included) or TensorMeta; floating-point parameters,
     buffers and inputs take `dtype`. The model itself is not modified.
     """
-    tdtype = torch_dtype(dtype)
     rec = _Recorder()
     state = {}
     for name, t in list(model.named_parameters()) + list(model.named_buffers()):
-        state[name] = _as_meta(t, tdtype)
+        state[name] = _as_meta(t, dtype)
         rec.new_value(state[name], WEIGHT, name=name)
     example = []
     for i, spec in enumerate(inputs):
-        shape, dt = (spec.shape, spec.dtype) if isinstance(spec, TensorMeta) else (spec, tdtype)
+        shape, dt = (spec.shape, spec.dtype) if isinstance(spec, TensorMeta) else (spec, dtype)
         x = torch.empty(tuple(shape), dtype=dt, device="meta")
         rec.new_value(x, INPUT, name=f"input{i}")
         example.append(x)

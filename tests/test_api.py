@@ -34,6 +34,31 @@ def test_batch_and_dtype_scale_bytes():
     assert fp32.totals.dram_bytes == 4 * elements
 
 
+def test_dtype_is_parsed_once_and_travels_typed(monkeypatch):
+    import json
+
+    from perfmodel import dtypes
+
+    class Counting(dict):
+        calls = 0
+
+        def get(self, *args):
+            Counting.calls += 1
+            return super().get(*args)
+
+    monkeypatch.setattr(dtypes, "ALIASES", Counting(dtypes.ALIASES))
+    r = perfmodel.analyze(nn.Conv2d(16, 16, 1), (16, 8, 8), batch=2, dtype="fp32",
+                          hardware="a5000")
+    assert Counting.calls == 1  # at analyze(); trace, plan and waterline take the DType
+    assert r.dtype == "float32" and r.dtype.torch is torch.float32 and r.dtype.itemsize == 4
+    assert json.loads(json.dumps(r.summary()))["dtype"] == "float32"
+    d = dtypes.parse_dtype("fp8")
+    assert (d, d.itemsize, d.peak_key) == ("float8_e4m3fn", 1, "float8")
+    assert dtypes.parse_dtype(d) is d
+    spec = perfmodel.load_spec(DATA / "tiny.yaml").with_overrides(dtype="bf16")
+    assert spec.dtype.torch is torch.bfloat16 and spec.input_metas[0].dtype is torch.bfloat16
+
+
 def test_spec_with_local_file_and_overrides():
     spec = perfmodel.load_spec(DATA / "tiny.yaml")
     assert spec.batch == 4 and spec.inputs == ((3, 32, 32),)

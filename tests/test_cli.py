@@ -123,6 +123,14 @@ def test_unknown_figure_format(tmp_path, capsys):
     assert code == 2 and "unsupported figure format '.bmp'" in err
 
 
+def test_dtype_option_is_parsed_where_it_enters(tmp_path, capsys):
+    code, _, err = run_main(["layers", write_spec(tmp_path, TINY), "--dtype", "float12"], capsys)
+    assert code == 2 and "Invalid value for '--dtype': unknown dtype 'float12'" in err
+    code, out, _ = run_main(["layers", write_spec(tmp_path, TINY), "--dtype", "fp32", "-H",
+                             "a5000"], capsys)
+    assert code == 0 and "float32" in out
+
+
 def test_debug_shows_traceback(tmp_path):
     spec = write_spec(tmp_path, TINY + "dtype: float12\n")
     with pytest.raises(Exception) as exc:

@@ -2,6 +2,7 @@
 import warnings
 
 import pytest
+import torch
 import torchvision
 
 from perfmodel.build import meta_init
@@ -38,7 +39,7 @@ def test_macs_match_torchvision_and_plans_are_consistent(name):
     if not crops:
         pytest.skip(f"{name} publishes no _ops")
     for crop, gmacs in crops.items():
-        graph = trace(build(name, crop), [(1, 3, crop, crop)], "float16")
+        graph = trace(build(name, crop), [(1, 3, crop, crop)], torch.float16)
         macs = sum(c.macs for c in graph_costs(graph) if c is not None)
         # _ops is GMACs per image rounded to 3 decimals: allow 0.5% or the rounding
         assert abs(macs / 1e9 - gmacs) <= max(0.005 * gmacs, 0.0005), (crop, macs / 1e9, gmacs)
@@ -59,7 +60,7 @@ def test_macs_match_torchvision_and_plans_are_consistent(name):
 ])
 def test_block_plan_gives_one_kernel_per_block(name, block, count):
     model = build(name, 224)
-    graph = trace(model, [(2, 3, 224, 224)], "float16")
+    graph = trace(model, [(2, 3, 224, 224)], torch.float16)
     block_paths = {p for p, m in model.named_modules() if type(m).__name__ == block}
     assert len(block_paths) == count
     kernels = make_kernels(graph, f"block:{block}")
