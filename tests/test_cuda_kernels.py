@@ -162,7 +162,7 @@ def test_dropin_module_replaces_convfirst_blocks():
         fused = folded
         swap = cuda_kernels.replace_blocks(fused)
         assert swap.fused == {"ConvFirstBlock": 2, "FFN": 0}
-        assert list(swap.fallback) == ["2"] and swap.fallback["2"] == "stride 2"
+        assert swap.fallback == {"2": "stride 2", "2.ffn": "out_channels 128 != channels 64"}
         assert isinstance(fused[0], cuda_kernels.FusedConvFirstBlock)
         assert isinstance(fused[1], cuda_kernels.FusedConvFirstBlock)
         assert isinstance(fused[2], ConvFirstBlock), "stride 2 stays in PyTorch"

@@ -25,6 +25,9 @@ def test_the_files_are_there():
     assert len(KERNELS) == 3
     assert [p.name for p in WHOLE if p.parent.name == "convfirstnet"] == [
         "h200_convfirstnet_s_cuda_kernels.json", "h200_convfirstnet_s_eager.json"]
+    assert [p.name for p in WHOLE if p.parent.name == "per_kernel"] == [
+        "h200_convfirstnet_s_cuda_kernels_kernels.json", "h200_convfirstnet_s_eager_kernels.json",
+        "h200_convfirstnet_s_inductor_kernels.json", "h200_resnet50_eager_kernels.json"]
 
 
 @pytest.mark.parametrize("path", WHOLE, ids=[p.stem for p in WHOLE])
