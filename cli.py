@@ -139,15 +139,15 @@ def waterline(models, output, top, hardware, batch, dtype, plan, strict, l2_carr
 def layers(model, csv_path, json_path, top, hardware, batch, dtype, plan, strict, l2_carry):
     """Print the per-kernel table of MODEL: module, ops, output shape, MACs, bytes read,
     weights, bytes written, intensity, t_min and bound."""
-    from perfmodel.report import print_kernels
+    from perfmodel.report import print_kernels, write_csv, write_json
 
     result = _analyze(model, hardware, batch, dtype, plan, strict, l2_carry, warn=False)
     print_kernels(result, top=top or None)
     if csv_path:
-        result.to_csv(csv_path)
+        write_csv(result, csv_path)
         click.echo(f"wrote {csv_path}")
     if json_path:
-        result.to_json(json_path)
+        write_json(result, json_path)
         click.echo(f"wrote {json_path}")
 
 

@@ -19,7 +19,10 @@ from .trace import Graph, TensorMeta, trace
 
 @dataclass(frozen=True)
 class Result:
-    """A model's kernels on one processor, with the sequence's totals."""
+    """A model's kernels on one processor, with the sequence's totals.
+
+    Plain data: its renderers (perfmodel.kernel_table, write_csv, write_json and the plots)
+    take it as an argument; it imports none of them."""
 
     model: str
     hardware: Hardware
@@ -75,22 +78,6 @@ class Result:
             "unsupported_ops": dict(self.unsupported),
             "byte_model": "compulsory loads, eq. 23" + (", L2 carry" if self.l2_carry else ""),
         }
-
-    def table(self) -> list[dict]:
-        """One row per kernel (what `perfmodel layers` prints and exports)."""
-        from .report import kernel_rows
-
-        return kernel_rows(self)
-
-    def to_csv(self, path: str | Path) -> None:
-        from .report import write_csv
-
-        write_csv(self, path)
-
-    def to_json(self, path: str | Path) -> None:
-        from .report import write_json
-
-        write_json(self, path)
 
 
 def analyze(model: torch.nn.Module, inputs: Sequence[int] | Sequence[Sequence[int]] | torch.Tensor

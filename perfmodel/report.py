@@ -22,7 +22,8 @@ COLUMNS = ("index", "module", "ops", "output_shape", "macs", "flops", "input_byt
            "weight_bytes", "output_bytes", "dram_bytes", "intensity", "t_min_ms", "bound")
 
 
-def kernel_rows(result: "Result") -> list[dict]:
+def kernel_table(result: "Result") -> list[dict]:
+    """One row per kernel (what `perfmodel layers` prints and exports)."""
     rows = []
     for i, kt in enumerate(result.kernels):
         k = kt.kernel
@@ -67,7 +68,8 @@ def _compact(ops: list[str]) -> list[str]:
 
 
 def write_csv(result: "Result", path: str | Path) -> None:
-    rows = kernel_rows(result)
+    """The kernel table as CSV."""
+    rows = kernel_table(result)
     with open(path, "w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=list(rows[0]) if rows else COLUMNS)
         writer.writeheader()
@@ -75,8 +77,9 @@ def write_csv(result: "Result", path: str | Path) -> None:
 
 
 def write_json(result: "Result", path: str | Path) -> None:
+    """The summary and the kernel table as JSON."""
     Path(path).write_text(json.dumps({"summary": result.summary(),
-                                      "kernels": kernel_rows(result)}, indent=1))
+                                      "kernels": kernel_table(result)}, indent=1))
 
 
 def _si(x: float, unit: str = "") -> str:
@@ -123,7 +126,7 @@ def print_summary(result: "Result", console: Console | None = None) -> None:
 
 def print_kernels(result: "Result", console: Console | None = None, top: int | None = None) -> None:
     console = console or _console()
-    rows = kernel_rows(result)
+    rows = kernel_table(result)
     if top:
         rows = sorted(rows, key=lambda r: -r["t_min_ms"])[:top]
     table = Table(title=f"{result.model} on {result.hardware.name}, plan {result.plan}, "

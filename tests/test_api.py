@@ -21,8 +21,30 @@ def test_analyze_module_with_shape_and_with_tensor():
     expected = 4 * 16 * 16 * 8 * (3 * 9) + 4 * 16 * 16 * 8 * 8
     assert by_shape.macs == by_tensor.macs == expected
     assert len(by_shape.kernels) == 2  # conv+relu, conv
-    assert [r["ops"] for r in by_shape.table()] == ["conv+relu", "conv"]
+    assert [r["ops"] for r in perfmodel.kernel_table(by_shape)] == ["conv+relu", "conv"]
     assert next(net.parameters()).device.type == "cpu"  # the user's model is untouched
+
+
+def test_result_is_data_and_its_renderers_take_it(tmp_path):
+    import ast
+    import csv
+    import json
+
+    import perfmodel.api
+
+    tree = ast.parse(Path(perfmodel.api.__file__).read_text())
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert not imported & {"report", "plots"}  # no cycle api <-> report
+    assert not any(hasattr(perfmodel.Result, m) for m in ("table", "to_csv", "to_json"))
+    r = perfmodel.analyze(nn.Conv2d(8, 8, 1), (8, 4, 4), batch=2)
+    rows = perfmodel.kernel_table(r)
+    perfmodel.write_csv(r, tmp_path / "k.csv")
+    perfmodel.write_json(r, tmp_path / "k.json")
+    with open(tmp_path / "k.csv") as fh:
+        assert [int(row["dram_bytes"]) for row in csv.DictReader(fh)] == \
+            [row["dram_bytes"] for row in rows] == [2 * (2 * 2 * 4 * 4 * 8 + 8 * 8 + 8)]
+    data = json.loads((tmp_path / "k.json").read_text())
+    assert data["kernels"] == rows and data["summary"]["dtype"] == "float16"
 
 
 def test_batch_and_dtype_scale_bytes():
