@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import sys
+import warnings
 from pathlib import Path
 
 import click
@@ -10,6 +11,7 @@ import perfmodel
 from perfmodel.errors import PerfmodelError
 
 _DEBUG = {"on": False}
+_PYTHON_SHOWWARNING = warnings.showwarning
 
 
 def _hardware_option(default: str | None = None, note: str = ""):
@@ -98,6 +100,14 @@ def cli(debug):
       perfmodel hardware show h200-sxm
     """
     _DEBUG["on"] = debug
+    warnings.showwarning = _show_warning
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None):
+    """Warnings are one line on stderr, like errors (tracebacks only with --debug)."""
+    if _DEBUG["on"]:
+        return _PYTHON_SHOWWARNING(message, category, filename, lineno, file, line)
+    click.echo(f"warning: {message}", err=True)
 
 
 @cli.command()
@@ -288,8 +298,9 @@ def gap(files, hardware, plan, panel, output):
 
     Ideal latency N/R, the waterline T_min and the measured latency of each model:
     C = C_max x C_impl, the memory system's share of the gap and the software's."""
-    from perfmodel.gap import gap_points
+    from perfmodel.gap import gap_point, gap_title
     from perfmodel.measure import load_measurement
+    from perfmodel.measured import check_measurements
     from perfmodel.plots import check_output, save
     from perfmodel.plots.gap import PANELS, gap_figure
     from perfmodel.report import gap_lines
@@ -297,14 +308,11 @@ def gap(files, hardware, plan, panel, output):
     output = check_output(output)
     hw = perfmodel.load_hardware(hardware)
     measurements = [load_measurement(f) for f in files]
-    points = gap_points(measurements, hw, plan)
+    checked = check_measurements(measurements, hw, plan, spec_plan=True)
+    points = [gap_point(c.measurement, c.spec, c.result) for c in checked]
     click.echo("\n".join(gap_lines(points)))
-    batches = {m.batch for m in measurements}
-    dtypes = {m.dtype for m in measurements}
-    title = (f"Efficiency gap on {hw.name}: batch {'/'.join(map(str, sorted(batches)))}, "
-             f"{'/'.join(sorted(dtypes))}")
     fig = gap_figure(points, peak_ops=hw.peak_ops(measurements[0].dtype),
-                     batch=measurements[0].batch, title=title,
+                     batch=measurements[0].batch, title=gap_title(hw, measurements),
                      panels=PANELS if panel == "all" else (panel,))
     click.echo(f"wrote {save(fig, output)}")
 
@@ -363,26 +371,36 @@ def bench(model, backend, compile_mode, freezing, per_kernel, trace, cuda_graphs
 @click.argument("measured", type=click.Path(dir_okay=False), metavar="MEASURED.json")
 @click.option("--hardware", "-H", default="h200-sxm", show_default=True,
               help="Hardware the prediction is made for.")
-@click.option("--plan", "-p", help="Plan of the prediction (default: op for an eager "
-              "measurement, the spec's otherwise).")
+@click.option("--plan", "-p", help="Plan of the prediction (default: the plan that models "
+              "the file's backend: op for eager, layer for inductor, block for cuda_kernels).")
 @click.option("--l2-carry", is_flag=True, help="Predict with the L2-carry byte model "
               "(reads of a tensor the previous kernel wrote, if it fits in L2, are free).")
 @click.option("--output", "-o", type=click.Path(dir_okay=False),
               help="Plot file (.png, .svg or .pdf). Default: <measurement>_compare.png")
 def compare_cmd(model, measured, hardware, plan, l2_carry, output):
     """Predicted against measured, per module and in total: t_min, measured time, ratio
-    and bound; T_min against the measured latency; C = C_max x C_impl."""
+    and bound; T_min against the measured latency; C = C_max x C_impl.
+
+    The file must measure MODEL, and its median may not beat T_min of the plan that models
+    its backend on the config of its GPU (exit 2 naming the file); a file from another GPU
+    than --hardware is a warning."""
     from perfmodel.compare import compare
     from perfmodel.measure import load_measurement
+    from perfmodel.measured import check_measurements
     from perfmodel.plots import check_output, save
     from perfmodel.plots.compare import compare_figure
     from perfmodel.report import compare_lines
 
     output = check_output(output or f"{Path(measured).stem}_compare.png")
     m = load_measurement(measured)
-    plan = plan or ("op" if m.backend == "eager" and m.kernels else None)
-    result = _analyze(model, hardware, m.batch, m.dtype, plan, False, l2_carry)
-    cmp = compare(result, m)
+    [checked] = check_measurements([m], hardware, plan, model=model, l2_carry=l2_carry)
+    if checked.result.unsupported:
+        from rich.console import Console
+
+        from perfmodel.report import print_unsupported
+
+        print_unsupported(checked.result, Console(stderr=True))
+    cmp = compare(checked.result, m)
     click.echo("\n".join(compare_lines(cmp)))
     click.echo(f"wrote {save(compare_figure(cmp), output)}")
 

@@ -1,7 +1,7 @@
 """The engine behind the command line and the Python API: trace -> costs -> plan -> analysis."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Sequence
 
@@ -147,9 +147,23 @@ def _run(model, shapes, hw: Hardware, plan: PlanSpec, batch: int, dtype: DType, 
     if strict and unsupported:
         listed = ", ".join(f"{op} x{n}" for op, n in sorted(unsupported.items()))
         raise AnalysisError(f"ops without a cost formula (--strict): {listed}")
-    kernels = make_kernels(graph, plan)
-    times, totals = waterline(kernels, hw, dtype, l2_carry)
-    return Result(name, hw, plan, batch, dtype, graph, times, totals, unsupported, l2_carry)
+    return _plan(Result(name, hw, plan, batch, dtype, graph, [], None, unsupported, l2_carry))
 
 
-__all__ = ["Result", "analyze", "analyze_spec", "InputError"]
+def _plan(result: Result) -> Result:
+    """`result` with its kernels and totals made from its graph, plan and hardware."""
+    kernels = make_kernels(result.graph, result.plan)
+    times, totals = waterline(kernels, result.hardware, result.dtype, result.l2_carry)
+    return replace(result, kernels=times, totals=totals)
+
+
+def reanalyze(result: Result, *, plan: str | PlanSpec | None = None,
+              hardware: str | Hardware | None = None) -> Result:
+    """The same traced model under another plan or on other hardware, without tracing again."""
+    plan = result.plan if plan is None else plan if isinstance(plan, PlanSpec) else PlanSpec.parse(plan)
+    hw = result.hardware if hardware is None else load_hardware(hardware)
+    hw.peak_ops(result.dtype)
+    return _plan(replace(result, plan=plan, hardware=hw))
+
+
+__all__ = ["Result", "analyze", "analyze_spec", "reanalyze", "InputError"]

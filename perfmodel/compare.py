@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from .analysis import EfficiencyGap
 from .api import Result
+from .kernel_trace import UNATTRIBUTED
 from .measure import KernelMeasurement, Measurement
 
 
@@ -57,6 +58,11 @@ class Comparison:
     @property
     def unmatched_ms(self) -> float:
         return sum(k.duration_ms for k in self.unmatched)
+
+    @property
+    def unattributed_ms(self) -> float:
+        """Kernels launched outside every module range (kernel_trace.UNATTRIBUTED)."""
+        return sum(k.duration_ms for k in self.unmatched if k.module == UNATTRIBUTED)
 
     @property
     def median_bytes_ratio(self) -> float | None:

@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .analysis import EfficiencyGap
-from .api import analyze_spec
+from .api import Result
 from .errors import InputError
 from .hardware import Hardware
 from .measure import Measurement
-from .spec import ModelSpec, load_spec
+from .spec import ModelSpec
 
 
 @dataclass(frozen=True)
@@ -49,22 +49,15 @@ def accuracy_of(spec: ModelSpec) -> float:
                      field="accuracy")
 
 
-def gap_points(measurements: list[Measurement], hardware: Hardware | str,
-               plan: str | None = None) -> list[GapPoint]:
-    """One point per measurement; each spec is analysed once per batch and dtype, however
-    many backends measured it."""
-    analysed: dict[tuple, tuple] = {}
-    points = []
-    for m in measurements:
-        key = (m.spec, m.batch, m.dtype)
-        if key not in analysed:
-            spec = load_spec(m.spec)
-            result = analyze_spec(spec, batch=m.batch, dtype=m.dtype, hardware=hardware,
-                                  plan=plan)
-            analysed[key] = spec, result
-        spec, result = analysed[key]
-        t = result.totals
-        points.append(GapPoint(t.t_ideal_s * 1e3, t.t_min_s * 1e3, m.latency_ms, model=spec.name,
-                               family=family_of(spec.name), backend=m.backend,
-                               accuracy=accuracy_of(spec), gmacs_per_image=result.gmacs_per_image))
-    return points
+def gap_point(measurement: Measurement, spec: ModelSpec, result: Result) -> GapPoint:
+    """One measured model on the efficiency-gap plot, against `result`'s T_min."""
+    t = result.totals
+    return GapPoint(t.t_ideal_s * 1e3, t.t_min_s * 1e3, measurement.latency_ms, model=spec.name,
+                    family=family_of(spec.name), backend=measurement.backend,
+                    accuracy=accuracy_of(spec), gmacs_per_image=result.gmacs_per_image)
+
+
+def gap_title(hardware: Hardware, measurements: list[Measurement]) -> str:
+    batches = "/".join(map(str, sorted({m.batch for m in measurements})))
+    dtypes = "/".join(sorted({str(m.dtype) for m in measurements}))
+    return f"Efficiency gap on {hardware.name}: batch {batches}, {dtypes}"

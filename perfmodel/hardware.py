@@ -16,7 +16,7 @@ from .errors import InputError
 from .resources import builtin_dir, builtin_names, resolve_config
 from .yamlio import Fields, load_mapping
 
-_FIELDS = {"name", "vendor", "description", "peak_tflops", "accumulate", "vector_tflops",
+_FIELDS = {"name", "vendor", "description", "device_name", "peak_tflops", "accumulate", "vector_tflops",
            "dram_gbps", "dram_gib", "l2_mib", "sm_count", "clock_mhz", "memory_clock_mhz",
            "source", "notes"}
 
@@ -35,6 +35,7 @@ class Hardware:
     clock_mhz: float | None = None
     memory_clock_mhz: float | None = None
     description: str = ""
+    device_name: str = ""  # the GPU's name as CUDA reports it (torch.cuda.get_device_name)
     source: str = ""
     notes: str = ""
     path: str | None = None
@@ -92,6 +93,7 @@ def parse_hardware(data: dict, file: str) -> Hardware:
         name=f.get("name", types=str),
         vendor=f.get("vendor", "", str),
         description=f.get("description", "", str),
+        device_name=f.get("device_name", "", str),
         peak_tflops=_peak_table(f, "peak_tflops", True),
         accumulate=accumulate,
         vector_tflops=_peak_table(f, "vector_tflops", False),

@@ -186,6 +186,14 @@ def compare_lines(cmp: "Comparison") -> list[str]:
         lines.append(f"DRAM bytes, Nsight Compute over predicted: median "
                      f"{cmp.median_bytes_ratio:.3f} over "
                      f"{sum(x.bytes_ratio is not None for x in cmp.modules)} modules")
+    if not m.kernels:
+        lines.append("no per-kernel rows in this file (`perfmodel bench --per-kernel` records "
+                     "them): totals only")
+    else:
+        lines.append(f"kernels: {m.kernel_sum_ms:.4g} ms per pass beside the median latency "
+                     f"{m.latency_ms:.4g} ms ({100 * m.kernel_sum_ms / m.latency_ms:.0f}%)"
+                     + (f"; unattributed {cmp.unattributed_ms:.4g} ms" if cmp.unattributed_ms
+                        else ""))
     if cmp.unmatched:
         lines.append(f"unmatched measured kernels: {len(cmp.unmatched)}, "
                      f"{cmp.unmatched_ms:.3f} ms per pass")

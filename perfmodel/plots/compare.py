@@ -35,6 +35,9 @@ def compare_figure(cmp: "Comparison") -> Figure:
     ax.set_yscale("log")
     ax.set_ylim(1, max(intensity.max(initial=rho), rho) * 3)
     ax.set_xlim(0, measured.sum() if mods else 1)
+    if not mods:
+        ax.text(0.5, 0.5, "no per-kernel rows in this file:\nonly the totals can be compared",
+                transform=ax.transAxes, ha="center", va="center", fontsize=9, color="#555555")
     ax.set_xlabel("measured time per module (ms)")
     ax.set_ylabel("operational intensity (ops/byte)")
     ax.legend(handles=[Patch(color=COMPUTE_COLOR, label="predicted t_min, compute-bound"),
