@@ -329,7 +329,10 @@ def gap(files, hardware, plan, panel, output):
               "max-autotune-no-cudagraphs")), default="default", show_default=True,
               help="torch.compile mode (--backend inductor).")
 @click.option("--freezing", is_flag=True, help="Inductor freezing: weights become constants and "
-              "batchnorm is folded into them, as the fused backend folds it (--backend inductor).")
+              "batchnorm is folded into them, as the fused backend folds it (--backend inductor, "
+              "or cuda_kernels with --compile-rest).")
+@click.option("--compile-rest", is_flag=True, help="--backend cuda_kernels: torch.compile the "
+              "parts that are not fused blocks (each fused block stays one opaque operator).")
 @click.option("--per-kernel", is_flag=True,
               help="Also record every GPU kernel of three profiled passes, each under the module "
               "that launched it (kernels outside every module: an unattributed row).")
@@ -344,8 +347,8 @@ def gap(files, hardware, plan, panel, output):
 @click.option("--dtype", help="Overrides the spec.")
 @click.option("--output", "-o", type=click.Path(dir_okay=False), required=True,
               help="Measurement file to write (.json).")
-def bench(model, backend, compile_mode, freezing, per_kernel, trace, cuda_graphs, ncu, warmup,
-          repeats, batch, dtype, output):
+def bench(model, backend, compile_mode, freezing, compile_rest, per_kernel, trace, cuda_graphs,
+          ncu, warmup, repeats, batch, dtype, output):
     """Measure MODEL on this machine's GPU and write a measurement file.
 
     Random weights with realistic batchnorm statistics, channels-last, cudnn.benchmark on,
@@ -357,6 +360,7 @@ def bench(model, backend, compile_mode, freezing, per_kernel, trace, cuda_graphs
     require_cuda()
     spec = perfmodel.load_spec(model).with_overrides(batch=batch, dtype=dtype)
     path = run_bench(spec, backend=backend, compile_mode=compile_mode, freezing=freezing,
+                     compile_rest=compile_rest,
                      warmup=warmup, repeats=repeats, cuda_graphs=cuda_graphs, kernels=per_kernel,
                      trace=trace, ncu=ncu, output=output)
     from perfmodel.measure import load_measurement

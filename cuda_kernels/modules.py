@@ -22,12 +22,28 @@ def _conv_params(conv: nn.Conv2d) -> tuple[torch.Tensor, torch.Tensor | None]:
     return conv.weight, conv.bias
 
 
-class FusedFFN(nn.Module):
-    """Inference-form ``perfmodel.zoo.FFN`` (BN folded) on the fused FFN kernel."""
+class _FusedBlock(nn.Module):
+    """A block on the fused kernel: its prepared weights are (non-persistent) buffers, so they
+    follow ``.to()`` and torch.compile sees them, and the forward is one ``block_fusion::block``
+    operator."""
 
     def __init__(self, weights: ops.BlockWeights, residual: bool):
         super().__init__()
-        self.weights, self.residual = weights, residual
+        self.channels, self.hidden, self.residual = weights.channels, weights.hidden, residual
+        for name in ops.WEIGHT_FIELDS:
+            self.register_buffer(name, getattr(weights, name), persistent=False)
+
+    @property
+    def weights(self) -> ops.BlockWeights:
+        return ops.BlockWeights(self.channels, self.hidden, *(getattr(self, n) for n in ops.WEIGHT_FIELDS))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        tensors = [getattr(self, n) for n in ops.WEIGHT_FIELDS]
+        return ops.block_op(x.contiguous(memory_format=torch.channels_last), *tensors, self.residual)
+
+
+class FusedFFN(_FusedBlock):
+    """Inference-form ``perfmodel.zoo.FFN`` (BN folded) on the fused FFN kernel."""
 
     @staticmethod
     def unsupported(block: nn.Module) -> str | None:
@@ -53,16 +69,12 @@ class FusedFFN(nn.Module):
         w2, b2 = _conv_params(project)
         return cls(ops.prepare_weights(w1, b1, w2, b2), block.residual)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return ops.run_block(x.contiguous(memory_format=torch.channels_last), self.weights, self.residual)
 
-
-class FusedConvFirstBlock(nn.Module):
+class FusedConvFirstBlock(_FusedBlock):
     """Inference-form ``perfmodel.zoo.ConvFirstBlock`` (stride 1, group width 8, 3x3) in one kernel."""
 
     def __init__(self, weights: ops.BlockWeights):
-        super().__init__()
-        self.weights = weights
+        super().__init__(weights, residual=True)
 
     @staticmethod
     def unsupported(block: nn.Module) -> str | None:
@@ -94,9 +106,6 @@ class FusedConvFirstBlock(nn.Module):
         w1, b1 = _conv_params(block.ffn.expand)
         w2, b2 = _conv_params(block.ffn.project)
         return cls(ops.prepare_weights(w1, b1, w2, b2, conv_w, conv_b))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return ops.run_block(x.contiguous(memory_format=torch.channels_last), self.weights, True)
 
 
 @dataclass(frozen=True)

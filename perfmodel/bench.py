@@ -120,8 +120,8 @@ def fused_model(model: torch.nn.Module, inputs: list[torch.Tensor]) -> tuple[tor
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
 
-def _runner(model: torch.nn.Module, backend: str, compile_mode: str, freezing: bool):
-    if backend != "inductor":
+def _runner(model: torch.nn.Module, compiled: bool, compile_mode: str, freezing: bool):
+    if not compiled:
         return model
     import torch._inductor.config as inductor_config
 
@@ -131,21 +131,27 @@ def _runner(model: torch.nn.Module, backend: str, compile_mode: str, freezing: b
 
 def bench(spec: ModelSpec, *, backend: str = "eager", warmup: int = 10, repeats: int = 50,
           cuda_graphs: bool = False, kernels: bool = False, ncu: bool = False,
-          compile_mode: str = "default", freezing: bool = False, trace: str | Path | None = None,
-          output: str | Path, command: str | None = None) -> Path:
+          compile_mode: str = "default", freezing: bool = False, compile_rest: bool = False,
+          trace: str | Path | None = None, output: str | Path,
+          command: str | None = None) -> Path:
     """Measure `spec` and write the measurement file; returns its path.
 
     backend: "eager", "inductor" (torch.compile with `compile_mode`, optionally `freezing`)
-    or "cuda_kernels" (fused_model). `kernels` adds the per-kernel rows; `trace` keeps the
-    profiler events they were derived from (gzipped JSON)."""
+    or "cuda_kernels" (fused_model; with `compile_rest`, the fused model is compiled too:
+    Inductor compiles what is not a fused block and calls each fused block as one opaque
+    operator). `kernels` adds the per-kernel rows; `trace` keeps the profiler events they
+    were derived from (gzipped JSON)."""
     if backend not in BACKENDS:
         raise InputError(f"unknown backend {backend!r} (choose from {', '.join(BACKENDS)})")
     if compile_mode not in COMPILE_MODES:
         raise InputError(f"unknown compile mode {compile_mode!r} (choose from "
                          f"{', '.join(COMPILE_MODES)})", field="--compile-mode")
-    if backend != "inductor" and (compile_mode != "default" or freezing):
-        raise InputError(f"--compile-mode and --freezing apply to --backend inductor, "
-                         f"not {backend}")
+    if compile_rest and backend != "cuda_kernels":
+        raise InputError(f"--compile-rest applies to --backend cuda_kernels, not {backend}")
+    compiled = backend == "inductor" or compile_rest
+    if not compiled and (compile_mode != "default" or freezing):
+        raise InputError("--compile-mode and --freezing apply to --backend inductor and to "
+                         "cuda_kernels with --compile-rest")
     if ncu and backend != "eager":  # the ncu worker runs the model in eager
         raise InputError(f"--ncu profiles the eager model only, not --backend {backend}")
     if trace and not kernels:
@@ -157,7 +163,7 @@ def bench(spec: ModelSpec, *, backend: str = "eager", warmup: int = 10, repeats:
     fusion = None
     if backend == "cuda_kernels":
         model, fusion = fused_model(model, inputs)
-    runner = _runner(model, backend, compile_mode, freezing)
+    runner = _runner(model, compiled, compile_mode, freezing)
 
     def forward():
         with torch.inference_mode():
@@ -174,7 +180,7 @@ def bench(spec: ModelSpec, *, backend: str = "eager", warmup: int = 10, repeats:
     timer = Timer(warmup, repeats)
     results = {"latency_ms": timer(fn)}
     if kernels:  # eager modules launch their own kernels; a compiled graph's are its own
-        rows = profile_kernels(model if backend != "inductor" else None, forward, keep_trace=trace)
+        rows = profile_kernels(None if compiled else model, forward, keep_trace=trace)
         results["kernels"] = rows
         results["kernel_totals"] = kernel_summary(rows, results["latency_ms"]["median"])
     if ncu:  # the raw CSV is kept beside the file, so the rows can always be re-derived
@@ -186,7 +192,9 @@ def bench(spec: ModelSpec, *, backend: str = "eager", warmup: int = 10, repeats:
             results["ncu"] = parse_csv(text)
         except (KeyError, IndexError, ValueError) as exc:
             results["ncu_error"] = f"{type(exc).__name__}: {exc}"
-    settings = {"compile_mode": compile_mode, "freezing": freezing} if backend == "inductor" else {}
+    settings = {"compile_mode": compile_mode, "freezing": freezing} if compiled else {}
+    if backend == "cuda_kernels":
+        settings["compile_rest"] = compile_rest
     return write_measurement(
         output, command=command or " ".join(["perfmodel"] + sys.argv[1:]),
         environment=environment(),

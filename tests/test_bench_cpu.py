@@ -162,3 +162,34 @@ def test_ncu_is_refused_for_other_backends(tmp_path):
 
     with pytest.raises(InputError, match="--ncu profiles the eager model only"):
         bench(perfmodel.load_spec("resnet50"), backend="inductor", ncu=True, output=tmp_path / "m.json")
+
+
+def test_fused_blocks_are_one_opaque_operator_each_under_torch_compile():
+    """--compile-rest: dynamo captures ConvFirstNet-S with its 23 fused blocks as
+    block_fusion::block operators in one graph, each output channels-last like its input
+    (the operator's fake implementation; nothing runs on a GPU here)."""
+    import torch
+
+    import cuda_kernels
+    from perfmodel.harness import randomize_batchnorm
+    from perfmodel.zoo import MODELS, fold_batchnorm
+
+    net = fold_batchnorm(randomize_batchnorm(MODELS["convfirstnet_s"]())).half()
+    cuda_kernels.replace_blocks(net)
+    graphs = []
+
+    def record(gm, _example_inputs):
+        graphs.append(gm)
+
+        def refuse(*_args):
+            raise RuntimeError("recorded only")
+        return refuse
+
+    x = torch.randn(2, 3, 64, 64).half().contiguous(memory_format=torch.channels_last)
+    with pytest.raises(RuntimeError, match="recorded only"):
+        torch.compile(net, backend=record, fullgraph=True)(x)
+    [graph] = graphs
+    fused = [n for n in graph.graph.nodes if "block_fusion" in str(n.target)]
+    assert len(fused) == 23
+    first = fused[0].meta["example_value"]  # stage 0: 32 channels at 64 / 4 = 16 pixels square
+    assert tuple(first.shape) == (2, 32, 16, 16) and first.stride() == (16 * 16 * 32, 1, 16 * 32, 32)

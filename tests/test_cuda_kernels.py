@@ -171,6 +171,14 @@ def test_dropin_module_replaces_convfirst_blocks():
     assert relative_error(got, expected.double()) < 5e-3
 
 
+@pytest.mark.cuda
+def test_out_may_not_alias_the_input():
+    weights = cuda_kernels.prepare_weights(*(t.cuda() for t in _weights(64, 256)))
+    x = cuda_input(2, 64, 7)
+    with pytest.raises(ValueError, match="out must not overlap x"):
+        cuda_kernels.run_block(x, weights, residual=True, out=x)
+
+
 # ---- shape policy: CPU-only, the checks run before anything touches a GPU ----
 
 def _weights(channels: int, hidden: int):
