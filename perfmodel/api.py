@@ -109,9 +109,10 @@ def analyze_spec(spec: ModelSpec | str | Path, *, strict: bool = False, l2_carry
     if not isinstance(spec, ModelSpec):
         spec = load_spec(spec)
     spec = spec.with_overrides(**overrides)
-    hw = load_hardware(_near_spec(spec.hardware, spec))
-    model = build_model(spec)
+    given = {key for key, value in overrides.items() if value is not None}
     try:
+        hw = load_hardware(_near_spec(spec.hardware, spec))
+        model = build_model(spec)
         return _run(model, spec.input_metas, hw, spec.plan, spec.batch, spec.dtype, strict,
                     spec.name, l2_carry)
     except TraceError as exc:
@@ -119,9 +120,19 @@ def analyze_spec(spec: ModelSpec | str | Path, *, strict: bool = False, l2_carry
         raise TraceError(f"cannot trace {spec.model} with input {[list(s) for s in spec.inputs]}: "
                          f"{exc.reason}", file=spec.path, field=field) from exc
     except InputError as exc:
-        if exc.file is None and spec.path:  # e.g. a custom group: name the spec it came from
-            raise InputError(exc.reason, file=spec.path, field=exc.field) from exc
+        if exc.file is None:
+            raise _blame(exc, spec, given) from exc
         raise
+
+
+def _blame(exc: InputError, spec: ModelSpec, given: set[str]) -> InputError:
+    """An error about a value names where the value came from: the option that overrode
+    the spec (``--plan``), else the spec's file and field (an unknown hardware, a group)."""
+    if exc.field in given:
+        return InputError(exc.reason, field=f"--{exc.field}")
+    if spec.path:
+        return InputError(exc.reason, file=spec.path, field=exc.field)
+    return exc
 
 
 def _near_spec(hardware, spec: ModelSpec):

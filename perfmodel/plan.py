@@ -15,6 +15,7 @@ consumed inside one kernel costs nothing.
 """
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from types import MappingProxyType
@@ -25,12 +26,21 @@ from .errors import InputError
 from .trace import ACTIVATION, INPUT, Frame, Graph, OpNode
 
 PLAN_KINDS = ("op", "layer", "block")
-# Residual-block classes of torchvision and of perfmodel's zoo: the default `block` patterns.
-DEFAULT_BLOCKS = ("BasicBlock", "Bottleneck", "CNBlock", "MBConv", "FusedMBConv",
-                  "InvertedResidual", "ConvFirstBlock", "FFN", "EncoderBlock",
-                  "SwinTransformerBlock", "SwinTransformerBlockV2", "MaxVitBlock",
-                  "ResBottleneckBlock", "InceptionA", "InceptionB", "InceptionC",
-                  "InceptionD", "InceptionE", "Inception", "Fire", "_DenseLayer")
+# Residual-block classes of torchvision, timm and perfmodel's zoo: the default `block` patterns.
+TORCHVISION_BLOCKS = ("BasicBlock", "Bottleneck", "CNBlock", "MBConv", "FusedMBConv",
+                      "InvertedResidual", "_InvertedResidual", "EncoderBlock",
+                      "SwinTransformerBlock", "SwinTransformerBlockV2", "MaxVitBlock",
+                      "ResBottleneckBlock", "InceptionA", "InceptionB", "InceptionC", "InceptionD",
+                      "InceptionE", "Inception", "Fire", "_DenseLayer")
+# timm: ConvNeXt, ViT/DeiT/BEiT (`Block`), EfficientNet/MobileNet, ResNet(V2), RegNet, Swin,
+# MaxViT/CoAtNet, ByobNet, EVA, MLP-Mixer, DenseNet
+TIMM_BLOCKS = ("ConvNeXtBlock", "Block", "ResPostBlock", "DepthwiseSeparableConv",
+               "UniversalInvertedResidual", "EdgeResidual", "PreBottleneck", "PreActBasic",
+               "PreActBottleneck", "MbConvBlock", "TransformerBlock2d", "MaxxVitBlock",
+               "BottleneckBlock", "DarkBlock", "EdgeBlock", "SelfAttnBlock", "EvaBlock",
+               "MixerBlock", "DenseLayer")
+ZOO_BLOCKS = ("ConvFirstBlock", "FFN")
+DEFAULT_BLOCKS = TORCHVISION_BLOCKS + TIMM_BLOCKS + ZOO_BLOCKS
 
 
 @dataclass(frozen=True)
@@ -152,13 +162,42 @@ def make_kernels(graph: Graph, spec: PlanSpec | str = "layer") -> list[Kernel]:
                 by_group[group] = target
         kernel_of[node.index] = target
         members[target].append(node.index)
-    if spec.kind == "block" and spec.blocks and not by_group:
-        classes = sorted({f.cls for n in graph.nodes for f in n.scope})
-        raise InputError(f"block pattern(s) {', '.join(spec.blocks)} matched no module "
-                         f"(module classes here: {', '.join(classes[:12])}"
-                         f"{', ...' if len(classes) > 12 else ''})", field="plan")
+    _check_matched(graph, spec)
     return [_kernel(graph, name, nodes, affine, constant, costs)
             for name, nodes in zip(names, members)]
+
+
+def _check_matched(graph: Graph, spec: PlanSpec) -> None:
+    """A pattern or glob the user named that matches no module is an error; default block
+    classes that match nothing are a warning. Neither is a silent no-op."""
+    frames = {f for n in graph.nodes for f in n.scope}
+    classes = sorted({f.cls for f in frames})
+    here = (f"module classes here: {', '.join(classes[:12])}"
+            f"{', ...' if len(classes) > 12 else ''}")
+    for i, globs in enumerate(spec.groups):
+        missing = [g for g in globs if not any(fnmatchcase(f.path, g) for f in frames)]
+        if missing:
+            raise InputError(f"module-path glob {missing[0]!r} matched no module "
+                             f"(top-level modules here: {_top_level(frames)})",
+                             field=f"groups[{i}]")
+    if spec.kind != "block":
+        return
+    if spec.blocks:
+        missing = [p for p in spec.blocks if not any(_matches(f, p) for f in frames)]
+        if missing:
+            raise InputError(f"block pattern(s) {', '.join(missing)} matched no module "
+                             f"({here})", field="plan")
+    elif not any(_matches(f, p) for f in frames for p in DEFAULT_BLOCKS):
+        # the defaults finding nothing is an answer (no residual blocks), not a typo
+        warnings.warn("block plan: no module matched the default block classes (the residual "
+                      "blocks of torchvision, timm and the zoo), so this is the layer plan; name "
+                      f"this model's blocks with block:CLASS or a path glob ({here})",
+                      stacklevel=2)
+
+
+def _top_level(frames) -> str:
+    names = sorted({f.path.split(".")[0] for f in frames if f.path})
+    return ", ".join(names[:12]) + (", ..." if len(names) > 12 else "")
 
 
 def _check_contiguous(graph: Graph, node: OpNode, kernel_of: dict[int, int], target: int,
