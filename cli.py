@@ -113,7 +113,8 @@ def _show_warning(message, category, filename, lineno, file=None, line=None):
 @cli.command()
 @click.argument("models", nargs=-1, required=True, metavar="MODEL...")
 @_output_option(default_text="<first model>_waterline.png")
-@click.option("--top", type=int, default=0, help="Also print the N kernels that take longest.")
+@click.option("--top", type=click.IntRange(min=0), metavar="N",
+              help="Also print the table of the N kernels that take longest (0: all kernels).")
 @_spec_options
 def waterline(models, output, top, hardware, batch, dtype, plan, strict, l2_carry):
     """Summarise MODEL and draw its waterline plot (several MODELs are stacked).
@@ -133,8 +134,8 @@ def waterline(models, output, top, hardware, batch, dtype, plan, strict, l2_carr
                for m in models]
     for result in results:
         print_summary(result)
-        if top:
-            print_kernels(result, top=top)
+        if top is not None:
+            print_kernels(result, top=top or None)
     path = save(waterline_figure(results), output)
     click.echo(f"wrote {path}")
 
@@ -144,7 +145,8 @@ def waterline(models, output, top, hardware, batch, dtype, plan, strict, l2_carr
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False), help="Write the table as CSV.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False),
               help="Write summary and table as JSON.")
-@click.option("--top", type=int, default=0, help="Only the N kernels that take longest.")
+@click.option("--top", type=click.IntRange(min=0), default=0, metavar="N",
+              help="Only the N kernels that take longest (default 0: all kernels, in order).")
 @_spec_options
 def layers(model, csv_path, json_path, top, hardware, batch, dtype, plan, strict, l2_carry):
     """Print the per-kernel table of MODEL: module, ops, output shape, MACs, bytes read,

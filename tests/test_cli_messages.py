@@ -1,0 +1,48 @@
+"""Options that take numbers reject nonsense, and messages name the real source of a value."""
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import cli
+
+DATA = Path(__file__).parent / "data"
+TINY = textwrap.dedent(f"""\
+    name: Tiny
+    model: {DATA / 'tiny_net.py'}:build
+    input: [3, 32, 32]
+    batch: 4
+""")
+
+
+def run_main(args, capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(args)
+    captured = capsys.readouterr()
+    return exc.value.code, captured.out, captured.err
+
+
+def spec_file(tmp_path, text=TINY):
+    path = tmp_path / "spec.yaml"
+    path.write_text(text)
+    return str(path)
+
+
+@pytest.mark.parametrize("command", ["layers", "waterline"])
+def test_top_rejects_negative_counts(command, tmp_path, capsys):
+    output = ["-o", str(tmp_path / "w.png")] if command == "waterline" else []
+    code, _, err = run_main([command, spec_file(tmp_path), "--top", "-3"] + output, capsys)
+    assert code == 2
+    assert "Invalid value for '--top': -3 is not in the range x>=0." in err
+
+
+def test_top_zero_is_all_kernels_and_n_the_longest(tmp_path, capsys):
+    spec = spec_file(tmp_path)
+    # kernels: stem conv+bn+relu (4x3x32x32 in, 4x16x32x32 out: the longest), mean, head
+    _, every, _ = run_main(["layers", spec, "--top", "0"], capsys)
+    _, longest, _ = run_main(["layers", spec, "--top", "1"], capsys)
+    assert all(name in every for name in ("stem", "head"))
+    assert "stem" in longest and "head" not in longest
+    _, summary, _ = run_main(["waterline", spec, "-o", str(tmp_path / "w.png"), "--top", "0"],
+                             capsys)
+    assert all(name in summary for name in ("C_max (waterline)", "stem", "head"))
