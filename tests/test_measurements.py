@@ -28,6 +28,7 @@ def test_the_files_are_there():
     assert [p.name for p in WHOLE if p.parent.name == "per_kernel"] == [
         "h200_convfirstnet_s_cuda_kernels_kernels.json", "h200_convfirstnet_s_eager_kernels.json",
         "h200_convfirstnet_s_inductor_kernels.json", "h200_resnet50_eager_kernels.json"]
+    assert len([p for p in WHOLE if p.parent.name == "convfirstnet_e2e"]) == 12
 
 
 @pytest.mark.parametrize("path", WHOLE, ids=[p.stem for p in WHOLE])
