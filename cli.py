@@ -197,13 +197,11 @@ def roofline(model, output, hardware, batch, dtype, plan, strict, l2_carry):
     same intensity shows how far the whole-network roofline overestimates."""
     from perfmodel.plots import check_output, save
     from perfmodel.plots.roofline import roofline_figure
+    from perfmodel.report import roofline_line
 
     output = check_output(output or f"{Path(model).stem}_roofline.png")
     result = _analyze(model, hardware, batch, dtype, plan, strict, l2_carry)
-    t = result.totals
-    click.echo(f"{result.model}: mediant intensity {t.mediant_intensity:.1f} ops/byte, "
-               f"mediant-roofline C_max {100 * t.mediant_c_max:.1f}%, "
-               f"waterline C_max {100 * t.c_max:.1f}%")
+    click.echo(roofline_line(result))
     click.echo(f"wrote {save(roofline_figure(result), output)}")
 
 
@@ -211,23 +209,19 @@ def roofline(model, output, hardware, batch, dtype, plan, strict, l2_carry):
 @click.argument("models", nargs=-1, required=True, metavar="MODEL...")
 @_output_option("amdahl_roofline.png")
 @click.option("--fuse-to", type=click.FloatRange(min=0, min_open=True), metavar="I",
-              help="Predict the speedup if fusion lifted the memory-bound kernels to intensity I.")
+              help="Predict the speedup if fusion lifted the memory-bound kernels to intensity I "
+              "(ops/byte; at least each model's I_mem, since fusion raises intensity).")
 @_spec_options
 def amdahl(models, output, fuse_to, hardware, batch, dtype, plan, strict, l2_carry):
     """Amdahl's roofline: the share f of ops in memory-bound kernels and their intensity
     I_mem bound C_max = 1/((1-f) + f rho/I_mem)."""
     from perfmodel.plots import check_output, save
     from perfmodel.plots.roofline import amdahl_figure
+    from perfmodel.report import amdahl_lines
 
     output = check_output(output)
     results = [_analyze(m, hardware, batch, dtype, plan, strict, l2_carry) for m in models]
-    for r in results:
-        t = r.totals
-        line = (f"{r.model}: f {t.memory_fraction:.3f}, I_mem {t.memory_intensity:.1f} ops/byte, "
-                f"C_max {100 * t.c_max:.1f}%")
-        if fuse_to:
-            line += f"; fusing to I={fuse_to:g}: speedup x{t.fusion_speedup(fuse_to):.2f}"
-        click.echo(line)
+    click.echo("\n".join(amdahl_lines(results, fuse_to)))
     click.echo(f"wrote {save(amdahl_figure(results, fuse_to), output)}")
 
 
@@ -273,14 +267,13 @@ def intensity(channels, batch, resolution, dtype, mark, output):
     from perfmodel.layer_intensity import intensity_curves
     from perfmodel.plots import check_output, save
     from perfmodel.plots.sweep import intensity_figure
+    from perfmodel.report import intensity_line
 
     output = check_output(output)
     marks = _hardware_list(mark)
     cs = _range(channels, integer=True)
     curves = intensity_curves(cs, batch=batch, resolution=resolution, dtype=dtype)
-    for c in curves:
-        click.echo(f"{c.name:20s} " + " ".join(f"{ch}:{i:.1f}" for ch, i in
-                                              zip(c.channels, c.intensity)))
+    click.echo("\n".join(intensity_line(c) for c in curves))
     fig = intensity_figure(curves, marks, batch=batch, resolution=resolution, dtype=dtype)
     click.echo(f"wrote {save(fig, output)}")
 

@@ -10,6 +10,8 @@ from rich.console import Console
 from rich.table import Table
 
 from .analysis import c_max_at
+from .errors import InputError
+from .fmt import pct, si, sig
 
 if TYPE_CHECKING:
     from .api import Result
@@ -82,13 +84,6 @@ def write_json(result: "Result", path: str | Path) -> None:
                                       "kernels": kernel_table(result)}, indent=1))
 
 
-def _si(x: float, unit: str = "") -> str:
-    for scale, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(x) >= scale:
-            return f"{x / scale:.2f} {prefix}{unit}"
-    return f"{x:.0f} {unit}".rstrip()
-
-
 def _console() -> Console:
     console = Console()
     return console if console.is_terminal else Console(width=160)
@@ -96,24 +91,25 @@ def _console() -> Console:
 
 def print_summary(result: "Result", console: Console | None = None) -> None:
     console = console or _console()
-    s = result.summary()
+    s, t = result.summary(), result.totals
     table = Table(show_header=False, box=None, pad_edge=False)
     table.add_column(style="bold")
     table.add_column()
     rows = [
         ("model", s["model"]),
-        ("hardware", f"{s['hardware']}  (op:byte {s['op_byte']:.1f} for {s['dtype']})"),
+        ("hardware", f"{s['hardware']}  (op:byte {sig(s['op_byte'])} for {s['dtype']})"),
         ("plan", s["plan"]),
         ("batch, dtype", f"{s['batch']}, {s['dtype']}"),
-        ("GMACs per image", f"{s['gmacs_per_image']:.3f}"),
-        ("matrix ops (flops)", f"{s['gflops']:.1f} G  (other arithmetic {s['other_gops']:.2f} G)"),
-        ("DRAM traffic", f"{s['dram_gb']:.3f} GB  ({s['byte_model']})"),
-        ("ideal latency N/R", f"{s['t_ideal_ms']:.3f} ms"),
-        ("T_min (waterline)", f"{s['t_min_ms']:.3f} ms"),
-        ("C_max (waterline)", f"{100 * s['c_max']:.1f} %"),
-        ("mediant intensity", f"{s['mediant_intensity']:.1f} ops/byte"),
-        ("C_max (mediant roofline)", f"{100 * s['mediant_c_max']:.1f} %"),
-        ("Amdahl f, I_mem", f"{s['memory_fraction']:.3f}, {s['memory_intensity']:.1f} ops/byte"),
+        ("MACs per image", si(result.macs / result.batch)),
+        ("matrix ops (flops)", f"{si(t.flops)}  (other arithmetic {si(result.other_ops)})"),
+        ("DRAM traffic", f"{si(t.dram_bytes, 'B')}  ({s['byte_model']})"),
+        ("ideal latency N/R", f"{sig(s['t_ideal_ms'])} ms"),
+        ("T_min (waterline)", f"{sig(s['t_min_ms'])} ms"),
+        ("C_max (waterline)", pct(s["c_max"])),
+        ("mediant intensity", f"{sig(s['mediant_intensity'])} ops/byte"),
+        ("C_max (mediant roofline)", pct(s["mediant_c_max"])),
+        ("Amdahl f, I_mem", f"{sig(s['memory_fraction'], 3)}, {sig(s['memory_intensity'])} "
+                            "ops/byte"),
         ("kernels", f"{s['kernels']} ({s['compute_bound']} compute-bound, "
                     f"{s['memory_bound']} memory-bound)"),
         ("unsupported ops", ", ".join(f"{k} x{v}" for k, v in s["unsupported_ops"].items())
@@ -138,9 +134,8 @@ def print_kernels(result: "Result", console: Console | None = None, top: int | N
         table.add_column(col, justify=justify, overflow="fold")
     for r in rows:
         table.add_row(str(r["index"]), r["module"], r["ops"], r["output_shape"],
-                      _si(r["macs"]), _si(r["input_bytes"], "B"), _si(r["weight_bytes"], "B"),
-                      _si(r["output_bytes"], "B"), f"{r['intensity']:.1f}",
-                      f"{r['t_min_ms']:.4f}",
+                      si(r["macs"]), si(r["input_bytes"], "B"), si(r["weight_bytes"], "B"),
+                      si(r["output_bytes"], "B"), sig(r["intensity"]), sig(r["t_min_ms"]),
                       "[red]memory[/]" if r["bound"] == "memory" else "compute")
     console.print(table)
     print_unsupported(result, console)
@@ -153,21 +148,54 @@ def print_unsupported(result: "Result", console: Console) -> None:
         console.print(f"[yellow]unsupported ops (bytes counted, arithmetic not): {listed}[/]")
 
 
+def roofline_line(result: "Result") -> str:
+    t = result.totals
+    return (f"{result.model}: mediant intensity {sig(t.mediant_intensity)} ops/byte, "
+            f"mediant-roofline C_max {pct(t.mediant_c_max)}, waterline C_max {pct(t.c_max)}")
+
+
+def amdahl_lines(results: "list[Result]", fuse_to: float | None = None) -> list[str]:
+    """Each model's f, I_mem and C_max, and the speedup if fusion lifted its memory-bound
+    kernels to intensity `fuse_to`. Fusion only raises intensity: a target below a model's
+    I_mem is refused rather than reported as a 'speedup' below 1."""
+    lines = []
+    for r in results:
+        t = r.totals
+        line = (f"{r.model}: f {sig(t.memory_fraction, 3)}, I_mem {sig(t.memory_intensity)} "
+                f"ops/byte, C_max {pct(t.c_max)}")
+        if fuse_to:
+            if t.memory_bytes and fuse_to < t.memory_intensity:
+                raise InputError(f"{fuse_to:g} ops/byte is below {r.model}'s I_mem "
+                                 f"{sig(t.memory_intensity)} ops/byte, the intensity its "
+                                 f"memory-bound kernels have now; fusion raises intensity, so "
+                                 f"give I above {sig(t.memory_intensity)}", field="--fuse-to")
+            line += f"; fusing to I={fuse_to:g}: speedup x{sig(t.fusion_speedup(fuse_to), 3)}"
+        lines.append(line)
+    return lines
+
+
+def intensity_line(curve) -> str:
+    """One conv type's intensity at each channel count (`perfmodel intensity`)."""
+    return f"{curve.name:20s} " + " ".join(f"{ch}:{sig(i)}" for ch, i in
+                                           zip(curve.channels, curve.intensity))
+
+
 def sweep_line(result: "Result", marks: "list[Hardware]") -> str:
     """The model's waterline C_max at each marked processor's op:byte (under the byte model
     the result's kernels were timed with)."""
-    at = ", ".join(f"{hw.name} {100 * c_max_at(result.kernels, hw.op_byte(result.dtype)):.1f}%"
+    at = ", ".join(f"{hw.name} {pct(c_max_at(result.kernels, hw.op_byte(result.dtype)))}"
                    for hw in marks)
     return f"{result.model}: waterline C_max at {at}"
 
 
 def gap_lines(points: "list[GapPoint]") -> list[str]:
     lines = [f"{'model':22s} {'backend':9s} {'top-1':>6s} {'GMACs':>7s} {'ideal ms':>9s} "
-             f"{'T_min ms':>9s} {'actual ms':>9s} {'C':>6s} {'C_max':>6s} {'C_impl':>6s}"]
+             f"{'T_min ms':>9s} {'actual ms':>9s} {'C':>7s} {'C_max':>7s} {'C_impl':>7s}"]
     for p in points:
-        lines.append(f"{p.model:22s} {p.backend:9s} {p.accuracy:6.2f} {p.gmacs_per_image:7.3f} "
-                     f"{p.t_ideal_ms:9.4g} {p.t_min_ms:9.4g} {p.t_actual_ms:9.4g} "
-                     f"{100 * p.c:5.1f}% {100 * p.c_max:5.1f}% {100 * p.c_impl:5.1f}%")
+        lines.append(f"{p.model:22s} {p.backend:9s} {sig(p.accuracy):>6s} "
+                     f"{sig(p.gmacs_per_image):>7s} {sig(p.t_ideal_ms):>9s} "
+                     f"{sig(p.t_min_ms):>9s} {sig(p.t_actual_ms):>9s} {pct(p.c):>7s} "
+                     f"{pct(p.c_max):>7s} {pct(p.c_impl):>7s}")
     return lines
 
 
@@ -178,30 +206,30 @@ def compare_lines(cmp: "Comparison") -> list[str]:
         lines.append(f"{'module':40s} {'t_min ms':>9s} {'meas. ms':>9s} {'ratio':>7s}  "
                      f"{'bound':7s} {'pred. MB':>9s} {'ncu MB':>9s}")
         for x in cmp.modules:
-            ncu = f"{x.measured_dram_bytes / 1e6:9.2f}" if x.bytes_ratio is not None else ""
-            lines.append(f"{x.module or '(root)':40s} {x.predicted_ms:9.4f} {x.measured_ms:9.4f} "
-                         f"{x.ratio:7.2f}  {'memory' if x.memory_bound else 'compute':7s} "
-                         f"{x.dram_bytes / 1e6:9.2f} {ncu}")
+            ncu = f"{sig(x.measured_dram_bytes / 1e6):>9s}" if x.bytes_ratio is not None else ""
+            lines.append(f"{x.module or '(root)':40s} {sig(x.predicted_ms):>9s} "
+                         f"{sig(x.measured_ms):>9s} {sig(x.ratio, 3):>7s}  "
+                         f"{'memory' if x.memory_bound else 'compute':7s} "
+                         f"{sig(x.dram_bytes / 1e6):>9s} {ncu}")
     if cmp.median_bytes_ratio is not None:
         lines.append(f"DRAM bytes, Nsight Compute over predicted: median "
-                     f"{cmp.median_bytes_ratio:.3f} over "
+                     f"{sig(cmp.median_bytes_ratio)} over "
                      f"{sum(x.bytes_ratio is not None for x in cmp.modules)} modules")
     if not m.kernels:
         lines.append("no per-kernel rows in this file (`perfmodel bench --per-kernel` records "
                      "them): totals only")
     else:
-        lines.append(f"kernels: {m.kernel_sum_ms:.4g} ms per pass beside the median latency "
-                     f"{m.latency_ms:.4g} ms ({100 * m.kernel_sum_ms / m.latency_ms:.0f}%)"
-                     + (f"; unattributed {cmp.unattributed_ms:.4g} ms" if cmp.unattributed_ms
+        lines.append(f"kernels: {sig(m.kernel_sum_ms)} ms per pass beside the median latency "
+                     f"{sig(m.latency_ms)} ms ({pct(m.kernel_sum_ms / m.latency_ms)})"
+                     + (f"; unattributed {sig(cmp.unattributed_ms)} ms" if cmp.unattributed_ms
                         else ""))
     if cmp.unmatched:
         lines.append(f"unmatched measured kernels: {len(cmp.unmatched)}, "
-                     f"{cmp.unmatched_ms:.3f} ms per pass")
+                     f"{sig(cmp.unmatched_ms)} ms per pass")
     lines.append(f"{r.model} on {m.environment.get('gpu', '?')} ({m.backend}): ideal "
-                 f"{g.t_ideal_ms:.3f} ms, T_min {g.t_min_ms:.3f} ms ({r.hardware.name}, "
-                 f"plan {r.plan}), measured {g.t_actual_ms:.3f} ms")
-    lines.append(f"C {100 * g.c:.1f}% = C_max {100 * g.c_max:.1f}% x C_impl "
-                 f"{100 * g.c_impl:.1f}%")
+                 f"{sig(g.t_ideal_ms)} ms, T_min {sig(g.t_min_ms)} ms ({r.hardware.name}, "
+                 f"plan {r.plan}), measured {sig(g.t_actual_ms)} ms")
+    lines.append(f"C {pct(g.c)} = C_max {pct(g.c_max)} x C_impl {pct(g.c_impl)}")
     return lines
 
 
@@ -209,19 +237,19 @@ def hardware_table(configs: "list[Hardware]") -> list[str]:
     lines = [f"{'name':20s} {'fp16 TFLOP/s':>12s} {'DRAM GB/s':>10s} {'op:byte':>8s} "
              f"{'L2 MiB':>7s}  description"]
     for hw in configs:
-        lines.append(f"{hw.name:20s} {hw.peak_tflops.get('float16', float('nan')):12.1f} "
-                     f"{hw.dram_gbps:10.0f} {hw.op_byte('float16'):8.1f} "
-                     f"{hw.l2_mib or 0:7.0f}  {hw.description}")
+        lines.append(f"{hw.name:20s} {sig(hw.peak_tflops.get('float16', float('nan'))):>12s} "
+                     f"{sig(hw.dram_gbps):>10s} {sig(hw.op_byte('float16')):>8s} "
+                     f"{sig(hw.l2_mib or 0):>7s}  {hw.description}")
     return lines
 
 
 def hardware_lines(hw: "Hardware") -> list[str]:
     lines = [f"{hw.name} ({hw.vendor}): {hw.description}", f"  config: {hw.path}"]
     for dtype, tflops in hw.peak_tflops.items():
-        lines.append(f"  peak {dtype:9s} {tflops:8.1f} TFLOP/s dense ({hw.accumulate} "
-                     f"accumulate)  op:byte {tflops * 1e12 / hw.dram_bytes_per_s:7.1f}")
+        lines.append(f"  peak {dtype:9s} {sig(tflops):>8s} TFLOP/s dense ({hw.accumulate} "
+                     f"accumulate)  op:byte {sig(tflops * 1e12 / hw.dram_bytes_per_s):>7s}")
     for dtype, tflops in hw.vector_tflops.items():
-        lines.append(f"  vector {dtype:7s} {tflops:8.1f} TFLOP/s")
+        lines.append(f"  vector {dtype:7s} {sig(tflops):>8s} TFLOP/s")
     lines.append(f"  DRAM {hw.dram_gbps:g} GB/s, {hw.dram_gib or '?'} GiB; L2 {hw.l2_mib or '?'} "
                  f"MiB; {hw.sm_count or '?'} SMs at {hw.clock_mhz or '?'} MHz")
     lines.append(f"  source: {hw.source}")
@@ -235,7 +263,8 @@ def kernel_case_lines(cases: "list[KernelCase]") -> list[str]:
              f"{'compile us':>10s} {'eager us':>9s} {'x compile':>9s}"]
     for c in cases:
         fused, compiled = c.median_us.get("cuda_kernels"), c.median_us.get("inductor")
-        lines.append(f"{c.name:30s} {c.block_t_min_us:9.1f} {c.layer_t_min_us:9.1f} "
-                     f"{fused:9.1f} {100 * c.fraction_of_bound():7.1f}% {compiled:10.1f} "
-                     f"{c.median_us.get('eager', float('nan')):9.1f} {compiled / fused:9.2f}")
+        lines.append(f"{c.name:30s} {sig(c.block_t_min_us):>9s} {sig(c.layer_t_min_us):>9s} "
+                     f"{sig(fused):>9s} {pct(c.fraction_of_bound()):>8s} {sig(compiled):>10s} "
+                     f"{sig(c.median_us.get('eager', float('nan'))):>9s} "
+                     f"{sig(compiled / fused, 3):>9s}")
     return lines

@@ -46,3 +46,23 @@ def test_top_zero_is_all_kernels_and_n_the_longest(tmp_path, capsys):
     _, summary, _ = run_main(["waterline", spec, "-o", str(tmp_path / "w.png"), "--top", "0"],
                              capsys)
     assert all(name in summary for name in ("C_max (waterline)", "stem", "head"))
+
+
+LINEAR = ("model: torch.nn:Linear\nkwargs: {in_features: 16, out_features: 16}\ninput: [16]\n"
+          "batch: 1\nhardware: h200-sxm\n")
+
+
+def test_amdahl_refuses_a_fusion_target_below_i_mem(tmp_path, capsys):
+    # one memory-bound kernel: 2 x 16 x 16 + 16 = 528 ops over 2 x (16 + 256 + 16 + 16) = 608 B
+    spec = spec_file(tmp_path, LINEAR)
+    code, out, err = run_main(["amdahl", spec, "--fuse-to", "0.5", "-o",
+                               str(tmp_path / "a.png")], capsys)
+    assert code == 2 and out == ""
+    assert err.strip() == (f"error: field '--fuse-to': 0.5 ops/byte is below spec's I_mem "
+                           f"{528 / 608:.4f} ops/byte, the intensity its memory-bound kernels "
+                           f"have now; fusion raises intensity, so give I above {528 / 608:.4f}")
+    code, out, _ = run_main(["amdahl", spec, "--fuse-to", "1", "-o", str(tmp_path / "a.png")],
+                            capsys)
+    # f = 1: T_min falls from 608 B / B to 528 ops / R at rho: speedup 608 / 528
+    assert code == 0 and f"fusing to I=1: speedup x{608 / 528:.3g}" in out  # x1.15
+

@@ -48,5 +48,5 @@ def test_compare_command(measured, tmp_path):
     result = CliRunner().invoke(cli.cli, ["compare", str(DATA / "tiny.yaml"), str(measured),
                                           "-o", str(out)])
     assert result.exit_code == 0, result.output
-    assert "unmatched measured kernels: 1, 0.300 ms" in result.output
+    assert "unmatched measured kernels: 1, 0.3000 ms" in result.output
     assert out.stat().st_size > 20_000
