@@ -179,6 +179,25 @@ def test_out_may_not_alias_the_input():
         cuda_kernels.run_block(x, weights, residual=True, out=x)
 
 
+@pytest.mark.cuda
+def test_the_raw_op_refuses_misaligned_and_overlapping_tensors():
+    """The checks in bindings.cpp guard the raw op, which ops.py's policy does not cover."""
+    from cuda_kernels._build import load_extension
+
+    ext = load_extension()
+    w = cuda_kernels.prepare_weights(*(t.cuda() for t in _weights(64, 256)))
+    empty = torch.empty(0, device="cuda")
+    buf = torch.randn(64 * 65, device="cuda", dtype=torch.float16)
+    misaligned = buf[1:1 + 64 * 64].view(64, 64)  # 2 bytes past a 16-byte boundary
+    with pytest.raises(RuntimeError, match="x must be 16-byte aligned"):
+        ext.block_fusion(misaligned, w.w1, w.b1, w.w2, w.b2, empty.int(), empty, 0, 0, False, 0, empty.half())
+    x = buf[: 64 * 64].view(64, 64)
+    with pytest.raises(RuntimeError, match="out must not overlap x"):
+        ext.block_fusion(x, w.w1, w.b1, w.w2, w.b2, empty.int(), empty, 0, 0, False, 0, x)
+    with pytest.raises(RuntimeError, match="b1 must be a CUDA tensor"):
+        ext.block_fusion(x, w.w1, w.b1.cpu(), w.w2, w.b2, empty.int(), empty, 0, 0, False, 0, empty.half())
+
+
 # ---- shape policy: CPU-only, the checks run before anything touches a GPU ----
 
 def _weights(channels: int, hidden: int):

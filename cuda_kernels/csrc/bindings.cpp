@@ -11,10 +11,31 @@
 
 namespace {
 
+// Every tensor: on a CUDA device, the expected dtype, contiguous, 16-byte aligned (the
+// kernels move 16-byte chunks with cp.async and bulk copies).
 void check(const torch::Tensor& t, const char* name, torch::ScalarType dtype) {
   TORCH_CHECK(t.is_cuda(), name, " must be a CUDA tensor");
   TORCH_CHECK(t.scalar_type() == dtype, name, " has the wrong dtype");
   TORCH_CHECK(t.is_contiguous(), name, " must be contiguous");
+  TORCH_CHECK(reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0, name, " must be 16-byte aligned");
+}
+
+void same_device(const torch::Tensor& t, const torch::Tensor& x, const char* name) {
+  TORCH_CHECK(t.device() == x.device(), name, " is on ", t.device(), ", x on ", x.device());
+}
+
+bool overlap(const torch::Tensor& a, const torch::Tensor& b) {
+  const auto a0 = reinterpret_cast<uintptr_t>(a.data_ptr()), b0 = reinterpret_cast<uintptr_t>(b.data_ptr());
+  return a0 < b0 + b.nbytes() && b0 < a0 + a.nbytes();
+}
+
+// A failed launch, with the two refusals the launchers make before launching spelled out.
+void check_launch(cudaError_t err, const char* kernel) {
+  TORCH_CHECK(err != cudaErrorInvalidConfiguration, kernel,
+              ": this kernel variant needs more shared memory per block than this GPU offers");
+  TORCH_CHECK(err != cudaErrorNoKernelImageForDevice, kernel,
+              ": needs a compute capability 9.0 GPU (H100, H200) and an sm_90a build");
+  TORCH_CHECK(err == cudaSuccess, kernel, " launch failed: ", cudaGetErrorString(err));
 }
 
 // x: [P, C] fp16; w1: [hidden, C] fp16; b1: [hidden] fp32; w2: [C, hidden] fp16; b2: [C] fp32;
@@ -33,6 +54,8 @@ Activations activations(const torch::Tensor& x, const torch::Tensor& b1, const t
   check(x, "x", torch::kHalf);
   check(b1, "b1", torch::kFloat);
   check(b2, "b2", torch::kFloat);
+  same_device(b1, x, "b1");
+  same_device(b2, x, "b2");
   TORCH_CHECK(x.dim() == 2, "x must be [pixels, channels]");
   const int64_t P = x.size(0), C = x.size(1), hidden = b1.numel();
   TORCH_CHECK(b2.numel() == C, "bias shapes");
@@ -42,6 +65,7 @@ Activations activations(const torch::Tensor& x, const torch::Tensor& b1, const t
   } else {
     check(out, "out", torch::kHalf);
     TORCH_CHECK(out.sizes() == x.sizes() && out.device() == x.device(), "out must match x");
+    TORCH_CHECK(!overlap(out, x), "out must not overlap x");
   }
   Activations a{out, {}, P, C, hidden};
   a.params.x = reinterpret_cast<const __half*>(x.data_ptr<at::Half>());
@@ -62,11 +86,15 @@ torch::Tensor block_fusion(torch::Tensor x, torch::Tensor w1, torch::Tensor b1, 
   const int64_t P = a.P, C = a.C, hidden = a.hidden;
   check(w1, "w1", torch::kHalf);
   check(w2, "w2", torch::kHalf);
+  same_device(w1, x, "w1");
+  same_device(w2, x, "w2");
   TORCH_CHECK(w1.size(0) == hidden && w1.size(1) == C && w2.size(0) == C && w2.size(1) == hidden, "weight shapes");
   const bool conv = conv_w.numel() > 0;
   if (conv) {
     check(conv_w, "conv_w", torch::kInt);
     check(conv_b, "conv_b", torch::kFloat);
+    same_device(conv_w, x, "conv_w");
+    same_device(conv_b, x, "conv_b");
     TORCH_CHECK(conv_w.numel() == C / 8 * 9 * 32 && conv_b.numel() == C, "conv weight shapes");
     TORCH_CHECK(W > 0 && H > 0 && P % (H * W) == 0, "H, W do not divide the pixel count");
   }
@@ -86,7 +114,7 @@ torch::Tensor block_fusion(torch::Tensor x, torch::Tensor w1, torch::Tensor b1, 
     case 256: err = bf::launch_c256(p, conv, static_cast<int>(variant), stream); break;
     default: TORCH_CHECK(false, "unsupported channel count ", C);
   }
-  TORCH_CHECK(err == cudaSuccess, "block_fusion launch failed: ", cudaGetErrorString(err));
+  check_launch(err, "block_fusion");
   return a.out;
 }
 
@@ -94,14 +122,17 @@ torch::Tensor block_fusion(torch::Tensor x, torch::Tensor w1, torch::Tensor b1, 
 // layout (cuda_kernels.ops.pack_wgmma_weights), uint8 of 2 * hidden * C * 2 bytes.
 torch::Tensor ffn_wgmma(torch::Tensor x, torch::Tensor wpack, torch::Tensor b1, torch::Tensor b2, bool residual,
                         torch::Tensor out) {
+#ifndef BF_SM90A
+  TORCH_CHECK(false, "ffn_wgmma: this build has no sm_90a code (build with 9.0 in TORCH_CUDA_ARCH_LIST)");
+#endif
   const c10::cuda::CUDAGuard guard(x.device());
   Activations a = activations(x, b1, b2, residual, out);
   check(wpack, "wpack", torch::kByte);
+  same_device(wpack, x, "wpack");
   TORCH_CHECK(wpack.numel() == 4 * a.hidden * a.C, "weight shapes");
-  TORCH_CHECK(reinterpret_cast<uintptr_t>(wpack.data_ptr()) % 16 == 0, "wpack must be 16-byte aligned");
   const cudaError_t err =
       bf::launch_ffn_wgmma(a.params, static_cast<int>(a.C), wpack.data_ptr(), c10::cuda::getCurrentCUDAStream());
-  TORCH_CHECK(err == cudaSuccess, "ffn_wgmma launch failed: ", cudaGetErrorString(err));
+  check_launch(err, "ffn_wgmma");
   return a.out;
 }
 

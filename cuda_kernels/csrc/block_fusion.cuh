@@ -21,7 +21,8 @@ namespace bf {
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 constexpr int kBM = 128;
-constexpr int kHaloPixels = 336;  // (floor(127 / W) + 4) * W <= 336 for every W <= 56
+constexpr int kHaloPixels = 336;
+constexpr int kMaxDevices = 64;  // (floor(127 / W) + 4) * W <= 336 for every W <= 56
 
 template <int C_, int HC_, int WM1_, int WM2_, int MINB_, int STAGES_, bool CONV_>
 struct Config {
@@ -354,14 +355,25 @@ __global__ void __launch_bounds__(kThreads, K::MINB) block_fusion_kernel(const P
   }
 }
 
+// Launch attributes are per device: each device's limit is checked and its attribute set the
+// first time a variant launches there. A variant that needs more shared memory per block than
+// the device offers is refused with cudaErrorInvalidConfiguration (the A100's 163 KB is less
+// than the C = 256 variants need), before anything is launched.
 template <class K>
 cudaError_t launch(const Params& p, cudaStream_t stream) {
-  static bool configured = false;
-  if (!configured) {
-    const cudaError_t err = cudaFuncSetAttribute(block_fusion_kernel<K>,
-                                                 cudaFuncAttributeMaxDynamicSharedMemorySize, K::SMEM_BYTES);
+  static bool configured[kMaxDevices] = {};
+  int dev = 0;
+  cudaError_t err = cudaGetDevice(&dev);
+  if (err != cudaSuccess) return err;
+  if (dev >= kMaxDevices) return cudaErrorInvalidDevice;
+  if (!configured[dev]) {
+    int optin = 0;
+    err = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
     if (err != cudaSuccess) return err;
-    configured = true;
+    if (K::SMEM_BYTES > optin) return cudaErrorInvalidConfiguration;
+    err = cudaFuncSetAttribute(block_fusion_kernel<K>, cudaFuncAttributeMaxDynamicSharedMemorySize, K::SMEM_BYTES);
+    if (err != cudaSuccess) return err;
+    configured[dev] = true;
   }
   const int grid = (p.P + K::BM - 1) / K::BM;
   block_fusion_kernel<K><<<grid, kThreads, K::SMEM_BYTES, stream>>>(p);

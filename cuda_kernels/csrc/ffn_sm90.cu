@@ -228,20 +228,32 @@ __global__ void __launch_bounds__(kThreads, 1) ffn_wgmma_kernel(const Params p, 
 #endif
 }
 
+// Per device: the SM count sizes the persistent grid, the shared-memory limit is checked and
+// the attribute set once; a device that is not compute capability 9.0 is refused
+// (cudaErrorNoKernelImageForDevice: the kernel body exists only in the sm_90a image).
+constexpr int kMaxDevices = 64;
+
 template <int C>
 cudaError_t launch_impl(const Params& p, const void* wpack, cudaStream_t stream) {
-  static int sms = 0;
-  if (sms == 0) {
-    int dev = 0;
-    cudaError_t err = cudaGetDevice(&dev);
+  static int sms_of[kMaxDevices] = {};
+  int dev = 0;
+  cudaError_t err = cudaGetDevice(&dev);
+  if (err != cudaSuccess) return err;
+  if (dev >= kMaxDevices) return cudaErrorInvalidDevice;
+  if (sms_of[dev] == 0) {
+    int major = 0, minor = 0, optin = 0, sms = 0;
+    err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+    if (err == cudaSuccess && (major != 9 || minor != 0)) err = cudaErrorNoKernelImageForDevice;
+    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+    if (err == cudaSuccess && Cfg<C>::SMEM_BYTES > optin) err = cudaErrorInvalidConfiguration;
     if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
     if (err == cudaSuccess)
       err = cudaFuncSetAttribute(ffn_wgmma_kernel<C>, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg<C>::SMEM_BYTES);
-    if (err != cudaSuccess) {
-      sms = 0;
-      return err;
-    }
+    if (err != cudaSuccess) return err;
+    sms_of[dev] = sms;
   }
+  const int sms = sms_of[dev];
   const int ntiles = (p.P + kBM - 1) / kBM;
   const int grid = ntiles < sms ? ntiles : sms;
   ffn_wgmma_kernel<C><<<grid, kThreads, Cfg<C>::SMEM_BYTES, stream>>>(p, static_cast<const uint8_t*>(wpack));
