@@ -3,7 +3,8 @@
 #   bash examples/measurements/convfirstnet_e2e.sh OUTDIR [models...]
 # Per model: eager; the fused kernels with the rest eager, and with the rest compiled
 # (--compile-rest), with and without CUDA graphs; torch.compile with freezing, with and
-# without CUDA graphs. Batch 128, float16, 30 repeats. Files: OUTDIR/runs.tar.gz (updated
+# without CUDA graphs; CONFIGS="inductor_autotune ..." picks configurations (see the case
+# below; the autotuned ones are max-autotune-no-cudagraphs). Batch 128, float16, 30 repeats. Files: OUTDIR/runs.tar.gz (updated
 # after every run, so a stopped call still returns what finished) and OUTDIR/log.txt.
 set -uo pipefail
 out=${1:?output folder}; shift
@@ -17,11 +18,19 @@ one() {  # model, config name, limit, options...
     >> "$log" 2>&1; echo "   exit $?" | tee -a "$log"; tail -n 1 "$log"
   tar -czf "$out/runs.tar.gz" -C "$out" runs
 }
+configs=${CONFIGS:-eager cuda_kernels cuda_kernels_compiled cuda_kernels_compiled_graphs inductor_freezing inductor_freezing_graphs}
 for model in $models; do
-  one "$model" eager 90
-  one "$model" cuda_kernels 120 --backend cuda_kernels
-  one "$model" cuda_kernels_compiled 180 --backend cuda_kernels --compile-rest --freezing
-  one "$model" cuda_kernels_compiled_graphs 180 --backend cuda_kernels --compile-rest --freezing --cuda-graphs
-  one "$model" inductor_freezing 180 --backend inductor --freezing
-  one "$model" inductor_freezing_graphs 180 --backend inductor --freezing --cuda-graphs
+  for config in $configs; do
+    case $config in
+      eager) one "$model" eager 90 ;;
+      cuda_kernels) one "$model" cuda_kernels 120 --backend cuda_kernels ;;
+      cuda_kernels_compiled) one "$model" cuda_kernels_compiled 180 --backend cuda_kernels --compile-rest --freezing ;;
+      cuda_kernels_compiled_graphs) one "$model" cuda_kernels_compiled_graphs 180 --backend cuda_kernels --compile-rest --freezing --cuda-graphs ;;
+      inductor_freezing) one "$model" inductor_freezing 180 --backend inductor --freezing ;;
+      inductor_freezing_graphs) one "$model" inductor_freezing_graphs 180 --backend inductor --freezing --cuda-graphs ;;
+      inductor_autotune) one "$model" inductor_autotune 330 --backend inductor --freezing --compile-mode max-autotune-no-cudagraphs ;;
+      inductor_autotune_graphs) one "$model" inductor_autotune_graphs 330 --backend inductor --freezing --compile-mode max-autotune-no-cudagraphs --cuda-graphs ;;
+      *) echo "unknown config $config"; exit 2 ;;
+    esac
+  done
 done
