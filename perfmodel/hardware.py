@@ -17,8 +17,8 @@ from .resources import builtin_dir, builtin_names, resolve_config
 from .yamlio import Fields, load_mapping
 
 _FIELDS = {"name", "vendor", "description", "device_name", "peak_tflops", "accumulate", "vector_tflops",
-           "dram_gbps", "dram_gib", "l2_mib", "sm_count", "clock_mhz", "memory_clock_mhz",
-           "source", "notes"}
+           "dram_gbps", "dram_gib", "l2_mib", "smem_kib_per_sm", "sm_count", "clock_mhz",
+           "memory_clock_mhz", "source", "notes"}
 
 
 @dataclass(frozen=True)
@@ -31,6 +31,7 @@ class Hardware:
     vector_tflops: Mapping[str, float] = field(default_factory=dict)
     dram_gib: float | None = None
     l2_mib: float | None = None
+    smem_kib_per_sm: float | None = None  # shared memory per SM: room for local tiles
     sm_count: int | None = None
     clock_mhz: float | None = None
     memory_clock_mhz: float | None = None
@@ -100,6 +101,7 @@ def parse_hardware(data: dict, file: str) -> Hardware:
         dram_gbps=float(f.positive("dram_gbps")),
         dram_gib=f.positive("dram_gib", None),
         l2_mib=f.positive("l2_mib", None),
+        smem_kib_per_sm=f.positive("smem_kib_per_sm", None),
         sm_count=f.positive("sm_count", None, integer=True),
         clock_mhz=f.positive("clock_mhz", None),
         memory_clock_mhz=f.positive("memory_clock_mhz", None),

@@ -237,21 +237,23 @@ def hardware_table(configs: "list[Hardware]") -> list[str]:
     lines = [f"{'name':20s} {'fp16 TFLOP/s':>12s} {'DRAM GB/s':>10s} {'op:byte':>8s} "
              f"{'L2 MiB':>7s}  description"]
     for hw in configs:
-        lines.append(f"{hw.name:20s} {sig(hw.peak_tflops.get('float16', float('nan'))):>12s} "
-                     f"{sig(hw.dram_gbps):>10s} {sig(hw.op_byte('float16')):>8s} "
-                     f"{sig(hw.l2_mib or 0):>7s}  {hw.description}")
+        # configured values as written (:g), derived ones to significant digits
+        lines.append(f"{hw.name:20s} {hw.peak_tflops.get('float16', float('nan')):12g} "
+                     f"{hw.dram_gbps:10g} {sig(hw.op_byte('float16')):>8s} "
+                     f"{hw.l2_mib or 0:7g}  {hw.description}")
     return lines
 
 
 def hardware_lines(hw: "Hardware") -> list[str]:
     lines = [f"{hw.name} ({hw.vendor}): {hw.description}", f"  config: {hw.path}"]
     for dtype, tflops in hw.peak_tflops.items():
-        lines.append(f"  peak {dtype:9s} {sig(tflops):>8s} TFLOP/s dense ({hw.accumulate} "
+        lines.append(f"  peak {dtype:9s} {tflops:8g} TFLOP/s dense ({hw.accumulate} "
                      f"accumulate)  op:byte {sig(tflops * 1e12 / hw.dram_bytes_per_s):>7s}")
     for dtype, tflops in hw.vector_tflops.items():
-        lines.append(f"  vector {dtype:7s} {sig(tflops):>8s} TFLOP/s")
+        lines.append(f"  vector {dtype:7s} {tflops:8g} TFLOP/s")
     lines.append(f"  DRAM {hw.dram_gbps:g} GB/s, {hw.dram_gib or '?'} GiB; L2 {hw.l2_mib or '?'} "
-                 f"MiB; {hw.sm_count or '?'} SMs at {hw.clock_mhz or '?'} MHz")
+                 f"MiB; {hw.sm_count or '?'} SMs at {hw.clock_mhz or '?'} MHz, "
+                 f"{hw.smem_kib_per_sm or '?'} KiB shared memory each")
     lines.append(f"  source: {hw.source}")
     if hw.notes:
         lines.append(f"  notes: {hw.notes}")

@@ -21,12 +21,14 @@ Counting follows the rest of perfmodel:
 """
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field, replace
 from math import prod
 from typing import Iterator, Union
 
 from .analysis import kernel_time
 from .dtypes import DType, parse_dtype
+from .fmt import pct, si, sig
 from .hardware import Hardware
 
 DRAM, GLOBAL, LOCAL = "dram", "global", "local"
@@ -238,7 +240,22 @@ class Program:
         peak, bw = hw.peak_ops(dtype), hw.dram_bytes_per_s
         reports = tuple(KernelReport(k, kernel_time(k.flops, k.dram_bytes, peak, bw),
                                      k.flops < peak / bw * k.dram_bytes) for k in program.kernels)
+        _check_local_memory(program, hw)
         return ProgramReport(program, hw, dtype, reports)
+
+
+def _check_local_memory(program: Program, hw: Hardware) -> None:
+    """A kernel whose local tiles exceed an SM's shared memory cannot run as tiled: its
+    compulsory-traffic T_min is then not attainable, and saying C_max 100% would mislead."""
+    if not hw.smem_kib_per_sm:
+        return
+    for k in program.kernels:
+        if k.local_bytes > hw.smem_kib_per_sm * 1024:
+            warnings.warn(f"{program.name}: kernel '{k.name}' keeps {sig(k.local_bytes / 1024)} "
+                          f"KiB of local tiles per processor, more than the "
+                          f"{hw.smem_kib_per_sm:g} KiB of shared memory per SM of "
+                          f"{hw.name}: it cannot run as tiled, so its T_min is not attainable "
+                          f"(smaller tiles or chunks: --set)", stacklevel=3)
 
 
 @dataclass(frozen=True)
@@ -258,15 +275,15 @@ class ProgramReport:
 
     def lines(self) -> list[str]:
         p = self.program
-        out = [f"{p.name}: {p.macs / 1e9:.3f} GMACs, {p.dram_bytes / 1e6:.1f} MB DRAM, "
-               f"intensity {p.flops / p.dram_bytes:.1f} ops/byte, T_min "
-               f"{self.t_min_s * 1e6:.1f} us, C_max {100 * self.c_max:.1f}% on "
-               f"{self.hardware.name}"]
+        out = [f"{p.name}: {si(p.macs, 'MACs')}, {si(p.dram_bytes, 'B')} DRAM, "
+               f"intensity {sig(p.flops / p.dram_bytes)} ops/byte, T_min "
+               f"{sig(self.t_min_s * 1e6)} us, C_max {pct(self.c_max)} on {self.hardware.name}"]
         for r in self.kernels:
             k = r.kernel
-            out.append(f"  {k.name:34s} {k.flops / 1e9:8.2f} GFLOP  read {k.dram_read_bytes / 1e6:7.2f}"
-                       f" MB (weights {k.dram_weight_bytes / 1e3:6.1f} kB)  write "
-                       f"{k.dram_write_bytes / 1e6:7.2f} MB  local {k.local_bytes / 1024:5.1f} KiB"
-                       f"  global {k.global_bytes / 1024:6.1f} KiB  t {r.t_min_s * 1e6:7.1f} us"
-                       f"  {'memory' if r.memory_bound else 'compute'}")
+            out.append(f"  {k.name:34s} {si(k.flops, 'FLOP'):>11s}  read "
+                       f"{si(k.dram_read_bytes, 'B'):>9s} (weights "
+                       f"{si(k.dram_weight_bytes, 'B'):>9s})  write "
+                       f"{si(k.dram_write_bytes, 'B'):>9s}  local {sig(k.local_bytes / 1024):>5s} "
+                       f"KiB  global {sig(k.global_bytes / 1024):>6s} KiB  t "
+                       f"{sig(r.t_min_s * 1e6):>7s} us  {'memory' if r.memory_bound else 'compute'}")
         return out

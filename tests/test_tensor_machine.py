@@ -143,3 +143,35 @@ def test_build_program_checks_settings_against_the_signature():
                                     ("ffn_fused", ["chunk=100"], "not a multiple of 100")]:
         with pytest.raises(InputError, match=message):
             build_program(name, settings)
+
+
+def test_local_tiles_larger_than_an_sms_shared_memory_are_a_warning(tmp_path, capsys):
+    import warnings
+
+    import cli
+
+    # ffn_fused at 28x28: 7x7-pixel tiles; X_t, Z_t (49 x c), Y_r (49 x 64), U_r, V_r (c x 64)
+    def local_kib(c):
+        return 2 * (2 * 49 * c + 49 * 64 + 2 * c * 64) / 1024
+
+    assert local_kib(512) == 232.125 and local_kib(256) == 119.125
+    with pytest.warns(UserWarning, match=r"kernel 'FFN block-fused' keeps 232\.1 KiB of local "
+                      r"tiles per processor, more than the 228 KiB of shared memory per SM of "
+                      r"h200-sxm"):
+        PROGRAMS["ffn_fused"](c=512).analyze(load_hardware("h200-sxm"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        PROGRAMS["ffn_fused"](c=256).analyze(load_hardware("h200-sxm"))  # 119 KiB fits
+    with pytest.warns(UserWarning, match=r"119\.1 KiB .* more than the 100 KiB .* of a5000"):
+        PROGRAMS["ffn_fused"](c=256).analyze(load_hardware("a5000"))
+    with pytest.raises(SystemExit):
+        cli.main(["machine", "ffn_fused", "--set", "c=512", "-o", str(tmp_path / "m.svg")])
+    assert "warning: ffn_fused: kernel 'FFN block-fused' keeps 232.1 KiB" in \
+        capsys.readouterr().err
+
+
+def test_hardware_configs_give_shared_memory_per_sm():
+    kib = {name: load_hardware(name).smem_kib_per_sm for name in perfmodel.list_hardware()}
+    assert kib["h100-sxm"] == kib["h200-sxm"] == kib["h200-sxm-measured"] == 228
+    assert kib["a100-sxm4-80gb"] == 164
+    assert kib["a5000"] == kib["a5000-paper"] == kib["rtx4090"] == kib["l4"] == 100
