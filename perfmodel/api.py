@@ -1,6 +1,7 @@
 """The engine behind the command line and the Python API: trace -> costs -> plan -> analysis."""
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Sequence
@@ -11,6 +12,7 @@ from .analysis import KernelTime, Waterline, waterline
 from .costs import unsupported_ops
 from .dtypes import DType, parse_dtype
 from .errors import AnalysisError, InputError, TraceError
+from .fmt import sig
 from .hardware import Hardware, load_hardware
 from .plan import PlanSpec, make_kernels
 from .spec import ModelSpec, build_model, load_spec
@@ -165,7 +167,22 @@ def _plan(result: Result) -> Result:
     """`result` with its kernels and totals made from its graph, plan and hardware."""
     kernels = make_kernels(result.graph, result.plan)
     times, totals = waterline(kernels, result.hardware, result.dtype, result.l2_carry)
+    _check_device_memory(result.model, result.batch, kernels, result.hardware)
     return replace(result, kernels=times, totals=totals)
+
+
+def _check_device_memory(model: str, batch: int, kernels, hw: Hardware) -> None:
+    """While a kernel runs, the weights and that kernel's inputs and outputs are all in DRAM:
+    a batch that needs more than the GPU holds cannot run, whatever T_min says."""
+    if not hw.dram_gib or not kernels:
+        return
+    largest = max(kernels, key=lambda k: k.input_bytes + k.output_bytes)
+    need = sum(k.weight_bytes for k in kernels) + largest.input_bytes + largest.output_bytes
+    if need > hw.dram_gib * 2**30:
+        warnings.warn(f"{model} at batch {batch} needs at least {sig(need / 2**30)} GiB of "
+                      f"device memory (its weights, and the inputs and outputs of kernel "
+                      f"'{largest.name or '(root)'}'), more than the {hw.dram_gib:g} GiB of "
+                      f"{hw.name}: this batch cannot run as modelled", stacklevel=3)
 
 
 def reanalyze(result: Result, *, plan: str | PlanSpec | None = None,

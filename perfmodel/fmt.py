@@ -1,14 +1,14 @@
 """How numbers are printed: significant digits, so a small value never reads as zero.
 
 ``sig(0.000123)`` is ``0.0001230``, ``sig(1046.8)`` is ``1047``; below 1e-4 (or at 1e15
-and above) numbers switch to scientific notation. ``si`` adds a k/M/G/T prefix to a unit
+and above) numbers switch to scientific notation. ``si`` adds a k to E prefix to a unit
 (``si(7.053e9, "B")`` is ``7.053 GB``); ``pct`` prints a fraction as a percentage.
 """
 from __future__ import annotations
 
 import math
 
-_PREFIXES = ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
+_PREFIXES = ((1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
 
 
 def sig(x: float, digits: int = 4) -> str:
@@ -25,7 +25,7 @@ def sig(x: float, digits: int = 4) -> str:
 
 
 def si(x: float, unit: str = "", digits: int = 4) -> str:
-    """`x` with an SI prefix from k to T (``118.0 M``, ``7.053 GB``, ``512 B``)."""
+    """`x` with an SI prefix from k to E (``118.0 M``, ``7.053 GB``, ``512 B``)."""
     for scale, prefix in _PREFIXES:
         if abs(x) >= scale * (1 - 0.5 * 10 ** -(digits - 1)):
             return f"{sig(x / scale, digits)} {prefix}{unit}"

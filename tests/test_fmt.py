@@ -39,3 +39,25 @@ def test_a_tiny_model_prints_no_zeros(tmp_path, capsys):
     assert f"ideal latency N/R         {528 / 989.4e12 * 1e3:.3e} ms" in out  # 5.337e-10
     assert f"mediant intensity         {528 / 608:.4f} ops/byte" in out  # 0.8684
     assert " 0.000 " not in out and " 0.0 " not in out
+
+
+def test_a_batch_that_cannot_fit_in_dram_is_a_warning(tmp_path, capsys):
+    from pathlib import Path
+
+    spec = tmp_path / "tiny.yaml"
+    spec.write_text(f"model: {Path(__file__).parent / 'data' / 'tiny_net.py'}:build\n"
+                    f"input: [3, 32, 32]\nbatch: 1000000000\nhardware: h200-sxm\n")
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["waterline", str(spec), "-o", str(tmp_path / "w.png")])
+    out, err = capsys.readouterr()
+    assert exc.value.code == 0
+    # the stem kernel reads 3x32x32 and writes 16x32x32 fp16 values per image; weights:
+    # conv 16x27, folded-batchnorm bias 16, linear 10x16 and its bias 10
+    need = 10**9 * 2 * (3 + 16) * 32 * 32 + 2 * (16 * 27 + 16 + 160 + 10)
+    assert err.strip() == (f"warning: tiny at batch 1000000000 needs at least "
+                           f"{need / 2**30:.0f} GiB of device memory (its weights, and the "
+                           f"inputs and outputs of kernel 'stem'), more than the 131.3 GiB of "
+                           f"h200-sxm: this batch cannot run as modelled")
+    # stem; mean: 16x32x32 in, 16 out; head: 16 in, 10 out (per image, fp16)
+    traffic = 10**9 * 2 * ((3 + 16) * 1024 + (16 * 1024 + 16) + (16 + 10))
+    assert f"DRAM traffic              {traffic / 1e12:.2f} TB " in out  # 71.76 TB
