@@ -15,7 +15,7 @@ from .errors import AnalysisError, InputError, TraceError
 from .fmt import sig
 from .hardware import Hardware, load_hardware
 from .plan import PlanSpec, make_kernels
-from .spec import ModelSpec, build_model, load_spec
+from .spec import ModelSpec, build_model, check_batch, input_metas, load_spec, parse_inputs
 from .trace import Graph, TensorMeta, trace
 
 
@@ -82,24 +82,27 @@ class Result:
         }
 
 
-def analyze(model: torch.nn.Module, inputs: Sequence[int] | Sequence[Sequence[int]] | torch.Tensor
-            | Sequence[torch.Tensor], *, hardware: str | Hardware = "a5000-paper",
+def analyze(model: torch.nn.Module, inputs: Sequence[int] | Sequence[Sequence[int]] | dict
+            | torch.Tensor | Sequence[torch.Tensor], *, hardware: str | Hardware = "a5000-paper",
             plan: str | PlanSpec = "layer", batch: int = 128, dtype: str | DType = "float16",
             strict: bool = False, name: str | None = None, l2_carry: bool = False) -> Result:
     """Analyse a module on `hardware`.
 
-    `inputs` is a per-sample shape (``(3, 224, 224)``), a list of such shapes, or example
+    `inputs` is what a spec's `input` takes: a per-sample shape (``(3, 224, 224)``),
+    ``{"shape": [128], "dtype": "int64"}`` for token ids, or a list of either; or example
     tensors (their full shapes are used, batch included, and `batch` is read from them).
+    Bad values raise InputError naming the argument, as the command line does.
     """
     dtype = parse_dtype(dtype)
-    if isinstance(inputs, torch.Tensor) or (inputs and isinstance(inputs[0], torch.Tensor)):
+    if isinstance(inputs, torch.Tensor) or (isinstance(inputs, (list, tuple)) and inputs
+                                            and isinstance(inputs[0], torch.Tensor)):
         tensors = [inputs] if isinstance(inputs, torch.Tensor) else list(inputs)
         shapes = [TensorMeta(tuple(t.shape), dtype.torch if t.is_floating_point()
                              else t.dtype) for t in tensors]
-        batch = tensors[0].shape[0]
+        batch = check_batch(tensors[0].shape[0] if tensors[0].dim() else 0, field="inputs")
     else:
-        per_sample = [inputs] if inputs and isinstance(inputs[0], int) else list(inputs)
-        shapes = [(batch, *s) for s in per_sample]
+        per_sample, input_dtypes = parse_inputs(inputs, field="inputs")
+        shapes = input_metas(per_sample, input_dtypes, check_batch(batch), dtype)
     plan = plan if isinstance(plan, PlanSpec) else PlanSpec.parse(plan)
     return _run(model, shapes, load_hardware(hardware), plan, batch, dtype, strict,
                 name or type(model).__name__, l2_carry)

@@ -58,9 +58,7 @@ class ModelSpec:
         """A copy with command-line overrides applied (None keeps the spec's value)."""
         changes: dict[str, Any] = {}
         if batch is not None:
-            if batch <= 0:
-                raise InputError(f"must be a positive integer, got {batch}", field="--batch")
-            changes["batch"] = batch
+            changes["batch"] = check_batch(batch, field="--batch")
         if dtype is not None:
             changes["dtype"] = parse_dtype(dtype, field="--dtype")
         if hardware is not None:
@@ -78,26 +76,48 @@ class ModelSpec:
     @property
     def input_metas(self) -> list[TensorMeta]:
         """Full input shapes with their dtypes (integer inputs such as token ids keep theirs)."""
-        dtypes = self.input_dtypes or (None,) * len(self.inputs)
-        return [TensorMeta(shape, INPUT_DTYPES[d] if d else self.dtype.torch)
-                for shape, d in zip(self.input_shapes, dtypes)]
+        return input_metas(self.inputs, self.input_dtypes, self.batch, self.dtype)
 
 
-def _inputs(f: Fields) -> tuple[tuple[tuple[int, ...], ...], tuple[str | None, ...]]:
-    """`input: [3, 224, 224]`, a list of such shapes, or entries `{shape: [...], dtype: int64}`."""
-    raw = f.get("input", types=list)
-    entries = raw if raw and isinstance(raw[0], (list, dict)) else [raw]
+def input_metas(inputs, input_dtypes, batch: int, dtype: DType) -> list[TensorMeta]:
+    """Per-sample shapes and input dtypes (None: `dtype`) -> full shapes, batch first."""
+    dtypes = input_dtypes or (None,) * len(inputs)
+    return [TensorMeta((batch, *shape), INPUT_DTYPES[d] if d else dtype.torch)
+            for shape, d in zip(inputs, dtypes)]
+
+
+def check_batch(batch, *, file: str | None = None, field: str = "batch") -> int:
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch <= 0:
+        raise InputError(f"must be a positive integer, got {batch!r}", file=file, field=field)
+    return batch
+
+
+def parse_inputs(raw, *, file: str | None = None, field: str = "input"
+                 ) -> tuple[tuple[tuple[int, ...], ...], tuple[str | None, ...]]:
+    """`[3, 224, 224]`, `{shape: [128], dtype: int64}`, or a list of either -> per-sample
+    shapes and their dtypes (`()` when every input takes the model's dtype)."""
+    if isinstance(raw, dict):
+        entries = [raw]
+    elif isinstance(raw, (list, tuple)) and raw and isinstance(raw[0], (list, tuple, dict)):
+        entries = list(raw)
+    else:
+        entries = [raw]
     shapes, dtypes = [], []
     for entry in entries:
+        if isinstance(entry, dict) and set(entry) - {"shape", "dtype"}:
+            raise InputError(f"unknown key {sorted(set(entry) - {'shape', 'dtype'})[0]!r} in "
+                             f"{entry!r} (an input takes shape and dtype)", file=file, field=field)
         shape, dtype = (entry.get("shape"), entry.get("dtype")) if isinstance(entry, dict) \
             else (entry, None)
-        if not isinstance(shape, list) or not shape or not all(
+        if not isinstance(shape, (list, tuple)) or not shape or not all(
                 isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in shape):
-            raise f.error("input", f"expected a per-sample shape of positive integers such as "
-                                   f"[3, 224, 224] or {{shape: [128], dtype: int64}}, got {raw!r}")
-        if dtype is not None and dtype not in INPUT_DTYPES:
-            raise f.error("input", f"unknown input dtype {dtype!r} (integer inputs: "
-                                   f"{', '.join(INPUT_DTYPES)}; floating inputs take 'dtype')")
+            raise InputError(f"expected a per-sample shape of positive integers such as "
+                             f"[3, 224, 224], {{shape: [128], dtype: int64}} or a list of them, "
+                             f"got {raw!r}", file=file, field=field)
+        if dtype is not None and (not isinstance(dtype, str) or dtype not in INPUT_DTYPES):
+            raise InputError(f"unknown input dtype {dtype!r} (integer inputs: "
+                             f"{', '.join(INPUT_DTYPES)}; floating inputs take 'dtype')",
+                             file=file, field=field)
         shapes.append(tuple(shape))
         dtypes.append(dtype)
     return tuple(shapes), tuple(dtypes) if any(dtypes) else ()
@@ -121,7 +141,7 @@ def parse_spec(data: dict, file: str) -> ModelSpec:
     if ":" not in model:
         raise f.error("model", f"expected 'module:callable' (or module.callable) or "
                                f"'path/to/file.py:callable', got {model!r}")
-    inputs, input_dtypes = _inputs(f)
+    inputs, input_dtypes = parse_inputs(f.get("input", types=(list, dict)), file=file)
     accuracy = f.get("accuracy", None, (int, float))
     if accuracy is not None and not 0 <= accuracy <= 100:
         raise f.error("accuracy", f"must be a top-1 percentage in [0, 100], got {accuracy}")
