@@ -44,8 +44,7 @@ class Fields:
             return default
         value = self.data[field]
         if not isinstance(value, types) or isinstance(value, bool) and bool not in _tuple(types):
-            names = "/".join(t.__name__ for t in _tuple(types))
-            raise self.error(field, f"expected {names}, got {type(value).__name__} {value!r}")
+            raise self.error(field, f"expected {type_names(types)}, got {value!r}")
         return value
 
     def positive(self, field: str, default: Any = ..., *, integer: bool = False) -> Any:
@@ -59,3 +58,13 @@ class Fields:
 
 def _tuple(types: type | tuple) -> tuple:
     return types if isinstance(types, tuple) else (types,)
+
+
+_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true or false",
+          dict: "a mapping", list: "a list"}
+
+
+def type_names(types: type | tuple) -> str:
+    """What a YAML or JSON user reads for Python types: (int, float) is 'a number'."""
+    kinds = [t for t in _tuple(types) if not (t is int and float in _tuple(types))]
+    return " or ".join(_NAMES.get(t, t.__name__) for t in kinds)

@@ -81,7 +81,8 @@ def test_hardware_list_and_show():
 BAD_SPECS = {
     "missing field": ("name: X\ninput: [3, 8, 8]\n", "field 'model': missing"),
     "unknown field": (TINY + "bacth: 3\n", "field 'bacth': unknown field"),
-    "mistyped field": (TINY.replace("batch: 4", "batch: four"), "field 'batch': expected int"),
+    "mistyped field": (TINY.replace("batch: 4", "batch: four"),
+                       "field 'batch': expected an integer, got 'four'"),
     "unknown dtype": (TINY + "dtype: float12\n", "field 'dtype': unknown dtype 'float12'"),
     "unknown hardware": (TINY + "hardware: h900\n", "unknown hardware 'h900'"),
     "unimportable model": (TINY.replace(f"{DATA / 'tiny_net.py'}:build", "no_such_pkg.models:net"),

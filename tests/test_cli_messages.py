@@ -66,3 +66,33 @@ def test_amdahl_refuses_a_fusion_target_below_i_mem(tmp_path, capsys):
     # f = 1: T_min falls from 608 B / B to 528 ops / R at rho: speedup 608 / 528
     assert code == 0 and f"fusing to I=1: speedup x{608 / 528:.3g}" in out  # x1.15
 
+
+
+@pytest.mark.parametrize("where, args, text, expected", [
+    ("option", ["--plan", "block:NoSuchBlock"], TINY,
+     "error: field '--plan': block pattern(s) NoSuchBlock matched no module"),
+    ("spec", [], TINY + "plan: block:NoSuchBlock\n",
+     "error: {spec}: field 'plan': block pattern(s) NoSuchBlock matched no module"),
+    ("option", ["--hardware", "h900"], TINY, "error: field '--hardware': unknown hardware 'h900'"),
+    ("spec", [], TINY + "hardware: h900\n",
+     "error: {spec}: field 'hardware': unknown hardware 'h900' (built-in: a100-sxm4-80gb,"),
+], ids=["plan option", "plan in spec", "hardware option", "hardware in spec"])
+def test_a_bad_value_is_blamed_on_where_it_came_from(where, args, text, expected, tmp_path,
+                                                      capsys):
+    spec = spec_file(tmp_path, text)
+    code, _, err = run_main(["layers", spec] + args, capsys)
+    assert code == 2 and err.startswith(expected.format(spec=spec))
+    assert (spec in err) == (where == "spec")
+
+
+@pytest.mark.parametrize("line, expected", [
+    ("accuracy: high", "field 'accuracy': expected a number, got 'high'"),
+    ("kwargs: [1, 2]", "field 'kwargs': expected a mapping, got [1, 2]"),
+    ("input: 3", "field 'input': expected a list or a mapping, got 3"),
+])
+def test_type_errors_read_as_yaml_not_python(line, expected, tmp_path, capsys):
+    spec = spec_file(tmp_path, TINY.replace("input: [3, 32, 32]\n", "") + line + "\n"
+                     + ("input: [3, 32, 32]\n" if not line.startswith("input") else ""))
+    code, _, err = run_main(["layers", spec], capsys)
+    assert code == 2 and err.strip() == f"error: {spec}: {expected}"
+    assert "<class" not in err
