@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 from matplotlib.figure import Figure
 
-from . import PALETTE
+from . import PALETTE, plain_log_ticks, spread
 
 if TYPE_CHECKING:
     from ..api import Result
@@ -15,30 +15,42 @@ if TYPE_CHECKING:
 
 
 def _hardware_lines(ax, hardware: "Sequence[Hardware]", dtype: str, vertical: bool) -> None:
-    for i, hw in enumerate(sorted(hardware, key=lambda h: h.op_byte(dtype))):
-        rho = hw.op_byte(dtype)
+    """A dotted line at each processor's op:byte, named outside the axes (above them, or to
+    their right) with the names spread apart and a leader line to each."""
+    marks = sorted(((hw.op_byte(dtype), hw.name) for hw in hardware))
+    notes = []
+    for rho, name in marks:
         (ax.axvline if vertical else ax.axhline)(rho, color="grey", linestyle=":", linewidth=0.8)
-        if vertical:  # staggered so that close ratios stay readable
-            ax.text(rho, 0.99 - 0.1 * (i % 3), f"{hw.name} ", rotation=90, fontsize=7,
-                    color="#555555", va="top", ha="right", transform=ax.get_xaxis_transform())
-        else:
-            ax.text(1.0, rho, f"{hw.name} ", fontsize=7, color="#555555", va="bottom", ha="right",
-                    transform=ax.get_yaxis_transform())
+        xy, coords = ((rho, 1.0), ("data", "axes fraction")) if vertical else \
+            ((1.0, rho), ("axes fraction", "data"))
+        notes.append(ax.annotate(f"{name} {rho:.0f}", xy=xy, xycoords=coords, xytext=(0, 0),
+                                 textcoords="offset points", fontsize=7, color="#555555",
+                                 rotation=90 if vertical else 0, annotation_clip=False,
+                                 ha="center" if vertical else "left",
+                                 va="bottom" if vertical else "center",
+                                 arrowprops=dict(arrowstyle="-", color="#999999", linewidth=0.5,
+                                                 shrinkA=0, shrinkB=0)))
+    for _ in range(2):  # the labels take room from the layout: place, lay out, place again
+        ax.figure.draw_without_rendering()
+        points = 72 / ax.figure.dpi
+        at = [ax.transData.transform((rho, rho))[0 if vertical else 1] * points for rho, _ in marks]
+        for note, want, got in zip(notes, at, spread(at, 9)):
+            note.xyann = (got - want, 14) if vertical else (14, got - want)
 
 
 def sweep_figure(results: "list[Result]", op_bytes: np.ndarray,
                  curves: "list[tuple[list[float], list[float]]]",
                  hardware: "Sequence[Hardware]" = ()) -> Figure:
     """Waterline (solid) and mediant-roofline (dashed) C_max of each model against op:byte."""
-    fig = Figure(figsize=(6.6, 4.4), layout="constrained")
+    fig = Figure(figsize=(6.6, 4.9), layout="constrained")
     ax = fig.add_subplot()
     mixed = len({str(r.plan) for r in results}) > 1
     for color, r, (water, mediant) in zip(PALETTE, results, curves):
         label = f"{r.model} ({r.plan})" if mixed else r.model
         ax.plot(op_bytes, np.array(water) * 100, color=color, linewidth=1.6, label=label)
         ax.plot(op_bytes, np.array(mediant) * 100, color=color, linewidth=1.0, linestyle="--")
-    _hardware_lines(ax, hardware, results[0].dtype, vertical=True)
     ax.set_xscale("log")
+    plain_log_ticks(ax, "x")
     ax.set_ylim(0, 102)
     ax.set_xlabel("processor op:byte ratio R/B (ops/byte)")
     ax.set_ylabel("maximum attainable efficiency C_max (%)")
@@ -48,7 +60,8 @@ def sweep_figure(results: "list[Result]", op_bytes: np.ndarray,
     ax.legend(fontsize=7.5, loc="lower left", ncol=2)
     r0 = results[0]
     plan = "plans as labelled" if mixed else f"plan {r0.plan}"
-    ax.set_title(f"C_max vs op:byte: batch {r0.batch}, {r0.dtype}, {plan}", fontsize=9)
+    fig.suptitle(f"C_max vs op:byte: batch {r0.batch}, {r0.dtype}, {plan}", fontsize=9)
+    _hardware_lines(ax, hardware, r0.dtype, vertical=True)
     return fig
 
 
@@ -58,13 +71,14 @@ def intensity_figure(curves: "list[IntensityCurve]", hardware: "Sequence[Hardwar
     ax = fig.add_subplot()
     for color, c in zip(PALETTE, curves):
         ax.plot(c.channels, c.intensity, marker="o", markersize=3, color=color, label=c.name)
-    _hardware_lines(ax, hardware, dtype, vertical=False)
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
+    plain_log_ticks(ax)
     ax.set_xlabel("input channels C")
     ax.set_ylabel("operational intensity (ops/byte)")
     ax.grid(which="major", linewidth=0.3, alpha=0.5)
     ax.legend(fontsize=7.5, loc="upper left")
     ax.set_title(f"Intensity of conv layers: batch {batch}, {resolution}x{resolution}, {dtype}",
                  fontsize=9)
+    _hardware_lines(ax, hardware, dtype, vertical=False)
     return fig
