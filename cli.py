@@ -1,6 +1,7 @@
 """perfmodel command line: a thin click layer over the perfmodel library."""
 from __future__ import annotations
 
+import re
 import sys
 import warnings
 from pathlib import Path
@@ -49,10 +50,18 @@ def _output_option(default: str | None = None, what: str = "Plot", default_text:
                         + (f" Default: {default_text}" if default_text else ""))
 
 
+def _default_output(stem: str, kind: str | None, plan: str | None) -> str:
+    """A figure's default name carries the --plan it was drawn under, so that
+    `--plan block` does not overwrite the spec's-plan figure: resnet50_block_waterline.png."""
+    slug = re.sub(r"[^A-Za-z0-9]+", "-", plan).strip("-") if plan else None
+    return "_".join(p for p in (stem, slug, kind) if p) + ".png"
+
+
 def _spec_options(fn):
     """Options shared by every command that analyses a model spec."""
     for opt in reversed([
-        _hardware_option(note=" Overrides the spec."),
+        _hardware_option(note=" Overrides the spec's `hardware` (a5000-paper, the paper's GPU, "
+                         "where the spec names none)."),
         click.option("--batch", "-b", type=int, help="Batch size. Overrides the spec."),
         _dtype_option(note=" Overrides the spec."),
         click.option("--plan", "-p", help="Execution plan: op, layer, block, or "
@@ -92,6 +101,11 @@ def cli(debug):
     kernel's MACs and DRAM bytes under an execution plan, and applies the roofline per
     kernel and the waterline to the sequence.
 
+    Hardware: commands that analyse a model use the spec's `hardware` (a5000-paper, the
+    paper's GPU, where the spec names none); machine, gap, compare and kernels default to
+    h200-sxm, the GPU this project's measurements and block-fusion kernels were made on.
+    --hardware overrides either.
+
     \b
     Examples:
       perfmodel waterline resnet50 -o resnet50.png
@@ -112,7 +126,8 @@ def _show_warning(message, category, filename, lineno, file=None, line=None):
 
 @cli.command()
 @click.argument("models", nargs=-1, required=True, metavar="MODEL...")
-@_output_option(default_text="<first model>_waterline.png")
+@_output_option(default_text="<first model>_waterline.png; with --plan P, "
+                "<first model>_P_waterline.png")
 @click.option("--top", type=click.IntRange(min=0), metavar="N",
               help="Also print the table of the N kernels that take longest (0: all kernels).")
 @_spec_options
@@ -129,7 +144,7 @@ def waterline(models, output, top, hardware, batch, dtype, plan, strict, l2_carr
     from perfmodel.plots.waterline import waterline_figure
     from perfmodel.report import print_kernels, print_summary
 
-    output = check_output(output or f"{Path(models[0]).stem}_waterline.png")
+    output = check_output(output or _default_output(Path(models[0]).stem, "waterline", plan))
     results = [_analyze(m, hardware, batch, dtype, plan, strict, l2_carry, warn=False)
                for m in models]
     for result in results:
@@ -188,7 +203,7 @@ def _hardware_list(names):
 
 @cli.command()
 @click.argument("model", metavar="MODEL")
-@_output_option(default_text="<model>_roofline.png")
+@_output_option(default_text="<model>_roofline.png; with --plan P, <model>_P_roofline.png")
 @_spec_options
 def roofline(model, output, hardware, batch, dtype, plan, strict, l2_carry):
     """Roofline of the hardware with MODEL's kernels as points (area: share of T_min).
@@ -199,7 +214,7 @@ def roofline(model, output, hardware, batch, dtype, plan, strict, l2_carry):
     from perfmodel.plots.roofline import roofline_figure
     from perfmodel.report import roofline_line
 
-    output = check_output(output or f"{Path(model).stem}_roofline.png")
+    output = check_output(output or _default_output(Path(model).stem, "roofline", plan))
     result = _analyze(model, hardware, batch, dtype, plan, strict, l2_carry)
     click.echo(roofline_line(result))
     click.echo(f"wrote {save(roofline_figure(result), output)}")
@@ -207,7 +222,7 @@ def roofline(model, output, hardware, batch, dtype, plan, strict, l2_carry):
 
 @cli.command()
 @click.argument("models", nargs=-1, required=True, metavar="MODEL...")
-@_output_option("amdahl_roofline.png")
+@_output_option(default_text="amdahl_roofline.png; with --plan P, amdahl_P_roofline.png")
 @click.option("--fuse-to", type=click.FloatRange(min=0, min_open=True), metavar="I",
               help="Predict the speedup if fusion lifted the memory-bound kernels to intensity I "
               "(ops/byte; at least each model's I_mem, since fusion raises intensity).")
@@ -219,7 +234,7 @@ def amdahl(models, output, fuse_to, hardware, batch, dtype, plan, strict, l2_car
     from perfmodel.plots.roofline import amdahl_figure
     from perfmodel.report import amdahl_lines
 
-    output = check_output(output)
+    output = check_output(output or _default_output("amdahl", "roofline", plan))
     results = [_analyze(m, hardware, batch, dtype, plan, strict, l2_carry) for m in models]
     click.echo("\n".join(amdahl_lines(results, fuse_to)))
     click.echo(f"wrote {save(amdahl_figure(results, fuse_to), output)}")
@@ -231,7 +246,7 @@ def amdahl(models, output, fuse_to, hardware, batch, dtype, plan, strict, l2_car
               help="Range of processor op:byte ratios.")
 @click.option("--mark", multiple=True, default=("a5000-paper", "a100-sxm4-80gb", "h200-sxm", "l4"),
               show_default=True, help="Hardware whose op:byte to mark (repeatable).")
-@_output_option("sweep.png")
+@_output_option(default_text="sweep.png; with --plan P, sweep_P.png")
 @_spec_options
 def sweep(models, opbyte, mark, output, hardware, batch, dtype, plan, strict, l2_carry):
     """C_max against processor op:byte for the waterline and the mediant roofline
@@ -241,7 +256,7 @@ def sweep(models, opbyte, mark, output, hardware, batch, dtype, plan, strict, l2
     from perfmodel.plots.sweep import sweep_figure
     from perfmodel.report import sweep_line
 
-    output = check_output(output)
+    output = check_output(output or _default_output("sweep", None, plan))
     op_bytes = _range(opbyte)
     marks = _hardware_list(mark)
     results = [_analyze(m, hardware, batch, dtype, plan, strict, l2_carry) for m in models]
@@ -408,7 +423,7 @@ def compare_cmd(model, measured, hardware, plan, l2_carry, output):
 @click.argument("program", metavar="PROGRAM", required=False)
 @click.option("--set", "params", multiple=True, metavar="NAME=INT",
               help="Program parameter, e.g. --set c=128 --set h=28 (repeatable).")
-@_hardware_option("h200-sxm")
+@_hardware_option("h200-sxm", note=" Default: the GPU the block-fusion kernels target.")
 @_dtype_option("float16")
 @_output_option(what="Diagram", default_text="<program>.svg")
 def machine(program, params, hardware, dtype, output):

@@ -96,3 +96,26 @@ def test_type_errors_read_as_yaml_not_python(line, expected, tmp_path, capsys):
     code, _, err = run_main(["layers", spec], capsys)
     assert code == 2 and err.strip() == f"error: {spec}: {expected}"
     assert "<class" not in err
+
+
+def test_default_figure_names_carry_the_plan(tmp_path, monkeypatch, capsys):
+    spec = spec_file(tmp_path)  # spec.yaml, plan layer
+    monkeypatch.chdir(tmp_path)
+    for args, name in [([], "spec_waterline.png"), (["--plan", "op"], "spec_op_waterline.png"),
+                       (["--plan", "block:stem,head"], "spec_block-stem-head_waterline.png")]:
+        code, out, _ = run_main(["waterline", spec] + args, capsys)
+        assert code == 0 and out.strip().endswith(f"wrote {name}")
+        assert (tmp_path / name).stat().st_size > 10_000
+    code, out, _ = run_main(["amdahl", spec, "--plan", "op"], capsys)
+    assert code == 0 and out.strip().endswith("wrote amdahl_op_roofline.png")
+
+
+def test_help_says_which_hardware_each_command_defaults_to():
+    from click.testing import CliRunner
+
+    top = " ".join(CliRunner().invoke(cli.cli, ["--help"]).output.split())
+    assert ("commands that analyse a model use the spec's `hardware` (a5000-paper, the paper's "
+            "GPU, where the spec names none); machine, gap, compare and kernels default to "
+            "h200-sxm") in top
+    layers = CliRunner().invoke(cli.cli, ["layers", "--help"]).output
+    assert "Overrides the spec's `hardware`" in layers
