@@ -206,3 +206,50 @@ def test_sweep_uses_the_byte_model_it_was_asked_for(tmp_path):
                                          "-o", str(tmp_path / "s.png")])
     c_water = re.search(r"C_max \(waterline\)\s+([\d.]+) %", water.output).group(1)
     assert re.search(r"h200-sxm ([\d.]+) ?%", swept.output).group(1) == c_water
+
+
+def gap_points():
+    """Two families, three sizes, each measured eager and compiled: two rows per accuracy."""
+    from perfmodel.gap import GapPoint
+
+    points = []
+    for family, base in (("ResNet", 1.0), ("EfficientNet", 0.2)):
+        for i, accuracy in enumerate((77.0, 80.0, 83.0)):
+            ideal = base * (i + 1)
+            for backend, slow in (("eager", 30), ("inductor", 18)):
+                points.append(GapPoint(ideal, ideal * 4, ideal * slow, model=f"{family}-{i}",
+                                       family=family, backend=backend, accuracy=accuracy,
+                                       gmacs_per_image=ideal * 9))
+    return points
+
+
+def test_gap_has_one_legend_for_all_panels_and_keys_backends_by_marker():
+    from perfmodel.plots.gap import gap_figure
+
+    fig = gap_figure(gap_points(), peak_ops=989e12, batch=128, title="gap")
+    texts = drawn_texts(fig)
+    assert_apart(texts)
+    assert_inside(texts, fig.bbox)
+    (legend,) = fig.legends  # one legend for the figure, outside every panel
+    words = [t.get_text() for t in legend.get_texts()]
+    assert {"ResNet", "EfficientNet", "eager, measured", "inductor, measured"} <= set(words)
+    assert not any(ax.get_legend() for ax in fig.axes)
+    b = fig.axes[1]  # colour is the family, marker the backend
+    measured = [line for line in b.lines if len(line.get_xdata()) == 3]
+    assert len({line.get_color() for line in measured}) == 2
+    assert len({line.get_marker() for line in measured}) == 2
+    assert len({(line.get_color(), line.get_marker()) for line in measured}) == 4
+    c, d = fig.axes[2], fig.axes[3]
+    assert c.get_xscale() == "log" and d.get_xscale() == "log"  # ideal and T_min spread out
+    for ax in fig.axes:
+        assert not any("×10" in t or "$" in t for t in tick_labels(ax))
+
+
+@pytest.mark.parametrize("panel", ["a", "b", "c", "d"])
+def test_each_gap_panel_alone_has_its_legend(panel):
+    from perfmodel.plots.gap import gap_figure
+
+    fig = gap_figure(gap_points(), peak_ops=989e12, batch=128, title="gap", panels=(panel,))
+    (legend,) = fig.legends
+    assert "ResNet" in [t.get_text() for t in legend.get_texts()]
+    assert_apart(drawn_texts(fig))

@@ -1,37 +1,58 @@
-"""The efficiency-gap plot (paper Figure 1, panels a-d) with the waterline decomposition."""
+"""The efficiency-gap plot (paper Figure 1, panels a-d) with the waterline decomposition.
+
+Colour is the model family; marker shape and line style are the backend (eager, inductor);
+open markers are predictions (ideal latency, the waterline bound), filled ones measurements.
+One legend serves every panel.
+"""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Sequence
 
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 
-from . import PALETTE
+from . import PALETTE, plain_log_ticks
 
 if TYPE_CHECKING:
     from ..gap import GapPoint
 
 PANELS = ("a", "b", "c", "d")
+BACKEND_STYLE = (("o", "-"), ("s", "--"), ("^", ":"), ("D", "-."))  # in order of appearance
+OPEN = dict(markerfacecolor="white", markeredgewidth=1.1)
 
 
-def _families(points: "Sequence[GapPoint]"):
-    fams: dict[str, list] = {}
-    for p in points:
-        fams.setdefault(f"{p.family} ({p.backend})" if _many_backends(points) else p.family,
-                        []).append(p)
-    for i, (name, members) in enumerate(fams.items()):
-        yield name, sorted(members, key=lambda p: p.gmacs_per_image), PALETTE[i % len(PALETTE)]
+class Styles:
+    """Colours of families and marker/line styles of backends, fixed for the whole figure."""
+
+    def __init__(self, points: "Sequence[GapPoint]"):
+        families = list(dict.fromkeys(p.family for p in points))
+        backends = list(dict.fromkeys(p.backend for p in points))
+        self.color = {f: PALETTE[i % len(PALETTE)] for i, f in enumerate(families)}
+        self.style = {b: BACKEND_STYLE[i % len(BACKEND_STYLE)] for i, b in enumerate(backends)}
+
+    def series(self, points):
+        """(family, backend, members sorted by size) for every line to draw."""
+        groups: dict[tuple[str, str], list] = {}
+        for p in points:
+            groups.setdefault((p.family, p.backend), []).append(p)
+        for (family, backend), members in groups.items():
+            yield family, backend, sorted(members, key=lambda p: p.gmacs_per_image)
+
+    def measured(self, family: str, backend: str) -> dict:
+        marker, line = self.style[backend]
+        return dict(color=self.color[family], marker=marker, linestyle=line, markersize=5.5)
 
 
-def _many_backends(points) -> bool:
-    return len({p.backend for p in points}) > 1
+def _models(points):
+    """One point per model (backends share size, accuracy and predictions)."""
+    return list({p.model: p for p in points}.values())
 
 
-def _panel_a(ax, points, peak_ops: float, batch: int):
-    for name, members, color in _families(points):
+def _panel_a(ax, points, st: Styles, peak_ops: float, batch: int):
+    for family, _, members in st.series(_models(points)):
         ax.plot([p.gmacs_per_image for p in members], [p.accuracy for p in members], marker="o",
-                color=color, label=name)
+                color=st.color[family], markersize=5)
     ax.set_xlabel("GMACs per image")
-    ax.set_ylabel("ImageNet top-1 (%)")
     ax.set_title("(a) accuracy vs arithmetic complexity", fontsize=9)
     # ideal latency N/R of a batch is proportional to MACs: a second axis on the same scale
     scale = 2e9 * batch / peak_ops * 1e3
@@ -39,33 +60,64 @@ def _panel_a(ax, points, peak_ops: float, batch: int):
     twin.set_xlabel(f"ideal latency N/R (ms, batch {batch})", fontsize=8)
 
 
-def _panel_b(ax, points):
-    for name, members, color in _families(points):
-        ax.plot([p.t_actual_ms for p in members], [p.accuracy for p in members], marker="s",
-                color=color, label=name)
+def _panel_b(ax, points, st: Styles):
+    for family, backend, members in st.series(points):
+        ax.plot([p.t_actual_ms for p in members], [p.accuracy for p in members],
+                **st.measured(family, backend))
     ax.set_xlabel("measured latency (ms)")
     ax.set_title("(b) accuracy vs measured latency", fontsize=9)
 
 
-def _panel_cd(ax, points, log: bool):
-    for name, members, color in _families(points):
-        for p in members:
-            ax.plot([p.t_ideal_ms, p.t_actual_ms], [p.accuracy] * 2, color=color, linewidth=1.2,
-                    alpha=0.8)
-            ax.plot([p.t_min_ms], [p.accuracy], marker="|", markersize=10, color="black")
-            if log:
-                ax.text((p.t_ideal_ms * p.t_actual_ms) ** 0.5, p.accuracy, f"{100 * p.c:.0f}%",
-                        fontsize=6.5, ha="center", va="bottom", color=color)
-        ax.plot([p.t_ideal_ms for p in members], [p.accuracy for p in members], marker="o",
-                markerfacecolor="white", color=color, linestyle="--", linewidth=0.8)
-        ax.plot([p.t_actual_ms for p in members], [p.accuracy for p in members], marker="o",
-                color=color, label=name, linewidth=1.2)
-    ax.set_xlabel("latency (ms): ideal ○, waterline T_min |, actual ●")
-    if log:
-        ax.set_xscale("log")
-        ax.set_title("(d) efficiency gap, log latency; label: C = t_ideal / t_actual", fontsize=9)
-    else:
-        ax.set_title("(c) ideal and actual latency", fontsize=9)
+def _panel_c(ax, points, st: Styles):
+    """Ideal, waterline and measured latency on a log axis: every factor of the gap shows."""
+    for p in points:
+        ax.plot([p.t_ideal_ms, p.t_actual_ms], [p.accuracy] * 2, color=st.color[p.family],
+                linewidth=0.8, alpha=0.45)
+    for p in _models(points):
+        ax.plot([p.t_min_ms], [p.accuracy], marker="|", markersize=10, color="black")
+        ax.plot([p.t_ideal_ms], [p.accuracy], marker="o", color=st.color[p.family],
+                markersize=5.5, **OPEN)
+    for family, backend, members in st.series(points):
+        ax.plot([p.t_actual_ms for p in members], [p.accuracy for p in members],
+                **st.measured(family, backend))
+    ax.set_xscale("log")
+    plain_log_ticks(ax, "x")
+    ax.set_xlabel("latency (ms, log): ideal N/R, waterline T_min, measured")
+    ax.set_title("(c) ideal, waterline and measured latency", fontsize=9)
+
+
+def _panel_d(ax, points, st: Styles):
+    """The gap as efficiencies: C = C_max x C_impl, read off the axis, no labels needed."""
+    for p in points:
+        ax.plot([100 * p.c, 100 * p.c_max], [p.accuracy] * 2, color=st.color[p.family],
+                linewidth=0.8, alpha=0.45)
+    for p in _models(points):
+        ax.plot([100 * p.c_max], [p.accuracy], marker="o", color=st.color[p.family],
+                markersize=5.5, **OPEN)
+    for family, backend, members in st.series(points):
+        ax.plot([100 * p.c for p in members], [p.accuracy for p in members],
+                **st.measured(family, backend))
+    ax.set_xscale("log")
+    plain_log_ticks(ax, "x")
+    ax.set_xlabel("computational efficiency (%, log): bound C_max, measured C")
+    ax.set_title("(d) efficiency gap: C = C_max x C_impl", fontsize=9)
+
+
+def _legend(fig, points, st: Styles, panels) -> None:
+    handles = [Line2D([], [], color=c, linewidth=2, label=f) for f, c in st.color.items()]
+    if set(panels) & {"b", "c", "d"}:
+        handles += [Line2D([], [], color="black", marker=m, linestyle=ls, markersize=5.5,
+                           label=f"{b}, measured") for b, (m, ls) in st.style.items()]
+    if "c" in panels:
+        handles.append(Line2D([], [], color="black", marker="o", linestyle="none",
+                              markersize=5.5, label="ideal latency N/R (c)", **OPEN))
+        handles.append(Line2D([], [], color="black", marker="|", linestyle="none",
+                              markersize=10, label="waterline T_min (c)"))
+    if "d" in panels:
+        handles.append(Line2D([], [], color="black", marker="o", linestyle="none",
+                              markersize=5.5, label="waterline bound C_max (d)", **OPEN))
+    fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 5),
+               fontsize=7.5, frameon=False)
 
 
 def gap_figure(points: "Sequence[GapPoint]", *, peak_ops: float, batch: int, title: str,
@@ -73,19 +125,19 @@ def gap_figure(points: "Sequence[GapPoint]", *, peak_ops: float, batch: int, tit
     n = len(panels)
     cols = 2 if n > 1 else 1
     rows = (n + 1) // 2 if n > 1 else 1
-    fig = Figure(figsize=(5.2 * cols, 3.9 * rows), layout="constrained")
+    fig = Figure(figsize=(5.2 * cols, 3.9 * rows + 0.6), layout="constrained")
     axes = fig.subplots(rows, cols, squeeze=False).ravel()
+    st = Styles(points)
+    draw = {"a": lambda ax: _panel_a(ax, points, st, peak_ops, batch),
+            "b": lambda ax: _panel_b(ax, points, st),
+            "c": lambda ax: _panel_c(ax, points, st),
+            "d": lambda ax: _panel_d(ax, points, st)}
     for ax, panel in zip(axes, panels):
-        if panel == "a":
-            _panel_a(ax, points, peak_ops, batch)
-        elif panel == "b":
-            _panel_b(ax, points)
-        else:
-            _panel_cd(ax, points, log=panel == "d")
+        draw[panel](ax)
         ax.set_ylabel("ImageNet top-1 (%)")
         ax.grid(linewidth=0.3, alpha=0.5)
     for ax in axes[n:]:
         ax.set_visible(False)
-    axes[0].legend(fontsize=7, loc="lower right")
+    _legend(fig, points, st, panels)
     fig.suptitle(title, fontsize=10)
     return fig
