@@ -1,5 +1,6 @@
 """Plot commands: each writes an image, and the data behind it are checked with numbers."""
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,6 +17,8 @@ from perfmodel.plots.sweep import sweep_figure
 from perfmodel.plots.waterline import waterline_figure
 
 from test_cli import TINY, write_spec
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
 @pytest.fixture(scope="module")
@@ -253,3 +256,24 @@ def test_each_gap_panel_alone_has_its_legend(panel):
     (legend,) = fig.legends
     assert "ResNet" in [t.get_text() for t in legend.get_texts()]
     assert_apart(drawn_texts(fig))
+
+
+def test_compare_axes_start_near_the_fastest_kernel_and_the_waterline_is_named():
+    from perfmodel.compare import compare
+    from perfmodel.measure import load_measurement
+    from perfmodel.plots.compare import compare_figure
+
+    m = load_measurement(EXAMPLES / "measurements" / "h200_efficientnet_b0_eager_kernels.json")
+    result = perfmodel.analyze_spec("efficientnet_b0", batch=m.batch, hardware="h200-sxm",
+                                    plan="op")
+    cmp = compare(result, m)
+    fig = compare_figure(cmp)
+    bars, scatter = fig.axes
+    fastest = min(x.measured_ms for x in cmp.modules)
+    assert min(x.predicted_ms for x in cmp.modules) < fastest / 100  # SE scaling: ~1e-6 ms
+    assert fastest / 10 < scatter.get_xlim()[0] < fastest  # not down to 1e-6 ms
+    assert scatter.get_ylim()[0] == scatter.get_xlim()[0]
+    words = " ".join(t.get_text() for t in drawn_texts(fig))
+    assert "op:byte" in words and "drawn at the edge" in words and "beyond t_min" in words
+    assert_apart(drawn_texts(fig))
+    assert_inside(drawn_texts(fig), fig.bbox)

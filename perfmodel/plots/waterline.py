@@ -39,13 +39,14 @@ def intensity_top(results: "list[Result]") -> float:
     return 10 ** np.ceil(np.log10(peak * 2))
 
 
-def intensity_bars(ax, start, widths, intensity, memory) -> None:
-    """Bars from the axis floor; kernels under INTENSITY_FLOOR are drawn up to it, paler."""
+def intensity_bars(ax, start, widths, intensity, memory, color=None, **style) -> None:
+    """Bars from the axis floor, coloured by bound (or all `color`); kernels under
+    INTENSITY_FLOOR are drawn up to it, paler."""
     low = intensity < INTENSITY_FLOOR
-    colors = np.where(low, LOW_COLOR, np.where(memory, MEMORY_COLOR, COMPUTE_COLOR))
+    colors = color or np.where(low, LOW_COLOR, np.where(memory, MEMORY_COLOR, COMPUTE_COLOR))
     heights = np.maximum(intensity, INTENSITY_FLOOR) - AXIS_FLOOR
     ax.bar(start, heights, width=widths, bottom=AXIS_FLOOR, align="edge", color=colors,
-           edgecolor="white", linewidth=0.3)
+           **({"edgecolor": "white", "linewidth": 0.3} | style))
 
 
 def waterline_line(ax, op_byte: float) -> None:
