@@ -277,3 +277,20 @@ def test_compare_axes_start_near_the_fastest_kernel_and_the_waterline_is_named()
     assert "op:byte" in words and "drawn at the edge" in words and "beyond t_min" in words
     assert_apart(drawn_texts(fig))
     assert_inside(drawn_texts(fig), fig.bbox)
+
+
+def test_kernels_figure_marks_times_without_bars_from_an_arbitrary_floor():
+    from perfmodel.kernel_results import load_kernel_results
+    from perfmodel.plots.kernels import kernels_figure
+
+    hw = perfmodel.load_hardware("h200-sxm")
+    cases = load_kernel_results(EXAMPLES / "measurements" / "cuda_kernels_h200.json", hw)
+    fig = kernels_figure(cases, hw.name)
+    ax = fig.axes[0]
+    assert ax.get_xscale() == "log" and not ax.patches  # markers, no bars to start anywhere
+    fused = next(line for line in ax.lines if line.get_label() == "fused kernel")
+    assert np.allclose(fused.get_xdata(), [c.median_us["cuda_kernels"] for c in cases])
+    texts = drawn_texts(fig)
+    assert_apart(texts)
+    assert_inside(texts, fig.bbox)
+    assert not any("×10" in t or "$" in t for t in tick_labels(ax))
