@@ -13,16 +13,19 @@ perfmodel waterline resnet101 convnext_small efficientnet_b5 -o "$out/fig3_water
 # Figure 4: C_max against processor op:byte, waterline vs mediant roofline
 perfmodel sweep resnet101 convnext_small convnext_tiny efficientnet_b0 efficientnet_b5 \
   --opbyte 10:2000 -o "$out/fig4_sweep.png"
+# ConvFirstNet (block plan) beside ConvNeXt and EfficientNet (layer plan)
+perfmodel sweep convfirstnet_s convfirstnet_h200 convnext_tiny convnext_small efficientnet_b0 \
+  efficientnet_b5 --opbyte 10:2000 -o "$out/sweep_convfirstnet.png"
 # Roofline with the kernels of ResNet-50, and Amdahl's roofline on the H200
 perfmodel roofline resnet50 -o "$out/roofline_resnet50.png"
 perfmodel amdahl resnet50 convnext_tiny efficientnet_b0 efficientnet_b5 -H h200-sxm \
   --fuse-to 400 -o "$out/amdahl_h200.png"
-# Figure 1: the efficiency gap on the H200, from committed measurements
+# Figure 1: the efficiency gap on the H200, from committed measurements, per backend
 shopt -s nullglob
 for backend in eager inductor; do
   files=("$here"/measurements/h200_*[a-z0-9]_"$backend".json)
   if (( ${#files[@]} )); then
-    perfmodel gap "${files[@]}" -H h200-sxm -o "$out/fig1_gap_h200_$backend.png"
+    perfmodel gap "${files[@]}" -H h200-sxm -o "$out/gap_h200_$backend.png"
   fi
 done
 # Predicted against measured, per module (eager, with Nsight Compute bytes)

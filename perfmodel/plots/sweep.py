@@ -42,7 +42,7 @@ def sweep_figure(results: "list[Result]", op_bytes: np.ndarray,
                  curves: "list[tuple[list[float], list[float]]]",
                  hardware: "Sequence[Hardware]" = ()) -> Figure:
     """Waterline (solid) and mediant-roofline (dashed) C_max of each model against op:byte."""
-    fig = Figure(figsize=(6.6, 4.9), layout="constrained")
+    fig = Figure(figsize=(6.6, 5.4), layout="constrained")
     ax = fig.add_subplot()
     mixed = len({str(r.plan) for r in results}) > 1
     for color, r, (water, mediant) in zip(PALETTE, results, curves):
@@ -57,7 +57,7 @@ def sweep_figure(results: "list[Result]", op_bytes: np.ndarray,
     ax.grid(which="major", linewidth=0.3, alpha=0.5)
     ax.plot([], [], color="black", label="waterline")
     ax.plot([], [], color="black", linestyle="--", linewidth=1.0, label="mediant roofline")
-    ax.legend(fontsize=7.5, loc="lower left", ncol=2)
+    fig.legend(fontsize=7.5, loc="outside lower center", ncol=3, frameon=False)
     r0 = results[0]
     plan = "plans as labelled" if mixed else f"plan {r0.plan}"
     fig.suptitle(f"C_max vs op:byte: batch {r0.batch}, {r0.dtype}, {plan}", fontsize=9)
