@@ -33,6 +33,16 @@ class _FusedBlock(nn.Module):
         for name in ops.WEIGHT_FIELDS:
             self.register_buffer(name, getattr(weights, name), persistent=False)
 
+    @classmethod
+    def supports(cls, block: nn.Module) -> bool:
+        return cls.unsupported(block) is None
+
+    @classmethod
+    def _check(cls, block: nn.Module) -> None:
+        reason = cls.unsupported(block)
+        if reason is not None:
+            raise ValueError(f"{cls.__name__} cannot run this block: {reason}")
+
     @property
     def weights(self) -> ops.BlockWeights:
         return ops.BlockWeights(self.channels, self.hidden, *(getattr(self, n) for n in ops.WEIGHT_FIELDS))
@@ -55,18 +65,10 @@ class FusedFFN(_FusedBlock):
         return _unsupported_width(block.channels, block.expansion)
 
     @classmethod
-    def supports(cls, block: nn.Module) -> bool:
-        return cls.unsupported(block) is None
-
-    @classmethod
     def from_block(cls, block: nn.Module) -> "FusedFFN":
-        expand, project = block.expand, block.project
-        if not isinstance(expand, nn.Conv2d) or not isinstance(project, nn.Conv2d):
-            raise ValueError("FusedFFN needs the inference form: call perfmodel.zoo.fold_batchnorm first")
-        if block.out_channels != block.channels:
-            raise ValueError("FusedFFN supports out_channels == channels only")
-        w1, b1 = _conv_params(expand)
-        w2, b2 = _conv_params(project)
+        cls._check(block)
+        w1, b1 = _conv_params(block.expand)
+        w2, b2 = _conv_params(block.project)
         return cls(ops.prepare_weights(w1, b1, w2, b2), block.residual)
 
 
@@ -90,18 +92,8 @@ class FusedConvFirstBlock(_FusedBlock):
         return _unsupported_width(block.channels, block.expansion)
 
     @classmethod
-    def supports(cls, block: nn.Module) -> bool:
-        return cls.unsupported(block) is None
-
-    @classmethod
     def from_block(cls, block: nn.Module) -> "FusedConvFirstBlock":
-        if not isinstance(block.conv, nn.Conv2d):
-            raise ValueError("FusedConvFirstBlock needs the inference form: call perfmodel.zoo.fold_batchnorm first")
-        if not cls.supports(block):
-            raise ValueError(
-                "FusedConvFirstBlock supports stride 1, group width 8, 3x3, out_channels == channels, "
-                f"C in {ops.SUPPORTED_CHANNELS}, alpha in {ops.SUPPORTED_EXPANSIONS}"
-            )
+        cls._check(block)
         conv_w, conv_b = _conv_params(block.conv)
         w1, b1 = _conv_params(block.ffn.expand)
         w2, b2 = _conv_params(block.ffn.project)
