@@ -17,7 +17,9 @@ if TYPE_CHECKING:
     from ..gap import GapPoint
 
 PANELS = ("a", "b", "c", "d")
-BACKEND_STYLE = (("o", "-"), ("s", "--"), ("^", ":"), ("D", "-."))  # in order of appearance
+# marker and line style per backend, the same in every figure; others take the spares in turn
+BACKEND_STYLE = {"eager": ("o", "-"), "inductor": ("s", "--"), "cuda_kernels": ("D", "-.")}
+SPARE_STYLES = (("^", ":"), ("v", "-."), ("P", ":"))
 OPEN = dict(markerfacecolor="white", markeredgewidth=1.1)
 
 
@@ -28,7 +30,9 @@ class Styles:
         families = list(dict.fromkeys(p.family for p in points))
         backends = list(dict.fromkeys(p.backend for p in points))
         self.color = {f: PALETTE[i % len(PALETTE)] for i, f in enumerate(families)}
-        self.style = {b: BACKEND_STYLE[i % len(BACKEND_STYLE)] for i, b in enumerate(backends)}
+        others = [b for b in backends if b not in BACKEND_STYLE]
+        self.style = {b: BACKEND_STYLE.get(b) or SPARE_STYLES[others.index(b) % len(SPARE_STYLES)]
+                      for b in backends}
 
     def series(self, points):
         """(family, backend, members sorted by size) for every line to draw."""

@@ -15,8 +15,10 @@ if TYPE_CHECKING:
     from ..api import Result
 
 
-def _roof(ax, peak: float, bandwidth: float, lo: float, hi: float) -> np.ndarray:
-    """The roofline min(R, B I) from intensity `lo` to `hi`, both roofs labelled."""
+def _roof(ax, peak: float, bandwidth: float, lo: float, hi: float,
+          slope_label_at: float | None = None) -> np.ndarray:
+    """The roofline min(R, B I) from intensity `lo` to `hi`, both roofs labelled (the sloped
+    one at `slope_label_at`, by default half way along it)."""
     intensity = np.logspace(np.log10(lo), np.log10(hi), 400)
     ax.plot(intensity, np.minimum(peak, bandwidth * intensity) / 1e12, color="black",
             linewidth=1.5, label="roofline min(R, B I)")
@@ -27,7 +29,7 @@ def _roof(ax, peak: float, bandwidth: float, lo: float, hi: float) -> np.ndarray
     ax.annotate(f"R = {peak / 1e12:.0f} TFLOP/s", xy=(ridge, peak / 1e12), xytext=(-4, 4),
                 textcoords="offset points", ha="right", va="bottom", fontsize=8)
     # along the sloped roof; the angle is that of (1, B) in data space, turned by the axes
-    at = np.sqrt(lo * ridge) if lo < ridge else ridge / 2
+    at = slope_label_at or (np.sqrt(lo * ridge) if lo < ridge else ridge / 2)
     ax.text(at * 1.1, bandwidth * at / 1e12, f"B I,  B = {bandwidth / 1e12:.2f} TB/s",
             rotation=np.degrees(np.arctan2(bandwidth / 1e12, 1.0)), transform_rotates_text=True,
             rotation_mode="anchor", ha="center", va="top", fontsize=8)
@@ -94,7 +96,7 @@ def amdahl_figure(results: "list[Result]", fuse_to: float | None = None,
     fig = Figure(figsize=(6.6, 5.6), layout="constrained")
     ax = fig.add_subplot()
     lo = min([i for i in (r.totals.memory_intensity for r in results) if i > 0] + [rho]) / 10
-    grid = _roof(ax, peak, bw, lo, rho * 20)
+    grid = _roof(ax, peak, bw, lo, rho * 20, slope_label_at=lo * 4)  # left of every model
     curve = lambda f: np.array([amdahl_roofline(i, f, peak, rho) for i in grid]) / 1e12  # noqa: E731
     family = [(f, curve(f)) for f in fractions]
     for _, values in family:
@@ -139,13 +141,18 @@ def amdahl_figure(results: "list[Result]", fuse_to: float | None = None,
 
 def _family_labels(ax, grid, curves) -> None:
     """Label each grey curve f=... at the left edge unless the label would crowd the one above
-    it (the legend lists every f)."""
+    it or another label (the legend lists every f)."""
     last = None
     for f, values in curves:
         y = ax.transData.transform((grid[0], values[0]))[1]
-        if last is None or last - y > 10 * ax.figure.dpi / 72:
-            ax.text(grid[0], values[0], f" f={f:g}", fontsize=7, color="grey", ha="left",
-                    va="bottom")
+        if last is not None and last - y < 10 * ax.figure.dpi / 72:
+            continue
+        text = ax.text(grid[0], values[0], f" f={f:g}", fontsize=7, color="grey", ha="left",
+                       va="bottom")
+        box = text.get_window_extent()
+        if any(box.overlaps(t.get_window_extent()) for t in ax.texts if t is not text):
+            text.remove()
+        else:
             last = y
 
 
