@@ -84,4 +84,4 @@ def _scatter(sc, predicted, measured, memory) -> None:
         handles.append(Line2D([], [], marker="<", linestyle="none", color="#777777",
                               label=f"{under.sum()} predicted under {lo * 1e3:.2g} us, "
                                     f"drawn at the edge"))
-    sc.legend(handles=handles, fontsize=7.5, loc="upper left")
+    sc.legend(handles=handles, fontsize=7.5, loc="lower right")  # under y = x: few points
