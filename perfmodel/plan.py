@@ -26,7 +26,7 @@ from .errors import InputError
 from .trace import ACTIVATION, INPUT, Frame, Graph, OpNode
 
 PLAN_KINDS = ("op", "layer", "block")
-# Residual-block classes of torchvision, timm and perfmodel's zoo: the default `block` patterns.
+# Residual-block classes of torchvision, timm, transformers and perfmodel's zoo: the default `block` patterns.
 TORCHVISION_BLOCKS = ("BasicBlock", "Bottleneck", "CNBlock", "MBConv", "FusedMBConv",
                       "InvertedResidual", "_InvertedResidual", "EncoderBlock",
                       "SwinTransformerBlock", "SwinTransformerBlockV2", "MaxVitBlock",
@@ -39,8 +39,18 @@ TIMM_BLOCKS = ("ConvNeXtBlock", "Block", "ResPostBlock", "DepthwiseSeparableConv
                "PreActBottleneck", "MbConvBlock", "TransformerBlock2d", "MaxxVitBlock",
                "BottleneckBlock", "DarkBlock", "EdgeBlock", "SelfAttnBlock", "EvaBlock",
                "MixerBlock", "DenseLayer")
+# transformers: encoder and decoder layers of the common text and vision models
+TRANSFORMERS_BLOCKS = ("BertLayer", "RobertaLayer", "XLMRobertaLayer", "ElectraLayer",
+                       "AlbertLayer", "TransformerBlock", "ModernBertEncoderLayer", "ViTLayer",
+                       "DeiTLayer", "BeitLayer", "Dinov2Layer", "ViTMAELayer", "CLIPEncoderLayer",
+                       "SiglipEncoderLayer", "SwinLayer", "Swinv2Layer", "ConvNextLayer",
+                       "ConvNextV2Layer", "ResNetBottleNeckLayer", "ResNetBasicLayer", "GPT2Block",
+                       "LlamaDecoderLayer", "MistralDecoderLayer", "Qwen2DecoderLayer",
+                       "GemmaDecoderLayer", "PhiDecoderLayer", "OPTDecoderLayer", "T5Block",
+                       "BartEncoderLayer", "BartDecoderLayer", "WhisperEncoderLayer",
+                       "WhisperDecoderLayer")
 ZOO_BLOCKS = ("ConvFirstBlock", "FFN")
-DEFAULT_BLOCKS = TORCHVISION_BLOCKS + TIMM_BLOCKS + ZOO_BLOCKS
+DEFAULT_BLOCKS = TORCHVISION_BLOCKS + TIMM_BLOCKS + TRANSFORMERS_BLOCKS + ZOO_BLOCKS
 
 
 @dataclass(frozen=True)
@@ -190,8 +200,9 @@ def _check_matched(graph: Graph, spec: PlanSpec) -> None:
     elif not any(_matches(f, p) for f in frames for p in DEFAULT_BLOCKS):
         # the defaults finding nothing is an answer (no residual blocks), not a typo
         warnings.warn("block plan: no module matched the default block classes (the residual "
-                      "blocks of torchvision, timm and the zoo), so this is the layer plan; name "
-                      f"this model's blocks with block:CLASS or a path glob ({here})",
+                      "blocks of torchvision, timm, transformers and the zoo), so this is the "
+                      "layer plan; name this model's blocks with block:CLASS or a path glob "
+                      f"({here})",
                       stacklevel=2)
 
 

@@ -12,6 +12,8 @@ in-place op (``relu_``, ``add_``) produces a new version of the value it writes.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import inspect
 import traceback
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
@@ -329,6 +331,34 @@ def _module_hooks(model: torch.nn.Module, rec: _Recorder):
         h2.remove()
 
 
+def _check_call(model: torch.nn.Module, example: list) -> None:
+    """The inputs go to forward positionally, in order: say so where forward cannot take
+    them (a required keyword-only input, too many inputs) instead of failing inside it."""
+    try:
+        signature = inspect.signature(model.forward)
+    except (TypeError, ValueError):  # no signature to check: let the call decide
+        return
+    try:
+        signature.bind(*example)
+    except TypeError as exc:
+        raise TraceError(f"{type(model).__name__}.forward{signature} cannot take the "
+                         f"{len(example)} input(s) given ({exc}): perfmodel passes a spec's "
+                         "inputs positionally, in order; wrap the model in a module whose "
+                         "forward takes them that way") from None
+
+
+def _output_tensors(out) -> list[torch.Tensor]:
+    """Tensors in a forward's output: any pytree (tuple, list, dict, transformers'
+    ModelOutput), and dataclasses that are not registered as pytrees."""
+    found = []
+    for leaf in tree_flatten(out)[0]:
+        if isinstance(leaf, torch.Tensor):
+            found.append(leaf)
+        elif dataclasses.is_dataclass(leaf) and not isinstance(leaf, type):
+            found += _output_tensors([getattr(leaf, f.name) for f in dataclasses.fields(leaf)])
+    return found
+
+
 def _as_meta(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     target = dtype if t.is_floating_point() else t.dtype
     return torch.empty(t.shape, dtype=target, device="meta")
@@ -353,6 +383,7 @@ def trace(model: torch.nn.Module, inputs: Iterable[TensorMeta | Sequence[int]],
         rec.new_value(x, INPUT, name=f"input{i}")
         example.append(x)
     input_ids = [rec.tensors[id(x)][0] for x in example]
+    _check_call(model, example)
     was_training = model.training
     model.eval()
     try:
@@ -371,5 +402,10 @@ def trace(model: torch.nn.Module, inputs: Iterable[TensorMeta | Sequence[int]],
                          f"{type(exc).__name__}: {_first_line(exc)}") from exc
     finally:
         model.train(was_training)
-    outputs = [rec.lookup(o)[0] for o in tree_flatten(out)[0] if isinstance(o, torch.Tensor)]
+    tensors = _output_tensors(out)
+    if not tensors:
+        raise TraceError(f"the forward of {type(model).__name__} returned "
+                         f"{type(out).__name__}, with no tensor in it: perfmodel needs the "
+                         "outputs to know which tensors the last kernels write")
+    outputs = [rec.lookup(o)[0] for o in tensors]
     return Graph(rec.nodes, rec.values, input_ids, outputs, type(model).__name__)

@@ -40,8 +40,8 @@ def test_block_plan_without_any_default_block_says_it_is_the_layer_plan(tmp_path
     code, out, err = run_main(["layers", spec, "--plan", "block"], capsys)
     assert code == 0
     assert err.strip() == ("warning: block plan: no module matched the default block classes "
-                           "(the residual blocks of torchvision, timm and the zoo), so this is the "
-                           "layer plan; name this model's blocks with block:CLASS or a path glob "
+                           "(the residual blocks of torchvision, timm, transformers and the zoo), "
+                           "so this is the layer plan; name this model's blocks with block:CLASS or a path glob "
                            "(module classes here: BatchNorm2d, Conv2d, Linear, TinyNet)")
     assert "stem" in out and "head" in out  # conv+bn+relu, mean, linear: the layer kernels
 
