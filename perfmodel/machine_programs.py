@@ -8,11 +8,12 @@ Activations are N x H x W x C (pixels P = N H W); tiles are th x tw pixels of on
 from __future__ import annotations
 
 import inspect
+from dataclasses import dataclass
 from math import gcd
 from typing import Callable, Sequence
 
 from .errors import InputError
-from .tensor_machine import (Kernel, Loop, Op, Program, activation, add, dram, glob,
+from .tensor_machine import (LOCAL, Kernel, Loop, Op, Program, activation, add, dram, glob,
                              grouped_conv, load, local, matmul, multiply, pool, store)
 
 PROGRAMS: dict[str, Callable[..., Program]] = {}
@@ -204,42 +205,162 @@ def convfirst_split(n: int = 128, h: int = 14, w: int = 14, c: int = 512, alpha:
     ), f"ConvFirst, block-fused, channels split over {processors} processors (Fig. 7c)")
 
 
-def _mbconv_weights(c, alpha, k, squeeze):
-    hidden = alpha * c
-    return dict(
-        We=dram("W_expand", c, hidden, weight=True), be=dram("b_expand", hidden, weight=True),
-        Wd=dram("W_dw", hidden, k * k, weight=True), bd=dram("b_dw", hidden, weight=True),
-        Wr=dram("W_se1", hidden, squeeze, weight=True), br=dram("b_se1", squeeze, weight=True),
-        Wx=dram("W_se2", squeeze, hidden, weight=True), bx=dram("b_se2", hidden, weight=True),
-        Wp=dram("W_project", hidden, c, weight=True), bp=dram("b_project", c, weight=True))
+@dataclass(frozen=True)
+class _MBConvShape:
+    """An MBConv block as torchvision builds it: expand (absent when alpha = 1), depthwise
+    k x k at `stride`, squeeze-excitation, project to `c_out`; the shortcut only when the
+    stride is 1 and the channels stay. Output tiles are th x th pixels of one image; the
+    depthwise needs an input region of (stride (th - 1) + k)^2 pixels around each."""
+
+    n: int
+    h: int
+    w: int
+    c: int
+    c_out: int
+    alpha: int
+    k: int
+    stride: int
+    squeeze: int
+    tile: int = 0  # output tile side; 0: the largest divisor of the output size up to 8
+    chunk: int = 0  # hidden channels per step of the fused designs; 0: all at once
+
+    def __post_init__(self):
+        if self.stride not in (1, 2):
+            raise ValueError(f"stride must be 1 or 2, got {self.stride}")
+        if self.h % self.stride or self.w % self.stride:
+            raise ValueError(f"{self.h}x{self.w} is not divisible by the stride {self.stride}")
+        if self.chunk:
+            _trips(self.alpha * self.c, self.chunk, "chunk")
+        if self.tile and ((self.h // self.stride) % self.tile or (self.w // self.stride) % self.tile):
+            raise ValueError(f"tile {self.tile} does not divide the output size "
+                             f"{self.h // self.stride}x{self.w // self.stride}")
+
+    hidden = property(lambda s: s.alpha * s.c)
+    shortcut = property(lambda s: s.stride == 1 and s.c_out == s.c)
+    p_in = property(lambda s: s.n * s.h * s.w)
+    p_out = property(lambda s: s.n * (s.h // s.stride) * (s.w // s.stride))
+    th = property(lambda s: s.tile or _tile(gcd(s.h // s.stride, s.w // s.stride)))
+    th_in = property(lambda s: _tile(gcd(s.h, s.w)))
+    region = property(lambda s: (s.stride * (s.th - 1) + s.k) ** 2)  # input pixels per tile
+    hc = property(lambda s: s.chunk or s.alpha * s.c)  # hidden channels per step
+
+    def trips(self) -> int:
+        return _trips(self.p_out, self.th * self.th, "output tiles")
+
+    def weights(self) -> dict:
+        c, hidden, k, sq = self.c, self.hidden, self.k, self.squeeze
+        expand = dict(We=dram("W_expand", c, hidden, weight=True),
+                      be=dram("b_expand", hidden, weight=True)) if self.alpha > 1 else {}
+        return dict(**expand,
+                    Wd=dram("W_dw", hidden, k * k, weight=True), bd=dram("b_dw", hidden, weight=True),
+                    Wr=dram("W_se1", hidden, sq, weight=True), br=dram("b_se1", sq, weight=True),
+                    Wx=dram("W_se2", sq, hidden, weight=True), bx=dram("b_se2", hidden, weight=True),
+                    Wp=dram("W_project", hidden, self.c_out, weight=True),
+                    bp=dram("b_project", self.c_out, weight=True))
+
+
+def _mbconv(n, h, w, c, c_out, alpha, k, stride, squeeze, tile=0, chunk=0):
+    shape = _MBConvShape(n, h, w, c, c_out or c, alpha, k, stride, squeeze, tile, chunk)
+    wt = shape.weights()
+    cached, steps = _cache(*wt.values())
+    return shape, wt, dict(zip(wt, cached)), dict(zip(wt, steps))
+
+
+def _se_kernel(shape, g, ws, s, s2):
+    """The squeeze-excitation scales of every image from its pooled sums S."""
+    st, s1t, s2t = (local("S_n", 1, shape.hidden), local("S1_n", 1, shape.squeeze),
+                    local("S2_n", 1, shape.hidden))
+    return Kernel("SE: reduce, expand, sigmoid", (ws["Wr"], ws["br"], ws["Wx"], ws["bx"],
+        Loop("images", shape.n, (load(s, st), matmul(st, g["Wr"], s1t, bias=g["br"]),
+                                 activation(s1t, fn="silu"),
+                                 matmul(s1t, g["Wx"], s2t, bias=g["bx"]),
+                                 activation(s2t, fn="sigmoid"), store(s2t, s2)))))
+
+
+def _chunks(shape, steps):
+    """`steps` once per chunk of hidden channels (no loop when one chunk holds them all)."""
+    if shape.hc == shape.hidden:
+        return tuple(steps)
+    return (Loop("hidden chunks", shape.hidden // shape.hc, tuple(steps)),)
+
+
+def _weight_slice(shape, g, name, rows, cols):
+    """A chunk's slice of a cached weight in local memory (no tile when it is the whole)."""
+    if shape.hc == shape.hidden:
+        return g[name], ()
+    tile = local(g[name].name.replace("_g", "_r"), rows, cols)
+    return tile, (load(g[name], tile),)
+
+
+def _expand_depthwise(shape, g, xt, dt):
+    """Per chunk: expand the tile's input region (when alpha > 1), SiLU, depthwise + SiLU
+    into dt (the chunk's depthwise output)."""
+    et, steps = xt, []
+    if shape.alpha > 1:
+        et = local("E_t+halo", shape.region, shape.hc)
+        we, load_we = _weight_slice(shape, g, "We", shape.c, shape.hc)
+        steps += [*load_we, matmul(xt, we, et, bias=g["be"]), activation(et, fn="silu")]
+    wd, load_wd = _weight_slice(shape, g, "Wd", shape.hc, shape.k * shape.k)
+    return steps + [*load_wd, grouped_conv(et, wd, dt, 1, shape.k * shape.k, bias=g["bd"]),
+                    activation(dt, fn="silu")]
+
+
+def _project_chunk(shape, g, dt, zt):
+    wp, load_wp = _weight_slice(shape, g, "Wp", shape.hc, shape.c_out)
+    return [*load_wp, matmul(dt, wp, zt, bias=g["bp"])]
+
+
+def _shortcut(shape, x, zt):
+    """Steps that bring the shortcut into the accumulator tile zt before (`first`) and after
+    (`last`) the projection: a copy when `x` is a local tile already holding the input,
+    a load and an add when it is in DRAM."""
+    if not shape.shortcut:
+        return [], []
+    if x.space == LOCAL:
+        return [_copy(x, zt)], []
+    xs = local("X_t", shape.th * shape.th, shape.c)
+    return [load(x, xs)], [add(zt, xs, zt)]
+
+
+def _project(shape, g, dt, x, z):
+    """Project a scaled tile (+ the shortcut) and store it. `x` is the DRAM input, or a
+    local tile that already holds it (the shortcut then starts the accumulator)."""
+    zt = local("Z_t", shape.th * shape.th, shape.c_out)
+    first, last = _shortcut(shape, x, zt)
+    return tuple(first + [matmul(dt, g["Wp"], zt, bias=g["bp"])] + last + [store(zt, z)])
 
 
 @program
 def mbconv_layer(n: int = 128, h: int = 56, w: int = 56, c: int = 24, alpha: int = 6,
-                 k: int = 3, squeeze: int = 6) -> Program:
-    """MBConv layer by layer: six kernels, as an inference compiler runs it."""
-    p, hidden, th = n * h * w, alpha * c, _tile(gcd(h, w))
-    tile_px, trips = th * th, p // (th * th)
-    wt = _mbconv_weights(c, alpha, k, squeeze)
-    g, ws = _cache(*wt.values())
-    g = dict(zip(wt, g))
-    ws = dict(zip(wt, ws))
-    x, e, d, s, s1, d2, z = (dram("X", p, c), dram("E", p, hidden), dram("D", p, hidden),
-                             dram("S", n, hidden), dram("S1", n, squeeze), dram("D'", p, hidden),
-                             dram("Z", p, c))
+                 k: int = 3, squeeze: int = 6, stride: int = 1, c_out: int = 0, tile: int = 0) -> Program:
+    """MBConv layer by layer: six kernels, as an inference compiler runs it.
+
+    Expand + SiLU (absent for alpha = 1), depthwise + SiLU, the SE pool, the SE's two small
+    layers, the scale, project (+ shortcut); every intermediate tensor goes to DRAM and back.
+    c_out = 0 keeps the channels."""
+    shape, wt, g, ws = _mbconv(n, h, w, c, c_out, alpha, k, stride, squeeze, tile)
+    hidden, tile, trips = shape.hidden, shape.th * shape.th, shape.trips()
+    x, d, s, s1, d2, z = (dram("X", shape.p_in, c), dram("D", shape.p_out, hidden),
+                          dram("S", n, hidden), dram("S1", n, squeeze),
+                          dram("D'", shape.p_out, hidden), dram("Z", shape.p_out, shape.c_out))
     tiles = lambda *steps: Loop("pixel tiles", trips, steps)  # noqa: E731
-    xt, et, et2, dt, dt2 = (local("X_t", tile_px, c), local("E_t", tile_px, hidden),
-                            local("E_t+halo", (th + k - 1) ** 2, hidden),
-                            local("D_t", tile_px, hidden), local("D_t", tile_px, hidden))
-    st, s1t, s2t, zt, xs = (local("S_n", 1, hidden), local("S1_n", 1, squeeze),
-                            local("S2_n", 1, hidden), local("Z_t", tile_px, c),
-                            local("X_t", tile_px, c))
-    return Program("mbconv_layer", (
-        Kernel("expand + SiLU", (ws["We"], ws["be"], tiles(
-            load(x, xt), matmul(xt, g["We"], et, bias=g["be"]), activation(et, fn="silu"),
-            store(et, e)))),
+    kernels = []
+    src = x
+    if alpha > 1:
+        tile_in = shape.th_in * shape.th_in
+        e = dram("E", shape.p_in, hidden)
+        xt, et = local("X_t", tile_in, c), local("E_t", tile_in, hidden)
+        kernels.append(Kernel("expand + SiLU", (ws["We"], ws["be"], Loop(
+            "pixel tiles", _trips(shape.p_in, tile_in, "input tiles"), (
+                load(x, xt), matmul(xt, g["We"], et, bias=g["be"]), activation(et, fn="silu"),
+                store(et, e))))))
+        src = e
+    et2, dt, dt2 = (local("E_t+halo", shape.region, hidden), local("D_t", tile, hidden),
+                    local("D_t", tile, hidden))
+    st, s1t, s2t = local("S_n", 1, hidden), local("S1_n", 1, squeeze), local("S2_n", 1, hidden)
+    kernels += [
         Kernel("depthwise + SiLU", (ws["Wd"], ws["bd"], tiles(
-            load(e, et2), grouped_conv(et2, g["Wd"], dt, 1, k * k, bias=g["bd"]),
+            load(src, et2), grouped_conv(et2, g["Wd"], dt, 1, k * k, bias=g["bd"]),
             activation(dt, fn="silu"), store(dt, d)))),
         Kernel("SE pool", (tiles(load(d, dt2), pool(dt2, st)), store(st, s))),
         Kernel("SE reduce + SiLU", (ws["Wr"], ws["br"], Loop("images", n, (
@@ -249,48 +370,75 @@ def mbconv_layer(n: int = 128, h: int = 56, w: int = 56, c: int = 24, alpha: int
             load(s1, s1t), matmul(s1t, g["Wx"], s2t, bias=g["bx"]),
             activation(s2t, fn="sigmoid"), Loop("pixel tiles", trips // n, (
                 load(d, dt2), multiply(dt2, s2t, dt2), store(dt2, d2))))))),
-        Kernel("project + shortcut", (ws["Wp"], ws["bp"], tiles(
-            load(d2, dt2), load(x, xs), matmul(dt2, g["Wp"], zt, bias=g["bp"]),
-            add(zt, xs, zt), store(zt, z)))),
-    ), "MBConv, layer by layer")
+        Kernel("project" + (" + shortcut" if shape.shortcut else ""), (ws["Wp"], ws["bp"], tiles(
+            load(d2, dt2), *_project(shape, g, dt2, x, z)))),
+    ]
+    return Program("mbconv_layer", tuple(kernels), "MBConv, layer by layer")
 
 
 @program
 def mbconv_two_pass(n: int = 128, h: int = 56, w: int = 56, c: int = 24, alpha: int = 6,
-                    k: int = 3, squeeze: int = 6) -> Program:
+                    k: int = 3, squeeze: int = 6, stride: int = 1, c_out: int = 0, tile: int = 0,
+                    chunk: int = 0) -> Program:
     """MBConv fused in two passes around squeeze-excitation's global pool.
 
     Pass 1 computes expand and depthwise per tile and keeps only the pooled sums; a tiny
     kernel computes the SE scales; pass 2 recomputes expand and depthwise, scales,
     projects and adds the shortcut. Recomputation costs MACs (and the halo's expand)
-    and a second read of X, instead of writing and reading the hidden tensors."""
-    p, hidden, th = n * h * w, alpha * c, _tile(gcd(h, w))
-    tile_px, trips = th * th, p // (th * th)
-    halo = (th + k - 1) ** 2
-    wt = _mbconv_weights(c, alpha, k, squeeze)
-    gl, ws = _cache(*wt.values())
-    g, ws = dict(zip(wt, gl)), dict(zip(wt, ws))
-    x, s, s2, z = dram("X", p, c), dram("S", n, hidden), dram("S2", n, hidden), dram("Z", p, c)
-    xt, et, dt = local("X_t+halo", halo, c), local("E_t+halo", halo, hidden), local("D_t", tile_px, hidden)
-    st, s1t, s2t, zt = (local("S_n", 1, hidden), local("S1_n", 1, squeeze),
-                        local("S2_n", 1, hidden), local("Z_t", tile_px, c))
-
-    def expand_depthwise():
-        return (load(x, xt), matmul(xt, g["We"], et, bias=g["be"]), activation(et, fn="silu"),
-                grouped_conv(et, g["Wd"], dt, 1, k * k, bias=g["bd"]), activation(dt, fn="silu"))
-
+    and a second read of X, instead of writing and reading the hidden tensors. With
+    `chunk`, both passes step through the hidden channels `chunk` at a time (depthwise and
+    scale are per channel, the projection accumulates), so the tiles stay on chip."""
+    shape, wt, g, ws = _mbconv(n, h, w, c, c_out, alpha, k, stride, squeeze, tile, chunk)
+    hidden, trips = shape.hidden, shape.trips()
+    x, s, s2, z = (dram("X", shape.p_in, c), dram("S", n, hidden), dram("S2", n, hidden),
+                   dram("Z", shape.p_out, shape.c_out))
+    xt, dt = local("X_t+halo", shape.region, c), local("D_t", shape.th * shape.th, shape.hc)
+    st, s2t, zt = (local("S_n", 1, hidden), local("S2_n", 1, hidden),
+                   local("Z_t", shape.th * shape.th, shape.c_out))
+    front = [name for name in ("We", "be", "Wd", "bd") if name in wt]
+    first, last = _shortcut(shape, xt, zt)
     return Program("mbconv_two_pass", (
-        Kernel("pass 1: expand, depthwise, pool", (ws["We"], ws["be"], ws["Wd"], ws["bd"],
-            Loop("pixel tiles", trips, expand_depthwise() + (pool(dt, st),)), store(st, s))),
-        Kernel("SE: reduce, expand, sigmoid", (ws["Wr"], ws["br"], ws["Wx"], ws["bx"],
-            Loop("images", n, (load(s, st), matmul(st, g["Wr"], s1t, bias=g["br"]),
-                               activation(s1t, fn="silu"),
-                               matmul(s1t, g["Wx"], s2t, bias=g["bx"]),
-                               activation(s2t, fn="sigmoid"), store(s2t, s2))))),
+        Kernel("pass 1: expand, depthwise, pool", (*(ws[m] for m in front),
+            Loop("pixel tiles", trips, (load(x, xt),) + _chunks(
+                shape, _expand_depthwise(shape, g, xt, dt) + [pool(dt, st)])),
+            store(st, s))),
+        _se_kernel(shape, g, ws, s, s2),
         Kernel("pass 2: recompute, scale, project", (
-            load(wt["We"], g["We"]), load(wt["be"], g["be"]), load(wt["Wd"], g["Wd"]),
-            load(wt["bd"], g["bd"]), ws["Wp"], ws["bp"],
-            Loop("pixel tiles", trips, expand_depthwise() + (
-                load(s2, s2t), multiply(dt, s2t, dt),
-                _copy(xt, zt), matmul(dt, g["Wp"], zt, bias=g["bp"]), store(zt, z))))),
+            *(load(wt[m], g[m]) for m in front), ws["Wp"], ws["bp"],
+            Loop("pixel tiles", trips, (load(x, xt), load(s2, s2t), *first) + _chunks(
+                shape, _expand_depthwise(shape, g, xt, dt) + [multiply(dt, s2t, dt)]
+                + _project_chunk(shape, g, dt, zt)) + tuple(last) + (store(zt, z),)))),
     ), "MBConv, fused in two passes with recomputation")
+
+
+@program
+def mbconv_write_back(n: int = 128, h: int = 56, w: int = 56, c: int = 24, alpha: int = 6,
+                      k: int = 3, squeeze: int = 6, stride: int = 1, c_out: int = 0,
+                      tile: int = 0, chunk: int = 0) -> Program:
+    """MBConv in two fused kernels around the SE, the depthwise output written once.
+
+    Kernel 1 computes expand and depthwise per tile, writes D to DRAM and keeps the pooled
+    sums; a tiny kernel computes the SE scales; kernel 3 reads D back, scales, projects and
+    adds the shortcut. No recomputation; D (alpha C channels) crosses DRAM twice. `chunk`
+    steps through the hidden channels as in mbconv_two_pass."""
+    shape, wt, g, ws = _mbconv(n, h, w, c, c_out, alpha, k, stride, squeeze, tile, chunk)
+    hidden, tile_px, trips = shape.hidden, shape.th * shape.th, shape.trips()
+    x, d, s, s2, z = (dram("X", shape.p_in, c), dram("D", shape.p_out, hidden),
+                      dram("S", n, hidden), dram("S2", n, hidden),
+                      dram("Z", shape.p_out, shape.c_out))
+    xt, dt = local("X_t+halo", shape.region, c), local("D_t", tile_px, shape.hc)
+    st, s2t, zt = (local("S_n", 1, hidden), local("S2_n", 1, hidden),
+                   local("Z_t", tile_px, shape.c_out))
+    front = [name for name in ("We", "be", "Wd", "bd") if name in wt]
+    first, last = _shortcut(shape, x, zt)
+    return Program("mbconv_write_back", (
+        Kernel("expand, depthwise, pool; store D", (*(ws[m] for m in front),
+            Loop("pixel tiles", trips, (load(x, xt),) + _chunks(
+                shape, _expand_depthwise(shape, g, xt, dt) + [pool(dt, st), store(dt, d)])),
+            store(st, s))),
+        _se_kernel(shape, g, ws, s, s2),
+        Kernel("scale, project", (ws["Wp"], ws["bp"], Loop("pixel tiles", trips, (
+            load(s2, s2t), *first) + _chunks(shape, [load(d, dt), multiply(dt, s2t, dt)]
+                                              + _project_chunk(shape, g, dt, zt))
+            + tuple(last) + (store(zt, z),)))),
+    ), "MBConv, depthwise output written once and read back after the SE")

@@ -175,3 +175,58 @@ def test_hardware_configs_give_shared_memory_per_sm():
     assert kib["h100-sxm"] == kib["h200-sxm"] == kib["h200-sxm-measured"] == 228
     assert kib["a100-sxm4-80gb"] == 164
     assert kib["a5000"] == kib["a5000-paper"] == kib["rtx4090"] == kib["l4"] == 100
+
+
+TV_MBCONV = [  # (expand ratio, k, stride, C, C', H): a stride-2, a kernel-5, an expand-1 block
+    (6, 3, 2, 16, 24, 112), (6, 5, 1, 40, 40, 28), (1, 3, 1, 32, 16, 112), (6, 5, 2, 24, 40, 56)]
+
+
+@pytest.mark.parametrize("e, k, s, c, c_out, h", TV_MBCONV)
+def test_mbconv_layer_program_is_torchvisions_layer_plan(e, k, s, c, c_out, h):
+    """The generalized layer program against perfmodel's traced layer plan of torchvision's
+    own MBConv (stride 2, no shortcut, no expand for ratio 1): the same kernels, bytes, ops."""
+    from functools import partial
+
+    import torch
+    from torchvision.models.efficientnet import MBConv as TvMBConv
+    from torchvision.models.efficientnet import MBConvConfig
+
+    block = TvMBConv(MBConvConfig(e, k, s, c, c_out, 1), 0.0,
+                     partial(torch.nn.BatchNorm2d, eps=1e-3)).eval()
+    traced = perfmodel.analyze(block, (c, h, h), batch=N, plan="layer").totals
+    program = PROGRAMS["mbconv_layer"](n=N, h=h, w=h, c=c, alpha=e, k=k, stride=s, c_out=c_out,
+                                       squeeze=max(1, c // 4))
+    assert (program.dram_bytes, program.flops) == (traced.dram_bytes, traced.flops)
+    assert len(program.kernels) == (6 if e > 1 else 5)
+
+
+def test_mbconv_write_back_pays_the_depthwise_output_twice():
+    c, h, a, k, sq = 24, 28, 6, 3, 6
+    hid, p = a * c, N * h * h
+    weights = c * hid + hid + hid * k * k + hid + hid * sq + sq + sq * hid + hid + hid * c + c
+    wb = PROGRAMS["mbconv_write_back"](n=N, h=h, w=h, c=c, alpha=a, k=k, squeeze=sq)
+    # kernel 1: X, expand and depthwise weights in; D and the pooled sums S out. SE: S and
+    # its weights in, S2 out. Kernel 3: D, S2, X (shortcut) and project weights in; Z out.
+    elements = (p * c + (c * hid + hid + hid * k * k + hid) + p * hid + N * hid
+                + N * hid + (hid * sq + sq + sq * hid + hid) + N * hid
+                + p * hid + N * hid + p * c + (hid * c + c) + p * c)
+    assert wb.dram_bytes == 2 * elements
+    assert wb.dram_bytes - 2 * (p * c + p * c + weights) == 2 * (2 * p * hid + 4 * N * hid + p * c)
+    # no second pass; only each 7x7 tile's halo is expanded twice: (7 - 1 + 3)^2 = 81 input
+    # pixels expanded per tile of 49, over N 28^2 / 49 tiles
+    layer = PROGRAMS["mbconv_layer"](n=N, h=h, w=h, c=c, alpha=a, k=k, squeeze=sq)
+    assert wb.macs == layer.macs + (N * h * h // 49) * (81 - 49) * c * hid
+
+
+@pytest.mark.parametrize("name", ["mbconv_two_pass", "mbconv_write_back"])
+def test_hidden_chunks_keep_traffic_and_work_and_shrink_the_tiles(name):
+    kw = dict(n=N, h=14, w=14, c=112, alpha=6, k=5, squeeze=28, tile=14)
+    whole, chunked = PROGRAMS[name](**kw), PROGRAMS[name](**kw, chunk=96)
+    assert (chunked.dram_bytes, chunked.macs, chunked.flops) == (whole.dram_bytes, whole.macs, whole.flops)
+    # the tile's hidden tensors shrink from 672 to 96 channels: E over (14 - 1 + 5)^2 pixels
+    # (two-pass) or D over 14^2 (both), in fp16
+    big = max(kk.local_bytes for kk in whole.kernels)
+    small = max(kk.local_bytes for kk in chunked.kernels)
+    assert big - small >= 2 * 14 * 14 * (672 - 96)
+    with pytest.raises(ValueError, match="chunk: 672 is not a multiple of 100"):
+        PROGRAMS[name](**kw, chunk=100)
