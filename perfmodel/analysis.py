@@ -10,11 +10,14 @@ and I_mem their mediant intensity, ``C_max = 1 / ((1 - f) + f rho / I_mem)``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .dtypes import DType
 from .errors import InputError
 from .hardware import Hardware
-from .plan import Kernel
+
+if TYPE_CHECKING:  # the report imports this module; a hardware table needs no torch
+    from .plan import Kernel
 
 
 @dataclass(frozen=True)

@@ -6,24 +6,37 @@ multiply-accumulate (MAC) is two ops. Dtype names are torch's (``float16``, ``bf
 """
 from __future__ import annotations
 
-import torch
+from typing import TYPE_CHECKING
 
 from .errors import InputError
 
-DTYPES: dict[str, torch.dtype] = {
-    "float16": torch.float16,
-    "bfloat16": torch.bfloat16,
-    "float32": torch.float32,
-    "float8_e4m3fn": torch.float8_e4m3fn,
-    "float8_e5m2": torch.float8_e5m2,
-    "int8": torch.int8,
-}
+if TYPE_CHECKING:
+    import torch
+
+# Names, not torch dtypes, so that parsing a dtype (a spec, a hardware config, an option)
+# does not import torch; `DType.torch` looks the torch dtype up when a stage needs it.
+DTYPE_NAMES = ("float16", "bfloat16", "float32", "float8_e4m3fn", "float8_e5m2", "int8")
 ALIASES = {"fp16": "float16", "half": "float16", "bf16": "bfloat16", "fp32": "float32",
            "float": "float32", "fp8": "float8_e4m3fn", "float8": "float8_e4m3fn"}
 
 # Dtypes an input may have besides the analysis dtype (token ids, masks).
-INPUT_DTYPES: dict[str, torch.dtype] = {"int64": torch.int64, "int32": torch.int32,
-                                        "bool": torch.bool}
+INPUT_DTYPE_NAMES = ("int64", "int32", "bool")
+
+
+def _torch_dtypes(names) -> "dict[str, torch.dtype]":
+    import torch
+
+    return {name: getattr(torch, name) for name in names}
+
+
+def __getattr__(name: str):
+    """DTYPES and INPUT_DTYPES (name -> torch dtype), made when first used."""
+    if name in ("DTYPES", "INPUT_DTYPES"):
+        table = _torch_dtypes(DTYPE_NAMES if name == "DTYPES" else INPUT_DTYPE_NAMES)
+        globals()[name] = table
+        return table
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 # Hardware peak tables are keyed by these (tf32 is the tensor-core mode for float32 inputs).
 PEAK_KEYS = ("float16", "bfloat16", "float32", "tf32", "float8", "int8")
@@ -40,8 +53,10 @@ class DType(str):
         return str(self)
 
     @property
-    def torch(self) -> torch.dtype:
-        return DTYPES[self]
+    def torch(self) -> "torch.dtype":
+        import torch
+
+        return getattr(torch, self)
 
     @property
     def itemsize(self) -> int:
@@ -61,8 +76,8 @@ def parse_dtype(name: "str | DType", *, file: str | None = None,
     if isinstance(name, DType):
         return name
     key = ALIASES.get(str(name).lower(), str(name).lower())
-    if key not in DTYPES:
-        raise InputError(f"unknown dtype '{name}' (choose from {', '.join(DTYPES)})",
+    if key not in DTYPE_NAMES:
+        raise InputError(f"unknown dtype '{name}' (choose from {', '.join(DTYPE_NAMES)})",
                          file=file, field=field)
     return DType(key)
 
@@ -76,5 +91,5 @@ def canonical_dtype(name: str, *, file: str | None = None, field: str | None = "
     return parse_dtype(name, file=file, field=field).name
 
 
-def torch_dtype(name: "str | DType") -> torch.dtype:
+def torch_dtype(name: "str | DType") -> "torch.dtype":
     return parse_dtype(name).torch

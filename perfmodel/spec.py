@@ -23,17 +23,18 @@ import importlib.util
 import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
-
-from .build import meta_init
-from .dtypes import FLOAT16, INPUT_DTYPES, DType, parse_dtype
+from .dtypes import FLOAT16, INPUT_DTYPE_NAMES, DType, parse_dtype
 from .errors import InputError
-from .plan import PlanSpec
+from .plan_spec import PlanSpec
 from .resources import builtin_names, resolve_config
-from .trace import TensorMeta
 from .yamlio import Fields, load_mapping
+
+if TYPE_CHECKING:  # loading a spec needs no torch; building and tracing its model do
+    import torch
+
+    from .trace import TensorMeta
 
 _FIELDS = {"name", "model", "kwargs", "input", "batch", "dtype", "hardware", "plan", "groups",
            "accuracy", "notes"}
@@ -81,8 +82,12 @@ class ModelSpec:
 
 def input_metas(inputs, input_dtypes, batch: int, dtype: DType) -> list[TensorMeta]:
     """Per-sample shapes and input dtypes (None: `dtype`) -> full shapes, batch first."""
+    import torch
+
+    from .trace import TensorMeta
+
     dtypes = input_dtypes or (None,) * len(inputs)
-    return [TensorMeta((batch, *shape), INPUT_DTYPES[d] if d else dtype.torch)
+    return [TensorMeta((batch, *shape), getattr(torch, d) if d else dtype.torch)
             for shape, d in zip(inputs, dtypes)]
 
 
@@ -114,9 +119,9 @@ def parse_inputs(raw, *, file: str | None = None, field: str = "input"
             raise InputError(f"expected a per-sample shape of positive integers such as "
                              f"[3, 224, 224], {{shape: [128], dtype: int64}} or a list of them, "
                              f"got {raw!r}", file=file, field=field)
-        if dtype is not None and (not isinstance(dtype, str) or dtype not in INPUT_DTYPES):
+        if dtype is not None and (not isinstance(dtype, str) or dtype not in INPUT_DTYPE_NAMES):
             raise InputError(f"unknown input dtype {dtype!r} (integer inputs: "
-                             f"{', '.join(INPUT_DTYPES)}; floating inputs take 'dtype')",
+                             f"{', '.join(INPUT_DTYPE_NAMES)}; floating inputs take 'dtype')",
                              file=file, field=field)
         shapes.append(tuple(shape))
         dtypes.append(dtype)
@@ -203,8 +208,12 @@ def resolve_callable(target: str, *, base: Path | None = None, file: str | None 
     return fn
 
 
-def build_model(spec: ModelSpec) -> torch.nn.Module:
+def build_model(spec: ModelSpec) -> "torch.nn.Module":
     """Construct the spec's model with its weights on the meta device (no memory, no init)."""
+    import torch
+
+    from .build import meta_init
+
     base = Path(spec.path).parent if spec.path else None
     fn = resolve_callable(spec.model, base=base, file=spec.path)
     try:
