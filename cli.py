@@ -466,6 +466,37 @@ def kernels_cmd(results, hardware, output):
     click.echo(f"wrote {save(kernels_figure(cases, hw.name), output)}")
 
 
+@cli.command("fidelity")
+@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False),
+                metavar="MEASUREMENT.json...")
+@_hardware_option("h200-sxm")
+@click.option("--plan", "-p", help="Plan of the prediction (default: the plan that models each "
+              "file's backend: op for eager).")
+@click.option("--l2-carry", is_flag=True, help="Predict with the L2-carry byte model.")
+@click.option("--tolerance", type=click.FloatRange(min=0, min_open=True), default=0.15,
+              show_default=True, help="A module is right when measured/predicted bytes are "
+              "within 1 +- this.")
+def fidelity_cmd(files, hardware, plan, l2_carry, tolerance):
+    """How well the byte model predicts the DRAM bytes Nsight Compute measured: per file, the
+    share of modules within --tolerance (all, and those moving >= 1 MB) and the ratio of the
+    totals. FILES need Nsight Compute rows (`perfmodel bench --ncu`)."""
+    from perfmodel.compare import compare
+    from perfmodel.errors import InputError
+    from perfmodel.fidelity import byte_fidelity
+    from perfmodel.measure import load_measurement
+    from perfmodel.measured import check_measurements
+    from perfmodel.report import fidelity_lines
+
+    measurements = [load_measurement(f) for f in files]
+    for m in measurements:
+        if not m.ncu:
+            raise InputError("no Nsight Compute rows (measure with `perfmodel bench --ncu`)",
+                             file=m.where, field="results.ncu")
+    checked = check_measurements(measurements, hardware, plan, l2_carry=l2_carry)
+    rows = [byte_fidelity(compare(c.result, c.measurement), tolerance) for c in checked]
+    click.echo("\n".join(fidelity_lines(rows, tolerance)))
+
+
 @cli.command("models")
 def models_cmd():
     """List the built-in model specs."""
