@@ -19,8 +19,9 @@ class GapPoint(EfficiencyGap):
     model: str = ""
     family: str = ""
     backend: str = ""
-    accuracy: float = 0.0
+    accuracy: float | None = None  # top-1 %; None for an untrained model
     gmacs_per_image: float = 0.0
+    setting: str = ""  # the backend with its speed settings (Measurement.setting)
 
 
 def family_of(name: str) -> str:
@@ -28,8 +29,9 @@ def family_of(name: str) -> str:
     return name.split("-")[0].strip()
 
 
-def accuracy_of(spec: ModelSpec) -> float:
-    """Top-1 %: the spec's, else torchvision's metadata for weights at the spec's crop size."""
+def accuracy_of(spec: ModelSpec, required: bool = True) -> float | None:
+    """Top-1 %: the spec's, else torchvision's metadata for weights at the spec's crop size;
+    None for a model without either (an untrained zoo network) unless `required`."""
     if spec.accuracy is not None:
         return float(spec.accuracy)
     module, _, fn = spec.model.rpartition(":")
@@ -45,16 +47,20 @@ def accuracy_of(spec: ModelSpec) -> float:
         for weights in entries:
             if weights.transforms().crop_size[0] == crop:
                 return float(weights.meta["_metrics"]["ImageNet-1K"]["acc@1"])
+    if not required:
+        return None
     raise InputError("no top-1 accuracy: add 'accuracy:' to the spec", file=spec.path,
                      field="accuracy")
 
 
 def gap_point(measurement: Measurement, spec: ModelSpec, result: Result) -> GapPoint:
-    """One measured model on the efficiency-gap plot, against `result`'s T_min."""
+    """One measured model on the efficiency-gap plot, against `result`'s T_min (an untrained
+    model, without accuracy, goes on the latency-vs-complexity panel only)."""
     t = result.totals
     return GapPoint(t.t_ideal_s * 1e3, t.t_min_s * 1e3, measurement.latency_ms, model=spec.name,
                     family=family_of(spec.name), backend=measurement.backend,
-                    accuracy=accuracy_of(spec), gmacs_per_image=result.gmacs_per_image)
+                    accuracy=accuracy_of(spec, required=False),
+                    gmacs_per_image=result.gmacs_per_image, setting=measurement.setting)
 
 
 def gap_title(hardware: Hardware, measurements: list[Measurement]) -> str:

@@ -77,6 +77,7 @@ class Measurement:
     p80_ms: float
     environment: dict[str, Any] = field(default_factory=dict)
     method: dict[str, Any] = field(default_factory=dict)
+    workload: dict[str, Any] = field(default_factory=dict)
     command: str = ""
     kernels: tuple[KernelMeasurement, ...] = ()
     ncu: tuple[NcuKernel, ...] = ()
@@ -85,6 +86,18 @@ class Measurement:
     @property
     def gpu(self) -> str | None:
         return self.environment.get("gpu")
+
+    @property
+    def setting(self) -> str:
+        """The backend with the settings that change its speed, e.g. 'inductor (freezing,
+        CUDA graphs)' or 'cuda_kernels (compiled rest)'."""
+        w = self.workload
+        notes = [w["compile_mode"] if w.get("compile_mode", "default") != "default" else "",
+                 "freezing" if w.get("freezing") else "",
+                 "compiled rest" if w.get("compile_rest") else "",
+                 "CUDA graphs" if self.method.get("cuda_graphs") else ""]
+        notes = [n for n in notes if n]
+        return f"{self.backend} ({', '.join(notes)})" if notes else self.backend
 
     @property
     def kernel_sum_ms(self) -> float:
@@ -183,6 +196,7 @@ def load_measurement(path: str | Path) -> Measurement:
         latency_ms=stats["median"], p20_ms=stats["p20"], p80_ms=stats["p80"],
         environment=dict(data.get("environment", {})),
         method=dict(data.get("method", {})),
+        workload=dict(workload),
         command=str(data.get("command", "")),
         kernels=_kernel_rows(results, file),
         ncu=tuple(NcuKernel(str(r["module"]), str(r["name"]), int(r["dram_read_bytes"]),

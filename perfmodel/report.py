@@ -189,10 +189,12 @@ def sweep_line(result: "Result", marks: "list[Hardware]") -> str:
 
 
 def gap_lines(points: "list[GapPoint]") -> list[str]:
-    lines = [f"{'model':22s} {'backend':9s} {'top-1':>6s} {'GMACs':>7s} {'ideal ms':>9s} "
+    width = max([9] + [len(p.setting or p.backend) for p in points])
+    lines = [f"{'model':22s} {'backend':{width}s} {'top-1':>6s} {'GMACs':>7s} {'ideal ms':>9s} "
              f"{'T_min ms':>9s} {'actual ms':>9s} {'C':>7s} {'C_max':>7s} {'C_impl':>7s}"]
     for p in points:
-        lines.append(f"{p.model:22s} {p.backend:9s} {sig(p.accuracy):>6s} "
+        top1 = sig(p.accuracy) if p.accuracy is not None else "-"
+        lines.append(f"{p.model:22s} {p.setting or p.backend:{width}s} {top1:>6s} "
                      f"{sig(p.gmacs_per_image):>7s} {sig(p.t_ideal_ms):>9s} "
                      f"{sig(p.t_min_ms):>9s} {sig(p.t_actual_ms):>9s} {pct(p.c):>7s} "
                      f"{pct(p.c_max):>7s} {pct(p.c_impl):>7s}")
