@@ -97,7 +97,10 @@ def amdahl_figure(results: "list[Result]", fuse_to: float | None = None,
     ax = fig.add_subplot()
     lo = min([i for i in (r.totals.memory_intensity for r in results) if i > 0] + [rho]) / 10
     grid = _roof(ax, peak, bw, lo, rho * 20, slope_label_at=lo * 4)  # left of every model
-    curve = lambda f: np.array([amdahl_roofline(i, f, peak, rho) for i in grid]) / 1e12  # noqa: E731
+
+    def curve(f: float) -> np.ndarray:
+        return np.array([amdahl_roofline(i, f, peak, rho) for i in grid]) / 1e12
+
     family = [(f, curve(f)) for f in fractions]
     for _, values in family:
         ax.plot(grid, values, color="grey", linewidth=0.7, alpha=0.7)
