@@ -340,3 +340,14 @@ def test_machine_diagram_reads_cleanly(name):
     if len(report.kernels) == 1:  # the axes title does not repeat the figure's
         subtitle = fig.axes[0].get_title(loc="left")
         assert "t_min" not in subtitle and report.kernels[0].kernel.name not in subtitle
+
+
+def test_gap_says_how_many_models_have_no_accuracy():
+    from dataclasses import replace
+
+    from perfmodel.plots.gap import gap_figure
+
+    points = [replace(p, accuracy=None) if p.model == "ResNet-0" else p for p in gap_points()]
+    fig = gap_figure(points, peak_ops=989e12, batch=128, title="gap")
+    words = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert "not shown: 1 model without a top-1 accuracy" in words

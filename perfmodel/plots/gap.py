@@ -107,7 +107,7 @@ def _panel_d(ax, points, st: Styles):
     ax.set_title("(d) efficiency gap: C = C_max x C_impl", fontsize=9)
 
 
-def _legend(fig, points, st: Styles, panels) -> None:
+def _legend(fig, points, st: Styles, panels, unranked: int) -> None:
     handles = [Line2D([], [], color=c, linewidth=2, label=f) for f, c in st.color.items()]
     if set(panels) & {"b", "c", "d"}:
         handles += [Line2D([], [], color="black", marker=m, linestyle=ls, markersize=5.5,
@@ -120,6 +120,10 @@ def _legend(fig, points, st: Styles, panels) -> None:
     if "d" in panels:
         handles.append(Line2D([], [], color="black", marker="o", linestyle="none",
                               markersize=5.5, label="waterline bound C_max (d)", **OPEN))
+    if unranked:  # every panel's y axis is top-1 accuracy
+        handles.append(Line2D([], [], linestyle="none",
+                              label=f"not shown: {unranked} model{'s' * (unranked > 1)} "
+                                    "without a top-1 accuracy"))
     fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 5),
                fontsize=7.5, frameon=False)
 
@@ -132,6 +136,8 @@ def gap_figure(points: "Sequence[GapPoint]", *, peak_ops: float, batch: int, tit
     fig = Figure(figsize=(5.2 * cols, 3.9 * rows + 0.6), layout="constrained")
     axes = fig.subplots(rows, cols, squeeze=False).ravel()
     st = Styles(points)
+    unranked = len({p.model for p in points if p.accuracy is None})  # untrained networks
+    points = [p for p in points if p.accuracy is not None]
     draw = {"a": lambda ax: _panel_a(ax, points, st, peak_ops, batch),
             "b": lambda ax: _panel_b(ax, points, st),
             "c": lambda ax: _panel_c(ax, points, st),
@@ -142,6 +148,6 @@ def gap_figure(points: "Sequence[GapPoint]", *, peak_ops: float, batch: int, tit
         ax.grid(linewidth=0.3, alpha=0.5)
     for ax in axes[n:]:
         ax.set_visible(False)
-    _legend(fig, points, st, panels)
+    _legend(fig, points, st, panels, unranked)
     fig.suptitle(title, fontsize=10)
     return fig
