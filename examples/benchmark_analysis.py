@@ -1,7 +1,10 @@
 """How fast is perfmodel's analysis? The numbers quoted in the README's performance section.
 
-1. ResNet-101, batch 128: perfmodel's trace + costs + plan + waterline against
-   torch.utils.flop_counter.FlopCounterMode on the same meta-device model, in one run.
+1. ResNet-101, batch 128, float16: perfmodel's analyze (trace, costs, layer plan, waterline)
+   against torch.utils.flop_counter.FlopCounterMode counting the same model's forward, like
+   for like: one process, the same meta-device model in eval mode, no_grad, the two timed in
+   alternation, median of 15 each after a warm-up. FlopCounterMode counts FLOPs only;
+   perfmodel also counts bytes, builds the kernels and applies the waterline.
 2. Every torchvision classification model analysed (layer plan, batch 128, native crop).
 3. EfficientNet-B7 at batch 128 and 600 px: peak resident memory of the analysis.
 
@@ -30,18 +33,22 @@ def build(name, **kwargs):
         return torchvision.models.get_model(name, **kwargs)
 
 
-def median_time(fn, repeats=7):
-    fn()  # warm-up
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
+def alternating_medians(fns, repeats=15):
+    """Median wall time of each function, the functions run in turn (so that load from
+    anything else on the machine falls on all of them alike), after one warm-up each."""
+    for fn in fns:
         fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+    times = [[] for _ in fns]
+    for _ in range(repeats):
+        for fn, ts in zip(fns, times):
+            t0 = time.perf_counter()
+            fn()
+            ts.append(time.perf_counter() - t0)
+    return [statistics.median(ts) for ts in times]
 
 
 def versus_flop_counter():
-    model = build("resnet101").half()
+    model = build("resnet101").half().eval()  # the state perfmodel traces a model in
     x = torch.empty(128, 3, 224, 224, device="meta", dtype=torch.float16)
 
     def flop_counter():
@@ -52,10 +59,11 @@ def versus_flop_counter():
     def ours():
         return perfmodel.analyze(model, (3, 224, 224), batch=128, hardware="a5000-paper")
 
-    t_fc, t_ours = median_time(flop_counter), median_time(ours)
+    t_fc, t_ours = alternating_medians([flop_counter, ours])
     assert flop_counter() == 2 * ours().macs, "the two counters disagree"
-    print(f"ResNet-101 b128: FlopCounterMode {t_fc * 1e3:.0f} ms, perfmodel analyze "
-          f"{t_ours * 1e3:.0f} ms, ratio {t_ours / t_fc:.2f}x (median of 7)")
+    print(f"ResNet-101 b128, eval, meta: FlopCounterMode {t_fc * 1e3:.0f} ms, perfmodel "
+          f"analyze {t_ours * 1e3:.0f} ms, ratio {t_ours / t_fc:.2f}x (medians of 15, "
+          f"alternating, {os.cpu_count()} cores)")
 
 
 def whole_zoo():

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import inspect
 import traceback
 from dataclasses import dataclass, field
@@ -20,9 +21,11 @@ from typing import Any, Iterable, Sequence
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten, tree_map
+from torch.utils._pytree import tree_flatten
 
+from .aten_args import map_tensors, tensors_in
 from .errors import TraceError
+from .meta_cache import MetaCache
 
 aten = torch.ops.aten
 
@@ -128,16 +131,22 @@ def _is_view(func) -> bool:
 def _written_args(func, args, kwargs) -> tuple[list[torch.Tensor], set[str]]:
     """Tensors the op writes in place (``Tensor(a!)`` in its schema), and the names of its
     ``out=`` arguments (keyword-only by aten's convention), which it writes without reading."""
-    schema = getattr(func, "_schema", None)
     written, out_names = [], set()
-    for i, arg in enumerate(schema.arguments if schema is not None else ()):
-        if arg.alias_info is None or not arg.alias_info.is_write:
-            continue
-        value = args[i] if i < len(args) and not arg.kwarg_only else kwargs.get(arg.name)
-        written += [t for t in tree_flatten(value)[0] if isinstance(t, torch.Tensor)]
-        if arg.kwarg_only:
-            out_names.add(arg.name)
+    for i, name, kwarg_only in _written_schema(func):
+        value = args[i] if i < len(args) and not kwarg_only else kwargs.get(name)
+        written += tensors_in(value)
+        if kwarg_only:
+            out_names.add(name)
     return written, out_names
+
+
+@functools.lru_cache(maxsize=None)
+def _written_schema(func) -> tuple[tuple[int, str, bool], ...]:
+    """(position, name, keyword-only) of each argument the op's schema marks written."""
+    schema = getattr(func, "_schema", None)
+    return tuple((i, arg.name, arg.kwarg_only)
+                 for i, arg in enumerate(schema.arguments if schema is not None else ())
+                 if arg.alias_info is not None and arg.alias_info.is_write)
 
 
 def _unique(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -153,8 +162,9 @@ class _Recorder(TorchDispatchMode):
         self.newer: dict[int, int] = {}  # value id -> id of its newer in-place version
         self.keep: list[torch.Tensor] = []  # keeps ids unique while tracing
         self.scope: tuple[Frame, ...] = ()
-        self.current_op: str = ""
+        self.current_op = None  # the op being dispatched, for error messages
         self.suspended = False  # inside a fused function recorded as one op
+        self.meta = MetaCache()
 
     # -- values ---------------------------------------------------------------
     def new_value(self, t: torch.Tensor, kind: str, producer=None, name="") -> int:
@@ -180,21 +190,20 @@ class _Recorder(TorchDispatchMode):
         kwargs = kwargs or {}
         if self.suspended:
             return func(*args, **kwargs)
-        self.current_op = str(func)
+        self.current_op = func
         if func is aten._local_scalar_dense.default:
             raise TraceError(f"{_where(self.scope)} reads a tensor's value (.item() or a "
                              "data-dependent branch), so it cannot be traced on meta tensors")
         try:
-            out = func(*args, **kwargs)
+            out = self.meta.run(func, args, kwargs)
         except Exception as exc:
             raise TraceError(f"op {func} failed in {_where(self.scope)}: "
                              f"{type(exc).__name__}: {_first_line(exc)}") from exc
         written, out_names = _written_args(func, args, kwargs)
         if out_names:  # out= tensors are written, not read; formulas receive them as `out`
             kwargs = {k: v for k, v in kwargs.items() if k not in out_names}
-        in_tensors = [a for a in tree_flatten((args, kwargs))[0] if isinstance(a, torch.Tensor)]
-        out_tensors = _unique([o for o in tree_flatten(out)[0] if isinstance(o, torch.Tensor)]
-                              + written)
+        in_tensors = tensors_in((args, kwargs))
+        out_tensors = _unique(tensors_in(out) + written)
         if _is_view(func) and in_tensors:
             vid, _ = self.lookup(in_tensors[0])
             for o in out_tensors:
@@ -211,9 +220,7 @@ class _Recorder(TorchDispatchMode):
 
     def record_fused(self, op, args, kwargs, out):
         """Record a whole function (e.g. attention) as the single op `op`."""
-        in_tensors = [a for a in tree_flatten((args, kwargs))[0] if isinstance(a, torch.Tensor)]
-        out_tensors = [o for o in tree_flatten(out)[0] if isinstance(o, torch.Tensor)]
-        self._record(op, args, kwargs, out, in_tensors, out_tensors)
+        self._record(op, args, kwargs, out, tensors_in((args, kwargs)), tensors_in(out))
 
     def _record(self, func, args, kwargs, out, in_tensors, out_tensors, written=()):
         index = len(self.nodes)
@@ -285,9 +292,12 @@ def _fused_functions(rec: _Recorder):
             setattr(functional, name, fn)
 
 
+def _meta_of(t: torch.Tensor) -> TensorMeta:
+    return TensorMeta(tuple(t.shape), t.dtype)
+
+
 def _metas(tree):
-    return tree_map(lambda a: TensorMeta(tuple(a.shape), a.dtype)
-                    if isinstance(a, torch.Tensor) else a, tree)
+    return map_tensors(tree, _meta_of)
 
 
 def _where(scope: Sequence[Frame]) -> str:

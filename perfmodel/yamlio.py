@@ -9,12 +9,14 @@ import yaml
 
 from .errors import InputError
 
+_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's, where built in
+
 
 def load_mapping(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise InputError("file not found", file=str(path))
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml.load(path.read_text(), Loader=_SAFE_LOADER)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""
