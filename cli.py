@@ -299,8 +299,10 @@ def intensity(channels, batch, resolution, dtype, mark, output):
 @click.option("--hardware", "-H", default="h200-sxm", show_default=True,
               help="Hardware whose peak gives ideal latency and T_min.")
 @click.option("--plan", "-p", help="Plan for T_min (default: each spec's).")
-@click.option("--panel", type=click.Choice(("a", "b", "c", "d", "all")), default="all",
-              show_default=True, help="One panel of Figure 1, or all four.")
+@click.option("--panel", type=click.Choice(("a", "b", "c", "d", "e", "all")), default="all",
+              show_default=True, help="One panel: a-d, paper Figure 1 (top-1 accuracy on the y "
+              "axis); e, latency vs GMACs (any model, untrained ones too). all: a-d, plus e when "
+              "a model has no accuracy.")
 @click.option("--output", "-o", type=click.Path(dir_okay=False), default="gap.png",
               show_default=True, help="Plot file (.png, .svg or .pdf).")
 def gap(files, hardware, plan, panel, output):
@@ -312,7 +314,7 @@ def gap(files, hardware, plan, panel, output):
     from perfmodel.measure import load_measurement
     from perfmodel.measured import check_measurements
     from perfmodel.plots import check_output, save
-    from perfmodel.plots.gap import PANELS, gap_figure
+    from perfmodel.plots.gap import gap_figure
     from perfmodel.report import gap_lines
 
     output = check_output(output)
@@ -323,7 +325,7 @@ def gap(files, hardware, plan, panel, output):
     click.echo("\n".join(gap_lines(points)))
     fig = gap_figure(points, peak_ops=hw.peak_ops(measurements[0].dtype),
                      batch=measurements[0].batch, title=gap_title(hw, measurements),
-                     panels=PANELS if panel == "all" else (panel,))
+                     panels=None if panel == "all" else (panel,))
     click.echo(f"wrote {save(fig, output)}")
 
 

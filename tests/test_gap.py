@@ -73,3 +73,26 @@ def test_accuracy_from_torchvision_metadata():
     assert accuracy_of(load_spec("efficientnet_b5")) == 83.444  # weights at 456 px
     assert family_of("EfficientNet-B5") == "EfficientNet"
     assert family_of("ResNeXt-101 32x8d") == "ResNeXt"
+
+
+def test_untrained_models_go_on_the_latency_panel(tmp_path):
+    """A model without accuracy (e.g. an untrained ConvFirstNet) is drawn on panel e,
+    latency against GMACs; with trained models beside it, the figure has panels a-e."""
+    from perfmodel.gap import gap_point
+    from perfmodel.measured import check_measurements
+    from perfmodel.plots.gap import default_panels, gap_figure
+
+    untrained = make_case(tmp_path, 16, 50.0, 0.5)
+    spec = untrained.with_suffix(".yaml")
+    spec.write_text(spec.read_text().replace("accuracy: 50.0\n", ""))
+    trained = make_case(tmp_path, 32, 60.0, 0.5)
+    checked = check_measurements([load_measurement(untrained), load_measurement(trained)],
+                                 "h200-sxm", spec_plan=True)
+    points = [gap_point(c.measurement, c.spec, c.result) for c in checked]
+    assert [p.accuracy for p in points] == [None, 60.0]
+    assert default_panels(points) == ("a", "b", "c", "d", "e")
+    assert default_panels(points[:1]) == ("e",) and default_panels(points[1:]) == ("a", "b", "c", "d")
+    fig = gap_figure(points[:1], peak_ops=R, batch=32, title="t")
+    [ax] = [a for a in fig.axes if a.get_visible()]
+    assert ax.get_title().startswith("(e) latency vs complexity; untrained: Tiny-W16")
+    assert ax.get_yscale() == "log" and ax.get_xscale() == "log"

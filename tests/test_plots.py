@@ -348,6 +348,10 @@ def test_gap_says_how_many_models_have_no_accuracy():
     from perfmodel.plots.gap import gap_figure
 
     points = [replace(p, accuracy=None) if p.model == "ResNet-0" else p for p in gap_points()]
-    fig = gap_figure(points, peak_ops=989e12, batch=128, title="gap")
+    fig = gap_figure(points, peak_ops=989e12, batch=128, title="gap", panels="abcd")
     words = [t.get_text() for t in fig.legends[0].get_texts()]
     assert "not shown: 1 model without a top-1 accuracy" in words
+    # by default the model without accuracy gets panel e (latency vs GMACs) instead
+    fig = gap_figure(points, peak_ops=989e12, batch=128, title="gap")
+    assert [a.get_title()[:3] for a in fig.axes if a.get_visible()] == [
+        "(a)", "(b)", "(c)", "(d)", "(e)"]

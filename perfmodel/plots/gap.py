@@ -1,8 +1,10 @@
-"""The efficiency-gap plot (paper Figure 1, panels a-d) with the waterline decomposition.
+"""The efficiency-gap plot (paper Figure 1, panels a-d) with the waterline decomposition,
+and panel e, latency against arithmetic complexity, which needs no accuracy: untrained
+networks (the zoo's ConvFirstNets) are drawn there.
 
-Colour is the model family; marker shape and line style are the backend (eager, inductor);
-open markers are predictions (ideal latency, the waterline bound), filled ones measurements.
-One legend serves every panel.
+Colour is the model family; marker shape and line style are the backend with its settings
+(eager, inductor, cuda_kernels ...); open markers are predictions (ideal latency, the
+waterline bound), filled ones measurements. One legend serves every panel.
 """
 from __future__ import annotations
 
@@ -16,10 +18,11 @@ from . import PALETTE, plain_log_ticks
 if TYPE_CHECKING:
     from ..gap import GapPoint
 
-PANELS = ("a", "b", "c", "d")
+PANELS = ("a", "b", "c", "d", "e")
+ACCURACY_PANELS = ("a", "b", "c", "d")
 # marker and line style per backend, the same in every figure; others take the spares in turn
 BACKEND_STYLE = {"eager": ("o", "-"), "inductor": ("s", "--"), "cuda_kernels": ("D", "-.")}
-SPARE_STYLES = (("^", ":"), ("v", "-."), ("P", ":"))
+SPARE_STYLES = (("^", ":"), ("v", "-."), ("P", ":"), ("X", "--"), ("*", "-"), ("h", ":"))
 OPEN = dict(markerfacecolor="white", markeredgewidth=1.1)
 
 
@@ -28,7 +31,7 @@ class Styles:
 
     def __init__(self, points: "Sequence[GapPoint]"):
         families = list(dict.fromkeys(p.family for p in points))
-        backends = list(dict.fromkeys(p.backend for p in points))
+        backends = list(dict.fromkeys(_setting(p) for p in points))
         self.color = {f: PALETTE[i % len(PALETTE)] for i, f in enumerate(families)}
         others = [b for b in backends if b not in BACKEND_STYLE]
         self.style = {b: BACKEND_STYLE.get(b) or SPARE_STYLES[others.index(b) % len(SPARE_STYLES)]
@@ -38,13 +41,27 @@ class Styles:
         """(family, backend, members sorted by size) for every line to draw."""
         groups: dict[tuple[str, str], list] = {}
         for p in points:
-            groups.setdefault((p.family, p.backend), []).append(p)
+            groups.setdefault((p.family, _setting(p)), []).append(p)
         for (family, backend), members in groups.items():
             yield family, backend, sorted(members, key=lambda p: p.gmacs_per_image)
 
     def measured(self, family: str, backend: str) -> dict:
         marker, line = self.style[backend]
         return dict(color=self.color[family], marker=marker, linestyle=line, markersize=5.5)
+
+
+def _setting(p) -> str:
+    """What tells two measurements of a model apart: the backend with its settings."""
+    return p.setting or p.backend
+
+
+def default_panels(points: "Sequence[GapPoint]") -> tuple[str, ...]:
+    """Panels a-d (accuracy on the y axis) for trained models, and e when some model has no
+    accuracy; only e when none has."""
+    ranked = [p for p in points if p.accuracy is not None]
+    if len(ranked) == len(points):
+        return ACCURACY_PANELS
+    return PANELS if ranked else ("e",)
 
 
 def _models(points):
@@ -107,29 +124,60 @@ def _panel_d(ax, points, st: Styles):
     ax.set_title("(d) efficiency gap: C = C_max x C_impl", fontsize=9)
 
 
+def _panel_e(ax, points, st: Styles):
+    """Latency against GMACs per image, every model (accuracy not needed): the ideal N/R and
+    the waterline T_min predicted, each measurement beside them."""
+    for p in points:
+        ax.plot([p.gmacs_per_image] * 2, [p.t_ideal_ms, p.t_actual_ms], color=st.color[p.family],
+                linewidth=0.8, alpha=0.45)
+    for p in _models(points):
+        ax.plot([p.gmacs_per_image], [p.t_min_ms], marker="_", markersize=12, color="black")
+        ax.plot([p.gmacs_per_image], [p.t_ideal_ms], marker="o", color=st.color[p.family],
+                markersize=5.5, **OPEN)
+    settings = list(st.style)
+    for family, backend, members in st.series(points):
+        # dodge: each setting a little to the side, so measurements of one model do not hide
+        # each other (the x axis is logarithmic, so a factor is a fixed offset)
+        dodge = 1 + 0.025 * (settings.index(backend) - (len(settings) - 1) / 2)
+        ax.plot([p.gmacs_per_image * dodge for p in members], [p.t_actual_ms for p in members],
+                **{**st.measured(family, backend), "linestyle": "none"})
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    plain_log_ticks(ax, "x")
+    plain_log_ticks(ax, "y")
+    ax.set_xlabel("GMACs per image (log)")
+    ax.set_ylabel("latency (ms, log)")
+    untrained = sorted({p.model for p in points if p.accuracy is None})
+    note = f"; untrained: {', '.join(untrained)}" if untrained else ""
+    ax.set_title(f"(e) latency vs complexity{note}", fontsize=9)
+
+
 def _legend(fig, points, st: Styles, panels, unranked: int) -> None:
     handles = [Line2D([], [], color=c, linewidth=2, label=f) for f, c in st.color.items()]
-    if set(panels) & {"b", "c", "d"}:
+    if set(panels) & {"b", "c", "d", "e"}:
         handles += [Line2D([], [], color="black", marker=m, linestyle=ls, markersize=5.5,
                            label=f"{b}, measured") for b, (m, ls) in st.style.items()]
-    if "c" in panels:
+    if "c" in panels or "e" in panels:
+        which = ", ".join(x for x in ("c", "e") if x in panels)
         handles.append(Line2D([], [], color="black", marker="o", linestyle="none",
-                              markersize=5.5, label="ideal latency N/R (c)", **OPEN))
-        handles.append(Line2D([], [], color="black", marker="|", linestyle="none",
-                              markersize=10, label="waterline T_min (c)"))
+                              markersize=5.5, label=f"ideal latency N/R ({which})", **OPEN))
+        handles.append(Line2D([], [], color="black", marker="|" if "c" in panels else "_",
+                              linestyle="none", markersize=10, label=f"waterline T_min ({which})"))
     if "d" in panels:
         handles.append(Line2D([], [], color="black", marker="o", linestyle="none",
                               markersize=5.5, label="waterline bound C_max (d)", **OPEN))
-    if unranked:  # every panel's y axis is top-1 accuracy
+    if unranked and "e" not in panels:  # panels a-d have top-1 accuracy on the y axis
         handles.append(Line2D([], [], linestyle="none",
                               label=f"not shown: {unranked} model{'s' * (unranked > 1)} "
                                     "without a top-1 accuracy"))
-    fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 5),
+    fig.legend(handles=handles, loc="outside lower center",
+               ncol=min(len(handles), 5 if len(panels) > 1 else 3),
                fontsize=7.5, frameon=False)
 
 
 def gap_figure(points: "Sequence[GapPoint]", *, peak_ops: float, batch: int, title: str,
-               panels: Sequence[str] = PANELS) -> Figure:
+               panels: Sequence[str] | None = None) -> Figure:
+    panels = tuple(panels or default_panels(points))
     n = len(panels)
     cols = 2 if n > 1 else 1
     rows = (n + 1) // 2 if n > 1 else 1
@@ -137,14 +185,16 @@ def gap_figure(points: "Sequence[GapPoint]", *, peak_ops: float, batch: int, tit
     axes = fig.subplots(rows, cols, squeeze=False).ravel()
     st = Styles(points)
     unranked = len({p.model for p in points if p.accuracy is None})  # untrained networks
-    points = [p for p in points if p.accuracy is not None]
-    draw = {"a": lambda ax: _panel_a(ax, points, st, peak_ops, batch),
-            "b": lambda ax: _panel_b(ax, points, st),
-            "c": lambda ax: _panel_c(ax, points, st),
-            "d": lambda ax: _panel_d(ax, points, st)}
+    ranked = [p for p in points if p.accuracy is not None]
+    draw = {"a": lambda ax: _panel_a(ax, ranked, st, peak_ops, batch),
+            "b": lambda ax: _panel_b(ax, ranked, st),
+            "c": lambda ax: _panel_c(ax, ranked, st),
+            "d": lambda ax: _panel_d(ax, ranked, st),
+            "e": lambda ax: _panel_e(ax, points, st)}
     for ax, panel in zip(axes, panels):
         draw[panel](ax)
-        ax.set_ylabel("ImageNet top-1 (%)")
+        if panel in ACCURACY_PANELS:
+            ax.set_ylabel("ImageNet top-1 (%)")
         ax.grid(linewidth=0.3, alpha=0.5)
     for ax in axes[n:]:
         ax.set_visible(False)
