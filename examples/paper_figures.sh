@@ -29,7 +29,7 @@ for backend in eager inductor; do
   fi
 done
 # ConvFirstNets end to end (untrained, so latency against GMACs: panel e), every backend of one run
-perfmodel gap examples/measurements/convfirstnet_e2e/*.json -H h200-sxm -o "$out/gap_h200_convfirstnet.png"
+perfmodel gap "$here"/measurements/convfirstnet_e2e/*.json -H h200-sxm -o "$out/gap_h200_convfirstnet.png"
 # Predicted against measured, per module (eager, with Nsight Compute bytes)
 for m in resnet50 convnext_tiny efficientnet_b0; do
   f="$here/measurements/h200_${m}_eager_kernels.json"
