@@ -367,9 +367,7 @@ def bench(model, backend, compile_mode, freezing, compile_rest, per_kernel, trac
     CUDA-event timing: median, p20 and p80 of --repeats forward passes after --warmup.
     Needs CUDA; compare and gap read the file anywhere."""
     from perfmodel.bench import bench as run_bench
-    from perfmodel.harness import require_cuda
 
-    require_cuda()
     spec = perfmodel.load_spec(model).with_overrides(batch=batch, dtype=dtype)
     path = run_bench(spec, backend=backend, compile_mode=compile_mode, freezing=freezing,
                      compile_rest=compile_rest,
