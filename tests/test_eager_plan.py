@@ -1,0 +1,35 @@
+"""The eager plan: the op plan plus the kernels eager PyTorch really launches (named rules)."""
+import torch
+
+import perfmodel
+
+
+def _kernels(module, plan, shape=(3, 32, 32), batch=4):
+    return perfmodel.analyze(module, shape, batch=batch, plan=plan, hardware="h200-sxm").kernels
+
+
+def test_conv_bias_split_adds_a_bias_kernel_that_reads_and_writes_the_output():
+    conv = torch.nn.Conv2d(3, 16, 3, padding=1, bias=True)
+    [op] = _kernels(conv, "op")
+    conv_k, add_k = _kernels(conv, "eager")
+    x, out, w, b = 2 * 4 * 3 * 32 * 32, 2 * 4 * 16 * 32 * 32, 2 * 16 * 3 * 3 * 3, 2 * 16
+    assert op.dram_bytes == x + w + b + out
+    assert (conv_k.dram_bytes, conv_k.kernel.weight_bytes) == (x + w + out, w)
+    assert add_k.dram_bytes == out + b + out and add_k.kernel.ops == ("bias add (conv-bias-split)",)
+    # the arithmetic stays with the convolution: 2 ops per MAC and the 16 bias adds (eq. 22)
+    assert conv_k.kernel.flops == 2 * 4 * 32 * 32 * 16 * 27 + 16 and add_k.kernel.flops == 0
+
+
+def test_a_convolution_without_bias_and_other_ops_are_as_in_the_op_plan():
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, bias=False), torch.nn.ReLU(),
+                              torch.nn.Flatten(), torch.nn.Linear(8 * 30 * 30, 10))
+    op, eager = _kernels(net, "op"), _kernels(net, "eager")
+    assert [k.dram_bytes for k in op] == [k.dram_bytes for k in eager]
+
+
+def test_eager_plan_conserves_the_work_of_a_model():
+    op = perfmodel.analyze_spec("convnext_tiny", plan="op", batch=2)
+    eager = perfmodel.analyze_spec("convnext_tiny", plan="eager", batch=2)
+    assert (eager.macs, eager.totals.flops) == (op.macs, op.totals.flops)
+    # ConvNeXt-T: the 4x4 stem, 18 depthwise 7x7 and 3 downsampling convolutions have biases
+    assert len(eager.kernels) - len(op.kernels) == 1 + 18 + 3
