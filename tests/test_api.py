@@ -11,7 +11,7 @@ import perfmodel
 from perfmodel.errors import InputError
 from perfmodel.resources import builtin_dir
 
-DATA = Path(__file__).parent / "data"
+from helpers import DATA
 
 
 def test_analyze_module_with_shape_and_with_tensor():

@@ -7,7 +7,7 @@ import perfmodel
 from perfmodel.bench import _spec_reference
 from perfmodel.harness import latency_stats, percentile
 
-from test_cli import DATA
+from helpers import DATA
 
 
 def test_percentile_interpolates():

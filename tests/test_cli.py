@@ -1,36 +1,12 @@
 """The command line: happy paths through CliRunner, bad input as one line and exit code 2."""
 import json
-import textwrap
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 import cli
 
-DATA = Path(__file__).parent / "data"
-
-
-def run_main(args, capsys):
-    """Run the real entry point (error handling included) and return code, stdout, stderr."""
-    with pytest.raises(SystemExit) as exc:
-        cli.main(args)
-    captured = capsys.readouterr()
-    return exc.value.code, captured.out, captured.err
-
-
-def write_spec(tmp_path, text, name="spec.yaml"):
-    path = tmp_path / name
-    path.write_text(text)
-    return str(path)
-
-
-TINY = textwrap.dedent(f"""\
-    name: Tiny
-    model: {DATA / 'tiny_net.py'}:build
-    input: [3, 32, 32]
-    batch: 4
-""")
+from helpers import DATA, TINY, run_main, write_spec
 
 
 def test_waterline_writes_plot_and_summary(tmp_path):

@@ -1,31 +1,10 @@
 """Options that take numbers reject nonsense, and messages name the real source of a value."""
-import textwrap
-from pathlib import Path
-
 import pytest
 
 import cli
 
-DATA = Path(__file__).parent / "data"
-TINY = textwrap.dedent(f"""\
-    name: Tiny
-    model: {DATA / 'tiny_net.py'}:build
-    input: [3, 32, 32]
-    batch: 4
-""")
-
-
-def run_main(args, capsys):
-    with pytest.raises(SystemExit) as exc:
-        cli.main(args)
-    captured = capsys.readouterr()
-    return exc.value.code, captured.out, captured.err
-
-
-def spec_file(tmp_path, text=TINY):
-    path = tmp_path / "spec.yaml"
-    path.write_text(text)
-    return str(path)
+from helpers import DATA, TINY, run_main
+from helpers import write_spec as spec_file
 
 
 @pytest.mark.parametrize("command", ["layers", "waterline"])

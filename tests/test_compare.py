@@ -7,7 +7,7 @@ import perfmodel
 from perfmodel.compare import compare
 from perfmodel.measure import load_measurement, write_measurement
 
-from test_cli import DATA
+from helpers import DATA
 
 
 @pytest.fixture

@@ -40,7 +40,7 @@ def test_cache_control_is_read_from_the_ncu_note():
 
 
 def test_fidelity_command_on_the_committed_files(capsys):
-    from test_cli import run_main
+    from helpers import run_main
 
     files = sorted(str(p) for p in MEASUREMENTS.glob("h200_*_eager_kernels.json"))
     code, out, _ = run_main(["fidelity", *files], capsys)
@@ -51,7 +51,7 @@ def test_fidelity_command_on_the_committed_files(capsys):
 
 
 def test_fidelity_needs_nsight_compute_rows(capsys):
-    from test_cli import run_main
+    from helpers import run_main
 
     file = str(MEASUREMENTS / "h200_resnet50_inductor.json")
     code, _, err = run_main(["fidelity", file], capsys)

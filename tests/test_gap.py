@@ -6,25 +6,11 @@ from click.testing import CliRunner
 
 import cli
 from perfmodel.errors import InputError
-from perfmodel.measure import load_measurement, write_measurement
+from perfmodel.measure import load_measurement
 
-from test_cli import DATA
+from helpers import DATA, make_case
 
 R = 989.4e12  # h200-sxm float16 peak
-
-
-def make_case(tmp_path, width, accuracy, latency_ms, batch=32, gpu="NVIDIA H200"):
-    spec = tmp_path / f"tiny{width}.yaml"
-    spec.write_text(f"name: Tiny-W{width}\nmodel: {DATA / 'tiny_net.py'}:build\n"
-                    f"kwargs: {{width: {width}}}\ninput: [3, 128, 128]\nbatch: {batch}\n"
-                    f"accuracy: {accuracy}\n")
-    return write_measurement(
-        tmp_path / f"tiny{width}.json", command="made by the test", environment={"gpu": gpu},
-        workload={"spec": str(spec), "model": f"Tiny-W{width}", "batch": batch,
-                  "dtype": "float16", "backend": "eager"},
-        method={"repeats": 20, "statistic": "median"},
-        results={"latency_ms": {"median": latency_ms, "p20": latency_ms * 0.99,
-                                "p80": latency_ms * 1.01}})
 
 
 def tiny_flops(width, batch=32):

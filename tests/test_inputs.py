@@ -1,13 +1,13 @@
 """Model inputs take the same forms, and are checked the same way, in a spec and in the API:
 a shape, {shape, dtype} for token ids, or a list of either."""
-from pathlib import Path
 
 import pytest
 
 import perfmodel
 from perfmodel.errors import InputError
 
-DATA = Path(__file__).parent / "data"
+from helpers import DATA
+
 LM_MACS = 2 * 16 * (64 * 256 + 256 * 64 + 64 * 1000)  # batch 2 x 16 tokens through TinyLM
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from perfmodel.kernel_trace import UNATTRIBUTED, attribute_kernels, kernel_summary, read_trace
 
-DATA = Path(__file__).parent / "data"
+from helpers import DATA
 
 
 def _range(path, start, end, tid=1):

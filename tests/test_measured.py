@@ -6,8 +6,7 @@ from perfmodel.errors import InputError
 from perfmodel.measure import load_measurement, write_measurement
 from perfmodel.measured import MeasurementWarning, check_measurements, hardware_of
 
-from test_cli import DATA, run_main
-from test_gap import make_case
+from helpers import DATA, make_case, run_main
 
 
 def _t_min_ms(path, plan, hardware="h200-sxm"):

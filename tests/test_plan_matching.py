@@ -1,38 +1,16 @@
 """Block patterns and custom groups say what they matched: a pattern or glob that matches no
 module fails (exit 2), and the default block classes cover torchvision's, timm's and the zoo's
 residual blocks."""
-import textwrap
-from pathlib import Path
-
 import pytest
 from torch import nn
 
-import cli
 import perfmodel
 from perfmodel.api import reanalyze
 from perfmodel.build import meta_init
 from perfmodel.errors import InputError
 
-DATA = Path(__file__).parent / "data"
-TINY = textwrap.dedent(f"""\
-    name: Tiny
-    model: {DATA / 'tiny_net.py'}:build
-    input: [3, 32, 32]
-    batch: 4
-""")
-
-
-def run_main(args, capsys):
-    with pytest.raises(SystemExit) as exc:
-        cli.main(args)
-    captured = capsys.readouterr()
-    return exc.value.code, captured.out, captured.err
-
-
-def spec_file(tmp_path, text):
-    path = tmp_path / "spec.yaml"
-    path.write_text(text)
-    return str(path)
+from helpers import DATA, TINY, run_main
+from helpers import write_spec as spec_file
 
 
 def test_block_plan_without_any_default_block_says_it_is_the_layer_plan(tmp_path, capsys):

@@ -16,7 +16,7 @@ from perfmodel.plots.roofline import amdahl_figure, roofline_figure
 from perfmodel.plots.sweep import sweep_figure
 from perfmodel.plots.waterline import waterline_figure
 
-from test_cli import TINY, write_spec
+from helpers import TINY, write_spec
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 

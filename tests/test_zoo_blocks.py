@@ -6,18 +6,7 @@ from torch import nn
 
 from perfmodel.zoo import FFN, BlurPool, ConvBN, ConvFirstBlock, fold_batchnorm
 
-
-def randomize_batchnorm(model: nn.Module, seed: int = 0) -> nn.Module:
-    """Give every BatchNorm non-trivial running statistics and affine parameters."""
-    g = torch.Generator().manual_seed(seed)
-    for m in model.modules():
-        if isinstance(m, nn.BatchNorm2d):
-            n = m.num_features
-            m.running_mean.copy_(torch.randn(n, generator=g) * 0.5)
-            m.running_var.copy_(torch.rand(n, generator=g) * 2 + 0.1)
-            m.weight.data.copy_(torch.randn(n, generator=g))
-            m.bias.data.copy_(torch.randn(n, generator=g) * 0.3)
-    return model.eval()
+from helpers import randomize_batchnorm
 
 
 def assert_folded_matches(model: nn.Module, x: torch.Tensor) -> nn.Module:

@@ -7,7 +7,7 @@ from perfmodel.zoo.blocks import ConvFirstBlock, fold_batchnorm
 from perfmodel.zoo.convfirstnet import MODELS
 from perfmodel.zoo.mbconv import FusedMBConv, MBConv
 
-from test_zoo_blocks import randomize_batchnorm
+from helpers import randomize_batchnorm
 
 
 @pytest.mark.parametrize("block", [MBConv(16, 4, 3), MBConv(16, 6, 5), FusedMBConv(16, 4)],

@@ -1,0 +1,67 @@
+"""Helpers that several test files share (imported as `from helpers import ...`; tests/ is
+on the path through conftest.py). Test files import this module, never each other."""
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+DATA = Path(__file__).parent / "data"
+EXAMPLES = Path(__file__).parent.parent / "examples"
+
+TINY = textwrap.dedent(f"""\
+    name: Tiny
+    model: {DATA / 'tiny_net.py'}:build
+    input: [3, 32, 32]
+    batch: 4
+""")
+
+
+def run_main(args, capsys):
+    """Run the real entry point (error handling included) and return code, stdout, stderr."""
+    import cli
+
+    with pytest.raises(SystemExit) as exc:
+        cli.main(args)
+    captured = capsys.readouterr()
+    return exc.value.code, captured.out, captured.err
+
+
+def write_spec(tmp_path, text=TINY, name="spec.yaml") -> str:
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+def make_case(tmp_path, width, accuracy, latency_ms, batch=32, gpu="NVIDIA H200"):
+    """A measurement file of the tiny net at `width`, with its spec beside it."""
+    from perfmodel.measure import write_measurement
+
+    spec = tmp_path / f"tiny{width}.yaml"
+    spec.write_text(f"name: Tiny-W{width}\nmodel: {DATA / 'tiny_net.py'}:build\n"
+                    f"kwargs: {{width: {width}}}\ninput: [3, 128, 128]\nbatch: {batch}\n"
+                    f"accuracy: {accuracy}\n")
+    return write_measurement(
+        tmp_path / f"tiny{width}.json", command="made by the test", environment={"gpu": gpu},
+        workload={"spec": str(spec), "model": f"Tiny-W{width}", "batch": batch,
+                  "dtype": "float16", "backend": "eager"},
+        method={"repeats": 20, "statistic": "median"},
+        results={"latency_ms": {"median": latency_ms, "p20": latency_ms * 0.99,
+                                "p80": latency_ms * 1.01}})
+
+
+def randomize_batchnorm(model, seed: int = 0):
+    """Give every BatchNorm non-trivial running statistics and affine parameters."""
+    import torch
+    from torch import nn
+
+    g = torch.Generator().manual_seed(seed)
+    for m in model.modules():
+        if isinstance(m, nn.BatchNorm2d):
+            n = m.num_features
+            m.running_mean.copy_(torch.randn(n, generator=g) * 0.5)
+            m.running_var.copy_(torch.rand(n, generator=g) * 2 + 0.1)
+            m.weight.data.copy_(torch.randn(n, generator=g))
+            m.bias.data.copy_(torch.randn(n, generator=g) * 0.3)
+    return model.eval()
