@@ -27,7 +27,6 @@ def from_config(model_type: str, model_class: str = "AutoModel", **config):
     if factory is None or not hasattr(factory, "from_config"):
         raise ValueError(f"transformers has no model class {model_class!r} with from_config "
                          "(e.g. AutoModel, AutoModelForImageClassification, BertModel)")
-    config.setdefault("attn_implementation", "sdpa")
-    attn = config.pop("attn_implementation")
+    attn = config.pop("attn_implementation", "sdpa")
     cfg = transformers.AutoConfig.for_model(model_type, **config)
     return factory.from_config(cfg, attn_implementation=attn)
