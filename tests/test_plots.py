@@ -355,3 +355,14 @@ def test_gap_says_how_many_models_have_no_accuracy():
     fig = gap_figure(points, peak_ops=989e12, batch=128, title="gap")
     assert [a.get_title()[:3] for a in fig.axes if a.get_visible()] == [
         "(a)", "(b)", "(c)", "(d)", "(e)"]
+
+
+def test_an_unwritable_figure_path_is_bad_input_before_any_analysis(tmp_path, capsys):
+    from helpers import run_main
+
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a folder")
+    target = blocker / "w.png"
+    code, out, err = run_main(["waterline", "resnet50", "-o", str(target)], capsys)
+    assert code == 2 and out == ""  # refused before the model is analysed
+    assert err.startswith(f"error: {target}: field '--output': cannot create the folder")

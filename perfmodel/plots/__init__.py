@@ -4,6 +4,8 @@ No analysis happens here, and every ceiling comes from the hardware in the resul
 """
 from __future__ import annotations
 
+import os
+
 from pathlib import Path
 
 import matplotlib
@@ -91,17 +93,30 @@ def ellipsize(path: str, limit: int) -> str:
 
 
 def check_output(path: str | Path) -> Path:
-    """Validate a figure path's suffix before any work is done."""
+    """Validate a figure path before any work is done: its suffix, and that its folder
+    exists (or can be made) and can be written to."""
     path = Path(path)
     if path.suffix.lower() not in FORMATS:
         raise InputError(f"unsupported figure format '{path.suffix or path.name}' "
                          f"(use {', '.join(FORMATS)})", field="--output")
+    folder = path.parent
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"cannot create the folder {folder}: {exc.strerror}", file=str(path),
+                         field="--output") from exc
+    if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise InputError("cannot write here (permission denied)", file=str(path),
+                         field="--output")
     return path
 
 
 def save(fig: Figure, path: str | Path) -> Path:
     """Write `fig` as PNG, SVG or PDF by the file's suffix."""
     path = check_output(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=200, bbox_inches="tight")
+    try:
+        fig.savefig(path, dpi=200, bbox_inches="tight")
+    except OSError as exc:
+        raise InputError(f"cannot write the figure: {exc.strerror or exc}", file=str(path),
+                         field="--output") from exc
     return path
