@@ -87,3 +87,26 @@ def test_compare_without_per_kernel_rows_says_so(tmp_path, capsys):
     assert code == 0 and out.stat().st_size > 10_000
     assert "no per-kernel rows in this file" in stdout
     assert "module" not in stdout.splitlines()[0]
+
+
+@pytest.mark.parametrize("kernels, field, reason", [
+    ([{"name": "k", "module": "m"}], "results.kernels[0].duration_ms", "missing (required)"),
+    ("k1,k2", "results.kernels", "expected a list of kernel rows, got str"),
+    ([{"name": "k", "duration_ms": "fast"}], "results.kernels[0].duration_ms", "expected a number"),
+])
+def test_malformed_kernel_rows_are_one_line_naming_the_field(tmp_path, capsys, kernels, field, reason):
+    import json
+
+    path = make_case(tmp_path, 16, 50.0, 1.0)
+    data = json.loads(path.read_text())
+    data["results"]["kernels"] = kernels
+    path.write_text(json.dumps(data))
+    code, _, err = run_main(["compare", load_measurement_spec(path), str(path)], capsys)
+    assert code == 2 and err.count("\n") == 1
+    assert f"{path}: field '{field}': {reason}" in err
+
+
+def load_measurement_spec(path):
+    import json
+
+    return json.loads(path.read_text())["workload"]["spec"]
