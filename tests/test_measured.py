@@ -110,3 +110,24 @@ def load_measurement_spec(path):
     import json
 
     return json.loads(path.read_text())["workload"]["spec"]
+
+
+def test_a_bad_dtype_in_a_file_is_blamed_on_the_file(tmp_path, capsys):
+    import json
+
+    path = make_case(tmp_path, 16, 50.0, 1.0)
+    data = json.loads(path.read_text())
+    data["workload"]["dtype"] = "float12"
+    path.write_text(json.dumps(data))
+    code, _, err = run_main(["gap", str(path), "-o", str(tmp_path / "g.png")], capsys)
+    assert code == 2 and f"{path}: field 'workload.dtype': unknown dtype 'float12'" in err
+    assert "--dtype" not in err
+
+
+@pytest.mark.parametrize("command", ["kernels", "gap", "compare"])
+def test_corrupt_json_says_so(tmp_path, capsys, command):
+    path = tmp_path / "broken.json"
+    path.write_text('{"schema": "perfmodel.measurement/1", ')
+    args = [command, str(path)] if command != "compare" else ["compare", "resnet50", str(path)]
+    code, _, err = run_main(args + ["-o", str(tmp_path / "x.png")], capsys)
+    assert code == 2 and f"{path}: not valid JSON" in err
