@@ -65,7 +65,8 @@ def _spec_options(fn):
         click.option("--batch", "-b", type=int, help="Batch size. Overrides the spec."),
         _dtype_option(note=" Overrides the spec."),
         click.option("--plan", "-p", help="Execution plan: op, eager (op plus the kernels "
-                     "eager PyTorch really launches), layer, block, or "
+                     "eager PyTorch really launches), layer, inductor (layer as torch.compile "
+                     "splits it), block, or "
                      "block:PATTERN[,PATTERN] with module class names or path globs."),
         click.option("--strict", is_flag=True, help="Fail if any op has no cost formula."),
         click.option("--l2-carry", is_flag=True, help="Refine the byte model: a read of a "

@@ -84,7 +84,7 @@ def make_kernels(graph: Graph, spec: PlanSpec | str = "layer") -> list[Kernel]:
     """Group the graph's ops into kernels under `spec` and count each kernel's traffic."""
     if isinstance(spec, str):
         spec = PlanSpec.parse(spec)
-    fuse = spec.kind not in ("op", "eager")
+    fuse = spec.kind not in ("op", "eager")  # layer, inductor and block fuse
     costs = [node_cost(n) for n in graph.nodes]
     kernel_of: dict[int, int] = {}  # node index -> kernel index
     names: list[str] = []  # per kernel
@@ -116,6 +116,8 @@ def make_kernels(graph: Graph, spec: PlanSpec | str = "layer") -> list[Kernel]:
         kernel_of[node.index] = target
         members[target].append(node.index)
     _check_matched(graph, spec)
+    if spec.kind == "inductor":
+        names, members = conv_epilogue_split(graph, names, members)
     kernels = [_kernel(graph, name, nodes, affine, constant, costs)
                for name, nodes in zip(names, members)]
     if spec.kind == "eager":
@@ -123,7 +125,25 @@ def make_kernels(graph: Graph, spec: PlanSpec | str = "layer") -> list[Kernel]:
     return kernels
 
 
-# ---- eager: the kernels eager PyTorch really launches, each a named rule found by measurement
+# ---- named rules: the kernels a runtime really launches, each found by measurement
+
+def conv_epilogue_split(graph: Graph, names: list[str], members: list[list[int]]):
+    """Rule `conv-epilogue-split` (the inductor plan): torch.compile runs convolutions as
+    library kernels and the element-wise ops the layer plan fuses into them (bias, batchnorm,
+    activation, residual add) as a separate Triton kernel, so each such convolution's output
+    is written, read and written again. Nsight Compute on torch.compile'd ResNet-50 and
+    EfficientNet-B0 (H200, batch 128) counted 106 and 167 kernels."""
+    out_names, out_members = [], []
+    for name, nodes in zip(names, members):
+        first = graph.nodes[nodes[0]]
+        if first.name == "convolution" and len(nodes) > 1:
+            out_names += [first.module_path, name]
+            out_members += [nodes[:1], nodes[1:]]
+        else:
+            out_names.append(name)
+            out_members.append(nodes)
+    return out_names, out_members
+
 
 def conv_bias_split(graph: Graph, kernel: Kernel) -> tuple[Kernel, ...]:
     """Rule `conv-bias-split`: eager PyTorch runs a convolution with a bias as cuDNN's

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from .errors import InputError
 
-PLAN_KINDS = ("op", "eager", "layer", "block")
+PLAN_KINDS = ("op", "eager", "layer", "inductor", "block")
 # Residual-block classes of torchvision, timm, transformers and perfmodel's zoo: the default
 # `block` patterns.
 TORCHVISION_BLOCKS = ("BasicBlock", "Bottleneck", "CNBlock", "MBConv", "FusedMBConv",
@@ -49,7 +49,7 @@ class PlanSpec:
         kind, _, patterns = str(text).partition(":")
         kind = kind.strip()
         if kind not in PLAN_KINDS:
-            raise InputError(f"unknown plan '{text}' (choose from op, eager, layer, block, "
+            raise InputError(f"unknown plan '{text}' (choose from op, eager, layer, inductor, block, "
                              "or block:PATTERN[,PATTERN...])", file=file, field=field)
         blocks = tuple(p.strip() for p in patterns.split(",") if p.strip())
         if blocks and kind != "block":

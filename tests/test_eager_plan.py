@@ -33,3 +33,27 @@ def test_eager_plan_conserves_the_work_of_a_model():
     assert (eager.macs, eager.totals.flops) == (op.macs, op.totals.flops)
     # ConvNeXt-T: the 4x4 stem, 18 depthwise 7x7 and 3 downsampling convolutions have biases
     assert len(eager.kernels) - len(op.kernels) == 1 + 18 + 3
+
+
+def test_inductor_plan_splits_each_convolution_from_its_epilogue():
+    """conv + batchnorm + ReLU: one kernel in the layer plan; under the inductor plan the
+    library convolution writes its output and a separate epilogue kernel reads it, applies
+    the folded batchnorm's bias and the ReLU, and writes it again."""
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 16, 3, padding=1, bias=False),
+                              torch.nn.BatchNorm2d(16), torch.nn.ReLU()).eval()
+    [layer] = _kernels(net, "layer")
+    conv, epilogue = _kernels(net, "inductor")
+    x, out, w, b = 2 * 4 * 3 * 32 * 32, 2 * 4 * 16 * 32 * 32, 2 * 16 * 27, 2 * 16
+    assert layer.dram_bytes == x + w + b + out
+    assert conv.dram_bytes == x + w + out and conv.kernel.ops == ("convolution",)
+    assert epilogue.dram_bytes == out + b + out
+    assert conv.kernel.flops + epilogue.kernel.flops == layer.kernel.flops == 2 * 4 * 1024 * 16 * 27 + 16
+
+
+def test_inductor_plan_on_resnet50_splits_every_convolution():
+    """ResNet-50's 53 convolutions each carry a fused epilogue in the layer plan (56 kernels:
+    the convolutions, max pool, average pool, fc): 53 more kernels."""
+    layer = perfmodel.analyze_spec("resnet50", plan="layer", batch=2)
+    inductor = perfmodel.analyze_spec("resnet50", plan="inductor", batch=2)
+    assert (len(layer.kernels), len(inductor.kernels)) == (56, 56 + 53)
+    assert inductor.macs == layer.macs and inductor.totals.t_min_s > layer.totals.t_min_s
