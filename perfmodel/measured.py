@@ -11,8 +11,10 @@ Checks (DESIGN.md section 9):
 """
 from __future__ import annotations
 
+import functools
 import warnings
 from dataclasses import dataclass
+from pathlib import Path
 
 from .api import Result, analyze_spec, reanalyze
 from .errors import InputError
@@ -44,9 +46,13 @@ def hardware_of(m: Measurement, chosen: Hardware) -> Hardware | None:
         return None
     if chosen.device_name == m.gpu:
         return chosen
-    configs = [load_hardware(name) for name in list_hardware()]
-    matches = [hw for hw in configs if hw.device_name == m.gpu]
+    matches = [hw for hw in _builtin_hardware() if hw.device_name == m.gpu]
     return max(matches, key=lambda hw: (hw.peak_ops(m.dtype), hw.dram_gbps), default=None)
+
+
+@functools.lru_cache(maxsize=1)
+def _builtin_hardware() -> tuple[Hardware, ...]:
+    return tuple(load_hardware(name) for name in list_hardware())
 
 
 def _spec_of(m: Measurement, model: ModelSpec | str | None) -> ModelSpec:
@@ -57,16 +63,11 @@ def _spec_of(m: Measurement, model: ModelSpec | str | None) -> ModelSpec:
             raise InputError(f"cannot load the spec it names: {exc}", file=m.where,
                              field="workload.spec") from exc
     spec = model if isinstance(model, ModelSpec) else load_spec(model)
-    if m.spec not in (spec.name, spec.path, _stem(spec)) and m.model != spec.name:
+    stem = Path(spec.path).stem if spec.path else None
+    if m.spec not in (spec.name, spec.path, stem) and m.model != spec.name:
         raise InputError(f"measures {m.model} (spec {m.spec}), not {spec.name}: compare it with "
                          f"`{m.spec}`", file=m.where, field="workload.spec")
     return spec
-
-
-def _stem(spec: ModelSpec) -> str | None:
-    from pathlib import Path
-
-    return Path(spec.path).stem if spec.path else None
 
 
 def check_bound(m: Measurement, bound: Result) -> None:
