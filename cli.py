@@ -323,7 +323,7 @@ def gap(files, hardware, plan, panel, output):
     hw = perfmodel.load_hardware(hardware)
     measurements = [load_measurement(f) for f in files]
     checked = check_measurements(measurements, hw, plan, spec_plan=True)
-    points = [gap_point(c.measurement, c.spec, c.result) for c in checked]
+    points = [gap_point(c.measurement, c.spec, c.result, c.runtime) for c in checked]
     click.echo("\n".join(gap_lines(points)))
     fig = gap_figure(points, peak_ops=hw.peak_ops(measurements[0].dtype),
                      batch=measurements[0].batch, title=gap_title(hw, measurements),

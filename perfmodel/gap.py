@@ -22,6 +22,19 @@ class GapPoint(EfficiencyGap):
     accuracy: float | None = None  # top-1 %; None for an untrained model
     gmacs_per_image: float = 0.0
     setting: str = ""  # the backend with its speed settings (Measurement.setting)
+    t_runtime_ms: float | None = None  # T_min of the plan modelling the runtime's kernels
+
+    @property
+    def c_boundaries(self) -> float | None:
+        """T_min / T_runtime: what the runtime's kernel boundaries (the eager or inductor
+        plan's extra kernels and bytes) cost against the chosen plan."""
+        return self.t_min_ms / self.t_runtime_ms if self.t_runtime_ms else None
+
+    @property
+    def c_kernels(self) -> float | None:
+        """T_runtime / t_actual: what the runtime's kernels lose against their own bound.
+        C_impl = C_boundaries x C_kernels."""
+        return self.t_runtime_ms / self.t_actual_ms if self.t_runtime_ms else None
 
 
 def family_of(name: str) -> str:
@@ -53,14 +66,17 @@ def accuracy_of(spec: ModelSpec, required: bool = True) -> float | None:
                      field="accuracy")
 
 
-def gap_point(measurement: Measurement, spec: ModelSpec, result: Result) -> GapPoint:
+def gap_point(measurement: Measurement, spec: ModelSpec, result: Result,
+              runtime: Result | None = None) -> GapPoint:
     """One measured model on the efficiency-gap plot, against `result`'s T_min (an untrained
-    model, without accuracy, goes on the latency-vs-complexity panel only)."""
+    model, without accuracy, goes on the latency-vs-complexity panel only); `runtime`, the
+    analysis under the plan that models the runtime's kernels, splits C_impl."""
     t = result.totals
     return GapPoint(t.t_ideal_s * 1e3, t.t_min_s * 1e3, measurement.latency_ms, model=spec.name,
                     family=family_of(spec.name), backend=measurement.backend,
                     accuracy=accuracy_of(spec, required=False),
-                    gmacs_per_image=result.gmacs_per_image, setting=measurement.setting)
+                    gmacs_per_image=result.gmacs_per_image, setting=measurement.setting,
+                    t_runtime_ms=runtime.totals.t_min_s * 1e3 if runtime else None)
 
 
 def gap_title(hardware: Hardware, measurements: list[Measurement]) -> str:

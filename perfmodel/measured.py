@@ -23,6 +23,9 @@ from .measure import Measurement
 from .spec import ModelSpec, load_spec
 
 BOUND_PLANS = {"eager": "op", "inductor": "layer", "cuda_kernels": "block"}
+# The plans that model what a runtime launches (named rules found by measurement); their
+# T_min against the chosen plan's is the cost of the runtime's kernel boundaries.
+RUNTIME_PLANS = {"eager": "eager", "inductor": "inductor"}
 
 
 class MeasurementWarning(UserWarning):
@@ -37,6 +40,7 @@ class Checked:
     spec: ModelSpec
     result: Result  # on the chosen hardware, under the chosen plan
     bound: Result  # the backend's plan on the file's own hardware: bound.t_min <= measured
+    runtime: Result | None = None  # the runtime's plan (RUNTIME_PLANS) on the chosen hardware
 
 
 def hardware_of(m: Measurement, chosen: Hardware) -> Hardware | None:
@@ -110,5 +114,7 @@ def check_measurements(measurements: list[Measurement], hardware: Hardware | str
         bound = reanalyze(base, plan=BOUND_PLANS[m.backend], hardware=own or hw)
         check_bound(m, bound)
         result = reanalyze(base, plan=plan or (spec.plan if spec_plan else BOUND_PLANS[m.backend]))
-        checked.append(Checked(m, spec, result, bound))
+        runtime = RUNTIME_PLANS.get(m.backend)
+        checked.append(Checked(m, spec, result, bound,
+                               reanalyze(base, plan=runtime) if runtime else None))
     return checked

@@ -82,3 +82,29 @@ def test_untrained_models_go_on_the_latency_panel(tmp_path):
     [ax] = [a for a in fig.axes if a.get_visible()]
     assert ax.get_title().startswith("(e) latency vs complexity; untrained: Tiny-W16")
     assert ax.get_yscale() == "log" and ax.get_xscale() == "log"
+
+
+def test_the_runtime_plan_splits_c_impl():
+    from perfmodel.gap import GapPoint
+
+    p = GapPoint(1.0, 2.0, 8.0, t_runtime_ms=4.0)  # ideal, T_min, measured; runtime T_min
+    assert (p.c, p.c_max, p.c_impl) == (1 / 8, 1 / 2, 2 / 8)
+    assert (p.c_boundaries, p.c_kernels) == (2 / 4, 4 / 8)
+    assert p.c_boundaries * p.c_kernels == p.c_impl
+    assert GapPoint(1.0, 2.0, 8.0).c_boundaries is None
+
+
+def test_gap_table_splits_c_impl_for_inductor_files(tmp_path, capsys):
+    from pathlib import Path
+
+    from helpers import run_main
+
+    file = Path(__file__).parent.parent / "examples" / "measurements" / "h200_resnet50_inductor.json"
+    code, out, _ = run_main(["gap", str(file), "--panel", "a", "-o", str(tmp_path / "g.png")],
+                            capsys)
+    header, row = out.splitlines()[:2]
+    assert code == 0 and header.split()[-2:] == ["C_bound", "C_kern"]
+    # C_impl = C_bound x C_kern, as printed (three significant digits each)
+    c_impl, c_bound, c_kern = (float(v) for v in row.replace("%", "").split()[-3:])
+    assert c_impl == pytest.approx(c_bound * c_kern / 100, rel=2e-3)
+    assert c_bound < 100  # the compiler's split epilogues cost ResNet-50 time
