@@ -29,6 +29,7 @@ def test_the_files_are_there():
     assert [p.name for p in WHOLE if p.parent.name == "convfirstnet"] == [
         "h200_convfirstnet_s_cuda_kernels.json", "h200_convfirstnet_s_eager.json"]
     assert [p.name for p in WHOLE if p.parent.name == "per_kernel"] == [
+        "h200_convfirstnet_s_cuda_kernels_compiled_graphs_kernels.json",
         "h200_convfirstnet_s_cuda_kernels_kernels.json", "h200_convfirstnet_s_eager_kernels.json",
         "h200_convfirstnet_s_inductor_kernels.json", "h200_resnet50_eager_kernels.json"]
     assert len([p for p in WHOLE if p.parent.name == "convfirstnet_e2e"]) == 12
