@@ -449,14 +449,21 @@ def machine(program, params, hardware, dtype, output):
 
 @cli.command("kernels")
 @click.argument("results", type=click.Path(dir_okay=False), metavar="BENCH.json")
+@click.option("--network", "networks", multiple=True, type=click.Path(dir_okay=False),
+              metavar="MEASUREMENT.json", help="Also a whole network measured end to end "
+              "(perfmodel bench; repeatable): a row per model with each backend's fastest "
+              "setting beside the network's block- and layer-plan T_min.")
 @click.option("--hardware", "-H", default="h200-sxm", show_default=True,
               help="Hardware for the predicted bounds.")
 @click.option("--output", "-o", type=click.Path(dir_okay=False), default="kernels.png",
               show_default=True, help="Plot file (.png, .svg or .pdf).")
-def kernels_cmd(results, hardware, output):
+def kernels_cmd(results, networks, hardware, output):
     """Block-fusion kernel benchmarks (cuda_kernels/bench.py) beside the block-plan and
     layer-plan T_min of the same zoo block at the same shape."""
-    from perfmodel.kernel_results import load_kernel_results
+    from perfmodel.api import reanalyze
+    from perfmodel.kernel_results import load_kernel_results, network_cases
+    from perfmodel.measure import load_measurement
+    from perfmodel.measured import check_measurements
     from perfmodel.plots import check_output, save
     from perfmodel.plots.kernels import kernels_figure
     from perfmodel.report import kernel_case_lines
@@ -464,6 +471,10 @@ def kernels_cmd(results, hardware, output):
     output = check_output(output)
     hw = perfmodel.load_hardware(hardware)
     cases = load_kernel_results(results, hw)
+    if networks:
+        checked = check_measurements([load_measurement(f) for f in networks], hw, "block")
+        cases += network_cases([(c.measurement, c.result, reanalyze(c.result, plan="layer"))
+                                for c in checked])
     click.echo("\n".join(kernel_case_lines(cases)))
     click.echo(f"wrote {save(kernels_figure(cases, hw.name), output)}")
 

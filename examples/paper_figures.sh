@@ -36,8 +36,12 @@ for m in resnet50 convnext_tiny efficientnet_b0; do
   [[ -f $f ]] && perfmodel compare "$m" "$f" -o "$out/compare_${m}_h200.png" > /dev/null
 done
 # The block-fusion CUDA kernels beside the block- and layer-plan bounds
-[[ -f $here/measurements/cuda_kernels_h200.json ]] && \
-  perfmodel kernels "$here/measurements/cuda_kernels_h200.json" -o "$out/kernels_h200.png" > /dev/null
+if [[ -f $here/measurements/cuda_kernels_h200.json ]]; then
+  networks=()  # ConvFirstNets end to end, fused and torch.compile measured in the same call
+  for f in "$here"/measurements/convfirstnet_e2e/run{2,3}/*.json; do networks+=(--network "$f"); done
+  perfmodel kernels "$here/measurements/cuda_kernels_h200.json" "${networks[@]}" \
+    -o "$out/kernels_h200.png" > /dev/null
+fi
 # Tensor-machine diagrams (paper Figures 5 and 7)
 for p in convfirst_layer convfirst_fused convfirst_split mbconv_two_pass; do
   perfmodel machine "$p" -o "$out/machine_$p.png" > /dev/null

@@ -8,12 +8,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .api import analyze
 from .errors import InputError
 from .hardware import Hardware
 from .measure import read_measurement_file
 from .zoo.blocks import FFN, ConvFirstBlock
+
+if TYPE_CHECKING:
+    from .api import Result
+    from .measure import Measurement
 
 BLOCKS = {"convfirst": (ConvFirstBlock, "block:ConvFirstBlock"), "ffn": (FFN, "block:FFN")}
 
@@ -34,6 +39,45 @@ class KernelCase:
 
     def fraction_of_bound(self, backend: str = "cuda_kernels") -> float:
         return self.block_t_min_us / self.median_us[backend]
+
+    @property
+    def label(self) -> str:
+        return f"{self.block} C={self.channels} a={self.expansion} {self.size}x{self.size}"
+
+
+@dataclass(frozen=True)
+class NetworkCase:
+    """A whole network measured end to end, as a row beside the block kernels: per backend
+    the best median of its settings, and the block- and layer-plan T_min of the network."""
+
+    name: str
+    batch: int
+    median_us: dict[str, float]  # backend -> best median over its settings
+    settings: dict[str, str]  # backend -> the setting that gave it
+    block_t_min_us: float
+    layer_t_min_us: float
+
+    def fraction_of_bound(self, backend: str = "cuda_kernels") -> float:
+        return self.block_t_min_us / self.median_us[backend]
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} (network)"
+
+
+def network_cases(measured: "list[tuple[Measurement, Result, Result]]") -> list[NetworkCase]:
+    """One row per model from (measurement, block-plan result, layer-plan result) triples:
+    each backend's fastest setting among the model's measurements."""
+    rows: dict[str, dict] = {}
+    for m, block, layer in measured:
+        row = rows.setdefault(block.model, {"batch": m.batch, "median": {}, "setting": {},
+                                            "block": block.totals.t_min_s * 1e6,
+                                            "layer": layer.totals.t_min_s * 1e6})
+        us = m.latency_ms * 1e3
+        if us < row["median"].get(m.backend, float("inf")):
+            row["median"][m.backend], row["setting"][m.backend] = us, m.setting
+    return [NetworkCase(name, r["batch"], r["median"], r["setting"], r["block"], r["layer"])
+            for name, r in rows.items()]
 
 
 def load_kernel_results(path: str | Path, hw: Hardware) -> list[KernelCase]:

@@ -271,14 +271,15 @@ def hardware_lines(hw: "Hardware") -> list[str]:
 
 
 def kernel_case_lines(cases: "list[KernelCase]") -> list[str]:
-    lines = [f"{'case':30s} {'block us':>9s} {'layer us':>9s} {'fused us':>9s} {'of bound':>8s} "
+    width = max([30] + [len(c.name) for c in cases])
+    lines = [f"{'case':{width}s} {'block us':>9s} {'layer us':>9s} {'fused us':>9s} {'of bound':>8s} "
              f"{'compile us':>10s} {'eager us':>9s} {'x compile':>9s}"]
     for c in cases:
         fused, compiled = c.median_us.get("cuda_kernels"), c.median_us.get("inductor")
-        lines.append(f"{c.name:30s} {sig(c.block_t_min_us):>9s} {sig(c.layer_t_min_us):>9s} "
+        lines.append(f"{c.name:{width}s} {sig(c.block_t_min_us):>9s} {sig(c.layer_t_min_us):>9s} "
                      f"{sig(fused):>9s} {pct(c.fraction_of_bound()):>8s} {sig(compiled):>10s} "
-                     f"{sig(c.median_us.get('eager', float('nan'))):>9s} "
-                     f"{sig(compiled / fused, 3):>9s}")
+                     f"{sig(c.median_us['eager']) if 'eager' in c.median_us else '-':>9s} "
+                     f"{sig(compiled / fused, 3) if compiled and fused else '-':>9s}")
     return lines
 
 

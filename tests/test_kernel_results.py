@@ -34,3 +34,41 @@ def test_kernels_command(tmp_path):
     result = CliRunner().invoke(cli.cli, ["kernels", str(BENCH), "-o", str(out)])
     assert result.exit_code == 0, result.output
     assert "convfirst_c64_a4_56x56_n128" in result.output and out.stat().st_size > 20_000
+
+
+def test_network_rows_take_each_backends_fastest_setting():
+    from types import SimpleNamespace
+
+    from perfmodel.kernel_results import network_cases
+
+    def m(backend, ms, setting):
+        return SimpleNamespace(backend=backend, latency_ms=ms, batch=128, setting=setting)
+
+    def r(t_min_s):
+        return SimpleNamespace(model="Net", totals=SimpleNamespace(t_min_s=t_min_s))
+
+    block, layer = r(0.3e-3), r(0.9e-3)
+    [row] = network_cases([(m("cuda_kernels", 3.0, "cuda_kernels"), block, layer),
+                           (m("cuda_kernels", 2.0, "cuda_kernels (compiled rest)"), block, layer),
+                           (m("inductor", 3.5, "inductor (freezing)"), block, layer)])
+    assert row.median_us == {"cuda_kernels": 2000.0, "inductor": 3500.0}
+    assert row.settings["cuda_kernels"] == "cuda_kernels (compiled rest)"
+    assert (row.block_t_min_us, row.layer_t_min_us) == (300.0, 900.0)
+    assert row.fraction_of_bound() == 300 / 2000 and row.label == "Net (network)"
+
+
+def test_kernels_command_draws_networks_beside_the_blocks(tmp_path, capsys):
+    from pathlib import Path
+
+    from helpers import run_main
+
+    m = Path(__file__).parent.parent / "examples" / "measurements"
+    runs = sorted(str(p) for p in (m / "convfirstnet_e2e" / "run3").glob("*.json"))
+    code, out, _ = run_main(["kernels", str(m / "cuda_kernels_h200.json"),
+                             *(a for f in runs for a in ("--network", f)),
+                             "-o", str(tmp_path / "k.png")], capsys)
+    assert code == 0
+    row = next(line for line in out.splitlines() if line.startswith("ConvFirstNet-S"))
+    # fused 2.194 ms (rest compiled, CUDA graphs) against torch.compile's best, 3.224 ms
+    cells = row.split()  # name, block, layer, fused, of bound (2 cells: "14.0 %"), compile, eager, x
+    assert (cells[3], cells[6], cells[-1]) == ("2194", "3224", "1.47")

@@ -1,4 +1,5 @@
-"""Measured block kernels beside the block- and layer-plan bounds, per shape.
+"""Measured block kernels beside the block- and layer-plan bounds, per shape, and whole
+networks measured end to end (each backend's fastest setting) beside theirs.
 
 A dot plot on a log time axis: bars on a log axis would start at an arbitrary floor, markers
 do not. Open markers are perfmodel's bounds, filled ones measurements."""
@@ -44,8 +45,7 @@ def kernels_figure(cases: "list[KernelCase]", hardware_name: str) -> Figure:
             ax.annotate(f"{100 * c.fraction_of_bound():.0f}%", xy=(1.0, row),
                         xycoords=("axes fraction", "data"), xytext=(4, 0),
                         textcoords="offset points", va="center", fontsize=7, color=PALETTE[2])
-    ax.set_yticks(y, [f"{c.block} C={c.channels} a={c.expansion} {c.size}x{c.size}"
-                      for c in cases], fontsize=8)
+    ax.set_yticks(y, [c.label for c in cases], fontsize=8)
     ax.set_ylim(len(cases) - 0.5, -0.5)
     ax.set_xscale("log")
     plain_log_ticks(ax, "x")
