@@ -105,8 +105,10 @@ def fused_model(model: torch.nn.Module, inputs: list[torch.Tensor]) -> tuple[tor
     fused = copy.deepcopy(folded)
     swap = cuda_kernels.replace_blocks(fused)
     if not any(swap.fused.values()):
+        why = "; ".join(f"{p}: {r}" for p, r in list(swap.fallback.items())[:3])
         raise InputError("the model has no ConvFirst or FFN block (perfmodel.zoo) that the "
-                         "block-fusion kernels support, so cuda_kernels would time plain eager")
+                         "block-fusion kernels support, so cuda_kernels would time plain eager"
+                         + (f" ({len(swap.fallback)} unsupported, e.g. {why})" if why else ""))
     if swap.fallback:
         warnings.warn(f"{len(swap.fallback)} block(s) run in PyTorch, their shape has no fused "
                       f"kernel: {', '.join(f'{p} ({why})' for p, why in swap.fallback.items())}",
