@@ -29,6 +29,8 @@ class ByteFidelity:
     large_within: int
     measured_bytes: int
     predicted_bytes: int
+    measured_kernels: int = 0  # Nsight Compute rows: kernels launched in one pass
+    predicted_kernels: int = 0  # the plan's kernels
 
     @property
     def share_within(self) -> float:
@@ -62,4 +64,5 @@ def byte_fidelity(cmp: Comparison, tolerance: float = TOLERANCE,
         modules=len(rows), within=sum(near), large=sum(big),
         large_within=sum(n and b for n, b in zip(near, big)),
         measured_bytes=sum(m.measured_dram_bytes for m in rows),
-        predicted_bytes=sum(m.dram_bytes for m in rows))
+        predicted_bytes=sum(m.dram_bytes for m in rows),
+        measured_kernels=len(cmp.measurement.ncu), predicted_kernels=len(cmp.result.kernels))

@@ -11,10 +11,10 @@ MEASUREMENTS = Path(__file__).parent.parent / "examples" / "measurements"
 
 
 def _comparison(rows):
-    result = SimpleNamespace(model="M", plan="op",
+    result = SimpleNamespace(model="M", plan="op", kernels=[None] * 6,
                              summary=lambda: {"byte_model": "compulsory loads, eq. 23"})
     measurement = SimpleNamespace(method={"ncu": "ncu --clock-control none --cache-control all, "
-                                                 "one pass"})
+                                                 "one pass"}, ncu=[None] * 9)
     modules = [ModuleComparison(f"m{i}", 1.0, 1.0, 0, predicted, False, measured)
                for i, (predicted, measured) in enumerate(rows)]
     return Comparison(result, measurement, modules, [])
@@ -31,6 +31,7 @@ def test_shares_and_totals_by_literal_arithmetic():
     assert f.share_within == 0.5 and f.share_large_within == 0.5
     assert f.total_ratio == pytest.approx((2.2e6 + 2.4e6 + 3.8e5 + 1e5) / (2e6 + 2e6 + 4e5 + 4e5))
     assert f.cache_control == "all"
+    assert (f.measured_kernels, f.predicted_kernels) == (9, 6)
     assert byte_fidelity(_comparison(rows), tolerance=0.25).within == 3  # 1.20 now inside
 
 
