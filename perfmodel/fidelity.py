@@ -55,7 +55,7 @@ def cache_control(method: dict) -> str:
 def byte_fidelity(cmp: Comparison, tolerance: float = TOLERANCE,
                   large_bytes: int = LARGE_BYTES) -> ByteFidelity:
     rows = [m for m in cmp.modules if m.measured_dram_bytes is not None and m.dram_bytes]
-    near = [abs(m.measured_dram_bytes / m.dram_bytes - 1) <= tolerance for m in rows]
+    near = [abs(m.bytes_ratio - 1) <= tolerance for m in rows]
     big = [max(m.measured_dram_bytes, m.dram_bytes) >= large_bytes for m in rows]
     return ByteFidelity(
         model=cmp.result.model, plan=str(cmp.result.plan),

@@ -35,6 +35,7 @@ from typing import Any
 
 from .dtypes import canonical_dtype
 from .errors import InputError
+from .yamlio import type_names
 
 SCHEMA = "perfmodel.measurement/1"
 LEGACY_KERNEL_RUN = "perfmodel.measurement"  # kernel runs before the shared envelope
@@ -110,9 +111,6 @@ class Measurement:
         return self.path or f"measurement of {self.spec}"
 
 
-_TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", dict: "a mapping",
-               list: "a list", (int, float): "a number"}
-
 
 def _need(data: dict, key: str, types, file: str, prefix: str = ""):
     if not isinstance(data, dict) or key not in data:
@@ -120,7 +118,7 @@ def _need(data: dict, key: str, types, file: str, prefix: str = ""):
     value = data[key]
     allowed = types if isinstance(types, tuple) else (types,)
     if not isinstance(value, types) or isinstance(value, bool) and bool not in allowed:
-        raise InputError(f"expected {_TYPE_NAMES.get(types, types)}, got {value!r}",
+        raise InputError(f"expected {type_names(types)}, got {value!r}",
                          file=file, field=prefix + key)
     return value
 
