@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from .compare import Comparison
     from .gap import GapPoint
     from .hardware import Hardware
-    from .kernel_results import KernelCase
+    from .kernel_results import KernelCase, NetworkCase
 
 COLUMNS = ("index", "module", "ops", "output_shape", "macs", "flops", "input_bytes",
            "weight_bytes", "output_bytes", "dram_bytes", "intensity", "t_min_ms", "bound")
@@ -270,16 +270,19 @@ def hardware_lines(hw: "Hardware") -> list[str]:
     return lines
 
 
-def kernel_case_lines(cases: "list[KernelCase]") -> list[str]:
+def kernel_case_lines(cases: "list[KernelCase | NetworkCase]") -> list[str]:
+    """Bounds and measured medians per block shape or network ('-' where a backend was not
+    measured)."""
     width = max([30] + [len(c.name) for c in cases])
     lines = [f"{'case':{width}s} {'block us':>9s} {'layer us':>9s} {'fused us':>9s} {'of bound':>8s} "
              f"{'compile us':>10s} {'eager us':>9s} {'x compile':>9s}"]
     for c in cases:
-        fused, compiled = c.median_us.get("cuda_kernels"), c.median_us.get("inductor")
+        fused, compiled, eager = (c.median_us.get(b) for b in ("cuda_kernels", "inductor", "eager"))
+        cell = lambda v, fmt=sig: fmt(v) if v else "-"  # noqa: E731
         lines.append(f"{c.name:{width}s} {sig(c.block_t_min_us):>9s} {sig(c.layer_t_min_us):>9s} "
-                     f"{sig(fused):>9s} {pct(c.fraction_of_bound()):>8s} {sig(compiled):>10s} "
-                     f"{sig(c.median_us['eager']) if 'eager' in c.median_us else '-':>9s} "
-                     f"{sig(compiled / fused, 3) if compiled and fused else '-':>9s}")
+                     f"{cell(fused):>9s} {cell(fused and c.fraction_of_bound(), pct):>8s} "
+                     f"{cell(compiled):>10s} {cell(eager):>9s} "
+                     f"{cell(compiled and fused and compiled / fused, lambda x: sig(x, 3)):>9s}")
     return lines
 
 

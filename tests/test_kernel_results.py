@@ -72,3 +72,12 @@ def test_kernels_command_draws_networks_beside_the_blocks(tmp_path, capsys):
     # fused 2.194 ms (rest compiled, CUDA graphs) against torch.compile's best, 3.224 ms
     cells = row.split()  # name, block, layer, fused, of bound (2 cells: "14.0 %"), compile, eager, x
     assert (cells[3], cells[6], cells[-1]) == ("2194", "3224", "1.47")
+
+
+def test_a_network_without_a_baseline_prints_dashes():
+    from perfmodel.kernel_results import NetworkCase
+    from perfmodel.report import kernel_case_lines
+
+    row = NetworkCase("Net", 128, {"cuda_kernels": 2000.0}, {}, 300.0, 900.0)
+    cells = kernel_case_lines([row])[1].split()
+    assert cells[:4] == ["Net", "300.0", "900.0", "2000"] and cells[-3:] == ["-", "-", "-"]
