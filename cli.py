@@ -354,7 +354,11 @@ def gap(files, hardware, plan, panel, output):
               help="With --per-kernel: keep the profiler events the rows come from.")
 @click.option("--cuda-graphs", is_flag=True, help="Time CUDA-graph replays of the forward.")
 @click.option("--ncu", is_flag=True, help="Also record each kernel's DRAM bytes with Nsight "
-              "Compute (eager only; clocks and caches left alone).")
+              "Compute, one more forward pass in a child process (eager, or inductor compiled "
+              "in the default mode; clocks left alone).")
+@click.option("--ncu-cache-control", type=click.Choice(("none", "all")), default="none",
+              show_default=True, help="--ncu: 'none' leaves L2 as a real run does; 'all' flushes "
+              "it before each kernel (reads then show the compulsory traffic).")
 @click.option("--warmup", type=click.IntRange(min=1), default=10, show_default=True)
 @click.option("--repeats", type=click.IntRange(min=20), default=50, show_default=True)
 @click.option("--batch", "-b", type=click.IntRange(min=1), help="Batch size. Overrides the spec.")
@@ -362,7 +366,7 @@ def gap(files, hardware, plan, panel, output):
 @click.option("--output", "-o", type=click.Path(dir_okay=False), required=True,
               help="Measurement file to write (.json).")
 def bench(model, backend, compile_mode, freezing, compile_rest, per_kernel, trace, cuda_graphs,
-          ncu, warmup, repeats, batch, dtype, output):
+          ncu, ncu_cache_control, warmup, repeats, batch, dtype, output):
     """Measure MODEL on this machine's GPU and write a measurement file.
 
     Random weights with realistic batchnorm statistics, channels-last, cudnn.benchmark on,
@@ -374,7 +378,7 @@ def bench(model, backend, compile_mode, freezing, compile_rest, per_kernel, trac
     path = run_bench(spec, backend=backend, compile_mode=compile_mode, freezing=freezing,
                      compile_rest=compile_rest,
                      warmup=warmup, repeats=repeats, cuda_graphs=cuda_graphs, kernels=per_kernel,
-                     trace=trace, ncu=ncu, output=output)
+                     trace=trace, ncu=ncu, ncu_cache_control=ncu_cache_control, output=output)
     from perfmodel.measure import load_measurement
 
     m = load_measurement(path)

@@ -16,10 +16,11 @@ from pathlib import Path
 import torch
 
 from .errors import AnalysisError, InputError
-from .harness import (Timer, build_cuda_model, environment, example_input, reference_precision,
-                      relative_error, require_cuda)
+from .harness import (COMPILE_MODES, Timer, build_cuda_model, compiled_runner, environment,
+                      example_input, reference_precision, relative_error, require_cuda)
 from .kernel_trace import kernel_summary, profile_kernels
 from .measure import BACKENDS, write_measurement
+from .ncu import note as ncu_note
 from .resources import builtin_dir
 from .spec import ModelSpec
 
@@ -120,20 +121,9 @@ def fused_model(model: torch.nn.Module, inputs: list[torch.Tensor]) -> tuple[tor
                    "fallback_count": len(swap.fallback), "check": check}
 
 
-COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
-
-
-def _runner(model: torch.nn.Module, compiled: bool, compile_mode: str, freezing: bool):
-    if not compiled:
-        return model
-    import torch._inductor.config as inductor_config
-
-    inductor_config.freezing = freezing  # constant-folds BN into the weights, as fusion does
-    return torch.compile(model, mode=None if compile_mode == "default" else compile_mode)
-
-
 def bench(spec: ModelSpec, *, backend: str = "eager", warmup: int = 10, repeats: int = 50,
           cuda_graphs: bool = False, kernels: bool = False, ncu: bool = False,
+          ncu_cache_control: str = "none",
           compile_mode: str = "default", freezing: bool = False, compile_rest: bool = False,
           trace: str | Path | None = None, output: str | Path,
           command: str | None = None) -> Path:
@@ -155,8 +145,10 @@ def bench(spec: ModelSpec, *, backend: str = "eager", warmup: int = 10, repeats:
     if not compiled and (compile_mode != "default" or freezing):
         raise InputError("--compile-mode and --freezing apply to --backend inductor and to "
                          "cuda_kernels with --compile-rest")
-    if ncu and backend != "eager":  # the ncu worker runs the model in eager
-        raise InputError(f"--ncu profiles the eager model only, not --backend {backend}")
+    if ncu and backend not in ("eager", "inductor"):  # the ncu worker's two ways to run it
+        raise InputError(f"--ncu profiles the eager or the inductor model, not --backend {backend}")
+    if ncu and compile_mode != "default":
+        raise InputError("--ncu compiles in the default mode only", field="--compile-mode")
     if trace and not kernels:
         raise InputError("--trace keeps the per-kernel profile: add --per-kernel")
     require_cuda()
@@ -166,7 +158,7 @@ def bench(spec: ModelSpec, *, backend: str = "eager", warmup: int = 10, repeats:
     fusion = None
     if backend == "cuda_kernels":
         model, fusion = fused_model(model, inputs)
-    runner = _runner(model, compiled, compile_mode, freezing)
+    runner = compiled_runner(model, compile_mode, freezing) if compiled else model
 
     def forward():
         with torch.inference_mode():
@@ -189,7 +181,8 @@ def bench(spec: ModelSpec, *, backend: str = "eager", warmup: int = 10, repeats:
     if ncu:  # the raw CSV is kept beside the file, so the rows can always be re-derived
         from .ncu import collect_csv, parse_csv
 
-        text = collect_csv(_spec_reference(spec), spec.batch, spec.dtype)
+        text = collect_csv(_spec_reference(spec), spec.batch, spec.dtype, ncu_cache_control,
+                           backend, freezing)
         Path(output).with_suffix(".ncu.csv").write_text(text)
         try:
             results["ncu"] = parse_csv(text)
@@ -211,6 +204,5 @@ def bench(spec: ModelSpec, *, backend: str = "eager", warmup: int = 10, repeats:
                 "per_kernel": ("torch.profiler, 3 passes averaged; kernels attributed to the "
                                "innermost module range open at their launch (correlation id)")
                 if kernels else None,
-                "ncu": "ncu --clock-control none --cache-control none, one pass, kernels "
-                       "renamed by module NVTX ranges" if ncu else None},
+                "ncu": ncu_note(ncu_cache_control) if ncu else None},
         results=results)

@@ -169,3 +169,15 @@ def reference_precision():
         yield
     finally:
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
+
+
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
+
+def compiled_runner(model: torch.nn.Module, compile_mode: str = "default", freezing: bool = False):
+    """``torch.compile(model)`` in `compile_mode`, with Inductor's freezing on or off (freezing
+    constant-folds batchnorm into the weights, as the fused backend folds it)."""
+    import torch._inductor.config as inductor_config
+
+    inductor_config.freezing = freezing
+    return torch.compile(model, mode=None if compile_mode == "default" else compile_mode)

@@ -156,12 +156,29 @@ def test_ncu_worker_gets_the_overridden_batch_and_dtype():
     assert cmd[cmd.index("--clock-control") + 1] == "none"
 
 
-def test_ncu_is_refused_for_other_backends(tmp_path):
+def test_ncu_worker_compiles_and_flushes_when_asked():
+    from perfmodel.fidelity import cache_control
+    from perfmodel.ncu import ncu_command, note
+
+    cmd = ncu_command("resnet50", 128, "float16", "/tmp/report", "all", "inductor", freezing=True)
+    assert cmd[cmd.index("--cache-control") + 1] == "all"
+    assert cmd[cmd.index("perfmodel.ncu"):] == ["perfmodel.ncu", "resnet50", "128", "float16",
+                                                "inductor", "freezing"]
+    assert cache_control({"ncu": note("all")}) == "all"
+    with pytest.raises(ValueError, match="cache_control"):
+        ncu_command("resnet50", 128, "float16", "/tmp/report", "some")
+
+
+@pytest.mark.parametrize("backend, mode, message", [
+    ("cuda_kernels", "default", "--ncu profiles the eager or the inductor model"),
+    ("inductor", "max-autotune", "--ncu compiles in the default mode only")])
+def test_ncu_is_refused_where_its_worker_cannot_run_the_model(tmp_path, backend, mode, message):
     from perfmodel.bench import bench
     from perfmodel.errors import InputError
 
-    with pytest.raises(InputError, match="--ncu profiles the eager model only"):
-        bench(perfmodel.load_spec("resnet50"), backend="inductor", ncu=True, output=tmp_path / "m.json")
+    with pytest.raises(InputError, match=message):
+        bench(perfmodel.load_spec("resnet50"), backend=backend, compile_mode=mode, ncu=True,
+              output=tmp_path / "m.json")
 
 
 def test_fused_blocks_are_one_opaque_operator_each_under_torch_compile():
