@@ -16,6 +16,7 @@ from pathlib import Path
 CSRC = Path(__file__).resolve().parent / "csrc"
 SOURCES = ["bindings.cpp", "block_fusion_c32.cu", "block_fusion_c64.cu", "block_fusion_c128.cu", "block_fusion_c256.cu",
            "ffn_sm90.cu"]
+MBCONV_SOURCES = ["mbconv_bindings.cpp", "mbconv.cu", "mbconv_k3.cu", "mbconv_k5.cu"]
 
 
 def arch_list() -> list[str]:
@@ -43,13 +44,12 @@ def gencode_flags(arches: list[str]) -> list[str]:
     return flags
 
 
-@functools.lru_cache(maxsize=None)
-def load_extension(verbose: bool = False):
-    """Build (once per process; cached on disk by torch) and import the extension."""
+def _load(prefix: str, sources: tuple[str, ...], verbose: bool):
+    """Build (cached on disk by torch, per name) and import one extension from csrc/ sources."""
     from torch.utils.cpp_extension import load
 
     arches = arch_list()
-    name = "perfmodel_block_fusion_" + "_".join(a.replace(".", "") for a in arches)
+    name = prefix + "_" + "_".join(a.replace(".", "") for a in arches)
     cuda_flags = ["-O3", "-std=c++17", "-lineinfo", *gencode_flags(arches)]
     cflags = ["-O3"]
     if "9.0" in arches:
@@ -58,9 +58,32 @@ def load_extension(verbose: bool = False):
         cuda_flags.append("-Xptxas=-v")
     return load(
         name=name,
-        sources=[str(CSRC / s) for s in SOURCES],
+        sources=[str(CSRC / s) for s in sources],
         extra_cflags=cflags,
         extra_cuda_cflags=cuda_flags,
         extra_include_paths=[str(CSRC)],
         verbose=verbose,
     )
+
+
+@functools.lru_cache(maxsize=None)
+def load_extension(verbose: bool = False):
+    """Build (once per process; cached on disk by torch) and import the extension."""
+    return _load("perfmodel_block_fusion", tuple(SOURCES), verbose)
+
+
+@functools.lru_cache(maxsize=None)
+def load_mbconv_extension(verbose: bool = False):
+    """The fused MBConv kernels (csrc/mbconv*), a separate extension: a build error there
+    leaves the FFN/ConvFirst extension untouched."""
+    return _load("perfmodel_mbconv", tuple(MBCONV_SOURCES), verbose)
+
+
+CONVFIRST_S2_SOURCES = ["convfirst_s2_bindings.cpp", "convfirst_s2.cu"]
+
+
+@functools.lru_cache(maxsize=None)
+def load_convfirst_s2_extension(verbose: bool = False):
+    """The fused stride-2 ConvFirst kernel (csrc/convfirst_s2*), a separate extension: a build
+    error there leaves the FFN/ConvFirst extension untouched."""
+    return _load("perfmodel_convfirst_s2", tuple(CONVFIRST_S2_SOURCES), verbose)

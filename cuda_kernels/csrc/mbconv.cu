@@ -1,0 +1,186 @@
+// Kernels 2 (squeeze-excitation) and 3 (scaled projection + shortcut) of the MBConv block, and
+// the launcher of all three (see mbconv.cuh).
+#include "mbconv.cuh"
+#include "ptx.cuh"
+
+namespace mb {
+
+using bf::cp_async16;
+using bf::cp_async_commit;
+using bf::cp_async_wait;
+using bf::ldmatrix_x4;
+using bf::mma_m16n8k16;
+using bf::smem_addr;
+
+constexpr int kSEThreads = 256;
+
+// One block per image: the pool from the bands' partial sums, then FC -> SiLU -> FC -> sigmoid.
+// About 2 * hidden * sq MACs per image: small enough for one block of CUDA cores.
+__global__ void __launch_bounds__(kSEThreads) se_kernel(const Params p) {
+  extern __shared__ float se_smem[];
+  float* pooled = se_smem;
+  float* squeezed = se_smem + p.hid_pad;
+  const int n = blockIdx.x, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const float inv = 1.f / float(p.Ho * p.Wo);
+  for (int c = tid; c < p.hidden; c += kSEThreads) {
+    float s = 0.f;
+    for (int b = 0; b < p.row_blocks; ++b) s += p.partial[((size_t)n * p.row_blocks + b) * p.hid_pad + c];
+    pooled[c] = s * inv;
+  }
+  __syncthreads();
+  for (int j = warp; j < p.sq; j += kSEThreads / 32) {
+    float s = 0.f;
+    for (int c = lane; c < p.hidden; c += 32) s = fmaf(p.w_se1[(size_t)j * p.hidden + c], pooled[c], s);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    if (lane == 0) {
+      const float v = s + p.b_se1[j];
+      squeezed[j] = v / (1.f + expf(-v));
+    }
+  }
+  __syncthreads();
+  for (int c = tid; c < p.hidden; c += kSEThreads) {
+    float s = p.b_se2[c];
+    for (int j = 0; j < p.sq; ++j) s = fmaf(p.w_se2[(size_t)c * p.sq + j], squeezed[j], s);
+    p.scale[(size_t)n * p.hid_pad + c] = 1.f / (1.f + expf(-s));
+  }
+}
+
+// out[P x C_out] = (D * scale[image]) V^T + b (+ x). 64 x 64 output tile per block, 4 warps of
+// 32 x 32, k-steps of 32 double-buffered: D is read into registers, scaled in fp32, rounded and
+// stored into shared memory; V arrives by cp.async (its padding makes every copy in range).
+__global__ void __launch_bounds__(kProjectThreads) project_kernel(const Params p) {
+  constexpr int BM = kProjectBM, BN = kProjectBN, BK = kProjectBK, LD = BK + 8;  // 80-byte rows
+  __shared__ __align__(16) __half As[2][BM][LD];
+  __shared__ __align__(16) __half Bs[2][BN][LD];
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int hw = p.Ho * p.Wo, P = p.N * hw;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
+  constexpr int LOADS = BM * BK / 8 / kProjectThreads;  // 16-byte chunks per thread and operand
+  static_assert(BM == BN && LOADS * kProjectThreads * 8 == BM * BK, "loader split");
+
+  uint4 ra[LOADS];
+  auto fetch_a = [&](int k0) {
+#pragma unroll
+    for (int j = 0; j < LOADS; ++j) {
+      const int i = tid + j * kProjectThreads, r = i / (BK / 8), c = (i % (BK / 8)) * 8;
+      const int row = m0 + r, k = k0 + c;
+      uint4 v = make_uint4(0, 0, 0, 0);
+      if (row < P && k < p.hidden) {
+        v = __ldg(reinterpret_cast<const uint4*>(p.d + (size_t)row * p.hidden + k));
+        const float* s = p.scale + (size_t)(row / hw) * p.hid_pad + k;
+        const float4 s0 = *reinterpret_cast<const float4*>(s), s1 = *reinterpret_cast<const float4*>(s + 4);
+        __half2* h = reinterpret_cast<__half2*>(&v);
+        const float sc[8] = {s0.x, s0.y, s0.z, s0.w, s1.x, s1.y, s1.z, s1.w};
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const float2 f = __half22float2(h[e]);
+          h[e] = __floats2half2_rn(f.x * sc[2 * e], f.y * sc[2 * e + 1]);
+        }
+      }
+      ra[j] = v;
+    }
+  };
+  auto store_a = [&](int buf) {
+#pragma unroll
+    for (int j = 0; j < LOADS; ++j) {
+      const int i = tid + j * kProjectThreads, r = i / (BK / 8), c = (i % (BK / 8)) * 8;
+      *reinterpret_cast<uint4*>(&As[buf][r][c]) = ra[j];
+    }
+  };
+  auto fetch_b = [&](int k0, int buf) {
+#pragma unroll
+    for (int j = 0; j < LOADS; ++j) {
+      const int i = tid + j * kProjectThreads, r = i / (BK / 8), c = (i % (BK / 8)) * 8;
+      cp_async16(smem_addr(&Bs[buf][r][c]), p.w_proj + (size_t)(n0 + r) * p.hk_pad + k0 + c, true);
+    }
+    cp_async_commit();
+  };
+
+  const int wm = warp >> 1, wn = warp & 1;
+  const int a_row = lane & 15, a_k = (lane >> 4) * 8;
+  const int b_row = (lane & 7) + ((lane >> 4) << 3), b_k = ((lane >> 3) & 1) * 8;
+  float acc[2][4][4];
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int k = 0; k < 4; ++k) acc[i][j][k] = 0.f;
+
+  const int ktiles = p.hk_pad / BK;
+  fetch_a(0);
+  fetch_b(0, 0);
+  store_a(0);
+  cp_async_wait<0>();
+  __syncthreads();
+  for (int kt = 0; kt < ktiles; ++kt) {
+    const int buf = kt & 1;
+    const bool more = kt + 1 < ktiles;
+    if (more) {  // buffer buf ^ 1 was last read before the barrier that ended step kt - 1
+      fetch_a((kt + 1) * BK);
+      fetch_b((kt + 1) * BK, buf ^ 1);
+    }
+#pragma unroll
+    for (int ks = 0; ks < BK / 16; ++ks) {
+      uint32_t a[2][4];
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt) ldmatrix_x4(a[mt], smem_addr(&As[buf][wm * 32 + mt * 16 + a_row][ks * 16 + a_k]));
+#pragma unroll
+      for (int np = 0; np < 2; ++np) {
+        uint32_t b[4];
+        ldmatrix_x4(b, smem_addr(&Bs[buf][wn * 32 + np * 16 + b_row][ks * 16 + b_k]));
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt) {
+          mma_m16n8k16(acc[mt][2 * np], a[mt], b[0], b[1]);
+          mma_m16n8k16(acc[mt][2 * np + 1], a[mt], b[2], b[3]);
+        }
+      }
+    }
+    if (more) {
+      store_a(buf ^ 1);
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+  }
+
+#pragma unroll
+  for (int nt = 0; nt < 4; ++nt) {
+    const int col = n0 + wn * 32 + nt * 8 + (lane & 3) * 2;
+    if (col >= p.C_out) continue;  // C_out is even: both columns or neither
+    const float bias0 = __ldg(p.b_proj + col), bias1 = __ldg(p.b_proj + col + 1);
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = m0 + wm * 32 + mt * 16 + (lane >> 2) + h * 8;
+        if (row >= P) continue;
+        float v0 = acc[mt][nt][2 * h] + bias0, v1 = acc[mt][nt][2 * h + 1] + bias1;
+        if (p.residual) {  // stride 1 and C_in == C_out: x has out's layout
+          const float2 xv = __half22float2(*reinterpret_cast<const __half2*>(p.x + (size_t)row * p.C_out + col));
+          v0 += xv.x;
+          v1 += xv.y;
+        }
+        *reinterpret_cast<__half2*>(p.out + (size_t)row * p.C_out + col) = __floats2half2_rn(v0, v1);
+      }
+    }
+  }
+}
+
+cudaError_t launch_mbconv(const Params& p, int chunk, cudaStream_t stream) {
+  cudaError_t err = p.ksize == 3   ? launch_expand_dw_k3(p, chunk, stream)
+                    : p.ksize == 5 ? launch_expand_dw_k5(p, chunk, stream)
+                                   : cudaErrorInvalidValue;
+  if (err != cudaSuccess) return err;
+  const int se_smem = (p.hid_pad + p.sq) * 4;
+  if (se_smem > 48 * 1024) return cudaErrorInvalidConfiguration;
+  se_kernel<<<p.N, kSEThreads, se_smem, stream>>>(p);
+  err = cudaGetLastError();
+  if (err != cudaSuccess) return err;
+  const int P = p.N * p.Ho * p.Wo;
+  const dim3 grid((P + kProjectBM - 1) / kProjectBM, (p.C_out + kProjectBN - 1) / kProjectBN);
+  project_kernel<<<grid, kProjectThreads, 0, stream>>>(p);
+  return cudaGetLastError();
+}
+
+}  // namespace mb

@@ -1,0 +1,64 @@
+// Fused MBConv (MobileNetV2 / EfficientNet, torchvision's MBConv with BN folded), NHWC
+// float16, fp32 accumulation. Version 1: the write-back design (NOTES.md, "MBConv"):
+//
+//   kernel 1 (expand_dw)  per (image, band of output rows, chunk of HC hidden channels):
+//            X halo rows -> shared; E = SiLU(X U_chunk^T + a) on tensor cores (mma.sync
+//            m16n8k16), E stays in shared memory (fp16, as PyTorch rounds it); depthwise k x k
+//            (stride 1 or 2, zero padding k/2) + bias + SiLU on CUDA cores in fp32 -> D (fp16,
+//            written once to DRAM); the band's per-channel sums of D -> partial[n][band][c]
+//            (one slot per CTA, so the pool is deterministic). Expand ratio 1: E = X.
+//   kernel 2 (se)         per image: pool = sum of the partials / (Ho Wo); FC, SiLU, FC,
+//            sigmoid -> scale[n][c] (fp32).
+//   kernel 3 (project)    out = (D * scale) V^T + b (+ x when the block has its shortcut);
+//            64 x 64 output tiles, the scale applied while D is staged into shared memory.
+#pragma once
+#include <cstdint>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+namespace mb {
+
+struct Params {
+  const __half* x;        // [N, H, W, C_in]
+  __half* d;              // [N, Ho, Wo, hidden]   depthwise output (after SiLU)
+  __half* out;            // [N, Ho, Wo, C_out]
+  const __half* w_exp;    // [hid_pad, k_pad] expand weight (zero-padded), null for expand ratio 1
+  const float* b_exp;     // [hid_pad]
+  const float* w_dw;      // [ksize * ksize, hid_pad] depthwise taps, channel fastest
+  const float* b_dw;      // [hid_pad]
+  const float* w_se1;     // [sq, hidden]
+  const float* b_se1;     // [sq]
+  const float* w_se2;     // [hidden, sq]
+  const float* b_se2;     // [hidden]
+  const __half* w_proj;   // [cout_pad, hk_pad] project weight (zero-padded)
+  const float* b_proj;    // [cout_pad]
+  float* partial;         // [N, row_blocks, hid_pad] per-band channel sums of D
+  float* scale;           // [N, hid_pad] SE scale
+  int N, H, W, C_in, Ho, Wo;
+  int hidden, hid_pad, k_pad, sq, C_out, hk_pad;
+  int ksize, stride, pad;
+  int rows_per_tile, row_blocks, halo_pixels;  // kernel 1's bands of output rows
+  int residual;
+};
+
+constexpr int kExpandThreads = 256;
+constexpr int kProjectThreads = 128;
+constexpr int kProjectBM = 64, kProjectBN = 64, kProjectBK = 32;
+
+// Kernel 1's shared memory: X halo [m_pad x (k_pad + 8)] and U chunk [HC x (k_pad + 8)] (expand
+// only), E [m_pad x (HC + 8)], channel sums [HC] fp32. Rows padded by 8 halves (16 bytes) so that
+// ldmatrix's eight row reads fall into different banks. cuda_kernels/mbconv.py mirrors this to
+// choose the band height (`kernel1_smem_bytes`).
+__host__ __device__ constexpr int round_up(int a, int b) { return (a + b - 1) / b * b; }
+__host__ __device__ inline int expand_dw_smem_bytes(int halo_pixels, int k_pad, int chunk, bool expand) {
+  const int m_pad = round_up(halo_pixels, 16);
+  return (expand ? (m_pad + chunk) * (k_pad + 8) * 2 : 0) + m_pad * (chunk + 8) * 2 + chunk * 4;
+}
+
+// chunk in {32, 48}, ksize in {3, 5}. cudaErrorInvalidValue for anything else;
+// cudaErrorInvalidConfiguration when the shared memory exceeds the device's limit.
+cudaError_t launch_expand_dw_k3(const Params& p, int chunk, cudaStream_t stream);
+cudaError_t launch_expand_dw_k5(const Params& p, int chunk, cudaStream_t stream);
+cudaError_t launch_mbconv(const Params& p, int chunk, cudaStream_t stream);
+
+}  // namespace mb

@@ -1,0 +1,116 @@
+// PyTorch binding of the fused MBConv kernels (mbconv.cuh). Shape policy and weight packing live
+// in cuda_kernels/mbconv.py, which refuses unsupported blocks with a reason before calling here;
+// the checks below guard the raw op against misuse.
+#include <torch/extension.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+
+#include "mbconv.cuh"
+
+namespace {
+
+void check(const torch::Tensor& t, const char* name, torch::ScalarType dtype, const torch::Tensor& x) {
+  TORCH_CHECK(t.is_cuda(), name, " must be a CUDA tensor");
+  TORCH_CHECK(t.device() == x.device(), name, " is on ", t.device(), ", x on ", x.device());
+  TORCH_CHECK(t.scalar_type() == dtype, name, " has the wrong dtype");
+  TORCH_CHECK(t.is_contiguous(), name, " must be contiguous");
+  TORCH_CHECK(reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0, name, " must be 16-byte aligned");
+}
+
+// x: [N, H, W, C_in] fp16 (NHWC, contiguous). Weights as cuda_kernels.mbconv.prepare_weights packs
+// them: w_exp [hid_pad, k_pad] fp16 or empty (expand ratio 1), b_exp [hid_pad], w_dw [k*k, hid_pad],
+// b_dw [hid_pad], w_se1 [sq, hidden], b_se1 [sq], w_se2 [hidden, sq], b_se2 [hidden] (fp32),
+// w_proj [cout_pad, hk_pad] fp16, b_proj [cout_pad] fp32. Returns out [N, Ho, Wo, C_out].
+torch::Tensor mbconv(torch::Tensor x, torch::Tensor w_exp, torch::Tensor b_exp, torch::Tensor w_dw,
+                     torch::Tensor b_dw, torch::Tensor w_se1, torch::Tensor b_se1, torch::Tensor w_se2,
+                     torch::Tensor b_se2, torch::Tensor w_proj, torch::Tensor b_proj, int64_t ksize,
+                     int64_t stride, int64_t c_out, int64_t rows_per_tile, int64_t chunk, bool residual) {
+  const c10::cuda::CUDAGuard guard(x.device());
+  check(x, "x", torch::kHalf, x);
+  TORCH_CHECK(x.dim() == 4, "x must be [N, H, W, C] (NHWC)");
+  const bool expand = w_exp.numel() > 0;
+  if (expand) check(w_exp, "w_exp", torch::kHalf, x);
+  check(b_exp, "b_exp", torch::kFloat, x);
+  check(w_dw, "w_dw", torch::kFloat, x);
+  check(b_dw, "b_dw", torch::kFloat, x);
+  check(w_se1, "w_se1", torch::kFloat, x);
+  check(b_se1, "b_se1", torch::kFloat, x);
+  check(w_se2, "w_se2", torch::kFloat, x);
+  check(b_se2, "b_se2", torch::kFloat, x);
+  check(w_proj, "w_proj", torch::kHalf, x);
+  check(b_proj, "b_proj", torch::kFloat, x);
+
+  mb::Params p{};
+  p.N = x.size(0);
+  p.H = x.size(1);
+  p.W = x.size(2);
+  p.C_in = x.size(3);
+  p.ksize = ksize;
+  p.stride = stride;
+  p.pad = ksize / 2;
+  p.hidden = w_se2.size(0);
+  p.sq = w_se1.size(0);
+  p.hid_pad = b_dw.numel();
+  p.k_pad = expand ? w_exp.size(1) : 0;
+  p.C_out = c_out;
+  p.hk_pad = w_proj.size(1);
+  p.Ho = (p.H + 2 * p.pad - ksize) / stride + 1;
+  p.Wo = (p.W + 2 * p.pad - ksize) / stride + 1;
+  TORCH_CHECK(ksize == 3 || ksize == 5, "kernel size must be 3 or 5");
+  TORCH_CHECK(stride == 1 || stride == 2, "stride must be 1 or 2");
+  TORCH_CHECK(chunk == 32 || chunk == 48, "chunk must be 32 or 48");
+  TORCH_CHECK(p.C_in % 8 == 0 && p.hidden % 8 == 0 && c_out % 8 == 0, "channel counts must be multiples of 8");
+  TORCH_CHECK(p.hid_pad % chunk == 0 && p.hid_pad >= p.hidden, "b_dw must be padded to a multiple of the chunk");
+  TORCH_CHECK(expand || p.hidden == p.C_in, "without an expand conv, hidden must equal C_in");
+  TORCH_CHECK(!expand || (w_exp.size(0) == p.hid_pad && p.k_pad % 16 == 0 && p.k_pad >= p.C_in), "w_exp shape");
+  TORCH_CHECK(b_exp.numel() == (expand ? p.hid_pad : 0), "b_exp shape");
+  TORCH_CHECK(w_dw.numel() == ksize * ksize * p.hid_pad, "w_dw shape");
+  TORCH_CHECK(w_se1.size(1) == p.hidden && b_se1.numel() == p.sq && w_se2.size(1) == p.sq &&
+                  b_se2.numel() == p.hidden, "SE weight shapes");
+  TORCH_CHECK(w_proj.size(0) % mb::kProjectBN == 0 && w_proj.size(0) >= c_out && p.hk_pad % mb::kProjectBK == 0 &&
+                  p.hk_pad >= p.hidden && b_proj.numel() == w_proj.size(0), "w_proj / b_proj shapes");
+  TORCH_CHECK(!residual || (stride == 1 && p.C_in == c_out), "a shortcut needs stride 1 and C_in == C_out");
+  TORCH_CHECK(rows_per_tile >= 1 && rows_per_tile <= p.Ho, "rows_per_tile out of range");
+  TORCH_CHECK((int64_t)p.N * p.H * p.W * std::max<int64_t>(p.C_in, p.hidden) < (int64_t(1) << 31) &&
+                  (int64_t)p.N * p.Ho * p.Wo * std::max<int64_t>(p.hid_pad, c_out) < (int64_t(1) << 31),
+              "tensor too large");
+  p.rows_per_tile = rows_per_tile;
+  p.row_blocks = (p.Ho + rows_per_tile - 1) / rows_per_tile;
+  p.halo_pixels = std::min<int>(p.H, (rows_per_tile - 1) * stride + ksize) * p.W;
+  p.residual = residual ? 1 : 0;
+
+  const auto half = x.options();
+  const auto f32 = x.options().dtype(torch::kFloat);
+  torch::Tensor out = torch::empty({p.N, p.Ho, p.Wo, c_out}, half);
+  torch::Tensor d = torch::empty({p.N, p.Ho, p.Wo, p.hidden}, half);
+  torch::Tensor partial = torch::empty({p.N, p.row_blocks, p.hid_pad}, f32);
+  torch::Tensor scale = torch::empty({p.N, p.hid_pad}, f32);
+  p.x = reinterpret_cast<const __half*>(x.data_ptr<at::Half>());
+  p.d = reinterpret_cast<__half*>(d.data_ptr<at::Half>());
+  p.out = reinterpret_cast<__half*>(out.data_ptr<at::Half>());
+  p.w_exp = expand ? reinterpret_cast<const __half*>(w_exp.data_ptr<at::Half>()) : nullptr;
+  p.b_exp = expand ? b_exp.data_ptr<float>() : nullptr;
+  p.w_dw = w_dw.data_ptr<float>();
+  p.b_dw = b_dw.data_ptr<float>();
+  p.w_se1 = w_se1.data_ptr<float>();
+  p.b_se1 = b_se1.data_ptr<float>();
+  p.w_se2 = w_se2.data_ptr<float>();
+  p.b_se2 = b_se2.data_ptr<float>();
+  p.w_proj = reinterpret_cast<const __half*>(w_proj.data_ptr<at::Half>());
+  p.b_proj = b_proj.data_ptr<float>();
+  p.partial = partial.data_ptr<float>();
+  p.scale = scale.data_ptr<float>();
+
+  const cudaError_t err = mb::launch_mbconv(p, static_cast<int>(chunk), c10::cuda::getCurrentCUDAStream());
+  TORCH_CHECK(err != cudaErrorInvalidConfiguration,
+              "mbconv: the band of rows needs more shared memory per block than this GPU offers");
+  TORCH_CHECK(err == cudaSuccess, "mbconv launch failed: ", cudaGetErrorString(err));
+  return out;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.def("mbconv", &mbconv, "Fused MBConv block, write-back design (NHWC fp16)");
+  m.attr("expand_threads") = mb::kExpandThreads;
+}

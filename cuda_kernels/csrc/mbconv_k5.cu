@@ -1,0 +1,9 @@
+// Kernel 1 of the MBConv block for 5x5 depthwise convolutions (one file per kernel size, so
+// that the instantiations compile in parallel).
+#include "mbconv_expand_dw.cuh"
+
+namespace mb {
+cudaError_t launch_expand_dw_k5(const Params& p, int chunk, cudaStream_t stream) {
+  return launch_expand_dw_ks<5>(p, chunk, stream);
+}
+}  // namespace mb
