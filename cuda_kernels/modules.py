@@ -115,18 +115,22 @@ def replace_blocks(model: nn.Module) -> BlockSwap:
     A supported ``ConvFirstBlock`` becomes one ``FusedConvFirstBlock``; a supported ``FFN``
     (also one inside a ConvFirst block that stays in PyTorch) a ``FusedFFN``. Blocks of
     either family that stay in PyTorch are listed with the reason, never dropped silently.
+    A torchvision ``MBConv`` (EfficientNet; BN folded) becomes a ``FusedMBConv``, likewise.
     """
+    from cuda_kernels.mbconv import FusedMBConv
     from perfmodel.zoo.blocks import FFN, ConvFirstBlock
 
-    fused = {"ConvFirstBlock": 0, "FFN": 0}
+    fused = {"ConvFirstBlock": 0, "FFN": 0}  # other families are counted once the model has one
     fallback: dict[str, str] = {}
-    families = ((ConvFirstBlock, FusedConvFirstBlock), (FFN, FusedFFN))
+    families = ((ConvFirstBlock, FusedConvFirstBlock), (FFN, FusedFFN), (FusedMBConv.block_class(), FusedMBConv))
 
     def visit(parent: nn.Module, prefix: str) -> None:
         for name, child in parent.named_children():
             path = f"{prefix}{name}"
             family = next(((cls, fused_cls) for cls, fused_cls in families if isinstance(child, cls)), None)
             reason = family and family[1].unsupported(child)
+            if family:
+                fused.setdefault(family[0].__name__, 0)
             if family and reason is None:
                 setattr(parent, name, family[1].from_block(child))
                 fused[family[0].__name__] += 1

@@ -87,8 +87,8 @@ def check_blocks(model: torch.nn.Module, reference: torch.nn.Module, inputs: lis
 
 
 def fused_model(model: torch.nn.Module, inputs: list[torch.Tensor]) -> tuple[torch.nn.Module, dict]:
-    """`model` with batchnorm folded and every zoo block the block-fusion kernels support
-    (ConvFirst, FFN) running on them; the rest stays in PyTorch.
+    """`model` with batchnorm folded and every block the block-fusion kernels support
+    (zoo ConvFirst, FFN; torchvision MBConv) running on them; the rest stays in PyTorch.
 
     Every fused block is checked against its folded PyTorch block on the input it gets in
     one forward pass (`check_blocks`; a whole-network check is too weak: the classifier's
@@ -107,7 +107,8 @@ def fused_model(model: torch.nn.Module, inputs: list[torch.Tensor]) -> tuple[tor
     swap = cuda_kernels.replace_blocks(fused)
     if not any(swap.fused.values()):
         why = "; ".join(f"{p}: {r}" for p, r in list(swap.fallback.items())[:3])
-        raise InputError("the model has no ConvFirst or FFN block (perfmodel.zoo) that the "
+        raise InputError("the model has no ConvFirst or FFN block (perfmodel.zoo) nor torchvision "
+                         "MBConv that the "
                          "block-fusion kernels support, so cuda_kernels would time plain eager"
                          + (f" ({len(swap.fallback)} unsupported, e.g. {why})" if why else ""))
     if swap.fallback:
@@ -116,7 +117,8 @@ def fused_model(model: torch.nn.Module, inputs: list[torch.Tensor]) -> tuple[tor
                       stacklevel=2)
     check = check_blocks(fused, folded, inputs,
                          lambda m: isinstance(m, (cuda_kernels.FusedConvFirstBlock,
-                                                  cuda_kernels.FusedFFN)))
+                                                  cuda_kernels.FusedFFN,
+                                                  cuda_kernels.FusedMBConv)))
     return fused, {"fused_blocks": swap.fused, "fallback_blocks": dict(swap.fallback),
                    "fallback_count": len(swap.fallback), "check": check}
 

@@ -113,7 +113,32 @@ class ConvFirstBlock(nn.Module):
         return self.shortcut(x) + self.ffn(self.pool(self.conv(x)))
 
 
+@torch.no_grad()
+def _fold_into_conv(conv: nn.Conv2d, bn: nn.BatchNorm2d) -> None:
+    """Fold an inference BatchNorm into the convolution before it, in place (the conv gains a
+    bias). Computed in at least float32; the weight keeps its dtype and memory format."""
+    dtype = torch.promote_types(conv.weight.dtype, torch.float32)
+    scale = bn.weight.to(dtype) / torch.sqrt(bn.running_var.to(dtype) + bn.eps)
+    bias = conv.bias.to(dtype) if conv.bias is not None else torch.zeros_like(scale)
+    conv.weight = nn.Parameter((conv.weight.to(dtype) * scale.reshape(-1, 1, 1, 1)).to(conv.weight.dtype))
+    conv.bias = nn.Parameter((bn.bias.to(dtype) + (bias - bn.running_mean.to(dtype)) * scale).to(conv.weight.dtype))
+
+
+def _fold_sequential(seq: nn.Sequential) -> None:
+    """A Conv2d followed by a BatchNorm2d inside an nn.Sequential (torchvision's
+    Conv2dNormActivation, ResNet's downsample): the BatchNorm folds into the conv and its slot
+    becomes an nn.Identity, so that indices and module paths stay."""
+    for i in range(len(seq) - 1):
+        conv, bn = seq[i], seq[i + 1]
+        if (isinstance(conv, nn.Conv2d) and type(bn) is nn.BatchNorm2d and bn.affine
+                and bn.track_running_stats and conv.out_channels == bn.num_features):
+            _fold_into_conv(conv, bn)
+            seq[i + 1] = nn.Identity()
+
+
 def _fold_children(module: nn.Module) -> None:
+    if isinstance(module, nn.Sequential):
+        _fold_sequential(module)
     for name, child in module.named_children():
         if isinstance(child, ConvBN):
             setattr(module, name, child.fold())
@@ -122,7 +147,8 @@ def _fold_children(module: nn.Module) -> None:
 
 
 def fold_batchnorm(model: nn.Module) -> nn.Module:
-    """Inference form of ``model``: a copy in eval mode with every ``ConvBN`` folded into a conv."""
+    """Inference form of ``model``: a copy in eval mode with every ``ConvBN`` folded into a conv,
+    and every BatchNorm2d that follows a Conv2d in an nn.Sequential (torchvision) folded too."""
     folded = copy.deepcopy(model).eval()
     if isinstance(folded, ConvBN):
         return folded.fold().eval()

@@ -1,0 +1,332 @@
+"""Fused torchvision ``MBConv`` (EfficientNet) on CUDA: reference, weight packing, shape
+policy, the ``block_fusion::mbconv`` operator and the drop-in module.
+
+The block, in inference form (BatchNorm folded into the convolutions, see
+``perfmodel.zoo.fold_batchnorm``): ``[1x1 expand + SiLU] -> depthwise k x k (stride s) + SiLU
+-> squeeze-excitation (mean -> 1x1 -> SiLU -> 1x1 -> sigmoid -> scale) -> 1x1 project
+[-> + x]``. Activations are float16 ``N x C x H x W`` tensors in ``torch.channels_last`` memory;
+the kernels accumulate in float32 (csrc/mbconv.cuh: version 1, the write-back design, three
+launches). Building the module or deciding support needs no GPU and no compiler.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+KERNEL_SIZES = (3, 5)
+STRIDES = (1, 2)
+CHANNEL_MULTIPLE = 8  # 16-byte rows of every NHWC tensor and weight
+# Kernel 1 works on bands of output rows; the band is as tall as fits this much shared memory
+# (two blocks per SM on an H100/H200), or one row band within the per-block maximum.
+SMEM_BUDGET = 113 * 1024
+SMEM_MAX = 227 * 1024
+PROJECT_TILE_N, PROJECT_TILE_K = 64, 32  # csrc/mbconv.cuh kProjectBN, kProjectBK
+
+
+def _round_up(a: int, b: int) -> int:
+    return -(-a // b) * b
+
+
+def chunk_for(hidden: int) -> int:
+    """Hidden channels per block of kernel 1: 48 divides every expanded width of EfficientNet
+    (6 x a multiple of 8); others use 32 and a zero-padded tail."""
+    return 48 if hidden % 48 == 0 else 32
+
+
+def kernel1_smem_bytes(halo_pixels: int, k_pad: int, chunk: int, expand: bool) -> int:
+    """Shared memory of kernel 1 for a band whose input rows hold `halo_pixels` pixels
+    (mirrors csrc/mbconv.cuh ``expand_dw_smem_bytes``)."""
+    m_pad = _round_up(halo_pixels, 16)
+    return ((m_pad + chunk) * (k_pad + 8) * 2 if expand else 0) + m_pad * (chunk + 8) * 2 + chunk * 4
+
+
+def output_size(size: int, stride: int) -> int:
+    """Output side of a k x k convolution with padding k // 2 (k odd)."""
+    return (size - 1) // stride + 1
+
+
+def band_rows(height: int, width: int, kernel_size: int, stride: int, k_pad: int, chunk: int,
+              expand: bool) -> int:
+    """Output rows per band of kernel 1: the tallest band whose input rows fit the budget,
+    then evened out over the bands. Raises ValueError when one row does not fit."""
+    out_h = output_size(height, stride)
+    for budget in (SMEM_BUDGET, SMEM_MAX):
+        fits = [r for r in range(1, out_h + 1)
+                if kernel1_smem_bytes(min(height, (r - 1) * stride + kernel_size) * width, k_pad, chunk, expand)
+                <= budget]
+        if fits:
+            bands = -(-out_h // max(fits))
+            return -(-out_h // bands)
+    raise ValueError(f"mbconv: a band of one output row of a {height}x{width} input needs more than "
+                     f"{SMEM_MAX} bytes of shared memory")
+
+
+# ---- the block as plain tensors, and its reference ----
+
+@dataclass(frozen=True)
+class MBConvParams:
+    """An inference-form MBConv: PyTorch convolution weights (BN folded), biases, stride."""
+
+    expand_w: torch.Tensor | None  # [hidden, C_in, 1, 1]; None for expand ratio 1
+    expand_b: torch.Tensor | None
+    dw_w: torch.Tensor  # [hidden, 1, k, k]
+    dw_b: torch.Tensor
+    se1_w: torch.Tensor  # [squeeze, hidden, 1, 1]
+    se1_b: torch.Tensor
+    se2_w: torch.Tensor  # [hidden, squeeze, 1, 1]
+    se2_b: torch.Tensor
+    project_w: torch.Tensor  # [C_out, hidden, 1, 1]
+    project_b: torch.Tensor
+    stride: int
+    residual: bool
+
+    @property
+    def hidden(self) -> int:
+        return self.dw_w.shape[0]
+
+    @property
+    def in_channels(self) -> int:
+        return self.hidden if self.expand_w is None else self.expand_w.shape[1]
+
+    @property
+    def out_channels(self) -> int:
+        return self.project_w.shape[0]
+
+    @property
+    def kernel_size(self) -> int:
+        return self.dw_w.shape[-1]
+
+
+def reference(x: torch.Tensor, p: MBConvParams) -> torch.Tensor:
+    """The block in PyTorch operations, in x's dtype."""
+    h = x if p.expand_w is None else F.silu(F.conv2d(x, p.expand_w, p.expand_b))
+    h = F.silu(F.conv2d(h, p.dw_w, p.dw_b, p.stride, p.kernel_size // 2, groups=p.hidden))
+    s = F.silu(F.conv2d(h.mean((2, 3), keepdim=True), p.se1_w, p.se1_b))
+    h = h * torch.sigmoid(F.conv2d(s, p.se2_w, p.se2_b))
+    y = F.conv2d(h, p.project_w, p.project_b)
+    return y + x if p.residual else y
+
+
+def _mbconv_class():
+    from torchvision.models.efficientnet import MBConv
+
+    return MBConv
+
+
+def _conv_act(layer: nn.Module, activation: type | None) -> tuple[nn.Conv2d | None, str | None]:
+    """(conv, None) for a folded Conv2dNormActivation with this activation, else (None, why)."""
+    if not isinstance(layer, nn.Sequential) or not isinstance(layer[0], nn.Conv2d):
+        return None, f"unexpected layer {type(layer).__name__}"
+    if len(layer) < 2 or not isinstance(layer[1], nn.Identity):
+        return None, "not in inference form (fold batchnorm first)"
+    act = layer[2] if len(layer) > 2 else None
+    if (activation is None) != (act is None) or (act is not None and type(act) is not activation):
+        return None, f"activation {type(act).__name__} (the kernel has {getattr(activation, '__name__', None)})"
+    return layer[0], None
+
+
+def _parse(block: nn.Module) -> tuple[MBConvParams | None, str | None]:
+    """The parameters of a folded torchvision MBConv, or None and why the kernel cannot run it."""
+    from torchvision.ops.misc import SqueezeExcitation
+
+    if not isinstance(block, _mbconv_class()):
+        return None, f"not a torchvision MBConv ({type(block).__name__})"
+    if block.training:
+        return None, "training mode (the kernel computes inference only)"
+    layers = list(block.block)
+    if len(layers) not in (3, 4):
+        return None, f"{len(layers)} layers (expected [expand,] depthwise, SE, project)"
+    expand = None
+    if len(layers) == 4:
+        expand, why = _conv_act(layers[0], nn.SiLU)
+        if why:
+            return None, f"expand: {why}"
+    dw, why = _conv_act(layers[-3], nn.SiLU)
+    if why:
+        return None, f"depthwise: {why}"
+    project, why = _conv_act(layers[-1], None)
+    if why:
+        return None, f"project: {why}"
+    se = layers[-2]
+    if not isinstance(se, SqueezeExcitation) or type(se.activation) is not nn.SiLU \
+            or type(se.scale_activation) is not nn.Sigmoid:
+        return None, "squeeze-excitation is not avgpool -> SiLU -> sigmoid"
+    k, stride = dw.kernel_size[0], dw.stride[0]
+    hidden = dw.out_channels
+    if dw.kernel_size != (k, k) or k not in KERNEL_SIZES:
+        return None, f"depthwise kernel {dw.kernel_size} (kernels for k in {KERNEL_SIZES})"
+    if dw.stride != (stride, stride) or stride not in STRIDES:
+        return None, f"stride {dw.stride} (kernels for {STRIDES})"
+    if dw.groups != hidden or dw.in_channels != hidden or dw.padding != (k // 2, k // 2) or dw.dilation != (1, 1):
+        return None, "the k x k conv is not depthwise with padding k // 2"
+    c_in = expand.in_channels if expand is not None else hidden
+    for name, c in (("C_in", c_in), ("hidden", hidden), ("C_out", project.out_channels)):
+        if c % CHANNEL_MULTIPLE:
+            return None, f"{name}={c} is not a multiple of {CHANNEL_MULTIPLE}"
+
+    def wb(conv: nn.Conv2d) -> tuple[torch.Tensor, torch.Tensor]:
+        bias = conv.bias if conv.bias is not None else torch.zeros(conv.out_channels, dtype=conv.weight.dtype,
+                                                                   device=conv.weight.device)
+        return conv.weight.detach(), bias.detach()
+
+    params = MBConvParams(*(wb(expand) if expand is not None else (None, None)), *wb(dw), *wb(se.fc1), *wb(se.fc2),
+                          *wb(project), stride, bool(block.use_res_connect))
+    return params, None
+
+
+def block_params(block: nn.Module) -> MBConvParams:
+    """The parameters of a folded torchvision MBConv; ValueError with the reason otherwise."""
+    params, why = _parse(block)
+    if params is None:
+        raise ValueError(f"cannot run this block on the MBConv kernel: {why}")
+    return params
+
+
+# ---- kernel-ready weights ----
+
+@dataclass(frozen=True)
+class MBConvWeights:
+    """Weights packed for the kernels (csrc/mbconv_bindings.cpp), zero-padded to their tiles."""
+
+    w_exp: torch.Tensor  # [hid_pad, k_pad] fp16; empty for expand ratio 1
+    b_exp: torch.Tensor  # [hid_pad] fp32; empty for expand ratio 1
+    w_dw: torch.Tensor  # [k*k, hid_pad] fp32
+    b_dw: torch.Tensor  # [hid_pad] fp32
+    w_se1: torch.Tensor  # [squeeze, hidden] fp32
+    b_se1: torch.Tensor
+    w_se2: torch.Tensor  # [hidden, squeeze] fp32
+    b_se2: torch.Tensor
+    w_proj: torch.Tensor  # [cout_pad, hk_pad] fp16
+    b_proj: torch.Tensor  # [cout_pad] fp32
+
+    def tensors(self) -> list[torch.Tensor]:
+        return [getattr(self, f.name) for f in fields(self)]
+
+
+WEIGHT_FIELDS = tuple(f.name for f in fields(MBConvWeights))
+
+
+def prepare_weights(p: MBConvParams) -> MBConvWeights:
+    """Pack once, so that a call launches only the kernels."""
+    device, hidden, c_in, c_out, k = p.dw_w.device, p.hidden, p.in_channels, p.out_channels, p.kernel_size
+    hid_pad = _round_up(hidden, chunk_for(hidden))
+
+    def padded(t: torch.Tensor, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+        out = torch.zeros(shape, dtype=dtype, device=device)
+        out[tuple(slice(0, s) for s in t.shape)] = t.detach().to(dtype)
+        return out
+
+    f32 = torch.float32
+    if p.expand_w is None:
+        w_exp = torch.empty(0, dtype=torch.float16, device=device)
+        b_exp = torch.empty(0, dtype=f32, device=device)
+    else:
+        w_exp = padded(p.expand_w.reshape(hidden, c_in), (hid_pad, _round_up(c_in, 16)), torch.float16)
+        b_exp = padded(p.expand_b, (hid_pad,), f32)
+    cout_pad = _round_up(c_out, PROJECT_TILE_N)
+    return MBConvWeights(
+        w_exp, b_exp,
+        padded(p.dw_w.reshape(hidden, k * k).t(), (k * k, hid_pad), f32), padded(p.dw_b, (hid_pad,), f32),
+        p.se1_w.detach().reshape(-1, hidden).to(f32).contiguous(), p.se1_b.detach().to(f32).contiguous(),
+        p.se2_w.detach().reshape(hidden, -1).to(f32).contiguous(), p.se2_b.detach().to(f32).contiguous(),
+        padded(p.project_w.reshape(c_out, hidden), (cout_pad, _round_up(hidden, PROJECT_TILE_K)), torch.float16),
+        padded(p.project_b, (cout_pad,), f32),
+    )
+
+
+# ---- host-side checks and the operator ----
+
+def check_input(x: torch.Tensor, in_channels: int) -> None:
+    """ValueError unless x is what the kernels read: float16 on a CUDA device, [N, C_in, H, W]
+    in channels_last memory, 16-byte aligned."""
+    if x.dtype != torch.float16 or not x.is_cuda:
+        raise ValueError(f"mbconv: x must be a float16 CUDA tensor, got {x.dtype} on {x.device}")
+    if x.dim() != 4 or x.shape[1] != in_channels:
+        raise ValueError(f"mbconv: x must be [N, {in_channels}, H, W], got {tuple(x.shape)}")
+    if not x.is_contiguous(memory_format=torch.channels_last):
+        raise ValueError("mbconv: x must be in torch.channels_last memory format (NHWC)")
+    if x.data_ptr() % 16:
+        raise ValueError("mbconv: x must be 16-byte aligned")
+    if x.numel() == 0:
+        raise ValueError("mbconv: x is empty")
+
+
+def _extension():
+    from cuda_kernels._build import load_mbconv_extension
+
+    return load_mbconv_extension()
+
+
+@torch.library.custom_op("block_fusion::mbconv", mutates_args=())
+def mbconv_op(x: torch.Tensor, w_exp: torch.Tensor, b_exp: torch.Tensor, w_dw: torch.Tensor, b_dw: torch.Tensor,
+              w_se1: torch.Tensor, b_se1: torch.Tensor, w_se2: torch.Tensor, b_se2: torch.Tensor,
+              w_proj: torch.Tensor, b_proj: torch.Tensor, kernel_size: int, stride: int, out_channels: int,
+              residual: bool) -> torch.Tensor:
+    """The fused block as one PyTorch operator (x channels-last float16; packed weights)."""
+    hidden = w_se2.shape[0]
+    check_input(x, x.shape[1])  # the channel count against the weights is the binding's check
+    expand = w_exp.numel() > 0
+    chunk = chunk_for(hidden)
+    _, _, height, width = x.shape
+    rows = band_rows(height, width, kernel_size, stride, w_exp.shape[1] if expand else 0, chunk, expand)
+    out = _extension().mbconv(x.permute(0, 2, 3, 1), w_exp, b_exp, w_dw, b_dw, w_se1, b_se1, w_se2, b_se2, w_proj,
+                              b_proj, kernel_size, stride, out_channels, rows, chunk, residual)
+    return out.permute(0, 3, 1, 2)
+
+
+@mbconv_op.register_fake
+def _mbconv_fake(x, w_exp, b_exp, w_dw, b_dw, w_se1, b_se1, w_se2, b_se2, w_proj, b_proj, kernel_size, stride,
+                 out_channels, residual):
+    n, _, h, w = x.shape
+    return torch.empty((n, out_channels, output_size(h, stride), output_size(w, stride)), dtype=x.dtype,
+                       device=x.device, memory_format=torch.channels_last)
+
+
+def mbconv(x: torch.Tensor, params: MBConvParams, weights: MBConvWeights | None = None) -> torch.Tensor:
+    """Run the fused block on x (float16, channels_last, CUDA)."""
+    check_input(x, params.in_channels)
+    weights = prepare_weights(params) if weights is None else weights
+    return mbconv_op(x, *weights.tensors(), params.kernel_size, params.stride, params.out_channels, params.residual)
+
+
+# ---- the drop-in module ----
+
+class FusedMBConv(nn.Module):
+    """A folded torchvision ``MBConv`` on the fused kernels (one ``block_fusion::mbconv`` op).
+
+    Its packed weights are non-persistent buffers, so they follow ``.to()`` and torch.compile
+    sees them."""
+
+    def __init__(self, params: MBConvParams):
+        super().__init__()
+        self.in_channels, self.out_channels = params.in_channels, params.out_channels
+        self.kernel_size, self.stride, self.residual = params.kernel_size, params.stride, params.residual
+        for name, tensor in zip(WEIGHT_FIELDS, prepare_weights(params).tensors()):
+            self.register_buffer(name, tensor, persistent=False)
+
+    @staticmethod
+    def unsupported(block: nn.Module) -> str | None:
+        """Why the kernel cannot run this (folded) torchvision MBConv, or None if it can."""
+        return _parse(block)[1]
+
+    @classmethod
+    def from_block(cls, block: nn.Module) -> "FusedMBConv":
+        return cls(block_params(block))
+
+    @staticmethod
+    def block_class() -> type:
+        """The PyTorch block this module replaces (torchvision's MBConv)."""
+        return _mbconv_class()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        tensors = [getattr(self, n) for n in WEIGHT_FIELDS]
+        return mbconv_op(x.contiguous(memory_format=torch.channels_last), *tensors, self.kernel_size, self.stride,
+                         self.out_channels, self.residual)
+
+    def extra_repr(self) -> str:
+        return (f"{self.in_channels}->{self.out_channels}, k={self.kernel_size}, stride={self.stride}, "
+                f"residual={self.residual}")
