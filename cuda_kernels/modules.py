@@ -112,11 +112,13 @@ class BlockSwap:
 def replace_blocks(model: nn.Module) -> BlockSwap:
     """Swap, in place, every inference-form zoo block the kernels support for its fused module.
 
-    A supported ``ConvFirstBlock`` becomes one ``FusedConvFirstBlock``; a supported ``FFN``
+    A supported ``ConvFirstBlock`` becomes one ``FusedConvFirstBlock`` (``FusedConvFirstDown``
+    at stride 2); a supported ``FFN``
     (also one inside a ConvFirst block that stays in PyTorch) a ``FusedFFN``. Blocks of
     either family that stay in PyTorch are listed with the reason, never dropped silently.
     A torchvision ``MBConv`` (EfficientNet; BN folded) becomes a ``FusedMBConv``, likewise.
     """
+    from cuda_kernels.convfirst_s2 import FusedConvFirstDown
     from cuda_kernels.mbconv import FusedMBConv
     from perfmodel.zoo.blocks import FFN, ConvFirstBlock
 
@@ -128,6 +130,8 @@ def replace_blocks(model: nn.Module) -> BlockSwap:
         for name, child in parent.named_children():
             path = f"{prefix}{name}"
             family = next(((cls, fused_cls) for cls, fused_cls in families if isinstance(child, cls)), None)
+            if family and family[0] is ConvFirstBlock and getattr(child, "stride", 1) == 2:
+                family = (ConvFirstBlock, FusedConvFirstDown)  # the stride-2 kernel (convfirst_s2.py)
             reason = family and family[1].unsupported(child)
             if family:
                 fused.setdefault(family[0].__name__, 0)

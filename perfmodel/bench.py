@@ -117,6 +117,7 @@ def fused_model(model: torch.nn.Module, inputs: list[torch.Tensor]) -> tuple[tor
                       stacklevel=2)
     check = check_blocks(fused, folded, inputs,
                          lambda m: isinstance(m, (cuda_kernels.FusedConvFirstBlock,
+                                                  cuda_kernels.FusedConvFirstDown,
                                                   cuda_kernels.FusedFFN,
                                                   cuda_kernels.FusedMBConv)))
     return fused, {"fused_blocks": swap.fused, "fallback_blocks": dict(swap.fallback),

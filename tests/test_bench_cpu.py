@@ -42,22 +42,24 @@ def test_unknown_backend_is_bad_input(tmp_path):
 
 def test_cuda_kernels_backend_swaps_every_supported_block():
     """ConvFirstNet-S: widths (32, 64, 128, 256), depths (3, 4, 12, 4), alpha 6: 23 stride-1
-    blocks, all of supported shape; the 3 stride-2 blocks (out = 2 C) stay, and so do their
-    FFNs (out_channels = 2 C). ConvFirstNet-H200: widths (64, 128, 256, 512), depths
-    (3, 4, 14, 3): C = 512 is not supported, 3 + 4 + 14 = 21 fused; 3 stride-2 blocks and the
-    3 C = 512 blocks stay, each with its FFN: 12 fallbacks, each with its reason."""
+    blocks and 3 stride-2 blocks (C -> 2C: 32 -> 64, 64 -> 128, 128 -> 256), all supported.
+    ConvFirstNet-H200: widths (64, 128, 256, 512), depths (3, 4, 14, 3): C = 512 is not
+    supported, 3 + 4 + 14 = 21 stride-1 blocks and 2 stride-2 blocks fused; the 256 -> 512
+    stride-2 block and the 3 C = 512 blocks stay, each with its FFN: 8 fallbacks, each with
+    its reason."""
     import torch
 
     import cuda_kernels
     from perfmodel.zoo import FFN, MODELS, fold_batchnorm
 
-    for name, expected, fallbacks in (("convfirstnet_s", 23, 6), ("convfirstnet_h200", 21, 12)):
+    for name, expected, down, fallbacks in (("convfirstnet_s", 23, 3, 0), ("convfirstnet_h200", 21, 2, 8)):
         net = fold_batchnorm(MODELS[name]())
         swap = cuda_kernels.replace_blocks(net)
-        assert swap.fused == {"ConvFirstBlock": expected, "FFN": 0}
+        assert swap.fused == {"ConvFirstBlock": expected + down, "FFN": 0}
         assert len(swap.fallback) == fallbacks
         assert sum(isinstance(m, cuda_kernels.FusedConvFirstBlock) for m in net.modules()) == expected
-    assert swap.fallback["stages.3.0"] == "stride 2"
+        assert sum(isinstance(m, cuda_kernels.FusedConvFirstDown) for m in net.modules()) == down
+    assert swap.fallback["stages.3.0"].startswith("C 256 -> 512")
     assert swap.fallback["stages.3.1"].startswith("C=512")
     ffns = fold_batchnorm(torch.nn.Sequential(FFN(64, 4), FFN(64, 4, out_channels=128), FFN(48, 2)))
     swap = cuda_kernels.replace_blocks(ffns)
@@ -182,8 +184,9 @@ def test_ncu_is_refused_where_its_worker_cannot_run_the_model(tmp_path, backend,
 
 
 def test_fused_blocks_are_one_opaque_operator_each_under_torch_compile():
-    """--compile-rest: dynamo captures ConvFirstNet-S with its 23 fused blocks as
-    block_fusion::block operators in one graph, each output channels-last like its input
+    """--compile-rest: dynamo captures ConvFirstNet-S with its 23 fused stride-1 blocks as
+    block_fusion::block operators and its 3 stride-2 blocks as convfirst_s2::block operators
+    in one graph, each output channels-last like its input
     (the operator's fake implementation; nothing runs on a GPU here)."""
     import torch
 
@@ -210,3 +213,7 @@ def test_fused_blocks_are_one_opaque_operator_each_under_torch_compile():
     assert len(fused) == 23
     first = fused[0].meta["example_value"]  # stage 0: 32 channels at 64 / 4 = 16 pixels square
     assert tuple(first.shape) == (2, 32, 16, 16) and first.stride() == (16 * 16 * 32, 1, 16 * 32, 32)
+    down = [n for n in graph.graph.nodes if "convfirst_s2" in str(n.target)]
+    assert len(down) == 3  # the stride-2 blocks, on their own operator
+    half = down[0].meta["example_value"]  # 32 -> 64 channels, 16 -> 8 pixels square
+    assert tuple(half.shape) == (2, 64, 8, 8) and half.stride() == (8 * 8 * 64, 1, 8 * 64, 64)

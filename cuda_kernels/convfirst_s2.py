@@ -1,0 +1,271 @@
+"""The stride-2 ConvFirst block in one kernel (csrc/convfirst_s2.cuh): reference, weight
+preparation, host checks, the ``convfirst_s2::block`` operator and the drop-in module.
+
+The block is the inference form (BatchNorm folded) of ``perfmodel.zoo.ConvFirstBlock`` with
+``stride=2`` and ``out_channels = 2 * channels``::
+
+    out = Blur(x) * S + b_S  +  ReLU(Blur(conv(x) + b_c) * U + b_U) * V + b_V
+
+conv: grouped 3x3, group width 8, stride 1, zero padding; Blur: [1 2 1] x [1 2 1] / 16 over
+reflect padding, stride 2 (``BlurPool``); U, V, S: 1x1 convolutions C_in -> hidden -> C_out and
+C_in -> C_out. Activations are ``N x C x H x W`` float16 in ``torch.channels_last`` memory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from cuda_kernels.ops import GROUP_WIDTH, pack_conv_weight
+
+SUPPORTED_WIDTHS = ((32, 64), (64, 128), (128, 256))  # (C_in, C_out)
+SUPPORTED_EXPANSIONS = (2, 4, 6)  # hidden = alpha * C_in
+MAX_WIDTH = 56  # the kernel's shared input rows hold (2R + 3) W <= 680 pixels for W <= 56
+MIN_SIZE = 2  # reflect padding by one needs two rows and columns
+VARIANTS = (0, 1)  # csrc/convfirst_s2.cu: 1 exists for C_in = 64 only (two blocks per SM)
+DEFAULT_VARIANT = {32: 0, 64: 0, 128: 0}
+
+
+def output_size(size: int) -> int:
+    """Height or width after BlurPool: reflect pad 1, 3 taps, stride 2."""
+    return (size + 1) // 2
+
+
+def blur_pool(x: torch.Tensor) -> torch.Tensor:
+    """[1 2 1] x [1 2 1] / 16 over reflect padding, stride 2, written as strided sums (not the
+    zoo's depthwise convolution, so the two are independent)."""
+    xp = F.pad(x, (1, 1, 1, 1), mode="reflect")
+    ho, wo = output_size(x.shape[2]), output_size(x.shape[3])
+    rows = xp[:, :, 0 : 2 * ho - 1 : 2] + 2 * xp[:, :, 1 : 2 * ho : 2] + xp[:, :, 2 : 2 * ho + 1 : 2]
+    cols = rows[..., 0 : 2 * wo - 1 : 2] + 2 * rows[..., 1 : 2 * wo : 2] + rows[..., 2 : 2 * wo + 1 : 2]
+    return cols / 16
+
+
+@dataclass(frozen=True)
+class FoldedWeights:
+    """The inference-form block's tensors in PyTorch layouts: conv_w [C_in, 8, 3, 3],
+    w1 [hidden, C_in(,1,1)], w2 [C_out, hidden(,1,1)], ws [C_out, C_in(,1,1)], biases 1-D."""
+
+    conv_w: torch.Tensor
+    conv_b: torch.Tensor
+    w1: torch.Tensor
+    b1: torch.Tensor
+    w2: torch.Tensor
+    b2: torch.Tensor
+    ws: torch.Tensor
+    bs: torch.Tensor
+
+    @classmethod
+    def from_block(cls, block: nn.Module) -> "FoldedWeights":
+        """From a folded zoo ``ConvFirstBlock(stride=2)`` whose shortcut is BlurPool + 1x1 conv."""
+        conv, expand, project, short = block.conv, block.ffn.expand, block.ffn.project, block.shortcut[1]
+        return cls(conv.weight, conv.bias, expand.weight, expand.bias, project.weight, project.bias,
+                   short.weight, short.bias)
+
+
+def reference(x: torch.Tensor, w: FoldedWeights) -> torch.Tensor:
+    """The block computed op by op in x's dtype (float64 for a reference)."""
+    cast = {f.name: getattr(w, f.name).to(x.dtype) for f in fields(w)}
+    cin = x.shape[1]
+    y = F.conv2d(x, cast["conv_w"], cast["conv_b"], padding=1, groups=cin // GROUP_WIDTH)
+    hidden = F.relu(F.conv2d(blur_pool(y), cast["w1"].reshape(-1, cin, 1, 1), cast["b1"]))
+    z = F.conv2d(hidden, cast["w2"].reshape(-1, hidden.shape[1], 1, 1), cast["b2"])
+    return F.conv2d(blur_pool(x), cast["ws"].reshape(-1, cin, 1, 1), cast["bs"]) + z
+
+
+def unsupported_shape(in_channels: int, out_channels: int, hidden: int) -> str | None:
+    """Why the kernel cannot run these widths, or None."""
+    if (in_channels, out_channels) not in SUPPORTED_WIDTHS:
+        return f"C {in_channels} -> {out_channels} (the stride-2 kernel has {SUPPORTED_WIDTHS})"
+    if hidden % in_channels or hidden // in_channels not in SUPPORTED_EXPANSIONS:
+        return f"hidden {hidden} for C_in={in_channels} (alpha in {SUPPORTED_EXPANSIONS})"
+    return None
+
+
+@dataclass(frozen=True)
+class KernelWeights:
+    """The kernel's operands: fp16 matrices, fp32 biases, the conv as mma fragments."""
+
+    conv_w: torch.Tensor  # [C_in/8, 9, 32] int32 (ops.pack_conv_weight)
+    conv_b: torch.Tensor  # [C_in] fp32
+    w1: torch.Tensor  # [hidden, C_in] fp16
+    b1: torch.Tensor  # [hidden] fp32
+    w2: torch.Tensor  # [C_out, hidden] fp16
+    ws: torch.Tensor  # [C_out, C_in] fp16
+    bo: torch.Tensor  # [C_out] fp32: b_V + b_S, the epilogue's one bias
+
+    @property
+    def in_channels(self) -> int:
+        return self.w1.shape[1]
+
+    @property
+    def out_channels(self) -> int:
+        return self.w2.shape[0]
+
+    @property
+    def hidden(self) -> int:
+        return self.w1.shape[0]
+
+
+def prepare_weights(w: FoldedWeights) -> KernelWeights:
+    """Validate the widths and convert the weights once (raises ValueError if unsupported)."""
+    hidden, cin = w.w1.shape[0], w.conv_w.shape[0]
+    cout = w.w2.shape[0]
+    reason = unsupported_shape(cin, cout, hidden)
+    if reason:
+        raise ValueError(f"convfirst_s2 cannot run {reason}")
+    expected = {"w1": hidden * cin, "w2": cout * hidden, "ws": cout * cin, "conv_b": cin, "b1": hidden,
+                "b2": cout, "bs": cout}
+    for name, numel in expected.items():
+        if getattr(w, name).numel() != numel:
+            raise ValueError(f"{name} has {getattr(w, name).numel()} elements, expected {numel}")
+
+    def half(t, rows, cols):
+        return t.detach().reshape(rows, cols).to(torch.float16).contiguous()
+
+    def f32(t):
+        return t.detach().reshape(-1).to(torch.float32).contiguous()
+
+    return KernelWeights(
+        pack_conv_weight(w.conv_w).to(w.conv_w.device), f32(w.conv_b), half(w.w1, hidden, cin), f32(w.b1),
+        half(w.w2, cout, hidden), half(w.ws, cout, cin), f32(w.b2.detach().double() + w.bs.detach().double()),
+    )
+
+
+def _overlaps(a: torch.Tensor, b: torch.Tensor) -> bool:
+    a0, b0 = a.data_ptr(), b.data_ptr()
+    return a0 < b0 + b.numel() * b.element_size() and b0 < a0 + a.numel() * a.element_size()
+
+
+def check_input(x: torch.Tensor, weights: KernelWeights, out: torch.Tensor | None = None) -> None:
+    """Raise ValueError for an input (or output buffer) the kernel cannot take. The device is
+    checked last, so that every other rule can be checked on CPU tensors."""
+    if x.dim() != 4:
+        raise ValueError(f"x must be [N, C, H, W], got shape {tuple(x.shape)}")
+    if not x.is_contiguous(memory_format=torch.channels_last):
+        raise ValueError("x must be in torch.channels_last memory format (NHWC)")
+    if x.dtype != torch.float16:
+        raise ValueError(f"x must be float16, got {x.dtype}")
+    n, c, h, w = x.shape
+    if c != weights.in_channels:
+        raise ValueError(f"x has {c} channels, the weights expect {weights.in_channels}")
+    if not (MIN_SIZE <= h and MIN_SIZE <= w <= MAX_WIDTH) or n < 1:
+        raise ValueError(f"convfirst_s2 supports H >= {MIN_SIZE}, {MIN_SIZE} <= W <= {MAX_WIDTH} and N >= 1, "
+                         f"got {n}x{h}x{w}")
+    if x.numel() >= 2**31 or n * output_size(h) * output_size(w) * weights.out_channels >= 2**31:
+        raise ValueError(f"x of shape {tuple(x.shape)} is too large for 32-bit pixel offsets")
+    if x.data_ptr() % 16:
+        raise ValueError("x must be 16-byte aligned (the kernel copies 16-byte chunks)")
+    if out is not None:
+        shape = (n, weights.out_channels, output_size(h), output_size(w))
+        if tuple(out.shape) != shape or out.dtype != torch.float16 or \
+                not out.is_contiguous(memory_format=torch.channels_last):
+            raise ValueError(f"out must be a channels_last float16 tensor of shape {shape}")
+        if out.data_ptr() % 16:
+            raise ValueError("out must be 16-byte aligned")
+        if _overlaps(out, x):
+            raise ValueError("out must not overlap x: tiles read x while others write their outputs")
+        if out.device != x.device:
+            raise ValueError(f"out is on {out.device}, x on {x.device}")
+    if not x.is_cuda:
+        raise ValueError(f"x must be a CUDA tensor, got one on {x.device}")
+    for f in fields(weights):
+        if getattr(weights, f.name).device != x.device:
+            raise ValueError(f"weight {f.name} is on {getattr(weights, f.name).device}, x on {x.device}")
+
+
+def _extension():
+    from cuda_kernels._build import load_convfirst_s2_extension
+
+    return load_convfirst_s2_extension()
+
+
+def shared_memory_need(in_channels: int, out_channels: int) -> int:
+    """Bytes of shared memory per block the kernel for these widths asks for (from the build)."""
+    return int(_extension().smem_bytes(in_channels, out_channels))
+
+
+def run(x: torch.Tensor, weights: KernelWeights, variant: int | None = None, rows_per_tile: int = 0,
+        out: torch.Tensor | None = None) -> torch.Tensor:
+    """Launch the fused kernel; returns [N, C_out, ceil(H/2), ceil(W/2)] channels_last (``out``
+    if given). ``rows_per_tile`` (output rows per 128-pixel tile) 0 lets the launcher choose."""
+    check_input(x, weights, out)
+    cin, cout = weights.in_channels, weights.out_channels
+    need = shared_memory_need(cin, cout)
+    have = torch.cuda.get_device_properties(x.device).shared_memory_per_block_optin
+    if need > have:
+        raise ValueError(f"convfirst_s2 {cin} -> {cout} needs {need} B of shared memory per block, "
+                         f"{torch.cuda.get_device_name(x.device)} offers {have} B")
+    variant = DEFAULT_VARIANT[cin] if variant is None else variant
+    if variant not in VARIANTS or (variant == 1 and cin != 64):
+        raise ValueError(f"convfirst_s2 has no variant {variant} for C_in={cin}")
+    n, _, h, w = x.shape
+    ho, wo = output_size(h), output_size(w)
+    flat_out = torch.empty(0, device=x.device, dtype=torch.float16)
+    if out is not None:
+        flat_out = out.permute(0, 2, 3, 1).reshape(n * ho * wo, cout)
+    flat = _extension().convfirst_s2(
+        x.permute(0, 2, 3, 1).reshape(n * h * w, cin), weights.conv_w, weights.conv_b, weights.w1, weights.b1,
+        weights.w2, weights.ws, weights.bo, n, h, w, rows_per_tile, variant, flat_out)
+    return flat.view(n, ho, wo, cout).permute(0, 3, 1, 2)
+
+
+WEIGHT_FIELDS = tuple(f.name for f in fields(KernelWeights))
+
+
+@torch.library.custom_op("convfirst_s2::block", mutates_args=())
+def block_op(x: torch.Tensor, conv_w: torch.Tensor, conv_b: torch.Tensor, w1: torch.Tensor, b1: torch.Tensor,
+             w2: torch.Tensor, ws: torch.Tensor, bo: torch.Tensor) -> torch.Tensor:
+    """`run` as one opaque PyTorch operator (default variant), for torch.compile and the profiler."""
+    return run(x, KernelWeights(conv_w, conv_b, w1, b1, w2, ws, bo))
+
+
+@block_op.register_fake
+def _block_op_fake(x, conv_w, conv_b, w1, b1, w2, ws, bo):
+    n, _, h, w = x.shape
+    return x.new_empty((n, w2.shape[0], output_size(h), output_size(w))).contiguous(
+        memory_format=torch.channels_last)
+
+
+class FusedConvFirstDown(nn.Module):
+    """Inference-form ``perfmodel.zoo.ConvFirstBlock(C, alpha, 2C, stride=2)`` in one kernel."""
+
+    def __init__(self, weights: KernelWeights):
+        super().__init__()
+        self.in_channels, self.out_channels = weights.in_channels, weights.out_channels
+        for name in WEIGHT_FIELDS:
+            self.register_buffer(name, getattr(weights, name), persistent=False)
+
+    @staticmethod
+    def unsupported(block: nn.Module) -> str | None:
+        """Why the kernel cannot run this inference-form ConvFirst block, or None if it can."""
+        from perfmodel.zoo.blocks import BlurPool
+
+        if getattr(block, "stride", None) != 2:
+            return f"stride {getattr(block, 'stride', None)} (this kernel is the stride-2 block)"
+        if getattr(block, "group_width", None) != GROUP_WIDTH or getattr(block, "kernel_size", None) != 3:
+            return f"group width {getattr(block, 'group_width', None)}, kernel {getattr(block, 'kernel_size', None)}"
+        short = list(block.shortcut)
+        if not isinstance(block.conv, nn.Conv2d) or not all(isinstance(m, (BlurPool, nn.Conv2d)) for m in short):
+            return "not in inference form (fold batchnorm first)"
+        if len(short) != 2 or not isinstance(short[0], BlurPool) or not isinstance(block.pool, BlurPool):
+            return f"out_channels {block.out_channels} == channels: no 1x1 shortcut conv (kernel has C_out = 2 C_in)"
+        return unsupported_shape(block.channels, block.out_channels, block.channels * block.expansion)
+
+    @classmethod
+    def from_block(cls, block: nn.Module) -> "FusedConvFirstDown":
+        reason = cls.unsupported(block)
+        if reason is not None:
+            raise ValueError(f"FusedConvFirstDown cannot run this block: {reason}")
+        return cls(prepare_weights(FoldedWeights.from_block(block)))
+
+    @property
+    def weights(self) -> KernelWeights:
+        return KernelWeights(*(getattr(self, n) for n in WEIGHT_FIELDS))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        tensors = [getattr(self, n) for n in WEIGHT_FIELDS]
+        return block_op(x.contiguous(memory_format=torch.channels_last), *tensors)

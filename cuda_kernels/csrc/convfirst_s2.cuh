@@ -1,0 +1,458 @@
+// Stride-2 ConvFirst block in one kernel (DESIGN.md §10, paper Fig. 6c), NHWC float16,
+// fp32 accumulation. The inference form of perfmodel.zoo.ConvFirstBlock(stride=2):
+//
+//   out = Blur(x) . S^T + b_S  +  ReLU(Blur(conv(x) + b_c) . U^T + b_U) . V^T + b_V
+//
+// conv: grouped 3x3 (group width 8, stride 1, zero padding); Blur: [1 2 1] x [1 2 1] / 16 with
+// reflect padding and stride 2; U: C_in -> hidden, V: hidden -> C_out, S: C_in -> C_out.
+//
+// One thread block computes a tile of R whole output rows (R * Wo <= 128 pixels, the rows
+// counted over n * Ho + ho, so a tile may span images):
+//   phase A  per 32-channel slice: the input rows the tile needs (2R + 3 rows) into shared
+//            memory; the conv on tensor cores (mma.m16n8k8) at the 2R + 1 full-resolution rows
+//            the blur windows read, into shared memory; then on CUDA cores the blur of that
+//            conv output (the FFN input, A_s) and the blur of the input (the shortcut's input,
+//            in H_s);
+//   phase B  the shortcut first, as one K-chunk of stage 2 (acc = Blur(x) . S^T), which frees
+//            H_s; then the FFN loop of block_fusion.cuh over hidden chunks of HC channels;
+//   phase C  acc + (b_V + b_S) staged in shared memory, written once with 16-byte stores.
+// Weights stream through a 3-slot cp.async ring (one 64-wide k-slice per slot). The phase-A
+// buffers alias the ring, which is idle until the first weight slice is issued.
+#pragma once
+#include <cuda_fp16.h>
+#include <cstdint>
+
+#include "convfirst_s2.h"
+#include "ptx.cuh"
+
+namespace s2 {
+
+using bf::cp_async16;
+using bf::cp_async_commit;
+using bf::cp_async_wait;
+using bf::ldmatrix_x4;
+using bf::mma_m16n8k16;
+using bf::mma_m16n8k8;
+using bf::pack_half2;
+using bf::panel_offset;
+using bf::smem_addr;
+
+constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / 32;
+constexpr int kBM = 128;
+constexpr int kMaxW = 56;
+constexpr int kMaxDevices = 64;
+// Phase A works on 32 channels at a time: one pixel is 64 bytes (four 16-byte chunks).
+constexpr int kCS = 32;
+constexpr int kPixBytes = kCS * 2;
+// R * Wo <= 128 and W <= 2 * Wo, so R * W <= 256: the input rows of a tile hold at most
+// (2R + 3) W <= 512 + 3 * 56 pixels, the conv rows (2R + 1) W <= 512 + 56.
+constexpr int kXPix = 4 * kBM + 3 * kMaxW;
+constexpr int kYPix = 4 * kBM + kMaxW;
+constexpr int kPhaseABytes = (kXPix + 1 + kYPix) * kPixBytes;  // + one zero pixel
+
+// 64-byte pixels; the four 16-byte chunks are XOR-swizzled with bits 1-2 of the pixel index,
+// so that ldmatrix's eight row reads (eight consecutive pixels) hit eight bank groups.
+__device__ __forceinline__ uint32_t px_offset(int q, int c) {
+  return static_cast<uint32_t>(q * kPixBytes + (((c ^ (q >> 1)) & 3) << 4));
+}
+
+__device__ __forceinline__ int reflect(int i, int n) { return i < 0 ? -i : (i >= n ? 2 * n - 2 - i : i); }
+
+constexpr int cmax(int a, int b) { return a > b ? a : b; }
+
+template <int CIN_, int COUT_, int HC_, int WM1_, int WM2_, int MINB_>
+struct Config {
+  static constexpr int CIN = CIN_, COUT = COUT_, HC = HC_, WM1 = WM1_, WM2 = WM2_, MINB = MINB_;
+  static constexpr int BM = kBM;
+  static constexpr int WN1 = kWarps / WM1, WN2 = kWarps / WM2;
+  static constexpr int TM1 = BM / WM1, TN1 = HC / WN1;     // stage-1 warp tile
+  static constexpr int TM2 = BM / WM2, TN2 = COUT / WN2;   // stage-2 warp tile
+  static constexpr int MT1 = TM1 / 16, NT1 = TN1 / 8, MT2 = TM2 / 16, NT2 = TN2 / 8;
+  static constexpr int KP = (CIN + 63) / 64;               // 64-column panels of A_s
+  static constexpr int KW = CIN < 64 ? CIN : 64;           // k width of a U or S slice
+  static constexpr int KV = HC / 64;                       // V slices per chunk
+  static constexpr int PER_CHUNK = KP + KV;
+  static constexpr int STAGES = 3;
+  static constexpr int PANEL = BM * 128;
+  static constexpr int A_BYTES = KP * PANEL;
+  static constexpr int H_BYTES = cmax(KV, KP) * PANEL;     // H, and Blur(x) before the FFN
+  static constexpr int SLOT_BYTES = cmax(HC, COUT) * 128;
+  static constexpr int RING_BYTES = STAGES * SLOT_BYTES;
+  static constexpr int OUT_BYTES = (COUT / 64) * PANEL;    // epilogue staging
+  static constexpr int R_BYTES = cmax(cmax(RING_BYTES, kPhaseABytes), OUT_BYTES);
+  static constexpr int SMEM_BYTES = A_BYTES + H_BYTES + R_BYTES;
+  static_assert(TM1 % 16 == 0 && TN1 % 16 == 0 && TM2 % 16 == 0 && TN2 % 16 == 0, "warp tile");
+  static_assert(HC % 64 == 0 && CIN % kCS == 0 && COUT % 64 == 0, "shape");
+  static_assert(SMEM_BYTES <= 227 * 1024, "shared memory");
+};
+
+// Copies `rows` rows of KWIDTH fp16 (row stride ld) into a slot as one 128-byte panel.
+template <int KWIDTH>
+__device__ __forceinline__ void copy_rows(uint32_t base, const __half* src, int rows, int ld) {
+  constexpr int CH = KWIDTH / 8;
+  for (int i = threadIdx.x; i < rows * CH; i += kThreads) {
+    const int r = i / CH, c = i % CH;
+    cp_async16(base + panel_offset(r, c), src + (size_t)r * ld + c * 8, true);
+  }
+}
+
+// Weight slice gs of the stream: the KP shortcut slices S, then per hidden chunk KP U slices
+// (HC rows, k = input channels) and KV V slices (COUT rows, k = hidden channels).
+template <class K>
+__device__ __forceinline__ void load_slice(const Params& p, uint8_t* slot, int gs) {
+  const uint32_t base = smem_addr(slot);
+  if (gs < K::KP) {
+    copy_rows<K::KW>(base, p.ws + gs * 64, K::COUT, K::CIN);
+    return;
+  }
+  const int u = gs - K::KP, chunk = u / K::PER_CHUNK, t = u % K::PER_CHUNK;
+  if (t < K::KP)
+    copy_rows<K::KW>(base, p.w1 + (size_t)chunk * K::HC * K::CIN + t * 64, K::HC, K::CIN);
+  else
+    copy_rows<64>(base, p.w2 + chunk * K::HC + (t - K::KP) * 64, K::COUT, p.hidden);
+}
+
+// Global row (n * H + h) of the input row at the centre of output row J's blur window.
+__device__ __forceinline__ int centre_row(const Params& p, int J) {
+  return (J / p.Ho) * p.H + 2 * (J % p.Ho);
+}
+
+// Phase A: A_s = Blur(conv(x) + b_c) and S_s = Blur(x) for the tile's output rows j0 .. j0+nrows-1.
+template <class K>
+__device__ __forceinline__ void phase_a(const Params& p, uint8_t* A_s, uint8_t* S_s, uint8_t* work, int j0,
+                                        int nrows) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int H = p.H, W = p.W, last_row = p.N * H - 1;
+  const int ylo = max(centre_row(p, j0) - 1, 0);
+  const int yhi = min(centre_row(p, j0 + nrows - 1) + 1, last_row);
+  const int xlo = max(ylo - 1, 0), xhi = min(yhi + 1, last_row);
+  const int npix_x = (xhi - xlo + 1) * W, npix_y = (yhi - ylo + 1) * W;
+  uint8_t* xh = work;
+  uint8_t* zero_pixel = work + kXPix * kPixBytes;
+  uint8_t* yb = zero_pixel + kPixBytes;
+  const uint32_t xh_base = smem_addr(xh), yb_base = smem_addr(yb), zero_base = smem_addr(zero_pixel);
+  if (threadIdx.x < kPixBytes / 16) reinterpret_cast<uint4*>(zero_pixel)[threadIdx.x] = make_uint4(0, 0, 0, 0);
+  const int nvalid = nrows * p.Wo;
+
+  // The conv job of a warp: one pair of groups (pair = warp & 1) of the slice's four, and the
+  // m-tiles warp/2, warp/2 + 4, ...; two m-tiles at a time so that their tap chains interleave.
+  const int pair = warp & 1, local_group = pair * 2 + (lane >> 4);
+  const int nmt = (npix_y + 15) / 16;
+
+  for (int s = 0; s < K::CIN / kCS; ++s) {
+    if (s > 0) __syncthreads();  // the previous slice's blur has read xh and yb
+    for (int i = threadIdx.x; i < npix_x * 4; i += kThreads) {
+      const int q = i >> 2, c = i & 3;
+      cp_async16(xh_base + px_offset(q, c), p.x + ((size_t)xlo * W + q) * K::CIN + s * kCS + c * 8, true);
+    }
+    cp_async_commit();
+    const int g0 = s * 4 + pair * 2;
+    uint32_t bfrag[2][9];
+#pragma unroll
+    for (int tap = 0; tap < 9; ++tap) {
+      bfrag[0][tap] = __ldg(p.conv_w + ((size_t)g0 * 9 + tap) * 32 + lane);
+      bfrag[1][tap] = __ldg(p.conv_w + ((size_t)(g0 + 1) * 9 + tap) * 32 + lane);
+    }
+    float cb[2][2];
+#pragma unroll
+    for (int gi = 0; gi < 2; ++gi) {
+      const int ch = (g0 + gi) * 8 + (lane & 3) * 2;
+      cb[gi][0] = __ldg(p.conv_b + ch);
+      cb[gi][1] = __ldg(p.conv_b + ch + 1);
+    }
+    cp_async_wait<0>();
+    __syncthreads();
+
+    // conv: Y = conv(x) + b_c at every pixel of rows ylo..yhi, into yb (fp16, as PyTorch rounds it)
+    for (int mt0 = warp >> 1; mt0 < nmt; mt0 += 8) {
+      float acc[2][2][4] = {};
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const int q = (mt0 + 4 * j) * 16 + (lane & 15);
+        const bool in_range = q < npix_y;
+        const int grow = in_range ? ylo + q / W : 0;
+        const int w = in_range ? q % W : 0;
+        const int h = grow % H;
+#pragma unroll
+        for (int tap = 0; tap < 9; ++tap) {
+          const int dy = tap / 3 - 1, dx = tap % 3 - 1;
+          const bool ok = in_range && h + dy >= 0 && h + dy < H && w + dx >= 0 && w + dx < W;
+          const int xq = (grow + dy - xlo) * W + w + dx;
+          const uint32_t addr = ok ? xh_base + px_offset(xq, local_group) : zero_base;
+          uint32_t a[4];
+          ldmatrix_x4(a, addr);
+          mma_m16n8k8(acc[j][0], a[0], a[1], bfrag[0][tap]);
+          mma_m16n8k8(acc[j][1], a[2], a[3], bfrag[1][tap]);
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const int qy = (mt0 + 4 * j) * 16 + (lane >> 2);
+#pragma unroll
+        for (int gi = 0; gi < 2; ++gi) {
+          const int within = (lane & 3) * 4;
+          if (qy < npix_y)
+            *reinterpret_cast<uint32_t*>(yb + px_offset(qy, pair * 2 + gi) + within) =
+                pack_half2(acc[j][gi][0] + cb[gi][0], acc[j][gi][1] + cb[gi][1]);
+          if (qy + 8 < npix_y)
+            *reinterpret_cast<uint32_t*>(yb + px_offset(qy + 8, pair * 2 + gi) + within) =
+                pack_half2(acc[j][gi][2] + cb[gi][0], acc[j][gi][3] + cb[gi][1]);
+        }
+      }
+    }
+    __syncthreads();
+
+    // blur + stride 2 (reflect padding) of Y into A_s and of x into S_s: one output pixel and
+    // 8 channels per item, fp32 sums of fp16 values
+    for (int i = threadIdx.x; i < kBM * 4; i += kThreads) {
+      const int r = i >> 2, c = i & 3;
+      float ay[8], ax[8];
+#pragma unroll
+      for (int k = 0; k < 8; ++k) ay[k] = ax[k] = 0.f;
+      if (r < nvalid) {
+        const int J = j0 + r / p.Wo, wo = r % p.Wo;
+        const int n = J / p.Ho, ho = J % p.Ho;
+#pragma unroll
+        for (int a = 0; a < 3; ++a) {
+          const int grow = n * H + reflect(2 * ho + a - 1, H);
+#pragma unroll
+          for (int b = 0; b < 3; ++b) {
+            const int w = reflect(2 * wo + b - 1, W);
+            const float f = (a == 1 ? 2.f : 1.f) * (b == 1 ? 2.f : 1.f);
+            const uint4 vy = *reinterpret_cast<const uint4*>(yb + px_offset((grow - ylo) * W + w, c));
+            const uint4 vx = *reinterpret_cast<const uint4*>(xh + px_offset((grow - xlo) * W + w, c));
+            const __half2* hy = reinterpret_cast<const __half2*>(&vy);
+            const __half2* hx = reinterpret_cast<const __half2*>(&vx);
+#pragma unroll
+            for (int k = 0; k < 4; ++k) {
+              const float2 fy = __half22float2(hy[k]), fx = __half22float2(hx[k]);
+              ay[2 * k] += f * fy.x;
+              ay[2 * k + 1] += f * fy.y;
+              ax[2 * k] += f * fx.x;
+              ax[2 * k + 1] += f * fx.y;
+            }
+          }
+        }
+      }
+      uint4 oy, ox;
+      uint32_t* py = reinterpret_cast<uint32_t*>(&oy);
+      uint32_t* px = reinterpret_cast<uint32_t*>(&ox);
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        py[k] = pack_half2(ay[2 * k] * 0.0625f, ay[2 * k + 1] * 0.0625f);
+        px[k] = pack_half2(ax[2 * k] * 0.0625f, ax[2 * k + 1] * 0.0625f);
+      }
+      const int col = s * kCS + c * 8;
+      const uint32_t off = (col >> 6) * K::PANEL + panel_offset(r, (col & 63) >> 3);
+      *reinterpret_cast<uint4*>(A_s + off) = oy;
+      *reinterpret_cast<uint4*>(S_s + off) = ox;
+    }
+  }
+  __syncthreads();  // A_s and S_s complete; the ring may be overwritten
+}
+
+// acc2 += A (KWIDTH columns in one panel at a_base) . B^T (the slot at b_base).
+template <class K, int KWIDTH>
+__device__ __forceinline__ void stage2_slice(float (&acc2)[K::MT2][K::NT2][4], uint32_t a_base, uint32_t b_base,
+                                             int wm2, int wn2, int lane) {
+  const int a_row = lane & 15, a_chunk = lane >> 4;
+  const int b_row = (lane & 7) + ((lane >> 4) << 3), b_chunk = (lane >> 3) & 1;
+#pragma unroll
+  for (int ks = 0; ks < KWIDTH / 16; ++ks) {
+    uint32_t a[K::MT2][4];
+#pragma unroll
+    for (int mt = 0; mt < K::MT2; ++mt)
+      ldmatrix_x4(a[mt], a_base + panel_offset(wm2 * K::TM2 + mt * 16 + a_row, ks * 2 + a_chunk));
+#pragma unroll
+    for (int np = 0; np < K::NT2 / 2; ++np) {
+      uint32_t b[4];
+      ldmatrix_x4(b, b_base + panel_offset(wn2 * K::TN2 + np * 16 + b_row, ks * 2 + b_chunk));
+#pragma unroll
+      for (int mt = 0; mt < K::MT2; ++mt) {
+        mma_m16n8k16(acc2[mt][2 * np], a[mt], b[0], b[1]);
+        mma_m16n8k16(acc2[mt][2 * np + 1], a[mt], b[2], b[3]);
+      }
+    }
+  }
+}
+
+template <class K>
+__global__ void __launch_bounds__(kThreads, K::MINB) convfirst_s2_kernel(const Params p) {
+  extern __shared__ __align__(128) uint8_t smem[];
+  uint8_t* A_s = smem;
+  uint8_t* H_s = smem + K::A_BYTES;
+  uint8_t* ring = H_s + K::H_BYTES;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int j0 = blockIdx.x * p.rows_per_tile;
+  const int nrows = min(p.rows_per_tile, p.N * p.Ho - j0);
+  const int nvalid = nrows * p.Wo;
+
+  // ---- phase A ----
+  phase_a<K>(p, A_s, H_s, ring, j0, nrows);
+
+  const int nchunks = p.hidden / K::HC;
+  const int nslices = K::KP + nchunks * K::PER_CHUNK;
+  auto issue_slice = [&](int gs) {
+    if (gs < nslices) load_slice<K>(p, ring + (gs % K::STAGES) * K::SLOT_BYTES, gs);
+    cp_async_commit();
+  };
+#pragma unroll
+  for (int s = 0; s < K::STAGES - 1; ++s) issue_slice(s);
+
+  const int wm1 = warp / K::WN1, wn1 = warp % K::WN1;
+  const int wm2 = warp / K::WN2, wn2 = warp % K::WN2;
+  const int a_row = lane & 15, a_chunk = lane >> 4;
+  const int b_row = (lane & 7) + ((lane >> 4) << 3), b_chunk = (lane >> 3) & 1;
+
+  float acc2[K::MT2][K::NT2][4];
+#pragma unroll
+  for (int i = 0; i < K::MT2; ++i)
+#pragma unroll
+    for (int j = 0; j < K::NT2; ++j)
+#pragma unroll
+      for (int k = 0; k < 4; ++k) acc2[i][j][k] = 0.f;
+
+  // ---- phase B: the shortcut Blur(x) . S^T (A = S_s in H_s), then the FFN chunks ----
+  int gs = 0;
+#pragma unroll 1
+  for (int t = 0; t < K::KP; ++t, ++gs) {
+    cp_async_wait<K::STAGES - 2>();
+    __syncthreads();
+    issue_slice(gs + K::STAGES - 1);
+    stage2_slice<K, K::KW>(acc2, smem_addr(H_s + t * K::PANEL), smem_addr(ring + (gs % K::STAGES) * K::SLOT_BYTES),
+                           wm2, wn2, lane);
+  }
+#pragma unroll 1
+  for (int chunk = 0; chunk < nchunks; ++chunk) {
+    float acc1[K::MT1][K::NT1][4];
+#pragma unroll
+    for (int i = 0; i < K::MT1; ++i)
+#pragma unroll
+      for (int j = 0; j < K::NT1; ++j)
+#pragma unroll
+        for (int k = 0; k < 4; ++k) acc1[i][j][k] = 0.f;
+
+    // stage 1: acc1 = A . U_chunk^T
+#pragma unroll 1
+    for (int t = 0; t < K::KP; ++t, ++gs) {
+      cp_async_wait<K::STAGES - 2>();
+      __syncthreads();
+      issue_slice(gs + K::STAGES - 1);
+      const uint32_t a_base = smem_addr(A_s + t * K::PANEL);
+      const uint32_t b_base = smem_addr(ring + (gs % K::STAGES) * K::SLOT_BYTES);
+#pragma unroll
+      for (int ks = 0; ks < K::KW / 16; ++ks) {
+        uint32_t a[K::MT1][4];
+#pragma unroll
+        for (int mt = 0; mt < K::MT1; ++mt)
+          ldmatrix_x4(a[mt], a_base + panel_offset(wm1 * K::TM1 + mt * 16 + a_row, ks * 2 + a_chunk));
+#pragma unroll
+        for (int np = 0; np < K::NT1 / 2; ++np) {
+          uint32_t b[4];
+          ldmatrix_x4(b, b_base + panel_offset(wn1 * K::TN1 + np * 16 + b_row, ks * 2 + b_chunk));
+#pragma unroll
+          for (int mt = 0; mt < K::MT1; ++mt) {
+            mma_m16n8k16(acc1[mt][2 * np], a[mt], b[0], b[1]);
+            mma_m16n8k16(acc1[mt][2 * np + 1], a[mt], b[2], b[3]);
+          }
+        }
+      }
+    }
+    // H = ReLU(acc1 + b1) into H_s. Every warp has passed a barrier since its last read of
+    // H_s (the previous stage 2 or the shortcut), at the top of this chunk's stage-1 slices.
+#pragma unroll
+    for (int nt = 0; nt < K::NT1; ++nt) {
+      const int col = wn1 * K::TN1 + nt * 8 + (lane & 3) * 2;
+      const float bias0 = __ldg(p.b1 + chunk * K::HC + col), bias1 = __ldg(p.b1 + chunk * K::HC + col + 1);
+      uint8_t* panel = H_s + (col >> 6) * K::PANEL;
+      const int c16 = (col & 63) >> 3, within = (col & 7) * 2;
+#pragma unroll
+      for (int mt = 0; mt < K::MT1; ++mt) {
+        const int row = wm1 * K::TM1 + mt * 16 + (lane >> 2);
+        const float* v = acc1[mt][nt];
+        *reinterpret_cast<uint32_t*>(panel + panel_offset(row, c16) + within) =
+            pack_half2(fmaxf(v[0] + bias0, 0.f), fmaxf(v[1] + bias1, 0.f));
+        *reinterpret_cast<uint32_t*>(panel + panel_offset(row + 8, c16) + within) =
+            pack_half2(fmaxf(v[2] + bias0, 0.f), fmaxf(v[3] + bias1, 0.f));
+      }
+    }
+    // stage 2: acc2 += H . V_chunk^T (the barrier at the top of each slice publishes H_s)
+#pragma unroll 1
+    for (int t = 0; t < K::KV; ++t, ++gs) {
+      cp_async_wait<K::STAGES - 2>();
+      __syncthreads();
+      issue_slice(gs + K::STAGES - 1);
+      stage2_slice<K, 64>(acc2, smem_addr(H_s + t * K::PANEL), smem_addr(ring + (gs % K::STAGES) * K::SLOT_BYTES),
+                          wm2, wn2, lane);
+    }
+  }
+  cp_async_wait<0>();
+  __syncthreads();  // nobody reads the ring any more
+
+  // ---- phase C: acc2 + b_o staged as fp16 panels in the ring, then 16-byte row stores ----
+  uint8_t* O_s = ring;
+#pragma unroll
+  for (int nt = 0; nt < K::NT2; ++nt) {
+    const int col = wn2 * K::TN2 + nt * 8 + (lane & 3) * 2;
+    const float bias0 = __ldg(p.bo + col), bias1 = __ldg(p.bo + col + 1);
+    uint8_t* panel = O_s + (col >> 6) * K::PANEL;
+    const int c16 = (col & 63) >> 3, within = (col & 7) * 2;
+#pragma unroll
+    for (int mt = 0; mt < K::MT2; ++mt) {
+      const int row = wm2 * K::TM2 + mt * 16 + (lane >> 2);
+      const float* v = acc2[mt][nt];
+      *reinterpret_cast<uint32_t*>(panel + panel_offset(row, c16) + within) = pack_half2(v[0] + bias0, v[1] + bias1);
+      *reinterpret_cast<uint32_t*>(panel + panel_offset(row + 8, c16) + within) = pack_half2(v[2] + bias0, v[3] + bias1);
+    }
+  }
+  __syncthreads();
+  constexpr int CHX = K::COUT / 8;
+  __half* out = p.out + (size_t)j0 * p.Wo * K::COUT;
+  for (int i = threadIdx.x; i < nvalid * CHX; i += kThreads) {
+    const int r = i / CHX, c = i % CHX;
+    *reinterpret_cast<uint4*>(out + (size_t)r * K::COUT + c * 8) =
+        *reinterpret_cast<const uint4*>(O_s + (c >> 3) * K::PANEL + panel_offset(r, c & 7));
+  }
+}
+
+// Output rows per tile: as many as fit in 128 pixels, fewer when that leaves SMs idle
+// (tiles <= SMs x blocks per SM while possible).
+template <class K>
+int rows_per_tile(const Params& p, int sms) {
+  const int rows = p.N * p.Ho, rmax = kBM / p.Wo;
+  const int slots = sms * K::MINB;
+  const int want = (rows + slots - 1) / slots;
+  return want < 1 ? 1 : (want > rmax ? rmax : want);
+}
+
+// Refuses (cudaErrorInvalidConfiguration) a device whose shared memory per block is too small,
+// before launching; sets the launch attribute once per device.
+template <class K>
+cudaError_t launch(Params p, cudaStream_t stream) {
+  static bool configured[kMaxDevices] = {};
+  static int sm_count[kMaxDevices] = {};
+  int dev = 0;
+  cudaError_t err = cudaGetDevice(&dev);
+  if (err != cudaSuccess) return err;
+  if (dev >= kMaxDevices) return cudaErrorInvalidDevice;
+  if (!configured[dev]) {
+    int optin = 0;
+    err = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+    if (err != cudaSuccess) return err;
+    if (K::SMEM_BYTES > optin) return cudaErrorInvalidConfiguration;
+    err = cudaDeviceGetAttribute(&sm_count[dev], cudaDevAttrMultiProcessorCount, dev);
+    if (err != cudaSuccess) return err;
+    err = cudaFuncSetAttribute(convfirst_s2_kernel<K>, cudaFuncAttributeMaxDynamicSharedMemorySize, K::SMEM_BYTES);
+    if (err != cudaSuccess) return err;
+    configured[dev] = true;
+  }
+  if (p.rows_per_tile <= 0) p.rows_per_tile = rows_per_tile<K>(p, sm_count[dev]);
+  if (p.rows_per_tile * p.Wo > kBM) return cudaErrorInvalidValue;
+  const int rows = p.N * p.Ho;
+  const int grid = (rows + p.rows_per_tile - 1) / p.rows_per_tile;
+  convfirst_s2_kernel<K><<<grid, kThreads, K::SMEM_BYTES, stream>>>(p);
+  return cudaGetLastError();
+}
+
+}  // namespace s2

@@ -1,0 +1,251 @@
+"""The stride-2 ConvFirst kernel (cuda_kernels/convfirst_s2.py, csrc/convfirst_s2.cuh).
+
+CPU: the reference against the zoo block in float64, BlurPool arithmetic by hand, the host
+checks, the weight preparation, the module swap and its fallback reasons, the operator's fake
+implementation. GPU (marked cuda): every supported width and expansion at several sizes, odd
+sizes and batches, the output poisoned with NaN first; the kernel's error against the float64
+zoo block must be at most twice PyTorch float16's own (and PyTorch's nonzero, else the check
+would be blind).
+"""
+
+import copy
+import itertools
+
+import pytest
+import torch
+from torch import nn
+
+import cuda_kernels
+from cuda_kernels import convfirst_s2 as s2
+from perfmodel.harness import randomize_batchnorm, relative_error
+from perfmodel.zoo import ConvFirstBlock, fold_batchnorm
+
+
+def down_block(cin: int, expansion: int, cout: int | None = None, seed: int = 0) -> nn.Module:
+    """Folded zoo stride-2 block with realistic batchnorm statistics."""
+    torch.manual_seed(seed)
+    block = ConvFirstBlock(cin, expansion, 2 * cin if cout is None else cout, stride=2)
+    return fold_batchnorm(randomize_batchnorm(block, seed=seed))
+
+
+def channels_last(x: torch.Tensor) -> torch.Tensor:
+    return x.contiguous(memory_format=torch.channels_last)
+
+
+# ---- CPU ----
+
+@pytest.mark.parametrize("cin,expansion,h,w", [(32, 6, 8, 8), (64, 4, 7, 7), (32, 2, 13, 6), (128, 6, 2, 3)])
+def test_reference_is_the_zoo_block_in_float64(cin, expansion, h, w):
+    block = down_block(cin, expansion).double()
+    x = torch.randn(2, cin, h, w, dtype=torch.float64)
+    with torch.no_grad():
+        want = block(x)
+        got = s2.reference(x, s2.FoldedWeights.from_block(block))
+    assert got.shape == (2, 2 * cin, (h + 1) // 2, (w + 1) // 2)
+    assert relative_error(got, want) < 1e-13
+
+
+def test_blur_pool_by_hand():
+    # 2x2: reflect padding repeats the other row/column, so the one output is the mean
+    x = torch.tensor([[1.0, 2.0], [3.0, 4.0]]).reshape(1, 1, 2, 2)
+    assert s2.blur_pool(x).item() == 2.5
+    # 3x3 -> 2x2: each output averages a 2x2 block (the reflected tap doubles the inner one)
+    x = torch.arange(9.0).reshape(1, 1, 3, 3)
+    assert s2.blur_pool(x).reshape(-1).tolist() == [2.0, 3.0, 5.0, 6.0]
+    # 4x4, interior output (1, 1): rows 1..3, cols 1..3 with weights [1 2 1] x [1 2 1] / 16
+    x = torch.arange(16.0).reshape(1, 1, 4, 4)
+    weights = [[1, 2, 1], [2, 4, 2], [1, 2, 1]]
+    want = sum(weights[a][b] * (4 * (1 + a) + (1 + b)) for a in range(3) for b in range(3)) / 16
+    assert s2.blur_pool(x)[0, 0, 1, 1].item() == want == 10.0
+
+
+def test_output_size():
+    assert [s2.output_size(n) for n in (56, 28, 14, 7, 2, 3)] == [28, 14, 7, 4, 1, 2]
+
+
+def test_prepare_weights_layouts_and_the_merged_bias():
+    block = down_block(64, 4)
+    w = s2.prepare_weights(s2.FoldedWeights.from_block(block))
+    assert (w.in_channels, w.out_channels, w.hidden) == (64, 128, 256)
+    assert w.conv_w.shape == (8, 9, 32) and w.conv_w.dtype == torch.int32
+    assert w.w1.shape == (256, 64) and w.w2.shape == (128, 256) and w.ws.shape == (128, 64)
+    assert {t.dtype for t in (w.w1, w.w2, w.ws)} == {torch.float16}
+    want = block.ffn.project.bias.double() + block.shortcut[1].bias.double()
+    assert torch.allclose(w.bo.double(), want, rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("cin,cout,hidden,reason", [
+    (256, 512, 1536, "C 256 -> 512"), (64, 64, 256, "C 64 -> 64"), (32, 64, 96, "hidden 96"),
+    (64, 128, 64 * 8, "hidden 512"),
+])
+def test_unsupported_widths_have_a_reason(cin, cout, hidden, reason):
+    assert s2.unsupported_shape(cin, cout, hidden).startswith(reason)
+
+
+def test_supported_widths():
+    for (cin, cout), alpha in itertools.product(s2.SUPPORTED_WIDTHS, s2.SUPPORTED_EXPANSIONS):
+        assert s2.unsupported_shape(cin, cout, alpha * cin) is None
+
+
+def _weights(cin=32):
+    return s2.prepare_weights(s2.FoldedWeights.from_block(down_block(cin, 2)))
+
+
+def _misaligned(shape):
+    n, c, h, w = shape
+    storage = torch.zeros(n * c * h * w + 8, dtype=torch.float16)
+    return storage[1:].as_strided(shape, (h * w * c, 1, w * c, c))
+
+
+@pytest.mark.parametrize("make,message", [
+    (lambda: torch.zeros(32, 8, 8, dtype=torch.float16), r"\[N, C, H, W\]"),
+    (lambda: torch.zeros(1, 32, 8, 8, dtype=torch.float16), "channels_last"),
+    (lambda: channels_last(torch.zeros(1, 32, 8, 8)), "float16"),
+    (lambda: channels_last(torch.zeros(1, 64, 8, 8, dtype=torch.float16)), "64 channels"),
+    (lambda: channels_last(torch.zeros(1, 32, 8, 57, dtype=torch.float16)), "W <= 56"),
+    (lambda: channels_last(torch.zeros(1, 32, 1, 8, dtype=torch.float16)), "H >= 2"),
+    (lambda: _misaligned((1, 32, 4, 4)), "16-byte aligned"),
+    (lambda: channels_last(torch.zeros(1, 32, 8, 8, dtype=torch.float16)), "CUDA tensor"),
+])
+def test_host_checks(make, message):
+    with pytest.raises(ValueError, match=message):
+        s2.check_input(make(), _weights())
+
+
+def test_host_checks_on_out():
+    x = channels_last(torch.zeros(2, 32, 8, 8, dtype=torch.float16))
+    w = _weights()
+    with pytest.raises(ValueError, match=r"shape \(2, 64, 4, 4\)"):
+        s2.check_input(x, w, channels_last(torch.zeros(2, 64, 8, 8, dtype=torch.float16)))
+    flat = torch.zeros(2 * 32 * 8 * 8, dtype=torch.float16)  # out inside x's memory
+    x = flat.as_strided((2, 32, 8, 8), (8 * 8 * 32, 1, 8 * 32, 32))
+    out = flat.as_strided((2, 64, 4, 4), (4 * 4 * 64, 1, 4 * 64, 64))
+    with pytest.raises(ValueError, match="overlap"):
+        s2.check_input(x, w, out)
+
+
+def test_module_reasons():
+    unsupported = s2.FusedConvFirstDown.unsupported
+    assert unsupported(down_block(32, 6)) is None
+    assert unsupported(fold_batchnorm(ConvFirstBlock(32, 6))).startswith("stride 1")
+    assert unsupported(ConvFirstBlock(32, 6, 64, stride=2)) == "not in inference form (fold batchnorm first)"
+    assert "no 1x1 shortcut conv" in unsupported(down_block(32, 6, cout=32))
+    assert unsupported(down_block(256, 4)).startswith("C 256 -> 512")
+    assert unsupported(down_block(32, 3)).startswith("hidden 96")
+    with pytest.raises(ValueError, match="stride 1"):
+        s2.FusedConvFirstDown.from_block(fold_batchnorm(ConvFirstBlock(32, 6)))
+
+
+def test_replace_blocks_swaps_stride_2_blocks_and_names_the_rest():
+    net = nn.Sequential(down_block(32, 6), fold_batchnorm(ConvFirstBlock(64, 6)), down_block(256, 4, seed=1),
+                        down_block(64, 4, cout=64, seed=2))
+    swap = cuda_kernels.replace_blocks(net)
+    # block 3 stays in PyTorch, but its FFN (64 -> 64) runs on the FFN kernel
+    assert swap.fused == {"ConvFirstBlock": 2, "FFN": 1}
+    assert isinstance(net[3].ffn, cuda_kernels.FusedFFN)
+    assert isinstance(net[0], s2.FusedConvFirstDown) and isinstance(net[1], cuda_kernels.FusedConvFirstBlock)
+    assert set(swap.fallback) == {"2", "2.ffn", "3"}
+    assert swap.fallback["2"].startswith("C 256 -> 512")
+    assert swap.fallback["2.ffn"] == "out_channels 512 != channels 256"
+    assert "no 1x1 shortcut conv" in swap.fallback["3"]
+    assert (net[0].in_channels, net[0].out_channels) == (32, 64)
+
+
+def test_fake_operator_gives_the_strided_channels_last_output():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    w = _weights(64)
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        x = channels_last(torch.empty(3, 64, 7, 9, dtype=torch.float16))
+        y = torch.ops.convfirst_s2.block(x, *(getattr(w, n) for n in s2.WEIGHT_FIELDS))
+    assert tuple(y.shape) == (3, 128, 4, 5)
+    assert y.stride() == (4 * 5 * 128, 1, 5 * 128, 128) and y.dtype == torch.float16
+
+
+# ---- GPU ----
+
+def check_kernel(cin: int, expansion: int, batch: int, h: int, w: int | None = None, **kwargs) -> float:
+    """Run the kernel on the poisoned output and compare against the float64 zoo block."""
+    w = h if w is None else w
+    block = down_block(cin, expansion, seed=cin + h).cuda()
+    x = channels_last(torch.randn(batch, cin, h, w, device="cuda", dtype=torch.float16))
+    with torch.no_grad():
+        exact = block.double()(x.double())
+        torch_fp16 = block.half()(x)
+    weights = s2.prepare_weights(s2.FoldedWeights.from_block(block))
+    out = channels_last(torch.full((batch, 2 * cin, s2.output_size(h), s2.output_size(w)), float("nan"),
+                                   device="cuda", dtype=torch.float16))
+    got = s2.run(x, weights, out=out, **kwargs)
+    torch.cuda.synchronize()
+    assert got.data_ptr() == out.data_ptr() and got.shape == exact.shape
+    err, torch_err = relative_error(got, exact), relative_error(torch_fp16, exact)
+    assert torch_err > 0, "PyTorch matched float64 exactly: the check is blind"
+    assert err <= 2 * torch_err, f"kernel error {err:.3g} > 2 x PyTorch fp16 error {torch_err:.3g}"
+    return err
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("widths,expansion,size", list(itertools.product(
+    s2.SUPPORTED_WIDTHS, s2.SUPPORTED_EXPANSIONS, (56, 28, 14, 7))))
+def test_every_supported_shape(widths, expansion, size):
+    check_kernel(widths[0], expansion, 3 if size >= 28 else 5, size)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("cin,batch,h,w", [
+    (32, 3, 13, 13), (64, 1, 7, 7), (128, 5, 9, 9), (32, 2, 55, 55), (64, 7, 10, 6), (128, 3, 2, 2),
+    (32, 11, 3, 5), (64, 2, 27, 27),
+])
+def test_odd_sizes_and_batches(cin, batch, h, w):
+    check_kernel(cin, 6, batch, h, w)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("cin,size", [(32, 56), (64, 28), (128, 14)])
+@pytest.mark.parametrize("batch", [128, 1, 37])
+def test_convfirstnet_s_shapes(cin, size, batch):
+    check_kernel(cin, 6, batch, size)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("rows_per_tile", [1, 2, 3, 4])
+@pytest.mark.parametrize("cin,size", [(32, 14), (64, 13), (128, 7)])
+def test_tiles_across_images(cin, size, rows_per_tile):
+    """Explicit tile heights: tiles of 2-4 output rows straddle images (Ho = 7 or 4)."""
+    check_kernel(cin, 4, 3, size, rows_per_tile=rows_per_tile)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("size", [56, 13])
+def test_two_blocks_per_sm_variant(size):
+    check_kernel(64, 6, 4, size, variant=1)
+    with pytest.raises(ValueError, match="no variant 1"):
+        check_kernel(32, 6, 1, 8, variant=1)
+
+
+@pytest.mark.cuda
+def test_raw_op_refuses_overlap_and_bad_shapes():
+    block = down_block(32, 2).cuda()
+    weights = s2.prepare_weights(s2.FoldedWeights.from_block(block))
+    ext = s2._extension()
+    x = torch.randn(2 * 8 * 8, 32, device="cuda", dtype=torch.float16)
+    args = [weights.conv_w, weights.conv_b, weights.w1, weights.b1, weights.w2, weights.ws, weights.bo]
+    with pytest.raises(RuntimeError, match="overlap"):
+        ext.convfirst_s2(x, *args, 2, 8, 8, 0, 0, x.view(-1)[: 2 * 4 * 4 * 64].view(-1, 64))
+    with pytest.raises(RuntimeError, match="bad N, H, W"):
+        ext.convfirst_s2(x, *args, 2, 8, 7, 0, 0, torch.empty(0, device="cuda", dtype=torch.float16))
+    assert s2.shared_memory_need(128, 256) <= torch.cuda.get_device_properties(0).shared_memory_per_block_optin
+
+
+@pytest.mark.cuda
+def test_swapped_network_matches_pytorch():
+    net = nn.Sequential(down_block(32, 6), fold_batchnorm(randomize_batchnorm(ConvFirstBlock(64, 6))),
+                        down_block(64, 6, seed=3)).cuda().half()
+    x = channels_last(torch.randn(4, 32, 28, 28, device="cuda", dtype=torch.float16))
+    with torch.no_grad():
+        exact = copy.deepcopy(net).double()(x.double())
+        swap = cuda_kernels.replace_blocks(net)
+        got = net(x)
+    assert swap.fused == {"ConvFirstBlock": 3, "FFN": 0} and swap.fallback == {}
+    assert got.shape == (4, 128, 7, 7)
+    assert relative_error(got, exact) < 5e-3
