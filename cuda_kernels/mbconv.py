@@ -241,18 +241,18 @@ def prepare_weights(p: MBConvParams) -> MBConvWeights:
 # ---- host-side checks and the operator ----
 
 def check_input(x: torch.Tensor, in_channels: int) -> None:
-    """ValueError unless x is what the kernels read: float16 on a CUDA device, [N, C_in, H, W]
-    in channels_last memory, 16-byte aligned."""
-    if x.dtype != torch.float16 or not x.is_cuda:
-        raise ValueError(f"mbconv: x must be a float16 CUDA tensor, got {x.dtype} on {x.device}")
-    if x.dim() != 4 or x.shape[1] != in_channels:
-        raise ValueError(f"mbconv: x must be [N, {in_channels}, H, W], got {tuple(x.shape)}")
+    """ValueError unless x is what the kernels read: [N, C_in, H, W] in channels_last memory,
+    float16, on a CUDA device, 16-byte aligned."""
+    if x.dim() != 4 or x.shape[1] != in_channels or x.numel() == 0:
+        raise ValueError(f"mbconv: x must be a non-empty [N, {in_channels}, H, W], got {tuple(x.shape)}")
     if not x.is_contiguous(memory_format=torch.channels_last):
         raise ValueError("mbconv: x must be in torch.channels_last memory format (NHWC)")
+    if x.dtype != torch.float16:
+        raise ValueError(f"mbconv: x must be float16, got {x.dtype}")
+    if not x.is_cuda:
+        raise ValueError(f"mbconv: x must be on a CUDA device, got {x.device}")
     if x.data_ptr() % 16:
         raise ValueError("mbconv: x must be 16-byte aligned")
-    if x.numel() == 0:
-        raise ValueError("mbconv: x is empty")
 
 
 def _extension():
@@ -261,21 +261,28 @@ def _extension():
     return load_mbconv_extension()
 
 
+def _launch(x: torch.Tensor, tensors: list[torch.Tensor], kernel_size: int, stride: int, out_channels: int,
+            residual: bool, out: torch.Tensor | None = None) -> torch.Tensor:
+    w_exp, hidden = tensors[0], tensors[6].shape[0]  # w_exp, w_se2
+    check_input(x, x.shape[1])  # the channel count against the weights is the binding's check
+    expand = w_exp.numel() > 0
+    chunk = chunk_for(hidden)
+    _, _, height, width = x.shape
+    rows = band_rows(height, width, kernel_size, stride, w_exp.shape[1] if expand else 0, chunk, expand)
+    out_nhwc = torch.empty(0, dtype=x.dtype, device=x.device) if out is None else out.permute(0, 2, 3, 1)
+    y = _extension().mbconv(x.permute(0, 2, 3, 1), *tensors, kernel_size, stride, out_channels, rows, chunk,
+                            residual, out_nhwc)
+    return y.permute(0, 3, 1, 2)
+
+
 @torch.library.custom_op("block_fusion::mbconv", mutates_args=())
 def mbconv_op(x: torch.Tensor, w_exp: torch.Tensor, b_exp: torch.Tensor, w_dw: torch.Tensor, b_dw: torch.Tensor,
               w_se1: torch.Tensor, b_se1: torch.Tensor, w_se2: torch.Tensor, b_se2: torch.Tensor,
               w_proj: torch.Tensor, b_proj: torch.Tensor, kernel_size: int, stride: int, out_channels: int,
               residual: bool) -> torch.Tensor:
     """The fused block as one PyTorch operator (x channels-last float16; packed weights)."""
-    hidden = w_se2.shape[0]
-    check_input(x, x.shape[1])  # the channel count against the weights is the binding's check
-    expand = w_exp.numel() > 0
-    chunk = chunk_for(hidden)
-    _, _, height, width = x.shape
-    rows = band_rows(height, width, kernel_size, stride, w_exp.shape[1] if expand else 0, chunk, expand)
-    out = _extension().mbconv(x.permute(0, 2, 3, 1), w_exp, b_exp, w_dw, b_dw, w_se1, b_se1, w_se2, b_se2, w_proj,
-                              b_proj, kernel_size, stride, out_channels, rows, chunk, residual)
-    return out.permute(0, 3, 1, 2)
+    tensors = [w_exp, b_exp, w_dw, b_dw, w_se1, b_se1, w_se2, b_se2, w_proj, b_proj]
+    return _launch(x, tensors, kernel_size, stride, out_channels, residual)
 
 
 @mbconv_op.register_fake
@@ -286,11 +293,16 @@ def _mbconv_fake(x, w_exp, b_exp, w_dw, b_dw, w_se1, b_se1, w_se2, b_se2, w_proj
                        device=x.device, memory_format=torch.channels_last)
 
 
-def mbconv(x: torch.Tensor, params: MBConvParams, weights: MBConvWeights | None = None) -> torch.Tensor:
-    """Run the fused block on x (float16, channels_last, CUDA)."""
+def mbconv(x: torch.Tensor, params: MBConvParams, weights: MBConvWeights | None = None,
+           out: torch.Tensor | None = None) -> torch.Tensor:
+    """Run the fused block on x (float16, channels_last, CUDA); into `out` (channels_last,
+    [N, C_out, Ho, Wo], not overlapping x) when given."""
     check_input(x, params.in_channels)
     weights = prepare_weights(params) if weights is None else weights
-    return mbconv_op(x, *weights.tensors(), params.kernel_size, params.stride, params.out_channels, params.residual)
+    args = (params.kernel_size, params.stride, params.out_channels, params.residual)
+    if out is None:
+        return mbconv_op(x, *weights.tensors(), *args)
+    return _launch(x, weights.tensors(), *args, out=out)
 
 
 # ---- the drop-in module ----

@@ -20,11 +20,13 @@ void check(const torch::Tensor& t, const char* name, torch::ScalarType dtype, co
 // x: [N, H, W, C_in] fp16 (NHWC, contiguous). Weights as cuda_kernels.mbconv.prepare_weights packs
 // them: w_exp [hid_pad, k_pad] fp16 or empty (expand ratio 1), b_exp [hid_pad], w_dw [k*k, hid_pad],
 // b_dw [hid_pad], w_se1 [sq, hidden], b_se1 [sq], w_se2 [hidden, sq], b_se2 [hidden] (fp32),
-// w_proj [cout_pad, hk_pad] fp16, b_proj [cout_pad] fp32. Returns out [N, Ho, Wo, C_out].
+// w_proj [cout_pad, hk_pad] fp16, b_proj [cout_pad] fp32. Returns out [N, Ho, Wo, C_out], written into
+// `out` when it is not empty.
 torch::Tensor mbconv(torch::Tensor x, torch::Tensor w_exp, torch::Tensor b_exp, torch::Tensor w_dw,
                      torch::Tensor b_dw, torch::Tensor w_se1, torch::Tensor b_se1, torch::Tensor w_se2,
                      torch::Tensor b_se2, torch::Tensor w_proj, torch::Tensor b_proj, int64_t ksize,
-                     int64_t stride, int64_t c_out, int64_t rows_per_tile, int64_t chunk, bool residual) {
+                     int64_t stride, int64_t c_out, int64_t rows_per_tile, int64_t chunk, bool residual,
+                     torch::Tensor out) {
   const c10::cuda::CUDAGuard guard(x.device());
   check(x, "x", torch::kHalf, x);
   TORCH_CHECK(x.dim() == 4, "x must be [N, H, W, C] (NHWC)");
@@ -81,7 +83,14 @@ torch::Tensor mbconv(torch::Tensor x, torch::Tensor w_exp, torch::Tensor b_exp, 
 
   const auto half = x.options();
   const auto f32 = x.options().dtype(torch::kFloat);
-  torch::Tensor out = torch::empty({p.N, p.Ho, p.Wo, c_out}, half);
+  if (out.numel() == 0) {
+    out = torch::empty({p.N, p.Ho, p.Wo, c_out}, half);
+  } else {
+    check(out, "out", torch::kHalf, x);
+    TORCH_CHECK(out.sizes() == torch::IntArrayRef({p.N, p.Ho, p.Wo, c_out}), "out must be [N, Ho, Wo, C_out]");
+    const auto o0 = reinterpret_cast<uintptr_t>(out.data_ptr()), x0 = reinterpret_cast<uintptr_t>(x.data_ptr());
+    TORCH_CHECK(o0 >= x0 + x.nbytes() || x0 >= o0 + out.nbytes(), "out must not overlap x");
+  }
   torch::Tensor d = torch::empty({p.N, p.Ho, p.Wo, p.hidden}, half);
   torch::Tensor partial = torch::empty({p.N, p.row_blocks, p.hid_pad}, f32);
   torch::Tensor scale = torch::empty({p.N, p.hid_pad}, f32);

@@ -1,0 +1,295 @@
+"""The fused MBConv (cuda_kernels/mbconv.py): reference and BN folding against torchvision in
+float64, shape policy, the swap in EfficientNet (CPU); and, on a GPU, the kernels against a
+float64 / float32 reference for every MBConv shape of EfficientNet-B0 and -B2, within 2x
+PyTorch float16's own error, outputs poisoned with NaN first."""
+
+import copy
+import functools
+
+import pytest
+import torch
+import torchvision
+from torch import nn
+from torchvision.models.efficientnet import MBConv, MBConvConfig
+
+import cuda_kernels
+from cuda_kernels import mbconv as mb
+from perfmodel.harness import randomize_batchnorm, reference_precision, relative_error
+from perfmodel.zoo import fold_batchnorm
+
+RESOLUTION = {"efficientnet_b0": 224, "efficientnet_b2": 288}  # the specs' native inputs
+
+
+@functools.lru_cache(maxsize=None)
+def _base_model(name: str) -> nn.Module:
+    torch.manual_seed(0)
+    return randomize_batchnorm(getattr(torchvision.models, name)()).eval()
+
+
+def _model(name: str) -> nn.Module:
+    """A fresh copy of the model (random weights, realistic BN statistics, eval mode)."""
+    return copy.deepcopy(_base_model(name))
+
+
+def _block(name: str, path: str) -> nn.Module:
+    return copy.deepcopy(_base_model(name).get_submodule(path))
+
+
+@functools.lru_cache(maxsize=None)
+def mbconv_shapes(name: str) -> dict[str, tuple[int, int, int]]:
+    """Module path -> input (C, H, W) of every MBConv, traced once on the meta device."""
+    model = _model(name).to("meta")
+    shapes = {}
+    for path, m in model.named_modules():
+        if isinstance(m, MBConv):
+            m.register_forward_pre_hook(functools.partial(lambda p, _m, a: shapes.__setitem__(p, tuple(a[0].shape[1:])),
+                                                          path))
+    size = RESOLUTION[name]
+    with torch.no_grad():
+        model(torch.empty(1, 3, size, size, device="meta"))
+    return shapes
+
+
+def distinct_blocks():
+    """(model, path) of each distinct MBConv configuration (and input size) of B0 and B2."""
+    seen, cases = set(), []
+    for name in RESOLUTION:
+        for path, shape in mbconv_shapes(name).items():
+            block = _block(name, path)
+            dw = block.block[-3][0]
+            key = (shape, dw.kernel_size, dw.stride, block.out_channels, len(block.block))
+            if key not in seen:
+                seen.add(key)
+                cases.append((name, path))
+    return cases
+
+
+DISTINCT = distinct_blocks()
+
+
+# ---- CPU: reference, folding, policy ----
+
+@pytest.mark.parametrize("name,path", DISTINCT)
+def test_reference_equals_the_torchvision_block_in_float64(name, path):
+    block = _block(name, path).double()
+    c, _, _ = mbconv_shapes(name)[path]
+    x = torch.randn(2, c, 11, 11, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        expected = block(x)
+        got = mb.reference(x, mb.block_params(fold_batchnorm(block)))
+    assert got.shape == expected.shape
+    assert relative_error(got, expected) < 1e-12
+    assert expected.abs().mean() > 0.05  # not a trivially small output
+
+
+def test_fold_batchnorm_keeps_efficientnet_b0_in_float64():
+    model = _model("efficientnet_b0").double()
+    folded = fold_batchnorm(model)
+    x = torch.randn(2, 3, 64, 64, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        expected, got = model(x), folded(x)
+    assert not any(isinstance(m, nn.BatchNorm2d) for m in folded.modules())
+    assert sum(isinstance(m, nn.BatchNorm2d) for m in model.modules()) == 49  # 16 blocks' 2-3 each, stem, head
+    assert relative_error(got, expected) < 1e-12
+
+
+def test_replace_blocks_swaps_every_mbconv_of_efficientnet_b0():
+    net = fold_batchnorm(_model("efficientnet_b0"))
+    swap = cuda_kernels.replace_blocks(net)
+    assert swap.fused == {"ConvFirstBlock": 0, "FFN": 0, "MBConv": 16} and swap.fallback == {}
+    fused = dict((p, m) for p, m in net.named_modules() if isinstance(m, cuda_kernels.FusedMBConv))
+    assert len(fused) == 16 and not any(isinstance(m, MBConv) for m in net.modules())
+    # torchvision's B0 table: stages 1..7 with (kernel, stride of the first block, channels out)
+    for path, (k, s, c_out, residual) in {
+        "features.1.0": (3, 1, 16, False), "features.2.0": (3, 2, 24, False), "features.2.1": (3, 1, 24, True),
+        "features.3.0": (5, 2, 40, False), "features.4.2": (3, 1, 80, True), "features.5.0": (5, 1, 112, False),
+        "features.6.3": (5, 1, 192, True), "features.7.0": (3, 1, 320, False),
+    }.items():
+        m = fused[path]
+        assert (m.kernel_size, m.stride, m.out_channels, m.residual) == (k, s, c_out, residual), path
+    assert fused["features.1.0"].w_exp.numel() == 0  # expand ratio 1: no expand conv
+
+
+def test_unfolded_and_training_blocks_fall_back_with_their_reason():
+    net = _model("efficientnet_b0")
+    swap = cuda_kernels.replace_blocks(copy.deepcopy(net))
+    assert swap.fused["MBConv"] == 0 and len(swap.fallback) == 16
+    assert set(swap.fallback.values()) == {"depthwise: not in inference form (fold batchnorm first)",
+                                           "expand: not in inference form (fold batchnorm first)"}
+    block = fold_batchnorm(net.features[2][1]).train()
+    assert cuda_kernels.FusedMBConv.unsupported(block) == "training mode (the kernel computes inference only)"
+
+
+def _tv_block(**cfg) -> nn.Module:
+    config = MBConvConfig(**{"expand_ratio": 6, "kernel": 3, "stride": 1, "input_channels": 16,
+                             "out_channels": 16, "num_layers": 1, **cfg})
+    return fold_batchnorm(MBConv(config, 0.0, nn.BatchNorm2d))
+
+
+def _project_to_20(block: nn.Module) -> nn.Module:
+    block.block[-1][0] = nn.Conv2d(96, 20, 1)  # torchvision's configs round channels to multiples of 8
+    return block
+
+
+@pytest.mark.parametrize("block,reason", [
+    (lambda: _tv_block(kernel=7), "depthwise kernel (7, 7) (kernels for k in (3, 5))"),
+    (lambda: _project_to_20(_tv_block()), "C_out=20 is not a multiple of 8"),
+])
+def test_unsupported_shapes_have_a_reason(block, reason):
+    assert cuda_kernels.FusedMBConv.unsupported(block()) == reason
+    with pytest.raises(ValueError, match="cannot run this block"):
+        cuda_kernels.FusedMBConv.from_block(block())
+
+
+def test_other_activations_and_modules_are_refused():
+    block = _tv_block()
+    block.block[1][2] = nn.ReLU()
+    assert cuda_kernels.FusedMBConv.unsupported(block) == "depthwise: activation ReLU (the kernel has SiLU)"
+    assert cuda_kernels.FusedMBConv.unsupported(nn.Conv2d(8, 8, 1)) == "not a torchvision MBConv (Conv2d)"
+
+
+def test_host_checks_name_the_problem():
+    x = torch.randn(2, 16, 7, 7, dtype=torch.float16)
+    with pytest.raises(ValueError, match="channels_last"):
+        mb.check_input(x, 16)
+    x = x.contiguous(memory_format=torch.channels_last)
+    with pytest.raises(ValueError, match=r"\[N, 24, H, W\]"):
+        mb.check_input(x, 24)
+    with pytest.raises(ValueError, match="float16"):
+        mb.check_input(x.float(), 16)
+    with pytest.raises(ValueError, match="CUDA"):
+        mb.check_input(x, 16)
+
+
+def test_band_height_and_shared_memory_by_hand():
+    # B0 features.2.1: 56x56, C_in 24 (k_pad 32), 3x3 stride 1, chunk 48. Rows r need r + 2 input
+    # rows of 56 pixels; bytes = (m + 48) * 40 * 2 (X, U) + m * 56 * 2 (E) + 48 * 4 (sums).
+    assert mb.kernel1_smem_bytes(560, 32, 48, True) == 608 * 80 + 560 * 112 + 192 == 111552
+    assert mb.kernel1_smem_bytes(616, 32, 48, True) > mb.SMEM_BUDGET  # 11 input rows do not fit
+    assert mb.band_rows(56, 56, 3, 1, 32, 48, True) == 8  # 8 rows + 2 halo = 560 pixels; 7 bands
+    # 7x7, stride 1: the whole image is one band
+    assert mb.band_rows(7, 7, 5, 1, 192, 48, True) == 7
+    # stride 2, 5x5 at 28x28 -> 14 output rows; expand ratio 1 has no X / U tiles
+    assert mb.kernel1_smem_bytes(100, 0, 32, False) == 112 * 40 * 2 + 32 * 4
+    assert mb.output_size(28, 2) == 14 and mb.output_size(9, 2) == 5 and mb.output_size(7, 1) == 7
+
+
+def test_weights_are_packed_zero_padded_to_the_tiles():
+    block = _block("efficientnet_b0", "features.2.0")  # 16 -> 24, hidden 96, sq 4
+    params = mb.block_params(fold_batchnorm(block))
+    w = mb.prepare_weights(params)
+    assert mb.chunk_for(96) == 48 and mb.chunk_for(32) == 32 and mb.chunk_for(16) == 32
+    assert tuple(w.w_exp.shape) == (96, 16) and w.w_exp.dtype == torch.float16
+    assert tuple(w.w_dw.shape) == (9, 96) and w.w_dw[4, 7] == params.dw_w[7, 0, 1, 1]
+    assert tuple(w.w_proj.shape) == (64, 96) and w.w_proj[23, 95] == params.project_w[23, 95, 0, 0].half()
+    assert (w.w_proj[24:] == 0).all() and (w.b_proj[24:] == 0).all()
+    assert tuple(w.w_se1.shape) == (4, 96) and tuple(w.w_se2.shape) == (96, 4)
+    w = mb.prepare_weights(mb.block_params(fold_batchnorm(_block("efficientnet_b0", "features.1.0"))))
+    assert w.w_exp.numel() == 0 and tuple(w.w_dw.shape) == (9, 32)
+    assert tuple(w.w_proj.shape) == (64, 32)  # C_out 16 padded to one 64-wide tile
+
+
+def test_fused_mbconv_is_one_opaque_operator_under_torch_compile():
+    """dynamo captures B0 with its 16 fused blocks as block_fusion::mbconv operators, each
+    output channels-last (the fake implementation; nothing runs here)."""
+    net = fold_batchnorm(_model("efficientnet_b0")).half()
+    cuda_kernels.replace_blocks(net)
+    graphs = []
+
+    def record(gm, _example_inputs):
+        graphs.append(gm)
+
+        def refuse(*_args):
+            raise RuntimeError("recorded only")
+        return refuse
+
+    x = torch.randn(2, 3, 64, 64).half().contiguous(memory_format=torch.channels_last)
+    with pytest.raises(RuntimeError, match="recorded only"):
+        torch.compile(net, backend=record, fullgraph=True)(x)
+    [graph] = graphs
+    fused = [n for n in graph.graph.nodes if "mbconv" in str(n.target)]
+    assert len(fused) == 16
+    second = fused[1].meta["example_value"]  # features.2.0: 16 -> 24 channels, 32 -> 16 pixels
+    assert tuple(second.shape) == (2, 24, 16, 16) and second.stride() == (16 * 16 * 24, 1, 16 * 24, 24)
+
+
+# ---- GPU: the kernels ----
+
+def _check_on_gpu(block: nn.Module, x: torch.Tensor, exact: str = "float64") -> tuple[float, float]:
+    """Kernel vs PyTorch fp16, both against the folded block in `exact` precision; the output
+    (and, through the caching allocator, the scratch tensors) poisoned with NaN first."""
+    block = fold_batchnorm(block).cuda()
+    params = mb.block_params(block)
+    dtype = getattr(torch, exact)
+    with torch.no_grad(), reference_precision():
+        ref = mb.reference(x.to(dtype), mb.block_params(copy.deepcopy(block).to(dtype)))
+        torch_fp16 = copy.deepcopy(block).half()(x)
+    weights = mb.prepare_weights(params)
+    n, _, h, w = x.shape
+    ho, wo = mb.output_size(h, params.stride), mb.output_size(w, params.stride)
+    poison = torch.full((64 << 20,), float("nan"), device="cuda", dtype=torch.float16)
+    del poison  # its memory returns to the cache, NaN-filled, for the kernels' scratch tensors
+    out = torch.full((n, params.out_channels, ho, wo), float("nan"), device="cuda", dtype=torch.float16)
+    out = out.contiguous(memory_format=torch.channels_last)
+    got = mb.mbconv(x, params, weights, out=out)
+    torch.cuda.synchronize()
+    assert got.data_ptr() == out.data_ptr()
+    err, torch_err = relative_error(got, ref), relative_error(torch_fp16, ref)
+    assert torch_err > 0, "PyTorch fp16 equals the reference: the check would be blind"
+    assert err <= 2 * torch_err, f"kernel error {err:.3g} > 2 x PyTorch fp16 error {torch_err:.3g}"
+    return err, torch_err
+
+
+def _gpu_input(batch: int, shape: tuple[int, int, int]) -> torch.Tensor:
+    x = torch.randn(batch, *shape, device="cuda", dtype=torch.float16)
+    return x.contiguous(memory_format=torch.channels_last)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("batch", [1, 3])
+@pytest.mark.parametrize("name,path", DISTINCT)
+def test_every_mbconv_shape_of_b0_and_b2(name, path, batch):
+    torch.manual_seed(batch)
+    _check_on_gpu(_block(name, path), _gpu_input(batch, mbconv_shapes(name)[path]))
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("path", ["features.2.1", "features.3.0", "features.4.1", "features.6.1", "features.7.0"])
+def test_batch_128_against_float32(path):
+    torch.manual_seed(0)
+    _check_on_gpu(_block("efficientnet_b0", path), _gpu_input(128, mbconv_shapes("efficientnet_b0")[path]), "float32")
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("path,size", [("features.2.0", 9), ("features.3.0", 7), ("features.4.0", 13),
+                                       ("features.6.0", 1), ("features.5.1", 23), ("features.1.0", 5)])
+def test_odd_spatial_sizes(path, size):
+    block = _block("efficientnet_b0", path)
+    c = mbconv_shapes("efficientnet_b0")[path][0]
+    _check_on_gpu(block, _gpu_input(5, (c, size, size)))
+
+
+@pytest.mark.cuda
+def test_efficientnet_b0_through_bench_fused_model():
+    """The mechanism `perfmodel bench --backend cuda_kernels` uses: every MBConv swapped and
+    checked against its folded PyTorch block on the input it receives (check_blocks)."""
+    from perfmodel.bench import fused_model
+
+    model = _model("efficientnet_b0").cuda().half().to(memory_format=torch.channels_last)
+    x = _gpu_input(4, (3, 224, 224))
+    fused, info = fused_model(model, [x])
+    assert info["fused_blocks"]["MBConv"] == 16 and info["fallback_count"] == 0
+    assert info["check"]["blocks_checked"] == 16
+    with torch.no_grad():
+        expected = fold_batchnorm(model)(x)
+        got = fused(x)
+    assert relative_error(got, expected.double()) < 5e-2
+
+
+@pytest.mark.cuda
+def test_the_raw_op_refuses_overlapping_output():
+    block = fold_batchnorm(_block("efficientnet_b0", "features.2.1")).cuda().half()
+    params = mb.block_params(block)
+    x = _gpu_input(2, (24, 14, 14))
+    with pytest.raises(RuntimeError, match="out must not overlap x"):
+        mb.mbconv(x, params, out=x)
