@@ -25,7 +25,8 @@ SUPPORTED_WIDTHS = ((32, 64), (64, 128), (128, 256))  # (C_in, C_out)
 SUPPORTED_EXPANSIONS = (2, 4, 6)  # hidden = alpha * C_in
 MAX_WIDTH = 56  # the kernel's shared input rows hold (2R + 3) W <= 680 pixels for W <= 56
 MIN_SIZE = 2  # reflect padding by one needs two rows and columns
-VARIANTS = (0, 1)  # csrc/convfirst_s2.cu: 1 exists for C_in = 64 only (two blocks per SM)
+VARIANTS = (0, 1)  # csrc/convfirst_s2.cu: 1 for C_in = 64 (two blocks per SM) and 128 (64-pixel tiles)
+VARIANT_1_CHANNELS = (64, 128)
 DEFAULT_VARIANT = {32: 0, 64: 0, 128: 0}
 
 
@@ -191,7 +192,8 @@ def shared_memory_need(in_channels: int, out_channels: int) -> int:
 def run(x: torch.Tensor, weights: KernelWeights, variant: int | None = None, rows_per_tile: int = 0,
         out: torch.Tensor | None = None) -> torch.Tensor:
     """Launch the fused kernel; returns [N, C_out, ceil(H/2), ceil(W/2)] channels_last (``out``
-    if given). ``rows_per_tile`` (output rows per 128-pixel tile) 0 lets the launcher choose."""
+    if given). ``rows_per_tile`` (output rows per tile of 128 or 64 pixels) 0 lets the launcher
+    choose."""
     check_input(x, weights, out)
     cin, cout = weights.in_channels, weights.out_channels
     need = shared_memory_need(cin, cout)
@@ -200,7 +202,7 @@ def run(x: torch.Tensor, weights: KernelWeights, variant: int | None = None, row
         raise ValueError(f"convfirst_s2 {cin} -> {cout} needs {need} B of shared memory per block, "
                          f"{torch.cuda.get_device_name(x.device)} offers {have} B")
     variant = DEFAULT_VARIANT[cin] if variant is None else variant
-    if variant not in VARIANTS or (variant == 1 and cin != 64):
+    if variant not in VARIANTS or (variant == 1 and cin not in VARIANT_1_CHANNELS):
         raise ValueError(f"convfirst_s2 has no variant {variant} for C_in={cin}")
     n, _, h, w = x.shape
     ho, wo = output_size(h), output_size(w)

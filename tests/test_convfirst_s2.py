@@ -209,16 +209,22 @@ def test_convfirstnet_s_shapes(cin, size, batch):
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("rows_per_tile", [1, 2, 3, 4])
-@pytest.mark.parametrize("cin,size", [(32, 14), (64, 13), (128, 7)])
-def test_tiles_across_images(cin, size, rows_per_tile):
-    """Explicit tile heights: tiles of 2-4 output rows straddle images (Ho = 7 or 4)."""
-    check_kernel(cin, 4, 3, size, rows_per_tile=rows_per_tile)
+@pytest.mark.parametrize("cin,size,variant", [(32, 14, 0), (64, 13, 0), (128, 7, 0), (128, 15, 1)])
+def test_tiles_across_images(cin, size, variant, rows_per_tile):
+    """Explicit tile heights: tiles of 2-4 output rows straddle images (Ho = 7, 4 or 8)."""
+    check_kernel(cin, 4, 3, size, rows_per_tile=rows_per_tile, variant=variant)
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("size", [56, 13])
-def test_two_blocks_per_sm_variant(size):
-    check_kernel(64, 6, 4, size, variant=1)
+@pytest.mark.parametrize("cin,size,batch", [(64, 56, 4), (64, 13, 3), (128, 28, 3), (128, 14, 37), (128, 7, 1),
+                                            (128, 9, 5)])
+def test_variant_1(cin, size, batch):
+    """C_in = 64: two blocks per SM; C_in = 128: 64-pixel tiles."""
+    check_kernel(cin, 6, batch, size, variant=1)
+
+
+@pytest.mark.cuda
+def test_no_variant_1_for_32_channels():
     with pytest.raises(ValueError, match="no variant 1"):
         check_kernel(32, 6, 1, 8, variant=1)
 

@@ -6,7 +6,7 @@
 // conv: grouped 3x3 (group width 8, stride 1, zero padding); Blur: [1 2 1] x [1 2 1] / 16 with
 // reflect padding and stride 2; U: C_in -> hidden, V: hidden -> C_out, S: C_in -> C_out.
 //
-// One thread block computes a tile of R whole output rows (R * Wo <= 128 pixels, the rows
+// One thread block computes a tile of R whole output rows (R * Wo <= BM = 128 or 64 pixels, the rows
 // counted over n * Ho + ho, so a tile may span images):
 //   phase A  per 32-channel slice: the input rows the tile needs (2R + 3 rows) into shared
 //            memory; the conv on tensor cores (mma.m16n8k8) at the 2R + 1 full-resolution rows
@@ -39,7 +39,7 @@ using bf::smem_addr;
 
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
-constexpr int kBM = 128;
+constexpr int kBM = 128;  // the largest tile: rows of A_s
 constexpr int kMaxW = 56;
 constexpr int kMaxDevices = 64;
 // Phase A works on 32 channels at a time: one pixel is 64 bytes (four 16-byte chunks).
@@ -61,10 +61,10 @@ __device__ __forceinline__ int reflect(int i, int n) { return i < 0 ? -i : (i >=
 
 constexpr int cmax(int a, int b) { return a > b ? a : b; }
 
-template <int CIN_, int COUT_, int HC_, int WM1_, int WM2_, int MINB_>
+template <int CIN_, int COUT_, int HC_, int WM1_, int WM2_, int MINB_, int BM_ = kBM>
 struct Config {
   static constexpr int CIN = CIN_, COUT = COUT_, HC = HC_, WM1 = WM1_, WM2 = WM2_, MINB = MINB_;
-  static constexpr int BM = kBM;
+  static constexpr int BM = BM_;
   static constexpr int WN1 = kWarps / WM1, WN2 = kWarps / WM2;
   static constexpr int TM1 = BM / WM1, TN1 = HC / WN1;     // stage-1 warp tile
   static constexpr int TM2 = BM / WM2, TN2 = COUT / WN2;   // stage-2 warp tile
@@ -85,6 +85,7 @@ struct Config {
   static_assert(TM1 % 16 == 0 && TN1 % 16 == 0 && TM2 % 16 == 0 && TN2 % 16 == 0, "warp tile");
   static_assert(HC % 64 == 0 && CIN % kCS == 0 && COUT % 64 == 0, "shape");
   static_assert(SMEM_BYTES <= 227 * 1024, "shared memory");
+  static_assert(BM <= kBM && BM % 64 == 0, "tile rows");
 };
 
 // Copies `rows` rows of KWIDTH fp16 (row stride ld) into a slot as one 128-byte panel.
@@ -205,7 +206,7 @@ __device__ __forceinline__ void phase_a(const Params& p, uint8_t* A_s, uint8_t* 
 
     // blur + stride 2 (reflect padding) of Y into A_s and of x into S_s: one output pixel and
     // 8 channels per item, fp32 sums of fp16 values
-    for (int i = threadIdx.x; i < kBM * 4; i += kThreads) {
+    for (int i = threadIdx.x; i < K::BM * 4; i += kThreads) {
       const int r = i >> 2, c = i & 3;
       float ay[8], ax[8];
 #pragma unroll
@@ -416,11 +417,11 @@ __global__ void __launch_bounds__(kThreads, K::MINB) convfirst_s2_kernel(const P
   }
 }
 
-// Output rows per tile: as many as fit in 128 pixels, fewer when that leaves SMs idle
+// Output rows per tile: as many as fit in BM pixels, fewer when that leaves SMs idle
 // (tiles <= SMs x blocks per SM while possible).
 template <class K>
 int rows_per_tile(const Params& p, int sms) {
-  const int rows = p.N * p.Ho, rmax = kBM / p.Wo;
+  const int rows = p.N * p.Ho, rmax = K::BM / p.Wo;
   const int slots = sms * K::MINB;
   const int want = (rows + slots - 1) / slots;
   return want < 1 ? 1 : (want > rmax ? rmax : want);
@@ -448,7 +449,7 @@ cudaError_t launch(Params p, cudaStream_t stream) {
     configured[dev] = true;
   }
   if (p.rows_per_tile <= 0) p.rows_per_tile = rows_per_tile<K>(p, sm_count[dev]);
-  if (p.rows_per_tile * p.Wo > kBM) return cudaErrorInvalidValue;
+  if (p.rows_per_tile * p.Wo > K::BM) return cudaErrorInvalidValue;
   const int rows = p.N * p.Ho;
   const int grid = (rows + p.rows_per_tile - 1) / p.rows_per_tile;
   convfirst_s2_kernel<K><<<grid, kThreads, K::SMEM_BYTES, stream>>>(p);

@@ -19,10 +19,11 @@ struct Params {
   const float* bo;          // [COUT]         b_V + b_S
   int N, H, W, Ho, Wo;
   int hidden;
-  int rows_per_tile;        // R: output rows per tile, R * Wo <= kBM
+  int rows_per_tile;        // R: output rows per tile, R * Wo <= the tile's BM (128 or 64)
 };
 
-// Tile variants: 0 for every shape; 1 (two blocks per SM) for (64, 128) only.
+// Tile variants: 0 for every shape; 1 for (64, 128) (two blocks per SM) and (128, 256)
+// (64-pixel tiles).
 constexpr int kVariants = 2;
 // Launches the kernel for (cin, cout) in {(32, 64), (64, 128), (128, 256)}; rows_per_tile <= 0
 // picks it. cudaErrorInvalidValue for another shape or variant, cudaErrorInvalidConfiguration when the

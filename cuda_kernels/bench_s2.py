@@ -1,0 +1,202 @@
+"""Benchmark the stride-2 ConvFirst kernel beside the same block in PyTorch eager and under
+torch.compile (default and max-autotune-no-cudagraphs), all in one run.
+
+    python -m cuda_kernels.bench_s2 --out s2.json [--case 32:6:56 ...] [--modes default,...]
+
+Per shape (batch 128 unless given): the kernel's error and PyTorch fp16's against the float64
+zoo block first (the kernel is only timed when within 2x), then median latencies (CUDA events,
+L2 flushed before every repeat; cudnn.benchmark on) with TFLOP/s and the fraction of the
+block-plan bound (ops = 2 x MACs as perfmodel counts the block, the blurs included; bytes =
+input + output + weights in fp16). Timing, ceilings and the file format are the ones
+cuda_kernels.bench uses.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+import time
+from dataclasses import asdict, dataclass
+
+import torch
+
+from cuda_kernels.bench import measure_ceilings, rate_metrics
+from perfmodel.harness import Timer, environment, randomize_batchnorm, reference_precision, relative_error
+
+
+@dataclass(frozen=True)
+class DownCase:
+    in_channels: int
+    expansion: int
+    size: int  # input height and width
+    batch: int = 128
+
+    @property
+    def out_channels(self) -> int:
+        return 2 * self.in_channels
+
+    @property
+    def hidden(self) -> int:
+        return self.expansion * self.in_channels
+
+    @property
+    def out_size(self) -> int:
+        return (self.size + 1) // 2
+
+    @property
+    def name(self) -> str:
+        return f"convfirst_s2_c{self.in_channels}_a{self.expansion}_{self.size}x{self.size}_n{self.batch}"
+
+    @property
+    def macs(self) -> int:
+        cin, cout, hidden = self.in_channels, self.out_channels, self.hidden
+        pixels_in = self.batch * self.size**2
+        pixels_out = self.batch * self.out_size**2
+        conv = pixels_in * cin * 8 * 9
+        blurs = 2 * pixels_out * cin * 9
+        return conv + blurs + pixels_out * (cin * hidden + hidden * cout + cin * cout)
+
+    @property
+    def weight_elements(self) -> int:
+        cin, cout, hidden = self.in_channels, self.out_channels, self.hidden
+        return cin * 8 * 9 + cin + cin * hidden + hidden + hidden * cout + cin * cout + 2 * cout
+
+    @property
+    def dram_bytes(self) -> int:
+        """Compulsory bytes of the block as one kernel: input + output + weights, fp16."""
+        inputs = self.batch * self.size**2 * self.in_channels
+        outputs = self.batch * self.out_size**2 * self.out_channels
+        return 2 * (inputs + outputs + self.weight_elements)
+
+
+S_CASES = [DownCase(32, 6, 56), DownCase(64, 6, 28), DownCase(128, 6, 14)]  # ConvFirstNet-S
+WIDE_CASES = [DownCase(64, 6, 56), DownCase(128, 6, 28), DownCase(64, 4, 56), DownCase(128, 4, 28)]  # H200, M
+
+
+def make_block(case: DownCase):
+    from perfmodel.zoo import ConvFirstBlock, fold_batchnorm
+
+    block = ConvFirstBlock(case.in_channels, case.expansion, case.out_channels, stride=2)
+    return fold_batchnorm(randomize_batchnorm(block)).cuda()
+
+
+def bench_case(case: DownCase, timer: Timer, ceilings: dict, modes: list[str]) -> dict:
+    from cuda_kernels import convfirst_s2 as s2
+
+    torch.manual_seed(0)
+    block = make_block(case)
+    x = torch.randn(case.batch, case.in_channels, case.size, case.size, device="cuda", dtype=torch.float16)
+    x = x.contiguous(memory_format=torch.channels_last)
+    weights = s2.prepare_weights(s2.FoldedWeights.from_block(block))
+    with torch.no_grad(), reference_precision():
+        exact = block.double()(x.double())
+    with torch.no_grad():
+        block_fp16 = block.half()
+        torch_error = relative_error(block_fp16(x), exact)
+    entry = {**asdict(case), "name": case.name, "macs": case.macs, "flops": 2 * case.macs,
+             "dram_bytes": case.dram_bytes, "backends": {},
+             "correctness": {"torch_fp16_rel_error": torch_error, "variants": {}}}
+    variants = [v for v in s2.VARIANTS if v == 0 or case.in_channels in s2.VARIANT_1_CHANNELS]
+    fused = {}
+    for variant in variants:
+        out = torch.full_like(exact, float("nan"), dtype=torch.float16).contiguous(memory_format=torch.channels_last)
+        err = relative_error(s2.run(x, weights, variant=variant, out=out), exact)
+        ok = 0 < torch_error and err <= 2 * torch_error
+        entry["correctness"]["variants"][variant] = {"rel_error": err, "passed": ok}
+        if ok:
+            lat = timer(lambda v=variant: s2.run(x, weights, variant=v))
+            fused[variant] = {"latency_ms": lat, **rate_metrics(case, lat["median"], ceilings)}
+            entry["backends"][f"cuda_kernels_v{variant}"] = fused[variant]
+    if fused:
+        best = min(fused, key=lambda v: fused[v]["latency_ms"]["median"])
+        entry["backends"]["cuda_kernels"] = {"variant": best, **fused[best]}
+    if not modes:
+        return entry
+    with torch.no_grad():
+        lat = timer(lambda: block_fp16(x))
+        entry["backends"]["eager"] = {"latency_ms": lat, **rate_metrics(case, lat["median"], ceilings)}
+        for mode in modes:
+            torch._dynamo.reset()  # a fresh, static compile per shape (see NOTES.md, v2)
+            t0 = time.perf_counter()
+            compiled = torch.compile(block_fp16, mode=None if mode == "default" else mode, dynamic=False)
+            err = relative_error(compiled(x), exact)
+            torch.cuda.synchronize()
+            lat = timer(lambda: compiled(x))
+            entry["backends"][f"inductor_{mode}"] = {"latency_ms": lat, "compile_s": time.perf_counter() - t0,
+                                                     "rel_error": err,
+                                                     **rate_metrics(case, lat["median"], ceilings)}
+    if "cuda_kernels" in entry["backends"]:
+        t = entry["backends"]["cuda_kernels"]["latency_ms"]["median"]
+        baselines = {k: v["latency_ms"]["median"] for k, v in entry["backends"].items()
+                     if not k.startswith("cuda_kernels")}
+        strongest = min(baselines, key=baselines.get)
+        entry["strongest_baseline"] = strongest
+        entry["speedup_vs_strongest"] = baselines[strongest] / t
+        entry["speedups"] = {k: v / t for k, v in baselines.items()}
+    return entry
+
+
+def row(r: dict) -> str:
+    f = r["backends"].get("cuda_kernels")
+    if f is None:
+        return f"{r['name']:38s} FAILED correctness {r['correctness']}"
+    base = " ".join(f"{k}={v['latency_ms']['median'] * 1e3:.1f}us" for k, v in r["backends"].items()
+                    if not k.startswith("cuda_kernels"))
+    return (f"{r['name']:38s} fused {f['latency_ms']['median'] * 1e3:7.1f}us v{f['variant']} "
+            f"{f['tflops']:6.1f} TFLOP/s bound {100 * f['waterline_fraction_datasheet']:5.1f}% | {base}"
+            + (f" | x{r['speedup_vs_strongest']:.2f} vs {r['strongest_baseline']}" if "strongest_baseline" in r else ""))
+
+
+def parse_case(text: str) -> DownCase:
+    return DownCase(*(int(v) for v in text.split(":")))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--case", action="append", type=parse_case, help="C_in:alpha:size[:batch], e.g. 32:6:56")
+    parser.add_argument("--wide", action="store_true", help="add the ConvFirstNet-M/H200 shapes")
+    parser.add_argument("--modes", default="default,max-autotune-no-cudagraphs",
+                        help="torch.compile modes to time beside eager ('' for none: kernel only)")
+    parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--repeats", type=int, default=30)
+    parser.add_argument("--hardware", default="h200-sxm")
+    args = parser.parse_args(argv)
+    cases = (args.case or S_CASES) + (WIDE_CASES if args.wide else [])
+    modes = [m for m in args.modes.split(",") if m]
+    command = "python -m cuda_kernels.bench_s2 " + " ".join(
+        shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
+    torch.backends.cudnn.benchmark = True
+
+    from cuda_kernels._build import load_convfirst_s2_extension
+    from perfmodel.hardware import load_hardware
+
+    t0 = time.perf_counter()
+    load_convfirst_s2_extension()
+    build_s = time.perf_counter() - t0
+    timer = Timer(args.warmup, args.repeats, flush_l2=True)
+    hw = load_hardware(args.hardware)
+    ceilings = {"datasheet": {"name": hw.name, "fp16_tflops": hw.peak_tflops["float16"], "dram_gbps": hw.dram_gbps},
+                "measured": measure_ceilings(timer)}
+    results = []
+    for case in cases:
+        results.append(bench_case(case, timer, ceilings, modes))
+        print(row(results[-1]), flush=True)
+    from perfmodel.measure import write_measurement
+
+    write_measurement(
+        args.out, command=command, environment=environment(),
+        workload={"kind": "blocks", "blocks": ["convfirst_s2"], "dtype": "float16", "memory_format": "channels_last",
+                  "backends": ["cuda_kernels", "eager", *(f"inductor_{m}" for m in modes)],
+                  "plan": "block (one kernel per block; bytes = input + output + weights)"},
+        method={**timer.describe(), "cuda_graphs": False, "cudnn_benchmark": True,
+                "inductor": "torch.compile(block, mode, dynamic=False) after torch._dynamo.reset(), per shape",
+                "correctness": "rel. L2 error vs the float64 zoo block <= 2x PyTorch fp16's before timing",
+                "extension_build_s": build_s},
+        results={"ceilings": ceilings, "cases": results})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
