@@ -487,17 +487,23 @@ def kernels_cmd(results, networks, hardware, output):
 @click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False),
                 metavar="MEASUREMENT.json...")
 @_hardware_option("h200-sxm")
-@click.option("--plan", "-p", help="Plan of the prediction (default: the plan that models each "
-              "file's backend: op for eager).")
-@click.option("--l2-carry", is_flag=True, help="Predict with the L2-carry byte model.")
+@click.option("--plan", "-p", help="Plan of the prediction (default: the plan that models what "
+              "each file's backend launches: eager for eager, inductor for inductor).")
+@click.option("--byte-model", type=click.Choice(("compulsory", "l2")), default="compulsory",
+              show_default=True, help="compulsory: eq. 23, every input, weight and output "
+              "once. l2: the L2 cache between kernels (the hardware's l2_resident_mib), "
+              "flushed before each kernel where the file was measured with --cache-control all.")
 @click.option("--tolerance", type=click.FloatRange(min=0, min_open=True), default=0.15,
-              show_default=True, help="A module is right when measured/predicted bytes are "
+              show_default=True, help="A kernel is right when measured/predicted bytes are "
               "within 1 +- this.")
-def fidelity_cmd(files, hardware, plan, l2_carry, tolerance):
-    """How well the byte model predicts the DRAM bytes Nsight Compute measured: per file, the
-    share of modules within --tolerance (all, and those moving >= 1 MB) and the ratio of the
-    totals. FILES need Nsight Compute rows (`perfmodel bench --ncu`)."""
-    from perfmodel.compare import compare
+def fidelity_cmd(files, hardware, plan, byte_model, tolerance):
+    """How well the byte model predicts the DRAM bytes Nsight Compute measured.
+
+    Per file: kernels paired with the plan's kernels (module by module, in launch order; a
+    module whose kernel count differs is one unit), the share within --tolerance (all, and
+    those moving >= 1 MB), the ratio of the totals and the kernel counts. A compiled
+    model's kernels carry no module, so its file is compared in total. FILES need Nsight
+    Compute rows (`perfmodel bench --ncu`)."""
     from perfmodel.errors import InputError
     from perfmodel.fidelity import byte_fidelity
     from perfmodel.measure import load_measurement
@@ -509,9 +515,10 @@ def fidelity_cmd(files, hardware, plan, l2_carry, tolerance):
         if not m.ncu:
             raise InputError("no Nsight Compute rows (measure with `perfmodel bench --ncu`)",
                              file=m.where, field="results.ncu")
-    checked = check_measurements(measurements, hardware, plan, l2_carry=l2_carry)
-    rows = [byte_fidelity(compare(c.result, c.measurement), tolerance) for c in checked]
-    click.echo("\n".join(fidelity_lines(rows, tolerance)))
+    checked = check_measurements(measurements, hardware, plan)
+    rows = [byte_fidelity(c.result if plan or c.runtime is None else c.runtime, c.measurement,
+                          byte_model, tolerance) for c in checked]
+    click.echo("\n".join(fidelity_lines(rows)))
 
 
 @cli.command("models")

@@ -1,20 +1,58 @@
 """How well the byte model predicts what the GPU moves (issue 14's yardstick).
 
-For a comparison of a plan with a measurement that carries Nsight Compute rows, per module:
-measured DRAM bytes (read + written, all of the module's kernels) over predicted bytes (the
-plan's kernels of that module). The share of modules within a tolerance, over all modules and
-over those moving at least `large_bytes`, and the ratio of the totals say how far the byte
-model is from the hardware; `fidelity_lines` prints them. Readers take results: this module
-runs no pipeline.
+A plan's kernels are set beside the kernels Nsight Compute measured (``results.ncu`` of a
+measurement file). In eager every row carries the module that launched it; per module, when
+the plan predicts as many kernels as ran, they are paired in launch order and compared one by
+one; otherwise the module's kernels are compared as one unit. A compiled graph has no module
+ranges: its file is compared in total and by kernel count only. A unit is right when its
+measured DRAM bytes (read + written) are within the tolerance of the prediction; the share of
+right units, over all and over those moving at least `large_bytes`, and the ratio of the
+totals say how far the byte model is from the hardware.
+
+Byte models: ``compulsory`` (eq. 23, the default everywhere) and ``l2`` (``l2model``: the
+cache between kernels; flushed before each kernel where the file was measured with
+``--cache-control all``). Readers take results: this module runs no pipeline.
 """
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass
 
-from .compare import Comparison
+from .api import Result
+from .errors import InputError
+from .l2model import Traffic, dram_traffic
+from .measure import Measurement
 
 TOLERANCE = 0.15
 LARGE_BYTES = 1_000_000
+BYTE_MODELS = ("compulsory", "l2")
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One compared unit: a kernel, or a module whose kernels could not be paired."""
+
+    module: str
+    kernels: int  # predicted kernels in the unit
+    predicted: Traffic
+    measured_read: int
+    measured_write: int
+
+    @property
+    def measured_bytes(self) -> int:
+        return self.measured_read + self.measured_write
+
+    @property
+    def ratio(self) -> float:
+        p = self.predicted.dram_bytes
+        return self.measured_bytes / p if p else (1.0 if not self.measured_bytes else float("inf"))
+
+    def within(self, tolerance: float, floor: int) -> bool:
+        """Within the tolerance, or both sides below `floor` bytes (a 3 kB kernel that moves
+        4 kB is not a miss of the byte model)."""
+        if max(self.measured_bytes, self.predicted.dram_bytes) < floor:
+            return True
+        return abs(self.ratio - 1) <= tolerance
 
 
 @dataclass(frozen=True)
@@ -23,22 +61,42 @@ class ByteFidelity:
     plan: str
     byte_model: str
     cache_control: str  # how Nsight Compute treated the caches ("none": as a real run)
-    modules: int  # modules with both a prediction and a measurement
-    within: int  # of them, within the tolerance
-    large: int  # modules moving at least LARGE_BYTES (measured or predicted)
-    large_within: int
-    measured_bytes: int
-    predicted_bytes: int
-    measured_kernels: int = 0  # Nsight Compute rows: kernels launched in one pass
-    predicted_kernels: int = 0  # the plan's kernels
+    units: tuple[Unit, ...]
+    measured_bytes: int  # every Nsight Compute row
+    predicted_bytes: int  # every planned kernel
+    measured_kernels: int
+    predicted_kernels: int
+    tolerance: float = TOLERANCE
+    large_bytes: int = LARGE_BYTES
+    small_floor: int = 100_000
+
+    def _within(self, units) -> int:
+        return sum(u.within(self.tolerance, self.small_floor) for u in units)
 
     @property
-    def share_within(self) -> float:
-        return self.within / self.modules if self.modules else 0.0
+    def large(self) -> tuple[Unit, ...]:
+        return tuple(u for u in self.units
+                     if max(u.measured_bytes, u.predicted.dram_bytes) >= self.large_bytes)
 
     @property
-    def share_large_within(self) -> float:
-        return self.large_within / self.large if self.large else 0.0
+    def within(self) -> int:
+        return self._within(self.units)
+
+    @property
+    def large_within(self) -> int:
+        return self._within(self.large)
+
+    @property
+    def paired_kernels(self) -> int:
+        return sum(1 for u in self.units if u.kernels == 1)
+
+    @property
+    def share_within(self) -> float | None:
+        return self.within / len(self.units) if self.units else None
+
+    @property
+    def share_large_within(self) -> float | None:
+        return self.large_within / len(self.large) if self.large else None
 
     @property
     def total_ratio(self) -> float:
@@ -52,17 +110,50 @@ def cache_control(method: dict) -> str:
     return words[words.index("--cache-control") + 1].rstrip(",") if "--cache-control" in words else "?"
 
 
-def byte_fidelity(cmp: Comparison, tolerance: float = TOLERANCE,
-                  large_bytes: int = LARGE_BYTES) -> ByteFidelity:
-    rows = [m for m in cmp.modules if m.measured_dram_bytes is not None and m.dram_bytes]
-    near = [abs(m.bytes_ratio - 1) <= tolerance for m in rows]
-    big = [max(m.measured_dram_bytes, m.dram_bytes) >= large_bytes for m in rows]
+def predicted_traffic(result: Result, byte_model: str, cache: str) -> list[Traffic]:
+    """Each planned kernel's DRAM reads and writes under `byte_model`."""
+    kernels = [kt.kernel for kt in result.kernels]
+    if byte_model == "compulsory":
+        return [Traffic(k.input_bytes + k.weight_bytes, k.output_bytes) for k in kernels]
+    if byte_model != "l2":
+        raise InputError(f"unknown byte model {byte_model!r} (choose from {', '.join(BYTE_MODELS)})")
+    resident = result.hardware.l2_resident_mib
+    if resident is None:
+        raise InputError(f"the l2 byte model needs the L2 residency of {result.hardware.name} "
+                         "(measure it with `python -m perfmodel.ncu --probe-file`)",
+                         field="l2_resident_mib")
+    if cache not in ("none", "all"):
+        raise InputError("the l2 byte model needs the file's --cache-control (none or all)",
+                         field="method.ncu")
+    return dram_traffic(kernels, int(resident * 2**20), flushed=cache == "all")
+
+
+def byte_fidelity(result: Result, measurement: Measurement, byte_model: str = "compulsory",
+                  tolerance: float = TOLERANCE, large_bytes: int = LARGE_BYTES) -> ByteFidelity:
+    cache = cache_control(measurement.method)
+    traffic = predicted_traffic(result, byte_model, cache)
+    predicted: dict[str, list[Traffic]] = defaultdict(list)
+    for kt, t in zip(result.kernels, traffic):
+        predicted[kt.kernel.name].append(t)
+    measured: dict[str, list] = defaultdict(list)
+    for row in measurement.ncu:
+        measured[row.module].append(row)
+    units = []
+    for module, rows in measured.items():
+        plan = predicted.get(module)
+        if not module or not plan:
+            continue
+        if len(plan) == len(rows):
+            units += [Unit(module, 1, t, r.dram_read_bytes, r.dram_write_bytes)
+                      for t, r in zip(plan, rows)]
+        else:
+            units.append(Unit(module, len(plan), Traffic(sum(t.read_bytes for t in plan),
+                                                          sum(t.write_bytes for t in plan)),
+                              sum(r.dram_read_bytes for r in rows),
+                              sum(r.dram_write_bytes for r in rows)))
     return ByteFidelity(
-        model=cmp.result.model, plan=str(cmp.result.plan),
-        byte_model=cmp.result.summary()["byte_model"],
-        cache_control=cache_control(cmp.measurement.method),
-        modules=len(rows), within=sum(near), large=sum(big),
-        large_within=sum(n and b for n, b in zip(near, big)),
-        measured_bytes=sum(m.measured_dram_bytes for m in rows),
-        predicted_bytes=sum(m.dram_bytes for m in rows),
-        measured_kernels=len(cmp.measurement.ncu), predicted_kernels=len(cmp.result.kernels))
+        model=result.model, plan=str(result.plan), byte_model=byte_model, cache_control=cache,
+        units=tuple(units), measured_bytes=sum(r.dram_bytes for r in measurement.ncu),
+        predicted_bytes=sum(t.dram_bytes for t in traffic),
+        measured_kernels=len(measurement.ncu), predicted_kernels=len(traffic),
+        tolerance=tolerance, large_bytes=large_bytes)

@@ -33,6 +33,6 @@ def si(x: float, unit: str = "", digits: int = 4) -> str:
     return f"{int(x) if whole else sig(x, digits)} {unit}".rstrip()
 
 
-def pct(fraction: float, digits: int = 3) -> str:
-    """A fraction as a percentage: ``pct(0.584)`` is ``58.4 %``."""
-    return f"{sig(100 * fraction, digits)} %"
+def pct(fraction: float | None, digits: int = 3) -> str:
+    """A fraction as a percentage: ``pct(0.584)`` is ``58.4 %``; ``-`` where there is none."""
+    return "-" if fraction is None else f"{sig(100 * fraction, digits)} %"

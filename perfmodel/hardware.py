@@ -18,7 +18,7 @@ from .yamlio import Fields, load_mapping
 
 _FIELDS = {"name", "vendor", "description", "device_name", "peak_tflops", "accumulate", "vector_tflops",
            "dram_gbps", "dram_gib", "l2_mib", "smem_kib_per_sm", "sm_count", "clock_mhz",
-           "memory_clock_mhz", "source", "notes"}
+           "memory_clock_mhz", "source", "notes", "l2_resident_mib"}
 
 
 @dataclass(frozen=True)
@@ -31,6 +31,9 @@ class Hardware:
     vector_tflops: Mapping[str, float] = field(default_factory=dict)
     dram_gib: float | None = None
     l2_mib: float | None = None
+    # bytes of a kernel's latest traffic still in L2 when it ends (the L2 probe measures it;
+    # the l2 byte model, perfmodel.l2model, uses it)
+    l2_resident_mib: float | None = None
     smem_kib_per_sm: float | None = None  # shared memory per SM: room for local tiles
     sm_count: int | None = None
     clock_mhz: float | None = None
@@ -101,6 +104,7 @@ def parse_hardware(data: dict, file: str) -> Hardware:
         dram_gbps=float(f.positive("dram_gbps")),
         dram_gib=f.positive("dram_gib", None),
         l2_mib=f.positive("l2_mib", None),
+        l2_resident_mib=f.positive("l2_resident_mib", None),
         smem_kib_per_sm=f.positive("smem_kib_per_sm", None),
         sm_count=f.positive("sm_count", None, integer=True),
         clock_mhz=f.positive("clock_mhz", None),

@@ -155,7 +155,8 @@ PROBE_EVICT_MIB = 1024
 
 def _probe() -> None:
     """Run under ncu: per size S MiB, three kernels named ``module:probe.S.<step>``:
-    ``copy`` (b = a: reads S, writes S), ``chain`` (c = b: reads what ``copy`` just wrote,
+    ``copy`` (b = -a: reads S, writes S; an element-wise kernel, since a plain copy would be a
+    cudaMemcpy, which ncu does not profile), ``chain`` (c = -b: reads what ``copy`` just wrote,
     the producer -> consumer hand-off the L2-carry rule credits) and ``evict`` (a sum over
     1 GiB of unrelated data: pushes the last writes out of L2, so DRAM sees them there)."""
     import torch
@@ -166,7 +167,7 @@ def _probe() -> None:
     torch.cuda.synchronize()
     torch.cuda.profiler.start()
     for s, (a, b, c) in pairs.items():
-        for step, fn in (("copy", lambda: b.copy_(a)), ("chain", lambda: c.copy_(b)),
+        for step, fn in (("copy", lambda: torch.neg(a, out=b)), ("chain", lambda: torch.neg(b, out=c)),
                          ("evict", lambda: big.sum())):
             torch.cuda.nvtx.range_push(f"module:probe.{s}.{step}")
             fn()

@@ -286,15 +286,15 @@ def kernel_case_lines(cases: "list[KernelCase | NetworkCase]") -> list[str]:
     return lines
 
 
-def fidelity_lines(rows: "list[ByteFidelity]", tolerance: float) -> list[str]:
-    """One line per measurement: byte model against Nsight Compute, per module."""
-    band = f"+-{100 * tolerance:g}%"
-    lines = [f"{'model':18s} {'plan':8s} {'byte model':36s} {'cache':5s} {'modules':>7s} "
+def fidelity_lines(rows: "list[ByteFidelity]") -> list[str]:
+    """One line per measurement: byte model against Nsight Compute, kernel by kernel."""
+    band = f"+-{100 * rows[0].tolerance:g}%" if rows else ""
+    lines = [f"{'model':16s} {'plan':8s} {'bytes':10s} {'cache':5s} {'units':>5s} {'paired':>6s} "
              f"{'within ' + band:>11s} {'>= 1 MB':>7s} {'within':>7s} {'total meas/pred':>15s} "
              f"{'kernels meas/pred':>17s}"]
     for f in rows:
-        lines.append(f"{f.model:18s} {f.plan:8s} {f.byte_model:36s} {f.cache_control:5s} "
-                     f"{f.modules:7d} {pct(f.share_within):>11s} {f.large:7d} "
-                     f"{pct(f.share_large_within):>7s} {f.total_ratio:15.3f} "
+        lines.append(f"{f.model:16s} {f.plan:8s} {f.byte_model:10s} {f.cache_control:5s} "
+                     f"{len(f.units):5d} {f.paired_kernels:6d} {pct(f.share_within):>11s} "
+                     f"{len(f.large):7d} {pct(f.share_large_within):>7s} {f.total_ratio:15.3f} "
                      f"{f'{f.measured_kernels}/{f.predicted_kernels}':>17s}")
     return lines

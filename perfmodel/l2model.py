@@ -1,0 +1,121 @@
+"""What DRAM sees of a kernel sequence once the L2 cache is in the picture (issue 14).
+
+The paper's byte model (eq. 23) charges every kernel its compulsory traffic: each input and
+weight read once, each output written once. Nsight Compute disagrees in two ways, both
+measured on an H200 (examples/measurements/fidelity/):
+
+- A kernel's last writes are still dirty in L2 when it ends. With ``ncu --cache-control all``
+  the flush before the next kernel writes them back unattributed, so a kernel that writes
+  200 MB shows about 25 MB less; one that writes 13 MB shows none.
+- Without a flush, the next kernel finds what the previous ones left, where the tensor fits:
+  a 51 MB activation is read from DRAM in full (its tail, still in L2, is evicted by the
+  reads of its head before the reader gets there), while a 13 MB activation
+  passed from kernel to kernel is read and written almost entirely in L2 (ResNet-50's
+  layer3), and a dead tensor's dirty lines are overwritten where PyTorch's caching
+  allocator hands the same memory to the next tensor, so they never reach DRAM.
+
+`dram_traffic` replays the plan's kernels through a model of L2 with those two rules: a
+least-recently-used cache of `resident_bytes` (the hardware's ``l2_resident_mib``, measured
+by the L2 probe, ``python -m perfmodel.ncu --probe-file``), tracked per tensor, where
+evicted dirty bytes are the evicting kernel's writes and a tensor's lines are dropped without
+a write-back once its last consumer has run. ``flushed=True`` empties the cache before each
+kernel (``--cache-control all``). Weights are always read from DRAM (each is used once per
+pass). The model moves bytes between kernels; it never invents or loses a compulsory byte
+except the dead dirty lines, which is the rule's claim.
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from .plan import Kernel
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """Predicted DRAM bytes of one kernel under an L2 model."""
+
+    read_bytes: int
+    write_bytes: int
+
+    @property
+    def dram_bytes(self) -> int:
+        return self.read_bytes + self.write_bytes
+
+
+class _L2:
+    """Per-tensor LRU residency: value id -> [resident bytes, dirty bytes]."""
+
+    def __init__(self, capacity: int):
+        self.capacity = capacity
+        self.lines: OrderedDict[int, list[int]] = OrderedDict()
+        self.used = 0
+
+    def hit(self, vid: int, nbytes: int) -> int:
+        """Bytes of a read of `vid` served by L2. A tensor larger than the cache gets none:
+        its resident part is its tail, and a reader that starts at its head evicts that tail
+        before it gets there (least-recently-used against a sequential scan)."""
+        if nbytes > self.capacity or vid not in self.lines:
+            return 0
+        return min(nbytes, self.lines[vid][0])
+
+    def touch(self, vid: int, nbytes: int, dirty: bool) -> int:
+        """Make the last min(nbytes, capacity) bytes of `vid` most recent; return the dirty
+        bytes evicted to make room (its own streamed-through head included)."""
+        old = self.lines.pop(vid, [0, 0])
+        self.used -= old[0]
+        keep = min(nbytes, self.capacity)
+        written = max(0, nbytes - keep) if dirty else max(0, old[1] - keep)
+        self.lines[vid] = [keep, keep if dirty else min(old[1], keep)]
+        self.used += keep
+        return written + self._evict()
+
+    def _evict(self) -> int:
+        written = 0
+        while self.used > self.capacity:
+            vid, (res, dirty) = next(iter(self.lines.items()))
+            out = min(res, self.used - self.capacity)
+            written += max(0, dirty - (res - out))  # the oldest bytes go first, dirty or not
+            self.used -= out
+            if out == res:
+                del self.lines[vid]
+            else:
+                self.lines[vid] = [res - out, min(dirty, res - out)]
+        return written
+
+    def drop(self, vid: int) -> None:
+        res, _ = self.lines.pop(vid, [0, 0])
+        self.used -= res
+
+    def clear(self) -> None:
+        self.lines.clear()
+        self.used = 0
+
+
+def dram_traffic(kernels: list[Kernel], resident_bytes: int, *, flushed: bool,
+                 keep: frozenset[int] = frozenset()) -> list[Traffic]:
+    """Each kernel's DRAM reads and writes under the L2 model (see the module docstring).
+    `keep`: value ids never dropped (the graph's outputs)."""
+    last_use: dict[int, int] = {}
+    for i, k in enumerate(kernels):
+        for vid in list(k.reads) + list(k.writes):
+            last_use[vid] = i
+    l2 = _L2(resident_bytes)
+    out = []
+    for i, k in enumerate(kernels):
+        if flushed:
+            l2.clear()  # ncu writes back what is dirty, attributed to no kernel
+        read = k.weight_bytes + sum(n - l2.hit(v, n) for v, n in k.reads.items())
+        # activations not tracked per tensor (reads the plan could not name) count as misses
+        read += max(0, k.input_bytes - sum(k.reads.values()))
+        written = 0
+        for vid, n in k.reads.items():
+            written += l2.touch(vid, n, dirty=False)
+        for vid, n in k.writes.items():
+            written += l2.touch(vid, n, dirty=True)
+        untracked = max(0, k.output_bytes - sum(k.writes.values()))
+        for vid in [v for v, last in last_use.items() if last == i and v not in keep]:
+            l2.drop(vid)
+            del last_use[vid]
+        out.append(Traffic(read, written + untracked))
+    return out
