@@ -521,6 +521,36 @@ def fidelity_cmd(files, hardware, plan, byte_model, tolerance):
     click.echo("\n".join(fidelity_lines(rows)))
 
 
+@cli.command("estimate")
+@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False),
+                metavar="MEASUREMENT.json...")
+@_hardware_option("h200-sxm", note=" It must name a calibration file.")
+@click.option("--tolerance", type=click.FloatRange(min=0, min_open=True), default=0.2,
+              show_default=True, help="An estimate is right within measured x (1 +- this).")
+@click.option("--markdown", type=click.Path(dir_okay=False), metavar="FILE.md",
+              help="Also write the table as markdown.")
+def estimate_cmd(files, hardware, tolerance, markdown):
+    """Calibrated latency estimate against the measured median, per measurement file.
+
+    Each file is estimated under the plan that models its runtime (eager, inductor), from
+    the microbenchmarks in the hardware's calibration file (`python -m perfmodel.calibrate`):
+    every kernel's T_min over the efficiency its kind attained there, launched by the host."""
+    from perfmodel.estimate import calibration_of, estimate
+    from perfmodel.estimate_report import estimate_lines, estimate_markdown, estimate_row
+    from perfmodel.measure import load_measurement
+    from perfmodel.measured import check_measurements
+
+    hw = perfmodel.load_hardware(hardware)
+    calibration = calibration_of(hw)
+    checked = check_measurements([load_measurement(f) for f in files], hw)
+    rows = [estimate_row(c.measurement, estimate(c.runtime or c.result, calibration))
+            for c in checked]
+    click.echo("\n".join(estimate_lines(rows, tolerance)))
+    if markdown:
+        Path(markdown).write_text(estimate_markdown(rows, tolerance))
+        click.echo(f"wrote {markdown}")
+
+
 @cli.command("models")
 def models_cmd():
     """List the built-in model specs."""

@@ -18,7 +18,7 @@ from .yamlio import Fields, load_mapping
 
 _FIELDS = {"name", "vendor", "description", "device_name", "peak_tflops", "accumulate", "vector_tflops",
            "dram_gbps", "dram_gib", "l2_mib", "smem_kib_per_sm", "sm_count", "clock_mhz",
-           "memory_clock_mhz", "source", "notes", "l2_resident_mib"}
+           "memory_clock_mhz", "source", "notes", "calibration", "l2_resident_mib"}
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,7 @@ class Hardware:
     source: str = ""
     notes: str = ""
     path: str | None = None
+    calibration: str | None = None  # calibration file (perfmodel.calibration) for the estimate
 
     def peak_ops(self, dtype: str | DType) -> float:
         """Peak matrix throughput R in ops/s for arithmetic in `dtype`.
@@ -112,7 +113,20 @@ def parse_hardware(data: dict, file: str) -> Hardware:
         source=f.get("source", ..., str),
         notes=f.get("notes", "", str),
         path=file,
+        calibration=_calibration_path(f, file),
     )
+
+
+def _calibration_path(f: Fields, file: str) -> str | None:
+    """The optional calibration file, relative to the config's folder; it must exist (its
+    contents are validated when an estimate reads it)."""
+    name = f.get("calibration", None, str)
+    if name is None:
+        return None
+    path = Path(file).parent / name
+    if not path.is_file():
+        raise f.error("calibration", f"file not found: {path}")
+    return str(path)
 
 
 def load_hardware(name_or_path: str | Path) -> Hardware:
