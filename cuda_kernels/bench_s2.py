@@ -97,7 +97,7 @@ def bench_case(case: DownCase, timer: Timer, ceilings: dict, modes: list[str]) -
     entry = {**asdict(case), "name": case.name, "macs": case.macs, "flops": 2 * case.macs,
              "dram_bytes": case.dram_bytes, "backends": {},
              "correctness": {"torch_fp16_rel_error": torch_error, "variants": {}}}
-    variants = [v for v in s2.VARIANTS if v == 0 or case.in_channels in s2.VARIANT_1_CHANNELS]
+    variants = s2.VARIANTS[case.in_channels]
     fused = {}
     for variant in variants:
         out = torch.full_like(exact, float("nan"), dtype=torch.float16).contiguous(memory_format=torch.channels_last)
@@ -145,7 +145,8 @@ def row(r: dict) -> str:
                     if not k.startswith("cuda_kernels"))
     return (f"{r['name']:38s} fused {f['latency_ms']['median'] * 1e3:7.1f}us v{f['variant']} "
             f"{f['tflops']:6.1f} TFLOP/s bound {100 * f['waterline_fraction_datasheet']:5.1f}% | {base}"
-            + (f" | x{r['speedup_vs_strongest']:.2f} vs {r['strongest_baseline']}" if "strongest_baseline" in r else ""))
+            + (f" | x{r['speedup_vs_strongest']:.2f} vs {r['strongest_baseline']}"
+               if "strongest_baseline" in r else ""))
 
 
 def parse_case(text: str) -> DownCase:
@@ -179,22 +180,24 @@ def main(argv: list[str] | None = None) -> int:
     hw = load_hardware(args.hardware)
     ceilings = {"datasheet": {"name": hw.name, "fp16_tflops": hw.peak_tflops["float16"], "dram_gbps": hw.dram_gbps},
                 "measured": measure_ceilings(timer)}
+    from perfmodel.measure import write_measurement
+
     results = []
     for case in cases:
         results.append(bench_case(case, timer, ceilings, modes))
         print(row(results[-1]), flush=True)
-    from perfmodel.measure import write_measurement
-
-    write_measurement(
-        args.out, command=command, environment=environment(),
-        workload={"kind": "blocks", "blocks": ["convfirst_s2"], "dtype": "float16", "memory_format": "channels_last",
-                  "backends": ["cuda_kernels", "eager", *(f"inductor_{m}" for m in modes)],
-                  "plan": "block (one kernel per block; bytes = input + output + weights)"},
-        method={**timer.describe(), "cuda_graphs": False, "cudnn_benchmark": True,
-                "inductor": "torch.compile(block, mode, dynamic=False) after torch._dynamo.reset(), per shape",
-                "correctness": "rel. L2 error vs the float64 zoo block <= 2x PyTorch fp16's before timing",
-                "extension_build_s": build_s},
-        results={"ceilings": ceilings, "cases": results})
+        # rewritten after every case: a run stopped at its time limit keeps the cases it finished
+        write_measurement(
+            args.out, command=command, environment=environment(),
+            workload={"kind": "blocks", "blocks": ["convfirst_s2"], "dtype": "float16",
+                      "memory_format": "channels_last",
+                      "backends": ["cuda_kernels", *(["eager"] if modes else []), *(f"inductor_{m}" for m in modes)],
+                      "plan": "block (one kernel per block; bytes = input + output + weights)"},
+            method={**timer.describe(), "cuda_graphs": False, "cudnn_benchmark": True,
+                    "inductor": "torch.compile(block, mode, dynamic=False) after torch._dynamo.reset(), per shape",
+                    "correctness": "rel. L2 error vs the float64 zoo block <= 2x PyTorch fp16's before timing",
+                    "extension_build_s": build_s, "cases_planned": [c.name for c in cases]},
+            results={"ceilings": ceilings, "cases": results})
     return 0
 
 

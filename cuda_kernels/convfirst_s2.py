@@ -25,9 +25,18 @@ SUPPORTED_WIDTHS = ((32, 64), (64, 128), (128, 256))  # (C_in, C_out)
 SUPPORTED_EXPANSIONS = (2, 4, 6)  # hidden = alpha * C_in
 MAX_WIDTH = 56  # the kernel's shared input rows hold (2R + 3) W <= 680 pixels for W <= 56
 MIN_SIZE = 2  # reflect padding by one needs two rows and columns
-VARIANTS = (0, 1)  # csrc/convfirst_s2.cu: 1 for C_in = 64 (two blocks per SM) and 128 (64-pixel tiles)
-VARIANT_1_CHANNELS = (64, 128)
-DEFAULT_VARIANT = {32: 0, 64: 0, 128: 0}
+# Tile variants per C_in (csrc/convfirst_s2.cu): 0 everywhere; 1: two blocks per SM (C_in 64) or
+# 64-pixel tiles (C_in 128); 2 and 3: the same tiles with deeper weight rings.
+VARIANTS = {32: (0, 2), 64: (0, 1, 2), 128: (0, 1, 2, 3)}
+
+
+def default_variant(in_channels: int, width: int) -> int:
+    """The fastest variant measured on an H200 (NOTES.md, stride-2 ConvFirst kernel)."""
+    if in_channels == 64:
+        return 1
+    if in_channels == 128:
+        return 1 if output_size(width) <= 7 else 0  # 64-pixel tiles when 128-pixel ones leave SMs idle
+    return 0
 
 
 def output_size(size: int) -> int:
@@ -201,10 +210,10 @@ def run(x: torch.Tensor, weights: KernelWeights, variant: int | None = None, row
     if need > have:
         raise ValueError(f"convfirst_s2 {cin} -> {cout} needs {need} B of shared memory per block, "
                          f"{torch.cuda.get_device_name(x.device)} offers {have} B")
-    variant = DEFAULT_VARIANT[cin] if variant is None else variant
-    if variant not in VARIANTS or (variant == 1 and cin not in VARIANT_1_CHANNELS):
-        raise ValueError(f"convfirst_s2 has no variant {variant} for C_in={cin}")
     n, _, h, w = x.shape
+    variant = default_variant(cin, w) if variant is None else variant
+    if variant not in VARIANTS[cin]:
+        raise ValueError(f"convfirst_s2 has no variant {variant} for C_in={cin} (it has {VARIANTS[cin]})")
     ho, wo = output_size(h), output_size(w)
     flat_out = torch.empty(0, device=x.device, dtype=torch.float16)
     if out is not None:

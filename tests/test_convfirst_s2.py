@@ -215,18 +215,29 @@ def test_tiles_across_images(cin, size, variant, rows_per_tile):
     check_kernel(cin, 4, 3, size, rows_per_tile=rows_per_tile, variant=variant)
 
 
+OTHER_VARIANTS = [(cin, v) for cin, vs in s2.VARIANTS.items() for v in vs if v]
+
+
 @pytest.mark.cuda
-@pytest.mark.parametrize("cin,size,batch", [(64, 56, 4), (64, 13, 3), (128, 28, 3), (128, 14, 37), (128, 7, 1),
-                                            (128, 9, 5)])
-def test_variant_1(cin, size, batch):
-    """C_in = 64: two blocks per SM; C_in = 128: 64-pixel tiles."""
-    check_kernel(cin, 6, batch, size, variant=1)
+@pytest.mark.parametrize("cin,variant", OTHER_VARIANTS)
+@pytest.mark.parametrize("size,batch", [(56, 4), (13, 3), (14, 37), (7, 1)])
+def test_other_variants(cin, variant, size, batch):
+    """Two blocks per SM, 64-pixel tiles, deeper weight rings: the same results."""
+    check_kernel(cin, 6, batch, size, variant=variant)
 
 
 @pytest.mark.cuda
 def test_no_variant_1_for_32_channels():
     with pytest.raises(ValueError, match="no variant 1"):
         check_kernel(32, 6, 1, 8, variant=1)
+
+
+def test_default_variants():
+    """From the H200 measurements (NOTES.md): C_in 64 two blocks per SM; C_in 128 64-pixel tiles
+    at 14x14 input (7x7 output, 896 rows of tiles), 128-pixel tiles at 28x28."""
+    assert [s2.default_variant(32, 56), s2.default_variant(64, 28), s2.default_variant(128, 14),
+            s2.default_variant(128, 28)] == [0, 1, 1, 0]
+    assert all(s2.default_variant(c, w) in s2.VARIANTS[c] for c in s2.VARIANTS for w in (7, 14, 28, 56))
 
 
 @pytest.mark.cuda

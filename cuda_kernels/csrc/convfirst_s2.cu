@@ -10,6 +10,12 @@ using Cfg64 = Config<64, 128, 64, 4, 2, 1>;
 using Cfg64x2 = Config<64, 128, 64, 4, 2, 2>;  // two blocks per SM, at the price of ~200 B of spills
 using Cfg128 = Config<128, 256, 128, 2, 2, 1>;
 using Cfg128h = Config<128, 256, 128, 1, 1, 1, 64>;  // 64-pixel tiles: twice the tiles, for small images
+// Variants 2 and 3: deeper weight rings, more slices in flight, in shared memory that the
+// phase-A buffers (80 KB) or the 227 KB limit leave free.
+using Cfg32deep = Config<32, 64, 64, 4, 4, 2, 128, 9>;     // 9 x 8 KB slots inside phase A's 80 KB
+using Cfg64deep = Config<64, 128, 64, 4, 2, 2, 128, 4>;    // 4 x 16 KB, two blocks per SM
+using Cfg128hdeep = Config<128, 256, 128, 1, 1, 1, 64, 6>;  // 64-pixel tiles, 6 x 32 KB
+using Cfg128deep = Config<128, 256, 128, 2, 2, 1, 128, 5>;  // 128-pixel tiles, 5 x 32 KB
 
 cudaError_t launch_convfirst_s2(const Params& p, int cin, int cout, int variant, cudaStream_t stream) {
   if (cin * 2 != cout || variant < 0 || variant >= kVariants) return cudaErrorInvalidValue;
@@ -18,6 +24,12 @@ cudaError_t launch_convfirst_s2(const Params& p, int cin, int cout, int variant,
     if (cin == 128) return launch<Cfg128h>(p, stream);
     return cudaErrorInvalidValue;
   }
+  if (variant == 2) {
+    if (cin == 32) return launch<Cfg32deep>(p, stream);
+    if (cin == 64) return launch<Cfg64deep>(p, stream);
+    return launch<Cfg128hdeep>(p, stream);
+  }
+  if (variant == 3) return cin == 128 ? launch<Cfg128deep>(p, stream) : cudaErrorInvalidValue;
   switch (cin) {
     case 32: return launch<Cfg32>(p, stream);
     case 64: return launch<Cfg64>(p, stream);

@@ -16,8 +16,8 @@
 //   phase B  the shortcut first, as one K-chunk of stage 2 (acc = Blur(x) . S^T), which frees
 //            H_s; then the FFN loop of block_fusion.cuh over hidden chunks of HC channels;
 //   phase C  acc + (b_V + b_S) staged in shared memory, written once with 16-byte stores.
-// Weights stream through a 3-slot cp.async ring (one 64-wide k-slice per slot). The phase-A
-// buffers alias the ring, which is idle until the first weight slice is issued.
+// Weights stream through a cp.async ring of STAGES slots (one 64-wide k-slice per slot). The
+// phase-A buffers alias the ring, which is idle until the first weight slice is issued.
 #pragma once
 #include <cuda_fp16.h>
 #include <cstdint>
@@ -61,7 +61,7 @@ __device__ __forceinline__ int reflect(int i, int n) { return i < 0 ? -i : (i >=
 
 constexpr int cmax(int a, int b) { return a > b ? a : b; }
 
-template <int CIN_, int COUT_, int HC_, int WM1_, int WM2_, int MINB_, int BM_ = kBM>
+template <int CIN_, int COUT_, int HC_, int WM1_, int WM2_, int MINB_, int BM_ = kBM, int STAGES_ = 3>
 struct Config {
   static constexpr int CIN = CIN_, COUT = COUT_, HC = HC_, WM1 = WM1_, WM2 = WM2_, MINB = MINB_;
   static constexpr int BM = BM_;
@@ -73,7 +73,7 @@ struct Config {
   static constexpr int KW = CIN < 64 ? CIN : 64;           // k width of a U or S slice
   static constexpr int KV = HC / 64;                       // V slices per chunk
   static constexpr int PER_CHUNK = KP + KV;
-  static constexpr int STAGES = 3;
+  static constexpr int STAGES = STAGES_;  // ring slots: STAGES - 1 slices in flight
   static constexpr int PANEL = BM * 128;
   static constexpr int A_BYTES = KP * PANEL;
   static constexpr int H_BYTES = cmax(KV, KP) * PANEL;     // H, and Blur(x) before the FFN
@@ -85,7 +85,7 @@ struct Config {
   static_assert(TM1 % 16 == 0 && TN1 % 16 == 0 && TM2 % 16 == 0 && TN2 % 16 == 0, "warp tile");
   static_assert(HC % 64 == 0 && CIN % kCS == 0 && COUT % 64 == 0, "shape");
   static_assert(SMEM_BYTES <= 227 * 1024, "shared memory");
-  static_assert(BM <= kBM && BM % 64 == 0, "tile rows");
+  static_assert(BM <= kBM && BM % 64 == 0 && STAGES >= 3 && STAGES <= 9, "tile rows, ring depth");
 };
 
 // Copies `rows` rows of KWIDTH fp16 (row stride ld) into a slot as one 128-byte panel.
@@ -404,7 +404,8 @@ __global__ void __launch_bounds__(kThreads, K::MINB) convfirst_s2_kernel(const P
       const int row = wm2 * K::TM2 + mt * 16 + (lane >> 2);
       const float* v = acc2[mt][nt];
       *reinterpret_cast<uint32_t*>(panel + panel_offset(row, c16) + within) = pack_half2(v[0] + bias0, v[1] + bias1);
-      *reinterpret_cast<uint32_t*>(panel + panel_offset(row + 8, c16) + within) = pack_half2(v[2] + bias0, v[3] + bias1);
+      *reinterpret_cast<uint32_t*>(panel + panel_offset(row + 8, c16) + within) =
+          pack_half2(v[2] + bias0, v[3] + bias1);
     }
   }
   __syncthreads();

@@ -23,8 +23,8 @@ struct Params {
 };
 
 // Tile variants: 0 for every shape; 1 for (64, 128) (two blocks per SM) and (128, 256)
-// (64-pixel tiles).
-constexpr int kVariants = 2;
+// (64-pixel tiles); 2 for every shape and 3 for (128, 256): deeper weight rings.
+constexpr int kVariants = 4;
 // Launches the kernel for (cin, cout) in {(32, 64), (64, 128), (128, 256)}; rows_per_tile <= 0
 // picks it. cudaErrorInvalidValue for another shape or variant, cudaErrorInvalidConfiguration when the
 // device has less shared memory per block than the kernel needs (nothing is launched then).
