@@ -11,12 +11,17 @@ launches). Building the module or deciding support needs no GPU and no compiler.
 
 from __future__ import annotations
 
+import functools
+import os
 from dataclasses import dataclass, fields
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
+VERSIONS = (1, 2)  # kernel 1's implementation (NOTES.md, "MBConv version 1/2")
+# Version 2 is the default only once it has passed the GPU tests (CUDA_KERNELS_MBCONV_VERSION overrides)
+DEFAULT_VERSION = int(os.environ.get("CUDA_KERNELS_MBCONV_VERSION", "1"))
 KERNEL_SIZES = (3, 5)
 STRIDES = (1, 2)
 CHANNEL_MULTIPLE = 8  # 16-byte rows of every NHWC tensor and weight
@@ -37,11 +42,19 @@ def chunk_for(hidden: int) -> int:
     return 48 if hidden % 48 == 0 else 32
 
 
-def kernel1_smem_bytes(halo_pixels: int, k_pad: int, chunk: int, expand: bool) -> int:
-    """Shared memory of kernel 1 for a band whose input rows hold `halo_pixels` pixels
-    (mirrors csrc/mbconv.cuh ``expand_dw_smem_bytes``)."""
-    m_pad = _round_up(halo_pixels, 16)
-    return ((m_pad + chunk) * (k_pad + 8) * 2 if expand else 0) + m_pad * (chunk + 8) * 2 + chunk * 4
+def kernel1_smem_bytes(rows: int, height: int, width: int, kernel_size: int, stride: int, k_pad: int, chunk: int,
+                       expand: bool, version: int = DEFAULT_VERSION) -> int:
+    """Shared memory of kernel 1 for bands of `rows` output rows (mirrors csrc/mbconv.cuh
+    ``expand_dw_smem_bytes`` and csrc/mbconv_v2.cuh ``expand_dw_v2_smem_bytes``): the X band and
+    U chunk (expand only), E, the channel sums."""
+    in_rows = (rows - 1) * stride + kernel_size
+    m_pad = _round_up(min(height, in_rows) * width, 16)
+    x_and_u = (m_pad + chunk) * (k_pad + 8) * 2 if expand else 0
+    if version == 1:  # E holds the band's image pixels
+        return x_and_u + m_pad * (chunk + 8) * 2 + chunk * 4
+    per_thread = 4 if stride == 1 else 2  # v2: E is a zero-bordered tile, WE wide
+    e_width = (_round_up(output_size(width, stride), per_thread) - 1) * stride + kernel_size
+    return x_and_u + in_rows * e_width * (chunk + 8) * 2 + chunk * 4
 
 
 def output_size(size: int, stride: int) -> int:
@@ -49,15 +62,15 @@ def output_size(size: int, stride: int) -> int:
     return (size - 1) // stride + 1
 
 
+@functools.lru_cache(maxsize=4096)
 def band_rows(height: int, width: int, kernel_size: int, stride: int, k_pad: int, chunk: int,
-              expand: bool) -> int:
-    """Output rows per band of kernel 1: the tallest band whose input rows fit the budget,
-    then evened out over the bands. Raises ValueError when one row does not fit."""
+              expand: bool, version: int = DEFAULT_VERSION) -> int:
+    """Output rows per band of kernel 1: the tallest band that fits the budget, then evened
+    out over the bands. Raises ValueError when one row does not fit."""
     out_h = output_size(height, stride)
     for budget in (SMEM_BUDGET, SMEM_MAX):
         fits = [r for r in range(1, out_h + 1)
-                if kernel1_smem_bytes(min(height, (r - 1) * stride + kernel_size) * width, k_pad, chunk, expand)
-                <= budget]
+                if kernel1_smem_bytes(r, height, width, kernel_size, stride, k_pad, chunk, expand, version) <= budget]
         if fits:
             bands = -(-out_h // max(fits))
             return -(-out_h // bands)
@@ -262,16 +275,16 @@ def _extension():
 
 
 def _launch(x: torch.Tensor, tensors: list[torch.Tensor], kernel_size: int, stride: int, out_channels: int,
-            residual: bool, out: torch.Tensor | None = None) -> torch.Tensor:
+            residual: bool, version: int = DEFAULT_VERSION, out: torch.Tensor | None = None) -> torch.Tensor:
     w_exp, hidden = tensors[0], tensors[6].shape[0]  # w_exp, w_se2
     check_input(x, x.shape[1])  # the channel count against the weights is the binding's check
     expand = w_exp.numel() > 0
     chunk = chunk_for(hidden)
     _, _, height, width = x.shape
-    rows = band_rows(height, width, kernel_size, stride, w_exp.shape[1] if expand else 0, chunk, expand)
+    rows = band_rows(height, width, kernel_size, stride, w_exp.shape[1] if expand else 0, chunk, expand, version)
     out_nhwc = torch.empty(0, dtype=x.dtype, device=x.device) if out is None else out.permute(0, 2, 3, 1)
     y = _extension().mbconv(x.permute(0, 2, 3, 1), *tensors, kernel_size, stride, out_channels, rows, chunk,
-                            residual, out_nhwc)
+                            residual, out_nhwc, version)
     return y.permute(0, 3, 1, 2)
 
 
@@ -279,29 +292,27 @@ def _launch(x: torch.Tensor, tensors: list[torch.Tensor], kernel_size: int, stri
 def mbconv_op(x: torch.Tensor, w_exp: torch.Tensor, b_exp: torch.Tensor, w_dw: torch.Tensor, b_dw: torch.Tensor,
               w_se1: torch.Tensor, b_se1: torch.Tensor, w_se2: torch.Tensor, b_se2: torch.Tensor,
               w_proj: torch.Tensor, b_proj: torch.Tensor, kernel_size: int, stride: int, out_channels: int,
-              residual: bool) -> torch.Tensor:
+              residual: bool, version: int) -> torch.Tensor:
     """The fused block as one PyTorch operator (x channels-last float16; packed weights)."""
     tensors = [w_exp, b_exp, w_dw, b_dw, w_se1, b_se1, w_se2, b_se2, w_proj, b_proj]
-    return _launch(x, tensors, kernel_size, stride, out_channels, residual)
+    return _launch(x, tensors, kernel_size, stride, out_channels, residual, version)
 
 
 @mbconv_op.register_fake
 def _mbconv_fake(x, w_exp, b_exp, w_dw, b_dw, w_se1, b_se1, w_se2, b_se2, w_proj, b_proj, kernel_size, stride,
-                 out_channels, residual):
+                 out_channels, residual, version):
     n, _, h, w = x.shape
     return torch.empty((n, out_channels, output_size(h, stride), output_size(w, stride)), dtype=x.dtype,
                        device=x.device, memory_format=torch.channels_last)
 
 
 def mbconv(x: torch.Tensor, params: MBConvParams, weights: MBConvWeights | None = None,
-           out: torch.Tensor | None = None) -> torch.Tensor:
+           out: torch.Tensor | None = None, version: int = DEFAULT_VERSION) -> torch.Tensor:
     """Run the fused block on x (float16, channels_last, CUDA); into `out` (channels_last,
     [N, C_out, Ho, Wo], not overlapping x) when given."""
     check_input(x, params.in_channels)
     weights = prepare_weights(params) if weights is None else weights
-    args = (params.kernel_size, params.stride, params.out_channels, params.residual)
-    if out is None:
-        return mbconv_op(x, *weights.tensors(), *args)
+    args = (params.kernel_size, params.stride, params.out_channels, params.residual, version)
     return _launch(x, weights.tensors(), *args, out=out)
 
 
@@ -313,8 +324,9 @@ class FusedMBConv(nn.Module):
     Its packed weights are non-persistent buffers, so they follow ``.to()`` and torch.compile
     sees them."""
 
-    def __init__(self, params: MBConvParams):
+    def __init__(self, params: MBConvParams, version: int = DEFAULT_VERSION):
         super().__init__()
+        self.version = version
         self.in_channels, self.out_channels = params.in_channels, params.out_channels
         self.kernel_size, self.stride, self.residual = params.kernel_size, params.stride, params.residual
         for name, tensor in zip(WEIGHT_FIELDS, prepare_weights(params).tensors()):
@@ -336,9 +348,12 @@ class FusedMBConv(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         tensors = [getattr(self, n) for n in WEIGHT_FIELDS]
-        return mbconv_op(x.contiguous(memory_format=torch.channels_last), *tensors, self.kernel_size, self.stride,
-                         self.out_channels, self.residual)
+        args = (self.kernel_size, self.stride, self.out_channels, self.residual, self.version)
+        x = x.contiguous(memory_format=torch.channels_last)
+        if torch.compiler.is_compiling():  # one opaque operator in the graph
+            return mbconv_op(x, *tensors, *args)
+        return _launch(x, tensors, *args)  # eager: the operator's dispatch costs ~20 us of CPU per call
 
     def extra_repr(self) -> str:
         return (f"{self.in_channels}->{self.out_channels}, k={self.kernel_size}, stride={self.stride}, "
-                f"residual={self.residual}")
+                f"residual={self.residual}, version={self.version}")

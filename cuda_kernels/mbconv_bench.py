@@ -92,14 +92,18 @@ def bench_block(path: str, block: nn.Module, shape, batch: int, timer: Timer, mo
     block = block.cuda().half().to(memory_format=torch.channels_last)
     folded = fold_batchnorm(block)
     x = torch.randn(batch, *shape, device="cuda", dtype=torch.float16).contiguous(memory_format=torch.channels_last)
-    fused = cuda_kernels.FusedMBConv.from_block(folded)
+    from cuda_kernels.mbconv import VERSIONS, block_params
+
+    fused = {v: cuda_kernels.FusedMBConv(block_params(folded), version=v) for v in VERSIONS}
     with torch.no_grad(), reference_precision():
         ref = copy.deepcopy(folded).float()(x.float())
+    correctness = row["correctness"] = {}
     with torch.no_grad():
         torch_err = relative_error(block(x), ref)
-        err = relative_error(fused(x), ref)
-    row["correctness"] = {"relative_error": err, "torch_fp16_relative_error": torch_err,
-                          "passed": 0 < torch_err and err <= 2 * torch_err}
+        for v, module in fused.items():
+            err = relative_error(module(x), ref)
+            correctness[f"v{v}"] = {"relative_error": err, "torch_fp16_relative_error": torch_err,
+                                    "passed": 0 < torch_err and err <= 2 * torch_err}
     flops = row["block_flops"]
     results = row["backends"] = {}
 
@@ -109,8 +113,14 @@ def bench_block(path: str, block: nn.Module, shape, batch: int, timer: Timer, mo
                          "fraction_of_block_bound": row["block_t_min_us"] * 1e-3 / lat["median"], **extra}
 
     with torch.no_grad():
-        if row["correctness"]["passed"]:
-            record("cuda_kernels", lambda: fused(x))
+        for v, module in fused.items():
+            if correctness[f"v{v}"]["passed"]:
+                record(f"cuda_kernels_v{v}", lambda m=module: m(x), version=v)
+        versions = [k for k in results if k.startswith("cuda_kernels_v")]
+        if versions:
+            best = min(versions, key=lambda k: results[k]["latency_ms"]["median"])
+            results["cuda_kernels"] = dict(results[best])
+            row["kernels_us"] = kernel_times(lambda: fused[results[best]["version"]](x))
         record("eager", lambda: block(x))
         inductor_config.freezing = True
         for mode in modes:
@@ -125,11 +135,31 @@ def bench_block(path: str, block: nn.Module, shape, batch: int, timer: Timer, mo
             record(f"inductor_{mode}", lambda: compiled(x), compile_s=time.perf_counter() - t0, freezing=True)
     if "cuda_kernels" in results:
         t = results["cuda_kernels"]["latency_ms"]["median"]
-        timed = [v["latency_ms"]["median"] for k, v in results.items() if k != "cuda_kernels" and "latency_ms" in v]
+        timed = [v["latency_ms"]["median"] for k, v in results.items()
+                 if not k.startswith("cuda_kernels") and "latency_ms" in v]
         row["speedup_vs_best_baseline"] = min(timed) / t
         compiled = [v["latency_ms"]["median"] for k, v in results.items() if k.startswith("inductor_") and "latency_ms" in v]
         if compiled:
             row["speedup_vs_best_compile"] = min(compiled) / t
+
+
+def kernel_times(fn, calls: int = 5) -> dict[str, float]:
+    """GPU time per call of each kernel `fn` launches, in microseconds (torch.profiler)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+    times = {}
+    for e in prof.key_averages():
+        t = getattr(e, "device_time_total", None)
+        t = e.cuda_time_total if t is None else t
+        if t > 0:
+            times[e.key[:80]] = t / calls
+    return times
 
 
 def table(rows: list[dict], modes: list[str]) -> str:
@@ -149,7 +179,9 @@ def table(rows: list[dict], modes: list[str]) -> str:
             f"{(f['tflops'] if f else 0):8.1f} {r['block_t_min_us']:8.1f} "
             f"{(100 * f['fraction_of_block_bound'] if f else 0):5.1f}% {us('eager'):>9s} "
             + " ".join(f"{us('inductor_' + m):>12s}" for m in modes)
-            + f" {r.get('speedup_vs_best_baseline', 0):6.2f}")
+            + f" {r.get('speedup_vs_best_baseline', 0):6.2f}"
+            + (f"  v{f['version']}; " + ", ".join(f"{k.split('<')[0].split('(')[0][-14:]} {v:.0f}"
+                                               for k, v in r.get("kernels_us", {}).items()) if f else ""))
     return "\n".join(lines)
 
 
@@ -209,7 +241,9 @@ def main(argv: list[str] | None = None) -> int:
                                 "inductor freezing on, per shape",
                     "correctness": "rel. L2 error vs float32 (no TF32) must be <= 2x PyTorch fp16 error "
                                    "before the fused block is timed",
-                    "kernel": "cuda_kernels/csrc/mbconv* v1 (write-back design, three launches)",
+                    "kernel": "cuda_kernels/csrc/mbconv*: write-back design, three launches; kernel 1 in "
+                              "versions 1 and 2 (NOTES.md), each timed; cuda_kernels = the faster correct one",
+                    "kernels_us": "torch.profiler, GPU time per call of each kernel of the fastest version",
                     "extension_build_s": build_s},
             results={"cases": rows})
     print(table(rows, modes))

@@ -5,6 +5,7 @@ PyTorch float16's own error, outputs poisoned with NaN first."""
 
 import copy
 import functools
+import os
 
 import pytest
 import torch
@@ -18,6 +19,8 @@ from perfmodel.harness import randomize_batchnorm, reference_precision, relative
 from perfmodel.zoo import fold_batchnorm
 
 RESOLUTION = {"efficientnet_b0": 224, "efficientnet_b2": 288}  # the specs' native inputs
+# kernel-1 versions the GPU tests run (all by default; a device call may narrow it to save time)
+VERSIONS = tuple(int(v) for v in os.environ.get("MBCONV_TEST_VERSIONS", ",".join(map(str, mb.VERSIONS))).split(","))
 
 
 @functools.lru_cache(maxsize=None)
@@ -162,16 +165,28 @@ def test_host_checks_name_the_problem():
 
 
 def test_band_height_and_shared_memory_by_hand():
-    # B0 features.2.1: 56x56, C_in 24 (k_pad 32), 3x3 stride 1, chunk 48. Rows r need r + 2 input
-    # rows of 56 pixels; bytes = (m + 48) * 40 * 2 (X, U) + m * 56 * 2 (E) + 48 * 4 (sums).
-    assert mb.kernel1_smem_bytes(560, 32, 48, True) == 608 * 80 + 560 * 112 + 192 == 111552
-    assert mb.kernel1_smem_bytes(616, 32, 48, True) > mb.SMEM_BUDGET  # 11 input rows do not fit
-    assert mb.band_rows(56, 56, 3, 1, 32, 48, True) == 8  # 8 rows + 2 halo = 560 pixels; 7 bands
+    # B0 features.2.1: 56x56, C_in 24 (k_pad 32), 3x3 stride 1, chunk 48. A band of r output rows
+    # reads r + 2 input rows of 56 pixels (m pixels); X and U take (m + 48) * 40 * 2 bytes,
+    # the channel sums 48 * 4.
+    # v1: E holds the m pixels, 48 + 8 halves each.
+    assert mb.kernel1_smem_bytes(8, 56, 56, 3, 1, 32, 48, True, 1) == 608 * 80 + 560 * 112 + 192 == 111552
+    assert mb.kernel1_smem_bytes(9, 56, 56, 3, 1, 32, 48, True, 1) > mb.SMEM_BUDGET  # 616 -> 624 pixels
+    assert mb.band_rows(56, 56, 3, 1, 32, 48, True, 1) == 8  # 7 bands of 8 rows
+    # v2: E is a zero-bordered tile of 10 rows x 58 columns (4 outputs per thread: 56 + 2)
+    assert mb.kernel1_smem_bytes(8, 56, 56, 3, 1, 32, 48, True, 2) == 608 * 80 + 10 * 58 * 112 + 192 == 113792
+    assert mb.band_rows(56, 56, 3, 1, 32, 48, True, 2) == 8
+    # v2, stride 2, 5x5, 28x28 -> 14 outputs (2 per thread): E is 27 + 4 = 31 wide
+    assert mb.kernel1_smem_bytes(1, 28, 28, 5, 2, 48, 48, True, 2) == (
+        (_round16(5 * 28) + 48) * 56 * 2 + 5 * 31 * 56 * 2 + 192)
     # 7x7, stride 1: the whole image is one band
-    assert mb.band_rows(7, 7, 5, 1, 192, 48, True) == 7
-    # stride 2, 5x5 at 28x28 -> 14 output rows; expand ratio 1 has no X / U tiles
-    assert mb.kernel1_smem_bytes(100, 0, 32, False) == 112 * 40 * 2 + 32 * 4
+    assert mb.band_rows(7, 7, 5, 1, 192, 48, True, 1) == 7 and mb.band_rows(7, 7, 5, 1, 192, 48, True, 2) == 7
+    # expand ratio 1 (no X or U tiles): 10 input rows of 10 pixels -> 112 rows of 40 halves
+    assert mb.kernel1_smem_bytes(8, 20, 10, 3, 1, 0, 32, False, 1) == 112 * 40 * 2 + 32 * 4
     assert mb.output_size(28, 2) == 14 and mb.output_size(9, 2) == 5 and mb.output_size(7, 1) == 7
+
+
+def _round16(n: int) -> int:
+    return -(-n // 16) * 16
 
 
 def test_weights_are_packed_zero_padded_to_the_tiles():
@@ -215,7 +230,7 @@ def test_fused_mbconv_is_one_opaque_operator_under_torch_compile():
 
 # ---- GPU: the kernels ----
 
-def _check_on_gpu(block: nn.Module, x: torch.Tensor, exact: str = "float64") -> tuple[float, float]:
+def _check_on_gpu(block: nn.Module, x: torch.Tensor, version: int, exact: str = "float64") -> tuple[float, float]:
     """Kernel vs PyTorch fp16, both against the folded block in `exact` precision; the output
     (and, through the caching allocator, the scratch tensors) poisoned with NaN first."""
     block = fold_batchnorm(block).cuda()
@@ -231,7 +246,7 @@ def _check_on_gpu(block: nn.Module, x: torch.Tensor, exact: str = "float64") -> 
     del poison  # its memory returns to the cache, NaN-filled, for the kernels' scratch tensors
     out = torch.full((n, params.out_channels, ho, wo), float("nan"), device="cuda", dtype=torch.float16)
     out = out.contiguous(memory_format=torch.channels_last)
-    got = mb.mbconv(x, params, weights, out=out)
+    got = mb.mbconv(x, params, weights, out=out, version=version)
     torch.cuda.synchronize()
     assert got.data_ptr() == out.data_ptr()
     err, torch_err = relative_error(got, ref), relative_error(torch_fp16, ref)
@@ -246,27 +261,32 @@ def _gpu_input(batch: int, shape: tuple[int, int, int]) -> torch.Tensor:
 
 
 @pytest.mark.cuda
+@pytest.mark.parametrize("version", VERSIONS)
 @pytest.mark.parametrize("batch", [1, 3])
 @pytest.mark.parametrize("name,path", DISTINCT)
-def test_every_mbconv_shape_of_b0_and_b2(name, path, batch):
+def test_every_mbconv_shape_of_b0_and_b2(name, path, batch, version):
     torch.manual_seed(batch)
-    _check_on_gpu(_block(name, path), _gpu_input(batch, mbconv_shapes(name)[path]))
+    _check_on_gpu(_block(name, path), _gpu_input(batch, mbconv_shapes(name)[path]), version)
 
 
 @pytest.mark.cuda
+@pytest.mark.parametrize("version", VERSIONS)
 @pytest.mark.parametrize("path", ["features.2.1", "features.3.0", "features.4.1", "features.6.1", "features.7.0"])
-def test_batch_128_against_float32(path):
+def test_batch_128_against_float32(path, version):
     torch.manual_seed(0)
-    _check_on_gpu(_block("efficientnet_b0", path), _gpu_input(128, mbconv_shapes("efficientnet_b0")[path]), "float32")
+    x = _gpu_input(128, mbconv_shapes("efficientnet_b0")[path])
+    _check_on_gpu(_block("efficientnet_b0", path), x, version, "float32")
 
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("path,size", [("features.2.0", 9), ("features.3.0", 7), ("features.4.0", 13),
-                                       ("features.6.0", 1), ("features.5.1", 23), ("features.1.0", 5)])
-def test_odd_spatial_sizes(path, size):
+                                       ("features.6.0", 1), ("features.5.1", 23), ("features.1.0", 5),
+                                       ("features.2.1", 57), ("features.3.0", 2)])
+@pytest.mark.parametrize("version", VERSIONS)
+def test_odd_spatial_sizes(path, size, version):
     block = _block("efficientnet_b0", path)
     c = mbconv_shapes("efficientnet_b0")[path][0]
-    _check_on_gpu(block, _gpu_input(5, (c, size, size)))
+    _check_on_gpu(block, _gpu_input(5, (c, size, size)), version)
 
 
 @pytest.mark.cuda

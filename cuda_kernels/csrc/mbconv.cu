@@ -167,10 +167,12 @@ __global__ void __launch_bounds__(kProjectThreads) project_kernel(const Params p
   }
 }
 
-cudaError_t launch_mbconv(const Params& p, int chunk, cudaStream_t stream) {
-  cudaError_t err = p.ksize == 3   ? launch_expand_dw_k3(p, chunk, stream)
-                    : p.ksize == 5 ? launch_expand_dw_k5(p, chunk, stream)
-                                   : cudaErrorInvalidValue;
+cudaError_t launch_mbconv(const Params& p, int chunk, int version, cudaStream_t stream) {
+  cudaError_t err = cudaErrorInvalidValue;
+  if (version == 1 && p.ksize == 3) err = launch_expand_dw_k3(p, chunk, stream);
+  if (version == 1 && p.ksize == 5) err = launch_expand_dw_k5(p, chunk, stream);
+  if (version == 2 && p.ksize == 3) err = launch_expand_dw_v2_k3(p, chunk, stream);
+  if (version == 2 && p.ksize == 5) err = launch_expand_dw_v2_k5(p, chunk, stream);
   if (err != cudaSuccess) return err;
   const int se_smem = (p.hid_pad + p.sq) * 4;
   if (se_smem > 48 * 1024) return cudaErrorInvalidConfiguration;

@@ -59,6 +59,9 @@ __host__ __device__ inline int expand_dw_smem_bytes(int halo_pixels, int k_pad, 
 // cudaErrorInvalidConfiguration when the shared memory exceeds the device's limit.
 cudaError_t launch_expand_dw_k3(const Params& p, int chunk, cudaStream_t stream);
 cudaError_t launch_expand_dw_k5(const Params& p, int chunk, cudaStream_t stream);
-cudaError_t launch_mbconv(const Params& p, int chunk, cudaStream_t stream);
+cudaError_t launch_expand_dw_v2_k3(const Params& p, int chunk, cudaStream_t stream);  // mbconv_v2.cuh
+cudaError_t launch_expand_dw_v2_k5(const Params& p, int chunk, cudaStream_t stream);
+// All three kernels; `version` (1 or 2) picks kernel 1's implementation.
+cudaError_t launch_mbconv(const Params& p, int chunk, int version, cudaStream_t stream);
 
 }  // namespace mb

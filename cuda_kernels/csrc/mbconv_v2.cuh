@@ -1,0 +1,239 @@
+// Kernel 1 of the MBConv block, version 2 (see mbconv.cuh for the block and NOTES.md for the
+// numbers). Same work as version 1 (mbconv_expand_dw.cuh); what changes is the depthwise, which
+// version 1 ran at a few instructions per FMA:
+//   - E is kept in shared memory as a zero-bordered tile (the convolution's padding is stored,
+//     not tested per tap), e_rows x WE pixels for the band, so the tap loop has no branches;
+//   - each thread computes OW neighbouring outputs of a row for its channel pair, loading each
+//     input row segment once into registers ((OW - 1) s + k values for OW k taps);
+//   - SiLU with a fast division (__fdividef: exact enough for an fp16 result, and 0 for
+//     very negative inputs where 1 + exp(-x) overflows).
+#pragma once
+#include "mbconv.cuh"
+#include "ptx.cuh"
+
+namespace mb {
+
+__device__ __forceinline__ float silu_fast(float v) { return __fdividef(v, 1.f + __expf(-v)); }
+
+template <int S>
+struct DwTile {
+  static constexpr int OW = S == 1 ? 4 : 2;  // outputs per thread along a row
+};
+
+// Shared memory of version 2's kernel 1: X band [m_pad x (k_pad + 8)] and U chunk (expand only),
+// E tile [e_rows x WE x (HC + 8)], channel sums [HC]. cuda_kernels/mbconv.py mirrors it.
+__host__ __device__ inline int expand_dw_v2_smem_bytes(int H, int W, int Wo, int rows, int ks, int stride, int k_pad,
+                                                      int chunk, bool expand) {
+  const int ow = stride == 1 ? 4 : 2;
+  const int e_rows = (rows - 1) * stride + ks;
+  const int we = (round_up(Wo, ow) - 1) * stride + ks;
+  const int m_pad = round_up((e_rows < H ? e_rows : H) * W, 16);
+  return (expand ? (m_pad + chunk) * (k_pad + 8) * 2 : 0) + e_rows * we * (chunk + 8) * 2 + chunk * 4;
+}
+
+template <int HC, int KS, int S, bool EXPAND>
+__global__ void __launch_bounds__(kExpandThreads) expand_dw_v2_kernel(const Params p) {
+  using bf::cp_async16;
+  using bf::smem_addr;
+  extern __shared__ __align__(16) uint8_t smem[];
+  constexpr int LDE = HC + 8, PAD = KS / 2, OW = DwTile<S>::OW, IN = (OW - 1) * S + KS;
+  const int tid = threadIdx.x;
+  const int c0 = blockIdx.x * HC, band = blockIdx.y, n = blockIdx.z;
+  const int oh0 = band * p.rows_per_tile;
+  const int oh1 = min(oh0 + p.rows_per_tile, p.Ho);
+  const int r0 = oh0 * S - PAD;                 // input row of the E tile's first row (may be < 0)
+  const int e_rows = (oh1 - oh0 - 1) * S + KS;  // rows of the E tile
+  const int ngroups = (p.Wo + OW - 1) / OW;
+  const int WE = (ngroups * OW - 1) * S + KS;   // E tile width: column c holds input column c - PAD
+  const int ih_lo = max(0, r0), ih_hi = min(p.H - 1, r0 + e_rows - 1);
+  const int npix = (ih_hi - ih_lo + 1) * p.W;
+  const int rows_max = (p.rows_per_tile - 1) * S + KS;
+  const int m_pad = round_up(min(rows_max, p.H) * p.W, 16);
+  const int ldx = p.k_pad + 8;
+  __half* Xs = reinterpret_cast<__half*>(smem);
+  __half* Us = Xs + (EXPAND ? m_pad * ldx : 0);
+  __half* Es = Us + (EXPAND ? HC * ldx : 0);
+  float* red = reinterpret_cast<float*>(Es + rows_max * WE * LDE);
+  for (int i = tid; i < HC; i += kExpandThreads) red[i] = 0.f;
+
+  // The zero border of E: every tile position outside the image (written by no one else).
+  constexpr int ECH = HC / 8;
+  for (int i = tid; i < e_rows * WE * ECH; i += kExpandThreads) {
+    const int e = i / ECH, c = i - e * ECH;
+    const int er = e / WE, ec = e - er * WE;
+    const int ih = r0 + er, iw = ec - PAD;
+    if (ih < 0 || ih >= p.H || iw < 0 || iw >= p.W)
+      *reinterpret_cast<uint4*>(Es + e * LDE + c * 8) = make_uint4(0, 0, 0, 0);
+  }
+
+  const __half* xsrc = p.x + ((size_t)n * p.H + ih_lo) * p.W * p.C_in;
+  const int e_off = (ih_lo - r0) * WE + PAD;  // E position of the band's first image pixel
+  if constexpr (EXPAND) {
+    const int cch = p.C_in / 8, kch = p.k_pad / 8;
+    for (int i = tid; i < npix * kch; i += kExpandThreads) {
+      const int q = i / kch, c = i - q * kch;
+      const bool valid = c < cch;
+      cp_async16(smem_addr(Xs + q * ldx + c * 8), valid ? xsrc + (size_t)q * p.C_in + c * 8 : p.x, valid);
+    }
+    const __half* usrc = p.w_exp + (size_t)c0 * p.k_pad;
+    for (int i = tid; i < HC * kch; i += kExpandThreads) {
+      const int r = i / kch, c = i - r * kch;
+      cp_async16(smem_addr(Us + r * ldx + c * 8), usrc + (size_t)r * p.k_pad + c * 8, true);
+    }
+    bf::cp_async_commit();
+    bf::cp_async_wait<0>();
+    __syncthreads();
+
+    constexpr int NT = HC / 8, NP = HC / 16;
+    const int lane = tid & 31, warp = tid >> 5;
+    const int a_row = lane & 15, a_k = (lane >> 4) * 8;
+    const int b_row = (lane & 7) + ((lane >> 4) << 3), b_k = ((lane >> 3) & 1) * 8;
+    const int mtiles = (npix + 15) / 16;
+    for (int mt = warp; mt < mtiles; mt += kExpandThreads / 32) {
+      float acc[NT][4];
+#pragma unroll
+      for (int i = 0; i < NT; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) acc[i][j] = 0.f;
+      for (int k0 = 0; k0 < p.k_pad; k0 += 16) {
+        uint32_t a[4];
+        bf::ldmatrix_x4(a, smem_addr(Xs + (mt * 16 + a_row) * ldx + k0 + a_k));
+#pragma unroll
+        for (int np = 0; np < NP; ++np) {
+          uint32_t b[4];
+          bf::ldmatrix_x4(b, smem_addr(Us + (np * 16 + b_row) * ldx + k0 + b_k));
+          bf::mma_m16n8k16(acc[2 * np], a, b[0], b[1]);
+          bf::mma_m16n8k16(acc[2 * np + 1], a, b[2], b[3]);
+        }
+      }
+      int epos[2];
+      bool ok[2];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int q = mt * 16 + (lane >> 2) + h * 8;
+        ok[h] = q < npix;
+        const int row = q / p.W;
+        epos[h] = e_off + row * WE + (q - row * p.W);
+      }
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+        const int col = nt * 8 + (lane & 3) * 2;
+        const float bias0 = __ldg(p.b_exp + c0 + col), bias1 = __ldg(p.b_exp + c0 + col + 1);
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          if (ok[h])
+            *reinterpret_cast<__half2*>(Es + epos[h] * LDE + col) = __floats2half2_rn(
+                silu_fast(acc[nt][2 * h] + bias0), silu_fast(acc[nt][2 * h + 1] + bias1));
+      }
+    }
+  } else {
+    for (int i = tid; i < npix * ECH; i += kExpandThreads) {
+      const int q = i / ECH, c = i - q * ECH, ch = c0 + c * 8;
+      const int row = q / p.W;
+      const bool valid = ch < p.C_in;
+      cp_async16(smem_addr(Es + (e_off + row * WE + q - row * p.W) * LDE + c * 8),
+                 valid ? xsrc + (size_t)q * p.C_in + ch : p.x, valid);
+    }
+    bf::cp_async_commit();
+    bf::cp_async_wait<0>();
+  }
+  __syncthreads();
+
+  constexpr int PAIRS = HC / 2, GROUPS = kExpandThreads / PAIRS;
+  const int pair = tid % PAIRS, group = tid / PAIRS;
+  if (group < GROUPS) {
+    const int ch = c0 + 2 * pair;
+    float w0[KS * KS], w1[KS * KS];
+#pragma unroll
+    for (int t = 0; t < KS * KS; ++t) {
+      w0[t] = __ldg(p.w_dw + (size_t)t * p.hid_pad + ch);
+      w1[t] = __ldg(p.w_dw + (size_t)t * p.hid_pad + ch + 1);
+    }
+    const float bias0 = __ldg(p.b_dw + ch), bias1 = __ldg(p.b_dw + ch + 1);
+    const bool store = ch < p.hidden;
+    float sum0 = 0.f, sum1 = 0.f;
+    const int items = (oh1 - oh0) * ngroups;
+    for (int it = group; it < items; it += GROUPS) {
+      const int orow = it / ngroups, ow0 = (it - orow * ngroups) * OW;
+      float acc0[OW], acc1[OW];
+#pragma unroll
+      for (int o = 0; o < OW; ++o) {
+        acc0[o] = bias0;
+        acc1[o] = bias1;
+      }
+      const __half* ebase = Es + (orow * S * WE + ow0 * S) * LDE + 2 * pair;
+#pragma unroll
+      for (int dy = 0; dy < KS; ++dy) {
+        const __half* erow = ebase + dy * WE * LDE;
+        float2 e[IN];
+#pragma unroll
+        for (int i = 0; i < IN; ++i) e[i] = __half22float2(*reinterpret_cast<const __half2*>(erow + i * LDE));
+#pragma unroll
+        for (int o = 0; o < OW; ++o)
+#pragma unroll
+          for (int dx = 0; dx < KS; ++dx) {
+            acc0[o] = fmaf(e[o * S + dx].x, w0[dy * KS + dx], acc0[o]);
+            acc1[o] = fmaf(e[o * S + dx].y, w1[dy * KS + dx], acc1[o]);
+          }
+      }
+      const int oh = oh0 + orow;
+      __half* drow = p.d + (((size_t)n * p.Ho + oh) * p.Wo) * p.hidden + ch;
+#pragma unroll
+      for (int o = 0; o < OW; ++o) {
+        if (ow0 + o >= p.Wo) break;
+        const __half2 dv = __floats2half2_rn(silu_fast(acc0[o]), silu_fast(acc1[o]));
+        if (store) *reinterpret_cast<__half2*>(drow + (size_t)(ow0 + o) * p.hidden) = dv;
+        const float2 df = __half22float2(dv);
+        sum0 += df.x;
+        sum1 += df.y;
+      }
+    }
+    atomicAdd(red + 2 * pair, sum0);
+    atomicAdd(red + 2 * pair + 1, sum1);
+  }
+  __syncthreads();
+  for (int i = tid; i < HC; i += kExpandThreads)
+    p.partial[((size_t)n * p.row_blocks + band) * p.hid_pad + c0 + i] = red[i];
+}
+
+template <int HC, int KS, int S, bool EXPAND>
+cudaError_t launch_expand_dw_v2(const Params& p, cudaStream_t stream) {
+  constexpr int kMaxDevices = 64;
+  static int configured[kMaxDevices] = {};
+  const int smem = expand_dw_v2_smem_bytes(p.H, p.W, p.Wo, p.rows_per_tile, KS, S, p.k_pad, HC, EXPAND);
+  int dev = 0;
+  cudaError_t err = cudaGetDevice(&dev);
+  if (err != cudaSuccess) return err;
+  if (dev >= kMaxDevices) return cudaErrorInvalidDevice;
+  if (smem > configured[dev]) {
+    int optin = 0;
+    err = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+    if (err != cudaSuccess) return err;
+    if (smem > optin) return cudaErrorInvalidConfiguration;
+    err = cudaFuncSetAttribute(expand_dw_v2_kernel<HC, KS, S, EXPAND>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               optin);
+    if (err != cudaSuccess) return err;
+    configured[dev] = optin;
+  }
+  const dim3 grid(p.hid_pad / HC, p.row_blocks, p.N);
+  expand_dw_v2_kernel<HC, KS, S, EXPAND><<<grid, kExpandThreads, smem, stream>>>(p);
+  return cudaGetLastError();
+}
+
+template <int KS>
+cudaError_t launch_expand_dw_v2_ks(const Params& p, int chunk, cudaStream_t stream) {
+  const bool expand = p.w_exp != nullptr;
+  switch ((chunk == 48 ? 4 : chunk == 32 ? 0 : 8) + (p.stride == 2 ? 2 : 0) + (expand ? 1 : 0)) {
+    case 0: return launch_expand_dw_v2<32, KS, 1, false>(p, stream);
+    case 1: return launch_expand_dw_v2<32, KS, 1, true>(p, stream);
+    case 2: return launch_expand_dw_v2<32, KS, 2, false>(p, stream);
+    case 3: return launch_expand_dw_v2<32, KS, 2, true>(p, stream);
+    case 4: return launch_expand_dw_v2<48, KS, 1, false>(p, stream);
+    case 5: return launch_expand_dw_v2<48, KS, 1, true>(p, stream);
+    case 6: return launch_expand_dw_v2<48, KS, 2, false>(p, stream);
+    case 7: return launch_expand_dw_v2<48, KS, 2, true>(p, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+}  // namespace mb

@@ -1,0 +1,8 @@
+// Kernel 1 of the MBConv block, version 2, for 3x3 depthwise convolutions.
+#include "mbconv_v2.cuh"
+
+namespace mb {
+cudaError_t launch_expand_dw_v2_k3(const Params& p, int chunk, cudaStream_t stream) {
+  return launch_expand_dw_v2_ks<3>(p, chunk, stream);
+}
+}  // namespace mb
