@@ -313,3 +313,66 @@ def test_the_raw_op_refuses_overlapping_output():
     x = _gpu_input(2, (24, 14, 14))
     with pytest.raises(RuntimeError, match="out must not overlap x"):
         mb.mbconv(x, params, out=x)
+
+
+# ---- CPU: version 2's tile arithmetic, transliterated from csrc/mbconv_v2.cuh ----
+
+def _emulate_v2_depthwise(e: torch.Tensor, w: torch.Tensor, stride: int, rows_per_tile: int) -> torch.Tensor:
+    """Depthwise k x k (padding k // 2) of e [C, H, W] as kernel 1 v2 tiles it: per band, a
+    zero-bordered E tile (rows r0 .. r0 + e_rows - 1, columns -PAD .. WE - PAD - 1) holding the
+    image pixels at `e_off + row * WE + col`; each thread-item computes OW outputs of a row from
+    one register segment of IN inputs per tap row. Asserts every read stays inside the tile that
+    the shared-memory layout reserves (rows_max x WE)."""
+    c, height, width = e.shape
+    ks = w.shape[-1]
+    pad, ow_per = ks // 2, (4 if stride == 1 else 2)
+    n_in = (ow_per - 1) * stride + ks
+    out_h, out_w = mb.output_size(height, stride), mb.output_size(width, stride)
+    rows_max = (rows_per_tile - 1) * stride + ks
+    ngroups = -(-out_w // ow_per)
+    we = (ngroups * ow_per - 1) * stride + ks
+    out = torch.full((c, out_h, out_w), float("nan"), dtype=e.dtype)
+    for band in range(-(-out_h // rows_per_tile)):
+        oh0 = band * rows_per_tile
+        oh1 = min(oh0 + rows_per_tile, out_h)
+        r0 = oh0 * stride - pad
+        e_rows = (oh1 - oh0 - 1) * stride + ks
+        assert e_rows <= rows_max
+        ih_lo, ih_hi = max(0, r0), min(height - 1, r0 + e_rows - 1)
+        tile = torch.full((c, e_rows * we), float("nan"), dtype=e.dtype)
+        for pos in range(e_rows * we):  # the zero border
+            er, ec = divmod(pos, we)
+            if not (0 <= r0 + er < height and 0 <= ec - pad < width):
+                tile[:, pos] = 0
+        e_off = (ih_lo - r0) * we + pad
+        for q in range((ih_hi - ih_lo + 1) * width):  # the expand epilogue's positions
+            row, col = divmod(q, width)
+            tile[:, e_off + row * we + col] = e[:, ih_lo + row, col]
+        for item in range((oh1 - oh0) * ngroups):
+            orow, og = divmod(item, ngroups)
+            ow0 = og * ow_per
+            acc = torch.zeros(c, ow_per, dtype=e.dtype)
+            for dy in range(ks):
+                base = (orow * stride + dy) * we + ow0 * stride
+                assert base + n_in - 1 < e_rows * we
+                seg = tile[:, base:base + n_in]
+                for o in range(ow_per):
+                    for dx in range(ks):
+                        acc[:, o] += seg[:, o * stride + dx] * w[:, 0, dy, dx]
+            for o in range(ow_per):
+                if ow0 + o < out_w:
+                    out[:, oh0 + orow, ow0 + o] = acc[:, o]
+    return out
+
+
+@pytest.mark.parametrize("size,ks,stride,rows", [(9, 3, 1, 4), (9, 5, 2, 2), (7, 5, 1, 7), (13, 3, 2, 3),
+                                                 (6, 5, 2, 1), (1, 3, 2, 1), (10, 3, 1, 3), (11, 5, 1, 2)])
+def test_v2_tiles_compute_the_padded_depthwise(size, ks, stride, rows):
+    gen = torch.Generator().manual_seed(size * 10 + ks)
+    e = torch.randn(4, size, size + 1, dtype=torch.float64, generator=gen)
+    w = torch.randn(4, 1, ks, ks, dtype=torch.float64, generator=gen)
+    rows = min(rows, mb.output_size(size, stride))
+    expected = torch.nn.functional.conv2d(e[None], w, stride=stride, padding=ks // 2, groups=4)[0]
+    got = _emulate_v2_depthwise(e, w, stride, rows)
+    assert got.shape == expected.shape and torch.isfinite(got).all()
+    assert torch.allclose(got, expected, rtol=1e-12, atol=1e-12)
