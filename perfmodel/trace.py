@@ -224,10 +224,15 @@ class _Recorder(TorchDispatchMode):
 
     def _record(self, func, args, kwargs, out, in_tensors, out_tensors, written=()):
         index = len(self.nodes)
+        # several views of one value (attention's q, k and v, slices of one projection) are
+        # read in sum, at most the whole value; the same view twice is read once
         reads: dict[int, int] = {}
+        seen: set[int] = set()
         for t in in_tensors:
             vid, nbytes = self.lookup(t)
-            reads[vid] = max(nbytes, reads.get(vid, 0))
+            if id(t) not in seen:
+                seen.add(id(t))
+                reads[vid] = min(reads.get(vid, 0) + nbytes, self.values[vid].meta.nbytes)
         writes = []
         ids_in = {id(t) for t in in_tensors} | {id(t) for t in written}
         for o in out_tensors:

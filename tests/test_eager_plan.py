@@ -78,3 +78,37 @@ def test_eager_plan_counts_the_kernels_eager_resnet50_launches():
     eager = perfmodel.analyze_spec("resnet50", plan="eager", batch=2)
     op = perfmodel.analyze_spec("resnet50", plan="op", batch=2)
     assert (len(op.kernels), len(eager.kernels)) == (174, 174 + 2 * 53)
+
+
+def test_eager_max_pool_writes_its_int64_indices():
+    """Rule dead-outputs-written: eager's max pool writes the unused indices too (8 bytes an
+    element beside the fp16 output's 2); the layer plan never materialises them."""
+    pool = torch.nn.MaxPool2d(3, stride=2, padding=1)
+    [eager] = _kernels(pool, "eager", shape=(16, 32, 32))
+    [layer] = _kernels(pool, "layer", shape=(16, 32, 32))
+    x, out = 2 * 4 * 16 * 32 * 32, 4 * 16 * 16 * 16
+    assert eager.kernel.output_bytes == 2 * out + 8 * out and eager.dram_bytes == x + 10 * out
+    assert layer.dram_bytes == x + 2 * out
+
+
+class _Attention(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.attn = torch.nn.MultiheadAttention(64, 4, batch_first=True)
+
+    def forward(self, x):
+        return self.attn(x, x, x, need_weights=False)[0]
+
+
+def test_eager_multihead_attention_runs_its_fused_fast_path():
+    """Rule mha-fast-path: three kernels (in-projection with its bias, attention, output
+    projection), each reading and writing what the fused path does: attention reads q, k and
+    v (the whole 3x projection) and writes one output."""
+    eager = _kernels(_Attention().eval(), "eager", shape=(10, 64), batch=2)
+    assert [k.kernel.ops[0] for k in eager] == ["bmm", "scaled_dot_product_attention", "addmm"]
+    tokens = 2 * 10
+    qkv, out = 2 * tokens * 3 * 64, 2 * tokens * 64
+    attention = eager[1].kernel
+    assert (attention.input_bytes, attention.output_bytes) == (qkv, out)
+    assert eager[0].kernel.output_bytes == qkv
+    assert eager[0].kernel.weight_bytes == 2 * (3 * 64 * 64 + 3 * 64)

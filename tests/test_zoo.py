@@ -48,8 +48,12 @@ def test_macs_match_torchvision_and_plans_are_consistent(name):
         assert sum(k.macs for k in ks) == macs, plan  # every plan conserves MACs
     moved = {plan: sum(k.dram_bytes for k in ks) for plan, ks in kernels.items()}
     assert moved["block"] <= moved["layer"] <= moved["inductor"]  # the runtimes' rules only
-    assert moved["layer"] <= moved["op"] <= moved["eager"]  # ever add kernels and bytes
-    assert len(kernels["layer"]) < len(kernels["op"]) <= len(kernels["eager"])
+    assert moved["layer"] <= moved["op"] and moved["layer"] <= moved["eager"]
+    fast_path = any(f.cls == "MultiheadAttention" for n in graph.nodes for f in n.scope)
+    if not fast_path:  # eager's rules add kernels and bytes, except mha-fast-path's fusion
+        assert moved["op"] <= moved["eager"]
+        assert len(kernels["op"]) <= len(kernels["eager"])
+    assert len(kernels["layer"]) < len(kernels["op"]) and len(kernels["layer"]) < len(kernels["eager"])
     assert len(kernels["layer"]) <= len(kernels["inductor"])
 
 

@@ -26,7 +26,7 @@ compiled_models="resnet50 efficientnet_b0 convnext_tiny vit_b_16"
 for s in $steps; do
   case $s in
     probe) for mode in none all; do
-             step 60 python3 -m perfmodel.ncu --probe-file "$work/h200_l2_probe_$mode.json" $mode
+             step 60 python3 -m perfmodel.ncu --probe-file "$work/l2_probe_h200_$mode.json" $mode
            done ;;
     eager) for mode in none all; do for m in $eager_models; do
              step 120 python3 cli.py bench "$m" --repeats 20 --ncu --ncu-cache-control $mode \
