@@ -146,14 +146,21 @@ def waterline(models, output, top, hardware, batch, dtype, plan, strict, l2_carr
     from perfmodel.plots.waterline import waterline_figure
     from perfmodel.report import print_kernels, print_summary
 
+    from perfmodel.estimate import estimate_or_none
+
     output = check_output(output or _default_output(Path(models[0]).stem, "waterline", plan))
     results = [_analyze(m, hardware, batch, dtype, plan, strict, l2_carry, warn=False)
                for m in models]
-    for result in results:
+    estimates = [estimate_or_none(r) for r in results]
+    for result, est in zip(results, estimates):
         print_summary(result)
+        if est is not None:
+            click.echo(f"estimate (calibrated) {est.t_est_ms:.4g} ms: T_min / efficiency of "
+                       f"each kernel's kind ({est.runtime} kernels), launched by the host")
         if top is not None:
             print_kernels(result, top=top or None)
-    path = save(waterline_figure(results), output)
+    path = save(waterline_figure(results, estimates_ms=[e.t_est_ms if e else None
+                                                        for e in estimates]), output)
     click.echo(f"wrote {path}")
 
 
@@ -322,8 +329,12 @@ def gap(files, hardware, plan, panel, output):
     output = check_output(output)
     hw = perfmodel.load_hardware(hardware)
     measurements = [load_measurement(f) for f in files]
+    from perfmodel.estimate import estimate_or_none
+
     checked = check_measurements(measurements, hw, plan, spec_plan=True)
-    points = [gap_point(c.measurement, c.spec, c.result, c.runtime) for c in checked]
+    estimates = [estimate_or_none(c.runtime or c.result) for c in checked]
+    points = [gap_point(c.measurement, c.spec, c.result, c.runtime,
+                        estimate_ms=e.t_est_ms if e else None) for c, e in zip(checked, estimates)]
     click.echo("\n".join(gap_lines(points)))
     fig = gap_figure(points, peak_ops=hw.peak_ops(measurements[0].dtype),
                      batch=measurements[0].batch, title=gap_title(hw, measurements),

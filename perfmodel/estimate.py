@@ -140,6 +140,11 @@ def calibration_of(hardware) -> Calibration:
     return load_calibration(hardware.calibration)
 
 
+def estimate_or_none(result) -> "Estimate | None":
+    """The estimate where the result's hardware has a calibration, else None."""
+    return estimate(result) if getattr(result.hardware, "calibration", None) else None
+
+
 # ---------------------------------------------------------------- which table, which features
 def _shape(x) -> tuple[int, ...]:
     return tuple(getattr(x, "shape", ()) or ())

@@ -23,6 +23,7 @@ class GapPoint(EfficiencyGap):
     gmacs_per_image: float = 0.0
     setting: str = ""  # the backend with its speed settings (Measurement.setting)
     t_runtime_ms: float | None = None  # T_min of the plan modelling the runtime's kernels
+    t_estimate_ms: float | None = None  # the calibrated estimate of that plan (perfmodel.estimate)
 
     @property
     def c_boundaries(self) -> float | None:
@@ -67,16 +68,18 @@ def accuracy_of(spec: ModelSpec, required: bool = True) -> float | None:
 
 
 def gap_point(measurement: Measurement, spec: ModelSpec, result: Result,
-              runtime: Result | None = None) -> GapPoint:
+              runtime: Result | None = None, estimate_ms: float | None = None) -> GapPoint:
     """One measured model on the efficiency-gap plot, against `result`'s T_min (an untrained
     model, without accuracy, goes on the latency-vs-complexity panel only); `runtime`, the
-    analysis under the plan that models the runtime's kernels, splits C_impl."""
+    analysis under the plan that models the runtime's kernels, splits C_impl; `estimate_ms` is
+    its calibrated estimate, where the hardware has a calibration."""
     t = result.totals
     return GapPoint(t.t_ideal_s * 1e3, t.t_min_s * 1e3, measurement.latency_ms, model=spec.name,
                     family=family_of(spec.name), backend=measurement.backend,
                     accuracy=accuracy_of(spec, required=False),
                     gmacs_per_image=result.gmacs_per_image, setting=measurement.setting,
-                    t_runtime_ms=runtime.totals.t_min_s * 1e3 if runtime else None)
+                    t_runtime_ms=runtime.totals.t_min_s * 1e3 if runtime else None,
+                    t_estimate_ms=estimate_ms)
 
 
 def gap_title(hardware: Hardware, measurements: list[Measurement]) -> str:

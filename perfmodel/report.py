@@ -190,17 +190,21 @@ def sweep_line(result: "Result", marks: "list[Hardware]") -> str:
 
 def gap_lines(points: "list[GapPoint]") -> list[str]:
     """The gap table; with runtime plans, C_impl split into the runtime's kernel boundaries
-    (C_bound = T_min / T_runtime) and its kernels (C_kern = T_runtime / measured)."""
+    (C_bound = T_min / T_runtime) and its kernels (C_kern = T_runtime / measured); with a
+    calibration, the runtime plan's estimate beside the measured latency."""
     width = max([9] + [len(p.setting or p.backend) for p in points])
     split = any(p.t_runtime_ms for p in points)
+    est = any(p.t_estimate_ms for p in points)
     lines = [f"{'model':22s} {'backend':{width}s} {'top-1':>6s} {'GMACs':>7s} {'ideal ms':>9s} "
-             f"{'T_min ms':>9s} {'actual ms':>9s} {'C':>7s} {'C_max':>7s} {'C_impl':>7s}"
+             f"{'T_min ms':>9s} {'actual ms':>9s}" + (f" {'est. ms':>9s}" if est else "")
+             + f" {'C':>7s} {'C_max':>7s} {'C_impl':>7s}"
              + (f" {'C_bound':>7s} {'C_kern':>7s}" if split else "")]
     for p in points:
         top1 = sig(p.accuracy) if p.accuracy is not None else "-"
+        estimate = f" {sig(p.t_estimate_ms) if p.t_estimate_ms else '-':>9s}" if est else ""
         line = (f"{p.model:22s} {p.setting or p.backend:{width}s} {top1:>6s} "
                 f"{sig(p.gmacs_per_image):>7s} {sig(p.t_ideal_ms):>9s} "
-                f"{sig(p.t_min_ms):>9s} {sig(p.t_actual_ms):>9s} {pct(p.c):>7s} "
+                f"{sig(p.t_min_ms):>9s} {sig(p.t_actual_ms):>9s}{estimate} {pct(p.c):>7s} "
                 f"{pct(p.c_max):>7s} {pct(p.c_impl):>7s}")
         if split:
             line += (f" {pct(p.c_boundaries):>7s} {pct(p.c_kernels):>7s}" if p.t_runtime_ms

@@ -220,3 +220,29 @@ def test_runner_on_the_gpu(tmp_path):
     run(path, grid=Grid.quick(), log=lambda *a: None)
     cal = load_calibration(path)
     assert "compiled_layernorm" in cal.tables and cal.launch["stream_kernel_us"] > 0
+
+
+def test_waterline_prints_and_draws_the_estimate_where_the_hardware_is_calibrated(tmp_path):
+    import cli
+
+    if not committed().calibration:
+        pytest.skip("h200-sxm has no calibration file yet")
+    spec = make_case_spec(tmp_path)
+    out = CliRunner().invoke(cli.cli, ["waterline", spec, "-H", "h200-sxm", "--plan", "eager",
+                                       "-o", str(tmp_path / "w.png")])
+    assert out.exit_code == 0, out.output
+    assert "estimate (calibrated)" in out.output and (tmp_path / "w.png").stat().st_size > 0
+    plain = CliRunner().invoke(cli.cli, ["waterline", spec, "-H", "h100-sxm",
+                                         "-o", str(tmp_path / "v.png")])
+    assert plain.exit_code == 0 and "estimate" not in plain.output
+
+
+def test_gap_table_shows_the_estimate_beside_the_measurement():
+    from perfmodel.gap import GapPoint
+    from perfmodel.report import gap_lines
+
+    with_est = GapPoint(1.0, 2.0, 8.0, model="M", backend="eager", t_estimate_ms=7.5)
+    header, row = gap_lines([with_est])
+    assert header.split()[8:12] == ["actual", "ms", "est.", "ms"]
+    assert row.split()[6:8] == ["8.000", "7.500"]
+    assert "est." not in gap_lines([GapPoint(1.0, 2.0, 8.0, model="M", backend="eager")])[0]

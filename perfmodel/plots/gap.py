@@ -98,13 +98,24 @@ def _panel_c(ax, points, st: Styles):
         ax.plot([p.t_min_ms], [p.accuracy], marker="|", markersize=10, color="black")
         ax.plot([p.t_ideal_ms], [p.accuracy], marker="o", color=st.color[p.family],
                 markersize=5.5, **OPEN)
+    _estimates(ax, points, st, lambda p: (p.t_estimate_ms, p.accuracy))
     for family, backend, members in st.series(points):
         ax.plot([p.t_actual_ms for p in members], [p.accuracy for p in members],
                 **st.measured(family, backend))
     ax.set_xscale("log")
     plain_log_ticks(ax, "x")
-    ax.set_xlabel("latency (ms, log): ideal N/R, waterline T_min, measured")
+    ax.set_xlabel("latency (ms, log): ideal N/R, waterline T_min, estimate, measured")
     ax.set_title("(c) ideal, waterline and measured latency", fontsize=9)
+
+
+def _estimates(ax, points, st: Styles, where) -> None:
+    """The calibrated estimate of each measurement's runtime plan, an x in the family's colour
+    at `where(point)` (x, y), where the hardware has a calibration."""
+    for p in points:
+        if p.t_estimate_ms:
+            x, y = where(p)
+            ax.plot([x], [y], marker="x", color=st.color[p.family], markersize=6,
+                    markeredgewidth=1.3, linestyle="none")
 
 
 def _panel_d(ax, points, st: Styles):
@@ -130,6 +141,7 @@ def _panel_e(ax, points, st: Styles):
     for p in points:
         ax.plot([p.gmacs_per_image] * 2, [p.t_ideal_ms, p.t_actual_ms], color=st.color[p.family],
                 linewidth=0.8, alpha=0.45)
+    _estimates(ax, points, st, lambda p: (p.gmacs_per_image, p.t_estimate_ms))
     for p in _models(points):
         ax.plot([p.gmacs_per_image], [p.t_min_ms], marker="_", markersize=12, color="black")
         ax.plot([p.gmacs_per_image], [p.t_ideal_ms], marker="o", color=st.color[p.family],
@@ -163,6 +175,10 @@ def _legend(fig, points, st: Styles, panels, unranked: int) -> None:
                               markersize=5.5, label=f"ideal latency N/R ({which})", **OPEN))
         handles.append(Line2D([], [], color="black", marker="|" if "c" in panels else "_",
                               linestyle="none", markersize=10, label=f"waterline T_min ({which})"))
+    if ("c" in panels or "e" in panels) and any(p.t_estimate_ms for p in points):
+        which = ", ".join(x for x in ("c", "e") if x in panels)
+        handles.append(Line2D([], [], color="black", marker="x", linestyle="none",
+                              markersize=6, label=f"calibrated estimate ({which})"))
     if "d" in panels:
         handles.append(Line2D([], [], color="black", marker="o", linestyle="none",
                               markersize=5.5, label="waterline bound C_max (d)", **OPEN))

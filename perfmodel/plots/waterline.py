@@ -27,10 +27,21 @@ def title(result: "Result") -> str:
             f"{result.dtype}, plan {result.plan}")
 
 
-def summary(result: "Result") -> str:
+def summary(result: "Result", estimate_ms: float | None = None) -> str:
     t = result.totals
-    return (f"$T_{{min}}$ {t.t_min_s * 1e3:.2f} ms,  $C_{{max}}$ {100 * t.c_max:.1f}%,  "
+    text = (f"$T_{{min}}$ {t.t_min_s * 1e3:.2f} ms,  $C_{{max}}$ {100 * t.c_max:.1f}%,  "
             f"mediant roofline $C_{{max}}$ {100 * t.mediant_c_max:.1f}%")
+    return text + (f",  estimate {estimate_ms:.2f} ms" if estimate_ms is not None else "")
+
+
+def estimate_line(ax, t_min_ms: float, estimate_ms: float) -> None:
+    """The calibrated estimate beyond the waterline's end: the time the kernels would take at
+    the efficiencies their kinds attained in microbenchmarks."""
+    ax.set_xlim(0, max(t_min_ms, estimate_ms) * 1.03)
+    ax.axvline(t_min_ms, color="#555555", linewidth=0.8)
+    ax.axvline(estimate_ms, color="black", linewidth=1.2, linestyle="--")
+    ax.text(estimate_ms, 0.98, " estimate", transform=ax.get_xaxis_transform(), ha="right",
+            va="top", rotation=90, fontsize=7.5)
 
 
 def intensity_top(results: "list[Result]") -> float:
@@ -122,16 +133,22 @@ def _fits(text, box, placed, floor: float | None = None) -> bool:
     return inside and not any(ext.overlaps(p) for p in placed)
 
 
-def waterline_figure(results: "list[Result] | Result", *, label_widest: int = 3) -> Figure:
-    """Waterline plot of one model, or several stacked on one intensity range."""
+def waterline_figure(results: "list[Result] | Result", *, label_widest: int = 3,
+                     estimates_ms: "list[float | None] | None" = None) -> Figure:
+    """Waterline plot of one model, or several stacked on one intensity range; with
+    `estimates_ms` (per result, None where there is none), the calibrated estimate as a
+    dashed line beyond T_min."""
     results = results if isinstance(results, list) else [results]
+    estimates_ms = estimates_ms or [None] * len(results)
     fig = Figure(figsize=(7.0, 2.9 * len(results) + 0.7), layout="constrained")
     axes = fig.subplots(len(results), 1, squeeze=False)[:, 0]
     top = intensity_top(results)
     placed = []
-    for ax, result in zip(axes, results):
+    for ax, result, est in zip(axes, results, estimates_ms):
         placed.append((ax, draw_waterline(ax, result, label_widest=label_widest, top=top)))
-        ax.set_title(f"{title(result)}\n{summary(result)}", fontsize=9)
+        if est is not None:
+            estimate_line(ax, result.totals.t_min_s * 1e3, est)
+        ax.set_title(f"{title(result)}\n{summary(result, est)}", fontsize=9)
     low = any(k.intensity < INTENSITY_FLOOR for r in results for k in r.kernels)
     fig.legend(handles=legend_handles(low), loc="outside upper center", ncol=3, fontsize=7.5,
                frameon=False)
