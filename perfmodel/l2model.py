@@ -14,11 +14,13 @@ measured on an H200 (examples/measurements/fidelity/):
   layer3), and a dead tensor's dirty lines are overwritten where PyTorch's caching
   allocator hands the same memory to the next tensor, so they never reach DRAM.
 
-`dram_traffic` replays the plan's kernels through a model of L2 with those two rules: a
+`dram_traffic` replays the plan's kernels through a model of L2 with those rules: a
 least-recently-used cache of `resident_bytes` (the hardware's ``l2_resident_mib``, measured
-by the L2 probe, ``python -m perfmodel.ncu --probe-file``), tracked per tensor, where
-evicted dirty bytes are the evicting kernel's writes and a tensor's lines are dropped without
-a write-back once its last consumer has run. ``flushed=True`` empties the cache before each
+by the L2 probe, ``python -m perfmodel.ncu --probe-file``), tracked per memory block, where
+evicted dirty bytes are the evicting kernel's writes. Blocks are handed out as PyTorch's
+caching allocator does (`_Allocator`): a freed block goes to the next tensor of its size,
+whose writes overwrite the old lines in L2 without a write-back, and an in-place op writes
+into its input's block. ``flushed=True`` empties the cache before each
 kernel (``--cache-control all``). Weights are always read from DRAM (each is used once per
 pass). The model moves bytes between kernels; it never invents or loses a compulsory byte
 except the dead dirty lines, which is the rule's claim.
@@ -84,6 +86,7 @@ class _L2:
         return written
 
     def drop(self, vid: int) -> None:
+        """Forget `vid`'s lines without a write-back (a new tensor overwrites them)."""
         res, _ = self.lines.pop(vid, [0, 0])
         self.used -= res
 
@@ -92,30 +95,70 @@ class _L2:
         self.used = 0
 
 
+class _Allocator:
+    """Which memory block each tensor lives in, as PyTorch's caching allocator hands them
+    out: a tensor whose last reader has run frees its block, and the next tensor of the same
+    size takes the most recently freed one; an in-place op writes into its input's block."""
+
+    def __init__(self):
+        self.block: dict[int, int] = {}  # value id -> block id
+        self.free: dict[int, list[int]] = {}  # size -> freed blocks, most recent last
+        self.size: dict[int, int] = {}
+        self.users: dict[int, int] = {}  # block -> live values in it
+
+    def place(self, vid: int, nbytes: int, in_place_of: int | None) -> tuple[int, bool]:
+        """The block `vid` is written to, and whether it was taken from the free list."""
+        if in_place_of is not None and in_place_of in self.block:
+            block, reused = self.block[in_place_of], False
+        elif self.free.get(nbytes):
+            block, reused = self.free[nbytes].pop(), True
+        else:
+            block, reused = len(self.size), False
+            self.size[block] = nbytes
+        self.block[vid] = block
+        self.users[block] = self.users.get(block, 0) + 1
+        return block, reused
+
+    def release(self, vid: int) -> None:
+        block = self.block.pop(vid, None)
+        if block is None:
+            return
+        self.users[block] -= 1
+        if not self.users[block]:
+            self.free.setdefault(self.size[block], []).append(block)
+
+
 def dram_traffic(kernels: list[Kernel], resident_bytes: int, *, flushed: bool,
                  keep: frozenset[int] = frozenset()) -> list[Traffic]:
     """Each kernel's DRAM reads and writes under the L2 model (see the module docstring).
-    `keep`: value ids never dropped (the graph's outputs)."""
+    `keep`: value ids never freed (the graph's outputs)."""
     last_use: dict[int, int] = {}
     for i, k in enumerate(kernels):
         for vid in list(k.reads) + list(k.writes):
             last_use[vid] = i
-    l2 = _L2(resident_bytes)
+    l2, memory = _L2(resident_bytes), _Allocator()
     out = []
     for i, k in enumerate(kernels):
         if flushed:
             l2.clear()  # ncu writes back what is dirty, attributed to no kernel
-        read = k.weight_bytes + sum(n - l2.hit(v, n) for v, n in k.reads.items())
+        blocks = {v: memory.block.get(v, -1 - v) for v in k.reads}  # inputs: -1 - vid
+        read = k.weight_bytes + sum(n - l2.hit(blocks[v], n) for v, n in k.reads.items())
         # activations not tracked per tensor (reads the plan could not name) count as misses
         read += max(0, k.input_bytes - sum(k.reads.values()))
         written = 0
         for vid, n in k.reads.items():
-            written += l2.touch(vid, n, dirty=False)
+            written += l2.touch(blocks[vid], n, dirty=False)
+        in_place = k.ops[-1].endswith("_") if k.ops else False
         for vid, n in k.writes.items():
-            written += l2.touch(vid, n, dirty=True)
+            source = next((v for v, m in k.reads.items() if m == n), None) if in_place else None
+            block, reused = memory.place(vid, n, source)
+            if reused:
+                l2.drop(block)  # the new tensor overwrites the old one's lines in L2
+            written += l2.touch(block, n, dirty=True)
         untracked = max(0, k.output_bytes - sum(k.writes.values()))
-        for vid in [v for v, last in last_use.items() if last == i and v not in keep]:
-            l2.drop(vid)
+        for vid in [v for v, last in last_use.items() if last == i]:
             del last_use[vid]
+            if vid not in keep:
+                memory.release(vid)
         out.append(Traffic(read, written + untracked))
     return out

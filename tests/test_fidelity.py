@@ -75,16 +75,14 @@ def test_flushed_l2_keeps_the_tail_of_each_kernels_writes():
 def test_warm_l2_serves_a_tensor_that_fits_and_drops_dead_dirty_lines():
     """Without a flush: the 10 MB tensor kernel a writes is read by b from L2; the 100 MB one
     is read in full (a sequential reader evicts its resident tail first); dirty lines are
-    written back when evicted, and a tensor whose last reader has run is dropped without a
-    write-back (its memory is reused)."""
+    written back when evicted."""
     kernels = [_kernel("a", {1: 100 * MB}, {2: 10 * MB}),
                _kernel("b", {2: 10 * MB}, {3: 100 * MB}),
                _kernel("c", {3: 100 * MB}, {4: MB})]
     got = dram_traffic(kernels, 25 * MB, flushed=False, keep=frozenset({4}))
-    # a: reads 100 from DRAM, writes 10 into L2 (dirty, stays); 1 dies
+    # a: reads 100 from DRAM, writes 10 into L2 (dirty, stays)
     # b: reads 2 from L2; writes 100: 75 streamed out, and the last 25 evict 2's 10 dirty
-    # c: reads 3 (100 > 25: from DRAM); writing 1 evicts 1 of 3's dirty tail; 3 dies, the
-    #    rest of its tail is dropped
+    # c: reads 3 (100 > 25: from DRAM); writing 1 evicts 1 of 3's dirty tail
     assert got == [Traffic(100 * MB, 0), Traffic(0, 85 * MB), Traffic(100 * MB, MB)]
 
 
@@ -119,3 +117,15 @@ def test_fidelity_needs_nsight_compute_rows(capsys):
     file = str(MEASUREMENTS / "h200_resnet50_inductor.json")
     code, _, err = run_main(["fidelity", file], capsys)
     assert code == 2 and file in err and "no Nsight Compute rows" in err
+
+
+@pytest.mark.parametrize("last_size, written", [(10 * MB, 0), (11 * MB, 6 * MB)])
+def test_a_freed_block_reused_by_the_next_tensor_of_its_size_is_never_written_back(last_size, written):
+    """v2 dies after b; c's output of the same size takes its block (PyTorch's caching
+    allocator) and overwrites its 10 dirty MB in L2: nothing reaches DRAM. An 11 MB output
+    gets a new block, and making room evicts 5 clean MB, then 6 of v2's dirty ones."""
+    kernels = [_kernel("a", {1: 10 * MB}, {2: 10 * MB}),
+               _kernel("b", {2: 10 * MB}, {3: 10 * MB}),
+               _kernel("c", {3: 10 * MB}, {4: last_size})]
+    got = dram_traffic(kernels, 25 * MB, flushed=False, keep=frozenset({4}))
+    assert got == [Traffic(10 * MB, 0), Traffic(0, 0), Traffic(0, written)]
