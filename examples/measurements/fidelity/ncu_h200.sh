@@ -6,7 +6,9 @@
 #   eager     Nsight Compute rows for five models in eager, --ncu-cache-control none and all
 #   compiled  the same for four of them under torch.compile (default mode; Inductor's caches
 #             are warmed first, four compiles in parallel, so the profiled run loads them)
-# Batch 128, float16, channels-last. Everything lands in OUTDIR/fidelity.tar.gz (the device
+# EAGER_MODELS, COMPILED_MODELS and COMPILED_MODES narrow a run (the second H200 call of
+# 2026-11-30 ran COMPILED_MODELS="efficientnet_b0 convnext_tiny vit_b_16" COMPILED_MODES=none
+# with the steps probe compiled). Batch 128, float16, channels-last. Everything lands in OUTDIR/fidelity.tar.gz (the device
 # tool brings back at most 8 files) and OUTDIR/log.txt.
 set -uo pipefail
 out=${1:?output folder}; shift
@@ -21,8 +23,9 @@ step() {  # seconds, command...
   pack
 }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv >> "$log" 2>&1
-eager_models="resnet50 efficientnet_b0 convnext_tiny mobilenet_v2 vit_b_16"
-compiled_models="resnet50 efficientnet_b0 convnext_tiny vit_b_16"
+eager_models=${EAGER_MODELS:-resnet50 efficientnet_b0 convnext_tiny mobilenet_v2 vit_b_16}
+compiled_models=${COMPILED_MODELS:-resnet50 efficientnet_b0 convnext_tiny vit_b_16}
+compiled_modes=${COMPILED_MODES:-none all}
 for s in $steps; do
   case $s in
     probe) for mode in none all; do
@@ -41,7 +44,7 @@ spec = perfmodel.load_spec('$m'); torch.backends.cudnn.benchmark = True
 run = compiled_runner(build_cuda_model(spec))
 with torch.inference_mode(): run(*[example_input(x) for x in spec.input_metas])
 print('warmed $m')" >> "$log" 2>&1 & pids="$pids $!"; done; wait $pids
-      for mode in none all; do for m in $compiled_models; do
+      for mode in $compiled_modes; do for m in $compiled_models; do
         step 150 python3 cli.py bench "$m" --backend inductor --repeats 20 --ncu \
           --ncu-cache-control $mode -o "$work/h200_${m}_inductor_ncu_$mode.json"
       done; done ;;
