@@ -346,7 +346,8 @@ def gap(files, hardware, plan, panel, output):
 @click.argument("model", metavar="MODEL")
 @click.option("--backend", type=click.Choice(("eager", "inductor", "cuda_kernels")), default="eager",
               show_default=True, help="PyTorch eager; torch.compile (Inductor); or cuda_kernels: "
-              "batchnorm folded and the zoo's ConvFirst and FFN blocks on the block-fusion "
+              "batchnorm folded and the zoo's ConvFirst and FFN blocks and torchvision's MBConv "
+              "(EfficientNet) on the block-fusion "
               "kernels, the rest eager (source checkout and nvcc needed). Each fused block is "
               "checked first against its PyTorch block in float64, within 2x PyTorch's own "
               "error; blocks without a kernel for their shape fall back with a warning.")
