@@ -1,14 +1,22 @@
 #!/usr/bin/env bash
 # One device call for the MBConv kernels, from the repository root on a CUDA machine:
 #   bash cuda_kernels/mbconv_device_run.sh OUTDIR [BENCH ARGS...]
-# build (own extension dir, kept on a warm machine), the CUDA tests of tests/test_mbconv_kernels.py,
-# then python -m cuda_kernels.mbconv_bench --out OUTDIR/mbconv_b0_h200.json BENCH ARGS.
-# Everything is logged to OUTDIR/log.txt; each step has its own time limit (MBCONV_LIMITS).
+# Steps (MBCONV_STEPS, default "build tests bench"), each under its own time limit
+# (MBCONV_LIMITS, seconds, in the same order), later steps run even if an earlier one fails:
+#   build   the extension (own directory, kept on a warm machine)
+#   tests   the CUDA tests of tests/test_mbconv_kernels.py (MBCONV_TEST_VERSIONS narrows them)
+#   bench   python -m cuda_kernels.mbconv_bench --out OUTDIR/mbconv_b0_h200.json BENCH ARGS
+#   e2e     EfficientNet-B0 with every MBConv fused, the rest eager, CUDA graphs
+#           (kernel-1 version: CUDA_KERNELS_MBCONV_VERSION) -> OUTDIR/h200_efficientnet_b0_cuda_kernels.json
+#   e2ec    the same with the rest compiled (--compile-rest --freezing)
+#   compile EfficientNet-B0 under torch.compile, freezing, CUDA graphs (the same-run baseline)
+# Everything is logged to OUTDIR/log.txt.
 set -uo pipefail
 out=${1:?output folder}; shift
 mkdir -p "$out"; log="$out/log.txt"
 export PYTHONUNBUFFERED=1 PYTHONPATH=. TORCH_EXTENSIONS_DIR="$PWD/.mbconv_ext" MAX_JOBS=16 TORCH_CUDA_ARCH_LIST=9.0
-read -r build_s tests_s bench_s <<< "${MBCONV_LIMITS:-150 100 120}"
+read -r -a steps <<< "${MBCONV_STEPS:-build tests bench}"
+read -r -a limits <<< "${MBCONV_LIMITS:-150 100 120 60 120 120}"
 step() {  # name, seconds, command...
   local name=$1 limit=$2; shift 2
   echo "== $name (limit ${limit}s) $(date +%T): $*" | tee -a "$log"
@@ -16,7 +24,18 @@ step() {  # name, seconds, command...
   echo "== $name: exit $? $(date +%T)" | tee -a "$log"
 }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv >> "$log" 2>&1
-step build "$build_s" python3 -c "from cuda_kernels._build import load_mbconv_extension as l; l(); print('built')"
-step tests "$tests_s" python3 -m pytest -q -m cuda --tb=short -p no:cacheprovider tests/test_mbconv_kernels.py
-step bench "$bench_s" python3 -m cuda_kernels.mbconv_bench --out "$out/mbconv_b0_h200.json" "$@"
+b0="python3 cli.py bench efficientnet_b0 --repeats 30 --cuda-graphs"
+for i in "${!steps[@]}"; do
+  limit=${limits[$i]:-120}
+  case ${steps[$i]} in
+    build) step build "$limit" python3 -c "from cuda_kernels._build import load_mbconv_extension as l; l(); print('built')" ;;
+    tests) step tests "$limit" python3 -m pytest -q -m cuda --tb=short -p no:cacheprovider tests/test_mbconv_kernels.py ;;
+    bench) step bench "$limit" python3 -m cuda_kernels.mbconv_bench --out "$out/mbconv_b0_h200.json" "$@" ;;
+    e2e) step e2e "$limit" $b0 --backend cuda_kernels -o "$out/h200_efficientnet_b0_cuda_kernels.json" ;;
+    e2ec) step e2ec "$limit" $b0 --backend cuda_kernels --compile-rest --freezing \
+            -o "$out/h200_efficientnet_b0_cuda_kernels_compiled.json" ;;
+    compile) step compile "$limit" $b0 --backend inductor --freezing -o "$out/h200_efficientnet_b0_inductor_graphs.json" ;;
+    *) echo "unknown step ${steps[$i]}" | tee -a "$log" ;;
+  esac
+done
 tail -n 40 "$log"
