@@ -63,6 +63,36 @@ def test_output_size():
     assert [s2.output_size(n) for n in (56, 28, 14, 7, 2, 3)] == [28, 14, 7, 4, 1, 2]
 
 
+def _reflect(i: int, n: int) -> int:
+    return -i if i < 0 else (2 * n - 2 - i if i >= n else i)
+
+
+@pytest.mark.parametrize("w", [2, 3, 7, 13, 14, 27, 28, 55, 56])
+def test_tile_rows_fit_the_kernels_buffers(w):
+    """csrc/convfirst_s2.cuh sizes its phase-A buffers for 4 * 128 + 3 * 56 input pixels and
+    4 * 128 + 56 conv pixels. A tile of R whole output rows (R * Wo <= 128, rows counted over
+    n * Ho + ho) reads the conv rows ylo..yhi and the input rows one further on each side: every
+    blur tap of the tile must lie in ylo..yhi, and the counts must fit, for even and odd H and
+    tiles that cross images."""
+    n, wo = 3, s2.output_size(w)
+    for h in range(2, 30):
+        ho = s2.output_size(h)
+
+        def centre(j):  # global input row at the middle of output row j's blur window
+            return (j // ho) * h + 2 * (j % ho)
+
+        for rows in range(1, 128 // wo + 1):
+            for j0 in range(0, n * ho, rows):
+                j1 = min(j0 + rows, n * ho) - 1
+                ylo, yhi = max(centre(j0) - 1, 0), min(centre(j1) + 1, n * h - 1)
+                xlo, xhi = max(ylo - 1, 0), min(yhi + 1, n * h - 1)
+                assert (xhi - xlo + 1) * w <= 4 * 128 + 3 * 56 and (yhi - ylo + 1) * w <= 4 * 128 + 56
+                for j in range(j0, j1 + 1):
+                    for a in range(3):
+                        row = (j // ho) * h + _reflect(2 * (j % ho) + a - 1, h)
+                        assert ylo <= row <= yhi
+
+
 def test_prepare_weights_layouts_and_the_merged_bias():
     block = down_block(64, 4)
     w = s2.prepare_weights(s2.FoldedWeights.from_block(block))
