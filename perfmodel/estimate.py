@@ -44,10 +44,12 @@ _POINTWISE_NAMES = {"relu": "relu", "threshold": "relu", "clamp_min": "relu", "s
 # Inductor's fused element-wise kernels (a batchnorm affine map, activation, residual add):
 # one or two full-size inputs read and one output written, at the bandwidth the calibration's
 # vectorized ATen kernels of the same traffic (relu: 1 in, 1 out; add: 2 in, 1 out) attained.
-# The calibration's compiled_pointwise tables are not used: they time Triton kernels compiled
-# for dynamic row counts, which ran at 0.2 TB/s on the H200 where statically compiled ones (as
-# a model's) stream near the bandwidth; the compiled layer norm, also dynamic in its rows, ran
-# at 4.2 TB/s and is used.
+# This is the fallback where a calibration has no triton_pointwise tables (statically compiled
+# Triton kernels, timed by the runner since 2026-11-30). The committed H200 file's
+# compiled_pointwise tables are never used: they time Triton kernels compiled for dynamic row
+# counts, which ran at 0.2 TB/s where a model's statically compiled ones stream near the
+# bandwidth (Nsight Compute on ResNet-50 under torch.compile: 2.7-4.3 TB/s); the compiled
+# layer norm, also dynamic in its rows, ran at 4.2 TB/s and is used.
 COMPILED_POINTWISE = {False: "eager_pointwise/relu", True: "eager_pointwise/add"}
 _MATMUL = ("addmm", "mm", "bmm", "matmul", "linear", "baddbmm")
 _POOL = ("max_pool2d_with_indices", "max_pool2d", "avg_pool2d")
@@ -154,9 +156,10 @@ def _numel(shape) -> int:
     return math.prod(shape) if shape else 1
 
 
-def _conv_kind(node) -> tuple[list[str], dict]:
+def _conv_kind(node, runtime: str) -> tuple[list[str], dict]:
     x, w = node.args[0], node.args[1]
     stride = node.args[3] if len(node.args) > 3 else (1,)
+    padding = node.args[4] if len(node.args) > 4 else (0,)
     groups = node.args[8] if len(node.args) > 8 else 1
     out = node.out[0] if isinstance(node.out, (tuple, list)) else node.out
     k, c, r = w.shape[0], x.shape[1], w.shape[2] if len(w.shape) > 2 else 1
@@ -164,8 +167,13 @@ def _conv_kind(node) -> tuple[list[str], dict]:
     s = stride[0] if isinstance(stride, (list, tuple)) else stride
     if groups == 1 and c <= 4:
         return ["conv_stem", "conv"], {"m": m, "n": k, "r": r, "stride": s, "k_red": c * r * r}
+    features = {"m": m, "n": k, "k_red": w.shape[1] * r * r, "r": r, "stride": s, "k": c}
+    if groups == 1 and runtime == "compiled" and r == 1 and s == 1 and not any(padding):
+        # Inductor runs a 1x1 convolution of stride 1 as a matrix product on cuBLAS (Nsight
+        # Compute on ResNet-50 under torch.compile, H200: nvjet kernels where eager has cuDNN's)
+        return ["matmul", "conv"], features
     if groups == 1:
-        return ["conv"], {"m": m, "n": k, "k_red": w.shape[1] * r * r, "r": r, "stride": s}
+        return ["conv"], features
     if w.shape[1] == 1:
         return ["conv_depthwise", "conv_grouped"], {"m": m, "c": c, "r": r, "stride": s,
                                                     "group_width": 1}
@@ -197,7 +205,7 @@ def kernel_kind(timed: KernelTime, graph, runtime: str, itemsize: int) -> tuple[
         return fallback, {"elements": elements}  # bn-stat-kernels: parameter-sized copies
     for node in nodes:
         if node.name in ("convolution", "_convolution"):
-            return _conv_kind(node)
+            return _conv_kind(node, runtime)
     for node in nodes:
         if node.name in _MATMUL:
             return _matmul_kind(node)
@@ -214,13 +222,11 @@ def kernel_kind(timed: KernelTime, graph, runtime: str, itemsize: int) -> tuple[
         if node.name in _REDUCE:
             x = _shape(node.args[0])
             out = node.out[0] if isinstance(node.out, (tuple, list)) else node.out
-            return ["reduce"] + fallback, {"elements": _numel(x),
-                                           "spatial": max(1, _numel(x) // max(1, out.numel))}
+            tables = ["triton_reduce", "reduce"] if runtime == "compiled" else ["reduce"]
+            return tables + fallback, {"elements": _numel(x),
+                                       "spatial": max(1, _numel(x) // max(1, out.numel))}
     if runtime == "compiled":
-        # Inductor's element-wise kernels: the vectorized ATen kernel that moves the same
-        # tensors (see COMPILED_POINTWISE)
-        full = sum(1 for n in k.reads.values() if n >= 0.5 * k.output_bytes > 0)
-        return [COMPILED_POINTWISE[full >= 2]] + fallback, {"elements": elements}
+        return _compiled_pointwise_kind(k, nodes, elements, fallback)
     if any(n in _BATCHNORM for n in names):
         x = _shape(nodes[names.index(next(n for n in names if n in _BATCHNORM))].args[0])
         return ["eager_batchnorm"] + fallback, {"elements": _numel(x),
@@ -228,6 +234,21 @@ def kernel_kind(timed: KernelTime, graph, runtime: str, itemsize: int) -> tuple[
     if not nodes:
         return fallback, {"elements": elements}
     return _pointwise_kind(nodes[0], elements, fallback)
+
+
+def _compiled_pointwise_kind(k, nodes, elements: int, fallback: list[str]):
+    """A Triton element-wise kernel: one with a per-sample, per-channel operand (a
+    squeeze-excitation scale), else by its full-size inputs (one: an affine map and an
+    activation; two or more: with a residual add). Without triton_* tables, the vectorized
+    ATen kernel that moves the same tensors (COMPILED_POINTWISE)."""
+    full = sum(1 for n in k.reads.values() if n >= 0.5 * k.output_bytes > 0)
+    out = k.output_shape
+    per_sample = any(len(_shape(a)) == len(out) > 1 and _shape(a)[0] == out[0] > 1
+                     and 1 < _numel(_shape(a)) < _numel(out)
+                     for node in nodes for a in node.args if hasattr(a, "shape"))
+    table = ("triton_pointwise/scale_sample_channel" if per_sample
+             else f"triton_pointwise/affine{'_add' if full >= 2 else ''}_relu")
+    return [table, COMPILED_POINTWISE[full >= 2]] + fallback, {"elements": elements}
 
 
 def _pointwise_kind(node, elements: int, fallback: list[str]) -> tuple[list[str], dict]:

@@ -11,6 +11,7 @@ from helpers import make_case, run_main
 from torch import nn
 
 import perfmodel
+import perfmodel.api
 from perfmodel.calibration import Table, load_calibration, parse_calibration
 from perfmodel.errors import InputError
 from perfmodel.estimate import _Interpolator, estimate
@@ -246,3 +247,28 @@ def test_gap_table_shows_the_estimate_beside_the_measurement():
     assert header.split()[8:12] == ["actual", "ms", "est.", "ms"]
     assert row.split()[6:8] == ["8.000", "7.500"]
     assert "est." not in gap_lines([GapPoint(1.0, 2.0, 8.0, model="M", backend="eager")])[0]
+
+
+def test_which_table_serves_a_kernel_depends_on_the_runtime():
+    """Inductor runs a 1x1 convolution as a cuBLAS product and its epilogue as a Triton
+    kernel (the vectorized ATen kernel of the same traffic where no Triton table exists);
+    eager runs the convolution on cuDNN, batchnorm and the activation as their own kernels."""
+    pointwise = {"features": ["elements"], "rows": [[1024, 0, 4096, 2.0]]}
+    doc = calibration_doc(matmul=gemm_table(2.0))
+    doc["tables"].update({
+        "conv": {"features": ["m", "n", "k_red", "r", "stride"],
+                 "rows": [[1000, 1000, 500, 1, 1, 1e9, 4e6, 2.0]]},
+        "eager_pointwise/relu": pointwise, "eager_pointwise/clone": pointwise,
+        "eager_batchnorm": {"features": ["elements", "c"], "kernels_per_call": 3,
+                            "rows": [[1024, 16, 0, 4096, 5.0]]}})
+    net = nn.Sequential(nn.Conv2d(8, 16, 1, bias=False), nn.BatchNorm2d(16), nn.ReLU())
+    result = perfmodel.analyze(net, (8, 8, 8), batch=2, hardware=HW, plan="inductor")
+    tables = lambda cal, r: [k.table for k in estimate(r, cal).kernels]  # noqa: E731
+    assert tables(parse_calibration(doc, "c.yaml"), result) == ["matmul", "eager_pointwise/relu"]
+    doc["tables"]["triton_pointwise/affine_relu"] = pointwise
+    assert tables(parse_calibration(doc, "c.yaml"), result) == \
+        ["matmul", "triton_pointwise/affine_relu"]
+    eager = perfmodel.api.reanalyze(result, plan="eager")
+    assert tables(parse_calibration(doc, "c.yaml"), eager) == \
+        ["conv", "eager_pointwise/clone", "eager_pointwise/clone", "eager_batchnorm",
+         "eager_pointwise/relu"]
