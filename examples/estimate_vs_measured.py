@@ -26,7 +26,8 @@ HERE = Path(__file__).parent
 
 def breakdown(est) -> list[str]:
     """Per calibration table: kernels, summed T_min and summed estimate."""
-    lines = ["| table | kernels | T_min ms | estimate ms | estimate / T_min |", "|---|---:|---:|---:|---:|"]
+    lines = ["| table | kernels | T_min ms | estimate ms | estimate / T_min |",
+             "|---|---:|---:|---:|---:|"]
     for name, (n, t_min, t_est) in sorted(est.by_table().items(), key=lambda x: -x[1][2]):
         ratio = f"{t_est / t_min:.2f}" if t_min > 1e-6 else "-"
         lines.append(f"| {name} | {n} | {t_min * 1e3:.3f} | {t_est * 1e3:.3f} | {ratio} |")

@@ -187,7 +187,8 @@ def test_cli_hardware_without_calibration_is_exit_2(tmp_path, capsys):
 
 # ---------------------------------------------------------------- the runner
 def test_runner_plumbing_on_the_cpu(tmp_path):
-    from perfmodel.calibrate import Grid, run
+    from perfmodel.calibrate import run
+    from perfmodel.calibration_cases import Grid
 
     path = tmp_path / "cal.yaml"
     run(path, grid=Grid.quick(), sections=["pointwise", "matmul", "conv"], device="cpu",
@@ -202,7 +203,7 @@ def test_runner_plumbing_on_the_cpu(tmp_path):
 
 
 def test_runner_counts_a_convolution_as_the_analysis_does():
-    from perfmodel.calibrate import Ctx, Grid, conv_case
+    from perfmodel.calibration_cases import Ctx, Grid, conv_case
 
     ctx = Ctx(Grid.quick(), torch.device("cpu"), torch.float32)
     case = conv_case(ctx, "conv", ("P", 16, 72, 3, 1), 8, 16, 8, 3, 1)
@@ -215,7 +216,8 @@ def test_runner_counts_a_convolution_as_the_analysis_does():
 
 @pytest.mark.cuda
 def test_runner_on_the_gpu(tmp_path):
-    from perfmodel.calibrate import Grid, run
+    from perfmodel.calibrate import run
+    from perfmodel.calibration_cases import Grid
 
     path = tmp_path / "cal.yaml"
     run(path, grid=Grid.quick(), log=lambda *a: None)
