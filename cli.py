@@ -531,6 +531,20 @@ def fidelity_cmd(files, hardware, plan, byte_model, tolerance):
     rows = [byte_fidelity(c.result if plan or c.runtime is None else c.runtime, c.measurement,
                           byte_model, tolerance) for c in checked]
     click.echo("\n".join(fidelity_lines(rows)))
+    _estimate_column(checked, plan)
+
+
+def _estimate_column(checked, plan) -> None:
+    """Fidelity's latency part: the calibrated estimate against each file's measured median,
+    where the hardware has a calibration (perfmodel.estimate)."""
+    from perfmodel.estimate import estimate_or_none
+    from perfmodel.estimate_report import estimate_lines, estimate_row
+
+    results = [c.result if plan or c.runtime is None else c.runtime for c in checked]
+    estimates = [estimate_or_none(r) for r in results]
+    if estimates and all(estimates):
+        rows = [estimate_row(c.measurement, e) for c, e in zip(checked, estimates)]
+        click.echo("\n" + "\n".join(estimate_lines(rows)))
 
 
 @cli.command("estimate")

@@ -274,3 +274,16 @@ def test_which_table_serves_a_kernel_depends_on_the_runtime():
     assert tables(parse_calibration(doc, "c.yaml"), eager) == \
         ["conv", "eager_pointwise/clone", "eager_pointwise/clone", "eager_batchnorm",
          "eager_pointwise/relu"]
+
+
+def test_fidelity_prints_the_estimate_beside_the_measured_median():
+    import cli
+    from helpers import EXAMPLES
+
+    if not committed().calibration:
+        pytest.skip("h200-sxm has no calibration file yet")
+    file = EXAMPLES / "measurements" / "fidelity" / "h200_convnext_tiny_eager_ncu_none.json"
+    out = CliRunner().invoke(cli.cli, ["fidelity", str(file)])
+    assert out.exit_code == 0, out.output
+    header = next(line for line in out.output.splitlines() if "est/meas" in line)
+    assert "meas. ms" in header and "eager: 1 of 1 within +-20%" in out.output
