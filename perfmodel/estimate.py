@@ -17,7 +17,8 @@ done, so the latency is the sum of the kernels' times where the device is the bo
 the host's where it is. Since e <= 1, ideal <= T_min <= estimate for every kernel and in
 total. Which calibration table serves a kernel depends on the runtime its plan models: eager
 PyTorch's ATen kernels (plans op, eager) or Inductor's Triton kernels (the fusing plans);
-library convolutions and matrix products are the same in both.
+library convolutions and matrix products are the same in both, except that Inductor runs a
+1x1 convolution of stride 1 as a product.
 
 Data flows one way: an analysis result and a calibration in, plain data out.
 """
