@@ -83,7 +83,7 @@ def bounds(d: dict, batch: int, hardware: str) -> dict:
 
 
 def bench_block(path: str, block: nn.Module, shape, batch: int, timer: Timer, modes: list[str], deadline: float,
-                row: dict) -> None:
+                row: dict, versions: tuple[int, ...]) -> None:
     import torch._inductor.config as inductor_config
 
     import cuda_kernels
@@ -92,9 +92,9 @@ def bench_block(path: str, block: nn.Module, shape, batch: int, timer: Timer, mo
     block = block.cuda().half().to(memory_format=torch.channels_last)
     folded = fold_batchnorm(block)
     x = torch.randn(batch, *shape, device="cuda", dtype=torch.float16).contiguous(memory_format=torch.channels_last)
-    from cuda_kernels.mbconv import VERSIONS, block_params
+    from cuda_kernels.mbconv import block_params
 
-    fused = {v: cuda_kernels.FusedMBConv(block_params(folded), version=v) for v in VERSIONS}
+    fused = {v: cuda_kernels.FusedMBConv(block_params(folded), version=v) for v in versions}
     with torch.no_grad(), reference_precision():
         ref = copy.deepcopy(folded).float()(x.float())
     correctness = row["correctness"] = {}
@@ -228,8 +228,15 @@ def main(argv: list[str] | None = None) -> int:
                         help="no new torch.compile baseline starts after this many seconds")
     parser.add_argument("--hardware", default="h200-sxm")
     parser.add_argument("--block", action="append", help="only these module paths (repeatable)")
+    parser.add_argument("--version", action="append", type=int, dest="versions",
+                        help="kernel-1 versions to time (repeatable; default: all)")
     args = parser.parse_args(argv)
     modes = args.modes or ["default", "max-autotune-no-cudagraphs"]
+    from cuda_kernels.mbconv import VERSIONS
+
+    versions = tuple(args.versions or VERSIONS)
+    if not set(versions) <= set(VERSIONS):
+        parser.error(f"--version must be in {VERSIONS}")
     command = "python -m cuda_kernels.mbconv_bench " + " ".join(
         shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
     start = time.monotonic()
@@ -255,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
         row = {"path": path, "batch": args.batch, **d, **bounds(d, args.batch, args.hardware)}
         rows.append(row)
         try:
-            bench_block(path, block, shape, args.batch, timer, modes, start + args.budget_s, row)
+            bench_block(path, block, shape, args.batch, timer, modes, start + args.budget_s, row, versions)
         except Exception as exc:  # recorded, and the next shape still runs
             row["error"] = f"{type(exc).__name__}: {exc}"
         print(table([row], modes).splitlines()[-1], flush=True)
