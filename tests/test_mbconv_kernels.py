@@ -376,3 +376,41 @@ def test_v2_tiles_compute_the_padded_depthwise(size, ks, stride, rows):
     got = _emulate_v2_depthwise(e, w, stride, rows)
     assert got.shape == expected.shape and torch.isfinite(got).all()
     assert torch.allclose(got, expected, rtol=1e-12, atol=1e-12)
+
+
+def _emulated_mbconv(self, x):
+    """What the kernels compute, from the module's packed (zero-padded) weights: float32
+    arithmetic, rounded to fp16 where the kernels store (E, D, the scaled D, the output)."""
+    f = torch.nn.functional
+    hidden, c_out, k = self.w_se2.shape[0], self.out_channels, self.kernel_size
+    xf = x.float()
+    e = xf
+    if self.w_exp.numel():
+        w_exp = self.w_exp[:hidden, :x.shape[1]].float()[:, :, None, None]
+        e = f.silu(f.conv2d(xf, w_exp, self.b_exp[:hidden])).half().float()
+    w_dw = self.w_dw[:, :hidden].t().reshape(hidden, 1, k, k)
+    d = f.silu(f.conv2d(e, w_dw, self.b_dw[:hidden], self.stride, k // 2, groups=hidden)).half().float()
+    scale = torch.sigmoid(f.silu(d.mean((2, 3)) @ self.w_se1.t() + self.b_se1) @ self.w_se2.t() + self.b_se2)
+    scaled = (d * scale[:, :, None, None]).half().float()
+    y = f.conv2d(scaled, self.w_proj[:c_out, :hidden].float()[:, :, None, None], self.b_proj[:c_out])
+    y = y + xf if self.residual else y
+    return y.half().contiguous(memory_format=torch.channels_last)
+
+
+def test_bench_fused_model_swaps_and_checks_every_mbconv(monkeypatch):
+    """`perfmodel bench --backend cuda_kernels` on EfficientNet-B0, on the CPU: BN folded, 16
+    MBConvs swapped, each checked against its folded PyTorch block in float64. The kernels are
+    emulated from the packed weights, so this also checks the packing and that the kernels'
+    rounding points stay within 2x PyTorch fp16's error."""
+    from perfmodel.bench import fused_model
+
+    monkeypatch.setattr(cuda_kernels.FusedMBConv, "forward", _emulated_mbconv)
+    model = _model("efficientnet_b0").half().to(memory_format=torch.channels_last)
+    x = torch.randn(2, 3, 64, 64, generator=torch.Generator().manual_seed(3)).half()
+    _, info = fused_model(model, [x.contiguous(memory_format=torch.channels_last)])
+    assert info["fused_blocks"] == {"ConvFirstBlock": 0, "FFN": 0, "MBConv": 16} and info["fallback_count"] == 0
+    check = info["check"]
+    assert check["blocks_checked"] == 16
+    for row in check["blocks"].values():
+        assert 1e-4 < row["torch_relative_error"] < 1e-2
+        assert 0 < row["relative_error"] <= 2 * row["torch_relative_error"] and row["passed"]
