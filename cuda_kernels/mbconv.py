@@ -164,6 +164,9 @@ def _parse(block: nn.Module) -> tuple[MBConvParams | None, str | None]:
     project, why = _conv_act(layers[-1], None)
     if why:
         return None, f"project: {why}"
+    for name, conv in (("expand", expand), ("project", project)):
+        if conv is not None and (conv.kernel_size != (1, 1) or conv.stride != (1, 1) or conv.groups != 1):
+            return None, f"{name}: not a plain 1x1 convolution"
     se = layers[-2]
     if not isinstance(se, SqueezeExcitation) or type(se.activation) is not nn.SiLU \
             or type(se.scale_activation) is not nn.Sigmoid:

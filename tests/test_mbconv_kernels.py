@@ -149,6 +149,9 @@ def test_other_activations_and_modules_are_refused():
     block.block[1][2] = nn.ReLU()
     assert cuda_kernels.FusedMBConv.unsupported(block) == "depthwise: activation ReLU (the kernel has SiLU)"
     assert cuda_kernels.FusedMBConv.unsupported(nn.Conv2d(8, 8, 1)) == "not a torchvision MBConv (Conv2d)"
+    block = _tv_block()
+    block.block[-1][0] = nn.Conv2d(96, 16, 3, padding=1)
+    assert cuda_kernels.FusedMBConv.unsupported(block) == "project: not a plain 1x1 convolution"
 
 
 def test_host_checks_name_the_problem():
