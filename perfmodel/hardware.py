@@ -118,14 +118,17 @@ def parse_hardware(data: dict, file: str) -> Hardware:
 
 
 def _calibration_path(f: Fields, file: str) -> str | None:
-    """The optional calibration file, relative to the config's folder; it must exist (its
-    contents are validated when an estimate reads it)."""
+    """The optional calibration file, relative to the config's folder: it must exist and is
+    validated here (errors name the calibration file and its field; read once per process)."""
+    from .calibration import load_calibration
+
     name = f.get("calibration", None, str)
     if name is None:
         return None
     path = Path(file).parent / name
     if not path.is_file():
         raise f.error("calibration", f"file not found: {path}")
+    load_calibration(path)
     return str(path)
 
 

@@ -287,3 +287,13 @@ def test_fidelity_prints_the_estimate_beside_the_measured_median():
     assert out.exit_code == 0, out.output
     header = next(line for line in out.output.splitlines() if "est/meas" in line)
     assert "meas. ms" in header and "eager: 1 of 1 within +-20%" in out.output
+
+
+def test_a_bad_calibration_fails_when_the_hardware_is_loaded(tmp_path):
+    doc = calibration_doc(matmul=gemm_table(2.0))
+    doc["tables"]["matmul"]["rows"][0][0] = "many"
+    write_calibration(tmp_path, doc)
+    with pytest.raises(InputError) as exc:
+        load_hardware(hardware_yaml(tmp_path))
+    assert exc.value.file == str(tmp_path / "cal.yaml")
+    assert exc.value.field == "tables.matmul.rows[0]" and "'many'" in exc.value.reason
