@@ -46,14 +46,14 @@ ROTATE_BYTES = 256 << 20  # input sets in rotation move at least this much (abou
 MAX_SETS = 16
 
 
-def _mm_relu_chain(x, w):
+def _conv_bn_relu(x, w, p):
+    return torch.relu(F.batch_norm(F.conv2d(x, w, None, 1, 1), p[0], p[1], p[2], p[3], False))
+
+
+def _conv_bn_relu_chain(x, w, p):
     for _ in range(CHAIN):
-        x = torch.relu(torch.mm(x, w))
+        x = _conv_bn_relu(x, w, p)
     return x
-
-
-def _mm_relu_once(x, w):
-    return torch.relu(torch.mm(x, w))
 
 
 CHAIN = 16
@@ -76,12 +76,16 @@ def _host_us(fn, calls: int = 10, repeats: int = 7) -> float:
 
 
 def compiled_issue_us(ctx: Ctx) -> float:
-    """Host time per kernel of Inductor's generated code (no CUDA graphs): a chain of CHAIN
-    library products each followed by a Triton kernel, less the same with one link, over the
-    2 x (CHAIN - 1) kernels between them."""
-    x, w = ctx.rand(64, 64), ctx.rand(64, 64) * 0.1
-    chain, once = torch.compile(_mm_relu_chain), torch.compile(_mm_relu_once)
-    return (_host_us(lambda: chain(x, w)) - _host_us(lambda: once(x, w))) / (2 * (CHAIN - 1))
+    """Host time per kernel of Inductor's generated code (no CUDA graphs), for kernels as a
+    convolutional network has them: a chain of CHAIN links of a library 3x3 convolution and a
+    Triton epilogue (an unfolded batchnorm and a ReLU, six arguments), less the same with one
+    link, over the 2 x (CHAIN - 1) kernels between them. Tiny tensors: the host's time."""
+    x = ctx.rand(1, 8, 8, 8, channels_last=True)
+    w = ctx.rand(8, 8, 3, 3, channels_last=True) * 0.1
+    p = (ctx.rand(8), torch.rand(8, device=ctx.device, dtype=ctx.dtype) + 0.5, ctx.rand(8),
+         ctx.rand(8))
+    chain, once = torch.compile(_conv_bn_relu_chain), torch.compile(_conv_bn_relu)
+    return (_host_us(lambda: chain(x, w, p)) - _host_us(lambda: once(x, w, p))) / (2 * (CHAIN - 1))
 
 
 # ---------------------------------------------------------------- timing
