@@ -209,8 +209,7 @@ def run(output: str | Path, *, grid: Grid | None = None, sections: list[str] | N
             t0 = time.perf_counter()
             count = failed = 0
             cases = [c for c in SECTIONS[name](ctx) if c is not None]
-            if name not in CUDA_ONLY:  # compiled kernels: one compilation serves a sequence
-                random.Random(0).shuffle(cases)
+            random.Random(0).shuffle(cases)
             for i, case in enumerate(cases):
                 if time.perf_counter() - t0 > BUDGET_S[name] * budget_scale:
                     log(f"{name}: time budget spent, {len(cases) - i} of {len(cases)} left out")

@@ -376,5 +376,5 @@ CUDA_ONLY = ("compiled",)
 # Seconds each section may take on the GPU (the whole run stays under about 150 s). Cases run
 # in a fixed shuffled order, so a section cut short still covers its grid evenly: the
 # estimate interpolates between whatever rows there are.
-BUDGET_S = {"pointwise": 6, "broadcast": 5, "norms": 8, "matmul": 12, "conv": 30, "grouped": 50,
-            "compiled": 40}
+BUDGET_S = {"pointwise": 6, "broadcast": 5, "norms": 8, "matmul": 12, "conv": 28, "grouped": 45,
+            "compiled": 50}
