@@ -34,6 +34,34 @@ def breakdown(est) -> list[str]:
     return lines
 
 
+def by_kind(est, profiled) -> list[str]:
+    """Estimate against a profiled eager pass, module by module, summed over the modules whose
+    kernels the same calibration tables serve (the per-kernel files name each kernel's module;
+    a module's estimate is its plan kernels' device times)."""
+    measured: dict[str, float] = {}
+    for k in profiled.kernels:
+        measured[k.module] = measured.get(k.module, 0.0) + k.duration_ms  # all its launches
+    estimated: dict[str, float] = {}
+    tables: dict[str, set] = {}
+    for k in est.kernels:
+        name = k.timed.kernel.name
+        estimated[name] = estimated.get(name, 0.0) + k.t_est_ms
+        tables.setdefault(name, set()).add(k.table)
+    groups: dict[str, list[float]] = {}
+    for module in set(measured) | set(estimated):
+        key = " + ".join(sorted(tables.get(module, {"(no plan kernel)"})))
+        g = groups.setdefault(key, [0, 0.0, 0.0])
+        g[0] += 1
+        g[1] += measured.get(module, 0.0)
+        g[2] += estimated.get(module, 0.0)
+    lines = ["| tables of the module's kernels | modules | profiled ms | estimate ms | est/prof |",
+             "|---|---:|---:|---:|---:|"]
+    for key, (n, m, e) in sorted(groups.items(), key=lambda x: -x[1][1]):
+        ratio = f"{e / m:.2f}" if m > 0.01 else "-"
+        lines.append(f"| {key} | {n} | {m:.3f} | {e:.3f} | {ratio} |")
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("-o", "--output", default=str(HERE / "estimate_vs_measured.md"))
@@ -69,6 +97,16 @@ def main() -> None:
                                                                    "ResNet-50"):
             text += [f"### {c.spec.name} (measured {c.measurement.latency_ms:.3g} ms, "
                      f"estimate {e.t_est_ms:.3g} ms)", ""] + breakdown(e) + [""]
+    text += ["## Per kernel kind, against profiled eager passes", "",
+             "The per-kernel files (torch.profiler, three passes averaged) name the module of "
+             "every kernel; the estimate of the eager plan's kernels, module by module, summed "
+             "over modules whose kernels the same tables serve.", ""]
+    for c, e in zip(checked, estimates):
+        profiled = HERE / "measurements" / f"h200_{c.measurement.spec}_eager_kernels.json"
+        if c.measurement.backend == "eager" and profiled.exists():
+            p = load_measurement(profiled)
+            text += [f"### {c.spec.name} (kernels profiled {p.kernel_sum_ms:.3g} ms, "
+                     f"estimated {e.t_kernels_s * 1e3:.3g} ms)", ""] + by_kind(e, p) + [""]
     Path(args.output).write_text("\n".join(text))
     print("\n".join(text[-40:]))
     print(f"wrote {args.output}")
