@@ -297,3 +297,18 @@ def test_a_bad_calibration_fails_when_the_hardware_is_loaded(tmp_path):
         load_hardware(hardware_yaml(tmp_path))
     assert exc.value.file == str(tmp_path / "cal.yaml")
     assert exc.value.field == "tables.matmul.rows[0]" and "'many'" in exc.value.reason
+
+
+def test_runner_update_keeps_the_tables_it_does_not_measure(tmp_path):
+    from perfmodel.calibrate import run
+    from perfmodel.calibration_cases import Grid
+
+    base = calibration_doc(matmul=gemm_table(2.0))
+    base["command"] = "first"
+    path = tmp_path / "cal.yaml"
+    run(path, grid=Grid.quick(), sections=["broadcast"], device="cpu", dtype=torch.float32,
+        command="second", base=base, log=lambda *a: None)
+    cal = load_calibration(path)
+    assert cal.tables["matmul"].rows == ((1000, 1000, 500, 1e9, 4e6, 2.0),)
+    assert "eager_broadcast/add_channel" in cal.tables and cal.command == "first; second"
+    assert cal.method["earlier_runs"][0]["command"] == "first"
