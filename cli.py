@@ -577,6 +577,31 @@ def estimate_cmd(files, hardware, tolerance, markdown):
         click.echo(f"wrote {markdown}")
 
 
+@cli.command("calibrate")
+@click.option("--output", "-o", type=click.Path(dir_okay=False), required=True,
+              help="Calibration file to write (.yaml); name it in the hardware config's "
+              "`calibration` field.")
+@click.option("--hardware", "-H", default="",
+              help="The hardware config it calibrates (recorded in the file).")
+@click.option("--sections", metavar="A,B", help="Only these sections (pointwise, broadcast, norms, "
+              "matmul, conv, grouped, compiled).")
+@click.option("--update", is_flag=True, help="Keep the tables of the existing file that "
+              "--sections does not measure.")
+@click.option("--quick", is_flag=True, help="A tiny grid: checks the plumbing (on a CPU too).")
+def calibrate_cmd(output, hardware, sections, update, quick):
+    """Time the kernels the plans are made of on this machine's GPU, over a grid of shapes,
+    for the calibrated estimate (about 2 minutes on an H200); `python -m perfmodel.calibrate`
+    does the same."""
+    from perfmodel.calibrate import calibrate
+
+    argv = ["-o", output] + (["--hardware", hardware] if hardware else []) \
+        + (["--sections", sections] if sections else []) + (["--update"] if update else []) \
+        + (["--quick"] if quick else [])
+    calibrate(output, hardware=hardware, sections=sections, quick=quick, update=update,
+              command="perfmodel calibrate " + " ".join(argv), log=click.echo)
+    click.echo(f"wrote {output}")
+
+
 @cli.command("models")
 def models_cmd():
     """List the built-in model specs."""

@@ -37,6 +37,7 @@ import torch.nn.functional as F
 import yaml
 
 from .calibration import SCHEMA, dump_calibration
+from .errors import InputError
 from .calibration_cases import (BUDGET_S, CUDA_ONLY, FEATURES, KERNELS_PER_CALL, SECTIONS, Case,
                                 Ctx, Grid)
 
@@ -252,6 +253,25 @@ def _merged(base: dict | None, doc: dict) -> dict:
     return out
 
 
+def calibrate(output: str | Path, *, hardware: str = "", sections: str | None = None,
+              quick: bool = False, device: str | None = None, update: bool = False,
+              command: str = "", log=print) -> dict:
+    """The command line's entry (python -m perfmodel.calibrate, perfmodel calibrate): float16
+    on a GPU, float32 on the CPU (--quick checks the plumbing there)."""
+    names = [n.strip() for n in sections.split(",")] if sections else None
+    unknown = [n for n in names or [] if n not in SECTIONS]
+    if unknown:
+        raise InputError(f"unknown section {unknown[0]!r} (choose from {', '.join(SECTIONS)})",
+                         field="--sections")
+    if update and not Path(output).is_file():
+        raise InputError("--update needs an existing calibration file", file=str(output))
+    base = yaml.safe_load(Path(output).read_text()) if update else None
+    on_gpu = (device or "cuda") == "cuda" and torch.cuda.is_available()
+    return run(output, grid=Grid.quick() if quick else Grid.full(), sections=names,
+               device=device, dtype=torch.float16 if on_gpu else torch.float32,
+               hardware=hardware, command=command, base=base, log=log)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m perfmodel.calibrate",
                                      description=__doc__.split("\n\n")[0])
@@ -265,11 +285,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     command = "python -m perfmodel.calibrate " + " ".join(
         shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv))
-    base = yaml.safe_load(Path(args.output).read_text()) if args.update else None
-    run(args.output, grid=Grid.quick() if args.quick else Grid.full(),
-        sections=args.sections.split(",") if args.sections else None, device=args.device,
-        dtype=torch.float16 if (args.device or "cuda") == "cuda" and torch.cuda.is_available()
-        else torch.float32, hardware=args.hardware, command=command, base=base)
+    try:
+        calibrate(args.output, hardware=args.hardware, sections=args.sections, quick=args.quick,
+                  device=args.device, update=args.update, command=command)
+    except InputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
     print(f"wrote {args.output}")
     return 0
 

@@ -312,3 +312,16 @@ def test_runner_update_keeps_the_tables_it_does_not_measure(tmp_path):
     assert cal.tables["matmul"].rows == ((1000, 1000, 500, 1e9, 4e6, 2.0),)
     assert "eager_broadcast/add_channel" in cal.tables and cal.command == "first; second"
     assert cal.method["earlier_runs"][0]["command"] == "first"
+
+
+def test_cli_calibrate_quick_and_bad_sections(tmp_path, capsys):
+    import cli
+
+    out = tmp_path / "cal.yaml"
+    result = CliRunner().invoke(cli.cli, ["calibrate", "-o", str(out), "--quick",
+                                          "--sections", "broadcast"])
+    assert result.exit_code == 0, result.output
+    assert load_calibration(out).command == \
+        f"perfmodel calibrate -o {out} --sections broadcast --quick"
+    code, _, err = run_main(["calibrate", "-o", str(out), "--sections", "gemm"], capsys)
+    assert code == 2 and "--sections" in err and "'gemm'" in err
