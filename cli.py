@@ -174,16 +174,19 @@ def waterline(models, output, top, hardware, batch, dtype, plan, strict, l2_carr
 @_spec_options
 def layers(model, csv_path, json_path, top, hardware, batch, dtype, plan, strict, l2_carry):
     """Print the per-kernel table of MODEL: module, ops, output shape, MACs, bytes read,
-    weights, bytes written, intensity, t_min and bound."""
+    weights, bytes written, intensity, t_min and bound, and the calibrated estimate where the
+    hardware has a calibration."""
+    from perfmodel.estimate import estimate_or_none
     from perfmodel.report import print_kernels, write_csv, write_json
 
     result = _analyze(model, hardware, batch, dtype, plan, strict, l2_carry, warn=False)
-    print_kernels(result, top=top or None)
+    est = estimate_or_none(result)  # where the hardware has a calibration
+    print_kernels(result, top=top or None, estimate=est)
     if csv_path:
-        write_csv(result, csv_path)
+        write_csv(result, csv_path, est)
         click.echo(f"wrote {csv_path}")
     if json_path:
-        write_json(result, json_path)
+        write_json(result, json_path, est)
         click.echo(f"wrote {json_path}")
 
 

@@ -16,6 +16,7 @@ from .fmt import pct, si, sig
 if TYPE_CHECKING:
     from .api import Result
     from .compare import Comparison
+    from .estimate import Estimate  # noqa: F401 (annotations)
     from .gap import GapPoint
     from .hardware import Hardware
     from .kernel_results import KernelCase, NetworkCase
@@ -24,8 +25,9 @@ COLUMNS = ("index", "module", "ops", "output_shape", "macs", "flops", "input_byt
            "weight_bytes", "output_bytes", "dram_bytes", "intensity", "t_min_ms", "bound")
 
 
-def kernel_table(result: "Result") -> list[dict]:
-    """One row per kernel (what `perfmodel layers` prints and exports)."""
+def kernel_table(result: "Result", estimate: "Estimate | None" = None) -> list[dict]:
+    """One row per kernel (what `perfmodel layers` prints and exports); with the result's
+    calibrated `estimate`, each kernel's expected time and the calibration table behind it."""
     rows = []
     for i, kt in enumerate(result.kernels):
         k = kt.kernel
@@ -46,6 +48,9 @@ def kernel_table(result: "Result") -> list[dict]:
             "bound": "memory" if kt.memory_bound else "compute",
             "unsupported": ";".join(k.unsupported),
         })
+        if estimate is not None:
+            rows[-1] |= {"t_est_ms": estimate.kernels[i].t_est_ms,
+                         "est_table": estimate.kernels[i].table}
     return rows
 
 
@@ -69,19 +74,20 @@ def _compact(ops: list[str]) -> list[str]:
     return [f"{op}x{n}" if n > 1 else op for op, n in counts.items()]
 
 
-def write_csv(result: "Result", path: str | Path) -> None:
+def write_csv(result: "Result", path: str | Path, estimate: "Estimate | None" = None) -> None:
     """The kernel table as CSV."""
-    rows = kernel_table(result)
+    rows = kernel_table(result, estimate)
     with open(path, "w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=list(rows[0]) if rows else COLUMNS)
         writer.writeheader()
         writer.writerows(rows)
 
 
-def write_json(result: "Result", path: str | Path) -> None:
+def write_json(result: "Result", path: str | Path, estimate: "Estimate | None" = None) -> None:
     """The summary and the kernel table as JSON."""
-    Path(path).write_text(json.dumps({"summary": result.summary(),
-                                      "kernels": kernel_table(result)}, indent=1))
+    summary = result.summary() | ({"t_est_ms": estimate.t_est_ms} if estimate else {})
+    Path(path).write_text(json.dumps({"summary": summary,
+                                      "kernels": kernel_table(result, estimate)}, indent=1))
 
 
 def _console() -> Console:
@@ -120,23 +126,26 @@ def print_summary(result: "Result", console: Console | None = None) -> None:
     console.print(table)
 
 
-def print_kernels(result: "Result", console: Console | None = None, top: int | None = None) -> None:
+def print_kernels(result: "Result", console: Console | None = None, top: int | None = None,
+                  estimate: "Estimate | None" = None) -> None:
     console = console or _console()
-    rows = kernel_table(result)
+    rows = kernel_table(result, estimate)
     if top:
         rows = sorted(rows, key=lambda r: -r["t_min_ms"])[:top]
     table = Table(title=f"{result.model} on {result.hardware.name}, plan {result.plan}, "
                         f"batch {result.batch} {result.dtype}")
-    for col, justify in (("#", "right"), ("module", "left"), ("ops", "left"),
-                         ("output", "left"), ("MACs", "right"), ("read", "right"),
-                         ("weights", "right"), ("written", "right"), ("ops/B", "right"),
-                         ("t_min ms", "right"), ("bound", "left")):
+    columns = (("#", "right"), ("module", "left"), ("ops", "left"), ("output", "left"),
+               ("MACs", "right"), ("read", "right"), ("weights", "right"),
+               ("written", "right"), ("ops/B", "right"), ("t_min ms", "right"),
+               ("bound", "left")) + ((("est. ms", "right"),) if estimate else ())
+    for col, justify in columns:
         table.add_column(col, justify=justify, overflow="fold")
     for r in rows:
         table.add_row(str(r["index"]), r["module"], r["ops"], r["output_shape"],
                       si(r["macs"]), si(r["input_bytes"], "B"), si(r["weight_bytes"], "B"),
                       si(r["output_bytes"], "B"), sig(r["intensity"]), sig(r["t_min_ms"]),
-                      "[red]memory[/]" if r["bound"] == "memory" else "compute")
+                      "[red]memory[/]" if r["bound"] == "memory" else "compute",
+                      *([sig(r["t_est_ms"])] if estimate else []))
     console.print(table)
     print_unsupported(result, console)
 

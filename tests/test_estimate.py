@@ -325,3 +325,19 @@ def test_cli_calibrate_quick_and_bad_sections(tmp_path, capsys):
         f"perfmodel calibrate -o {out} --sections broadcast --quick"
     code, _, err = run_main(["calibrate", "-o", str(out), "--sections", "gemm"], capsys)
     assert code == 2 and "--sections" in err and "'gemm'" in err
+
+
+def test_layers_lists_each_kernels_estimate_where_the_hardware_is_calibrated(tmp_path):
+    import csv
+
+    import cli
+
+    if not committed().calibration:
+        pytest.skip("h200-sxm has no calibration file yet")
+    spec, table = make_case_spec(tmp_path), tmp_path / "k.csv"
+    out = CliRunner().invoke(cli.cli, ["layers", spec, "-H", "h200-sxm", "--csv", str(table)])
+    assert out.exit_code == 0, out.output
+    assert "est. ms" in out.output
+    rows = list(csv.DictReader(table.open()))
+    assert all(float(r["t_est_ms"]) >= float(r["t_min_ms"]) for r in rows)
+    assert {r["est_table"] for r in rows} >= {"matmul"}
