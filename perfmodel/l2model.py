@@ -162,3 +162,24 @@ def dram_traffic(kernels: list[Kernel], resident_bytes: int, *, flushed: bool,
                 memory.release(vid)
         out.append(Traffic(read, written + untracked))
     return out
+
+
+def probe_kernels(sizes_mib, evict_mib: int = 1024) -> tuple[list[Kernel], frozenset[int]]:
+    """The L2 probe (`perfmodel.ncu._probe`) as plan kernels, to replay through
+    `dram_traffic`: per size S, ``copy`` (reads a, writes b, S MiB each), ``chain`` (reads b,
+    writes c) and ``evict`` (reads 1 GiB of other data). Returns the kernels and the value
+    ids that stay allocated (all of them: the probe keeps its tensors)."""
+    from types import MappingProxyType
+
+    def kernel(name, reads, writes):
+        return Kernel(name, input_bytes=sum(reads.values()), output_bytes=sum(writes.values()),
+                      reads=MappingProxyType(reads), writes=MappingProxyType(writes))
+
+    mib, kernels, vid = 2**20, [], 2
+    for s in sizes_mib:
+        a, b, c = vid, vid + 1, vid + 2
+        vid += 3
+        kernels += [kernel(f"probe.{s}.copy", {a: s * mib}, {b: s * mib}),
+                    kernel(f"probe.{s}.chain", {b: s * mib}, {c: s * mib}),
+                    kernel(f"probe.{s}.evict", {0: evict_mib * mib}, {1: 2})]
+    return kernels, frozenset(range(vid))

@@ -129,3 +129,31 @@ def test_a_freed_block_reused_by_the_next_tensor_of_its_size_is_never_written_ba
                _kernel("c", {3: 10 * MB}, {4: last_size})]
     got = dram_traffic(kernels, 25 * MB, flushed=False, keep=frozenset({4}))
     assert got == [Traffic(10 * MB, 0), Traffic(0, 0), Traffic(0, written)]
+
+
+@pytest.mark.parametrize("mode", ["none", "all"])
+def test_the_l2_model_replays_the_probe_it_was_calibrated_on(mode):
+    """The committed L2 probe (H200): l2_resident_mib came from one observable (flushed copies
+    of >= 64 MiB); the model must also reproduce the rest, in both cache modes: copies and
+    chains of 1 to 512 MiB, what the next kernel reads back from L2 (all of a <= 16 MiB
+    tensor, none of a 32 MiB one) and the write-backs the evicting kernel pays. Every kernel
+    within 15 % or 4 MiB, except the first evict, which also writes back what the probe's
+    set-up left dirty."""
+    import json
+
+    from perfmodel.hardware import load_hardware
+    from perfmodel.l2model import probe_kernels
+
+    data = json.loads((FIDELITY / f"l2_probe_h200_{mode}.json").read_text())
+    measured = {r["module"]: r for r in data["rows"] if r["module"].startswith("probe.")}
+    kernels, keep = probe_kernels(data["sizes_mib"])
+    resident = int(load_hardware("h200-sxm").l2_resident_mib * 2**20)
+    predicted = dram_traffic(kernels, resident, flushed=mode == "all", keep=keep)
+    assert len(measured) == len(kernels) == 30
+    first = f"probe.{data['sizes_mib'][0]}.evict"
+    for k, t in zip(kernels, predicted):
+        if k.name == first and mode == "none":
+            continue
+        row = measured[k.name]
+        for got, want in ((row["dram_read_bytes"], t.read_bytes), (row["dram_write_bytes"], t.write_bytes)):
+            assert abs(got - want) <= max(0.15 * want, 4 * 2**20), (k.name, got, want)
