@@ -65,3 +65,23 @@ def randomize_batchnorm(model, seed: int = 0):
             m.weight.data.copy_(torch.randn(n, generator=g))
             m.bias.data.copy_(torch.randn(n, generator=g) * 0.3)
     return model.eval()
+
+
+def dynamo_graph(net, x):
+    """The one graph torch.compile captures of `net` on `x` (fullgraph), without compiling or
+    running it: what a fused block looks like to Inductor (its fake implementation)."""
+    import torch
+
+    graphs = []
+
+    def record(gm, _example_inputs):
+        graphs.append(gm)
+
+        def refuse(*_args):
+            raise RuntimeError("recorded only")
+        return refuse
+
+    with pytest.raises(RuntimeError, match="recorded only"):
+        torch.compile(net, backend=record, fullgraph=True)(x)
+    [graph] = graphs
+    return graph

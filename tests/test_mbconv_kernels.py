@@ -18,6 +18,8 @@ from cuda_kernels import mbconv as mb
 from perfmodel.harness import randomize_batchnorm, reference_precision, relative_error
 from perfmodel.zoo import fold_batchnorm
 
+from helpers import dynamo_graph
+
 RESOLUTION = {"efficientnet_b0": 224, "efficientnet_b2": 288}  # the specs' native inputs
 # kernel-1 versions the GPU tests run (all by default; a device call may narrow it to save time)
 VERSIONS = tuple(int(v) for v in os.environ.get("MBCONV_TEST_VERSIONS", ",".join(map(str, mb.VERSIONS))).split(","))
@@ -212,19 +214,8 @@ def test_fused_mbconv_is_one_opaque_operator_under_torch_compile():
     output channels-last (the fake implementation; nothing runs here)."""
     net = fold_batchnorm(_model("efficientnet_b0")).half()
     cuda_kernels.replace_blocks(net)
-    graphs = []
-
-    def record(gm, _example_inputs):
-        graphs.append(gm)
-
-        def refuse(*_args):
-            raise RuntimeError("recorded only")
-        return refuse
-
     x = torch.randn(2, 3, 64, 64).half().contiguous(memory_format=torch.channels_last)
-    with pytest.raises(RuntimeError, match="recorded only"):
-        torch.compile(net, backend=record, fullgraph=True)(x)
-    [graph] = graphs
+    graph = dynamo_graph(net, x)
     fused = [n for n in graph.graph.nodes if "mbconv" in str(n.target)]
     assert len(fused) == 16
     second = fused[1].meta["example_value"]  # features.2.0: 16 -> 24 channels, 32 -> 16 pixels
