@@ -157,3 +157,11 @@ def test_the_l2_model_replays_the_probe_it_was_calibrated_on(mode):
         row = measured[k.name]
         for got, want in ((row["dram_read_bytes"], t.read_bytes), (row["dram_write_bytes"], t.write_bytes)):
             assert abs(got - want) <= max(0.15 * want, 4 * 2**20), (k.name, got, want)
+
+
+def test_the_l2_byte_model_on_hardware_without_a_probe_is_exit_2(capsys):
+    from helpers import run_main
+
+    file = str(FIDELITY / "h200_resnet50_eager_ncu_all.json")
+    code, _, err = run_main(["fidelity", "--byte-model", "l2", "--hardware", "a100-sxm4-80gb", file], capsys)
+    assert code == 2 and "a100-sxm4-80gb.yaml" in err and "l2_resident_mib" in err
