@@ -335,7 +335,8 @@ def gap(files, hardware, plan, panel, output):
     from perfmodel.estimate import estimate_or_none
 
     checked = check_measurements(measurements, hw, plan, spec_plan=True)
-    estimates = [estimate_or_none(c.runtime or c.result) for c in checked]
+    estimates = [estimate_or_none(c.runtime or c.result, graphs=_graphs(c.measurement))
+                 for c in checked]
     points = [gap_point(c.measurement, c.spec, c.result, c.runtime,
                         estimate_ms=e.t_est_ms if e else None) for c, e in zip(checked, estimates)]
     click.echo("\n".join(gap_lines(points)))
@@ -537,6 +538,11 @@ def fidelity_cmd(files, hardware, plan, byte_model, tolerance):
     _estimate_column(checked, plan)
 
 
+def _graphs(measurement) -> bool:
+    """Whether the file timed CUDA-graph replays (the estimate then has no launch costs)."""
+    return bool(measurement.method.get("cuda_graphs"))
+
+
 def _estimate_column(checked, plan) -> None:
     """Fidelity's latency part: the calibrated estimate against each file's measured median,
     where the hardware has a calibration (perfmodel.estimate)."""
@@ -544,7 +550,8 @@ def _estimate_column(checked, plan) -> None:
     from perfmodel.estimate_report import estimate_lines, estimate_row
 
     results = [c.result if plan or c.runtime is None else c.runtime for c in checked]
-    estimates = [estimate_or_none(r) for r in results]
+    estimates = [estimate_or_none(r, graphs=_graphs(c.measurement))
+                 for r, c in zip(results, checked)]
     if estimates and all(estimates):
         rows = [estimate_row(c.measurement, e) for c, e in zip(checked, estimates)]
         click.echo("\n" + "\n".join(estimate_lines(rows)))
@@ -572,7 +579,8 @@ def estimate_cmd(files, hardware, tolerance, markdown):
     hw = perfmodel.load_hardware(hardware)
     calibration = calibration_of(hw)
     checked = check_measurements([load_measurement(f) for f in files], hw)
-    rows = [estimate_row(c.measurement, estimate(c.runtime or c.result, calibration))
+    rows = [estimate_row(c.measurement, estimate(c.runtime or c.result, calibration,
+                                                 graphs=_graphs(c.measurement)))
             for c in checked]
     click.echo("\n".join(estimate_lines(rows, tolerance)))
     if markdown:
@@ -603,6 +611,30 @@ def calibrate_cmd(output, hardware, sections, update, quick):
     calibrate(output, hardware=hardware, sections=sections, quick=quick, update=update,
               command="perfmodel calibrate " + " ".join(argv), log=click.echo)
     click.echo(f"wrote {output}")
+
+
+@cli.command("l2-probe")
+@click.option("--output", "-o", type=click.Path(dir_okay=False), required=True,
+              help="Probe file to write (.json; the raw Nsight Compute CSV goes beside it).")
+@click.option("--cache-control", type=click.Choice(("all", "none")), default="all",
+              show_default=True, help="all: L2 flushed before each kernel, which measures the "
+              "residency; none: as a real run, to check the l2 byte model against.")
+def l2_probe_cmd(output, cache_control):
+    """Measure how much of its traffic a kernel leaves in L2 (needs a GPU and Nsight Compute).
+
+    Element-wise copies of 1 to 512 MiB, each followed by a kernel that reads the copy and one
+    that reads 1 GiB of other data, under `ncu`. With --cache-control all it prints the
+    `l2_resident_mib` to put in the hardware config for `perfmodel fidelity --byte-model l2`."""
+    import json
+
+    from perfmodel.l2model import resident_mib
+    from perfmodel.ncu import write_probe
+
+    path = write_probe(output, cache_control)
+    click.echo(f"wrote {path}")
+    if cache_control == "all":
+        rows = json.loads(path.read_text())["rows"]
+        click.echo(f"l2_resident_mib: {resident_mib(rows):.1f}   # median over copies of >= 64 MiB")
 
 
 @cli.command("models")

@@ -120,7 +120,7 @@ def predicted_traffic(result: Result, byte_model: str, cache: str) -> list[Traff
     resident = result.hardware.l2_resident_mib
     if resident is None:
         raise InputError(f"the l2 byte model needs the L2 residency of {result.hardware.name} "
-                         "(measure it with `python -m perfmodel.ncu --probe-file`)",
+                         "(measure it with `perfmodel l2-probe`)",
                          file=result.hardware.path, field="l2_resident_mib")
     if cache not in ("none", "all"):
         raise InputError("the l2 byte model needs the file's --cache-control (none or all)",

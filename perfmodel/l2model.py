@@ -16,7 +16,7 @@ measured on an H200 (examples/measurements/fidelity/):
 
 `dram_traffic` replays the plan's kernels through a model of L2 with those rules: a
 least-recently-used cache of `resident_bytes` (the hardware's ``l2_resident_mib``, measured
-by the L2 probe, ``python -m perfmodel.ncu --probe-file``), tracked per memory block, where
+by the L2 probe, ``perfmodel l2-probe``), tracked per memory block, where
 evicted dirty bytes are the evicting kernel's writes. Blocks are handed out as PyTorch's
 caching allocator does (`_Allocator`): a freed block goes to the next tensor of its size,
 whose writes overwrite the old lines in L2 without a write-back, and an in-place op writes
@@ -183,3 +183,19 @@ def probe_kernels(sizes_mib, evict_mib: int = 1024) -> tuple[list[Kernel], froze
                     kernel(f"probe.{s}.chain", {b: s * mib}, {c: s * mib}),
                     kernel(f"probe.{s}.evict", {0: evict_mib * mib}, {1: 2})]
     return kernels, frozenset(range(vid))
+
+
+def resident_mib(rows, min_mib: int = 64) -> float:
+    """``l2_resident_mib`` from the probe's rows measured with ``--cache-control all``: the
+    median over the copies of at least `min_mib` of (bytes copied - bytes written), in MiB.
+    Smaller copies leave their input in L2 too, so they understate it."""
+    from statistics import median
+
+    mib, out = 2**20, []
+    for row in rows:
+        parts = row["module"].split(".")
+        if len(parts) == 3 and parts[0] == "probe" and parts[2] == "copy" and int(parts[1]) >= min_mib:
+            out.append(int(parts[1]) - row["dram_write_bytes"] / mib)
+    if not out:
+        raise ValueError(f"no probe copies of >= {min_mib} MiB in the rows")
+    return median(out)

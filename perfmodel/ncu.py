@@ -186,7 +186,7 @@ def write_probe(path: str | Path, cache_control: str) -> Path:
     text = collect_probe_csv(cache_control)
     path.with_suffix(".ncu.csv").write_text(text)
     path.write_text(json.dumps({
-        "command": f"python -m perfmodel.ncu --probe-file {path.name} {cache_control}",
+        "command": f"perfmodel l2-probe -o {path.name} --cache-control {cache_control}",
         "environment": environment(), "cache_control": cache_control,
         "method": note(cache_control).replace(" (eager)", "") + "; steps per size: copy, chain, evict",
         "sizes_mib": list(PROBE_MIB), "rows": parse_csv(text)}, indent=1) + "\n")

@@ -165,3 +165,29 @@ def test_the_l2_byte_model_on_hardware_without_a_probe_is_exit_2(capsys):
     file = str(FIDELITY / "h200_resnet50_eager_ncu_all.json")
     code, _, err = run_main(["fidelity", "--byte-model", "l2", "--hardware", "a100-sxm4-80gb", file], capsys)
     assert code == 2 and "a100-sxm4-80gb.yaml" in err and "l2_resident_mib" in err
+
+
+def test_the_configs_residency_is_the_probes():
+    """l2_resident_mib of h200-sxm is what `perfmodel l2-probe` derives from the committed
+    flushed probe: copies of 64, 128, 256 and 512 MiB wrote 23.4, 23.8, 24.5 and 24.1 MiB
+    less than they copied; the median is 24.0."""
+    import json
+
+    from perfmodel.hardware import load_hardware
+    from perfmodel.l2model import resident_mib
+
+    rows = json.loads((FIDELITY / "l2_probe_h200_all.json").read_text())["rows"]
+    assert resident_mib(rows) == pytest.approx(23.97, abs=0.02)
+    assert load_hardware("h200-sxm").l2_resident_mib == pytest.approx(resident_mib(rows), abs=0.05)
+    with pytest.raises(ValueError, match="no probe copies"):
+        resident_mib(rows, min_mib=1024)
+
+
+def test_l2_probe_without_nsight_compute_is_exit_2(capsys, tmp_path, monkeypatch):
+    import shutil
+
+    from helpers import run_main
+
+    monkeypatch.setattr(shutil, "which", lambda _name: None)
+    code, _, err = run_main(["l2-probe", "-o", str(tmp_path / "p.json")], capsys)
+    assert code == 2 and "ncu" in err
