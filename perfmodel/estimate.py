@@ -143,9 +143,11 @@ def calibration_of(hardware) -> Calibration:
     return load_calibration(hardware.calibration)
 
 
-def estimate_or_none(result) -> "Estimate | None":
+def estimate_or_none(result, *, graphs: bool = False) -> "Estimate | None":
     """The estimate where the result's hardware has a calibration, else None."""
-    return estimate(result) if getattr(result.hardware, "calibration", None) else None
+    if not getattr(result.hardware, "calibration", None):
+        return None
+    return estimate(result, graphs=graphs)
 
 
 # ---------------------------------------------------------------- which table, which features
@@ -302,15 +304,19 @@ class _Interpolator:
         return float(np.exp((w * self.log_eff[order]).sum() / w.sum()))
 
 
-def estimate(result, calibration: Calibration | None = None) -> Estimate:
-    """Expected time of every kernel of `result` and of the model (see the module doc)."""
+def estimate(result, calibration: Calibration | None = None, *, graphs: bool = False) -> Estimate:
+    """Expected time of every kernel of `result` and of the model (see the module doc).
+
+    `graphs`: the model is replayed as a CUDA graph, so its kernels run back to back as the
+    calibration's did (no stream gap) and the host issues nothing while they run."""
     cal = calibration or calibration_of(result.hardware)
     runtime = runtime_of(result.plan.kind)
     peak, bw = result.hardware.peak_ops(result.dtype), result.hardware.dram_bytes_per_s
     tiny_s = cal.graph_kernel_us * 1e-6
-    extra_s = cal.stream_extra_us * 1e-6
+    extra_s = 0.0 if graphs else cal.stream_extra_us * 1e-6
     itemsize = result.dtype.torch.itemsize
-    issue_us = ((cal.eager_issue_us, cal.eager_library_issue_us) if runtime == "eager"
+    issue_us = ((0.0, 0.0) if graphs
+                else (cal.eager_issue_us, cal.eager_library_issue_us) if runtime == "eager"
                 else (cal.compiled_issue_us, cal.compiled_issue_us))  # (other, library)
     cache: dict[str, _Interpolator] = {}
     out = []
@@ -326,5 +332,6 @@ def estimate(result, calibration: Calibration | None = None) -> Estimate:
         t = max(timed.t_min_s / eff, tiny_s) + extra_s
         out.append(KernelEstimate(timed, name, eff, t, issue_us[name in LIBRARY_TABLES] * 1e-6))
     totals = result.totals
-    return Estimate(result.model, result.hardware.name, str(result.plan), runtime, tuple(out),
+    return Estimate(result.model, result.hardware.name, str(result.plan),
+                    runtime + (", CUDA graphs" if graphs else ""), tuple(out),
                     totals.t_ideal_s, totals.t_min_s, pipeline(out), cal.path)

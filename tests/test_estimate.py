@@ -63,6 +63,10 @@ def test_model_estimate_is_a_host_device_pipeline():
     assert est.t_est_s == pytest.approx(25e-6)
     compiled = estimate(perfmodel.analyze(two, [x], hardware=HW, plan="layer"), cal)
     assert compiled.t_est_s == pytest.approx(9e-6)  # no compiled_issue_us: no host time
+    # replayed as a CUDA graph: no stream gap, nothing issued by the host
+    replayed = estimate(perfmodel.analyze(two, [x], hardware=HW, plan="op"),
+                        parse_calibration(slow_host, "cal.yaml"), graphs=True)
+    assert replayed.t_est_s == pytest.approx((1 + 2) * 1e-6)
 
 
 def test_interpolation_is_geometric_between_rows_and_exact_on_them():
