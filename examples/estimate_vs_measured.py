@@ -97,6 +97,27 @@ def main() -> None:
                                                                    "ResNet-50"):
             text += [f"### {c.spec.name} (measured {c.measurement.latency_ms:.3g} ms, "
                      f"estimate {e.t_est_ms:.3g} ms)", ""] + breakdown(e) + [""]
+    held = [HERE / "measurements" / "mbconv"
+            / "h200_efficientnet_b0_inductor_freezing_graphs.json"]
+    held += sorted((HERE / "measurements" / "convfirstnet_e2e").glob(
+        "h200_convfirstnet_*_[ei][an]*.json"))  # eager and inductor, not the fused kernels
+    held = [f for f in held if f.exists()]
+    if held:
+        other = check_measurements([load_measurement(f) for f in held], hw)
+        text += ["## Held out: other measured runs", "",
+                 "Runs measured by other work, not looked at while the estimate was built: "
+                 "torch.compile "
+                 "with freezing, with and without CUDA graphs (a replayed graph has no launch "
+                 "costs: `estimate(..., graphs=True)`), and the zoo's ConvFirstNets.", "",
+                 "| model | run | T_min ms | estimate ms | measured ms | est/meas |",
+                 "|---|---|---:|---:|---:|---:|"]
+        for c in other:
+            m = c.measurement
+            e = estimate(c.runtime or c.result, cal, graphs=bool(m.method.get("cuda_graphs")))
+            text.append(f"| {c.spec.name} | {m.setting} | {e.t_min_s * 1e3:.3f} | "
+                        f"{e.t_est_ms:.3f} | {m.latency_ms:.3f} | "
+                        f"{e.t_est_ms / m.latency_ms:.2f} |")
+        text.append("")
     text += ["## Per kernel kind, against profiled eager passes", "",
              "The per-kernel files (torch.profiler, three passes averaged) name the module of "
              "every kernel; the estimate of the eager plan's kernels, module by module, summed "
