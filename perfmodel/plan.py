@@ -119,7 +119,7 @@ def make_kernels(graph: Graph, spec: PlanSpec | str = "layer") -> list[Kernel]:
         members[target].append(node.index)
     _check_matched(graph, spec)
     if spec.kind == "inductor":
-        names, members = conv_epilogue_split(graph, names, members)
+        names, members = library_epilogue_split(graph, names, members)
         names, members = epilogue_merge(graph, names, members)
     kernels = [_kernel(graph, name, nodes, affine, constant, costs,
                        dead_outputs_written=spec.kind == "eager")
@@ -132,16 +132,23 @@ def make_kernels(graph: Graph, spec: PlanSpec | str = "layer") -> list[Kernel]:
 
 # ---- named rules: the kernels a runtime really launches, each found by measurement
 
-def conv_epilogue_split(graph: Graph, names: list[str], members: list[list[int]]):
-    """Rule `conv-epilogue-split` (the inductor plan): torch.compile runs convolutions as
-    library kernels and the element-wise ops the layer plan fuses into them (bias, batchnorm,
-    activation, residual add) as a separate Triton kernel, so each such convolution's output
-    is written, read and written again. Nsight Compute on torch.compile'd ResNet-50 and
-    EfficientNet-B0 (H200, batch 128) counted 106 and 167 kernels."""
+# the ops default-mode Inductor hands to a library (cuDNN, cuBLAS) as extern kernels
+LIBRARY_OPS = frozenset({"convolution", "addmm", "mm", "bmm", "baddbmm"})
+
+
+def library_epilogue_split(graph: Graph, names: list[str], members: list[list[int]]):
+    """Rule `library-epilogue-split` (the inductor plan): torch.compile in its default mode
+    runs convolutions and matrix products as library kernels, and the element-wise ops the
+    layer plan fuses into them (batchnorm, activation, residual add, layer scale) as a
+    separate Triton kernel, so each such product's output is written, read and written again.
+    Nsight Compute on torch.compile'd ResNet-50 (H200, batch 128): a library convolution then
+    a Triton kernel for its batchnorm and ReLU. Inductor fuses epilogues only into its own
+    Triton templates, which it uses under max-autotune (torch/_inductor/utils.py,
+    use_triton_template); a matrix product's bias stays in the cuBLAS call (addmm)."""
     out_names, out_members = [], []
     for name, nodes in zip(names, members):
         first = graph.nodes[nodes[0]]
-        if first.name == "convolution" and len(nodes) > 1:
+        if first.name in LIBRARY_OPS and len(nodes) > 1:
             out_names += [first.module_path, name]
             out_members += [nodes[:1], nodes[1:]]
         else:
@@ -151,7 +158,7 @@ def conv_epilogue_split(graph: Graph, names: list[str], members: list[list[int]]
 
 
 def epilogue_merge(graph: Graph, names: list[str], members: list[list[int]]):
-    """Rule `epilogue-merge` (the inductor plan, after `conv-epilogue-split`): an element-wise
+    """Rule `epilogue-merge` (the inductor plan, after `library-epilogue-split`): an element-wise
     kernel whose every output is read only by one later element-wise kernel is fused into it,
     as Inductor's scheduler fuses a pointwise producer into its pointwise consumer. In a
     ResNet bottleneck that joins the last convolution's batchnorm with the shortcut's

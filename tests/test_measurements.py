@@ -17,7 +17,7 @@ WHOLE = sorted(p for p in MEASUREMENTS.rglob("h200_*.json") if p not in KERNELS)
 # The plan whose T_min bounds a backend: eager runs every op, inductor fuses element-wise ops
 # into layers at best, cuda_kernels runs whole blocks.
 # The eager and inductor plans model what those runtimes launch (conv-bias-split,
-# conv-epilogue-split): tighter than op and layer, and every measurement still respects them.
+# library-epilogue-split): tighter than op and layer, and every measurement still respects them.
 BOUND_PLANS = {"eager": ("layer", "op", "eager"), "inductor": ("layer", "inductor"),
                "cuda_kernels": ("block",)}
 
