@@ -4,6 +4,7 @@ The extension is built on first use (``torch.utils.cpp_extension.load``); import
 package needs no GPU and no compiler.
 """
 
+from cuda_kernels.convfirst_c512 import FusedConvFirstC512
 from cuda_kernels.convfirst_s2 import FusedConvFirstDown
 from cuda_kernels.mbconv import FusedMBConv
 from cuda_kernels.modules import BlockSwap, FusedConvFirstBlock, FusedFFN, replace_blocks
@@ -21,6 +22,6 @@ from cuda_kernels.ops import (
 
 __all__ = [
     "SUPPORTED_CHANNELS", "SUPPORTED_EXPANSIONS", "SUPPORTED_SIZES", "BlockSwap", "BlockWeights", "FusedConvFirstBlock",
-    "FusedConvFirstDown", "FusedFFN", "convfirst_block", "ffn", "pack_conv_weight", "prepare_weights", "replace_blocks",
+    "FusedConvFirstC512", "FusedConvFirstDown", "FusedFFN", "convfirst_block", "ffn", "pack_conv_weight", "prepare_weights", "replace_blocks",
     "run_block", "FusedMBConv",
 ]

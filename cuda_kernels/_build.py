@@ -17,7 +17,7 @@ CSRC = Path(__file__).resolve().parent / "csrc"
 SOURCES = ["bindings.cpp", "block_fusion_c32.cu", "block_fusion_c64.cu", "block_fusion_c128.cu", "block_fusion_c256.cu",
            "ffn_sm90.cu"]
 MBCONV_SOURCES = ["mbconv_bindings.cpp", "mbconv.cu", "mbconv_k3.cu", "mbconv_k5.cu", "mbconv_v2_k3.cu",
-                  "mbconv_v2_k5.cu"]
+                  "mbconv_v2_k5.cu", "mbconv_v3.cu", "mbconv_v3_k3.cu", "mbconv_v3_k5.cu"]
 
 
 def arch_list() -> list[str]:
@@ -88,3 +88,13 @@ def load_convfirst_s2_extension(verbose: bool = False):
     """The fused stride-2 ConvFirst kernel (csrc/convfirst_s2*), a separate extension: a build
     error there leaves the FFN/ConvFirst extension untouched."""
     return _load("perfmodel_convfirst_s2", tuple(CONVFIRST_S2_SOURCES), verbose)
+
+
+CONVFIRST_C512_SOURCES = ["convfirst_c512_bindings.cpp", "convfirst_c512.cu"]
+
+
+@functools.lru_cache(maxsize=None)
+def load_convfirst_c512_extension(verbose: bool = False):
+    """The fused C = 512 ConvFirst kernel on wgmma (csrc/convfirst_c512*, sm_90a), a separate
+    extension: a build error there leaves the other extensions untouched."""
+    return _load("perfmodel_convfirst_c512", tuple(CONVFIRST_C512_SOURCES), verbose)

@@ -22,6 +22,20 @@ def _conv_params(conv: nn.Conv2d) -> tuple[torch.Tensor, torch.Tensor | None]:
     return conv.weight, conv.bias
 
 
+def convfirst_form_reason(block: nn.Module) -> str | None:
+    """Why a ConvFirst block is not the form every stride-1 ConvFirst kernel takes (stride 1,
+    group width 8, 3x3, BN folded, C -> C), or None; the width is each kernel's own check."""
+    if getattr(block, "stride", None) != 1:
+        return f"stride {getattr(block, 'stride', None)}"
+    if getattr(block, "group_width", None) != ops.GROUP_WIDTH or getattr(block, "kernel_size", None) != 3:
+        return f"group width {getattr(block, 'group_width', None)}, kernel {getattr(block, 'kernel_size', None)}"
+    if not isinstance(block.conv, nn.Conv2d):
+        return "not in inference form (fold batchnorm first)"
+    if block.out_channels != block.channels:
+        return f"out_channels {block.out_channels} != channels {block.channels}"
+    return None
+
+
 class _FusedBlock(nn.Module):
     """A block on the fused kernel: its prepared weights are (non-persistent) buffers, so they
     follow ``.to()`` and torch.compile sees them, and the forward is one ``block_fusion::block``
@@ -81,15 +95,7 @@ class FusedConvFirstBlock(_FusedBlock):
     @staticmethod
     def unsupported(block: nn.Module) -> str | None:
         """Why the kernel cannot run this inference-form ConvFirst block, or None if it can."""
-        if getattr(block, "stride", None) != 1:
-            return f"stride {getattr(block, 'stride', None)}"
-        if getattr(block, "group_width", None) != ops.GROUP_WIDTH or getattr(block, "kernel_size", None) != 3:
-            return f"group width {getattr(block, 'group_width', None)}, kernel {getattr(block, 'kernel_size', None)}"
-        if not isinstance(block.conv, nn.Conv2d):
-            return "not in inference form (fold batchnorm first)"
-        if block.out_channels != block.channels:
-            return f"out_channels {block.out_channels} != channels {block.channels}"
-        return _unsupported_width(block.channels, block.expansion)
+        return convfirst_form_reason(block) or _unsupported_width(block.channels, block.expansion)
 
     @classmethod
     def from_block(cls, block: nn.Module) -> "FusedConvFirstBlock":
@@ -113,11 +119,12 @@ def replace_blocks(model: nn.Module) -> BlockSwap:
     """Swap, in place, every inference-form zoo block the kernels support for its fused module.
 
     A supported ``ConvFirstBlock`` becomes one ``FusedConvFirstBlock`` (``FusedConvFirstDown``
-    at stride 2); a supported ``FFN``
+    at stride 2, ``FusedConvFirstC512`` at C = 512 once ``CUDA_KERNELS_C512=1``); a supported ``FFN``
     (also one inside a ConvFirst block that stays in PyTorch) a ``FusedFFN``. Blocks of
     either family that stay in PyTorch are listed with the reason, never dropped silently.
     A torchvision ``MBConv`` (EfficientNet; BN folded) becomes a ``FusedMBConv``, likewise.
     """
+    from cuda_kernels import convfirst_c512 as c512
     from cuda_kernels.convfirst_s2 import FusedConvFirstDown
     from cuda_kernels.mbconv import FusedMBConv
     from perfmodel.zoo.blocks import FFN, ConvFirstBlock
@@ -132,6 +139,8 @@ def replace_blocks(model: nn.Module) -> BlockSwap:
             family = next(((cls, fused_cls) for cls, fused_cls in families if isinstance(child, cls)), None)
             if family and family[0] is ConvFirstBlock and getattr(child, "stride", 1) == 2:
                 family = (ConvFirstBlock, FusedConvFirstDown)  # the stride-2 kernel (convfirst_s2.py)
+            elif family and family[0] is ConvFirstBlock and getattr(child, "channels", 0) == c512.CHANNELS:
+                family = (ConvFirstBlock, c512.FusedConvFirstC512)  # wgmma kernel, off by default
             reason = family and family[1].unsupported(child)
             if family:
                 fused.setdefault(family[0].__name__, 0)

@@ -1,0 +1,246 @@
+"""The stride-1 ConvFirst block at C = 512 in one kernel on Hopper warpgroup MMAs
+(csrc/convfirst_c512.cu, sm_90a): weight packing, host checks, the ``convfirst_c512::block``
+operator and the drop-in module.
+
+The block is the inference form (BatchNorm folded) of ``perfmodel.zoo.ConvFirstBlock(512, alpha)``::
+
+    out = x + ReLU((conv(x) + b_c) * U + b_U) * V + b_V
+
+conv: grouped 3x3, group width 8, stride 1, zero padding. Activations are ``N x 512 x H x W``
+float16 in ``torch.channels_last`` memory, W <= 28.
+
+Off by default until its GPU tests have passed on a device: ``replace_blocks`` swaps a C = 512
+block for `FusedConvFirstC512` only with ``CUDA_KERNELS_C512=1`` in the environment, and
+otherwise leaves it in PyTorch with that reason.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, fields
+
+import torch
+from torch import nn
+
+from cuda_kernels.ops import _swizzle_128b, pack_conv_weight
+
+ENV_SWITCH = "CUDA_KERNELS_C512"
+CHANNELS = 512
+HIDDEN_CHUNK = 128  # hidden must be a multiple (alpha 2, 4, 6, ... at C = 512)
+MAX_WIDTH = 28  # the conv halo of a 64-pixel tile, (63 // W + 4) * W pixels, fits in the kernel's 255
+TILE_PIXELS = 64
+SLOT_ROWS = 128  # a weight slot is one 128-row x 64-column fp16 panel (16 KB), 128-byte swizzled
+K_PANEL = 64
+
+
+def enabled() -> bool:
+    """Whether ``replace_blocks`` may use this kernel (``CUDA_KERNELS_C512=1``)."""
+    return os.environ.get(ENV_SWITCH) == "1"
+
+
+def unsupported_shape(channels: int, hidden: int) -> str | None:
+    """Why the kernel cannot run these widths, or None."""
+    if channels != CHANNELS:
+        return f"C={channels} (this kernel is C={CHANNELS})"
+    if hidden <= 0 or hidden % HIDDEN_CHUNK:
+        return f"hidden {hidden} (the C={CHANNELS} kernel needs a multiple of {HIDDEN_CHUNK})"
+    return None
+
+
+def slot_order(hidden: int) -> list[tuple[str, int, int, int]]:
+    """The weight slots in the order the kernel reads them: per chunk j of 128 hidden channels,
+    ``("U", j, k, 0)`` for the 8 expand panels (rows = the chunk's hidden channels, columns =
+    input channels 64k..64k+63), then ``("V", j, k, q)`` for each of the chunk's two 64-wide k
+    panels and the four 128-row quarters q of the project weight (rows = output channels
+    128q..128q+127). Warpgroup w of the kernel uses rows 64w.. of every U slot and quarters
+    2w, 2w+1 of V."""
+    order = []
+    for j in range(hidden // HIDDEN_CHUNK):
+        order += [("U", j, k, 0) for k in range(CHANNELS // K_PANEL)]
+        order += [("V", j, k, q) for k in range(HIDDEN_CHUNK // K_PANEL) for q in range(CHANNELS // SLOT_ROWS)]
+    return order
+
+
+def _slot_view(w1: torch.Tensor, w2: torch.Tensor, slot: tuple[str, int, int, int]) -> torch.Tensor:
+    """The [128, 64] block of w1 [hidden, 512] or w2 [512, hidden] that `slot` holds."""
+    kind, j, k, q = slot
+    if kind == "U":
+        return w1[j * HIDDEN_CHUNK : (j + 1) * HIDDEN_CHUNK, k * K_PANEL : (k + 1) * K_PANEL]
+    col = j * HIDDEN_CHUNK + k * K_PANEL
+    return w2[q * SLOT_ROWS : (q + 1) * SLOT_ROWS, col : col + K_PANEL]
+
+
+def pack_weights(w1: torch.Tensor, w2: torch.Tensor) -> torch.Tensor:
+    """w1 [hidden, 512] and w2 [512, hidden] as the kernel's stream of 16 KB slots (uint8), in
+    `slot_order`, each block stored row-major with the 128-byte swizzle (`ops._swizzle_128b`)."""
+    hidden = w1.shape[0]
+    if tuple(w1.shape) != (hidden, CHANNELS) or tuple(w2.shape) != (CHANNELS, hidden) or hidden % HIDDEN_CHUNK:
+        raise ValueError(f"cannot pack w1 {tuple(w1.shape)} / w2 {tuple(w2.shape)} for the C={CHANNELS} kernel")
+    w1, w2 = w1.to(torch.float16), w2.to(torch.float16)
+    parts = [_swizzle_128b(_slot_view(w1, w2, s).contiguous()).reshape(-1) for s in slot_order(hidden)]
+    return torch.cat(parts).view(torch.uint8)
+
+
+def unpack_weights(wpack: torch.Tensor, hidden: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The inverse of `pack_weights` (the swizzle is its own inverse): (w1, w2) as fp16."""
+    blocks = wpack.view(torch.float16).reshape(-1, SLOT_ROWS, K_PANEL)
+    w1 = torch.empty(hidden, CHANNELS, dtype=torch.float16, device=wpack.device)
+    w2 = torch.empty(CHANNELS, hidden, dtype=torch.float16, device=wpack.device)
+    for block, slot in zip(blocks, slot_order(hidden), strict=True):
+        _slot_view(w1, w2, slot).copy_(_swizzle_128b(block))
+    return w1, w2
+
+
+@dataclass(frozen=True)
+class KernelWeights:
+    """The kernel's operands: the conv as mma fragments, the FFN as packed slots, fp32 biases."""
+
+    conv_w: torch.Tensor  # [64, 9, 32] int32 (ops.pack_conv_weight)
+    conv_b: torch.Tensor  # [512] fp32
+    wpack: torch.Tensor  # pack_weights(w1, w2), uint8
+    b1: torch.Tensor  # [hidden] fp32
+    b2: torch.Tensor  # [512] fp32
+
+    @property
+    def hidden(self) -> int:
+        return self.b1.numel()
+
+
+def prepare_weights(conv_w: torch.Tensor, conv_b: torch.Tensor | None, w1: torch.Tensor, b1: torch.Tensor | None,
+                    w2: torch.Tensor, b2: torch.Tensor | None) -> KernelWeights:
+    """Validate the widths and convert the folded block's weights once (ValueError if unsupported)."""
+    hidden, channels = w1.shape[0], w2.shape[0]
+    reason = unsupported_shape(channels, hidden)
+    if reason:
+        raise ValueError(f"convfirst_c512 cannot run {reason}")
+    if w1.numel() != hidden * channels or w2.numel() != channels * hidden:
+        raise ValueError(f"w1 {tuple(w1.shape)} / w2 {tuple(w2.shape)} do not match hidden={hidden}, C={channels}")
+    device = w1.device
+
+    def f32(b, n):
+        if b is None:
+            return torch.zeros(n, device=device, dtype=torch.float32)
+        if b.numel() != n:
+            raise ValueError(f"bias has {b.numel()} elements, expected {n}")
+        return b.detach().reshape(n).to(torch.float32).contiguous()
+
+    wpack = pack_weights(w1.detach().reshape(hidden, channels), w2.detach().reshape(channels, hidden))
+    return KernelWeights(pack_conv_weight(conv_w).to(device), f32(conv_b, channels), wpack, f32(b1, hidden),
+                         f32(b2, channels))
+
+
+def _overlaps(a: torch.Tensor, b: torch.Tensor) -> bool:
+    a0, b0 = a.data_ptr(), b.data_ptr()
+    return a0 < b0 + b.numel() * b.element_size() and b0 < a0 + a.numel() * a.element_size()
+
+
+def check_input(x: torch.Tensor, weights: KernelWeights, out: torch.Tensor | None = None) -> None:
+    """Raise ValueError for an input (or output buffer) the kernel cannot take. The device is
+    checked last, so that every other rule can be checked on CPU tensors."""
+    if x.dim() != 4:
+        raise ValueError(f"x must be [N, C, H, W], got shape {tuple(x.shape)}")
+    if not x.is_contiguous(memory_format=torch.channels_last):
+        raise ValueError("x must be in torch.channels_last memory format (NHWC)")
+    if x.dtype != torch.float16:
+        raise ValueError(f"x must be float16, got {x.dtype}")
+    n, c, h, w = x.shape
+    if c != CHANNELS:
+        raise ValueError(f"x has {c} channels, the kernel takes {CHANNELS}")
+    if not (1 <= w <= MAX_WIDTH and h >= 1 and n >= 1):
+        raise ValueError(f"convfirst_c512 supports 1 <= W <= {MAX_WIDTH}, H >= 1 and N >= 1, got {n}x{h}x{w}")
+    if x.numel() >= 2**31:
+        raise ValueError(f"x of shape {tuple(x.shape)} is too large for 32-bit pixel offsets")
+    if x.data_ptr() % 16:
+        raise ValueError("x must be 16-byte aligned (the kernel copies 16-byte chunks)")
+    if out is not None:
+        if tuple(out.shape) != tuple(x.shape) or out.dtype != torch.float16 or \
+                not out.is_contiguous(memory_format=torch.channels_last):
+            raise ValueError(f"out must be a channels_last float16 tensor of shape {tuple(x.shape)}")
+        if out.data_ptr() % 16:
+            raise ValueError("out must be 16-byte aligned")
+        if _overlaps(out, x):
+            raise ValueError("out must not overlap x: tiles read x (with halos) while others write their outputs")
+        if out.device != x.device:
+            raise ValueError(f"out is on {out.device}, x on {x.device}")
+    if not x.is_cuda:
+        raise ValueError(f"x must be a CUDA tensor, got one on {x.device}")
+    for f in fields(weights):
+        if getattr(weights, f.name).device != x.device:
+            raise ValueError(f"weight {f.name} is on {getattr(weights, f.name).device}, x on {x.device}")
+
+
+def _extension():
+    from cuda_kernels._build import load_convfirst_c512_extension
+
+    return load_convfirst_c512_extension()
+
+
+def run(x: torch.Tensor, weights: KernelWeights, out: torch.Tensor | None = None) -> torch.Tensor:
+    """Launch the fused kernel; returns [N, 512, H, W] channels_last (``out`` if given)."""
+    check_input(x, weights, out)
+    if torch.cuda.get_device_capability(x.device) != (9, 0):
+        raise ValueError(f"convfirst_c512 runs on compute capability 9.0 (H100, H200), not "
+                         f"{torch.cuda.get_device_name(x.device)}")
+    n, c, h, w = x.shape
+    flat_out = torch.empty(0, device=x.device, dtype=torch.float16)
+    if out is not None:
+        flat_out = out.permute(0, 2, 3, 1).reshape(n * h * w, c)
+    flat = _extension().convfirst_c512(x.permute(0, 2, 3, 1).reshape(n * h * w, c), weights.conv_w,
+                                       weights.conv_b, weights.wpack, weights.b1, weights.b2, h, w, flat_out)
+    return flat.view(n, h, w, c).permute(0, 3, 1, 2)
+
+
+WEIGHT_FIELDS = tuple(f.name for f in fields(KernelWeights))
+
+
+@torch.library.custom_op("convfirst_c512::block", mutates_args=())
+def block_op(x: torch.Tensor, conv_w: torch.Tensor, conv_b: torch.Tensor, wpack: torch.Tensor, b1: torch.Tensor,
+             b2: torch.Tensor) -> torch.Tensor:
+    """`run` as one opaque PyTorch operator, for torch.compile and the profiler."""
+    return run(x, KernelWeights(conv_w, conv_b, wpack, b1, b2))
+
+
+@block_op.register_fake
+def _block_op_fake(x, conv_w, conv_b, wpack, b1, b2):
+    return torch.empty_like(x)  # same shape, dtype and (channels-last) strides as x
+
+
+class FusedConvFirstC512(nn.Module):
+    """Inference-form ``perfmodel.zoo.ConvFirstBlock(512, alpha)`` (stride 1) in one kernel."""
+
+    def __init__(self, weights: KernelWeights):
+        super().__init__()
+        self.channels, self.hidden = CHANNELS, weights.hidden
+        for name in WEIGHT_FIELDS:
+            self.register_buffer(name, getattr(weights, name), persistent=False)
+
+    @staticmethod
+    def unsupported(block: nn.Module) -> str | None:
+        """Why the kernel cannot (or may not yet) run this inference-form block, or None."""
+        from cuda_kernels.modules import convfirst_form_reason
+
+        reason = convfirst_form_reason(block) or unsupported_shape(block.channels, block.channels * block.expansion)
+        if reason:
+            return reason
+        if not enabled():
+            return (f"C={CHANNELS}: its kernel (cuda_kernels/convfirst_c512.py) is off until its GPU tests pass; "
+                    f"set {ENV_SWITCH}=1 to use it")
+        if torch.cuda.is_available() and torch.cuda.get_device_capability() != (9, 0):
+            return f"C={CHANNELS}: its kernel needs compute capability 9.0 (H100, H200)"
+        return None
+
+    @classmethod
+    def from_block(cls, block: nn.Module) -> "FusedConvFirstC512":
+        reason = cls.unsupported(block)
+        if reason is not None:
+            raise ValueError(f"FusedConvFirstC512 cannot run this block: {reason}")
+        conv, expand, project = block.conv, block.ffn.expand, block.ffn.project
+        return cls(prepare_weights(conv.weight, conv.bias, expand.weight, expand.bias, project.weight, project.bias))
+
+    @property
+    def weights(self) -> KernelWeights:
+        return KernelWeights(*(getattr(self, n) for n in WEIGHT_FIELDS))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        tensors = [getattr(self, n) for n in WEIGHT_FIELDS]
+        return block_op(x.contiguous(memory_format=torch.channels_last), *tensors)

@@ -1,0 +1,363 @@
+// Stride-1 ConvFirst block at C = 512 in one kernel on Hopper warpgroup MMAs (sm_90a), NHWC
+// float16, fp32 accumulation (DESIGN.md §10; NOTES.md "C = 512 ConvFirst"):
+//
+//   out = x + ReLU(X U^T + a) V^T + b,   X = conv(x) + b_c   (grouped 3x3, group width 8)
+//
+// A 128 x 512 fp32 output accumulator is the whole register file, so one thread block takes a
+// tile of 64 pixels, and its two consumer warpgroups split the columns instead of the rows:
+//   phase A  X [64 x 512] = conv of the tile from a halo of whole image rows, on mma.m16n8k8
+//            (all 256 consumer threads, 64 channels at a time), into eight 128-byte-swizzled
+//            panels: the A operand of stage 1;
+//   per hidden chunk j of 128 channels:
+//     stage 1  warpgroup w: H[:, 64w .. 64w+63] = ReLU(X U_j^T + a)   wgmma m64n64k16, A and B
+//              from shared memory; written as fp16 into the chunk's H buffer (two buffers,
+//              alternating by chunk), then both warpgroups meet at a named barrier;
+//     stage 2  warpgroup w: out[:, 256w .. 256w+255] += H V_j^T        wgmma m64n128k16 x 2,
+//              A = H and B = V_j from shared memory; acc 2 x 64 registers per thread.
+//   epilogue out = acc + b + x from registers, one rounding.
+// The weights are packed on the host into 16 KB slots in the order they are used (per chunk:
+// 8 U panels of 128 hidden rows x 64 input channels, then for each 64-wide k panel of the chunk
+// the 4 quarters of V, 128 output rows each); one producer thread streams them with bulk copies
+// into an 8-slot ring guarded by full/empty mbarriers. Every consumer warp waits on every slot
+// and releases it once the wgmma group that read it has retired (or at once when its
+// warpgroup does not read it: the other warpgroup's half of V).
+#include "convfirst_c512.h"
+#include "ptx.cuh"
+#include "ptx_sm90.cuh"
+#include "wgmma.cuh"
+
+namespace c512 {
+
+using bf::bulk_copy_g2s;
+using bf::cp_async16;
+using bf::cp_async_commit;
+using bf::cp_async_wait;
+using bf::fence_barrier_init;
+using bf::fence_proxy_async_smem;
+using bf::ldmatrix_x4;
+using bf::mbar_arrive;
+using bf::mbar_arrive_expect_tx;
+using bf::mbar_init;
+using bf::mbar_wait;
+using bf::mma_m16n8k8;
+using bf::named_barrier_sync;
+using bf::pack_half2;
+using bf::panel_offset;
+using bf::smem_addr;
+
+constexpr int kConsumers = 2;                        // warpgroups
+constexpr int kConsumerThreads = 128 * kConsumers;
+constexpr int kThreads = kConsumerThreads + 128;    // + one producer warpgroup (one thread works)
+constexpr int kConsumerWarps = kConsumerThreads / 32;
+constexpr int kStages = 8;                           // ring slots
+constexpr int kPanel = kTilePixels * 128;            // one 64-column panel of X or H: 8 KB
+constexpr int kXBytes = (kChannels / 64) * kPanel;   // 64 KB
+constexpr int kHChunkBytes = (kHiddenChunk / 64) * kPanel;  // 16 KB
+constexpr int kHBytes = 2 * kHChunkBytes;            // two chunks, alternating
+constexpr int kHaloPixels = kHBytes / 128 - 1;       // the conv halo aliases H (+ one zero pixel)
+constexpr int kXOffset = 0;
+constexpr int kHOffset = kXOffset + kXBytes;
+constexpr int kRingOffset = kHOffset + kHBytes;
+constexpr int kBarOffset = kRingOffset + kStages * kSlotBytes;
+constexpr int kSmemBytes = 1024 + kBarOffset + 2 * kStages * 8;  // + alignment slack
+constexpr int kConsumerBarrier = 1;                  // named barrier of the 256 consumer threads
+constexpr int kMaxDevices = 64;
+
+constexpr int max_halo_pixels() {
+  int most = 0;
+  for (int w = 1; w <= kMaxWidth; ++w) {
+    const int n = ((kTilePixels - 1) / w + 4) * w;  // rows a tile touches, + one above and below
+    most = n > most ? n : most;
+  }
+  return most;
+}
+static_assert(max_halo_pixels() <= kHaloPixels, "the conv halo must fit in the H buffers");
+static_assert(kSmemBytes <= 227 * 1024, "shared memory per block");
+static_assert(kSlotBytes == 128 * 128 && kHiddenChunk == 128 && kChannels == 512, "slot layout");
+static_assert(kSlotsPerChunk == kChannels / 64 + (kHiddenChunk / 64) * (kChannels / 128), "slots per chunk");
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+using bf::fence_registers;
+using bf::setmaxnreg_dec;
+using bf::setmaxnreg_inc;
+using bf::smem_desc_sw128;
+using bf::wgmma_commit;
+using bf::wgmma_fence;
+using bf::wgmma_m64n128k16_ss;
+using bf::wgmma_m64n64k16_ss;
+using bf::wgmma_wait;
+
+__device__ __forceinline__ void consumer_sync() { named_barrier_sync(kConsumerBarrier, kConsumerThreads); }
+
+// Phase A: X = conv(x) + b_c (rounded to fp16, as PyTorch rounds it) for pixels p0 .. p0+63.
+// The halo is the run of whole image rows (global row n*H + h) the tile touches plus one row
+// above and below, 64 channels at a time; taps outside the image read a zero pixel.
+__device__ __forceinline__ void conv_phase(const Params& p, uint8_t* x_panels, uint8_t* halo, int p0) {
+  const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
+  const int W = p.W, H = p.H, rows_total = p.P / W;
+  const int p_last = min(p0 + kTilePixels, p.P) - 1;
+  const int row_lo = max(p0 / W - 1, 0);
+  const int row_hi = min(p_last / W + 1, rows_total - 1);
+  const int npix = (row_hi - row_lo + 1) * W;
+  uint8_t* zero_pixel = halo + kHaloPixels * 128;
+  if (t < 8) reinterpret_cast<uint4*>(zero_pixel)[t] = make_uint4(0, 0, 0, 0);
+  const uint32_t halo_base = smem_addr(halo), zero_addr = smem_addr(zero_pixel);
+
+  // A warp job: one pair of the slice's eight groups (warp % 4; lanes 16..31 serve the second
+  // group) for two of the tile's four 16-pixel m-tiles (warp / 4 and warp / 4 + 2), whose
+  // nine-tap mma chains interleave.
+  static_assert(kConsumerWarps == 8 && kTilePixels == 64, "conv job split");
+  const int pair = warp & 3, local_group = pair * 2 + (lane >> 4);
+#pragma unroll 1
+  for (int s = 0; s < kChannels / 64; ++s) {
+    if (s > 0) consumer_sync();  // every warp has read the previous slice's halo
+    for (int i = t; i < npix * 8; i += kConsumerThreads) {
+      const int q = i >> 3, c = i & 7;
+      cp_async16(halo_base + panel_offset(q, c), p.x + ((size_t)row_lo * W + q) * kChannels + s * 64 + c * 8, true);
+    }
+    cp_async_commit();
+    const int g0 = s * 8 + pair * 2;  // global index of the pair's first group
+    uint32_t bfrag[2][9];
+#pragma unroll
+    for (int tap = 0; tap < 9; ++tap) {
+      bfrag[0][tap] = __ldg(p.conv_w + ((size_t)g0 * 9 + tap) * 32 + lane);
+      bfrag[1][tap] = __ldg(p.conv_w + ((size_t)(g0 + 1) * 9 + tap) * 32 + lane);
+    }
+    float2 cb[2];
+#pragma unroll
+    for (int gi = 0; gi < 2; ++gi) cb[gi] = __ldg(reinterpret_cast<const float2*>(p.conv_b + (g0 + gi) * 8 + (lane & 3) * 2));
+    cp_async_wait<0>();
+    consumer_sync();
+
+    float acc[2][2][4] = {};
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const int mt = (warp >> 2) + 2 * j;
+      const int pix = p0 + mt * 16 + (lane & 15);
+      const bool in_range = pix < p.P;
+      const int grow = in_range ? pix / W : 0;
+      const int w = in_range ? pix - grow * W : 0;
+      const int h = grow % H;
+#pragma unroll
+      for (int tap = 0; tap < 9; ++tap) {
+        const int dy = tap / 3 - 1, dx = tap % 3 - 1;
+        const bool ok = in_range && h + dy >= 0 && h + dy < H && w + dx >= 0 && w + dx < W;
+        const int q = (grow + dy - row_lo) * W + w + dx;
+        uint32_t a[4];
+        ldmatrix_x4(a, ok ? halo_base + panel_offset(q, local_group) : zero_addr);
+        mma_m16n8k8(acc[j][0], a[0], a[1], bfrag[0][tap]);
+        mma_m16n8k8(acc[j][1], a[2], a[3], bfrag[1][tap]);
+      }
+    }
+    uint8_t* panel = x_panels + s * kPanel;  // the slice's 64 channels are X panel s
+    const int within = (lane & 3) * 4;
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const int row = ((warp >> 2) + 2 * j) * 16 + (lane >> 2);
+#pragma unroll
+      for (int gi = 0; gi < 2; ++gi) {
+        const int chunk = pair * 2 + gi;
+        *reinterpret_cast<uint32_t*>(panel + panel_offset(row, chunk) + within) =
+            pack_half2(acc[j][gi][0] + cb[gi].x, acc[j][gi][1] + cb[gi].y);
+        *reinterpret_cast<uint32_t*>(panel + panel_offset(row + 8, chunk) + within) =
+            pack_half2(acc[j][gi][2] + cb[gi].x, acc[j][gi][3] + cb[gi].y);
+      }
+    }
+  }
+}
+#endif
+
+__global__ void __launch_bounds__(kThreads, 1) convfirst_c512_kernel(const Params p) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ uint8_t smem_raw[];
+  const uint32_t raw = smem_addr(smem_raw);
+  const uint32_t base = (raw + 1023) & ~1023u;  // 1024-aligned for the 128-byte swizzle
+  uint8_t* const smem = smem_raw + (base - raw);
+  const uint32_t x_s = base + kXOffset, h_s = base + kHOffset, ring = base + kRingOffset;
+  const uint32_t full_bar = base + kBarOffset, empty_bar = full_bar + kStages * 8;
+  const int nchunks = p.hidden / kHiddenChunk;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int p0 = blockIdx.x * kTilePixels;
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(full_bar + 8 * s, 1);                // the producer's arrive + the copy's bytes
+      mbar_init(empty_bar + 8 * s, kConsumerWarps);  // one arrive per consumer warp
+    }
+    fence_barrier_init();
+  }
+  __syncthreads();
+
+  if (warp >= kConsumerWarps) {
+    // ---- producer: the tile's slots in order; the first eight load during phase A ----
+    setmaxnreg_dec<40>();
+    if (warp == kConsumerWarps && lane == 0) {
+      const int nslots = nchunks * kSlotsPerChunk;
+      for (int it = 0; it < nslots; ++it) {
+        const int slot = it % kStages;
+        mbar_wait(empty_bar + 8 * slot, ((it / kStages) & 1) ^ 1);
+        mbar_arrive_expect_tx(full_bar + 8 * slot, kSlotBytes);
+        bulk_copy_g2s(ring + slot * kSlotBytes, p.wpack + (size_t)it * kSlotBytes, kSlotBytes, full_bar + 8 * slot);
+      }
+    }
+  } else {
+    // ---- consumers ----
+    setmaxnreg_inc<232>();
+    const int wg = warp >> 2, wq = warp & 3;
+    conv_phase(p, smem + kXOffset, smem + kHOffset, p0);
+    fence_proxy_async_smem();  // X (generic stores) is read by wgmma (async proxy)
+    consumer_sync();
+
+    // acc2 is not zeroed: the first product into each half (chunk 0, k panel 0, first k step)
+    // runs with scale-d 0. Zeroing it with moves made ptxas serialise every wgmma (C7515).
+    float acc2[2][64];
+
+    // `pending`: the last slot this warpgroup read whose wgmma group may still be running.
+    int it = 0, pending = -1;
+    auto release = [&](int index) {
+      if (lane == 0) mbar_arrive(empty_bar + 8 * (index % kStages));
+    };
+#pragma unroll 1
+    for (int j = 0; j < nchunks; ++j) {
+      // bias pairs of this warpgroup's 64 hidden columns, in the accumulator's column order
+      float2 bias[8];
+      const float* bsrc = p.b1 + j * kHiddenChunk + 64 * wg + 2 * (lane & 3);
+#pragma unroll
+      for (int n = 0; n < 8; ++n) bias[n] = __ldg(reinterpret_cast<const float2*>(bsrc + 8 * n));
+
+      // stage 1: acc1 = X . U_j[64w .. 64w+63]^T, one 64-wide k panel per slot
+      float acc1[32];
+#pragma unroll 1
+      for (int kp = 0; kp < kChannels / 64; ++kp, ++it) {
+        const int slot = it % kStages;
+        mbar_wait(full_bar + 8 * slot, (it / kStages) & 1);
+        fence_registers(acc1);
+        wgmma_fence();
+        const uint32_t a0 = x_s + kp * kPanel, b0 = ring + slot * kSlotBytes + wg * (64 * 128);
+#pragma unroll
+        for (int ks = 0; ks < 4; ++ks)
+          wgmma_m64n64k16_ss(acc1, smem_desc_sw128(a0 + ks * 32), smem_desc_sw128(b0 + ks * 32), (kp | ks) != 0);
+        wgmma_commit();
+        wgmma_wait<1>();  // every group but this one has retired
+        if (pending >= 0) release(pending);
+        pending = it;
+      }
+      wgmma_wait<0>();
+      fence_registers(acc1);
+      release(pending);
+      pending = -1;
+
+      // H[:, 64w ..] = ReLU(acc1 + a) as fp16 into H panel w of buffer j % 2. That buffer was last
+      // read by stage 2 of chunk j - 2, which both warpgroups retired before chunk j - 1's barrier.
+      {
+        uint8_t* hp = smem + kHOffset + (j & 1) * kHChunkBytes + wg * kPanel;
+        const int row = wq * 16 + (lane >> 2), within = (lane & 3) * 4;
+#pragma unroll
+        for (int n = 0; n < 8; ++n) {
+          *reinterpret_cast<uint32_t*>(hp + panel_offset(row, n) + within) =
+              pack_half2(fmaxf(acc1[4 * n] + bias[n].x, 0.f), fmaxf(acc1[4 * n + 1] + bias[n].y, 0.f));
+          *reinterpret_cast<uint32_t*>(hp + panel_offset(row + 8, n) + within) =
+              pack_half2(fmaxf(acc1[4 * n + 2] + bias[n].x, 0.f), fmaxf(acc1[4 * n + 3] + bias[n].y, 0.f));
+        }
+      }
+      fence_proxy_async_smem();
+      consumer_sync();  // the whole H chunk is written
+
+      // stage 2: per k panel of the chunk, the four 128-row quarters of V_j; this warpgroup's
+      // output half is quarters 2w and 2w + 1
+      const uint32_t hb = h_s + (j & 1) * kHChunkBytes;
+#pragma unroll
+      for (int kp = 0; kp < kHiddenChunk / 64; ++kp) {
+#pragma unroll
+        for (int q = 0; q < 4; ++q, ++it) {
+          const int slot = it % kStages;
+          mbar_wait(full_bar + 8 * slot, (it / kStages) & 1);
+          if ((q >> 1) == wg) {
+            fence_registers(acc2[q & 1]);
+            wgmma_fence();
+#pragma unroll
+            for (int kk = 0; kk < 4; ++kk)
+              wgmma_m64n128k16_ss(acc2[q & 1], smem_desc_sw128(hb + kp * kPanel + kk * 32),
+                                  smem_desc_sw128(ring + slot * kSlotBytes + kk * 32), (j | kp | kk) != 0);
+            wgmma_commit();
+            wgmma_wait<1>();
+            if (pending >= 0) release(pending);
+            pending = it;
+          } else {
+            release(it);  // the other warpgroup's quarter
+          }
+        }
+      }
+    }
+    wgmma_wait<0>();
+    fence_registers(acc2[0]);
+    fence_registers(acc2[1]);
+
+    // epilogue: out = acc2 + b + x. Accumulator layout: row 16 wq + lane / 4 (+ 8), columns
+    // 8 n + 2 (lane % 4) (+ 1) of the warpgroup's 128-column half a.
+    const int r0 = p0 + wq * 16 + (lane >> 2);
+    const __half* __restrict__ xr = p.x;
+    __half* __restrict__ outr = p.out;
+#pragma unroll
+    for (int a = 0; a < 2; ++a) {
+#pragma unroll
+      for (int g = 0; g < 2; ++g) {
+        __half2 sc[8][2];  // all shortcut loads of the group before its stores
+#pragma unroll
+        for (int n = 0; n < 8; ++n)
+#pragma unroll
+          for (int hr = 0; hr < 2; ++hr) {
+            const int row = r0 + 8 * hr, col = 256 * wg + 128 * a + 8 * (8 * g + n) + 2 * (lane & 3);
+            sc[n][hr] = row < p.P ? __ldg(reinterpret_cast<const __half2*>(xr + (size_t)row * kChannels + col))
+                                  : __float2half2_rn(0.f);
+          }
+#pragma unroll
+        for (int n = 0; n < 8; ++n) {
+          const int nb = 8 * g + n, col = 256 * wg + 128 * a + 8 * nb + 2 * (lane & 3);
+          const float2 b = __ldg(reinterpret_cast<const float2*>(p.b2 + col));
+#pragma unroll
+          for (int hr = 0; hr < 2; ++hr) {
+            const int row = r0 + 8 * hr;
+            if (row >= p.P) continue;
+            const float2 s = __half22float2(sc[n][hr]);
+            const float v0 = acc2[a][4 * nb + 2 * hr] + b.x + s.x, v1 = acc2[a][4 * nb + 2 * hr + 1] + b.y + s.y;
+            *reinterpret_cast<__half2*>(outr + (size_t)row * kChannels + col) = __floats2half2_rn(v0, v1);
+          }
+        }
+      }
+    }
+  }
+#endif
+}
+
+int smem_bytes() { return kSmemBytes; }
+
+// Per device: compute capability 9.0 (the kernel body exists only in the sm_90a image) and the
+// shared-memory limit are checked and the launch attribute set once.
+cudaError_t launch(const Params& p, cudaStream_t stream) {
+  if (p.hidden <= 0 || p.hidden % kHiddenChunk || p.W < 1 || p.W > kMaxWidth || p.H < 1 || p.P <= 0 ||
+      p.P % (p.H * p.W))
+    return cudaErrorInvalidValue;
+  static bool ready[kMaxDevices] = {};
+  int dev = 0;
+  cudaError_t err = cudaGetDevice(&dev);
+  if (err != cudaSuccess) return err;
+  if (dev >= kMaxDevices) return cudaErrorInvalidDevice;
+  if (!ready[dev]) {
+    int major = 0, minor = 0, optin = 0;
+    err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+    if (err == cudaSuccess && (major != 9 || minor != 0)) err = cudaErrorNoKernelImageForDevice;
+    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+    if (err == cudaSuccess && kSmemBytes > optin) err = cudaErrorInvalidConfiguration;
+    if (err == cudaSuccess)
+      err = cudaFuncSetAttribute(convfirst_c512_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
+    if (err != cudaSuccess) return err;
+    ready[dev] = true;
+  }
+  const int grid = (p.P + kTilePixels - 1) / kTilePixels;
+  convfirst_c512_kernel<<<grid, kThreads, kSmemBytes, stream>>>(p);
+  return cudaGetLastError();
+}
+
+}  // namespace c512
