@@ -5,8 +5,8 @@ The block, in inference form (BatchNorm folded into the convolutions, see
 ``perfmodel.zoo.fold_batchnorm``): ``[1x1 expand + SiLU] -> depthwise k x k (stride s) + SiLU
 -> squeeze-excitation (mean -> 1x1 -> SiLU -> 1x1 -> sigmoid -> scale) -> 1x1 project
 [-> + x]``. Activations are float16 ``N x C x H x W`` tensors in ``torch.channels_last`` memory;
-the kernels accumulate in float32 (csrc/mbconv.cuh: version 1, the write-back design, three
-launches). Building the module or deciding support needs no GPU and no compiler.
+the kernels accumulate in float32 (csrc/mbconv.cuh: the write-back design, three launches, in
+versions 1-3). Building the module or deciding support needs no GPU and no compiler.
 """
 
 from __future__ import annotations
@@ -19,8 +19,10 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-VERSIONS = (1, 2)  # kernel 1's implementation (NOTES.md, "MBConv version 1/2")
-# Version 2 is the default only once it has passed the GPU tests (CUDA_KERNELS_MBCONV_VERSION overrides)
+# The kernels' implementation (NOTES.md, "MBConv version 1/2/3"): 1 and 2 differ in kernel 1 only;
+# 3 has kernel 1 v3 and its own SE and projection kernels (csrc/mbconv_v3.cu).
+VERSIONS = (1, 2, 3)
+# A version becomes the default only once it has passed the GPU tests (CUDA_KERNELS_MBCONV_VERSION overrides)
 DEFAULT_VERSION = int(os.environ.get("CUDA_KERNELS_MBCONV_VERSION", "1"))
 KERNEL_SIZES = (3, 5)
 STRIDES = (1, 2)
@@ -52,7 +54,7 @@ def kernel1_smem_bytes(rows: int, height: int, width: int, kernel_size: int, str
     x_and_u = (m_pad + chunk) * (k_pad + 8) * 2 if expand else 0
     if version == 1:  # E holds the band's image pixels
         return x_and_u + m_pad * (chunk + 8) * 2 + chunk * 4
-    per_thread = 4 if stride == 1 else 2  # v2: E is a zero-bordered tile, WE wide
+    per_thread = 4 if stride == 1 else 2  # v2 and v3: E is a zero-bordered tile, WE wide
     e_width = (_round_up(output_size(width, stride), per_thread) - 1) * stride + kernel_size
     return x_and_u + in_rows * e_width * (chunk + 8) * 2 + chunk * 4
 

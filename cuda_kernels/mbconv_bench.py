@@ -124,7 +124,8 @@ def bench_block(path: str, block: nn.Module, shape, batch: int, timer: Timer, mo
         if versions:
             best = min(versions, key=lambda k: results[k]["latency_ms"]["median"])
             results["cuda_kernels"] = dict(results[best])
-            row["kernels_us"] = kernel_times(lambda: fused[results[best]["version"]](x))
+            row["kernels_us_by_version"] = {k: kernel_times(lambda m=fused[results[k]["version"]]: m(x)) for k in versions}
+            row["kernels_us"] = row["kernels_us_by_version"][best]
         record("eager", lambda: block(x))
         inductor_config.freezing = True
         for mode in modes:
@@ -280,9 +281,10 @@ def main(argv: list[str] | None = None) -> int:
                                 "inductor freezing on, per shape",
                     "correctness": "rel. L2 error vs float32 (no TF32) must be <= 2x PyTorch fp16 error "
                                    "before the fused block is timed",
-                    "kernel": "cuda_kernels/csrc/mbconv*: write-back design, three launches; kernel 1 in "
-                              "versions 1 and 2 (NOTES.md), each timed; cuda_kernels = the faster correct one",
-                    "kernels_us": "torch.profiler, GPU time per call of each kernel of the fastest version",
+                    "kernel": "cuda_kernels/csrc/mbconv*: write-back design, three launches; versions 1-3 "
+                              "(NOTES.md; --version picks), each timed; cuda_kernels = the fastest correct one",
+                    "kernels_us": "torch.profiler, GPU time per call of each kernel of the fastest version "
+                                  "(kernels_us_by_version: of every version timed)",
                     "extension_build_s": build_s},
             results={"cases": rows})
     print(table(rows, modes))

@@ -61,7 +61,12 @@ cudaError_t launch_expand_dw_k3(const Params& p, int chunk, cudaStream_t stream)
 cudaError_t launch_expand_dw_k5(const Params& p, int chunk, cudaStream_t stream);
 cudaError_t launch_expand_dw_v2_k3(const Params& p, int chunk, cudaStream_t stream);  // mbconv_v2.cuh
 cudaError_t launch_expand_dw_v2_k5(const Params& p, int chunk, cudaStream_t stream);
-// All three kernels; `version` (1 or 2) picks kernel 1's implementation.
+cudaError_t launch_expand_dw_v3_k3(const Params& p, int chunk, cudaStream_t stream);  // mbconv_v2.cuh, V3
+cudaError_t launch_expand_dw_v3_k5(const Params& p, int chunk, cudaStream_t stream);
+// Version 3's kernels 2 and 3 (mbconv_v3.cu): persistent pipelined projection, coalesced SE.
+cudaError_t launch_se_project_v3(const Params& p, cudaStream_t stream);
+// All three kernels; `version` picks the implementation: 1 and 2 differ in kernel 1 only;
+// 3 is kernel 1 version 3 and mbconv_v3.cu's kernels 2 and 3.
 cudaError_t launch_mbconv(const Params& p, int chunk, int version, cudaStream_t stream);
 
 }  // namespace mb

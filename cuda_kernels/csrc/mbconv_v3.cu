@@ -1,0 +1,358 @@
+// Kernels 2 and 3 of the MBConv block, version 3 (NOTES.md, "MBConv version 3"): same results
+// as version 1's se_kernel and project_kernel (mbconv.cu), same rounding points; what changes is
+// how they keep the memory system busy.
+//
+//   project_v3: persistent CTAs (as many as fit on the GPU) walk a list of 128-row x BN-column
+//     output tiles, N tiles of one M tile adjacent so that D is read once from DRAM; the
+//     (tile, k-step) sequence is flattened into one 4-stage cp.async pipeline, so that the next
+//     tile's D streams in while this one computes and stores (version 1 held one 4 KB k-step per
+//     CTA in flight and waited for it: 156 us for features.1.0's 154 MB). The SE scale is applied
+//     to the A fragments in registers after ldmatrix (fp32 product, one rounding, as version 1),
+//     from per-row offsets computed once per tile. BN in {16, 32, 48, 64}, chosen per C_out
+//     (fewest N tiles, then the narrowest), instead of 64 for every C_out.
+//   se_v3: one block of 512 threads per image; FC1 with four rows of W1 per warp in flight;
+//     FC2 reads W2 ([hidden, sq]) coalesced: each warp copies 32 contiguous rows into shared
+//     memory, then each lane reduces its row (version 1 read W2 column-wise across a warp,
+//     32 sectors per load: 34 us for the 7x7 blocks).
+#include <algorithm>
+
+#include "mbconv.cuh"
+#include "ptx.cuh"
+
+namespace mb {
+
+using bf::cp_async16;
+using bf::cp_async_commit;
+using bf::cp_async_wait;
+using bf::ldmatrix_x4;
+using bf::mma_m16n8k16;
+using bf::smem_addr;
+
+constexpr int kProjV3BM = 128, kProjV3BK = 32, kProjV3LD = kProjV3BK + 8, kProjV3Stages = 4;
+constexpr int kSEV3Threads = 512, kSEV3Warps = kSEV3Threads / 32;
+
+__host__ __device__ constexpr int project_v3_smem_bytes(int bn) {
+  return kProjV3Stages * (kProjV3BM + bn) * kProjV3LD * 2;
+}
+
+__device__ __forceinline__ uint32_t scale_half2(uint32_t v, float2 s) {
+  const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&v));
+  const __half2 r = __floats2half2_rn(f.x * s.x, f.y * s.y);
+  return *reinterpret_cast<const uint32_t*>(&r);
+}
+
+// out[P x C_out] = (D * scale[image]) V^T + b (+ x). 4 warps, each 32 rows x BN columns.
+template <int BN>
+__global__ void __launch_bounds__(kProjectThreads) project_v3_kernel(const Params p, int n_tiles) {
+  constexpr int BM = kProjV3BM, BK = kProjV3BK, LD = kProjV3LD, STAGES = kProjV3Stages;
+  constexpr int NT = BN / 8, NP = BN / 16;
+  static_assert(BN % 16 == 0 && BN <= 64, "BN");
+  extern __shared__ __align__(16) uint8_t smem[];
+  __half* As = reinterpret_cast<__half*>(smem);  // [STAGES][BM][LD]
+  __half* Bs = As + STAGES * BM * LD;             // [STAGES][BN][LD]
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int hw = p.Ho * p.Wo, P = p.N * hw;
+  const int units = (P + BM - 1) / BM * n_tiles, ktiles = p.hk_pad / BK;  // the launcher keeps units < 2^31
+  const int my_units = (int)blockIdx.x < units ? (units - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0;
+  const int steps = my_units * ktiles;
+
+  // Units (tiles) of this CTA: blockIdx.x, + gridDim.x, ...; unit u is M tile u / n_tiles, N tile
+  // u % n_tiles. Both the loader and the consumer step through them without dividing.
+  const int step_m = (int)gridDim.x / n_tiles, step_n = (int)gridDim.x % n_tiles;
+  auto next_unit = [&](int& m, int& n) {
+    m += step_m;
+    n += step_n;
+    if (n >= n_tiles) {
+      n -= n_tiles;
+      ++m;
+    }
+  };
+  // Loader: the step whose operands are fetched next (it runs STAGES - 1 steps ahead). Thread
+  // tid copies rows tid / 4 + 32 j (j < 4) of the A tile, 8 channels at column (tid % 4) * 8.
+  const int ld_r = tid >> 2, ld_c = (tid & 3) * 8;
+  int ld_step = 0, ld_kt = 0, ld_m = blockIdx.x / n_tiles, ld_n = blockIdx.x % n_tiles;
+  auto issue = [&]() {
+    if (ld_step < steps) {
+      const int stage = ld_step % STAGES;
+      const int row0 = ld_m * BM + ld_r, n0 = ld_n * BN, k = ld_kt * BK + ld_c;
+      __half* a = As + stage * BM * LD + ld_r * LD + ld_c;
+      const __half* src = p.d + (size_t)row0 * p.hidden + k;
+#pragma unroll
+      for (int j = 0; j < BM / 32; ++j) {
+        const bool valid = row0 + 32 * j < P && k < p.hidden;  // zeros past the batch and hidden
+        cp_async16(smem_addr(a + 32 * j * LD), valid ? src + (size_t)(32 * j) * p.hidden : p.d, valid);
+      }
+      __half* b = Bs + stage * BN * LD;
+#pragma unroll
+      for (int j = 0; j < (BN * BK / 8 + kProjectThreads - 1) / kProjectThreads; ++j) {
+        const int i = tid + j * kProjectThreads, r = i >> 2, c = (i & 3) * 8;
+        if (BN * BK / 8 % kProjectThreads && i >= BN * BK / 8) break;
+        const bool valid = n0 + r < p.C_out;
+        cp_async16(smem_addr(b + r * LD + c),
+                   valid ? p.w_proj + (size_t)(n0 + r) * p.hk_pad + ld_kt * BK + c : p.w_proj, valid);
+      }
+    }
+    cp_async_commit();  // an empty group past the end keeps wait_group's count uniform
+    ++ld_step;
+    if (++ld_kt == ktiles) {
+      ld_kt = 0;
+      next_unit(ld_m, ld_n);
+    }
+  };
+
+  const int g = lane >> 2, q = lane & 3;
+  const int a_row = lane & 15, a_k = (lane >> 4) * 8;
+  const int b_row = (lane & 7) + ((lane >> 4) << 3), b_k = ((lane >> 3) & 1) * 8;
+  float acc[2][NT][4];
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+#pragma unroll
+      for (int k = 0; k < 4; ++k) acc[i][j][k] = 0.f;
+  int soff[2][2];  // scale offset (image * hid_pad) of this thread's four fragment rows
+
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) issue();
+  int kt = 0, um = blockIdx.x / n_tiles, un = blockIdx.x % n_tiles;
+  for (int s = 0; s < steps; ++s) {
+    cp_async_wait<STAGES - 2>();
+    __syncthreads();  // step s has landed; everyone is done with step s - 1, whose buffer is refilled next
+    issue();
+    const int m0 = um * BM, n0 = un * BN;
+    if (kt == 0) {  // the image of each fragment row: one division per tile
+      const int img0 = m0 / hw, rem0 = m0 - img0 * hw;
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int r = rem0 + warp * 32 + mt * 16 + g + h * 8;  // < hw + BM
+          const int img = hw >= BM ? img0 + (r >= hw) : img0 + r / hw;
+          soff[mt][h] = min(img, p.N - 1) * p.hid_pad;  // rows past P read zeros; any image serves
+        }
+    }
+    const __half* a_s = As + (s % STAGES) * BM * LD;
+    const __half* b_s = Bs + (s % STAGES) * BN * LD;
+#pragma unroll
+    for (int ks = 0; ks < BK / 16; ++ks) {
+      // D is zero past `hidden`, so any finite scale serves there; clamping keeps the read in
+      // the row (hk_pad may exceed hid_pad, and the tail of scale is never written).
+      const int k = kt * BK + ks * 16 + 2 * q;
+      const int klo = min(k, p.hidden - 2), khi = min(k + 8, p.hidden - 2);
+      uint32_t a[2][4];
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt) {
+        ldmatrix_x4(a[mt], smem_addr(a_s + (warp * 32 + mt * 16 + a_row) * LD + ks * 16 + a_k));
+        // a[mt][0]: (row g, k..k+1), [1]: (row g+8, k..), [2]: (row g, k+8..), [3]: (row g+8, k+8..)
+        a[mt][0] = scale_half2(a[mt][0], __ldg(reinterpret_cast<const float2*>(p.scale + soff[mt][0] + klo)));
+        a[mt][1] = scale_half2(a[mt][1], __ldg(reinterpret_cast<const float2*>(p.scale + soff[mt][1] + klo)));
+        a[mt][2] = scale_half2(a[mt][2], __ldg(reinterpret_cast<const float2*>(p.scale + soff[mt][0] + khi)));
+        a[mt][3] = scale_half2(a[mt][3], __ldg(reinterpret_cast<const float2*>(p.scale + soff[mt][1] + khi)));
+      }
+#pragma unroll
+      for (int np = 0; np < NP; ++np) {
+        uint32_t b[4];
+        ldmatrix_x4(b, smem_addr(b_s + (np * 16 + b_row) * LD + ks * 16 + b_k));
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt) {
+          mma_m16n8k16(acc[mt][2 * np], a[mt], b[0], b[1]);
+          mma_m16n8k16(acc[mt][2 * np + 1], a[mt], b[2], b[3]);
+        }
+      }
+    }
+    if (++kt < ktiles) continue;
+    kt = 0;
+    next_unit(um, un);
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      const int col = n0 + nt * 8 + 2 * q;
+      const bool col_ok = col < p.C_out;  // C_out is even: both columns or neither
+      const float bias0 = col_ok ? __ldg(p.b_proj + col) : 0.f, bias1 = col_ok ? __ldg(p.b_proj + col + 1) : 0.f;
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int row = m0 + warp * 32 + mt * 16 + g + h * 8;
+          float v0 = acc[mt][nt][2 * h] + bias0, v1 = acc[mt][nt][2 * h + 1] + bias1;
+          acc[mt][nt][2 * h] = acc[mt][nt][2 * h + 1] = 0.f;
+          if (!col_ok || row >= P) continue;
+          if (p.residual) {  // stride 1 and C_in == C_out: x has out's layout
+            const float2 xv = __half22float2(*reinterpret_cast<const __half2*>(p.x + (size_t)row * p.C_out + col));
+            v0 += xv.x;
+            v1 += xv.y;
+          }
+          *reinterpret_cast<__half2*>(p.out + (size_t)row * p.C_out + col) = __floats2half2_rn(v0, v1);
+        }
+    }
+  }
+  cp_async_wait<0>();
+}
+
+// One block per image: pool, FC1 -> SiLU, FC2 -> sigmoid. Shared memory: pooled [hid_pad],
+// squeezed [sq rounded to 4], then 32 rows of W2 per FC2 warp ([fc2_warps][32 * sq]).
+__global__ void __launch_bounds__(kSEV3Threads) se_v3_kernel(const Params p, int fc2_warps) {
+  extern __shared__ __align__(16) float se3_smem[];
+  float* pooled = se3_smem;
+  float* squeezed = pooled + p.hid_pad;
+  float* stage = squeezed + round_up(p.sq, 4);
+  const int n = blockIdx.x, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const float inv = 1.f / float(p.Ho * p.Wo);
+  for (int c = tid; c < p.hidden; c += kSEV3Threads) {
+    float s = 0.f;
+    for (int b = 0; b < p.row_blocks; ++b) s += p.partial[((size_t)n * p.row_blocks + b) * p.hid_pad + c];
+    pooled[c] = s * inv;
+  }
+  __syncthreads();
+
+  // FC1: warp w owns rows w, w + 16, w + 32, w + 48 of W1 (of each group of 64); lanes stride
+  // the hidden channels four at a time, two steps per batch: 8 independent 16-byte loads.
+  const int h4 = p.hidden / 4;
+  const float4* pooled4 = reinterpret_cast<const float4*>(pooled);
+  for (int jb = 0; jb < p.sq; jb += 4 * kSEV3Warps) {
+    float acc[4] = {0.f, 0.f, 0.f, 0.f};
+    for (int c0 = lane; c0 < h4; c0 += 64) {
+      float4 w[2][4];
+#pragma unroll
+      for (int t = 0; t < 2; ++t)
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+          const int j = jb + warp + u * kSEV3Warps, c = c0 + t * 32;
+          w[t][u] = j < p.sq && c < h4 ? __ldg(reinterpret_cast<const float4*>(p.w_se1 + (size_t)j * p.hidden) + c)
+                                       : make_float4(0.f, 0.f, 0.f, 0.f);
+        }
+#pragma unroll
+      for (int t = 0; t < 2; ++t) {
+        const float4 x = c0 + t * 32 < h4 ? pooled4[c0 + t * 32] : make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+        for (int u = 0; u < 4; ++u)
+          acc[u] = fmaf(w[t][u].x, x.x, fmaf(w[t][u].y, x.y, fmaf(w[t][u].z, x.z, fmaf(w[t][u].w, x.w, acc[u]))));
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      float s = acc[u];
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+      const int j = jb + warp + u * kSEV3Warps;
+      if (lane == 0 && j < p.sq) {
+        const float v = s + p.b_se1[j];
+        squeezed[j] = v / (1.f + expf(-v));
+      }
+    }
+  }
+  __syncthreads();
+
+  // FC2: W2 rows c0 .. c0 + 31 are 32 * sq contiguous floats; copy them (coalesced, 16 bytes a
+  // lane, 8 loads in flight), then lane l reduces row c0 + l, starting at column l mod sq so that
+  // the 32 lanes read 32 different banks (row stride sq, sq even).
+  if (warp >= fc2_warps) return;
+  float* ws = stage + warp * 32 * p.sq;
+  float4* ws4 = reinterpret_cast<float4*>(ws);
+  for (int c0 = warp * 32; c0 < p.hidden; c0 += fc2_warps * 32) {
+    const int rows = min(32, p.hidden - c0), n4 = rows * p.sq / 4;  // hidden % 8 == 0: rows * sq % 4 == 0
+    const float4* src = reinterpret_cast<const float4*>(p.w_se2 + (size_t)c0 * p.sq);
+    for (int i0 = lane; i0 < n4; i0 += 8 * 32) {
+      float4 v[8];
+#pragma unroll
+      for (int u = 0; u < 8; ++u) v[u] = i0 + u * 32 < n4 ? __ldg(src + i0 + u * 32) : make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+      for (int u = 0; u < 8; ++u)
+        if (i0 + u * 32 < n4) ws4[i0 + u * 32] = v[u];
+    }
+    __syncwarp();
+    if (lane < rows) {
+      const int c = c0 + lane;
+      const float* wr = ws + lane * p.sq;
+      float s = p.b_se2[c];
+      int j = lane % p.sq;
+      for (int t = 0; t < p.sq; ++t) {
+        s = fmaf(wr[j], squeezed[j], s);
+        if (++j == p.sq) j = 0;
+      }
+      p.scale[(size_t)n * p.hid_pad + c] = 1.f / (1.f + expf(-s));
+    }
+    __syncwarp();  // the next rows overwrite ws
+  }
+}
+
+// BN of project_v3 for C_out: the fewest 64-wide N tiles, then the narrowest multiple of 16
+// that covers C_out in that many tiles (16 -> 16, 24 -> 32, 40 -> 48, 80 -> 2 x 48, 320 -> 5 x 64).
+__host__ __device__ constexpr int project_v3_bn(int c_out) {
+  return round_up((c_out + round_up(c_out, 64) / 64 - 1) / (round_up(c_out, 64) / 64), 16);
+}
+
+namespace {
+
+constexpr int kMaxDevices = 64;
+
+struct DeviceSlots {  // per-device state of one kernel: opt-in shared memory set, CTAs per SM
+  int configured[kMaxDevices] = {};
+  int ctas_per_sm[kMaxDevices] = {};
+  int sms[kMaxDevices] = {};
+};
+
+template <typename Kernel>
+cudaError_t prepare(Kernel kernel, DeviceSlots& slots, int smem, int threads, int& dev) {
+  cudaError_t err = cudaGetDevice(&dev);
+  if (err != cudaSuccess) return err;
+  if (dev >= kMaxDevices) return cudaErrorInvalidDevice;
+  if (smem > slots.configured[dev]) {
+    int optin = 0;
+    err = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+    if (err != cudaSuccess) return err;
+    if (smem > optin) return cudaErrorInvalidConfiguration;
+    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin);
+    if (err != cudaSuccess) return err;
+    slots.configured[dev] = optin;
+    slots.ctas_per_sm[dev] = 0;
+  }
+  if (slots.ctas_per_sm[dev] == 0) {
+    err = cudaDeviceGetAttribute(&slots.sms[dev], cudaDevAttrMultiProcessorCount, dev);
+    if (err != cudaSuccess) return err;
+    err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&slots.ctas_per_sm[dev], kernel, threads, smem);
+    if (err != cudaSuccess) return err;
+    if (slots.ctas_per_sm[dev] < 1) return cudaErrorInvalidConfiguration;
+  }
+  return cudaSuccess;
+}
+
+template <int BN>
+cudaError_t launch_project_v3_bn(const Params& p, cudaStream_t stream) {
+  static DeviceSlots slots;
+  constexpr int smem = project_v3_smem_bytes(BN);
+  int dev = 0;
+  cudaError_t err = prepare(project_v3_kernel<BN>, slots, smem, kProjectThreads, dev);
+  if (err != cudaSuccess) return err;
+  const int n_tiles = (p.C_out + BN - 1) / BN;
+  const long long units = (long long)((p.N * p.Ho * p.Wo + kProjV3BM - 1) / kProjV3BM) * n_tiles;
+  const int grid = (int)std::min<long long>(units, (long long)slots.ctas_per_sm[dev] * slots.sms[dev]);
+  project_v3_kernel<BN><<<grid, kProjectThreads, smem, stream>>>(p, n_tiles);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t launch_se_project_v3(const Params& p, cudaStream_t stream) {
+  if (p.hidden % 8 || p.hidden < 8 || p.sq < 1) return cudaErrorInvalidValue;
+  {
+    static DeviceSlots slots;
+    const int base = (p.hid_pad + round_up(p.sq, 4)) * 4, per_warp = 32 * p.sq * 4;
+    const int fc2_warps = std::max(1, std::min(kSEV3Warps, (110 * 1024 - base) / per_warp));
+    const int smem = base + fc2_warps * per_warp;
+    int dev = 0;
+    cudaError_t err = prepare(se_v3_kernel, slots, smem, kSEV3Threads, dev);
+    if (err != cudaSuccess) return err;
+    se_v3_kernel<<<p.N, kSEV3Threads, smem, stream>>>(p, fc2_warps);
+    err = cudaGetLastError();
+    if (err != cudaSuccess) return err;
+  }
+  switch (project_v3_bn(p.C_out)) {
+    case 16: return launch_project_v3_bn<16>(p, stream);
+    case 32: return launch_project_v3_bn<32>(p, stream);
+    case 48: return launch_project_v3_bn<48>(p, stream);
+    case 64: return launch_project_v3_bn<64>(p, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+}  // namespace mb
