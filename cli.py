@@ -335,7 +335,7 @@ def gap(files, hardware, plan, panel, output):
     from perfmodel.estimate import estimate_or_none
 
     checked = check_measurements(measurements, hw, plan, spec_plan=True)
-    estimates = [estimate_or_none(c.runtime or c.result, graphs=_graphs(c.measurement))
+    estimates = [estimate_or_none(c.runtime, graphs=_graphs(c.measurement)) if c.runtime else None
                  for c in checked]
     points = [gap_point(c.measurement, c.spec, c.result, c.runtime,
                         estimate_ms=e.t_est_ms if e else None) for c, e in zip(checked, estimates)]
@@ -571,6 +571,7 @@ def estimate_cmd(files, hardware, tolerance, markdown):
     Each file is estimated under the plan that models its runtime (eager, inductor), from
     the microbenchmarks in the hardware's calibration file (`python -m perfmodel.calibrate`):
     every kernel's T_min over the efficiency its kind attained there, launched by the host."""
+    from perfmodel.errors import InputError
     from perfmodel.estimate import calibration_of, estimate
     from perfmodel.estimate_report import estimate_lines, estimate_markdown, estimate_row
     from perfmodel.measure import load_measurement
@@ -579,9 +580,15 @@ def estimate_cmd(files, hardware, tolerance, markdown):
     hw = perfmodel.load_hardware(hardware)
     calibration = calibration_of(hw)
     checked = check_measurements([load_measurement(f) for f in files], hw)
-    rows = [estimate_row(c.measurement, estimate(c.runtime or c.result, calibration,
+    skipped = [c.measurement for c in checked if c.runtime is None]
+    if skipped:
+        click.echo(f"skipped (no runtime model for their backend): "
+                   f"{', '.join(f'{m.where} ({m.backend})' for m in skipped)}", err=True)
+    rows = [estimate_row(c.measurement, estimate(c.runtime, calibration,
                                                  graphs=_graphs(c.measurement)))
-            for c in checked]
+            for c in checked if c.runtime is not None]
+    if not rows:
+        raise InputError("no file of a backend the estimate models (eager, inductor)")
     click.echo("\n".join(estimate_lines(rows, tolerance)))
     if markdown:
         Path(markdown).write_text(estimate_markdown(rows, tolerance))

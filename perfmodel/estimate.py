@@ -130,7 +130,15 @@ def pipeline(kernels: "list[KernelEstimate] | tuple[KernelEstimate, ...]") -> fl
 LIBRARY_TABLES = ("conv", "conv_stem", "conv_grouped", "conv_depthwise", "matmul")
 
 
+# the plans that model a runtime's kernels: the estimate is of those; layer and block are
+# ideals no runtime launches (their kernels have no calibrated counterpart)
+ESTIMATED_PLANS = EAGER_PLANS + ("inductor",)
+
+
 def runtime_of(plan_kind: str) -> str:
+    if plan_kind not in ESTIMATED_PLANS:
+        raise InputError(f"the calibrated estimate models the kernels a runtime launches: plans "
+                         f"{', '.join(ESTIMATED_PLANS)}, not {plan_kind}", field="plan")
     return "eager" if plan_kind in EAGER_PLANS else "compiled"
 
 
@@ -144,8 +152,9 @@ def calibration_of(hardware) -> Calibration:
 
 
 def estimate_or_none(result, *, graphs: bool = False) -> "Estimate | None":
-    """The estimate where the result's hardware has a calibration, else None."""
-    if not getattr(result.hardware, "calibration", None):
+    """The estimate where the result's hardware has a calibration and its plan models a
+    runtime (ESTIMATED_PLANS), else None."""
+    if not getattr(result.hardware, "calibration", None) or result.plan.kind not in ESTIMATED_PLANS:
         return None
     return estimate(result, graphs=graphs)
 

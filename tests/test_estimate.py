@@ -61,7 +61,7 @@ def test_model_estimate_is_a_host_device_pipeline():
                    parse_calibration(slow_host, "cal.yaml"))
     # issued at 10 and 20 us; the second runs 5 us once issued: the host is the bottleneck
     assert est.t_est_s == pytest.approx(25e-6)
-    compiled = estimate(perfmodel.analyze(two, [x], hardware=HW, plan="layer"), cal)
+    compiled = estimate(perfmodel.analyze(two, [x], hardware=HW, plan="inductor"), cal)
     assert compiled.t_est_s == pytest.approx(9e-6)  # no compiled_issue_us: no host time
     # replayed as a CUDA graph: no stream gap, nothing issued by the host
     replayed = estimate(perfmodel.analyze(two, [x], hardware=HW, plan="op"),
@@ -98,7 +98,7 @@ def committed():
     return load_hardware("h200-sxm")
 
 
-@pytest.mark.parametrize("plan", ["op", "eager", "layer", "inductor"])
+@pytest.mark.parametrize("plan", ["op", "eager", "inductor"])
 def test_ideal_le_t_min_le_estimate_per_kernel_and_in_total(plan, tmp_path):
     hw = committed()
     if not hw.calibration:
@@ -339,9 +339,27 @@ def test_layers_lists_each_kernels_estimate_where_the_hardware_is_calibrated(tmp
     if not committed().calibration:
         pytest.skip("h200-sxm has no calibration file yet")
     spec, table = make_case_spec(tmp_path), tmp_path / "k.csv"
-    out = CliRunner().invoke(cli.cli, ["layers", spec, "-H", "h200-sxm", "--csv", str(table)])
+    out = CliRunner().invoke(cli.cli, ["layers", spec, "-H", "h200-sxm", "--plan", "inductor",
+                                       "--csv", str(table)])
     assert out.exit_code == 0, out.output
     assert "est. ms" in out.output
     rows = list(csv.DictReader(table.open()))
     assert all(float(r["t_est_ms"]) >= float(r["t_min_ms"]) for r in rows)
     assert {r["est_table"] for r in rows} >= {"matmul"}
+
+
+@pytest.mark.parametrize("plan", ["layer", "block"])
+def test_ideal_plans_have_no_estimate(plan, tmp_path):
+    """layer and block are ideals no runtime launches: no calibrated kernel corresponds to
+    their fused kernels, so there is no estimate (None where it is optional, exit 2 where
+    one is asked for)."""
+    from perfmodel.errors import InputError
+    from perfmodel.estimate import estimate_or_none
+
+    hw = committed()
+    if not hw.calibration:
+        pytest.skip("h200-sxm has no calibration file yet")
+    result = perfmodel.analyze_spec(make_case_spec(tmp_path), hardware=hw, plan=plan)
+    assert estimate_or_none(result) is None
+    with pytest.raises(InputError, match="not " + plan):
+        estimate(result)
