@@ -1,0 +1,299 @@
+"""The C = 512 stride-1 ConvFirst kernel on wgmma (cuda_kernels/convfirst_c512.py,
+csrc/convfirst_c512.cu).
+
+CPU: the weight packing (round trip, one element by hand), a float64 transliteration of the
+kernel's dataflow over the packed slots (which warpgroup reads which rows of which slot) against
+the zoo block, the conv halo bound, the host checks, the off-by-default switch and the fallback
+reasons, the operator's fake implementation. GPU (marked cuda): alpha 4 and 6 at 7x7 and 14x14
+for batch 128, 1 and an odd batch, odd sizes, the output poisoned with NaN first; the kernel's
+error against the float64 zoo block must be at most twice PyTorch float16's own (and PyTorch's
+nonzero, else the check would be blind).
+"""
+
+import copy
+import itertools
+
+import pytest
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+import cuda_kernels
+from cuda_kernels import convfirst_c512 as c512
+from perfmodel.harness import randomize_batchnorm, relative_error
+from perfmodel.zoo import ConvFirstBlock, fold_batchnorm
+
+
+def block_512(expansion: int, seed: int = 0) -> nn.Module:
+    """Folded zoo ConvFirst block at C = 512 with realistic batchnorm statistics."""
+    torch.manual_seed(seed)
+    return fold_batchnorm(randomize_batchnorm(ConvFirstBlock(512, expansion), seed=seed))
+
+
+def channels_last(x: torch.Tensor) -> torch.Tensor:
+    return x.contiguous(memory_format=torch.channels_last)
+
+
+def _kernel_weights(block: nn.Module) -> c512.KernelWeights:
+    conv, expand, project = block.conv, block.ffn.expand, block.ffn.project
+    return c512.prepare_weights(conv.weight, conv.bias, expand.weight, expand.bias, project.weight, project.bias)
+
+
+@pytest.fixture(scope="module")
+def small_weights():
+    return _kernel_weights(block_512(2))
+
+
+# ---- CPU ----
+
+def test_slot_order():
+    order = c512.slot_order(768)
+    assert len(order) == (768 // 128) * 16
+    assert order[:8] == [("U", 0, k, 0) for k in range(8)]
+    assert order[8:16] == [("V", 0, k, q) for k in range(2) for q in range(4)]
+    assert order[16] == ("U", 1, 0, 0) and order[-1] == ("V", 5, 1, 3)
+
+
+def test_pack_round_trip_and_size():
+    torch.manual_seed(0)
+    w1, w2 = torch.randn(256, 512).half(), torch.randn(512, 256).half()
+    packed = c512.pack_weights(w1, w2)
+    assert packed.dtype == torch.uint8 and packed.numel() == 2 * (2 * 256 * 512) == 4 * 256 * 512
+    got1, got2 = c512.unpack_weights(packed, 256)
+    assert torch.equal(got1, w1) and torch.equal(got2, w2)
+
+
+def test_pack_layout_by_hand():
+    """Slot ("V", 1, 1, 2) (index 16 + 8 + 1 * 4 + 2 = 30) holds w2 rows 256..383, columns
+    128 + 64 .. 128 + 127; its row r keeps 16-byte chunk c at chunk c ^ (r % 8)."""
+    w1 = torch.arange(256 * 512, dtype=torch.float32).reshape(256, 512).half()
+    w2 = torch.arange(512 * 256, dtype=torch.float32).reshape(512, 256).half()
+    slots = c512.pack_weights(w1, w2).view(torch.float16).reshape(-1, 128, 64)
+    assert c512.slot_order(256)[30] == ("V", 1, 1, 2)
+    r, col = 5, 17  # element (row 5, column 17) of the block: chunk 2, stored at chunk 2 ^ 5 = 7
+    assert slots[30, r, 7 * 8 + 1] == w2[256 + r, 128 + 64 + col]
+    assert slots[3, r, 7 * 8 + 1] == w1[r, 3 * 64 + col]  # ("U", 0, 3, 0)
+
+
+def emulate_kernel(x: torch.Tensor, block: nn.Module, weights: c512.KernelWeights) -> torch.Tensor:
+    """The kernel's arithmetic in float64, read from the packed slots in stream order, with the
+    kernel's split: warpgroup w computes hidden columns 64w.. of each chunk from rows 64w.. of
+    the U slots, and output columns 256w.. from V quarters 2w, 2w + 1."""
+    n, c, h, w = x.shape
+    X = F.conv2d(x, block.conv.weight, block.conv.bias, padding=1, groups=c // 8)
+    X = X.permute(0, 2, 3, 1).reshape(-1, c)
+    slots = weights.wpack.view(torch.float16).reshape(-1, 128, 64)
+    b1, b2 = weights.b1.double(), weights.b2.double()
+    acc2 = torch.zeros(X.shape[0], c, dtype=torch.float64)
+    it = 0
+    for j in range(weights.hidden // 128):
+        acc1 = [torch.zeros(X.shape[0], 64, dtype=torch.float64) for _ in range(2)]
+        for kp in range(8):
+            b = cuda_kernels.ops._swizzle_128b(slots[it]).double()
+            it += 1
+            for wg in range(2):
+                acc1[wg] += X[:, 64 * kp : 64 * kp + 64] @ b[64 * wg : 64 * wg + 64].T
+        hid = torch.cat([torch.relu(acc1[wg] + b1[128 * j + 64 * wg : 128 * j + 64 * wg + 64]) for wg in range(2)], 1)
+        for kp in range(2):
+            for q in range(4):
+                b = cuda_kernels.ops._swizzle_128b(slots[it]).double()
+                it += 1
+                wg, half = q >> 1, q & 1
+                cols = slice(256 * wg + 128 * half, 256 * wg + 128 * half + 128)
+                acc2[:, cols] += hid[:, 64 * kp : 64 * kp + 64] @ b.T
+    out = acc2 + b2 + x.permute(0, 2, 3, 1).reshape(-1, c)
+    return out.reshape(n, h, w, c).permute(0, 3, 1, 2)
+
+
+@pytest.mark.parametrize("expansion", [2, 4])
+def test_kernel_dataflow_is_the_block(expansion):
+    """Weights rounded to fp16 first, so that the packed slots hold them exactly."""
+    block = block_512(expansion, seed=expansion).half().double()
+    x = torch.randn(2, 512, 3, 5, dtype=torch.float64)
+    with torch.no_grad():
+        want = block(x)
+        got = emulate_kernel(x, block, _kernel_weights(block))
+    assert relative_error(got, want) < 1e-12
+
+
+def test_conv_halo_fits_and_covers_every_tap():
+    """The kernel's halo for the 64-pixel tile at p0: image rows (global n * H + h) p0 // W - 1 ..
+    p_last // W + 1, clipped; it must hold at most 255 pixels and contain every in-image tap."""
+    halo_pixels = 255
+    for w in range(1, c512.MAX_WIDTH + 1):
+        assert (63 // w + 4) * w <= halo_pixels
+        for h, n in ((1, 3), (2, 2), (7, 3), (5, 4), (w, 2), (29, 1)):
+            pixels, rows_total = n * h * w, n * h
+            for p0 in range(0, pixels, 64):
+                p_last = min(p0 + 64, pixels) - 1
+                row_lo, row_hi = max(p0 // w - 1, 0), min(p_last // w + 1, rows_total - 1)
+                assert (row_hi - row_lo + 1) * w <= halo_pixels
+                for pix in range(p0, p_last + 1):
+                    grow = pix // w
+                    for dy in (-1, 0, 1):
+                        if 0 <= grow % h + dy < h:
+                            assert row_lo <= grow + dy <= row_hi
+
+
+def _misaligned(shape):
+    n, c, h, w = shape
+    storage = torch.zeros(n * c * h * w + 8, dtype=torch.float16)
+    return storage[1:].as_strided(shape, (h * w * c, 1, w * c, c))
+
+
+@pytest.mark.parametrize("make,message", [
+    (lambda: torch.zeros(512, 7, 7, dtype=torch.float16), r"\[N, C, H, W\]"),
+    (lambda: torch.zeros(1, 512, 7, 7, dtype=torch.float16), "channels_last"),
+    (lambda: channels_last(torch.zeros(1, 512, 7, 7)), "float16"),
+    (lambda: channels_last(torch.zeros(1, 256, 7, 7, dtype=torch.float16)), "takes 512"),
+    (lambda: channels_last(torch.zeros(1, 512, 7, 29, dtype=torch.float16)), "W <= 28"),
+    (lambda: _misaligned((1, 512, 2, 2)), "16-byte aligned"),
+    (lambda: channels_last(torch.zeros(1, 512, 7, 7, dtype=torch.float16)), "CUDA tensor"),
+])
+def test_host_checks(make, message, small_weights):
+    with pytest.raises(ValueError, match=message):
+        c512.check_input(make(), small_weights)
+
+
+def test_host_checks_on_out(small_weights):
+    x = channels_last(torch.zeros(2, 512, 7, 7, dtype=torch.float16))
+    with pytest.raises(ValueError, match=r"shape \(2, 512, 7, 7\)"):
+        c512.check_input(x, small_weights, channels_last(torch.zeros(2, 512, 7, 6, dtype=torch.float16)))
+    with pytest.raises(ValueError, match="overlap"):
+        c512.check_input(x, small_weights, x)
+
+
+def test_widths_and_weight_preparation(small_weights):
+    assert c512.unsupported_shape(256, 1024).startswith("C=256")
+    assert c512.unsupported_shape(512, 512 * 3 // 2 + 64).startswith("hidden 832")
+    assert all(c512.unsupported_shape(512, 512 * a) is None for a in (2, 4, 6))
+    with pytest.raises(ValueError, match="C=256"):
+        _kernel_weights(fold_batchnorm(ConvFirstBlock(256, 4)))
+    w = small_weights
+    assert w.hidden == 1024 and w.conv_w.shape == (64, 9, 32) and w.wpack.numel() == 4 * 1024 * 512
+    assert {w.conv_b.dtype, w.b1.dtype, w.b2.dtype} == {torch.float32}
+
+
+def test_switch_and_reasons(monkeypatch):
+    unsupported = c512.FusedConvFirstC512.unsupported
+    block = block_512(4)
+    monkeypatch.delenv(c512.ENV_SWITCH, raising=False)
+    assert not c512.enabled()
+    assert unsupported(block).startswith("C=512") and c512.ENV_SWITCH in unsupported(block)
+    with pytest.raises(ValueError, match="off until its GPU tests pass"):
+        c512.FusedConvFirstC512.from_block(block)
+    monkeypatch.setenv(c512.ENV_SWITCH, "1")
+    if not torch.cuda.is_available() or torch.cuda.get_device_capability() == (9, 0):
+        assert unsupported(block) is None
+    assert unsupported(ConvFirstBlock(512, 4)) == "not in inference form (fold batchnorm first)"
+    assert unsupported(fold_batchnorm(ConvFirstBlock(512, 4, 1024, stride=2))).startswith("stride 2")
+
+
+def test_replace_blocks_uses_the_switch(monkeypatch):
+    def net():
+        torch.manual_seed(0)
+        return fold_batchnorm(nn.Sequential(ConvFirstBlock(256, 2), ConvFirstBlock(512, 4), ConvFirstBlock(512, 6)))
+
+    monkeypatch.delenv(c512.ENV_SWITCH, raising=False)
+    model = net()
+    swap = cuda_kernels.replace_blocks(model)
+    assert swap.fused == {"ConvFirstBlock": 1, "FFN": 0}
+    assert set(swap.fallback) == {"1", "1.ffn", "2", "2.ffn"}
+    assert swap.fallback["1"].startswith("C=512") and c512.ENV_SWITCH in swap.fallback["1"]
+    assert swap.fallback["1.ffn"].startswith("C=512 (kernels for C in")
+    if torch.cuda.is_available() and torch.cuda.get_device_capability() != (9, 0):
+        return
+    monkeypatch.setenv(c512.ENV_SWITCH, "1")
+    model = net()
+    swap = cuda_kernels.replace_blocks(model)
+    assert swap.fused == {"ConvFirstBlock": 3, "FFN": 0} and swap.fallback == {}
+    assert [type(m).__name__ for m in model] == ["FusedConvFirstBlock", "FusedConvFirstC512", "FusedConvFirstC512"]
+    assert (model[1].hidden, model[2].hidden) == (2048, 3072)
+
+
+def test_fake_operator_keeps_the_channels_last_shape(small_weights):
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        x = channels_last(torch.empty(3, 512, 7, 7, dtype=torch.float16))
+        y = torch.ops.convfirst_c512.block(x, *(getattr(small_weights, n) for n in c512.WEIGHT_FIELDS))
+    assert tuple(y.shape) == (3, 512, 7, 7) and y.stride() == x.stride() and y.dtype == torch.float16
+
+
+# ---- GPU ----
+
+def check_kernel(expansion: int, batch: int, h: int, w: int | None = None) -> float:
+    """Run the kernel on the poisoned output and compare against the float64 zoo block."""
+    w = h if w is None else w
+    block = block_512(expansion, seed=expansion + h).cuda()
+    x = channels_last(torch.randn(batch, 512, h, w, device="cuda", dtype=torch.float16))
+    with torch.no_grad():
+        exact = copy.deepcopy(block).double()(x.double())
+        torch_fp16 = block.half()(x)
+    weights = _kernel_weights(block)
+    out = channels_last(torch.full((batch, 512, h, w), float("nan"), device="cuda", dtype=torch.float16))
+    got = c512.run(x, weights, out=out)
+    torch.cuda.synchronize()
+    assert got.data_ptr() == out.data_ptr() and got.shape == exact.shape
+    assert torch.isfinite(got).all(), "unwritten or non-finite outputs"
+    err, torch_err = relative_error(got, exact), relative_error(torch_fp16, exact)
+    assert torch_err > 0, "PyTorch matched float64 exactly: the check is blind"
+    assert err <= 2 * torch_err, f"kernel error {err:.3g} > 2 x PyTorch fp16 error {torch_err:.3g}"
+    return err
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("expansion,size,batch", list(itertools.product((4, 6), (7, 14), (128, 1, 37))))
+def test_convfirstnet_shapes(expansion, size, batch):
+    """ConvFirstNet-M (alpha 4) and -H200 (alpha 6) at 7x7, and 14x14; 128 pixels of 7x7 x 128
+    images are 98 tiles, batch 1 one partial tile, 37 images a partial last tile."""
+    check_kernel(expansion, batch, size)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("expansion,batch,h,w", [
+    (2, 3, 13, 13), (4, 2, 9, 5), (6, 1, 1, 1), (4, 5, 28, 28), (2, 3, 28, 27), (6, 7, 3, 17), (8, 2, 11, 2),
+])
+def test_odd_sizes_and_batches(expansion, batch, h, w):
+    check_kernel(expansion, batch, h, w)
+
+
+@pytest.mark.cuda
+def test_raw_op_refuses_overlap_and_bad_shapes():
+    weights = _kernel_weights(block_512(2).cuda())
+    ext = c512._extension()
+    x = torch.randn(2 * 7 * 7, 512, device="cuda", dtype=torch.float16)
+    args = [weights.conv_w, weights.conv_b, weights.wpack, weights.b1, weights.b2]
+    empty = torch.empty(0, device="cuda", dtype=torch.float16)
+    with pytest.raises(RuntimeError, match="overlap"):
+        ext.convfirst_c512(x, *args, 7, 7, x)
+    with pytest.raises(RuntimeError, match="bad H, W"):
+        ext.convfirst_c512(x, *args, 7, 29, empty)
+    with pytest.raises(RuntimeError, match="not a multiple of 128"):
+        ext.convfirst_c512(x, *args[:3], weights.b1[:100].contiguous(), weights.b2, 7, 7, empty)
+    assert ext.smem_bytes() <= torch.cuda.get_device_properties(0).shared_memory_per_block_optin
+
+
+@pytest.mark.cuda
+def test_swapped_network_matches_pytorch(monkeypatch):
+    monkeypatch.setenv(c512.ENV_SWITCH, "1")
+    torch.manual_seed(1)
+    net = nn.Sequential(block_512(4, seed=1), block_512(6, seed=2)).cuda().half()
+    x = channels_last(torch.randn(4, 512, 7, 7, device="cuda", dtype=torch.float16))
+    with torch.no_grad():
+        exact = copy.deepcopy(net).double()(x.double())
+        swap = cuda_kernels.replace_blocks(net)
+        got = net(x)
+    assert swap.fused == {"ConvFirstBlock": 2, "FFN": 0} and swap.fallback == {}
+    assert relative_error(got, exact) < 5e-3
+
+
+def test_bench_cases_count_the_block():
+    from cuda_kernels import bench_c512
+
+    case = bench_c512.parse_case("6:7")
+    assert (case.channels, case.expansion, case.size, case.batch) == (512, 6, 7, 128)
+    pixels = 128 * 7 * 7
+    assert case.macs == pixels * (2 * 512 * 3072 + 512 * 8 * 9)
+    assert case.dram_bytes == 2 * (2 * pixels * 512 + 2 * 512 * 3072 + 3072 + 512 + 512 * 72 + 512)
+    assert bench_c512.parse_case("4:14:37").batch == 37
