@@ -284,6 +284,29 @@ def test_odd_spatial_sizes(path, size, version):
 
 
 @pytest.mark.cuda
+@pytest.mark.parametrize("path", ["features.1.0", "features.2.0", "features.3.1", "features.5.1"])
+def test_v3_batch_128_against_float32(path):
+    """Version 3's persistent projection over many tiles per CTA, on the blocks it is for."""
+    torch.manual_seed(0)
+    x = _gpu_input(128, mbconv_shapes("efficientnet_b0")[path])
+    _check_on_gpu(_block("efficientnet_b0", path), x, 3, "float32")
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("path", ["features.1.0", "features.2.1", "features.4.0", "features.6.1", "features.7.0"])
+def test_v3_agrees_with_v2(path):
+    """Same algorithm and rounding points; only the SiLU approximation differs (tanh.approx)."""
+    torch.manual_seed(1)
+    block = fold_batchnorm(_block("efficientnet_b0", path)).cuda()
+    params = mb.block_params(block)
+    weights = mb.prepare_weights(params)
+    x = _gpu_input(6, mbconv_shapes("efficientnet_b0")[path])
+    v2, v3 = (mb.mbconv(x, params, weights, version=v) for v in (2, 3))
+    assert torch.isfinite(v3).all()
+    assert relative_error(v3, v2.double()) < 3e-3
+
+
+@pytest.mark.cuda
 def test_efficientnet_b0_through_bench_fused_model():
     """The mechanism `perfmodel bench --backend cuda_kernels` uses: every MBConv swapped and
     checked against its folded PyTorch block on the input it receives (check_blocks)."""

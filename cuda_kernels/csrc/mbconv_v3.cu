@@ -244,7 +244,7 @@ __global__ void __launch_bounds__(kSEV3Threads) se_v3_kernel(const Params p, int
 
   // FC2: W2 rows c0 .. c0 + 31 are 32 * sq contiguous floats; copy them (coalesced, 16 bytes a
   // lane, 8 loads in flight), then lane l reduces row c0 + l, starting at column l mod sq so that
-  // the 32 lanes read 32 different banks (row stride sq, sq even).
+  // a bank serves at most two words per step for sq >= 20 (up to 32 with sq = 32 or 64 unrotated).
   if (warp >= fc2_warps) return;
   float* ws = stage + warp * 32 * p.sq;
   float4* ws4 = reinterpret_cast<float4*>(ws);
