@@ -29,7 +29,10 @@ for backend in eager inductor; do
   fi
 done
 # ConvFirstNets end to end (untrained, so latency against GMACs: panel e), every backend of one run
-perfmodel gap "$here"/measurements/convfirstnet_e2e/*.json -H h200-sxm -o "$out/gap_h200_convfirstnet.png"
+perfmodel gap "$here"/measurements/convfirstnet_e2e/run4/*.json -H h200-sxm -o "$out/gap_h200_convfirstnet.png"
+# EfficientNet-B0 on the fused MBConv kernels beside every Inductor run (same-call baseline in mbconv/)
+perfmodel gap "$here"/measurements/h200_*[a-z0-9]_inductor.json "$here"/measurements/mbconv/h200_efficientnet_b0_*.json \
+  -H h200-sxm -o "$out/gap_h200_fused.png"
 # Predicted against measured, per module (eager, with Nsight Compute bytes)
 for m in resnet50 convnext_tiny efficientnet_b0; do
   f="$here/measurements/h200_${m}_eager_kernels.json"
@@ -38,7 +41,7 @@ done
 # The block-fusion CUDA kernels beside the block- and layer-plan bounds
 if [[ -f $here/measurements/cuda_kernels_h200.json ]]; then
   networks=()  # ConvFirstNets end to end, fused and torch.compile measured in the same call
-  for f in "$here"/measurements/convfirstnet_e2e/run{2,3}/*.json; do networks+=(--network "$f"); done
+  for f in "$here"/measurements/convfirstnet_e2e/run{2,3,4}/*.json; do networks+=(--network "$f"); done
   perfmodel kernels "$here/measurements/cuda_kernels_h200.json" "${networks[@]}" \
     -o "$out/kernels_h200.png" > /dev/null
 fi
