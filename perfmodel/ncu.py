@@ -80,7 +80,12 @@ def _collect(command) -> str:
         report = os.path.join(tmp, "kernels")
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(
             [str(Path(__file__).resolve().parent.parent), os.environ.get("PYTHONPATH", "")]))
-        subprocess.run(command(report), check=True, env=env, stdout=subprocess.DEVNULL)
+        run = subprocess.run(command(report), env=env, stdout=subprocess.DEVNULL)
+        if run.returncode:
+            from .errors import AnalysisError
+
+            raise AnalysisError(f"Nsight Compute exited with {run.returncode} (its messages are "
+                                f"above): {' '.join(command(report))}")
         text = subprocess.run(["ncu", "--import", report + ".ncu-rep", "--csv", "--page", "raw",
                                "--print-nvtx-rename", "kernel", "--metrics", ",".join(METRICS)],
                               check=True, capture_output=True, text=True).stdout

@@ -206,3 +206,18 @@ def test_fused_blocks_are_one_opaque_operator_each_under_torch_compile():
     assert len(down) == 3  # the stride-2 blocks, on their own operator
     half = down[0].meta["example_value"]  # 32 -> 64 channels, 16 -> 8 pixels square
     assert tuple(half.shape) == (2, 64, 8, 8) and half.stride() == (8 * 8 * 64, 1, 8 * 64, 64)
+
+
+def test_a_failing_nsight_compute_run_is_an_analysis_error_not_a_traceback(monkeypatch, tmp_path):
+    """ncu present but failing (no GPU, no permission to the counters): exit 1 with the
+    command, instead of a CalledProcessError traceback."""
+    import shutil
+    import subprocess
+
+    from perfmodel import ncu
+    from perfmodel.errors import AnalysisError
+
+    monkeypatch.setattr(shutil, "which", lambda _name: "/usr/bin/ncu")
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(a, 9))
+    with pytest.raises(AnalysisError, match="Nsight Compute exited with 9"):
+        ncu.collect_probe_csv("all")
