@@ -4,27 +4,25 @@ The paper's byte model (eq. 23) charges every kernel its compulsory traffic: eac
 weight read once, each output written once. Nsight Compute disagrees in two ways, both
 measured on an H200 (examples/measurements/fidelity/):
 
-- A kernel's last writes are still dirty in L2 when it ends. With ``ncu --cache-control all``
+- A kernel's last writes are still dirty in L2 when it ends: with ``ncu --cache-control all``
   the flush before the next kernel writes them back unattributed, so a kernel that writes
-  200 MB shows about 25 MB less; one that writes 13 MB shows none.
-- Without a flush, the next kernel finds what the previous ones left, where the tensor fits:
-  a 51 MB activation is read from DRAM in full (its tail, still in L2, is evicted by the
-  reads of its head before the reader gets there), while a 13 MB activation
-  passed from kernel to kernel is read and written almost entirely in L2 (ResNet-50's
-  layer3), and a dead tensor's dirty lines are overwritten where PyTorch's caching
-  allocator hands the same memory to the next tensor, so they never reach DRAM.
+  200 MB shows about 24 MiB less, and one that writes 13 MB shows none.
+- Without a flush, the next kernel finds what the previous ones left where the tensor fits
+  in that residue: a 13 MB activation passes from kernel to kernel almost entirely in L2
+  (ResNet-50's layer3), while a 51 MB one is read from DRAM in full (its resident tail is
+  evicted by the reads of its head before the reader gets there). A dead tensor's dirty
+  lines never reach DRAM where PyTorch's caching allocator gives its memory to the next
+  tensor of its size, whose writes overwrite them in L2.
 
-`dram_traffic` replays the plan's kernels through a model of L2 with those rules: a
+`dram_traffic` replays a plan's kernels through a model with those rules: a
 least-recently-used cache of `resident_bytes` (the hardware's ``l2_resident_mib``, measured
-by the L2 probe, ``perfmodel l2-probe``), tracked per memory block, where
-evicted dirty bytes are the evicting kernel's writes. Blocks are handed out as PyTorch's
-caching allocator does (`_Allocator`): a freed block goes to the next tensor of its size,
-whose writes overwrite the old lines in L2 without a write-back, and an in-place op writes
-into its input's block. ``flushed=True`` empties the cache before each
-kernel (``--cache-control all``). Weights are always read from DRAM (each is used once per
-pass). The model moves bytes between kernels; it never invents or loses a compulsory byte
-except the dead dirty lines, which is the rule's claim.
-"""
+by ``perfmodel l2-probe``) tracked per memory block; evicted dirty bytes are the evicting
+kernel's writes; blocks are handed out as the caching allocator does (`_Allocator`: a
+freed block goes to the next tensor of its size, an in-place op writes into its input's
+block); ``flushed=True`` empties the cache before each kernel (``--cache-control all``).
+Weights are always read from DRAM (each is used once per pass). The model moves bytes
+between kernels and drops only dirty lines that a reused block overwrites.
+""""""
 from __future__ import annotations
 
 from collections import OrderedDict
@@ -46,7 +44,8 @@ class Traffic:
 
 
 class _L2:
-    """Per-tensor LRU residency: value id -> [resident bytes, dirty bytes]."""
+    """Least-recently-used residency per memory block: block -> [resident bytes, dirty
+    bytes], oldest first."""
 
     def __init__(self, capacity: int):
         self.capacity = capacity
