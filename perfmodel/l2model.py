@@ -22,7 +22,7 @@ freed block goes to the next tensor of its size, an in-place op writes into its 
 block); ``flushed=True`` empties the cache before each kernel (``--cache-control all``).
 Weights are always read from DRAM (each is used once per pass). The model moves bytes
 between kernels and drops only dirty lines that a reused block overwrites.
-""""""
+"""
 from __future__ import annotations
 
 from collections import OrderedDict
