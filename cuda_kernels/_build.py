@@ -90,11 +90,12 @@ def load_convfirst_s2_extension(verbose: bool = False):
     return _load("perfmodel_convfirst_s2", tuple(CONVFIRST_S2_SOURCES), verbose)
 
 
-CONVFIRST_C512_SOURCES = ["convfirst_c512_bindings.cpp", "convfirst_c512.cu"]
+CONVFIRST_C512_SOURCES = ["convfirst_c512_bindings.cpp", "convfirst_c512.cu", "convfirst_s2_wide.cu"]
 
 
 @functools.lru_cache(maxsize=None)
 def load_convfirst_c512_extension(verbose: bool = False):
-    """The fused C = 512 ConvFirst kernel on wgmma (csrc/convfirst_c512*, sm_90a), a separate
-    extension: a build error there leaves the other extensions untouched."""
+    """The fused C = 512 ConvFirst kernel on wgmma (csrc/convfirst_c512*, sm_90a) and the
+    stride-2 256 -> 512 block (csrc/convfirst_s2_wide.cu), a separate extension: a build error
+    there leaves the other extensions untouched."""
     return _load("perfmodel_convfirst_c512", tuple(CONVFIRST_C512_SOURCES), verbose)

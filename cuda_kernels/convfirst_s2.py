@@ -22,12 +22,15 @@ from torch.nn import functional as F
 from cuda_kernels.ops import GROUP_WIDTH, pack_conv_weight
 
 SUPPORTED_WIDTHS = ((32, 64), (64, 128), (128, 256))  # (C_in, C_out)
+# Widths whose kernel lives in the C = 512 extension (csrc/convfirst_s2_wide.cu: 64-pixel tiles, a
+# 512-wide accumulator) and is off until its GPU tests pass (convfirst_c512.ENV_SWITCH).
+SWITCHED_WIDTHS = ((256, 512),)
 SUPPORTED_EXPANSIONS = (2, 4, 6)  # hidden = alpha * C_in
 MAX_WIDTH = 56  # the kernel's shared input rows hold (2R + 3) W <= 680 pixels for W <= 56
 MIN_SIZE = 2  # reflect padding by one needs two rows and columns
 # Tile variants per C_in (csrc/convfirst_s2.cu): 0 everywhere; 1: two blocks per SM (C_in 64) or
 # 64-pixel tiles (C_in 128); 2 and 3: the same tiles with deeper weight rings.
-VARIANTS = {32: (0, 2), 64: (0, 1, 2), 128: (0, 1, 2, 3)}
+VARIANTS = {32: (0, 2), 64: (0, 1, 2), 128: (0, 1, 2, 3), 256: (0,)}
 
 
 def default_variant(in_channels: int, width: int) -> int:
@@ -88,7 +91,13 @@ def reference(x: torch.Tensor, w: FoldedWeights) -> torch.Tensor:
 
 def unsupported_shape(in_channels: int, out_channels: int, hidden: int) -> str | None:
     """Why the kernel cannot run these widths, or None."""
-    if (in_channels, out_channels) not in SUPPORTED_WIDTHS:
+    if (in_channels, out_channels) in SWITCHED_WIDTHS:
+        from cuda_kernels import convfirst_c512
+
+        if not convfirst_c512.enabled():
+            return (f"C {in_channels} -> {out_channels}: its kernel (in the C=512 extension) is off until its GPU "
+                    f"tests pass; set {convfirst_c512.ENV_SWITCH}=1 to use it")
+    elif (in_channels, out_channels) not in SUPPORTED_WIDTHS:
         return f"C {in_channels} -> {out_channels} (the stride-2 kernel has {SUPPORTED_WIDTHS})"
     if hidden % in_channels or hidden // in_channels not in SUPPORTED_EXPANSIONS:
         return f"hidden {hidden} for C_in={in_channels} (alpha in {SUPPORTED_EXPANSIONS})"
@@ -193,8 +202,16 @@ def _extension():
     return load_convfirst_s2_extension()
 
 
+def _wide_extension():
+    from cuda_kernels._build import load_convfirst_c512_extension
+
+    return load_convfirst_c512_extension()
+
+
 def shared_memory_need(in_channels: int, out_channels: int) -> int:
     """Bytes of shared memory per block the kernel for these widths asks for (from the build)."""
+    if (in_channels, out_channels) in SWITCHED_WIDTHS:
+        return int(_wide_extension().s2_wide_smem_bytes())
     return int(_extension().smem_bytes(in_channels, out_channels))
 
 
@@ -218,9 +235,12 @@ def run(x: torch.Tensor, weights: KernelWeights, variant: int | None = None, row
     flat_out = torch.empty(0, device=x.device, dtype=torch.float16)
     if out is not None:
         flat_out = out.permute(0, 2, 3, 1).reshape(n * ho * wo, cout)
-    flat = _extension().convfirst_s2(
-        x.permute(0, 2, 3, 1).reshape(n * h * w, cin), weights.conv_w, weights.conv_b, weights.w1, weights.b1,
-        weights.w2, weights.ws, weights.bo, n, h, w, rows_per_tile, variant, flat_out)
+    args = (x.permute(0, 2, 3, 1).reshape(n * h * w, cin), weights.conv_w, weights.conv_b, weights.w1, weights.b1,
+            weights.w2, weights.ws, weights.bo, n, h, w, rows_per_tile)
+    if (cin, cout) in SWITCHED_WIDTHS:
+        flat = _wide_extension().convfirst_s2_wide(*args, flat_out)
+    else:
+        flat = _extension().convfirst_s2(*args, variant, flat_out)
     return flat.view(n, ho, wo, cout).permute(0, 3, 1, 2)
 
 

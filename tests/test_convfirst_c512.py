@@ -297,3 +297,65 @@ def test_bench_cases_count_the_block():
     assert case.macs == pixels * (2 * 512 * 3072 + 512 * 8 * 9)
     assert case.dram_bytes == 2 * (2 * pixels * 512 + 2 * 512 * 3072 + 3072 + 512 + 512 * 72 + 512)
     assert bench_c512.parse_case("4:14:37").batch == 37
+
+
+# ---- the stride-2 block 256 -> 512 (csrc/convfirst_s2_wide.cu, same switch) ----
+
+def test_wide_stride_2_widths_follow_the_switch(monkeypatch):
+    from cuda_kernels import convfirst_s2 as s2
+
+    monkeypatch.delenv(c512.ENV_SWITCH, raising=False)
+    reason = s2.unsupported_shape(256, 512, 1536)
+    assert reason.startswith("C 256 -> 512") and c512.ENV_SWITCH in reason
+    monkeypatch.setenv(c512.ENV_SWITCH, "1")
+    assert all(s2.unsupported_shape(256, 512, 256 * a) is None for a in s2.SUPPORTED_EXPANSIONS)
+    assert s2.unsupported_shape(256, 512, 256 * 3).startswith("hidden 768")
+    assert s2.unsupported_shape(256, 256, 1024).startswith("C 256 -> 256")
+    assert s2.VARIANTS[256] == (0,) and s2.default_variant(256, 14) == 0
+
+
+@pytest.mark.parametrize("name,blocks", [("convfirstnet_h200", 3 + 4 + 14 + 3 + 3), ("convfirstnet_m", 3 + 4 + 12 + 3 + 3)])
+def test_switched_on_the_whole_network_is_fused(monkeypatch, name, blocks):
+    """With the switch, ConvFirstNet-H200 and -M have no fallback left: the 256 -> 512 stride-2
+    block and the three C = 512 blocks run on the new kernels."""
+    from cuda_kernels import convfirst_s2 as s2
+    from perfmodel.zoo import MODELS
+
+    if torch.cuda.is_available() and torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("the C=512 kernel is refused off compute capability 9.0")
+    monkeypatch.setenv(c512.ENV_SWITCH, "1")
+    net = fold_batchnorm(MODELS[name]())
+    swap = cuda_kernels.replace_blocks(net)
+    assert swap.fused == {"ConvFirstBlock": blocks, "FFN": 0} and swap.fallback == {}
+    assert isinstance(net.stages[3][0], s2.FusedConvFirstDown) and net.stages[3][0].out_channels == 512
+    assert all(isinstance(m, c512.FusedConvFirstC512) for m in list(net.stages[3])[1:])
+
+
+def _check_wide(monkeypatch, expansion: int, batch: int, h: int, w: int | None = None, **kwargs) -> float:
+    from test_convfirst_s2 import check_kernel  # the stride-2 tests' check: poisoned out, float64 zoo block
+
+    monkeypatch.setenv(c512.ENV_SWITCH, "1")
+    return check_kernel(256, expansion, batch, h, w, **kwargs)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("expansion,batch", list(itertools.product((4, 6), (128, 1, 37))))
+def test_wide_stride_2_convfirstnet_shapes(monkeypatch, expansion, batch):
+    """ConvFirstNet-M (alpha 4) and -H200 (alpha 6) stages.3.0: 256 x 14 x 14 -> 512 x 7 x 7."""
+    _check_wide(monkeypatch, expansion, batch, 14)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("expansion,batch,h,w", [
+    (6, 3, 13, 13), (4, 2, 28, 28), (2, 5, 7, 9), (6, 1, 2, 2), (4, 3, 56, 56), (2, 7, 10, 6),
+])
+def test_wide_stride_2_odd_sizes(monkeypatch, expansion, batch, h, w):
+    _check_wide(monkeypatch, expansion, batch, h, w)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("rows_per_tile", [1, 2, 3, 4, 9])
+@pytest.mark.parametrize("size", [14, 9])
+def test_wide_stride_2_tiles_across_images(monkeypatch, size, rows_per_tile):
+    """Explicit tile heights (R * Wo <= 64): tiles of several output rows straddle images."""
+    _check_wide(monkeypatch, 4, 3, size, rows_per_tile=rows_per_tile)

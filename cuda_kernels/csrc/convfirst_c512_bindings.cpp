@@ -6,6 +6,7 @@
 #include <c10/cuda/CUDAGuard.h>
 
 #include "convfirst_c512.h"
+#include "convfirst_s2_wide.h"
 
 namespace {
 
@@ -73,12 +74,75 @@ torch::Tensor convfirst_c512(torch::Tensor x, torch::Tensor conv_w, torch::Tenso
   return out;
 }
 
+// The stride-2 block 256 -> 512 on the stride-2 template (convfirst_s2_wide.cu); the arguments of
+// convfirst_s2_bindings.cpp's op without the variant: x [N*H*W, 256], conv_w [32, 9, 32], conv_b
+// [256], w1 [hidden, 256], b1 [hidden], w2 [512, hidden], ws [512, 256], bo [512] (= b_V + b_S),
+// out [N*Ho*Wo, 512] or empty. Returns out.
+torch::Tensor convfirst_s2_wide(torch::Tensor x, torch::Tensor conv_w, torch::Tensor conv_b, torch::Tensor w1,
+                                torch::Tensor b1, torch::Tensor w2, torch::Tensor ws, torch::Tensor bo, int64_t N,
+                                int64_t H, int64_t W, int64_t rows_per_tile, torch::Tensor out) {
+  TORCH_CHECK(x.is_cuda(), "x must be a CUDA tensor");
+  const c10::cuda::CUDAGuard guard(x.device());
+  check(x, x, "x", torch::kHalf);
+  constexpr int64_t cin = 256, cout = 512;
+  TORCH_CHECK(x.dim() == 2 && x.size(1) == cin, "x must be [pixels, 256]");
+  const int64_t hidden = w1.size(0);
+  check(conv_w, x, "conv_w", torch::kInt);
+  check(conv_b, x, "conv_b", torch::kFloat);
+  check(w1, x, "w1", torch::kHalf);
+  check(b1, x, "b1", torch::kFloat);
+  check(w2, x, "w2", torch::kHalf);
+  check(ws, x, "ws", torch::kHalf);
+  check(bo, x, "bo", torch::kFloat);
+  TORCH_CHECK(conv_w.numel() == cin / 8 * 9 * 32 && conv_b.numel() == cin, "conv weight shapes");
+  TORCH_CHECK(w1.dim() == 2 && w1.size(1) == cin && b1.numel() == hidden, "expand weight shapes");
+  TORCH_CHECK(w2.dim() == 2 && w2.size(0) == cout && w2.size(1) == hidden && ws.dim() == 2 && ws.size(0) == cout &&
+                  ws.size(1) == cin && bo.numel() == cout, "project / shortcut weight shapes");
+  const int chunk = s2::hidden_chunk_256_512();
+  TORCH_CHECK(hidden > 0 && hidden % chunk == 0, "hidden ", hidden, " is not a multiple of ", chunk);
+  TORCH_CHECK(N >= 1 && H >= 2 && W >= 2 && W <= 56 && x.size(0) == N * H * W, "bad N, H, W for x");
+  const int64_t Ho = (H + 1) / 2, Wo = (W + 1) / 2;
+  TORCH_CHECK(x.numel() < (int64_t(1) << 31) && N * Ho * Wo * cout < (int64_t(1) << 31), "tensor too large");
+  if (out.numel() == 0) {
+    out = torch::empty({N * Ho * Wo, cout}, x.options());
+  } else {
+    check(out, x, "out", torch::kHalf);
+    TORCH_CHECK(out.dim() == 2 && out.size(0) == N * Ho * Wo && out.size(1) == cout, "out has the wrong shape");
+    TORCH_CHECK(!overlap(out, x), "out must not overlap x");
+  }
+  s2::Params p{};
+  p.x = reinterpret_cast<const __half*>(x.data_ptr<at::Half>());
+  p.out = reinterpret_cast<__half*>(out.data_ptr<at::Half>());
+  p.conv_w = reinterpret_cast<const uint32_t*>(conv_w.data_ptr<int32_t>());
+  p.conv_b = conv_b.data_ptr<float>();
+  p.w1 = reinterpret_cast<const __half*>(w1.data_ptr<at::Half>());
+  p.b1 = b1.data_ptr<float>();
+  p.w2 = reinterpret_cast<const __half*>(w2.data_ptr<at::Half>());
+  p.ws = reinterpret_cast<const __half*>(ws.data_ptr<at::Half>());
+  p.bo = bo.data_ptr<float>();
+  p.N = static_cast<int>(N);
+  p.H = static_cast<int>(H);
+  p.W = static_cast<int>(W);
+  p.Ho = static_cast<int>(Ho);
+  p.Wo = static_cast<int>(Wo);
+  p.hidden = static_cast<int>(hidden);
+  p.rows_per_tile = static_cast<int>(rows_per_tile);
+  const cudaError_t err = s2::launch_256_512(p, c10::cuda::getCurrentCUDAStream());
+  TORCH_CHECK(err != cudaErrorInvalidConfiguration,
+              "convfirst_s2 256 -> 512: the kernel needs more shared memory per block than this GPU offers");
+  TORCH_CHECK(err == cudaSuccess, "convfirst_s2 256 -> 512 launch failed: ", cudaGetErrorString(err));
+  return out;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("convfirst_c512", &convfirst_c512, "Fused stride-1 ConvFirst block at C = 512 on wgmma (NHWC fp16)");
   m.def("smem_bytes", &c512::smem_bytes, "Shared memory per block of the kernel");
   m.attr("hidden_chunk") = c512::kHiddenChunk;
+  m.def("convfirst_s2_wide", &convfirst_s2_wide, "Fused stride-2 ConvFirst block 256 -> 512 (NHWC fp16, mma.sync)");
+  m.def("s2_wide_smem_bytes", &s2::smem_bytes_256_512, "Shared memory per block of the 256 -> 512 kernel");
+  m.attr("s2_wide_hidden_chunk") = s2::hidden_chunk_256_512();
   m.attr("max_width") = c512::kMaxWidth;
   m.attr("slot_bytes") = c512::kSlotBytes;
 #ifdef BF_SM90A

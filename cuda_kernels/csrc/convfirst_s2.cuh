@@ -85,7 +85,9 @@ struct Config {
   static_assert(TM1 % 16 == 0 && TN1 % 16 == 0 && TM2 % 16 == 0 && TN2 % 16 == 0, "warp tile");
   static_assert(HC % 64 == 0 && CIN % kCS == 0 && COUT % 64 == 0, "shape");
   static_assert(SMEM_BYTES <= 227 * 1024, "shared memory");
-  static_assert(BM <= kBM && BM % 64 == 0 && STAGES >= 3 && STAGES <= 9, "tile rows, ring depth");
+  // STAGES = 2 (256 -> 512, whose 64 KB slices leave room for two): one slice loads while the
+  // other is read, and every slice's barrier waits for its copy.
+  static_assert(BM <= kBM && BM % 64 == 0 && STAGES >= 2 && STAGES <= 9, "tile rows, ring depth");
 };
 
 // Copies `rows` rows of KWIDTH fp16 (row stride ld) into a slot as one 128-byte panel.
