@@ -7,8 +7,7 @@ Per shape (C = 512, batch 128 unless given; --case alpha:size[:batch]): the kern
 PyTorch fp16's against the float64 zoo block first (the kernel is only timed when within 2x),
 then median latencies (CUDA events, L2 flushed before every repeat; cudnn.benchmark on) with
 TFLOP/s and the fraction of the block-plan bound. Cases, ceilings and rates are the ones
-cuda_kernels.bench uses. torch.compile runs only for the cases listed in --compile-sizes (its
-compile time is most of a short device call).
+cuda_kernels.bench uses.
 """
 
 from __future__ import annotations
@@ -90,14 +89,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", required=True)
     parser.add_argument("--case", action="append", type=parse_case, help="alpha:size[:batch], e.g. 6:7")
     parser.add_argument("--modes", default="default", help="torch.compile modes to time beside eager ('' for none)")
-    parser.add_argument("--compile-sizes", default="7", help="sizes whose cases get torch.compile baselines")
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--repeats", type=int, default=30)
     parser.add_argument("--hardware", default="h200-sxm")
     args = parser.parse_args(argv)
     cases = args.case or DEFAULT_CASES
     modes = [m for m in args.modes.split(",") if m]
-    compile_sizes = {int(s) for s in args.compile_sizes.split(",") if s}
     command = "python -m cuda_kernels.bench_c512 " + " ".join(
         shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
     torch.backends.cudnn.benchmark = True
@@ -115,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
                 "measured": measure_ceilings(timer)}
     results = []
     for case in cases:
-        results.append(bench_case(case, timer, ceilings, modes if case.size in compile_sizes else []))
+        results.append(bench_case(case, timer, ceilings, modes))
         print(row(results[-1]), flush=True)
         # rewritten after every case: a run stopped at its time limit keeps the cases it finished
         write_measurement(
@@ -126,7 +123,6 @@ def main(argv: list[str] | None = None) -> int:
                       "plan": "block (one kernel per block; bytes = input + output + weights)"},
             method={**timer.describe(), "cuda_graphs": False, "cudnn_benchmark": True,
                     "inductor": "torch.compile(block, mode, dynamic=False) after torch._dynamo.reset(), per shape",
-                    "compile_sizes": sorted(compile_sizes),
                     "correctness": "rel. L2 error vs the float64 zoo block <= 2x PyTorch fp16's before timing",
                     "extension_build_s": build_s, "cases_planned": [c.name for c in cases]},
             results={"ceilings": ceilings, "cases": results})
