@@ -11,6 +11,11 @@
 #   e2ec    the same with the rest compiled (--compile-rest --freezing)
 #   compile EfficientNet-B0 under torch.compile, freezing, CUDA graphs (the same-run baseline)
 # Everything is logged to OUTDIR/log.txt.
+#
+# Version 3 (NOTES.md, "MBConv version 3"; about 4 minutes): build, v3's CUDA tests, v2 vs v3 per
+# block beside eager (compile baselines: mbconv_b0_h200_v2.json), EfficientNet-B0 on v3:
+#   MBCONV_TEST_VERSIONS=3 CUDA_KERNELS_MBCONV_VERSION=3 MBCONV_STEPS="build tests bench e2e" \
+#     MBCONV_LIMITS="120 90 120 60" bash cuda_kernels/mbconv_device_run.sh $OUT --version 2 --version 3 --budget-s 0
 set -uo pipefail
 out=${1:?output folder}; shift
 mkdir -p "$out"; log="$out/log.txt"
