@@ -10,12 +10,15 @@
 #           (kernel-1 version: CUDA_KERNELS_MBCONV_VERSION) -> OUTDIR/h200_efficientnet_b0_cuda_kernels.json
 #   e2ec    the same with the rest compiled (--compile-rest --freezing)
 #   compile EfficientNet-B0 under torch.compile, freezing, CUDA graphs (the same-run baseline)
+#   ncu     Nsight Compute on MBCONV_NCU_BLOCKS (default features.1.0 features.2.0 features.2.1
+#           features.6.1) at kernel version CUDA_KERNELS_MBCONV_VERSION -> OUTDIR/mbconv_ncu.txt
 # Everything is logged to OUTDIR/log.txt.
 #
 # Version 3 (NOTES.md, "MBConv version 3"; about 4 minutes): build, v3's CUDA tests, v2 vs v3 per
 # block beside eager (compile baselines: mbconv_b0_h200_v2.json), EfficientNet-B0 on v3:
 #   MBCONV_TEST_VERSIONS=3 CUDA_KERNELS_MBCONV_VERSION=3 MBCONV_STEPS="build tests bench e2e" \
 #     MBCONV_LIMITS="120 90 120 60" bash cuda_kernels/mbconv_device_run.sh $OUT --version 2 --version 3 --budget-s 0
+# then, where time is left, kernel 1's stall reasons: MBCONV_STEPS="build ncu" MBCONV_LIMITS="120 90" (same env).
 set -uo pipefail
 out=${1:?output folder}; shift
 mkdir -p "$out"; log="$out/log.txt"
@@ -40,6 +43,11 @@ for i in "${!steps[@]}"; do
     e2ec) step e2ec "$limit" $b0 --backend cuda_kernels --compile-rest --freezing \
             -o "$out/h200_efficientnet_b0_cuda_kernels_compiled.json" ;;
     compile) step compile "$limit" $b0 --backend inductor --freezing -o "$out/h200_efficientnet_b0_inductor_graphs.json" ;;
+    ncu) read -r -a blocks <<< "${MBCONV_NCU_BLOCKS:-features.1.0 features.2.0 features.2.1 features.6.1}"
+         step ncu "$limit" ncu --clock-control none -k 'regex:expand_dw|se_|project' --section SpeedOfLight \
+           --section Occupancy --section LaunchStats --section WarpStateStats --section SchedulerStats \
+           --section MemoryWorkloadAnalysis --log-file "$out/mbconv_ncu.txt" \
+           python3 -m cuda_kernels.mbconv_profile --version "${CUDA_KERNELS_MBCONV_VERSION:-3}" "${blocks[@]}" ;;
     *) echo "unknown step ${steps[$i]}" | tee -a "$log" ;;
   esac
 done

@@ -217,3 +217,13 @@ def test_v3_item_stepping_matches_the_division(items, ngroups, groups):
             if og >= ngroups:
                 og, row = og - ngroups, row + 1
 
+
+
+def test_profile_launcher_names_an_unknown_block():
+    """cuda_kernels.mbconv_profile (the Nsight Compute launcher) refuses a path that is not an
+    MBConv before touching a GPU."""
+    from cuda_kernels import mbconv_profile
+
+    with pytest.raises(SystemExit) as info:
+        mbconv_profile.main(["features.9.9", "--version", "3"])
+    assert info.value.code == 2
