@@ -227,3 +227,16 @@ def test_profile_launcher_names_an_unknown_block():
     with pytest.raises(SystemExit) as info:
         mbconv_profile.main(["features.9.9", "--version", "3"])
     assert info.value.code == 2
+
+
+def test_v3_small_division_by_a_float_reciprocal_is_exact():
+    """div_small in mbconv_v2.cuh: trunc((q + 0.5) * fl(1 / d)) in float32 equals q // d for
+    q + d < 2^22 (kernel 1 v3 divides pixel indices by W and chunk indices by k_pad / 8)."""
+    import numpy as np
+
+    q = np.arange(0, 1 << 15, dtype=np.int64)
+    for d in list(range(1, 300)) + [511, 1000, 2047]:
+        inv = np.float32(1.0) / np.float32(d)
+        for qs in (q, (1 << 22) - d - 1 - q[:4096]):
+            got = np.trunc((qs.astype(np.float32) + np.float32(0.5)) * inv).astype(np.int64)
+            assert (got == qs // d).all(), d

@@ -25,6 +25,18 @@ __device__ __forceinline__ float silu_tanh(float v) {
   return fmaf(h, t, h);
 }
 
+// SiLU(2h) = h + h tanh(h): version 3 carries h = v / 2 (taps and biases pre-halved, exact in
+// fp32), saving the multiply.
+__device__ __forceinline__ float silu_of_half(float h) {
+  float t;
+  asm("tanh.approx.f32 %0, %1;" : "=f"(t) : "f"(h));
+  return fmaf(h, t, h);
+}
+
+// q / d for 0 <= q, 0 < d, q + d < 2^22: (q + 1/2) / d lies at least 1 / (2d) from an integer,
+// farther than the float product's error ((q / d + 1) 2^-23); inv_d = 1.f / d.
+__device__ __forceinline__ int div_small(int q, float inv_d) { return __float2int_rz((q + 0.5f) * inv_d); }
+
 template <bool V3>
 __device__ __forceinline__ float silu_v(float v) {
   if constexpr (V3) return silu_tanh(v);
@@ -106,10 +118,12 @@ __global__ void __launch_bounds__(kExpandThreads) expand_dw_v2_kernel(const Para
 
   const __half* xsrc = p.x + ((size_t)n * p.H + ih_lo) * p.W * p.C_in;
   const int e_off = (ih_lo - r0) * WE + PAD;  // E position of the band's first image pixel
+  const float inv_w = 1.f / p.W;  // V3: divisions by W and kch as div_small
   if constexpr (EXPAND) {
     const int cch = p.C_in / 8, kch = p.k_pad / 8;
+    const float inv_kch = 1.f / kch;
     for (int i = tid; i < npix * kch; i += kExpandThreads) {
-      const int q = i / kch, c = i - q * kch;
+      const int q = V3 ? div_small(i, inv_kch) : i / kch, c = i - q * kch;
       const bool valid = c < cch;
       cp_async16(smem_addr(Xs + q * ldx + c * 8), valid ? xsrc + (size_t)q * p.C_in + c * 8 : p.x, valid);
     }
@@ -150,7 +164,7 @@ __global__ void __launch_bounds__(kExpandThreads) expand_dw_v2_kernel(const Para
       for (int h = 0; h < 2; ++h) {
         const int q = mt * 16 + (lane >> 2) + h * 8;
         ok[h] = q < npix;
-        const int row = q / p.W;
+        const int row = V3 ? div_small(q, inv_w) : q / p.W;
         epos[h] = e_off + row * WE + (q - row * p.W);
       }
 #pragma unroll
@@ -159,15 +173,21 @@ __global__ void __launch_bounds__(kExpandThreads) expand_dw_v2_kernel(const Para
         const float bias0 = __ldg(p.b_exp + c0 + col), bias1 = __ldg(p.b_exp + c0 + col + 1);
 #pragma unroll
         for (int h = 0; h < 2; ++h)
-          if (ok[h])
-            *reinterpret_cast<__half2*>(Es + epos[h] * LDE + col) = __floats2half2_rn(
-                silu_v<V3>(acc[nt][2 * h] + bias0), silu_v<V3>(acc[nt][2 * h + 1] + bias1));
+          if (ok[h]) {
+            __half2 ev;
+            if constexpr (V3)  // h = (acc + bias) / 2 in one FFMA
+              ev = __floats2half2_rn(silu_of_half(fmaf(acc[nt][2 * h], 0.5f, 0.5f * bias0)),
+                                     silu_of_half(fmaf(acc[nt][2 * h + 1], 0.5f, 0.5f * bias1)));
+            else
+              ev = __floats2half2_rn(silu_v<V3>(acc[nt][2 * h] + bias0), silu_v<V3>(acc[nt][2 * h + 1] + bias1));
+            *reinterpret_cast<__half2*>(Es + epos[h] * LDE + col) = ev;
+          }
       }
     }
   } else {
     for (int i = tid; i < npix * ECH; i += kExpandThreads) {
       const int q = i / ECH, c = i - q * ECH, ch = c0 + c * 8;
-      const int row = q / p.W;
+      const int row = V3 ? div_small(q, inv_w) : q / p.W;
       const bool valid = ch < p.C_in;
       cp_async16(smem_addr(Es + (e_off + row * WE + q - row * p.W) * LDE + c * 8),
                  valid ? xsrc + (size_t)q * p.C_in + ch : p.x, valid);
@@ -186,8 +206,12 @@ __global__ void __launch_bounds__(kExpandThreads) expand_dw_v2_kernel(const Para
     for (int t = 0; t < KS * KS; ++t) {
       w0[t] = __ldg(p.w_dw + (size_t)t * p.hid_pad + ch);
       w1[t] = __ldg(p.w_dw + (size_t)t * p.hid_pad + ch + 1);
+      if constexpr (V3) {  // the accumulators hold h = v / 2 (silu_of_half)
+        w0[t] *= 0.5f;
+        w1[t] *= 0.5f;
+      }
     }
-    const float bias0 = __ldg(p.b_dw + ch), bias1 = __ldg(p.b_dw + ch + 1);
+    const float bias0 = (V3 ? 0.5f : 1.f) * __ldg(p.b_dw + ch), bias1 = (V3 ? 0.5f : 1.f) * __ldg(p.b_dw + ch + 1);
     const bool store = ch < p.hidden;
     float sum0 = 0.f, sum1 = 0.f;
     const int items = (oh1 - oh0) * ngroups;
@@ -231,6 +255,22 @@ __global__ void __launch_bounds__(kExpandThreads) expand_dw_v2_kernel(const Para
           }
       }
       const int oh = oh0 + orow;
+      if constexpr (V3) {
+        // All OW outputs inside the row (every group but a row's last when OW does not divide
+        // Wo): no per-output test; one pointer stepped by `hidden`. The pool sums the fp32 SiLU.
+        __half* dp = p.d + ((size_t)(n * p.Ho + oh) * p.Wo + ow0) * p.hidden + ch;
+        const int valid = min(OW, p.Wo - ow0);
+#pragma unroll
+        for (int o = 0; o < OW; ++o) {
+          if (valid < OW && o >= valid) break;
+          const float s0 = silu_of_half(acc0[o]), s1 = silu_of_half(acc1[o]);
+          if (store) *reinterpret_cast<__half2*>(dp) = __floats2half2_rn(s0, s1);
+          dp += p.hidden;
+          sum0 += s0;
+          sum1 += s1;
+        }
+        continue;
+      }
       __half* drow = p.d + (((size_t)n * p.Ho + oh) * p.Wo) * p.hidden + ch;
 #pragma unroll
       for (int o = 0; o < OW; ++o) {
