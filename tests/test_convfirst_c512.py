@@ -222,17 +222,13 @@ def test_fake_operator_keeps_the_channels_last_shape(small_weights):
 
 # ---- GPU ----
 
-def check_kernel(expansion: int, batch: int, h: int, w: int | None = None) -> float:
-    """Run the kernel on the poisoned output and compare against the float64 zoo block."""
-    w = h if w is None else w
-    block = block_512(expansion, seed=expansion + h).cuda()
-    x = channels_last(torch.randn(batch, 512, h, w, device="cuda", dtype=torch.float16))
+def check_against_float64(block: nn.Module, x: torch.Tensor, run, out_shape: tuple) -> float:
+    """Run a kernel (`run(out)`) on a NaN-poisoned output and compare against the float64 zoo block."""
     with torch.no_grad():
         exact = copy.deepcopy(block).double()(x.double())
         torch_fp16 = block.half()(x)
-    weights = _kernel_weights(block)
-    out = channels_last(torch.full((batch, 512, h, w), float("nan"), device="cuda", dtype=torch.float16))
-    got = c512.run(x, weights, out=out)
+    out = channels_last(torch.full(out_shape, float("nan"), device="cuda", dtype=torch.float16))
+    got = run(out)
     torch.cuda.synchronize()
     assert got.data_ptr() == out.data_ptr() and got.shape == exact.shape
     assert torch.isfinite(got).all(), "unwritten or non-finite outputs"
@@ -240,6 +236,14 @@ def check_kernel(expansion: int, batch: int, h: int, w: int | None = None) -> fl
     assert torch_err > 0, "PyTorch matched float64 exactly: the check is blind"
     assert err <= 2 * torch_err, f"kernel error {err:.3g} > 2 x PyTorch fp16 error {torch_err:.3g}"
     return err
+
+
+def check_kernel(expansion: int, batch: int, h: int, w: int | None = None) -> float:
+    w = h if w is None else w
+    block = block_512(expansion, seed=expansion + h).cuda()
+    x = channels_last(torch.randn(batch, 512, h, w, device="cuda", dtype=torch.float16))
+    weights = _kernel_weights(block)
+    return check_against_float64(block, x, lambda out: c512.run(x, weights, out=out), (batch, 512, h, w))
 
 
 @pytest.mark.cuda
@@ -332,10 +336,17 @@ def test_switched_on_the_whole_network_is_fused(monkeypatch, name, blocks):
 
 
 def _check_wide(monkeypatch, expansion: int, batch: int, h: int, w: int | None = None, **kwargs) -> float:
-    from test_convfirst_s2 import check_kernel  # the stride-2 tests' check: poisoned out, float64 zoo block
+    from cuda_kernels import convfirst_s2 as s2
 
     monkeypatch.setenv(c512.ENV_SWITCH, "1")
-    return check_kernel(256, expansion, batch, h, w, **kwargs)
+    w = h if w is None else w
+    torch.manual_seed(expansion + h)
+    block = ConvFirstBlock(256, expansion, 512, stride=2)
+    block = fold_batchnorm(randomize_batchnorm(block, seed=expansion + h)).cuda()
+    x = channels_last(torch.randn(batch, 256, h, w, device="cuda", dtype=torch.float16))
+    weights = s2.prepare_weights(s2.FoldedWeights.from_block(block))
+    shape = (batch, 512, s2.output_size(h), s2.output_size(w))
+    return check_against_float64(block, x, lambda out: s2.run(x, weights, out=out, **kwargs), shape)
 
 
 @pytest.mark.cuda
