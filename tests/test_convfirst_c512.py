@@ -370,3 +370,109 @@ def test_wide_stride_2_odd_sizes(monkeypatch, expansion, batch, h, w):
 def test_wide_stride_2_tiles_across_images(monkeypatch, size, rows_per_tile):
     """Explicit tile heights (R * Wo <= 64): tiles of several output rows straddle images."""
     _check_wide(monkeypatch, 4, 3, size, rows_per_tile=rows_per_tile)
+
+
+# ---- the kernel's synchronisation, model-checked on the CPU ----
+
+def _consumer_program(wg: int, nchunks: int) -> list[tuple]:
+    """csrc/convfirst_c512.cu's consumer loop for warpgroup `wg`, as a list of operations."""
+    ops, it, pending = [], 0, None
+    for j in range(nchunks):
+        for _ in range(8):  # stage 1: one U slot per wgmma group
+            ops += [("wait_full", it), ("issue", it, None), ("wait_groups", 1)]
+            ops += [("release", pending)] if pending is not None else []
+            pending, it = it, it + 1
+        ops += [("wait_groups", 0), ("release", pending), ("write_h", j % 2, j), ("barrier", j)]
+        pending = None
+        for _ in range(2):  # stage 2: per k panel the four V quarters, two of them this warpgroup's
+            for q in range(4):
+                ops.append(("wait_full", it))
+                if q >> 1 == wg:
+                    ops += [("issue", it, (j % 2, j)), ("wait_groups", 1)]
+                    ops += [("release", pending)] if pending is not None else []
+                    pending = it
+                else:
+                    ops.append(("release", it))
+                it += 1
+    return ops + [("wait_groups", 0)]
+
+
+def _run_pipeline_model(nchunks: int, stages: int, seed: int) -> None:
+    import random
+
+    rng = random.Random(seed)
+    nslots = nchunks * 16
+    slot_index = [None] * stages      # which stream index each ring slot holds
+    fills = [0] * stages              # completed phases of each full barrier
+    released = [[0] * stages for _ in range(2)]  # releases per slot per warpgroup
+    h_chunk = {(buf, half): None for buf in (0, 1) for half in (0, 1)}
+    groups = [[], []]                 # in-flight wgmma groups per warpgroup: (slot, h buffer or None)
+    programs = [_consumer_program(w, nchunks) for w in (0, 1)]
+    pc, produced, at_barrier = [0, 0], 0, [None, None]
+
+    def enabled():
+        acts = []
+        if produced < nslots:
+            s, rnd = produced % stages, produced // stages
+            if all(released[w][s] >= rnd for w in (0, 1)):
+                acts.append(("produce",))
+        for w in (0, 1):
+            if groups[w]:
+                acts.append(("retire", w))
+            if pc[w] == len(programs[w]):
+                continue
+            op = programs[w][pc[w]]
+            if op[0] == "wait_full" and fills[op[1] % stages] > op[1] // stages:
+                acts.append(("step", w))
+            elif op[0] == "wait_groups" and len(groups[w]) <= op[1]:
+                acts.append(("step", w))
+            elif op[0] == "barrier":
+                if at_barrier[1 - w] == op[1] or at_barrier[w] != op[1]:
+                    acts.append(("step", w))
+            elif op[0] not in ("wait_full", "wait_groups", "barrier"):
+                acts.append(("step", w))
+        return acts
+
+    while True:
+        acts = enabled()
+        if not acts:
+            assert produced == nslots and pc == [len(p) for p in programs], f"deadlock at {pc}, seed {seed}"
+            return
+        act = rng.choice(acts)
+        if act[0] == "produce":
+            s = produced % stages
+            assert all(g[0] != s for w in (0, 1) for g in groups[w]), "slot refilled while a wgmma reads it"
+            slot_index[s], fills[s], produced = produced, fills[s] + 1, produced + 1
+        elif act[0] == "retire":
+            groups[act[1]].pop(0)  # groups retire in order
+        else:
+            w = act[1]
+            op = programs[w][pc[w]]
+            if op[0] == "wait_full":
+                assert slot_index[op[1] % stages] == op[1], "the slot holds another index than awaited"
+            elif op[0] == "issue":
+                assert slot_index[op[1] % stages] == op[1]
+                if op[2] is not None:
+                    buf, chunk = op[2]
+                    assert h_chunk[(buf, 0)] == h_chunk[(buf, 1)] == chunk, "H read before both halves were written"
+                groups[w].append((op[1] % stages, op[2][0] if op[2] else None))
+            elif op[0] == "release":
+                s = op[1] % stages
+                assert released[w][s] == op[1] // stages, "release counted toward another phase"
+                released[w][s] += 1
+            elif op[0] == "write_h":
+                assert all(g[1] != op[1] for v in (0, 1) for g in groups[v]), "H overwritten while a wgmma reads it"
+                h_chunk[(op[1], w)] = op[2]
+            elif op[0] == "barrier" and at_barrier[w] != op[1]:
+                at_barrier[w] = op[1]
+                if at_barrier[1 - w] != op[1]:
+                    continue  # arrived; wait for the other warpgroup (pc stays)
+            pc[w] += 1
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_pipeline_protocol_has_no_deadlock_or_overwrite(seed):
+    """Producer, two consumer warpgroups, 8 ring slots, wgmma groups retiring at arbitrary times:
+    every interleaving tried finishes, never refills a slot a live group reads, never rewrites an
+    H buffer a live group reads, and never lets a release count toward another fill."""
+    _run_pipeline_model(nchunks=3, stages=8, seed=seed)
