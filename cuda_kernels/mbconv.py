@@ -20,8 +20,11 @@ from torch import nn
 from torch.nn import functional as F
 
 # The kernels' implementation (NOTES.md, "MBConv version 1/2/3"): 1 and 2 differ in kernel 1 only;
-# 3 has kernel 1 v3 and its own SE and projection kernels (csrc/mbconv_v3.cu).
-VERSIONS = (1, 2, 3)
+# 3 has kernel 1 v3 and its own SE and projection kernels (csrc/mbconv_v3.cu). 4 is an occupancy
+# experiment: version 3's kernels with kernel 1's bands sized for four CTAs per SM where its
+# registers allow it (k = 3: <= 64 per thread), instead of two; more halo recomputed.
+VERSIONS = (1, 2, 3, 4)
+KERNEL_VERSION = {1: 1, 2: 2, 3: 3, 4: 3}  # what the extension runs for each version
 # A version becomes the default only once it has passed the GPU tests (CUDA_KERNELS_MBCONV_VERSION overrides)
 DEFAULT_VERSION = int(os.environ.get("CUDA_KERNELS_MBCONV_VERSION", "1"))
 KERNEL_SIZES = (3, 5)
@@ -31,6 +34,7 @@ CHANNEL_MULTIPLE = 8  # 16-byte rows of every NHWC tensor and weight
 # (two blocks per SM on an H100/H200), or one row band within the per-block maximum.
 SMEM_BUDGET = 113 * 1024
 SMEM_MAX = 227 * 1024
+SMEM_BUDGET_4_CTAS = 56 * 1024  # version 4, k = 3: 228 KB per SM, 1 KB reserved per CTA
 PROJECT_TILE_N, PROJECT_TILE_K = 64, 32  # csrc/mbconv.cuh kProjectBN, kProjectBK
 
 
@@ -70,7 +74,10 @@ def band_rows(height: int, width: int, kernel_size: int, stride: int, k_pad: int
     """Output rows per band of kernel 1: the tallest band that fits the budget, then evened
     out over the bands. Raises ValueError when one row does not fit."""
     out_h = output_size(height, stride)
-    for budget in (SMEM_BUDGET, SMEM_MAX):
+    budgets = (SMEM_BUDGET, SMEM_MAX)
+    if version == 4 and kernel_size == 3:
+        budgets = (SMEM_BUDGET_4_CTAS, *budgets)
+    for budget in budgets:
         fits = [r for r in range(1, out_h + 1)
                 if kernel1_smem_bytes(r, height, width, kernel_size, stride, k_pad, chunk, expand, version) <= budget]
         if fits:
@@ -289,7 +296,7 @@ def _launch(x: torch.Tensor, tensors: list[torch.Tensor], kernel_size: int, stri
     rows = band_rows(height, width, kernel_size, stride, w_exp.shape[1] if expand else 0, chunk, expand, version)
     out_nhwc = torch.empty(0, dtype=x.dtype, device=x.device) if out is None else out.permute(0, 2, 3, 1)
     y = _extension().mbconv(x.permute(0, 2, 3, 1), *tensors, kernel_size, stride, out_channels, rows, chunk,
-                            residual, out_nhwc, version)
+                            residual, out_nhwc, KERNEL_VERSION[version])
     return y.permute(0, 3, 1, 2)
 
 

@@ -292,3 +292,19 @@ def test_v3_numerics_stay_within_twice_pytorch_fp16(path):
         v3 = relative_error(_emulated_v3(x, params, weights, 2.0 ** -11), ref)
     # 2026-11-30: 0.90-0.97x PyTorch's error with the tanh error, 0.88-0.96x without it
     assert 0 < torch_err and v3 <= 1.5 * torch_err, (v3, exact_silu, torch_err)
+
+
+@pytest.mark.parametrize("size,ks,stride,k_pad,chunk,expand,rows_v3,rows_v4", [
+    (112, 3, 1, 0, 32, False, 10, 4),   # features.1.0: 12 -> 28 bands
+    (112, 3, 2, 16, 48, True, 2, 1),    # features.2.0
+    (56, 3, 1, 32, 48, True, 8, 2),     # features.2.1: halo 1.25 -> 2.0
+    (14, 3, 1, 80, 48, True, 14, 7),    # features.4.1
+    (28, 5, 1, 48, 48, True, 10, 10),   # k = 5 kernels use ~100 registers: two CTAs per SM either way
+])
+def test_version_4_sizes_bands_for_four_ctas_per_sm(size, ks, stride, k_pad, chunk, expand, rows_v3, rows_v4):
+    assert mb.KERNEL_VERSION[4] == 3 and mb.VERSIONS == (1, 2, 3, 4)
+    assert mb.band_rows(size, size, ks, stride, k_pad, chunk, expand, 3) == rows_v3
+    assert mb.band_rows(size, size, ks, stride, k_pad, chunk, expand, 4) == rows_v4
+    smem = mb.kernel1_smem_bytes(rows_v4, size, size, ks, stride, k_pad, chunk, expand, 4)
+    if ks == 3:
+        assert 4 * (smem + 1024) <= 228 * 1024  # four CTAs and their reserved 1 KB fit an SM
