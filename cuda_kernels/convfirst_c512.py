@@ -31,6 +31,10 @@ MAX_WIDTH = 28  # the conv halo of a 64-pixel tile, (63 // W + 4) * W pixels, fi
 TILE_PIXELS = 64
 SLOT_ROWS = 128  # a weight slot is one 128-row x 64-column fp16 panel (16 KB), 128-byte swizzled
 K_PANEL = 64
+# Variants (csrc/convfirst_c512.cu): 0, every thread block streams every weight slot from L2; 1,
+# clusters of two thread blocks multicast each slot into both (half the L2 weight traffic).
+VARIANTS = (0, 1)
+DEFAULT_VARIANT = 0  # until the two are measured
 
 
 def enabled() -> bool:
@@ -175,9 +179,13 @@ def _extension():
     return load_convfirst_c512_extension()
 
 
-def run(x: torch.Tensor, weights: KernelWeights, out: torch.Tensor | None = None) -> torch.Tensor:
+def run(x: torch.Tensor, weights: KernelWeights, out: torch.Tensor | None = None,
+        variant: int | None = None) -> torch.Tensor:
     """Launch the fused kernel; returns [N, 512, H, W] channels_last (``out`` if given)."""
     check_input(x, weights, out)
+    variant = DEFAULT_VARIANT if variant is None else variant
+    if variant not in VARIANTS:
+        raise ValueError(f"convfirst_c512 has no variant {variant} (it has {VARIANTS})")
     if torch.cuda.get_device_capability(x.device) != (9, 0):
         raise ValueError(f"convfirst_c512 runs on compute capability 9.0 (H100, H200), not "
                          f"{torch.cuda.get_device_name(x.device)}")
@@ -186,7 +194,8 @@ def run(x: torch.Tensor, weights: KernelWeights, out: torch.Tensor | None = None
     if out is not None:
         flat_out = out.permute(0, 2, 3, 1).reshape(n * h * w, c)
     flat = _extension().convfirst_c512(x.permute(0, 2, 3, 1).reshape(n * h * w, c), weights.conv_w,
-                                       weights.conv_b, weights.wpack, weights.b1, weights.b2, h, w, flat_out)
+                                       weights.conv_b, weights.wpack, weights.b1, weights.b2, h, w, variant,
+                                       flat_out)
     return flat.view(n, h, w, c).permute(0, 3, 1, 2)
 
 

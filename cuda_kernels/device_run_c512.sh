@@ -6,7 +6,7 @@
 # STEPS (default "build smoke tests bench", about 3 minutes on an H200 machine) may add "e2e":
 # ConvFirstNet-H200 end to end with the kernels switched on, fused + rest compiled + CUDA graphs,
 # beside torch.compile (freezing, graphs) in the same call (about 2 more minutes).
-# Each step has its own time limit; the smoke step (two small launches) stops the call early if
+# Each step has its own time limit; the smoke step (three small launches) stops the call early if
 # a new kernel hangs, instead of letting every later step hit its limit.
 set -uo pipefail
 out=${1:?output folder}; steps=${2:-build smoke tests bench}
@@ -36,7 +36,7 @@ has build && step build 150 env BLOCK_FUSION_PTXAS_VERBOSE=1 python3 -c \
   "from cuda_kernels._build import load_convfirst_c512_extension as l; l(verbose=True)"
 if has smoke; then
   step smoke 45 python3 -m pytest -q --tb=short -p no:cacheprovider tests/test_convfirst_c512.py \
-    -k "test_odd_sizes_and_batches and 4-2-9-5 or test_wide_stride_2_odd_sizes and 2-5-7-9"
+    -k "test_odd_sizes_and_batches and 4-2-9-5 or test_cluster_variant and 2-3-13-13 or test_wide_stride_2_odd_sizes and 2-5-7-9"
   rc=$?
   if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then echo "== smoke hung: stopping (see $log)" | tee -a "$log"; exit 1; fi
 fi

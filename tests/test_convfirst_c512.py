@@ -238,12 +238,13 @@ def check_against_float64(block: nn.Module, x: torch.Tensor, run, out_shape: tup
     return err
 
 
-def check_kernel(expansion: int, batch: int, h: int, w: int | None = None) -> float:
+def check_kernel(expansion: int, batch: int, h: int, w: int | None = None, variant: int | None = None) -> float:
     w = h if w is None else w
     block = block_512(expansion, seed=expansion + h).cuda()
     x = channels_last(torch.randn(batch, 512, h, w, device="cuda", dtype=torch.float16))
     weights = _kernel_weights(block)
-    return check_against_float64(block, x, lambda out: c512.run(x, weights, out=out), (batch, 512, h, w))
+    return check_against_float64(block, x, lambda out: c512.run(x, weights, out=out, variant=variant),
+                                 (batch, 512, h, w))
 
 
 @pytest.mark.cuda
@@ -263,6 +264,17 @@ def test_odd_sizes_and_batches(expansion, batch, h, w):
 
 
 @pytest.mark.cuda
+@pytest.mark.parametrize("expansion,batch,h,w", [
+    (6, 128, 7, 7), (4, 128, 7, 7), (6, 37, 7, 7), (4, 37, 14, 14), (4, 1, 7, 7), (2, 3, 13, 13), (6, 1, 1, 1),
+    (4, 5, 28, 27),
+])
+def test_cluster_variant(expansion, batch, h, w):
+    """Variant 1: two-CTA clusters multicasting the weights. 64-pixel tiles: 98, 98, 29, 114, 1, 8,
+    1, 60; an odd count leaves the grid's last CTA past the end, computing nothing that is kept."""
+    check_kernel(expansion, batch, h, w, variant=1)
+
+
+@pytest.mark.cuda
 def test_raw_op_refuses_overlap_and_bad_shapes():
     weights = _kernel_weights(block_512(2).cuda())
     ext = c512._extension()
@@ -270,11 +282,13 @@ def test_raw_op_refuses_overlap_and_bad_shapes():
     args = [weights.conv_w, weights.conv_b, weights.wpack, weights.b1, weights.b2]
     empty = torch.empty(0, device="cuda", dtype=torch.float16)
     with pytest.raises(RuntimeError, match="overlap"):
-        ext.convfirst_c512(x, *args, 7, 7, x)
+        ext.convfirst_c512(x, *args, 7, 7, 0, x)
     with pytest.raises(RuntimeError, match="bad H, W"):
-        ext.convfirst_c512(x, *args, 7, 29, empty)
+        ext.convfirst_c512(x, *args, 7, 29, 0, empty)
     with pytest.raises(RuntimeError, match="not a multiple of 128"):
-        ext.convfirst_c512(x, *args[:3], weights.b1[:100].contiguous(), weights.b2, 7, 7, empty)
+        ext.convfirst_c512(x, *args[:3], weights.b1[:100].contiguous(), weights.b2, 7, 7, 0, empty)
+    with pytest.raises(RuntimeError, match="no variant 2"):
+        ext.convfirst_c512(x, *args, 7, 7, 2, empty)
     assert ext.smem_bytes() <= torch.cuda.get_device_properties(0).shared_memory_per_block_optin
 
 
@@ -397,26 +411,29 @@ def _consumer_program(wg: int, nchunks: int) -> list[tuple]:
     return ops + [("wait_groups", 0)]
 
 
-def _run_pipeline_model(nchunks: int, stages: int, seed: int) -> None:
+def _run_pipeline_model(nchunks: int, stages: int, seed: int, ctas: int = 1) -> None:
+    """Consumer warpgroups 2c and 2c + 1 belong to CTA c (their own H buffers and named barrier);
+    with ctas = 2 (variant 1) a slot is refilled, in both CTAs at once (the multicast), only once
+    all four warpgroups have released it."""
     import random
 
     rng = random.Random(seed)
-    nslots = nchunks * 16
-    slot_index = [None] * stages      # which stream index each ring slot holds
+    nslots, nwg = nchunks * 16, 2 * ctas
+    slot_index = [None] * stages      # which stream index each ring slot holds (the same in every CTA)
     fills = [0] * stages              # completed phases of each full barrier
-    released = [[0] * stages for _ in range(2)]  # releases per slot per warpgroup
-    h_chunk = {(buf, half): None for buf in (0, 1) for half in (0, 1)}
-    groups = [[], []]                 # in-flight wgmma groups per warpgroup: (slot, h buffer or None)
-    programs = [_consumer_program(w, nchunks) for w in (0, 1)]
-    pc, produced, at_barrier = [0, 0], 0, [None, None]
+    released = [[0] * stages for _ in range(nwg)]  # releases per slot per warpgroup
+    h_chunk = {(cta, buf, half): None for cta in range(ctas) for buf in (0, 1) for half in (0, 1)}
+    groups = [[] for _ in range(nwg)]  # in-flight wgmma groups per warpgroup: (slot, h buffer or None)
+    programs = [_consumer_program(w % 2, nchunks) for w in range(nwg)]
+    pc, produced, at_barrier = [0] * nwg, 0, [None] * nwg
 
     def enabled():
         acts = []
         if produced < nslots:
             s, rnd = produced % stages, produced // stages
-            if all(released[w][s] >= rnd for w in (0, 1)):
+            if all(released[w][s] >= rnd for w in range(nwg)):
                 acts.append(("produce",))
-        for w in (0, 1):
+        for w in range(nwg):
             if groups[w]:
                 acts.append(("retire", w))
             if pc[w] == len(programs[w]):
@@ -427,7 +444,7 @@ def _run_pipeline_model(nchunks: int, stages: int, seed: int) -> None:
             elif op[0] == "wait_groups" and len(groups[w]) <= op[1]:
                 acts.append(("step", w))
             elif op[0] == "barrier":
-                if at_barrier[1 - w] == op[1] or at_barrier[w] != op[1]:
+                if at_barrier[w ^ 1] == op[1] or at_barrier[w] != op[1]:
                     acts.append(("step", w))
             elif op[0] not in ("wait_full", "wait_groups", "barrier"):
                 acts.append(("step", w))
@@ -441,7 +458,7 @@ def _run_pipeline_model(nchunks: int, stages: int, seed: int) -> None:
         act = rng.choice(acts)
         if act[0] == "produce":
             s = produced % stages
-            assert all(g[0] != s for w in (0, 1) for g in groups[w]), "slot refilled while a wgmma reads it"
+            assert all(g[0] != s for w in range(nwg) for g in groups[w]), "slot refilled while a wgmma reads it"
             slot_index[s], fills[s], produced = produced, fills[s] + 1, produced + 1
         elif act[0] == "retire":
             groups[act[1]].pop(0)  # groups retire in order
@@ -454,25 +471,29 @@ def _run_pipeline_model(nchunks: int, stages: int, seed: int) -> None:
                 assert slot_index[op[1] % stages] == op[1]
                 if op[2] is not None:
                     buf, chunk = op[2]
-                    assert h_chunk[(buf, 0)] == h_chunk[(buf, 1)] == chunk, "H read before both halves were written"
+                    cta = w // 2
+                    assert h_chunk[(cta, buf, 0)] == h_chunk[(cta, buf, 1)] == chunk, "H read before it was written"
                 groups[w].append((op[1] % stages, op[2][0] if op[2] else None))
             elif op[0] == "release":
                 s = op[1] % stages
                 assert released[w][s] == op[1] // stages, "release counted toward another phase"
                 released[w][s] += 1
             elif op[0] == "write_h":
-                assert all(g[1] != op[1] for v in (0, 1) for g in groups[v]), "H overwritten while a wgmma reads it"
-                h_chunk[(op[1], w)] = op[2]
+                pair = (w & ~1, w | 1)  # the CTA's two warpgroups
+                assert all(g[1] != op[1] for v in pair for g in groups[v]), "H overwritten while a wgmma reads it"
+                h_chunk[(w // 2, op[1], w % 2)] = op[2]
             elif op[0] == "barrier" and at_barrier[w] != op[1]:
                 at_barrier[w] = op[1]
-                if at_barrier[1 - w] != op[1]:
+                if at_barrier[w ^ 1] != op[1]:
                     continue  # arrived; wait for the other warpgroup (pc stays)
             pc[w] += 1
 
 
-@pytest.mark.parametrize("seed", range(40))
-def test_pipeline_protocol_has_no_deadlock_or_overwrite(seed):
-    """Producer, two consumer warpgroups, 8 ring slots, wgmma groups retiring at arbitrary times:
-    every interleaving tried finishes, never refills a slot a live group reads, never rewrites an
-    H buffer a live group reads, and never lets a release count toward another fill."""
-    _run_pipeline_model(nchunks=3, stages=8, seed=seed)
+@pytest.mark.parametrize("ctas", [1, 2])
+@pytest.mark.parametrize("seed", range(30))
+def test_pipeline_protocol_has_no_deadlock_or_overwrite(seed, ctas):
+    """Producer, two consumer warpgroups per CTA (variant 1: two CTAs sharing each slot), 8 ring
+    slots, wgmma groups retiring at arbitrary times: every interleaving tried finishes, never
+    refills a slot a live group reads, never rewrites an H buffer a live group reads, and never
+    lets a release count toward another fill."""
+    _run_pipeline_model(nchunks=3, stages=8, seed=seed, ctas=ctas)

@@ -76,6 +76,39 @@ static_assert(kSmemBytes <= 227 * 1024, "shared memory per block");
 static_assert(kSlotBytes == 128 * 128 && kHiddenChunk == 128 && kChannels == 512, "slot layout");
 static_assert(kSlotsPerChunk == kChannels / 64 + (kHiddenChunk / 64) * (kChannels / 128), "slots per chunk");
 
+// ---- clusters (variant 1): two CTAs share each weight slot through a multicast bulk copy ----
+__device__ __forceinline__ uint32_t cluster_ctarank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return r;
+}
+
+// Every thread of both CTAs: orders the barrier initialisation (and, at the end, every remote
+// arrive) across the cluster.
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.aligned;\nbarrier.cluster.wait.aligned;\n" ::: "memory");
+}
+
+// Arrives on the mbarrier at the same shared offset `bar` in CTA `rank` of the cluster.
+__device__ __forceinline__ void mbar_arrive_remote(uint32_t bar, uint32_t rank) {
+  asm volatile(
+      "{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\n"
+      "mbarrier.arrive.shared::cluster.b64 _, [remote];\n}\n" ::"r"(bar),
+      "r"(rank)
+      : "memory");
+}
+
+// One bulk copy global -> the same shared offset `dst` in every CTA of `mask`, each completing
+// `bytes` on its own mbarrier at offset `bar`.
+__device__ __forceinline__ void bulk_copy_g2s_multicast(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar,
+                                                        uint16_t mask) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1], %2, [%3], "
+      "%4;\n" ::"r"(dst),
+      "l"(src), "r"(bytes), "r"(bar), "h"(mask)
+      : "memory");
+}
+
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 using bf::fence_registers;
 using bf::setmaxnreg_dec;
@@ -167,8 +200,14 @@ __device__ __forceinline__ void conv_phase(const Params& p, uint8_t* x_panels, u
 }
 #endif
 
+// CLUSTER = 1 (variant 0): each CTA streams every weight slot itself. CLUSTER = 2 (variant 1): the
+// two CTAs of a cluster (neighbouring tiles) take turns loading a slot and multicast it into both,
+// so each slot crosses L2 once per two tiles; a slot is refilled only when the consumers of both
+// CTAs have released it (each consumer warp arrives on both CTAs' empty barriers).
+template <int CLUSTER>
 __global__ void __launch_bounds__(kThreads, 1) convfirst_c512_kernel(const Params p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  static_assert(CLUSTER == 1 || CLUSTER == 2, "cluster size");
   extern __shared__ uint8_t smem_raw[];
   const uint32_t raw = smem_addr(smem_raw);
   const uint32_t base = (raw + 1023) & ~1023u;  // 1024-aligned for the 128-byte swizzle
@@ -179,14 +218,16 @@ __global__ void __launch_bounds__(kThreads, 1) convfirst_c512_kernel(const Param
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int p0 = blockIdx.x * kTilePixels;
 
+  const uint32_t rank = CLUSTER == 2 ? cluster_ctarank() : 0;
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
-      mbar_init(full_bar + 8 * s, 1);                // the producer's arrive + the copy's bytes
-      mbar_init(empty_bar + 8 * s, kConsumerWarps);  // one arrive per consumer warp
+      mbar_init(full_bar + 8 * s, 1);                          // the producer's arrive + the copy's bytes
+      mbar_init(empty_bar + 8 * s, kConsumerWarps * CLUSTER);  // one arrive per consumer warp of the cluster
     }
     fence_barrier_init();
   }
-  __syncthreads();
+  if constexpr (CLUSTER == 2) cluster_sync();  // both CTAs' barriers exist before any remote use
+  else __syncthreads();
 
   if (warp >= kConsumerWarps) {
     // ---- producer: the tile's slots in order; the first eight load during phase A ----
@@ -196,8 +237,14 @@ __global__ void __launch_bounds__(kThreads, 1) convfirst_c512_kernel(const Param
       for (int it = 0; it < nslots; ++it) {
         const int slot = it % kStages;
         mbar_wait(empty_bar + 8 * slot, ((it / kStages) & 1) ^ 1);
-        mbar_arrive_expect_tx(full_bar + 8 * slot, kSlotBytes);
-        bulk_copy_g2s(ring + slot * kSlotBytes, p.wpack + (size_t)it * kSlotBytes, kSlotBytes, full_bar + 8 * slot);
+        mbar_arrive_expect_tx(full_bar + 8 * slot, kSlotBytes);  // this CTA's copy, whoever issues it
+        const uint8_t* src = p.wpack + (size_t)it * kSlotBytes;
+        if constexpr (CLUSTER == 2) {
+          if ((it & 1) == (int)rank)
+            bulk_copy_g2s_multicast(ring + slot * kSlotBytes, src, kSlotBytes, full_bar + 8 * slot, 0x3);
+        } else {
+          bulk_copy_g2s(ring + slot * kSlotBytes, src, kSlotBytes, full_bar + 8 * slot);
+        }
       }
     }
   } else {
@@ -215,7 +262,10 @@ __global__ void __launch_bounds__(kThreads, 1) convfirst_c512_kernel(const Param
     // `pending`: the last slot this warpgroup read whose wgmma group may still be running.
     int it = 0, pending = -1;
     auto release = [&](int index) {
-      if (lane == 0) mbar_arrive(empty_bar + 8 * (index % kStages));
+      if (lane == 0) {
+        mbar_arrive(empty_bar + 8 * (index % kStages));
+        if constexpr (CLUSTER == 2) mbar_arrive_remote(empty_bar + 8 * (index % kStages), rank ^ 1);
+      }
     };
 #pragma unroll 1
     for (int j = 0; j < nchunks; ++j) {
@@ -327,17 +377,20 @@ __global__ void __launch_bounds__(kThreads, 1) convfirst_c512_kernel(const Param
       }
     }
   }
+  // no CTA of a cluster exits while its partner may still arrive on its barriers
+  if constexpr (CLUSTER == 2) {
+    __syncwarp();  // the producer warp's lanes reconverge (barrier.cluster is .aligned)
+    cluster_sync();
+  }
 #endif
 }
 
 int smem_bytes() { return kSmemBytes; }
 
-// Per device: compute capability 9.0 (the kernel body exists only in the sm_90a image) and the
-// shared-memory limit are checked and the launch attribute set once.
-cudaError_t launch(const Params& p, cudaStream_t stream) {
-  if (p.hidden <= 0 || p.hidden % kHiddenChunk || p.W < 1 || p.W > kMaxWidth || p.H < 1 || p.P <= 0 ||
-      p.P % (p.H * p.W))
-    return cudaErrorInvalidValue;
+// Per device and variant: compute capability 9.0 (the kernel body exists only in the sm_90a image)
+// and the shared-memory limit are checked and the launch attribute set once.
+template <int CLUSTER>
+cudaError_t launch_impl(const Params& p, cudaStream_t stream) {
   static bool ready[kMaxDevices] = {};
   int dev = 0;
   cudaError_t err = cudaGetDevice(&dev);
@@ -351,13 +404,38 @@ cudaError_t launch(const Params& p, cudaStream_t stream) {
     if (err == cudaSuccess) err = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
     if (err == cudaSuccess && kSmemBytes > optin) err = cudaErrorInvalidConfiguration;
     if (err == cudaSuccess)
-      err = cudaFuncSetAttribute(convfirst_c512_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
+      err = cudaFuncSetAttribute(convfirst_c512_kernel<CLUSTER>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 kSmemBytes);
     if (err != cudaSuccess) return err;
     ready[dev] = true;
   }
-  const int grid = (p.P + kTilePixels - 1) / kTilePixels;
-  convfirst_c512_kernel<<<grid, kThreads, kSmemBytes, stream>>>(p);
-  return cudaGetLastError();
+  const int tiles = (p.P + kTilePixels - 1) / kTilePixels;
+  const int grid = (tiles + CLUSTER - 1) / CLUSTER * CLUSTER;  // a last CTA past the end computes nothing kept
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(grid);
+  config.blockDim = dim3(kThreads);
+  config.dynamicSmemBytes = kSmemBytes;
+  config.stream = stream;
+  cudaLaunchAttribute attribute[1];
+  attribute[0].id = cudaLaunchAttributeClusterDimension;
+  attribute[0].val.clusterDim.x = CLUSTER;
+  attribute[0].val.clusterDim.y = 1;
+  attribute[0].val.clusterDim.z = 1;
+  config.attrs = attribute;
+  config.numAttrs = 1;
+  err = cudaLaunchKernelEx(&config, convfirst_c512_kernel<CLUSTER>, p);
+  return err != cudaSuccess ? err : cudaGetLastError();
+}
+
+cudaError_t launch(const Params& p, int variant, cudaStream_t stream) {
+  if (p.hidden <= 0 || p.hidden % kHiddenChunk || p.W < 1 || p.W > kMaxWidth || p.H < 1 || p.P <= 0 ||
+      p.P % (p.H * p.W))
+    return cudaErrorInvalidValue;
+  switch (variant) {
+    case 0: return launch_impl<1>(p, stream);
+    case 1: return launch_impl<2>(p, stream);
+    default: return cudaErrorInvalidValue;
+  }
 }
 
 }  // namespace c512

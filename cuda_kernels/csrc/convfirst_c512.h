@@ -28,12 +28,15 @@ struct Params {
   int H, W;
 };
 
+// Variants: 0, each thread block streams every weight slot from L2; 1, clusters of two thread
+// blocks (neighbouring tiles) multicast each slot into both, halving the L2 weight traffic.
+constexpr int kVariants = 2;
 // Dynamic shared memory per block.
 int smem_bytes();
-// cudaErrorInvalidValue for a shape the kernel does not take (hidden % 128, W > kMaxWidth),
-// cudaErrorNoKernelImageForDevice off compute capability 9.0 or without an sm_90a build,
-// cudaErrorInvalidConfiguration when the device has less shared memory per block than the kernel
-// needs: all before launching.
-cudaError_t launch(const Params& p, cudaStream_t stream);
+// cudaErrorInvalidValue for a shape the kernel does not take (hidden % 128, W > kMaxWidth) or an
+// unknown variant, cudaErrorNoKernelImageForDevice off compute capability 9.0 or without an sm_90a
+// build, cudaErrorInvalidConfiguration when the device has less shared memory per block than the
+// kernel needs: all before launching.
+cudaError_t launch(const Params& p, int variant, cudaStream_t stream);
 
 }  // namespace c512

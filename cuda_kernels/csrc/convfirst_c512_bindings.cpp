@@ -24,9 +24,10 @@ bool overlap(const torch::Tensor& a, const torch::Tensor& b) {
 
 // x: [N*H*W, 512] fp16 (NHWC pixels); conv_w: [64, 9, 32] int32 fragments; conv_b: [512] fp32;
 // wpack: uint8 weight slots (4 * hidden * 512 bytes); b1: [hidden] fp32; b2: [512] fp32;
-// out: [N*H*W, 512] to write into, or empty to allocate. Returns out.
+// variant: 0 or 1 (c512::kVariants); out: [N*H*W, 512] to write into, or empty to allocate. Returns out.
 torch::Tensor convfirst_c512(torch::Tensor x, torch::Tensor conv_w, torch::Tensor conv_b, torch::Tensor wpack,
-                             torch::Tensor b1, torch::Tensor b2, int64_t H, int64_t W, torch::Tensor out) {
+                             torch::Tensor b1, torch::Tensor b2, int64_t H, int64_t W, int64_t variant,
+                             torch::Tensor out) {
 #ifndef BF_SM90A
   TORCH_CHECK(false, "convfirst_c512: this build has no sm_90a code (build with 9.0 in TORCH_CUDA_ARCH_LIST)");
 #endif
@@ -47,6 +48,7 @@ torch::Tensor convfirst_c512(torch::Tensor x, torch::Tensor conv_w, torch::Tenso
   TORCH_CHECK(wpack.numel() == 4 * hidden * c512::kChannels && b2.numel() == c512::kChannels, "weight shapes");
   TORCH_CHECK(H >= 1 && W >= 1 && W <= c512::kMaxWidth && P > 0 && P % (H * W) == 0, "bad H, W for x");
   TORCH_CHECK(P * c512::kChannels < (int64_t(1) << 31), "x too large for 32-bit pixel offsets");
+  TORCH_CHECK(variant >= 0 && variant < c512::kVariants, "convfirst_c512: no variant ", variant);
   if (out.numel() == 0) {
     out = torch::empty_like(x);
   } else {
@@ -66,7 +68,7 @@ torch::Tensor convfirst_c512(torch::Tensor x, torch::Tensor conv_w, torch::Tenso
   p.hidden = static_cast<int>(hidden);
   p.H = static_cast<int>(H);
   p.W = static_cast<int>(W);
-  const cudaError_t err = c512::launch(p, c10::cuda::getCurrentCUDAStream());
+  const cudaError_t err = c512::launch(p, static_cast<int>(variant), c10::cuda::getCurrentCUDAStream());
   TORCH_CHECK(err != cudaErrorNoKernelImageForDevice, "convfirst_c512: needs a compute capability 9.0 GPU (H100, H200)");
   TORCH_CHECK(err != cudaErrorInvalidConfiguration,
               "convfirst_c512: the kernel needs more shared memory per block than this GPU offers");
@@ -140,6 +142,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("convfirst_c512", &convfirst_c512, "Fused stride-1 ConvFirst block at C = 512 on wgmma (NHWC fp16)");
   m.def("smem_bytes", &c512::smem_bytes, "Shared memory per block of the kernel");
   m.attr("hidden_chunk") = c512::kHiddenChunk;
+  m.attr("num_variants") = c512::kVariants;
   m.def("convfirst_s2_wide", &convfirst_s2_wide, "Fused stride-2 ConvFirst block 256 -> 512 (NHWC fp16, mma.sync)");
   m.def("s2_wide_smem_bytes", &s2::smem_bytes_256_512, "Shared memory per block of the 256 -> 512 kernel");
   m.attr("s2_wide_hidden_chunk") = s2::hidden_chunk_256_512();
