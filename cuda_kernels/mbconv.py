@@ -22,7 +22,8 @@ from torch.nn import functional as F
 # The kernels' implementation (NOTES.md, "MBConv version 1/2/3"): 1 and 2 differ in kernel 1 only;
 # 3 has kernel 1 v3 and its own SE and projection kernels (csrc/mbconv_v3.cu). 4 is an occupancy
 # experiment: version 3's kernels with kernel 1's bands sized for four CTAs per SM where its
-# registers allow it (k = 3: <= 64 per thread), instead of two; more halo recomputed.
+# registers allow it (k = 3: <= 64 per thread; k = 5 is capped at 80, three CTAs, and keeps
+# version 3's bands), instead of two; more halo recomputed.
 VERSIONS = (1, 2, 3, 4)
 KERNEL_VERSION = {1: 1, 2: 2, 3: 3, 4: 3}  # what the extension runs for each version
 # A version becomes the default only once it has passed the GPU tests (CUDA_KERNELS_MBCONV_VERSION overrides)

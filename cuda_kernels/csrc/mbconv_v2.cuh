@@ -62,8 +62,10 @@ __host__ __device__ inline int expand_dw_v2_smem_bytes(int H, int W, int Wo, int
 // V3 (version 3 of kernel 1; V3 = false is version 2 unchanged): SiLU through tanh, the zero
 // border written by walking only the border (not every tile position with two divisions), and
 // the depthwise work items stepped without a division per item.
+// V3 with k = 5: at most 80 registers (three CTAs per SM; ptxas: 4 bytes of spill outside the
+// depthwise loop in the expand variants), where version 2 takes 92-100 and fits two.
 template <int HC, int KS, int S, bool EXPAND, bool V3 = false>
-__global__ void __launch_bounds__(kExpandThreads) expand_dw_v2_kernel(const Params p) {
+__global__ void __launch_bounds__(kExpandThreads, (V3 && KS == 5) ? 3 : 0) expand_dw_v2_kernel(const Params p) {
   using bf::cp_async16;
   using bf::smem_addr;
   extern __shared__ __align__(16) uint8_t smem[];
