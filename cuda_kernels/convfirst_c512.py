@@ -10,8 +10,8 @@ conv: grouped 3x3, group width 8, stride 1, zero padding. Activations are ``N x 
 float16 in ``torch.channels_last`` memory, W <= 28.
 
 Off by default until its GPU tests have passed on a device: ``replace_blocks`` swaps a C = 512
-block for `FusedConvFirstC512` only with ``CUDA_KERNELS_C512=1`` in the environment, and
-otherwise leaves it in PyTorch with that reason.
+block for `FusedConvFirstC512` only with ``CUDA_KERNELS_C512=1`` (or ``=stride1``) in the
+environment, and otherwise leaves it in PyTorch with that reason.
 """
 
 from __future__ import annotations
@@ -37,9 +37,12 @@ VARIANTS = (0, 1)
 DEFAULT_VARIANT = 0  # until the two are measured
 
 
-def enabled() -> bool:
-    """Whether ``replace_blocks`` may use this kernel (``CUDA_KERNELS_C512=1``)."""
-    return os.environ.get(ENV_SWITCH) == "1"
+def enabled(kernel: str = "stride1") -> bool:
+    """Whether ``replace_blocks`` may use a C = 512 kernel: ``CUDA_KERNELS_C512=1`` switches on both,
+    a comma list of ``stride1`` (this module's kernel) and ``stride2`` (the 256 -> 512 stride-2
+    block, convfirst_s2) only those named."""
+    parts = {part.strip() for part in os.environ.get(ENV_SWITCH, "").split(",")}
+    return "1" in parts or kernel in parts
 
 
 def unsupported_shape(channels: int, hidden: int) -> str | None:
@@ -233,7 +236,7 @@ class FusedConvFirstC512(nn.Module):
             return reason
         if not enabled():
             return (f"C={CHANNELS}: its kernel (cuda_kernels/convfirst_c512.py) is off until its GPU tests pass; "
-                    f"set {ENV_SWITCH}=1 to use it")
+                    f"set {ENV_SWITCH}=1 (or =stride1) to use it")
         if torch.cuda.is_available() and torch.cuda.get_device_capability() != (9, 0):
             return f"C={CHANNELS}: its kernel needs compute capability 9.0 (H100, H200)"
         return None

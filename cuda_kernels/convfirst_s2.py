@@ -94,9 +94,9 @@ def unsupported_shape(in_channels: int, out_channels: int, hidden: int) -> str |
     if (in_channels, out_channels) in SWITCHED_WIDTHS:
         from cuda_kernels import convfirst_c512
 
-        if not convfirst_c512.enabled():
+        if not convfirst_c512.enabled("stride2"):
             return (f"C {in_channels} -> {out_channels}: its kernel (in the C=512 extension) is off until its GPU "
-                    f"tests pass; set {convfirst_c512.ENV_SWITCH}=1 to use it")
+                    f"tests pass; set {convfirst_c512.ENV_SWITCH}=1 (or =stride2) to use it")
     elif (in_channels, out_channels) not in SUPPORTED_WIDTHS:
         return f"C {in_channels} -> {out_channels} (the stride-2 kernel has {SUPPORTED_WIDTHS})"
     if hidden % in_channels or hidden // in_channels not in SUPPORTED_EXPANSIONS:

@@ -4,8 +4,9 @@
 # csrc/convfirst_c512.cu (stride 1, wgmma) and csrc/convfirst_s2_wide.cu (stride 2, 256 -> 512),
 # both in the extension perfmodel_convfirst_c512 and both behind CUDA_KERNELS_C512=1.
 # STEPS (default "build smoke tests bench", about 3 minutes on an H200 machine) may add "e2e":
-# ConvFirstNet-H200 end to end with the kernels switched on, fused + rest compiled + CUDA graphs,
-# beside torch.compile (freezing, graphs) in the same call (about 2 more minutes).
+# ConvFirstNet-H200 end to end, fused + rest compiled + CUDA graphs, with both C = 512 kernels on
+# and with only the stride-2 one on (CUDA_KERNELS_C512=stride2; the stride-1 blocks then run in
+# compiled PyTorch), beside torch.compile (freezing, graphs), in the same call (~3 more minutes).
 # Each step has its own time limit; the smoke step (three small launches) stops the call early if
 # a new kernel hangs, instead of letting every later step hit its limit.
 set -uo pipefail
@@ -52,6 +53,8 @@ if has e2e; then
   wait_others
   step e2e_fused 150 env CUDA_KERNELS_C512=1 python3 cli.py bench convfirstnet_h200 --backend cuda_kernels \
     --compile-rest --freezing --cuda-graphs --repeats 30 -o "$out/h200_convfirstnet_h200_cuda_kernels_compiled_graphs.json"
+  step e2e_fused_s2only 150 env CUDA_KERNELS_C512=stride2 python3 cli.py bench convfirstnet_h200 --backend cuda_kernels \
+    --compile-rest --freezing --cuda-graphs --repeats 30 -o "$out/h200_convfirstnet_h200_cuda_kernels_s2only_compiled_graphs.json"
   step e2e_inductor 150 python3 cli.py bench convfirstnet_h200 --backend inductor --freezing --cuda-graphs \
     --repeats 30 -o "$out/h200_convfirstnet_h200_inductor_freezing_graphs.json"
 fi

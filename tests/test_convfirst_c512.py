@@ -189,6 +189,19 @@ def test_switch_and_reasons(monkeypatch):
     assert unsupported(fold_batchnorm(ConvFirstBlock(512, 4, 1024, stride=2))).startswith("stride 2")
 
 
+def test_the_switch_can_name_one_kernel(monkeypatch):
+    from cuda_kernels import convfirst_s2 as s2
+
+    monkeypatch.setenv(c512.ENV_SWITCH, "stride2")
+    assert c512.enabled("stride2") and not c512.enabled("stride1") and not c512.enabled()
+    assert s2.unsupported_shape(256, 512, 1536) is None
+    assert c512.FusedConvFirstC512.unsupported(block_512(4)).startswith("C=512")
+    monkeypatch.setenv(c512.ENV_SWITCH, "stride1, stride2")
+    assert c512.enabled("stride1") and c512.enabled("stride2")
+    monkeypatch.setenv(c512.ENV_SWITCH, "0")
+    assert not c512.enabled("stride1") and not c512.enabled("stride2")
+
+
 def test_replace_blocks_uses_the_switch(monkeypatch):
     def net():
         torch.manual_seed(0)
