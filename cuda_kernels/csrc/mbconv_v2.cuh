@@ -131,7 +131,7 @@ __global__ void __launch_bounds__(kExpandThreads, (V3 && KS == 5) ? 3 : 0) expan
     }
     const __half* usrc = p.w_exp + (size_t)c0 * p.k_pad;
     for (int i = tid; i < HC * kch; i += kExpandThreads) {
-      const int r = i / kch, c = i - r * kch;
+      const int r = V3 ? div_small(i, inv_kch) : i / kch, c = i - r * kch;
       cp_async16(smem_addr(Us + r * ldx + c * 8), usrc + (size_t)r * p.k_pad + c * 8, true);
     }
     bf::cp_async_commit();
