@@ -2,6 +2,7 @@
 under torch.compile, all in one run.
 
     python -m cuda_kernels.bench_c512 --out c512.json [--case 6:7 ...] [--modes default,...]
+    ncu ... python -m cuda_kernels.bench_c512 --launch-only --case 6:7   # one launch per variant
 
 Per shape (C = 512, batch 128 unless given; --case alpha:size[:batch]): the kernel's error and
 PyTorch fp16's against the float64 zoo block first (the kernel is only timed when within 2x),
@@ -78,6 +79,21 @@ def bench_case(case: Case, timer: Timer, ceilings: dict, modes: list[str]) -> di
     return entry
 
 
+def launch_once(case: Case) -> None:
+    """One launch of each variant on `case`, for a profiler to capture (no reference, no timing)."""
+    from cuda_kernels import convfirst_c512 as c512
+
+    block = make_block(case)
+    x = torch.randn(case.batch, case.channels, case.size, case.size, device="cuda", dtype=torch.float16)
+    x = x.contiguous(memory_format=torch.channels_last)
+    conv, expand, project = block.conv, block.ffn.expand, block.ffn.project
+    weights = c512.prepare_weights(conv.weight, conv.bias, expand.weight, expand.bias, project.weight, project.bias)
+    for variant in c512.VARIANTS:
+        c512.run(x, weights, variant=variant)
+        torch.cuda.synchronize()
+        print(f"launched {case.name} variant {variant}", flush=True)
+
+
 def row(r: dict) -> str:
     base = " ".join(f"{k}={v['latency_ms']['median'] * 1e3:.1f}us" for k, v in r["backends"].items()
                     if k != "cuda_kernels")  # the per-variant kernel times included
@@ -95,7 +111,8 @@ def parse_case(text: str) -> Case:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", required=True)
+    parser.add_argument("--out", help="measurement file (required unless --launch-only)")
+    parser.add_argument("--launch-only", action="store_true", help="launch each variant once per case, for ncu")
     parser.add_argument("--case", action="append", type=parse_case, help="alpha:size[:batch], e.g. 6:7")
     parser.add_argument("--modes", default="default", help="torch.compile modes to time beside eager ('' for none)")
     parser.add_argument("--warmup", type=int, default=10)
@@ -103,6 +120,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hardware", default="h200-sxm")
     args = parser.parse_args(argv)
     cases = args.case or DEFAULT_CASES
+    if args.launch_only:
+        for case in cases:
+            launch_once(case)
+        return 0
+    if not args.out:
+        parser.error("--out is required")
     modes = [m for m in args.modes.split(",") if m]
     command = "python -m cuda_kernels.bench_c512 " + " ".join(
         shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))

@@ -6,7 +6,8 @@
 # STEPS (default "build smoke tests bench", about 3 minutes on an H200 machine) may add "e2e":
 # ConvFirstNet-H200 end to end, fused + rest compiled + CUDA graphs, with both C = 512 kernels on
 # and with only the stride-2 one on (CUDA_KERNELS_C512=stride2; the stride-1 blocks then run in
-# compiled PyTorch), beside torch.compile (freezing, graphs), in the same call (~3 more minutes).
+# compiled PyTorch), beside torch.compile (freezing, graphs), in the same call (~3 more minutes),
+# and "ncu" (Nsight Compute sections of one launch per variant at a6 7x7, ~1 more minute).
 # Each step has its own time limit; the smoke step (three small launches) stops the call early if
 # a new kernel hangs, instead of letting every later step hit its limit.
 set -uo pipefail
@@ -48,6 +49,11 @@ if has bench; then
   wait_others
   step bench_s2_wide 90 env CUDA_KERNELS_C512=1 python3 -m cuda_kernels.bench_s2 --modes default --case 256:6:14 \
     --out "$out/s2_wide_bench.json"
+fi
+if has ncu; then  # Nsight Compute on one launch per variant at the H200 shape: L2 or tensor bound?
+  step ncu 150 ncu --clock-control none -k regex:convfirst_c512 --section SpeedOfLight \
+    --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis --section WarpStateStats \
+    python3 -m cuda_kernels.bench_c512 --launch-only --case 6:7
 fi
 if has e2e; then
   wait_others
