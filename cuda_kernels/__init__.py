@@ -20,7 +20,11 @@ from cuda_kernels.ops import (
     run_block,
 )
 
+# every module replace_blocks can put in a network: what bench.fused_model checks
+FUSED_MODULES = (FusedConvFirstBlock, FusedConvFirstDown, FusedConvFirstC512, FusedFFN, FusedMBConv)
+
 __all__ = [
+    "FUSED_MODULES",
     "SUPPORTED_CHANNELS", "SUPPORTED_EXPANSIONS", "SUPPORTED_SIZES", "BlockSwap", "BlockWeights", "FusedConvFirstBlock",
     "FusedConvFirstC512", "FusedConvFirstDown", "FusedFFN", "convfirst_block", "ffn", "pack_conv_weight", "prepare_weights", "replace_blocks",
     "run_block", "FusedMBConv",

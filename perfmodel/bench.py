@@ -116,10 +116,7 @@ def fused_model(model: torch.nn.Module, inputs: list[torch.Tensor]) -> tuple[tor
                       f"kernel: {', '.join(f'{p} ({why})' for p, why in swap.fallback.items())}",
                       stacklevel=2)
     check = check_blocks(fused, folded, inputs,
-                         lambda m: isinstance(m, (cuda_kernels.FusedConvFirstBlock,
-                                                  cuda_kernels.FusedConvFirstDown,
-                                                  cuda_kernels.FusedFFN,
-                                                  cuda_kernels.FusedMBConv)))
+                         lambda m: isinstance(m, cuda_kernels.FUSED_MODULES))
     return fused, {"fused_blocks": swap.fused, "fallback_blocks": dict(swap.fallback),
                    "fallback_count": len(swap.fallback), "check": check}
 

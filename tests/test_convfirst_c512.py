@@ -360,6 +360,9 @@ def test_switched_on_the_whole_network_is_fused(monkeypatch, name, blocks):
     assert swap.fused == {"ConvFirstBlock": blocks, "FFN": 0} and swap.fallback == {}
     assert isinstance(net.stages[3][0], s2.FusedConvFirstDown) and net.stages[3][0].out_channels == 512
     assert all(isinstance(m, c512.FusedConvFirstC512) for m in list(net.stages[3])[1:])
+    # and bench.fused_model checks every one of them against PyTorch before timing
+    swapped = [m for m in net.modules() if type(m).__module__.startswith("cuda_kernels")]
+    assert len(swapped) == blocks and all(isinstance(m, cuda_kernels.FUSED_MODULES) for m in swapped)
 
 
 def _check_wide(monkeypatch, expansion: int, batch: int, h: int, w: int | None = None, **kwargs) -> float:
