@@ -22,6 +22,7 @@ from dataclasses import dataclass, fields
 import torch
 from torch import nn
 
+from cuda_kernels._checks import check_devices, check_nhwc_half, check_out, check_x_aligned
 from cuda_kernels.ops import _swizzle_128b, pack_conv_weight
 
 ENV_SWITCH = "CUDA_KERNELS_C512"
@@ -136,20 +137,10 @@ def prepare_weights(conv_w: torch.Tensor, conv_b: torch.Tensor | None, w1: torch
                          f32(b2, channels))
 
 
-def _overlaps(a: torch.Tensor, b: torch.Tensor) -> bool:
-    a0, b0 = a.data_ptr(), b.data_ptr()
-    return a0 < b0 + b.numel() * b.element_size() and b0 < a0 + a.numel() * a.element_size()
-
-
 def check_input(x: torch.Tensor, weights: KernelWeights, out: torch.Tensor | None = None) -> None:
     """Raise ValueError for an input (or output buffer) the kernel cannot take. The device is
     checked last, so that every other rule can be checked on CPU tensors."""
-    if x.dim() != 4:
-        raise ValueError(f"x must be [N, C, H, W], got shape {tuple(x.shape)}")
-    if not x.is_contiguous(memory_format=torch.channels_last):
-        raise ValueError("x must be in torch.channels_last memory format (NHWC)")
-    if x.dtype != torch.float16:
-        raise ValueError(f"x must be float16, got {x.dtype}")
+    check_nhwc_half(x)
     n, c, h, w = x.shape
     if c != CHANNELS:
         raise ValueError(f"x has {c} channels, the kernel takes {CHANNELS}")
@@ -157,23 +148,9 @@ def check_input(x: torch.Tensor, weights: KernelWeights, out: torch.Tensor | Non
         raise ValueError(f"convfirst_c512 supports 1 <= W <= {MAX_WIDTH}, H >= 1 and N >= 1, got {n}x{h}x{w}")
     if x.numel() >= 2**31:
         raise ValueError(f"x of shape {tuple(x.shape)} is too large for 32-bit pixel offsets")
-    if x.data_ptr() % 16:
-        raise ValueError("x must be 16-byte aligned (the kernel copies 16-byte chunks)")
-    if out is not None:
-        if tuple(out.shape) != tuple(x.shape) or out.dtype != torch.float16 or \
-                not out.is_contiguous(memory_format=torch.channels_last):
-            raise ValueError(f"out must be a channels_last float16 tensor of shape {tuple(x.shape)}")
-        if out.data_ptr() % 16:
-            raise ValueError("out must be 16-byte aligned")
-        if _overlaps(out, x):
-            raise ValueError("out must not overlap x: tiles read x (with halos) while others write their outputs")
-        if out.device != x.device:
-            raise ValueError(f"out is on {out.device}, x on {x.device}")
-    if not x.is_cuda:
-        raise ValueError(f"x must be a CUDA tensor, got one on {x.device}")
-    for f in fields(weights):
-        if getattr(weights, f.name).device != x.device:
-            raise ValueError(f"weight {f.name} is on {getattr(weights, f.name).device}, x on {x.device}")
+    check_x_aligned(x)
+    check_out(out, x, tuple(x.shape), "tiles read x (with halos) while others write their outputs")
+    check_devices(x, weights)
 
 
 def _extension():

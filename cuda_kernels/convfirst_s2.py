@@ -19,6 +19,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from cuda_kernels._checks import check_devices, check_nhwc_half, check_out, check_x_aligned
 from cuda_kernels.ops import GROUP_WIDTH, pack_conv_weight
 
 SUPPORTED_WIDTHS = ((32, 64), (64, 128), (128, 256))  # (C_in, C_out)
@@ -154,20 +155,10 @@ def prepare_weights(w: FoldedWeights) -> KernelWeights:
     )
 
 
-def _overlaps(a: torch.Tensor, b: torch.Tensor) -> bool:
-    a0, b0 = a.data_ptr(), b.data_ptr()
-    return a0 < b0 + b.numel() * b.element_size() and b0 < a0 + a.numel() * a.element_size()
-
-
 def check_input(x: torch.Tensor, weights: KernelWeights, out: torch.Tensor | None = None) -> None:
     """Raise ValueError for an input (or output buffer) the kernel cannot take. The device is
     checked last, so that every other rule can be checked on CPU tensors."""
-    if x.dim() != 4:
-        raise ValueError(f"x must be [N, C, H, W], got shape {tuple(x.shape)}")
-    if not x.is_contiguous(memory_format=torch.channels_last):
-        raise ValueError("x must be in torch.channels_last memory format (NHWC)")
-    if x.dtype != torch.float16:
-        raise ValueError(f"x must be float16, got {x.dtype}")
+    check_nhwc_half(x)
     n, c, h, w = x.shape
     if c != weights.in_channels:
         raise ValueError(f"x has {c} channels, the weights expect {weights.in_channels}")
@@ -176,24 +167,10 @@ def check_input(x: torch.Tensor, weights: KernelWeights, out: torch.Tensor | Non
                          f"got {n}x{h}x{w}")
     if x.numel() >= 2**31 or n * output_size(h) * output_size(w) * weights.out_channels >= 2**31:
         raise ValueError(f"x of shape {tuple(x.shape)} is too large for 32-bit pixel offsets")
-    if x.data_ptr() % 16:
-        raise ValueError("x must be 16-byte aligned (the kernel copies 16-byte chunks)")
-    if out is not None:
-        shape = (n, weights.out_channels, output_size(h), output_size(w))
-        if tuple(out.shape) != shape or out.dtype != torch.float16 or \
-                not out.is_contiguous(memory_format=torch.channels_last):
-            raise ValueError(f"out must be a channels_last float16 tensor of shape {shape}")
-        if out.data_ptr() % 16:
-            raise ValueError("out must be 16-byte aligned")
-        if _overlaps(out, x):
-            raise ValueError("out must not overlap x: tiles read x while others write their outputs")
-        if out.device != x.device:
-            raise ValueError(f"out is on {out.device}, x on {x.device}")
-    if not x.is_cuda:
-        raise ValueError(f"x must be a CUDA tensor, got one on {x.device}")
-    for f in fields(weights):
-        if getattr(weights, f.name).device != x.device:
-            raise ValueError(f"weight {f.name} is on {getattr(weights, f.name).device}, x on {x.device}")
+    check_x_aligned(x)
+    check_out(out, x, (n, weights.out_channels, output_size(h), output_size(w)),
+              "tiles read x while others write their outputs")
+    check_devices(x, weights)
 
 
 def _extension():

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import torch
 
+from cuda_kernels._checks import overlaps
+
 SUPPORTED_CHANNELS = (32, 64, 128, 256)
 SUPPORTED_EXPANSIONS = (2, 4, 6)
 SUPPORTED_SIZES = (56, 28, 14, 7)  # tested; any W <= MAX_WIDTH and any H also run
@@ -55,12 +57,6 @@ def _as_pixels(x: torch.Tensor) -> tuple[torch.Tensor, tuple[int, int, int, int]
         raise ValueError("x must be in torch.channels_last memory format (NHWC)")
     n, c, h, w = x.shape
     return x.permute(0, 2, 3, 1).reshape(n * h * w, c), (n, c, h, w)
-
-
-def _overlaps(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Whether two tensors' memory ranges intersect."""
-    a0, b0 = a.data_ptr(), b.data_ptr()
-    return a0 < b0 + b.numel() * b.element_size() and b0 < a0 + a.numel() * a.element_size()
 
 
 def _from_pixels(y: torch.Tensor, shape: tuple[int, int, int, int] | None) -> torch.Tensor:
@@ -208,7 +204,7 @@ def run_block(
         out_pixels, out_shape = _as_pixels(out)
         if out_shape != shape or out_pixels.shape != xp.shape:
             raise ValueError("out must have the shape and memory format of x")
-        if _overlaps(out_pixels, xp):
+        if overlaps(out_pixels, xp):
             raise ValueError("out must not overlap x: tiles read x (with halos) while others "
                              "write their outputs")
     if xp.shape[1] != weights.channels:

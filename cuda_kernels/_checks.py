@@ -1,0 +1,54 @@
+"""Host checks shared by the fused ConvFirst kernels' ``check_input`` (convfirst_s2, convfirst_c512):
+one rule, one message, whichever kernel raises it. Every check raises ValueError."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+
+import torch
+
+
+def overlaps(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether the memory spans of two (dense) tensors intersect."""
+    a0, b0 = a.data_ptr(), b.data_ptr()
+    return a0 < b0 + b.numel() * b.element_size() and b0 < a0 + a.numel() * a.element_size()
+
+
+def check_nhwc_half(x: torch.Tensor) -> None:
+    """x is a 4-D float16 tensor in channels_last memory."""
+    if x.dim() != 4:
+        raise ValueError(f"x must be [N, C, H, W], got shape {tuple(x.shape)}")
+    if not x.is_contiguous(memory_format=torch.channels_last):
+        raise ValueError("x must be in torch.channels_last memory format (NHWC)")
+    if x.dtype != torch.float16:
+        raise ValueError(f"x must be float16, got {x.dtype}")
+
+
+def check_x_aligned(x: torch.Tensor) -> None:
+    if x.data_ptr() % 16:
+        raise ValueError("x must be 16-byte aligned (the kernel copies 16-byte chunks)")
+
+
+def check_out(out: torch.Tensor | None, x: torch.Tensor, shape: tuple[int, ...], overlap_reason: str) -> None:
+    """An output buffer (if given): channels_last float16 of `shape`, 16-byte aligned, apart from
+    x (`overlap_reason` says why) and on x's device."""
+    if out is None:
+        return
+    if tuple(out.shape) != shape or out.dtype != torch.float16 or \
+            not out.is_contiguous(memory_format=torch.channels_last):
+        raise ValueError(f"out must be a channels_last float16 tensor of shape {shape}")
+    if out.data_ptr() % 16:
+        raise ValueError("out must be 16-byte aligned")
+    if overlaps(out, x):
+        raise ValueError(f"out must not overlap x: {overlap_reason}")
+    if out.device != x.device:
+        raise ValueError(f"out is on {out.device}, x on {x.device}")
+
+
+def check_devices(x: torch.Tensor, weights) -> None:
+    """x is a CUDA tensor and every field of the `weights` dataclass is on its device."""
+    if not x.is_cuda:
+        raise ValueError(f"x must be a CUDA tensor, got one on {x.device}")
+    for f in fields(weights):
+        if getattr(weights, f.name).device != x.device:
+            raise ValueError(f"weight {f.name} is on {getattr(weights, f.name).device}, x on {x.device}")
