@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shlex
 import subprocess
 import sys
 import time
@@ -24,6 +23,7 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import nn
 
+from cuda_kernels._bench_common import command_line, hardware_ceilings, rate_metrics
 from perfmodel.harness import Timer, environment, randomize_batchnorm, reference_precision, relative_error
 
 
@@ -73,25 +73,6 @@ DEFAULT_CASES = [
 ]
 
 
-def measure_ceilings(timer: Timer) -> dict:
-    n = 8192
-    a = torch.randn(n, n, device="cuda", dtype=torch.float16)
-    b = torch.randn(n, n, device="cuda", dtype=torch.float16)
-    mm = timer(lambda: torch.mm(a, b))
-    del a, b
-    src = torch.randn(1 << 30, device="cuda", dtype=torch.float16)  # 2 GiB
-    dst = torch.empty_like(src)
-    copy = timer(lambda: dst.copy_(src))
-    copy_bytes = 2 * src.numel() * src.element_size()
-    del src, dst
-    return {
-        "fp16_matmul_tflops": 2 * n**3 / (mm["median"] * 1e-3) / 1e12,
-        "fp16_matmul": {"m": n, "n": n, "k": n, "latency_ms": mm, "data": "randn"},
-        "copy_gbps": copy_bytes / (copy["median"] * 1e-3) / 1e9,
-        "copy": {"bytes_read_plus_written": copy_bytes, "latency_ms": copy},
-    }
-
-
 # ---- blocks ----
 
 def make_block(case: Case) -> nn.Module:
@@ -108,29 +89,6 @@ def fused_weights(case: Case, block: nn.Module):
     ffn = block.ffn if case.block == "convfirst" else block
     conv = (block.conv.weight, block.conv.bias) if case.block == "convfirst" else (None, None)
     return cuda_kernels.prepare_weights(ffn.expand.weight, ffn.expand.bias, ffn.project.weight, ffn.project.bias, *conv)
-
-
-def rate_metrics(case: Case, latency_ms: float, ceilings: dict) -> dict:
-    """Rates and waterline fractions against the config's (`ceilings["datasheet"]`) and the
-    measured (`ceilings["measured"]`) fp16 matmul and copy ceilings."""
-    seconds = latency_ms * 1e-3
-    flops = 2 * case.macs
-
-    def waterline_ms(tflops: float, gbps: float) -> float:
-        return 1e3 * max(flops / (tflops * 1e12), case.dram_bytes / (gbps * 1e9))
-
-    datasheet, measured = ceilings["datasheet"], ceilings["measured"]
-    t_data = waterline_ms(datasheet["fp16_tflops"], datasheet["dram_gbps"])
-    t_meas = waterline_ms(measured["fp16_matmul_tflops"], measured["copy_gbps"])
-    return {
-        "tflops": flops / seconds / 1e12,
-        "gbps": case.dram_bytes / seconds / 1e9,
-        "waterline_ms_datasheet": t_data,
-        "waterline_fraction_datasheet": t_data / latency_ms,
-        "waterline_ms_measured": t_meas,
-        "waterline_fraction_measured": t_meas / latency_ms,
-        "fraction_of_measured_matmul": flops / seconds / 1e12 / measured["fp16_matmul_tflops"],
-    }
 
 
 def bench_case(case: Case, timer: Timer, ceilings: dict, compile_mode: str | None, baselines: bool = True) -> dict:
@@ -268,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.repeats < 20:
         parser.error("use at least 20 repeats")
     cases = args.case or DEFAULT_CASES
-    command = "python -m cuda_kernels.bench " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
+    command = command_line("cuda_kernels.bench", argv)
 
     from cuda_kernels._build import load_extension
 
@@ -279,12 +237,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.ceilings:
         ceilings = json.loads(args.ceilings)
     else:
-        from perfmodel.hardware import load_hardware
-
-        hw = load_hardware(args.hardware)
-        ceilings = {"datasheet": {"name": hw.name, "fp16_tflops": hw.peak_tflops["float16"],
-                                  "dram_gbps": hw.dram_gbps},
-                    "measured": measure_ceilings(timer)}
+        ceilings = hardware_ceilings(args.hardware, timer)
     measured = ceilings["measured"]
     print(f"measured ceilings: fp16 matmul {measured['fp16_matmul_tflops']:.1f} TFLOP/s, "
           f"copy {measured['copy_gbps']:.0f} GB/s", flush=True)

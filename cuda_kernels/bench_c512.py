@@ -14,14 +14,15 @@ cuda_kernels.bench uses.
 from __future__ import annotations
 
 import argparse
-import shlex
 import sys
 import time
 
 import torch
 
-from cuda_kernels.bench import Case, make_block, measure_ceilings, rate_metrics
-from perfmodel.harness import Timer, environment, reference_precision, relative_error
+from cuda_kernels._bench_common import (bench_cases, command_line, hardware_ceilings, speedups, time_fused_variants,
+                                        time_torch_baselines)
+from cuda_kernels.bench import Case, make_block
+from perfmodel.harness import Timer, reference_precision, relative_error
 
 DEFAULT_CASES = [Case("convfirst", 512, 6, 7), Case("convfirst", 512, 4, 7), Case("convfirst", 512, 6, 14)]
 
@@ -44,38 +45,11 @@ def bench_case(case: Case, timer: Timer, ceilings: dict, modes: list[str]) -> di
              "expansion": case.expansion, "size": case.size, "batch": case.batch, "macs": case.macs,
              "flops": 2 * case.macs, "dram_bytes": case.dram_bytes, "tiles": -(-case.pixels // c512.TILE_PIXELS),
              "backends": {}, "correctness": {"torch_fp16_rel_error": torch_error, "variants": {}}}
-    fused = {}
-    for variant in c512.VARIANTS:
-        out = torch.full_like(x, float("nan"))
-        err = relative_error(c512.run(x, weights, out=out, variant=variant), exact)
-        ok = 0 < torch_error and err <= 2 * torch_error
-        entry["correctness"]["variants"][variant] = {"rel_error": err, "passed": ok}
-        if ok:
-            lat = timer(lambda v=variant: c512.run(x, weights, variant=v))
-            fused[variant] = {"latency_ms": lat, **rate_metrics(case, lat["median"], ceilings)}
-            entry["backends"][f"cuda_kernels_v{variant}"] = fused[variant]
-    passed = bool(fused)
-    if passed:
-        best = min(fused, key=lambda v: fused[v]["latency_ms"]["median"])
-        entry["backends"]["cuda_kernels"] = {"variant": best, **fused[best]}
-    with torch.no_grad():
-        lat = timer(lambda: block_fp16(x))
-        entry["backends"]["eager"] = {"latency_ms": lat, **rate_metrics(case, lat["median"], ceilings)}
-        for mode in modes:
-            torch._dynamo.reset()  # a fresh, static compile per shape (NOTES.md, v2)
-            t0 = time.perf_counter()
-            compiled = torch.compile(block_fp16, mode=None if mode == "default" else mode, dynamic=False)
-            compile_err = relative_error(compiled(x), exact)
-            torch.cuda.synchronize()
-            lat = timer(lambda: compiled(x))
-            entry["backends"][f"inductor_{mode}"] = {"latency_ms": lat, "compile_s": time.perf_counter() - t0,
-                                                     "rel_error": compile_err,
-                                                     **rate_metrics(case, lat["median"], ceilings)}
-    if passed:
-        t = entry["backends"]["cuda_kernels"]["latency_ms"]["median"]
-        baselines = {k: v["latency_ms"]["median"] for k, v in entry["backends"].items()
-                     if not k.startswith("cuda_kernels")}
-        entry["speedups"] = {k: v / t for k, v in baselines.items()}
+    time_fused_variants(entry, c512.VARIANTS, lambda v, out: c512.run(x, weights, out=out, variant=v),
+                        lambda: torch.full_like(x, float("nan")), exact, timer, case, ceilings)
+    time_torch_baselines(entry, block_fp16, x, exact, modes, timer, case, ceilings)
+    if "cuda_kernels" in entry["backends"]:
+        entry["speedups"] = speedups(entry)
     return entry
 
 
@@ -127,37 +101,19 @@ def main(argv: list[str] | None = None) -> int:
     if not args.out:
         parser.error("--out is required")
     modes = [m for m in args.modes.split(",") if m]
-    command = "python -m cuda_kernels.bench_c512 " + " ".join(
-        shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
+    command = command_line("cuda_kernels.bench_c512", argv)
     torch.backends.cudnn.benchmark = True
 
     from cuda_kernels._build import load_convfirst_c512_extension
-    from perfmodel.hardware import load_hardware
-    from perfmodel.measure import write_measurement
 
     t0 = time.perf_counter()
     load_convfirst_c512_extension()
     build_s = time.perf_counter() - t0
     timer = Timer(args.warmup, args.repeats, flush_l2=True)
-    hw = load_hardware(args.hardware)
-    ceilings = {"datasheet": {"name": hw.name, "fp16_tflops": hw.peak_tflops["float16"], "dram_gbps": hw.dram_gbps},
-                "measured": measure_ceilings(timer)}
-    results = []
-    for case in cases:
-        results.append(bench_case(case, timer, ceilings, modes))
-        print(row(results[-1]), flush=True)
-        # rewritten after every case: a run stopped at its time limit keeps the cases it finished
-        write_measurement(
-            args.out, command=command, environment=environment(),
-            workload={"kind": "blocks", "blocks": ["convfirst_c512"], "dtype": "float16",
-                      "memory_format": "channels_last",
-                      "backends": ["cuda_kernels", "eager", *(f"inductor_{m}" for m in modes)],
-                      "plan": "block (one kernel per block; bytes = input + output + weights)"},
-            method={**timer.describe(), "cuda_graphs": False, "cudnn_benchmark": True,
-                    "inductor": "torch.compile(block, mode, dynamic=False) after torch._dynamo.reset(), per shape",
-                    "correctness": "rel. L2 error vs the float64 zoo block <= 2x PyTorch fp16's before timing",
-                    "extension_build_s": build_s, "cases_planned": [c.name for c in cases]},
-            results={"ceilings": ceilings, "cases": results})
+    ceilings = hardware_ceilings(args.hardware, timer)
+    backends = ["cuda_kernels", "eager", *(f"inductor_{m}" for m in modes)]
+    bench_cases(args.out, command, "convfirst_c512", backends, cases,
+                lambda case: bench_case(case, timer, ceilings, modes), row, timer, ceilings, build_s)
     return 0
 
 

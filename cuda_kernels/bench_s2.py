@@ -14,15 +14,15 @@ cuda_kernels.bench uses.
 from __future__ import annotations
 
 import argparse
-import shlex
 import sys
 import time
 from dataclasses import asdict, dataclass
 
 import torch
 
-from cuda_kernels.bench import measure_ceilings, rate_metrics
-from perfmodel.harness import Timer, environment, randomize_batchnorm, reference_precision, relative_error
+from cuda_kernels._bench_common import (bench_cases, command_line, hardware_ceilings, speedups, time_fused_variants,
+                                        time_torch_baselines)
+from perfmodel.harness import Timer, randomize_batchnorm, reference_precision, relative_error
 
 
 @dataclass(frozen=True)
@@ -97,43 +97,18 @@ def bench_case(case: DownCase, timer: Timer, ceilings: dict, modes: list[str]) -
     entry = {**asdict(case), "name": case.name, "macs": case.macs, "flops": 2 * case.macs,
              "dram_bytes": case.dram_bytes, "backends": {},
              "correctness": {"torch_fp16_rel_error": torch_error, "variants": {}}}
-    variants = s2.VARIANTS[case.in_channels]
-    fused = {}
-    for variant in variants:
-        out = torch.full_like(exact, float("nan"), dtype=torch.float16).contiguous(memory_format=torch.channels_last)
-        err = relative_error(s2.run(x, weights, variant=variant, out=out), exact)
-        ok = 0 < torch_error and err <= 2 * torch_error
-        entry["correctness"]["variants"][variant] = {"rel_error": err, "passed": ok}
-        if ok:
-            lat = timer(lambda v=variant: s2.run(x, weights, variant=v))
-            fused[variant] = {"latency_ms": lat, **rate_metrics(case, lat["median"], ceilings)}
-            entry["backends"][f"cuda_kernels_v{variant}"] = fused[variant]
-    if fused:
-        best = min(fused, key=lambda v: fused[v]["latency_ms"]["median"])
-        entry["backends"]["cuda_kernels"] = {"variant": best, **fused[best]}
+    time_fused_variants(entry, s2.VARIANTS[case.in_channels], lambda v, out: s2.run(x, weights, variant=v, out=out),
+                        lambda: torch.full_like(exact, float("nan"), dtype=torch.float16).contiguous(
+                            memory_format=torch.channels_last), exact, timer, case, ceilings)
     if not modes:
         return entry
-    with torch.no_grad():
-        lat = timer(lambda: block_fp16(x))
-        entry["backends"]["eager"] = {"latency_ms": lat, **rate_metrics(case, lat["median"], ceilings)}
-        for mode in modes:
-            torch._dynamo.reset()  # a fresh, static compile per shape (see NOTES.md, v2)
-            t0 = time.perf_counter()
-            compiled = torch.compile(block_fp16, mode=None if mode == "default" else mode, dynamic=False)
-            err = relative_error(compiled(x), exact)
-            torch.cuda.synchronize()
-            lat = timer(lambda: compiled(x))
-            entry["backends"][f"inductor_{mode}"] = {"latency_ms": lat, "compile_s": time.perf_counter() - t0,
-                                                     "rel_error": err,
-                                                     **rate_metrics(case, lat["median"], ceilings)}
+    time_torch_baselines(entry, block_fp16, x, exact, modes, timer, case, ceilings)
     if "cuda_kernels" in entry["backends"]:
-        t = entry["backends"]["cuda_kernels"]["latency_ms"]["median"]
-        baselines = {k: v["latency_ms"]["median"] for k, v in entry["backends"].items()
-                     if not k.startswith("cuda_kernels")}
-        strongest = min(baselines, key=baselines.get)
+        ratios = speedups(entry)
+        strongest = min(ratios, key=lambda k: entry["backends"][k]["latency_ms"]["median"])
         entry["strongest_baseline"] = strongest
-        entry["speedup_vs_strongest"] = baselines[strongest] / t
-        entry["speedups"] = {k: v / t for k, v in baselines.items()}
+        entry["speedup_vs_strongest"] = ratios[strongest]
+        entry["speedups"] = ratios
     return entry
 
 
@@ -166,38 +141,19 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     cases = (args.case or S_CASES) + (WIDE_CASES if args.wide else [])
     modes = [m for m in args.modes.split(",") if m]
-    command = "python -m cuda_kernels.bench_s2 " + " ".join(
-        shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
+    command = command_line("cuda_kernels.bench_s2", argv)
     torch.backends.cudnn.benchmark = True
 
     from cuda_kernels._build import load_convfirst_s2_extension
-    from perfmodel.hardware import load_hardware
 
     t0 = time.perf_counter()
     load_convfirst_s2_extension()
     build_s = time.perf_counter() - t0
     timer = Timer(args.warmup, args.repeats, flush_l2=True)
-    hw = load_hardware(args.hardware)
-    ceilings = {"datasheet": {"name": hw.name, "fp16_tflops": hw.peak_tflops["float16"], "dram_gbps": hw.dram_gbps},
-                "measured": measure_ceilings(timer)}
-    from perfmodel.measure import write_measurement
-
-    results = []
-    for case in cases:
-        results.append(bench_case(case, timer, ceilings, modes))
-        print(row(results[-1]), flush=True)
-        # rewritten after every case: a run stopped at its time limit keeps the cases it finished
-        write_measurement(
-            args.out, command=command, environment=environment(),
-            workload={"kind": "blocks", "blocks": ["convfirst_s2"], "dtype": "float16",
-                      "memory_format": "channels_last",
-                      "backends": ["cuda_kernels", *(["eager"] if modes else []), *(f"inductor_{m}" for m in modes)],
-                      "plan": "block (one kernel per block; bytes = input + output + weights)"},
-            method={**timer.describe(), "cuda_graphs": False, "cudnn_benchmark": True,
-                    "inductor": "torch.compile(block, mode, dynamic=False) after torch._dynamo.reset(), per shape",
-                    "correctness": "rel. L2 error vs the float64 zoo block <= 2x PyTorch fp16's before timing",
-                    "extension_build_s": build_s, "cases_planned": [c.name for c in cases]},
-            results={"ceilings": ceilings, "cases": results})
+    ceilings = hardware_ceilings(args.hardware, timer)
+    backends = ["cuda_kernels", *(["eager"] if modes else []), *(f"inductor_{m}" for m in modes)]
+    bench_cases(args.out, command, "convfirst_s2", backends, cases,
+                lambda case: bench_case(case, timer, ceilings, modes), row, timer, ceilings, build_s)
     return 0
 
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import shlex
 import sys
 import time
 import warnings
@@ -27,6 +26,7 @@ from functools import partial
 import torch
 from torch import nn
 
+from cuda_kernels._bench_common import command_line
 from perfmodel.harness import Timer, environment, randomize_batchnorm, reference_precision, relative_error
 
 RESOLUTION = {"efficientnet_b0": 224, "efficientnet_b2": 288}
@@ -238,8 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     versions = tuple(args.versions or VERSIONS)
     if not set(versions) <= set(VERSIONS):
         parser.error(f"--version must be in {VERSIONS}")
-    command = "python -m cuda_kernels.mbconv_bench " + " ".join(
-        shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
+    command = command_line("cuda_kernels.mbconv_bench", argv)
     start = time.monotonic()
     torch.backends.cudnn.benchmark = True
     import torchvision
