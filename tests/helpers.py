@@ -85,3 +85,44 @@ def dynamo_graph(net, x):
         torch.compile(net, backend=record, fullgraph=True)(x)
     [graph] = graphs
     return graph
+
+
+# ---- fused kernels (tests/test_convfirst_s2.py, tests/test_convfirst_c512.py) ----
+
+def channels_last(x):
+    import torch
+
+    return x.contiguous(memory_format=torch.channels_last)
+
+
+def misaligned_nhwc(shape):
+    """A float16 channels_last tensor of `shape` 2 bytes past a 16-byte boundary (CPU)."""
+    import torch
+
+    n, c, h, w = shape
+    storage = torch.zeros(n * c * h * w + 8, dtype=torch.float16)
+    return storage[1:].as_strided(shape, (h * w * c, 1, w * c, c))
+
+
+def check_against_float64(block, x, run, out_shape: tuple) -> float:
+    """Run a kernel (`run(out)`) on a NaN-poisoned output and compare against the float64 zoo
+    block: its error must be at most twice PyTorch float16's (and PyTorch's nonzero, else the
+    check would be blind). Leaves `block` in float16."""
+    import copy
+
+    import torch
+
+    from perfmodel.harness import relative_error
+
+    with torch.no_grad():
+        exact = copy.deepcopy(block).double()(x.double())
+        torch_fp16 = block.half()(x)
+    out = channels_last(torch.full(out_shape, float("nan"), device="cuda", dtype=torch.float16))
+    got = run(out)
+    torch.cuda.synchronize()
+    assert got.data_ptr() == out.data_ptr() and got.shape == exact.shape
+    assert torch.isfinite(got).all(), "unwritten or non-finite outputs"
+    err, torch_err = relative_error(got, exact), relative_error(torch_fp16, exact)
+    assert torch_err > 0, "PyTorch matched float64 exactly: the check is blind"
+    assert err <= 2 * torch_err, f"kernel error {err:.3g} > 2 x PyTorch fp16 error {torch_err:.3g}"
+    return err

@@ -20,6 +20,7 @@ from torch.nn import functional as F
 
 import cuda_kernels
 from cuda_kernels import convfirst_c512 as c512
+from helpers import channels_last, check_against_float64, misaligned_nhwc
 from perfmodel.harness import randomize_batchnorm, relative_error
 from perfmodel.zoo import ConvFirstBlock, fold_batchnorm
 
@@ -28,10 +29,6 @@ def block_512(expansion: int, seed: int = 0) -> nn.Module:
     """Folded zoo ConvFirst block at C = 512 with realistic batchnorm statistics."""
     torch.manual_seed(seed)
     return fold_batchnorm(randomize_batchnorm(ConvFirstBlock(512, expansion), seed=seed))
-
-
-def channels_last(x: torch.Tensor) -> torch.Tensor:
-    return x.contiguous(memory_format=torch.channels_last)
 
 
 def _kernel_weights(block: nn.Module) -> c512.KernelWeights:
@@ -135,19 +132,13 @@ def test_conv_halo_fits_and_covers_every_tap():
                             assert row_lo <= grow + dy <= row_hi
 
 
-def _misaligned(shape):
-    n, c, h, w = shape
-    storage = torch.zeros(n * c * h * w + 8, dtype=torch.float16)
-    return storage[1:].as_strided(shape, (h * w * c, 1, w * c, c))
-
-
 @pytest.mark.parametrize("make,message", [
     (lambda: torch.zeros(512, 7, 7, dtype=torch.float16), r"\[N, C, H, W\]"),
     (lambda: torch.zeros(1, 512, 7, 7, dtype=torch.float16), "channels_last"),
     (lambda: channels_last(torch.zeros(1, 512, 7, 7)), "float16"),
     (lambda: channels_last(torch.zeros(1, 256, 7, 7, dtype=torch.float16)), "takes 512"),
     (lambda: channels_last(torch.zeros(1, 512, 7, 29, dtype=torch.float16)), "W <= 28"),
-    (lambda: _misaligned((1, 512, 2, 2)), "16-byte aligned"),
+    (lambda: misaligned_nhwc((1, 512, 2, 2)), "16-byte aligned"),
     (lambda: channels_last(torch.zeros(1, 512, 7, 7, dtype=torch.float16)), "CUDA tensor"),
 ])
 def test_host_checks(make, message, small_weights):
@@ -234,22 +225,6 @@ def test_fake_operator_keeps_the_channels_last_shape(small_weights):
 
 
 # ---- GPU ----
-
-def check_against_float64(block: nn.Module, x: torch.Tensor, run, out_shape: tuple) -> float:
-    """Run a kernel (`run(out)`) on a NaN-poisoned output and compare against the float64 zoo block."""
-    with torch.no_grad():
-        exact = copy.deepcopy(block).double()(x.double())
-        torch_fp16 = block.half()(x)
-    out = channels_last(torch.full(out_shape, float("nan"), device="cuda", dtype=torch.float16))
-    got = run(out)
-    torch.cuda.synchronize()
-    assert got.data_ptr() == out.data_ptr() and got.shape == exact.shape
-    assert torch.isfinite(got).all(), "unwritten or non-finite outputs"
-    err, torch_err = relative_error(got, exact), relative_error(torch_fp16, exact)
-    assert torch_err > 0, "PyTorch matched float64 exactly: the check is blind"
-    assert err <= 2 * torch_err, f"kernel error {err:.3g} > 2 x PyTorch fp16 error {torch_err:.3g}"
-    return err
-
 
 def check_kernel(expansion: int, batch: int, h: int, w: int | None = None, variant: int | None = None) -> float:
     w = h if w is None else w

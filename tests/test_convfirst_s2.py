@@ -17,6 +17,7 @@ from torch import nn
 
 import cuda_kernels
 from cuda_kernels import convfirst_s2 as s2
+from helpers import channels_last, check_against_float64, misaligned_nhwc
 from perfmodel.harness import randomize_batchnorm, relative_error
 from perfmodel.zoo import ConvFirstBlock, fold_batchnorm
 
@@ -26,10 +27,6 @@ def down_block(cin: int, expansion: int, cout: int | None = None, seed: int = 0)
     torch.manual_seed(seed)
     block = ConvFirstBlock(cin, expansion, 2 * cin if cout is None else cout, stride=2)
     return fold_batchnorm(randomize_batchnorm(block, seed=seed))
-
-
-def channels_last(x: torch.Tensor) -> torch.Tensor:
-    return x.contiguous(memory_format=torch.channels_last)
 
 
 # ---- CPU ----
@@ -121,12 +118,6 @@ def _weights(cin=32):
     return s2.prepare_weights(s2.FoldedWeights.from_block(down_block(cin, 2)))
 
 
-def _misaligned(shape):
-    n, c, h, w = shape
-    storage = torch.zeros(n * c * h * w + 8, dtype=torch.float16)
-    return storage[1:].as_strided(shape, (h * w * c, 1, w * c, c))
-
-
 @pytest.mark.parametrize("make,message", [
     (lambda: torch.zeros(32, 8, 8, dtype=torch.float16), r"\[N, C, H, W\]"),
     (lambda: torch.zeros(1, 32, 8, 8, dtype=torch.float16), "channels_last"),
@@ -134,7 +125,7 @@ def _misaligned(shape):
     (lambda: channels_last(torch.zeros(1, 64, 8, 8, dtype=torch.float16)), "64 channels"),
     (lambda: channels_last(torch.zeros(1, 32, 8, 57, dtype=torch.float16)), "W <= 56"),
     (lambda: channels_last(torch.zeros(1, 32, 1, 8, dtype=torch.float16)), "H >= 2"),
-    (lambda: _misaligned((1, 32, 4, 4)), "16-byte aligned"),
+    (lambda: misaligned_nhwc((1, 32, 4, 4)), "16-byte aligned"),
     (lambda: channels_last(torch.zeros(1, 32, 8, 8, dtype=torch.float16)), "CUDA tensor"),
 ])
 def test_host_checks(make, message):
@@ -199,19 +190,9 @@ def check_kernel(cin: int, expansion: int, batch: int, h: int, w: int | None = N
     w = h if w is None else w
     block = down_block(cin, expansion, seed=cin + h).cuda()
     x = channels_last(torch.randn(batch, cin, h, w, device="cuda", dtype=torch.float16))
-    with torch.no_grad():
-        exact = block.double()(x.double())
-        torch_fp16 = block.half()(x)
     weights = s2.prepare_weights(s2.FoldedWeights.from_block(block))
-    out = channels_last(torch.full((batch, 2 * cin, s2.output_size(h), s2.output_size(w)), float("nan"),
-                                   device="cuda", dtype=torch.float16))
-    got = s2.run(x, weights, out=out, **kwargs)
-    torch.cuda.synchronize()
-    assert got.data_ptr() == out.data_ptr() and got.shape == exact.shape
-    err, torch_err = relative_error(got, exact), relative_error(torch_fp16, exact)
-    assert torch_err > 0, "PyTorch matched float64 exactly: the check is blind"
-    assert err <= 2 * torch_err, f"kernel error {err:.3g} > 2 x PyTorch fp16 error {torch_err:.3g}"
-    return err
+    shape = (batch, 2 * cin, s2.output_size(h), s2.output_size(w))
+    return check_against_float64(block, x, lambda out: s2.run(x, weights, out=out, **kwargs), shape)
 
 
 @pytest.mark.cuda
