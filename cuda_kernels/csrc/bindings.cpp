@@ -6,28 +6,11 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <cuda_fp16.h>
 
+#include "checks.h"
 #include "params.h"
 #include "variants.h"
 
 namespace {
-
-// Every tensor: on a CUDA device, the expected dtype, contiguous, 16-byte aligned (the
-// kernels move 16-byte chunks with cp.async and bulk copies).
-void check(const torch::Tensor& t, const char* name, torch::ScalarType dtype) {
-  TORCH_CHECK(t.is_cuda(), name, " must be a CUDA tensor");
-  TORCH_CHECK(t.scalar_type() == dtype, name, " has the wrong dtype");
-  TORCH_CHECK(t.is_contiguous(), name, " must be contiguous");
-  TORCH_CHECK(reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0, name, " must be 16-byte aligned");
-}
-
-void same_device(const torch::Tensor& t, const torch::Tensor& x, const char* name) {
-  TORCH_CHECK(t.device() == x.device(), name, " is on ", t.device(), ", x on ", x.device());
-}
-
-bool overlap(const torch::Tensor& a, const torch::Tensor& b) {
-  const auto a0 = reinterpret_cast<uintptr_t>(a.data_ptr()), b0 = reinterpret_cast<uintptr_t>(b.data_ptr());
-  return a0 < b0 + b.nbytes() && b0 < a0 + a.nbytes();
-}
 
 // A failed launch, with the two refusals the launchers make before launching spelled out.
 void check_launch(cudaError_t err, const char* kernel) {
@@ -51,11 +34,11 @@ struct Activations {
 
 Activations activations(const torch::Tensor& x, const torch::Tensor& b1, const torch::Tensor& b2, bool residual,
                         torch::Tensor out) {
-  check(x, "x", torch::kHalf);
-  check(b1, "b1", torch::kFloat);
-  check(b2, "b2", torch::kFloat);
-  same_device(b1, x, "b1");
-  same_device(b2, x, "b2");
+  checks::cuda_dense(x, "x", torch::kHalf);
+  checks::cuda_dense(b1, "b1", torch::kFloat);
+  checks::cuda_dense(b2, "b2", torch::kFloat);
+  checks::same_device(b1, x, "b1");
+  checks::same_device(b2, x, "b2");
   TORCH_CHECK(x.dim() == 2, "x must be [pixels, channels]");
   const int64_t P = x.size(0), C = x.size(1), hidden = b1.numel();
   TORCH_CHECK(b2.numel() == C, "bias shapes");
@@ -63,9 +46,9 @@ Activations activations(const torch::Tensor& x, const torch::Tensor& b1, const t
   if (out.numel() == 0) {
     out = torch::empty_like(x);
   } else {
-    check(out, "out", torch::kHalf);
+    checks::cuda_dense(out, "out", torch::kHalf);
     TORCH_CHECK(out.sizes() == x.sizes() && out.device() == x.device(), "out must match x");
-    TORCH_CHECK(!overlap(out, x), "out must not overlap x");
+    TORCH_CHECK(!checks::overlap(out, x), "out must not overlap x");
   }
   Activations a{out, {}, P, C, hidden};
   a.params.x = reinterpret_cast<const __half*>(x.data_ptr<at::Half>());
@@ -84,17 +67,17 @@ torch::Tensor block_fusion(torch::Tensor x, torch::Tensor w1, torch::Tensor b1, 
   const c10::cuda::CUDAGuard guard(x.device());
   Activations a = activations(x, b1, b2, residual, out);
   const int64_t P = a.P, C = a.C, hidden = a.hidden;
-  check(w1, "w1", torch::kHalf);
-  check(w2, "w2", torch::kHalf);
-  same_device(w1, x, "w1");
-  same_device(w2, x, "w2");
+  checks::cuda_dense(w1, "w1", torch::kHalf);
+  checks::cuda_dense(w2, "w2", torch::kHalf);
+  checks::same_device(w1, x, "w1");
+  checks::same_device(w2, x, "w2");
   TORCH_CHECK(w1.size(0) == hidden && w1.size(1) == C && w2.size(0) == C && w2.size(1) == hidden, "weight shapes");
   const bool conv = conv_w.numel() > 0;
   if (conv) {
-    check(conv_w, "conv_w", torch::kInt);
-    check(conv_b, "conv_b", torch::kFloat);
-    same_device(conv_w, x, "conv_w");
-    same_device(conv_b, x, "conv_b");
+    checks::cuda_dense(conv_w, "conv_w", torch::kInt);
+    checks::cuda_dense(conv_b, "conv_b", torch::kFloat);
+    checks::same_device(conv_w, x, "conv_w");
+    checks::same_device(conv_b, x, "conv_b");
     TORCH_CHECK(conv_w.numel() == C / 8 * 9 * 32 && conv_b.numel() == C, "conv weight shapes");
     TORCH_CHECK(W > 0 && H > 0 && P % (H * W) == 0, "H, W do not divide the pixel count");
   }
@@ -127,8 +110,8 @@ torch::Tensor ffn_wgmma(torch::Tensor x, torch::Tensor wpack, torch::Tensor b1, 
 #endif
   const c10::cuda::CUDAGuard guard(x.device());
   Activations a = activations(x, b1, b2, residual, out);
-  check(wpack, "wpack", torch::kByte);
-  same_device(wpack, x, "wpack");
+  checks::cuda_dense(wpack, "wpack", torch::kByte);
+  checks::same_device(wpack, x, "wpack");
   TORCH_CHECK(wpack.numel() == 4 * a.hidden * a.C, "weight shapes");
   const cudaError_t err =
       bf::launch_ffn_wgmma(a.params, static_cast<int>(a.C), wpack.data_ptr(), c10::cuda::getCurrentCUDAStream());

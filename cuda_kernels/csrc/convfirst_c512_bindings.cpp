@@ -5,22 +5,12 @@
 #include <c10/cuda/CUDAStream.h>
 #include <c10/cuda/CUDAGuard.h>
 
+#include "checks.h"
 #include "convfirst_c512.h"
+#include "convfirst_s2_op.h"
 #include "convfirst_s2_wide.h"
 
 namespace {
-
-void check(const torch::Tensor& t, const torch::Tensor& x, const char* name, torch::ScalarType dtype) {
-  TORCH_CHECK(t.is_cuda() && t.device() == x.device(), name, " must be on x's CUDA device");
-  TORCH_CHECK(t.scalar_type() == dtype, name, " has the wrong dtype");
-  TORCH_CHECK(t.is_contiguous(), name, " must be contiguous");
-  TORCH_CHECK(reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0, name, " must be 16-byte aligned");
-}
-
-bool overlap(const torch::Tensor& a, const torch::Tensor& b) {
-  const auto a0 = reinterpret_cast<uintptr_t>(a.data_ptr()), b0 = reinterpret_cast<uintptr_t>(b.data_ptr());
-  return a0 < b0 + b.nbytes() && b0 < a0 + a.nbytes();
-}
 
 // x: [N*H*W, 512] fp16 (NHWC pixels); conv_w: [64, 9, 32] int32 fragments; conv_b: [512] fp32;
 // wpack: uint8 weight slots (4 * hidden * 512 bytes); b1: [hidden] fp32; b2: [512] fp32;
@@ -33,14 +23,14 @@ torch::Tensor convfirst_c512(torch::Tensor x, torch::Tensor conv_w, torch::Tenso
 #endif
   TORCH_CHECK(x.is_cuda(), "x must be a CUDA tensor");
   const c10::cuda::CUDAGuard guard(x.device());
-  check(x, x, "x", torch::kHalf);
+  checks::on_x_device(x, x, "x", torch::kHalf);
   TORCH_CHECK(x.dim() == 2 && x.size(1) == c512::kChannels, "x must be [pixels, 512]");
   const int64_t P = x.size(0), hidden = b1.numel();
-  check(conv_w, x, "conv_w", torch::kInt);
-  check(conv_b, x, "conv_b", torch::kFloat);
-  check(wpack, x, "wpack", torch::kByte);
-  check(b1, x, "b1", torch::kFloat);
-  check(b2, x, "b2", torch::kFloat);
+  checks::on_x_device(conv_w, x, "conv_w", torch::kInt);
+  checks::on_x_device(conv_b, x, "conv_b", torch::kFloat);
+  checks::on_x_device(wpack, x, "wpack", torch::kByte);
+  checks::on_x_device(b1, x, "b1", torch::kFloat);
+  checks::on_x_device(b2, x, "b2", torch::kFloat);
   TORCH_CHECK(conv_w.numel() == c512::kChannels / 8 * 9 * 32 && conv_b.numel() == c512::kChannels,
               "conv weight shapes");
   TORCH_CHECK(hidden > 0 && hidden % c512::kHiddenChunk == 0, "hidden ", hidden, " is not a multiple of ",
@@ -52,9 +42,9 @@ torch::Tensor convfirst_c512(torch::Tensor x, torch::Tensor conv_w, torch::Tenso
   if (out.numel() == 0) {
     out = torch::empty_like(x);
   } else {
-    check(out, x, "out", torch::kHalf);
+    checks::on_x_device(out, x, "out", torch::kHalf);
     TORCH_CHECK(out.sizes() == x.sizes(), "out has the wrong shape");
-    TORCH_CHECK(!overlap(out, x), "out must not overlap x");
+    TORCH_CHECK(!checks::overlap(out, x), "out must not overlap x");
   }
   c512::Params p{};
   p.x = reinterpret_cast<const __half*>(x.data_ptr<at::Half>());
@@ -85,50 +75,11 @@ torch::Tensor convfirst_s2_wide(torch::Tensor x, torch::Tensor conv_w, torch::Te
                                 int64_t H, int64_t W, int64_t rows_per_tile, torch::Tensor out) {
   TORCH_CHECK(x.is_cuda(), "x must be a CUDA tensor");
   const c10::cuda::CUDAGuard guard(x.device());
-  check(x, x, "x", torch::kHalf);
+  checks::on_x_device(x, x, "x", torch::kHalf);
   constexpr int64_t cin = 256, cout = 512;
   TORCH_CHECK(x.dim() == 2 && x.size(1) == cin, "x must be [pixels, 256]");
-  const int64_t hidden = w1.size(0);
-  check(conv_w, x, "conv_w", torch::kInt);
-  check(conv_b, x, "conv_b", torch::kFloat);
-  check(w1, x, "w1", torch::kHalf);
-  check(b1, x, "b1", torch::kFloat);
-  check(w2, x, "w2", torch::kHalf);
-  check(ws, x, "ws", torch::kHalf);
-  check(bo, x, "bo", torch::kFloat);
-  TORCH_CHECK(conv_w.numel() == cin / 8 * 9 * 32 && conv_b.numel() == cin, "conv weight shapes");
-  TORCH_CHECK(w1.dim() == 2 && w1.size(1) == cin && b1.numel() == hidden, "expand weight shapes");
-  TORCH_CHECK(w2.dim() == 2 && w2.size(0) == cout && w2.size(1) == hidden && ws.dim() == 2 && ws.size(0) == cout &&
-                  ws.size(1) == cin && bo.numel() == cout, "project / shortcut weight shapes");
-  const int chunk = s2::hidden_chunk_256_512();
-  TORCH_CHECK(hidden > 0 && hidden % chunk == 0, "hidden ", hidden, " is not a multiple of ", chunk);
-  TORCH_CHECK(N >= 1 && H >= 2 && W >= 2 && W <= 56 && x.size(0) == N * H * W, "bad N, H, W for x");
-  const int64_t Ho = (H + 1) / 2, Wo = (W + 1) / 2;
-  TORCH_CHECK(x.numel() < (int64_t(1) << 31) && N * Ho * Wo * cout < (int64_t(1) << 31), "tensor too large");
-  if (out.numel() == 0) {
-    out = torch::empty({N * Ho * Wo, cout}, x.options());
-  } else {
-    check(out, x, "out", torch::kHalf);
-    TORCH_CHECK(out.dim() == 2 && out.size(0) == N * Ho * Wo && out.size(1) == cout, "out has the wrong shape");
-    TORCH_CHECK(!overlap(out, x), "out must not overlap x");
-  }
-  s2::Params p{};
-  p.x = reinterpret_cast<const __half*>(x.data_ptr<at::Half>());
-  p.out = reinterpret_cast<__half*>(out.data_ptr<at::Half>());
-  p.conv_w = reinterpret_cast<const uint32_t*>(conv_w.data_ptr<int32_t>());
-  p.conv_b = conv_b.data_ptr<float>();
-  p.w1 = reinterpret_cast<const __half*>(w1.data_ptr<at::Half>());
-  p.b1 = b1.data_ptr<float>();
-  p.w2 = reinterpret_cast<const __half*>(w2.data_ptr<at::Half>());
-  p.ws = reinterpret_cast<const __half*>(ws.data_ptr<at::Half>());
-  p.bo = bo.data_ptr<float>();
-  p.N = static_cast<int>(N);
-  p.H = static_cast<int>(H);
-  p.W = static_cast<int>(W);
-  p.Ho = static_cast<int>(Ho);
-  p.Wo = static_cast<int>(Wo);
-  p.hidden = static_cast<int>(hidden);
-  p.rows_per_tile = static_cast<int>(rows_per_tile);
+  const s2::Params p = s2::checked_params(x, conv_w, conv_b, w1, b1, w2, ws, bo, N, H, W, rows_per_tile, cin, cout,
+                                          s2::hidden_chunk_256_512(), out);
   const cudaError_t err = s2::launch_256_512(p, c10::cuda::getCurrentCUDAStream());
   TORCH_CHECK(err != cudaErrorInvalidConfiguration,
               "convfirst_s2 256 -> 512: the kernel needs more shared memory per block than this GPU offers");

@@ -5,17 +5,10 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
+#include "checks.h"
 #include "mbconv.cuh"
 
 namespace {
-
-void check(const torch::Tensor& t, const char* name, torch::ScalarType dtype, const torch::Tensor& x) {
-  TORCH_CHECK(t.is_cuda(), name, " must be a CUDA tensor");
-  TORCH_CHECK(t.device() == x.device(), name, " is on ", t.device(), ", x on ", x.device());
-  TORCH_CHECK(t.scalar_type() == dtype, name, " has the wrong dtype");
-  TORCH_CHECK(t.is_contiguous(), name, " must be contiguous");
-  TORCH_CHECK(reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0, name, " must be 16-byte aligned");
-}
 
 // x: [N, H, W, C_in] fp16 (NHWC, contiguous). Weights as cuda_kernels.mbconv.prepare_weights packs
 // them: w_exp [hid_pad, k_pad] fp16 or empty (expand ratio 1), b_exp [hid_pad], w_dw [k*k, hid_pad],
@@ -28,19 +21,19 @@ torch::Tensor mbconv(torch::Tensor x, torch::Tensor w_exp, torch::Tensor b_exp, 
                      int64_t stride, int64_t c_out, int64_t rows_per_tile, int64_t chunk, bool residual,
                      torch::Tensor out, int64_t version) {
   const c10::cuda::CUDAGuard guard(x.device());
-  check(x, "x", torch::kHalf, x);
+  checks::cuda_like_x(x, "x", torch::kHalf, x);
   TORCH_CHECK(x.dim() == 4, "x must be [N, H, W, C] (NHWC)");
   const bool expand = w_exp.numel() > 0;
-  if (expand) check(w_exp, "w_exp", torch::kHalf, x);
-  check(b_exp, "b_exp", torch::kFloat, x);
-  check(w_dw, "w_dw", torch::kFloat, x);
-  check(b_dw, "b_dw", torch::kFloat, x);
-  check(w_se1, "w_se1", torch::kFloat, x);
-  check(b_se1, "b_se1", torch::kFloat, x);
-  check(w_se2, "w_se2", torch::kFloat, x);
-  check(b_se2, "b_se2", torch::kFloat, x);
-  check(w_proj, "w_proj", torch::kHalf, x);
-  check(b_proj, "b_proj", torch::kFloat, x);
+  if (expand) checks::cuda_like_x(w_exp, "w_exp", torch::kHalf, x);
+  checks::cuda_like_x(b_exp, "b_exp", torch::kFloat, x);
+  checks::cuda_like_x(w_dw, "w_dw", torch::kFloat, x);
+  checks::cuda_like_x(b_dw, "b_dw", torch::kFloat, x);
+  checks::cuda_like_x(w_se1, "w_se1", torch::kFloat, x);
+  checks::cuda_like_x(b_se1, "b_se1", torch::kFloat, x);
+  checks::cuda_like_x(w_se2, "w_se2", torch::kFloat, x);
+  checks::cuda_like_x(b_se2, "b_se2", torch::kFloat, x);
+  checks::cuda_like_x(w_proj, "w_proj", torch::kHalf, x);
+  checks::cuda_like_x(b_proj, "b_proj", torch::kFloat, x);
 
   mb::Params p{};
   p.N = x.size(0);
@@ -87,10 +80,9 @@ torch::Tensor mbconv(torch::Tensor x, torch::Tensor w_exp, torch::Tensor b_exp, 
   if (out.numel() == 0) {
     out = torch::empty({p.N, p.Ho, p.Wo, c_out}, half);
   } else {
-    check(out, "out", torch::kHalf, x);
+    checks::cuda_like_x(out, "out", torch::kHalf, x);
     TORCH_CHECK(out.sizes() == torch::IntArrayRef({p.N, p.Ho, p.Wo, c_out}), "out must be [N, Ho, Wo, C_out]");
-    const auto o0 = reinterpret_cast<uintptr_t>(out.data_ptr()), x0 = reinterpret_cast<uintptr_t>(x.data_ptr());
-    TORCH_CHECK(o0 >= x0 + x.nbytes() || x0 >= o0 + out.nbytes(), "out must not overlap x");
+    TORCH_CHECK(!checks::overlap(out, x), "out must not overlap x");
   }
   torch::Tensor d = torch::empty({p.N, p.Ho, p.Wo, p.hidden}, half);
   torch::Tensor partial = torch::empty({p.N, p.row_blocks, p.hid_pad}, f32);
