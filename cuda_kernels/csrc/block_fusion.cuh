@@ -13,6 +13,7 @@
 // DRAM traffic is the input (halo rows re-read hit L2), the output and the weights (L2).
 #pragma once
 #include "params.h"
+#include "ffn_slices.cuh"
 #include "ptx.cuh"
 
 namespace bf {
@@ -259,22 +260,7 @@ __global__ void __launch_bounds__(kThreads, K::MINB) block_fusion_kernel(const P
     }
     // H = ReLU(acc1 + a) into H_s (fp16). Every warp passed a barrier after the previous
     // chunk's stage 2, so nobody still reads H_s.
-#pragma unroll
-    for (int nt = 0; nt < K::NT1; ++nt) {
-      const int col = wn1 * K::TN1 + nt * 8 + (lane & 3) * 2;
-      const float bias0 = __ldg(p.b1 + chunk * K::HC + col), bias1 = __ldg(p.b1 + chunk * K::HC + col + 1);
-      uint8_t* panel = H_s + (col >> 6) * (K::BM * 128);
-      const int c16 = (col & 63) >> 3, within = (col & 7) * 2;
-#pragma unroll
-      for (int mt = 0; mt < K::MT1; ++mt) {
-        const int row = wm1 * K::TM1 + mt * 16 + (lane >> 2);
-        const float* v = acc1[mt][nt];
-        *reinterpret_cast<uint32_t*>(panel + panel_offset(row, c16) + within) =
-            pack_half2(fmaxf(v[0] + bias0, 0.f), fmaxf(v[1] + bias1, 0.f));
-        *reinterpret_cast<uint32_t*>(panel + panel_offset(row + 8, c16) + within) =
-            pack_half2(fmaxf(v[2] + bias0, 0.f), fmaxf(v[3] + bias1, 0.f));
-      }
-    }
+    store_relu_half<K::MT1, K::NT1, K::TM1, K::TN1, K::BM * 128>(H_s, acc1, p.b1, chunk * K::HC, wm1, wn1, lane);
 
     // stage 2: acc2 += H . V_chunk^T (the barrier at the top of each slice publishes H_s)
 #pragma unroll 1

@@ -23,6 +23,7 @@
 #include <cstdint>
 
 #include "convfirst_s2.h"
+#include "ffn_slices.cuh"
 #include "ptx.cuh"
 
 namespace s2 {
@@ -30,12 +31,15 @@ namespace s2 {
 using bf::cp_async16;
 using bf::cp_async_commit;
 using bf::cp_async_wait;
+using bf::LaneRoles;
 using bf::ldmatrix_x4;
 using bf::mma_m16n8k16;
 using bf::mma_m16n8k8;
+using bf::mma_slice;
 using bf::pack_half2;
 using bf::panel_offset;
 using bf::smem_addr;
+using bf::store_relu_half;
 
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
@@ -255,31 +259,6 @@ __device__ __forceinline__ void phase_a(const Params& p, uint8_t* A_s, uint8_t* 
   __syncthreads();  // A_s and S_s complete; the ring may be overwritten
 }
 
-// acc2 += A (KWIDTH columns in one panel at a_base) . B^T (the slot at b_base).
-template <class K, int KWIDTH>
-__device__ __forceinline__ void stage2_slice(float (&acc2)[K::MT2][K::NT2][4], uint32_t a_base, uint32_t b_base,
-                                             int wm2, int wn2, int lane) {
-  const int a_row = lane & 15, a_chunk = lane >> 4;
-  const int b_row = (lane & 7) + ((lane >> 4) << 3), b_chunk = (lane >> 3) & 1;
-#pragma unroll
-  for (int ks = 0; ks < KWIDTH / 16; ++ks) {
-    uint32_t a[K::MT2][4];
-#pragma unroll
-    for (int mt = 0; mt < K::MT2; ++mt)
-      ldmatrix_x4(a[mt], a_base + panel_offset(wm2 * K::TM2 + mt * 16 + a_row, ks * 2 + a_chunk));
-#pragma unroll
-    for (int np = 0; np < K::NT2 / 2; ++np) {
-      uint32_t b[4];
-      ldmatrix_x4(b, b_base + panel_offset(wn2 * K::TN2 + np * 16 + b_row, ks * 2 + b_chunk));
-#pragma unroll
-      for (int mt = 0; mt < K::MT2; ++mt) {
-        mma_m16n8k16(acc2[mt][2 * np], a[mt], b[0], b[1]);
-        mma_m16n8k16(acc2[mt][2 * np + 1], a[mt], b[2], b[3]);
-      }
-    }
-  }
-}
-
 template <class K>
 __global__ void __launch_bounds__(kThreads, K::MINB) convfirst_s2_kernel(const Params p) {
   extern __shared__ __align__(128) uint8_t smem[];
@@ -305,8 +284,7 @@ __global__ void __launch_bounds__(kThreads, K::MINB) convfirst_s2_kernel(const P
 
   const int wm1 = warp / K::WN1, wn1 = warp % K::WN1;
   const int wm2 = warp / K::WN2, wn2 = warp % K::WN2;
-  const int a_row = lane & 15, a_chunk = lane >> 4;
-  const int b_row = (lane & 7) + ((lane >> 4) << 3), b_chunk = (lane >> 3) & 1;
+  const LaneRoles roles(lane);
 
   float acc2[K::MT2][K::NT2][4];
 #pragma unroll
@@ -323,8 +301,9 @@ __global__ void __launch_bounds__(kThreads, K::MINB) convfirst_s2_kernel(const P
     cp_async_wait<K::STAGES - 2>();
     __syncthreads();
     issue_slice(gs + K::STAGES - 1);
-    stage2_slice<K, K::KW>(acc2, smem_addr(H_s + t * K::PANEL), smem_addr(ring + (gs % K::STAGES) * K::SLOT_BYTES),
-                           wm2, wn2, lane);
+    mma_slice<K::MT2, K::NT2, K::TM2, K::TN2, K::KW>(acc2, smem_addr(H_s + t * K::PANEL),
+                                                     smem_addr(ring + (gs % K::STAGES) * K::SLOT_BYTES), wm2, wn2,
+                                                     roles);
   }
 #pragma unroll 1
   for (int chunk = 0; chunk < nchunks; ++chunk) {
@@ -342,52 +321,22 @@ __global__ void __launch_bounds__(kThreads, K::MINB) convfirst_s2_kernel(const P
       cp_async_wait<K::STAGES - 2>();
       __syncthreads();
       issue_slice(gs + K::STAGES - 1);
-      const uint32_t a_base = smem_addr(A_s + t * K::PANEL);
-      const uint32_t b_base = smem_addr(ring + (gs % K::STAGES) * K::SLOT_BYTES);
-#pragma unroll
-      for (int ks = 0; ks < K::KW / 16; ++ks) {
-        uint32_t a[K::MT1][4];
-#pragma unroll
-        for (int mt = 0; mt < K::MT1; ++mt)
-          ldmatrix_x4(a[mt], a_base + panel_offset(wm1 * K::TM1 + mt * 16 + a_row, ks * 2 + a_chunk));
-#pragma unroll
-        for (int np = 0; np < K::NT1 / 2; ++np) {
-          uint32_t b[4];
-          ldmatrix_x4(b, b_base + panel_offset(wn1 * K::TN1 + np * 16 + b_row, ks * 2 + b_chunk));
-#pragma unroll
-          for (int mt = 0; mt < K::MT1; ++mt) {
-            mma_m16n8k16(acc1[mt][2 * np], a[mt], b[0], b[1]);
-            mma_m16n8k16(acc1[mt][2 * np + 1], a[mt], b[2], b[3]);
-          }
-        }
-      }
+      mma_slice<K::MT1, K::NT1, K::TM1, K::TN1, K::KW>(acc1, smem_addr(A_s + t * K::PANEL),
+                                                       smem_addr(ring + (gs % K::STAGES) * K::SLOT_BYTES), wm1, wn1,
+                                                       roles);
     }
     // H = ReLU(acc1 + b1) into H_s. Every warp has passed a barrier since its last read of
     // H_s (the previous stage 2 or the shortcut), at the top of this chunk's stage-1 slices.
-#pragma unroll
-    for (int nt = 0; nt < K::NT1; ++nt) {
-      const int col = wn1 * K::TN1 + nt * 8 + (lane & 3) * 2;
-      const float bias0 = __ldg(p.b1 + chunk * K::HC + col), bias1 = __ldg(p.b1 + chunk * K::HC + col + 1);
-      uint8_t* panel = H_s + (col >> 6) * K::PANEL;
-      const int c16 = (col & 63) >> 3, within = (col & 7) * 2;
-#pragma unroll
-      for (int mt = 0; mt < K::MT1; ++mt) {
-        const int row = wm1 * K::TM1 + mt * 16 + (lane >> 2);
-        const float* v = acc1[mt][nt];
-        *reinterpret_cast<uint32_t*>(panel + panel_offset(row, c16) + within) =
-            pack_half2(fmaxf(v[0] + bias0, 0.f), fmaxf(v[1] + bias1, 0.f));
-        *reinterpret_cast<uint32_t*>(panel + panel_offset(row + 8, c16) + within) =
-            pack_half2(fmaxf(v[2] + bias0, 0.f), fmaxf(v[3] + bias1, 0.f));
-      }
-    }
+    store_relu_half<K::MT1, K::NT1, K::TM1, K::TN1, K::PANEL>(H_s, acc1, p.b1, chunk * K::HC, wm1, wn1, lane);
     // stage 2: acc2 += H . V_chunk^T (the barrier at the top of each slice publishes H_s)
 #pragma unroll 1
     for (int t = 0; t < K::KV; ++t, ++gs) {
       cp_async_wait<K::STAGES - 2>();
       __syncthreads();
       issue_slice(gs + K::STAGES - 1);
-      stage2_slice<K, 64>(acc2, smem_addr(H_s + t * K::PANEL), smem_addr(ring + (gs % K::STAGES) * K::SLOT_BYTES),
-                          wm2, wn2, lane);
+      mma_slice<K::MT2, K::NT2, K::TM2, K::TN2, 64>(acc2, smem_addr(H_s + t * K::PANEL),
+                                                    smem_addr(ring + (gs % K::STAGES) * K::SLOT_BYTES), wm2, wn2,
+                                                    roles);
     }
   }
   cp_async_wait<0>();
