@@ -69,6 +69,21 @@ def command_line(module: str, argv: list[str] | None) -> str:
     return f"python -m {module} " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
 
 
+def prepare(module: str, argv: list[str] | None, args, load_extension):
+    """What every block benchmark does before its cases: the torch.compile modes asked for
+    (`args.modes`, comma-separated), its command line, cudnn.benchmark on, its extension built
+    (timed), the timer (L2 flushed) and the hardware's ceilings.
+    Returns (modes, command, build_s, timer, ceilings)."""
+    modes = [m for m in args.modes.split(",") if m]
+    command = command_line(module, argv)
+    torch.backends.cudnn.benchmark = True
+    t0 = time.perf_counter()
+    load_extension()
+    build_s = time.perf_counter() - t0
+    timer = Timer(args.warmup, args.repeats, flush_l2=True)
+    return modes, command, build_s, timer, hardware_ceilings(args.hardware, timer)
+
+
 def time_fused_variants(entry: dict, variants, run, new_out, exact: torch.Tensor, timer: Timer, case,
                         ceilings: dict) -> None:
     """Each kernel variant's error against `exact` first (``run(variant, out)`` into a fresh

@@ -15,11 +15,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 
 import torch
 
-from cuda_kernels._bench_common import (bench_cases, command_line, hardware_ceilings, speedups, time_fused_variants,
+from cuda_kernels._bench_common import (bench_cases, prepare, speedups, time_fused_variants,
                                         time_torch_baselines)
 from cuda_kernels.bench import Case, make_block
 from perfmodel.harness import Timer, reference_precision, relative_error
@@ -100,17 +99,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not args.out:
         parser.error("--out is required")
-    modes = [m for m in args.modes.split(",") if m]
-    command = command_line("cuda_kernels.bench_c512", argv)
-    torch.backends.cudnn.benchmark = True
-
     from cuda_kernels._build import load_convfirst_c512_extension
 
-    t0 = time.perf_counter()
-    load_convfirst_c512_extension()
-    build_s = time.perf_counter() - t0
-    timer = Timer(args.warmup, args.repeats, flush_l2=True)
-    ceilings = hardware_ceilings(args.hardware, timer)
+    modes, command, build_s, timer, ceilings = prepare("cuda_kernels.bench_c512", argv, args, load_convfirst_c512_extension)
     backends = ["cuda_kernels", "eager", *(f"inductor_{m}" for m in modes)]
     bench_cases(args.out, command, "convfirst_c512", backends, cases,
                 lambda case: bench_case(case, timer, ceilings, modes), row, timer, ceilings, build_s)

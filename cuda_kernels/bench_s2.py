@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from dataclasses import asdict, dataclass
 
 import torch
 
-from cuda_kernels._bench_common import (bench_cases, command_line, hardware_ceilings, speedups, time_fused_variants,
+from cuda_kernels._bench_common import (bench_cases, prepare, speedups, time_fused_variants,
                                         time_torch_baselines)
 from perfmodel.harness import Timer, randomize_batchnorm, reference_precision, relative_error
 
@@ -140,17 +139,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hardware", default="h200-sxm")
     args = parser.parse_args(argv)
     cases = (args.case or S_CASES) + (WIDE_CASES if args.wide else [])
-    modes = [m for m in args.modes.split(",") if m]
-    command = command_line("cuda_kernels.bench_s2", argv)
-    torch.backends.cudnn.benchmark = True
-
     from cuda_kernels._build import load_convfirst_s2_extension
 
-    t0 = time.perf_counter()
-    load_convfirst_s2_extension()
-    build_s = time.perf_counter() - t0
-    timer = Timer(args.warmup, args.repeats, flush_l2=True)
-    ceilings = hardware_ceilings(args.hardware, timer)
+    modes, command, build_s, timer, ceilings = prepare("cuda_kernels.bench_s2", argv, args, load_convfirst_s2_extension)
     backends = ["cuda_kernels", *(["eager"] if modes else []), *(f"inductor_{m}" for m in modes)]
     bench_cases(args.out, command, "convfirst_s2", backends, cases,
                 lambda case: bench_case(case, timer, ceilings, modes), row, timer, ceilings, build_s)
