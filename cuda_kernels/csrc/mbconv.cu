@@ -1,16 +1,9 @@
 // Kernels 2 (squeeze-excitation) and 3 (scaled projection + shortcut) of the MBConv block, and
 // the launcher of all three (see mbconv.cuh).
 #include "mbconv.cuh"
-#include "ptx.cuh"
+#include "mbconv_ptx.cuh"
 
 namespace mb {
-
-using bf::cp_async16;
-using bf::cp_async_commit;
-using bf::cp_async_wait;
-using bf::ldmatrix_x4;
-using bf::mma_m16n8k16;
-using bf::smem_addr;
 
 constexpr int kSEThreads = 256;
 

@@ -2,16 +2,9 @@
 // pool's partial sums, for one image, one band of output rows and one chunk of HC channels.
 #pragma once
 #include "mbconv.cuh"
-#include "ptx.cuh"
+#include "mbconv_ptx.cuh"
 
 namespace mb {
-
-using bf::cp_async16;
-using bf::cp_async_commit;
-using bf::cp_async_wait;
-using bf::ldmatrix_x4;
-using bf::mma_m16n8k16;
-using bf::smem_addr;
 
 __device__ __forceinline__ float silu(float v) { return v / (1.f + __expf(-v)); }
 

@@ -17,16 +17,9 @@
 #include <algorithm>
 
 #include "mbconv.cuh"
-#include "ptx.cuh"
+#include "mbconv_ptx.cuh"
 
 namespace mb {
-
-using bf::cp_async16;
-using bf::cp_async_commit;
-using bf::cp_async_wait;
-using bf::ldmatrix_x4;
-using bf::mma_m16n8k16;
-using bf::smem_addr;
 
 constexpr int kProjV3BM = 128, kProjV3BK = 32, kProjV3LD = kProjV3BK + 8, kProjV3Stages = 4;
 constexpr int kSEV3Threads = 512, kSEV3Warps = kSEV3Threads / 32;
