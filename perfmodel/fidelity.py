@@ -125,7 +125,8 @@ def predicted_traffic(result: Result, byte_model: str, cache: str) -> list[Traff
     if cache not in ("none", "all"):
         raise InputError("the l2 byte model needs the file's --cache-control (none or all)",
                          field="method.ncu")
-    return dram_traffic(kernels, int(resident * 2**20), flushed=cache == "all")
+    return dram_traffic(kernels, int(resident * 2**20), flushed=cache == "all",
+                        keep=frozenset(result.graph.outputs))
 
 
 def byte_fidelity(result: Result, measurement: Measurement, byte_model: str = "compulsory",
