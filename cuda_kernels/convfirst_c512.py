@@ -1,17 +1,23 @@
-"""The stride-1 ConvFirst block at C = 512 in one kernel on Hopper warpgroup MMAs
-(csrc/convfirst_c512.cu, sm_90a): weight packing, host checks, the ``convfirst_c512::block``
-operator and the drop-in module.
+"""The stride-1 ConvFirst block in one kernel on Hopper warpgroup MMAs (csrc/convfirst_c512.cu,
+sm_90a; written for C = 512, templated on the channel count: C in 128, 256, 512): weight packing,
+host checks, the ``convfirst_c512::block`` operator and the drop-in module.
 
-The block is the inference form (BatchNorm folded) of ``perfmodel.zoo.ConvFirstBlock(512, alpha)``::
+The block is the inference form (BatchNorm folded) of ``perfmodel.zoo.ConvFirstBlock(C, alpha)``::
 
     out = x + ReLU((conv(x) + b_c) * U + b_U) * V + b_V
 
-conv: grouped 3x3, group width 8, stride 1, zero padding. Activations are ``N x 512 x H x W``
-float16 in ``torch.channels_last`` memory, W <= 28.
+conv: grouped 3x3, group width 8, stride 1, zero padding. Activations are ``N x C x H x W``
+float16 in ``torch.channels_last`` memory, W <= 28; hidden = alpha * C a multiple of 128.
 
-Off by default until its GPU tests have passed on a device: ``replace_blocks`` swaps a C = 512
-block for `FusedConvFirstC512` only with ``CUDA_KERNELS_C512=1`` (or ``=stride1``) in the
-environment, and otherwise leaves it in PyTorch with that reason.
+Two switches, both off by default until the kernel's GPU tests have passed on a device:
+
+- ``CUDA_KERNELS_C512=1`` (or ``=stride1``): ``replace_blocks`` swaps a C = 512 block for
+  `FusedConvFirstC512`; otherwise it stays in PyTorch with that reason (no other kernel has C = 512).
+- ``CUDA_KERNELS_WGMMA_CONVFIRST=256`` (a comma list of widths among 128 and 256; ``1`` or ``all``
+  for both, ``0`` for none): stride-1 blocks of those widths run here instead of on the mma.sync
+  kernel (`cuda_kernels.FusedConvFirstBlock`), which keeps every other width, and these ones where
+  this kernel cannot run (W > 28 is refused at the call; off compute capability 9.0 the swap
+  keeps the mma.sync kernel). `DEFAULT_WGMMA_WIDTHS` applies when the variable is unset.
 """
 
 from __future__ import annotations
@@ -26,8 +32,12 @@ from cuda_kernels._checks import check_devices, check_nhwc_half, check_out, chec
 from cuda_kernels.ops import _swizzle_128b, pack_conv_weight
 
 ENV_SWITCH = "CUDA_KERNELS_C512"
-CHANNELS = 512
-HIDDEN_CHUNK = 128  # hidden must be a multiple (alpha 2, 4, 6, ... at C = 512)
+WGMMA_SWITCH = "CUDA_KERNELS_WGMMA_CONVFIRST"
+CHANNELS = 512  # the width no other kernel serves (CUDA_KERNELS_C512)
+SUPPORTED_CHANNELS = (128, 256, 512)  # the kernel's template instances
+WGMMA_WIDTHS = (128, 256)  # widths the mma.sync kernel also serves: CUDA_KERNELS_WGMMA_CONVFIRST picks
+DEFAULT_WGMMA_WIDTHS: tuple[int, ...] = ()  # until the GPU tests pass
+HIDDEN_CHUNK = 128  # hidden must be a multiple (alpha 2, 4, 6, ... at C >= 256; 2, 3, 4, ... at 128)
 MAX_WIDTH = 28  # the conv halo of a 64-pixel tile, (63 // W + 4) * W pixels, fits in the kernel's 255
 TILE_PIXELS = 64
 SLOT_ROWS = 128  # a weight slot is one 128-row x 64-column fp16 panel (16 KB), 128-byte swizzled
@@ -46,31 +56,58 @@ def enabled(kernel: str = "stride1") -> bool:
     return "1" in parts or kernel in parts
 
 
+def wgmma_widths() -> tuple[int, ...]:
+    """The widths below 512 that `replace_blocks` sends to this kernel: ``CUDA_KERNELS_WGMMA_CONVFIRST``
+    (``256``, ``128,256``, ``1`` / ``all`` for both, ``0`` for none), else `DEFAULT_WGMMA_WIDTHS`."""
+    value = os.environ.get(WGMMA_SWITCH)
+    if value is None:
+        return DEFAULT_WGMMA_WIDTHS
+    parts = {part.strip().lower() for part in value.split(",")} - {""}
+    if parts & {"1", "all"}:
+        return WGMMA_WIDTHS
+    return tuple(c for c in WGMMA_WIDTHS if str(c) in parts)
+
+
+def takes(block: nn.Module) -> bool:
+    """Whether `replace_blocks` sends this stride-1 ConvFirst block here (rather than to the
+    mma.sync kernel): C = 512 always (no other kernel has it; off, it falls back with the switch's
+    name), a width in `wgmma_widths` when the kernel can run it."""
+    channels = getattr(block, "channels", 0)
+    if channels == CHANNELS:
+        return True
+    return channels in wgmma_widths() and FusedConvFirstC512.unsupported(block) is None
+
+
 def unsupported_shape(channels: int, hidden: int) -> str | None:
     """Why the kernel cannot run these widths, or None."""
-    if channels != CHANNELS:
-        return f"C={channels} (this kernel is C={CHANNELS})"
+    if channels not in SUPPORTED_CHANNELS:
+        return f"C={channels} (this kernel is C in {SUPPORTED_CHANNELS})"
     if hidden <= 0 or hidden % HIDDEN_CHUNK:
-        return f"hidden {hidden} (the C={CHANNELS} kernel needs a multiple of {HIDDEN_CHUNK})"
+        return f"hidden {hidden} (the C={channels} kernel needs a multiple of {HIDDEN_CHUNK})"
     return None
 
 
-def slot_order(hidden: int) -> list[tuple[str, int, int, int]]:
+def slots_per_chunk(channels: int) -> int:
+    """C / 64 U slots, then C / 128 V slots for each of the chunk's two 64-wide k panels."""
+    return channels // K_PANEL + (HIDDEN_CHUNK // K_PANEL) * (channels // SLOT_ROWS)
+
+
+def slot_order(hidden: int, channels: int = CHANNELS) -> list[tuple[str, int, int, int]]:
     """The weight slots in the order the kernel reads them: per chunk j of 128 hidden channels,
-    ``("U", j, k, 0)`` for the 8 expand panels (rows = the chunk's hidden channels, columns =
+    ``("U", j, k, 0)`` for the C / 64 expand panels (rows = the chunk's hidden channels, columns =
     input channels 64k..64k+63), then ``("V", j, k, q)`` for each of the chunk's two 64-wide k
-    panels and the four 128-row quarters q of the project weight (rows = output channels
-    128q..128q+127). Warpgroup w of the kernel uses rows 64w.. of every U slot and quarters
-    2w, 2w+1 of V."""
+    panels and the C / 128 row blocks q of the project weight (rows = output channels
+    128q..128q+127). Warpgroup w of the kernel uses rows 64w.. of every U slot; of V, blocks
+    2w, 2w+1 at C = 512, block w at C = 256, and rows 64w.. of the one block at C = 128."""
     order = []
     for j in range(hidden // HIDDEN_CHUNK):
-        order += [("U", j, k, 0) for k in range(CHANNELS // K_PANEL)]
-        order += [("V", j, k, q) for k in range(HIDDEN_CHUNK // K_PANEL) for q in range(CHANNELS // SLOT_ROWS)]
+        order += [("U", j, k, 0) for k in range(channels // K_PANEL)]
+        order += [("V", j, k, q) for k in range(HIDDEN_CHUNK // K_PANEL) for q in range(channels // SLOT_ROWS)]
     return order
 
 
 def _slot_view(w1: torch.Tensor, w2: torch.Tensor, slot: tuple[str, int, int, int]) -> torch.Tensor:
-    """The [128, 64] block of w1 [hidden, 512] or w2 [512, hidden] that `slot` holds."""
+    """The [128, 64] block of w1 [hidden, C] or w2 [C, hidden] that `slot` holds."""
     kind, j, k, q = slot
     if kind == "U":
         return w1[j * HIDDEN_CHUNK : (j + 1) * HIDDEN_CHUNK, k * K_PANEL : (k + 1) * K_PANEL]
@@ -79,22 +116,24 @@ def _slot_view(w1: torch.Tensor, w2: torch.Tensor, slot: tuple[str, int, int, in
 
 
 def pack_weights(w1: torch.Tensor, w2: torch.Tensor) -> torch.Tensor:
-    """w1 [hidden, 512] and w2 [512, hidden] as the kernel's stream of 16 KB slots (uint8), in
+    """w1 [hidden, C] and w2 [C, hidden] as the kernel's stream of 16 KB slots (uint8), in
     `slot_order`, each block stored row-major with the 128-byte swizzle (`ops._swizzle_128b`)."""
-    hidden = w1.shape[0]
-    if tuple(w1.shape) != (hidden, CHANNELS) or tuple(w2.shape) != (CHANNELS, hidden) or hidden % HIDDEN_CHUNK:
-        raise ValueError(f"cannot pack w1 {tuple(w1.shape)} / w2 {tuple(w2.shape)} for the C={CHANNELS} kernel")
+    hidden, channels = w1.shape[0], w1.shape[-1]
+    if channels not in SUPPORTED_CHANNELS or tuple(w1.shape) != (hidden, channels) or \
+            tuple(w2.shape) != (channels, hidden) or hidden % HIDDEN_CHUNK:
+        raise ValueError(f"cannot pack w1 {tuple(w1.shape)} / w2 {tuple(w2.shape)} for the kernel "
+                         f"(C in {SUPPORTED_CHANNELS}, hidden a multiple of {HIDDEN_CHUNK})")
     w1, w2 = w1.to(torch.float16), w2.to(torch.float16)
-    parts = [_swizzle_128b(_slot_view(w1, w2, s).contiguous()).reshape(-1) for s in slot_order(hidden)]
+    parts = [_swizzle_128b(_slot_view(w1, w2, s).contiguous()).reshape(-1) for s in slot_order(hidden, channels)]
     return torch.cat(parts).view(torch.uint8)
 
 
-def unpack_weights(wpack: torch.Tensor, hidden: int) -> tuple[torch.Tensor, torch.Tensor]:
+def unpack_weights(wpack: torch.Tensor, hidden: int, channels: int = CHANNELS) -> tuple[torch.Tensor, torch.Tensor]:
     """The inverse of `pack_weights` (the swizzle is its own inverse): (w1, w2) as fp16."""
     blocks = wpack.view(torch.float16).reshape(-1, SLOT_ROWS, K_PANEL)
-    w1 = torch.empty(hidden, CHANNELS, dtype=torch.float16, device=wpack.device)
-    w2 = torch.empty(CHANNELS, hidden, dtype=torch.float16, device=wpack.device)
-    for block, slot in zip(blocks, slot_order(hidden), strict=True):
+    w1 = torch.empty(hidden, channels, dtype=torch.float16, device=wpack.device)
+    w2 = torch.empty(channels, hidden, dtype=torch.float16, device=wpack.device)
+    for block, slot in zip(blocks, slot_order(hidden, channels), strict=True):
         _slot_view(w1, w2, slot).copy_(_swizzle_128b(block))
     return w1, w2
 
@@ -103,15 +142,19 @@ def unpack_weights(wpack: torch.Tensor, hidden: int) -> tuple[torch.Tensor, torc
 class KernelWeights:
     """The kernel's operands: the conv as mma fragments, the FFN as packed slots, fp32 biases."""
 
-    conv_w: torch.Tensor  # [64, 9, 32] int32 (ops.pack_conv_weight)
-    conv_b: torch.Tensor  # [512] fp32
+    conv_w: torch.Tensor  # [C / 8, 9, 32] int32 (ops.pack_conv_weight)
+    conv_b: torch.Tensor  # [C] fp32
     wpack: torch.Tensor  # pack_weights(w1, w2), uint8
     b1: torch.Tensor  # [hidden] fp32
-    b2: torch.Tensor  # [512] fp32
+    b2: torch.Tensor  # [C] fp32
 
     @property
     def hidden(self) -> int:
         return self.b1.numel()
+
+    @property
+    def channels(self) -> int:
+        return self.b2.numel()
 
 
 def prepare_weights(conv_w: torch.Tensor, conv_b: torch.Tensor | None, w1: torch.Tensor, b1: torch.Tensor | None,
@@ -142,8 +185,8 @@ def check_input(x: torch.Tensor, weights: KernelWeights, out: torch.Tensor | Non
     checked last, so that every other rule can be checked on CPU tensors."""
     check_nhwc_half(x)
     n, c, h, w = x.shape
-    if c != CHANNELS:
-        raise ValueError(f"x has {c} channels, the kernel takes {CHANNELS}")
+    if c != weights.channels:
+        raise ValueError(f"x has {c} channels, the kernel's weights take {weights.channels}")
     if not (1 <= w <= MAX_WIDTH and h >= 1 and n >= 1):
         raise ValueError(f"convfirst_c512 supports 1 <= W <= {MAX_WIDTH}, H >= 1 and N >= 1, got {n}x{h}x{w}")
     if x.numel() >= 2**31:
@@ -161,7 +204,7 @@ def _extension():
 
 def run(x: torch.Tensor, weights: KernelWeights, out: torch.Tensor | None = None,
         variant: int | None = None) -> torch.Tensor:
-    """Launch the fused kernel; returns [N, 512, H, W] channels_last (``out`` if given)."""
+    """Launch the fused kernel; returns [N, C, H, W] channels_last (``out`` if given)."""
     check_input(x, weights, out)
     variant = DEFAULT_VARIANT if variant is None else variant
     if variant not in VARIANTS:
@@ -195,11 +238,12 @@ def _block_op_fake(x, conv_w, conv_b, wpack, b1, b2):
 
 
 class FusedConvFirstC512(nn.Module):
-    """Inference-form ``perfmodel.zoo.ConvFirstBlock(512, alpha)`` (stride 1) in one kernel."""
+    """Inference-form ``perfmodel.zoo.ConvFirstBlock(C, alpha)`` (stride 1) in one kernel on wgmma:
+    C = 512, and C = 256 / 128 where ``CUDA_KERNELS_WGMMA_CONVFIRST`` sends them here."""
 
     def __init__(self, weights: KernelWeights):
         super().__init__()
-        self.channels, self.hidden = CHANNELS, weights.hidden
+        self.channels, self.hidden = weights.channels, weights.hidden
         for name in WEIGHT_FIELDS:
             self.register_buffer(name, getattr(weights, name), persistent=False)
 
@@ -211,11 +255,15 @@ class FusedConvFirstC512(nn.Module):
         reason = convfirst_form_reason(block) or unsupported_shape(block.channels, block.channels * block.expansion)
         if reason:
             return reason
-        if not enabled():
+        channels = block.channels
+        if channels == CHANNELS and not enabled():
             return (f"C={CHANNELS}: its kernel (cuda_kernels/convfirst_c512.py) is off until its GPU tests pass; "
                     f"set {ENV_SWITCH}=1 (or =stride1) to use it")
+        if channels != CHANNELS and channels not in wgmma_widths():
+            return (f"C={channels}: the wgmma kernel is off for this width (the mma.sync kernel runs it); "
+                    f"set {WGMMA_SWITCH}={channels} to use it")
         if torch.cuda.is_available() and torch.cuda.get_device_capability() != (9, 0):
-            return f"C={CHANNELS}: its kernel needs compute capability 9.0 (H100, H200)"
+            return f"C={channels}: its kernel needs compute capability 9.0 (H100, H200)"
         return None
 
     @classmethod

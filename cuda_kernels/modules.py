@@ -119,7 +119,8 @@ def replace_blocks(model: nn.Module) -> BlockSwap:
     """Swap, in place, every inference-form zoo block the kernels support for its fused module.
 
     A supported ``ConvFirstBlock`` becomes one ``FusedConvFirstBlock`` (``FusedConvFirstDown``
-    at stride 2, ``FusedConvFirstC512`` at C = 512 once ``CUDA_KERNELS_C512=1``); a supported ``FFN``
+    at stride 2, ``FusedConvFirstC512``, the wgmma kernel, at C = 512 once ``CUDA_KERNELS_C512=1``
+    and at the widths ``CUDA_KERNELS_WGMMA_CONVFIRST`` names, see convfirst_c512.py); a supported ``FFN``
     (also one inside a ConvFirst block that stays in PyTorch) a ``FusedFFN``. Blocks of
     either family that stay in PyTorch are listed with the reason, never dropped silently.
     A torchvision ``MBConv`` (EfficientNet; BN folded) becomes a ``FusedMBConv``, likewise.
@@ -139,8 +140,8 @@ def replace_blocks(model: nn.Module) -> BlockSwap:
             family = next(((cls, fused_cls) for cls, fused_cls in families if isinstance(child, cls)), None)
             if family and family[0] is ConvFirstBlock and getattr(child, "stride", 1) == 2:
                 family = (ConvFirstBlock, FusedConvFirstDown)  # the stride-2 kernel (convfirst_s2.py)
-            elif family and family[0] is ConvFirstBlock and getattr(child, "channels", 0) == c512.CHANNELS:
-                family = (ConvFirstBlock, c512.FusedConvFirstC512)  # wgmma kernel, off by default
+            elif family and family[0] is ConvFirstBlock and c512.takes(child):
+                family = (ConvFirstBlock, c512.FusedConvFirstC512)  # the wgmma kernel (switches: convfirst_c512.py)
             reason = family and family[1].unsupported(child)
             if family:
                 fused.setdefault(family[0].__name__, 0)

@@ -1,10 +1,11 @@
-"""The C = 512 stride-1 ConvFirst kernel on wgmma (cuda_kernels/convfirst_c512.py,
-csrc/convfirst_c512.cu).
+"""The stride-1 ConvFirst kernel on wgmma (cuda_kernels/convfirst_c512.py, csrc/convfirst_c512.cu),
+at C = 512 and its other instances, C = 256 and 128.
 
 CPU: the weight packing (round trip, one element by hand), a float64 transliteration of the
 kernel's dataflow over the packed slots (which warpgroup reads which rows of which slot) against
-the zoo block, the conv halo bound, the host checks, the off-by-default switch and the fallback
-reasons, the operator's fake implementation. GPU (marked cuda): alpha 4 and 6 at 7x7 and 14x14
+the zoo block at each width, the conv halo bound, the host checks, the off-by-default switches and
+the fallback reasons, the operator's fake implementation, the pipeline protocol model-checked at
+each width. GPU (marked cuda): alpha 4 and 6 at 7x7 and 14x14 (C = 512, 256) and 28x28 (C = 128)
 for batch 128, 1 and an odd batch, odd sizes, the output poisoned with NaN first; the kernel's
 error against the float64 zoo block must be at most twice PyTorch float16's own (and PyTorch's
 nonzero, else the check would be blind).
@@ -25,10 +26,14 @@ from perfmodel.harness import randomize_batchnorm, relative_error
 from perfmodel.zoo import ConvFirstBlock, fold_batchnorm
 
 
-def block_512(expansion: int, seed: int = 0) -> nn.Module:
-    """Folded zoo ConvFirst block at C = 512 with realistic batchnorm statistics."""
+def block_c(channels: int, expansion: int, seed: int = 0) -> nn.Module:
+    """Folded zoo ConvFirst block with realistic batchnorm statistics."""
     torch.manual_seed(seed)
-    return fold_batchnorm(randomize_batchnorm(ConvFirstBlock(512, expansion), seed=seed))
+    return fold_batchnorm(randomize_batchnorm(ConvFirstBlock(channels, expansion), seed=seed))
+
+
+def block_512(expansion: int, seed: int = 0) -> nn.Module:
+    return block_c(512, expansion, seed)
 
 
 def _kernel_weights(block: nn.Module) -> c512.KernelWeights:
@@ -51,13 +56,44 @@ def test_slot_order():
     assert order[16] == ("U", 1, 0, 0) and order[-1] == ("V", 5, 1, 3)
 
 
-def test_pack_round_trip_and_size():
+def test_slot_order_at_256_and_128():
+    """C = 256: 4 U panels, then 2 k panels x 2 V blocks (8 slots per chunk); C = 128: 2 + 2 x 1."""
+    assert [c512.slots_per_chunk(c) for c in (128, 256, 512)] == [4, 8, 16]
+    order = c512.slot_order(1536, 256)
+    assert len(order) == 12 * 8
+    assert order[:8] == [("U", 0, k, 0) for k in range(4)] + [("V", 0, k, q) for k in range(2) for q in range(2)]
+    assert order[-1] == ("V", 11, 1, 1)
+    assert c512.slot_order(256, 128) == [("U", 0, 0, 0), ("U", 0, 1, 0), ("V", 0, 0, 0), ("V", 0, 1, 0),
+                                         ("U", 1, 0, 0), ("U", 1, 1, 0), ("V", 1, 0, 0), ("V", 1, 1, 0)]
+
+
+@pytest.mark.parametrize("channels,hidden", [(512, 256), (256, 1536), (128, 384)])
+def test_pack_round_trip_and_size(channels, hidden):
     torch.manual_seed(0)
-    w1, w2 = torch.randn(256, 512).half(), torch.randn(512, 256).half()
+    w1, w2 = torch.randn(hidden, channels).half(), torch.randn(channels, hidden).half()
     packed = c512.pack_weights(w1, w2)
-    assert packed.dtype == torch.uint8 and packed.numel() == 2 * (2 * 256 * 512) == 4 * 256 * 512
-    got1, got2 = c512.unpack_weights(packed, 256)
+    assert packed.dtype == torch.uint8 and packed.numel() == 2 * (2 * hidden * channels) == 4 * hidden * channels
+    got1, got2 = c512.unpack_weights(packed, hidden, channels)
     assert torch.equal(got1, w1) and torch.equal(got2, w2)
+
+
+def test_pack_refuses_other_widths():
+    with pytest.raises(ValueError, match="C in"):
+        c512.pack_weights(torch.zeros(256, 64), torch.zeros(64, 256))
+    with pytest.raises(ValueError, match="multiple of 128"):
+        c512.pack_weights(torch.zeros(192, 256), torch.zeros(256, 192))
+
+
+def test_pack_layout_by_hand_at_256():
+    """C = 256, hidden 512: slot ("V", 1, 1, 1) (index 8 + 4 + 1 * 2 + 1 = 15) holds w2 rows
+    128..255, columns 128 + 64 .. 128 + 127."""
+    w1 = torch.arange(512 * 256, dtype=torch.float32).reshape(512, 256).half()
+    w2 = torch.arange(256 * 512, dtype=torch.float32).reshape(256, 512).half()
+    slots = c512.pack_weights(w1, w2).view(torch.float16).reshape(-1, 128, 64)
+    assert c512.slot_order(512, 256)[15] == ("V", 1, 1, 1)
+    r, col = 5, 17  # chunk 2, stored at chunk 2 ^ 5 = 7
+    assert slots[15, r, 7 * 8 + 1] == w2[128 + r, 128 + 64 + col]
+    assert slots[8 + 3, r, 7 * 8 + 1] == w1[128 + r, 3 * 64 + col]  # ("U", 1, 3, 0)
 
 
 def test_pack_layout_by_hand():
@@ -75,38 +111,43 @@ def test_pack_layout_by_hand():
 def emulate_kernel(x: torch.Tensor, block: nn.Module, weights: c512.KernelWeights) -> torch.Tensor:
     """The kernel's arithmetic in float64, read from the packed slots in stream order, with the
     kernel's split: warpgroup w computes hidden columns 64w.. of each chunk from rows 64w.. of
-    the U slots, and output columns 256w.. from V quarters 2w, 2w + 1."""
+    the U slots, and output columns C/2 w .. from its V rows: at C >= 256 whole 128-row blocks
+    (kAccs = C / 256 per warpgroup, accumulator q % kAccs), at C = 128 rows 64w.. of the one block."""
     n, c, h, w = x.shape
     X = F.conv2d(x, block.conv.weight, block.conv.bias, padding=1, groups=c // 8)
     X = X.permute(0, 2, 3, 1).reshape(-1, c)
     slots = weights.wpack.view(torch.float16).reshape(-1, 128, 64)
     b1, b2 = weights.b1.double(), weights.b2.double()
-    acc2 = torch.zeros(X.shape[0], c, dtype=torch.float64)
+    n2 = min(c // 2, 128)  # the stage-2 wgmma's n
+    accs = c // 2 // n2
+    acc2 = [[torch.zeros(X.shape[0], n2, dtype=torch.float64) for _ in range(accs)] for _ in range(2)]
     it = 0
     for j in range(weights.hidden // 128):
         acc1 = [torch.zeros(X.shape[0], 64, dtype=torch.float64) for _ in range(2)]
-        for kp in range(8):
+        for kp in range(c // 64):
             b = cuda_kernels.ops._swizzle_128b(slots[it]).double()
             it += 1
             for wg in range(2):
                 acc1[wg] += X[:, 64 * kp : 64 * kp + 64] @ b[64 * wg : 64 * wg + 64].T
         hid = torch.cat([torch.relu(acc1[wg] + b1[128 * j + 64 * wg : 128 * j + 64 * wg + 64]) for wg in range(2)], 1)
         for kp in range(2):
-            for q in range(4):
+            for q in range(c // 128):
                 b = cuda_kernels.ops._swizzle_128b(slots[it]).double()
                 it += 1
-                wg, half = q >> 1, q & 1
-                cols = slice(256 * wg + 128 * half, 256 * wg + 128 * half + 128)
-                acc2[:, cols] += hid[:, 64 * kp : 64 * kp + 64] @ b.T
-    out = acc2 + b2 + x.permute(0, 2, 3, 1).reshape(-1, c)
+                for wg in range(2):
+                    if c == 128:
+                        acc2[wg][0] += hid[:, 64 * kp : 64 * kp + 64] @ b[64 * wg : 64 * wg + 64].T
+                    elif q // accs == wg:
+                        acc2[wg][q % accs] += hid[:, 64 * kp : 64 * kp + 64] @ b.T
+    out = torch.cat([a for wg in range(2) for a in acc2[wg]], 1) + b2 + x.permute(0, 2, 3, 1).reshape(-1, c)
     return out.reshape(n, h, w, c).permute(0, 3, 1, 2)
 
 
-@pytest.mark.parametrize("expansion", [2, 4])
-def test_kernel_dataflow_is_the_block(expansion):
+@pytest.mark.parametrize("channels,expansion", [(512, 2), (512, 4), (256, 6), (256, 4), (128, 6), (128, 3)])
+def test_kernel_dataflow_is_the_block(channels, expansion):
     """Weights rounded to fp16 first, so that the packed slots hold them exactly."""
-    block = block_512(expansion, seed=expansion).half().double()
-    x = torch.randn(2, 512, 3, 5, dtype=torch.float64)
+    block = block_c(channels, expansion, seed=expansion).half().double()
+    x = torch.randn(2, channels, 3, 5, dtype=torch.float64)
     with torch.no_grad():
         want = block(x)
         got = emulate_kernel(x, block, _kernel_weights(block))
@@ -136,7 +177,7 @@ def test_conv_halo_fits_and_covers_every_tap():
     (lambda: torch.zeros(512, 7, 7, dtype=torch.float16), r"\[N, C, H, W\]"),
     (lambda: torch.zeros(1, 512, 7, 7, dtype=torch.float16), "channels_last"),
     (lambda: channels_last(torch.zeros(1, 512, 7, 7)), "float16"),
-    (lambda: channels_last(torch.zeros(1, 256, 7, 7, dtype=torch.float16)), "takes 512"),
+    (lambda: channels_last(torch.zeros(1, 256, 7, 7, dtype=torch.float16)), "weights take 512"),
     (lambda: channels_last(torch.zeros(1, 512, 7, 29, dtype=torch.float16)), "W <= 28"),
     (lambda: misaligned_nhwc((1, 512, 2, 2)), "16-byte aligned"),
     (lambda: channels_last(torch.zeros(1, 512, 7, 7, dtype=torch.float16)), "CUDA tensor"),
@@ -155,14 +196,20 @@ def test_host_checks_on_out(small_weights):
 
 
 def test_widths_and_weight_preparation(small_weights):
-    assert c512.unsupported_shape(256, 1024).startswith("C=256")
+    assert c512.unsupported_shape(384, 1536).startswith("C=384")
+    assert c512.unsupported_shape(64, 256).startswith("C=64")
     assert c512.unsupported_shape(512, 512 * 3 // 2 + 64).startswith("hidden 832")
-    assert all(c512.unsupported_shape(512, 512 * a) is None for a in (2, 4, 6))
-    with pytest.raises(ValueError, match="C=256"):
-        _kernel_weights(fold_batchnorm(ConvFirstBlock(256, 4)))
+    assert all(c512.unsupported_shape(c, c * a) is None for c in (256, 512) for a in (2, 4, 6))
+    assert c512.unsupported_shape(128, 320).startswith("hidden 320") and c512.unsupported_shape(128, 640) is None
+    with pytest.raises(ValueError, match="C=64"):
+        _kernel_weights(fold_batchnorm(ConvFirstBlock(64, 4)))
     w = small_weights
-    assert w.hidden == 1024 and w.conv_w.shape == (64, 9, 32) and w.wpack.numel() == 4 * 1024 * 512
+    assert w.hidden == 1024 and w.channels == 512 and w.conv_w.shape == (64, 9, 32)
+    assert w.wpack.numel() == 4 * 1024 * 512
     assert {w.conv_b.dtype, w.b1.dtype, w.b2.dtype} == {torch.float32}
+    w256 = _kernel_weights(block_c(256, 6))
+    assert (w256.channels, w256.hidden, w256.conv_w.shape, w256.wpack.numel()) == (256, 1536, (32, 9, 32),
+                                                                                 4 * 1536 * 256)
 
 
 def test_switch_and_reasons(monkeypatch):
@@ -178,6 +225,50 @@ def test_switch_and_reasons(monkeypatch):
         assert unsupported(block) is None
     assert unsupported(ConvFirstBlock(512, 4)) == "not in inference form (fold batchnorm first)"
     assert unsupported(fold_batchnorm(ConvFirstBlock(512, 4, 1024, stride=2))).startswith("stride 2")
+
+
+def test_the_wgmma_switch_names_widths(monkeypatch):
+    monkeypatch.setenv(c512.WGMMA_SWITCH, "256")
+    assert c512.wgmma_widths() == (256,)
+    monkeypatch.setenv(c512.WGMMA_SWITCH, "128, 256")
+    assert c512.wgmma_widths() == (128, 256)
+    for value in ("1", "all"):
+        monkeypatch.setenv(c512.WGMMA_SWITCH, value)
+        assert c512.wgmma_widths() == (128, 256)
+    monkeypatch.setenv(c512.WGMMA_SWITCH, "0")
+    assert c512.wgmma_widths() == ()
+    monkeypatch.delenv(c512.WGMMA_SWITCH)
+    assert c512.wgmma_widths() == c512.DEFAULT_WGMMA_WIDTHS
+    monkeypatch.setenv(c512.WGMMA_SWITCH, "0")
+    reason = c512.FusedConvFirstC512.unsupported(block_c(256, 6))
+    assert reason.startswith("C=256: the wgmma kernel is off") and c512.WGMMA_SWITCH in reason
+
+
+def test_replace_blocks_uses_the_wgmma_switch(monkeypatch):
+    """C = 256 (and 128) stride-1 blocks go to the wgmma kernel only at the widths the switch names;
+    otherwise they stay on the mma.sync kernel (never a fallback to PyTorch)."""
+    def net():
+        torch.manual_seed(0)
+        return fold_batchnorm(nn.Sequential(ConvFirstBlock(128, 6), ConvFirstBlock(256, 6), ConvFirstBlock(256, 4),
+                                            ConvFirstBlock(256, 6, 512, stride=2)))
+
+    monkeypatch.delenv(c512.ENV_SWITCH, raising=False)
+    monkeypatch.setenv(c512.WGMMA_SWITCH, "0")
+    model = net()
+    swap = cuda_kernels.replace_blocks(model)
+    assert [type(m).__name__ for m in model][:3] == ["FusedConvFirstBlock"] * 3
+    if torch.cuda.is_available() and torch.cuda.get_device_capability() != (9, 0):
+        return
+    monkeypatch.setenv(c512.WGMMA_SWITCH, "256")
+    model = net()
+    swap = cuda_kernels.replace_blocks(model)
+    assert [type(m).__name__ for m in model][:3] == ["FusedConvFirstBlock", "FusedConvFirstC512", "FusedConvFirstC512"]
+    assert (model[1].channels, model[1].hidden, model[2].hidden) == (256, 1536, 1024)
+    assert swap.fused["ConvFirstBlock"] == 3 + ("3" not in swap.fallback)
+    monkeypatch.setenv(c512.WGMMA_SWITCH, "1")
+    model = net()
+    cuda_kernels.replace_blocks(model)
+    assert [type(m).__name__ for m in model][:3] == ["FusedConvFirstC512"] * 3
 
 
 def test_the_switch_can_name_one_kernel(monkeypatch):
@@ -199,6 +290,7 @@ def test_replace_blocks_uses_the_switch(monkeypatch):
         return fold_batchnorm(nn.Sequential(ConvFirstBlock(256, 2), ConvFirstBlock(512, 4), ConvFirstBlock(512, 6)))
 
     monkeypatch.delenv(c512.ENV_SWITCH, raising=False)
+    monkeypatch.setenv(c512.WGMMA_SWITCH, "0")
     model = net()
     swap = cuda_kernels.replace_blocks(model)
     assert swap.fused == {"ConvFirstBlock": 1, "FFN": 0}
@@ -226,13 +318,14 @@ def test_fake_operator_keeps_the_channels_last_shape(small_weights):
 
 # ---- GPU ----
 
-def check_kernel(expansion: int, batch: int, h: int, w: int | None = None, variant: int | None = None) -> float:
+def check_kernel(expansion: int, batch: int, h: int, w: int | None = None, variant: int | None = None,
+                 channels: int = 512) -> float:
     w = h if w is None else w
-    block = block_512(expansion, seed=expansion + h).cuda()
-    x = channels_last(torch.randn(batch, 512, h, w, device="cuda", dtype=torch.float16))
+    block = block_c(channels, expansion, seed=expansion + h).cuda()
+    x = channels_last(torch.randn(batch, channels, h, w, device="cuda", dtype=torch.float16))
     weights = _kernel_weights(block)
     return check_against_float64(block, x, lambda out: c512.run(x, weights, out=out, variant=variant),
-                                 (batch, 512, h, w))
+                                 (batch, channels, h, w))
 
 
 @pytest.mark.cuda
@@ -244,11 +337,22 @@ def test_convfirstnet_shapes(expansion, size, batch):
 
 
 @pytest.mark.cuda
+@pytest.mark.parametrize("channels,expansion,size,batch", [
+    *itertools.product((256,), (4, 6), (14, 7), (128, 1, 37)), *itertools.product((128,), (4, 6), (28,), (128, 1, 37)),
+])
+def test_narrow_convfirstnet_shapes(channels, expansion, size, batch):
+    """C = 256 (ConvFirstNet-H200 stage 2 a6 14x14, -M a4; -S's last stage at 7x7) and C = 128
+    (stage 1, 28x28) on the same kernel's other instances."""
+    check_kernel(expansion, batch, size, channels=channels)
+
+
+@pytest.mark.cuda
 @pytest.mark.parametrize("expansion,batch,h,w", [
     (2, 3, 13, 13), (4, 2, 9, 5), (6, 1, 1, 1), (4, 5, 28, 28), (2, 3, 28, 27), (6, 7, 3, 17), (8, 2, 11, 2),
 ])
-def test_odd_sizes_and_batches(expansion, batch, h, w):
-    check_kernel(expansion, batch, h, w)
+@pytest.mark.parametrize("channels", [512, 256, 128])
+def test_odd_sizes_and_batches(channels, expansion, batch, h, w):
+    check_kernel(expansion, batch, h, w, channels=channels)
 
 
 @pytest.mark.cuda
@@ -260,6 +364,14 @@ def test_cluster_variant(expansion, batch, h, w):
     """Variant 1: two-CTA clusters multicasting the weights. 64-pixel tiles: 98, 98, 29, 114, 1, 8,
     1, 60; an odd count leaves the grid's last CTA past the end, computing nothing that is kept."""
     check_kernel(expansion, batch, h, w, variant=1)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("channels,expansion,batch,h,w", [
+    (256, 6, 128, 14, 14), (256, 4, 37, 14, 14), (256, 2, 3, 13, 13), (128, 6, 37, 28, 28), (128, 3, 1, 5, 7),
+])
+def test_cluster_variant_narrow(channels, expansion, batch, h, w):
+    check_kernel(expansion, batch, h, w, variant=1, channels=channels)
 
 
 @pytest.mark.cuda
@@ -277,7 +389,10 @@ def test_raw_op_refuses_overlap_and_bad_shapes():
         ext.convfirst_c512(x, *args[:3], weights.b1[:100].contiguous(), weights.b2, 7, 7, 0, empty)
     with pytest.raises(RuntimeError, match="no variant 2"):
         ext.convfirst_c512(x, *args, 7, 7, 2, empty)
-    assert ext.smem_bytes() <= torch.cuda.get_device_properties(0).shared_memory_per_block_optin
+    with pytest.raises(RuntimeError, match="C in 128, 256, 512"):
+        ext.convfirst_c512(x[:, :384].contiguous(), *args, 7, 7, 0, empty)
+    optin = torch.cuda.get_device_properties(0).shared_memory_per_block_optin
+    assert all(0 < ext.smem_bytes(c) <= optin for c in (128, 256, 512)) and ext.smem_bytes(64) == 0
 
 
 @pytest.mark.cuda
@@ -303,6 +418,9 @@ def test_bench_cases_count_the_block():
     assert case.macs == pixels * (2 * 512 * 3072 + 512 * 8 * 9)
     assert case.dram_bytes == 2 * (2 * pixels * 512 + 2 * 512 * 3072 + 3072 + 512 + 512 * 72 + 512)
     assert bench_c512.parse_case("4:14:37").batch == 37
+    case = bench_c512.parse_case("c256:6:14")
+    assert (case.channels, case.expansion, case.size, case.batch) == (256, 6, 14, 128)
+    assert 2 * case.macs == 2 * 128 * 14 * 14 * (2 * 256 * 1536 + 256 * 72)  # 39.6 GFLOP
 
 
 # ---- the stride-2 block 256 -> 512 (csrc/convfirst_s2_wide.cu, same switch) ----
@@ -330,11 +448,14 @@ def test_switched_on_the_whole_network_is_fused(monkeypatch, name, blocks):
     if torch.cuda.is_available() and torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("the C=512 kernel is refused off compute capability 9.0")
     monkeypatch.setenv(c512.ENV_SWITCH, "1")
+    monkeypatch.setenv(c512.WGMMA_SWITCH, "256")
     net = fold_batchnorm(MODELS[name]())
     swap = cuda_kernels.replace_blocks(net)
     assert swap.fused == {"ConvFirstBlock": blocks, "FFN": 0} and swap.fallback == {}
     assert isinstance(net.stages[3][0], s2.FusedConvFirstDown) and net.stages[3][0].out_channels == 512
     assert all(isinstance(m, c512.FusedConvFirstC512) for m in list(net.stages[3])[1:])
+    assert all(isinstance(m, c512.FusedConvFirstC512) and m.channels == 256 for m in list(net.stages[2])[1:])
+    assert all(isinstance(m, cuda_kernels.FusedConvFirstBlock) for m in list(net.stages[1])[1:])
     # and bench.fused_model checks every one of them against PyTorch before timing
     swapped = [m for m in net.modules() if type(m).__module__.startswith("cuda_kernels")]
     assert len(swapped) == blocks and all(isinstance(m, cuda_kernels.FUSED_MODULES) for m in swapped)
@@ -379,20 +500,21 @@ def test_wide_stride_2_tiles_across_images(monkeypatch, size, rows_per_tile):
 
 # ---- the kernel's synchronisation, model-checked on the CPU ----
 
-def _consumer_program(wg: int, nchunks: int) -> list[tuple]:
+def _consumer_program(wg: int, nchunks: int, channels: int = 512) -> list[tuple]:
     """csrc/convfirst_c512.cu's consumer loop for warpgroup `wg`, as a list of operations."""
     ops, it, pending = [], 0, None
+    vblocks, accs = channels // 128, max(channels // 256, 1)
     for j in range(nchunks):
-        for _ in range(8):  # stage 1: one U slot per wgmma group
+        for _ in range(channels // 64):  # stage 1: one U slot per wgmma group
             ops += [("wait_full", it), ("issue", it, None), ("wait_groups", 1)]
             ops += [("release", pending)] if pending is not None else []
             pending, it = it, it + 1
         ops += [("wait_groups", 0), ("release", pending), ("write_h", j % 2, j), ("barrier", j)]
         pending = None
-        for _ in range(2):  # stage 2: per k panel the four V quarters, two of them this warpgroup's
-            for q in range(4):
+        for _ in range(2):  # stage 2: per k panel the C / 128 V blocks (this warpgroup's, or at C = 128 half of it)
+            for q in range(vblocks):
                 ops.append(("wait_full", it))
-                if q >> 1 == wg:
+                if vblocks == 1 or q // accs == wg:
                     ops += [("issue", it, (j % 2, j)), ("wait_groups", 1)]
                     ops += [("release", pending)] if pending is not None else []
                     pending = it
@@ -402,20 +524,20 @@ def _consumer_program(wg: int, nchunks: int) -> list[tuple]:
     return ops + [("wait_groups", 0)]
 
 
-def _run_pipeline_model(nchunks: int, stages: int, seed: int, ctas: int = 1) -> None:
+def _run_pipeline_model(nchunks: int, stages: int, seed: int, ctas: int = 1, channels: int = 512) -> None:
     """Consumer warpgroups 2c and 2c + 1 belong to CTA c (their own H buffers and named barrier);
     with ctas = 2 (variant 1) a slot is refilled, in both CTAs at once (the multicast), only once
     all four warpgroups have released it."""
     import random
 
     rng = random.Random(seed)
-    nslots, nwg = nchunks * 16, 2 * ctas
+    nslots, nwg = nchunks * c512.slots_per_chunk(channels), 2 * ctas
     slot_index = [None] * stages      # which stream index each ring slot holds (the same in every CTA)
     fills = [0] * stages              # completed phases of each full barrier
     released = [[0] * stages for _ in range(nwg)]  # releases per slot per warpgroup
     h_chunk = {(cta, buf, half): None for cta in range(ctas) for buf in (0, 1) for half in (0, 1)}
     groups = [[] for _ in range(nwg)]  # in-flight wgmma groups per warpgroup: (slot, h buffer or None)
-    programs = [_consumer_program(w % 2, nchunks) for w in range(nwg)]
+    programs = [_consumer_program(w % 2, nchunks, channels) for w in range(nwg)]
     pc, produced, at_barrier = [0] * nwg, 0, [None] * nwg
 
     def enabled():
@@ -480,11 +602,12 @@ def _run_pipeline_model(nchunks: int, stages: int, seed: int, ctas: int = 1) -> 
             pc[w] += 1
 
 
+@pytest.mark.parametrize("channels", [512, 256, 128])
 @pytest.mark.parametrize("ctas", [1, 2])
 @pytest.mark.parametrize("seed", range(30))
-def test_pipeline_protocol_has_no_deadlock_or_overwrite(seed, ctas):
+def test_pipeline_protocol_has_no_deadlock_or_overwrite(seed, ctas, channels):
     """Producer, two consumer warpgroups per CTA (variant 1: two CTAs sharing each slot), 8 ring
     slots, wgmma groups retiring at arbitrary times: every interleaving tried finishes, never
     refills a slot a live group reads, never rewrites an H buffer a live group reads, and never
     lets a release count toward another fill."""
-    _run_pipeline_model(nchunks=3, stages=8, seed=seed, ctas=ctas)
+    _run_pipeline_model(nchunks=3, stages=8, seed=seed, ctas=ctas, channels=channels)

@@ -1,26 +1,29 @@
-// Stride-1 ConvFirst block at C = 512 in one kernel on Hopper warpgroup MMAs (sm_90a), NHWC
-// float16, fp32 accumulation (DESIGN.md §10; NOTES.md "C = 512 ConvFirst"):
+// Stride-1 ConvFirst block in one kernel on Hopper warpgroup MMAs (sm_90a), NHWC float16, fp32
+// accumulation (DESIGN.md §10; NOTES.md "C = 512 ConvFirst" and "C = 256 on the wgmma kernel"),
+// one template instance per channel count C in 128 / 256 / 512:
 //
 //   out = x + ReLU(X U^T + a) V^T + b,   X = conv(x) + b_c   (grouped 3x3, group width 8)
 //
 // A 128 x 512 fp32 output accumulator is the whole register file, so one thread block takes a
 // tile of 64 pixels, and its two consumer warpgroups split the columns instead of the rows:
-//   phase A  X [64 x 512] = conv of the tile from a halo of whole image rows, on mma.m16n8k8
-//            (all 256 consumer threads, 64 channels at a time), into eight 128-byte-swizzled
+//   phase A  X [64 x C] = conv of the tile from a halo of whole image rows, on mma.m16n8k8
+//            (all 256 consumer threads, 64 channels at a time), into C / 64 128-byte-swizzled
 //            panels: the A operand of stage 1;
 //   per hidden chunk j of 128 channels:
 //     stage 1  warpgroup w: H[:, 64w .. 64w+63] = ReLU(X U_j^T + a)   wgmma m64n64k16, A and B
 //              from shared memory; written as fp16 into the chunk's H buffer (two buffers,
 //              alternating by chunk), then both warpgroups meet at a named barrier;
-//     stage 2  warpgroup w: out[:, 256w .. 256w+255] += H V_j^T        wgmma m64n128k16 x 2,
-//              A = H and B = V_j from shared memory; acc 2 x 64 registers per thread.
+//     stage 2  warpgroup w: out[:, C/2 w .. C/2 w + C/2 - 1] += H V_j^T, A = H and B = V_j from
+//              shared memory: wgmma m64n128k16 into 2 accumulators of 64 registers at C = 512,
+//              one at C = 256; m64n64k16 into one of 32 at C = 128.
 //   epilogue out = acc + b + x from registers, one rounding.
 // The weights are packed on the host into 16 KB slots in the order they are used (per chunk:
-// 8 U panels of 128 hidden rows x 64 input channels, then for each 64-wide k panel of the chunk
-// the 4 quarters of V, 128 output rows each); one producer thread streams them with bulk copies
-// into an 8-slot ring guarded by full/empty mbarriers. Every consumer warp waits on every slot
-// and releases it once the wgmma group that read it has retired (or at once when its
-// warpgroup does not read it: the other warpgroup's half of V).
+// C / 64 U panels of 128 hidden rows x 64 input channels, then for each 64-wide k panel of the
+// chunk the C / 128 row blocks of V, 128 output rows each); one producer thread streams them with
+// bulk copies into an 8-slot ring guarded by full/empty mbarriers. Every consumer warp waits on
+// every slot and releases it once the wgmma group that read it has retired (or at once when its
+// warpgroup does not read it: the other warpgroup's half of V, at C >= 256; at C = 128 each
+// warpgroup reads 64 rows of the one V block).
 #include "convfirst_c512.h"
 #include "ptx.cuh"
 #include "ptx_sm90.cuh"
@@ -51,17 +54,32 @@ constexpr int kThreads = kConsumerThreads + 128;    // + one producer warpgroup 
 constexpr int kConsumerWarps = kConsumerThreads / 32;
 constexpr int kStages = 8;                           // ring slots
 constexpr int kPanel = kTilePixels * 128;            // one 64-column panel of X or H: 8 KB
-constexpr int kXBytes = (kChannels / 64) * kPanel;   // 64 KB
 constexpr int kHChunkBytes = (kHiddenChunk / 64) * kPanel;  // 16 KB
 constexpr int kHBytes = 2 * kHChunkBytes;            // two chunks, alternating
 constexpr int kHaloPixels = kHBytes / 128 - 1;       // the conv halo aliases H (+ one zero pixel)
-constexpr int kXOffset = 0;
-constexpr int kHOffset = kXOffset + kXBytes;
-constexpr int kRingOffset = kHOffset + kHBytes;
-constexpr int kBarOffset = kRingOffset + kStages * kSlotBytes;
-constexpr int kSmemBytes = 1024 + kBarOffset + 2 * kStages * 8;  // + alignment slack
 constexpr int kConsumerBarrier = 1;                  // named barrier of the 256 consumer threads
 constexpr int kMaxDevices = 64;
+
+// What depends on the channel count C: the X panels, the slots per chunk and the stage-2 split.
+template <int C>
+struct Shape {
+  static constexpr int kKPanels = C / 64;        // 64-wide k panels of X = U slots per chunk
+  static constexpr int kVBlocks = C / 128;       // 128-row blocks of V per 64-wide k panel of a chunk
+  static constexpr int kSlotsPerChunk = slots_per_chunk(C);
+  static constexpr int kOutCols = C / 2;         // output columns per warpgroup
+  static constexpr int kN2 = kOutCols < 128 ? kOutCols : 128;  // stage-2 wgmma n
+  static constexpr int kAccs = kOutCols / kN2;   // stage-2 accumulators per warpgroup
+  static constexpr int kXBytes = kKPanels * kPanel;
+  static constexpr int kXOffset = 0;
+  static constexpr int kHOffset = kXOffset + kXBytes;
+  static constexpr int kRingOffset = kHOffset + kHBytes;
+  static constexpr int kBarOffset = kRingOffset + kStages * kSlotBytes;
+  static constexpr int kSmemBytes = 1024 + kBarOffset + 2 * kStages * 8;  // + alignment slack
+  static_assert(C == 128 || C == 256 || C == 512, "channel counts");
+  static_assert(kSmemBytes <= 227 * 1024, "shared memory per block");
+  // a V block (128 rows) is either one warpgroup's (C >= 256) or split between both (C = 128)
+  static_assert(kVBlocks == 2 * kAccs || (kVBlocks == 1 && kN2 == 64), "stage-2 split");
+};
 
 constexpr int max_halo_pixels() {
   int most = 0;
@@ -72,9 +90,8 @@ constexpr int max_halo_pixels() {
   return most;
 }
 static_assert(max_halo_pixels() <= kHaloPixels, "the conv halo must fit in the H buffers");
-static_assert(kSmemBytes <= 227 * 1024, "shared memory per block");
-static_assert(kSlotBytes == 128 * 128 && kHiddenChunk == 128 && kChannels == 512, "slot layout");
-static_assert(kSlotsPerChunk == kChannels / 64 + (kHiddenChunk / 64) * (kChannels / 128), "slots per chunk");
+static_assert(kSlotBytes == 128 * 128 && kHiddenChunk == 128, "slot layout");
+static_assert(slots_per_chunk(512) == 16, "slots per chunk");
 
 // ---- clusters (variant 1): two CTAs share each weight slot through a multicast bulk copy ----
 __device__ __forceinline__ uint32_t cluster_ctarank() {
@@ -122,9 +139,18 @@ using bf::wgmma_wait;
 
 __device__ __forceinline__ void consumer_sync() { named_barrier_sync(kConsumerBarrier, kConsumerThreads); }
 
+// The stage-2 product by accumulator size: n = 128 (64 registers) or n = 64 (32).
+__device__ __forceinline__ void wgmma_ss(float (&d)[64], uint64_t a, uint64_t b, int scale_d) {
+  wgmma_m64n128k16_ss(d, a, b, scale_d);
+}
+__device__ __forceinline__ void wgmma_ss(float (&d)[32], uint64_t a, uint64_t b, int scale_d) {
+  wgmma_m64n64k16_ss(d, a, b, scale_d);
+}
+
 // Phase A: X = conv(x) + b_c (rounded to fp16, as PyTorch rounds it) for pixels p0 .. p0+63.
 // The halo is the run of whole image rows (global row n*H + h) the tile touches plus one row
 // above and below, 64 channels at a time; taps outside the image read a zero pixel.
+template <int C>
 __device__ __forceinline__ void conv_phase(const Params& p, uint8_t* x_panels, uint8_t* halo, int p0) {
   const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
   const int W = p.W, H = p.H, rows_total = p.P / W;
@@ -142,11 +168,11 @@ __device__ __forceinline__ void conv_phase(const Params& p, uint8_t* x_panels, u
   static_assert(kConsumerWarps == 8 && kTilePixels == 64, "conv job split");
   const int pair = warp & 3, local_group = pair * 2 + (lane >> 4);
 #pragma unroll 1
-  for (int s = 0; s < kChannels / 64; ++s) {
+  for (int s = 0; s < C / 64; ++s) {
     if (s > 0) consumer_sync();  // every warp has read the previous slice's halo
     for (int i = t; i < npix * 8; i += kConsumerThreads) {
       const int q = i >> 3, c = i & 7;
-      cp_async16(halo_base + panel_offset(q, c), p.x + ((size_t)row_lo * W + q) * kChannels + s * 64 + c * 8, true);
+      cp_async16(halo_base + panel_offset(q, c), p.x + ((size_t)row_lo * W + q) * C + s * 64 + c * 8, true);
     }
     cp_async_commit();
     const int g0 = s * 8 + pair * 2;  // global index of the pair's first group
@@ -204,10 +230,13 @@ __device__ __forceinline__ void conv_phase(const Params& p, uint8_t* x_panels, u
 // two CTAs of a cluster (neighbouring tiles) take turns loading a slot and multicast it into both,
 // so each slot crosses L2 once per two tiles; a slot is refilled only when the consumers of both
 // CTAs have released it (each consumer warp arrives on both CTAs' empty barriers).
-template <int CLUSTER>
+template <int C, int CLUSTER>
 __global__ void __launch_bounds__(kThreads, 1) convfirst_c512_kernel(const Params p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   static_assert(CLUSTER == 1 || CLUSTER == 2, "cluster size");
+  using S = Shape<C>;
+  constexpr int kXOffset = S::kXOffset, kHOffset = S::kHOffset, kRingOffset = S::kRingOffset;
+  constexpr int kBarOffset = S::kBarOffset, kSlotsPerChunk = S::kSlotsPerChunk;
   extern __shared__ uint8_t smem_raw[];
   const uint32_t raw = smem_addr(smem_raw);
   const uint32_t base = (raw + 1023) & ~1023u;  // 1024-aligned for the 128-byte swizzle
@@ -251,13 +280,13 @@ __global__ void __launch_bounds__(kThreads, 1) convfirst_c512_kernel(const Param
     // ---- consumers ----
     setmaxnreg_inc<232>();
     const int wg = warp >> 2, wq = warp & 3;
-    conv_phase(p, smem + kXOffset, smem + kHOffset, p0);
+    conv_phase<C>(p, smem + kXOffset, smem + kHOffset, p0);
     fence_proxy_async_smem();  // X (generic stores) is read by wgmma (async proxy)
     consumer_sync();
 
     // acc2 is not zeroed: the first product into each half (chunk 0, k panel 0, first k step)
     // runs with scale-d 0. Zeroing it with moves made ptxas serialise every wgmma (C7515).
-    float acc2[2][64];
+    float acc2[S::kAccs][S::kN2 / 2];
 
     // `pending`: the last slot this warpgroup read whose wgmma group may still be running.
     int it = 0, pending = -1;
@@ -278,7 +307,7 @@ __global__ void __launch_bounds__(kThreads, 1) convfirst_c512_kernel(const Param
       // stage 1: acc1 = X . U_j[64w .. 64w+63]^T, one 64-wide k panel per slot
       float acc1[32];
 #pragma unroll 1
-      for (int kp = 0; kp < kChannels / 64; ++kp, ++it) {
+      for (int kp = 0; kp < S::kKPanels; ++kp, ++it) {
         const int slot = it % kStages;
         mbar_wait(full_bar + 8 * slot, (it / kStages) & 1);
         fence_registers(acc1);
@@ -313,22 +342,26 @@ __global__ void __launch_bounds__(kThreads, 1) convfirst_c512_kernel(const Param
       fence_proxy_async_smem();
       consumer_sync();  // the whole H chunk is written
 
-      // stage 2: per k panel of the chunk, the four 128-row quarters of V_j; this warpgroup's
-      // output half is quarters 2w and 2w + 1
+      // stage 2: per k panel of the chunk, the C / 128 row blocks of V_j. At C >= 256 this
+      // warpgroup's output half is blocks kAccs w .. kAccs w + kAccs - 1 (accumulator q % kAccs);
+      // at C = 128 the one block is split, rows 64w .. 64w + 63 into the warpgroup's n64 product.
       const uint32_t hb = h_s + (j & 1) * kHChunkBytes;
+      constexpr bool kSplitBlock = S::kVBlocks == 1;
+      const uint32_t b_rows = kSplitBlock ? wg * (64 * 128) : 0;
 #pragma unroll
       for (int kp = 0; kp < kHiddenChunk / 64; ++kp) {
 #pragma unroll
-        for (int q = 0; q < 4; ++q, ++it) {
+        for (int q = 0; q < S::kVBlocks; ++q, ++it) {
           const int slot = it % kStages;
           mbar_wait(full_bar + 8 * slot, (it / kStages) & 1);
-          if ((q >> 1) == wg) {
-            fence_registers(acc2[q & 1]);
+          if (kSplitBlock || q / S::kAccs == wg) {
+            float(&acc)[S::kN2 / 2] = acc2[q % S::kAccs];
+            fence_registers(acc);
             wgmma_fence();
 #pragma unroll
             for (int kk = 0; kk < 4; ++kk)
-              wgmma_m64n128k16_ss(acc2[q & 1], smem_desc_sw128(hb + kp * kPanel + kk * 32),
-                                  smem_desc_sw128(ring + slot * kSlotBytes + kk * 32), (j | kp | kk) != 0);
+              wgmma_ss(acc, smem_desc_sw128(hb + kp * kPanel + kk * 32),
+                       smem_desc_sw128(ring + slot * kSlotBytes + b_rows + kk * 32), (j | kp | kk) != 0);
             wgmma_commit();
             wgmma_wait<1>();
             if (pending >= 0) release(pending);
@@ -340,30 +373,30 @@ __global__ void __launch_bounds__(kThreads, 1) convfirst_c512_kernel(const Param
       }
     }
     wgmma_wait<0>();
-    fence_registers(acc2[0]);
-    fence_registers(acc2[1]);
+#pragma unroll
+    for (int a = 0; a < S::kAccs; ++a) fence_registers(acc2[a]);
 
     // epilogue: out = acc2 + b + x. Accumulator layout: row 16 wq + lane / 4 (+ 8), columns
-    // 8 n + 2 (lane % 4) (+ 1) of the warpgroup's 128-column half a.
+    // 8 n + 2 (lane % 4) (+ 1) of the warpgroup's kN2-column part a.
     const int r0 = p0 + wq * 16 + (lane >> 2);
     const __half* __restrict__ xr = p.x;
     __half* __restrict__ outr = p.out;
 #pragma unroll
-    for (int a = 0; a < 2; ++a) {
+    for (int a = 0; a < S::kAccs; ++a) {
 #pragma unroll
-      for (int g = 0; g < 2; ++g) {
+      for (int g = 0; g < S::kN2 / 64; ++g) {
         __half2 sc[8][2];  // all shortcut loads of the group before its stores
 #pragma unroll
         for (int n = 0; n < 8; ++n)
 #pragma unroll
           for (int hr = 0; hr < 2; ++hr) {
-            const int row = r0 + 8 * hr, col = 256 * wg + 128 * a + 8 * (8 * g + n) + 2 * (lane & 3);
-            sc[n][hr] = row < p.P ? __ldg(reinterpret_cast<const __half2*>(xr + (size_t)row * kChannels + col))
+            const int row = r0 + 8 * hr, col = S::kOutCols * wg + S::kN2 * a + 8 * (8 * g + n) + 2 * (lane & 3);
+            sc[n][hr] = row < p.P ? __ldg(reinterpret_cast<const __half2*>(xr + (size_t)row * C + col))
                                   : __float2half2_rn(0.f);
           }
 #pragma unroll
         for (int n = 0; n < 8; ++n) {
-          const int nb = 8 * g + n, col = 256 * wg + 128 * a + 8 * nb + 2 * (lane & 3);
+          const int nb = 8 * g + n, col = S::kOutCols * wg + S::kN2 * a + 8 * nb + 2 * (lane & 3);
           const float2 b = __ldg(reinterpret_cast<const float2*>(p.b2 + col));
 #pragma unroll
           for (int hr = 0; hr < 2; ++hr) {
@@ -371,7 +404,7 @@ __global__ void __launch_bounds__(kThreads, 1) convfirst_c512_kernel(const Param
             if (row >= p.P) continue;
             const float2 s = __half22float2(sc[n][hr]);
             const float v0 = acc2[a][4 * nb + 2 * hr] + b.x + s.x, v1 = acc2[a][4 * nb + 2 * hr + 1] + b.y + s.y;
-            *reinterpret_cast<__half2*>(outr + (size_t)row * kChannels + col) = __floats2half2_rn(v0, v1);
+            *reinterpret_cast<__half2*>(outr + (size_t)row * C + col) = __floats2half2_rn(v0, v1);
           }
         }
       }
@@ -385,12 +418,20 @@ __global__ void __launch_bounds__(kThreads, 1) convfirst_c512_kernel(const Param
 #endif
 }
 
-int smem_bytes() { return kSmemBytes; }
+int smem_bytes(int channels) {
+  switch (channels) {
+    case 128: return Shape<128>::kSmemBytes;
+    case 256: return Shape<256>::kSmemBytes;
+    case 512: return Shape<512>::kSmemBytes;
+    default: return 0;
+  }
+}
 
-// Per device and variant: compute capability 9.0 (the kernel body exists only in the sm_90a image)
-// and the shared-memory limit are checked and the launch attribute set once.
-template <int CLUSTER>
+// Per device, width and variant: compute capability 9.0 (the kernel body exists only in the sm_90a
+// image) and the shared-memory limit are checked and the launch attribute set once.
+template <int C, int CLUSTER>
 cudaError_t launch_impl(const Params& p, cudaStream_t stream) {
+  constexpr int kSmemBytes = Shape<C>::kSmemBytes;
   static bool ready[kMaxDevices] = {};
   int dev = 0;
   cudaError_t err = cudaGetDevice(&dev);
@@ -404,7 +445,7 @@ cudaError_t launch_impl(const Params& p, cudaStream_t stream) {
     if (err == cudaSuccess) err = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
     if (err == cudaSuccess && kSmemBytes > optin) err = cudaErrorInvalidConfiguration;
     if (err == cudaSuccess)
-      err = cudaFuncSetAttribute(convfirst_c512_kernel<CLUSTER>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+      err = cudaFuncSetAttribute(convfirst_c512_kernel<C, CLUSTER>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                  kSmemBytes);
     if (err != cudaSuccess) return err;
     ready[dev] = true;
@@ -423,17 +464,27 @@ cudaError_t launch_impl(const Params& p, cudaStream_t stream) {
   attribute[0].val.clusterDim.z = 1;
   config.attrs = attribute;
   config.numAttrs = CLUSTER > 1 ? 1 : 0;  // variant 0 is a plain launch
-  err = cudaLaunchKernelEx(&config, convfirst_c512_kernel<CLUSTER>, p);
+  err = cudaLaunchKernelEx(&config, convfirst_c512_kernel<C, CLUSTER>, p);
   return err != cudaSuccess ? err : cudaGetLastError();
+}
+
+template <int C>
+cudaError_t launch_width(const Params& p, int variant, cudaStream_t stream) {
+  switch (variant) {
+    case 0: return launch_impl<C, 1>(p, stream);
+    case 1: return launch_impl<C, 2>(p, stream);
+    default: return cudaErrorInvalidValue;
+  }
 }
 
 cudaError_t launch(const Params& p, int variant, cudaStream_t stream) {
   if (p.hidden <= 0 || p.hidden % kHiddenChunk || p.W < 1 || p.W > kMaxWidth || p.H < 1 || p.P <= 0 ||
       p.P % (p.H * p.W))
     return cudaErrorInvalidValue;
-  switch (variant) {
-    case 0: return launch_impl<1>(p, stream);
-    case 1: return launch_impl<2>(p, stream);
+  switch (p.C) {
+    case 128: return launch_width<128>(p, variant, stream);
+    case 256: return launch_width<256>(p, variant, stream);
+    case 512: return launch_width<512>(p, variant, stream);
     default: return cudaErrorInvalidValue;
   }
 }

@@ -1,6 +1,7 @@
-// Host-side interface of the C = 512 stride-1 ConvFirst kernel (convfirst_c512.cu, sm_90a):
-// its arguments, its fixed shape constants and the launcher, which the PyTorch binding
-// includes without the device code.
+// Host-side interface of the stride-1 ConvFirst kernel on Hopper warpgroup MMAs
+// (convfirst_c512.cu, sm_90a; built first for C = 512, templated on the channel count, now also
+// C = 256 and 128): its arguments, its fixed shape constants and the launcher, which the PyTorch
+// binding includes without the device code.
 #pragma once
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -8,35 +9,38 @@
 
 namespace c512 {
 
-constexpr int kChannels = 512;
+constexpr int kChannelCounts[] = {128, 256, 512};  // the kernel's instances (template argument C)
 constexpr int kHiddenChunk = 128;  // hidden must be a multiple
 constexpr int kTilePixels = 64;    // pixels per thread block
 constexpr int kMaxWidth = 28;      // the conv halo of a tile, (floor(63 / W) + 4) W pixels, fits in 255
 constexpr int kSlotBytes = 16384;  // one weight slot: a 128-row x 64-k fp16 panel, 128-byte swizzled
-constexpr int kSlotsPerChunk = 16; // 8 U panels (128 hidden rows x 64 input channels), 8 V panels
+// Slots per hidden chunk: C / 64 U panels (128 hidden rows x 64 input channels), then per 64-wide
+// k panel of the chunk the C / 128 row blocks of V (128 output rows each): 16 at C = 512.
+constexpr int slots_per_chunk(int channels) { return channels / 64 + (kHiddenChunk / 64) * (channels / 128); }
 
 struct Params {
-  const __half* x;          // [P, 512] input (NHWC)
-  __half* out;              // [P, 512]
-  const uint32_t* conv_w;   // [64, 9, 32] mma B fragments of the grouped 3x3 weight
-  const float* conv_b;      // [512]
-  const uint8_t* wpack;     // hidden / 128 chunks x 16 slots x 16 KB (cuda_kernels.convfirst_c512.pack_weights)
+  const __half* x;          // [P, C] input (NHWC)
+  __half* out;              // [P, C]
+  const uint32_t* conv_w;   // [C / 8, 9, 32] mma B fragments of the grouped 3x3 weight
+  const float* conv_b;      // [C]
+  const uint8_t* wpack;     // hidden / 128 chunks x slots_per_chunk(C) slots x 16 KB (convfirst_c512.pack_weights)
   const float* b1;          // [hidden]
-  const float* b2;          // [512]
+  const float* b2;          // [C]
   int P;                    // pixels = N * H * W
-  int hidden;               // alpha * 512
+  int hidden;               // alpha * C
   int H, W;
+  int C;                    // channels: one of kChannelCounts (last: the C = 512 kernel's SASS is unchanged)
 };
 
 // Variants: 0, each thread block streams every weight slot from L2; 1, clusters of two thread
 // blocks (neighbouring tiles) multicast each slot into both, halving the L2 weight traffic.
 constexpr int kVariants = 2;
-// Dynamic shared memory per block.
-int smem_bytes();
-// cudaErrorInvalidValue for a shape the kernel does not take (hidden % 128, W > kMaxWidth) or an
-// unknown variant, cudaErrorNoKernelImageForDevice off compute capability 9.0 or without an sm_90a
-// build, cudaErrorInvalidConfiguration when the device has less shared memory per block than the
-// kernel needs: all before launching.
+// Dynamic shared memory per block of the instance for `channels` (0 for a width it lacks).
+int smem_bytes(int channels);
+// cudaErrorInvalidValue for a shape the kernel does not take (C not in kChannelCounts, hidden % 128,
+// W > kMaxWidth) or an unknown variant, cudaErrorNoKernelImageForDevice off compute capability 9.0 or
+// without an sm_90a build, cudaErrorInvalidConfiguration when the device has less shared memory per
+// block than the kernel needs: all before launching.
 cudaError_t launch(const Params& p, int variant, cudaStream_t stream);
 
 }  // namespace c512

@@ -1,5 +1,5 @@
-// PyTorch binding of the C = 512 ConvFirst kernel (its own extension, so that it builds and
-// fails apart from the others). Shape policy lives in cuda_kernels/convfirst_c512.py, which
+// PyTorch binding of the stride-1 ConvFirst kernel on wgmma (C = 512, 256, 128; its own
+// extension, so that it builds and fails apart from the others). Shape policy lives in cuda_kernels/convfirst_c512.py, which
 // raises ValueError first; the checks here guard the raw op.
 #include <torch/extension.h>
 #include <c10/cuda/CUDAStream.h>
@@ -12,9 +12,9 @@
 
 namespace {
 
-// x: [N*H*W, 512] fp16 (NHWC pixels); conv_w: [64, 9, 32] int32 fragments; conv_b: [512] fp32;
-// wpack: uint8 weight slots (4 * hidden * 512 bytes); b1: [hidden] fp32; b2: [512] fp32;
-// variant: 0 or 1 (c512::kVariants); out: [N*H*W, 512] to write into, or empty to allocate. Returns out.
+// x: [N*H*W, C] fp16 (NHWC pixels), C in c512::kChannelCounts; conv_w: [C / 8, 9, 32] int32 fragments;
+// conv_b: [C] fp32; wpack: uint8 weight slots (4 * hidden * C bytes); b1: [hidden] fp32; b2: [C] fp32;
+// variant: 0 or 1 (c512::kVariants); out: [N*H*W, C] to write into, or empty to allocate. Returns out.
 torch::Tensor convfirst_c512(torch::Tensor x, torch::Tensor conv_w, torch::Tensor conv_b, torch::Tensor wpack,
                              torch::Tensor b1, torch::Tensor b2, int64_t H, int64_t W, int64_t variant,
                              torch::Tensor out) {
@@ -24,20 +24,20 @@ torch::Tensor convfirst_c512(torch::Tensor x, torch::Tensor conv_w, torch::Tenso
   TORCH_CHECK(x.is_cuda(), "x must be a CUDA tensor");
   const c10::cuda::CUDAGuard guard(x.device());
   checks::on_x_device(x, x, "x", torch::kHalf);
-  TORCH_CHECK(x.dim() == 2 && x.size(1) == c512::kChannels, "x must be [pixels, 512]");
-  const int64_t P = x.size(0), hidden = b1.numel();
+  TORCH_CHECK(x.dim() == 2 && c512::smem_bytes(static_cast<int>(x.size(1))) > 0,
+              "x must be [pixels, C] with C in 128, 256, 512");
+  const int64_t P = x.size(0), C = x.size(1), hidden = b1.numel();
   checks::on_x_device(conv_w, x, "conv_w", torch::kInt);
   checks::on_x_device(conv_b, x, "conv_b", torch::kFloat);
   checks::on_x_device(wpack, x, "wpack", torch::kByte);
   checks::on_x_device(b1, x, "b1", torch::kFloat);
   checks::on_x_device(b2, x, "b2", torch::kFloat);
-  TORCH_CHECK(conv_w.numel() == c512::kChannels / 8 * 9 * 32 && conv_b.numel() == c512::kChannels,
-              "conv weight shapes");
+  TORCH_CHECK(conv_w.numel() == C / 8 * 9 * 32 && conv_b.numel() == C, "conv weight shapes");
   TORCH_CHECK(hidden > 0 && hidden % c512::kHiddenChunk == 0, "hidden ", hidden, " is not a multiple of ",
               c512::kHiddenChunk);
-  TORCH_CHECK(wpack.numel() == 4 * hidden * c512::kChannels && b2.numel() == c512::kChannels, "weight shapes");
+  TORCH_CHECK(wpack.numel() == 4 * hidden * C && b2.numel() == C, "weight shapes");
   TORCH_CHECK(H >= 1 && W >= 1 && W <= c512::kMaxWidth && P > 0 && P % (H * W) == 0, "bad H, W for x");
-  TORCH_CHECK(P * c512::kChannels < (int64_t(1) << 31), "x too large for 32-bit pixel offsets");
+  TORCH_CHECK(P * C < (int64_t(1) << 31), "x too large for 32-bit pixel offsets");
   TORCH_CHECK(variant >= 0 && variant < c512::kVariants, "convfirst_c512: no variant ", variant);
   if (out.numel() == 0) {
     out = torch::empty_like(x);
@@ -56,6 +56,7 @@ torch::Tensor convfirst_c512(torch::Tensor x, torch::Tensor conv_w, torch::Tenso
   p.b2 = b2.data_ptr<float>();
   p.P = static_cast<int>(P);
   p.hidden = static_cast<int>(hidden);
+  p.C = static_cast<int>(C);
   p.H = static_cast<int>(H);
   p.W = static_cast<int>(W);
   const cudaError_t err = c512::launch(p, static_cast<int>(variant), c10::cuda::getCurrentCUDAStream());
@@ -90,8 +91,8 @@ torch::Tensor convfirst_s2_wide(torch::Tensor x, torch::Tensor conv_w, torch::Te
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.def("convfirst_c512", &convfirst_c512, "Fused stride-1 ConvFirst block at C = 512 on wgmma (NHWC fp16)");
-  m.def("smem_bytes", &c512::smem_bytes, "Shared memory per block of the kernel");
+  m.def("convfirst_c512", &convfirst_c512, "Fused stride-1 ConvFirst block at C = 512, 256, 128 on wgmma (NHWC fp16)");
+  m.def("smem_bytes", &c512::smem_bytes, "Shared memory per block of the kernel's instance for C (0: no instance)");
   m.attr("hidden_chunk") = c512::kHiddenChunk;
   m.attr("num_variants") = c512::kVariants;
   m.def("convfirst_s2_wide", &convfirst_s2_wide, "Fused stride-2 ConvFirst block 256 -> 512 (NHWC fp16, mma.sync)");
