@@ -1,14 +1,15 @@
-"""Benchmark the C = 512 ConvFirst kernel (wgmma) beside the same block in PyTorch eager and
-under torch.compile, all in one run.
+"""Benchmark the stride-1 ConvFirst kernel on wgmma (C = 512, 256, 128) beside the same block in
+PyTorch eager and under torch.compile, and at C < 512 beside the mma.sync kernel, all in one run.
 
-    python -m cuda_kernels.bench_c512 --out c512.json [--case 6:7 ...] [--modes default,...]
+    python -m cuda_kernels.bench_c512 --out c512.json [--case 6:7 --case c256:6:14 ...] [--modes default,...]
     ncu ... python -m cuda_kernels.bench_c512 --launch-only --case 6:7   # one launch per variant
 
-Per shape (C = 512, batch 128 unless given; --case alpha:size[:batch]): the kernel's error and
-PyTorch fp16's against the float64 zoo block first (the kernel is only timed when within 2x),
+Per shape (--case [cC:]alpha:size[:batch]; C = 512 and batch 128 unless given): the kernel's error
+and PyTorch fp16's against the float64 zoo block first (a kernel is only timed when within 2x),
 then median latencies of both variants (CUDA events, L2 flushed before every repeat; cudnn.benchmark on) with
-TFLOP/s and the fraction of the block-plan bound. Cases, ceilings and rates are the ones
-cuda_kernels.bench uses.
+TFLOP/s and the fraction of the block-plan bound; at C < 512 also the mma.sync kernel
+(`cuda_kernels.run_block`, its default variant: what `FusedConvFirstBlock` runs) as backend
+``mma_sync``. Cases, ceilings and rates are the ones cuda_kernels.bench uses.
 """
 
 from __future__ import annotations
@@ -18,12 +19,28 @@ import sys
 
 import torch
 
-from cuda_kernels._bench_common import (bench_cases, prepare, speedups, time_fused_variants,
+from cuda_kernels._bench_common import (bench_cases, prepare, rate_metrics, speedups, time_fused_variants,
                                         time_torch_baselines)
 from cuda_kernels.bench import Case, make_block
 from perfmodel.harness import Timer, reference_precision, relative_error
 
 DEFAULT_CASES = [Case("convfirst", 512, 6, 7), Case("convfirst", 512, 4, 7), Case("convfirst", 512, 6, 14)]
+
+
+def time_mma_sync(entry: dict, block, x: torch.Tensor, exact: torch.Tensor, timer: Timer, case: Case,
+                  ceilings: dict) -> None:
+    """The mma.sync block-fusion kernel on the same block (C < 512), correctness first, as backend
+    ``mma_sync`` (a baseline in the speedups)."""
+    import cuda_kernels
+    from cuda_kernels.bench import fused_weights
+
+    weights = fused_weights(case, block)
+    err = relative_error(cuda_kernels.run_block(x, weights, True, out=torch.full_like(x, float("nan"))), exact)
+    torch_error = entry["correctness"]["torch_fp16_rel_error"]
+    entry["correctness"]["mma_sync"] = {"rel_error": err, "passed": 0 < torch_error and err <= 2 * torch_error}
+    if entry["correctness"]["mma_sync"]["passed"]:
+        lat = timer(lambda: cuda_kernels.run_block(x, weights, True))
+        entry["backends"]["mma_sync"] = {"latency_ms": lat, **rate_metrics(case, lat["median"], ceilings)}
 
 
 def bench_case(case: Case, timer: Timer, ceilings: dict, modes: list[str]) -> dict:
@@ -46,6 +63,8 @@ def bench_case(case: Case, timer: Timer, ceilings: dict, modes: list[str]) -> di
              "backends": {}, "correctness": {"torch_fp16_rel_error": torch_error, "variants": {}}}
     time_fused_variants(entry, c512.VARIANTS, lambda v, out: c512.run(x, weights, out=out, variant=v),
                         lambda: torch.full_like(x, float("nan")), exact, timer, case, ceilings)
+    if case.channels < 512:
+        time_mma_sync(entry, block, x, exact, timer, case, ceilings)
     time_torch_baselines(entry, block_fp16, x, exact, modes, timer, case, ceilings)
     if "cuda_kernels" in entry["backends"]:
         entry["speedups"] = speedups(entry)
@@ -79,7 +98,10 @@ def row(r: dict) -> str:
 
 
 def parse_case(text: str) -> Case:
-    return Case("convfirst", 512, *(int(v) for v in text.split(":")))
+    """``alpha:size[:batch]`` at C = 512, or ``cC:alpha:size[:batch]``."""
+    parts = text.split(":")
+    channels = int(parts.pop(0)[1:]) if parts[0].startswith("c") else 512
+    return Case("convfirst", channels, *(int(v) for v in parts))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -102,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     from cuda_kernels._build import load_convfirst_c512_extension
 
     modes, command, build_s, timer, ceilings = prepare("cuda_kernels.bench_c512", argv, args, load_convfirst_c512_extension)
-    backends = ["cuda_kernels", "eager", *(f"inductor_{m}" for m in modes)]
+    backends = ["cuda_kernels", "mma_sync", "eager", *(f"inductor_{m}" for m in modes)]
     bench_cases(args.out, command, "convfirst_c512", backends, cases,
                 lambda case: bench_case(case, timer, ceilings, modes), row, timer, ceilings, build_s)
     return 0

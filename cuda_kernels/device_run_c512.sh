@@ -8,8 +8,14 @@
 # and with only the stride-2 one on (CUDA_KERNELS_C512=stride2; the stride-1 blocks then run in
 # compiled PyTorch), beside torch.compile (freezing, graphs), in the same call (~3 more minutes),
 # and "ncu" (Nsight Compute sections of one launch per variant at a6 7x7, ~1 more minute).
-# Each step has its own time limit; the smoke step (three small launches) stops the call early if
-# a new kernel hangs, instead of letting every later step hit its limit.
+# "wide" benchmarks the kernel's C = 256 / 128 instances (CUDA_KERNELS_WGMMA_CONVFIRST) beside the
+# mma.sync kernel and torch.compile; "e2e_wide" runs ConvFirstNet-H200 with every stride-1 C = 256
+# block on it (=256), then also C = 128 (=128,256), beside torch.compile in the same call.
+# The raw-op test (bad inputs) runs in its own process ("rawop"), under cuda-gdb for a backtrace if
+# it dies (it crashed with a segmentation fault in the first call), with a C++-only probe extension
+# that throws the same kind of formatted TORCH_CHECK message, so the other tests never die with it.
+# Each step has its own time limit; the smoke step (small launches of every width) stops the call
+# early if a new kernel hangs, instead of letting every later step hit its limit.
 set -uo pipefail
 out=${1:?output folder}; steps=${2:-build smoke tests bench}
 mkdir -p "$out"; log="$out/log.txt"
@@ -27,11 +33,16 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv 
 # bench_s2 (bench step) loads the stride-2 extension and the network (e2e) the block-fusion one too:
 # build them on the CPUs while the GPU steps run
 others_py="from cuda_kernels._build import load_convfirst_s2_extension as b; b()"
-has e2e && others_py="$others_py; from cuda_kernels._build import load_extension as a; a()"
+(has e2e || has wide || has e2e_wide) && others_py="$others_py; from cuda_kernels._build import load_extension as a; a()"
 others=""
-if has bench || has e2e; then
+if has bench || has e2e || has wide || has e2e_wide; then
   timeout 300 python3 -c "$others_py" > "$out/build_others.log" 2>&1 &
   others=$!
+fi
+probe=""  # the C++-only probe extension builds on the CPUs meanwhile (rawop)
+if has rawop; then
+  timeout 150 python3 -X faulthandler cuda_kernels/probe_torch_check.py > "$out/probe_torch_check.log" 2>&1 &
+  probe=$!
 fi
 wait_others() { [ -n "$others" ] && { wait "$others"; echo "== build_others: exit $? $(date +%T)" | tee -a "$log"; others=""; }; }
 has build && step build 150 env BLOCK_FUSION_PTXAS_VERBOSE=1 python3 -c \
@@ -42,13 +53,30 @@ if has smoke; then
   rc=$?
   if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then echo "== smoke hung: stopping (see $log)" | tee -a "$log"; exit 1; fi
 fi
-has tests && step tests 120 python3 -m pytest -q --maxfail=6 --tb=short -p no:cacheprovider tests/test_convfirst_c512.py
+has tests && step tests 150 python3 -m pytest -q --maxfail=6 --tb=short -p no:cacheprovider tests/test_convfirst_c512.py \
+  -k "not test_raw_op"
+if has rawop; then
+  step rawop 60 python3 -X faulthandler -m pytest -q --tb=short -p no:cacheprovider tests/test_convfirst_c512.py -k test_raw_op
+  rc=$?
+  wait "$probe"; echo "== probe_torch_check: exit $? $(date +%T)" | tee -a "$log"
+  cat "$out/probe_torch_check.log" >> "$log"
+  if [ $rc -ne 0 ] && [ $rc -ne 1 ] && command -v cuda-gdb > /dev/null; then
+    step rawop_backtrace 60 cuda-gdb -batch -ex "set pagination off" -ex run -ex bt -ex "info registers rip" \
+      --args python3 -m pytest -q -p no:cacheprovider tests/test_convfirst_c512.py -k test_raw_op
+  fi
+fi
 if has bench; then
   step bench_h200 90 python3 -m cuda_kernels.bench_c512 --modes default --case 6:7 --out "$out/c512_bench_h200.json"
   step bench_more 60 python3 -m cuda_kernels.bench_c512 --modes "" --case 4:7 --case 6:14 --out "$out/c512_bench_more.json"
   wait_others
   step bench_s2_wide 90 env CUDA_KERNELS_C512=1 python3 -m cuda_kernels.bench_s2 --modes default --case 256:6:14 \
     --out "$out/s2_wide_bench.json"
+fi
+if has wide; then
+  wait_others
+  step bench_c256 120 python3 -m cuda_kernels.bench_c512 --modes default --case c256:6:14 --case c256:4:14 \
+    --out "$out/c256_bench.json"
+  step bench_c128 45 python3 -m cuda_kernels.bench_c512 --modes "" --case c128:6:28 --out "$out/c128_bench.json"
 fi
 if has ncu; then  # Nsight Compute on one launch per variant at the H200 shape: L2 or tensor bound?
   step ncu 150 ncu --clock-control none -k regex:convfirst_c512 --section SpeedOfLight \
@@ -64,4 +92,15 @@ if has e2e; then
   step e2e_inductor 150 python3 cli.py bench convfirstnet_h200 --backend inductor --freezing --cuda-graphs \
     --repeats 30 -o "$out/h200_convfirstnet_h200_inductor_freezing_graphs.json"
 fi
-grep -E "passed|failed|error|FAILED|fused|TFLOP|registers|spill|latency" "$log" | tail -40
+if has e2e_wide; then
+  wait_others
+  step e2e_wide_256 120 env CUDA_KERNELS_C512=1 CUDA_KERNELS_WGMMA_CONVFIRST=256 python3 cli.py bench convfirstnet_h200 \
+    --backend cuda_kernels --compile-rest --freezing --cuda-graphs --repeats 30 \
+    -o "$out/h200_convfirstnet_h200_cuda_kernels_wgmma256_compiled_graphs.json"
+  step e2e_wide_128_256 120 env CUDA_KERNELS_C512=1 CUDA_KERNELS_WGMMA_CONVFIRST=128,256 python3 cli.py bench \
+    convfirstnet_h200 --backend cuda_kernels --compile-rest --freezing --cuda-graphs --repeats 30 \
+    -o "$out/h200_convfirstnet_h200_cuda_kernels_wgmma128_256_compiled_graphs.json"
+  has e2e || step e2e_inductor 150 python3 cli.py bench convfirstnet_h200 --backend inductor --freezing --cuda-graphs \
+    --repeats 30 -o "$out/h200_convfirstnet_h200_inductor_freezing_graphs.json"
+fi
+grep -E "passed|failed|error|FAILED|fused|TFLOP|registers|spill|latency|median|Segmentation|#[0-9]+ " "$log" | tail -60
