@@ -10,7 +10,8 @@
 # and "ncu" (Nsight Compute sections of one launch per variant at a6 7x7, ~1 more minute).
 # "wide" benchmarks the kernel's C = 256 / 128 instances (CUDA_KERNELS_WGMMA_CONVFIRST) beside the
 # mma.sync kernel and torch.compile; "e2e_wide" runs ConvFirstNet-H200 with every stride-1 C = 256
-# block on it (=256), then also C = 128 (=128,256), beside torch.compile in the same call.
+# block on it (=256), beside torch.compile in the same call; "e2e_wide128" adds a run with the C = 128
+# blocks on it too (=128,256).
 # The raw-op test (bad inputs) runs in its own process ("rawop"), under cuda-gdb for a backtrace if
 # it dies (it crashed with a segmentation fault in the first call), with a C++-only probe extension
 # that throws the same kind of formatted TORCH_CHECK message, so the other tests never die with it.
@@ -97,7 +98,7 @@ if has e2e_wide; then
   step e2e_wide_256 120 env CUDA_KERNELS_C512=1 CUDA_KERNELS_WGMMA_CONVFIRST=256 python3 cli.py bench convfirstnet_h200 \
     --backend cuda_kernels --compile-rest --freezing --cuda-graphs --repeats 30 \
     -o "$out/h200_convfirstnet_h200_cuda_kernels_wgmma256_compiled_graphs.json"
-  step e2e_wide_128_256 120 env CUDA_KERNELS_C512=1 CUDA_KERNELS_WGMMA_CONVFIRST=128,256 python3 cli.py bench \
+  has e2e_wide128 && step e2e_wide_128_256 120 env CUDA_KERNELS_C512=1 CUDA_KERNELS_WGMMA_CONVFIRST=128,256 python3 cli.py bench \
     convfirstnet_h200 --backend cuda_kernels --compile-rest --freezing --cuda-graphs --repeats 30 \
     -o "$out/h200_convfirstnet_h200_cuda_kernels_wgmma128_256_compiled_graphs.json"
   has e2e || step e2e_inductor 150 python3 cli.py bench convfirstnet_h200 --backend inductor --freezing --cuda-graphs \
