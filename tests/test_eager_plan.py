@@ -1,5 +1,6 @@
 """The eager plan: the op plan plus the kernels eager PyTorch really launches (named rules)."""
 import torch
+import torchvision
 
 import perfmodel
 
@@ -116,3 +117,36 @@ def test_eager_multihead_attention_runs_its_fused_fast_path():
     assert (attention.input_bytes, attention.output_bytes) == (qkv, out)
     assert eager[0].kernel.output_bytes == qkv
     assert eager[0].kernel.weight_bytes == 2 * (3 * 64 * 64 + 3 * 64)
+
+
+class _SqueezeExcite(torch.nn.Module):
+    """conv -> batchnorm -> SiLU -> squeeze-excitation, as in an MBConv block."""
+
+    def __init__(self, c=8, squeeze=2):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(c, c, 3, padding=1, groups=c, bias=False)
+        self.bn, self.act = torch.nn.BatchNorm2d(c), torch.nn.SiLU()
+        self.se = torchvision.ops.SqueezeExcitation(c, squeeze)
+
+    def forward(self, x):
+        return self.se(self.act(self.bn(self.conv(x))))
+
+
+def test_inductor_fuses_the_se_pool_into_the_batchnorm_kernel_and_stores_it_in_float32():
+    """se-pool-fusion: [bn, SiLU] and [mean] become one reduction kernel that stores the
+    batchnorm output in float32 (2 x the fp16 activation) and the pooled means; the SE scale
+    kernel reads that float32 tensor instead of the fp16 activation."""
+    net = _SqueezeExcite().eval()
+    layer_plan = [k.kernel for k in _kernels(net, "layer", shape=(8, 16, 16))]
+    kernels = [k.kernel for k in _kernels(net, "inductor", shape=(8, 16, 16))]
+    # library-epilogue-split: 3 products lose their epilogues (+3); se-pool-fusion: -1
+    act = 4 * 8 * 16 * 16  # activation elements, batch 4
+    means = 4 * 8
+    assert (len(layer_plan), len(kernels)) == (4, 4 + 3 - 1)
+    red = next(k for k in kernels if "mean" in k.ops)
+    assert red.ops[:2] == ("native_batch_norm", "silu") and red.ops[-1] == "mean"
+    assert red.input_bytes == 2 * act and red.output_bytes == 4 * act + 2 * means
+    scale = kernels[-1]
+    assert scale.ops[-1] == "mul" and scale.input_bytes == 4 * act + 2 * means
+    assert scale.output_bytes == 2 * act
+    assert sum(k.flops for k in kernels) == sum(k.flops for k in layer_plan)
