@@ -30,8 +30,8 @@ for backend in eager inductor; do
 done
 # ConvFirstNets end to end (untrained, so latency against GMACs: panel e), every backend of one run
 perfmodel gap "$here"/measurements/convfirstnet_e2e/run4/*.json -H h200-sxm -o "$out/gap_h200_convfirstnet.png"
-# EfficientNet-B0 on the fused MBConv kernels beside every Inductor run (same-call baseline in mbconv/)
-perfmodel gap "$here"/measurements/h200_*[a-z0-9]_inductor.json "$here"/measurements/mbconv/h200_efficientnet_b0_*.json \
+# EfficientNet-B0 on the fused MBConv kernels beside every Inductor run (version 3; same-call baselines in mbconv/v3/)
+perfmodel gap "$here"/measurements/h200_*[a-z0-9]_inductor.json "$here"/measurements/mbconv/v3/h200_efficientnet_b0_{cuda_kernels,inductor_freezing,inductor}_graphs.json \
   -H h200-sxm -o "$out/gap_h200_fused.png"
 # Predicted against measured, per module (eager, with Nsight Compute bytes)
 for m in resnet50 convnext_tiny efficientnet_b0; do
