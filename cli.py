@@ -66,7 +66,7 @@ def _spec_options(fn):
         _dtype_option(note=" Overrides the spec."),
         click.option("--plan", "-p", help="Execution plan: op, eager (op plus the kernels "
                      "eager PyTorch really launches), layer, inductor (layer as torch.compile "
-                     "splits it), block, or "
+                     "splits it; inductor:freezing with Inductor's freezing on), block, or "
                      "block:PATTERN[,PATTERN] with module class names or path globs."),
         click.option("--strict", is_flag=True, help="Fail if any op has no cost formula."),
         click.option("--l2-carry", is_flag=True, help="Refine the byte model: a read of a "

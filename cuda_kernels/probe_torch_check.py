@@ -3,7 +3,9 @@ segmentation fault at the first bad-input check whose message is formatted (``TO
 "hidden ", hidden, " is not a multiple of ", kHiddenChunk)``), after two checks with plain string
 messages had raised as expected. This builds a C++-only extension with the same toolchain and
 headers as the kernels' bindings (csrc/checks.h included) and throws each kind of message in its
-own process, so that the log says which kinds crash on that machine:
+own process, so that the log says which kinds crash on that machine (there, in the call of
+examples/measurements/convfirst_c256/, kinds 1, 2 and 4: every message that streams a number; the
+bindings now format numbers with checks::num, kind 5, not yet run there):
 
     python3 cuda_kernels/probe_torch_check.py
 
@@ -27,7 +29,8 @@ constexpr int kChunk = 128;
 
 // kind 0: literal message; 1: formatted with an int64 and a namespace-scope constexpr int (the
 // crashing check); 2: formatted with an int64 only; 3: a checks.h message (name + literal);
-// 4: std::string built by c10::str, thrown through TORCH_CHECK(false, s).
+// 4: std::string built by c10::str, thrown through TORCH_CHECK(false, s); 5: the bindings' form
+// since, numbers as strings (checks::num).
 int64_t check(torch::Tensor b, int64_t kind) {
   const int64_t n = b.numel();
   switch (kind) {
@@ -39,11 +42,13 @@ int64_t check(torch::Tensor b, int64_t kind) {
       const std::string message = c10::str("hidden ", n);
       TORCH_CHECK(false, message);
     }
+    case 5:
+      TORCH_CHECK(n % probe::kChunk == 0, "hidden ", checks::num(n), " is not a multiple of ", checks::num(probe::kChunk));
   }
   return n;
 }
 """
-KINDS = ("literal", "int64 + constexpr int", "int64", "checks.h name", "c10::str string")
+KINDS = ("literal", "int64 + constexpr int", "int64", "checks.h name", "c10::str string", "checks::num strings")
 
 
 def load():

@@ -115,6 +115,8 @@ def check_measurements(measurements: list[Measurement], hardware: Hardware | str
         check_bound(m, bound)
         result = reanalyze(base, plan=plan or (spec.plan if spec_plan else BOUND_PLANS[m.backend]))
         runtime = RUNTIME_PLANS.get(m.backend)
+        if runtime == "inductor" and m.workload.get("freezing"):
+            runtime = "inductor:freezing"
         checked.append(Checked(m, spec, result, bound,
                                reanalyze(base, plan=runtime) if runtime else None))
     return checked

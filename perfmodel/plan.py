@@ -128,7 +128,7 @@ def make_kernels(graph: Graph, spec: PlanSpec | str = "layer") -> list[Kernel]:
         kernels = [k for kernel in kernels for split in conv_bias_split(graph, kernel)
                    for k in batchnorm_stat_kernels(split)]
     if spec.kind == "inductor":
-        kernels = se_pool_fusion(graph, kernels)
+        kernels = se_pool_fusion(graph, kernels, float32=not spec.freezing)
     return kernels
 
 
@@ -204,7 +204,7 @@ def _elementwise(graph: Graph, nodes) -> bool:
                                for i in nodes)
 
 
-def se_pool_fusion(graph: Graph, kernels: list[Kernel]) -> list[Kernel]:
+def se_pool_fusion(graph: Graph, kernels: list[Kernel], *, float32: bool = True) -> list[Kernel]:
     """Rule `se-pool-fusion` (the inductor plan, on the kernels): Inductor fuses a global mean
     (a squeeze-excitation's pool) into the element-wise kernel that produces the tensor it
     reduces, when that tensor has one other reader, an element-wise kernel later on (the SE
@@ -216,7 +216,11 @@ def se_pool_fusion(graph: Graph, kernels: list[Kernel]) -> list[Kernel]:
     `triton_red_fused_..._batch_norm_..._mean_silu` kernel that reads the depthwise output once
     and writes twice its size, and a `triton_poi_fused_..._mul_sigmoid_silu` scale kernel that
     reads twice that size and writes the float16 output; Inductor's generated code (a
-    reduction kernel storing the batchnorm output, the scale kernel applying SiLU to it)."""
+    reduction kernel storing the batchnorm output, the scale kernel applying SiLU to it).
+
+    With freezing (`inductor:freezing`, `float32=False`) the batchnorm is folded into the
+    convolution's weights and bias, and the stored tensor is the biased convolution output in
+    the activation's own dtype: a prediction, not yet checked against Nsight Compute."""
     where = {vid: k for k, kernel in enumerate(kernels) for vid in kernel.writes}
     readers: dict[int, list[int]] = {}
     for k, kernel in enumerate(kernels):
@@ -237,9 +241,10 @@ def se_pool_fusion(graph: Graph, kernels: list[Kernel]) -> list[Kernel]:
             continue
         stored, nbytes = v, act.writes[v]
         bns = [i for i in act.nodes if graph.nodes[i].name in _BATCHNORMS]
-        if bns:  # the batchnorm's output, in float32
+        if bns:  # the batchnorm's output (in float32 unless freezing folded it away)
             stored = graph.nodes[bns[-1]].writes[0][0]
-            nbytes = graph.values[stored].meta.numel * 4
+            meta = graph.values[stored].meta
+            nbytes = meta.numel * (4 if float32 else meta.itemsize)
         writes = {vid: b for vid, b in act.writes.items() if vid != v}
         writes[stored] = nbytes
         writes.update(mean.writes)

@@ -42,15 +42,23 @@ class PlanSpec:
     kind: str = "layer"
     blocks: tuple[str, ...] = ()
     groups: tuple[tuple[str, ...], ...] = ()
+    freezing: bool = False  # inductor: torch.compile with Inductor's freezing (BN folded)
 
     @classmethod
     def parse(cls, text: str, *, file: str | None = None, field: str = "plan") -> "PlanSpec":
-        """``op``, ``layer``, ``block`` or ``block:CNBlock,layer3.*``."""
+        """``op``, ``layer``, ``inductor``, ``inductor:freezing``, ``block`` or
+        ``block:CNBlock,layer3.*``."""
         kind, _, patterns = str(text).partition(":")
         kind = kind.strip()
         if kind not in PLAN_KINDS:
-            raise InputError(f"unknown plan '{text}' (choose from op, eager, layer, inductor, block, "
-                             "or block:PATTERN[,PATTERN...])", file=file, field=field)
+            raise InputError(f"unknown plan '{text}' (choose from op, eager, layer, inductor, "
+                             "inductor:freezing, block, or block:PATTERN[,PATTERN...])",
+                             file=file, field=field)
+        if kind == "inductor" and patterns.strip():
+            if patterns.strip() != "freezing":
+                raise InputError(f"the inductor plan takes only ':freezing', got '{text}'",
+                                 file=file, field=field)
+            return cls(kind, freezing=True)
         blocks = tuple(p.strip() for p in patterns.split(",") if p.strip())
         if blocks and kind != "block":
             raise InputError(f"only the block plan takes patterns, got '{text}'",
@@ -63,4 +71,5 @@ class PlanSpec:
 
     def __str__(self) -> str:
         text = self.kind + (":" + ",".join(self.blocks) if self.blocks else "")
+        text += ":freezing" if self.freezing else ""
         return text + (f"+{len(self.groups)} groups" if self.groups else "")

@@ -150,3 +150,22 @@ def test_inductor_fuses_the_se_pool_into_the_batchnorm_kernel_and_stores_it_in_f
     assert scale.ops[-1] == "mul" and scale.input_bytes == 4 * act + 2 * means
     assert scale.output_bytes == 2 * act
     assert sum(k.flops for k in kernels) == sum(k.flops for k in layer_plan)
+
+
+def test_inductor_freezing_stores_the_se_tensor_in_its_own_dtype():
+    """inductor:freezing folds the batchnorm into the convolution, so the tensor the SE
+    reduction stores for the scale kernel is the float16 biased convolution output."""
+    net = _SqueezeExcite().eval()
+    kernels = [k.kernel for k in _kernels(net, "inductor:freezing", shape=(8, 16, 16))]
+    act, means = 4 * 8 * 16 * 16, 4 * 8
+    red = next(k for k in kernels if "mean" in k.ops)
+    assert red.output_bytes == 2 * act + 2 * means
+    assert kernels[-1].input_bytes == 2 * act + 2 * means
+    assert str(perfmodel.PlanSpec.parse("inductor:freezing")) == "inductor:freezing"
+
+
+def test_the_inductor_plan_refuses_other_options():
+    import pytest
+    from perfmodel.errors import InputError
+    with pytest.raises(InputError, match="only ':freezing'"):
+        perfmodel.PlanSpec.parse("inductor:fast")

@@ -95,7 +95,7 @@ torch::Tensor block_fusion(torch::Tensor x, torch::Tensor w1, torch::Tensor b1, 
     case 64: err = bf::launch_c64(p, conv, static_cast<int>(variant), stream); break;
     case 128: err = bf::launch_c128(p, conv, static_cast<int>(variant), stream); break;
     case 256: err = bf::launch_c256(p, conv, static_cast<int>(variant), stream); break;
-    default: TORCH_CHECK(false, "unsupported channel count ", C);
+    default: TORCH_CHECK(false, "unsupported channel count ", checks::num(C));
   }
   check_launch(err, "block_fusion");
   return a.out;

@@ -5,15 +5,23 @@
 #include <torch/extension.h>
 
 #include <cstdint>
+#include <string>
 
 namespace checks {
+
+// A number in a TORCH_CHECK message. On the device machines (their /opt/gcc toolchain builds the
+// extensions), a number streamed into the message (c10::str's std::ostringstream << long) crashes
+// the process with a segmentation fault inside the extension (cuda-gdb: std::basic_ostream::
+// _M_insert<long>), where a message of strings raises as it should (cuda_kernels/probe_torch_check.py,
+// examples/measurements/convfirst_c256/). So every message formats its numbers here, as strings.
+inline std::string num(int64_t v) { return std::to_string(v); }
 
 inline void cuda(const torch::Tensor& t, const char* name) {
   TORCH_CHECK(t.is_cuda(), name, " must be a CUDA tensor");
 }
 
 inline void same_device(const torch::Tensor& t, const torch::Tensor& x, const char* name) {
-  TORCH_CHECK(t.device() == x.device(), name, " is on ", t.device(), ", x on ", x.device());
+  TORCH_CHECK(t.device() == x.device(), name, " is on ", t.device().str(), ", x on ", x.device().str());
 }
 
 // The expected dtype, contiguous, 16-byte aligned (the kernels move 16-byte chunks with cp.async

@@ -33,12 +33,12 @@ torch::Tensor convfirst_c512(torch::Tensor x, torch::Tensor conv_w, torch::Tenso
   checks::on_x_device(b1, x, "b1", torch::kFloat);
   checks::on_x_device(b2, x, "b2", torch::kFloat);
   TORCH_CHECK(conv_w.numel() == C / 8 * 9 * 32 && conv_b.numel() == C, "conv weight shapes");
-  TORCH_CHECK(hidden > 0 && hidden % c512::kHiddenChunk == 0, "hidden ", hidden, " is not a multiple of ",
-              c512::kHiddenChunk);
+  TORCH_CHECK(hidden > 0 && hidden % c512::kHiddenChunk == 0, "hidden ", checks::num(hidden),
+              " is not a multiple of ", checks::num(c512::kHiddenChunk));
   TORCH_CHECK(wpack.numel() == 4 * hidden * C && b2.numel() == C, "weight shapes");
   TORCH_CHECK(H >= 1 && W >= 1 && W <= c512::kMaxWidth && P > 0 && P % (H * W) == 0, "bad H, W for x");
   TORCH_CHECK(P * C < (int64_t(1) << 31), "x too large for 32-bit pixel offsets");
-  TORCH_CHECK(variant >= 0 && variant < c512::kVariants, "convfirst_c512: no variant ", variant);
+  TORCH_CHECK(variant >= 0 && variant < c512::kVariants, "convfirst_c512: no variant ", checks::num(variant));
   if (out.numel() == 0) {
     out = torch::empty_like(x);
   } else {

@@ -27,8 +27,8 @@ torch::Tensor convfirst_s2(torch::Tensor x, torch::Tensor conv_w, torch::Tensor 
                                c10::cuda::getCurrentCUDAStream());
   TORCH_CHECK(err != cudaErrorInvalidConfiguration,
               "convfirst_s2: the kernel needs more shared memory per block than this GPU offers");
-  TORCH_CHECK(err != cudaErrorInvalidValue || variant == 0, "convfirst_s2: no variant ", variant, " for ", cin,
-              " -> ", cout);
+  TORCH_CHECK(err != cudaErrorInvalidValue || variant == 0, "convfirst_s2: no variant ", checks::num(variant), " for ",
+              checks::num(cin), " -> ", checks::num(cout));
   TORCH_CHECK(err == cudaSuccess, "convfirst_s2 launch failed: ", cudaGetErrorString(err));
   return out;
 }

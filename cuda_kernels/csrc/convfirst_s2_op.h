@@ -29,8 +29,8 @@ inline Params checked_params(const torch::Tensor& x, const torch::Tensor& conv_w
   TORCH_CHECK(w1.dim() == 2 && w1.size(1) == cin && b1.numel() == hidden, "expand weight shapes");
   TORCH_CHECK(w2.dim() == 2 && w2.size(0) == cout && w2.size(1) == hidden && ws.dim() == 2 && ws.size(0) == cout &&
                   ws.size(1) == cin && bo.numel() == cout, "project / shortcut weight shapes");
-  TORCH_CHECK(chunk > 0, "unsupported channels ", cin, " -> ", cout);
-  TORCH_CHECK(hidden > 0 && hidden % chunk == 0, "hidden ", hidden, " is not a multiple of ", chunk);
+  TORCH_CHECK(chunk > 0, "unsupported channels ", checks::num(cin), " -> ", checks::num(cout));
+  TORCH_CHECK(hidden > 0 && hidden % chunk == 0, "hidden ", checks::num(hidden), " is not a multiple of ", checks::num(chunk));
   TORCH_CHECK(N >= 1 && H >= 2 && W >= 2 && W <= 56 && x.size(0) == N * H * W, "bad N, H, W for x");
   const int64_t Ho = (H + 1) / 2, Wo = (W + 1) / 2;
   TORCH_CHECK(x.numel() < (int64_t(1) << 31) && N * Ho * Wo * cout < (int64_t(1) << 31), "tensor too large");
