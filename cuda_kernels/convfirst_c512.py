@@ -9,7 +9,7 @@ The block is the inference form (BatchNorm folded) of ``perfmodel.zoo.ConvFirstB
 conv: grouped 3x3, group width 8, stride 1, zero padding. Activations are ``N x C x H x W``
 float16 in ``torch.channels_last`` memory, W <= 28; hidden = alpha * C a multiple of 128.
 
-Two switches, both off by default until the kernel's GPU tests have passed on a device:
+Two switches:
 
 - ``CUDA_KERNELS_C512=1`` (or ``=stride1``): ``replace_blocks`` swaps a C = 512 block for
   `FusedConvFirstC512`; otherwise it stays in PyTorch with that reason (no other kernel has C = 512).
@@ -17,7 +17,8 @@ Two switches, both off by default until the kernel's GPU tests have passed on a 
   for both, ``0`` for none): stride-1 blocks of those widths run here instead of on the mma.sync
   kernel (`cuda_kernels.FusedConvFirstBlock`), which keeps every other width, and these ones where
   this kernel cannot run (W > 28 is refused at the call; off compute capability 9.0 the swap
-  keeps the mma.sync kernel). `DEFAULT_WGMMA_WIDTHS` applies when the variable is unset.
+  keeps the mma.sync kernel). `DEFAULT_WGMMA_WIDTHS` applies when the variable is unset: C = 256,
+  on by default since its GPU tests passed on the H200.
 """
 
 from __future__ import annotations
@@ -36,7 +37,9 @@ WGMMA_SWITCH = "CUDA_KERNELS_WGMMA_CONVFIRST"
 CHANNELS = 512  # the width no other kernel serves (CUDA_KERNELS_C512)
 SUPPORTED_CHANNELS = (128, 256, 512)  # the kernel's template instances
 WGMMA_WIDTHS = (128, 256)  # widths the mma.sync kernel also serves: CUDA_KERNELS_WGMMA_CONVFIRST picks
-DEFAULT_WGMMA_WIDTHS: tuple[int, ...] = ()  # until the GPU tests pass
+# C = 256 on since its GPU tests passed (H200, examples/measurements/convfirst_c256/: 87/87 with C = 512
+# and 128) and it ran 1.74x the mma.sync kernel; C = 128 only 1.09x per block, not yet timed end to end
+DEFAULT_WGMMA_WIDTHS: tuple[int, ...] = (256,)
 HIDDEN_CHUNK = 128  # hidden must be a multiple (alpha 2, 4, 6, ... at C >= 256; 2, 3, 4, ... at 128)
 MAX_WIDTH = 28  # the conv halo of a 64-pixel tile, (63 // W + 4) * W pixels, fits in the kernel's 255
 TILE_PIXELS = 64

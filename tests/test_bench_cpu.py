@@ -50,6 +50,7 @@ def test_cuda_kernels_backend_swaps_every_supported_block():
     import torch
 
     import cuda_kernels
+    from cuda_kernels import convfirst_c512 as c512
     from perfmodel.zoo import FFN, MODELS, fold_batchnorm
 
     for name, expected, down, fallbacks in (("convfirstnet_s", 23, 3, 0), ("convfirstnet_h200", 21, 2, 8)):
@@ -57,7 +58,11 @@ def test_cuda_kernels_backend_swaps_every_supported_block():
         swap = cuda_kernels.replace_blocks(net)
         assert swap.fused == {"ConvFirstBlock": expected + down, "FFN": 0}
         assert len(swap.fallback) == fallbacks
-        assert sum(isinstance(m, cuda_kernels.FusedConvFirstBlock) for m in net.modules()) == expected
+        # stride-1 blocks on the mma.sync kernel, or on the wgmma one at the widths it takes by default
+        # (C = 256: convfirst_c512.DEFAULT_WGMMA_WIDTHS)
+        wgmma = [m for m in net.modules() if isinstance(m, cuda_kernels.FusedConvFirstC512)]
+        assert all(m.channels in c512.wgmma_widths() for m in wgmma)
+        assert sum(isinstance(m, cuda_kernels.FusedConvFirstBlock) for m in net.modules()) + len(wgmma) == expected
         assert sum(isinstance(m, cuda_kernels.FusedConvFirstDown) for m in net.modules()) == down
     assert swap.fallback["stages.3.0"].startswith("C 256 -> 512")
     assert swap.fallback["stages.3.1"].startswith("C=512")
@@ -185,12 +190,14 @@ def test_ncu_is_refused_where_its_worker_cannot_run_the_model(tmp_path, backend,
 
 def test_fused_blocks_are_one_opaque_operator_each_under_torch_compile():
     """--compile-rest: dynamo captures ConvFirstNet-S with its 23 fused stride-1 blocks as
-    block_fusion::block operators and its 3 stride-2 blocks as convfirst_s2::block operators
-    in one graph, each output channels-last like its input
+    block_fusion::block operators (the 4 at C = 256 as convfirst_c512::block, the wgmma kernel's,
+    while C = 256 is among its default widths) and its 3 stride-2 blocks as convfirst_s2::block
+    operators in one graph, each output channels-last like its input
     (the operator's fake implementation; nothing runs on a GPU here)."""
     import torch
 
     import cuda_kernels
+    from cuda_kernels import convfirst_c512 as c512
     from perfmodel.harness import randomize_batchnorm
     from perfmodel.zoo import MODELS, fold_batchnorm
 
@@ -199,7 +206,11 @@ def test_fused_blocks_are_one_opaque_operator_each_under_torch_compile():
     x = torch.randn(2, 3, 64, 64).half().contiguous(memory_format=torch.channels_last)
     graph = dynamo_graph(net, x)
     fused = [n for n in graph.graph.nodes if "block_fusion" in str(n.target)]
-    assert len(fused) == 23
+    wgmma = [n for n in graph.graph.nodes if "convfirst_c512" in str(n.target)]
+    assert len(fused) + len(wgmma) == 23 and len(wgmma) == (4 if 256 in c512.wgmma_widths() else 0)
+    if wgmma:
+        last = wgmma[-1].meta["example_value"]  # stage 3: 256 channels at 64 / 32 = 2 pixels square
+        assert tuple(last.shape) == (2, 256, 2, 2) and last.stride() == (2 * 2 * 256, 1, 2 * 256, 256)
     first = fused[0].meta["example_value"]  # stage 0: 32 channels at 64 / 4 = 16 pixels square
     assert tuple(first.shape) == (2, 32, 16, 16) and first.stride() == (16 * 16 * 32, 1, 16 * 32, 32)
     down = [n for n in graph.graph.nodes if "convfirst_s2" in str(n.target)]
