@@ -10,6 +10,7 @@ import click
 
 import perfmodel
 from perfmodel.errors import PerfmodelError
+from perfmodel.l2model import RULES as L2_RULES
 
 _DEBUG = {"on": False}
 _PYTHON_SHOWWARNING = warnings.showwarning
@@ -507,12 +508,17 @@ def kernels_cmd(results, networks, hardware, output):
               "each file's backend launches: eager for eager, inductor for inductor).")
 @click.option("--byte-model", type=click.Choice(("compulsory", "l2")), default="compulsory",
               show_default=True, help="compulsory: eq. 23, every input, weight and output "
-              "once. l2: the L2 cache between kernels (the hardware's l2_resident_mib), "
-              "flushed before each kernel where the file was measured with --cache-control all.")
+              "once. l2: the L2 cache between kernels (the hardware's l2_resident_mib, "
+              "l2_dirty_mib and l2_ways), flushed before each kernel where the file was "
+              "measured with --cache-control all.")
 @click.option("--tolerance", type=click.FloatRange(min=0, min_open=True), default=0.15,
               show_default=True, help="A kernel is right when measured/predicted bytes are "
               "within 1 +- this.")
-def fidelity_cmd(files, hardware, plan, byte_model, tolerance):
+@click.option("--l2-off", "l2_off", multiple=True,
+              type=click.Choice(L2_RULES),
+              help="Switch one of the l2 byte model's rules off (repeatable; perfmodel.l2model "
+              "describes them).")
+def fidelity_cmd(files, hardware, plan, byte_model, tolerance, l2_off):
     """How well the byte model predicts the DRAM bytes Nsight Compute measured.
 
     Per file: kernels paired with the plan's kernels (module by module, in launch order; a
@@ -522,6 +528,7 @@ def fidelity_cmd(files, hardware, plan, byte_model, tolerance):
     Compute rows (`perfmodel bench --ncu`)."""
     from perfmodel.errors import InputError
     from perfmodel.fidelity import byte_fidelity
+    from perfmodel.l2model import Rules
     from perfmodel.measure import load_measurement
     from perfmodel.measured import check_measurements
     from perfmodel.report import fidelity_lines
@@ -532,8 +539,9 @@ def fidelity_cmd(files, hardware, plan, byte_model, tolerance):
             raise InputError("no Nsight Compute rows (measure with `perfmodel bench --ncu`)",
                              file=m.where, field="results.ncu")
     checked = check_measurements(measurements, hardware, plan)
+    rules = Rules.without(l2_off)
     rows = [byte_fidelity(c.result if plan or c.runtime is None else c.runtime, c.measurement,
-                          byte_model, tolerance) for c in checked]
+                          byte_model, tolerance, rules=rules) for c in checked]
     click.echo("\n".join(fidelity_lines(rows)))
     _estimate_column(checked, plan)
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from .api import Result
 from .errors import InputError
-from .l2model import Traffic, dram_traffic
+from .l2model import Rules, Traffic, dram_traffic
 from .measure import Measurement
 
 TOLERANCE = 0.15
@@ -110,8 +110,10 @@ def cache_control(method: dict) -> str:
     return words[words.index("--cache-control") + 1].rstrip(",") if "--cache-control" in words else "?"
 
 
-def predicted_traffic(result: Result, byte_model: str, cache: str) -> list[Traffic]:
-    """Each planned kernel's DRAM reads and writes under `byte_model`."""
+def predicted_traffic(result: Result, byte_model: str, cache: str,
+                      rules: Rules = Rules()) -> list[Traffic]:
+    """Each planned kernel's DRAM reads and writes under `byte_model` (`rules`: which of the
+    l2 model's rules are on)."""
     kernels = [kt.kernel for kt in result.kernels]
     if byte_model == "compulsory":
         return [Traffic(k.input_bytes + k.weight_bytes, k.output_bytes) for k in kernels]
@@ -125,14 +127,23 @@ def predicted_traffic(result: Result, byte_model: str, cache: str) -> list[Traff
     if cache not in ("none", "all"):
         raise InputError("the l2 byte model needs the file's --cache-control (none or all)",
                          field="method.ncu")
+    hw = result.hardware
+    for rule, value, name in (("dirty-cap", hw.l2_dirty_mib, "l2_dirty_mib"),
+                              ("set-assoc", hw.l2_ways, "l2_ways")):
+        if value is None and rule not in rules.off:
+            raise InputError(f"the l2 byte model's {rule} rule needs {name} of {hw.name} "
+                             f"(or switch the rule off)", file=hw.path, field=name)
     return dram_traffic(kernels, int(resident * 2**20), flushed=cache == "all",
-                        keep=frozenset(result.graph.outputs))
+                        keep=frozenset(result.graph.outputs),
+                        dirty_bytes=int(hw.l2_dirty_mib * 2**20) if hw.l2_dirty_mib else None,
+                        ways=hw.l2_ways, rules=rules)
 
 
 def byte_fidelity(result: Result, measurement: Measurement, byte_model: str = "compulsory",
-                  tolerance: float = TOLERANCE, large_bytes: int = LARGE_BYTES) -> ByteFidelity:
+                  tolerance: float = TOLERANCE, large_bytes: int = LARGE_BYTES,
+                  rules: Rules = Rules()) -> ByteFidelity:
     cache = cache_control(measurement.method)
-    traffic = predicted_traffic(result, byte_model, cache)
+    traffic = predicted_traffic(result, byte_model, cache, rules)
     predicted: dict[str, list[Traffic]] = defaultdict(list)
     for kt, t in zip(result.kernels, traffic):
         predicted[kt.kernel.name].append(t)

@@ -18,7 +18,8 @@ from .yamlio import Fields, load_mapping
 
 _FIELDS = {"name", "vendor", "description", "device_name", "peak_tflops", "accumulate", "vector_tflops",
            "dram_gbps", "dram_gib", "l2_mib", "smem_kib_per_sm", "sm_count", "clock_mhz",
-           "memory_clock_mhz", "source", "notes", "calibration", "l2_resident_mib"}
+           "memory_clock_mhz", "source", "notes", "calibration", "l2_resident_mib",
+           "l2_dirty_mib", "l2_ways"}
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,10 @@ class Hardware:
     # bytes of a kernel's latest traffic still in L2 when it ends (the L2 probe measures it;
     # the l2 byte model, perfmodel.l2model, uses it)
     l2_resident_mib: float | None = None
+    # the most dirty data L2 holds (the probe's largest evict write-back) and its set
+    # associativity (the l2 byte model's dirty-cap and set-assoc rules)
+    l2_dirty_mib: float | None = None
+    l2_ways: int | None = None
     smem_kib_per_sm: float | None = None  # shared memory per SM: room for local tiles
     sm_count: int | None = None
     clock_mhz: float | None = None
@@ -106,6 +111,8 @@ def parse_hardware(data: dict, file: str) -> Hardware:
         dram_gib=f.positive("dram_gib", None),
         l2_mib=f.positive("l2_mib", None),
         l2_resident_mib=f.positive("l2_resident_mib", None),
+        l2_dirty_mib=f.positive("l2_dirty_mib", None),
+        l2_ways=f.positive("l2_ways", None, integer=True),
         smem_kib_per_sm=f.positive("smem_kib_per_sm", None),
         sm_count=f.positive("sm_count", None, integer=True),
         clock_mhz=f.positive("clock_mhz", None),
