@@ -61,7 +61,7 @@ def bench_case(case: Case, timer: Timer, ceilings: dict, modes: list[str]) -> di
              "expansion": case.expansion, "size": case.size, "batch": case.batch, "macs": case.macs,
              "flops": 2 * case.macs, "dram_bytes": case.dram_bytes, "tiles": -(-case.pixels // c512.TILE_PIXELS),
              "backends": {}, "correctness": {"torch_fp16_rel_error": torch_error, "variants": {}}}
-    time_fused_variants(entry, c512.VARIANTS, lambda v, out: c512.run(x, weights, out=out, variant=v),
+    time_fused_variants(entry, c512.variants(case.channels), lambda v, out: c512.run(x, weights, out=out, variant=v),
                         lambda: torch.full_like(x, float("nan")), exact, timer, case, ceilings)
     if case.channels < 512:
         time_mma_sync(entry, block, x, exact, timer, case, ceilings)
@@ -80,7 +80,7 @@ def launch_once(case: Case) -> None:
     x = x.contiguous(memory_format=torch.channels_last)
     conv, expand, project = block.conv, block.ffn.expand, block.ffn.project
     weights = c512.prepare_weights(conv.weight, conv.bias, expand.weight, expand.bias, project.weight, project.bias)
-    for variant in c512.VARIANTS:
+    for variant in c512.variants(case.channels):
         c512.run(x, weights, variant=variant)
         torch.cuda.synchronize()
         print(f"launched {case.name} variant {variant}", flush=True)

@@ -46,9 +46,16 @@ TILE_PIXELS = 64
 SLOT_ROWS = 128  # a weight slot is one 128-row x 64-column fp16 panel (16 KB), 128-byte swizzled
 K_PANEL = 64
 # Variants (csrc/convfirst_c512.cu): 0, every thread block streams every weight slot from L2; 1,
-# clusters of two thread blocks multicast each slot into both (half the L2 weight traffic).
-VARIANTS = (0, 1)
-DEFAULT_VARIANT = 0  # until the two are measured
+# clusters of two thread blocks multicast each slot into both (half the L2 weight traffic); 2 (C <= 256),
+# variant 0 with the conv halo double-buffered (slice s + 1 loads while slice s computes; not yet run
+# on a GPU). Variant 0 was the fastest measured at every width (1 lost 3-15%).
+VARIANTS = (0, 1, 2)
+DEFAULT_VARIANT = 0
+
+
+def variants(channels: int) -> tuple[int, ...]:
+    """The variants the kernel has at this width (2 needs the shared memory C = 512 fills)."""
+    return VARIANTS if channels <= 256 else VARIANTS[:2]
 
 
 def enabled(kernel: str = "stride1") -> bool:
@@ -208,10 +215,11 @@ def _extension():
 def run(x: torch.Tensor, weights: KernelWeights, out: torch.Tensor | None = None,
         variant: int | None = None) -> torch.Tensor:
     """Launch the fused kernel; returns [N, C, H, W] channels_last (``out`` if given)."""
-    check_input(x, weights, out)
     variant = DEFAULT_VARIANT if variant is None else variant
-    if variant not in VARIANTS:
-        raise ValueError(f"convfirst_c512 has no variant {variant} (it has {VARIANTS})")
+    if variant not in variants(weights.channels):
+        raise ValueError(f"convfirst_c512 has no variant {variant} at C={weights.channels} "
+                         f"(it has {variants(weights.channels)})")
+    check_input(x, weights, out)
     if torch.cuda.get_device_capability(x.device) != (9, 0):
         raise ValueError(f"convfirst_c512 runs on compute capability 9.0 (H100, H200), not "
                          f"{torch.cuda.get_device_name(x.device)}")

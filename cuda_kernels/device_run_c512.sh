@@ -50,7 +50,8 @@ has build && step build 150 env BLOCK_FUSION_PTXAS_VERBOSE=1 python3 -c \
   "from cuda_kernels._build import load_convfirst_c512_extension as l; l(verbose=True)"
 if has smoke; then
   step smoke 45 python3 -m pytest -q --tb=short -p no:cacheprovider tests/test_convfirst_c512.py \
-    -k "test_odd_sizes_and_batches and 4-2-9-5 or test_cluster_variant and 2-3-13-13 or test_wide_stride_2_odd_sizes and 2-5-7-9"
+    -k "test_odd_sizes_and_batches and 4-2-9-5 or test_cluster_variant and 2-3-13-13 or test_wide_stride_2_odd_sizes and 2-5-7-9 \
+or test_double_halo_variant and 128-4-2-9-5"
   rc=$?
   if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then echo "== smoke hung: stopping (see $log)" | tee -a "$log"; exit 1; fi
 fi

@@ -375,6 +375,23 @@ def test_cluster_variant_narrow(channels, expansion, batch, h, w):
 
 
 @pytest.mark.cuda
+@pytest.mark.parametrize("channels,expansion,batch,h,w", [
+    (256, 6, 128, 14, 14), (256, 4, 37, 14, 14), (256, 2, 3, 13, 13), (256, 6, 1, 1, 1), (256, 4, 5, 28, 27),
+    (128, 6, 37, 28, 28), (128, 3, 1, 5, 7), (128, 4, 2, 9, 5),
+])
+def test_double_halo_variant(channels, expansion, batch, h, w):
+    """Variant 2 (C <= 256): phase A alternates two halo buffers, slice s + 1 loading while s computes."""
+    check_kernel(expansion, batch, h, w, variant=2, channels=channels)
+
+
+def test_variants_by_width(small_weights):
+    assert c512.variants(512) == (0, 1) and c512.variants(256) == c512.variants(128) == (0, 1, 2)
+    x = channels_last(torch.zeros(1, 512, 7, 7, dtype=torch.float16))
+    with pytest.raises(ValueError, match="no variant 2 at C=512"):
+        c512.run(x, small_weights, variant=2)
+
+
+@pytest.mark.cuda
 def test_raw_op_refuses_overlap_and_bad_shapes():
     weights = _kernel_weights(block_512(2).cuda())
     ext = c512._extension()
@@ -393,6 +410,7 @@ def test_raw_op_refuses_overlap_and_bad_shapes():
         ext.convfirst_c512(x[:, :384].contiguous(), *args, 7, 7, 0, empty)
     optin = torch.cuda.get_device_properties(0).shared_memory_per_block_optin
     assert all(0 < ext.smem_bytes(c) <= optin for c in (128, 256, 512)) and ext.smem_bytes(64) == 0
+    assert all(0 < ext.smem_bytes(c, 2) <= optin for c in (128, 256)) and ext.smem_bytes(512, 2) == 0
 
 
 @pytest.mark.cuda

@@ -61,7 +61,9 @@ constexpr int kConsumerBarrier = 1;                  // named barrier of the 256
 constexpr int kMaxDevices = 64;
 
 // What depends on the channel count C: the X panels, the slots per chunk and the stage-2 split.
-template <int C>
+// HALO2 (variant 2, C <= 256): a second conv halo buffer after the ring, so that phase A loads the
+// next 64-channel slice while the current one computes (C = 512 has no room for it).
+template <int C, bool HALO2 = false>
 struct Shape {
   static constexpr int kKPanels = C / 64;        // 64-wide k panels of X = U slots per chunk
   static constexpr int kVBlocks = C / 128;       // 128-row blocks of V per 64-wide k panel of a chunk
@@ -73,7 +75,8 @@ struct Shape {
   static constexpr int kXOffset = 0;
   static constexpr int kHOffset = kXOffset + kXBytes;
   static constexpr int kRingOffset = kHOffset + kHBytes;
-  static constexpr int kBarOffset = kRingOffset + kStages * kSlotBytes;
+  static constexpr int kHalo2Offset = kRingOffset + kStages * kSlotBytes;  // used only with HALO2
+  static constexpr int kBarOffset = kHalo2Offset + (HALO2 ? kHBytes : 0);
   static constexpr int kSmemBytes = 1024 + kBarOffset + 2 * kStages * 8;  // + alignment slack
   static_assert(C == 128 || C == 256 || C == 512, "channel counts");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory per block");
@@ -149,9 +152,11 @@ __device__ __forceinline__ void wgmma_ss(float (&d)[32], uint64_t a, uint64_t b,
 
 // Phase A: X = conv(x) + b_c (rounded to fp16, as PyTorch rounds it) for pixels p0 .. p0+63.
 // The halo is the run of whole image rows (global row n*H + h) the tile touches plus one row
-// above and below, 64 channels at a time; taps outside the image read a zero pixel.
-template <int C>
-__device__ __forceinline__ void conv_phase(const Params& p, uint8_t* x_panels, uint8_t* halo, int p0) {
+// above and below, 64 channels at a time; taps outside the image read a zero pixel. With HALO2
+// the slices alternate between `halo` and `halo2`, slice s + 1 loading while slice s computes.
+template <int C, bool HALO2>
+__device__ __forceinline__ void conv_phase(const Params& p, uint8_t* x_panels, uint8_t* halo, uint8_t* halo2,
+                                           int p0) {
   const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
   const int W = p.W, H = p.H, rows_total = p.P / W;
   const int p_last = min(p0 + kTilePixels, p.P) - 1;
@@ -160,7 +165,16 @@ __device__ __forceinline__ void conv_phase(const Params& p, uint8_t* x_panels, u
   const int npix = (row_hi - row_lo + 1) * W;
   uint8_t* zero_pixel = halo + kHaloPixels * 128;
   if (t < 8) reinterpret_cast<uint4*>(zero_pixel)[t] = make_uint4(0, 0, 0, 0);
-  const uint32_t halo_base = smem_addr(halo), zero_addr = smem_addr(zero_pixel);
+  const uint32_t halo0 = smem_addr(halo), zero_addr = smem_addr(zero_pixel);
+  const uint32_t halo1 = HALO2 ? smem_addr(halo2) : halo0;
+  auto load_slice = [&](int s, uint32_t base) {
+    for (int i = t; i < npix * 8; i += kConsumerThreads) {
+      const int q = i >> 3, c = i & 7;
+      cp_async16(base + panel_offset(q, c), p.x + ((size_t)row_lo * W + q) * C + s * 64 + c * 8, true);
+    }
+    cp_async_commit();
+  };
+  if constexpr (HALO2) load_slice(0, halo0);
 
   // A warp job: one pair of the slice's eight groups (warp % 4; lanes 16..31 serve the second
   // group) for two of the tile's four 16-pixel m-tiles (warp / 4 and warp / 4 + 2), whose
@@ -169,12 +183,14 @@ __device__ __forceinline__ void conv_phase(const Params& p, uint8_t* x_panels, u
   const int pair = warp & 3, local_group = pair * 2 + (lane >> 4);
 #pragma unroll 1
   for (int s = 0; s < C / 64; ++s) {
-    if (s > 0) consumer_sync();  // every warp has read the previous slice's halo
-    for (int i = t; i < npix * 8; i += kConsumerThreads) {
-      const int q = i >> 3, c = i & 7;
-      cp_async16(halo_base + panel_offset(q, c), p.x + ((size_t)row_lo * W + q) * C + s * 64 + c * 8, true);
+    const uint32_t halo_base = (s & 1) ? halo1 : halo0;
+    const bool next = HALO2 && s + 1 < C / 64;
+    if constexpr (HALO2) {
+      if (next) load_slice(s + 1, (s & 1) ? halo0 : halo1);  // its buffer's readers (slice s - 1) are done
+    } else {
+      if (s > 0) consumer_sync();  // every warp has read the previous slice's halo
+      load_slice(s, halo_base);
     }
-    cp_async_commit();
     const int g0 = s * 8 + pair * 2;  // global index of the pair's first group
     uint32_t bfrag[2][9];
 #pragma unroll
@@ -185,7 +201,8 @@ __device__ __forceinline__ void conv_phase(const Params& p, uint8_t* x_panels, u
     float2 cb[2];
 #pragma unroll
     for (int gi = 0; gi < 2; ++gi) cb[gi] = __ldg(reinterpret_cast<const float2*>(p.conv_b + (g0 + gi) * 8 + (lane & 3) * 2));
-    cp_async_wait<0>();
+    if (next) cp_async_wait<1>();  // slice s has landed, s + 1 may still be in flight
+    else cp_async_wait<0>();
     consumer_sync();
 
     float acc[2][2][4] = {};
@@ -222,6 +239,7 @@ __device__ __forceinline__ void conv_phase(const Params& p, uint8_t* x_panels, u
             pack_half2(acc[j][gi][2] + cb[gi].x, acc[j][gi][3] + cb[gi].y);
       }
     }
+    if constexpr (HALO2) consumer_sync();  // every warp has read this slice's buffer before s + 2 loads into it
   }
 }
 #endif
@@ -230,11 +248,12 @@ __device__ __forceinline__ void conv_phase(const Params& p, uint8_t* x_panels, u
 // two CTAs of a cluster (neighbouring tiles) take turns loading a slot and multicast it into both,
 // so each slot crosses L2 once per two tiles; a slot is refilled only when the consumers of both
 // CTAs have released it (each consumer warp arrives on both CTAs' empty barriers).
-template <int C, int CLUSTER>
+// HALO2 (variant 2): phase A double-buffers its halo (Shape).
+template <int C, int CLUSTER, bool HALO2 = false>
 __global__ void __launch_bounds__(kThreads, 1) convfirst_c512_kernel(const Params p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   static_assert(CLUSTER == 1 || CLUSTER == 2, "cluster size");
-  using S = Shape<C>;
+  using S = Shape<C, HALO2>;
   constexpr int kXOffset = S::kXOffset, kHOffset = S::kHOffset, kRingOffset = S::kRingOffset;
   constexpr int kBarOffset = S::kBarOffset, kSlotsPerChunk = S::kSlotsPerChunk;
   extern __shared__ uint8_t smem_raw[];
@@ -280,7 +299,7 @@ __global__ void __launch_bounds__(kThreads, 1) convfirst_c512_kernel(const Param
     // ---- consumers ----
     setmaxnreg_inc<232>();
     const int wg = warp >> 2, wq = warp & 3;
-    conv_phase<C>(p, smem + kXOffset, smem + kHOffset, p0);
+    conv_phase<C, HALO2>(p, smem + kXOffset, smem + kHOffset, smem + S::kHalo2Offset, p0);
     fence_proxy_async_smem();  // X (generic stores) is read by wgmma (async proxy)
     consumer_sync();
 
@@ -418,20 +437,21 @@ __global__ void __launch_bounds__(kThreads, 1) convfirst_c512_kernel(const Param
 #endif
 }
 
-int smem_bytes(int channels) {
+int smem_bytes(int channels, int variant) {
+  const bool halo2 = variant == 2;
   switch (channels) {
-    case 128: return Shape<128>::kSmemBytes;
-    case 256: return Shape<256>::kSmemBytes;
-    case 512: return Shape<512>::kSmemBytes;
+    case 128: return halo2 ? Shape<128, true>::kSmemBytes : Shape<128>::kSmemBytes;
+    case 256: return halo2 ? Shape<256, true>::kSmemBytes : Shape<256>::kSmemBytes;
+    case 512: return halo2 ? 0 : Shape<512>::kSmemBytes;
     default: return 0;
   }
 }
 
 // Per device, width and variant: compute capability 9.0 (the kernel body exists only in the sm_90a
 // image) and the shared-memory limit are checked and the launch attribute set once.
-template <int C, int CLUSTER>
+template <int C, int CLUSTER, bool HALO2 = false>
 cudaError_t launch_impl(const Params& p, cudaStream_t stream) {
-  constexpr int kSmemBytes = Shape<C>::kSmemBytes;
+  constexpr int kSmemBytes = Shape<C, HALO2>::kSmemBytes;
   static bool ready[kMaxDevices] = {};
   int dev = 0;
   cudaError_t err = cudaGetDevice(&dev);
@@ -445,7 +465,7 @@ cudaError_t launch_impl(const Params& p, cudaStream_t stream) {
     if (err == cudaSuccess) err = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
     if (err == cudaSuccess && kSmemBytes > optin) err = cudaErrorInvalidConfiguration;
     if (err == cudaSuccess)
-      err = cudaFuncSetAttribute(convfirst_c512_kernel<C, CLUSTER>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+      err = cudaFuncSetAttribute(convfirst_c512_kernel<C, CLUSTER, HALO2>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                  kSmemBytes);
     if (err != cudaSuccess) return err;
     ready[dev] = true;
@@ -464,7 +484,7 @@ cudaError_t launch_impl(const Params& p, cudaStream_t stream) {
   attribute[0].val.clusterDim.z = 1;
   config.attrs = attribute;
   config.numAttrs = CLUSTER > 1 ? 1 : 0;  // variant 0 is a plain launch
-  err = cudaLaunchKernelEx(&config, convfirst_c512_kernel<C, CLUSTER>, p);
+  err = cudaLaunchKernelEx(&config, convfirst_c512_kernel<C, CLUSTER, HALO2>, p);
   return err != cudaSuccess ? err : cudaGetLastError();
 }
 
@@ -473,6 +493,9 @@ cudaError_t launch_width(const Params& p, int variant, cudaStream_t stream) {
   switch (variant) {
     case 0: return launch_impl<C, 1>(p, stream);
     case 1: return launch_impl<C, 2>(p, stream);
+    case 2:
+      if constexpr (C <= 256) return launch_impl<C, 1, true>(p, stream);
+      return cudaErrorInvalidValue;
     default: return cudaErrorInvalidValue;
   }
 }
