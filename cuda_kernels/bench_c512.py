@@ -43,7 +43,7 @@ def time_mma_sync(entry: dict, block, x: torch.Tensor, exact: torch.Tensor, time
         entry["backends"]["mma_sync"] = {"latency_ms": lat, **rate_metrics(case, lat["median"], ceilings)}
 
 
-def bench_case(case: Case, timer: Timer, ceilings: dict, modes: list[str]) -> dict:
+def bench_case(case: Case, timer: Timer, ceilings: dict, modes: list[str], mma_sync: bool = True) -> dict:
     from cuda_kernels import convfirst_c512 as c512
 
     torch.manual_seed(0)
@@ -63,7 +63,7 @@ def bench_case(case: Case, timer: Timer, ceilings: dict, modes: list[str]) -> di
              "backends": {}, "correctness": {"torch_fp16_rel_error": torch_error, "variants": {}}}
     time_fused_variants(entry, c512.variants(case.channels), lambda v, out: c512.run(x, weights, out=out, variant=v),
                         lambda: torch.full_like(x, float("nan")), exact, timer, case, ceilings)
-    if case.channels < 512:
+    if case.channels < 512 and mma_sync:
         time_mma_sync(entry, block, x, exact, timer, case, ceilings)
     time_torch_baselines(entry, block_fp16, x, exact, modes, timer, case, ceilings)
     if "cuda_kernels" in entry["backends"]:
@@ -110,6 +110,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--launch-only", action="store_true", help="launch each variant once per case, for ncu")
     parser.add_argument("--case", action="append", type=parse_case, help="alpha:size[:batch], e.g. 6:7")
     parser.add_argument("--modes", default="default", help="torch.compile modes to time beside eager ('' for none)")
+    parser.add_argument("--no-mma-sync", action="store_true",
+                        help="leave out the mma.sync baseline below C = 512 (its extension need not be built)")
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--repeats", type=int, default=30)
     parser.add_argument("--hardware", default="h200-sxm")
@@ -126,7 +128,8 @@ def main(argv: list[str] | None = None) -> int:
     modes, command, build_s, timer, ceilings = prepare("cuda_kernels.bench_c512", argv, args, load_convfirst_c512_extension)
     backends = ["cuda_kernels", "mma_sync", "eager", *(f"inductor_{m}" for m in modes)]
     bench_cases(args.out, command, "convfirst_c512", backends, cases,
-                lambda case: bench_case(case, timer, ceilings, modes), row, timer, ceilings, build_s)
+                lambda case: bench_case(case, timer, ceilings, modes, not args.no_mma_sync), row, timer, ceilings,
+                build_s)
     return 0
 
 
