@@ -47,10 +47,15 @@ SLOT_ROWS = 128  # a weight slot is one 128-row x 64-column fp16 panel (16 KB), 
 K_PANEL = 64
 # Variants (csrc/convfirst_c512.cu): 0, every thread block streams every weight slot from L2; 1,
 # clusters of two thread blocks multicast each slot into both (half the L2 weight traffic); 2 (C <= 256),
-# variant 0 with the conv halo double-buffered (slice s + 1 loads while slice s computes; not yet run
-# on a GPU). Variant 0 was the fastest measured at every width (1 lost 3-15%).
+# variant 0 with the conv halo double-buffered (slice s + 1 loads while slice s computes). Measured on
+# the H200 (examples/measurements/convfirst_c256/): 1 lost 3-15% to 0 at every width; 2 won 5.4% over 0
+# at C=256 a4 14x14 (86.8 vs 91.8 us) and passed its GPU tests, so it is the default where it exists.
 VARIANTS = (0, 1, 2)
-DEFAULT_VARIANT = 0
+DEFAULT_VARIANT = 0  # at C = 512
+
+
+def default_variant(channels: int) -> int:
+    return 2 if channels <= 256 else DEFAULT_VARIANT
 
 
 def variants(channels: int) -> tuple[int, ...]:
@@ -215,7 +220,7 @@ def _extension():
 def run(x: torch.Tensor, weights: KernelWeights, out: torch.Tensor | None = None,
         variant: int | None = None) -> torch.Tensor:
     """Launch the fused kernel; returns [N, C, H, W] channels_last (``out`` if given)."""
-    variant = DEFAULT_VARIANT if variant is None else variant
+    variant = default_variant(weights.channels) if variant is None else variant
     if variant not in variants(weights.channels):
         raise ValueError(f"convfirst_c512 has no variant {variant} at C={weights.channels} "
                          f"(it has {variants(weights.channels)})")

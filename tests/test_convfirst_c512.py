@@ -386,6 +386,7 @@ def test_double_halo_variant(channels, expansion, batch, h, w):
 
 def test_variants_by_width(small_weights):
     assert c512.variants(512) == (0, 1) and c512.variants(256) == c512.variants(128) == (0, 1, 2)
+    assert [c512.default_variant(c) for c in (128, 256, 512)] == [2, 2, 0]
     x = channels_last(torch.zeros(1, 512, 7, 7, dtype=torch.float16))
     with pytest.raises(ValueError, match="no variant 2 at C=512"):
         c512.run(x, small_weights, variant=2)
