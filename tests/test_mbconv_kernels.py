@@ -284,26 +284,36 @@ def test_odd_spatial_sizes(path, size, version):
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("path", ["features.1.0", "features.2.0", "features.3.1", "features.5.1"])
-def test_v3_batch_128_against_float32(path):
-    """Version 3's persistent projection over many tiles per CTA, on the blocks it is for."""
+@pytest.mark.parametrize("version,path", [(3, p) for p in ("features.1.0", "features.2.0", "features.3.1", "features.5.1")]
+                         + [(5, p) for p in ("features.1.0", "features.2.0", "features.3.1", "features.4.0",
+                                             "features.5.0", "features.5.1", "features.6.0")])
+def test_v3_batch_128_against_float32(version, path):
+    """Version 3's persistent projection over many tiles per CTA, on the blocks it is for; version
+    5's tensor-core depthwise on the B0 blocks test_batch_128_against_float32 leaves out."""
+    if version not in VERSIONS:
+        pytest.skip(f"MBCONV_TEST_VERSIONS leaves out version {version}")
     torch.manual_seed(0)
     x = _gpu_input(128, mbconv_shapes("efficientnet_b0")[path])
-    _check_on_gpu(_block("efficientnet_b0", path), x, 3, "float32")
+    _check_on_gpu(_block("efficientnet_b0", path), x, version, "float32")
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("path", ["features.1.0", "features.2.1", "features.4.0", "features.6.1", "features.7.0"])
-def test_v3_agrees_with_v2(path):
-    """Same algorithm and rounding points; only the SiLU approximation differs (tanh.approx)."""
+@pytest.mark.parametrize("old,new", [(2, 3), (3, 5)])
+@pytest.mark.parametrize("path", ["features.1.0", "features.2.1", "features.4.0", "features.6.1", "features.7.0",
+                                  "features.3.0"])
+def test_v3_agrees_with_v2(path, old, new):
+    """Same algorithm and rounding points: v3 differs from v2 in the SiLU approximation only
+    (tanh.approx), v5 from v3 in the depthwise's fp16 taps and summation order (tensor cores)."""
+    if new not in VERSIONS:
+        pytest.skip(f"MBCONV_TEST_VERSIONS leaves out version {new}")
     torch.manual_seed(1)
     block = fold_batchnorm(_block("efficientnet_b0", path)).cuda()
     params = mb.block_params(block)
     weights = mb.prepare_weights(params)
     x = _gpu_input(6, mbconv_shapes("efficientnet_b0")[path])
-    v2, v3 = (mb.mbconv(x, params, weights, version=v) for v in (2, 3))
-    assert torch.isfinite(v3).all()
-    assert relative_error(v3, v2.double()) < 3e-3
+    before, after = (mb.mbconv(x, params, weights, version=v) for v in (old, new))
+    assert torch.isfinite(after).all()
+    assert relative_error(after, before.double()) < 3e-3
 
 
 @pytest.mark.cuda

@@ -63,10 +63,13 @@ cudaError_t launch_expand_dw_v2_k3(const Params& p, int chunk, cudaStream_t stre
 cudaError_t launch_expand_dw_v2_k5(const Params& p, int chunk, cudaStream_t stream);
 cudaError_t launch_expand_dw_v3_k3(const Params& p, int chunk, cudaStream_t stream);  // mbconv_v2.cuh, V3
 cudaError_t launch_expand_dw_v3_k5(const Params& p, int chunk, cudaStream_t stream);
+cudaError_t launch_expand_dw_v5_k3(const Params& p, int chunk, cudaStream_t stream);  // V3 + TC: the depthwise
+cudaError_t launch_expand_dw_v5_k5(const Params& p, int chunk, cudaStream_t stream);  // on tensor cores
 // Version 3's kernels 2 and 3 (mbconv_v3.cu): persistent pipelined projection, coalesced SE.
 cudaError_t launch_se_project_v3(const Params& p, cudaStream_t stream);
 // All three kernels; `version` picks the implementation: 1 and 2 differ in kernel 1 only;
-// 3 is kernel 1 version 3 and mbconv_v3.cu's kernels 2 and 3.
+// 3 is kernel 1 version 3 and mbconv_v3.cu's kernels 2 and 3; 5 is 3 with kernel 1's depthwise
+// on tensor cores.
 cudaError_t launch_mbconv(const Params& p, int chunk, int version, cudaStream_t stream);
 
 }  // namespace mb

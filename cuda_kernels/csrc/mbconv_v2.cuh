@@ -59,13 +59,119 @@ __host__ __device__ inline int expand_dw_v2_smem_bytes(int H, int W, int Wo, int
   return (expand ? (m_pad + chunk) * (k_pad + 8) * 2 : 0) + e_rows * we * (chunk + 8) * 2 + chunk * 4;
 }
 
+// Version 5: the depthwise on tensor cores (NOTES.md, "MBConv version 5"). Over 8 channels a k x k
+// depthwise is a sum over taps of (16 output pixels x 8 channels of E, shifted by the tap) times
+// diag(w_tap), so one mma.m16n8k16 takes two taps: A = the two shifted windows of the fp16 E tile
+// (one ldmatrix.x4: lanes 0-15 give the rows of tap 2j, lanes 16-31 those of tap 2j + 1), B =
+// [diag(w_2j); diag(w_2j+1)] in fp16, accumulators (fp32) initialised with the bias. Taps and
+// bias are halved, so the accumulators hold h = v / 2 (silu_of_half), as in version 3. The band's
+// (8-channel group, 16-pixel tile) pairs, group-major, with the band's output pixels flattened
+// row-major into tiles, are cut into 8 contiguous runs, one per warp: a warp builds B (KS * KS
+// loads) once per group it meets, at most GRP / 8 + 2 times. The band's last tile may be partial
+// (its missing rows read pixel 0 and store nothing). Pool: the fp32 SiLU summed per lane, then
+// over the 8 lanes of a column pair (three shuffles), one shared atomic per channel and group run.
+template <int KS>
+struct DwTc {
+  static constexpr int NTAP = KS * KS, NPAIR = (NTAP + 1) / 2;
+};
+
+template <int HC, int KS, int S>
+__device__ __forceinline__ void depthwise_tc(const Params& p, const __half* Es, float* red, int WE, int oh0, int rows,
+                                             int n, int c0) {
+  constexpr int LDE = HC + 8, GRP = HC / 8, NTAP = DwTc<KS>::NTAP, NPAIR = DwTc<KS>::NPAIR;
+  constexpr int WARPS = kExpandThreads / 32;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int g = lane >> 2, q = lane & 3, hi = lane >> 4;
+  const int npo = rows * p.Wo;  // output pixels of the band
+  const int ntiles = (npo + 15) >> 4, total = GRP * ntiles, per_warp = (total + WARPS - 1) / WARPS;
+  const float inv_wo = 1.f / p.Wo;
+  const int dq = 16 / p.Wo, dr = 16 - dq * p.Wo;
+  int toff[NPAIR];  // byte offset in E of this lane's tap of pair j (the 26th of k = 5 repeats the 25th; its B is 0)
+#pragma unroll
+  for (int j = 0; j < NPAIR; ++j) {
+    const int t = min(2 * j + hi, NTAP - 1);
+    toff[j] = ((t / KS) * WE + t % KS) * LDE * 2;
+  }
+  const uint32_t es = bf::smem_addr(Es);
+  const size_t d_pix0 = ((size_t)n * p.Ho + oh0) * p.Wo;  // D pixel of the band's first output
+  const size_t d_row8 = (size_t)8 * p.hidden;            // 8 pixels of D
+  const bool diag = (g >> 1) == q;  // lane (g, q) holds B rows 2q, 2q + 1 of column g: the diagonal when g / 2 == q
+  const int i0 = warp * per_warp, i1 = min(i0 + per_warp, total);
+  int grp = i0 / ntiles, tile = i0 - grp * ntiles;
+  for (int i = i0; i < i1; ++grp, tile = 0) {
+    const int ch = c0 + grp * 8, tiles = min(i1 - i, ntiles - tile);  // this group's tiles in the run
+    i += tiles;
+    float w[2 * NPAIR];  // w(t, ch + g) / 2 on the diagonal lanes, 0 elsewhere and for t = KS * KS
+    const float* wp = p.w_dw + ch + g;
+#pragma unroll
+    for (int t = 0; t < 2 * NPAIR; ++t) {
+      w[t] = t < NTAP ? __ldg(wp) : 0.f;
+      if (t < NTAP) wp += p.hid_pad;
+    }
+    uint32_t b[NPAIR][2];
+#pragma unroll
+    for (int j = 0; j < NPAIR; ++j)
+#pragma unroll
+      for (int u = 0; u < 2; ++u) {
+        const __half wh = __float2half_rn(diag ? 0.5f * w[2 * j + u] : 0.f), zero = __float2half_rn(0.f);
+        const __half2 v = (g & 1) ? __halves2half2(zero, wh) : __halves2half2(wh, zero);
+        b[j][u] = *reinterpret_cast<const uint32_t*>(&v);
+      }
+    const float bias0 = 0.5f * __ldg(p.b_dw + ch + 2 * q), bias1 = 0.5f * __ldg(p.b_dw + ch + 2 * q + 1);
+    const bool store = ch < p.hidden;
+    __half* dst = p.d + (d_pix0 + tile * 16 + g) * p.hidden + ch + 2 * q;  // row g of the first tile
+    // This lane's ldmatrix row is output pixel t * 16 + (lane & 15) of the band, at (r, c); it
+    // advances by 16 = dq rows + dr columns per tile. Rows past the band (the last tile's missing
+    // pixels) read the band's last row and store nothing.
+    int r = div_small(tile * 16 + (lane & 15), inv_wo), c = tile * 16 + (lane & 15) - r * p.Wo;
+    float sum0 = 0.f, sum1 = 0.f;
+#pragma unroll 2
+    for (int t = tile; t < tile + tiles; ++t, dst += 2 * d_row8) {
+      const uint32_t a_addr = es + ((min(r, rows - 1) * S * WE + c * S) * LDE + grp * 8) * 2;
+      r += dq;
+      c += dr;
+      if (c >= p.Wo) {
+        c -= p.Wo;
+        ++r;
+      }
+      float acc[4] = {bias0, bias1, bias0, bias1};
+#pragma unroll
+      for (int j = 0; j < NPAIR; ++j) {
+        uint32_t a[4];
+        bf::ldmatrix_x4(a, a_addr + toff[j]);
+        bf::mma_m16n8k16(acc, a, b[j][0], b[j][1]);
+      }
+      const int left = npo - t * 16;  // valid pixels of this tile (>= 16 but in the band's last)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {  // accumulator rows g and g + 8: pixels t * 16 + g (+ 8)
+        const bool ok = g + 8 * h < left;
+        const float s0 = silu_of_half(acc[2 * h]), s1 = silu_of_half(acc[2 * h + 1]);
+        sum0 += ok ? s0 : 0.f;
+        sum1 += ok ? s1 : 0.f;
+        if (ok && store) *reinterpret_cast<__half2*>(dst + h * d_row8) = __floats2half2_rn(s0, s1);
+      }
+    }
+#pragma unroll
+    for (int o = 4; o < 32; o <<= 1) {
+      sum0 += __shfl_xor_sync(0xffffffffu, sum0, o);
+      sum1 += __shfl_xor_sync(0xffffffffu, sum1, o);
+    }
+    if (lane < 4) {
+      atomicAdd(red + grp * 8 + 2 * q, sum0);
+      atomicAdd(red + grp * 8 + 2 * q + 1, sum1);
+    }
+  }
+}
+
 // V3 (version 3 of kernel 1; V3 = false is version 2 unchanged): SiLU through tanh, the zero
 // border written by walking only the border (not every tile position with two divisions), and
 // the depthwise work items stepped without a division per item.
 // V3 with k = 5: at most 80 registers (three CTAs per SM; ptxas: 4 bytes of spill outside the
 // depthwise loop in the expand variants), where version 2 takes 92-100 and fits two.
-template <int HC, int KS, int S, bool EXPAND, bool V3 = false>
-__global__ void __launch_bounds__(kExpandThreads, (V3 && KS == 5) ? 3 : 0) expand_dw_v2_kernel(const Params p) {
+// TC (version 5; needs V3): the depthwise on tensor cores (depthwise_tc), two CTAs per SM.
+template <int HC, int KS, int S, bool EXPAND, bool V3 = false, bool TC = false>
+__global__ void __launch_bounds__(kExpandThreads, TC ? 2 : (V3 && KS == 5) ? 3 : 0) expand_dw_v2_kernel(const Params p) {
+  static_assert(!TC || V3, "version 5 is version 3 with the depthwise on tensor cores");
   using bf::cp_async16;
   using bf::smem_addr;
   extern __shared__ __align__(16) uint8_t smem[];
@@ -201,7 +307,8 @@ __global__ void __launch_bounds__(kExpandThreads, (V3 && KS == 5) ? 3 : 0) expan
 
   constexpr int PAIRS = HC / 2, GROUPS = kExpandThreads / PAIRS;
   const int pair = tid % PAIRS, group = tid / PAIRS;
-  if (group < GROUPS) {
+  if constexpr (TC) depthwise_tc<HC, KS, S>(p, Es, red, WE, oh0, oh1 - oh0, n, c0);
+  else if (group < GROUPS) {
     const int ch = c0 + 2 * pair;
     float w0[KS * KS], w1[KS * KS];
 #pragma unroll
@@ -292,7 +399,7 @@ __global__ void __launch_bounds__(kExpandThreads, (V3 && KS == 5) ? 3 : 0) expan
     p.partial[((size_t)n * p.row_blocks + band) * p.hid_pad + c0 + i] = red[i];
 }
 
-template <int HC, int KS, int S, bool EXPAND, bool V3>
+template <int HC, int KS, int S, bool EXPAND, bool V3, bool TC = false>
 cudaError_t launch_expand_dw_v2(const Params& p, cudaStream_t stream) {
   constexpr int kMaxDevices = 64;
   static int configured[kMaxDevices] = {};
@@ -306,28 +413,28 @@ cudaError_t launch_expand_dw_v2(const Params& p, cudaStream_t stream) {
     err = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
     if (err != cudaSuccess) return err;
     if (smem > optin) return cudaErrorInvalidConfiguration;
-    err = cudaFuncSetAttribute(expand_dw_v2_kernel<HC, KS, S, EXPAND, V3>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    err = cudaFuncSetAttribute(expand_dw_v2_kernel<HC, KS, S, EXPAND, V3, TC>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                optin);
     if (err != cudaSuccess) return err;
     configured[dev] = optin;
   }
   const dim3 grid(p.hid_pad / HC, p.row_blocks, p.N);
-  expand_dw_v2_kernel<HC, KS, S, EXPAND, V3><<<grid, kExpandThreads, smem, stream>>>(p);
+  expand_dw_v2_kernel<HC, KS, S, EXPAND, V3, TC><<<grid, kExpandThreads, smem, stream>>>(p);
   return cudaGetLastError();
 }
 
-template <int KS, bool V3 = false>
+template <int KS, bool V3 = false, bool TC = false>
 cudaError_t launch_expand_dw_v2_ks(const Params& p, int chunk, cudaStream_t stream) {
   const bool expand = p.w_exp != nullptr;
   switch ((chunk == 48 ? 4 : chunk == 32 ? 0 : 8) + (p.stride == 2 ? 2 : 0) + (expand ? 1 : 0)) {
-    case 0: return launch_expand_dw_v2<32, KS, 1, false, V3>(p, stream);
-    case 1: return launch_expand_dw_v2<32, KS, 1, true, V3>(p, stream);
-    case 2: return launch_expand_dw_v2<32, KS, 2, false, V3>(p, stream);
-    case 3: return launch_expand_dw_v2<32, KS, 2, true, V3>(p, stream);
-    case 4: return launch_expand_dw_v2<48, KS, 1, false, V3>(p, stream);
-    case 5: return launch_expand_dw_v2<48, KS, 1, true, V3>(p, stream);
-    case 6: return launch_expand_dw_v2<48, KS, 2, false, V3>(p, stream);
-    case 7: return launch_expand_dw_v2<48, KS, 2, true, V3>(p, stream);
+    case 0: return launch_expand_dw_v2<32, KS, 1, false, V3, TC>(p, stream);
+    case 1: return launch_expand_dw_v2<32, KS, 1, true, V3, TC>(p, stream);
+    case 2: return launch_expand_dw_v2<32, KS, 2, false, V3, TC>(p, stream);
+    case 3: return launch_expand_dw_v2<32, KS, 2, true, V3, TC>(p, stream);
+    case 4: return launch_expand_dw_v2<48, KS, 1, false, V3, TC>(p, stream);
+    case 5: return launch_expand_dw_v2<48, KS, 1, true, V3, TC>(p, stream);
+    case 6: return launch_expand_dw_v2<48, KS, 2, false, V3, TC>(p, stream);
+    case 7: return launch_expand_dw_v2<48, KS, 2, true, V3, TC>(p, stream);
     default: return cudaErrorInvalidValue;
   }
 }
