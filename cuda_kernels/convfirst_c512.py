@@ -11,8 +11,10 @@ float16 in ``torch.channels_last`` memory, W <= 28; hidden = alpha * C a multipl
 
 Two switches:
 
-- ``CUDA_KERNELS_C512=1`` (or ``=stride1``): ``replace_blocks`` swaps a C = 512 block for
-  `FusedConvFirstC512`; otherwise it stays in PyTorch with that reason (no other kernel has C = 512).
+- ``CUDA_KERNELS_C512`` (unset or ``1``: on, the default since the GPU tests passed; ``stride1``
+  or ``stride2``: only that kernel; ``0``: off): ``replace_blocks`` swaps a C = 512 block for
+  `FusedConvFirstC512`; switched off it stays in PyTorch with that reason (no other kernel has
+  C = 512).
 - ``CUDA_KERNELS_WGMMA_CONVFIRST=256`` (a comma list of widths among 128 and 256; ``1`` or ``all``
   for both, ``0`` for none): stride-1 blocks of those widths run here instead of on the mma.sync
   kernel (`cuda_kernels.FusedConvFirstBlock`), which keeps every other width, and these ones where
@@ -64,10 +66,13 @@ def variants(channels: int) -> tuple[int, ...]:
 
 
 def enabled(kernel: str = "stride1") -> bool:
-    """Whether ``replace_blocks`` may use a C = 512 kernel: ``CUDA_KERNELS_C512=1`` switches on both,
-    a comma list of ``stride1`` (this module's kernel) and ``stride2`` (the 256 -> 512 stride-2
-    block, convfirst_s2) only those named."""
-    parts = {part.strip() for part in os.environ.get(ENV_SWITCH, "").split(",")}
+    """Whether ``replace_blocks`` may use a C = 512 kernel: both when ``CUDA_KERNELS_C512`` is unset
+    or ``1``; a comma list of ``stride1`` (this module's kernel) and ``stride2`` (the 256 -> 512
+    stride-2 block, convfirst_s2) only those named; ``0`` neither."""
+    value = os.environ.get(ENV_SWITCH)
+    if value is None:  # on by default: both kernels passed their GPU tests (311/311, H200)
+        return True
+    parts = {part.strip() for part in value.split(",")}
     return "1" in parts or kernel in parts
 
 
@@ -273,8 +278,8 @@ class FusedConvFirstC512(nn.Module):
             return reason
         channels = block.channels
         if channels == CHANNELS and not enabled():
-            return (f"C={CHANNELS}: its kernel (cuda_kernels/convfirst_c512.py) is off until its GPU tests pass; "
-                    f"set {ENV_SWITCH}=1 (or =stride1) to use it")
+            return (f"C={CHANNELS}: its kernel (cuda_kernels/convfirst_c512.py) is switched off by "
+                    f"{ENV_SWITCH}; unset it or set it to 1 (or stride1) to use it")
         if channels != CHANNELS and channels not in wgmma_widths():
             return (f"C={channels}: the wgmma kernel is off for this width (the mma.sync kernel runs it); "
                     f"set {WGMMA_SWITCH}={channels} to use it")

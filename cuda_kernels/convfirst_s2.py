@@ -24,7 +24,7 @@ from cuda_kernels.ops import GROUP_WIDTH, pack_conv_weight
 
 SUPPORTED_WIDTHS = ((32, 64), (64, 128), (128, 256))  # (C_in, C_out)
 # Widths whose kernel lives in the C = 512 extension (csrc/convfirst_s2_wide.cu: 64-pixel tiles, a
-# 512-wide accumulator) and is off until its GPU tests pass (convfirst_c512.ENV_SWITCH).
+# 512-wide accumulator), behind the same switch (convfirst_c512.ENV_SWITCH, on by default).
 SWITCHED_WIDTHS = ((256, 512),)
 SUPPORTED_EXPANSIONS = (2, 4, 6)  # hidden = alpha * C_in
 MAX_WIDTH = 56  # the kernel's shared input rows hold (2R + 3) W <= 680 pixels for W <= 56
@@ -96,8 +96,8 @@ def unsupported_shape(in_channels: int, out_channels: int, hidden: int) -> str |
         from cuda_kernels import convfirst_c512
 
         if not convfirst_c512.enabled("stride2"):
-            return (f"C {in_channels} -> {out_channels}: its kernel (in the C=512 extension) is off until its GPU "
-                    f"tests pass; set {convfirst_c512.ENV_SWITCH}=1 (or =stride2) to use it")
+            return (f"C {in_channels} -> {out_channels}: its kernel (in the C=512 extension) is switched off by "
+                    f"{convfirst_c512.ENV_SWITCH}; unset it or set it to 1 (or stride2) to use it")
     elif (in_channels, out_channels) not in SUPPORTED_WIDTHS:
         return f"C {in_channels} -> {out_channels} (the stride-2 kernel has {SUPPORTED_WIDTHS})"
     if hidden % in_channels or hidden // in_channels not in SUPPORTED_EXPANSIONS:

@@ -40,28 +40,33 @@ def test_unknown_backend_is_bad_input(tmp_path):
         bench(perfmodel.load_spec("resnet50"), backend="tensorrt", output=tmp_path / "m.json")
 
 
-def test_cuda_kernels_backend_swaps_every_supported_block():
+def test_cuda_kernels_backend_swaps_every_supported_block(monkeypatch):
     """ConvFirstNet-S: widths (32, 64, 128, 256), depths (3, 4, 12, 4), alpha 6: 23 stride-1
     blocks and 3 stride-2 blocks (C -> 2C: 32 -> 64, 64 -> 128, 128 -> 256), all supported.
-    ConvFirstNet-H200: widths (64, 128, 256, 512), depths (3, 4, 14, 3): C = 512 is not
-    supported, 3 + 4 + 14 = 21 stride-1 blocks and 2 stride-2 blocks fused; the 256 -> 512
-    stride-2 block and the 3 C = 512 blocks stay, each with its FFN: 8 fallbacks, each with
-    its reason."""
+    ConvFirstNet-H200: widths (64, 128, 256, 512), depths (3, 4, 14, 3): 3 + 4 + 14 + 3 = 24
+    stride-1 blocks and 3 stride-2 blocks, all fused with the C = 512 kernels on (the
+    default); with CUDA_KERNELS_C512=0 the 256 -> 512 stride-2 block and the 3 C = 512 blocks
+    stay, each with its FFN: 8 fallbacks, each with its reason."""
     import torch
 
     import cuda_kernels
     from cuda_kernels import convfirst_c512 as c512
     from perfmodel.zoo import FFN, MODELS, fold_batchnorm
 
-    for name, expected, down, fallbacks in (("convfirstnet_s", 23, 3, 0), ("convfirstnet_h200", 21, 2, 8)):
+    monkeypatch.delenv(c512.ENV_SWITCH, raising=False)
+    for name, switch, expected, down, fallbacks in (("convfirstnet_s", None, 23, 3, 0),
+                                                    ("convfirstnet_h200", None, 24, 3, 0),
+                                                    ("convfirstnet_h200", "0", 21, 2, 8)):
+        if switch is not None:
+            monkeypatch.setenv(c512.ENV_SWITCH, switch)
         net = fold_batchnorm(MODELS[name]())
         swap = cuda_kernels.replace_blocks(net)
         assert swap.fused == {"ConvFirstBlock": expected + down, "FFN": 0}
         assert len(swap.fallback) == fallbacks
-        # stride-1 blocks on the mma.sync kernel, or on the wgmma one at the widths it takes by default
-        # (C = 256: convfirst_c512.DEFAULT_WGMMA_WIDTHS)
+        # stride-1 blocks on the mma.sync kernel, or on the wgmma one: C = 512 and the widths it
+        # takes by default (C = 256: convfirst_c512.DEFAULT_WGMMA_WIDTHS)
         wgmma = [m for m in net.modules() if isinstance(m, cuda_kernels.FusedConvFirstC512)]
-        assert all(m.channels in c512.wgmma_widths() for m in wgmma)
+        assert all(m.channels in c512.wgmma_widths() + (512,) for m in wgmma)
         assert sum(isinstance(m, cuda_kernels.FusedConvFirstBlock) for m in net.modules()) + len(wgmma) == expected
         assert sum(isinstance(m, cuda_kernels.FusedConvFirstDown) for m in net.modules()) == down
     assert swap.fallback["stages.3.0"].startswith("C 256 -> 512")

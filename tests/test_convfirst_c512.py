@@ -216,9 +216,11 @@ def test_switch_and_reasons(monkeypatch):
     unsupported = c512.FusedConvFirstC512.unsupported
     block = block_512(4)
     monkeypatch.delenv(c512.ENV_SWITCH, raising=False)
+    assert c512.enabled() and c512.enabled("stride2")  # on by default
+    monkeypatch.setenv(c512.ENV_SWITCH, "0")
     assert not c512.enabled()
     assert unsupported(block).startswith("C=512") and c512.ENV_SWITCH in unsupported(block)
-    with pytest.raises(ValueError, match="off until its GPU tests pass"):
+    with pytest.raises(ValueError, match="switched off by CUDA_KERNELS_C512"):
         c512.FusedConvFirstC512.from_block(block)
     monkeypatch.setenv(c512.ENV_SWITCH, "1")
     if not torch.cuda.is_available() or torch.cuda.get_device_capability() == (9, 0):
@@ -289,7 +291,7 @@ def test_replace_blocks_uses_the_switch(monkeypatch):
         torch.manual_seed(0)
         return fold_batchnorm(nn.Sequential(ConvFirstBlock(256, 2), ConvFirstBlock(512, 4), ConvFirstBlock(512, 6)))
 
-    monkeypatch.delenv(c512.ENV_SWITCH, raising=False)
+    monkeypatch.setenv(c512.ENV_SWITCH, "0")
     monkeypatch.setenv(c512.WGMMA_SWITCH, "0")
     model = net()
     swap = cuda_kernels.replace_blocks(model)
@@ -447,7 +449,7 @@ def test_bench_cases_count_the_block():
 def test_wide_stride_2_widths_follow_the_switch(monkeypatch):
     from cuda_kernels import convfirst_s2 as s2
 
-    monkeypatch.delenv(c512.ENV_SWITCH, raising=False)
+    monkeypatch.setenv(c512.ENV_SWITCH, "0")
     reason = s2.unsupported_shape(256, 512, 1536)
     assert reason.startswith("C 256 -> 512") and c512.ENV_SWITCH in reason
     monkeypatch.setenv(c512.ENV_SWITCH, "1")
