@@ -249,6 +249,13 @@ __global__ void __launch_bounds__(kExpandThreads, TC ? 2 : (V3 && KS == 5) ? 3 :
     const int a_row = lane & 15, a_k = (lane >> 4) * 8;
     const int b_row = (lane & 7) + ((lane >> 4) << 3), b_k = ((lane >> 3) & 1) * 8;
     const int mtiles = (npix + 15) / 16;
+    float hbias[TC ? NT : 1][2];  // version 5: this lane's expand biases, halved, loaded once per CTA
+    if constexpr (TC) {
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int u = 0; u < 2; ++u) hbias[nt][u] = 0.5f * __ldg(p.b_exp + c0 + nt * 8 + (lane & 3) * 2 + u);
+    }
     for (int mt = warp; mt < mtiles; mt += kExpandThreads / 32) {
       float acc[NT][4];
 #pragma unroll
@@ -274,6 +281,17 @@ __global__ void __launch_bounds__(kExpandThreads, TC ? 2 : (V3 && KS == 5) ? 3 :
         ok[h] = q < npix;
         const int row = V3 ? div_small(q, inv_w) : q / p.W;
         epos[h] = e_off + row * WE + (q - row * p.W);
+      }
+      if constexpr (TC) {  // the SiLU of every row, then only the store tested: no branches
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const __half2 ev = __floats2half2_rn(silu_of_half(fmaf(acc[nt][2 * h], 0.5f, hbias[nt][0])),
+                                                 silu_of_half(fmaf(acc[nt][2 * h + 1], 0.5f, hbias[nt][1])));
+            if (ok[h]) *reinterpret_cast<__half2*>(Es + epos[h] * LDE + nt * 8 + (lane & 3) * 2) = ev;
+          }
+        continue;
       }
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
