@@ -66,18 +66,27 @@ class NetworkCase:
 
 
 def network_cases(measured: "list[tuple[Measurement, Result, Result]]") -> list[NetworkCase]:
-    """One row per model from (measurement, block-plan result, layer-plan result) triples:
-    each backend's fastest setting among the model's measurements."""
-    rows: dict[str, dict] = {}
+    """One row per model from (measurement, block-plan result, layer-plan result) triples.
+
+    Speedups count only against baselines of the same run, so the files of one folder are one
+    run: per model, the run whose fused network (cuda_kernels) is fastest, else its only run,
+    and in it each backend's fastest setting."""
+    runs: dict[tuple[str, str], dict] = {}
     for m, block, layer in measured:
-        row = rows.setdefault(block.model, {"batch": m.batch, "median": {}, "setting": {},
-                                            "block": block.totals.t_min_s * 1e6,
-                                            "layer": layer.totals.t_min_s * 1e6})
+        run = runs.setdefault((block.model, str(Path(m.path).parent) if m.path else ""),
+                              {"batch": m.batch, "median": {}, "setting": {},
+                               "block": block.totals.t_min_s * 1e6,
+                               "layer": layer.totals.t_min_s * 1e6})
         us = m.latency_ms * 1e3
-        if us < row["median"].get(m.backend, float("inf")):
-            row["median"][m.backend], row["setting"][m.backend] = us, m.setting
+        if us < run["median"].get(m.backend, float("inf")):
+            run["median"][m.backend], run["setting"][m.backend] = us, m.setting
+    best: dict[str, dict] = {}
+    for (model, _), run in runs.items():
+        key = run["median"].get("cuda_kernels", float("inf"))
+        if model not in best or key < best[model]["median"].get("cuda_kernels", float("inf")):
+            best[model] = run
     return [NetworkCase(name, r["batch"], r["median"], r["setting"], r["block"], r["layer"])
-            for name, r in rows.items()]
+            for name, r in best.items()]
 
 
 def load_kernel_results(path: str | Path, hw: Hardware) -> list[KernelCase]:

@@ -41,8 +41,8 @@ def test_network_rows_take_each_backends_fastest_setting():
 
     from perfmodel.kernel_results import network_cases
 
-    def m(backend, ms, setting):
-        return SimpleNamespace(backend=backend, latency_ms=ms, batch=128, setting=setting)
+    def m(backend, ms, setting, path=None):
+        return SimpleNamespace(backend=backend, latency_ms=ms, batch=128, setting=setting, path=path)
 
     def r(t_min_s):
         return SimpleNamespace(model="Net", totals=SimpleNamespace(t_min_s=t_min_s))
@@ -55,6 +55,23 @@ def test_network_rows_take_each_backends_fastest_setting():
     assert row.settings["cuda_kernels"] == "cuda_kernels (compiled rest)"
     assert (row.block_t_min_us, row.layer_t_min_us) == (300.0, 900.0)
     assert row.fraction_of_bound() == 300 / 2000 and row.label == "Net (network)"
+
+
+def test_network_rows_compare_within_one_run():
+    """Files of one folder are one run: the row is the run with the fastest fused network,
+    with that run's baselines, never another run's faster torch.compile."""
+    from types import SimpleNamespace
+
+    from perfmodel.kernel_results import network_cases
+
+    def m(backend, ms, run):
+        return SimpleNamespace(backend=backend, latency_ms=ms, batch=128, setting=backend,
+                               path=f"/m/{run}/{backend}.json")
+
+    t = SimpleNamespace(model="Net", totals=SimpleNamespace(t_min_s=1e-3))
+    [row] = network_cases([(m("cuda_kernels", 5.0, "a"), t, t), (m("inductor", 6.0, "a"), t, t),
+                           (m("cuda_kernels", 4.0, "b"), t, t), (m("inductor", 6.5, "b"), t, t)])
+    assert row.median_us == {"cuda_kernels": 4000.0, "inductor": 6500.0}
 
 
 def test_kernels_command_draws_networks_beside_the_blocks(tmp_path, capsys):
