@@ -26,6 +26,11 @@ def _e_tile(e: torch.Tensor, oh0: int, rows: int, ks: int, stride: int, we: int)
     return tile.reshape(e_rows * we, c)
 
 
+def _group_width(ks: int, hc: int) -> int:
+    """DwTc<KS, HC>::GW: 8-channel groups per work item (two for k = 3, sharing the addressing)."""
+    return 2 if ks == 3 and hc % 16 == 0 else 1
+
+
 def _depthwise_tc(tile: torch.Tensor, w: torch.Tensor, bias: torch.Tensor, rows: int, wo: int, we: int, ks: int,
                   stride: int) -> tuple[torch.Tensor, torch.Tensor]:
     """depthwise_tc on one band and chunk of HC channels, transliterated: returns D (the
@@ -33,7 +38,8 @@ def _depthwise_tc(tile: torch.Tensor, w: torch.Tensor, bias: torch.Tensor, rows:
     band of D per channel; the kernel sums SiLU(D), the dataflow is the same). Asserts every
     ldmatrix row lies inside the tile and every D element is written once."""
     hc = tile.shape[1]
-    grp_n, ntap = hc // 8, ks * ks
+    gw = _group_width(ks, hc)
+    grp_n, ntap = hc // (8 * gw), ks * ks
     npair = (ntap + 1) // 2
     npo = rows * wo
     ntiles = (npo + 15) >> 4
@@ -51,29 +57,32 @@ def _depthwise_tc(tile: torch.Tensor, w: torch.Tensor, bias: torch.Tensor, rows:
         grp, tile_i = divmod(i0, ntiles)
         i = i0
         while i < i1:
-            ch = grp * 8
             tiles = min(i1 - i, ntiles - tile_i)
             i += tiles
-            # B fragments: lane (g, q) holds b[j][u] = rows 8u + 2q, 8u + 2q + 1 of column g
-            b = torch.full((npair, 16, 8), float("nan"), dtype=tile.dtype)
-            for lane in range(32):
-                g, q = lane >> 2, lane & 3
-                diag = (g >> 1) == q
-                for j in range(npair):
+            b, bias_frag = [], []
+            for gi in range(gw):
+                ch = grp * 8 * gw + gi * 8
+                # B fragments: lane (g, q) holds b[j][u] = rows 8u + 2q, 8u + 2q + 1 of column g
+                bg = torch.full((npair, 16, 8), float("nan"), dtype=tile.dtype)
+                for lane in range(32):
+                    g, q = lane >> 2, lane & 3
+                    diag = (g >> 1) == q
+                    for j in range(npair):
+                        for u in range(2):
+                            t = 2 * j + u
+                            wv = 0.5 * w[t, ch + g] if (t < ntap and diag) else 0.0
+                            lo, hi_ = (0.0, wv) if g & 1 else (wv, 0.0)
+                            bg[j, 8 * u + 2 * q, g], bg[j, 8 * u + 2 * q + 1, g] = lo, hi_
+                for j in range(npair):  # B = [diag(w_2j); diag(w_2j+1)] / 2
                     for u in range(2):
                         t = 2 * j + u
-                        wv = 0.5 * w[t, ch + g] if (t < ntap and diag) else 0.0
-                        lo, hi_ = (0.0, wv) if g & 1 else (wv, 0.0)
-                        b[j, 8 * u + 2 * q, g], b[j, 8 * u + 2 * q + 1, g] = lo, hi_
-            for j in range(npair):  # B = [diag(w_2j); diag(w_2j+1)] / 2
-                for u in range(2):
-                    t = 2 * j + u
-                    want = torch.diag(0.5 * w[t, ch:ch + 8]) if t < ntap else torch.zeros(8, 8, dtype=tile.dtype)
-                    assert torch.equal(b[j, 8 * u:8 * u + 8], want)
-            bias_frag = [0.5 * bias[ch + 2 * (lane & 3) + k] for lane in range(32) for k in (0, 1)]
+                        want = torch.diag(0.5 * w[t, ch:ch + 8]) if t < ntap else torch.zeros(8, 8, dtype=tile.dtype)
+                        assert torch.equal(bg[j, 8 * u:8 * u + 8], want)
+                b.append(bg)
+                bias_frag.append([0.5 * bias[ch + 2 * (lane & 3) + k] for lane in range(32) for k in (0, 1)])
             # per-lane pixel (r, c) of its ldmatrix row, stepped by 16 pixels a tile
             rc = [divmod(tile_i * 16 + (lane & 15), wo) for lane in range(32)]
-            sums = torch.zeros(32, 2, dtype=tile.dtype)
+            sums = torch.zeros(gw, 32, 2, dtype=tile.dtype)
             for t in range(tile_i, tile_i + tiles):
                 addr = []
                 for lane in range(32):
@@ -85,36 +94,39 @@ def _depthwise_tc(tile: torch.Tensor, w: torch.Tensor, bias: torch.Tensor, rows:
                         c -= wo
                         r += 1
                     rc[lane] = (r, c)
-                acc = torch.zeros(16, 8, dtype=tile.dtype)
-                for lane in range(32):  # accumulators initialised with the bias: c0, c1 row g; c2, c3 row g + 8
-                    g, q = lane >> 2, lane & 3
-                    for h in range(2):
-                        acc[g + 8 * h, 2 * q] = bias_frag[2 * lane]
-                        acc[g + 8 * h, 2 * q + 1] = bias_frag[2 * lane + 1]
-                for j in range(npair):
-                    a = torch.empty(16, 16, dtype=tile.dtype)
-                    for lane in range(32):  # ldmatrix.x4: matrix lane // 8, its row lane % 8
-                        pos = addr[lane] + toff[lane >> 4][j]
-                        assert 0 <= pos < tile.shape[0]
-                        m = lane & 15  # matrices 0, 1: A rows 0-15, k 0-7; matrices 2, 3: rows 0-15, k 8-15
-                        a[m, 8 * (lane >> 4):8 * (lane >> 4) + 8] = tile[pos, ch:ch + 8]
-                    acc = acc + a @ b[j]
                 left = npo - t * 16
-                for lane in range(32):
-                    g, q = lane >> 2, lane & 3
-                    for h in range(2):
-                        if g + 8 * h < left:
-                            f = t * 16 + g + 8 * h
-                            for k in range(2):
-                                v = 2 * acc[g + 8 * h, 2 * q + k]
-                                d[f, ch + 2 * q + k] = v
-                                writes[f, ch + 2 * q + k] += 1
-                                sums[lane, k] += v
+                for gi in range(gw):
+                    ch = grp * 8 * gw + gi * 8
+                    acc = torch.zeros(16, 8, dtype=tile.dtype)
+                    for lane in range(32):  # accumulators from the bias: c0, c1 row g; c2, c3 row g + 8
+                        g, q = lane >> 2, lane & 3
+                        for h in range(2):
+                            acc[g + 8 * h, 2 * q] = bias_frag[gi][2 * lane]
+                            acc[g + 8 * h, 2 * q + 1] = bias_frag[gi][2 * lane + 1]
+                    for j in range(npair):
+                        a = torch.empty(16, 16, dtype=tile.dtype)
+                        for lane in range(32):  # ldmatrix.x4: matrix lane // 8, its row lane % 8
+                            pos = addr[lane] + toff[lane >> 4][j]
+                            assert 0 <= pos < tile.shape[0]
+                            m = lane & 15  # matrices 0, 1: A rows 0-15, k 0-7; matrices 2, 3: rows 0-15, k 8-15
+                            a[m, 8 * (lane >> 4):8 * (lane >> 4) + 8] = tile[pos, ch:ch + 8]  # + 16 bytes per gi
+                        acc = acc + a @ b[gi][j]
+                    for lane in range(32):
+                        g, q = lane >> 2, lane & 3
+                        for h in range(2):
+                            if g + 8 * h < left:
+                                f = t * 16 + g + 8 * h
+                                for k in range(2):
+                                    v = 2 * acc[g + 8 * h, 2 * q + k]
+                                    d[f, ch + 2 * q + k] = v
+                                    writes[f, ch + 2 * q + k] += 1
+                                    sums[gi, lane, k] += v
             for o in (4, 8, 16):  # __shfl_xor_sync over the 8 lanes of a column pair
-                sums = sums + sums[[lane ^ o for lane in range(32)]]
-            for lane in range(4):
-                pool[ch + 2 * lane] += sums[lane, 0]
-                pool[ch + 2 * lane + 1] += sums[lane, 1]
+                sums = sums + sums[:, [lane ^ o for lane in range(32)]]
+            for gi in range(gw):
+                for lane in range(4):
+                    for k in range(2):
+                        pool[grp * 8 * gw + gi * 8 + 2 * lane + k] += sums[gi, lane, k]
             grp += 1
             tile_i = 0
     assert (writes == 1).all(), "every D element of the band written exactly once"
@@ -153,8 +165,9 @@ def test_v5_depthwise_tc_computes_the_padded_depthwise_and_pool(height, width, k
 
 def test_v5_band_tiles_split_evenly_over_the_warps():
     """Every (group, tile) pair of a band belongs to one warp's run, and a warp builds B at most
-    GRP / 8 + 2 times (features.2.1's band: 6 groups x 28 tiles; 7x7: 6 x 4; 112 wide: 4 x 70)."""
-    for grp_n, ntiles in [(6, 28), (6, 4), (4, 70), (6, 1), (4, 1), (6, 13)]:
+    GRP / 8 + 2 times (features.2.1's band at k = 3: 3 groups of 16 channels x 28 tiles; 7x7:
+    3 x 4; 112 wide: 2 x 70; k = 5: 6 groups of 8 channels)."""
+    for grp_n, ntiles in [(3, 28), (3, 4), (2, 70), (6, 49), (6, 1), (4, 1), (6, 13)]:
         total = grp_n * ntiles
         per_warp = -(-total // WARPS)
         seen = []

@@ -8,6 +8,8 @@
 //   - SiLU with a fast division (__fdividef: exact enough for an fp16 result, and 0 for
 //     very negative inputs where 1 + exp(-x) overflows).
 #pragma once
+#include <type_traits>
+
 #include "mbconv.cuh"
 #include "ptx.cuh"
 
@@ -65,20 +67,24 @@ __host__ __device__ inline int expand_dw_v2_smem_bytes(int H, int W, int Wo, int
 // (one ldmatrix.x4: lanes 0-15 give the rows of tap 2j, lanes 16-31 those of tap 2j + 1), B =
 // [diag(w_2j); diag(w_2j+1)] in fp16, accumulators (fp32) initialised with the bias. Taps and
 // bias are halved, so the accumulators hold h = v / 2 (silu_of_half), as in version 3. The band's
-// (8-channel group, 16-pixel tile) pairs, group-major, with the band's output pixels flattened
+// (group of 8 GW channels, 16-pixel tile) pairs, group-major, with the band's output pixels flattened
 // row-major into tiles, are cut into 8 contiguous runs, one per warp: a warp builds B (KS * KS
 // loads) once per group it meets, at most GRP / 8 + 2 times. The band's last tile may be partial
 // (its missing rows read pixel 0 and store nothing). Pool: the fp32 SiLU summed per lane, then
 // over the 8 lanes of a column pair (three shuffles), one shared atomic per channel and group run.
-template <int KS>
+template <int KS, int HC>
 struct DwTc {
   static constexpr int NTAP = KS * KS, NPAIR = (NTAP + 1) / 2;
+  // 8-channel groups per work item: k = 3 takes two, sharing the pixel addressing and loop
+  // (2 x 10 B registers); k = 5 one (26 B registers each).
+  static constexpr int GW = KS == 3 && HC % 16 == 0 ? 2 : 1;
 };
 
 template <int HC, int KS, int S>
 __device__ __forceinline__ void depthwise_tc(const Params& p, const __half* Es, float* red, int WE, int oh0, int rows,
                                              int n, int c0) {
-  constexpr int LDE = HC + 8, GRP = HC / 8, NTAP = DwTc<KS>::NTAP, NPAIR = DwTc<KS>::NPAIR;
+  using T = DwTc<KS, HC>;
+  constexpr int LDE = HC + 8, NTAP = T::NTAP, NPAIR = T::NPAIR, GW = T::GW, GRP = HC / (8 * GW);
   constexpr int WARPS = kExpandThreads / 32;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, q = lane & 3, hi = lane >> 4;
@@ -99,67 +105,86 @@ __device__ __forceinline__ void depthwise_tc(const Params& p, const __half* Es, 
   const int i0 = warp * per_warp, i1 = min(i0 + per_warp, total);
   int grp = i0 / ntiles, tile = i0 - grp * ntiles;
   for (int i = i0; i < i1; ++grp, tile = 0) {
-    const int ch = c0 + grp * 8, tiles = min(i1 - i, ntiles - tile);  // this group's tiles in the run
+    const int ch = c0 + grp * 8 * GW, tiles = min(i1 - i, ntiles - tile);  // this group's tiles in the run
     i += tiles;
-    float w[2 * NPAIR];  // w(t, ch + g) / 2 on the diagonal lanes, 0 elsewhere and for t = KS * KS
-    const float* wp = p.w_dw + ch + g;
+    uint32_t b[GW][NPAIR][2];
+    float bias[GW][2];
 #pragma unroll
-    for (int t = 0; t < 2 * NPAIR; ++t) {
-      w[t] = t < NTAP ? __ldg(wp) : 0.f;
-      if (t < NTAP) wp += p.hid_pad;
-    }
-    uint32_t b[NPAIR][2];
+    for (int gi = 0; gi < GW; ++gi) {
+      float w[2 * NPAIR];  // w(t, ch + 8 gi + g) / 2 on the diagonal lanes, 0 elsewhere and for t = KS * KS
+      const float* wp = p.w_dw + ch + gi * 8 + g;
 #pragma unroll
-    for (int j = 0; j < NPAIR; ++j)
-#pragma unroll
-      for (int u = 0; u < 2; ++u) {
-        const __half wh = __float2half_rn(diag ? 0.5f * w[2 * j + u] : 0.f), zero = __float2half_rn(0.f);
-        const __half2 v = (g & 1) ? __halves2half2(zero, wh) : __halves2half2(wh, zero);
-        b[j][u] = *reinterpret_cast<const uint32_t*>(&v);
+      for (int t = 0; t < 2 * NPAIR; ++t) {
+        w[t] = t < NTAP ? __ldg(wp) : 0.f;
+        if (t < NTAP) wp += p.hid_pad;
       }
-    const float bias0 = 0.5f * __ldg(p.b_dw + ch + 2 * q), bias1 = 0.5f * __ldg(p.b_dw + ch + 2 * q + 1);
-    const bool store = ch < p.hidden;
+#pragma unroll
+      for (int j = 0; j < NPAIR; ++j)
+#pragma unroll
+        for (int u = 0; u < 2; ++u) {
+          const __half wh = __float2half_rn(diag ? 0.5f * w[2 * j + u] : 0.f), zero = __float2half_rn(0.f);
+          const __half2 v = (g & 1) ? __halves2half2(zero, wh) : __halves2half2(wh, zero);
+          b[gi][j][u] = *reinterpret_cast<const uint32_t*>(&v);
+        }
+#pragma unroll
+      for (int u = 0; u < 2; ++u) bias[gi][u] = 0.5f * __ldg(p.b_dw + ch + gi * 8 + 2 * q + u);
+    }
     __half* dst = p.d + (d_pix0 + tile * 16 + g) * p.hidden + ch + 2 * q;  // row g of the first tile
     // This lane's ldmatrix row is output pixel t * 16 + (lane & 15) of the band, at (r, c); it
     // advances by 16 = dq rows + dr columns per tile. Rows past the band (the last tile's missing
     // pixels) read the band's last row and store nothing.
     int r = div_small(tile * 16 + (lane & 15), inv_wo), c = tile * 16 + (lane & 15) - r * p.Wo;
-    float sum0 = 0.f, sum1 = 0.f;
+    float sum[GW][2] = {};
 #pragma unroll 2
     for (int t = tile; t < tile + tiles; ++t, dst += 2 * d_row8) {
-      const uint32_t a_addr = es + ((min(r, rows - 1) * S * WE + c * S) * LDE + grp * 8) * 2;
+      const uint32_t a_addr = es + ((min(r, rows - 1) * S * WE + c * S) * LDE + grp * 8 * GW) * 2;
       r += dq;
       c += dr;
       if (c >= p.Wo) {
         c -= p.Wo;
         ++r;
       }
-      float acc[4] = {bias0, bias1, bias0, bias1};
+      float acc[GW][4];
 #pragma unroll
-      for (int j = 0; j < NPAIR; ++j) {
-        uint32_t a[4];
-        bf::ldmatrix_x4(a, a_addr + toff[j]);
-        bf::mma_m16n8k16(acc, a, b[j][0], b[j][1]);
+      for (int gi = 0; gi < GW; ++gi) {
+        acc[gi][0] = acc[gi][2] = bias[gi][0];
+        acc[gi][1] = acc[gi][3] = bias[gi][1];
       }
+#pragma unroll
+      for (int j = 0; j < NPAIR; ++j)
+#pragma unroll
+        for (int gi = 0; gi < GW; ++gi) {
+          uint32_t a[4];
+          bf::ldmatrix_x4(a, a_addr + toff[j] + gi * 16);
+          bf::mma_m16n8k16(acc[gi], a, b[gi][j][0], b[gi][j][1]);
+        }
       const int left = npo - t * 16;  // valid pixels of this tile (>= 16 but in the band's last)
+      auto epilogue = [&](auto full) {  // full: every row of the tile is a pixel of the band
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {  // accumulator rows g and g + 8: pixels t * 16 + g (+ 8)
-        const bool ok = g + 8 * h < left;
-        const float s0 = silu_of_half(acc[2 * h]), s1 = silu_of_half(acc[2 * h + 1]);
-        sum0 += ok ? s0 : 0.f;
-        sum1 += ok ? s1 : 0.f;
-        if (ok && store) *reinterpret_cast<__half2*>(dst + h * d_row8) = __floats2half2_rn(s0, s1);
+        for (int gi = 0; gi < GW; ++gi)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {  // accumulator rows g and g + 8: pixels t * 16 + g (+ 8)
+            const bool ok = decltype(full)::value || g + 8 * h < left;
+            const float s0 = silu_of_half(acc[gi][2 * h]), s1 = silu_of_half(acc[gi][2 * h + 1]);
+            sum[gi][0] += ok ? s0 : 0.f;
+            sum[gi][1] += ok ? s1 : 0.f;
+            if (ok && ch + gi * 8 < p.hidden)
+              *reinterpret_cast<__half2*>(dst + h * d_row8 + gi * 8) = __floats2half2_rn(s0, s1);
+          }
+      };
+      if (left >= 16)
+        epilogue(std::true_type{});
+      else
+        epilogue(std::false_type{});
+    }
+#pragma unroll
+    for (int gi = 0; gi < GW; ++gi)
+#pragma unroll
+      for (int u = 0; u < 2; ++u) {
+#pragma unroll
+        for (int o = 4; o < 32; o <<= 1) sum[gi][u] += __shfl_xor_sync(0xffffffffu, sum[gi][u], o);
+        if (lane < 4) atomicAdd(red + grp * 8 * GW + gi * 8 + 2 * q + u, sum[gi][u]);
       }
-    }
-#pragma unroll
-    for (int o = 4; o < 32; o <<= 1) {
-      sum0 += __shfl_xor_sync(0xffffffffu, sum0, o);
-      sum1 += __shfl_xor_sync(0xffffffffu, sum1, o);
-    }
-    if (lane < 4) {
-      atomicAdd(red + grp * 8 + 2 * q, sum0);
-      atomicAdd(red + grp * 8 + 2 * q + 1, sum1);
-    }
   }
 }
 
