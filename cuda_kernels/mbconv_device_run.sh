@@ -12,8 +12,9 @@
 #   compile EfficientNet-B0 under torch.compile, freezing, CUDA graphs (the same-run baseline)
 #   accept  the issue's acceptance blocks (MBCONV_ACCEPT_BLOCKS, default features.2.1 features.3.1
 #           features.4.1), versions MBCONV_ACCEPT_VERSIONS (default "3 5") against eager and
-#           torch.compile default and max-autotune-no-cudagraphs, freezing on, no new compile after
-#           MBCONV_ACCEPT_BUDGET_S (default 75) s -> OUTDIR/mbconv_accept_h200.json (written per block)
+#           torch.compile default, freezing on -> OUTDIR/mbconv_accept_default_h200.json (per block)
+#   acceptma the same against torch.compile max-autotune-no-cudagraphs, no new compile after
+#           MBCONV_ACCEPT_BUDGET_S (default 60) s -> OUTDIR/mbconv_accept_max-autotune_h200.json
 #   ncu     Nsight Compute on MBCONV_NCU_BLOCKS (default features.1.0 features.2.0 features.2.1
 #           features.6.1) at kernel version CUDA_KERNELS_MBCONV_VERSION -> OUTDIR/mbconv_ncu.txt
 # Everything is logged to OUTDIR/log.txt.
@@ -28,9 +29,9 @@
 # Version 5 (NOTES.md, "MBConv version 5"; about 6 minutes): build, v5's CUDA tests, v3 vs v5 on every
 # B0 block, EfficientNet-B0 on v5 and its same-run torch.compile baseline, then the acceptance blocks
 # against torch.compile (both modes):
-#   MBCONV_TEST_VERSIONS=5 CUDA_KERNELS_MBCONV_VERSION=5 MBCONV_STEPS="build tests bench e2e compile accept" \
-#     MBCONV_LIMITS="100 75 45 40 80 120" bash cuda_kernels/mbconv_device_run.sh $OUT --version 3 --version 5 \
-#     --budget-s 0
+#   MBCONV_TEST_VERSIONS=5 CUDA_KERNELS_MBCONV_VERSION=5 \
+#     MBCONV_STEPS="build tests bench e2e compile accept acceptma" MBCONV_LIMITS="90 60 40 40 80 70 90" \
+#     bash cuda_kernels/mbconv_device_run.sh $OUT --version 3 --version 5 --budget-s 0
 set -uo pipefail
 out=${1:?output folder}; shift
 mkdir -p "$out"; log="$out/log.txt"
@@ -55,11 +56,14 @@ for i in "${!steps[@]}"; do
     e2ec) step e2ec "$limit" $b0 --backend cuda_kernels --compile-rest --freezing \
             -o "$out/h200_efficientnet_b0_cuda_kernels_compiled.json" ;;
     compile) step compile "$limit" $b0 --backend inductor --freezing -o "$out/h200_efficientnet_b0_inductor_graphs.json" ;;
-    accept) read -r -a accept_blocks <<< "${MBCONV_ACCEPT_BLOCKS:-features.2.1 features.3.1 features.4.1}"
+    accept|acceptma)
+            read -r -a accept_blocks <<< "${MBCONV_ACCEPT_BLOCKS:-features.2.1 features.3.1 features.4.1}"
             read -r -a accept_versions <<< "${MBCONV_ACCEPT_VERSIONS:-3 5}"
-            step accept "$limit" python3 -m cuda_kernels.mbconv_bench --out "$out/mbconv_accept_h200.json" \
-              "${accept_blocks[@]/#/--block=}" "${accept_versions[@]/#/--version=}" \
-              --budget-s "${MBCONV_ACCEPT_BUDGET_S:-75}" ;;
+            mode=default budget=1000
+            [ "${steps[$i]}" = acceptma ] && mode=max-autotune-no-cudagraphs budget=${MBCONV_ACCEPT_BUDGET_S:-60}
+            step "${steps[$i]}" "$limit" python3 -m cuda_kernels.mbconv_bench \
+              --out "$out/mbconv_accept_${mode%-no-cudagraphs}_h200.json" --compile-mode "$mode" \
+              "${accept_blocks[@]/#/--block=}" "${accept_versions[@]/#/--version=}" --budget-s "$budget" ;;
     ncu) read -r -a blocks <<< "${MBCONV_NCU_BLOCKS:-features.1.0 features.2.0 features.2.1 features.6.1}"
          step ncu "$limit" ncu --clock-control none -k 'regex:expand_dw|se_|project' --section SpeedOfLight \
            --section Occupancy --section LaunchStats --section WarpStateStats --section SchedulerStats \
