@@ -316,23 +316,23 @@ __global__ void __launch_bounds__(kExpandThreads, TC ? 2 : (V3 && KS == 5) ? 3 :
                                                  silu_of_half(fmaf(acc[nt][2 * h + 1], 0.5f, hbias[nt][1])));
             if (ok[h]) *reinterpret_cast<__half2*>(Es + epos[h] * LDE + nt * 8 + (lane & 3) * 2) = ev;
           }
-        continue;
-      }
+      } else {
 #pragma unroll
-      for (int nt = 0; nt < NT; ++nt) {
-        const int col = nt * 8 + (lane & 3) * 2;
-        const float bias0 = __ldg(p.b_exp + c0 + col), bias1 = __ldg(p.b_exp + c0 + col + 1);
+        for (int nt = 0; nt < NT; ++nt) {
+          const int col = nt * 8 + (lane & 3) * 2;
+          const float bias0 = __ldg(p.b_exp + c0 + col), bias1 = __ldg(p.b_exp + c0 + col + 1);
 #pragma unroll
-        for (int h = 0; h < 2; ++h)
-          if (ok[h]) {
-            __half2 ev;
-            if constexpr (V3)  // h = (acc + bias) / 2 in one FFMA
-              ev = __floats2half2_rn(silu_of_half(fmaf(acc[nt][2 * h], 0.5f, 0.5f * bias0)),
-                                     silu_of_half(fmaf(acc[nt][2 * h + 1], 0.5f, 0.5f * bias1)));
-            else
-              ev = __floats2half2_rn(silu_v<V3>(acc[nt][2 * h] + bias0), silu_v<V3>(acc[nt][2 * h + 1] + bias1));
-            *reinterpret_cast<__half2*>(Es + epos[h] * LDE + col) = ev;
-          }
+          for (int h = 0; h < 2; ++h)
+            if (ok[h]) {
+              __half2 ev;
+              if constexpr (V3)  // h = (acc + bias) / 2 in one FFMA
+                ev = __floats2half2_rn(silu_of_half(fmaf(acc[nt][2 * h], 0.5f, 0.5f * bias0)),
+                                       silu_of_half(fmaf(acc[nt][2 * h + 1], 0.5f, 0.5f * bias1)));
+              else
+                ev = __floats2half2_rn(silu_v<V3>(acc[nt][2 * h] + bias0), silu_v<V3>(acc[nt][2 * h + 1] + bias1));
+              *reinterpret_cast<__half2*>(Es + epos[h] * LDE + col) = ev;
+            }
+        }
       }
     }
   } else {
