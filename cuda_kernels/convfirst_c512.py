@@ -52,17 +52,36 @@ K_PANEL = 64
 # variant 0 with the conv halo double-buffered (slice s + 1 loads while slice s computes). Measured on
 # the H200 (examples/measurements/convfirst_c256/): 1 lost 3-15% to 0 at every width; 2 won 5.4% over 0
 # at C=256 a4 14x14 (86.8 vs 91.8 us) and passed its GPU tests, so it is the default where it exists.
-VARIANTS = (0, 1, 2)
+# 3 (C <= 256): persistent, one thread block per SM walking its tiles, a fourth warpgroup computing the
+# next tile's conv while the consumers run the current tile's FFN (NOTES.md "Variant 3"); compiled and
+# CPU-checked only: opt-in (variant=3, or CUDA_KERNELS_C512_VARIANT=3 for the drop-in module) until its
+# GPU tests pass and it is timed.
+VARIANTS = (0, 1, 2, 3)
 DEFAULT_VARIANT = 0  # at C = 512
+VARIANT_SWITCH = "CUDA_KERNELS_C512_VARIANT"  # overrides default_variant where that variant exists
 
 
 def default_variant(channels: int) -> int:
+    value = os.environ.get(VARIANT_SWITCH, "").strip()
+    if value:
+        if not value.isdigit() or int(value) not in VARIANTS:
+            raise ValueError(f"{VARIANT_SWITCH}={value!r}: expected one of {VARIANTS}")
+        if int(value) in variants(channels):
+            return int(value)
     return 2 if channels <= 256 else DEFAULT_VARIANT
 
 
 def variants(channels: int) -> tuple[int, ...]:
-    """The variants the kernel has at this width (2 needs the shared memory C = 512 fills)."""
+    """The variants the kernel has at this width (2 and 3 need the shared memory C = 512 fills)."""
     return VARIANTS if channels <= 256 else VARIANTS[:2]
+
+
+def persistent_tiles(tiles: int, sms: int) -> list[list[int]]:
+    """Variant 3's schedule: min(tiles, sms) thread blocks, block b taking tiles b, b + grid, ...
+    (csrc/convfirst_c512.cu, launch_persistent and the kernel's `my_tiles`)."""
+    grid = min(tiles, sms)
+    my_tiles = [(tiles - 1 - b) // grid + 1 if b < tiles else 0 for b in range(grid)]
+    return [[b + k * grid for k in range(my_tiles[b])] for b in range(grid)]
 
 
 def enabled(kernel: str = "stride1") -> bool:

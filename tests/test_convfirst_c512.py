@@ -386,8 +386,9 @@ def test_double_halo_variant(channels, expansion, batch, h, w):
     check_kernel(expansion, batch, h, w, variant=2, channels=channels)
 
 
-def test_variants_by_width(small_weights):
-    assert c512.variants(512) == (0, 1) and c512.variants(256) == c512.variants(128) == (0, 1, 2)
+def test_variants_by_width(small_weights, monkeypatch):
+    monkeypatch.delenv(c512.VARIANT_SWITCH, raising=False)
+    assert c512.variants(512) == (0, 1) and c512.variants(256) == c512.variants(128) == (0, 1, 2, 3)
     assert [c512.default_variant(c) for c in (128, 256, 512)] == [2, 2, 0]
     x = channels_last(torch.zeros(1, 512, 7, 7, dtype=torch.float16))
     with pytest.raises(ValueError, match="no variant 2 at C=512"):
@@ -409,11 +410,15 @@ def test_raw_op_refuses_overlap_and_bad_shapes():
         ext.convfirst_c512(x, *args[:3], weights.b1[:100].contiguous(), weights.b2, 7, 7, 0, empty)
     with pytest.raises(RuntimeError, match="no variant 2"):
         ext.convfirst_c512(x, *args, 7, 7, 2, empty)
+    with pytest.raises(RuntimeError, match="no variant 3"):
+        ext.convfirst_c512(x, *args, 7, 7, 3, empty)
     with pytest.raises(RuntimeError, match="C in 128, 256, 512"):
         ext.convfirst_c512(x[:, :384].contiguous(), *args, 7, 7, 0, empty)
     optin = torch.cuda.get_device_properties(0).shared_memory_per_block_optin
     assert all(0 < ext.smem_bytes(c) <= optin for c in (128, 256, 512)) and ext.smem_bytes(64) == 0
     assert all(0 < ext.smem_bytes(c, 2) <= optin for c in (128, 256)) and ext.smem_bytes(512, 2) == 0
+    assert all(0 < ext.smem_bytes(c, 3) <= optin for c in (128, 256)) and ext.smem_bytes(512, 3) == 0
+    assert ext.smem_bytes(256, 3) == ext.smem_bytes(256, 2) + 16 and ext.num_variants == 4
 
 
 @pytest.mark.cuda
@@ -632,3 +637,307 @@ def test_pipeline_protocol_has_no_deadlock_or_overwrite(seed, ctas, channels):
     refills a slot a live group reads, never rewrites an H buffer a live group reads, and never
     lets a release count toward another fill."""
     _run_pipeline_model(nchunks=3, stages=8, seed=seed, ctas=ctas, channels=channels)
+
+
+# ---- variant 3: persistent tiles, the next tile's conv on a fourth warpgroup ----
+
+def test_variant_switch(monkeypatch):
+    """CUDA_KERNELS_C512_VARIANT picks the drop-in module's variant where the width has it."""
+    monkeypatch.setenv(c512.VARIANT_SWITCH, "3")
+    assert [c512.default_variant(c) for c in (128, 256, 512)] == [3, 3, 0]
+    monkeypatch.setenv(c512.VARIANT_SWITCH, "1")
+    assert [c512.default_variant(c) for c in (128, 256, 512)] == [1, 1, 1]
+    monkeypatch.setenv(c512.VARIANT_SWITCH, "7")
+    with pytest.raises(ValueError, match="CUDA_KERNELS_C512_VARIANT"):
+        c512.default_variant(256)
+    monkeypatch.setenv(c512.VARIANT_SWITCH, "")
+    assert c512.default_variant(256) == 2
+
+
+@pytest.mark.parametrize("tiles", [1, 5, 131, 132, 133, 392, 454, 1568])
+def test_persistent_schedule_covers_every_tile_once(tiles):
+    """min(tiles, 132) blocks; block b takes b, b + grid, ...: every tile once, in rounds."""
+    schedule = c512.persistent_tiles(tiles, 132)
+    assert len(schedule) == min(tiles, 132)
+    assert sorted(t for blk in schedule for t in blk) == list(range(tiles))
+    assert max(map(len, schedule)) - min(map(len, schedule)) <= 1
+    assert max(map(len, schedule)) == -(-tiles // 132)
+
+
+def _conv_warpgroup_fragments(X: torch.Tensor, channels: int):
+    """conv_tile's output registers for a 64-pixel tile X [64, C]: xr[s][mt][gi][hr] of conv warp cw
+    and lane holds X[16 mt + lane / 4 + 8 hr, 64 s + 8 (2 cw + gi) + 2 (lane % 4) + {0, 1}] (the mma
+    m16n8k8 C fragment of m-tile mt for group 8 s + 2 cw + gi)."""
+    frags = {}
+    for cw, lane, s, mt, gi, hr in itertools.product(range(4), range(32), range(channels // 64), range(4), range(2),
+                                                     range(2)):
+        row = 16 * mt + lane // 4 + 8 * hr
+        col = 64 * s + 8 * (2 * cw + gi) + 2 * (lane % 4)
+        frags[cw, lane, s, mt, gi, hr] = (X[row, col].item(), X[row, col + 1].item())
+    return frags
+
+
+@pytest.mark.parametrize("channels", [256, 128])
+def test_conv_warpgroup_writes_the_x_panels(channels):
+    """store_x's addressing (panel s, row 16 mt + lane / 4 (+ 8), 16-byte chunk 2 cw + gi swizzled with
+    the row, 4 bytes at (lane % 4) * 4) puts every X element where the stage-1 wgmma reads it (panel
+    kp = X[:, 64 kp ..], 128-byte rows, chunk c at c ^ row % 8), each written once: the conv
+    warpgroup's split (group pair cw of every slice, all four m-tiles) covers the tile."""
+    torch.manual_seed(0)
+    X = torch.randn(64, channels, dtype=torch.float64)
+    panels = torch.full((channels // 64, 64 * 64), float("nan"), dtype=torch.float64)  # 8 KB panels as fp16 slots
+    writes = torch.zeros_like(panels)
+    for (cw, lane, s, mt, gi, hr), (v0, v1) in _conv_warpgroup_fragments(X, channels).items():
+        row, chunk = 16 * mt + lane // 4 + 8 * hr, 2 * cw + gi
+        offset = row * 128 + ((chunk ^ row) & 7) * 16 + (lane % 4) * 4  # panel_offset + within, bytes
+        panels[s, offset // 2], panels[s, offset // 2 + 1] = v0, v1
+        writes[s, offset // 2] += 1
+        writes[s, offset // 2 + 1] += 1
+    assert torch.equal(writes, torch.ones_like(writes))
+    for kp in range(channels // 64):
+        got = cuda_kernels.ops._swizzle_128b(panels[kp].reshape(64, 64))  # the swizzle is its own inverse
+        assert torch.equal(got, X[:, 64 * kp : 64 * kp + 64])
+
+
+def test_conv_warpgroup_matches_the_grouped_conv():
+    """The conv warpgroup's job: warp cw computes groups 8 s + 2 cw + {0, 1} of slice s for the four
+    m-tiles from the halo (taps outside the image read the zero pixel); as a float64 transliteration
+    over a batch of tiles, with the halo rows of the kernel (row_lo .. row_hi), against F.conv2d."""
+    torch.manual_seed(1)
+    channels, n, h, w = 128, 2, 5, 13
+    x = torch.randn(n, channels, h, w, dtype=torch.float64)
+    weight = torch.randn(channels, 8, 3, 3, dtype=torch.float64)
+    bias = torch.randn(channels, dtype=torch.float64)
+    want = F.conv2d(x, weight, bias, padding=1, groups=channels // 8).permute(0, 2, 3, 1).reshape(-1, channels)
+    flat = x.permute(0, 2, 3, 1).reshape(-1, channels)
+    pixels, rows_total = n * h * w, n * h
+    got = torch.full_like(want, float("nan"))
+    for p0 in range(0, pixels, 64):
+        p_last = min(p0 + 64, pixels) - 1
+        row_lo, row_hi = max(p0 // w - 1, 0), min(p_last // w + 1, rows_total - 1)
+        halo = flat[row_lo * w : (row_hi + 1) * w]
+        assert halo.shape[0] <= 255  # the zero pixel sits at 255
+        for s, cw, gi, mt in itertools.product(range(channels // 64), range(4), range(2), range(4)):
+            g = 8 * s + 2 * cw + gi
+            for r in range(16):
+                pix = p0 + 16 * mt + r
+                if pix >= pixels:
+                    continue
+                grow, col = divmod(pix, w)
+                acc = bias[8 * g : 8 * g + 8].clone()
+                for tap in range(9):
+                    dy, dx = tap // 3 - 1, tap % 3 - 1
+                    if 0 <= grow % h + dy < h and 0 <= col + dx < w:
+                        q = (grow + dy - row_lo) * w + col + dx
+                        acc += weight[8 * g : 8 * g + 8, :, dy + 1, dx + 1] @ halo[q, 8 * g : 8 * g + 8]
+                got[pix, 8 * g : 8 * g + 8] = acc
+    assert torch.allclose(got, want, rtol=0, atol=1e-12)
+
+
+def _consumer_program_v3(wg: int, tiles: int, nchunks: int, channels: int, x_empty_early: bool = False,
+                         h_by_tile: bool = False) -> list[tuple]:
+    """The variant-3 consumer loop of warpgroup `wg` over `tiles` tiles as operations. The mutations
+    (x_empty before the last stage-1 group retires; the H buffer by the chunk within the tile) are
+    bugs the model must catch."""
+    ops, it, pending, jg = [], 0, None, 0
+    vblocks, accs = channels // 128, max(channels // 256, 1)
+    for k in range(tiles):
+        ops.append(("wait_bar", "x_full", k & 1))
+        for j in range(nchunks):
+            for _ in range(channels // 64):
+                ops += [("wait_full", it), ("issue", it, None, k), ("wait_groups", 1)]
+                ops += [("release", pending)] if pending is not None else []
+                pending, it = it, it + 1
+            if x_empty_early and j == nchunks - 1:
+                ops.append(("arrive", "x_empty"))
+            ops += [("wait_groups", 0), ("release", pending)]
+            if not x_empty_early and j == nchunks - 1:
+                ops.append(("arrive", "x_empty"))
+            buf = (j if h_by_tile else jg) % 2
+            ops += [("write_h", buf, jg), ("barrier", jg)]
+            pending = None
+            for _ in range(2):
+                for q in range(vblocks):
+                    ops.append(("wait_full", it))
+                    if vblocks == 1 or q // accs == wg:
+                        ops += [("issue", it, (buf, jg), None), ("wait_groups", 1)]
+                        ops += [("release", pending)] if pending is not None else []
+                        pending = it
+                    else:
+                        ops.append(("release", it))
+                    it += 1
+            jg += 1
+        ops += [("wait_groups", 0), ("release", pending), ("epilogue", k)]
+        pending = None
+    return ops
+
+
+def _run_persistent_model(tiles: int, nchunks: int, seed: int, channels: int, stages: int = 8, **mutation) -> None:
+    """One thread block of variant 3: the producer streaming tiles x slots, the conv warpgroup
+    (conv of tile k, wait x_empty's phase k - 1, write X, arrive x_full) and two consumer warpgroups,
+    under random interleavings, with the mbarriers' parity waits as the hardware has them (a wait on
+    parity P passes while the completed phase count has the other parity). Asserts no deadlock, X never
+    rewritten while a stage-1 group reads it and always holding the tile a group reads, and the ring
+    and H rules of the variant-0 model."""
+    import random
+
+    rng = random.Random(seed)
+    nslots = tiles * nchunks * c512.slots_per_chunk(channels)
+    slot_index, fills = [None] * stages, [0] * stages
+    released = [[0] * stages for _ in range(2)]
+    h_chunk = {(buf, half): None for buf in (0, 1) for half in (0, 1)}
+    groups = [[], []]  # per warpgroup: (ring slot, H buffer or None, X tile or None)
+    bars = {"x_full": [1, 0, 0], "x_empty": [2, 0, 0]}  # expected arrivals, arrivals, completed phases
+    programs = [_consumer_program_v3(w, tiles, nchunks, channels, **mutation) for w in range(2)]
+    conv = []
+    for k in range(tiles):
+        conv += [("conv", k)] + ([("wait_bar", "x_empty", (k - 1) & 1)] if k else []) + [("write_x", k),
+                                                                                          ("arrive", "x_full")]
+    programs.append(conv)
+    pc, produced, at_barrier, x_tile = [0, 0, 0], 0, [None, None], None
+    # each actor (producer, the wgmma retirements of a warpgroup, each program) gets a speed drawn per
+    # seed, so that skewed interleavings (one warpgroup far behind the other) are tried too
+    speed = {key: rng.choice([0.01, 0.2, 1.0, 5.0]) for key in ["produce", *(("retire", w) for w in range(2)),
+                                                                *(("step", w) for w in range(3))]}
+
+    def passes(op):
+        return bars[op[1]][2] % 2 != op[2]
+
+    def enabled():
+        acts = []
+        if produced < nslots:
+            s, rnd = produced % stages, produced // stages
+            if all(released[w][s] >= rnd for w in range(2)):
+                acts.append(("produce",))
+        for w in range(3):
+            if w < 2 and groups[w]:
+                acts.append(("retire", w))
+            if pc[w] == len(programs[w]):
+                continue
+            op = programs[w][pc[w]]
+            if op[0] == "wait_full" and fills[op[1] % stages] > op[1] // stages:
+                acts.append(("step", w))
+            elif op[0] == "wait_groups" and len(groups[w]) <= op[1]:
+                acts.append(("step", w))
+            elif op[0] == "wait_bar" and passes(op):
+                acts.append(("step", w))
+            elif op[0] == "barrier":
+                if at_barrier[w ^ 1] == op[1] or at_barrier[w] != op[1]:
+                    acts.append(("step", w))
+            elif op[0] not in ("wait_full", "wait_groups", "wait_bar", "barrier"):
+                acts.append(("step", w))
+        return acts
+
+    while True:
+        acts = enabled()
+        if not acts:
+            assert produced == nslots and pc == [len(p) for p in programs], f"deadlock at {pc}, seed {seed}"
+            return
+        act = rng.choices(acts, [speed[a if a[0] != "produce" else "produce"] for a in acts])[0]
+        if act[0] == "produce":
+            s = produced % stages
+            assert all(g[0] != s for w in range(2) for g in groups[w]), "slot refilled while a wgmma reads it"
+            slot_index[s], fills[s], produced = produced, fills[s] + 1, produced + 1
+            continue
+        if act[0] == "retire":
+            groups[act[1]].pop(0)
+            continue
+        w = act[1]
+        op = programs[w][pc[w]]
+        if op[0] == "wait_full":
+            assert slot_index[op[1] % stages] == op[1], "the slot holds another index than awaited"
+        elif op[0] == "issue":
+            assert slot_index[op[1] % stages] == op[1]
+            if op[2] is not None:
+                buf, chunk = op[2]
+                assert h_chunk[(buf, 0)] == h_chunk[(buf, 1)] == chunk, "H read before it was written"
+            if op[3] is not None:
+                assert x_tile == op[3], f"stage 1 of tile {op[3]} reads X of tile {x_tile}"
+            groups[w].append((op[1] % stages, op[2][0] if op[2] else None, op[3]))
+        elif op[0] == "release":
+            s = op[1] % stages
+            assert released[w][s] == op[1] // stages, "release counted toward another phase"
+            released[w][s] += 1
+        elif op[0] == "write_h":
+            assert all(g[1] != op[1] for v in (0, 1) for g in groups[v]), "H overwritten while a wgmma reads it"
+            h_chunk[(op[1], w)] = op[2]
+        elif op[0] == "write_x":
+            assert all(g[2] is None for v in (0, 1) for g in groups[v]), "X overwritten while a wgmma reads it"
+            x_tile = op[1]
+        elif op[0] == "arrive":
+            bar = bars[op[1]]
+            bar[1] += 1
+            if bar[1] == bar[0]:
+                bar[1], bar[2] = 0, bar[2] + 1
+        elif op[0] == "barrier" and at_barrier[w] != op[1]:
+            at_barrier[w] = op[1]
+            if at_barrier[w ^ 1] != op[1]:
+                continue
+        pc[w] += 1
+
+
+@pytest.mark.parametrize("channels,nchunks", [(256, 2), (256, 3), (128, 3), (128, 2)])
+@pytest.mark.parametrize("seed", range(25))
+def test_persistent_protocol_has_no_deadlock_or_overwrite(seed, channels, nchunks):
+    """Variant 3 over three tiles (odd and even chunk counts per tile)."""
+    _run_persistent_model(tiles=3, nchunks=nchunks, seed=seed, channels=channels)
+
+
+@pytest.mark.parametrize("mutation,message", [
+    ({"x_empty_early": True}, "X overwritten while a wgmma reads it"),
+    ({"h_by_tile": True}, "H"),
+])
+def test_persistent_model_catches_the_bugs(mutation, message):
+    """The model is not blind: releasing X before the last stage-1 group retires, or alternating H
+    by the chunk within a tile (3 chunks per tile: two neighbouring chunks share a buffer), fail."""
+    failures = 0
+    for seed in range(200):
+        try:
+            _run_persistent_model(tiles=3, nchunks=3, seed=seed, channels=128, **mutation)
+        except AssertionError as error:
+            assert message in str(error)
+            failures += 1
+    assert failures > 0
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("channels,expansion,batch,h,w", [
+    (256, 6, 128, 14, 14), (256, 4, 128, 14, 14), (256, 6, 37, 7, 7), (256, 4, 1, 14, 14), (256, 2, 3, 13, 13),
+    (256, 6, 1, 1, 1), (256, 4, 5, 28, 27), (256, 4, 300, 14, 14),
+    (128, 6, 128, 28, 28), (128, 4, 37, 28, 28), (128, 3, 19, 28, 28), (128, 3, 1, 5, 7), (128, 4, 2, 9, 5),
+    (128, 6, 1, 28, 28),
+])
+def test_persistent_variant(channels, expansion, batch, h, w):
+    """Variant 3: from 1 tile to 919 (7 per thread block), odd chunk counts (alpha 3 at C = 128)."""
+    check_kernel(expansion, batch, h, w, variant=3, channels=channels)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("channels,expansion,batch,size", [(256, 6, 128, 14), (256, 4, 37, 13), (128, 3, 19, 28)])
+def test_persistent_variant_is_bitwise_variant_0(channels, expansion, batch, size):
+    """Variant 3 does each tile's arithmetic in the same order as variant 0 (the same taps, wgmma
+    groups and epilogue), so the outputs must agree bit for bit, on repeated launches too."""
+    block = block_c(channels, expansion, seed=3).cuda().half()
+    x = channels_last(torch.randn(batch, channels, size, size, device="cuda", dtype=torch.float16))
+    weights = _kernel_weights(block)
+    want = c512.run(x, weights, variant=0)
+    for _ in range(3):
+        out = channels_last(torch.full_like(x, float("nan")))
+        got = c512.run(x, weights, out=out, variant=3)
+        torch.cuda.synchronize()
+        assert torch.equal(got, want)
+
+
+@pytest.mark.cuda
+def test_persistent_variant_in_the_swapped_network(monkeypatch):
+    monkeypatch.setenv(c512.VARIANT_SWITCH, "3")
+    monkeypatch.setenv(c512.WGMMA_SWITCH, "128,256")
+    torch.manual_seed(2)
+    net = nn.Sequential(block_c(128, 6, seed=1), block_c(256, 4, seed=2)).cuda().half()
+    with torch.no_grad():
+        x1 = channels_last(torch.randn(3, 128, 14, 14, device="cuda", dtype=torch.float16))
+        exact = copy.deepcopy(net[0]).double()(x1.double())
+        swap = cuda_kernels.replace_blocks(net)
+        got = net[0](x1)
+    assert swap.fused["ConvFirstBlock"] == 2 and type(net[0]).__name__ == "FusedConvFirstC512"
+    assert relative_error(got, exact) < 5e-3

@@ -437,8 +437,340 @@ __global__ void __launch_bounds__(kThreads, 1) convfirst_c512_kernel(const Param
 #endif
 }
 
+// ---- variant 3 (C <= 256): persistent tiles, the next tile's conv on its own warpgroup ----
+// 512 threads: consumer warpgroups 0 and 1 (the FFN and the epilogue of the current tile, as above),
+// the producer warpgroup 2 (one thread streams the weight slots over all of the CTA's tiles), and the
+// conv warpgroup 3, which computes the next tile's X = conv(x) + b_c into registers while the consumers
+// run the current tile's FFN, then writes it into the one X buffer once the consumers have retired the
+// current tile's last stage-1 product (mbarrier x_empty) and signals x_full. The CTA walks tiles
+// blockIdx.x, + gridDim.x, ...; gridDim.x <= the SM count. Shared memory: variant 2's layout (the second
+// halo buffer after the ring is the conv warpgroup's halo) + the two X barriers.
+constexpr int kThreads3 = kThreads + 128;      // + the conv warpgroup
+constexpr int kConvThread0 = kThreads;         // its first thread
+constexpr int kConvWarp0 = kConvThread0 / 32;
+constexpr int kConvThreads = 128;
+constexpr int kConvBarrier = 2;                // named barrier of the conv warpgroup
+// setmaxnreg split of the 65,536 registers (128 per thread at entry with 512 threads):
+// 2 x 128 x kRegConsumer3 + 128 x kRegProducer3 + 128 x kRegConv3 <= 65,536.
+constexpr int kRegConsumer3 = 168, kRegProducer3 = 32, kRegConv3 = 144;
+static_assert(2 * kRegConsumer3 + kRegProducer3 + kRegConv3 <= 512, "setmaxnreg split");
+
+template <int C>
+struct Shape3 {
+  using S = Shape<C, true>;
+  static constexpr int kHaloOffset = S::kHalo2Offset;           // the conv warpgroup's halo (32 KB)
+  static constexpr int kXBarOffset = S::kBarOffset + 2 * kStages * 8;  // x_full, x_empty
+  static constexpr int kSmemBytes = S::kSmemBytes + 16;
+  static_assert(C <= 256, "variant 3 needs variant 2's halo buffer (C <= 256)");
+  static_assert(kSmemBytes <= 227 * 1024, "shared memory per block");
+};
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+__device__ __forceinline__ void conv_sync() { named_barrier_sync(kConvBarrier, kConvThreads); }
+
+// The same pointer, hidden from the optimiser (it cannot hoist what is computed from it).
+template <typename T>
+__device__ __forceinline__ T* opaque(T* ptr) {
+  uint64_t v = reinterpret_cast<uint64_t>(ptr);
+  asm volatile("mov.b64 %0, %0;\n" : "+l"(v));
+  return reinterpret_cast<T*>(v);
+}
+
+// The conv warpgroup: X of the 64-pixel tile at p0, as mma C fragments packed to half2, into xr:
+// xr[s][mt][gi][hr] = X[16 mt + lane / 4 + 8 hr, 64 s + 8 (2 cw + gi) + 2 (lane % 4) + {0, 1}] for conv
+// warp cw (group pair cw of every slice, all four m-tiles). One halo buffer: each slice loads, waits,
+// computes; the warpgroup's latency hides behind the consumers' FFN.
+template <int C>
+__device__ __forceinline__ void conv_tile(const Params& p, uint32_t halo, uint32_t zero_addr, int p0,
+                                          uint32_t (&xr)[C / 64][4][2][2]) {
+  const int t = threadIdx.x - kConvThread0, lane = t & 31, cw = t >> 5;
+  const int W = p.W, H = p.H, rows_total = p.P / W;
+  const int p_last = min(p0 + kTilePixels, p.P) - 1;
+  const int row_lo = max(p0 / W - 1, 0);
+  const int row_hi = min(p_last / W + 1, rows_total - 1);
+  const int npix = (row_hi - row_lo + 1) * W;
+  const int local_group = cw * 2 + (lane >> 4);
+#pragma unroll
+  for (int s = 0; s < C / 64; ++s) {
+    conv_sync();  // every conv warp has read the previous slice's halo (and the zero pixel is written)
+    // Opaque copies of the slice's pointers: otherwise the compiler computes every slice's pointers
+    // once per tile and keeps them live beside xr (spills).
+    const __half* xs = opaque(p.x) + s * 64;
+    for (int i = t; i < npix * 8; i += kConvThreads) {
+      const int q = i >> 3, c = i & 7;
+      cp_async16(halo + panel_offset(q, c), xs + ((size_t)row_lo * W + q) * C + c * 8, true);
+    }
+    cp_async_commit();
+    const int g0 = s * 8 + cw * 2;  // global index of the pair's first group
+    const uint32_t* wsrc = opaque(p.conv_w) + ((size_t)g0 * 9 * 32 + lane);
+    uint32_t bfrag[2][9];
+#pragma unroll
+    for (int tap = 0; tap < 9; ++tap) {
+      bfrag[0][tap] = __ldg(wsrc + tap * 32);
+      bfrag[1][tap] = __ldg(wsrc + (9 + tap) * 32);
+    }
+    const float* bsrc = opaque(p.conv_b) + (g0 * 8 + (lane & 3) * 2);
+    float2 cb[2];
+#pragma unroll
+    for (int gi = 0; gi < 2; ++gi) cb[gi] = __ldg(reinterpret_cast<const float2*>(bsrc + gi * 8));
+    cp_async_wait<0>();
+    conv_sync();
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {  // m-tiles 2 half, 2 half + 1: two interleaved nine-tap chains
+      // The tap addresses are the same for every slice; kept, 36 of them would outlive the slice loop
+      // (which is unrolled for xr) and spill. An opaque copy of p0 makes each (slice, half) recompute them.
+      int p0h;
+      asm volatile("mov.b32 %0, %1;\n" : "=r"(p0h) : "r"(p0));
+      float acc[2][2][4] = {};
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const int mt = 2 * half + j;
+        const int pix = p0h + mt * 16 + (lane & 15);
+        const bool in_range = pix < p.P;
+        const int grow = in_range ? pix / W : 0;
+        const int w = in_range ? pix - grow * W : 0;
+        const int h = grow % H;
+#pragma unroll
+        for (int tap = 0; tap < 9; ++tap) {
+          const int dy = tap / 3 - 1, dx = tap % 3 - 1;
+          const bool ok = in_range && h + dy >= 0 && h + dy < H && w + dx >= 0 && w + dx < W;
+          const int q = (grow + dy - row_lo) * W + w + dx;
+          uint32_t a[4];
+          ldmatrix_x4(a, ok ? halo + panel_offset(q, local_group) : zero_addr);
+          mma_m16n8k8(acc[j][0], a[0], a[1], bfrag[0][tap]);
+          mma_m16n8k8(acc[j][1], a[2], a[3], bfrag[1][tap]);
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < 2; ++j)
+#pragma unroll
+        for (int gi = 0; gi < 2; ++gi) {
+          xr[s][2 * half + j][gi][0] = pack_half2(acc[j][gi][0] + cb[gi].x, acc[j][gi][1] + cb[gi].y);
+          xr[s][2 * half + j][gi][1] = pack_half2(acc[j][gi][2] + cb[gi].x, acc[j][gi][3] + cb[gi].y);
+        }
+    }
+  }
+}
+
+// xr (conv_tile's layout) into the X panels: slice s is panel s, group 2 cw + gi its 16-byte chunk.
+template <int C>
+__device__ __forceinline__ void store_x(uint8_t* x_panels, const uint32_t (&xr)[C / 64][4][2][2]) {
+  const int t = threadIdx.x - kConvThread0, lane = t & 31, cw = t >> 5;
+  const int within = (lane & 3) * 4;
+#pragma unroll
+  for (int s = 0; s < C / 64; ++s)
+#pragma unroll
+    for (int mt = 0; mt < 4; ++mt)
+#pragma unroll
+      for (int gi = 0; gi < 2; ++gi) {
+        const int row = mt * 16 + (lane >> 2), chunk = cw * 2 + gi;
+        *reinterpret_cast<uint32_t*>(x_panels + s * kPanel + panel_offset(row, chunk) + within) = xr[s][mt][gi][0];
+        *reinterpret_cast<uint32_t*>(x_panels + s * kPanel + panel_offset(row + 8, chunk) + within) = xr[s][mt][gi][1];
+      }
+}
+#endif
+
+template <int C>
+__global__ void __launch_bounds__(kThreads3, 1) convfirst_c512_persistent_kernel(const Params p) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using S = Shape<C, true>;
+  using S3 = Shape3<C>;
+  constexpr int kXOffset = S::kXOffset, kHOffset = S::kHOffset, kRingOffset = S::kRingOffset;
+  constexpr int kBarOffset = S::kBarOffset, kSlotsPerChunk = S::kSlotsPerChunk;
+  extern __shared__ uint8_t smem_raw[];
+  const uint32_t raw = smem_addr(smem_raw);
+  const uint32_t base = (raw + 1023) & ~1023u;  // 1024-aligned for the 128-byte swizzle
+  uint8_t* const smem = smem_raw + (base - raw);
+  const uint32_t x_s = base + kXOffset, h_s = base + kHOffset, ring = base + kRingOffset;
+  const uint32_t full_bar = base + kBarOffset, empty_bar = full_bar + kStages * 8;
+  const uint32_t x_full = base + S3::kXBarOffset, x_empty = x_full + 8;
+  const int nchunks = p.hidden / kHiddenChunk;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int tiles = (p.P + kTilePixels - 1) / kTilePixels;
+  const int my_tiles = (int)blockIdx.x < tiles ? (tiles - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0;
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(full_bar + 8 * s, 1);                // the producer's arrive + the copy's bytes
+      mbar_init(empty_bar + 8 * s, kConsumerWarps);  // one arrive per consumer warp
+    }
+    mbar_init(x_full, kConvThreads);    // every conv thread, after its X stores and proxy fence
+    mbar_init(x_empty, kConsumerWarps); // every consumer warp, after its last stage-1 product of a tile
+    fence_barrier_init();
+  }
+  __syncthreads();
+
+  if (warp >= kConvWarp0) {
+    // ---- conv warpgroup: tile k + 1's conv while the consumers run tile k's FFN ----
+    setmaxnreg_dec<kRegConv3>();
+    const uint32_t halo = base + S3::kHaloOffset, zero_addr = halo + kHaloPixels * 128;
+    const int t = threadIdx.x - kConvThread0;
+    if (t < 8) reinterpret_cast<uint4*>(smem + S3::kHaloOffset + kHaloPixels * 128)[t] = make_uint4(0, 0, 0, 0);
+    uint32_t xr[C / 64][4][2][2];
+#pragma unroll 1
+    for (int k = 0; k < my_tiles; ++k) {
+      conv_tile<C>(p, halo, zero_addr, ((int)blockIdx.x + k * (int)gridDim.x) * kTilePixels, xr);
+      if (k > 0) mbar_wait(x_empty, (k - 1) & 1);  // the consumers' last stage-1 product of tile k - 1 retired
+      store_x<C>(smem + kXOffset, xr);
+      fence_proxy_async_smem();  // X (generic stores) is read by wgmma (async proxy)
+      mbar_arrive(x_full);
+    }
+  } else if (warp >= kConsumerWarps) {
+    // ---- producer: every tile's slots in order, without a break between tiles ----
+    setmaxnreg_dec<kRegProducer3>();
+    if (warp == kConsumerWarps && lane == 0) {
+      const int nslots = nchunks * kSlotsPerChunk;
+      int g = 0;  // stream index over all of this CTA's tiles
+#pragma unroll 1
+      for (int k = 0; k < my_tiles; ++k) {
+#pragma unroll 1
+        for (int it = 0; it < nslots; ++it, ++g) {
+          const int slot = g % kStages;
+          mbar_wait(empty_bar + 8 * slot, ((g / kStages) & 1) ^ 1);
+          mbar_arrive_expect_tx(full_bar + 8 * slot, kSlotBytes);
+          bulk_copy_g2s(ring + slot * kSlotBytes, p.wpack + (size_t)it * kSlotBytes, kSlotBytes, full_bar + 8 * slot);
+        }
+      }
+    }
+  } else {
+    // ---- consumers ----
+    setmaxnreg_inc<kRegConsumer3>();
+    const int wg = warp >> 2, wq = warp & 3;
+    float acc2[S::kAccs][S::kN2 / 2];
+    // `it`: the slot stream index (over all tiles); `pending`: the last slot this warpgroup read whose
+    // wgmma group may still be running; `jg`: chunks over all tiles (the H buffer alternates by it).
+    int it = 0, pending = -1, jg = 0;
+    auto release = [&](int index) {
+      if (lane == 0) mbar_arrive(empty_bar + 8 * (index % kStages));
+    };
+#pragma unroll 1
+    for (int k = 0; k < my_tiles; ++k) {
+      const int p0 = ((int)blockIdx.x + k * (int)gridDim.x) * kTilePixels;
+      mbar_wait(x_full, k & 1);  // the conv warpgroup has written this tile's X
+#pragma unroll 1
+      for (int j = 0; j < nchunks; ++j, ++jg) {
+        float2 bias[8];
+        const float* bsrc = p.b1 + j * kHiddenChunk + 64 * wg + 2 * (lane & 3);
+#pragma unroll
+        for (int n = 0; n < 8; ++n) bias[n] = __ldg(reinterpret_cast<const float2*>(bsrc + 8 * n));
+
+        float acc1[32];
+#pragma unroll 1
+        for (int kp = 0; kp < S::kKPanels; ++kp, ++it) {
+          const int slot = it % kStages;
+          mbar_wait(full_bar + 8 * slot, (it / kStages) & 1);
+          fence_registers(acc1);
+          wgmma_fence();
+          const uint32_t a0 = x_s + kp * kPanel, b0 = ring + slot * kSlotBytes + wg * (64 * 128);
+#pragma unroll
+          for (int ks = 0; ks < 4; ++ks)
+            wgmma_m64n64k16_ss(acc1, smem_desc_sw128(a0 + ks * 32), smem_desc_sw128(b0 + ks * 32), (kp | ks) != 0);
+          wgmma_commit();
+          wgmma_wait<1>();
+          if (pending >= 0) release(pending);
+          pending = it;
+        }
+        wgmma_wait<0>();
+        fence_registers(acc1);
+        release(pending);
+        pending = -1;
+        // the tile's last read of X has retired in this warp: the conv warpgroup may overwrite it
+        if (j == nchunks - 1 && lane == 0) mbar_arrive(x_empty);
+
+        // H buffer jg % 2 was last read by stage 2 of global chunk jg - 2, which both warpgroups
+        // retired before chunk jg - 1's barrier (also across a tile boundary).
+        {
+          uint8_t* hp = smem + kHOffset + (jg & 1) * kHChunkBytes + wg * kPanel;
+          const int row = wq * 16 + (lane >> 2), within = (lane & 3) * 4;
+#pragma unroll
+          for (int n = 0; n < 8; ++n) {
+            *reinterpret_cast<uint32_t*>(hp + panel_offset(row, n) + within) =
+                pack_half2(fmaxf(acc1[4 * n] + bias[n].x, 0.f), fmaxf(acc1[4 * n + 1] + bias[n].y, 0.f));
+            *reinterpret_cast<uint32_t*>(hp + panel_offset(row + 8, n) + within) =
+                pack_half2(fmaxf(acc1[4 * n + 2] + bias[n].x, 0.f), fmaxf(acc1[4 * n + 3] + bias[n].y, 0.f));
+          }
+        }
+        fence_proxy_async_smem();
+        consumer_sync();
+
+        const uint32_t hb = h_s + (jg & 1) * kHChunkBytes;
+        constexpr bool kSplitBlock = S::kVBlocks == 1;
+        const uint32_t b_rows = kSplitBlock ? wg * (64 * 128) : 0;
+#pragma unroll
+        for (int kp = 0; kp < kHiddenChunk / 64; ++kp) {
+#pragma unroll
+          for (int q = 0; q < S::kVBlocks; ++q, ++it) {
+            const int slot = it % kStages;
+            mbar_wait(full_bar + 8 * slot, (it / kStages) & 1);
+            if (kSplitBlock || q / S::kAccs == wg) {
+              float(&acc)[S::kN2 / 2] = acc2[q % S::kAccs];
+              fence_registers(acc);
+              wgmma_fence();
+#pragma unroll
+              for (int kk = 0; kk < 4; ++kk)
+                wgmma_ss(acc, smem_desc_sw128(hb + kp * kPanel + kk * 32),
+                         smem_desc_sw128(ring + slot * kSlotBytes + b_rows + kk * 32), (j | kp | kk) != 0);
+              wgmma_commit();
+              wgmma_wait<1>();
+              if (pending >= 0) release(pending);
+              pending = it;
+            } else {
+              release(it);
+            }
+          }
+        }
+      }
+      wgmma_wait<0>();
+#pragma unroll
+      for (int a = 0; a < S::kAccs; ++a) fence_registers(acc2[a]);
+      release(pending);  // the tile's last V slot: the producer refills it during the epilogue
+      pending = -1;
+
+      const int r0 = p0 + wq * 16 + (lane >> 2);
+      const __half* __restrict__ xr = p.x;
+      __half* __restrict__ outr = p.out;
+#pragma unroll
+      for (int a = 0; a < S::kAccs; ++a) {
+#pragma unroll
+        for (int g = 0; g < S::kN2 / 64; ++g) {
+          __half2 sc[8][2];
+#pragma unroll
+          for (int n = 0; n < 8; ++n)
+#pragma unroll
+            for (int hr = 0; hr < 2; ++hr) {
+              const int row = r0 + 8 * hr, col = S::kOutCols * wg + S::kN2 * a + 8 * (8 * g + n) + 2 * (lane & 3);
+              sc[n][hr] = row < p.P ? __ldg(reinterpret_cast<const __half2*>(xr + (size_t)row * C + col))
+                                    : __float2half2_rn(0.f);
+            }
+#pragma unroll
+          for (int n = 0; n < 8; ++n) {
+            const int nb = 8 * g + n, col = S::kOutCols * wg + S::kN2 * a + 8 * nb + 2 * (lane & 3);
+            const float2 b = __ldg(reinterpret_cast<const float2*>(p.b2 + col));
+#pragma unroll
+            for (int hr = 0; hr < 2; ++hr) {
+              const int row = r0 + 8 * hr;
+              if (row >= p.P) continue;
+              const float2 s = __half22float2(sc[n][hr]);
+              const float v0 = acc2[a][4 * nb + 2 * hr] + b.x + s.x, v1 = acc2[a][4 * nb + 2 * hr + 1] + b.y + s.y;
+              *reinterpret_cast<__half2*>(outr + (size_t)row * C + col) = __floats2half2_rn(v0, v1);
+            }
+          }
+        }
+      }
+    }
+  }
+#endif
+}
+
 int smem_bytes(int channels, int variant) {
   const bool halo2 = variant == 2;
+  if (variant == 3) {
+    switch (channels) {
+      case 128: return Shape3<128>::kSmemBytes;
+      case 256: return Shape3<256>::kSmemBytes;
+      default: return 0;
+    }
+  }
   switch (channels) {
     case 128: return halo2 ? Shape<128, true>::kSmemBytes : Shape<128>::kSmemBytes;
     case 256: return halo2 ? Shape<256, true>::kSmemBytes : Shape<256>::kSmemBytes;
@@ -488,6 +820,35 @@ cudaError_t launch_impl(const Params& p, cudaStream_t stream) {
   return err != cudaSuccess ? err : cudaGetLastError();
 }
 
+// Variant 3: one CTA per SM (at most one per tile), each walking its tiles.
+template <int C>
+cudaError_t launch_persistent(const Params& p, cudaStream_t stream) {
+  constexpr int kSmemBytes = Shape3<C>::kSmemBytes;
+  static int sms[kMaxDevices] = {};  // 0 until the device is checked
+  int dev = 0;
+  cudaError_t err = cudaGetDevice(&dev);
+  if (err != cudaSuccess) return err;
+  if (dev >= kMaxDevices) return cudaErrorInvalidDevice;
+  if (sms[dev] == 0) {
+    int major = 0, minor = 0, optin = 0, count = 0;
+    err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+    if (err == cudaSuccess && (major != 9 || minor != 0)) err = cudaErrorNoKernelImageForDevice;
+    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+    if (err == cudaSuccess && kSmemBytes > optin) err = cudaErrorInvalidConfiguration;
+    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, dev);
+    if (err == cudaSuccess)
+      err = cudaFuncSetAttribute(convfirst_c512_persistent_kernel<C>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 kSmemBytes);
+    if (err != cudaSuccess) return err;
+    sms[dev] = count > 0 ? count : 1;
+  }
+  const int tiles = (p.P + kTilePixels - 1) / kTilePixels;
+  const int grid = tiles < sms[dev] ? tiles : sms[dev];
+  convfirst_c512_persistent_kernel<C><<<grid, kThreads3, kSmemBytes, stream>>>(p);
+  return cudaGetLastError();
+}
+
 template <int C>
 cudaError_t launch_width(const Params& p, int variant, cudaStream_t stream) {
   switch (variant) {
@@ -495,6 +856,9 @@ cudaError_t launch_width(const Params& p, int variant, cudaStream_t stream) {
     case 1: return launch_impl<C, 2>(p, stream);
     case 2:
       if constexpr (C <= 256) return launch_impl<C, 1, true>(p, stream);
+      return cudaErrorInvalidValue;
+    case 3:
+      if constexpr (C <= 256) return launch_persistent<C>(p, stream);
       return cudaErrorInvalidValue;
     default: return cudaErrorInvalidValue;
   }

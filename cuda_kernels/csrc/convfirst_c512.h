@@ -34,9 +34,11 @@ struct Params {
 
 // Variants: 0, each thread block streams every weight slot from L2; 1, clusters of two thread
 // blocks (neighbouring tiles) multicast each slot into both, halving the L2 weight traffic; 2 (C <= 256),
-// variant 0 with phase A's halo double-buffered (the next 64-channel slice loads while one computes).
-constexpr int kVariants = 3;
-constexpr int variant_count(int channels) { return channels <= 256 ? 3 : 2; }
+// variant 0 with phase A's halo double-buffered (the next 64-channel slice loads while one computes);
+// 3 (C <= 256), persistent: one CTA per SM walks its tiles, a fourth warpgroup computes the next tile's
+// conv while the consumers run the current tile's FFN (not yet run on a GPU: off by default).
+constexpr int kVariants = 4;
+constexpr int variant_count(int channels) { return channels <= 256 ? 4 : 2; }
 // Dynamic shared memory per block of the instance for `channels` and `variant` (0 where there is none).
 int smem_bytes(int channels, int variant = 0);
 // cudaErrorInvalidValue for a shape the kernel does not take (C not in kChannelCounts, hidden % 128,

@@ -14,7 +14,7 @@ namespace {
 
 // x: [N*H*W, C] fp16 (NHWC pixels), C in c512::kChannelCounts; conv_w: [C / 8, 9, 32] int32 fragments;
 // conv_b: [C] fp32; wpack: uint8 weight slots (4 * hidden * C bytes); b1: [hidden] fp32; b2: [C] fp32;
-// variant: 0, 1, or at C <= 256 2 (c512::variant_count); out: [N*H*W, C] to write into, or empty to allocate. Returns out.
+// variant: 0, 1, or at C <= 256 2 and 3 (c512::variant_count); out: [N*H*W, C] to write into, or empty to allocate. Returns out.
 torch::Tensor convfirst_c512(torch::Tensor x, torch::Tensor conv_w, torch::Tensor conv_b, torch::Tensor wpack,
                              torch::Tensor b1, torch::Tensor b2, int64_t H, int64_t W, int64_t variant,
                              torch::Tensor out) {
