@@ -43,7 +43,15 @@ def time_mma_sync(entry: dict, block, x: torch.Tensor, exact: torch.Tensor, time
         entry["backends"]["mma_sync"] = {"latency_ms": lat, **rate_metrics(case, lat["median"], ceilings)}
 
 
-def bench_case(case: Case, timer: Timer, ceilings: dict, modes: list[str], mma_sync: bool = True) -> dict:
+def case_variants(channels: int, wanted: tuple[int, ...] | None = None) -> tuple[int, ...]:
+    """The kernel's variants at this width, restricted to `wanted` (None: all of them)."""
+    from cuda_kernels import convfirst_c512 as c512
+
+    return tuple(v for v in c512.variants(channels) if wanted is None or v in wanted)
+
+
+def bench_case(case: Case, timer: Timer, ceilings: dict, modes: list[str], mma_sync: bool = True,
+               wanted: tuple[int, ...] | None = None) -> dict:
     from cuda_kernels import convfirst_c512 as c512
 
     torch.manual_seed(0)
@@ -61,7 +69,7 @@ def bench_case(case: Case, timer: Timer, ceilings: dict, modes: list[str], mma_s
              "expansion": case.expansion, "size": case.size, "batch": case.batch, "macs": case.macs,
              "flops": 2 * case.macs, "dram_bytes": case.dram_bytes, "tiles": -(-case.pixels // c512.TILE_PIXELS),
              "backends": {}, "correctness": {"torch_fp16_rel_error": torch_error, "variants": {}}}
-    time_fused_variants(entry, c512.variants(case.channels), lambda v, out: c512.run(x, weights, out=out, variant=v),
+    time_fused_variants(entry, case_variants(case.channels, wanted), lambda v, out: c512.run(x, weights, out=out, variant=v),
                         lambda: torch.full_like(x, float("nan")), exact, timer, case, ceilings)
     if case.channels < 512 and mma_sync:
         time_mma_sync(entry, block, x, exact, timer, case, ceilings)
@@ -71,7 +79,7 @@ def bench_case(case: Case, timer: Timer, ceilings: dict, modes: list[str], mma_s
     return entry
 
 
-def launch_once(case: Case) -> None:
+def launch_once(case: Case, wanted: tuple[int, ...] | None = None) -> None:
     """One launch of each variant on `case`, for a profiler to capture (no reference, no timing)."""
     from cuda_kernels import convfirst_c512 as c512
 
@@ -80,7 +88,7 @@ def launch_once(case: Case) -> None:
     x = x.contiguous(memory_format=torch.channels_last)
     conv, expand, project = block.conv, block.ffn.expand, block.ffn.project
     weights = c512.prepare_weights(conv.weight, conv.bias, expand.weight, expand.bias, project.weight, project.bias)
-    for variant in c512.variants(case.channels):
+    for variant in case_variants(case.channels, wanted):
         c512.run(x, weights, variant=variant)
         torch.cuda.synchronize()
         print(f"launched {case.name} variant {variant}", flush=True)
@@ -104,6 +112,40 @@ def parse_case(text: str) -> Case:
     return Case("convfirst", channels, *(int(v) for v in parts))
 
 
+def parse_variants(text: str) -> tuple[int, ...]:
+    """``0,2,3`` -> (0, 2, 3)."""
+    return tuple(int(v) for v in text.split(",") if v.strip())
+
+
+def best_variant(path: str, channels: int = 256, expansion: int = 6, fallback: int = 2) -> int:
+    """The fastest variant that passed its check in a bench_c512 file, for the case (C, alpha) given."""
+    import json
+
+    try:
+        cases = json.load(open(path))["results"]["cases"]
+    except (OSError, ValueError, KeyError):
+        return fallback
+    for entry in cases:
+        if (entry["channels"], entry["expansion"]) == (channels, expansion) and "cuda_kernels" in entry["backends"]:
+            return int(entry["backends"]["cuda_kernels"]["variant"])
+    return fallback
+
+
+def wgmma_beats_mma_sync(path: str, channels: int = 128) -> bool:
+    """Whether the wgmma kernel's best variant beat the mma.sync kernel at this width in a bench_c512 file."""
+    import json
+
+    try:
+        cases = json.load(open(path))["results"]["cases"]
+    except (OSError, ValueError, KeyError):
+        return False
+    for entry in cases:
+        b = entry["backends"]
+        if entry["channels"] == channels and "cuda_kernels" in b and "mma_sync" in b:
+            return b["cuda_kernels"]["latency_ms"]["median"] < b["mma_sync"]["latency_ms"]["median"]
+    return False
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", help="measurement file (required unless --launch-only)")
@@ -112,6 +154,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--modes", default="default", help="torch.compile modes to time beside eager ('' for none)")
     parser.add_argument("--no-mma-sync", action="store_true",
                         help="leave out the mma.sync baseline below C = 512 (its extension need not be built)")
+    parser.add_argument("--variants", type=parse_variants, default=None,
+                        help="comma list of kernel variants to time where the width has them (default: all)")
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--repeats", type=int, default=30)
     parser.add_argument("--hardware", default="h200-sxm")
@@ -119,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     cases = args.case or DEFAULT_CASES
     if args.launch_only:
         for case in cases:
-            launch_once(case)
+            launch_once(case, args.variants)
         return 0
     if not args.out:
         parser.error("--out is required")
@@ -128,7 +172,8 @@ def main(argv: list[str] | None = None) -> int:
     modes, command, build_s, timer, ceilings = prepare("cuda_kernels.bench_c512", argv, args, load_convfirst_c512_extension)
     backends = ["cuda_kernels", "mma_sync", "eager", *(f"inductor_{m}" for m in modes)]
     bench_cases(args.out, command, "convfirst_c512", backends, cases,
-                lambda case: bench_case(case, timer, ceilings, modes, not args.no_mma_sync), row, timer, ceilings,
+                lambda case: bench_case(case, timer, ceilings, modes, not args.no_mma_sync, args.variants), row, timer,
+                ceilings,
                 build_s)
     return 0
 

@@ -12,6 +12,16 @@
 # mma.sync kernel and torch.compile; "e2e_wide" runs ConvFirstNet-H200 with every stride-1 C = 256
 # block on it (=256), beside torch.compile in the same call; "e2e_wide128" adds a run with the C = 128
 # blocks on it too (=128,256).
+# Variant 3 (persistent, conv warpgroup; NOTES.md "Variant 3") has its own steps, the next call's
+# default set being "build smoke smoke3 tests bench3 e2e3" (about 5.5 minutes):
+#   smoke3  two small variant-3 launches (C = 128 and 256) under a 60 s limit; if they fail or hang,
+#           variant 3 is left out of every later step (tests, bench3, e2e3) and the call goes on;
+#   bench3  variants 0/2/3 at C = 256 a6 and a4 14x14 and C = 512 a6 7x7 (v0 only there) beside
+#           eager and torch.compile; C = 128 a6 28x28 beside the mma.sync kernel (no compile);
+#   e2e3    ConvFirstNet-H200 and -M end to end, fused (the fastest variant at C = 256 a6 from bench3
+#           through CUDA_KERNELS_C512_VARIANT; C = 128 on the wgmma kernel too if it beat mma.sync in
+#           bench3), rest compiled, freezing, CUDA graphs; torch.compile (freezing, graphs) of both in
+#           the same call; last, H200 fused with the defaults (variant 2, C = 256 only) for comparison.
 # The raw-op test (bad inputs) runs in its own process ("rawop"), under cuda-gdb for a backtrace if
 # it dies (it crashed with a segmentation fault in the first call), with a C++-only probe extension
 # that throws the same kind of formatted TORCH_CHECK message, so the other tests never die with it.
@@ -34,9 +44,9 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv 
 # bench_s2 (bench step) loads the stride-2 extension and the network (e2e) the block-fusion one too:
 # build them on the CPUs while the GPU steps run
 others_py="from cuda_kernels._build import load_convfirst_s2_extension as b; b()"
-(has e2e || has wide || has e2e_wide) && others_py="$others_py; from cuda_kernels._build import load_extension as a; a()"
+(has e2e || has wide || has e2e_wide || has bench3 || has e2e3) && others_py="$others_py; from cuda_kernels._build import load_extension as a; a()"
 others=""
-if has bench || has e2e || has wide || has e2e_wide; then
+if has bench || has e2e || has wide || has e2e_wide || has bench3 || has e2e3; then
   timeout 300 python3 -c "$others_py" > "$out/build_others.log" 2>&1 &
   others=$!
 fi
@@ -55,8 +65,16 @@ or test_double_halo_variant and 128-4-2-9-5"
   rc=$?
   if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then echo "== smoke hung: stopping (see $log)" | tee -a "$log"; exit 1; fi
 fi
-has tests && step tests 150 python3 -m pytest -q --maxfail=6 --tb=short -p no:cacheprovider tests/test_convfirst_c512.py \
-  -k "not test_raw_op"
+v3=1  # variant 3 in the later steps; smoke3 clears it when its small launches fail or hang
+if has smoke3; then
+  step smoke3 60 python3 -m pytest -q --tb=short -p no:cacheprovider tests/test_convfirst_c512.py \
+    -k "test_persistent_variant and (128-4-2-9-5 or 256-6-1-1-1)"
+  rc=$?
+  if [ $rc -ne 0 ]; then v3=0; echo "== smoke3 failed (exit $rc): variant 3 is left out of the later steps" | tee -a "$log"; fi
+fi
+tests_k="not test_raw_op"; [ $v3 -eq 0 ] && tests_k="$tests_k and not persistent"
+has tests && step tests 180 python3 -m pytest -q --maxfail=6 --tb=short -p no:cacheprovider tests/test_convfirst_c512.py \
+  -k "$tests_k"
 if has rawop; then
   step rawop 60 python3 -X faulthandler -m pytest -q --tb=short -p no:cacheprovider tests/test_convfirst_c512.py -k test_raw_op
   rc=$?
@@ -79,6 +97,37 @@ if has wide; then
   step bench_c256 120 python3 -m cuda_kernels.bench_c512 --modes default --case c256:6:14 --case c256:4:14 \
     --out "$out/c256_bench.json"
   step bench_c128 45 python3 -m cuda_kernels.bench_c512 --modes "" --case c128:6:28 --out "$out/c128_bench.json"
+fi
+if has bench3; then
+  wait_others
+  vars="0,2,3"; [ $v3 -eq 0 ] && vars="0,2"
+  step bench3 150 python3 -m cuda_kernels.bench_c512 --modes default --variants "$vars" --case c256:6:14 --case c256:4:14 \
+    --case 6:7 --out "$out/v3_bench.json"
+  step bench3_c128 60 python3 -m cuda_kernels.bench_c512 --modes "" --variants "$vars" --case c128:6:28 \
+    --out "$out/v3_bench_c128.json"
+fi
+if has e2e3; then
+  wait_others
+  best=$(python3 -c "from cuda_kernels.bench_c512 import best_variant as b; print(b('$out/v3_bench.json', 256, 6))")
+  widths=256
+  python3 -c "import sys; from cuda_kernels.bench_c512 import wgmma_beats_mma_sync as w; sys.exit(0 if w('$out/v3_bench_c128.json') else 1)" \
+    && widths=128,256
+  [ $v3 -eq 0 ] && [ "$best" = 3 ] && best=2
+  echo "== e2e3: variant $best, wgmma widths $widths" | tee -a "$log"
+  fused() {  # model, tag, extra env
+    local model=$1 tag=$2; shift 2
+    step "e2e3_${model}_${tag}" 120 env CUDA_KERNELS_C512=1 "$@" python3 cli.py bench "$model" --backend cuda_kernels \
+      --compile-rest --freezing --cuda-graphs --repeats 30 -o "$out/h200_${model}_cuda_kernels_${tag}_compiled_graphs.json"
+  }
+  compiled() {
+    step "e2e3_${1}_inductor" 150 python3 cli.py bench "$1" --backend inductor --freezing --cuda-graphs --repeats 30 \
+      -o "$out/h200_${1}_inductor_freezing_graphs.json"
+  }
+  fused convfirstnet_h200 "v${best}_w${widths/,/_}" CUDA_KERNELS_C512_VARIANT=$best CUDA_KERNELS_WGMMA_CONVFIRST=$widths
+  compiled convfirstnet_h200
+  fused convfirstnet_m "v${best}_w${widths/,/_}" CUDA_KERNELS_C512_VARIANT=$best CUDA_KERNELS_WGMMA_CONVFIRST=$widths
+  compiled convfirstnet_m
+  fused convfirstnet_h200 defaults
 fi
 if has ncu; then  # Nsight Compute on one launch per variant at the H200 shape: L2 or tensor bound?
   step ncu 150 ncu --clock-control none -k regex:convfirst_c512 --section SpeedOfLight \

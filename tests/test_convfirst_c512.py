@@ -941,3 +941,41 @@ def test_persistent_variant_in_the_swapped_network(monkeypatch):
         got = net[0](x1)
     assert swap.fused["ConvFirstBlock"] == 2 and type(net[0]).__name__ == "FusedConvFirstC512"
     assert relative_error(got, exact) < 5e-3
+
+
+def test_bench_variant_selection(tmp_path):
+    """bench_c512 --variants and the device script's choice of the variant and widths for the network."""
+    import json
+
+    from cuda_kernels import bench_c512
+
+    assert bench_c512.parse_variants("0,2,3") == (0, 2, 3)
+    assert bench_c512.case_variants(512, (0, 2, 3)) == (0,) and bench_c512.case_variants(256, (0, 3)) == (0, 3)
+    assert bench_c512.case_variants(128) == (0, 1, 2, 3)
+
+    def entry(channels, expansion, best, fused_ms, mma_ms=None):
+        backends = {"cuda_kernels": {"variant": best, "latency_ms": {"median": fused_ms}}}
+        if mma_ms is not None:
+            backends["mma_sync"] = {"latency_ms": {"median": mma_ms}}
+        return {"channels": channels, "expansion": expansion, "backends": backends}
+
+    path = tmp_path / "bench.json"
+    path.write_text(json.dumps({"results": {"cases": [entry(256, 4, 2, 0.08), entry(256, 6, 3, 0.1),
+                                                      entry(128, 6, 3, 0.11, 0.179)]}}))
+    assert bench_c512.best_variant(str(path), 256, 6) == 3 and bench_c512.best_variant(str(path), 256, 4) == 2
+    assert bench_c512.best_variant(str(tmp_path / "missing.json")) == 2
+    assert bench_c512.wgmma_beats_mma_sync(str(path), 128)
+    path.write_text(json.dumps({"results": {"cases": [entry(128, 6, 0, 0.19, 0.179)]}}))
+    assert not bench_c512.wgmma_beats_mma_sync(str(path), 128)
+
+
+def test_device_script_has_the_variant_3_steps():
+    import pathlib
+    import subprocess
+
+    script = pathlib.Path(__file__).resolve().parents[1] / "cuda_kernels" / "device_run_c512.sh"
+    assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
+    text = script.read_text()
+    for needle in ("has smoke3", "has bench3", "has e2e3", "--variants", "CUDA_KERNELS_C512_VARIANT=$best",
+                   "compiled convfirstnet_h200", "compiled convfirstnet_m", "fused convfirstnet_m"):
+        assert needle in text

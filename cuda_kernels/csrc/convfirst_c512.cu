@@ -723,7 +723,7 @@ __global__ void __launch_bounds__(kThreads3, 1) convfirst_c512_persistent_kernel
       wgmma_wait<0>();
 #pragma unroll
       for (int a = 0; a < S::kAccs; ++a) fence_registers(acc2[a]);
-      release(pending);  // the tile's last V slot: the producer refills it during the epilogue
+      if (pending >= 0) release(pending);  // the tile's last V slot: the producer refills it during the epilogue
       pending = -1;
 
       const int r0 = p0 + wq * 16 + (lane >> 2);
