@@ -11,8 +11,9 @@ from cuda_kernels import ops
 
 
 def _unsupported_width(channels: int, expansion: int) -> str | None:
-    if channels not in ops.SUPPORTED_CHANNELS:
-        return f"C={channels} (kernels for C in {ops.SUPPORTED_CHANNELS})"
+    reason = ops.unsupported_channels(channels)  # C = 96 and 192 behind ops.L_WIDTHS_SWITCH
+    if reason:
+        return reason
     if expansion not in ops.SUPPORTED_EXPANSIONS:
         return f"alpha={expansion} (kernels for alpha in {ops.SUPPORTED_EXPANSIONS})"
     return None

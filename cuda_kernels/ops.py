@@ -8,6 +8,7 @@ Weights use PyTorch's convolution layouts (BatchNorm already folded):
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import torch
@@ -15,6 +16,12 @@ import torch
 from cuda_kernels._checks import overlaps
 
 SUPPORTED_CHANNELS = (32, 64, 128, 256)
+# Widths that are multiples of 32 but not powers of two (ConvFirstNet-L's 96 and 192; the mma.sync
+# template's last panel is then 32 columns wide, Config::PARTIAL in csrc/block_fusion.cuh). Compiled
+# and CPU-tested, not yet run on a GPU: off unless CUDA_KERNELS_L_WIDTHS names them (NOTES.md,
+# "ConvFirstNet-L widths"). The same switch holds the stride-2 96 -> 192 and 192 -> 384 blocks.
+L_WIDTHS_SWITCH = "CUDA_KERNELS_L_WIDTHS"
+SWITCHED_CHANNELS = (96, 192)
 SUPPORTED_EXPANSIONS = (2, 4, 6)
 SUPPORTED_SIZES = (56, 28, 14, 7)  # tested; any W <= MAX_WIDTH and any H also run
 MAX_WIDTH = 56  # the halo buffer holds the rows a 128-pixel tile touches, for W <= 56
@@ -22,6 +29,8 @@ MAX_BATCH = 256
 GROUP_WIDTH = 8
 # Tile variant per channel count (see csrc/block_fusion_c*.cu and NOTES.md).
 DEFAULT_VARIANT = {32: 1, 64: 0, 128: 1, 256: 1}  # fastest ConvFirst variant, measured on an H200
+# not yet measured: C = 96 as C = 64 (two blocks per SM), C = 192 as C = 256 (the 4-slot ring)
+DEFAULT_VARIANT.update({96: 0, 192: 1})
 # The FFN on warpgroup MMAs (csrc/ffn_sm90.cu): sm_90a (H100, H200), these channel counts.
 # Asked for as variant WGMMA_VARIANT; the default for a plain FFN where it can run.
 WGMMA_VARIANT = 2
@@ -33,9 +42,38 @@ def wgmma_chunk(channels: int) -> int:
     return 64 if channels == 256 else 128
 
 
+def l_widths_enabled(kernel: str = "stride1") -> bool:
+    """Whether the ConvFirstNet-L widths may run: ``CUDA_KERNELS_L_WIDTHS`` = ``1`` (or ``all``) for
+    every kernel, a comma list of ``stride1`` (C = 96, 192 on the mma.sync kernel, ConvFirst and FFN)
+    and ``stride2`` (96 -> 192, 192 -> 384, convfirst_s2); unset or ``0``: none (the default until
+    their GPU tests pass)."""
+    value = os.environ.get(L_WIDTHS_SWITCH)
+    if value is None:
+        return False
+    parts = {part.strip().lower() for part in value.split(",")}
+    return bool(parts & {"1", "all"}) or kernel in parts
+
+
+def supported_channels() -> tuple[int, ...]:
+    """The widths the mma.sync kernel takes now: SUPPORTED_CHANNELS, plus SWITCHED_CHANNELS when on."""
+    return tuple(sorted(SUPPORTED_CHANNELS + (SWITCHED_CHANNELS if l_widths_enabled("stride1") else ())))
+
+
+def unsupported_channels(channels: int) -> str | None:
+    """Why the mma.sync kernel does not take this width now, or None."""
+    if channels in SWITCHED_CHANNELS and not l_widths_enabled("stride1"):
+        return (f"C={channels}: its kernel is compiled but switched off until its GPU tests pass; set "
+                f"{L_WIDTHS_SWITCH}=1 (or stride1) to use it")
+    if channels not in supported_channels():
+        return f"C={channels} (kernels for C in {supported_channels()})"
+    return None
+
+
 def _check_ffn_shapes(channels: int, hidden: int) -> None:
-    if channels not in SUPPORTED_CHANNELS:
-        raise ValueError(f"block-fusion kernels support C in {SUPPORTED_CHANNELS}, got C={channels}")
+    reason = unsupported_channels(channels)
+    if reason:
+        switched = f"; {reason}" if channels in SWITCHED_CHANNELS else ""
+        raise ValueError(f"block-fusion kernels support C in {supported_channels()}, got C={channels}{switched}")
     if hidden % channels or hidden // channels not in SUPPORTED_EXPANSIONS:
         raise ValueError(
             f"block-fusion kernels support hidden = alpha*C with alpha in {SUPPORTED_EXPANSIONS}, "

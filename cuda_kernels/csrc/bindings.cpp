@@ -93,7 +93,9 @@ torch::Tensor block_fusion(torch::Tensor x, torch::Tensor w1, torch::Tensor b1, 
   switch (C) {
     case 32: err = bf::launch_c32(p, conv, static_cast<int>(variant), stream); break;
     case 64: err = bf::launch_c64(p, conv, static_cast<int>(variant), stream); break;
+    case 96: err = bf::launch_c96(p, conv, static_cast<int>(variant), stream); break;
     case 128: err = bf::launch_c128(p, conv, static_cast<int>(variant), stream); break;
+    case 192: err = bf::launch_c192(p, conv, static_cast<int>(variant), stream); break;
     case 256: err = bf::launch_c256(p, conv, static_cast<int>(variant), stream); break;
     default: TORCH_CHECK(false, "unsupported channel count ", checks::num(C));
   }

@@ -12,6 +12,8 @@
 //   phase C  O + b, plus the shortcut (the input pixels) when asked, written once to DRAM.
 // DRAM traffic is the input (halo rows re-read hit L2), the output and the weights (L2).
 #pragma once
+#include <type_traits>
+
 #include "params.h"
 #include "ffn_slices.cuh"
 #include "ptx.cuh"
@@ -36,6 +38,11 @@ struct Config {
   static constexpr int MT1 = TM1 / 16, NT1 = TN1 / 8, MT2 = TM2 / 16, NT2 = TN2 / 8;
   static constexpr int KP = (C + 63) / 64;              // 64-column panels of X
   static constexpr int KW = C < 64 ? C : 64;            // k width of a U slice
+  // C need not be a power of two, only a multiple of 32: then (C = 96, 160, ...) the last panel
+  // of X, and the last U slice of each chunk, is 32 columns wide, half a panel. PARTIAL is false
+  // for C = 32 (one panel of 32, KW) and for multiples of 64, whose code it leaves unchanged.
+  static constexpr int KLAST = C - 64 * (KP - 1);      // k width of the last panel and U slice
+  static constexpr bool PARTIAL = KLAST != KW;
   static constexpr int KU = KP, KV = HC / 64;           // slices per chunk
   static constexpr int STAGES = STAGES_;
   static constexpr int A_BYTES = KP * BM * 128;
@@ -54,6 +61,7 @@ struct Config {
   static constexpr int SMEM_BYTES = A_BYTES + R_BYTES;
   static_assert(TM1 % 16 == 0 && TN1 % 16 == 0 && TM2 % 16 == 0 && TN2 % 16 == 0, "warp tile");
   static_assert(HC % 64 == 0 && C % 32 == 0, "shape");
+  static_assert(!PARTIAL || (C > 64 && KLAST == 32), "a partial panel is the last, 32 columns");
 };
 
 // Loads k-slice `t` of hidden chunk `chunk` into a ring slot: a U slice (rows = HC hidden
@@ -62,12 +70,22 @@ template <class K>
 __device__ __forceinline__ void load_weight_slice(const Params& p, uint8_t* slot, int chunk, int t) {
   const uint32_t base = smem_addr(slot);
   if (t < K::KU) {
-    constexpr int CH = K::KW / 8;
-    for (int i = threadIdx.x; i < K::HC * CH; i += kThreads) {
-      const int r = i / CH, c = i % CH;
-      const __half* src = p.w1 + (size_t)(chunk * K::HC + r) * K::C + t * 64 + c * 8;
-      cp_async16(base + panel_offset(r, c), src, true);
+    // KWIDTH columns of U's rows chunk * HC .. + HC, from column t * 64
+    auto load_u = [&](auto kwidth) {
+      constexpr int CH = decltype(kwidth)::value / 8;
+      for (int i = threadIdx.x; i < K::HC * CH; i += kThreads) {
+        const int r = i / CH, c = i % CH;
+        const __half* src = p.w1 + (size_t)(chunk * K::HC + r) * K::C + t * 64 + c * 8;
+        cp_async16(base + panel_offset(r, c), src, true);
+      }
+    };
+    if constexpr (K::PARTIAL) {
+      if (t == K::KU - 1) {
+        load_u(std::integral_constant<int, K::KLAST>{});
+        return;
+      }
     }
+    load_u(std::integral_constant<int, K::KW>{});
   } else {
     const int tv = t - K::KU;
     for (int i = threadIdx.x; i < K::C * 8; i += kThreads) {
@@ -80,86 +98,99 @@ __device__ __forceinline__ void load_weight_slice(const Params& p, uint8_t* slot
 
 // Grouped 3x3 convolution (group width 8, stride 1, pad 1) of the tile's pixels into A_s.
 // The halo is the run of whole image rows (global row = n*H + h) that the tile touches,
-// plus one row above and below; it is loaded 64 channels at a time.
+// plus one row above and below; it is loaded one slice of channels at a time: 64 channels,
+// or 32 for C = 32 and for the last slice of C = 96, 160, ... (conv_slice's CS).
+template <class K, int CS>
+__device__ __forceinline__ void conv_slice(const Params& p, uint8_t* A_s, uint32_t halo_base, uint32_t zero_addr,
+                                           int p0, int row_lo, int npix, int s) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int W = p.W, H = p.H;
+  constexpr int CHS = CS / 8;        // 16-byte chunks (= groups) per pixel and slice
+  constexpr int PAIRS = CHS / 2;     // a warp job covers two groups
+
+  // Each lane owns one pixel of a 16-pixel m-tile; lanes 16..31 serve the second group.
+  if (s > 0) __syncthreads();
+  for (int i = threadIdx.x; i < npix * CHS; i += kThreads) {
+    const int q = i / CHS, c = i % CHS;
+    const __half* src = p.x + ((size_t)row_lo * W + q) * K::C + s * 64 + c * 8;
+    cp_async16(halo_base + panel_offset(q, c), src, true);
+  }
+  cp_async_commit();
+  // kWarps is a multiple of PAIRS, so each warp keeps one pair of groups for the whole
+  // slice and loads its 2 x 9 weight fragments once, while the halo is in flight.
+  static_assert(kWarps % PAIRS == 0, "conv job split");
+  const int pair = warp % PAIRS;
+  const int local_group = pair * 2 + (lane >> 4);
+  const int g0 = s * 8 + pair * 2;  // global group index of the pair's first group
+  uint32_t bfrag[2][9];
+#pragma unroll
+  for (int tap = 0; tap < 9; ++tap) {
+    bfrag[0][tap] = __ldg(p.conv_w + ((size_t)g0 * 9 + tap) * 32 + lane);
+    bfrag[1][tap] = __ldg(p.conv_w + ((size_t)(g0 + 1) * 9 + tap) * 32 + lane);
+  }
+  cp_async_wait<0>();
+  __syncthreads();
+
+  // The warp's m-tiles are unrolled so that their nine-tap mma chains interleave.
+  constexpr int MT_STEP = kWarps / PAIRS, JOBS_PER_WARP = (K::BM / 16) / MT_STEP;
+  float acc[JOBS_PER_WARP][2][4] = {};
+#pragma unroll
+  for (int j = 0; j < JOBS_PER_WARP; ++j) {
+    const int mt = warp / PAIRS + j * MT_STEP;
+    const int pix = p0 + mt * 16 + (lane & 15);
+    const bool in_range = pix < p.P;
+    const int grow = in_range ? pix / W : 0;
+    const int w = in_range ? pix - grow * W : 0;
+    const int h = grow % H;
+#pragma unroll
+    for (int tap = 0; tap < 9; ++tap) {
+      const int dy = tap / 3 - 1, dx = tap % 3 - 1;
+      const bool ok = in_range && h + dy >= 0 && h + dy < H && w + dx >= 0 && w + dx < W;
+      const int q = (grow + dy - row_lo) * W + w + dx;
+      const uint32_t addr = ok ? halo_base + panel_offset(q, local_group) : zero_addr;
+      uint32_t a[4];
+      ldmatrix_x4(a, addr);
+      mma_m16n8k8(acc[j][0], a[0], a[1], bfrag[0][tap]);
+      mma_m16n8k8(acc[j][1], a[2], a[3], bfrag[1][tap]);
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < JOBS_PER_WARP; ++j) {
+    const int mt = warp / PAIRS + j * MT_STEP;
+#pragma unroll
+    for (int gi = 0; gi < 2; ++gi) {
+      const int ch = (g0 + gi) * 8 + (lane & 3) * 2;
+      const float bias0 = __ldg(p.conv_b + ch), bias1 = __ldg(p.conv_b + ch + 1);
+      const int row = mt * 16 + (lane >> 2);
+      uint8_t* panel = A_s + (ch >> 6) * (K::BM * 128);
+      const int chunk = (ch & 63) >> 3, within = (ch & 7) * 2;
+      *reinterpret_cast<uint32_t*>(panel + panel_offset(row, chunk) + within) =
+          pack_half2(acc[j][gi][0] + bias0, acc[j][gi][1] + bias1);
+      *reinterpret_cast<uint32_t*>(panel + panel_offset(row + 8, chunk) + within) =
+          pack_half2(acc[j][gi][2] + bias0, acc[j][gi][3] + bias1);
+    }
+  }
+}
+
 template <class K>
 __device__ __forceinline__ void conv_phase(const Params& p, uint8_t* A_s, uint8_t* halo, int p0) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int W = p.W, H = p.H, rows_total = p.P / W;
+  const int W = p.W, rows_total = p.P / W;
   const int p_last = min(p0 + K::BM, p.P) - 1;
   const int row_lo = max(p0 / W - 1, 0);
   const int row_hi = min(p_last / W + 1, rows_total - 1);
   const int npix = (row_hi - row_lo + 1) * W;
   uint8_t* zero_pixel = halo + kHaloPixels * 128;
   if (threadIdx.x < 8) reinterpret_cast<uint4*>(zero_pixel)[threadIdx.x] = make_uint4(0, 0, 0, 0);
-
-  constexpr int CS = K::KW;          // channels per slice
-  constexpr int CHS = CS / 8;        // 16-byte chunks (= groups) per pixel and slice
-  constexpr int PAIRS = CHS / 2;     // a warp job covers two groups
-  const uint32_t halo_base = smem_addr(halo);
-
-  // Each lane owns one pixel of a 16-pixel m-tile; lanes 16..31 serve the second group.
+  const uint32_t halo_base = smem_addr(halo), zero_addr = smem_addr(zero_pixel);
+  // slices of KW channels; when PARTIAL, the last is KLAST = 32 wide
   for (int s = 0; s < K::KP; ++s) {
-    if (s > 0) __syncthreads();
-    for (int i = threadIdx.x; i < npix * CHS; i += kThreads) {
-      const int q = i / CHS, c = i % CHS;
-      const __half* src = p.x + ((size_t)row_lo * W + q) * K::C + s * 64 + c * 8;
-      cp_async16(halo_base + panel_offset(q, c), src, true);
-    }
-    cp_async_commit();
-    // kWarps is a multiple of PAIRS, so each warp keeps one pair of groups for the whole
-    // slice and loads its 2 x 9 weight fragments once, while the halo is in flight.
-    static_assert(kWarps % PAIRS == 0, "conv job split");
-    const int pair = warp % PAIRS;
-    const int local_group = pair * 2 + (lane >> 4);
-    const int g0 = s * CHS + pair * 2;  // global group index of the pair's first group
-    uint32_t bfrag[2][9];
-#pragma unroll
-    for (int tap = 0; tap < 9; ++tap) {
-      bfrag[0][tap] = __ldg(p.conv_w + ((size_t)g0 * 9 + tap) * 32 + lane);
-      bfrag[1][tap] = __ldg(p.conv_w + ((size_t)(g0 + 1) * 9 + tap) * 32 + lane);
-    }
-    cp_async_wait<0>();
-    __syncthreads();
-
-    // The warp's m-tiles are unrolled so that their nine-tap mma chains interleave.
-    constexpr int MT_STEP = kWarps / PAIRS, JOBS_PER_WARP = (K::BM / 16) / MT_STEP;
-    float acc[JOBS_PER_WARP][2][4] = {};
-#pragma unroll
-    for (int j = 0; j < JOBS_PER_WARP; ++j) {
-      const int mt = warp / PAIRS + j * MT_STEP;
-      const int pix = p0 + mt * 16 + (lane & 15);
-      const bool in_range = pix < p.P;
-      const int grow = in_range ? pix / W : 0;
-      const int w = in_range ? pix - grow * W : 0;
-      const int h = grow % H;
-#pragma unroll
-      for (int tap = 0; tap < 9; ++tap) {
-        const int dy = tap / 3 - 1, dx = tap % 3 - 1;
-        const bool ok = in_range && h + dy >= 0 && h + dy < H && w + dx >= 0 && w + dx < W;
-        const int q = (grow + dy - row_lo) * W + w + dx;
-        const uint32_t addr = ok ? halo_base + panel_offset(q, local_group) : smem_addr(zero_pixel);
-        uint32_t a[4];
-        ldmatrix_x4(a, addr);
-        mma_m16n8k8(acc[j][0], a[0], a[1], bfrag[0][tap]);
-        mma_m16n8k8(acc[j][1], a[2], a[3], bfrag[1][tap]);
+    if constexpr (K::PARTIAL) {
+      if (s == K::KP - 1) {
+        conv_slice<K, K::KLAST>(p, A_s, halo_base, zero_addr, p0, row_lo, npix, s);
+        break;
       }
     }
-#pragma unroll
-    for (int j = 0; j < JOBS_PER_WARP; ++j) {
-      const int mt = warp / PAIRS + j * MT_STEP;
-#pragma unroll
-      for (int gi = 0; gi < 2; ++gi) {
-        const int ch = (g0 + gi) * 8 + (lane & 3) * 2;
-        const float bias0 = __ldg(p.conv_b + ch), bias1 = __ldg(p.conv_b + ch + 1);
-        const int row = mt * 16 + (lane >> 2);
-        uint8_t* panel = A_s + (ch >> 6) * (K::BM * 128);
-        const int chunk = (ch & 63) >> 3, within = (ch & 7) * 2;
-        *reinterpret_cast<uint32_t*>(panel + panel_offset(row, chunk) + within) =
-            pack_half2(acc[j][gi][0] + bias0, acc[j][gi][1] + bias1);
-        *reinterpret_cast<uint32_t*>(panel + panel_offset(row + 8, chunk) + within) =
-            pack_half2(acc[j][gi][2] + bias0, acc[j][gi][3] + bias1);
-      }
-    }
+    conv_slice<K, K::KW>(p, A_s, halo_base, zero_addr, p0, row_lo, npix, s);
   }
   __syncthreads();
 }
@@ -242,6 +273,10 @@ __global__ void __launch_bounds__(kThreads, K::MINB) block_fusion_kernel(const P
       const uint32_t b_base = smem_addr(ring + (gs % K::STAGES) * K::SLOT_BYTES);
 #pragma unroll
       for (int ks = 0; ks < K::KW / 16; ++ks) {
+        // the last panel of a C = 96, 160, ... tile is KLAST = 32 columns wide
+        if constexpr (K::PARTIAL) {
+          if (t == K::KU - 1 && ks >= K::KLAST / 16) break;
+        }
         uint32_t a[K::MT1][4];
 #pragma unroll
         for (int mt = 0; mt < K::MT1; ++mt)

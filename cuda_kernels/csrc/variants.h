@@ -9,7 +9,9 @@ constexpr int kVariants = 2;
 // Return cudaErrorInvalidValue for an unknown variant, else the launch's error code.
 cudaError_t launch_c32(const Params& p, bool conv, int variant, cudaStream_t stream);
 cudaError_t launch_c64(const Params& p, bool conv, int variant, cudaStream_t stream);
+cudaError_t launch_c96(const Params& p, bool conv, int variant, cudaStream_t stream);  // C not a power of two
 cudaError_t launch_c128(const Params& p, bool conv, int variant, cudaStream_t stream);
+cudaError_t launch_c192(const Params& p, bool conv, int variant, cudaStream_t stream);
 cudaError_t launch_c256(const Params& p, bool conv, int variant, cudaStream_t stream);
 }  // namespace bf
 
