@@ -20,9 +20,12 @@ from torch import nn
 from torch.nn import functional as F
 
 from cuda_kernels._checks import check_devices, check_nhwc_half, check_out, check_x_aligned
-from cuda_kernels.ops import GROUP_WIDTH, pack_conv_weight
+from cuda_kernels.ops import GROUP_WIDTH, L_WIDTHS_SWITCH, l_widths_enabled, pack_conv_weight
 
 SUPPORTED_WIDTHS = ((32, 64), (64, 128), (128, 256))  # (C_in, C_out)
+# ConvFirstNet-L's widths, C_in not a power of two (csrc/convfirst_s2.cuh, Config::PARTIAL): compiled
+# and CPU-tested, not yet run on a GPU; off unless CUDA_KERNELS_L_WIDTHS is 1 or names stride2.
+L_WIDTHS = ((96, 192), (192, 384))
 # Widths whose kernel lives in the C = 512 extension (csrc/convfirst_s2_wide.cu: 64-pixel tiles, a
 # 512-wide accumulator), behind the same switch (convfirst_c512.ENV_SWITCH, on by default).
 SWITCHED_WIDTHS = ((256, 512),)
@@ -31,7 +34,8 @@ MAX_WIDTH = 56  # the kernel's shared input rows hold (2R + 3) W <= 680 pixels f
 MIN_SIZE = 2  # reflect padding by one needs two rows and columns
 # Tile variants per C_in (csrc/convfirst_s2.cu): 0 everywhere; 1: two blocks per SM (C_in 64) or
 # 64-pixel tiles (C_in 128); 2 and 3: the same tiles with deeper weight rings.
-VARIANTS = {32: (0, 2), 64: (0, 1, 2), 128: (0, 1, 2, 3), 256: (0,)}
+VARIANTS = {32: (0, 2), 64: (0, 1, 2), 128: (0, 1, 2, 3), 256: (0,),
+            96: (0, 1), 192: (0,)}  # 96: 128-pixel tiles, or 64-pixel tiles at two blocks per SM; 192: 64-pixel tiles
 
 
 def default_variant(in_channels: int, width: int) -> int:
@@ -98,6 +102,10 @@ def unsupported_shape(in_channels: int, out_channels: int, hidden: int) -> str |
         if not convfirst_c512.enabled("stride2"):
             return (f"C {in_channels} -> {out_channels}: its kernel (in the C=512 extension) is switched off by "
                     f"{convfirst_c512.ENV_SWITCH}; unset it or set it to 1 (or stride2) to use it")
+    elif (in_channels, out_channels) in L_WIDTHS:
+        if not l_widths_enabled("stride2"):
+            return (f"C {in_channels} -> {out_channels}: its kernel is compiled but switched off until its GPU "
+                    f"tests pass; set {L_WIDTHS_SWITCH}=1 (or stride2) to use it")
     elif (in_channels, out_channels) not in SUPPORTED_WIDTHS:
         return f"C {in_channels} -> {out_channels} (the stride-2 kernel has {SUPPORTED_WIDTHS})"
     if hidden % in_channels or hidden // in_channels not in SUPPORTED_EXPANSIONS:

@@ -75,6 +75,11 @@ struct Config {
   static constexpr int MT1 = TM1 / 16, NT1 = TN1 / 8, MT2 = TM2 / 16, NT2 = TN2 / 8;
   static constexpr int KP = (CIN + 63) / 64;               // 64-column panels of A_s
   static constexpr int KW = CIN < 64 ? CIN : 64;           // k width of a U or S slice
+  // CIN need not be a power of two, only a multiple of 32: for CIN = 96, 160, ... the last panel
+  // of A_s and S_s, and the last U and S slice, is KLAST = 32 wide (PARTIAL; false for CIN = 32
+  // and multiples of 64, whose code it leaves unchanged).
+  static constexpr int KLAST = CIN - 64 * (KP - 1);
+  static constexpr bool PARTIAL = KLAST != KW;
   static constexpr int KV = HC / 64;                       // V slices per chunk
   static constexpr int PER_CHUNK = KP + KV;
   static constexpr int STAGES = STAGES_;  // ring slots: STAGES - 1 slices in flight
@@ -88,6 +93,7 @@ struct Config {
   static constexpr int SMEM_BYTES = A_BYTES + H_BYTES + R_BYTES;
   static_assert(TM1 % 16 == 0 && TN1 % 16 == 0 && TM2 % 16 == 0 && TN2 % 16 == 0, "warp tile");
   static_assert(HC % 64 == 0 && CIN % kCS == 0 && COUT % 64 == 0, "shape");
+  static_assert(!PARTIAL || (CIN > 64 && KLAST == 32), "a partial panel is the last, 32 columns");
   static_assert(SMEM_BYTES <= 227 * 1024, "shared memory");
   // STAGES = 2 (256 -> 512, whose 64 KB slices leave room for two): one slice loads while the
   // other is read, and every slice's barrier waits for its copy.
@@ -106,16 +112,28 @@ __device__ __forceinline__ void copy_rows(uint32_t base, const __half* src, int 
 
 // Weight slice gs of the stream: the KP shortcut slices S, then per hidden chunk KP U slices
 // (HC rows, k = input channels) and KV V slices (COUT rows, k = hidden channels).
+// S and U slices t < KP - 1 are KW wide, the last KLAST (narrower when PARTIAL).
+template <class K>
+__device__ __forceinline__ void copy_k_slice(uint32_t base, const __half* src, int rows, int t) {
+  if constexpr (K::PARTIAL) {
+    if (t == K::KP - 1) {
+      copy_rows<K::KLAST>(base, src, rows, K::CIN);
+      return;
+    }
+  }
+  copy_rows<K::KW>(base, src, rows, K::CIN);
+}
+
 template <class K>
 __device__ __forceinline__ void load_slice(const Params& p, uint8_t* slot, int gs) {
   const uint32_t base = smem_addr(slot);
   if (gs < K::KP) {
-    copy_rows<K::KW>(base, p.ws + gs * 64, K::COUT, K::CIN);
+    copy_k_slice<K>(base, p.ws + gs * 64, K::COUT, gs);
     return;
   }
   const int u = gs - K::KP, chunk = u / K::PER_CHUNK, t = u % K::PER_CHUNK;
   if (t < K::KP)
-    copy_rows<K::KW>(base, p.w1 + (size_t)chunk * K::HC * K::CIN + t * 64, K::HC, K::CIN);
+    copy_k_slice<K>(base, p.w1 + (size_t)chunk * K::HC * K::CIN + t * 64, K::HC, t);
   else
     copy_rows<64>(base, p.w2 + chunk * K::HC + (t - K::KP) * 64, K::COUT, p.hidden);
 }
@@ -301,9 +319,11 @@ __global__ void __launch_bounds__(kThreads, K::MINB) convfirst_s2_kernel(const P
     cp_async_wait<K::STAGES - 2>();
     __syncthreads();
     issue_slice(gs + K::STAGES - 1);
-    mma_slice<K::MT2, K::NT2, K::TM2, K::TN2, K::KW>(acc2, smem_addr(H_s + t * K::PANEL),
-                                                     smem_addr(ring + (gs % K::STAGES) * K::SLOT_BYTES), wm2, wn2,
-                                                     roles);
+    const uint32_t a_base = smem_addr(H_s + t * K::PANEL), b_base = smem_addr(ring + (gs % K::STAGES) * K::SLOT_BYTES);
+    if (K::PARTIAL && t == K::KP - 1)
+      mma_slice<K::MT2, K::NT2, K::TM2, K::TN2, K::KLAST>(acc2, a_base, b_base, wm2, wn2, roles);
+    else
+      mma_slice<K::MT2, K::NT2, K::TM2, K::TN2, K::KW>(acc2, a_base, b_base, wm2, wn2, roles);
   }
 #pragma unroll 1
   for (int chunk = 0; chunk < nchunks; ++chunk) {
@@ -321,9 +341,11 @@ __global__ void __launch_bounds__(kThreads, K::MINB) convfirst_s2_kernel(const P
       cp_async_wait<K::STAGES - 2>();
       __syncthreads();
       issue_slice(gs + K::STAGES - 1);
-      mma_slice<K::MT1, K::NT1, K::TM1, K::TN1, K::KW>(acc1, smem_addr(A_s + t * K::PANEL),
-                                                       smem_addr(ring + (gs % K::STAGES) * K::SLOT_BYTES), wm1, wn1,
-                                                       roles);
+      const uint32_t a_base = smem_addr(A_s + t * K::PANEL), b_base = smem_addr(ring + (gs % K::STAGES) * K::SLOT_BYTES);
+      if (K::PARTIAL && t == K::KP - 1)
+        mma_slice<K::MT1, K::NT1, K::TM1, K::TN1, K::KLAST>(acc1, a_base, b_base, wm1, wn1, roles);
+      else
+        mma_slice<K::MT1, K::NT1, K::TM1, K::TN1, K::KW>(acc1, a_base, b_base, wm1, wn1, roles);
     }
     // H = ReLU(acc1 + b1) into H_s. Every warp has passed a barrier since its last read of
     // H_s (the previous stage 2 or the shortcut), at the top of this chunk's stage-1 slices.

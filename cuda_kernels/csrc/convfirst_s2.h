@@ -22,11 +22,11 @@ struct Params {
   int rows_per_tile;        // R: output rows per tile, R * Wo <= the tile's BM (128 or 64)
 };
 
-// Tile variants: 0 for every shape; 1 for (64, 128) (two blocks per SM) and (128, 256)
-// (64-pixel tiles); 2 for every shape and 3 for (128, 256): deeper weight rings.
+// Tile variants: 0 for every shape; 1 for (64, 128) (two blocks per SM), (96, 192) and (128, 256)
+// (64-pixel tiles); 2 for (32, 64), (64, 128), (128, 256) and 3 for (128, 256): deeper weight rings.
 constexpr int kVariants = 4;
-// Launches the kernel for (cin, cout) in {(32, 64), (64, 128), (128, 256)}; rows_per_tile <= 0
-// picks it. cudaErrorInvalidValue for another shape or variant, cudaErrorInvalidConfiguration when the
+// Launches the kernel for (cin, cout) in {(32, 64), (64, 128), (96, 192), (128, 256), (192, 384)};
+// rows_per_tile <= 0 picks it. cudaErrorInvalidValue for another shape or variant, cudaErrorInvalidConfiguration when the
 // device has less shared memory per block than the kernel needs (nothing is launched then).
 cudaError_t launch_convfirst_s2(const Params& p, int cin, int cout, int variant, cudaStream_t stream);
 // Dynamic shared memory per block of the (cin, cout) kernel, 0 for an unsupported shape.
