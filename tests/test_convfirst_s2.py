@@ -105,7 +105,8 @@ def test_prepare_weights_layouts_and_the_merged_bias():
     (256, 512, 1536, "C 256 -> 512"), (64, 64, 256, "C 64 -> 64"), (32, 64, 96, "hidden 96"),
     (64, 128, 64 * 8, "hidden 512"),
 ])
-def test_unsupported_widths_have_a_reason(cin, cout, hidden, reason):
+def test_unsupported_widths_have_a_reason(monkeypatch, cin, cout, hidden, reason):
+    monkeypatch.setenv("CUDA_KERNELS_C512", "0")  # 256 -> 512 has a kernel behind this switch (on by default)
     assert s2.unsupported_shape(cin, cout, hidden).startswith(reason)
 
 
@@ -145,7 +146,8 @@ def test_host_checks_on_out():
         s2.check_input(x, w, out)
 
 
-def test_module_reasons():
+def test_module_reasons(monkeypatch):
+    monkeypatch.setenv("CUDA_KERNELS_C512", "0")
     unsupported = s2.FusedConvFirstDown.unsupported
     assert unsupported(down_block(32, 6)) is None
     assert unsupported(fold_batchnorm(ConvFirstBlock(32, 6))).startswith("stride 1")
@@ -157,7 +159,8 @@ def test_module_reasons():
         s2.FusedConvFirstDown.from_block(fold_batchnorm(ConvFirstBlock(32, 6)))
 
 
-def test_replace_blocks_swaps_stride_2_blocks_and_names_the_rest():
+def test_replace_blocks_swaps_stride_2_blocks_and_names_the_rest(monkeypatch):
+    monkeypatch.setenv("CUDA_KERNELS_C512", "0")  # so that 256 -> 512 falls back, with its reason
     net = nn.Sequential(down_block(32, 6), fold_batchnorm(ConvFirstBlock(64, 6)), down_block(256, 4, seed=1),
                         down_block(64, 4, cout=64, seed=2))
     swap = cuda_kernels.replace_blocks(net)
