@@ -14,6 +14,7 @@ perfmodel's one harness (perfmodel.harness, perfmodel.measure), as for model run
 from __future__ import annotations
 
 import argparse
+import os
 import json
 import subprocess
 import sys
@@ -24,6 +25,7 @@ import torch
 from torch import nn
 
 from cuda_kernels._bench_common import command_line, hardware_ceilings, rate_metrics
+from cuda_kernels.ops import L_WIDTHS_SWITCH
 from perfmodel.harness import Timer, environment, randomize_batchnorm, reference_precision, relative_error
 
 
@@ -71,6 +73,9 @@ DEFAULT_CASES = [
     Case("ffn", 128, 4, 28),
     Case("ffn", 64, 4, 56),
 ]
+# ConvFirstNet-L's stride-1 widths (C not a power of two), behind ops.L_WIDTHS_SWITCH: --l-widths
+# adds them and switches them on for this run (and its --isolate children)
+L_CASES = [Case("convfirst", 96, 6, 56), Case("convfirst", 192, 6, 28)]
 
 
 # ---- blocks ----
@@ -212,6 +217,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", required=True, help="measurement JSON to write")
     parser.add_argument("--case", action="append", type=parse_case,
                         help="block:C:alpha:size[:batch], e.g. convfirst:64:4:56 (repeatable; default: the standard set)")
+    parser.add_argument("--l-widths", action="store_true",
+                        help="add ConvFirstNet-L's C = 96 and 192 blocks (a6, 56x56 and 28x28) and switch them on "
+                             "(CUDA_KERNELS_L_WIDTHS, off by default until their GPU tests pass)")
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--repeats", type=int, default=50)
     parser.add_argument("--compile-mode", default=None, help="torch.compile mode (default: inductor's default)")
@@ -225,7 +233,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.repeats < 20:
         parser.error("use at least 20 repeats")
-    cases = args.case or DEFAULT_CASES
+    cases = args.case or ([] if args.l_widths else DEFAULT_CASES)
+    if args.l_widths:
+        os.environ.setdefault(L_WIDTHS_SWITCH, "1")
+        cases = cases + L_CASES
     command = command_line("cuda_kernels.bench", argv)
 
     from cuda_kernels._build import load_extension

@@ -14,6 +14,7 @@ cuda_kernels.bench uses.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from dataclasses import asdict, dataclass
 
@@ -21,6 +22,7 @@ import torch
 
 from cuda_kernels._bench_common import (bench_cases, prepare, speedups, time_fused_variants,
                                         time_torch_baselines)
+from cuda_kernels.ops import L_WIDTHS_SWITCH
 from perfmodel.harness import Timer, randomize_batchnorm, reference_precision, relative_error
 
 
@@ -70,6 +72,7 @@ class DownCase:
 
 
 S_CASES = [DownCase(32, 6, 56), DownCase(64, 6, 28), DownCase(128, 6, 14)]  # ConvFirstNet-S
+L_CASES = [DownCase(96, 6, 56), DownCase(192, 6, 28)]  # ConvFirstNet-L (behind CUDA_KERNELS_L_WIDTHS)
 WIDE_CASES = [DownCase(64, 6, 56), DownCase(128, 6, 28), DownCase(64, 4, 56), DownCase(128, 4, 28)]  # H200, M
 
 
@@ -132,13 +135,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", required=True)
     parser.add_argument("--case", action="append", type=parse_case, help="C_in:alpha:size[:batch], e.g. 32:6:56")
     parser.add_argument("--wide", action="store_true", help="add the ConvFirstNet-M/H200 shapes")
+    parser.add_argument("--l-widths", action="store_true",
+                        help="ConvFirstNet-L's 96 -> 192 and 192 -> 384 blocks instead of the S shapes, switched on "
+                             "for this run (CUDA_KERNELS_L_WIDTHS, off by default until their GPU tests pass)")
     parser.add_argument("--modes", default="default,max-autotune-no-cudagraphs",
                         help="torch.compile modes to time beside eager ('' for none: kernel only)")
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--repeats", type=int, default=30)
     parser.add_argument("--hardware", default="h200-sxm")
     args = parser.parse_args(argv)
-    cases = (args.case or S_CASES) + (WIDE_CASES if args.wide else [])
+    cases = (args.case or ([] if args.l_widths else S_CASES)) + (WIDE_CASES if args.wide else [])
+    if args.l_widths:
+        os.environ.setdefault(L_WIDTHS_SWITCH, "1")
+        cases += L_CASES
     from cuda_kernels._build import load_convfirst_s2_extension
 
     modes, command, build_s, timer, ceilings = prepare("cuda_kernels.bench_s2", argv, args, load_convfirst_s2_extension)

@@ -9,6 +9,10 @@
 #   cfeager     ConvFirstNet-S eager with per-kernel rows
 #   cfinductor  ConvFirstNet-S under torch.compile (default mode) with per-kernel rows
 #   bench       the kernel benchmark, one process per case -> OUTDIR/cuda_kernels_h200.json
+#   lwidths     ConvFirstNet-L's widths (CUDA_KERNELS_L_WIDTHS, off by default): the stride-2 extension
+#               built beside this one, the GPU tests of tests/test_l_widths.py, then per block (batch 128,
+#               alpha 6) the kernels vs eager and torch.compile: stride-1 C = 96 56x56 and 192 28x28
+#               -> OUTDIR/l_widths_stride1.json, stride-2 96 -> 192 and 192 -> 384 -> l_widths_stride2.json
 # Every step's output goes to OUTDIR/log.txt beside the JSON files (the device tool brings
 # back at most 8 files, also when the call is stopped at its limit).
 set -uo pipefail
@@ -26,6 +30,9 @@ run() {  # name, seconds, command...
   tail -n 8 "$out/step.log"; rm -f "$out/step.log"
 }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv > "$log" 2>&1
+case " $steps " in *" lwidths "*)  # the stride-2 extension builds beside the block-fusion one
+  timeout 240 python3 -c "from cuda_kernels._build import load_convfirst_s2_extension as l; l(); print('s2 built')" \
+    > "$out/build_s2.log" 2>&1 & s2build=$! ;; esac
 run build 300 python3 -c "from cuda_kernels._build import load_extension as l; m = l(); print('built, wgmma:', m.has_wgmma)"
 bench="python3 cli.py bench convfirstnet_s --repeats 30 --per-kernel"
 for step in $steps; do
@@ -37,6 +44,11 @@ for step in $steps; do
     cfeager) run cfeager 60 $bench -o "$out/h200_convfirstnet_s_eager_kernels.json" ;;
     cfinductor) run cfinductor 150 $bench --backend inductor -o "$out/h200_convfirstnet_s_inductor_kernels.json" ;;
     bench) run bench 420 python3 -m cuda_kernels.bench --isolate --out "$out/cuda_kernels_h200.json" ;;
+    lwidths) wait "${s2build:-}"; echo "== build_s2: exit $?" | tee -a "$log"; cat "$out/build_s2.log" >> "$log"
+      run ltests 150 python3 -m pytest -q -p no:cacheprovider -m cuda --maxfail=10 --tb=short tests/test_l_widths.py
+      run lbench 100 python3 -m cuda_kernels.bench --l-widths --warmup 5 --repeats 20 --out "$out/l_widths_stride1.json"
+      run lbench_s2 100 python3 -m cuda_kernels.bench_s2 --l-widths --modes default --warmup 5 --repeats 20 \
+        --out "$out/l_widths_stride2.json" ;;
     *) echo "unknown step $step"; exit 2 ;;
   esac
 done
