@@ -25,9 +25,12 @@ from torch.nn import functional as F
 # registers allow it (k = 3: <= 64 per thread; k = 5 is capped at 80, three CTAs, and keeps
 # version 3's bands), instead of two; more halo recomputed. 5 is version 3 with kernel 1's
 # depthwise on tensor cores (csrc/mbconv_v2.cuh depthwise_tc; NOTES.md, "MBConv version 5"):
-# same bands, SE and projection; compiled and CPU-tested, not yet run on a GPU.
-VERSIONS = (1, 2, 3, 4, 5)
-KERNEL_VERSION = {1: 1, 2: 2, 3: 3, 4: 3, 5: 5}  # what the extension runs for each version
+# same bands, SE and projection; compiled and CPU-tested, not yet run on a GPU. 6 is 5 with the
+# projection's D and V tiles brought in whole by the copy engine (csrc/mbconv_v3.cu
+# project_bulk_kernel, where hidden % 16 == 0 and two stages fit 180 KB: B0's hidden <= 240;
+# version 3's projection elsewhere); compiled and CPU-tested only.
+VERSIONS = (1, 2, 3, 4, 5, 6)
+KERNEL_VERSION = {1: 1, 2: 2, 3: 3, 4: 3, 5: 5, 6: 6}  # what the extension runs for each version
 # A version becomes the default only once it has passed the GPU tests (CUDA_KERNELS_MBCONV_VERSION
 # overrides): version 2 passed 67/67 on the H200 (examples/measurements/h200_call_2026-11-30b_log.txt),
 # version 3 76/76 (examples/measurements/mbconv/v3/mbconv_b0_h200_v3_log.txt)

@@ -7,7 +7,9 @@
 #   tests   the CUDA tests of tests/test_mbconv_kernels.py (MBCONV_TEST_VERSIONS narrows them)
 #   bench   python -m cuda_kernels.mbconv_bench --out OUTDIR/mbconv_b0_h200.json BENCH ARGS
 #   e2e     EfficientNet-B0 with every MBConv fused, the rest eager, CUDA graphs
-#           (kernel-1 version: CUDA_KERNELS_MBCONV_VERSION) -> OUTDIR/h200_efficientnet_b0_cuda_kernels.json
+#           (kernel-1 version: CUDA_KERNELS_MBCONV_VERSION) -> OUTDIR/h200_efficientnet_b0_cuda_kernels.json;
+#           with MBCONV_E2E_VERSIONS="5 6", once per version (each under the step's limit)
+#           -> OUTDIR/h200_efficientnet_b0_cuda_kernels_vN.json
 #   e2ec    the same with the rest compiled (--compile-rest --freezing)
 #   compile EfficientNet-B0 under torch.compile, freezing, CUDA graphs (the same-run baseline)
 #   accept  the issue's acceptance blocks (MBCONV_ACCEPT_BLOCKS, default features.2.1 features.3.1
@@ -26,12 +28,12 @@
 #     --version 4 --budget-s 0
 # then, where time is left, kernel 1's stall reasons: MBCONV_STEPS="build ncu" MBCONV_LIMITS="120 90" (same env).
 #
-# Version 5 (NOTES.md, "MBConv version 5"; about 6 minutes): build, v5's CUDA tests, v3 vs v5 on every
-# B0 block, EfficientNet-B0 on v5 and its same-run torch.compile baseline, then the acceptance blocks
-# against torch.compile (both modes):
-#   MBCONV_TEST_VERSIONS=5 CUDA_KERNELS_MBCONV_VERSION=5 \
-#     MBCONV_STEPS="build tests bench e2e compile accept acceptma" MBCONV_LIMITS="90 60 40 40 80 70 90" \
-#     bash cuda_kernels/mbconv_device_run.sh $OUT --version 3 --version 5 --budget-s 0
+# Versions 5 and 6 (NOTES.md, "MBConv version 5" and "version 6"; about 6 minutes): build, their CUDA
+# tests, v3 vs v5 vs v6 on every B0 block, EfficientNet-B0 on v5 and on v6 and the same-run
+# torch.compile baseline, then the acceptance blocks against torch.compile (both modes):
+#   MBCONV_TEST_VERSIONS=5,6 MBCONV_E2E_VERSIONS="5 6" MBCONV_ACCEPT_VERSIONS="3 5 6" \
+#     MBCONV_STEPS="build tests bench e2e compile accept acceptma" MBCONV_LIMITS="90 90 45 30 80 60 60" \
+#     bash cuda_kernels/mbconv_device_run.sh $OUT --version 3 --version 5 --version 6 --budget-s 0
 set -uo pipefail
 out=${1:?output folder}; shift
 mkdir -p "$out"; log="$out/log.txt"
@@ -52,7 +54,14 @@ for i in "${!steps[@]}"; do
     build) step build "$limit" python3 -c "from cuda_kernels._build import load_mbconv_extension as l; l(); print('built')" ;;
     tests) step tests "$limit" python3 -m pytest -q -m cuda --tb=short -p no:cacheprovider tests/test_mbconv_kernels.py ;;
     bench) step bench "$limit" python3 -m cuda_kernels.mbconv_bench --out "$out/mbconv_b0_h200.json" "$@" ;;
-    e2e) step e2e "$limit" $b0 --backend cuda_kernels -o "$out/h200_efficientnet_b0_cuda_kernels.json" ;;
+    e2e) if [ -z "${MBCONV_E2E_VERSIONS:-}" ]; then
+           step e2e "$limit" $b0 --backend cuda_kernels -o "$out/h200_efficientnet_b0_cuda_kernels.json"
+         else
+           for v in $MBCONV_E2E_VERSIONS; do
+             step "e2e_v$v" "$limit" env CUDA_KERNELS_MBCONV_VERSION="$v" $b0 --backend cuda_kernels \
+               -o "$out/h200_efficientnet_b0_cuda_kernels_v$v.json"
+           done
+         fi ;;
     e2ec) step e2ec "$limit" $b0 --backend cuda_kernels --compile-rest --freezing \
             -o "$out/h200_efficientnet_b0_cuda_kernels_compiled.json" ;;
     compile) step compile "$limit" $b0 --backend inductor --freezing -o "$out/h200_efficientnet_b0_inductor_graphs.json" ;;

@@ -168,10 +168,10 @@ cudaError_t launch_mbconv(const Params& p, int chunk, int version, cudaStream_t 
   if (version == 2 && p.ksize == 5) err = launch_expand_dw_v2_k5(p, chunk, stream);
   if (version == 3 && p.ksize == 3) err = launch_expand_dw_v3_k3(p, chunk, stream);
   if (version == 3 && p.ksize == 5) err = launch_expand_dw_v3_k5(p, chunk, stream);
-  if (version == 5 && p.ksize == 3) err = launch_expand_dw_v5_k3(p, chunk, stream);
-  if (version == 5 && p.ksize == 5) err = launch_expand_dw_v5_k5(p, chunk, stream);
+  if ((version == 5 || version == 6) && p.ksize == 3) err = launch_expand_dw_v5_k3(p, chunk, stream);
+  if ((version == 5 || version == 6) && p.ksize == 5) err = launch_expand_dw_v5_k5(p, chunk, stream);
   if (err != cudaSuccess) return err;
-  if (version == 3 || version == 5) return launch_se_project_v3(p, stream);
+  if (version == 3 || version == 5 || version == 6) return launch_se_project_v3(p, stream, version == 6);
   const int se_smem = (p.hid_pad + p.sq) * 4;
   if (se_smem > 48 * 1024) return cudaErrorInvalidConfiguration;
   se_kernel<<<p.N, kSEThreads, se_smem, stream>>>(p);

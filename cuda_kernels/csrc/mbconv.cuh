@@ -65,11 +65,14 @@ cudaError_t launch_expand_dw_v3_k3(const Params& p, int chunk, cudaStream_t stre
 cudaError_t launch_expand_dw_v3_k5(const Params& p, int chunk, cudaStream_t stream);
 cudaError_t launch_expand_dw_v5_k3(const Params& p, int chunk, cudaStream_t stream);  // V3 + TC: the depthwise
 cudaError_t launch_expand_dw_v5_k5(const Params& p, int chunk, cudaStream_t stream);  // on tensor cores
-// Version 3's kernels 2 and 3 (mbconv_v3.cu): persistent pipelined projection, coalesced SE.
-cudaError_t launch_se_project_v3(const Params& p, cudaStream_t stream);
+// Version 3's kernels 2 and 3 (mbconv_v3.cu): persistent pipelined projection, coalesced SE;
+// bulk: version 6's projection (whole-K tiles through the copy engine) where project_bulk_applies.
+constexpr int kProjBulkMaxSmem = 180 * 1024;  // B0: hidden <= 240 (two stages; one CTA per SM at 240)
+bool project_bulk_applies(int hidden, int hk_pad, int c_out);
+cudaError_t launch_se_project_v3(const Params& p, cudaStream_t stream, bool bulk = false);
 // All three kernels; `version` picks the implementation: 1 and 2 differ in kernel 1 only;
 // 3 is kernel 1 version 3 and mbconv_v3.cu's kernels 2 and 3; 5 is 3 with kernel 1's depthwise
-// on tensor cores.
+// on tensor cores; 6 is 5 with the bulk-copy projection where it applies.
 cudaError_t launch_mbconv(const Params& p, int chunk, int version, cudaStream_t stream);
 
 }  // namespace mb

@@ -18,6 +18,7 @@
 
 #include "mbconv.cuh"
 #include "mbconv_ptx.cuh"
+#include "ptx_sm90.cuh"
 
 namespace mb {
 
@@ -32,6 +33,104 @@ __device__ __forceinline__ uint32_t scale_half2(uint32_t v, float2 s) {
   const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&v));
   const __half2 r = __floats2half2_rn(f.x * s.x, f.y * s.y);
   return *reinterpret_cast<const uint32_t*>(&r);
+}
+
+// The units (output tiles) of a persistent CTA: blockIdx.x, + gridDim.x, ...; unit u is M tile
+// u / n_tiles, N tile u % n_tiles, stepped without dividing.
+struct UnitWalk {
+  int m, n, step_m, step_n, n_tiles;
+  __device__ explicit UnitWalk(int tiles)
+      : m((int)blockIdx.x / tiles), n((int)blockIdx.x % tiles), step_m((int)gridDim.x / tiles),
+        step_n((int)gridDim.x % tiles), n_tiles(tiles) {}
+  __device__ void next() {
+    m += step_m;
+    n += step_n;
+    if (n >= n_tiles) {
+      n -= n_tiles;
+      ++m;
+    }
+  }
+};
+
+// Pieces of the projection shared by project_v3 and project_bulk (version 6). Warp w owns rows
+// 32 w .. 32 w + 31 of a 128-row M tile (two m16 fragments), all NT = BN / 8 columns of its N tile.
+
+// The SE-scale offset (image * hid_pad) of this thread's four fragment rows of the M tile at m0:
+// one division per tile. Rows past P read zeros (or are never stored); any image serves.
+__device__ __forceinline__ void project_scale_rows(const Params& p, int m0, int hw, int warp, int g,
+                                                   int (&soff)[2][2]) {
+  const int img0 = m0 / hw, rem0 = m0 - img0 * hw;
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = rem0 + warp * 32 + mt * 16 + g + h * 8;  // < hw + BM
+      const int img = hw >= kProjV3BM ? img0 + (r >= hw) : img0 + r / hw;
+      soff[mt][h] = min(img, p.N - 1) * p.hid_pad;
+    }
+}
+
+// One 16-deep k step: the warp's two 16-row A fragments (D, row stride lda halves, from a_s at
+// column `col`) scaled by the SE (channel k = the step's first channel), times the BN rows of V
+// (row stride ldb, from b_s at column `col`), into acc.
+template <int NP>
+__device__ __forceinline__ void project_k16(const Params& p, float (&acc)[2][2 * NP][4], const __half* a_s, int lda,
+                                            const __half* b_s, int ldb, int col, int k, const int (&soff)[2][2],
+                                            int warp, int lane) {
+  const int q = lane & 3;
+  const int a_row = lane & 15, a_k = (lane >> 4) * 8;
+  const int b_row = (lane & 7) + ((lane >> 4) << 3), b_k = ((lane >> 3) & 1) * 8;
+  // D is zero past `hidden`, so any finite scale serves there; clamping keeps the read in
+  // the row (hk_pad may exceed hid_pad, and the tail of scale is never written).
+  const int klo = min(k + 2 * q, p.hidden - 2), khi = min(k + 2 * q + 8, p.hidden - 2);
+  uint32_t a[2][4];
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt) {
+    ldmatrix_x4(a[mt], smem_addr(a_s + (warp * 32 + mt * 16 + a_row) * lda + col + a_k));
+    // a[mt][0]: (row g, k..k+1), [1]: (row g+8, k..), [2]: (row g, k+8..), [3]: (row g+8, k+8..)
+    a[mt][0] = scale_half2(a[mt][0], __ldg(reinterpret_cast<const float2*>(p.scale + soff[mt][0] + klo)));
+    a[mt][1] = scale_half2(a[mt][1], __ldg(reinterpret_cast<const float2*>(p.scale + soff[mt][1] + klo)));
+    a[mt][2] = scale_half2(a[mt][2], __ldg(reinterpret_cast<const float2*>(p.scale + soff[mt][0] + khi)));
+    a[mt][3] = scale_half2(a[mt][3], __ldg(reinterpret_cast<const float2*>(p.scale + soff[mt][1] + khi)));
+  }
+#pragma unroll
+  for (int np = 0; np < NP; ++np) {
+    uint32_t b[4];
+    ldmatrix_x4(b, smem_addr(b_s + (np * 16 + b_row) * ldb + col + b_k));
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt) {
+      mma_m16n8k16(acc[mt][2 * np], a[mt], b[0], b[1]);
+      mma_m16n8k16(acc[mt][2 * np + 1], a[mt], b[2], b[3]);
+    }
+  }
+}
+
+// The tile's epilogue: + bias (+ x), fp16 store of the rows < P and columns < C_out; zeroes acc.
+template <int NT>
+__device__ __forceinline__ void project_epilogue(const Params& p, float (&acc)[2][NT][4], int m0, int n0, int P,
+                                                 int warp, int lane) {
+  const int g = lane >> 2, q = lane & 3;
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) {
+    const int col = n0 + nt * 8 + 2 * q;
+    const bool col_ok = col < p.C_out;  // C_out is even: both columns or neither
+    const float bias0 = col_ok ? __ldg(p.b_proj + col) : 0.f, bias1 = col_ok ? __ldg(p.b_proj + col + 1) : 0.f;
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = m0 + warp * 32 + mt * 16 + g + h * 8;
+        float v0 = acc[mt][nt][2 * h] + bias0, v1 = acc[mt][nt][2 * h + 1] + bias1;
+        acc[mt][nt][2 * h] = acc[mt][nt][2 * h + 1] = 0.f;
+        if (!col_ok || row >= P) continue;
+        if (p.residual) {  // stride 1 and C_in == C_out: x has out's layout
+          const float2 xv = __half22float2(*reinterpret_cast<const __half2*>(p.x + (size_t)row * p.C_out + col));
+          v0 += xv.x;
+          v1 += xv.y;
+        }
+        *reinterpret_cast<__half2*>(p.out + (size_t)row * p.C_out + col) = __floats2half2_rn(v0, v1);
+      }
+  }
 }
 
 // out[P x C_out] = (D * scale[image]) V^T + b (+ x). 4 warps, each 32 rows x BN columns.
@@ -49,25 +148,16 @@ __global__ void __launch_bounds__(kProjectThreads) project_v3_kernel(const Param
   const int my_units = (int)blockIdx.x < units ? (units - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0;
   const int steps = my_units * ktiles;
 
-  // Units (tiles) of this CTA: blockIdx.x, + gridDim.x, ...; unit u is M tile u / n_tiles, N tile
-  // u % n_tiles. Both the loader and the consumer step through them without dividing.
-  const int step_m = (int)gridDim.x / n_tiles, step_n = (int)gridDim.x % n_tiles;
-  auto next_unit = [&](int& m, int& n) {
-    m += step_m;
-    n += step_n;
-    if (n >= n_tiles) {
-      n -= n_tiles;
-      ++m;
-    }
-  };
+  // Units (tiles) of this CTA: the loader and the consumer each step through them (UnitWalk).
   // Loader: the step whose operands are fetched next (it runs STAGES - 1 steps ahead). Thread
   // tid copies rows tid / 4 + 32 j (j < 4) of the A tile, 8 channels at column (tid % 4) * 8.
   const int ld_r = tid >> 2, ld_c = (tid & 3) * 8;
-  int ld_step = 0, ld_kt = 0, ld_m = blockIdx.x / n_tiles, ld_n = blockIdx.x % n_tiles;
+  int ld_step = 0, ld_kt = 0;
+  UnitWalk ld(n_tiles);
   auto issue = [&]() {
     if (ld_step < steps) {
       const int stage = ld_step % STAGES;
-      const int row0 = ld_m * BM + ld_r, n0 = ld_n * BN, k = ld_kt * BK + ld_c;
+      const int row0 = ld.m * BM + ld_r, n0 = ld.n * BN, k = ld_kt * BK + ld_c;
       __half* a = As + stage * BM * LD + ld_r * LD + ld_c;
       const __half* src = p.d + (size_t)row0 * p.hidden + k;
 #pragma unroll
@@ -89,13 +179,11 @@ __global__ void __launch_bounds__(kProjectThreads) project_v3_kernel(const Param
     ++ld_step;
     if (++ld_kt == ktiles) {
       ld_kt = 0;
-      next_unit(ld_m, ld_n);
+      ld.next();
     }
   };
 
-  const int g = lane >> 2, q = lane & 3;
-  const int a_row = lane & 15, a_k = (lane >> 4) * 8;
-  const int b_row = (lane & 7) + ((lane >> 4) << 3), b_k = ((lane >> 3) & 1) * 8;
+  const int g = lane >> 2;
   float acc[2][NT][4];
 #pragma unroll
   for (int i = 0; i < 2; ++i)
@@ -107,78 +195,92 @@ __global__ void __launch_bounds__(kProjectThreads) project_v3_kernel(const Param
 
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) issue();
-  int kt = 0, um = blockIdx.x / n_tiles, un = blockIdx.x % n_tiles;
+  int kt = 0;
+  UnitWalk cu(n_tiles);
   for (int s = 0; s < steps; ++s) {
     cp_async_wait<STAGES - 2>();
     __syncthreads();  // step s has landed; everyone is done with step s - 1, whose buffer is refilled next
     issue();
-    const int m0 = um * BM, n0 = un * BN;
-    if (kt == 0) {  // the image of each fragment row: one division per tile
-      const int img0 = m0 / hw, rem0 = m0 - img0 * hw;
-#pragma unroll
-      for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int r = rem0 + warp * 32 + mt * 16 + g + h * 8;  // < hw + BM
-          const int img = hw >= BM ? img0 + (r >= hw) : img0 + r / hw;
-          soff[mt][h] = min(img, p.N - 1) * p.hid_pad;  // rows past P read zeros; any image serves
-        }
-    }
+    const int m0 = cu.m * BM, n0 = cu.n * BN;
+    if (kt == 0) project_scale_rows(p, m0, hw, warp, g, soff);  // the image of each fragment row
     const __half* a_s = As + (s % STAGES) * BM * LD;
     const __half* b_s = Bs + (s % STAGES) * BN * LD;
 #pragma unroll
-    for (int ks = 0; ks < BK / 16; ++ks) {
-      // D is zero past `hidden`, so any finite scale serves there; clamping keeps the read in
-      // the row (hk_pad may exceed hid_pad, and the tail of scale is never written).
-      const int k = kt * BK + ks * 16 + 2 * q;
-      const int klo = min(k, p.hidden - 2), khi = min(k + 8, p.hidden - 2);
-      uint32_t a[2][4];
-#pragma unroll
-      for (int mt = 0; mt < 2; ++mt) {
-        ldmatrix_x4(a[mt], smem_addr(a_s + (warp * 32 + mt * 16 + a_row) * LD + ks * 16 + a_k));
-        // a[mt][0]: (row g, k..k+1), [1]: (row g+8, k..), [2]: (row g, k+8..), [3]: (row g+8, k+8..)
-        a[mt][0] = scale_half2(a[mt][0], __ldg(reinterpret_cast<const float2*>(p.scale + soff[mt][0] + klo)));
-        a[mt][1] = scale_half2(a[mt][1], __ldg(reinterpret_cast<const float2*>(p.scale + soff[mt][1] + klo)));
-        a[mt][2] = scale_half2(a[mt][2], __ldg(reinterpret_cast<const float2*>(p.scale + soff[mt][0] + khi)));
-        a[mt][3] = scale_half2(a[mt][3], __ldg(reinterpret_cast<const float2*>(p.scale + soff[mt][1] + khi)));
-      }
-#pragma unroll
-      for (int np = 0; np < NP; ++np) {
-        uint32_t b[4];
-        ldmatrix_x4(b, smem_addr(b_s + (np * 16 + b_row) * LD + ks * 16 + b_k));
-#pragma unroll
-        for (int mt = 0; mt < 2; ++mt) {
-          mma_m16n8k16(acc[mt][2 * np], a[mt], b[0], b[1]);
-          mma_m16n8k16(acc[mt][2 * np + 1], a[mt], b[2], b[3]);
-        }
-      }
-    }
+    for (int ks = 0; ks < BK / 16; ++ks) project_k16<NP>(p, acc, a_s, LD, b_s, LD, ks * 16, kt * BK + ks * 16, soff, warp, lane);
     if (++kt < ktiles) continue;
     kt = 0;
-    next_unit(um, un);
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt) {
-      const int col = n0 + nt * 8 + 2 * q;
-      const bool col_ok = col < p.C_out;  // C_out is even: both columns or neither
-      const float bias0 = col_ok ? __ldg(p.b_proj + col) : 0.f, bias1 = col_ok ? __ldg(p.b_proj + col + 1) : 0.f;
-#pragma unroll
-      for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int row = m0 + warp * 32 + mt * 16 + g + h * 8;
-          float v0 = acc[mt][nt][2 * h] + bias0, v1 = acc[mt][nt][2 * h + 1] + bias1;
-          acc[mt][nt][2 * h] = acc[mt][nt][2 * h + 1] = 0.f;
-          if (!col_ok || row >= P) continue;
-          if (p.residual) {  // stride 1 and C_in == C_out: x has out's layout
-            const float2 xv = __half22float2(*reinterpret_cast<const __half2*>(p.x + (size_t)row * p.C_out + col));
-            v0 += xv.x;
-            v1 += xv.y;
-          }
-          *reinterpret_cast<__half2*>(p.out + (size_t)row * p.C_out + col) = __floats2half2_rn(v0, v1);
-        }
-    }
+    cu.next();
+    project_epilogue<NT>(p, acc, m0, n0, P, warp, lane);
   }
   cp_async_wait<0>();
+}
+
+// Version 6's projection: the units of project_v3, but a unit's whole K arrives at once through
+// the copy engine, two units deep: one bulk copy of D rows m0 .. m0 + 127 (contiguous: 128 x
+// hidden halves) and one of V's BN rows (BN x hk_pad halves), issued by thread 0 and completing
+// on the stage's mbarrier; then every warp computes its 32 rows (project_k16 per 16 channels,
+// ldmatrix on the unpadded rows: 2-way bank conflicts at hidden = 144 or 240, 4-way at 32 or 96)
+// and stores (project_epilogue), and a __syncthreads frees the stage for the unit after next.
+// project_v3 streams D with cp.async (16 bytes a lane) and reached only 1.65-1.75 TB/s
+// (NOTES.md, "MBConv version 6").
+constexpr int kProjBulkStages = 2;
+
+__host__ __device__ constexpr int project_bulk_stage_bytes(int hidden, int hk_pad, int bn) {
+  return (kProjV3BM * hidden + bn * hk_pad) * 2;
+}
+__host__ __device__ constexpr int project_bulk_smem_bytes(int hidden, int hk_pad, int bn) {
+  return kProjBulkStages * project_bulk_stage_bytes(hidden, hk_pad, bn) + 8 * kProjBulkStages;  // + the mbarriers
+}
+
+template <int BN>
+__global__ void __launch_bounds__(kProjectThreads) project_bulk_kernel(const Params p, int n_tiles) {
+  constexpr int BM = kProjV3BM, NT = BN / 8, NP = BN / 16, STAGES = kProjBulkStages;
+  static_assert(BN % 16 == 0 && BN <= 64, "BN");
+  extern __shared__ __align__(16) uint8_t smem[];
+  const int stage_bytes = project_bulk_stage_bytes(p.hidden, p.hk_pad, BN);
+  const uint32_t bars = smem_addr(smem + STAGES * stage_bytes);
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int hw = p.Ho * p.Wo, P = p.N * hw;
+  const int units = (P + BM - 1) / BM * n_tiles;  // the launcher keeps units < 2^31
+  const int my_units = (int)blockIdx.x < units ? (units - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0;
+  if (tid == 0) {
+#pragma unroll
+    for (int s = 0; s < STAGES; ++s) bf::mbar_init(bars + 8 * s, 1);
+    bf::fence_barrier_init();
+  }
+  __syncthreads();
+  UnitWalk ld(n_tiles), cu(n_tiles);
+  auto issue = [&](int i) {  // thread 0: local unit i into stage i % STAGES
+    const uint32_t bar = bars + 8 * (i % STAGES), a = smem_addr(smem + (i % STAGES) * stage_bytes);
+    const int m0 = ld.m * BM, rows = min(BM, P - m0);
+    const uint32_t a_bytes = rows * p.hidden * 2, b_bytes = BN * p.hk_pad * 2;  // V: cout_pad >= n_tiles * BN rows
+    bf::mbar_arrive_expect_tx(bar, a_bytes + b_bytes);
+    bf::bulk_copy_g2s(a, p.d + (size_t)m0 * p.hidden, a_bytes, bar);
+    bf::bulk_copy_g2s(a + BM * p.hidden * 2, p.w_proj + (size_t)ld.n * BN * p.hk_pad, b_bytes, bar);
+    ld.next();
+  };
+  float acc[2][NT][4];
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+#pragma unroll
+      for (int k = 0; k < 4; ++k) acc[i][j][k] = 0.f;
+  int soff[2][2];
+  if (tid == 0 && my_units > 0) issue(0);
+  for (int i = 0; i < my_units; ++i) {
+    if (tid == 0 && i + 1 < my_units) issue(i + 1);  // its stage was freed by the __syncthreads closing unit i - 1
+    bf::mbar_wait(bars + 8 * (i % STAGES), (i / STAGES) & 1);
+    const int m0 = cu.m * BM, n0 = cu.n * BN;
+    project_scale_rows(p, m0, hw, warp, lane >> 2, soff);
+    const __half* a_s = reinterpret_cast<const __half*>(smem + (i % STAGES) * stage_bytes);
+    // rows past P (the last M tile) hold stale values: their products are never stored
+    for (int k = 0; k < p.hidden; k += 16)
+      project_k16<NP>(p, acc, a_s, p.hidden, a_s + BM * p.hidden, p.hk_pad, k, k, soff, warp, lane);
+    project_epilogue<NT>(p, acc, m0, n0, P, warp, lane);
+    cu.next();
+    __syncthreads();
+  }
 }
 
 // One block per image: pool, FC1 -> SiLU, FC2 -> sigmoid. Shared memory: pooled [hid_pad],
@@ -284,8 +386,9 @@ struct DeviceSlots {  // per-device state of one kernel: opt-in shared memory se
   int sms[kMaxDevices] = {};
 };
 
+// per_call: the occupancy for this `smem` every call (kernels whose shared memory varies per block).
 template <typename Kernel>
-cudaError_t prepare(Kernel kernel, DeviceSlots& slots, int smem, int threads, int& dev) {
+cudaError_t prepare(Kernel kernel, DeviceSlots& slots, int smem, int threads, int& dev, bool per_call = false) {
   cudaError_t err = cudaGetDevice(&dev);
   if (err != cudaSuccess) return err;
   if (dev >= kMaxDevices) return cudaErrorInvalidDevice;
@@ -299,7 +402,7 @@ cudaError_t prepare(Kernel kernel, DeviceSlots& slots, int smem, int threads, in
     slots.configured[dev] = optin;
     slots.ctas_per_sm[dev] = 0;
   }
-  if (slots.ctas_per_sm[dev] == 0) {
+  if (slots.ctas_per_sm[dev] == 0 || per_call) {
     err = cudaDeviceGetAttribute(&slots.sms[dev], cudaDevAttrMultiProcessorCount, dev);
     if (err != cudaSuccess) return err;
     err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&slots.ctas_per_sm[dev], kernel, threads, smem);
@@ -323,9 +426,27 @@ cudaError_t launch_project_v3_bn(const Params& p, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
+template <int BN>
+cudaError_t launch_project_bulk_bn(const Params& p, cudaStream_t stream) {
+  static DeviceSlots slots;
+  const int smem = project_bulk_smem_bytes(p.hidden, p.hk_pad, BN);
+  int dev = 0;
+  cudaError_t err = prepare(project_bulk_kernel<BN>, slots, smem, kProjectThreads, dev, true);
+  if (err != cudaSuccess) return err;
+  const int n_tiles = (p.C_out + BN - 1) / BN;
+  const long long units = (long long)((p.N * p.Ho * p.Wo + kProjV3BM - 1) / kProjV3BM) * n_tiles;
+  const int grid = (int)std::min<long long>(units, (long long)slots.ctas_per_sm[dev] * slots.sms[dev]);
+  project_bulk_kernel<BN><<<grid, kProjectThreads, smem, stream>>>(p, n_tiles);
+  return cudaGetLastError();
+}
+
 }  // namespace
 
-cudaError_t launch_se_project_v3(const Params& p, cudaStream_t stream) {
+bool project_bulk_applies(int hidden, int hk_pad, int c_out) {
+  return hidden % 16 == 0 && project_bulk_smem_bytes(hidden, hk_pad, project_v3_bn(c_out)) <= kProjBulkMaxSmem;
+}
+
+cudaError_t launch_se_project_v3(const Params& p, cudaStream_t stream, bool bulk) {
   if (p.hidden % 8 || p.hidden < 8 || p.sq < 1) return cudaErrorInvalidValue;
   {
     static DeviceSlots slots;
@@ -339,6 +460,13 @@ cudaError_t launch_se_project_v3(const Params& p, cudaStream_t stream) {
     err = cudaGetLastError();
     if (err != cudaSuccess) return err;
   }
+  if (bulk && project_bulk_applies(p.hidden, p.hk_pad, p.C_out)) switch (project_v3_bn(p.C_out)) {
+      case 16: return launch_project_bulk_bn<16>(p, stream);
+      case 32: return launch_project_bulk_bn<32>(p, stream);
+      case 48: return launch_project_bulk_bn<48>(p, stream);
+      case 64: return launch_project_bulk_bn<64>(p, stream);
+      default: return cudaErrorInvalidValue;
+    }
   switch (project_v3_bn(p.C_out)) {
     case 16: return launch_project_v3_bn<16>(p, stream);
     case 32: return launch_project_v3_bn<32>(p, stream);
