@@ -71,7 +71,7 @@ def bench_case(case: Case, timer: Timer, ceilings: dict, modes: list[str], mma_s
              "backends": {}, "correctness": {"torch_fp16_rel_error": torch_error, "variants": {}}}
     time_fused_variants(entry, case_variants(case.channels, wanted), lambda v, out: c512.run(x, weights, out=out, variant=v),
                         lambda: torch.full_like(x, float("nan")), exact, timer, case, ceilings)
-    if case.channels < 512 and mma_sync:
+    if case.channels <= 256 and mma_sync:  # the mma.sync kernel's widths
         time_mma_sync(entry, block, x, exact, timer, case, ceilings)
     time_torch_baselines(entry, block_fp16, x, exact, modes, timer, case, ceilings)
     if "cuda_kernels" in entry["backends"]:

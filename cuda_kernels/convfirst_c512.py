@@ -37,7 +37,12 @@ from cuda_kernels.ops import _swizzle_128b, pack_conv_weight
 ENV_SWITCH = "CUDA_KERNELS_C512"
 WGMMA_SWITCH = "CUDA_KERNELS_WGMMA_CONVFIRST"
 CHANNELS = 512  # the width no other kernel serves (CUDA_KERNELS_C512)
-SUPPORTED_CHANNELS = (128, 256, 512)  # the kernel's template instances
+SUPPORTED_CHANNELS = (128, 256, 384, 512)  # the kernel's template instances
+# C = 384 (ConvFirstNet-L's stage 2; no other kernel has it): 192 output columns per warpgroup as one
+# n128 and one n64 accumulator (V block 1 split by rows); variants 0 and 1. Compiled and CPU-checked
+# only: replace_blocks uses it only with CUDA_KERNELS_C384=1 until its GPU tests pass.
+C384 = 384
+C384_SWITCH = "CUDA_KERNELS_C384"
 WGMMA_WIDTHS = (128, 256)  # widths the mma.sync kernel also serves: CUDA_KERNELS_WGMMA_CONVFIRST picks
 # C = 256 on since its GPU tests passed (H200, examples/measurements/convfirst_c256/: 87/87 with C = 512
 # and 128) and it ran 1.74x the mma.sync kernel; C = 128 only 1.09x per block, not yet timed end to end
@@ -107,6 +112,11 @@ def wgmma_widths() -> tuple[int, ...]:
     return tuple(c for c in WGMMA_WIDTHS if str(c) in parts)
 
 
+def c384_enabled() -> bool:
+    """Whether `replace_blocks` may send C = 384 blocks here (``CUDA_KERNELS_C384=1``; off by default)."""
+    return os.environ.get(C384_SWITCH, "").strip() == "1"
+
+
 def takes(block: nn.Module) -> bool:
     """Whether `replace_blocks` sends this stride-1 ConvFirst block here (rather than to the
     mma.sync kernel): C = 512 always (no other kernel has it; off, it falls back with the switch's
@@ -114,6 +124,8 @@ def takes(block: nn.Module) -> bool:
     channels = getattr(block, "channels", 0)
     if channels == CHANNELS:
         return True
+    if channels == C384:  # switched off, the block goes to the mma.sync kernel, which gives its reason
+        return c384_enabled() and FusedConvFirstC512.unsupported(block) is None
     return channels in wgmma_widths() and FusedConvFirstC512.unsupported(block) is None
 
 
@@ -299,7 +311,10 @@ class FusedConvFirstC512(nn.Module):
         if channels == CHANNELS and not enabled():
             return (f"C={CHANNELS}: its kernel (cuda_kernels/convfirst_c512.py) is switched off by "
                     f"{ENV_SWITCH}; unset it or set it to 1 (or stride1) to use it")
-        if channels != CHANNELS and channels not in wgmma_widths():
+        if channels == C384 and not c384_enabled():
+            return (f"C={C384}: its kernel (cuda_kernels/convfirst_c512.py) is off until its GPU tests pass; "
+                    f"set {C384_SWITCH}=1 to use it")
+        if channels not in (CHANNELS, C384) and channels not in wgmma_widths():
             return (f"C={channels}: the wgmma kernel is off for this width (the mma.sync kernel runs it); "
                     f"set {WGMMA_SWITCH}={channels} to use it")
         if torch.cuda.is_available() and torch.cuda.get_device_capability() != (9, 0):

@@ -17,7 +17,8 @@
 #   smoke3  two small variant-3 launches (C = 128 and 256) under a 60 s limit; if they fail or hang,
 #           variant 3 is left out of every later step (tests, bench3, e2e3) and the call goes on;
 #   bench3  variants 0/2/3 at C = 256 a6 and a4 14x14 and C = 512 a6 7x7 (v0 only there) beside
-#           eager and torch.compile; C = 128 a6 28x28 beside the mma.sync kernel (no compile);
+#           eager and torch.compile; C = 128 a6 28x28 beside the mma.sync kernel (no compile); C = 384
+#           a6 14x14 (variants 0 and 1) beside eager and torch.compile;
 #   e2e3    ConvFirstNet-H200 and -M end to end, fused (the fastest variant at C = 256 a6 from bench3
 #           through CUDA_KERNELS_C512_VARIANT; C = 128 on the wgmma kernel too if it beat mma.sync in
 #           bench3), rest compiled, freezing, CUDA graphs; torch.compile (freezing, graphs) of both in
@@ -105,6 +106,8 @@ if has bench3; then
     --case 6:7 --out "$out/v3_bench.json"
   step bench3_c128 60 python3 -m cuda_kernels.bench_c512 --modes "" --variants "$vars" --case c128:6:28 \
     --out "$out/v3_bench_c128.json"
+  # C = 384 (ConvFirstNet-L stage 2; CUDA_KERNELS_C384, off until its GPU tests pass): variants 0 and 1
+  step bench3_c384 90 python3 -m cuda_kernels.bench_c512 --modes default --case c384:6:14 --out "$out/c384_bench.json"
 fi
 if has e2e3; then
   wait_others

@@ -121,6 +121,9 @@ def emulate_kernel(x: torch.Tensor, block: nn.Module, weights: c512.KernelWeight
     n2 = min(c // 2, 128)  # the stage-2 wgmma's n
     accs = c // 2 // n2
     acc2 = [[torch.zeros(X.shape[0], n2, dtype=torch.float64) for _ in range(accs)] for _ in range(2)]
+    if c == 384:  # warpgroup 0: [n128 (block 0), n64 (block 1 rows 0..63)]; 1: [n64 (block 1 rows 64..), n128 (block 2)]
+        acc2 = [[torch.zeros(X.shape[0], 128, dtype=torch.float64), torch.zeros(X.shape[0], 64, dtype=torch.float64)],
+                [torch.zeros(X.shape[0], 64, dtype=torch.float64), torch.zeros(X.shape[0], 128, dtype=torch.float64)]]
     it = 0
     for j in range(weights.hidden // 128):
         acc1 = [torch.zeros(X.shape[0], 64, dtype=torch.float64) for _ in range(2)]
@@ -135,7 +138,12 @@ def emulate_kernel(x: torch.Tensor, block: nn.Module, weights: c512.KernelWeight
                 b = cuda_kernels.ops._swizzle_128b(slots[it]).double()
                 it += 1
                 for wg in range(2):
-                    if c == 128:
+                    if c == 384:
+                        if q == 1:
+                            acc2[wg][1 - wg] += hid[:, 64 * kp : 64 * kp + 64] @ b[64 * wg : 64 * wg + 64].T
+                        elif q == 2 * wg:
+                            acc2[wg][wg] += hid[:, 64 * kp : 64 * kp + 64] @ b.T
+                    elif c == 128:
                         acc2[wg][0] += hid[:, 64 * kp : 64 * kp + 64] @ b[64 * wg : 64 * wg + 64].T
                     elif q // accs == wg:
                         acc2[wg][q % accs] += hid[:, 64 * kp : 64 * kp + 64] @ b.T
@@ -143,7 +151,8 @@ def emulate_kernel(x: torch.Tensor, block: nn.Module, weights: c512.KernelWeight
     return out.reshape(n, h, w, c).permute(0, 3, 1, 2)
 
 
-@pytest.mark.parametrize("channels,expansion", [(512, 2), (512, 4), (256, 6), (256, 4), (128, 6), (128, 3)])
+@pytest.mark.parametrize("channels,expansion", [(512, 2), (512, 4), (256, 6), (256, 4), (128, 6), (128, 3), (384, 6),
+                                                (384, 2)])
 def test_kernel_dataflow_is_the_block(channels, expansion):
     """Weights rounded to fp16 first, so that the packed slots hold them exactly."""
     block = block_c(channels, expansion, seed=expansion).half().double()
@@ -196,7 +205,8 @@ def test_host_checks_on_out(small_weights):
 
 
 def test_widths_and_weight_preparation(small_weights):
-    assert c512.unsupported_shape(384, 1536).startswith("C=384")
+    assert c512.unsupported_shape(192, 1152).startswith("C=192")
+    assert c512.unsupported_shape(384, 2304) is None and c512.unsupported_shape(384, 576).startswith("hidden 576")
     assert c512.unsupported_shape(64, 256).startswith("C=64")
     assert c512.unsupported_shape(512, 512 * 3 // 2 + 64).startswith("hidden 832")
     assert all(c512.unsupported_shape(c, c * a) is None for c in (256, 512) for a in (2, 4, 6))
@@ -412,13 +422,14 @@ def test_raw_op_refuses_overlap_and_bad_shapes():
         ext.convfirst_c512(x, *args, 7, 7, 2, empty)
     with pytest.raises(RuntimeError, match="no variant 3"):
         ext.convfirst_c512(x, *args, 7, 7, 3, empty)
-    with pytest.raises(RuntimeError, match="C in 128, 256, 512"):
-        ext.convfirst_c512(x[:, :384].contiguous(), *args, 7, 7, 0, empty)
+    with pytest.raises(RuntimeError, match="C in 128, 256, 384, 512"):
+        ext.convfirst_c512(x[:, :320].contiguous(), *args, 7, 7, 0, empty)
     optin = torch.cuda.get_device_properties(0).shared_memory_per_block_optin
     assert all(0 < ext.smem_bytes(c) <= optin for c in (128, 256, 512)) and ext.smem_bytes(64) == 0
     assert all(0 < ext.smem_bytes(c, 2) <= optin for c in (128, 256)) and ext.smem_bytes(512, 2) == 0
     assert all(0 < ext.smem_bytes(c, 3) <= optin for c in (128, 256)) and ext.smem_bytes(512, 3) == 0
     assert ext.smem_bytes(256, 3) == ext.smem_bytes(256, 2) + 16 and ext.num_variants == 4
+    assert 0 < ext.smem_bytes(384) <= optin and ext.smem_bytes(384, 2) == ext.smem_bytes(384, 3) == 0
 
 
 @pytest.mark.cuda
@@ -530,6 +541,12 @@ def _consumer_program(wg: int, nchunks: int, channels: int = 512) -> list[tuple]
     """csrc/convfirst_c512.cu's consumer loop for warpgroup `wg`, as a list of operations."""
     ops, it, pending = [], 0, None
     vblocks, accs = channels // 128, max(channels // 256, 1)
+
+    def uses(q):  # whether this warpgroup reads V block q of a k panel
+        if channels == 384:  # block 1 split by rows, 0 warpgroup 0's, 2 warpgroup 1's
+            return q == 1 or q == 2 * wg
+        return vblocks == 1 or q // accs == wg
+
     for j in range(nchunks):
         for _ in range(channels // 64):  # stage 1: one U slot per wgmma group
             ops += [("wait_full", it), ("issue", it, None), ("wait_groups", 1)]
@@ -540,7 +557,7 @@ def _consumer_program(wg: int, nchunks: int, channels: int = 512) -> list[tuple]
         for _ in range(2):  # stage 2: per k panel the C / 128 V blocks (this warpgroup's, or at C = 128 half of it)
             for q in range(vblocks):
                 ops.append(("wait_full", it))
-                if vblocks == 1 or q // accs == wg:
+                if uses(q):
                     ops += [("issue", it, (j % 2, j)), ("wait_groups", 1)]
                     ops += [("release", pending)] if pending is not None else []
                     pending = it
@@ -628,7 +645,7 @@ def _run_pipeline_model(nchunks: int, stages: int, seed: int, ctas: int = 1, cha
             pc[w] += 1
 
 
-@pytest.mark.parametrize("channels", [512, 256, 128])
+@pytest.mark.parametrize("channels", [512, 384, 256, 128])
 @pytest.mark.parametrize("ctas", [1, 2])
 @pytest.mark.parametrize("seed", range(30))
 def test_pipeline_protocol_has_no_deadlock_or_overwrite(seed, ctas, channels):
@@ -979,3 +996,52 @@ def test_device_script_has_the_variant_3_steps():
     for needle in ("has smoke3", "has bench3", "has e2e3", "--variants", "CUDA_KERNELS_C512_VARIANT=$best",
                    "compiled convfirstnet_h200", "compiled convfirstnet_m", "fused convfirstnet_m"):
         assert needle in text
+
+
+# ---- C = 384 (ConvFirstNet-L stage 2): one n128 and one n64 accumulator per warpgroup ----
+
+def test_c384_slots_and_switch(monkeypatch):
+    """C = 384: 6 U panels + 2 k panels x 3 V blocks = 12 slots per chunk; variants 0 and 1; off by
+    default (the block then goes to the mma.sync kernel, which gives its own reason)."""
+    assert c512.slots_per_chunk(384) == 12 and c512.variants(384) == (0, 1)
+    order = c512.slot_order(2304, 384)
+    assert len(order) == 18 * 12 and order[6:12] == [("V", 0, k, q) for k in range(2) for q in range(3)]
+    block = block_c(384, 6)
+    monkeypatch.delenv(c512.C384_SWITCH, raising=False)
+    assert not c512.c384_enabled() and not c512.takes(block)
+    reason = c512.FusedConvFirstC512.unsupported(block)
+    assert reason.startswith("C=384") and c512.C384_SWITCH in reason
+    monkeypatch.setenv(c512.C384_SWITCH, "1")
+    assert c512.c384_enabled()
+    if not torch.cuda.is_available() or torch.cuda.get_device_capability() == (9, 0):
+        assert c512.FusedConvFirstC512.unsupported(block) is None and c512.takes(block)
+    w = _kernel_weights(block)
+    assert (w.channels, w.hidden, w.conv_w.shape, w.wpack.numel()) == (384, 2304, (48, 9, 32), 4 * 2304 * 384)
+
+
+def test_c384_replace_blocks_follows_the_switch(monkeypatch):
+    def net():
+        torch.manual_seed(0)
+        return fold_batchnorm(nn.Sequential(ConvFirstBlock(384, 6), ConvFirstBlock(384, 2)))
+
+    monkeypatch.delenv(c512.C384_SWITCH, raising=False)
+    swap = cuda_kernels.replace_blocks(net())
+    assert set(swap.fallback) >= {"0", "1"} and all(swap.fallback[k].startswith("C=384") for k in ("0", "1"))
+    if torch.cuda.is_available() and torch.cuda.get_device_capability() != (9, 0):
+        return
+    monkeypatch.setenv(c512.C384_SWITCH, "1")
+    model = net()
+    swap = cuda_kernels.replace_blocks(model)
+    assert swap.fused["ConvFirstBlock"] == 2 and swap.fallback == {}
+    assert [type(m).__name__ for m in model] == ["FusedConvFirstC512"] * 2
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("expansion,batch,h,w", [
+    (6, 128, 14, 14), (6, 1, 14, 14), (6, 37, 14, 14), (6, 128, 7, 7), (2, 3, 13, 13), (4, 2, 9, 5), (6, 1, 1, 1),
+    (2, 5, 28, 27),
+])
+@pytest.mark.parametrize("variant", [0, 1])
+def test_c384_shapes(expansion, batch, h, w, variant):
+    """ConvFirstNet-L stage 2 (alpha 6, 14x14) for batch 128, 1 and 37, 7x7, odd sizes, both variants."""
+    check_kernel(expansion, batch, h, w, variant=variant, channels=384)

@@ -70,7 +70,11 @@ struct Shape {
   static constexpr int kSlotsPerChunk = slots_per_chunk(C);
   static constexpr int kOutCols = C / 2;         // output columns per warpgroup
   static constexpr int kN2 = kOutCols < 128 ? kOutCols : 128;  // stage-2 wgmma n
-  static constexpr int kAccs = kOutCols / kN2;   // stage-2 accumulators per warpgroup
+  static constexpr int kAccs = kOutCols / kN2;   // stage-2 accumulators per warpgroup (n = kN2)
+  // C = 384: 192 output columns per warpgroup = one n128 accumulator and one n64 (kSmallRegs): V
+  // block 0 is warpgroup 0's, block 2 warpgroup 1's, block 1 is split (rows 64w .. into the n64 one).
+  static constexpr bool kMixed = C == 384;
+  static constexpr int kSmallRegs = kMixed ? 32 : 1;
   static constexpr int kXBytes = kKPanels * kPanel;
   static constexpr int kXOffset = 0;
   static constexpr int kHOffset = kXOffset + kXBytes;
@@ -78,10 +82,11 @@ struct Shape {
   static constexpr int kHalo2Offset = kRingOffset + kStages * kSlotBytes;  // used only with HALO2
   static constexpr int kBarOffset = kHalo2Offset + (HALO2 ? kHBytes : 0);
   static constexpr int kSmemBytes = 1024 + kBarOffset + 2 * kStages * 8;  // + alignment slack
-  static_assert(C == 128 || C == 256 || C == 512, "channel counts");
+  static_assert(C == 128 || C == 256 || C == 384 || C == 512, "channel counts");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory per block");
   // a V block (128 rows) is either one warpgroup's (C >= 256) or split between both (C = 128)
-  static_assert(kVBlocks == 2 * kAccs || (kVBlocks == 1 && kN2 == 64), "stage-2 split");
+  static_assert(kVBlocks == 2 * kAccs || (kVBlocks == 1 && kN2 == 64) || (kMixed && kAccs == 1 && kN2 == 128),
+                "stage-2 split");
 };
 
 constexpr int max_halo_pixels() {
@@ -148,6 +153,36 @@ __device__ __forceinline__ void wgmma_ss(float (&d)[64], uint64_t a, uint64_t b,
 }
 __device__ __forceinline__ void wgmma_ss(float (&d)[32], uint64_t a, uint64_t b, int scale_d) {
   wgmma_m64n64k16_ss(d, a, b, scale_d);
+}
+
+// Epilogue of one accumulator of NREG registers (NREG / 32 groups of 64 columns) at output columns
+// col0 ..: out = acc + b + x, the shortcut loads of a group before its stores (as below).
+template <int C, int NREG>
+__device__ __forceinline__ void store_out(const Params& p, const float (&acc)[NREG], int col0, int r0, int lane) {
+#pragma unroll
+  for (int g = 0; g < NREG / 32; ++g) {
+    __half2 sc[8][2];
+#pragma unroll
+    for (int n = 0; n < 8; ++n)
+#pragma unroll
+      for (int hr = 0; hr < 2; ++hr) {
+        const int row = r0 + 8 * hr, col = col0 + 8 * (8 * g + n) + 2 * (lane & 3);
+        sc[n][hr] = row < p.P ? __ldg(reinterpret_cast<const __half2*>(p.x + (size_t)row * C + col)) : __float2half2_rn(0.f);
+      }
+#pragma unroll
+    for (int n = 0; n < 8; ++n) {
+      const int nb = 8 * g + n, col = col0 + 8 * nb + 2 * (lane & 3);
+      const float2 b = __ldg(reinterpret_cast<const float2*>(p.b2 + col));
+#pragma unroll
+      for (int hr = 0; hr < 2; ++hr) {
+        const int row = r0 + 8 * hr;
+        if (row >= p.P) continue;
+        const float2 s = __half22float2(sc[n][hr]);
+        const float v0 = acc[4 * nb + 2 * hr] + b.x + s.x, v1 = acc[4 * nb + 2 * hr + 1] + b.y + s.y;
+        *reinterpret_cast<__half2*>(p.out + (size_t)row * C + col) = __floats2half2_rn(v0, v1);
+      }
+    }
+  }
 }
 
 // Phase A: X = conv(x) + b_c (rounded to fp16, as PyTorch rounds it) for pixels p0 .. p0+63.
@@ -306,6 +341,7 @@ __global__ void __launch_bounds__(kThreads, 1) convfirst_c512_kernel(const Param
     // acc2 is not zeroed: the first product into each half (chunk 0, k panel 0, first k step)
     // runs with scale-d 0. Zeroing it with moves made ptxas serialise every wgmma (C7515).
     float acc2[S::kAccs][S::kN2 / 2];
+    float acc2s[S::kSmallRegs];  // C = 384's n64 accumulator (unused, and removed, at other widths)
 
     // `pending`: the last slot this warpgroup read whose wgmma group may still be running.
     int it = 0, pending = -1;
@@ -373,7 +409,30 @@ __global__ void __launch_bounds__(kThreads, 1) convfirst_c512_kernel(const Param
         for (int q = 0; q < S::kVBlocks; ++q, ++it) {
           const int slot = it % kStages;
           mbar_wait(full_bar + 8 * slot, (it / kStages) & 1);
-          if (kSplitBlock || q / S::kAccs == wg) {
+          if constexpr (S::kMixed) {
+            if (q == 1 || q == 2 * wg) {  // q is a constant in each unrolled iteration
+              wgmma_fence();
+              if (q == 1) {  // the split block: rows 64w .. 64w + 63 into the n64 accumulator
+                fence_registers(acc2s);
+#pragma unroll
+                for (int kk = 0; kk < 4; ++kk)
+                  wgmma_ss(acc2s, smem_desc_sw128(hb + kp * kPanel + kk * 32),
+                           smem_desc_sw128(ring + slot * kSlotBytes + wg * (64 * 128) + kk * 32), (j | kp | kk) != 0);
+              } else {
+                fence_registers(acc2[0]);
+#pragma unroll
+                for (int kk = 0; kk < 4; ++kk)
+                  wgmma_ss(acc2[0], smem_desc_sw128(hb + kp * kPanel + kk * 32),
+                           smem_desc_sw128(ring + slot * kSlotBytes + kk * 32), (j | kp | kk) != 0);
+              }
+              wgmma_commit();
+              wgmma_wait<1>();
+              if (pending >= 0) release(pending);
+              pending = it;
+            } else {
+              release(it);  // the other warpgroup's whole block
+            }
+          } else if (kSplitBlock || q / S::kAccs == wg) {
             float(&acc)[S::kN2 / 2] = acc2[q % S::kAccs];
             fence_registers(acc);
             wgmma_fence();
@@ -394,14 +453,19 @@ __global__ void __launch_bounds__(kThreads, 1) convfirst_c512_kernel(const Param
     wgmma_wait<0>();
 #pragma unroll
     for (int a = 0; a < S::kAccs; ++a) fence_registers(acc2[a]);
+    if constexpr (S::kMixed) fence_registers(acc2s);
 
     // epilogue: out = acc2 + b + x. Accumulator layout: row 16 wq + lane / 4 (+ 8), columns
     // 8 n + 2 (lane % 4) (+ 1) of the warpgroup's kN2-column part a.
     const int r0 = p0 + wq * 16 + (lane >> 2);
     const __half* __restrict__ xr = p.x;
     __half* __restrict__ outr = p.out;
+    if constexpr (S::kMixed) {  // warpgroup 0: n128 -> columns 0.., n64 -> 128..; warpgroup 1: n64 -> 192.., n128 -> 256..
+      store_out<C>(p, acc2[0], wg ? 256 : 0, r0, lane);
+      store_out<C>(p, acc2s, wg ? 192 : 128, r0, lane);
+    }
 #pragma unroll
-    for (int a = 0; a < S::kAccs; ++a) {
+    for (int a = 0; a < (S::kMixed ? 0 : S::kAccs); ++a) {
 #pragma unroll
       for (int g = 0; g < S::kN2 / 64; ++g) {
         __half2 sc[8][2];  // all shortcut loads of the group before its stores
@@ -774,6 +838,7 @@ int smem_bytes(int channels, int variant) {
   switch (channels) {
     case 128: return halo2 ? Shape<128, true>::kSmemBytes : Shape<128>::kSmemBytes;
     case 256: return halo2 ? Shape<256, true>::kSmemBytes : Shape<256>::kSmemBytes;
+    case 384: return halo2 ? 0 : Shape<384>::kSmemBytes;
     case 512: return halo2 ? 0 : Shape<512>::kSmemBytes;
     default: return 0;
   }
@@ -871,6 +936,7 @@ cudaError_t launch(const Params& p, int variant, cudaStream_t stream) {
   switch (p.C) {
     case 128: return launch_width<128>(p, variant, stream);
     case 256: return launch_width<256>(p, variant, stream);
+    case 384: return launch_width<384>(p, variant, stream);
     case 512: return launch_width<512>(p, variant, stream);
     default: return cudaErrorInvalidValue;
   }

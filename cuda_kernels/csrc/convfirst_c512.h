@@ -9,7 +9,7 @@
 
 namespace c512 {
 
-constexpr int kChannelCounts[] = {128, 256, 512};  // the kernel's instances (template argument C)
+constexpr int kChannelCounts[] = {128, 256, 384, 512};  // the kernel's instances (template argument C)
 constexpr int kHiddenChunk = 128;  // hidden must be a multiple
 constexpr int kTilePixels = 64;    // pixels per thread block
 constexpr int kMaxWidth = 28;      // the conv halo of a tile, (floor(63 / W) + 4) W pixels, fits in 255

@@ -25,7 +25,7 @@ torch::Tensor convfirst_c512(torch::Tensor x, torch::Tensor conv_w, torch::Tenso
   const c10::cuda::CUDAGuard guard(x.device());
   checks::on_x_device(x, x, "x", torch::kHalf);
   TORCH_CHECK(x.dim() == 2 && c512::smem_bytes(static_cast<int>(x.size(1))) > 0,
-              "x must be [pixels, C] with C in 128, 256, 512");
+              "x must be [pixels, C] with C in 128, 256, 384, 512");
   const int64_t P = x.size(0), C = x.size(1), hidden = b1.numel();
   checks::on_x_device(conv_w, x, "conv_w", torch::kInt);
   checks::on_x_device(conv_b, x, "conv_b", torch::kFloat);
