@@ -412,31 +412,20 @@ cudaError_t prepare(Kernel kernel, DeviceSlots& slots, int smem, int threads, in
   return cudaSuccess;
 }
 
-template <int BN>
-cudaError_t launch_project_v3_bn(const Params& p, cudaStream_t stream) {
+// project_v3 (BULK = false: fixed shared memory, occupancy cached) or project_bulk (shared memory
+// by hidden, occupancy asked per call), persistent: as many CTAs as fit, at most one per unit.
+template <int BN, bool BULK>
+cudaError_t launch_project_bn(const Params& p, cudaStream_t stream) {
   static DeviceSlots slots;
-  constexpr int smem = project_v3_smem_bytes(BN);
+  const auto kernel = BULK ? project_bulk_kernel<BN> : project_v3_kernel<BN>;
+  const int smem = BULK ? project_bulk_smem_bytes(p.hidden, p.hk_pad, BN) : project_v3_smem_bytes(BN);
   int dev = 0;
-  cudaError_t err = prepare(project_v3_kernel<BN>, slots, smem, kProjectThreads, dev);
+  cudaError_t err = prepare(kernel, slots, smem, kProjectThreads, dev, BULK);
   if (err != cudaSuccess) return err;
   const int n_tiles = (p.C_out + BN - 1) / BN;
   const long long units = (long long)((p.N * p.Ho * p.Wo + kProjV3BM - 1) / kProjV3BM) * n_tiles;
   const int grid = (int)std::min<long long>(units, (long long)slots.ctas_per_sm[dev] * slots.sms[dev]);
-  project_v3_kernel<BN><<<grid, kProjectThreads, smem, stream>>>(p, n_tiles);
-  return cudaGetLastError();
-}
-
-template <int BN>
-cudaError_t launch_project_bulk_bn(const Params& p, cudaStream_t stream) {
-  static DeviceSlots slots;
-  const int smem = project_bulk_smem_bytes(p.hidden, p.hk_pad, BN);
-  int dev = 0;
-  cudaError_t err = prepare(project_bulk_kernel<BN>, slots, smem, kProjectThreads, dev, true);
-  if (err != cudaSuccess) return err;
-  const int n_tiles = (p.C_out + BN - 1) / BN;
-  const long long units = (long long)((p.N * p.Ho * p.Wo + kProjV3BM - 1) / kProjV3BM) * n_tiles;
-  const int grid = (int)std::min<long long>(units, (long long)slots.ctas_per_sm[dev] * slots.sms[dev]);
-  project_bulk_kernel<BN><<<grid, kProjectThreads, smem, stream>>>(p, n_tiles);
+  kernel<<<grid, kProjectThreads, smem, stream>>>(p, n_tiles);
   return cudaGetLastError();
 }
 
@@ -461,17 +450,17 @@ cudaError_t launch_se_project_v3(const Params& p, cudaStream_t stream, bool bulk
     if (err != cudaSuccess) return err;
   }
   if (bulk && project_bulk_applies(p.hidden, p.hk_pad, p.C_out)) switch (project_v3_bn(p.C_out)) {
-      case 16: return launch_project_bulk_bn<16>(p, stream);
-      case 32: return launch_project_bulk_bn<32>(p, stream);
-      case 48: return launch_project_bulk_bn<48>(p, stream);
-      case 64: return launch_project_bulk_bn<64>(p, stream);
+      case 16: return launch_project_bn<16, true>(p, stream);
+      case 32: return launch_project_bn<32, true>(p, stream);
+      case 48: return launch_project_bn<48, true>(p, stream);
+      case 64: return launch_project_bn<64, true>(p, stream);
       default: return cudaErrorInvalidValue;
     }
   switch (project_v3_bn(p.C_out)) {
-    case 16: return launch_project_v3_bn<16>(p, stream);
-    case 32: return launch_project_v3_bn<32>(p, stream);
-    case 48: return launch_project_v3_bn<48>(p, stream);
-    case 64: return launch_project_v3_bn<64>(p, stream);
+    case 16: return launch_project_bn<16, false>(p, stream);
+    case 32: return launch_project_bn<32, false>(p, stream);
+    case 48: return launch_project_bn<48, false>(p, stream);
+    case 64: return launch_project_bn<64, false>(p, stream);
     default: return cudaErrorInvalidValue;
   }
 }
