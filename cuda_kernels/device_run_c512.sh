@@ -13,7 +13,8 @@
 # block on it (=256), beside torch.compile in the same call; "e2e_wide128" adds a run with the C = 128
 # blocks on it too (=128,256).
 # Variant 3 (persistent, conv warpgroup; NOTES.md "Variant 3") has its own steps, the next call's
-# default set being "build smoke smoke3 tests bench3 e2e3" (about 5.5 minutes):
+# default set being "build smoke smoke3 tests3 rawop bench3 e2e3" (about 6 minutes; "tests" instead of
+# "tests3" runs every GPU test of the file, ~1 minute more):
 #   smoke3  two small variant-3 launches (C = 128 and 256) under a 60 s limit; if they fail or hang,
 #           variant 3 is left out of every later step (tests, bench3, e2e3) and the call goes on;
 #   bench3  variants 0/2/3 at C = 256 a6 and a4 14x14 and C = 512 a6 7x7 (v0 only there) beside
@@ -22,7 +23,8 @@
 #   e2e3    ConvFirstNet-H200 and -M end to end, fused (the fastest variant at C = 256 a6 from bench3
 #           through CUDA_KERNELS_C512_VARIANT; C = 128 on the wgmma kernel too if it beat mma.sync in
 #           bench3), rest compiled, freezing, CUDA graphs; torch.compile (freezing, graphs) of both in
-#           the same call; last, H200 fused with the defaults (variant 2, C = 256 only) for comparison.
+#           the same call; last, H200 fused with the defaults (variant 2, C = 256 only) for comparison,
+#           unless those were the choice already.
 # The raw-op test (bad inputs) runs in its own process ("rawop"), under cuda-gdb for a backtrace if
 # it dies (it crashed with a segmentation fault in the first call), with a C++-only probe extension
 # that throws the same kind of formatted TORCH_CHECK message, so the other tests never die with it.
@@ -76,6 +78,12 @@ fi
 tests_k="not test_raw_op"; [ $v3 -eq 0 ] && tests_k="$tests_k and not persistent"
 has tests && step tests 180 python3 -m pytest -q --maxfail=6 --tb=short -p no:cacheprovider tests/test_convfirst_c512.py \
   -k "$tests_k"
+# tests3: only what changed since the last call's 311/311 (variants 0-2 compile to the same SASS): variant 3,
+# C = 384, the swapped network with the variant switch; plus the C = 256 / 512 network shapes once more
+tests3_k="(persistent or c384 or test_narrow_convfirstnet_shapes or test_convfirstnet_shapes) and not test_raw_op"
+[ $v3 -eq 0 ] && tests3_k="$tests3_k and not persistent"
+has tests3 && step tests3 150 python3 -m pytest -q --maxfail=6 --tb=short -p no:cacheprovider tests/test_convfirst_c512.py \
+  -k "$tests3_k"
 if has rawop; then
   step rawop 60 python3 -X faulthandler -m pytest -q --tb=short -p no:cacheprovider tests/test_convfirst_c512.py -k test_raw_op
   rc=$?
@@ -130,7 +138,7 @@ if has e2e3; then
   compiled convfirstnet_h200
   fused convfirstnet_m "v${best}_w${widths/,/_}" CUDA_KERNELS_C512_VARIANT=$best CUDA_KERNELS_WGMMA_CONVFIRST=$widths
   compiled convfirstnet_m
-  fused convfirstnet_h200 defaults
+  [ "$best" != 2 ] || [ "$widths" != 256 ] && fused convfirstnet_h200 defaults
 fi
 if has ncu; then  # Nsight Compute on one launch per variant at the H200 shape: L2 or tensor bound?
   step ncu 150 ncu --clock-control none -k regex:convfirst_c512 --section SpeedOfLight \

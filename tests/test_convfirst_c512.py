@@ -993,7 +993,8 @@ def test_device_script_has_the_variant_3_steps():
     script = pathlib.Path(__file__).resolve().parents[1] / "cuda_kernels" / "device_run_c512.sh"
     assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
     text = script.read_text()
-    for needle in ("has smoke3", "has bench3", "has e2e3", "--variants", "CUDA_KERNELS_C512_VARIANT=$best",
+    for needle in ("has smoke3", "has tests3", "has bench3", "has e2e3", "--variants", "CUDA_KERNELS_C512_VARIANT=$best",
+                   "--case c384:6:14",
                    "compiled convfirstnet_h200", "compiled convfirstnet_m", "fused convfirstnet_m"):
         assert needle in text
 
