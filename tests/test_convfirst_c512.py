@@ -758,8 +758,10 @@ def _consumer_program_v3(wg: int, tiles: int, nchunks: int, channels: int, x_emp
     bugs the model must catch."""
     ops, it, pending, jg = [], 0, None, 0
     vblocks, accs = channels // 128, max(channels // 256, 1)
+    ops += [("write_x", 0), ("barrier", -1)]  # tile 0: the consumers' own phase A, then their named barrier
     for k in range(tiles):
-        ops.append(("wait_bar", "x_full", k & 1))
+        if k:
+            ops.append(("wait_bar", "x_full", (k - 1) & 1))
         for j in range(nchunks):
             for _ in range(channels // 64):
                 ops += [("wait_full", it), ("issue", it, None, k), ("wait_groups", 1)]
@@ -791,7 +793,8 @@ def _consumer_program_v3(wg: int, tiles: int, nchunks: int, channels: int, x_emp
 
 def _run_persistent_model(tiles: int, nchunks: int, seed: int, channels: int, stages: int = 8, **mutation) -> None:
     """One thread block of variant 3: the producer streaming tiles x slots, the conv warpgroup
-    (conv of tile k, wait x_empty's phase k - 1, write X, arrive x_full) and two consumer warpgroups,
+    (for tiles k >= 1: conv of tile k, wait x_empty's phase k - 1, write X, arrive x_full; tile 0's X is
+    written by the consumers before their first barrier) and two consumer warpgroups,
     under random interleavings, with the mbarriers' parity waits as the hardware has them (a wait on
     parity P passes while the completed phase count has the other parity). Asserts no deadlock, X never
     rewritten while a stage-1 group reads it and always holding the tile a group reads, and the ring
@@ -807,9 +810,8 @@ def _run_persistent_model(tiles: int, nchunks: int, seed: int, channels: int, st
     bars = {"x_full": [1, 0, 0], "x_empty": [2, 0, 0]}  # expected arrivals, arrivals, completed phases
     programs = [_consumer_program_v3(w, tiles, nchunks, channels, **mutation) for w in range(2)]
     conv = []
-    for k in range(tiles):
-        conv += [("conv", k)] + ([("wait_bar", "x_empty", (k - 1) & 1)] if k else []) + [("write_x", k),
-                                                                                          ("arrive", "x_full")]
+    for k in range(1, tiles):  # tile 0's conv is the consumers'
+        conv += [("conv", k), ("wait_bar", "x_empty", (k - 1) & 1), ("write_x", k), ("arrive", "x_full")]
     programs.append(conv)
     pc, produced, at_barrier, x_tile = [0, 0, 0], 0, [None, None], None
     # each actor (producer, the wgmma retirements of a warpgroup, each program) gets a speed drawn per
@@ -880,6 +882,7 @@ def _run_persistent_model(tiles: int, nchunks: int, seed: int, channels: int, st
             h_chunk[(op[1], w)] = op[2]
         elif op[0] == "write_x":
             assert all(g[2] is None for v in (0, 1) for g in groups[v]), "X overwritten while a wgmma reads it"
+            assert op[1] == 0 or x_tile == op[1] - 1, "X of a tile skipped or written twice"
             x_tile = op[1]
         elif op[0] == "arrive":
             bar = bars[op[1]]

@@ -506,7 +506,8 @@ __global__ void __launch_bounds__(kThreads, 1) convfirst_c512_kernel(const Param
 // the producer warpgroup 2 (one thread streams the weight slots over all of the CTA's tiles), and the
 // conv warpgroup 3, which computes the next tile's X = conv(x) + b_c into registers while the consumers
 // run the current tile's FFN, then writes it into the one X buffer once the consumers have retired the
-// current tile's last stage-1 product (mbarrier x_empty) and signals x_full. The CTA walks tiles
+// current tile's last stage-1 product (mbarrier x_empty) and signals x_full (the first tile's conv is the
+// consumers' own phase A, as in variant 0, while the conv warpgroup starts on the second). The CTA walks tiles
 // blockIdx.x, + gridDim.x, ...; gridDim.x <= the SM count. Shared memory: variant 2's layout (the second
 // halo buffer after the ring is the conv warpgroup's halo) + the two X barriers.
 constexpr int kThreads3 = kThreads + 128;      // + the conv warpgroup
@@ -658,7 +659,7 @@ __global__ void __launch_bounds__(kThreads3, 1) convfirst_c512_persistent_kernel
       mbar_init(full_bar + 8 * s, 1);                // the producer's arrive + the copy's bytes
       mbar_init(empty_bar + 8 * s, kConsumerWarps);  // one arrive per consumer warp
     }
-    mbar_init(x_full, kConvThreads);    // every conv thread, after its X stores and proxy fence
+    mbar_init(x_full, kConvThreads);    // every conv thread, after its X stores and proxy fence (tiles 1, 2, ...)
     mbar_init(x_empty, kConsumerWarps); // every consumer warp, after its last stage-1 product of a tile
     fence_barrier_init();
   }
@@ -672,9 +673,9 @@ __global__ void __launch_bounds__(kThreads3, 1) convfirst_c512_persistent_kernel
     if (t < 8) reinterpret_cast<uint4*>(smem + S3::kHaloOffset + kHaloPixels * 128)[t] = make_uint4(0, 0, 0, 0);
     uint32_t xr[C / 64][4][2][2];
 #pragma unroll 1
-    for (int k = 0; k < my_tiles; ++k) {
+    for (int k = 1; k < my_tiles; ++k) {  // tile 0's conv is the consumers' (below)
       conv_tile<C>(p, halo, zero_addr, ((int)blockIdx.x + k * (int)gridDim.x) * kTilePixels, xr);
-      if (k > 0) mbar_wait(x_empty, (k - 1) & 1);  // the consumers' last stage-1 product of tile k - 1 retired
+      mbar_wait(x_empty, (k - 1) & 1);  // the consumers' last stage-1 product of tile k - 1 retired
       store_x<C>(smem + kXOffset, xr);
       fence_proxy_async_smem();  // X (generic stores) is read by wgmma (async proxy)
       mbar_arrive(x_full);
@@ -707,10 +708,17 @@ __global__ void __launch_bounds__(kThreads3, 1) convfirst_c512_persistent_kernel
     auto release = [&](int index) {
       if (lane == 0) mbar_arrive(empty_bar + 8 * (index % kStages));
     };
+    // The first tile's conv: the consumers' own phase A (eight warps, the halo in H, as variant 0), while
+    // the conv warpgroup starts on the second tile and the producer fills the ring.
+    if (my_tiles > 0) {
+      conv_phase<C, false>(p, smem + kXOffset, smem + kHOffset, nullptr, (int)blockIdx.x * kTilePixels);
+      fence_proxy_async_smem();  // X (generic stores) is read by wgmma (async proxy)
+      consumer_sync();
+    }
 #pragma unroll 1
     for (int k = 0; k < my_tiles; ++k) {
       const int p0 = ((int)blockIdx.x + k * (int)gridDim.x) * kTilePixels;
-      mbar_wait(x_full, k & 1);  // the conv warpgroup has written this tile's X
+      if (k > 0) mbar_wait(x_full, (k - 1) & 1);  // the conv warpgroup has written this tile's X
 #pragma unroll 1
       for (int j = 0; j < nchunks; ++j, ++jg) {
         float2 bias[8];
