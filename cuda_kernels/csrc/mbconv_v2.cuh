@@ -70,7 +70,7 @@ __host__ __device__ inline int expand_dw_v2_smem_bytes(int H, int W, int Wo, int
 // (group of 8 GW channels, 16-pixel tile) pairs, group-major, with the band's output pixels flattened
 // row-major into tiles, are cut into 8 contiguous runs, one per warp: a warp builds B (KS * KS
 // loads) once per group it meets, at most GRP / 8 + 2 times. The band's last tile may be partial
-// (its missing rows read pixel 0 and store nothing). Pool: the fp32 SiLU summed per lane, then
+// (its missing rows read pixels of the band's last row and store nothing). Pool: the fp32 SiLU summed per lane, then
 // over the 8 lanes of a column pair (three shuffles), one shared atomic per channel and group run.
 template <int KS, int HC>
 struct DwTc {
