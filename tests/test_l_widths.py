@@ -39,14 +39,14 @@ SWITCH = ops.L_WIDTHS_SWITCH
 def l_widths(monkeypatch):
     """The switch on, the other kernels' switches at their defaults."""
     monkeypatch.setenv(SWITCH, "1")
-    for name in ("CUDA_KERNELS_C512", "CUDA_KERNELS_WGMMA_CONVFIRST"):
+    for name in ("CUDA_KERNELS_C512", "CUDA_KERNELS_WGMMA_CONVFIRST", "CUDA_KERNELS_C384"):
         monkeypatch.delenv(name, raising=False)
 
 
 @pytest.fixture
 def l_widths_off(monkeypatch):
     monkeypatch.delenv(SWITCH, raising=False)
-    for name in ("CUDA_KERNELS_C512", "CUDA_KERNELS_WGMMA_CONVFIRST"):
+    for name in ("CUDA_KERNELS_C512", "CUDA_KERNELS_WGMMA_CONVFIRST", "CUDA_KERNELS_C384"):
         monkeypatch.delenv(name, raising=False)
 
 
@@ -147,6 +147,17 @@ def test_convfirstnet_l_swap_on(l_widths):
     assert len(swap.fallback) == 2 * (14 + 1 + 3)
     assert swap.fallback["stages.2.1"].startswith("C=384 (kernels for C in (32, 64, 96, 128, 192, 256))")
     assert swap.fallback["stages.3.0"].startswith("C 384 -> 768")
+
+
+def test_convfirstnet_l_with_c384_too(l_widths, monkeypatch):
+    """With the wgmma kernel's C = 384 on as well (CUDA_KERNELS_C384, convfirst_c512.py): 23 of the 27
+    blocks fuse; the stride-2 384 -> 768 block and the three C = 768 blocks have no kernel yet."""
+    monkeypatch.setenv("CUDA_KERNELS_C384", "1")
+    net = _convfirstnet_l()
+    swap = cuda_kernels.replace_blocks(net)
+    assert swap.fused == {"ConvFirstBlock": 23, "FFN": 0}
+    assert sorted(k for k in swap.fallback if not k.endswith(".ffn")) == ["stages.3.0", "stages.3.1", "stages.3.2",
+                                                                          "stages.3.3"]
 
 
 # ---- the templates mirrored in Python: instantiations, tiles, shared memory (CPU) ----
