@@ -43,11 +43,13 @@ def time_mma_sync(entry: dict, block, x: torch.Tensor, exact: torch.Tensor, time
         entry["backends"]["mma_sync"] = {"latency_ms": lat, **rate_metrics(case, lat["median"], ceilings)}
 
 
-def case_variants(channels: int, wanted: tuple[int, ...] | None = None) -> tuple[int, ...]:
-    """The kernel's variants at this width, restricted to `wanted` (None: all of them)."""
+def case_variants(channels: int, wanted: tuple[int, ...] | None = None, size: int | None = None) -> tuple[int, ...]:
+    """The kernel's variants at this width (and image width: variant 4 needs W <= 18), restricted to
+    `wanted` (None: all of them)."""
     from cuda_kernels import convfirst_c512 as c512
 
-    return tuple(v for v in c512.variants(channels) if wanted is None or v in wanted)
+    return tuple(v for v in c512.variants(channels) if (wanted is None or v in wanted) and
+                 not (v == 4 and size is not None and size > c512.SPLIT_H_MAX_WIDTH))
 
 
 def bench_case(case: Case, timer: Timer, ceilings: dict, modes: list[str], mma_sync: bool = True,
@@ -69,7 +71,7 @@ def bench_case(case: Case, timer: Timer, ceilings: dict, modes: list[str], mma_s
              "expansion": case.expansion, "size": case.size, "batch": case.batch, "macs": case.macs,
              "flops": 2 * case.macs, "dram_bytes": case.dram_bytes, "tiles": -(-case.pixels // c512.TILE_PIXELS),
              "backends": {}, "correctness": {"torch_fp16_rel_error": torch_error, "variants": {}}}
-    time_fused_variants(entry, case_variants(case.channels, wanted), lambda v, out: c512.run(x, weights, out=out, variant=v),
+    time_fused_variants(entry, case_variants(case.channels, wanted, case.size), lambda v, out: c512.run(x, weights, out=out, variant=v),
                         lambda: torch.full_like(x, float("nan")), exact, timer, case, ceilings)
     if case.channels <= 256 and mma_sync:  # the mma.sync kernel's widths
         time_mma_sync(entry, block, x, exact, timer, case, ceilings)
@@ -88,7 +90,7 @@ def launch_once(case: Case, wanted: tuple[int, ...] | None = None) -> None:
     x = x.contiguous(memory_format=torch.channels_last)
     conv, expand, project = block.conv, block.ffn.expand, block.ffn.project
     weights = c512.prepare_weights(conv.weight, conv.bias, expand.weight, expand.bias, project.weight, project.bias)
-    for variant in case_variants(case.channels, wanted):
+    for variant in case_variants(case.channels, wanted, case.size):
         c512.run(x, weights, variant=variant)
         torch.cuda.synchronize()
         print(f"launched {case.name} variant {variant}", flush=True)

@@ -61,24 +61,43 @@ K_PANEL = 64
 # next tile's conv while the consumers run the current tile's FFN (NOTES.md "Variant 3"); compiled and
 # CPU-checked only: opt-in (variant=3, or CUDA_KERNELS_C512_VARIANT=3 for the drop-in module) until its
 # GPU tests pass and it is timed.
-VARIANTS = (0, 1, 2, 3)
+# 4 (every width, W <= 18): variant 0 with the halo double-buffered in the two halves of the idle H
+# buffers (no extra shared memory, so C = 384 and 512 have it too); compiled and CPU-checked only.
+VARIANTS = (0, 1, 2, 3, 4)
 DEFAULT_VARIANT = 0  # at C = 512
-VARIANT_SWITCH = "CUDA_KERNELS_C512_VARIANT"  # overrides default_variant where that variant exists
+SPLIT_H_MAX_WIDTH = 18  # variant 4: the halo of a 64-pixel tile, (63 // W + 4) * W pixels, fits in 127
+# CUDA_KERNELS_C512_VARIANT overrides default_variant: one variant for every width that has it ("3"), or
+# per width ("256:3,128:3,512:4"); a variant the width lacks (or, for 4, a W > 18 at the call) is skipped.
+VARIANT_SWITCH = "CUDA_KERNELS_C512_VARIANT"
 
 
-def default_variant(channels: int) -> int:
+def switched_variant(channels: int) -> int | None:
+    """The variant CUDA_KERNELS_C512_VARIANT names for this width, or None."""
     value = os.environ.get(VARIANT_SWITCH, "").strip()
-    if value:
-        if not value.isdigit() or int(value) not in VARIANTS:
-            raise ValueError(f"{VARIANT_SWITCH}={value!r}: expected one of {VARIANTS}")
-        if int(value) in variants(channels):
-            return int(value)
+    if not value:
+        return None
+    chosen = None
+    for part in value.split(","):
+        width, _, variant = part.strip().rpartition(":")
+        if not variant.isdigit() or int(variant) not in VARIANTS or (width and not width.isdigit()):
+            raise ValueError(f"{VARIANT_SWITCH}={value!r}: expected a variant in {VARIANTS} or a list C:variant")
+        if not width or int(width) == channels:
+            chosen = int(variant)
+    return chosen if chosen is not None and chosen in variants(channels) else None
+
+
+def default_variant(channels: int, width: int | None = None) -> int:
+    """The variant `run` uses: CUDA_KERNELS_C512_VARIANT's where it applies (for 4: W <= 18), else 2 at
+    C <= 256 (measured fastest) and 0 above."""
+    switched = switched_variant(channels)
+    if switched is not None and (switched != 4 or width is None or width <= SPLIT_H_MAX_WIDTH):
+        return switched
     return 2 if channels <= 256 else DEFAULT_VARIANT
 
 
 def variants(channels: int) -> tuple[int, ...]:
-    """The variants the kernel has at this width (2 and 3 need the shared memory C = 512 fills)."""
-    return VARIANTS if channels <= 256 else VARIANTS[:2]
+    """The variants the kernel has at this width (2 and 3 need the shared memory C = 384 / 512 fill)."""
+    return VARIANTS if channels <= 256 else (0, 1, 4)
 
 
 def persistent_tiles(tiles: int, sms: int) -> list[list[int]]:
@@ -256,10 +275,12 @@ def _extension():
 def run(x: torch.Tensor, weights: KernelWeights, out: torch.Tensor | None = None,
         variant: int | None = None) -> torch.Tensor:
     """Launch the fused kernel; returns [N, C, H, W] channels_last (``out`` if given)."""
-    variant = default_variant(weights.channels) if variant is None else variant
+    variant = default_variant(weights.channels, x.shape[-1]) if variant is None else variant
     if variant not in variants(weights.channels):
         raise ValueError(f"convfirst_c512 has no variant {variant} at C={weights.channels} "
                          f"(it has {variants(weights.channels)})")
+    if variant == 4 and x.dim() == 4 and x.shape[-1] > SPLIT_H_MAX_WIDTH:
+        raise ValueError(f"convfirst_c512 variant 4 needs W <= {SPLIT_H_MAX_WIDTH}, got {x.shape[-1]}")
     check_input(x, weights, out)
     if torch.cuda.get_device_capability(x.device) != (9, 0):
         raise ValueError(f"convfirst_c512 runs on compute capability 9.0 (H100, H200), not "

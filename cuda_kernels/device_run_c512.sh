@@ -16,13 +16,15 @@
 # default set being "build smoke smoke3 tests3 rawop bench3 e2e3" (about 6 minutes; "tests" instead of
 # "tests3" runs every GPU test of the file, ~1 minute more):
 #   smoke3  four variant-3 launches (C = 128 and 256; one tile, 7 tiles per CTA, odd chunk counts) under
-#           a 60 s limit; if they fail or hang (or tests3 hangs),
-#           variant 3 is left out of every later step (tests, bench3, e2e3) and the call goes on;
-#   bench3  variants 0/2/3 at C = 256 a6 and a4 14x14 and C = 512 a6 7x7 (v0 only there) beside
+#           a 60 s limit, then two variant-4 launches (smoke4, 45 s); a variant whose launches fail or hang
+#           (or variant 3 when tests3 hangs) is left out of every later step (tests, bench3, e2e3) and the
+#           call goes on;
+#   bench3  variants 0/2/3/4 at C = 256 a6 and a4 14x14 and C = 512 a6 7x7 (v0 and v4 there) beside
 #           eager and torch.compile; C = 128 a6 28x28 beside the mma.sync kernel (no compile); C = 384
-#           a6 14x14 (variants 0 and 1) beside eager and torch.compile;
-#   e2e3    ConvFirstNet-H200 and -M end to end, fused (the fastest variant at C = 256 a6 from bench3
-#           through CUDA_KERNELS_C512_VARIANT; C = 128 on the wgmma kernel too if it beat mma.sync in
+#           a6 14x14 (variants 0, 1, 4) beside eager and torch.compile;
+#   e2e3    ConvFirstNet-H200 and -M end to end, fused (the fastest variant per width, C = 256 a6, 128 a6
+#           and 512 a6 7x7, from bench3 through CUDA_KERNELS_C512_VARIANT=256:v,128:v,512:v; C = 128 on
+#           the wgmma kernel too if it beat mma.sync in
 #           bench3), rest compiled, freezing, CUDA graphs; torch.compile (freezing, graphs) of both in
 #           the same call; last, H200 fused with the defaults (variant 2, C = 256 only) for comparison,
 #           unless those were the choice already.
@@ -70,19 +72,26 @@ or test_double_halo_variant and 128-4-2-9-5"
   if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then echo "== smoke hung: stopping (see $log)" | tee -a "$log"; exit 1; fi
 fi
 v3=1  # variant 3 in the later steps; smoke3 clears it when its small launches fail or hang
+v4=1  # likewise variant 4 (smoke4, in the smoke3 step)
 if has smoke3; then
   step smoke3 60 python3 -m pytest -q --tb=short -p no:cacheprovider tests/test_convfirst_c512.py \
     -k "test_persistent_variant and (128-4-2-9-5 or 256-6-1-1-1 or 256-4-300-14-14 or 128-3-19-28-28)"
   rc=$?
   if [ $rc -ne 0 ]; then v3=0; echo "== smoke3 failed (exit $rc): variant 3 is left out of the later steps" | tee -a "$log"; fi
+  step smoke4 45 python3 -m pytest -q --tb=short -p no:cacheprovider tests/test_convfirst_c512.py \
+    -k "test_split_halo_variant and (512-6-128-7-7 or 128-3-2-9-5)"
+  rc=$?
+  if [ $rc -ne 0 ]; then v4=0; echo "== smoke4 failed (exit $rc): variant 4 is left out of the later steps" | tee -a "$log"; fi
 fi
 tests_k="not test_raw_op"; [ $v3 -eq 0 ] && tests_k="$tests_k and not persistent"
+[ $v4 -eq 0 ] && tests_k="$tests_k and not split_halo"
 has tests && step tests 180 python3 -m pytest -q --maxfail=6 --tb=short -p no:cacheprovider tests/test_convfirst_c512.py \
   -k "$tests_k"
 # tests3: only what changed since the last call's 311/311 (variants 0-2 compile to the same SASS): variant 3,
 # C = 384, the swapped network with the variant switch; plus the C = 256 / 512 network shapes once more
-tests3_k="(persistent or c384 or test_narrow_convfirstnet_shapes or test_convfirstnet_shapes) and not test_raw_op"
+tests3_k="(persistent or c384 or split_halo or test_narrow_convfirstnet_shapes or test_convfirstnet_shapes) and not test_raw_op"
 [ $v3 -eq 0 ] && tests3_k="$tests3_k and not persistent"
+[ $v4 -eq 0 ] && tests3_k="$tests3_k and not split_halo"
 if has tests3; then
   step tests3 150 python3 -m pytest -q --maxfail=6 --tb=short -p no:cacheprovider tests/test_convfirst_c512.py -k "$tests3_k"
   rc=$?
@@ -113,22 +122,26 @@ if has wide; then
 fi
 if has bench3; then
   wait_others
-  vars="0,2,3"; [ $v3 -eq 0 ] && vars="0,2"
+  vars="0,2"; [ $v3 -eq 1 ] && vars="$vars,3"; [ $v4 -eq 1 ] && vars="$vars,4"
   step bench3 150 python3 -m cuda_kernels.bench_c512 --modes default --variants "$vars" --case c256:6:14 --case c256:4:14 \
     --case 6:7 --out "$out/v3_bench.json"
   step bench3_c128 60 python3 -m cuda_kernels.bench_c512 --modes "" --variants "$vars" --case c128:6:28 \
     --out "$out/v3_bench_c128.json"
   # C = 384 (ConvFirstNet-L stage 2; CUDA_KERNELS_C384, off until its GPU tests pass): variants 0 and 1
-  step bench3_c384 90 python3 -m cuda_kernels.bench_c512 --modes default --case c384:6:14 --out "$out/c384_bench.json"
+  step bench3_c384 90 python3 -m cuda_kernels.bench_c512 --modes default --variants "0,1,$vars" --case c384:6:14 \
+    --out "$out/c384_bench.json"
 fi
 if has e2e3; then
   wait_others
+  # the fastest variant per width that passed its check in bench3 (C = 256 a6, C = 128 a6, C = 512 a6 7x7)
   best=$(python3 -c "from cuda_kernels.bench_c512 import best_variant as b; print(b('$out/v3_bench.json', 256, 6))")
+  best128=$(python3 -c "from cuda_kernels.bench_c512 import best_variant as b; print(b('$out/v3_bench_c128.json', 128, 6))")
+  best512=$(python3 -c "from cuda_kernels.bench_c512 import best_variant as b; print(b('$out/v3_bench.json', 512, 6, 0))")
   widths=256
   python3 -c "import sys; from cuda_kernels.bench_c512 import wgmma_beats_mma_sync as w; sys.exit(0 if w('$out/v3_bench_c128.json') else 1)" \
     && widths=128,256
-  [ $v3 -eq 0 ] && [ "$best" = 3 ] && best=2
-  echo "== e2e3: variant $best, wgmma widths $widths" | tee -a "$log"
+  choice="256:$best,128:$best128,512:$best512"
+  echo "== e2e3: variants $choice, wgmma widths $widths" | tee -a "$log"
   fused() {  # model, tag, extra env
     local model=$1 tag=$2; shift 2
     step "e2e3_${model}_${tag}" 120 env CUDA_KERNELS_C512=1 "$@" python3 cli.py bench "$model" --backend cuda_kernels \
@@ -138,11 +151,12 @@ if has e2e3; then
     step "e2e3_${1}_inductor" 150 python3 cli.py bench "$1" --backend inductor --freezing --cuda-graphs --repeats 30 \
       -o "$out/h200_${1}_inductor_freezing_graphs.json"
   }
-  fused convfirstnet_h200 "v${best}_w${widths/,/_}" CUDA_KERNELS_C512_VARIANT=$best CUDA_KERNELS_WGMMA_CONVFIRST=$widths
+  tag="v${best}_${best128}_${best512}_w${widths/,/_}"
+  fused convfirstnet_h200 "$tag" CUDA_KERNELS_C512_VARIANT=$choice CUDA_KERNELS_WGMMA_CONVFIRST=$widths
   compiled convfirstnet_h200
-  fused convfirstnet_m "v${best}_w${widths/,/_}" CUDA_KERNELS_C512_VARIANT=$best CUDA_KERNELS_WGMMA_CONVFIRST=$widths
+  fused convfirstnet_m "$tag" CUDA_KERNELS_C512_VARIANT=$choice CUDA_KERNELS_WGMMA_CONVFIRST=$widths
   compiled convfirstnet_m
-  [ "$best" != 2 ] || [ "$widths" != 256 ] && fused convfirstnet_h200 defaults
+  [ "$best" != 2 ] || [ "$best512" != 0 ] || [ "$widths" != 256 ] && fused convfirstnet_h200 defaults
 fi
 if has ncu; then  # Nsight Compute on one launch per variant at the H200 shape: L2 or tensor bound?
   step ncu 150 ncu --clock-control none -k regex:convfirst_c512 --section SpeedOfLight \

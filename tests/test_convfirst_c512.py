@@ -398,8 +398,9 @@ def test_double_halo_variant(channels, expansion, batch, h, w):
 
 def test_variants_by_width(small_weights, monkeypatch):
     monkeypatch.delenv(c512.VARIANT_SWITCH, raising=False)
-    assert c512.variants(512) == (0, 1) and c512.variants(256) == c512.variants(128) == (0, 1, 2, 3)
-    assert [c512.default_variant(c) for c in (128, 256, 512)] == [2, 2, 0]
+    assert c512.variants(512) == c512.variants(384) == (0, 1, 4)
+    assert c512.variants(256) == c512.variants(128) == (0, 1, 2, 3, 4)
+    assert [c512.default_variant(c) for c in (128, 256, 384, 512)] == [2, 2, 0, 0]
     x = channels_last(torch.zeros(1, 512, 7, 7, dtype=torch.float16))
     with pytest.raises(ValueError, match="no variant 2 at C=512"):
         c512.run(x, small_weights, variant=2)
@@ -428,7 +429,10 @@ def test_raw_op_refuses_overlap_and_bad_shapes():
     assert all(0 < ext.smem_bytes(c) <= optin for c in (128, 256, 512)) and ext.smem_bytes(64) == 0
     assert all(0 < ext.smem_bytes(c, 2) <= optin for c in (128, 256)) and ext.smem_bytes(512, 2) == 0
     assert all(0 < ext.smem_bytes(c, 3) <= optin for c in (128, 256)) and ext.smem_bytes(512, 3) == 0
-    assert ext.smem_bytes(256, 3) == ext.smem_bytes(256, 2) + 16 and ext.num_variants == 4
+    assert ext.smem_bytes(256, 3) == ext.smem_bytes(256, 2) + 16 and ext.num_variants == 5
+    assert all(ext.smem_bytes(c, 4) == ext.smem_bytes(c, 0) for c in (128, 256, 384, 512))
+    with pytest.raises(RuntimeError, match="variant 4 needs W <= 18"):
+        ext.convfirst_c512(x[:42].contiguous(), *args, 1, 21, 4, empty)
     assert 0 < ext.smem_bytes(384) <= optin and ext.smem_bytes(384, 2) == ext.smem_bytes(384, 3) == 0
 
 
@@ -669,6 +673,14 @@ def test_variant_switch(monkeypatch):
         c512.default_variant(256)
     monkeypatch.setenv(c512.VARIANT_SWITCH, "")
     assert c512.default_variant(256) == 2
+    monkeypatch.setenv(c512.VARIANT_SWITCH, "256:3, 512:4")
+    assert [c512.default_variant(c, 14) for c in (128, 256, 384, 512)] == [2, 3, 0, 4]
+    assert c512.default_variant(512, 28) == 0  # variant 4 needs W <= 18
+    monkeypatch.setenv(c512.VARIANT_SWITCH, "4")
+    assert [c512.default_variant(c, 7) for c in (128, 256, 384, 512)] == [4, 4, 4, 4]
+    monkeypatch.setenv(c512.VARIANT_SWITCH, "x:3")
+    with pytest.raises(ValueError, match="CUDA_KERNELS_C512_VARIANT"):
+        c512.default_variant(256)
 
 
 @pytest.mark.parametrize("tiles", [1, 5, 131, 132, 133, 392, 454, 1568])
@@ -971,7 +983,8 @@ def test_bench_variant_selection(tmp_path):
 
     assert bench_c512.parse_variants("0,2,3") == (0, 2, 3)
     assert bench_c512.case_variants(512, (0, 2, 3)) == (0,) and bench_c512.case_variants(256, (0, 3)) == (0, 3)
-    assert bench_c512.case_variants(128) == (0, 1, 2, 3)
+    assert bench_c512.case_variants(128) == (0, 1, 2, 3, 4) and bench_c512.case_variants(128, None, 28) == (0, 1, 2, 3)
+    assert bench_c512.case_variants(512, (0, 2, 3, 4), 7) == (0, 4)
 
     def entry(channels, expansion, best, fused_ms, mma_ms=None):
         backends = {"cuda_kernels": {"variant": best, "latency_ms": {"median": fused_ms}}}
@@ -996,7 +1009,7 @@ def test_device_script_has_the_variant_3_steps():
     script = pathlib.Path(__file__).resolve().parents[1] / "cuda_kernels" / "device_run_c512.sh"
     assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
     text = script.read_text()
-    for needle in ("has smoke3", "has tests3", "has bench3", "has e2e3", "--variants", "CUDA_KERNELS_C512_VARIANT=$best",
+    for needle in ("has smoke3", "has tests3", "has bench3", "has e2e3", "--variants", "CUDA_KERNELS_C512_VARIANT=$choice",
                    "--case c384:6:14",
                    "compiled convfirstnet_h200", "compiled convfirstnet_m", "fused convfirstnet_m"):
         assert needle in text
@@ -1005,9 +1018,9 @@ def test_device_script_has_the_variant_3_steps():
 # ---- C = 384 (ConvFirstNet-L stage 2): one n128 and one n64 accumulator per warpgroup ----
 
 def test_c384_slots_and_switch(monkeypatch):
-    """C = 384: 6 U panels + 2 k panels x 3 V blocks = 12 slots per chunk; variants 0 and 1; off by
+    """C = 384: 6 U panels + 2 k panels x 3 V blocks = 12 slots per chunk; variants 0, 1, 4; off by
     default (the block then goes to the mma.sync kernel, which gives its own reason)."""
-    assert c512.slots_per_chunk(384) == 12 and c512.variants(384) == (0, 1)
+    assert c512.slots_per_chunk(384) == 12 and c512.variants(384) == (0, 1, 4)
     order = c512.slot_order(2304, 384)
     assert len(order) == 18 * 12 and order[6:12] == [("V", 0, k, q) for k in range(2) for q in range(3)]
     block = block_c(384, 6)
@@ -1049,3 +1062,47 @@ def test_c384_replace_blocks_follows_the_switch(monkeypatch):
 def test_c384_shapes(expansion, batch, h, w, variant):
     """ConvFirstNet-L stage 2 (alpha 6, 14x14) for batch 128, 1 and 37, 7x7, odd sizes, both variants."""
     check_kernel(expansion, batch, h, w, variant=variant, channels=384)
+
+
+# ---- variant 4: the halo double-buffered in the two halves of H (every width, W <= 18) ----
+
+def test_split_h_halves_hold_every_halo():
+    """Each 16 KB half of H holds 128 pixels; the zero pixel is the second half's last (pixel 255 of
+    H, where variants 0 and 2 keep it), so a tile's halo must stay within 127 pixels: true for every
+    W <= 18 and every image height and batch, false from W = 19 on."""
+    def halo_pixels(n, h, w):
+        most, pixels, rows_total = 0, n * h * w, n * h
+        for p0 in range(0, pixels, 64):
+            p_last = min(p0 + 64, pixels) - 1
+            row_lo, row_hi = max(p0 // w - 1, 0), min(p_last // w + 1, rows_total - 1)
+            most = max(most, (row_hi - row_lo + 1) * w)
+        return most
+
+    for w in range(1, c512.SPLIT_H_MAX_WIDTH + 1):
+        assert max(halo_pixels(n, h, w) for n, h in ((1, 1), (2, 3), (3, 7), (4, 14), (2, 29), (1, 64))) <= 127
+    assert halo_pixels(4, 19, 19) > 127
+
+
+def test_split_h_variant_refuses_wide_images(small_weights):
+    x = channels_last(torch.zeros(1, 512, 7, 21, dtype=torch.float16))
+    with pytest.raises(ValueError, match="variant 4 needs W <= 18"):
+        c512.run(x, small_weights, variant=4)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("channels,expansion,batch,h,w", [
+    (512, 6, 128, 7, 7), (512, 4, 37, 14, 14), (512, 2, 3, 13, 13), (512, 6, 1, 18, 11), (384, 6, 128, 14, 14),
+    (384, 6, 1, 1, 1), (256, 6, 128, 14, 14), (256, 4, 5, 18, 18), (128, 6, 37, 17, 17), (128, 3, 2, 9, 5),
+])
+def test_split_halo_variant(channels, expansion, batch, h, w):
+    """Variant 4: phase A alternates the two halves of H, slice s + 1 loading while s computes."""
+    check_kernel(expansion, batch, h, w, variant=4, channels=channels)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("channels,size", [(512, 7), (384, 14), (256, 13)])
+def test_split_halo_variant_is_bitwise_variant_0(channels, size):
+    block = block_c(channels, 6, seed=5).cuda().half()
+    x = channels_last(torch.randn(9, channels, size, size, device="cuda", dtype=torch.float16))
+    weights = _kernel_weights(block)
+    assert torch.equal(c512.run(x, weights, variant=4), c512.run(x, weights, variant=0))

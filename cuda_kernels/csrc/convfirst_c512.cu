@@ -98,6 +98,18 @@ constexpr int max_halo_pixels() {
   return most;
 }
 static_assert(max_halo_pixels() <= kHaloPixels, "the conv halo must fit in the H buffers");
+// Variant 4: a halo of at most 127 pixels per 16 KB half of H (the zero pixel is pixel 127 of the second).
+constexpr int max_halo_pixels_upto(int width) {
+  int most = 0;
+  for (int w = 1; w <= width; ++w) {
+    const int n = ((kTilePixels - 1) / w + 4) * w;
+    most = n > most ? n : most;
+  }
+  return most;
+}
+static_assert(max_halo_pixels_upto(kSplitHMaxWidth) < kHChunkBytes / 128 &&
+                  kHaloPixels * 128 == kHChunkBytes + (kHChunkBytes / 128 - 1) * 128,
+              "variant 4's halves");
 static_assert(kSlotBytes == 128 * 128 && kHiddenChunk == 128, "slot layout");
 static_assert(slots_per_chunk(512) == 16, "slots per chunk");
 
@@ -283,8 +295,10 @@ __device__ __forceinline__ void conv_phase(const Params& p, uint8_t* x_panels, u
 // two CTAs of a cluster (neighbouring tiles) take turns loading a slot and multicast it into both,
 // so each slot crosses L2 once per two tiles; a slot is refilled only when the consumers of both
 // CTAs have released it (each consumer warp arrives on both CTAs' empty barriers).
-// HALO2 (variant 2): phase A double-buffers its halo (Shape).
-template <int C, int CLUSTER, bool HALO2 = false>
+// HALO2 (variant 2): phase A double-buffers its halo (Shape). SPLIT_H (variant 4, W <= kSplitHMaxWidth):
+// phase A double-buffers its halo in the two 16 KB halves of the idle H buffers instead (no extra shared
+// memory, so every width has it; a halo of <= 127 pixels, the zero pixel at index 127 of the second half).
+template <int C, int CLUSTER, bool HALO2 = false, bool SPLIT_H = false>
 __global__ void __launch_bounds__(kThreads, 1) convfirst_c512_kernel(const Params p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   static_assert(CLUSTER == 1 || CLUSTER == 2, "cluster size");
@@ -334,7 +348,12 @@ __global__ void __launch_bounds__(kThreads, 1) convfirst_c512_kernel(const Param
     // ---- consumers ----
     setmaxnreg_inc<232>();
     const int wg = warp >> 2, wq = warp & 3;
-    conv_phase<C, HALO2>(p, smem + kXOffset, smem + kHOffset, smem + S::kHalo2Offset, p0);
+    if constexpr (SPLIT_H) {
+      static_assert(!HALO2, "one halo scheme");
+      conv_phase<C, true>(p, smem + kXOffset, smem + kHOffset, smem + kHOffset + kHChunkBytes, p0);
+    } else {
+      conv_phase<C, HALO2>(p, smem + kXOffset, smem + kHOffset, smem + S::kHalo2Offset, p0);
+    }
     fence_proxy_async_smem();  // X (generic stores) is read by wgmma (async proxy)
     consumer_sync();
 
@@ -836,6 +855,15 @@ __global__ void __launch_bounds__(kThreads3, 1) convfirst_c512_persistent_kernel
 
 int smem_bytes(int channels, int variant) {
   const bool halo2 = variant == 2;
+  if (variant == 4) {  // variant 0's layout
+    switch (channels) {
+      case 128: return Shape<128>::kSmemBytes;
+      case 256: return Shape<256>::kSmemBytes;
+      case 384: return Shape<384>::kSmemBytes;
+      case 512: return Shape<512>::kSmemBytes;
+      default: return 0;
+    }
+  }
   if (variant == 3) {
     switch (channels) {
       case 128: return Shape3<128>::kSmemBytes;
@@ -854,7 +882,7 @@ int smem_bytes(int channels, int variant) {
 
 // Per device, width and variant: compute capability 9.0 (the kernel body exists only in the sm_90a
 // image) and the shared-memory limit are checked and the launch attribute set once.
-template <int C, int CLUSTER, bool HALO2 = false>
+template <int C, int CLUSTER, bool HALO2 = false, bool SPLIT_H = false>
 cudaError_t launch_impl(const Params& p, cudaStream_t stream) {
   constexpr int kSmemBytes = Shape<C, HALO2>::kSmemBytes;
   static bool ready[kMaxDevices] = {};
@@ -870,7 +898,7 @@ cudaError_t launch_impl(const Params& p, cudaStream_t stream) {
     if (err == cudaSuccess) err = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
     if (err == cudaSuccess && kSmemBytes > optin) err = cudaErrorInvalidConfiguration;
     if (err == cudaSuccess)
-      err = cudaFuncSetAttribute(convfirst_c512_kernel<C, CLUSTER, HALO2>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+      err = cudaFuncSetAttribute(convfirst_c512_kernel<C, CLUSTER, HALO2, SPLIT_H>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                  kSmemBytes);
     if (err != cudaSuccess) return err;
     ready[dev] = true;
@@ -889,7 +917,7 @@ cudaError_t launch_impl(const Params& p, cudaStream_t stream) {
   attribute[0].val.clusterDim.z = 1;
   config.attrs = attribute;
   config.numAttrs = CLUSTER > 1 ? 1 : 0;  // variant 0 is a plain launch
-  err = cudaLaunchKernelEx(&config, convfirst_c512_kernel<C, CLUSTER, HALO2>, p);
+  err = cudaLaunchKernelEx(&config, convfirst_c512_kernel<C, CLUSTER, HALO2, SPLIT_H>, p);
   return err != cudaSuccess ? err : cudaGetLastError();
 }
 
@@ -933,6 +961,9 @@ cudaError_t launch_width(const Params& p, int variant, cudaStream_t stream) {
     case 3:
       if constexpr (C <= 256) return launch_persistent<C>(p, stream);
       return cudaErrorInvalidValue;
+    case 4:
+      if (p.W > kSplitHMaxWidth) return cudaErrorInvalidValue;
+      return launch_impl<C, 1, false, true>(p, stream);
     default: return cudaErrorInvalidValue;
   }
 }

@@ -37,8 +37,13 @@ struct Params {
 // variant 0 with phase A's halo double-buffered (the next 64-channel slice loads while one computes);
 // 3 (C <= 256), persistent: one CTA per SM walks its tiles, a fourth warpgroup computes the next tile's
 // conv while the consumers run the current tile's FFN (not yet run on a GPU: off by default).
-constexpr int kVariants = 4;
-constexpr int variant_count(int channels) { return channels <= 256 ? 4 : 2; }
+// 4 (every width, W <= kSplitHMaxWidth): variant 0 with phase A's halo double-buffered in the two halves
+// of the idle H buffers (no extra shared memory; not yet run on a GPU: off by default).
+constexpr int kVariants = 5;
+constexpr int kSplitHMaxWidth = 18;  // variant 4: a tile's halo, (floor(63 / W) + 4) W pixels, <= 127
+constexpr bool has_variant(int channels, int variant) {
+  return variant == 0 || variant == 1 || variant == 4 || (channels <= 256 && (variant == 2 || variant == 3));
+}
 // Dynamic shared memory per block of the instance for `channels` and `variant` (0 where there is none).
 int smem_bytes(int channels, int variant = 0);
 // cudaErrorInvalidValue for a shape the kernel does not take (C not in kChannelCounts, hidden % 128,

@@ -14,7 +14,7 @@ namespace {
 
 // x: [N*H*W, C] fp16 (NHWC pixels), C in c512::kChannelCounts; conv_w: [C / 8, 9, 32] int32 fragments;
 // conv_b: [C] fp32; wpack: uint8 weight slots (4 * hidden * C bytes); b1: [hidden] fp32; b2: [C] fp32;
-// variant: 0, 1, or at C <= 256 2 and 3 (c512::variant_count); out: [N*H*W, C] to write into, or empty to allocate. Returns out.
+// variant: 0, 1, 4 (W <= 18), or at C <= 256 also 2 and 3 (c512::has_variant); out: [N*H*W, C] to write into, or empty to allocate. Returns out.
 torch::Tensor convfirst_c512(torch::Tensor x, torch::Tensor conv_w, torch::Tensor conv_b, torch::Tensor wpack,
                              torch::Tensor b1, torch::Tensor b2, int64_t H, int64_t W, int64_t variant,
                              torch::Tensor out) {
@@ -38,8 +38,10 @@ torch::Tensor convfirst_c512(torch::Tensor x, torch::Tensor conv_w, torch::Tenso
   TORCH_CHECK(wpack.numel() == 4 * hidden * C && b2.numel() == C, "weight shapes");
   TORCH_CHECK(H >= 1 && W >= 1 && W <= c512::kMaxWidth && P > 0 && P % (H * W) == 0, "bad H, W for x");
   TORCH_CHECK(P * C < (int64_t(1) << 31), "x too large for 32-bit pixel offsets");
-  TORCH_CHECK(variant >= 0 && variant < c512::variant_count(static_cast<int>(C)), "convfirst_c512: no variant ",
-              checks::num(variant), " at C = ", checks::num(C));
+  TORCH_CHECK(variant >= 0 && variant < c512::kVariants && c512::has_variant(static_cast<int>(C), static_cast<int>(variant)),
+              "convfirst_c512: no variant ", checks::num(variant), " at C = ", checks::num(C));
+  TORCH_CHECK(variant != 4 || W <= c512::kSplitHMaxWidth, "convfirst_c512: variant 4 needs W <= ",
+              checks::num(c512::kSplitHMaxWidth));
   if (out.numel() == 0) {
     out = torch::empty_like(x);
   } else {
