@@ -727,10 +727,15 @@ __global__ void __launch_bounds__(kThreads3, 1) convfirst_c512_persistent_kernel
     auto release = [&](int index) {
       if (lane == 0) mbar_arrive(empty_bar + 8 * (index % kStages));
     };
-    // The first tile's conv: the consumers' own phase A (eight warps, the halo in H, as variant 0), while
-    // the conv warpgroup starts on the second tile and the producer fills the ring.
+    // The first tile's conv: the consumers' own phase A (eight warps, the halo in H: double-buffered in
+    // its two halves as variant 4 where W <= 18, else single as variant 0), while the conv warpgroup
+    // starts on the second tile and the producer fills the ring.
     if (my_tiles > 0) {
-      conv_phase<C, false>(p, smem + kXOffset, smem + kHOffset, nullptr, (int)blockIdx.x * kTilePixels);
+      if (p.W <= kSplitHMaxWidth)
+        conv_phase<C, true>(p, smem + kXOffset, smem + kHOffset, smem + kHOffset + kHChunkBytes,
+                            (int)blockIdx.x * kTilePixels);
+      else
+        conv_phase<C, false>(p, smem + kXOffset, smem + kHOffset, nullptr, (int)blockIdx.x * kTilePixels);
       fence_proxy_async_smem();  // X (generic stores) is read by wgmma (async proxy)
       consumer_sync();
     }
