@@ -87,9 +87,9 @@ tests_k="not test_raw_op"; [ $v3 -eq 0 ] && tests_k="$tests_k and not persistent
 [ $v4 -eq 0 ] && tests_k="$tests_k and not split_halo"
 has tests && step tests 180 python3 -m pytest -q --maxfail=6 --tb=short -p no:cacheprovider tests/test_convfirst_c512.py \
   -k "$tests_k"
-# tests3: only what changed since the last call's 311/311 (variants 0-2 compile to the same SASS): variant 3,
-# C = 384, the swapped network with the variant switch; plus the C = 256 / 512 network shapes once more
-tests3_k="(persistent or c384 or split_halo or test_narrow_convfirstnet_shapes or test_convfirstnet_shapes) and not test_raw_op"
+# tests3: only what changed since the last call's 311/311 (variants 0-2 compile to the same SASS): variants
+# 3 and 4, C = 384, the swapped network with the variant switch
+tests3_k="(persistent or c384 or split_halo) and not test_raw_op"
 [ $v3 -eq 0 ] && tests3_k="$tests3_k and not persistent"
 [ $v4 -eq 0 ] && tests3_k="$tests3_k and not split_halo"
 if has tests3; then
