@@ -571,6 +571,63 @@ def _consumer_program(wg: int, nchunks: int, channels: int = 512) -> list[tuple]
     return ops + [("wait_groups", 0)]
 
 
+def _enabled(programs, pc, groups, produced: int, nslots: int, stages: int, released, fills, at_barrier,
+             bars=None) -> list:
+    """The actions that may run next: ("produce",) once every warpgroup has released the fill the next
+    index's slot held before (released[w][slot]: releases of slot by warpgroup w); ("retire", w) while
+    warpgroup w has wgmma groups in flight; ("step", w) where program w's next op may run (_may_step).
+    Programs past len(groups) (the conv warpgroup's) issue no wgmma."""
+    acts = []
+    if produced < nslots:
+        s, rnd = produced % stages, produced // stages
+        if all(r[s] >= rnd for r in released):
+            acts.append(("produce",))
+    for w in range(len(programs)):
+        if w < len(groups) and groups[w]:
+            acts.append(("retire", w))
+        if pc[w] < len(programs[w]) and _may_step(programs[w][pc[w]], w, stages, fills, groups, at_barrier, bars):
+            acts.append(("step", w))
+    return acts
+
+
+def _produce(produced: int, stages: int, slot_index, fills, groups) -> int:
+    """The producer fills stream index `produced` into its slot, which no wgmma group in flight may
+    read; returns the next index."""
+    s = produced % stages
+    assert all(g[0] != s for gs in groups for g in gs), "slot refilled while a wgmma reads it"
+    slot_index[s], fills[s] = produced, fills[s] + 1
+    return produced + 1
+
+
+def _may_step(op, w: int, stages: int, fills, groups, at_barrier, bars=None) -> bool:
+    """Whether warpgroup (or program) w may run its next op: a wait on a ring slot's fill, on its
+    wgmma groups in flight, on an mbarrier's parity (bars: expected arrivals, arrivals, completed
+    phases; a wait on parity P passes while the completed phase count has the other parity) or at
+    the named barrier (arriving, or passing once the other warpgroup is there); any other op runs."""
+    if op[0] == "wait_full":
+        return fills[op[1] % stages] > op[1] // stages
+    if op[0] == "wait_groups":
+        return len(groups[w]) <= op[1]
+    if op[0] == "wait_bar":
+        return bars[op[1]][2] % 2 != op[2]
+    if op[0] == "barrier":
+        return at_barrier[w ^ 1] == op[1] or at_barrier[w] != op[1]
+    return True
+
+
+def _step_ring(op, w: int, stages: int, slot_index, released) -> None:
+    """The ring checks of warpgroup w's op: a wait_full finds the index it waits for in its slot, and
+    so does the wgmma group issued on it; a release counts toward the slot's current fill."""
+    if op[0] == "wait_full":
+        assert slot_index[op[1] % stages] == op[1], "the slot holds another index than awaited"
+    elif op[0] == "issue":
+        assert slot_index[op[1] % stages] == op[1]
+    elif op[0] == "release":
+        s = op[1] % stages
+        assert released[w][s] == op[1] // stages, "release counted toward another phase"
+        released[w][s] += 1
+
+
 def _run_pipeline_model(nchunks: int, stages: int, seed: int, ctas: int = 1, channels: int = 512) -> None:
     """Consumer warpgroups 2c and 2c + 1 belong to CTA c (their own H buffers and named barrier);
     with ctas = 2 (variant 1) a slot is refilled, in both CTAs at once (the multicast), only once
@@ -587,57 +644,25 @@ def _run_pipeline_model(nchunks: int, stages: int, seed: int, ctas: int = 1, cha
     programs = [_consumer_program(w % 2, nchunks, channels) for w in range(nwg)]
     pc, produced, at_barrier = [0] * nwg, 0, [None] * nwg
 
-    def enabled():
-        acts = []
-        if produced < nslots:
-            s, rnd = produced % stages, produced // stages
-            if all(released[w][s] >= rnd for w in range(nwg)):
-                acts.append(("produce",))
-        for w in range(nwg):
-            if groups[w]:
-                acts.append(("retire", w))
-            if pc[w] == len(programs[w]):
-                continue
-            op = programs[w][pc[w]]
-            if op[0] == "wait_full" and fills[op[1] % stages] > op[1] // stages:
-                acts.append(("step", w))
-            elif op[0] == "wait_groups" and len(groups[w]) <= op[1]:
-                acts.append(("step", w))
-            elif op[0] == "barrier":
-                if at_barrier[w ^ 1] == op[1] or at_barrier[w] != op[1]:
-                    acts.append(("step", w))
-            elif op[0] not in ("wait_full", "wait_groups", "barrier"):
-                acts.append(("step", w))
-        return acts
-
     while True:
-        acts = enabled()
+        acts = _enabled(programs, pc, groups, produced, nslots, stages, released, fills, at_barrier)
         if not acts:
             assert produced == nslots and pc == [len(p) for p in programs], f"deadlock at {pc}, seed {seed}"
             return
         act = rng.choice(acts)
         if act[0] == "produce":
-            s = produced % stages
-            assert all(g[0] != s for w in range(nwg) for g in groups[w]), "slot refilled while a wgmma reads it"
-            slot_index[s], fills[s], produced = produced, fills[s] + 1, produced + 1
+            produced = _produce(produced, stages, slot_index, fills, groups)
         elif act[0] == "retire":
             groups[act[1]].pop(0)  # groups retire in order
         else:
             w = act[1]
             op = programs[w][pc[w]]
-            if op[0] == "wait_full":
-                assert slot_index[op[1] % stages] == op[1], "the slot holds another index than awaited"
-            elif op[0] == "issue":
-                assert slot_index[op[1] % stages] == op[1]
-                if op[2] is not None:
-                    buf, chunk = op[2]
-                    cta = w // 2
-                    assert h_chunk[(cta, buf, 0)] == h_chunk[(cta, buf, 1)] == chunk, "H read before it was written"
+            _step_ring(op, w, stages, slot_index, released)
+            if op[0] == "issue":
+                h, cta = op[2], w // 2  # (H buffer, chunk) the group reads, or None
+                assert h is None or h_chunk[(cta, h[0], 0)] == h_chunk[(cta, h[0], 1)] == h[1], \
+                    "H read before it was written"
                 groups[w].append((op[1] % stages, op[2][0] if op[2] else None))
-            elif op[0] == "release":
-                s = op[1] % stages
-                assert released[w][s] == op[1] // stages, "release counted toward another phase"
-                released[w][s] += 1
             elif op[0] == "write_h":
                 pair = (w & ~1, w | 1)  # the CTA's two warpgroups
                 assert all(g[1] != op[1] for v in pair for g in groups[v]), "H overwritten while a wgmma reads it"
@@ -831,64 +856,27 @@ def _run_persistent_model(tiles: int, nchunks: int, seed: int, channels: int, st
     speed = {key: rng.choice([0.01, 0.2, 1.0, 5.0]) for key in ["produce", *(("retire", w) for w in range(2)),
                                                                 *(("step", w) for w in range(3))]}
 
-    def passes(op):
-        return bars[op[1]][2] % 2 != op[2]
-
-    def enabled():
-        acts = []
-        if produced < nslots:
-            s, rnd = produced % stages, produced // stages
-            if all(released[w][s] >= rnd for w in range(2)):
-                acts.append(("produce",))
-        for w in range(3):
-            if w < 2 and groups[w]:
-                acts.append(("retire", w))
-            if pc[w] == len(programs[w]):
-                continue
-            op = programs[w][pc[w]]
-            if op[0] == "wait_full" and fills[op[1] % stages] > op[1] // stages:
-                acts.append(("step", w))
-            elif op[0] == "wait_groups" and len(groups[w]) <= op[1]:
-                acts.append(("step", w))
-            elif op[0] == "wait_bar" and passes(op):
-                acts.append(("step", w))
-            elif op[0] == "barrier":
-                if at_barrier[w ^ 1] == op[1] or at_barrier[w] != op[1]:
-                    acts.append(("step", w))
-            elif op[0] not in ("wait_full", "wait_groups", "wait_bar", "barrier"):
-                acts.append(("step", w))
-        return acts
-
     while True:
-        acts = enabled()
+        acts = _enabled(programs, pc, groups, produced, nslots, stages, released, fills, at_barrier, bars)
         if not acts:
             assert produced == nslots and pc == [len(p) for p in programs], f"deadlock at {pc}, seed {seed}"
             return
         act = rng.choices(acts, [speed[a if a[0] != "produce" else "produce"] for a in acts])[0]
         if act[0] == "produce":
-            s = produced % stages
-            assert all(g[0] != s for w in range(2) for g in groups[w]), "slot refilled while a wgmma reads it"
-            slot_index[s], fills[s], produced = produced, fills[s] + 1, produced + 1
+            produced = _produce(produced, stages, slot_index, fills, groups)
             continue
         if act[0] == "retire":
             groups[act[1]].pop(0)
             continue
         w = act[1]
         op = programs[w][pc[w]]
-        if op[0] == "wait_full":
-            assert slot_index[op[1] % stages] == op[1], "the slot holds another index than awaited"
-        elif op[0] == "issue":
-            assert slot_index[op[1] % stages] == op[1]
-            if op[2] is not None:
-                buf, chunk = op[2]
-                assert h_chunk[(buf, 0)] == h_chunk[(buf, 1)] == chunk, "H read before it was written"
+        _step_ring(op, w, stages, slot_index, released)
+        if op[0] == "issue":
+            h = op[2]  # (H buffer, chunk) the group reads, or None
+            assert h is None or h_chunk[(h[0], 0)] == h_chunk[(h[0], 1)] == h[1], "H read before it was written"
             if op[3] is not None:
                 assert x_tile == op[3], f"stage 1 of tile {op[3]} reads X of tile {x_tile}"
             groups[w].append((op[1] % stages, op[2][0] if op[2] else None, op[3]))
-        elif op[0] == "release":
-            s = op[1] % stages
-            assert released[w][s] == op[1] // stages, "release counted toward another phase"
-            released[w][s] += 1
         elif op[0] == "write_h":
             assert all(g[1] != op[1] for v in (0, 1) for g in groups[v]), "H overwritten while a wgmma reads it"
             h_chunk[(op[1], w)] = op[2]

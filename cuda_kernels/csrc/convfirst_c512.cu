@@ -168,9 +168,12 @@ __device__ __forceinline__ void wgmma_ss(float (&d)[32], uint64_t a, uint64_t b,
 }
 
 // Epilogue of one accumulator of NREG registers (NREG / 32 groups of 64 columns) at output columns
-// col0 ..: out = acc + b + x, the shortcut loads of a group before its stores (as below).
+// col0 + col1 ..: out = acc + b + x, all shortcut loads of a group before its stores. Accumulator
+// layout: pixel r0 + 8 hr (r0 = p0 + 16 wq + lane / 4), columns 8 n + 2 (lane % 4) (+ 1) of group g.
+// (col0 + col1, not one sum: the kernels' machine code depends on how the column is added up.)
 template <int C, int NREG>
-__device__ __forceinline__ void store_out(const Params& p, const float (&acc)[NREG], int col0, int r0, int lane) {
+__device__ __forceinline__ void store_out(const Params& p, const float (&acc)[NREG], int col0, int col1, int r0,
+                                          int lane) {
 #pragma unroll
   for (int g = 0; g < NREG / 32; ++g) {
     __half2 sc[8][2];
@@ -178,12 +181,12 @@ __device__ __forceinline__ void store_out(const Params& p, const float (&acc)[NR
     for (int n = 0; n < 8; ++n)
 #pragma unroll
       for (int hr = 0; hr < 2; ++hr) {
-        const int row = r0 + 8 * hr, col = col0 + 8 * (8 * g + n) + 2 * (lane & 3);
+        const int row = r0 + 8 * hr, col = col0 + col1 + 8 * (8 * g + n) + 2 * (lane & 3);
         sc[n][hr] = row < p.P ? __ldg(reinterpret_cast<const __half2*>(p.x + (size_t)row * C + col)) : __float2half2_rn(0.f);
       }
 #pragma unroll
     for (int n = 0; n < 8; ++n) {
-      const int nb = 8 * g + n, col = col0 + 8 * nb + 2 * (lane & 3);
+      const int nb = 8 * g + n, col = col0 + col1 + 8 * nb + 2 * (lane & 3);
       const float2 b = __ldg(reinterpret_cast<const float2*>(p.b2 + col));
 #pragma unroll
       for (int hr = 0; hr < 2; ++hr) {
@@ -193,6 +196,141 @@ __device__ __forceinline__ void store_out(const Params& p, const float (&acc)[NR
         const float v0 = acc[4 * nb + 2 * hr] + b.x + s.x, v1 = acc[4 * nb + 2 * hr + 1] + b.y + s.y;
         *reinterpret_cast<__half2*>(p.out + (size_t)row * C + col) = __floats2half2_rn(v0, v1);
       }
+    }
+  }
+}
+
+// Bias pairs of warpgroup wg's 64 hidden columns of chunk j, in the accumulator's column order.
+__device__ __forceinline__ void load_bias1(const Params& p, int j, int wg, int lane, float2 (&bias)[8]) {
+  const float* bsrc = p.b1 + j * kHiddenChunk + 64 * wg + 2 * (lane & 3);
+#pragma unroll
+  for (int n = 0; n < 8; ++n) bias[n] = __ldg(reinterpret_cast<const float2*>(bsrc + 8 * n));
+}
+
+// Stage 1 of a chunk: acc1 = X . U_j[64w .. 64w+63]^T, one 64-wide k panel per slot (slot stream index
+// `it` on). `pending`: the last slot this warpgroup read whose wgmma group may still be running; each
+// slot is released once its group has retired, the last one after wgmma_wait<0> (pending = -1 on return).
+template <int KPANELS, typename Release>
+__device__ __forceinline__ void stage1(float (&acc1)[32], uint32_t x_s, uint32_t ring, uint32_t full_bar, int wg,
+                                       int& it, int& pending, Release& release) {
+#pragma unroll 1
+  for (int kp = 0; kp < KPANELS; ++kp, ++it) {
+    const int slot = it % kStages;
+    mbar_wait(full_bar + 8 * slot, (it / kStages) & 1);
+    fence_registers(acc1);
+    wgmma_fence();
+    const uint32_t a0 = x_s + kp * kPanel, b0 = ring + slot * kSlotBytes + wg * (64 * 128);
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks)
+      wgmma_m64n64k16_ss(acc1, smem_desc_sw128(a0 + ks * 32), smem_desc_sw128(b0 + ks * 32), (kp | ks) != 0);
+    wgmma_commit();
+    wgmma_wait<1>();  // every group but this one has retired
+    if (pending >= 0) release(pending);
+    pending = it;
+  }
+  wgmma_wait<0>();
+  fence_registers(acc1);
+  release(pending);
+  pending = -1;
+}
+
+// H[:, 64w ..] = ReLU(acc1 + a) as fp16 into hp, H panel w of the chunk's buffer.
+__device__ __forceinline__ void store_h(uint8_t* hp, const float (&acc1)[32], const float2 (&bias)[8], int wq,
+                                        int lane) {
+  const int row = wq * 16 + (lane >> 2), within = (lane & 3) * 4;
+#pragma unroll
+  for (int n = 0; n < 8; ++n) {
+    *reinterpret_cast<uint32_t*>(hp + panel_offset(row, n) + within) =
+        pack_half2(fmaxf(acc1[4 * n] + bias[n].x, 0.f), fmaxf(acc1[4 * n + 1] + bias[n].y, 0.f));
+    *reinterpret_cast<uint32_t*>(hp + panel_offset(row + 8, n) + within) =
+        pack_half2(fmaxf(acc1[4 * n + 2] + bias[n].x, 0.f), fmaxf(acc1[4 * n + 3] + bias[n].y, 0.f));
+  }
+}
+
+// Stage 2 of chunk j, H in the buffer at hb: per k panel of the chunk, the C / 128 row blocks of V_j.
+// At C >= 256 this warpgroup's output half is blocks kAccs w .. kAccs w + kAccs - 1 (accumulator q % kAccs);
+// at C = 128 the one block is split, rows 64w .. 64w + 63 into the warpgroup's n64 product; C = 384:
+// see Shape (acc2s is its n64 accumulator, unused at other widths). The other warpgroup's slots are
+// released at once.
+template <typename S, typename Release>
+__device__ __forceinline__ void stage2(float (&acc2)[S::kAccs][S::kN2 / 2], float (&acc2s)[S::kSmallRegs], uint32_t hb,
+                                       uint32_t ring, uint32_t full_bar, int wg, int j, int& it, int& pending,
+                                       Release& release) {
+  constexpr bool kSplitBlock = S::kVBlocks == 1;
+  const uint32_t b_rows = kSplitBlock ? wg * (64 * 128) : 0;
+#pragma unroll
+  for (int kp = 0; kp < kHiddenChunk / 64; ++kp) {
+#pragma unroll
+    for (int q = 0; q < S::kVBlocks; ++q, ++it) {
+      const int slot = it % kStages;
+      mbar_wait(full_bar + 8 * slot, (it / kStages) & 1);
+      if constexpr (S::kMixed) {
+        if (q == 1 || q == 2 * wg) {  // q is a constant in each unrolled iteration
+          wgmma_fence();
+          if (q == 1) {  // the split block: rows 64w .. 64w + 63 into the n64 accumulator
+            fence_registers(acc2s);
+#pragma unroll
+            for (int kk = 0; kk < 4; ++kk)
+              wgmma_ss(acc2s, smem_desc_sw128(hb + kp * kPanel + kk * 32),
+                       smem_desc_sw128(ring + slot * kSlotBytes + wg * (64 * 128) + kk * 32), (j | kp | kk) != 0);
+          } else {
+            fence_registers(acc2[0]);
+#pragma unroll
+            for (int kk = 0; kk < 4; ++kk)
+              wgmma_ss(acc2[0], smem_desc_sw128(hb + kp * kPanel + kk * 32),
+                       smem_desc_sw128(ring + slot * kSlotBytes + kk * 32), (j | kp | kk) != 0);
+          }
+          wgmma_commit();
+          wgmma_wait<1>();
+          if (pending >= 0) release(pending);
+          pending = it;
+        } else {
+          release(it);  // the other warpgroup's whole block
+        }
+      } else if (kSplitBlock || q / S::kAccs == wg) {
+        float(&acc)[S::kN2 / 2] = acc2[q % S::kAccs];
+        fence_registers(acc);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk)
+          wgmma_ss(acc, smem_desc_sw128(hb + kp * kPanel + kk * 32),
+                   smem_desc_sw128(ring + slot * kSlotBytes + b_rows + kk * 32), (j | kp | kk) != 0);
+        wgmma_commit();
+        wgmma_wait<1>();
+        if (pending >= 0) release(pending);
+        pending = it;
+      } else {
+        release(it);  // the other warpgroup's quarter
+      }
+    }
+  }
+}
+
+// The conv of two 16-pixel m-tiles, mt0 and mt0 + DMT, of the tile at p0 for one pair of groups (bfrag:
+// their nine taps' B fragments): acc[j][gi] += the nine-tap m16n8k8 chain of m-tile j, group gi, the A
+// rows from the halo (image row row_lo first; the lane's ldmatrix row reads 16-byte chunk local_group,
+// the pair's first group for lanes 0..15, its second for 16..31); taps outside the image read the zero pixel.
+template <int DMT>
+__device__ __forceinline__ void conv_mtiles(float (&acc)[2][2][4], int P, int W, int H, int p0, int mt0, int lane,
+                                            int row_lo, uint32_t halo, uint32_t zero_addr, int local_group,
+                                            const uint32_t (&bfrag)[2][9]) {
+#pragma unroll
+  for (int j = 0; j < 2; ++j) {
+    const int mt = mt0 + DMT * j;
+    const int pix = p0 + mt * 16 + (lane & 15);
+    const bool in_range = pix < P;
+    const int grow = in_range ? pix / W : 0;
+    const int w = in_range ? pix - grow * W : 0;
+    const int h = grow % H;
+#pragma unroll
+    for (int tap = 0; tap < 9; ++tap) {
+      const int dy = tap / 3 - 1, dx = tap % 3 - 1;
+      const bool ok = in_range && h + dy >= 0 && h + dy < H && w + dx >= 0 && w + dx < W;
+      const int q = (grow + dy - row_lo) * W + w + dx;
+      uint32_t a[4];
+      ldmatrix_x4(a, ok ? halo + panel_offset(q, local_group) : zero_addr);
+      mma_m16n8k8(acc[j][0], a[0], a[1], bfrag[0][tap]);
+      mma_m16n8k8(acc[j][1], a[2], a[3], bfrag[1][tap]);
     }
   }
 }
@@ -253,25 +391,7 @@ __device__ __forceinline__ void conv_phase(const Params& p, uint8_t* x_panels, u
     consumer_sync();
 
     float acc[2][2][4] = {};
-#pragma unroll
-    for (int j = 0; j < 2; ++j) {
-      const int mt = (warp >> 2) + 2 * j;
-      const int pix = p0 + mt * 16 + (lane & 15);
-      const bool in_range = pix < p.P;
-      const int grow = in_range ? pix / W : 0;
-      const int w = in_range ? pix - grow * W : 0;
-      const int h = grow % H;
-#pragma unroll
-      for (int tap = 0; tap < 9; ++tap) {
-        const int dy = tap / 3 - 1, dx = tap % 3 - 1;
-        const bool ok = in_range && h + dy >= 0 && h + dy < H && w + dx >= 0 && w + dx < W;
-        const int q = (grow + dy - row_lo) * W + w + dx;
-        uint32_t a[4];
-        ldmatrix_x4(a, ok ? halo_base + panel_offset(q, local_group) : zero_addr);
-        mma_m16n8k8(acc[j][0], a[0], a[1], bfrag[0][tap]);
-        mma_m16n8k8(acc[j][1], a[2], a[3], bfrag[1][tap]);
-      }
-    }
+    conv_mtiles<2>(acc, p.P, W, H, p0, warp >> 2, lane, row_lo, halo_base, zero_addr, local_group, bfrag);
     uint8_t* panel = x_panels + s * kPanel;  // the slice's 64 channels are X panel s
     const int within = (lane & 3) * 4;
 #pragma unroll
@@ -348,11 +468,13 @@ __global__ void __launch_bounds__(kThreads, 1) convfirst_c512_kernel(const Param
     // ---- consumers ----
     setmaxnreg_inc<232>();
     const int wg = warp >> 2, wq = warp & 3;
+    // one pointer to H for phase A and the H stores (two expressions change the H stores' address code)
+    uint8_t* const h_smem = smem + kHOffset;
     if constexpr (SPLIT_H) {
       static_assert(!HALO2, "one halo scheme");
-      conv_phase<C, true>(p, smem + kXOffset, smem + kHOffset, smem + kHOffset + kHChunkBytes, p0);
+      conv_phase<C, true>(p, smem + kXOffset, h_smem, h_smem + kHChunkBytes, p0);
     } else {
-      conv_phase<C, HALO2>(p, smem + kXOffset, smem + kHOffset, smem + S::kHalo2Offset, p0);
+      conv_phase<C, HALO2>(p, smem + kXOffset, h_smem, smem + S::kHalo2Offset, p0);
     }
     fence_proxy_async_smem();  // X (generic stores) is read by wgmma (async proxy)
     consumer_sync();
@@ -372,144 +494,32 @@ __global__ void __launch_bounds__(kThreads, 1) convfirst_c512_kernel(const Param
     };
 #pragma unroll 1
     for (int j = 0; j < nchunks; ++j) {
-      // bias pairs of this warpgroup's 64 hidden columns, in the accumulator's column order
       float2 bias[8];
-      const float* bsrc = p.b1 + j * kHiddenChunk + 64 * wg + 2 * (lane & 3);
-#pragma unroll
-      for (int n = 0; n < 8; ++n) bias[n] = __ldg(reinterpret_cast<const float2*>(bsrc + 8 * n));
-
-      // stage 1: acc1 = X . U_j[64w .. 64w+63]^T, one 64-wide k panel per slot
+      load_bias1(p, j, wg, lane, bias);
       float acc1[32];
-#pragma unroll 1
-      for (int kp = 0; kp < S::kKPanels; ++kp, ++it) {
-        const int slot = it % kStages;
-        mbar_wait(full_bar + 8 * slot, (it / kStages) & 1);
-        fence_registers(acc1);
-        wgmma_fence();
-        const uint32_t a0 = x_s + kp * kPanel, b0 = ring + slot * kSlotBytes + wg * (64 * 128);
-#pragma unroll
-        for (int ks = 0; ks < 4; ++ks)
-          wgmma_m64n64k16_ss(acc1, smem_desc_sw128(a0 + ks * 32), smem_desc_sw128(b0 + ks * 32), (kp | ks) != 0);
-        wgmma_commit();
-        wgmma_wait<1>();  // every group but this one has retired
-        if (pending >= 0) release(pending);
-        pending = it;
-      }
-      wgmma_wait<0>();
-      fence_registers(acc1);
-      release(pending);
-      pending = -1;
-
-      // H[:, 64w ..] = ReLU(acc1 + a) as fp16 into H panel w of buffer j % 2. That buffer was last
-      // read by stage 2 of chunk j - 2, which both warpgroups retired before chunk j - 1's barrier.
-      {
-        uint8_t* hp = smem + kHOffset + (j & 1) * kHChunkBytes + wg * kPanel;
-        const int row = wq * 16 + (lane >> 2), within = (lane & 3) * 4;
-#pragma unroll
-        for (int n = 0; n < 8; ++n) {
-          *reinterpret_cast<uint32_t*>(hp + panel_offset(row, n) + within) =
-              pack_half2(fmaxf(acc1[4 * n] + bias[n].x, 0.f), fmaxf(acc1[4 * n + 1] + bias[n].y, 0.f));
-          *reinterpret_cast<uint32_t*>(hp + panel_offset(row + 8, n) + within) =
-              pack_half2(fmaxf(acc1[4 * n + 2] + bias[n].x, 0.f), fmaxf(acc1[4 * n + 3] + bias[n].y, 0.f));
-        }
-      }
+      stage1<S::kKPanels>(acc1, x_s, ring, full_bar, wg, it, pending, release);
+      // H buffer j % 2 was last read by stage 2 of chunk j - 2, which both warpgroups retired
+      // before chunk j - 1's barrier.
+      store_h(h_smem + (j & 1) * kHChunkBytes + wg * kPanel, acc1, bias, wq, lane);
       fence_proxy_async_smem();
       consumer_sync();  // the whole H chunk is written
 
-      // stage 2: per k panel of the chunk, the C / 128 row blocks of V_j. At C >= 256 this
-      // warpgroup's output half is blocks kAccs w .. kAccs w + kAccs - 1 (accumulator q % kAccs);
-      // at C = 128 the one block is split, rows 64w .. 64w + 63 into the warpgroup's n64 product.
-      const uint32_t hb = h_s + (j & 1) * kHChunkBytes;
-      constexpr bool kSplitBlock = S::kVBlocks == 1;
-      const uint32_t b_rows = kSplitBlock ? wg * (64 * 128) : 0;
-#pragma unroll
-      for (int kp = 0; kp < kHiddenChunk / 64; ++kp) {
-#pragma unroll
-        for (int q = 0; q < S::kVBlocks; ++q, ++it) {
-          const int slot = it % kStages;
-          mbar_wait(full_bar + 8 * slot, (it / kStages) & 1);
-          if constexpr (S::kMixed) {
-            if (q == 1 || q == 2 * wg) {  // q is a constant in each unrolled iteration
-              wgmma_fence();
-              if (q == 1) {  // the split block: rows 64w .. 64w + 63 into the n64 accumulator
-                fence_registers(acc2s);
-#pragma unroll
-                for (int kk = 0; kk < 4; ++kk)
-                  wgmma_ss(acc2s, smem_desc_sw128(hb + kp * kPanel + kk * 32),
-                           smem_desc_sw128(ring + slot * kSlotBytes + wg * (64 * 128) + kk * 32), (j | kp | kk) != 0);
-              } else {
-                fence_registers(acc2[0]);
-#pragma unroll
-                for (int kk = 0; kk < 4; ++kk)
-                  wgmma_ss(acc2[0], smem_desc_sw128(hb + kp * kPanel + kk * 32),
-                           smem_desc_sw128(ring + slot * kSlotBytes + kk * 32), (j | kp | kk) != 0);
-              }
-              wgmma_commit();
-              wgmma_wait<1>();
-              if (pending >= 0) release(pending);
-              pending = it;
-            } else {
-              release(it);  // the other warpgroup's whole block
-            }
-          } else if (kSplitBlock || q / S::kAccs == wg) {
-            float(&acc)[S::kN2 / 2] = acc2[q % S::kAccs];
-            fence_registers(acc);
-            wgmma_fence();
-#pragma unroll
-            for (int kk = 0; kk < 4; ++kk)
-              wgmma_ss(acc, smem_desc_sw128(hb + kp * kPanel + kk * 32),
-                       smem_desc_sw128(ring + slot * kSlotBytes + b_rows + kk * 32), (j | kp | kk) != 0);
-            wgmma_commit();
-            wgmma_wait<1>();
-            if (pending >= 0) release(pending);
-            pending = it;
-          } else {
-            release(it);  // the other warpgroup's quarter
-          }
-        }
-      }
+      // stage 2 (chunk j's H buffer j % 2)
+      stage2<S>(acc2, acc2s, h_s + (j & 1) * kHChunkBytes, ring, full_bar, wg, j, it, pending, release);
     }
     wgmma_wait<0>();
 #pragma unroll
     for (int a = 0; a < S::kAccs; ++a) fence_registers(acc2[a]);
     if constexpr (S::kMixed) fence_registers(acc2s);
 
-    // epilogue: out = acc2 + b + x. Accumulator layout: row 16 wq + lane / 4 (+ 8), columns
-    // 8 n + 2 (lane % 4) (+ 1) of the warpgroup's kN2-column part a.
+    // epilogue: out = acc2 + b + x (store_out), at the warpgroup's kN2-column part a
     const int r0 = p0 + wq * 16 + (lane >> 2);
-    const __half* __restrict__ xr = p.x;
-    __half* __restrict__ outr = p.out;
     if constexpr (S::kMixed) {  // warpgroup 0: n128 -> columns 0.., n64 -> 128..; warpgroup 1: n64 -> 192.., n128 -> 256..
-      store_out<C>(p, acc2[0], wg ? 256 : 0, r0, lane);
-      store_out<C>(p, acc2s, wg ? 192 : 128, r0, lane);
-    }
+      store_out<C>(p, acc2[0], wg ? 256 : 0, 0, r0, lane);
+      store_out<C>(p, acc2s, wg ? 192 : 128, 0, r0, lane);
+    } else {
 #pragma unroll
-    for (int a = 0; a < (S::kMixed ? 0 : S::kAccs); ++a) {
-#pragma unroll
-      for (int g = 0; g < S::kN2 / 64; ++g) {
-        __half2 sc[8][2];  // all shortcut loads of the group before its stores
-#pragma unroll
-        for (int n = 0; n < 8; ++n)
-#pragma unroll
-          for (int hr = 0; hr < 2; ++hr) {
-            const int row = r0 + 8 * hr, col = S::kOutCols * wg + S::kN2 * a + 8 * (8 * g + n) + 2 * (lane & 3);
-            sc[n][hr] = row < p.P ? __ldg(reinterpret_cast<const __half2*>(xr + (size_t)row * C + col))
-                                  : __float2half2_rn(0.f);
-          }
-#pragma unroll
-        for (int n = 0; n < 8; ++n) {
-          const int nb = 8 * g + n, col = S::kOutCols * wg + S::kN2 * a + 8 * nb + 2 * (lane & 3);
-          const float2 b = __ldg(reinterpret_cast<const float2*>(p.b2 + col));
-#pragma unroll
-          for (int hr = 0; hr < 2; ++hr) {
-            const int row = r0 + 8 * hr;
-            if (row >= p.P) continue;
-            const float2 s = __half22float2(sc[n][hr]);
-            const float v0 = acc2[a][4 * nb + 2 * hr] + b.x + s.x, v1 = acc2[a][4 * nb + 2 * hr + 1] + b.y + s.y;
-            *reinterpret_cast<__half2*>(outr + (size_t)row * C + col) = __floats2half2_rn(v0, v1);
-          }
-        }
-      }
+      for (int a = 0; a < S::kAccs; ++a) store_out<C>(p, acc2[a], S::kOutCols * wg, S::kN2 * a, r0, lane);
     }
   }
   // no CTA of a cluster exits while its partner may still arrive on its barriers
@@ -606,25 +616,7 @@ __device__ __forceinline__ void conv_tile(const Params& p, uint32_t halo, uint32
       int p0h;
       asm volatile("mov.b32 %0, %1;\n" : "=r"(p0h) : "r"(p0));
       float acc[2][2][4] = {};
-#pragma unroll
-      for (int j = 0; j < 2; ++j) {
-        const int mt = 2 * half + j;
-        const int pix = p0h + mt * 16 + (lane & 15);
-        const bool in_range = pix < p.P;
-        const int grow = in_range ? pix / W : 0;
-        const int w = in_range ? pix - grow * W : 0;
-        const int h = grow % H;
-#pragma unroll
-        for (int tap = 0; tap < 9; ++tap) {
-          const int dy = tap / 3 - 1, dx = tap % 3 - 1;
-          const bool ok = in_range && h + dy >= 0 && h + dy < H && w + dx >= 0 && w + dx < W;
-          const int q = (grow + dy - row_lo) * W + w + dx;
-          uint32_t a[4];
-          ldmatrix_x4(a, ok ? halo + panel_offset(q, local_group) : zero_addr);
-          mma_m16n8k8(acc[j][0], a[0], a[1], bfrag[0][tap]);
-          mma_m16n8k8(acc[j][1], a[2], a[3], bfrag[1][tap]);
-        }
-      }
+      conv_mtiles<1>(acc, p.P, W, H, p0h, 2 * half, lane, row_lo, halo, zero_addr, local_group, bfrag);
 #pragma unroll
       for (int j = 0; j < 2; ++j)
 #pragma unroll
@@ -721,6 +713,7 @@ __global__ void __launch_bounds__(kThreads3, 1) convfirst_c512_persistent_kernel
     setmaxnreg_inc<kRegConsumer3>();
     const int wg = warp >> 2, wq = warp & 3;
     float acc2[S::kAccs][S::kN2 / 2];
+    float acc2s[S::kSmallRegs];  // C = 384's (unused here, and removed)
     // `it`: the slot stream index (over all tiles); `pending`: the last slot this warpgroup read whose
     // wgmma group may still be running; `jg`: chunks over all tiles (the H buffer alternates by it).
     int it = 0, pending = -1, jg = 0;
@@ -746,75 +739,19 @@ __global__ void __launch_bounds__(kThreads3, 1) convfirst_c512_persistent_kernel
 #pragma unroll 1
       for (int j = 0; j < nchunks; ++j, ++jg) {
         float2 bias[8];
-        const float* bsrc = p.b1 + j * kHiddenChunk + 64 * wg + 2 * (lane & 3);
-#pragma unroll
-        for (int n = 0; n < 8; ++n) bias[n] = __ldg(reinterpret_cast<const float2*>(bsrc + 8 * n));
-
+        load_bias1(p, j, wg, lane, bias);
         float acc1[32];
-#pragma unroll 1
-        for (int kp = 0; kp < S::kKPanels; ++kp, ++it) {
-          const int slot = it % kStages;
-          mbar_wait(full_bar + 8 * slot, (it / kStages) & 1);
-          fence_registers(acc1);
-          wgmma_fence();
-          const uint32_t a0 = x_s + kp * kPanel, b0 = ring + slot * kSlotBytes + wg * (64 * 128);
-#pragma unroll
-          for (int ks = 0; ks < 4; ++ks)
-            wgmma_m64n64k16_ss(acc1, smem_desc_sw128(a0 + ks * 32), smem_desc_sw128(b0 + ks * 32), (kp | ks) != 0);
-          wgmma_commit();
-          wgmma_wait<1>();
-          if (pending >= 0) release(pending);
-          pending = it;
-        }
-        wgmma_wait<0>();
-        fence_registers(acc1);
-        release(pending);
-        pending = -1;
+        stage1<S::kKPanels>(acc1, x_s, ring, full_bar, wg, it, pending, release);
         // the tile's last read of X has retired in this warp: the conv warpgroup may overwrite it
         if (j == nchunks - 1 && lane == 0) mbar_arrive(x_empty);
 
         // H buffer jg % 2 was last read by stage 2 of global chunk jg - 2, which both warpgroups
         // retired before chunk jg - 1's barrier (also across a tile boundary).
-        {
-          uint8_t* hp = smem + kHOffset + (jg & 1) * kHChunkBytes + wg * kPanel;
-          const int row = wq * 16 + (lane >> 2), within = (lane & 3) * 4;
-#pragma unroll
-          for (int n = 0; n < 8; ++n) {
-            *reinterpret_cast<uint32_t*>(hp + panel_offset(row, n) + within) =
-                pack_half2(fmaxf(acc1[4 * n] + bias[n].x, 0.f), fmaxf(acc1[4 * n + 1] + bias[n].y, 0.f));
-            *reinterpret_cast<uint32_t*>(hp + panel_offset(row + 8, n) + within) =
-                pack_half2(fmaxf(acc1[4 * n + 2] + bias[n].x, 0.f), fmaxf(acc1[4 * n + 3] + bias[n].y, 0.f));
-          }
-        }
+        store_h(smem + kHOffset + (jg & 1) * kHChunkBytes + wg * kPanel, acc1, bias, wq, lane);
         fence_proxy_async_smem();
         consumer_sync();
 
-        const uint32_t hb = h_s + (jg & 1) * kHChunkBytes;
-        constexpr bool kSplitBlock = S::kVBlocks == 1;
-        const uint32_t b_rows = kSplitBlock ? wg * (64 * 128) : 0;
-#pragma unroll
-        for (int kp = 0; kp < kHiddenChunk / 64; ++kp) {
-#pragma unroll
-          for (int q = 0; q < S::kVBlocks; ++q, ++it) {
-            const int slot = it % kStages;
-            mbar_wait(full_bar + 8 * slot, (it / kStages) & 1);
-            if (kSplitBlock || q / S::kAccs == wg) {
-              float(&acc)[S::kN2 / 2] = acc2[q % S::kAccs];
-              fence_registers(acc);
-              wgmma_fence();
-#pragma unroll
-              for (int kk = 0; kk < 4; ++kk)
-                wgmma_ss(acc, smem_desc_sw128(hb + kp * kPanel + kk * 32),
-                         smem_desc_sw128(ring + slot * kSlotBytes + b_rows + kk * 32), (j | kp | kk) != 0);
-              wgmma_commit();
-              wgmma_wait<1>();
-              if (pending >= 0) release(pending);
-              pending = it;
-            } else {
-              release(it);
-            }
-          }
-        }
+        stage2<S>(acc2, acc2s, h_s + (jg & 1) * kHChunkBytes, ring, full_bar, wg, j, it, pending, release);
       }
       wgmma_wait<0>();
 #pragma unroll
@@ -823,36 +760,8 @@ __global__ void __launch_bounds__(kThreads3, 1) convfirst_c512_persistent_kernel
       pending = -1;
 
       const int r0 = p0 + wq * 16 + (lane >> 2);
-      const __half* __restrict__ xr = p.x;
-      __half* __restrict__ outr = p.out;
 #pragma unroll
-      for (int a = 0; a < S::kAccs; ++a) {
-#pragma unroll
-        for (int g = 0; g < S::kN2 / 64; ++g) {
-          __half2 sc[8][2];
-#pragma unroll
-          for (int n = 0; n < 8; ++n)
-#pragma unroll
-            for (int hr = 0; hr < 2; ++hr) {
-              const int row = r0 + 8 * hr, col = S::kOutCols * wg + S::kN2 * a + 8 * (8 * g + n) + 2 * (lane & 3);
-              sc[n][hr] = row < p.P ? __ldg(reinterpret_cast<const __half2*>(xr + (size_t)row * C + col))
-                                    : __float2half2_rn(0.f);
-            }
-#pragma unroll
-          for (int n = 0; n < 8; ++n) {
-            const int nb = 8 * g + n, col = S::kOutCols * wg + S::kN2 * a + 8 * nb + 2 * (lane & 3);
-            const float2 b = __ldg(reinterpret_cast<const float2*>(p.b2 + col));
-#pragma unroll
-            for (int hr = 0; hr < 2; ++hr) {
-              const int row = r0 + 8 * hr;
-              if (row >= p.P) continue;
-              const float2 s = __half22float2(sc[n][hr]);
-              const float v0 = acc2[a][4 * nb + 2 * hr] + b.x + s.x, v1 = acc2[a][4 * nb + 2 * hr + 1] + b.y + s.y;
-              *reinterpret_cast<__half2*>(outr + (size_t)row * C + col) = __floats2half2_rn(v0, v1);
-            }
-          }
-        }
-      }
+      for (int a = 0; a < S::kAccs; ++a) store_out<C>(p, acc2[a], S::kOutCols * wg, S::kN2 * a, r0, lane);
     }
   }
 #endif
