@@ -32,6 +32,7 @@ import torch
 from torch import nn
 
 from cuda_kernels._checks import check_devices, check_nhwc_half, check_out, check_x_aligned
+from cuda_kernels._fused import OpBlock
 from cuda_kernels.ops import _swizzle_128b, pack_conv_weight
 
 ENV_SWITCH = "CUDA_KERNELS_C512"
@@ -310,15 +311,15 @@ def _block_op_fake(x, conv_w, conv_b, wpack, b1, b2):
     return torch.empty_like(x)  # same shape, dtype and (channels-last) strides as x
 
 
-class FusedConvFirstC512(nn.Module):
+class FusedConvFirstC512(OpBlock):
     """Inference-form ``perfmodel.zoo.ConvFirstBlock(C, alpha)`` (stride 1) in one kernel on wgmma:
     C = 512, and C = 256 / 128 where ``CUDA_KERNELS_WGMMA_CONVFIRST`` sends them here."""
 
+    WEIGHT_FIELDS, Weights, op = WEIGHT_FIELDS, KernelWeights, block_op
+
     def __init__(self, weights: KernelWeights):
-        super().__init__()
+        super().__init__(weights)
         self.channels, self.hidden = weights.channels, weights.hidden
-        for name in WEIGHT_FIELDS:
-            self.register_buffer(name, getattr(weights, name), persistent=False)
 
     @staticmethod
     def unsupported(block: nn.Module) -> str | None:
@@ -344,16 +345,6 @@ class FusedConvFirstC512(nn.Module):
 
     @classmethod
     def from_block(cls, block: nn.Module) -> "FusedConvFirstC512":
-        reason = cls.unsupported(block)
-        if reason is not None:
-            raise ValueError(f"FusedConvFirstC512 cannot run this block: {reason}")
+        cls._check(block)
         conv, expand, project = block.conv, block.ffn.expand, block.ffn.project
         return cls(prepare_weights(conv.weight, conv.bias, expand.weight, expand.bias, project.weight, project.bias))
-
-    @property
-    def weights(self) -> KernelWeights:
-        return KernelWeights(*(getattr(self, n) for n in WEIGHT_FIELDS))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        tensors = [getattr(self, n) for n in WEIGHT_FIELDS]
-        return block_op(x.contiguous(memory_format=torch.channels_last), *tensors)

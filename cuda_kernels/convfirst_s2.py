@@ -20,6 +20,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from cuda_kernels._checks import check_devices, check_nhwc_half, check_out, check_x_aligned
+from cuda_kernels._fused import OpBlock
 from cuda_kernels.ops import GROUP_WIDTH, L_WIDTHS_SWITCH, l_widths_enabled, pack_conv_weight
 
 SUPPORTED_WIDTHS = ((32, 64), (64, 128), (128, 256))  # (C_in, C_out)
@@ -246,14 +247,14 @@ def _block_op_fake(x, conv_w, conv_b, w1, b1, w2, ws, bo):
         memory_format=torch.channels_last)
 
 
-class FusedConvFirstDown(nn.Module):
+class FusedConvFirstDown(OpBlock):
     """Inference-form ``perfmodel.zoo.ConvFirstBlock(C, alpha, 2C, stride=2)`` in one kernel."""
 
+    WEIGHT_FIELDS, Weights, op = WEIGHT_FIELDS, KernelWeights, block_op
+
     def __init__(self, weights: KernelWeights):
-        super().__init__()
+        super().__init__(weights)
         self.in_channels, self.out_channels = weights.in_channels, weights.out_channels
-        for name in WEIGHT_FIELDS:
-            self.register_buffer(name, getattr(weights, name), persistent=False)
 
     @staticmethod
     def unsupported(block: nn.Module) -> str | None:
@@ -273,15 +274,5 @@ class FusedConvFirstDown(nn.Module):
 
     @classmethod
     def from_block(cls, block: nn.Module) -> "FusedConvFirstDown":
-        reason = cls.unsupported(block)
-        if reason is not None:
-            raise ValueError(f"FusedConvFirstDown cannot run this block: {reason}")
+        cls._check(block)
         return cls(prepare_weights(FoldedWeights.from_block(block)))
-
-    @property
-    def weights(self) -> KernelWeights:
-        return KernelWeights(*(getattr(self, n) for n in WEIGHT_FIELDS))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        tensors = [getattr(self, n) for n in WEIGHT_FIELDS]
-        return block_op(x.contiguous(memory_format=torch.channels_last), *tensors)

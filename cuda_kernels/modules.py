@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 from cuda_kernels import ops
+from cuda_kernels._fused import OpBlock
 
 
 def _unsupported_width(channels: int, expansion: int) -> str | None:
@@ -37,26 +38,19 @@ def convfirst_form_reason(block: nn.Module) -> str | None:
     return None
 
 
-class _FusedBlock(nn.Module):
-    """A block on the fused kernel: its prepared weights are (non-persistent) buffers, so they
-    follow ``.to()`` and torch.compile sees them, and the forward is one ``block_fusion::block``
-    operator."""
+class _FusedBlock(OpBlock):
+    """A block on the mma.sync kernel: the forward is one ``block_fusion::block`` operator, which
+    also takes whether the block adds its input."""
+
+    WEIGHT_FIELDS = ops.WEIGHT_FIELDS
 
     def __init__(self, weights: ops.BlockWeights, residual: bool):
-        super().__init__()
+        super().__init__(weights)
         self.channels, self.hidden, self.residual = weights.channels, weights.hidden, residual
-        for name in ops.WEIGHT_FIELDS:
-            self.register_buffer(name, getattr(weights, name), persistent=False)
 
     @classmethod
     def supports(cls, block: nn.Module) -> bool:
         return cls.unsupported(block) is None
-
-    @classmethod
-    def _check(cls, block: nn.Module) -> None:
-        reason = cls.unsupported(block)
-        if reason is not None:
-            raise ValueError(f"{cls.__name__} cannot run this block: {reason}")
 
     @property
     def weights(self) -> ops.BlockWeights:
