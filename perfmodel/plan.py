@@ -194,10 +194,6 @@ def epilogue_merge(graph: Graph, names: list[str], members: list[list[int]]):
     return out_names, out_members
 
 
-_BATCHNORMS = frozenset({"native_batch_norm", "_native_batch_norm_legit_no_training",
-                         "_native_batch_norm_legit", "batch_norm", "cudnn_batch_norm"})
-
-
 def _elementwise(graph: Graph, nodes) -> bool:
     return bool(nodes) and all((lookup(graph.nodes[i]) or None)
                                and lookup(graph.nodes[i]).role in (POINTWISE, BATCHNORM)
@@ -240,7 +236,7 @@ def se_pool_fusion(graph: Graph, kernels: list[Kernel], *, float32: bool = True)
         if not (_elementwise(graph, act.nodes) and _elementwise(graph, scale.nodes)):
             continue
         stored, nbytes = v, act.writes[v]
-        bns = [i for i in act.nodes if graph.nodes[i].name in _BATCHNORMS]
+        bns = [i for i in act.nodes if lookup(graph.nodes[i]).role == BATCHNORM]
         if bns:  # the batchnorm's output (in float32 unless freezing folded it away)
             stored = graph.nodes[bns[-1]].writes[0][0]
             meta = graph.values[stored].meta
