@@ -219,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="block:C:alpha:size[:batch], e.g. convfirst:64:4:56 (repeatable; default: the standard set)")
     parser.add_argument("--l-widths", action="store_true",
                         help="add ConvFirstNet-L's C = 96 and 192 blocks (a6, 56x56 and 28x28) and switch them on "
-                             "(CUDA_KERNELS_L_WIDTHS, off by default until their GPU tests pass)")
+                             "(CUDA_KERNELS_L_WIDTHS; on unless set to 0)")
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--repeats", type=int, default=50)
     parser.add_argument("--compile-mode", default=None, help="torch.compile mode (default: inductor's default)")

@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--wide", action="store_true", help="add the ConvFirstNet-M/H200 shapes")
     parser.add_argument("--l-widths", action="store_true",
                         help="ConvFirstNet-L's 96 -> 192 and 192 -> 384 blocks instead of the S shapes, switched on "
-                             "for this run (CUDA_KERNELS_L_WIDTHS, off by default until their GPU tests pass)")
+                             "for this run (CUDA_KERNELS_L_WIDTHS; on unless set to 0)")
     parser.add_argument("--modes", default="default,max-autotune-no-cudagraphs",
                         help="torch.compile modes to time beside eager ('' for none: kernel only)")
     parser.add_argument("--warmup", type=int, default=10)

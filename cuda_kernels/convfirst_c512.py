@@ -40,14 +40,15 @@ WGMMA_SWITCH = "CUDA_KERNELS_WGMMA_CONVFIRST"
 CHANNELS = 512  # the width no other kernel serves (CUDA_KERNELS_C512)
 SUPPORTED_CHANNELS = (128, 256, 384, 512)  # the kernel's template instances
 # C = 384 (ConvFirstNet-L's stage 2; no other kernel has it): 192 output columns per warpgroup as one
-# n128 and one n64 accumulator (V block 1 split by rows); variants 0 and 1. Compiled and CPU-checked
-# only: replace_blocks uses it only with CUDA_KERNELS_C384=1 until its GPU tests pass.
+# n128 and one n64 accumulator (V block 1 split by rows); variants 0, 1 and 4. On by default since its
+# GPU tests passed on the H200 (examples/measurements/convfirst_wgmma_v4/); CUDA_KERNELS_C384=0 turns it off.
 C384 = 384
 C384_SWITCH = "CUDA_KERNELS_C384"
 WGMMA_WIDTHS = (128, 256)  # widths the mma.sync kernel also serves: CUDA_KERNELS_WGMMA_CONVFIRST picks
 # C = 256 on since its GPU tests passed (H200, examples/measurements/convfirst_c256/: 87/87 with C = 512
-# and 128) and it ran 1.74x the mma.sync kernel; C = 128 only 1.09x per block, not yet timed end to end
-DEFAULT_WGMMA_WIDTHS: tuple[int, ...] = (256,)
+# and 128) and it ran 1.74x the mma.sync kernel; C = 128 too since variant 2 ran C=128 a6 28x28 in
+# 158.8 us against the mma.sync kernel's 177.2 (1.12x, examples/measurements/convfirst_wgmma_v4/)
+DEFAULT_WGMMA_WIDTHS: tuple[int, ...] = (128, 256)
 HIDDEN_CHUNK = 128  # hidden must be a multiple (alpha 2, 4, 6, ... at C >= 256; 2, 3, 4, ... at 128)
 MAX_WIDTH = 28  # the conv halo of a 64-pixel tile, (63 // W + 4) * W pixels, fits in the kernel's 255
 TILE_PIXELS = 64
@@ -63,7 +64,9 @@ K_PANEL = 64
 # CPU-checked only: opt-in (variant=3, or CUDA_KERNELS_C512_VARIANT=3 for the drop-in module) until its
 # GPU tests pass and it is timed.
 # 4 (every width, W <= 18): variant 0 with the halo double-buffered in the two halves of the idle H
-# buffers (no extra shared memory, so C = 384 and 512 have it too); compiled and CPU-checked only.
+# buffers (no extra shared memory, so C = 384 and 512 have it too). Its GPU tests passed (H200,
+# examples/measurements/convfirst_wgmma_v4/): C=512 a6 7x7 106.7 us (variant 0: 109.5), C=384 a6 14x14
+# 202.8 (209.6), C=256 a6 14x14 111.3 (variant 2: 111.6, a tie), so it is the default at C >= 384, W <= 18.
 VARIANTS = (0, 1, 2, 3, 4)
 DEFAULT_VARIANT = 0  # at C = 512
 SPLIT_H_MAX_WIDTH = 18  # variant 4: the halo of a 64-pixel tile, (63 // W + 4) * W pixels, fits in 127
@@ -88,12 +91,14 @@ def switched_variant(channels: int) -> int | None:
 
 
 def default_variant(channels: int, width: int | None = None) -> int:
-    """The variant `run` uses: CUDA_KERNELS_C512_VARIANT's where it applies (for 4: W <= 18), else 2 at
-    C <= 256 (measured fastest) and 0 above."""
+    """The variant `run` uses: CUDA_KERNELS_C512_VARIANT's where it applies (for 4: W <= 18), else the
+    fastest measured: 2 at C <= 256, 4 above where W <= 18 (known), 0 otherwise."""
     switched = switched_variant(channels)
     if switched is not None and (switched != 4 or width is None or width <= SPLIT_H_MAX_WIDTH):
         return switched
-    return 2 if channels <= 256 else DEFAULT_VARIANT
+    if channels <= 256:
+        return 2
+    return 4 if width is not None and width <= SPLIT_H_MAX_WIDTH else DEFAULT_VARIANT
 
 
 def variants(channels: int) -> tuple[int, ...]:
@@ -133,8 +138,9 @@ def wgmma_widths() -> tuple[int, ...]:
 
 
 def c384_enabled() -> bool:
-    """Whether `replace_blocks` may send C = 384 blocks here (``CUDA_KERNELS_C384=1``; off by default)."""
-    return os.environ.get(C384_SWITCH, "").strip() == "1"
+    """Whether `replace_blocks` may send C = 384 blocks here: unless ``CUDA_KERNELS_C384=0`` (on by default
+    since its GPU tests passed)."""
+    return os.environ.get(C384_SWITCH, "1").strip() != "0"
 
 
 def takes(block: nn.Module) -> bool:
@@ -334,8 +340,8 @@ class FusedConvFirstC512(OpBlock):
             return (f"C={CHANNELS}: its kernel (cuda_kernels/convfirst_c512.py) is switched off by "
                     f"{ENV_SWITCH}; unset it or set it to 1 (or stride1) to use it")
         if channels == C384 and not c384_enabled():
-            return (f"C={C384}: its kernel (cuda_kernels/convfirst_c512.py) is off until its GPU tests pass; "
-                    f"set {C384_SWITCH}=1 to use it")
+            return (f"C={C384}: its kernel (cuda_kernels/convfirst_c512.py) is switched off by {C384_SWITCH}=0; "
+                    f"unset it or set {C384_SWITCH}=1 to use it")
         if channels not in (CHANNELS, C384) and channels not in wgmma_widths():
             return (f"C={channels}: the wgmma kernel is off for this width (the mma.sync kernel runs it); "
                     f"set {WGMMA_SWITCH}={channels} to use it")

@@ -105,8 +105,8 @@ def unsupported_shape(in_channels: int, out_channels: int, hidden: int) -> str |
                     f"{convfirst_c512.ENV_SWITCH}; unset it or set it to 1 (or stride2) to use it")
     elif (in_channels, out_channels) in L_WIDTHS:
         if not l_widths_enabled("stride2"):
-            return (f"C {in_channels} -> {out_channels}: its kernel is compiled but switched off until its GPU "
-                    f"tests pass; set {L_WIDTHS_SWITCH}=1 (or stride2) to use it")
+            return (f"C {in_channels} -> {out_channels}: its kernel is switched off by {L_WIDTHS_SWITCH}; unset "
+                    f"it or set {L_WIDTHS_SWITCH}=1 (or stride2) to use it")
     elif (in_channels, out_channels) not in SUPPORTED_WIDTHS:
         return f"C {in_channels} -> {out_channels} (the stride-2 kernel has {SUPPORTED_WIDTHS})"
     if hidden % in_channels or hidden // in_channels not in SUPPORTED_EXPANSIONS:

@@ -45,11 +45,11 @@ def wgmma_chunk(channels: int) -> int:
 def l_widths_enabled(kernel: str = "stride1") -> bool:
     """Whether the ConvFirstNet-L widths may run: ``CUDA_KERNELS_L_WIDTHS`` = ``1`` (or ``all``) for
     every kernel, a comma list of ``stride1`` (C = 96, 192 on the mma.sync kernel, ConvFirst and FFN)
-    and ``stride2`` (96 -> 192, 192 -> 384, convfirst_s2); unset or ``0``: none (the default until
-    their GPU tests pass)."""
+    and ``stride2`` (96 -> 192, 192 -> 384, convfirst_s2); ``0`` (or empty): none. Unset: every kernel
+    (the default since their 126 GPU tests passed on the H200, examples/measurements/l_widths/)."""
     value = os.environ.get(L_WIDTHS_SWITCH)
     if value is None:
-        return False
+        return True
     parts = {part.strip().lower() for part in value.split(",")}
     return bool(parts & {"1", "all"}) or kernel in parts
 
@@ -62,7 +62,7 @@ def supported_channels() -> tuple[int, ...]:
 def unsupported_channels(channels: int) -> str | None:
     """Why the mma.sync kernel does not take this width now, or None."""
     if channels in SWITCHED_CHANNELS and not l_widths_enabled("stride1"):
-        return (f"C={channels}: its kernel is compiled but switched off until its GPU tests pass; set "
+        return (f"C={channels}: its kernel is switched off by {L_WIDTHS_SWITCH}; unset it or set "
                 f"{L_WIDTHS_SWITCH}=1 (or stride1) to use it")
     if channels not in supported_channels():
         return f"C={channels} (kernels for C in {supported_channels()})"

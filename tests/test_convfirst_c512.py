@@ -699,7 +699,7 @@ def test_variant_switch(monkeypatch):
     monkeypatch.setenv(c512.VARIANT_SWITCH, "")
     assert c512.default_variant(256) == 2
     monkeypatch.setenv(c512.VARIANT_SWITCH, "256:3, 512:4")
-    assert [c512.default_variant(c, 14) for c in (128, 256, 384, 512)] == [2, 3, 0, 4]
+    assert [c512.default_variant(c, 14) for c in (128, 256, 384, 512)] == [2, 3, 4, 4]
     assert c512.default_variant(512, 28) == 0  # variant 4 needs W <= 18
     monkeypatch.setenv(c512.VARIANT_SWITCH, "4")
     assert [c512.default_variant(c, 7) for c in (128, 256, 384, 512)] == [4, 4, 4, 4]
@@ -1012,11 +1012,11 @@ def test_c384_slots_and_switch(monkeypatch):
     order = c512.slot_order(2304, 384)
     assert len(order) == 18 * 12 and order[6:12] == [("V", 0, k, q) for k in range(2) for q in range(3)]
     block = block_c(384, 6)
-    monkeypatch.delenv(c512.C384_SWITCH, raising=False)
+    monkeypatch.setenv(c512.C384_SWITCH, "0")
     assert not c512.c384_enabled() and not c512.takes(block)
     reason = c512.FusedConvFirstC512.unsupported(block)
     assert reason.startswith("C=384") and c512.C384_SWITCH in reason
-    monkeypatch.setenv(c512.C384_SWITCH, "1")
+    monkeypatch.delenv(c512.C384_SWITCH)  # on by default
     assert c512.c384_enabled()
     if not torch.cuda.is_available() or torch.cuda.get_device_capability() == (9, 0):
         assert c512.FusedConvFirstC512.unsupported(block) is None and c512.takes(block)
@@ -1029,12 +1029,12 @@ def test_c384_replace_blocks_follows_the_switch(monkeypatch):
         torch.manual_seed(0)
         return fold_batchnorm(nn.Sequential(ConvFirstBlock(384, 6), ConvFirstBlock(384, 2)))
 
-    monkeypatch.delenv(c512.C384_SWITCH, raising=False)
+    monkeypatch.setenv(c512.C384_SWITCH, "0")
     swap = cuda_kernels.replace_blocks(net())
     assert set(swap.fallback) >= {"0", "1"} and all(swap.fallback[k].startswith("C=384") for k in ("0", "1"))
     if torch.cuda.is_available() and torch.cuda.get_device_capability() != (9, 0):
         return
-    monkeypatch.setenv(c512.C384_SWITCH, "1")
+    monkeypatch.delenv(c512.C384_SWITCH)  # on by default
     model = net()
     swap = cuda_kernels.replace_blocks(model)
     assert swap.fused["ConvFirstBlock"] == 2 and swap.fallback == {}

@@ -45,7 +45,7 @@ def l_widths(monkeypatch):
 
 @pytest.fixture
 def l_widths_off(monkeypatch):
-    monkeypatch.delenv(SWITCH, raising=False)
+    monkeypatch.setenv(SWITCH, "0")
     for name in ("CUDA_KERNELS_C512", "CUDA_KERNELS_WGMMA_CONVFIRST", "CUDA_KERNELS_C384"):
         monkeypatch.delenv(name, raising=False)
 
@@ -62,7 +62,7 @@ def down_block(cin: int, expansion: int, seed: int = 0) -> nn.Module:
 # ---- the switch and the host policy (CPU) ----
 
 @pytest.mark.parametrize("value,stride1,stride2", [
-    (None, False, False), ("0", False, False), ("1", True, True), ("all", True, True), ("stride1", True, False),
+    (None, True, True), ("0", False, False), ("1", True, True), ("all", True, True), ("stride1", True, False),
     ("stride2", False, True), ("stride1, stride2", True, True), ("", False, False),
 ])
 def test_switch(monkeypatch, value, stride1, stride2):
@@ -75,7 +75,7 @@ def test_switch(monkeypatch, value, stride1, stride2):
 
 
 @pytest.mark.parametrize("channels", ops.SWITCHED_CHANNELS)
-def test_stride1_off_by_default_names_the_switch(l_widths_off, channels):
+def test_stride1_off_names_the_switch(l_widths_off, channels):
     with pytest.raises(ValueError, match=f"got C={channels}; .*{SWITCH}=1"):
         cuda_kernels.prepare_weights(*_ffn_weights(channels, 6 * channels))
     assert SWITCH in ffn_reason(channels)
@@ -124,8 +124,9 @@ def _convfirstnet_l():
     return fold_batchnorm(MODELS["convfirstnet_l"]())
 
 
-def test_convfirstnet_l_swap_off(l_widths_off):
-    """Off (the default): no block of ConvFirstNet-L has a kernel; each block and its FFN is listed."""
+def test_convfirstnet_l_swap_off(l_widths_off, monkeypatch):
+    """Off, and C = 384 off on the wgmma kernel: no block of ConvFirstNet-L has a kernel; each block and its FFN is listed."""
+    monkeypatch.setenv("CUDA_KERNELS_C384", "0")
     net = _convfirstnet_l()
     swap = cuda_kernels.replace_blocks(net)
     assert swap.fused == {"ConvFirstBlock": 0, "FFN": 0}
@@ -135,9 +136,10 @@ def test_convfirstnet_l_swap_off(l_widths_off):
     assert SWITCH in swap.fallback["stages.1.1.ffn"]
 
 
-def test_convfirstnet_l_swap_on(l_widths):
-    """On: stages 0-1 (C = 96, 192) and the stride-2 blocks 96 -> 192 and 192 -> 384 fuse; C = 384,
-    768 and 384 -> 768 have no kernel yet (each block and its FFN listed)."""
+def test_convfirstnet_l_swap_on(l_widths, monkeypatch):
+    """On, with the wgmma kernel's C = 384 off: stages 0-1 (C = 96, 192) and the stride-2 blocks 96 -> 192
+    and 192 -> 384 fuse; C = 384, 768 and 384 -> 768 fall back (each block and its FFN listed)."""
+    monkeypatch.setenv("CUDA_KERNELS_C384", "0")
     net = _convfirstnet_l()
     swap = cuda_kernels.replace_blocks(net)
     assert swap.fused == {"ConvFirstBlock": 3 + 4 + 2, "FFN": 0}
@@ -149,10 +151,9 @@ def test_convfirstnet_l_swap_on(l_widths):
     assert swap.fallback["stages.3.0"].startswith("C 384 -> 768")
 
 
-def test_convfirstnet_l_with_c384_too(l_widths, monkeypatch):
-    """With the wgmma kernel's C = 384 on as well (CUDA_KERNELS_C384, convfirst_c512.py): 23 of the 27
-    blocks fuse; the stride-2 384 -> 768 block and the three C = 768 blocks have no kernel yet."""
-    monkeypatch.setenv("CUDA_KERNELS_C384", "1")
+def test_convfirstnet_l_with_c384_too(l_widths):
+    """With the wgmma kernel's C = 384 on as well (its default; convfirst_c512.py): 23 of the 27 blocks
+    fuse; the stride-2 384 -> 768 block and the three C = 768 blocks have no kernel yet."""
     net = _convfirstnet_l()
     swap = cuda_kernels.replace_blocks(net)
     assert swap.fused == {"ConvFirstBlock": 23, "FFN": 0}
