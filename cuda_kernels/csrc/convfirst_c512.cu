@@ -548,6 +548,12 @@ constexpr int kConvBarrier = 2;                // named barrier of the conv warp
 // 2 x 128 x kRegConsumer3 + 128 x kRegProducer3 + 128 x kRegConv3 <= 65,536.
 constexpr int kRegConsumer3 = 168, kRegProducer3 = 32, kRegConv3 = 144;
 static_assert(2 * kRegConsumer3 + kRegProducer3 + kRegConv3 <= 512, "setmaxnreg split");
+// Every warp starts at 65,536 / 512 = 128 (__launch_bounds__(kThreads3, 1)). setmaxnreg.dec may only
+// lower a warp's count and setmaxnreg.inc only raise it: the conv warpgroup goes 128 -> 144, an *inc*
+// (a dec to 144 was USETMAXREG.DEALLOC 0x90 above the warp's 128: an illegal instruction on every launch).
+constexpr int kRegEntry3 = 65536 / kThreads3;
+static_assert(kRegProducer3 < kRegEntry3 && kRegConsumer3 > kRegEntry3 && kRegConv3 > kRegEntry3,
+              "variant 3: the producer's setmaxnreg is a dec, the consumers' and the conv warpgroup's are incs");
 
 template <int C>
 struct Shape3 {
@@ -678,7 +684,7 @@ __global__ void __launch_bounds__(kThreads3, 1) convfirst_c512_persistent_kernel
 
   if (warp >= kConvWarp0) {
     // ---- conv warpgroup: tile k + 1's conv while the consumers run tile k's FFN ----
-    setmaxnreg_dec<kRegConv3>();
+    setmaxnreg_inc<kRegConv3>();  // 128 -> 144: registers from the producer's release (see kRegEntry3)
     const uint32_t halo = base + S3::kHaloOffset, zero_addr = halo + kHaloPixels * 128;
     const int t = threadIdx.x - kConvThread0;
     if (t < 8) reinterpret_cast<uint4*>(smem + S3::kHaloOffset + kHaloPixels * 128)[t] = make_uint4(0, 0, 0, 0);
