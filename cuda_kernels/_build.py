@@ -99,3 +99,14 @@ def load_convfirst_c512_extension(verbose: bool = False):
     stride-2 256 -> 512 block (csrc/convfirst_s2_wide.cu), a separate extension: a build error
     there leaves the other extensions untouched."""
     return _load("perfmodel_convfirst_c512", tuple(CONVFIRST_C512_SOURCES), verbose)
+
+
+CONVFIRST_C768_SOURCES = ["convfirst_c768_bindings.cpp", "convfirst_c768.cu", "convfirst_s2_c768.cu"]
+
+
+@functools.lru_cache(maxsize=None)
+def load_convfirst_c768_extension(verbose: bool = False):
+    """ConvFirstNet-L's C = 768 kernels (csrc/convfirst_c768.cu: stride 1 on wgmma, sm_90a, two-CTA
+    clusters; csrc/convfirst_s2_c768.cu: the stride-2 block 384 -> 768), a separate extension: a build
+    error there leaves the other extensions untouched."""
+    return _load("perfmodel_convfirst_c768", tuple(CONVFIRST_C768_SOURCES), verbose)

@@ -30,13 +30,17 @@ L_WIDTHS = ((96, 192), (192, 384))
 # Widths whose kernel lives in the C = 512 extension (csrc/convfirst_s2_wide.cu: 64-pixel tiles, a
 # 512-wide accumulator), behind the same switch (convfirst_c512.ENV_SWITCH, on by default).
 SWITCHED_WIDTHS = ((256, 512),)
+# ConvFirstNet-L's last stride-2 block, in the C = 768 extension (csrc/convfirst_s2_c768.cu: the output columns
+# split over two thread blocks per 64-pixel tile); compiled and CPU-tested only: off unless CUDA_KERNELS_C768 is
+# 1 or names stride2 (convfirst_c768.enabled).
+C768_WIDTHS = ((384, 768),)
 SUPPORTED_EXPANSIONS = (2, 4, 6)  # hidden = alpha * C_in
 MAX_WIDTH = 56  # the kernel's shared input rows hold (2R + 3) W <= 680 pixels for W <= 56
 MIN_SIZE = 2  # reflect padding by one needs two rows and columns
 # Tile variants per C_in (csrc/convfirst_s2.cu): 0 everywhere; 1: two blocks per SM (C_in 64) or
 # 64-pixel tiles (C_in 128); 2 and 3: the same tiles with deeper weight rings.
 VARIANTS = {32: (0, 2), 64: (0, 1, 2), 128: (0, 1, 2, 3), 256: (0,),
-            96: (0, 1), 192: (0,)}  # 96: 128-pixel tiles, or 64-pixel tiles at two blocks per SM; 192: 64-pixel tiles
+            96: (0, 1), 192: (0,), 384: (0,)}  # 96: 128-pixel tiles, or 64-pixel tiles at two blocks per SM; 192: 64-pixel tiles
 
 
 def default_variant(in_channels: int, width: int) -> int:
@@ -103,6 +107,12 @@ def unsupported_shape(in_channels: int, out_channels: int, hidden: int) -> str |
         if not convfirst_c512.enabled("stride2"):
             return (f"C {in_channels} -> {out_channels}: its kernel (in the C=512 extension) is switched off by "
                     f"{convfirst_c512.ENV_SWITCH}; unset it or set it to 1 (or stride2) to use it")
+    elif (in_channels, out_channels) in C768_WIDTHS:
+        from cuda_kernels import convfirst_c768
+
+        if not convfirst_c768.enabled("stride2"):
+            return (f"C {in_channels} -> {out_channels}: its kernel (in the C=768 extension) is off until its GPU "
+                    f"tests pass; set {convfirst_c768.SWITCH}=1 (or stride2) to use it")
     elif (in_channels, out_channels) in L_WIDTHS:
         if not l_widths_enabled("stride2"):
             return (f"C {in_channels} -> {out_channels}: its kernel is switched off by {L_WIDTHS_SWITCH}; unset "
@@ -194,10 +204,18 @@ def _wide_extension():
     return load_convfirst_c512_extension()
 
 
+def _c768_extension():
+    from cuda_kernels._build import load_convfirst_c768_extension
+
+    return load_convfirst_c768_extension()
+
+
 def shared_memory_need(in_channels: int, out_channels: int) -> int:
     """Bytes of shared memory per block the kernel for these widths asks for (from the build)."""
     if (in_channels, out_channels) in SWITCHED_WIDTHS:
         return int(_wide_extension().s2_wide_smem_bytes())
+    if (in_channels, out_channels) in C768_WIDTHS:
+        return int(_c768_extension().s2_smem_bytes())
     return int(_extension().smem_bytes(in_channels, out_channels))
 
 
@@ -225,6 +243,8 @@ def run(x: torch.Tensor, weights: KernelWeights, variant: int | None = None, row
             weights.w2, weights.ws, weights.bo, n, h, w, rows_per_tile)
     if (cin, cout) in SWITCHED_WIDTHS:
         flat = _wide_extension().convfirst_s2_wide(*args, flat_out)
+    elif (cin, cout) in C768_WIDTHS:
+        flat = _c768_extension().convfirst_s2_c768(*args, flat_out)
     else:
         flat = _extension().convfirst_s2(*args, variant, flat_out)
     return flat.view(n, ho, wo, cout).permute(0, 3, 1, 2)

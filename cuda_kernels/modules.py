@@ -115,12 +115,14 @@ def replace_blocks(model: nn.Module) -> BlockSwap:
 
     A supported ``ConvFirstBlock`` becomes one ``FusedConvFirstBlock`` (``FusedConvFirstDown``
     at stride 2, ``FusedConvFirstC512``, the wgmma kernel, at C = 512 once ``CUDA_KERNELS_C512=1``
-    and at the widths ``CUDA_KERNELS_WGMMA_CONVFIRST`` names, see convfirst_c512.py); a supported ``FFN``
+    and at the widths ``CUDA_KERNELS_WGMMA_CONVFIRST`` names, see convfirst_c512.py; ``FusedConvFirstC768``
+    at C = 768 with ``CUDA_KERNELS_C768=1``, convfirst_c768.py); a supported ``FFN``
     (also one inside a ConvFirst block that stays in PyTorch) a ``FusedFFN``. Blocks of
     either family that stay in PyTorch are listed with the reason, never dropped silently.
     A torchvision ``MBConv`` (EfficientNet; BN folded) becomes a ``FusedMBConv``, likewise.
     """
     from cuda_kernels import convfirst_c512 as c512
+    from cuda_kernels import convfirst_c768 as c768
     from cuda_kernels.convfirst_s2 import FusedConvFirstDown
     from cuda_kernels.mbconv import FusedMBConv
     from perfmodel.zoo.blocks import FFN, ConvFirstBlock
@@ -135,6 +137,8 @@ def replace_blocks(model: nn.Module) -> BlockSwap:
             family = next(((cls, fused_cls) for cls, fused_cls in families if isinstance(child, cls)), None)
             if family and family[0] is ConvFirstBlock and getattr(child, "stride", 1) == 2:
                 family = (ConvFirstBlock, FusedConvFirstDown)  # the stride-2 kernel (convfirst_s2.py)
+            elif family and family[0] is ConvFirstBlock and c768.takes(child):
+                family = (ConvFirstBlock, c768.FusedConvFirstC768)  # C = 768 (CUDA_KERNELS_C768, convfirst_c768.py)
             elif family and family[0] is ConvFirstBlock and c512.takes(child):
                 family = (ConvFirstBlock, c512.FusedConvFirstC512)  # the wgmma kernel (switches: convfirst_c512.py)
             reason = family and family[1].unsupported(child)

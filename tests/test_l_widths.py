@@ -39,14 +39,14 @@ SWITCH = ops.L_WIDTHS_SWITCH
 def l_widths(monkeypatch):
     """The switch on, the other kernels' switches at their defaults."""
     monkeypatch.setenv(SWITCH, "1")
-    for name in ("CUDA_KERNELS_C512", "CUDA_KERNELS_WGMMA_CONVFIRST", "CUDA_KERNELS_C384"):
+    for name in ("CUDA_KERNELS_C512", "CUDA_KERNELS_WGMMA_CONVFIRST", "CUDA_KERNELS_C384", "CUDA_KERNELS_C768"):
         monkeypatch.delenv(name, raising=False)
 
 
 @pytest.fixture
 def l_widths_off(monkeypatch):
     monkeypatch.setenv(SWITCH, "0")
-    for name in ("CUDA_KERNELS_C512", "CUDA_KERNELS_WGMMA_CONVFIRST", "CUDA_KERNELS_C384"):
+    for name in ("CUDA_KERNELS_C512", "CUDA_KERNELS_WGMMA_CONVFIRST", "CUDA_KERNELS_C384", "CUDA_KERNELS_C768"):
         monkeypatch.delenv(name, raising=False)
 
 
@@ -106,7 +106,8 @@ def test_stride1_on(l_widths, channels, expansion):
 
 def test_stride2_policy(l_widths_off, monkeypatch):
     assert "switched off" in s2.unsupported_shape(96, 192, 576) and SWITCH in s2.unsupported_shape(192, 384, 1152)
-    assert s2.unsupported_shape(384, 768, 2304).startswith("C 384 -> 768 (the stride-2 kernel has")
+    # 384 -> 768 has its kernel in the C = 768 extension, off until CUDA_KERNELS_C768 (tests/test_convfirst_c768.py)
+    assert s2.unsupported_shape(384, 768, 2304).startswith("C 384 -> 768: its kernel (in the C=768 extension) is off")
     monkeypatch.setenv(SWITCH, "stride2")
     for (cin, cout), alpha in itertools.product(s2.L_WIDTHS, s2.SUPPORTED_EXPANSIONS):
         assert s2.unsupported_shape(cin, cout, alpha * cin) is None
@@ -153,12 +154,28 @@ def test_convfirstnet_l_swap_on(l_widths, monkeypatch):
 
 def test_convfirstnet_l_with_c384_too(l_widths):
     """With the wgmma kernel's C = 384 on as well (its default; convfirst_c512.py): 23 of the 27 blocks
-    fuse; the stride-2 384 -> 768 block and the three C = 768 blocks have no kernel yet."""
+    fuse; the stride-2 384 -> 768 block and the three C = 768 blocks stay off (CUDA_KERNELS_C768 unset)."""
     net = _convfirstnet_l()
     swap = cuda_kernels.replace_blocks(net)
     assert swap.fused == {"ConvFirstBlock": 23, "FFN": 0}
     assert sorted(k for k in swap.fallback if not k.endswith(".ffn")) == ["stages.3.0", "stages.3.1", "stages.3.2",
                                                                           "stages.3.3"]
+    assert all("CUDA_KERNELS_C768" in swap.fallback[f"stages.3.{i}"] for i in range(4))
+
+
+def test_convfirstnet_l_every_block_with_c768(l_widths, monkeypatch):
+    """With the C = 768 kernels on too (CUDA_KERNELS_C768, convfirst_c768.py): all 27 blocks fuse, 0
+    fallbacks; stages.3.0 is the stride-2 384 -> 768 block, stages.3.1-3 the stride-1 C = 768 ones."""
+    from cuda_kernels.convfirst_c768 import FusedConvFirstC768
+
+    monkeypatch.setenv("CUDA_KERNELS_C768", "1")
+    if torch.cuda.is_available() and torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("the wgmma kernels need compute capability 9.0")
+    net = _convfirstnet_l()
+    swap = cuda_kernels.replace_blocks(net)
+    assert swap.fused == {"ConvFirstBlock": 27, "FFN": 0} and swap.fallback == {}
+    assert [type(net.stages[3][i]).__name__ for i in range(4)] == ["FusedConvFirstDown"] + ["FusedConvFirstC768"] * 3
+    assert isinstance(net.stages[3][1], FusedConvFirstC768) and net.stages[3][0].out_channels == 768
 
 
 # ---- the templates mirrored in Python: instantiations, tiles, shared memory (CPU) ----

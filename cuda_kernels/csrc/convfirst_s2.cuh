@@ -65,9 +65,13 @@ __device__ __forceinline__ int reflect(int i, int n) { return i < 0 ? -i : (i >=
 
 constexpr int cmax(int a, int b) { return a > b ? a : b; }
 
-template <int CIN_, int COUT_, int HC_, int WM1_, int WM2_, int MINB_, int BM_ = kBM, int STAGES_ = 3>
+// NSPLIT > 1: the output columns are split over NSPLIT thread blocks per tile (blockIdx.y), each computing
+// COUT of the NSPLIT * COUT columns (phase A, the conv, the blurs and stage 1 are computed by each).
+template <int CIN_, int COUT_, int HC_, int WM1_, int WM2_, int MINB_, int BM_ = kBM, int STAGES_ = 3, int NSPLIT_ = 1>
 struct Config {
   static constexpr int CIN = CIN_, COUT = COUT_, HC = HC_, WM1 = WM1_, WM2 = WM2_, MINB = MINB_;
+  static constexpr int NSPLIT = NSPLIT_;
+  static constexpr int OUT_LD = COUT * NSPLIT;              // output row stride
   static constexpr int BM = BM_;
   static constexpr int WN1 = kWarps / WM1, WN2 = kWarps / WM2;
   static constexpr int TM1 = BM / WM1, TN1 = HC / WN1;     // stage-1 warp tile
@@ -277,8 +281,21 @@ __device__ __forceinline__ void phase_a(const Params& p, uint8_t* A_s, uint8_t* 
   __syncthreads();  // A_s and S_s complete; the ring may be overwritten
 }
 
+// This block's part of the weights and output when the output columns are split (Config::NSPLIT): rows
+// COUT * part .. of V and S, the bias and the output columns from COUT * part.
 template <class K>
-__global__ void __launch_bounds__(kThreads, K::MINB) convfirst_s2_kernel(const Params p) {
+__device__ __forceinline__ Params column_part(const Params& p, int part) {
+  Params q = p;
+  q.w2 += (size_t)part * K::COUT * p.hidden;
+  q.ws += (size_t)part * K::COUT * K::CIN;
+  q.bo += part * K::COUT;
+  q.out += part * K::COUT;
+  return q;
+}
+
+template <class K>
+__global__ void __launch_bounds__(kThreads, K::MINB) convfirst_s2_kernel(const Params p_arg) {
+  const Params p = K::NSPLIT > 1 ? column_part<K>(p_arg, blockIdx.y) : p_arg;
   extern __shared__ __align__(128) uint8_t smem[];
   uint8_t* A_s = smem;
   uint8_t* H_s = smem + K::A_BYTES;
@@ -383,10 +400,10 @@ __global__ void __launch_bounds__(kThreads, K::MINB) convfirst_s2_kernel(const P
   }
   __syncthreads();
   constexpr int CHX = K::COUT / 8;
-  __half* out = p.out + (size_t)j0 * p.Wo * K::COUT;
+  __half* out = p.out + (size_t)j0 * p.Wo * K::OUT_LD;
   for (int i = threadIdx.x; i < nvalid * CHX; i += kThreads) {
     const int r = i / CHX, c = i % CHX;
-    *reinterpret_cast<uint4*>(out + (size_t)r * K::COUT + c * 8) =
+    *reinterpret_cast<uint4*>(out + (size_t)r * K::OUT_LD + c * 8) =
         *reinterpret_cast<const uint4*>(O_s + (c >> 3) * K::PANEL + panel_offset(r, c & 7));
   }
 }
@@ -396,7 +413,7 @@ __global__ void __launch_bounds__(kThreads, K::MINB) convfirst_s2_kernel(const P
 template <class K>
 int rows_per_tile(const Params& p, int sms) {
   const int rows = p.N * p.Ho, rmax = K::BM / p.Wo;
-  const int slots = sms * K::MINB;
+  const int slots = sms * K::MINB / K::NSPLIT;  // tiles that fill the SMs once (each is NSPLIT blocks)
   const int want = (rows + slots - 1) / slots;
   return want < 1 ? 1 : (want > rmax ? rmax : want);
 }
@@ -426,7 +443,7 @@ cudaError_t launch(Params p, cudaStream_t stream) {
   if (p.rows_per_tile * p.Wo > K::BM) return cudaErrorInvalidValue;
   const int rows = p.N * p.Ho;
   const int grid = (rows + p.rows_per_tile - 1) / p.rows_per_tile;
-  convfirst_s2_kernel<K><<<grid, kThreads, K::SMEM_BYTES, stream>>>(p);
+  convfirst_s2_kernel<K><<<dim3(grid, K::NSPLIT), kThreads, K::SMEM_BYTES, stream>>>(p);
   return cudaGetLastError();
 }
 

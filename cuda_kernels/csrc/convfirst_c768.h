@@ -1,0 +1,28 @@
+// Host-side interface of ConvFirstNet-L's C = 768 kernels, the extension perfmodel_convfirst_c768:
+// the stride-1 block at C = 768 (convfirst_c768.cu, wgmma, a cluster of two thread blocks per 64-pixel
+// tile) and the stride-2 block 384 -> 768 (convfirst_s2_c768.cu, the stride-2 template with its output
+// columns split over two thread blocks). Both are off by default (CUDA_KERNELS_C768) until their GPU tests pass.
+#pragma once
+#include <cuda_runtime.h>
+
+#include "convfirst_c512.h"
+#include "convfirst_s2.h"
+
+namespace c768 {
+// Weight slots per hidden chunk of 128 and rank: 6 U slots (64 hidden rows x 2 k panels of 64) and
+// 2 k panels x 3 V blocks (128 output rows of the rank's 384); wpack holds rank 0's stream, then rank 1's.
+constexpr int kSlotsPerChunk = 12;
+// Params as c512::Params with C = 768; cudaErrorInvalidValue for another shape (hidden % 128, W > 28),
+// cudaErrorNoKernelImageForDevice off compute capability 9.0, cudaErrorInvalidConfiguration without the
+// shared memory; all before launching.
+cudaError_t launch(const c512::Params& p, cudaStream_t stream);
+int smem_bytes();
+}  // namespace c768
+
+namespace s2 {
+// 384 -> 768: 64-pixel tiles, each computed by two thread blocks (output columns 0..383 and 384..767;
+// the conv, blur and stage 1 are computed by both), hidden chunks of 128, a two-slot ring of 48 KB slices.
+cudaError_t launch_384_768(const Params& p, cudaStream_t stream);
+int smem_bytes_384_768();
+int hidden_chunk_384_768();
+}  // namespace s2
