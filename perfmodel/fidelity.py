@@ -37,6 +37,7 @@ class Unit:
     predicted: Traffic
     measured_read: int
     measured_write: int
+    index: int = -1  # position of the unit's first kernel in the plan (launch order)
 
     @property
     def measured_bytes(self) -> int:
@@ -144,9 +145,9 @@ def byte_fidelity(result: Result, measurement: Measurement, byte_model: str = "c
                   rules: Rules = Rules()) -> ByteFidelity:
     cache = cache_control(measurement.method)
     traffic = predicted_traffic(result, byte_model, cache, rules)
-    predicted: dict[str, list[Traffic]] = defaultdict(list)
-    for kt, t in zip(result.kernels, traffic):
-        predicted[kt.kernel.name].append(t)
+    predicted: dict[str, list[tuple[int, Traffic]]] = defaultdict(list)
+    for i, (kt, t) in enumerate(zip(result.kernels, traffic)):
+        predicted[kt.kernel.name].append((i, t))
     measured: dict[str, list] = defaultdict(list)
     for row in measurement.ncu:
         measured[row.module].append(row)
@@ -156,16 +157,63 @@ def byte_fidelity(result: Result, measurement: Measurement, byte_model: str = "c
         if not module or not plan:
             continue
         if len(plan) == len(rows):
-            units += [Unit(module, 1, t, r.dram_read_bytes, r.dram_write_bytes)
-                      for t, r in zip(plan, rows)]
+            units += [Unit(module, 1, t, r.dram_read_bytes, r.dram_write_bytes, i)
+                      for (i, t), r in zip(plan, rows)]
         else:
-            units.append(Unit(module, len(plan), Traffic(sum(t.read_bytes for t in plan),
-                                                          sum(t.write_bytes for t in plan)),
+            units.append(Unit(module, len(plan), Traffic(sum(t.read_bytes for _, t in plan),
+                                                          sum(t.write_bytes for _, t in plan)),
                               sum(r.dram_read_bytes for r in rows),
-                              sum(r.dram_write_bytes for r in rows)))
+                              sum(r.dram_write_bytes for r in rows), plan[0][0]))
     return ByteFidelity(
         model=result.model, plan=str(result.plan), byte_model=byte_model, cache_control=cache,
         units=tuple(units), measured_bytes=sum(r.dram_bytes for r in measurement.ncu),
         predicted_bytes=sum(t.dram_bytes for t in traffic),
         measured_kernels=len(measurement.ncu), predicted_kernels=len(traffic),
         tolerance=tolerance, large_bytes=large_bytes)
+
+
+MISS_CAUSES = ("write timing", "writes over", "writes under", "read timing", "reads over",
+               "reads under", "reads and writes", "reads or writes")
+
+
+def miss_causes(fidelity: ByteFidelity) -> list[tuple[Unit, str]]:
+    """Each unit moving >= `large_bytes` outside the tolerance, with the side of the byte
+    model it points at (MISS_CAUSES), in launch order:
+
+    - writes alone: the unit would be within the tolerance with its measured writes in place
+      of the predicted ones (its reads are right), and not with its measured reads. ``write timing`` when its
+      writes summed with those of the previous and the next large unit are within the
+      tolerance of the predicted sum (the write-backs are charged to a neighbour), else
+      ``writes over`` / ``writes under`` (measured more / less than predicted);
+    - reads alone: the same with reads (``read timing``, ``reads over`` = more read from
+      DRAM than predicted, the L2 hit was over-credited, ``reads under``);
+    - ``reads and writes``: neither side alone brings it within; ``reads or writes``: either does.
+    """
+    tol = fidelity.tolerance
+
+    def near(measured: float, predicted: float) -> bool:
+        return abs(measured / predicted - 1) <= tol if predicted else not measured
+
+    large = sorted(fidelity.large, key=lambda u: u.index)
+    out = []
+    for n, u in enumerate(large):
+        p = u.predicted
+        if u.within(tol, fidelity.small_floor):
+            continue
+        by_writes = near(u.measured_bytes, p.read_bytes + u.measured_write)
+        by_reads = near(u.measured_bytes, u.measured_read + p.write_bytes)
+        window = large[max(0, n - 1):n + 2]
+        if by_writes and by_reads:
+            cause = "reads or writes"
+        elif by_writes:
+            cause = ("write timing" if near(sum(v.measured_write for v in window),
+                                            sum(v.predicted.write_bytes for v in window))
+                     else "writes over" if u.measured_write > p.write_bytes else "writes under")
+        elif by_reads:
+            cause = ("read timing" if near(sum(v.measured_read for v in window),
+                                           sum(v.predicted.read_bytes for v in window))
+                     else "reads over" if u.measured_read > p.read_bytes else "reads under")
+        else:
+            cause = "reads and writes"
+        out.append((u, cause))
+    return out

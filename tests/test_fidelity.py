@@ -184,3 +184,39 @@ def test_l2_rules_switch_off_by_name_on_the_command_line(capsys):
     assert code == 2 and "module-lifetimes" in err
     code, out, _ = run_main(["fidelity", "--byte-model", "l2", "--l2-off", "dirty-cap", file], capsys)
     assert code == 0 and " 88.5 %" in out.splitlines()[1]  # 99.4 % with the rule on
+
+
+def test_miss_causes_name_the_side_of_the_byte_model_each_miss_points_at():
+    """Hand-made units (MB), tolerance 15 %, in launch order by index:
+    a (10 + 10 predicted, 10 + 10 measured) is right. b: reads 10/10, writes 4/8: 18/14 =
+    1.29 misses; with its measured writes 18/18, with its measured reads 18/14: the writes.
+    Its neighbours a and c: writes predicted 10 + 4 + 10 = 24, measured 10 + 8 + 6 = 24:
+    write timing. c: reads 10/10, writes 10/6: 16/20 = 0.8 misses; 16/16 with its writes;
+    window b, c, d: 4 + 10 + 10 = 24 predicted, 8 + 6 + 20 = 34 measured: writes under.
+    d: writes 10/20, reads 10/10: 30/20 = 1.5, writes over (window c, d, e: 10 + 10 + 0
+    predicted, 6 + 20 + 0 measured = 1.3). e: reads 10/20, writes 0/0: 20/10, reads over
+    (window d, e, f: reads 30 predicted, 10 + 20 + 14 = 44 measured). f: reads 10/14, writes
+    10/14: 28/20 = 1.4; 28/24 = 1.17 with either side measured: reads and writes. g (0.5 MB
+    both sides): not large. a is listed second: units are taken in launch order."""
+    from perfmodel.fidelity import ByteFidelity, Unit, miss_causes
+    from perfmodel.l2model import Traffic
+
+    def unit(name, i, pr, pw, mr, mw):
+        return Unit(name, 1, Traffic(pr * MB, pw * MB), mr * MB, mw * MB, i)
+
+    units = (unit("b", 1, 10, 4, 10, 8), unit("a", 0, 10, 10, 10, 10), unit("c", 2, 10, 10, 10, 6),
+             unit("d", 3, 10, 10, 10, 20), unit("e", 4, 10, 0, 20, 0), unit("f", 5, 10, 10, 14, 14),
+             Unit("g", 1, Traffic(MB // 4, MB // 4), MB // 4, MB // 4, 6))
+    f = ByteFidelity("M", "eager", "l2", "none", units, 0, 1, 0, 0)
+    got = [(u.module, cause) for u, cause in miss_causes(f)]
+    assert got == [("b", "write timing"), ("c", "writes under"), ("d", "writes over"),
+                   ("e", "reads over"), ("f", "reads and writes")]
+
+
+def test_units_carry_their_launch_position():
+    """Module a's two kernels are plan kernels 0 and 2; b (1) ran as two kernels: one unit at 1."""
+    kernels = [_kernel("a", {1: MB}, {2: MB}), _kernel("b", {2: MB}, {3: MB}),
+               _kernel("a", {3: MB}, {4: MB})]
+    rows = [("a", MB, MB), ("b", MB, 0), ("b", 0, MB), ("a", MB, MB)]
+    f = byte_fidelity(_result(kernels), _measurement(rows))
+    assert [(u.module, u.index) for u in f.units] == [("a", 0), ("a", 2), ("b", 1)]
