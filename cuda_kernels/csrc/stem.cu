@@ -1,0 +1,341 @@
+// Fused ConvFirstNet stem: y = ReLU(conv2(ReLU(conv1(x) + b1)) + b2), conv1 3x3 stride 2 pad 1
+// (3 -> C1), conv2 3x3 stride 2 pad 1 (C1 -> C2 = 2 C1), NHWC float16, fp32 accumulation, BN folded
+// (cuda_kernels/stem.py; NOTES.md "Fused stem").
+//
+// One persistent block of 256 threads (8 warps) per SM slot walks output tiles of 8 x 16 pixels:
+//   1. The tile's input window (35 rows x 68 columns x 3 channels, zero outside the image) sits
+//      in shared memory as fp16 halves; the next tile's window is loaded into registers while
+//      conv2 of this one runs, and stored after it.
+//   2. conv1 for the 17 x 33 conv1 pixels conv2 needs (the tile with its halo) on mma.m16n8k16:
+//      K = 27 ordered (ky, kx, ci) with each ky row padded to 10, so that every k pair a thread
+//      holds is two adjacent halves of one input row (one 32-bit shared load; the input tile's
+//      width is even, so the loads are aligned); the pad k = 9, 19, 29 is masked to zero in the
+//      A fragment and has zero weight, k 30-31 are zero. Weights live in registers (B fragments
+//      packed on the host). Bias + ReLU, then zero where the conv1 pixel is outside the conv1
+//      image (conv2's zero padding), stored fp16 into shared memory.
+//   3. conv2 as an implicit GEMM (M = 128 pixels, N = C2, K = 9 C1) from shared memory: A by
+//      ldmatrix from the conv1 tile, B by ldmatrix from the conv2 weights (loaded once per block,
+//      rows padded by 16 bytes: conflict-free). Bias + ReLU, fp16, stored to global memory.
+//
+// conv1 tile layout: each of the 17 rows holds its 17 even columns, then its 16 odd columns
+// ("planes"), so the stride-2 taps of conv2 read consecutive pixels; pixel P's 16-byte channel
+// chunks are XOR-swizzled with P so that ldmatrix's 8 row reads of consecutive pixels hit 8
+// different 16-byte bank groups.
+#include "stem.h"
+
+#include "ptx.cuh"
+
+namespace stem {
+namespace {
+
+using bf::ldmatrix_x4;
+using bf::mma_m16n8k16;
+using bf::pack_half2;
+using bf::smem_addr;
+
+constexpr int TH2 = kTileRows, TW2 = kTileCols;
+constexpr int R1 = 2 * TH2 + 1;           // conv1 rows of a tile: 17
+constexpr int PE = TW2 + 1, PO = TW2;     // even / odd conv1 columns: 17 / 16
+constexpr int PW = PE + PO;               // conv1 pixels per row: 33
+constexpr int NP1 = R1 * PW;              // conv1 pixels per tile: 561
+constexpr int MT1 = (NP1 + 15) / 16;      // their m16 tiles: 36
+constexpr int RI = 4 * TH2 + 3;           // input rows: 35
+constexpr int WI = 4 * TW2 + 4;           // input columns: 67 needed + 1 (the padded k pair's read), even
+constexpr int ROWH = WI * 3;              // halves per input row: 204
+constexpr int NIN = RI * ROWH;            // halves per input tile: 7140
+constexpr int THREADS = 256;
+constexpr int WARPS = THREADS / 32;
+constexpr int LOADS = (NIN + THREADS - 1) / THREADS;  // 28
+constexpr int VREGS = (LOADS + 1) / 2;                // two halves per register while in flight
+static_assert(WI % 2 == 0, "the 32-bit A loads of conv1 need an even input-tile width");
+
+template <int C1>
+struct Cfg {
+  static constexpr int C2 = 2 * C1;
+  static constexpr int CH = C1 / 8;         // 16-byte chunks per conv1 pixel
+  static constexpr int NT1 = C1 / 8;        // conv1 n8 tiles
+  static constexpr int K2 = 9 * C1;         // conv2 K
+  static constexpr int W2S = K2 + 8;        // conv2 weight row in shared memory (halves): + 16 bytes
+  static constexpr int WARPS_N = C2 / 32;   // each warp computes 32 output channels
+  static constexpr int WARPS_M = WARPS / WARPS_N;
+  static constexpr int MR = TH2 / WARPS_M;  // output rows (m16 tiles) per warp
+  static constexpr int KS = C1 / 16;        // k16 steps per tap
+  static constexpr int SMEM_W2 = C2 * W2S * 2;
+  static constexpr int SMEM_C1 = NP1 * C1 * 2;
+  static constexpr int SMEM_IN = NIN * 2;
+  static constexpr int SMEM = SMEM_W2 + SMEM_C1 + SMEM_IN;
+  static_assert(C1 == 16 || C1 == 32, "kernels for C1 in {16, 32}");
+  static_assert(WARPS_M * WARPS_N == WARPS && MR * WARPS_M == TH2, "warp layout");
+  static_assert(SMEM_W2 % 16 == 0 && SMEM_C1 % 16 == 0, "ldmatrix needs 16-byte aligned regions");
+  static_assert(((W2S * 2) / 16) % 2 == 1, "odd number of 16-byte chunks per weight row: conflict-free ldmatrix");
+};
+
+// Byte offset of 16-byte chunk c of conv1 pixel P: 8 / CH pixels per 128-byte line, the chunk
+// XOR-ed with the line index, so any 8 consecutive pixels' chunk c fill the 8 bank groups.
+template <int CH>
+__device__ __forceinline__ uint32_t c1_off(int P, int c) {
+  constexpr int PPL = 8 / CH;
+  return static_cast<uint32_t>(P * (CH * 16) + ((c ^ ((P / PPL) % CH)) << 4));
+}
+
+struct Tile {
+  int n, oy0, ox0;
+};
+
+__device__ __forceinline__ Tile decode(const Params& p, int tile) {
+  const int tx = tile % p.tiles_x;
+  const int rest = tile / p.tiles_x;
+  const int ty = rest % p.tiles_y;
+  return {rest / p.tiles_y, ty * TH2, tx * TW2};
+}
+
+// The tile's input window into registers: element idx = row * ROWH + col * 3 + ch of the window
+// whose top-left pixel is (4 oy0 - 3, 4 ox0 - 3); zero outside the image. Consecutive threads
+// read consecutive halves of one image row.
+__device__ __forceinline__ void load_input(const Params& p, int tile, uint32_t (&v)[VREGS]) {
+  const Tile t = decode(p, tile);
+  const int iy0 = 4 * t.oy0 - 3, ix0 = 4 * t.ox0 - 3;
+  const uint16_t* x = reinterpret_cast<const uint16_t*>(p.x);
+#pragma unroll
+  for (int i = 0; i < LOADS; ++i) {
+    const int idx = static_cast<int>(threadIdx.x) + i * THREADS;
+    uint32_t val = 0;
+    if (idx < NIN) {
+      const int r = idx / ROWH, e = idx - r * ROWH;
+      const int col = e / 3, ch = e - col * 3;
+      const int gy = iy0 + r, gx = ix0 + col;
+      if (gy >= 0 && gy < p.H && gx >= 0 && gx < p.W)
+        val = __ldg(x + (static_cast<int64_t>(t.n * p.H + gy) * p.W + gx) * 3 + ch);
+    }
+    if (i % 2 == 0) v[i / 2] = val;
+    else v[i / 2] |= val << 16;
+  }
+}
+
+__device__ __forceinline__ void store_input(uint16_t* s_in, const uint32_t (&v)[VREGS]) {
+#pragma unroll
+  for (int i = 0; i < LOADS; ++i) {
+    const int idx = static_cast<int>(threadIdx.x) + i * THREADS;
+    if (idx < NIN) s_in[idx] = static_cast<uint16_t>(v[i / 2] >> (16 * (i % 2)));
+  }
+}
+
+template <int C1>
+__global__ void __launch_bounds__(THREADS, 2) stem_kernel(const Params p) {
+  using C = Cfg<C1>;
+  extern __shared__ __align__(16) unsigned char smem[];
+  uint16_t* s_w2 = reinterpret_cast<uint16_t*>(smem);
+  unsigned char* s_c1 = smem + C::SMEM_W2;
+  uint16_t* s_in = reinterpret_cast<uint16_t*>(smem + C::SMEM_W2 + C::SMEM_C1);
+
+  const int tid = static_cast<int>(threadIdx.x), warp = tid >> 5, lane = tid & 31;
+  const int g = lane >> 2, t4 = lane & 3;
+
+  // conv2 weights into shared memory, once per block (16-byte copies, rows padded by 16 bytes)
+  {
+    constexpr int CPR = C::K2 / 8;  // 16-byte chunks per row
+    const uint4* src = reinterpret_cast<const uint4*>(p.w2);
+    for (int i = tid; i < C::C2 * CPR; i += THREADS) {
+      const int row = i / CPR, c = i - row * CPR;
+      *reinterpret_cast<uint4*>(s_w2 + row * C::W2S + c * 8) = __ldg(src + i);
+    }
+  }
+  const int wm = warp / C::WARPS_N, wn = warp % C::WARPS_N;
+  const uint32_t s_c1_addr = smem_addr(s_c1), s_w2_addr = smem_addr(s_w2);
+  // conv2 ldmatrix lanes: A row (output column) and chunk; B row (output channel) and chunk
+  const int lxA = (lane & 7) + ((lane >> 3) & 1) * 8, chA = lane >> 4;
+  const int nB = wn * 32 + (lane & 7) + ((lane >> 4) << 3), chB = (lane >> 3) & 1;
+
+  int tile = static_cast<int>(blockIdx.x);
+  uint32_t v[VREGS];
+  if (tile < p.num_tiles) {
+    load_input(p, tile, v);
+    store_input(s_in, v);
+  }
+  __syncthreads();
+
+  for (; tile < p.num_tiles; tile += static_cast<int>(gridDim.x)) {
+    const Tile t = decode(p, tile);
+    // ---- conv1 + bias + ReLU into shared memory -------------------------------------------
+    {
+      const int r1_0 = 2 * t.oy0 - 1, c1_0 = 2 * t.ox0 - 1;  // conv1 coordinates of local (0, 0)
+      // conv1 weights (B fragments, packed on the host) and bias: loaded per tile (L1 hits), so that
+      // they do not hold registers through conv2
+      uint32_t bw[C::NT1][2][2];
+      float bias1[C::NT1][2];
+#pragma unroll
+      for (int nt = 0; nt < C::NT1; ++nt) {
+#pragma unroll
+        for (int s = 0; s < 2; ++s) {
+          const uint2 w = __ldg(reinterpret_cast<const uint2*>(p.w1) + (nt * 2 + s) * 32 + lane);
+          bw[nt][s][0] = w.x;
+          bw[nt][s][1] = w.y;
+        }
+        bias1[nt][0] = __ldg(p.b1 + nt * 8 + 2 * t4);
+        bias1[nt][1] = __ldg(p.b1 + nt * 8 + 2 * t4 + 1);
+      }
+      // this thread's k pairs q = t4 + 4 j (j = 0..3) sit at ky = q / 5, halves 2 (q % 5) and
+      // 2 (q % 5) + 1 of the 9 (+1 pad) of that input row; the pad half (q % 5 == 4) and the pair
+      // q = 15 (k 30-31, past K) are masked to zero
+      int qoff[4];
+      uint32_t qmask[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int q = t4 + 4 * j;
+        qoff[j] = q == 15 ? 0 : (q / 5) * ROWH + 2 * (q % 5);
+        qmask[j] = q == 15 ? 0u : (q % 5 == 4 ? 0x0000ffffu : 0xffffffffu);
+      }
+      for (int mt = warp; mt < MT1; mt += WARPS) {
+        uint32_t a[2][4];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int P = min(mt * 16 + g + 8 * h, NP1 - 1);  // padded rows read a real pixel, discarded
+          const int lr = P / PW, pp = P - lr * PW;
+          const int lc = pp < PE ? 2 * pp : 2 * (pp - PE) + 1;
+          const uint16_t* base = s_in + 2 * lr * ROWH + 6 * lc;
+#pragma unroll
+          for (int j = 0; j < 4; ++j)
+            a[j >> 1][(j & 1) * 2 + h] = *reinterpret_cast<const uint32_t*>(base + qoff[j]) & qmask[j];
+        }
+        float acc[C::NT1][4];
+#pragma unroll
+        for (int nt = 0; nt < C::NT1; ++nt) {
+          acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
+          mma_m16n8k16(acc[nt], a[0], bw[nt][0][0], bw[nt][0][1]);
+          mma_m16n8k16(acc[nt], a[1], bw[nt][1][0], bw[nt][1][1]);
+        }
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int P = mt * 16 + g + 8 * h;
+          if (P < NP1) {
+            const int lr = P / PW, pp = P - lr * PW;
+            const int lc = pp < PE ? 2 * pp : 2 * (pp - PE) + 1;
+            const int r1 = r1_0 + lr, c1 = c1_0 + lc;
+            const bool inside = r1 >= 0 && r1 < p.H1 && c1 >= 0 && c1 < p.W1;
+#pragma unroll
+            for (int nt = 0; nt < C::NT1; ++nt) {
+              const float v0 = inside ? fmaxf(acc[nt][2 * h] + bias1[nt][0], 0.f) : 0.f;
+              const float v1 = inside ? fmaxf(acc[nt][2 * h + 1] + bias1[nt][1], 0.f) : 0.f;
+              *reinterpret_cast<uint32_t*>(s_c1 + c1_off<C::CH>(P, nt) + 4 * t4) = pack_half2(v0, v1);
+            }
+          }
+        }
+      }
+    }
+    __syncthreads();
+
+    // the next tile's input window: in flight while conv2 runs
+    const int next = tile + static_cast<int>(gridDim.x);
+    if (next < p.num_tiles) load_input(p, next, v);
+
+    // ---- conv2 + bias + ReLU to global memory -----------------------------------------------
+    {
+      float acc[C::MR][4][4];
+#pragma unroll
+      for (int mi = 0; mi < C::MR; ++mi)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) acc[mi][j][0] = acc[mi][j][1] = acc[mi][j][2] = acc[mi][j][3] = 0.f;
+#pragma unroll 1
+      for (int dy = 0; dy < 3; ++dy) {  // not unrolled: 36 hoisted tap addresses would spill
+#pragma unroll
+        for (int dx = 0; dx < 3; ++dx) {
+          // conv1 column 2 lx + dx: odd plane entry lx (dx = 1), even plane entry lx + dx / 2
+          const int pp = dx == 1 ? PE + lxA : lxA + (dx >> 1);
+#pragma unroll
+          for (int kk = 0; kk < C::KS; ++kk) {
+            const int kc = ((dy * 3 + dx) * C1 + kk * 16) / 8;
+            uint32_t b[4][2];
+#pragma unroll
+            for (int pr = 0; pr < 2; ++pr) {
+              uint32_t r[4];
+              ldmatrix_x4(r, s_w2_addr + static_cast<uint32_t>(((nB + pr * 16) * C::W2S + (kc + chB) * 8) * 2));
+              b[2 * pr][0] = r[0];
+              b[2 * pr][1] = r[1];
+              b[2 * pr + 1][0] = r[2];
+              b[2 * pr + 1][1] = r[3];
+            }
+#pragma unroll
+            for (int mi = 0; mi < C::MR; ++mi) {
+              const int lr = 2 * (wm * C::MR + mi) + dy;
+              uint32_t a[4];
+              ldmatrix_x4(a, s_c1_addr + c1_off<C::CH>(lr * PW + pp, kk * 2 + chA));
+#pragma unroll
+              for (int j = 0; j < 4; ++j) mma_m16n8k16(acc[mi][j], a, b[j][0], b[j][1]);
+            }
+          }
+        }
+      }
+      float bias2[4][2];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        bias2[j][0] = __ldg(p.b2 + wn * 32 + j * 8 + 2 * t4);
+        bias2[j][1] = __ldg(p.b2 + wn * 32 + j * 8 + 2 * t4 + 1);
+      }
+#pragma unroll
+      for (int mi = 0; mi < C::MR; ++mi) {
+        const int oy = t.oy0 + wm * C::MR + mi;
+        if (oy >= p.Ho) continue;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int ox = t.ox0 + g + 8 * h;
+          if (ox >= p.Wo) continue;
+          __half* o = p.out + (static_cast<int64_t>(t.n * p.Ho + oy) * p.Wo + ox) * C::C2 + wn * 32 + 2 * t4;
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            const float v0 = fmaxf(acc[mi][j][2 * h] + bias2[j][0], 0.f);
+            const float v1 = fmaxf(acc[mi][j][2 * h + 1] + bias2[j][1], 0.f);
+            *reinterpret_cast<uint32_t*>(o + j * 8) = pack_half2(v0, v1);
+          }
+        }
+      }
+    }
+    if (next < p.num_tiles) store_input(s_in, v);  // conv1 of this tile finished reading s_in
+    __syncthreads();
+  }
+}
+
+// Grid size per (kernel, device): blocks per SM (occupancy) x SMs, after the shared-memory opt-in.
+constexpr int kMaxDevices = 64;
+
+template <int C1>
+cudaError_t launch_t(const Params& p, cudaStream_t stream) {
+  static int slots[kMaxDevices] = {};  // 0: not set up yet on that device
+  int dev = 0;
+  cudaError_t err = cudaGetDevice(&dev);
+  if (err != cudaSuccess) return err;
+  if (dev < 0 || dev >= kMaxDevices) return cudaErrorInvalidDevice;
+  if (slots[dev] == 0) {
+    int optin = 0, sms = 0, per_sm = 0;
+    if ((err = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev)) != cudaSuccess) return err;
+    if (optin < Cfg<C1>::SMEM) return cudaErrorInvalidConfiguration;
+    if ((err = cudaFuncSetAttribute(stem_kernel<C1>, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg<C1>::SMEM)) !=
+        cudaSuccess)
+      return err;
+    if ((err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess) return err;
+    if ((err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, stem_kernel<C1>, THREADS, Cfg<C1>::SMEM)) !=
+        cudaSuccess)
+      return err;
+    if (per_sm < 1) return cudaErrorInvalidConfiguration;
+    slots[dev] = per_sm * sms;
+  }
+  if (p.num_tiles <= 0) return cudaSuccess;
+  const int grid = p.num_tiles < slots[dev] ? p.num_tiles : slots[dev];
+  stem_kernel<C1><<<grid, THREADS, Cfg<C1>::SMEM, stream>>>(p);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+int smem_bytes(int c1) {
+  if (c1 == 16) return Cfg<16>::SMEM;
+  if (c1 == 32) return Cfg<32>::SMEM;
+  return 0;
+}
+
+cudaError_t launch(const Params& p, int c1, cudaStream_t stream) {
+  if (c1 == 16) return launch_t<16>(p, stream);
+  if (c1 == 32) return launch_t<32>(p, stream);
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace stem

@@ -1,0 +1,246 @@
+"""The ConvFirstNet stem in one kernel (csrc/stem.cu, its own extension ``perfmodel_stem``):
+reference, weight packing, host checks, the ``convfirst_stem::stem`` operator and the drop-in
+module.
+
+The stem is the inference form (BatchNorm folded) of ``perfmodel.zoo.ConvFirstNet.stem``::
+
+    y = ReLU(conv2(ReLU(conv1(x) + b1)) + b2)
+
+conv1: 3x3, stride 2, pad 1, 3 -> C1; conv2: 3x3, stride 2, pad 1, C1 -> C2 = 2 C1. Activations are
+``N x C x H x W`` float16 in ``torch.channels_last`` memory; the input has 3 channels, so a pixel is
+6 bytes (the kernel reads it by halves, no 16-byte rule on x). C1 in {16, 32} (ConvFirstNet-S: 16 -> 32;
+-M and -H200: 32 -> 64); ConvFirstNet-L's 48 -> 96 stays in PyTorch. Any N >= 1, H >= 1, W >= 1.
+
+Off by default until its GPU tests pass: ``CUDA_KERNELS_STEM=1`` lets ``replace_blocks`` swap stems.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, fields
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from cuda_kernels._checks import check_devices, check_nhwc_half, overlaps
+from cuda_kernels._fused import OpBlock
+
+SWITCH = "CUDA_KERNELS_STEM"
+SUPPORTED_WIDTHS = ((16, 32), (32, 64))  # (C1, C2)
+IN_CHANNELS = 3
+MIN_CAPABILITY = (8, 0)  # mma.sync m16n8k16, ldmatrix
+K1_PADDED = 32  # conv1's K = 27, ordered (ky, kx, ci) with each ky row padded to 10, then to 32
+
+
+def enabled() -> bool:
+    """Whether replace_blocks swaps stems: ``CUDA_KERNELS_STEM`` = 1 (or on/true/yes/all)."""
+    return os.environ.get(SWITCH, "0").strip().lower() in ("1", "on", "true", "yes", "all")
+
+
+def conv_size(size: int) -> int:
+    """Output size of a 3x3 stride-2 pad-1 convolution: ceil(size / 2)."""
+    return (size + 1) // 2
+
+
+def output_size(size: int) -> int:
+    """Height or width of the stem's output: two stride-2 convolutions."""
+    return conv_size(conv_size(size))
+
+
+@dataclass(frozen=True)
+class FoldedStem:
+    """The inference-form stem's tensors in PyTorch layouts: w1 [C1, 3, 3, 3], w2 [C2, C1, 3, 3],
+    biases 1-D."""
+
+    w1: torch.Tensor
+    b1: torch.Tensor
+    w2: torch.Tensor
+    b2: torch.Tensor
+
+    @classmethod
+    def from_stem(cls, stem: nn.Module) -> "FoldedStem":
+        conv1, conv2 = stem[0], stem[2]
+        return cls(conv1.weight, conv1.bias, conv2.weight, conv2.bias)
+
+
+def reference(x: torch.Tensor, w: FoldedStem) -> torch.Tensor:
+    """The stem op by op in x's dtype (float32 / float64 for a reference)."""
+    cast = {f.name: getattr(w, f.name).to(x.dtype) for f in fields(w)}
+    y = F.relu(F.conv2d(x, cast["w1"], cast["b1"], stride=2, padding=1))
+    return F.relu(F.conv2d(y, cast["w2"], cast["b2"], stride=2, padding=1))
+
+
+def _stem_convs(stem: nn.Module):
+    """The two convolutions of a stem-shaped Sequential (ConvBN or Conv2d, ReLU, ConvBN or Conv2d,
+    ReLU) whose first takes 3 channels with a 3x3 kernel at stride 2, or None."""
+    from perfmodel.zoo.blocks import ConvBN
+
+    if not isinstance(stem, nn.Sequential) or len(stem) != 4:
+        return None
+    kinds = (nn.Conv2d, ConvBN)
+    if not (isinstance(stem[0], kinds) and isinstance(stem[1], nn.ReLU) and isinstance(stem[2], kinds)
+            and isinstance(stem[3], nn.ReLU)):
+        return None
+    convs = [m.conv if isinstance(m, ConvBN) else m for m in (stem[0], stem[2])]
+    if convs[0].in_channels != IN_CHANNELS or any(c.kernel_size != (3, 3) or c.stride != (2, 2) for c in convs):
+        return None
+    return convs
+
+
+def is_stem(module: nn.Module) -> bool:
+    """Whether `module` has the ConvFirstNet stem's structure (folded or not): what replace_blocks
+    counts as a stem."""
+    return _stem_convs(module) is not None
+
+
+def unsupported(stem: nn.Module) -> str | None:
+    """Why the kernel cannot run this stem-shaped Sequential, or None if it can."""
+    convs = _stem_convs(stem)
+    if convs is None:
+        return "not a stem: Conv 3x3 s2 (3 -> C1), ReLU, Conv 3x3 s2, ReLU"
+    if not all(isinstance(m, nn.Conv2d) for m in (stem[0], stem[2])):
+        return "not in inference form (fold batchnorm first)"
+    for i, c in enumerate(convs):
+        if c.padding != (1, 1) or c.dilation != (1, 1) or c.groups != 1 or c.padding_mode != "zeros":
+            return f"conv {i + 1}: padding {c.padding}, dilation {c.dilation}, groups {c.groups}, {c.padding_mode}"
+        if c.bias is None:
+            return f"conv {i + 1} has no bias (fold batchnorm first)"
+    c1, c2 = convs[0].out_channels, convs[1].out_channels
+    if convs[1].in_channels != c1 or (c1, c2) not in SUPPORTED_WIDTHS:
+        return f"C 3 -> {c1} -> {c2} (the stem kernel has {SUPPORTED_WIDTHS})"
+    return None
+
+
+@dataclass(frozen=True)
+class KernelWeights:
+    """The kernel's operands: conv1 as mma B fragments, conv2 [C2, 9 C1] fp16, fp32 biases."""
+
+    w1: torch.Tensor  # [C1 / 8 * 2 * 32 * 2] int32
+    b1: torch.Tensor  # [C1] fp32
+    w2: torch.Tensor  # [C2, 9 * C1] fp16, k = (dy * 3 + dx) * C1 + ci
+    b2: torch.Tensor  # [C2] fp32
+
+    @property
+    def mid_channels(self) -> int:
+        return self.b1.numel()
+
+    @property
+    def out_channels(self) -> int:
+        return self.w2.shape[0]
+
+
+def conv1_matrix(w1: torch.Tensor) -> torch.Tensor:
+    """conv1's weights as the kernel's [C1, 32] fp16 B matrix: k = ky * 10 + kx * 3 + ci for
+    kx * 3 + ci < 9; k = ky * 10 + 9 and k = 30, 31 are zero."""
+    c1 = w1.shape[0]
+    m = torch.zeros(c1, 3, 10, dtype=torch.float16, device=w1.device)
+    m[:, :, :9] = w1.detach().permute(0, 2, 3, 1).reshape(c1, 3, 9).to(torch.float16)  # [n, ky, (kx, ci)]
+    return torch.cat([m.reshape(c1, 30), torch.zeros(c1, 2, dtype=torch.float16, device=w1.device)], dim=1)
+
+
+def pack_conv1(w1: torch.Tensor) -> torch.Tensor:
+    """conv1's mma.m16n8k16 B fragments: [nt][k step s][lane][r] int32 words, word r of lane (g, t)
+    = the k pair (16 s + 2 t + 8 r, +1) of output channel 8 nt + g, the lower k in the low half."""
+    c1 = w1.shape[0]
+    pairs = conv1_matrix(w1).cpu().contiguous().view(torch.int32)  # [C1, 16]: pair p = k 2p, 2p + 1
+    nt = torch.arange(c1 // 8).view(-1, 1, 1, 1)
+    s = torch.arange(2).view(1, -1, 1, 1)
+    lane = torch.arange(32).view(1, 1, -1, 1)
+    r = torch.arange(2).view(1, 1, 1, -1)
+    rows = nt * 8 + lane // 4
+    cols = s * 8 + lane % 4 + 4 * r
+    return pairs[rows, cols].reshape(-1).contiguous().to(w1.device)
+
+
+def prepare_weights(w: FoldedStem) -> KernelWeights:
+    """Validate the widths and convert the weights once (raises ValueError if unsupported)."""
+    c1, c2 = w.w1.shape[0], w.w2.shape[0]
+    if tuple(w.w1.shape) != (c1, IN_CHANNELS, 3, 3) or tuple(w.w2.shape) != (c2, c1, 3, 3):
+        raise ValueError(f"stem weights must be [C1, 3, 3, 3] and [C2, C1, 3, 3], got {tuple(w.w1.shape)} "
+                         f"and {tuple(w.w2.shape)}")
+    if (c1, c2) not in SUPPORTED_WIDTHS:
+        raise ValueError(f"stem kernel cannot run C 3 -> {c1} -> {c2} (it has {SUPPORTED_WIDTHS})")
+    if w.b1.numel() != c1 or w.b2.numel() != c2:
+        raise ValueError(f"biases must have {c1} and {c2} elements")
+    w2 = w.w2.detach().permute(0, 2, 3, 1).reshape(c2, 9 * c1).to(torch.float16).contiguous()
+    return KernelWeights(pack_conv1(w.w1), w.b1.detach().reshape(-1).float().contiguous(), w2,
+                         w.b2.detach().reshape(-1).float().contiguous())
+
+
+def check_input(x: torch.Tensor, weights: KernelWeights, out: torch.Tensor | None = None) -> None:
+    """Raise ValueError for an input (or output buffer) the kernel cannot take. The device is
+    checked last, so that every other rule can be checked on CPU tensors."""
+    check_nhwc_half(x)
+    n, c, h, w = x.shape
+    if c != IN_CHANNELS:
+        raise ValueError(f"x has {c} channels, the stem takes {IN_CHANNELS}")
+    if n < 1 or h < 1 or w < 1:
+        raise ValueError(f"x must not be empty, got {n}x{h}x{w}")
+    shape = (n, weights.out_channels, output_size(h), output_size(w))
+    if x.numel() >= 2**31 or n * shape[2] * shape[3] * shape[1] >= 2**31:
+        raise ValueError(f"x of shape {tuple(x.shape)} is too large for 32-bit offsets")
+    if out is not None:
+        if tuple(out.shape) != shape or out.dtype != torch.float16 or \
+                not out.is_contiguous(memory_format=torch.channels_last):
+            raise ValueError(f"out must be a channels_last float16 tensor of shape {shape}")
+        if out.data_ptr() % 4:
+            raise ValueError("out must be 4-byte aligned")
+        for name, t in (("x", x), *((f.name, getattr(weights, f.name)) for f in fields(weights))):
+            if overlaps(out, t):
+                raise ValueError(f"out must not overlap {name}")
+        if out.device != x.device:
+            raise ValueError(f"out is on {out.device}, x on {x.device}")
+    check_devices(x, weights)
+    cap = torch.cuda.get_device_capability(x.device)
+    if cap < MIN_CAPABILITY:
+        raise ValueError(f"the fused stem needs compute capability 8.0 or newer, "
+                         f"{torch.cuda.get_device_name(x.device)} is {cap[0]}.{cap[1]}")
+
+
+def _extension():
+    from cuda_kernels import _build
+
+    return _build._load("perfmodel_stem", ("stem_bindings.cpp", "stem.cu"), False)
+
+
+def run(x: torch.Tensor, weights: KernelWeights, out: torch.Tensor | None = None) -> torch.Tensor:
+    """Launch the fused stem; returns [N, C2, ceil(ceil(H/2)/2), ...] channels_last (``out`` if given)."""
+    check_input(x, weights, out)
+    empty = torch.empty(0, device=x.device, dtype=torch.float16)
+    return _extension().stem(x, weights.w1, weights.b1, weights.w2, weights.b2, empty if out is None else out)
+
+
+WEIGHT_FIELDS = tuple(f.name for f in fields(KernelWeights))
+
+
+@torch.library.custom_op("convfirst_stem::stem", mutates_args=())
+def stem_op(x: torch.Tensor, w1: torch.Tensor, b1: torch.Tensor, w2: torch.Tensor, b2: torch.Tensor) -> torch.Tensor:
+    """`run` as one opaque PyTorch operator, for torch.compile and the profiler."""
+    return run(x, KernelWeights(w1, b1, w2, b2))
+
+
+@stem_op.register_fake
+def _stem_op_fake(x, w1, b1, w2, b2):
+    n, _, h, w = x.shape
+    return x.new_empty((n, w2.shape[0], output_size(h), output_size(w))).contiguous(
+        memory_format=torch.channels_last)
+
+
+class FusedStem(OpBlock):
+    """The inference-form ConvFirstNet stem (two 3x3 stride-2 convolutions + bias + ReLU) in one kernel."""
+
+    WEIGHT_FIELDS, Weights, op = WEIGHT_FIELDS, KernelWeights, stem_op
+
+    def __init__(self, weights: KernelWeights):
+        super().__init__(weights)
+        self.mid_channels, self.out_channels = weights.mid_channels, weights.out_channels
+
+    @staticmethod
+    def unsupported(block: nn.Module) -> str | None:
+        return unsupported(block)
+
+    @classmethod
+    def from_block(cls, block: nn.Module) -> "FusedStem":
+        cls._check(block)
+        return cls(prepare_weights(FoldedStem.from_stem(block)))
