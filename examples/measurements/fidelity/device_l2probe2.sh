@@ -2,7 +2,7 @@
 # The data the l2 byte model's as-run misses need (issue 14; README, "What the as-run misses
 # are"). On the lent H200, from the repository root:
 #   bash examples/measurements/fidelity/device_l2probe2.sh OUTDIR
-# About 2-3 minutes. Writes OUTDIR/l2probe2.tar.gz (every file below, < 5 MB) and OUTDIR/log.txt:
+# About 2 minutes (at most 240 s: the steps' time limits). Writes OUTDIR/l2probe2.tar.gz (every file below, < 5 MB) and OUTDIR/log.txt:
 #   l2probe2_h200_none.json (+ .ncu.csv)  the second L2 probe (l2probe2.py's docstring), as run,
 #                                         two repeats: residency of a written tensor at 16-64 MiB
 #                                         in 2 MiB steps (rw), writer -> in-place op (ip),
@@ -38,9 +38,9 @@ step() {  # seconds, command...
 }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv >> "$log" 2>&1
 python3 -c "import torch; print('torch', torch.__version__)" >> "$log" 2>&1
+for m in resnet50 efficientnet_b0 mobilenet_v2 convnext_tiny; do  # a fresh process each, as ncu's worker
+  step 30 python3 $here/l2probe2.py trace "$work" $m
+done
 step 75 bash $here/device_l2probe2.sh --probe "$work" none 2
 step 45 bash $here/device_l2probe2.sh --probe "$work" all 1
-for m in resnet50 efficientnet_b0 mobilenet_v2 convnext_tiny; do
-  step 40 python3 $here/l2probe2.py trace $m "$work/alloc_$m.json"
-done
 ls -la "$work" >> "$log"

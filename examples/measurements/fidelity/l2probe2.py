@@ -2,7 +2,7 @@
 
     python examples/measurements/fidelity/l2probe2.py probe          # under ncu (the script)
     python examples/measurements/fidelity/l2probe2.py parse CSV OUT.json MODE
-    python examples/measurements/fidelity/l2probe2.py trace MODEL OUT.json
+    python examples/measurements/fidelity/l2probe2.py trace OUTDIR MODEL...   # alloc_MODEL.json
 
 ``probe`` launches element-wise kernels and four matrix products of known traffic, each in an
 NVTX range ``module:p2.<experiment>.<parameters>.<step>.r<repeat>`` (ncu renames the kernels
@@ -196,7 +196,9 @@ if __name__ == "__main__":
         probe()
     elif sys.argv[1] == "parse":
         parse(*sys.argv[2:5])
-    elif sys.argv[1] == "trace":
-        trace(sys.argv[2], sys.argv[3])
+    elif sys.argv[1] == "trace":  # device_l2probe2.sh runs one model per process, as ncu's worker
+        for name in sys.argv[3:]:
+            trace(name, f"{sys.argv[2]}/alloc_{name}.json")
+            print("traced", name, flush=True)
     else:
         raise SystemExit(f"unknown command {sys.argv[1]!r} (probe, parse, trace)")
