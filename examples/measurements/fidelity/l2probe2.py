@@ -3,6 +3,7 @@
     python examples/measurements/fidelity/l2probe2.py probe          # under ncu (the script)
     python examples/measurements/fidelity/l2probe2.py parse CSV OUT.json MODE
     python examples/measurements/fidelity/l2probe2.py trace OUTDIR MODEL...   # alloc_MODEL.json
+    python examples/measurements/fidelity/l2probe2.py summary l2probe2_h200_none.json
 
 ``probe`` launches element-wise kernels and four matrix products of known traffic, each in an
 NVTX range ``module:p2.<experiment>.<parameters>.<step>.r<repeat>`` (ncu renames the kernels
@@ -117,6 +118,29 @@ def parse(csv_path: str, out_path: str, mode: str) -> None:
         "rows": rows}, indent=0) + "\n")
 
 
+def summary(path: str) -> None:
+    """Print the probe's rows as tables, MiB, mean over the repeats (a step that ran as
+    several kernels is summed): per experiment and parameter, each step's DRAM read / write."""
+    from collections import defaultdict
+
+    data = json.load(open(path))
+    steps: dict = defaultdict(lambda: defaultdict(lambda: [0.0, 0.0]))
+    repeats: dict = defaultdict(set)
+    for row in data["rows"]:
+        parts = row["module"].split(".")
+        if len(parts) < 4 or parts[0] != "p2" or parts[1] == "start":
+            continue
+        key, step, rep = ".".join(parts[1:-2]), parts[-2], parts[-1]
+        steps[key][step][0] += row["dram_read_bytes"] / MIB
+        steps[key][step][1] += row["dram_write_bytes"] / MIB
+        repeats[key].add(rep)
+    print(f"{data['cache_control']}: MiB read / written per step, mean of the repeats")
+    for key, by_step in steps.items():
+        n = len(repeats[key])
+        print(f"{key:16s}", "  ".join(f"{step} {r / n:7.2f} / {w / n:6.2f}"
+                                     for step, (r, w) in by_step.items()))
+
+
 def trace(model_name: str, out_path: str) -> None:
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
@@ -196,9 +220,11 @@ if __name__ == "__main__":
         probe()
     elif sys.argv[1] == "parse":
         parse(*sys.argv[2:5])
+    elif sys.argv[1] == "summary":
+        summary(sys.argv[2])
     elif sys.argv[1] == "trace":  # device_l2probe2.sh runs one model per process, as ncu's worker
         for name in sys.argv[3:]:
             trace(name, f"{sys.argv[2]}/alloc_{name}.json")
             print("traced", name, flush=True)
     else:
-        raise SystemExit(f"unknown command {sys.argv[1]!r} (probe, parse, trace)")
+        raise SystemExit(f"unknown command {sys.argv[1]!r} (probe, parse, summary, trace)")
