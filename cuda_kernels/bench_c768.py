@@ -43,7 +43,7 @@ def bench_stride1(case: Case, timer: Timer, ceilings: dict, modes: list[str]) ->
              "batch": case.batch, "macs": case.macs, "flops": 2 * case.macs, "dram_bytes": case.dram_bytes,
              "tiles": -(-case.pixels // c768.TILE_PIXELS), "thread_blocks": 2 * -(-case.pixels // c768.TILE_PIXELS),
              "backends": {}, "correctness": {"torch_fp16_rel_error": torch_error, "variants": {}}}
-    time_fused_variants(entry, (0,), lambda v, out: c768.run(x, weights, out=out),
+    time_fused_variants(entry, c768.VARIANTS, lambda v, out: c768.run(x, weights, out=out, variant=v),
                         lambda: torch.full_like(x, float("nan")), exact, timer, case, ceilings)
     time_torch_baselines(entry, block_fp16, x, exact, modes, timer, case, ceilings)
     if "cuda_kernels" in entry["backends"]:

@@ -38,9 +38,13 @@ SLOTS_PER_CHUNK = CHANNELS // (2 * K_PANEL) + (HIDDEN_CHUNK // K_PANEL) * (RANK_
 STAGES = 6  # ring slots
 TILE_PIXELS = 64
 SPLIT_H_MAX_WIDTH = 18  # up to this W the conv halo is double-buffered in the halves of H
-# The kernel's shared memory (csrc/convfirst_c768.cu): X 12 panels of 8 KB, H 2 x 16 KB, the ring, 16 mbarriers,
+# The kernel's shared memory (csrc/convfirst_c768.cu): X 12 panels of 8 KB, H 2 x 16 KB, the ring, 17 mbarriers,
 # 1 KB alignment slack.
-SMEM_BYTES = 1024 + 12 * 8192 + 2 * 16384 + STAGES * 16384 + (2 * STAGES + 4) * 8
+SMEM_BYTES = 1024 + 12 * 8192 + 2 * 16384 + STAGES * 16384 + (2 * STAGES + 5) * 8
+# Variants: 0, the conv split between the ranks (each convolves 6 of the 12 64-channel slices of X and sends
+# its 48 KB to the partner through distributed shared memory); 1, each rank convolves all 12 (phase A twice).
+VARIANTS = (0, 1)
+DEFAULT_VARIANT = 0  # not yet measured
 SMEM_LIMIT = 227 * 1024
 
 
@@ -159,8 +163,12 @@ def _extension():
     return load_convfirst_c768_extension()
 
 
-def run(x: torch.Tensor, weights: KernelWeights, out: torch.Tensor | None = None) -> torch.Tensor:
+def run(x: torch.Tensor, weights: KernelWeights, out: torch.Tensor | None = None,
+        variant: int | None = None) -> torch.Tensor:
     """Launch the fused kernel; returns [N, 768, H, W] channels_last (``out`` if given)."""
+    variant = DEFAULT_VARIANT if variant is None else variant
+    if variant not in VARIANTS:
+        raise ValueError(f"convfirst_c768 has no variant {variant} (it has {VARIANTS})")
     check_input(x, weights, out)
     if torch.cuda.get_device_capability(x.device) != (9, 0):
         raise ValueError(f"convfirst_c768 runs on compute capability 9.0 (H100, H200), not "
@@ -170,7 +178,7 @@ def run(x: torch.Tensor, weights: KernelWeights, out: torch.Tensor | None = None
     if out is not None:
         flat_out = out.permute(0, 2, 3, 1).reshape(n * h * w, c)
     flat = _extension().convfirst_c768(x.permute(0, 2, 3, 1).reshape(n * h * w, c), weights.conv_w, weights.conv_b,
-                                       weights.wpack, weights.b1, weights.b2, h, w, flat_out)
+                                       weights.wpack, weights.b1, weights.b2, h, w, variant, flat_out)
     return flat.view(n, h, w, c).permute(0, 3, 1, 2)
 
 

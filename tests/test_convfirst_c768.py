@@ -114,9 +114,9 @@ def test_replace_blocks_follows_the_switch(monkeypatch):
 
 
 def test_shared_memory_budget():
-    """X 96 KB + H 32 KB + 6 ring slots + 16 barriers + 1 KB alignment: 230,528 B of the 232,448 an H200
+    """X 96 KB + H 32 KB + 6 ring slots + 17 barriers + 1 KB alignment: 230,536 B of the 232,448 an H200
     block may opt into; the stride-2 instance (mirror of convfirst_s2.cuh's Config): 192 KB."""
-    assert c768.SMEM_BYTES == 230528 <= c768.SMEM_LIMIT
+    assert c768.SMEM_BYTES == 230536 <= c768.SMEM_LIMIT
     panel = 64 * 128
     kp, kv, slot = 384 // 64, 128 // 64, max(128, 384) * 128
     phase_a = (4 * 128 + 3 * 56 + 1 + 4 * 128 + 56) * 64
@@ -273,8 +273,11 @@ class PairModel:
     per warpgroup) and bulk copies land at random times."""
 
     def __init__(self, nchunks: int, seed: int, stages: int = STAGES, skip_h_empty: bool = False,
-                 skip_first_arrivals: bool = False):
+                 skip_first_arrivals: bool = False, split_conv: bool = True, skip_x_wait: bool = False):
         self.rng = random.Random(seed)
+        self.split_conv, self.skip_x_wait = split_conv, skip_x_wait
+        self.x_full = [Barrier(1, f"x_full{c}") for c in range(2)]
+        self.x_tag = [set(), set()]  # the halves of X a CTA holds (rank r convolves half r)
         self.nchunks, self.stages = nchunks, stages
         self.skip_h_empty, self.skip_first_arrivals = skip_h_empty, skip_first_arrivals
         self.nslots = nchunks * (U_SLOTS + V_SLOTS)
@@ -333,10 +336,18 @@ class PairModel:
         for _ in range(40):  # the conv: H is its halo
             yield
         self.halo[c] -= 1
+        self.x_tag[c] |= {c} if self.split_conv else {0, 1}
         yield from self.barrier(c, "A")
-        if w == 0 and not self.skip_first_arrivals:
-            self.h_empty[peer][0].arrive()
-            self.h_empty[peer][1].arrive()
+        if w == 0:
+            if self.split_conv:
+                self.x_full[c].arrive(expect_tx=1)
+                self.copies.append(("X", c))
+            if not self.skip_first_arrivals:
+                self.h_empty[peer][0].arrive()
+                self.h_empty[peer][1].arrive()
+        if self.split_conv and not self.skip_x_wait:
+            while not self.x_full[c].passed(0):
+                yield
         it, pending = 0, None
 
         def release(index):
@@ -351,6 +362,7 @@ class PairModel:
             b = j & 1
             for _ in range(U_SLOTS):
                 yield from wait_full(it)
+                assert self.x_tag[c] == {0, 1}, f"CTA {c}: stage 1 read X before the partner's half arrived"
                 self.groups[(c, w)].append([("slot", it % self.stages)])
                 yield from self.wait_groups(c, w, 1)
                 if pending is not None:
@@ -413,6 +425,9 @@ class PairModel:
                 copy = self.copies.pop(what)
                 if copy[0] == "W":
                     self._fill(copy[1], copy[2])
+                elif copy[0] == "X":
+                    self.x_tag[copy[1] ^ 1].add(copy[1])
+                    self.x_full[copy[1] ^ 1].complete_tx(1)
                 else:
                     _, c, b, j = copy
                     assert self.h_tag[c][b][c] == j, "a bulk copy's source panel was overwritten before it ran"
@@ -423,20 +438,33 @@ class PairModel:
 
 @pytest.mark.parametrize("nchunks", [1, 2, 3, 6])
 @pytest.mark.parametrize("seed", range(20))
-def test_pair_protocol_has_no_deadlock_or_overwrite(nchunks, seed):
-    PairModel(nchunks, seed).run()
+@pytest.mark.parametrize("split_conv", [True, False])
+def test_pair_protocol_has_no_deadlock_or_overwrite(nchunks, seed, split_conv):
+    PairModel(nchunks, seed, split_conv=split_conv).run()
 
 
 @pytest.mark.parametrize("mutation,message", [
-    ({"skip_h_empty": True}, "overwritten|aliasing|found H panels|conv halo"),
-    ({"skip_first_arrivals": True}, "conv halo"),
+    ({"skip_first_arrivals": True, "split_conv": False}, "conv halo"),
+    ({"skip_h_empty": True, "split_conv": False}, "conv halo"),
+    ({"skip_x_wait": True}, "before the partner's half arrived"),
 ])
 def test_pair_model_catches_the_bugs(mutation, message):
-    """Without the h_empty wait a rank overwrites the partner's H buffer while it is read; without the
-    arrivals after phase A the partner's first copies land in the conv halo."""
+    """Variant 1 without the arrivals after phase A (or without h_empty at all): the partner's first H copies
+    land in the conv halo; variant 0 without the x_full wait: stage 1 reads the partner's half of X before it
+    arrives."""
     with pytest.raises(AssertionError, match=message):
         for seed in range(60):
             PairModel(4, seed, **mutation).run()
+
+
+def test_h_empty_after_the_first_chunks_is_implied():
+    """What the model shows about h_empty: from chunk 2 on it never blocks anything the h_full chain does not
+    already order (a rank's copy of chunk j + 2 follows its h_full wait for j + 1, so the partner's copy of j + 1,
+    so the partner's stage 1 of j + 1, whose wait_group 0 retired its reads of chunk j). With the conv split
+    (variant 0) even the first two are implied (x_full orders them after the partner's phase A). The kernel
+    keeps the waits: they cost one passing try_wait per chunk and keep the protocol local."""
+    for seed in range(30):
+        PairModel(4, seed, skip_h_empty=True, split_conv=True).run()
 
 
 def test_pair_protocol_with_a_smaller_ring():
@@ -489,19 +517,32 @@ def test_fake_operator_keeps_the_channels_last_shape(small_weights):
 
 # ---- GPU ----
 
-def check_kernel(expansion: int, batch: int, h: int, w: int | None = None) -> float:
+def check_kernel(expansion: int, batch: int, h: int, w: int | None = None, variant: int | None = None) -> float:
     w = h if w is None else w
     block = block_768(expansion, seed=expansion + h).cuda()
     x = channels_last(torch.randn(batch, 768, h, w, device="cuda", dtype=torch.float16))
     weights = _kernel_weights(block)
-    return check_against_float64(block, x, lambda out: c768.run(x, weights, out=out), (batch, 768, h, w))
+    return check_against_float64(block, x, lambda out: c768.run(x, weights, out=out, variant=variant),
+                                 (batch, 768, h, w))
 
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("batch", [128, 1, 37])
-def test_convfirstnet_l_shape(c768_on, batch):
-    """ConvFirstNet-L stages.3.1-3: alpha 6, 7x7."""
-    check_kernel(6, batch, 7)
+@pytest.mark.parametrize("variant", c768.VARIANTS)
+def test_convfirstnet_l_shape(c768_on, batch, variant):
+    """ConvFirstNet-L stages.3.1-3: alpha 6, 7x7, both variants (the conv split between the ranks, or not)."""
+    check_kernel(6, batch, 7, variant=variant)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("size", [7, 13, 20])
+def test_variants_agree_bitwise(c768_on, size):
+    """Both variants compute X with the same instructions in the same order per slice: the same bits."""
+    block = block_768(6, seed=size).cuda().half()
+    x = channels_last(torch.randn(5, 768, size, size, device="cuda", dtype=torch.float16))
+    weights = _kernel_weights(block)
+    a, b = (c768.run(x, weights, variant=v) for v in c768.VARIANTS)
+    assert torch.equal(a, b)
 
 
 @pytest.mark.cuda
@@ -524,11 +565,15 @@ def test_raw_op_refuses_bad_shapes(c768_on):
     ext = c768._extension()
     args = [weights.conv_w, weights.conv_b, weights.wpack, weights.b1, weights.b2]
     with pytest.raises(RuntimeError, match="768"):
-        ext.convfirst_c768(flat[:, :512].contiguous(), *args, 7, 7, torch.empty(0, device="cuda"))
+        ext.convfirst_c768(flat[:, :512].contiguous(), *args, 7, 7, 0, torch.empty(0, device="cuda"))
     with pytest.raises(RuntimeError, match="H, W"):
-        ext.convfirst_c768(flat, *args, 7, 29, torch.empty(0, device="cuda", dtype=torch.float16))
+        ext.convfirst_c768(flat, *args, 7, 29, 0, torch.empty(0, device="cuda", dtype=torch.float16))
     with pytest.raises(RuntimeError, match="overlap"):
-        ext.convfirst_c768(flat, *args, 7, 7, flat)
+        ext.convfirst_c768(flat, *args, 7, 7, 0, flat)
+    with pytest.raises(RuntimeError, match="no variant 2"):
+        ext.convfirst_c768(flat, *args, 7, 7, 2, torch.empty(0, device="cuda", dtype=torch.float16))
+    with pytest.raises(ValueError, match="no variant 2"):
+        c768.run(x, weights, variant=2)
 
 
 @pytest.mark.cuda

@@ -53,7 +53,7 @@ constexpr int kXOffset = 0;
 constexpr int kHOffset = kXOffset + kKPanels * kPanel;
 constexpr int kRingOffset = kHOffset + kHBytes;
 constexpr int kBarOffset = kRingOffset + kStages * kSlotBytes;
-constexpr int kBarBytes = (2 * kStages + 4) * 8;  // full, empty, h_full[2], h_empty[2]
+constexpr int kBarBytes = (2 * kStages + 5) * 8;  // full, empty, h_full[2], h_empty[2], x_full
 constexpr int kSmemBytesC = 1024 + kBarOffset + kBarBytes;
 constexpr int kConsumerBarrier = 1;
 constexpr int kMaxDevices = 64;
@@ -195,8 +195,10 @@ __device__ __forceinline__ void conv_mtiles(float (&acc)[2][2][4], int P, int W,
 // Phase A (convfirst_c512.cu's conv_phase at C = 768): X = conv(x) + b_c, rounded to fp16, for pixels
 // p0 .. p0 + 63, 64 channels at a time from a halo of whole image rows. HALO2: the slices alternate
 // between the two halves of H (W <= kSplitHMaxWidth), slice s + 1 loading while s computes.
-template <bool HALO2>
-__device__ __forceinline__ void conv_phase(const Params& p, uint8_t* x_panels, uint8_t* halo, uint8_t* halo2, int p0) {
+// Slices s0 .. s0 + NS - 1 (X panels of the same index): all 12, or one rank's 6 (variant 0).
+template <bool HALO2, int NS>
+__device__ __forceinline__ void conv_phase(const Params& p, uint8_t* x_panels, uint8_t* halo, uint8_t* halo2, int p0,
+                                           int s0) {
   const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
   const int W = p.W, H = p.H, rows_total = p.P / W;
   const int p_last = min(p0 + kTilePixels, p.P) - 1;
@@ -214,16 +216,17 @@ __device__ __forceinline__ void conv_phase(const Params& p, uint8_t* x_panels, u
     }
     cp_async_commit();
   };
-  if constexpr (HALO2) load_slice(0, halo0);
+  if constexpr (HALO2) load_slice(s0, halo0);
   const int pair = warp & 3, local_group = pair * 2 + (lane >> 4);
 #pragma unroll 1
-  for (int s = 0; s < C / 64; ++s) {
-    const uint32_t halo_base = (s & 1) ? halo1 : halo0;
-    const bool next = HALO2 && s + 1 < C / 64;
+  for (int i = 0; i < NS; ++i) {
+    const int s = s0 + i;
+    const uint32_t halo_base = (i & 1) ? halo1 : halo0;
+    const bool next = HALO2 && i + 1 < NS;
     if constexpr (HALO2) {
-      if (next) load_slice(s + 1, (s & 1) ? halo0 : halo1);
+      if (next) load_slice(s + 1, (i & 1) ? halo0 : halo1);
     } else {
-      if (s > 0) consumer_sync();
+      if (i > 0) consumer_sync();
       load_slice(s, halo_base);
     }
     const int g0 = s * 8 + pair * 2;
@@ -329,7 +332,10 @@ __device__ __forceinline__ void stage2(float (&acc2)[64], float (&acc2s)[32], ui
 }
 #endif
 
-// Clusters of two CTAs (ranks 0 and 1 of tile blockIdx.x / 2); see the file's head.
+// Clusters of two CTAs (ranks 0 and 1 of tile blockIdx.x / 2); see the file's head. SPLIT_CONV (variant 0):
+// rank r convolves X panels 6r .. 6r + 5 only and bulk-copies them (48 KB) into the partner's X, completing
+// on its x_full; otherwise (variant 1) each rank convolves all 12.
+template <bool SPLIT_CONV>
 __global__ void __launch_bounds__(kThreads, 1) convfirst_c768_kernel(const Params p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ uint8_t smem_raw[];
@@ -338,7 +344,7 @@ __global__ void __launch_bounds__(kThreads, 1) convfirst_c768_kernel(const Param
   uint8_t* const smem = smem_raw + (base - raw);
   const uint32_t x_s = base + kXOffset, h_s = base + kHOffset, ring = base + kRingOffset;
   const uint32_t full_bar = base + kBarOffset, empty_bar = full_bar + kStages * 8;
-  const uint32_t h_full = empty_bar + kStages * 8, h_empty = h_full + 16;
+  const uint32_t h_full = empty_bar + kStages * 8, h_empty = h_full + 16, x_full = h_empty + 16;
   const int nchunks = p.hidden / kHiddenChunk;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const uint32_t rank = cluster_ctarank(), peer = rank ^ 1;
@@ -353,6 +359,7 @@ __global__ void __launch_bounds__(kThreads, 1) convfirst_c768_kernel(const Param
       mbar_init(h_full + 8 * b, 1);   // this CTA's expect_tx arrive + the partner's 8 KB
       mbar_init(h_empty + 8 * b, 1);  // the partner's arrive: its reads of buffer b are done
     }
+    mbar_init(x_full, 1);  // variant 0: this CTA's expect_tx arrive + the partner's 48 KB of X
     fence_barrier_init();
   }
   cluster_sync();  // both CTAs' barriers exist before any remote use
@@ -373,17 +380,25 @@ __global__ void __launch_bounds__(kThreads, 1) convfirst_c768_kernel(const Param
     setmaxnreg_inc<232>();
     const int wg = warp >> 2, wq = warp & 3;
     uint8_t* const h_smem = smem + kHOffset;
+    constexpr int kNS = SPLIT_CONV ? kKPanels / 2 : kKPanels;
+    const int s0 = SPLIT_CONV ? kNS * (int)rank : 0;
     if (p.W <= kSplitHMaxWidth)
-      conv_phase<true>(p, smem + kXOffset, h_smem, h_smem + kHChunkBytes, p0);
+      conv_phase<true, kNS>(p, smem + kXOffset, h_smem, h_smem + kHChunkBytes, p0, s0);
     else
-      conv_phase<false>(p, smem + kXOffset, h_smem, nullptr, p0);
-    fence_proxy_async_smem();
+      conv_phase<false, kNS>(p, smem + kXOffset, h_smem, nullptr, p0, s0);
+    fence_proxy_async_smem();  // X (generic stores) is read by wgmma and the bulk copy (async proxy)
     consumer_sync();
-    // H is no longer the halo: the partner may write its panels of both buffers
     if (threadIdx.x == 0) {
+      if constexpr (SPLIT_CONV) {  // this rank's half of X into the partner's, and the partner's half expected here
+        const uint32_t half = x_s + s0 * kPanel;
+        mbar_arrive_expect_tx(x_full, kNS * kPanel);
+        bulk_copy_s2cluster(map_to(half, peer), half, kNS * kPanel, map_to(x_full, peer));
+      }
+      // H is no longer the halo: the partner may write its panels of both buffers
       mbar_arrive_cluster(map_to(h_empty, peer));
       mbar_arrive_cluster(map_to(h_empty + 8, peer));
     }
+    if constexpr (SPLIT_CONV) mbar_wait(x_full, 0);
 
     float acc2[64];
     float acc2s[32];
@@ -440,10 +455,8 @@ __global__ void __launch_bounds__(kThreads, 1) convfirst_c768_kernel(const Param
 #endif
 }
 
-cudaError_t launch(const Params& p, cudaStream_t stream) {
-  if (p.C != C || p.hidden <= 0 || p.hidden % kHiddenChunk || p.W < 1 || p.W > c512::kMaxWidth || p.H < 1 ||
-      p.P <= 0 || p.P % (p.H * p.W))
-    return cudaErrorInvalidValue;
+template <bool SPLIT_CONV>
+cudaError_t launch_variant(const Params& p, cudaStream_t stream) {
   static bool ready[kMaxDevices] = {};
   int dev = 0;
   cudaError_t err = cudaGetDevice(&dev);
@@ -457,7 +470,8 @@ cudaError_t launch(const Params& p, cudaStream_t stream) {
     if (err == cudaSuccess) err = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
     if (err == cudaSuccess && kSmemBytesC > optin) err = cudaErrorInvalidConfiguration;
     if (err == cudaSuccess)
-      err = cudaFuncSetAttribute(convfirst_c768_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytesC);
+      err = cudaFuncSetAttribute(convfirst_c768_kernel<SPLIT_CONV>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 kSmemBytesC);
     if (err != cudaSuccess) return err;
     ready[dev] = true;
   }
@@ -474,8 +488,19 @@ cudaError_t launch(const Params& p, cudaStream_t stream) {
   attribute[0].val.clusterDim.z = 1;
   config.attrs = attribute;
   config.numAttrs = 1;
-  err = cudaLaunchKernelEx(&config, convfirst_c768_kernel, p);
+  err = cudaLaunchKernelEx(&config, convfirst_c768_kernel<SPLIT_CONV>, p);
   return err != cudaSuccess ? err : cudaGetLastError();
+}
+
+cudaError_t launch(const Params& p, int variant, cudaStream_t stream) {
+  if (p.C != C || p.hidden <= 0 || p.hidden % kHiddenChunk || p.W < 1 || p.W > c512::kMaxWidth || p.H < 1 ||
+      p.P <= 0 || p.P % (p.H * p.W))
+    return cudaErrorInvalidValue;
+  switch (variant) {
+    case 0: return launch_variant<true>(p, stream);
+    case 1: return launch_variant<false>(p, stream);
+    default: return cudaErrorInvalidValue;
+  }
 }
 
 }  // namespace c768

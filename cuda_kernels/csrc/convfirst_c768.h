@@ -12,10 +12,13 @@ namespace c768 {
 // Weight slots per hidden chunk of 128 and rank: 6 U slots (64 hidden rows x 2 k panels of 64) and
 // 2 k panels x 3 V blocks (128 output rows of the rank's 384); wpack holds rank 0's stream, then rank 1's.
 constexpr int kSlotsPerChunk = 12;
-// Params as c512::Params with C = 768; cudaErrorInvalidValue for another shape (hidden % 128, W > 28),
-// cudaErrorNoKernelImageForDevice off compute capability 9.0, cudaErrorInvalidConfiguration without the
-// shared memory; all before launching.
-cudaError_t launch(const c512::Params& p, cudaStream_t stream);
+// Variants: 0, the conv split between the ranks (each convolves 6 of the 12 64-channel slices and sends its
+// 48 KB of X to the partner through distributed shared memory); 1, each rank convolves all 12.
+constexpr int kVariants = 2;
+// Params as c512::Params with C = 768; cudaErrorInvalidValue for another shape (hidden % 128, W > 28) or
+// variant, cudaErrorNoKernelImageForDevice off compute capability 9.0, cudaErrorInvalidConfiguration without
+// the shared memory; all before launching.
+cudaError_t launch(const c512::Params& p, int variant, cudaStream_t stream);
 int smem_bytes();
 }  // namespace c768
 

@@ -14,9 +14,11 @@ namespace {
 
 // x: [N*H*W, 768] fp16 (NHWC pixels); conv_w: [96, 9, 32] int32 fragments; conv_b: [768] fp32; wpack:
 // uint8 weight slots (4 * hidden * 768 bytes, convfirst_c768.pack_weights); b1: [hidden] fp32; b2: [768]
-// fp32; out: [N*H*W, 768] to write into, or empty to allocate. Returns out.
+// fp32; variant: 0 (the conv split between the ranks) or 1; out: [N*H*W, 768] to write into, or empty to
+// allocate. Returns out.
 torch::Tensor convfirst_c768(torch::Tensor x, torch::Tensor conv_w, torch::Tensor conv_b, torch::Tensor wpack,
-                             torch::Tensor b1, torch::Tensor b2, int64_t H, int64_t W, torch::Tensor out) {
+                             torch::Tensor b1, torch::Tensor b2, int64_t H, int64_t W, int64_t variant,
+                             torch::Tensor out) {
 #ifndef BF_SM90A
   TORCH_CHECK(false, "convfirst_c768: this build has no sm_90a code (build with 9.0 in TORCH_CUDA_ARCH_LIST)");
 #endif
@@ -37,6 +39,7 @@ torch::Tensor convfirst_c768(torch::Tensor x, torch::Tensor conv_w, torch::Tenso
   TORCH_CHECK(wpack.numel() == 4 * hidden * C && b2.numel() == C, "weight shapes");
   TORCH_CHECK(H >= 1 && W >= 1 && W <= c512::kMaxWidth && P > 0 && P % (H * W) == 0, "bad H, W for x");
   TORCH_CHECK(P * C < (int64_t(1) << 31), "x too large for 32-bit pixel offsets");
+  TORCH_CHECK(variant >= 0 && variant < c768::kVariants, "convfirst_c768: no variant ", checks::num(variant));
   if (out.numel() == 0) {
     out = torch::empty_like(x);
   } else {
@@ -57,7 +60,7 @@ torch::Tensor convfirst_c768(torch::Tensor x, torch::Tensor conv_w, torch::Tenso
   p.C = static_cast<int>(C);
   p.H = static_cast<int>(H);
   p.W = static_cast<int>(W);
-  const cudaError_t err = c768::launch(p, c10::cuda::getCurrentCUDAStream());
+  const cudaError_t err = c768::launch(p, static_cast<int>(variant), c10::cuda::getCurrentCUDAStream());
   TORCH_CHECK(err != cudaErrorNoKernelImageForDevice, "convfirst_c768: needs a compute capability 9.0 GPU (H100, H200)");
   TORCH_CHECK(err != cudaErrorInvalidConfiguration,
               "convfirst_c768: the kernel needs more shared memory per block than this GPU offers");
@@ -89,6 +92,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("convfirst_c768", &convfirst_c768, "Fused stride-1 ConvFirst block at C = 768 on wgmma, two-CTA clusters (NHWC fp16)");
   m.def("smem_bytes", &c768::smem_bytes, "Shared memory per block of the C = 768 kernel");
   m.attr("slots_per_chunk") = c768::kSlotsPerChunk;
+  m.attr("num_variants") = c768::kVariants;
   m.def("convfirst_s2_c768", &convfirst_s2_c768, "Fused stride-2 ConvFirst block 384 -> 768 (NHWC fp16, mma.sync)");
   m.def("s2_smem_bytes", &s2::smem_bytes_384_768, "Shared memory per block of the 384 -> 768 kernel");
   m.attr("s2_hidden_chunk") = s2::hidden_chunk_384_768();
