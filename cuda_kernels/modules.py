@@ -120,10 +120,13 @@ def replace_blocks(model: nn.Module) -> BlockSwap:
     (also one inside a ConvFirst block that stays in PyTorch) a ``FusedFFN``. Blocks of
     either family that stay in PyTorch are listed with the reason, never dropped silently.
     A torchvision ``MBConv`` (EfficientNet; BN folded) becomes a ``FusedMBConv``, likewise.
+    With ``CUDA_KERNELS_STEM=1``, a ConvFirstNet stem (two 3x3 stride-2 convolutions + ReLU, BN
+    folded) becomes a ``FusedStem`` (stem.py), counted as "Stem".
     """
     from cuda_kernels import convfirst_c512 as c512
     from cuda_kernels import convfirst_c768 as c768
     from cuda_kernels.convfirst_s2 import FusedConvFirstDown
+    from cuda_kernels import stem as stem_kernel
     from cuda_kernels.mbconv import FusedMBConv
     from perfmodel.zoo.blocks import FFN, ConvFirstBlock
 
@@ -134,6 +137,15 @@ def replace_blocks(model: nn.Module) -> BlockSwap:
     def visit(parent: nn.Module, prefix: str) -> None:
         for name, child in parent.named_children():
             path = f"{prefix}{name}"
+            if stem_kernel.enabled() and stem_kernel.is_stem(child):  # CUDA_KERNELS_STEM=1 (stem.py)
+                fused.setdefault("Stem", 0)
+                reason = stem_kernel.unsupported(child)
+                if reason is None:
+                    setattr(parent, name, stem_kernel.FusedStem.from_block(child))
+                    fused["Stem"] += 1
+                else:
+                    fallback[path] = reason
+                continue
             family = next(((cls, fused_cls) for cls, fused_cls in families if isinstance(child, cls)), None)
             if family and family[0] is ConvFirstBlock and getattr(child, "stride", 1) == 2:
                 family = (ConvFirstBlock, FusedConvFirstDown)  # the stride-2 kernel (convfirst_s2.py)

@@ -1,0 +1,174 @@
+"""A lane-level numpy emulation of csrc/stem.cu, for CPU tests (tests/test_stem.py): the same tile
+walk, shared-memory byte layout (conv1 planes, XOR swizzle, padded weight rows), per-lane addresses of
+the 32-bit conv1 loads and of every ldmatrix, and the mma.m16n8k16 fragment layouts, with fp32
+accumulation and the kernel's fp16 roundings. It checks the index algebra the GPU cannot check here;
+keep its constants and formulas in step with the kernel."""
+
+from __future__ import annotations
+
+import numpy as np
+
+TH2, TW2 = 8, 16
+R1 = 2 * TH2 + 1
+PE, PO = TW2 + 1, TW2
+PW = PE + PO
+NP1 = R1 * PW
+MT1 = (NP1 + 15) // 16
+RI = 4 * TH2 + 3
+WI = 4 * TW2 + 4
+ROWH = WI * 3
+NIN = RI * ROWH
+WARPS = 8
+
+LANES = np.arange(32)
+G, T4 = LANES >> 2, LANES & 3
+
+
+def c1_off(P, c, CH):
+    ppl = 8 // CH
+    return P * (CH * 16) + ((c ^ ((P // ppl) % CH)) << 4)
+
+
+def halves(buf: np.ndarray, byte_addr: np.ndarray, count: int) -> np.ndarray:
+    """`count` fp16 values at each byte address (must be 2-byte aligned) of a uint8 buffer."""
+    assert np.all(byte_addr % 2 == 0)
+    idx = (byte_addr // 2)[..., None] + np.arange(count)
+    return buf.view(np.float16)[idx]
+
+
+def ldmatrix_x4(buf: np.ndarray, addr: np.ndarray) -> np.ndarray:
+    """addr: [32] byte addresses (lane l: matrix l // 8, row l % 8), 16-byte aligned. Returns
+    [32 lanes, 4 regs, 2 halves]: reg i of lane (g, t) = matrix i, row g, halves 2t, 2t + 1."""
+    assert np.all(addr % 16 == 0)
+    rows = halves(buf, addr, 8).reshape(4, 8, 8)  # [matrix, row, 8 halves]
+    return np.stack([rows[i, G][np.arange(32)[:, None], 2 * T4[:, None] + np.arange(2)] for i in range(4)], axis=1)
+
+
+def mma(acc: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
+    """acc [32, 4] fp32 += A (from a [32, 4, 2]) x B (from b [32, 2, 2]), m16n8k16 layouts."""
+    A = np.zeros((16, 16), np.float32)
+    B = np.zeros((16, 8), np.float32)
+    for lane in range(32):
+        g, t = lane >> 2, lane & 3
+        A[g, 2 * t:2 * t + 2] = a[lane, 0]
+        A[g + 8, 2 * t:2 * t + 2] = a[lane, 1]
+        A[g, 2 * t + 8:2 * t + 10] = a[lane, 2]
+        A[g + 8, 2 * t + 8:2 * t + 10] = a[lane, 3]
+        B[2 * t:2 * t + 2, g] = b[lane, 0]
+        B[2 * t + 8:2 * t + 10, g] = b[lane, 1]
+    D = A @ B
+    for lane in range(32):
+        g, t = lane >> 2, lane & 3
+        acc[lane] += np.array([D[g, 2 * t], D[g, 2 * t + 1], D[g + 8, 2 * t], D[g + 8, 2 * t + 1]], np.float32)
+
+
+def run(x: np.ndarray, w1_words: np.ndarray, b1: np.ndarray, w2: np.ndarray, b2: np.ndarray) -> np.ndarray:
+    """x [N, H, W, 3] fp16 (NHWC); w1_words: the packed int32 fragments; w2 [C2, 9 C1] fp16.
+    Returns [N, Ho, Wo, C2] fp16, as the kernel writes it."""
+    N, H, W, _ = x.shape
+    C2 = w2.shape[0]
+    C1 = C2 // 2
+    CH = NT1 = C1 // 8
+    K2 = 9 * C1
+    W2S = K2 + 8
+    WARPS_N = C2 // 32
+    WARPS_M = WARPS // WARPS_N
+    MR = TH2 // WARPS_M
+    KS = C1 // 16
+    H1, W1 = (H + 1) // 2, (W + 1) // 2
+    Ho, Wo = (H1 + 1) // 2, (W1 + 1) // 2
+    tiles_x, tiles_y = -(-Wo // TW2), -(-Ho // TH2)
+    out = np.full((N, Ho, Wo, C2), np.nan, np.float16)
+    xf = x.reshape(-1)
+    smem_w2 = np.zeros(C2 * W2S * 2, np.uint8)
+    smem_w2.view(np.float16).reshape(C2, W2S)[:, :K2] = w2
+    words = w1_words.astype(np.int32).view(np.uint32).reshape(NT1, 2, 32, 2)
+    bw = words.view(np.float16).reshape(NT1, 2, 32, 2, 2)  # [nt, s, lane, reg, half]
+    for tile in range(N * tiles_x * tiles_y):
+        tx, rest = tile % tiles_x, tile // tiles_x
+        ty, n = rest % tiles_y, rest // tiles_y
+        oy0, ox0 = ty * TH2, tx * TW2
+        # input window
+        s_in = np.zeros(NIN, np.float16)
+        idx = np.arange(NIN)
+        r, e = idx // ROWH, idx % ROWH
+        col, ch = e // 3, e % 3
+        gy, gx = 4 * oy0 - 3 + r, 4 * ox0 - 3 + col
+        ok = (gy >= 0) & (gy < H) & (gx >= 0) & (gx < W)
+        s_in[ok] = xf[((n * H + gy[ok]) * W + gx[ok]) * 3 + ch[ok]]
+        in_words = s_in.view(np.uint32)
+        s_c1 = np.full(NP1 * C1 * 2, 0xFF, np.uint8)  # NaN bytes: any unwritten read shows
+        r1_0, c1_0 = 2 * oy0 - 1, 2 * ox0 - 1
+        q = T4[:, None] + 4 * np.arange(4)
+        qoff = np.where(q == 15, 0, (q // 5) * ROWH + 2 * (q % 5))
+        qmask = np.where(q == 15, 0, np.where(q % 5 == 4, 0x0000FFFF, 0xFFFFFFFF)).astype(np.uint32)
+        for warp in range(WARPS):
+            for mt in range(warp, MT1, WARPS):
+                a = np.zeros((32, 2, 4), np.uint32)
+                for h in range(2):
+                    P = np.minimum(mt * 16 + G + 8 * h, NP1 - 1)
+                    lr, pp = P // PW, P % PW
+                    lc = np.where(pp < PE, 2 * pp, 2 * (pp - PE) + 1)
+                    base = 2 * lr * ROWH + 6 * lc
+                    for j in range(4):
+                        hidx = base + qoff[:, j]
+                        assert np.all(hidx % 2 == 0) and np.all(hidx + 1 < NIN)
+                        a[:, j >> 1, (j & 1) * 2 + h] = in_words[hidx // 2] & qmask[:, j]
+                af = a.view(np.float16).reshape(32, 2, 4, 2).astype(np.float32)
+                accs = []
+                for nt in range(NT1):
+                    acc = np.zeros((32, 4), np.float32)
+                    mma(acc, af[:, 0], bw[nt, 0].astype(np.float32))
+                    mma(acc, af[:, 1], bw[nt, 1].astype(np.float32))
+                    accs.append(acc)
+                for h in range(2):
+                    P = mt * 16 + G + 8 * h
+                    for lane in range(32):
+                        if P[lane] >= NP1:
+                            continue
+                        lr, pp = P[lane] // PW, P[lane] % PW
+                        lc = 2 * pp if pp < PE else 2 * (pp - PE) + 1
+                        r1, c1 = r1_0 + lr, c1_0 + lc
+                        inside = 0 <= r1 < H1 and 0 <= c1 < W1
+                        for nt in range(NT1):
+                            v = accs[nt][lane, 2 * h:2 * h + 2] + b1[nt * 8 + 2 * T4[lane] + np.arange(2)]
+                            v = np.maximum(v, 0) if inside else np.zeros(2, np.float32)
+                            off = c1_off(int(P[lane]), nt, CH) + 4 * int(T4[lane])
+                            s_c1[off:off + 4] = v.astype(np.float16).view(np.uint8)
+        # conv2
+        lxA = (LANES & 7) + ((LANES >> 3) & 1) * 8
+        chA = LANES >> 4
+        for warp in range(WARPS):
+            wm, wn = warp // WARPS_N, warp % WARPS_N
+            nB = wn * 32 + (LANES & 7) + ((LANES >> 4) << 3)
+            chB = (LANES >> 3) & 1
+            acc = np.zeros((MR, 4, 32, 4), np.float32)
+            for dy in range(3):
+                for dx in range(3):
+                    pp = PE + lxA if dx == 1 else lxA + (dx >> 1)
+                    for kk in range(KS):
+                        kc = ((dy * 3 + dx) * C1 + kk * 16) // 8
+                        b = np.zeros((4, 32, 2, 2), np.float32)
+                        for pr in range(2):
+                            regs = ldmatrix_x4(smem_w2, ((nB + pr * 16) * W2S + (kc + chB) * 8) * 2).astype(np.float32)
+                            b[2 * pr] = regs[:, 0:2]
+                            b[2 * pr + 1] = regs[:, 2:4]
+                        for mi in range(MR):
+                            lr = 2 * (wm * MR + mi) + dy
+                            av = ldmatrix_x4(s_c1, c1_off(lr * PW + pp, kk * 2 + chA, CH)).astype(np.float32)
+                            for j in range(4):
+                                mma(acc[mi, j], av, b[j])
+            for mi in range(MR):
+                oy = oy0 + wm * MR + mi
+                if oy >= Ho:
+                    continue
+                for h in range(2):
+                    for lane in range(32):
+                        ox = ox0 + G[lane] + 8 * h
+                        if ox >= Wo:
+                            continue
+                        for j in range(4):
+                            chn = wn * 32 + j * 8 + 2 * T4[lane] + np.arange(2)
+                            v = np.maximum(acc[mi, j, lane, 2 * h:2 * h + 2] + b2[chn], 0)
+                            out[n, oy, ox, chn] = v.astype(np.float16)
+    return out

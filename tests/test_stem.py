@@ -1,0 +1,288 @@
+"""The fused ConvFirstNet stem (cuda_kernels/stem.py, csrc/stem.cu).
+
+CPU: the reference against the zoo stem in float64, conv1's K ordering and its packed mma
+fragments, a lane-level numpy emulation of the kernel (tests/stem_emulator.py: the tile walk,
+shared-memory layout and every per-lane address) against the reference, the host checks, the
+structural match, the swap behind CUDA_KERNELS_STEM and its counts, the operator's fake
+implementation under torch.compile. GPU (marked cuda): C1 16 and 32, batch 1 and odd batches,
+224x224 and odd sizes, the output poisoned with NaN first, error at most twice PyTorch float16's
+own against float64; a 2-byte (not 4- or 16-byte) aligned input; the module in a compiled network.
+"""
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import cuda_kernels
+from cuda_kernels import stem
+from helpers import channels_last, check_against_float64, dynamo_graph, misaligned_nhwc
+from perfmodel.harness import randomize_batchnorm, relative_error
+from perfmodel.zoo import MODELS, fold_batchnorm
+from perfmodel.zoo.blocks import ConvBN
+
+
+def zoo_stem(c1: int, seed: int = 0, folded: bool = True) -> nn.Module:
+    """The zoo's stem (ConvFirstNet with widths[0] = 2 c1) with realistic batchnorm statistics."""
+    torch.manual_seed(seed)
+    s = nn.Sequential(ConvBN(3, c1, 3, stride=2), nn.ReLU(), ConvBN(c1, 2 * c1, 3, stride=2), nn.ReLU())
+    s = randomize_batchnorm(s, seed=seed)
+    return fold_batchnorm(s) if folded else s
+
+
+# ---- CPU ----
+
+@pytest.mark.parametrize("h,w", [(8, 8), (7, 5), (1, 1), (13, 6)])
+def test_reference_is_the_zoo_stem_in_float64(h, w):
+    s = zoo_stem(32).double()
+    x = torch.randn(2, 3, h, w, dtype=torch.float64)
+    with torch.no_grad():
+        want = s(x)
+        got = stem.reference(x, stem.FoldedStem.from_stem(s))
+    assert got.shape == (2, 64, stem.output_size(h), stem.output_size(w))
+    assert relative_error(got, want) < 1e-13
+
+
+def test_output_size():
+    assert [stem.output_size(n) for n in (224, 97, 61, 7, 2, 1)] == [56, 25, 16, 2, 1, 1]
+
+
+@pytest.mark.parametrize("c1", [16, 32])
+def test_conv1_matrix_order_and_fragments(c1):
+    """The kernel's conv1 B matrix (k = ky * 10 + kx * 3 + ci, pads zero) times the im2col in the
+    same order is the convolution; the packed fragments hold that matrix word for word."""
+    torch.manual_seed(c1)
+    w1 = torch.randn(c1, 3, 3, 3)
+    m = stem.conv1_matrix(w1).float()
+    assert m.shape == (c1, 32) and (m[:, 9::10] == 0).all() and (m[:, 30:] == 0).all()
+    x = torch.randn(1, 3, 9, 11)
+    xp = nn.functional.pad(x, (1, 1, 1, 1))
+    cols = []  # im2col in the kernel's order, each ky row padded to 10
+    for oy in range(5):
+        for ox in range(6):
+            win = xp[0, :, 2 * oy:2 * oy + 3, 2 * ox:2 * ox + 3].permute(1, 2, 0).reshape(3, 9)  # [ky, (kx, ci)]
+            cols.append(torch.cat([torch.cat([r, torch.zeros(1)]) for r in win] + [torch.zeros(2)]))
+    got = (torch.stack(cols) @ m.T).T.reshape(c1, 5, 6)
+    want = nn.functional.conv2d(x, w1.half().float(), stride=2, padding=1)[0]
+    assert torch.allclose(got, want, atol=1e-4)
+    words = stem.pack_conv1(w1).view(c1 // 8, 2, 32, 2)
+    pairs = stem.conv1_matrix(w1).view(torch.int32)  # [C1, 16]
+    for nt in range(c1 // 8):
+        for s in range(2):
+            for lane in range(32):
+                g, t = lane // 4, lane % 4
+                assert words[nt, s, lane, 0] == pairs[nt * 8 + g, s * 8 + t]
+                assert words[nt, s, lane, 1] == pairs[nt * 8 + g, s * 8 + t + 4]
+
+
+@pytest.mark.parametrize("c1,batch,h,w", [(32, 1, 70, 75), (16, 3, 97, 61), (32, 3, 1, 1), (16, 1, 2, 3),
+                                          (32, 1, 64, 129)])
+def test_emulated_kernel_matches_the_reference(c1, batch, h, w):
+    """The numpy emulation of csrc/stem.cu (several tiles in both directions, ragged edges, odd
+    batch, a 1x1 image) against the float64 stem: within twice PyTorch-like fp16 error."""
+    import stem_emulator as emu
+
+    s = zoo_stem(c1, seed=c1 + h)
+    kw = stem.prepare_weights(stem.FoldedStem.from_stem(s))
+    g = torch.Generator().manual_seed(h * w)
+    x = torch.randn(batch, 3, h, w, generator=g).half()
+    got = emu.run(x.permute(0, 2, 3, 1).numpy(), kw.w1.numpy(), kw.b1.numpy(), kw.w2.numpy(), kw.b2.numpy())
+    assert not np.isnan(got.astype(np.float32)).any(), "unwritten outputs"
+    got = torch.from_numpy(got.astype(np.float32)).permute(0, 3, 1, 2)
+    with torch.no_grad():
+        exact = copy.deepcopy(s).double()(x.double())
+        rounded = s.half().float()(x.float())  # fp16 weights, fp32 compute
+        half_mid = nn.functional.relu(s[2](s[1](s[0](x.float())).half().float()))  # + conv1 rounded to fp16
+    assert got.shape == exact.shape
+    err = relative_error(got, exact)
+    assert err <= 2 * max(relative_error(half_mid, exact), relative_error(rounded, exact)) + 1e-6, err
+    assert err < 2e-3
+
+
+def _x_cpu(n=2, h=8, w=8):
+    return channels_last(torch.randn(n, 3, h, w).half())
+
+
+def test_host_checks():
+    kw = stem.prepare_weights(stem.FoldedStem.from_stem(zoo_stem(32)))
+    x = _x_cpu()
+    with pytest.raises(ValueError, match="channels_last"):
+        stem.check_input(torch.randn(2, 3, 8, 8).half().contiguous(), kw)  # NCHW: not channels_last
+    with pytest.raises(ValueError, match="float16"):
+        stem.check_input(channels_last(torch.randn(2, 3, 8, 8)), kw)
+    with pytest.raises(ValueError, match="3 channels|takes 3"):
+        stem.check_input(channels_last(torch.randn(2, 4, 8, 8).half()), kw)
+    with pytest.raises(ValueError, match=r"\[N, C, H, W\]"):
+        stem.check_input(torch.randn(3, 8, 8).half(), kw)
+    with pytest.raises(ValueError, match="empty"):
+        stem.check_input(channels_last(torch.randn(0, 3, 8, 8).half()), kw)
+    with pytest.raises(ValueError, match="out must be a channels_last"):
+        stem.check_input(x, kw, out=channels_last(torch.empty(2, 64, 3, 2).half()))
+    base = torch.zeros(2000).half()
+    xb = base[:384].as_strided((2, 3, 8, 8), (192, 1, 24, 3))
+    with pytest.raises(ValueError, match="out must not overlap x"):
+        stem.check_input(xb, kw, out=base[100:612].as_strided((2, 64, 2, 2), (256, 1, 128, 64)))
+    with pytest.raises(ValueError, match="out must not overlap w2"):
+        stem.check_input(x, kw, out=kw.w2.view(-1)[:512].as_strided((2, 64, 2, 2), (256, 1, 128, 64)))
+    with pytest.raises(ValueError, match="CUDA tensor"):  # the device is checked last
+        stem.check_input(x, kw)
+    with pytest.raises(ValueError, match="CUDA tensor"):  # a 2-byte aligned x passes every other rule
+        stem.check_input(misaligned_nhwc((1, 3, 5, 7)), kw)
+
+
+def test_prepare_weights_refuses_other_widths():
+    with pytest.raises(ValueError, match=r"3 -> 48 -> 96"):
+        stem.prepare_weights(stem.FoldedStem(torch.zeros(48, 3, 3, 3), torch.zeros(48), torch.zeros(96, 48, 3, 3),
+                                             torch.zeros(96)))
+    with pytest.raises(ValueError, match=r"\[C1, 3, 3, 3\]"):
+        stem.prepare_weights(stem.FoldedStem(torch.zeros(32, 4, 3, 3), torch.zeros(32), torch.zeros(64, 32, 3, 3),
+                                             torch.zeros(64)))
+
+
+def test_prepare_weights_layout():
+    s = zoo_stem(16)
+    kw = stem.prepare_weights(stem.FoldedStem.from_stem(s))
+    assert kw.w1.dtype == torch.int32 and kw.w1.numel() == 2 * 2 * 32 * 2
+    assert kw.w2.shape == (32, 144) and kw.w2.dtype == torch.float16 and kw.w2.is_contiguous()
+    # k = (dy * 3 + dx) * C1 + ci
+    assert kw.w2[5, (1 * 3 + 2) * 16 + 7] == s[2].weight[5, 7, 1, 2].half()
+    assert kw.b1.dtype == kw.b2.dtype == torch.float32 and kw.mid_channels == 16 and kw.out_channels == 32
+
+
+def test_structural_match_and_reasons():
+    assert stem.is_stem(zoo_stem(32)) and stem.is_stem(zoo_stem(32, folded=False))
+    assert stem.unsupported(zoo_stem(32)) is None and stem.unsupported(zoo_stem(16)) is None
+    assert "inference form" in stem.unsupported(zoo_stem(32, folded=False))
+    assert "3 -> 48 -> 96" in stem.unsupported(zoo_stem(48))
+    other = nn.Sequential(nn.Conv2d(3, 32, 3, 2, 0), nn.ReLU(), nn.Conv2d(32, 64, 3, 2, 1), nn.ReLU())
+    assert stem.is_stem(other) and "padding" in stem.unsupported(other)
+    assert not stem.is_stem(nn.Sequential(nn.Conv2d(3, 32, 3, 1, 1), nn.ReLU(), nn.Conv2d(32, 64, 3, 2, 1), nn.ReLU()))
+    assert not stem.is_stem(nn.Sequential(nn.Conv2d(8, 32, 3, 2, 1), nn.ReLU(), nn.Conv2d(32, 64, 3, 2, 1), nn.ReLU()))
+    assert not stem.is_stem(nn.Sequential(nn.Conv2d(3, 32, 3, 2, 1), nn.ReLU()))
+
+
+def test_switch_default_off(monkeypatch):
+    monkeypatch.delenv(stem.SWITCH, raising=False)
+    assert not stem.enabled()
+    net = fold_batchnorm(MODELS["convfirstnet_h200"]())
+    swap = cuda_kernels.replace_blocks(net)
+    assert "Stem" not in swap.fused and "stem" not in swap.fallback
+    assert isinstance(net.stem, nn.Sequential)
+
+
+@pytest.mark.parametrize("name,c1", [("convfirstnet_s", 16), ("convfirstnet_m", 32), ("convfirstnet_h200", 32)])
+def test_replace_blocks_swaps_the_stem(monkeypatch, name, c1):
+    monkeypatch.setenv(stem.SWITCH, "1")
+    net = fold_batchnorm(MODELS[name]())
+    swap = cuda_kernels.replace_blocks(net)
+    assert swap.fused["Stem"] == 1 and "stem" not in swap.fallback
+    assert isinstance(net.stem, cuda_kernels.FusedStem) and net.stem.mid_channels == c1
+    assert isinstance(net.stem, cuda_kernels.FUSED_MODULES)
+    monkeypatch.delenv(stem.SWITCH)
+    off = cuda_kernels.replace_blocks(fold_batchnorm(MODELS[name]()))
+    assert {k: v for k, v in swap.fused.items() if k != "Stem"} == off.fused and swap.fallback == off.fallback
+
+
+def test_replace_blocks_records_the_l_stem_as_fallback(monkeypatch):
+    monkeypatch.setenv(stem.SWITCH, "1")
+    net = fold_batchnorm(MODELS["convfirstnet_l"]())
+    swap = cuda_kernels.replace_blocks(net)
+    assert swap.fused["Stem"] == 0 and "3 -> 48 -> 96" in swap.fallback["stem"]
+    assert isinstance(net.stem, nn.Sequential)
+
+
+def test_fused_stem_is_one_opaque_operator_under_torch_compile(monkeypatch):
+    """--compile-rest: dynamo captures ConvFirstNet-H200 with its stem as one convfirst_stem::stem
+    operator whose fake output is channels-last [N, 64, H/4, W/4] (nothing runs on a GPU here)."""
+    monkeypatch.setenv(stem.SWITCH, "1")
+    net = fold_batchnorm(randomize_batchnorm(MODELS["convfirstnet_h200"]())).half()
+    swap = cuda_kernels.replace_blocks(net)
+    assert swap.fused["Stem"] == 1
+    x = torch.randn(2, 3, 61, 97).half().contiguous(memory_format=torch.channels_last)
+    graph = dynamo_graph(net, x)
+    nodes = [n for n in graph.graph.nodes if "convfirst_stem" in str(n.target)]
+    assert len(nodes) == 1
+    out = nodes[0].meta["example_value"]
+    assert tuple(out.shape) == (2, 64, 16, 25) and out.stride() == (16 * 25 * 64, 1, 25 * 64, 64)
+
+
+# ---- GPU ----
+
+CASES = [(32, 1, 224, 224), (32, 3, 97, 61), (32, 5, 7, 5), (32, 2, 1, 1), (32, 1, 64, 129),
+         (16, 1, 224, 224), (16, 3, 97, 61), (16, 1, 2, 3)]
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("c1,batch,h,w", CASES)
+def test_kernel_against_float64(c1, batch, h, w):
+    s = zoo_stem(c1, seed=c1 + h + w).cuda()
+    fused = cuda_kernels.FusedStem.from_block(s)
+    x = channels_last(torch.randn(batch, 3, h, w, device="cuda", dtype=torch.float16))
+    check_against_float64(s, x, lambda out: stem.run(x, fused.weights, out=out),
+                          (batch, 2 * c1, stem.output_size(h), stem.output_size(w)))
+
+
+@pytest.mark.cuda
+def test_module_forward_allocates_and_matches_run():
+    s = zoo_stem(32).cuda()
+    fused = cuda_kernels.FusedStem.from_block(s)
+    x = channels_last(torch.randn(2, 3, 50, 37, device="cuda", dtype=torch.float16))
+    y = fused(x)
+    assert y.shape == (2, 64, 13, 10) and y.is_contiguous(memory_format=torch.channels_last)
+    assert torch.equal(y, stem.run(x, fused.weights))
+    with torch.no_grad():
+        exact = copy.deepcopy(s).double()(x.double())
+        err, torch_err = relative_error(y, exact), relative_error(s.half()(x), exact)
+    assert 0 < torch_err and err <= 2 * torch_err
+
+
+@pytest.mark.cuda
+def test_two_byte_aligned_input():
+    """A 3-channel channels-last tensor at an odd half offset (2-byte, not 4-byte aligned)."""
+    s = zoo_stem(32, seed=3).cuda()
+    fused = cuda_kernels.FusedStem.from_block(s)
+    storage = torch.randn(3 * 3 * 45 * 33 + 8, device="cuda", dtype=torch.float16)
+    x = storage[1:].as_strided((3, 3, 45, 33), (45 * 33 * 3, 1, 33 * 3, 3))
+    assert x.data_ptr() % 4 == 2 and x.is_contiguous(memory_format=torch.channels_last)
+    check_against_float64(s, x, lambda out: stem.run(x, fused.weights, out=out), (3, 64, 12, 9))
+
+
+@pytest.mark.cuda
+def test_raw_op_refuses_bad_tensors():
+    s = zoo_stem(32).cuda()
+    kw = cuda_kernels.FusedStem.from_block(s).weights
+    storage = torch.randn(8192, device="cuda", dtype=torch.float16)
+    x = storage[:768].as_strided((1, 3, 16, 16), (768, 1, 48, 3))  # channels_last
+    bad = storage[500:1524].as_strided((1, 64, 4, 4), (1024, 1, 256, 64))  # overlaps x
+    with pytest.raises(ValueError, match="channels_last"):
+        stem.run(x.contiguous(), kw)
+    with pytest.raises(ValueError, match="overlap"):
+        stem.run(x, kw, out=bad)
+    ext = stem._extension()
+    with pytest.raises(RuntimeError, match="channels_last"):
+        ext.stem(x.contiguous(), kw.w1, kw.b1, kw.w2, kw.b2, torch.empty(0, device="cuda", dtype=torch.float16))
+    with pytest.raises(RuntimeError, match="overlap"):
+        ext.stem(x, kw.w1, kw.b1, kw.w2, kw.b2, bad)
+    with pytest.raises(RuntimeError, match="dtype"):
+        ext.stem(x.float(), kw.w1, kw.b1, kw.w2, kw.b2, torch.empty(0, device="cuda", dtype=torch.float16))
+
+
+@pytest.mark.cuda
+def test_network_with_the_stem_compiled(monkeypatch):
+    """ConvFirstNet-H200 with only the stem fused, the rest compiled: output close to the eager
+    folded network's, the check bench uses passes."""
+    from perfmodel.bench import check_blocks
+
+    monkeypatch.setenv(stem.SWITCH, "1")
+    net = fold_batchnorm(randomize_batchnorm(MODELS["convfirstnet_h200"]())).cuda().half()
+    fused = copy.deepcopy(net)
+    fused.stem = cuda_kernels.FusedStem.from_block(net.stem)
+    x = channels_last(torch.randn(3, 3, 96, 96, device="cuda", dtype=torch.float16))
+    check = check_blocks(fused, net, [x], lambda m: isinstance(m, cuda_kernels.FusedStem))
+    assert check["blocks_checked"] == 1
+    with torch.no_grad():
+        compiled = torch.compile(fused)
+        got, want = compiled(x), net(x)
+    assert relative_error(got, want) < 2e-2
