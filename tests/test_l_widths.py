@@ -219,9 +219,10 @@ class Stride2:
 
     PHASE_A = (4 * 128 + 3 * 56 + 1 + 4 * 128 + 56) * 64
 
-    def __init__(self, CIN, COUT, HC, WM1, WM2, MINB, BM=128, STAGES=3):
+    def __init__(self, CIN, COUT, HC, WM1, WM2, MINB, BM=128, STAGES=3, NSPLIT=1):
         self.CIN, self.COUT, self.HC, self.WM1, self.WM2, self.MINB, self.BM, self.STAGES = \
             CIN, COUT, HC, WM1, WM2, MINB, BM, STAGES
+        self.NSPLIT = NSPLIT  # thread blocks per tile, each COUT of the NSPLIT x COUT output columns
         self.C = CIN
         self.WN1, self.WN2 = 8 // WM1, 8 // WM2
         self.TM1, self.TN1, self.TM2, self.TN2 = BM // WM1, HC // self.WN1, BM // WM2, COUT // self.WN2
@@ -235,7 +236,9 @@ class Stride2:
         self.SMEM = self.KP * panel + max(self.KV, self.KP) * panel + max(ring, self.PHASE_A, COUT // 64 * panel)
 
     def __repr__(self):
-        return f"s2::Config<{self.CIN}, {self.COUT}, {self.HC}, {self.WM1}, {self.WM2}, {self.MINB}, {self.BM}, {self.STAGES}>"
+        split = f", {self.NSPLIT}" if self.NSPLIT != 1 else ""
+        return (f"s2::Config<{self.CIN}, {self.COUT}, {self.HC}, {self.WM1}, {self.WM2}, {self.MINB}, {self.BM}, "
+                f"{self.STAGES}{split}>")
 
 
 def stride1_configs() -> list[Stride1]:
@@ -249,8 +252,8 @@ def stride1_configs() -> list[Stride1]:
 
 def stride2_configs() -> list[Stride2]:
     found = []
-    for name in ("convfirst_s2.cu", "convfirst_s2_wide.cu"):
-        for m in re.finditer(r"Config<(\d+), (\d+), (\d+), (\d+), (\d+), (\d+)(?:, (\d+))?(?:, (\d+))?>",
+    for name in ("convfirst_s2.cu", "convfirst_s2_wide.cu", "convfirst_s2_c768.cu"):
+        for m in re.finditer(r"Config<(\d+), (\d+), (\d+), (\d+), (\d+), (\d+)(?:, (\d+))?(?:, (\d+))?(?:, (\d+))?>",
                              (CSRC / name).read_text()):
             found.append(Stride2(*(int(v) for v in m.groups() if v is not None)))
     return found
@@ -260,7 +263,8 @@ def test_instantiations_are_found():
     widths = {c.C for c in stride1_configs()}
     assert widths == {32, 64, 96, 128, 192, 256}
     assert {(c.CIN, c.COUT) for c in stride2_configs()} == {(32, 64), (64, 128), (96, 192), (128, 256), (192, 384),
-                                                          (256, 512)}
+                                                          (256, 512), (384, 384)}  # 384 -> 768 in two column halves
+    assert [c.NSPLIT for c in stride2_configs() if c.CIN == 384] == [2]
     assert [c.C for c in stride1_configs() if c.PARTIAL] == [96] * 4  # the only non-power-of-two width so far
     assert [c.CIN for c in stride2_configs() if c.PARTIAL] == [96, 96]
 
@@ -277,6 +281,7 @@ def test_tiles_and_shared_memory(cfg):
         "Config<192, 128, 2, 2, 1, 3, True>": (198784, 1), "Config<192, 128, 2, 2, 1, 4, True>": (223360, 1),
         "s2::Config<96, 192, 64, 4, 2, 1, 128, 3>": (145472, 1), "s2::Config<96, 192, 64, 2, 2, 2, 64, 3>": (112704, 2),
         "s2::Config<192, 384, 128, 1, 1, 1, 64, 3>": (196608, 1),
+        "s2::Config<384, 384, 128, 1, 1, 1, 64, 2, 2>": (196608, 1),
     }
     if repr(cfg) in expected:
         assert (cfg.SMEM, (SM_BYTES + KB) // (cfg.SMEM + KB)) == expected[repr(cfg)]
@@ -305,7 +310,7 @@ def test_the_mirror_is_the_cpp_config(tmp_path):
         t = f"bf::Config<{cfg.C}, {cfg.HC}, {cfg.WM1}, {cfg.WM2}, {cfg.MINB}, {cfg.STAGES}, {str(cfg.CONV).lower()}>"
         lines.append(f'  show<{t}>("{cfg!r}", {t}::SEPARATE_HALO);')
     for cfg in stride2_configs():
-        t = f"s2::Config<{cfg.CIN}, {cfg.COUT}, {cfg.HC}, {cfg.WM1}, {cfg.WM2}, {cfg.MINB}, {cfg.BM}, {cfg.STAGES}>"
+        t = f"s2::Config<{cfg.CIN}, {cfg.COUT}, {cfg.HC}, {cfg.WM1}, {cfg.WM2}, {cfg.MINB}, {cfg.BM}, {cfg.STAGES}, {cfg.NSPLIT}>"
         lines.append(f'  show<{t}>("{cfg!r}", false);')
     src = tmp_path / "mirror.cu"
     src.write_text('#include <cstdio>\n#include "block_fusion.cuh"\n#include "convfirst_s2.cuh"\n'
