@@ -30,7 +30,7 @@ load_convfirst_c512_extension as c; a(); b(); c()" > "$out/build_others.log" 2>&
 others=$!
 step build 150 env BLOCK_FUSION_PTXAS_VERBOSE=1 python3 -c \
   "from cuda_kernels._build import load_convfirst_c768_extension as l; l(verbose=True)" || { tail -30 "$log"; exit 1; }
-step smoke 45 python3 -m pytest -q --tb=short -p no:cacheprovider tests/test_convfirst_c768.py \
+step smoke 40 python3 -m pytest -q --tb=short -p no:cacheprovider tests/test_convfirst_c768.py \
   -k "test_odd_sizes_and_batches and 6-1-1-1 or test_stride2_odd_sizes and 2-5-2-2"
 rc=$?
 if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then echo "== smoke hung: stopping (see $log)" | tee -a "$log"; exit 1; fi

@@ -535,7 +535,7 @@ def test_convfirstnet_l_shape(c768_on, batch, variant):
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("size", [7, 13, 20])
+@pytest.mark.parametrize("size", [7, 20])
 def test_variants_agree_bitwise(c768_on, size):
     """Both variants compute X with the same instructions in the same order per slice: the same bits."""
     block = block_768(6, seed=size).cuda().half()
@@ -614,7 +614,7 @@ def test_stride2_odd_sizes(c768_on, expansion, batch, h, w):
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("rows_per_tile", [1, 2, 3, 9])
+@pytest.mark.parametrize("rows_per_tile", [1, 3, 9])
 @pytest.mark.parametrize("size", [14, 13])
 def test_stride2_tiles_across_images(c768_on, size, rows_per_tile):
     check_stride2(4, 3, size, rows_per_tile=rows_per_tile)
