@@ -113,6 +113,18 @@ __device__ __forceinline__ void mbar_arrive_cluster(uint32_t remote_bar) {
   asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(remote_bar) : "memory");
 }
 
+// mbar_wait with acquire at cluster scope: for the barriers the partner arrives on remotely (release.cluster).
+__device__ __forceinline__ void mbar_wait_cluster(uint32_t bar, uint32_t parity) {
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+
 // One bulk copy of `bytes` from this CTA's shared memory (src) into another CTA's (dst, a
 // shared::cluster address), completing the bytes on that CTA's mbarrier (bar, shared::cluster).
 __device__ __forceinline__ void bulk_copy_s2cluster(uint32_t dst, uint32_t src, uint32_t bytes, uint32_t bar) {
@@ -416,7 +428,7 @@ __global__ void __launch_bounds__(kThreads, 1) convfirst_c768_kernel(const Param
       float acc1[16];
       stage1(acc1, x_s, ring, full_bar, wg, it, pending, release);
       // the partner has finished reading buffer b (chunk j - 2), and so its copy from our panel r is done
-      mbar_wait(h_empty + 8 * b, (j >> 1) & 1);
+      mbar_wait_cluster(h_empty + 8 * b, (j >> 1) & 1);
       {
         uint8_t* hp = h_smem + b * kHChunkBytes + rank * kPanel;
         const int row = wq * 16 + (lane >> 2), within = (lane & 3) * 4;
