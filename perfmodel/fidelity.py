@@ -111,10 +111,33 @@ def cache_control(method: dict) -> str:
     return words[words.index("--cache-control") + 1].rstrip(",") if "--cache-control" in words else "?"
 
 
+def trace_addresses(kernels, ops) -> dict[int, int]:
+    """Measured placement for the l2 model: plan value id -> device address, from an
+    allocator trace of the same eager forward (``ops``: ``[module, aten op, inputs,
+    outputs]``, each tensor ``[address, bytes, ...]``, as examples/measurements/fidelity/
+    l2probe2.py writes them). Per module path and size: the k-th output of n bytes the plan's
+    kernels of that module write (launch order) is the k-th output of n bytes the trace
+    shows for that module. Outputs the trace lacks stay unplaced (the allocator rule places
+    them)."""
+    traced: dict[tuple[str, int], list[int]] = defaultdict(list)
+    for module, _op, _inputs, outputs in ops:
+        for t in outputs:
+            traced[module, t[1]].append(t[0])
+    taken: dict[tuple[str, int], int] = defaultdict(int)
+    out: dict[int, int] = {}
+    for k in kernels:
+        for vid, n in k.writes.items():
+            key = (k.name, n)
+            if taken[key] < len(traced.get(key, ())):
+                out[vid] = traced[key][taken[key]]
+                taken[key] += 1
+    return out
+
+
 def predicted_traffic(result: Result, byte_model: str, cache: str,
-                      rules: Rules = Rules()) -> list[Traffic]:
+                      rules: Rules = Rules(), addresses=None) -> list[Traffic]:
     """Each planned kernel's DRAM reads and writes under `byte_model` (`rules`: which of the
-    l2 model's rules are on)."""
+    l2 model's rules are on; `addresses`: measured placement, `trace_addresses`)."""
     kernels = [kt.kernel for kt in result.kernels]
     if byte_model == "compulsory":
         return [Traffic(k.input_bytes + k.weight_bytes, k.output_bytes) for k in kernels]
@@ -137,14 +160,14 @@ def predicted_traffic(result: Result, byte_model: str, cache: str,
     return dram_traffic(kernels, int(resident * 2**20), flushed=cache == "all",
                         keep=frozenset(result.graph.outputs),
                         dirty_bytes=int(hw.l2_dirty_mib * 2**20) if hw.l2_dirty_mib else None,
-                        ways=hw.l2_ways, rules=rules)
+                        ways=hw.l2_ways, rules=rules, addresses=addresses)
 
 
 def byte_fidelity(result: Result, measurement: Measurement, byte_model: str = "compulsory",
                   tolerance: float = TOLERANCE, large_bytes: int = LARGE_BYTES,
-                  rules: Rules = Rules()) -> ByteFidelity:
+                  rules: Rules = Rules(), addresses=None) -> ByteFidelity:
     cache = cache_control(measurement.method)
-    traffic = predicted_traffic(result, byte_model, cache, rules)
+    traffic = predicted_traffic(result, byte_model, cache, rules, addresses)
     predicted: dict[str, list[tuple[int, Traffic]]] = defaultdict(list)
     for i, (kt, t) in enumerate(zip(result.kernels, traffic)):
         predicted[kt.kernel.name].append((i, t))

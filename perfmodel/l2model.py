@@ -54,7 +54,7 @@ from __future__ import annotations
 import bisect
 import math
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Iterable, Mapping
 
 if TYPE_CHECKING:  # the CLI reads RULES without importing the planner (and torch)
     from .plan import Kernel
@@ -327,10 +327,13 @@ def module_lifetimes(kernels: list[Kernel], last_use: dict[int, int]) -> dict[in
 def dram_traffic(kernels: list[Kernel], resident_bytes: int, *, flushed: bool,
                  keep: frozenset[int] = frozenset(), dirty_bytes: int | None = None,
                  ways: int | None = None, rules: Rules = Rules(), passes: int = 3,
-                 chunk: int = MIB // 2) -> list[Traffic]:
+                 chunk: int = MIB // 2, addresses: Mapping[int, int] | None = None) -> list[Traffic]:
     """Each kernel's DRAM reads and writes under the L2 model (see the module docstring).
     `keep`: value ids never freed within a pass (the graph's outputs). `dirty_bytes` and
-    `ways` are needed by the ``dirty-cap`` and ``set-assoc`` rules (None: that rule is off)."""
+    `ways` are needed by the ``dirty-cap`` and ``set-assoc`` rules (None: that rule is off).
+    `addresses`: measured placement, value id -> device address (an allocator trace of the
+    same forward, `fidelity.trace_addresses`); those values sit there in every pass, whatever
+    the ``allocator`` rule says, and the others are placed by the rule as before."""
     capacity = 2 * resident_bytes if rules.interleave else resident_bytes
     survive = survival(capacity, ways if rules.set_assoc else None)
     cap = dirty_bytes if rules.dirty_cap else None
@@ -354,12 +357,22 @@ def dram_traffic(kernels: list[Kernel], resident_bytes: int, *, flushed: bool,
         addr, fresh[0] = fresh[0], fresh[0] + -(-nbytes // chunk) * chunk + chunk
         return addr
 
+    measured = dict(addresses or {})
+    at_measured = set(measured.values())
+
+    def place_value(vid: int, nbytes: int) -> int:
+        return measured[vid] if vid in measured else place(nbytes)
+
+    def release(addr: int) -> None:
+        if rules.allocator and addr not in at_measured:
+            memory.release(addr)
+
     # inputs of the graph (never written) and weights live at fixed addresses throughout
     fixed = {}
     for k in kernels:
         for vid, n in k.reads.items():
             if vid not in written_by and vid not in fixed:
-                fixed[vid] = place(n)
+                fixed[vid] = place_value(vid, n)
     weights = {i: place(k.weight_bytes) for i, k in enumerate(kernels) if k.weight_bytes}
 
     touches = sum(-(-n // chunk) + 1 for k in kernels
@@ -377,7 +390,7 @@ def dram_traffic(kernels: list[Kernel], resident_bytes: int, *, flushed: bool,
             streams = []  # (address, bytes, write)
             for vid, n in k.reads.items():
                 if vid not in where:  # read before any kernel wrote it: a value the plan made elsewhere
-                    where[vid] = place(n)
+                    where[vid] = place_value(vid, n)
                     users[where[vid]] = users.get(where[vid], 0) + 1
                 streams.append((where[vid], n, False))
             if k.weight_bytes:
@@ -385,7 +398,7 @@ def dram_traffic(kernels: list[Kernel], resident_bytes: int, *, flushed: bool,
             for vid, n in k.writes.items():
                 source = next((v for v, m in k.reads.items() if m == n), None) if in_place else None
                 if vid not in where:
-                    where[vid] = where[source] if source is not None else place(n)
+                    where[vid] = where[source] if source is not None else place_value(vid, n)
                     users[where[vid]] = users.get(where[vid], 0) + 1
                 streams.append((where[vid], n, True))
             events = []
@@ -412,14 +425,14 @@ def dram_traffic(kernels: list[Kernel], resident_bytes: int, *, flushed: bool,
                     continue
                 addr = where.pop(vid)
                 users[addr] -= 1
-                if not users[addr] and rules.allocator:
-                    memory.release(addr)
+                if not users[addr]:
+                    release(addr)
         for vid in keep:  # the pass's outputs are dropped before the next one
             addr = where.pop(vid, None)
             if addr is not None and vid not in fixed:
                 users[addr] -= 1
-                if not users[addr] and rules.allocator:
-                    memory.release(addr)
+                if not users[addr]:
+                    release(addr)
     return out
 
 

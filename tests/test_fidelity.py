@@ -220,3 +220,24 @@ def test_units_carry_their_launch_position():
     rows = [("a", MB, MB), ("b", MB, 0), ("b", 0, MB), ("a", MB, MB)]
     f = byte_fidelity(_result(kernels), _measurement(rows))
     assert [(u.module, u.index) for u in f.units] == [("a", 0), ("a", 2), ("b", 1)]
+
+
+def test_trace_addresses_pair_a_modules_outputs_in_order_by_size():
+    """m.conv's output (value 1, 100 bytes) is the trace's 100-byte output at 1000; m.bn's
+    parameter kernel writes nothing and its transform (2) takes the 100-byte output at 2000,
+    not the 8-byte statistics after it; the in-place relu (3) returns the same storage (2000);
+    module m's add (4) takes the 100-byte output at 5000, not the 50-byte one; m.se writes 8
+    bytes (6) then 100 (7) where the trace lists 100 then 8: paired by size, 7100 and 7000.
+    x is not in the trace (5 stays unplaced)."""
+    from perfmodel.fidelity import trace_addresses
+
+    kernels = [_kernel("m.conv", {0: 100}, {1: 100}), _kernel("m.bn", {}, {}),
+               _kernel("m.bn", {1: 100}, {2: 100}), _kernel("m.relu", {2: 100}, {3: 100}),
+               _kernel("m", {3: 100, 0: 100}, {4: 100}), _kernel("x", {4: 100}, {5: 50}),
+               _kernel("m.se", {4: 100}, {6: 8}), _kernel("m.se", {6: 8}, {7: 100})]
+    ops = [["m.conv", "aten.convolution.default", [], [[1000, 100]]],
+           ["m.bn", "aten.native_batch_norm.default", [], [[2000, 100], [3000, 8], [3008, 8]]],
+           ["m.relu", "aten.relu_.default", [], [[2000, 100]]],
+           ["m", "aten.add.Tensor", [], [[4000, 50], [5000, 100]]],
+           ["m.se", "aten.mean.dim", [], [[7000, 100]]], ["m.se", "aten.mul.Tensor", [], [[7100, 8]]]]
+    assert trace_addresses(kernels, ops) == {1: 1000, 2: 2000, 3: 2000, 4: 5000, 6: 7100, 7: 7000}

@@ -155,3 +155,19 @@ def test_weights_and_untracked_bytes_are_read_from_dram():
                reads=MappingProxyType({1: MB}), writes=MappingProxyType({2: MB}))
     got = dram_traffic([k], 10 * MB, flushed=True, chunk=MB, rules=_only("interleave"))
     assert got == [Traffic(MB + 2 * MB + 2 * MB, 3 * MB)]
+
+
+@pytest.mark.parametrize("allocator, v3_at, written", [(False, 0, 8 * MIB), (True, 8 * MIB, 12 * MIB)])
+def test_measured_addresses_override_the_allocator_rule(allocator, v3_at, written):
+    """The allocator test's four kernels with measured addresses (base A, 1 MiB chunks):
+    v1 at A, v2 at A + 4 MiB. v3 measured at A (on v1's dead dirty lines): d writes back v2
+    and v3 only, 8 MiB, though the allocator rule is off. v3 measured at A + 8 MiB (fresh
+    memory): v1's lines are written back too, 12 MiB, though the rule would have put v3 on v1."""
+    base = 1 << 44
+    kernels = [_kernel("a", {}, {1: 4 * MIB}), _kernel("b", {1: 4 * MIB}, {2: 4 * MIB}),
+               _kernel("c", {2: 4 * MIB}, {3: 4 * MIB}), _kernel("d", {0: 64 * MIB}, {})]
+    rules = _only("interleave", "allocator") if allocator else _only("interleave")
+    got = dram_traffic(kernels, 16 * MIB, flushed=False, rules=rules, chunk=MIB, passes=1,
+                       keep=frozenset({3}), addresses={1: base, 2: base + 4 * MIB, 3: base + v3_at})
+    assert got[:3] == [Traffic(0, 0)] * 3
+    assert got[3] == Traffic(64 * MIB, written)
