@@ -2,7 +2,6 @@
 // Shape policy lives in cuda_kernels/stem.py, which raises ValueError first; the checks here guard
 // the raw op.
 #include <torch/extension.h>
-#include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
@@ -24,8 +23,10 @@ torch::Tensor stem_forward(torch::Tensor x, torch::Tensor w1, torch::Tensor b1, 
                            torch::Tensor out) {
   TORCH_CHECK(x.is_cuda(), "x must be a CUDA tensor");
   const c10::cuda::CUDAGuard guard(x.device());
-  const auto props = at::cuda::getCurrentDeviceProperties();
-  TORCH_CHECK(props->major >= 8, "the fused stem needs compute capability 8.0 or newer (mma.sync m16n8k16)");
+  int major = 0;
+  TORCH_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, x.device().index()) == cudaSuccess,
+              "stem: cannot read the device's compute capability");
+  TORCH_CHECK(major >= 8, "the fused stem needs compute capability 8.0 or newer (mma.sync m16n8k16)");
   on_device(x, x, "x", torch::kHalf);
   TORCH_CHECK(x.dim() == 4 && x.size(1) == 3, "x must be [N, 3, H, W]");
   TORCH_CHECK(x.is_contiguous(at::MemoryFormat::ChannelsLast), "x must be channels_last contiguous");
