@@ -33,9 +33,8 @@ segments: which buffers eager reuses, for the l2 model's ``allocator`` rule.
 from __future__ import annotations
 
 import json
-import sys
-
 import os
+import sys
 
 MIB = 1 << 20
 REPEATS = int(os.environ.get("P2_REPEATS", "2"))
