@@ -16,6 +16,7 @@ Off by default until its GPU tests pass: ``CUDA_KERNELS_STEM=1`` lets ``replace_
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass, fields
 
@@ -198,7 +199,9 @@ def check_input(x: torch.Tensor, weights: KernelWeights, out: torch.Tensor | Non
                          f"{torch.cuda.get_device_name(x.device)} is {cap[0]}.{cap[1]}")
 
 
+@functools.lru_cache(maxsize=None)
 def _extension():
+    """Build (once per process; cached on disk by torch) and import the stem's own extension."""
     from cuda_kernels import _build
 
     return _build._load("perfmodel_stem", ("stem_bindings.cpp", "stem.cu"), False)
