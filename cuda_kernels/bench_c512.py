@@ -1,4 +1,4 @@
-"""Benchmark the stride-1 ConvFirst kernel on wgmma (C = 512, 256, 128) beside the same block in
+"""Benchmark the stride-1 ConvFirst kernel on wgmma (C = 512, 384, 256, 128, 64) beside the same block in
 PyTorch eager and under torch.compile, and at C < 512 beside the mma.sync kernel, all in one run.
 
     python -m cuda_kernels.bench_c512 --out c512.json [--case 6:7 --case c256:6:14 ...] [--modes default,...]

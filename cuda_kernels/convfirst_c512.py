@@ -1,5 +1,5 @@
 """The stride-1 ConvFirst block in one kernel on Hopper warpgroup MMAs (csrc/convfirst_c512.cu,
-sm_90a; written for C = 512, templated on the channel count: C in 128, 256, 512): weight packing,
+sm_90a; written for C = 512, templated on the channel count: C in 64, 128, 256, 384, 512): weight packing,
 host checks, the ``convfirst_c512::block`` operator and the drop-in module.
 
 The block is the inference form (BatchNorm folded) of ``perfmodel.zoo.ConvFirstBlock(C, alpha)``::
@@ -7,7 +7,7 @@ The block is the inference form (BatchNorm folded) of ``perfmodel.zoo.ConvFirstB
     out = x + ReLU((conv(x) + b_c) * U + b_U) * V + b_V
 
 conv: grouped 3x3, group width 8, stride 1, zero padding. Activations are ``N x C x H x W``
-float16 in ``torch.channels_last`` memory, W <= 28; hidden = alpha * C a multiple of 128.
+float16 in ``torch.channels_last`` memory, W <= 28 (W <= 56 at C = 64); hidden = alpha * C a multiple of 128.
 
 Two switches:
 
@@ -15,10 +15,10 @@ Two switches:
   or ``stride2``: only that kernel; ``0``: off): ``replace_blocks`` swaps a C = 512 block for
   `FusedConvFirstC512`; switched off it stays in PyTorch with that reason (no other kernel has
   C = 512).
-- ``CUDA_KERNELS_WGMMA_CONVFIRST=256`` (a comma list of widths among 128 and 256; ``1`` or ``all``
-  for both, ``0`` for none): stride-1 blocks of those widths run here instead of on the mma.sync
+- ``CUDA_KERNELS_WGMMA_CONVFIRST=256`` (a comma list of widths among 64, 128 and 256; ``1`` or ``all``
+  for all three, ``0`` for none): stride-1 blocks of those widths run here instead of on the mma.sync
   kernel (`cuda_kernels.FusedConvFirstBlock`), which keeps every other width, and these ones where
-  this kernel cannot run (W > 28 is refused at the call; off compute capability 9.0 the swap
+  this kernel cannot run (W > 28, or 56 at C = 64, is refused at the call; off compute capability 9.0 the swap
   keeps the mma.sync kernel). `DEFAULT_WGMMA_WIDTHS` applies when the variable is unset: C = 256,
   on by default since its GPU tests passed on the H200.
 """
@@ -38,19 +38,25 @@ from cuda_kernels.ops import _swizzle_128b, pack_conv_weight
 ENV_SWITCH = "CUDA_KERNELS_C512"
 WGMMA_SWITCH = "CUDA_KERNELS_WGMMA_CONVFIRST"
 CHANNELS = 512  # the width no other kernel serves (CUDA_KERNELS_C512)
-SUPPORTED_CHANNELS = (128, 256, 384, 512)  # the kernel's template instances
+SUPPORTED_CHANNELS = (64, 128, 256, 384, 512)  # the kernel's template instances
 # C = 384 (ConvFirstNet-L's stage 2; no other kernel has it): 192 output columns per warpgroup as one
 # n128 and one n64 accumulator (V block 1 split by rows); variants 0, 1 and 4. On by default since its
 # GPU tests passed on the H200 (examples/measurements/convfirst_wgmma_v4/); CUDA_KERNELS_C384=0 turns it off.
 C384 = 384
 C384_SWITCH = "CUDA_KERNELS_C384"
-WGMMA_WIDTHS = (128, 256)  # widths the mma.sync kernel also serves: CUDA_KERNELS_WGMMA_CONVFIRST picks
+WGMMA_WIDTHS = (64, 128, 256)  # widths the mma.sync kernel also serves: CUDA_KERNELS_WGMMA_CONVFIRST picks
 # C = 256 on since its GPU tests passed (H200, examples/measurements/convfirst_c256/: 87/87 with C = 512
 # and 128) and it ran 1.74x the mma.sync kernel; C = 128 too since variant 2 ran C=128 a6 28x28 in
 # 158.8 us against the mma.sync kernel's 177.2 (1.12x, examples/measurements/convfirst_wgmma_v4/)
+# C = 64 (ConvFirstNet-H200 stage 0, 56x56; stage 2 split by k on register A operands, NOTES.md "C = 64 on
+# the wgmma kernel") is opt-in (CUDA_KERNELS_WGMMA_CONVFIRST=64,128,256) until its GPU tests pass.
 DEFAULT_WGMMA_WIDTHS: tuple[int, ...] = (128, 256)
 HIDDEN_CHUNK = 128  # hidden must be a multiple (alpha 2, 4, 6, ... at C >= 256; 2, 3, 4, ... at 128)
 MAX_WIDTH = 28  # the conv halo of a 64-pixel tile, (63 // W + 4) * W pixels, fits in the kernel's 255
+# C = 64 loads only the window of pixels its taps read, p0 - W - 1 .. p0 + 64 + W, at its place in the halo
+# rows: every halo index is below 3 W + 64 (<= 255 up to W = 63; built and tested to 56).
+MAX_WIDTH_C64 = 56
+HALO_PIXELS = 255  # the halo aliases the two H buffers (32 KB), less one zero pixel
 TILE_PIXELS = 64
 SLOT_ROWS = 128  # a weight slot is one 128-row x 64-column fp16 panel (16 KB), 128-byte swizzled
 K_PANEL = 64
@@ -102,8 +108,42 @@ def default_variant(channels: int, width: int | None = None) -> int:
 
 
 def variants(channels: int) -> tuple[int, ...]:
-    """The variants the kernel has at this width (2 and 3 need the shared memory C = 384 / 512 fill)."""
+    """The variants the kernel has at this width (2 and 3 need the shared memory C = 384 / 512 fill; C = 64
+    has 0, 2 and 3: no multicast, and variant 4's halves are for W <= 18)."""
+    if channels == 64:
+        return (0, 2, 3)
     return VARIANTS if channels <= 256 else (0, 1, 4)
+
+
+SMEM_LIMIT = 227 * 1024  # the H200's opt-in shared memory per block (232,448 B)
+
+
+def smem_bytes(channels: int, variant: int = 0) -> int:
+    """Dynamic shared memory per block of the instance (csrc/convfirst_c512.cu, Shape / Shape3; 0 where
+    the width has no such variant): X (C / 64 panels of 8 KB), the two H buffers (32 KB), the 8-slot ring
+    (128 KB), variants 2 and 3 a second 32 KB halo after the ring, 1024 B of alignment slack, 16 mbarriers,
+    and variant 3 its two X barriers. The extension's ``smem_bytes`` must agree (GPU test)."""
+    if channels not in SUPPORTED_CHANNELS or variant not in variants(channels):
+        return 0
+    body = channels // K_PANEL * TILE_PIXELS * 128 + 2 * 16384 + 8 * 16384 + (32768 if variant in (2, 3) else 0)
+    return 1024 + body + 2 * 8 * 8 + (16 if variant == 3 else 0)
+
+
+def max_width(channels: int) -> int:
+    """The widest image the instance for `channels` takes (its conv halo must fit in 255 pixels)."""
+    return MAX_WIDTH_C64 if channels == 64 else MAX_WIDTH
+
+
+def halo_window(p0: int, width: int, pixels: int) -> tuple[int, int, int]:
+    """The halo of the 64-pixel tile at p0 as the kernel indexes it: (row_lo, first, end), halo index =
+    pixel - row_lo * W. Widths other than 64 load whole rows row_lo .. row_hi (first = 0, end = rows x W);
+    C = 64 only the window p0 - W - 1 .. p0 + 64 + W within them (conv_phase / conv_tile)."""
+    rows_total = pixels // width
+    p_last = min(p0 + TILE_PIXELS, pixels) - 1
+    row_lo, row_hi = max(p0 // width - 1, 0), min(p_last // width + 1, rows_total - 1)
+    first = max(p0 - width - 1, row_lo * width) - row_lo * width
+    end = min(p0 + TILE_PIXELS + width + 1, (row_hi + 1) * width) - row_lo * width
+    return row_lo, first, end
 
 
 def persistent_tiles(tiles: int, sms: int) -> list[list[int]]:
@@ -127,7 +167,8 @@ def enabled(kernel: str = "stride1") -> bool:
 
 def wgmma_widths() -> tuple[int, ...]:
     """The widths below 512 that `replace_blocks` sends to this kernel: ``CUDA_KERNELS_WGMMA_CONVFIRST``
-    (``256``, ``128,256``, ``1`` / ``all`` for both, ``0`` for none), else `DEFAULT_WGMMA_WIDTHS`."""
+    (``256``, ``64,128,256``, ``1`` / ``all`` for every one of `WGMMA_WIDTHS`, ``0`` for none), else
+    `DEFAULT_WGMMA_WIDTHS` (C = 64 is not in it: opt-in until its GPU tests pass)."""
     value = os.environ.get(WGMMA_SWITCH)
     if value is None:
         return DEFAULT_WGMMA_WIDTHS
@@ -165,7 +206,10 @@ def unsupported_shape(channels: int, hidden: int) -> str | None:
 
 
 def slots_per_chunk(channels: int) -> int:
-    """C / 64 U slots, then C / 128 V slots for each of the chunk's two 64-wide k panels."""
+    """C / 64 U slots, then C / 128 V slots for each of the chunk's two 64-wide k panels; at C = 64 one U
+    slot and one V slot (the chunk's two 64 x 64 panels of V stacked)."""
+    if channels == 64:
+        return 2
     return channels // K_PANEL + (HIDDEN_CHUNK // K_PANEL) * (channels // SLOT_ROWS)
 
 
@@ -175,21 +219,30 @@ def slot_order(hidden: int, channels: int = CHANNELS) -> list[tuple[str, int, in
     input channels 64k..64k+63), then ``("V", j, k, q)`` for each of the chunk's two 64-wide k
     panels and the C / 128 row blocks q of the project weight (rows = output channels
     128q..128q+127). Warpgroup w of the kernel uses rows 64w.. of every U slot; of V, blocks
-    2w, 2w+1 at C = 512, block w at C = 256, and rows 64w.. of the one block at C = 128."""
+    2w, 2w+1 at C = 512, block w at C = 256, and rows 64w.. of the one block at C = 128.
+    C = 64: ``("U", j, 0, 0)``, ``("V", j, 0, 0)`` per chunk, the V slot holding V[:, 128j .. 128j + 63] in
+    rows 0..63 and V[:, 128j + 64 ..] in rows 64..127: warpgroup w reads rows 64w.. (its k half)."""
     order = []
+    if channels == 64:
+        for j in range(hidden // HIDDEN_CHUNK):
+            order += [("U", j, 0, 0), ("V", j, 0, 0)]
+        return order
     for j in range(hidden // HIDDEN_CHUNK):
         order += [("U", j, k, 0) for k in range(channels // K_PANEL)]
         order += [("V", j, k, q) for k in range(HIDDEN_CHUNK // K_PANEL) for q in range(channels // SLOT_ROWS)]
     return order
 
 
-def _slot_view(w1: torch.Tensor, w2: torch.Tensor, slot: tuple[str, int, int, int]) -> torch.Tensor:
-    """The [128, 64] block of w1 [hidden, C] or w2 [C, hidden] that `slot` holds."""
+def _slot_view(w1: torch.Tensor, w2: torch.Tensor, slot: tuple[str, int, int, int]) -> list[torch.Tensor]:
+    """The views of w1 [hidden, C] or w2 [C, hidden] that `slot` holds, stacked by rows into [128, 64]:
+    one [128, 64] block, or at C = 64 a V slot's two [64, 64] k panels."""
     kind, j, k, q = slot
     if kind == "U":
-        return w1[j * HIDDEN_CHUNK : (j + 1) * HIDDEN_CHUNK, k * K_PANEL : (k + 1) * K_PANEL]
+        return [w1[j * HIDDEN_CHUNK : (j + 1) * HIDDEN_CHUNK, k * K_PANEL : (k + 1) * K_PANEL]]
     col = j * HIDDEN_CHUNK + k * K_PANEL
-    return w2[q * SLOT_ROWS : (q + 1) * SLOT_ROWS, col : col + K_PANEL]
+    if w2.shape[0] == 64:
+        return [w2[:, col : col + K_PANEL], w2[:, col + K_PANEL : col + 2 * K_PANEL]]
+    return [w2[q * SLOT_ROWS : (q + 1) * SLOT_ROWS, col : col + K_PANEL]]
 
 
 def pack_weights(w1: torch.Tensor, w2: torch.Tensor) -> torch.Tensor:
@@ -201,7 +254,8 @@ def pack_weights(w1: torch.Tensor, w2: torch.Tensor) -> torch.Tensor:
         raise ValueError(f"cannot pack w1 {tuple(w1.shape)} / w2 {tuple(w2.shape)} for the kernel "
                          f"(C in {SUPPORTED_CHANNELS}, hidden a multiple of {HIDDEN_CHUNK})")
     w1, w2 = w1.to(torch.float16), w2.to(torch.float16)
-    parts = [_swizzle_128b(_slot_view(w1, w2, s).contiguous()).reshape(-1) for s in slot_order(hidden, channels)]
+    parts = [_swizzle_128b(torch.cat(_slot_view(w1, w2, s), 0).contiguous()).reshape(-1)
+             for s in slot_order(hidden, channels)]
     return torch.cat(parts).view(torch.uint8)
 
 
@@ -211,7 +265,10 @@ def unpack_weights(wpack: torch.Tensor, hidden: int, channels: int = CHANNELS) -
     w1 = torch.empty(hidden, channels, dtype=torch.float16, device=wpack.device)
     w2 = torch.empty(channels, hidden, dtype=torch.float16, device=wpack.device)
     for block, slot in zip(blocks, slot_order(hidden, channels), strict=True):
-        _slot_view(w1, w2, slot).copy_(_swizzle_128b(block))
+        plain, row = _swizzle_128b(block), 0
+        for view in _slot_view(w1, w2, slot):
+            view.copy_(plain[row : row + view.shape[0]])
+            row += view.shape[0]
     return w1, w2
 
 
@@ -264,8 +321,9 @@ def check_input(x: torch.Tensor, weights: KernelWeights, out: torch.Tensor | Non
     n, c, h, w = x.shape
     if c != weights.channels:
         raise ValueError(f"x has {c} channels, the kernel's weights take {weights.channels}")
-    if not (1 <= w <= MAX_WIDTH and h >= 1 and n >= 1):
-        raise ValueError(f"convfirst_c512 supports 1 <= W <= {MAX_WIDTH}, H >= 1 and N >= 1, got {n}x{h}x{w}")
+    if not (1 <= w <= max_width(c) and h >= 1 and n >= 1):
+        raise ValueError(f"convfirst_c512 supports 1 <= W <= {max_width(c)}, H >= 1 and N >= 1 at C={c}, "
+                         f"got {n}x{h}x{w}")
     if x.numel() >= 2**31:
         raise ValueError(f"x of shape {tuple(x.shape)} is too large for 32-bit pixel offsets")
     check_x_aligned(x)

@@ -67,7 +67,16 @@ def test_slot_order_at_256_and_128():
                                          ("U", 1, 0, 0), ("U", 1, 1, 0), ("V", 1, 0, 0), ("V", 1, 1, 0)]
 
 
-@pytest.mark.parametrize("channels,hidden", [(512, 256), (256, 1536), (128, 384)])
+def test_slot_order_at_64():
+    """C = 64: per chunk one U slot and one V slot (the chunk's two 64 x 64 k panels of V stacked)."""
+    assert c512.slots_per_chunk(64) == 2
+    assert c512.slot_order(384, 64) == [("U", 0, 0, 0), ("V", 0, 0, 0), ("U", 1, 0, 0), ("V", 1, 0, 0),
+                                        ("U", 2, 0, 0), ("V", 2, 0, 0)]
+    # alpha <= 8: a tile's slots fit the 8-slot ring (variant 3 keeps them resident); alpha 10 streams
+    assert [len(c512.slot_order(64 * a, 64)) for a in (2, 4, 6, 8, 10)] == [2, 4, 6, 8, 10]
+
+
+@pytest.mark.parametrize("channels,hidden", [(512, 256), (256, 1536), (128, 384), (64, 384), (64, 128), (64, 640)])
 def test_pack_round_trip_and_size(channels, hidden):
     torch.manual_seed(0)
     w1, w2 = torch.randn(hidden, channels).half(), torch.randn(channels, hidden).half()
@@ -79,7 +88,9 @@ def test_pack_round_trip_and_size(channels, hidden):
 
 def test_pack_refuses_other_widths():
     with pytest.raises(ValueError, match="C in"):
-        c512.pack_weights(torch.zeros(256, 64), torch.zeros(64, 256))
+        c512.pack_weights(torch.zeros(256, 32), torch.zeros(32, 256))
+    with pytest.raises(ValueError, match="C in"):
+        c512.pack_weights(torch.zeros(256, 192), torch.zeros(192, 256))
     with pytest.raises(ValueError, match="multiple of 128"):
         c512.pack_weights(torch.zeros(192, 256), torch.zeros(256, 192))
 
@@ -94,6 +105,19 @@ def test_pack_layout_by_hand_at_256():
     r, col = 5, 17  # chunk 2, stored at chunk 2 ^ 5 = 7
     assert slots[15, r, 7 * 8 + 1] == w2[128 + r, 128 + 64 + col]
     assert slots[8 + 3, r, 7 * 8 + 1] == w1[128 + r, 3 * 64 + col]  # ("U", 1, 3, 0)
+
+
+def test_pack_layout_by_hand_at_64():
+    """C = 64, hidden 384: slot 3 is ("V", 1, 0, 0): rows 0..63 hold w2[:, 128 .. 191], rows 64..127
+    w2[:, 192 .. 255]; slot 2 ("U", 1, 0, 0) holds w1 rows 128..255. Chunk c of row r at c ^ (r % 8)."""
+    w1 = torch.arange(384 * 64, dtype=torch.float32).reshape(384, 64).half()
+    w2 = torch.arange(64 * 384, dtype=torch.float32).reshape(64, 384).half()
+    slots = c512.pack_weights(w1, w2).view(torch.float16).reshape(-1, 128, 64)
+    assert slots.shape[0] == 6 and c512.slot_order(384, 64)[3] == ("V", 1, 0, 0)
+    r, col = 5, 17  # chunk 2, stored at chunk 2 ^ 5 = 7
+    assert slots[3, r, 7 * 8 + 1] == w2[r, 128 + col]
+    assert slots[3, 64 + r, 7 * 8 + 1] == w2[r, 128 + 64 + col]  # row 69: 69 % 8 = 5 as well
+    assert slots[2, r, 7 * 8 + 1] == w1[128 + r, col]
 
 
 def test_pack_layout_by_hand():
@@ -125,6 +149,19 @@ def emulate_kernel(x: torch.Tensor, block: nn.Module, weights: c512.KernelWeight
         acc2 = [[torch.zeros(X.shape[0], 128, dtype=torch.float64), torch.zeros(X.shape[0], 64, dtype=torch.float64)],
                 [torch.zeros(X.shape[0], 64, dtype=torch.float64), torch.zeros(X.shape[0], 128, dtype=torch.float64)]]
     it = 0
+    if c == 64:  # ffn64_tile: stage 2 split by k, each warpgroup all 64 outputs over its own 64 hidden columns
+        part = [torch.zeros(X.shape[0], 64, dtype=torch.float64) for _ in range(2)]
+        for j in range(weights.hidden // 128):
+            u = cuda_kernels.ops._swizzle_128b(slots[it]).double()
+            v = cuda_kernels.ops._swizzle_128b(slots[it + 1]).double()
+            it += 2
+            for wg in range(2):
+                hid = torch.relu(X @ u[64 * wg : 64 * wg + 64].T + b1[128 * j + 64 * wg : 128 * j + 64 * wg + 64])
+                part[wg] += hid @ v[64 * wg : 64 * wg + 64].T
+        # the two partial sums meet; warpgroup w stores columns 32w .. 32w + 31
+        acc = torch.cat([part[0][:, :32] + part[1][:, :32], part[1][:, 32:] + part[0][:, 32:]], 1)
+        out = acc + b2 + x.permute(0, 2, 3, 1).reshape(-1, c)
+        return out.reshape(n, h, w, c).permute(0, 3, 1, 2)
     for j in range(weights.hidden // 128):
         acc1 = [torch.zeros(X.shape[0], 64, dtype=torch.float64) for _ in range(2)]
         for kp in range(c // 64):
@@ -152,7 +189,7 @@ def emulate_kernel(x: torch.Tensor, block: nn.Module, weights: c512.KernelWeight
 
 
 @pytest.mark.parametrize("channels,expansion", [(512, 2), (512, 4), (256, 6), (256, 4), (128, 6), (128, 3), (384, 6),
-                                                (384, 2)])
+                                                (384, 2), (64, 6), (64, 2), (64, 8), (64, 10)])
 def test_kernel_dataflow_is_the_block(channels, expansion):
     """Weights rounded to fp16 first, so that the packed slots hold them exactly."""
     block = block_c(channels, expansion, seed=expansion).half().double()
@@ -182,6 +219,40 @@ def test_conv_halo_fits_and_covers_every_tap():
                             assert row_lo <= grow + dy <= row_hi
 
 
+def test_c64_halo_window_fits_and_covers_every_tap():
+    """C = 64 loads the window p0 - W - 1 .. p0 + 64 + W of the halo rows (halo_window, as conv_phase and
+    conv_tile do): for every W <= 56 each index is below 255 (the zero pixel's), below 3 W + 64, and every
+    in-image tap of the tile lies in the window; whole rows would not fit at W = 56 (280 pixels)."""
+    assert c512.max_width(64) == 56 and c512.max_width(128) == c512.max_width(512) == 28
+    assert (63 // 56 + 4) * 56 > c512.HALO_PIXELS  # why C = 64 needs the window
+    for w in range(1, c512.max_width(64) + 1):
+        assert 3 * w + 64 <= c512.HALO_PIXELS
+        for h, n in ((1, 3), (2, 2), (7, 3), (w, 2), (29, 1), (3, 5)):
+            pixels = n * h * w
+            for p0 in range(0, pixels, 64):
+                row_lo, first, end = c512.halo_window(p0, w, pixels)
+                assert 0 <= first < end <= min(3 * w + 64, c512.HALO_PIXELS)
+                for pix in range(p0, min(p0 + 64, pixels)):
+                    grow, col = divmod(pix, w)
+                    for dy, dx in itertools.product((-1, 0, 1), repeat=2):
+                        if 0 <= grow % h + dy < h and 0 <= col + dx < w:
+                            assert first <= pix + dy * w + dx - row_lo * w < end
+    # the widest image whose window still fits: W = 63 (3 W + 64 = 253)
+    assert max(w for w in range(1, 100) if 3 * w + 64 <= c512.HALO_PIXELS) == 63
+
+
+def test_smem_budget_per_variant():
+    """Shared memory per instance (the module's mirror of Shape / Shape3): within the H200's 227 KB at
+    every width and variant that exists; C = 64: 173,184 B (variant 0), 205,952 (2), 205,968 (3)."""
+    assert [c512.smem_bytes(64, v) for v in c512.VARIANTS] == [173184, 0, 205952, 205968, 0]
+    assert c512.smem_bytes(256, 2) == c512.smem_bytes(512) == 230528 and c512.smem_bytes(256, 3) == 230544
+    assert c512.smem_bytes(128) == 181376 and c512.smem_bytes(384) == 214144 and c512.smem_bytes(384, 2) == 0
+    for channels in c512.SUPPORTED_CHANNELS:
+        for variant in c512.VARIANTS:
+            got = c512.smem_bytes(channels, variant)
+            assert (got > 0) == (variant in c512.variants(channels)) and got <= c512.SMEM_LIMIT
+
+
 @pytest.mark.parametrize("make,message", [
     (lambda: torch.zeros(512, 7, 7, dtype=torch.float16), r"\[N, C, H, W\]"),
     (lambda: torch.zeros(1, 512, 7, 7, dtype=torch.float16), "channels_last"),
@@ -196,6 +267,17 @@ def test_host_checks(make, message, small_weights):
         c512.check_input(make(), small_weights)
 
 
+def test_host_checks_at_64():
+    weights = _kernel_weights(block_c(64, 6))
+    with pytest.raises(ValueError, match="W <= 56"):
+        c512.check_input(channels_last(torch.zeros(1, 64, 3, 57, dtype=torch.float16)), weights)
+    for w in (56, 55, 29, 9):  # accepted up to the device check
+        with pytest.raises(ValueError, match="CUDA tensor"):
+            c512.check_input(channels_last(torch.zeros(1, 64, 3, w, dtype=torch.float16)), weights)
+    with pytest.raises(ValueError, match="no variant 1 at C=64"):
+        c512.run(channels_last(torch.zeros(1, 64, 3, 9, dtype=torch.float16)), weights, variant=1)
+
+
 def test_host_checks_on_out(small_weights):
     x = channels_last(torch.zeros(2, 512, 7, 7, dtype=torch.float16))
     with pytest.raises(ValueError, match=r"shape \(2, 512, 7, 7\)"):
@@ -207,12 +289,15 @@ def test_host_checks_on_out(small_weights):
 def test_widths_and_weight_preparation(small_weights):
     assert c512.unsupported_shape(192, 1152).startswith("C=192")
     assert c512.unsupported_shape(384, 2304) is None and c512.unsupported_shape(384, 576).startswith("hidden 576")
-    assert c512.unsupported_shape(64, 256).startswith("C=64")
+    assert c512.unsupported_shape(32, 256).startswith("C=32") and c512.unsupported_shape(64, 256) is None
+    assert c512.unsupported_shape(64, 192).startswith("hidden 192")
     assert c512.unsupported_shape(512, 512 * 3 // 2 + 64).startswith("hidden 832")
     assert all(c512.unsupported_shape(c, c * a) is None for c in (256, 512) for a in (2, 4, 6))
     assert c512.unsupported_shape(128, 320).startswith("hidden 320") and c512.unsupported_shape(128, 640) is None
-    with pytest.raises(ValueError, match="C=64"):
-        _kernel_weights(fold_batchnorm(ConvFirstBlock(64, 4)))
+    with pytest.raises(ValueError, match="C=32"):
+        _kernel_weights(fold_batchnorm(ConvFirstBlock(32, 4)))
+    w64 = _kernel_weights(block_c(64, 6))
+    assert (w64.channels, w64.hidden, w64.conv_w.shape, w64.wpack.numel()) == (64, 384, (8, 9, 32), 4 * 384 * 64)
     w = small_weights
     assert w.hidden == 1024 and w.channels == 512 and w.conv_w.shape == (64, 9, 32)
     assert w.wpack.numel() == 4 * 1024 * 512
@@ -246,7 +331,10 @@ def test_the_wgmma_switch_names_widths(monkeypatch):
     assert c512.wgmma_widths() == (128, 256)
     for value in ("1", "all"):
         monkeypatch.setenv(c512.WGMMA_SWITCH, value)
-        assert c512.wgmma_widths() == (128, 256)
+        assert c512.wgmma_widths() == (64, 128, 256)
+    monkeypatch.setenv(c512.WGMMA_SWITCH, "64,128,256")
+    assert c512.wgmma_widths() == (64, 128, 256)
+    assert 64 in c512.WGMMA_WIDTHS and 64 not in c512.DEFAULT_WGMMA_WIDTHS  # C = 64 is opt-in
     monkeypatch.setenv(c512.WGMMA_SWITCH, "0")
     assert c512.wgmma_widths() == ()
     monkeypatch.delenv(c512.WGMMA_SWITCH)
@@ -351,6 +439,7 @@ def test_convfirstnet_shapes(expansion, size, batch):
 @pytest.mark.cuda
 @pytest.mark.parametrize("channels,expansion,size,batch", [
     *itertools.product((256,), (4, 6), (14, 7), (128, 1, 37)), *itertools.product((128,), (4, 6), (28,), (128, 1, 37)),
+    *itertools.product((64,), (4, 6), (56,), (128, 1, 37)),
 ])
 def test_narrow_convfirstnet_shapes(channels, expansion, size, batch):
     """C = 256 (ConvFirstNet-H200 stage 2 a6 14x14, -M a4; -S's last stage at 7x7) and C = 128
@@ -362,7 +451,7 @@ def test_narrow_convfirstnet_shapes(channels, expansion, size, batch):
 @pytest.mark.parametrize("expansion,batch,h,w", [
     (2, 3, 13, 13), (4, 2, 9, 5), (6, 1, 1, 1), (4, 5, 28, 28), (2, 3, 28, 27), (6, 7, 3, 17), (8, 2, 11, 2),
 ])
-@pytest.mark.parametrize("channels", [512, 256, 128])
+@pytest.mark.parametrize("channels", [512, 256, 128, 64])
 def test_odd_sizes_and_batches(channels, expansion, batch, h, w):
     check_kernel(expansion, batch, h, w, channels=channels)
 
@@ -396,11 +485,55 @@ def test_double_halo_variant(channels, expansion, batch, h, w):
     check_kernel(expansion, batch, h, w, variant=2, channels=channels)
 
 
+@pytest.mark.cuda
+@pytest.mark.parametrize("expansion,batch,h,w", [
+    (6, 3, 56, 56), (6, 1, 55, 55), (4, 5, 29, 29), (2, 7, 9, 9), (8, 2, 56, 9), (6, 1, 1, 1), (6, 37, 13, 56),
+    (4, 2, 31, 55), (10, 3, 56, 56), (6, 300, 7, 7),
+])
+@pytest.mark.parametrize("variant", [0, 2, 3])
+def test_c64_variants(variant, expansion, batch, h, w):
+    """C = 64 (stage 2 split by k on register A operands, the windowed halo to W = 56): widths 56, 55, 29,
+    9 and 1, odd batches, alpha 8 (8 slots: variant 3's resident ring full) and 10 (10 slots: streamed)."""
+    check_kernel(expansion, batch, h, w, variant=variant, channels=64)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("expansion,batch,h,w", [(6, 37, 56, 56), (10, 5, 29, 29), (8, 3, 55, 55), (2, 1, 9, 9)])
+def test_c64_variants_are_bitwise_identical(expansion, batch, h, w):
+    """Variants 0, 2 and 3 do each C = 64 tile's arithmetic in the same order (the same taps, wgmma groups,
+    reduction and epilogue): equal bit for bit, over repeated launches of the persistent one."""
+    block = block_c(64, expansion, seed=5).cuda().half()
+    x = channels_last(torch.randn(batch, 64, h, w, device="cuda", dtype=torch.float16))
+    weights = _kernel_weights(block)
+    want = c512.run(x, weights, variant=0)
+    for variant in (2, 3, 3, 3):
+        out = channels_last(torch.full_like(x, float("nan")))
+        got = c512.run(x, weights, out=out, variant=variant)
+        torch.cuda.synchronize()
+        assert torch.equal(got, want), f"variant {variant}"
+
+
+@pytest.mark.cuda
+def test_c64_in_the_swapped_network(monkeypatch):
+    """With CUDA_KERNELS_WGMMA_CONVFIRST naming 64, a stride-1 C = 64 block at 56x56 runs on the wgmma kernel."""
+    monkeypatch.setenv(c512.WGMMA_SWITCH, "64")
+    torch.manual_seed(3)
+    net = nn.Sequential(block_c(64, 6, seed=1), block_c(64, 6, seed=2)).cuda().half()
+    with torch.no_grad():
+        x = channels_last(torch.randn(2, 64, 56, 56, device="cuda", dtype=torch.float16))
+        exact = copy.deepcopy(net).double()(x.double())
+        swap = cuda_kernels.replace_blocks(net)
+        got = net(x)
+    assert swap.fused["ConvFirstBlock"] == 2 and all(type(m).__name__ == "FusedConvFirstC512" for m in net)
+    assert relative_error(got, exact) < 5e-3
+
+
 def test_variants_by_width(small_weights, monkeypatch):
     monkeypatch.delenv(c512.VARIANT_SWITCH, raising=False)
     assert c512.variants(512) == c512.variants(384) == (0, 1, 4)
     assert c512.variants(256) == c512.variants(128) == (0, 1, 2, 3, 4)
-    assert [c512.default_variant(c) for c in (128, 256, 384, 512)] == [2, 2, 0, 0]
+    assert c512.variants(64) == (0, 2, 3)
+    assert [c512.default_variant(c) for c in (64, 128, 256, 384, 512)] == [2, 2, 2, 0, 0]
     x = channels_last(torch.zeros(1, 512, 7, 7, dtype=torch.float16))
     with pytest.raises(ValueError, match="no variant 2 at C=512"):
         c512.run(x, small_weights, variant=2)
@@ -423,10 +556,12 @@ def test_raw_op_refuses_overlap_and_bad_shapes():
         ext.convfirst_c512(x, *args, 7, 7, 2, empty)
     with pytest.raises(RuntimeError, match="no variant 3"):
         ext.convfirst_c512(x, *args, 7, 7, 3, empty)
-    with pytest.raises(RuntimeError, match="C in 128, 256, 384, 512"):
+    with pytest.raises(RuntimeError, match="C in 64, 128, 256, 384, 512"):
         ext.convfirst_c512(x[:, :320].contiguous(), *args, 7, 7, 0, empty)
     optin = torch.cuda.get_device_properties(0).shared_memory_per_block_optin
-    assert all(0 < ext.smem_bytes(c) <= optin for c in (128, 256, 512)) and ext.smem_bytes(64) == 0
+    assert all(0 < ext.smem_bytes(c) <= optin for c in (64, 128, 256, 512)) and ext.smem_bytes(32) == 0
+    assert all(ext.smem_bytes(c, v) == c512.smem_bytes(c, v) for c in (32, *c512.SUPPORTED_CHANNELS) for v in range(5))
+    assert ext.smem_bytes(64, 1) == ext.smem_bytes(64, 4) == 0 and ext.max_width_c64 == 56
     assert all(0 < ext.smem_bytes(c, 2) <= optin for c in (128, 256)) and ext.smem_bytes(512, 2) == 0
     assert all(0 < ext.smem_bytes(c, 3) <= optin for c in (128, 256)) and ext.smem_bytes(512, 3) == 0
     assert ext.smem_bytes(256, 3) == ext.smem_bytes(256, 2) + 16 and ext.num_variants == 5
@@ -459,6 +594,10 @@ def test_bench_cases_count_the_block():
     assert case.macs == pixels * (2 * 512 * 3072 + 512 * 8 * 9)
     assert case.dram_bytes == 2 * (2 * pixels * 512 + 2 * 512 * 3072 + 3072 + 512 + 512 * 72 + 512)
     assert bench_c512.parse_case("4:14:37").batch == 37
+    case = bench_c512.parse_case("c64:6:56")
+    assert (case.channels, case.expansion, case.size, case.batch) == (64, 6, 56, 128)
+    assert 2 * case.macs == 2 * 128 * 56 * 56 * (2 * 64 * 384 + 64 * 72)  # 43.2 GFLOP
+    assert bench_c512.case_variants(64) == (0, 2, 3) and bench_c512.case_variants(64, (2, 3), 56) == (2, 3)
     case = bench_c512.parse_case("c256:6:14")
     assert (case.channels, case.expansion, case.size, case.batch) == (256, 6, 14, 128)
     assert 2 * case.macs == 2 * 128 * 14 * 14 * (2 * 256 * 1536 + 256 * 72)  # 39.6 GFLOP
@@ -500,6 +639,30 @@ def test_switched_on_the_whole_network_is_fused(monkeypatch, name, blocks):
     # and bench.fused_model checks every one of them against PyTorch before timing
     swapped = [m for m in net.modules() if type(m).__module__.startswith("cuda_kernels")]
     assert len(swapped) == blocks and all(isinstance(m, cuda_kernels.FUSED_MODULES) for m in swapped)
+
+
+@pytest.mark.parametrize("switch,wgmma", [(None, False), ("64,128,256", True), ("128,256", False), ("1", True)])
+def test_c64_stage_0_of_convfirstnet_h200_follows_the_switch(monkeypatch, switch, wgmma):
+    """ConvFirstNet-H200's stage 0 (three stride-1 C = 64 a6 blocks at 56x56) stays on the mma.sync kernel
+    by default and moves to the wgmma kernel when CUDA_KERNELS_WGMMA_CONVFIRST names 64; nothing falls back."""
+    from perfmodel.zoo import MODELS
+
+    if torch.cuda.is_available() and torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("the wgmma kernel is refused off compute capability 9.0")
+    monkeypatch.delenv(c512.ENV_SWITCH, raising=False)
+    if switch is None:
+        monkeypatch.delenv(c512.WGMMA_SWITCH, raising=False)
+    else:
+        monkeypatch.setenv(c512.WGMMA_SWITCH, switch)
+    net = fold_batchnorm(MODELS["convfirstnet_h200"]())
+    swap = cuda_kernels.replace_blocks(net)
+    assert swap.fallback == {} and swap.fused["ConvFirstBlock"] == 3 + 4 + 14 + 3 + 3
+    stage0 = list(net.stages[0])
+    assert len(stage0) == 3
+    if wgmma:
+        assert all(isinstance(m, c512.FusedConvFirstC512) and (m.channels, m.hidden) == (64, 384) for m in stage0)
+    else:
+        assert all(isinstance(m, cuda_kernels.FusedConvFirstBlock) for m in stage0)
 
 
 def _check_wide(monkeypatch, expansion: int, batch: int, h: int, w: int | None = None, **kwargs) -> float:
@@ -545,6 +708,15 @@ def _consumer_program(wg: int, nchunks: int, channels: int = 512) -> list[tuple]
     """csrc/convfirst_c512.cu's consumer loop for warpgroup `wg`, as a list of operations."""
     ops, it, pending = [], 0, None
     vblocks, accs = channels // 128, max(channels // 256, 1)
+    if channels == 64:  # ffn64_tile: stage 2 from registers (no H, no barrier per chunk), then the reduction
+        for j in range(nchunks):
+            ops += [("wait_full", it), ("issue", it, None), ("wait_groups", 1)]
+            ops += [("release", pending)] if pending is not None else []  # chunk j - 1's V slot
+            pending, it = it, it + 1
+            ops += [("wait_groups", 0), ("release", pending)]
+            ops += [("wait_full", it), ("issue", it, None)]  # both warpgroups read the V slot (their k halves)
+            pending, it = it, it + 1
+        return ops + [("wait_groups", 0), ("release", pending), ("barrier", "reduction")]
 
     def uses(q):  # whether this warpgroup reads V block q of a k panel
         if channels == 384:  # block 1 split by rows, 0 warpgroup 0's, 2 warpgroup 1's
@@ -685,6 +857,14 @@ def test_pipeline_protocol_has_no_deadlock_or_overwrite(seed, ctas, channels):
     _run_pipeline_model(nchunks=3, stages=8, seed=seed, ctas=ctas, channels=channels)
 
 
+@pytest.mark.parametrize("nchunks", [1, 3, 4, 5, 9])
+@pytest.mark.parametrize("seed", range(30))
+def test_pipeline_protocol_at_64(seed, nchunks):
+    """C = 64 (variants 0 and 2: one CTA): 2 slots per chunk, both warpgroups reading every slot, the
+    V slot released only after the next chunk's stage 1 retires it; 5 and 9 chunks wrap the 8-slot ring."""
+    _run_pipeline_model(nchunks=nchunks, stages=8, seed=seed, ctas=1, channels=64)
+
+
 # ---- variant 3: persistent tiles, the next tile's conv on a fourth warpgroup ----
 
 def test_variant_switch(monkeypatch):
@@ -708,7 +888,7 @@ def test_variant_switch(monkeypatch):
         c512.default_variant(256)
 
 
-@pytest.mark.parametrize("tiles", [1, 5, 131, 132, 133, 392, 454, 1568])
+@pytest.mark.parametrize("tiles", [1, 5, 131, 132, 133, 392, 454, 1568, 6272])
 def test_persistent_schedule_covers_every_tile_once(tiles):
     """min(tiles, 132) blocks; block b takes b, b + grid, ...: every tile once, in rounds."""
     schedule = c512.persistent_tiles(tiles, 132)
@@ -789,13 +969,35 @@ def test_conv_warpgroup_matches_the_grouped_conv():
 
 
 def _consumer_program_v3(wg: int, tiles: int, nchunks: int, channels: int, x_empty_early: bool = False,
-                         h_by_tile: bool = False) -> list[tuple]:
+                         h_by_tile: bool = False, red_single: bool = False) -> list[tuple]:
     """The variant-3 consumer loop of warpgroup `wg` over `tiles` tiles as operations. The mutations
     (x_empty before the last stage-1 group retires; the H buffer by the chunk within the tile) are
     bugs the model must catch."""
     ops, it, pending, jg = [], 0, None, 0
     vblocks, accs = channels // 128, max(channels // 256, 1)
     ops += [("write_x", 0), ("barrier", -1)]  # tile 0: the consumers' own phase A, then their named barrier
+    if channels == 64:  # ffn64_tile per tile; resident slots (restart at 0) when a tile's fit the ring
+        resident = 2 * nchunks <= 8
+        for k in range(tiles):
+            if k:
+                ops.append(("wait_bar", "x_full", (k - 1) & 1))
+            if resident:
+                it = 0
+            rel = "release" if not resident or k == 0 else "release_resident"  # later ones: no producer waits
+            for j in range(nchunks):
+                ops += [("wait_full", it), ("issue", it, None, k), ("wait_groups", 1)]
+                ops += [(rel, pending)] if pending is not None else []
+                pending, it = it, it + 1
+                ops += [("wait_groups", 0), (rel, pending)]
+                if j == nchunks - 1:
+                    ops.append(("arrive", "x_empty"))
+                ops += [("wait_full", it), ("issue", it, None, None)]
+                pending, it = it, it + 1
+            buf = 0 if red_single else k & 1
+            ops += [("wait_groups", 0), (rel, pending), ("write_red", buf, k), ("barrier", ("red", k)),
+                    ("read_red", buf, k), ("epilogue", k)]
+            pending = None
+        return ops
     for k in range(tiles):
         if k:
             ops.append(("wait_bar", "x_full", (k - 1) & 1))
@@ -840,6 +1042,9 @@ def _run_persistent_model(tiles: int, nchunks: int, seed: int, channels: int, st
 
     rng = random.Random(seed)
     nslots = tiles * nchunks * c512.slots_per_chunk(channels)
+    if channels == 64 and nchunks * 2 <= stages:  # the producer loads one tile's slots, once
+        nslots = nchunks * 2
+    red, red_read = {}, {}  # C = 64: (buffer, writer) -> tile written, and the tile the other warpgroup read
     slot_index, fills = [None] * stages, [0] * stages
     released = [[0] * stages for _ in range(2)]
     h_chunk = {(buf, half): None for buf in (0, 1) for half in (0, 1)}
@@ -880,6 +1085,14 @@ def _run_persistent_model(tiles: int, nchunks: int, seed: int, channels: int, st
         elif op[0] == "write_h":
             assert all(g[1] != op[1] for v in (0, 1) for g in groups[v]), "H overwritten while a wgmma reads it"
             h_chunk[(op[1], w)] = op[2]
+        elif op[0] == "write_red":
+            key = (op[1], w)
+            assert red.get(key) is None or red_read.get(key) == red[key], "reduction buffer overwritten before it was read"
+            red[key] = op[2]
+        elif op[0] == "read_red":
+            key = (op[1], w ^ 1)
+            assert red.get(key) == op[2], "reduction buffer read before the other warpgroup wrote it"
+            red_read[key] = op[2]
         elif op[0] == "write_x":
             assert all(g[2] is None for v in (0, 1) for g in groups[v]), "X overwritten while a wgmma reads it"
             assert op[1] == 0 or x_tile == op[1] - 1, "X of a tile skipped or written twice"
@@ -896,11 +1109,25 @@ def _run_persistent_model(tiles: int, nchunks: int, seed: int, channels: int, st
         pc[w] += 1
 
 
-@pytest.mark.parametrize("channels,nchunks", [(256, 2), (256, 3), (128, 3), (128, 2)])
+@pytest.mark.parametrize("channels,nchunks", [(256, 2), (256, 3), (128, 3), (128, 2), (64, 3), (64, 4), (64, 1),
+                                             (64, 5)])
 @pytest.mark.parametrize("seed", range(25))
 def test_persistent_protocol_has_no_deadlock_or_overwrite(seed, channels, nchunks):
     """Variant 3 over three tiles (odd and even chunk counts per tile)."""
     _run_persistent_model(tiles=3, nchunks=nchunks, seed=seed, channels=channels)
+
+
+def test_persistent_model_at_64_catches_a_single_reduction_buffer():
+    """C = 64: the reduction buffer alternates by tile; with one buffer a warpgroup a tile ahead (resident
+    weights couple the warpgroups only at the reduction barrier) overwrites what the other has not read."""
+    failures = 0
+    for seed in range(200):
+        try:
+            _run_persistent_model(tiles=4, nchunks=3, seed=seed, channels=64, red_single=True)
+        except AssertionError as error:
+            assert "reduction buffer" in str(error)
+            failures += 1
+    assert failures > 0
 
 
 @pytest.mark.parametrize("mutation,message", [

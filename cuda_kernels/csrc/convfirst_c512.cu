@@ -82,10 +82,11 @@ struct Shape {
   static constexpr int kHalo2Offset = kRingOffset + kStages * kSlotBytes;  // used only with HALO2
   static constexpr int kBarOffset = kHalo2Offset + (HALO2 ? kHBytes : 0);
   static constexpr int kSmemBytes = 1024 + kBarOffset + 2 * kStages * 8;  // + alignment slack
-  static_assert(C == 128 || C == 256 || C == 384 || C == 512, "channel counts");
+  static_assert(C == 64 || C == 128 || C == 256 || C == 384 || C == 512, "channel counts");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory per block");
   // a V block (128 rows) is either one warpgroup's (C >= 256) or split between both (C = 128)
-  static_assert(kVBlocks == 2 * kAccs || (kVBlocks == 1 && kN2 == 64) || (kMixed && kAccs == 1 && kN2 == 128),
+  // (C = 64 has its own stage 2, ffn64_tile: kVBlocks, kOutCols, kN2 and kAccs are unused there)
+  static_assert(C == 64 || kVBlocks == 2 * kAccs || (kVBlocks == 1 && kN2 == 64) || (kMixed && kAccs == 1 && kN2 == 128),
                 "stage-2 split");
 };
 
@@ -98,6 +99,9 @@ constexpr int max_halo_pixels() {
   return most;
 }
 static_assert(max_halo_pixels() <= kHaloPixels, "the conv halo must fit in the H buffers");
+// C = 64 loads the window p0 - W - 1 .. p0 + 64 + W of a tile's halo rows only (row_lo W > p0 - 2 W):
+// every index it writes is below 3 W + 64, and the zero pixel (index kHaloPixels) stays clear.
+static_assert(3 * kMaxWidth64 + 64 <= kHaloPixels, "C = 64: the conv window must fit in the H buffers");
 // Variant 4: a halo of at most 127 pixels per 16 KB half of H (the zero pixel is pixel 127 of the second).
 constexpr int max_halo_pixels_upto(int width) {
   int most = 0;
@@ -155,6 +159,7 @@ using bf::wgmma_commit;
 using bf::wgmma_fence;
 using bf::wgmma_m64n128k16_ss;
 using bf::wgmma_m64n64k16_ss;
+using bf::wgmma_m64n64k16_rs;
 using bf::wgmma_wait;
 
 __device__ __forceinline__ void consumer_sync() { named_barrier_sync(kConsumerBarrier, kConsumerThreads); }
@@ -306,6 +311,100 @@ __device__ __forceinline__ void stage2(float (&acc2)[S::kAccs][S::kN2 / 2], floa
   }
 }
 
+// ---- C = 64: the FFN of a tile with stage 2 on register A operands, split by k ----
+// X is one 64-wide k panel; per hidden chunk j one U slot (128 hidden rows) and one V slot (the chunk's
+// two 64-row x 64-k panels of V, k panel 0 in rows 0..63). Warpgroup w: stage 1 as at every width
+// (acc1 = X . U_j[64w ..]^T, m64n64k16 from shared memory), then H_w = ReLU(acc1 + a) packed to fp16 in
+// registers in the wgmma A layout (no H in shared memory, no barrier between the warpgroups), and
+// stage 2 acc2 += H_w . V_j[:, 64w .. 64w + 63]^T (m64n64k16, A from registers, B = rows 64w.. of the
+// V slot): every output column over the warpgroup's half of the hidden chunk. After the last chunk the
+// two partial sums meet in shared memory (`red`, 16 KB: 8 KB written by each warpgroup, the 32 columns
+// the other one stores), and warpgroup w stores output columns 32w .. 32w + 31.
+// `after_stage1(j)` runs once the chunk's stage-1 products have retired (variant 3: x_empty).
+template <typename Release, typename AfterStage1>
+__device__ __forceinline__ void ffn64_tile(const Params& p, uint32_t x_s, uint32_t ring, uint32_t full_bar, uint8_t* red,
+                                           int wg, int wq, int lane, int nchunks, int p0, int& it, int& pending,
+                                           Release& release, AfterStage1&& after_stage1) {
+  constexpr int C = 64;
+  float acc2[32];  // not zeroed: the first product (chunk 0, first k step) runs with scale-d 0
+#pragma unroll 1
+  for (int j = 0; j < nchunks; ++j) {
+    float2 bias[8];
+    load_bias1(p, j, wg, lane, bias);
+    float acc1[32];
+    stage1<1>(acc1, x_s, ring, full_bar, wg, it, pending, release);  // also retires chunk j - 1's stage 2
+    after_stage1(j);
+    uint32_t h[4][4];  // k step ks: hidden columns 16 ks .. of this warpgroup's 64 (n blocks 2 ks, 2 ks + 1)
+#pragma unroll
+    for (int n = 0; n < 8; ++n) {
+      h[n >> 1][(n & 1) * 2 + 0] = pack_half2(fmaxf(acc1[4 * n + 0] + bias[n].x, 0.f), fmaxf(acc1[4 * n + 1] + bias[n].y, 0.f));
+      h[n >> 1][(n & 1) * 2 + 1] = pack_half2(fmaxf(acc1[4 * n + 2] + bias[n].x, 0.f), fmaxf(acc1[4 * n + 3] + bias[n].y, 0.f));
+    }
+    const int slot = it % kStages;
+    mbar_wait(full_bar + 8 * slot, (it / kStages) & 1);
+    fence_registers(h);
+    fence_registers(acc2);
+    wgmma_fence();
+    const uint32_t b0 = ring + slot * kSlotBytes + wg * (64 * 128);
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) wgmma_m64n64k16_rs(acc2, h[ks], smem_desc_sw128(b0 + ks * 32), (j | ks) != 0);
+    wgmma_commit();
+    pending = it;  // released once the group has retired (the next chunk's stage 1, or below)
+    ++it;
+  }
+  wgmma_wait<0>();
+  fence_registers(acc2);
+  release(pending);
+  pending = -1;
+
+  // The two k halves meet: warpgroup w gives n blocks 4 (1 - w) .. (the other's columns), keeps 4 w ..
+  // Thread t of one warpgroup holds the same accumulator positions as thread t of the other.
+  const int t = wq * 32 + (lane & 31);
+  float4* const give = reinterpret_cast<float4*>(red) + wg * 512;
+  const float4* const take = reinterpret_cast<const float4*>(red) + (wg ^ 1) * 512;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int lo = 4 * i, hi = 16 + 4 * i;  // n blocks i and 4 + i
+    give[i * 128 + t] = wg ? make_float4(acc2[lo], acc2[lo + 1], acc2[lo + 2], acc2[lo + 3])
+                           : make_float4(acc2[hi], acc2[hi + 1], acc2[hi + 2], acc2[hi + 3]);
+  }
+  consumer_sync();
+  float kept[4][4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int lo = 4 * i, hi = 16 + 4 * i;
+    const float4 v = take[i * 128 + t];
+    kept[i][0] = (wg ? acc2[hi] : acc2[lo]) + v.x;
+    kept[i][1] = (wg ? acc2[hi + 1] : acc2[lo + 1]) + v.y;
+    kept[i][2] = (wg ? acc2[hi + 2] : acc2[lo + 2]) + v.z;
+    kept[i][3] = (wg ? acc2[hi + 3] : acc2[lo + 3]) + v.w;
+  }
+
+  // epilogue: out = acc + b + x at columns 32 wg + 8 i + 2 (lane % 4), rows r0 and r0 + 8
+  const int r0 = p0 + wq * 16 + (lane >> 2);
+  __half2 sc[4][2];
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) {
+      const int row = r0 + 8 * hr, col = 32 * wg + 8 * i + 2 * (lane & 3);
+      sc[i][hr] = row < p.P ? __ldg(reinterpret_cast<const __half2*>(p.x + (size_t)row * C + col)) : __float2half2_rn(0.f);
+    }
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int col = 32 * wg + 8 * i + 2 * (lane & 3);
+    const float2 b = __ldg(reinterpret_cast<const float2*>(p.b2 + col));
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) {
+      const int row = r0 + 8 * hr;
+      if (row >= p.P) continue;
+      const float2 sx = __half22float2(sc[i][hr]);
+      const float v0 = kept[i][2 * hr] + b.x + sx.x, v1 = kept[i][2 * hr + 1] + b.y + sx.y;
+      *reinterpret_cast<__half2*>(p.out + (size_t)row * C + col) = __floats2half2_rn(v0, v1);
+    }
+  }
+}
+
 // The conv of two 16-pixel m-tiles, mt0 and mt0 + DMT, of the tile at p0 for one pair of groups (bfrag:
 // their nine taps' B fragments): acc[j][gi] += the nine-tap m16n8k8 chain of m-tile j, group gi, the A
 // rows from the halo (image row row_lo first; the lane's ldmatrix row reads 16-byte chunk local_group,
@@ -353,9 +452,18 @@ __device__ __forceinline__ void conv_phase(const Params& p, uint8_t* x_panels, u
   const uint32_t halo0 = smem_addr(halo), zero_addr = smem_addr(zero_pixel);
   const uint32_t halo1 = HALO2 ? smem_addr(halo2) : halo0;
   auto load_slice = [&](int s, uint32_t base) {
-    for (int i = t; i < npix * 8; i += kConsumerThreads) {
-      const int q = i >> 3, c = i & 7;
-      cp_async16(base + panel_offset(q, c), p.x + ((size_t)row_lo * W + q) * C + s * 64 + c * 8, true);
+    if constexpr (C == 64) {  // only the window the taps read, at its place in the halo rows (W <= 56)
+      const int qa = max(p0 - W - 1, row_lo * W) - row_lo * W;
+      const int qb = min(p0 + kTilePixels + W + 1, (row_hi + 1) * W) - row_lo * W;
+      for (int i = t; i < (qb - qa) * 8; i += kConsumerThreads) {
+        const int q = qa + (i >> 3), c = i & 7;
+        cp_async16(base + panel_offset(q, c), p.x + ((size_t)row_lo * W + q) * C + s * 64 + c * 8, true);
+      }
+    } else {
+      for (int i = t; i < npix * 8; i += kConsumerThreads) {
+        const int q = i >> 3, c = i & 7;
+        cp_async16(base + panel_offset(q, c), p.x + ((size_t)row_lo * W + q) * C + s * 64 + c * 8, true);
+      }
     }
     cp_async_commit();
   };
@@ -479,47 +587,55 @@ __global__ void __launch_bounds__(kThreads, 1) convfirst_c512_kernel(const Param
     fence_proxy_async_smem();  // X (generic stores) is read by wgmma (async proxy)
     consumer_sync();
 
-    // acc2 is not zeroed: the first product into each half (chunk 0, k panel 0, first k step)
-    // runs with scale-d 0. Zeroing it with moves made ptxas serialise every wgmma (C7515).
-    float acc2[S::kAccs][S::kN2 / 2];
-    float acc2s[S::kSmallRegs];  // C = 384's n64 accumulator (unused, and removed, at other widths)
-
-    // `pending`: the last slot this warpgroup read whose wgmma group may still be running.
-    int it = 0, pending = -1;
-    auto release = [&](int index) {
-      if (lane == 0) {
-        mbar_arrive(empty_bar + 8 * (index % kStages));
-        if constexpr (CLUSTER == 2) mbar_arrive_remote(empty_bar + 8 * (index % kStages), rank ^ 1);
-      }
-    };
-#pragma unroll 1
-    for (int j = 0; j < nchunks; ++j) {
-      float2 bias[8];
-      load_bias1(p, j, wg, lane, bias);
-      float acc1[32];
-      stage1<S::kKPanels>(acc1, x_s, ring, full_bar, wg, it, pending, release);
-      // H buffer j % 2 was last read by stage 2 of chunk j - 2, which both warpgroups retired
-      // before chunk j - 1's barrier.
-      store_h(h_smem + (j & 1) * kHChunkBytes + wg * kPanel, acc1, bias, wq, lane);
-      fence_proxy_async_smem();
-      consumer_sync();  // the whole H chunk is written
-
-      // stage 2 (chunk j's H buffer j % 2)
-      stage2<S>(acc2, acc2s, h_s + (j & 1) * kHChunkBytes, ring, full_bar, wg, j, it, pending, release);
-    }
-    wgmma_wait<0>();
-#pragma unroll
-    for (int a = 0; a < S::kAccs; ++a) fence_registers(acc2[a]);
-    if constexpr (S::kMixed) fence_registers(acc2s);
-
-    // epilogue: out = acc2 + b + x (store_out), at the warpgroup's kN2-column part a
-    const int r0 = p0 + wq * 16 + (lane >> 2);
-    if constexpr (S::kMixed) {  // warpgroup 0: n128 -> columns 0.., n64 -> 128..; warpgroup 1: n64 -> 192.., n128 -> 256..
-      store_out<C>(p, acc2[0], wg ? 256 : 0, 0, r0, lane);
-      store_out<C>(p, acc2s, wg ? 192 : 128, 0, r0, lane);
+    if constexpr (C == 64) {  // stage 2 on register A operands, split by k (ffn64_tile)
+      int it = 0, pending = -1;
+      auto release = [&](int index) {
+        if (lane == 0) mbar_arrive(empty_bar + 8 * (index % kStages));
+      };
+      ffn64_tile(p, x_s, ring, full_bar, h_smem, wg, wq, lane, nchunks, p0, it, pending, release, [](int) {});
     } else {
+      // acc2 is not zeroed: the first product into each half (chunk 0, k panel 0, first k step)
+      // runs with scale-d 0. Zeroing it with moves made ptxas serialise every wgmma (C7515).
+      float acc2[S::kAccs][S::kN2 / 2];
+      float acc2s[S::kSmallRegs];  // C = 384's n64 accumulator (unused, and removed, at other widths)
+
+      // `pending`: the last slot this warpgroup read whose wgmma group may still be running.
+      int it = 0, pending = -1;
+      auto release = [&](int index) {
+        if (lane == 0) {
+          mbar_arrive(empty_bar + 8 * (index % kStages));
+          if constexpr (CLUSTER == 2) mbar_arrive_remote(empty_bar + 8 * (index % kStages), rank ^ 1);
+        }
+      };
+#pragma unroll 1
+      for (int j = 0; j < nchunks; ++j) {
+        float2 bias[8];
+        load_bias1(p, j, wg, lane, bias);
+        float acc1[32];
+        stage1<S::kKPanels>(acc1, x_s, ring, full_bar, wg, it, pending, release);
+        // H buffer j % 2 was last read by stage 2 of chunk j - 2, which both warpgroups retired
+        // before chunk j - 1's barrier.
+        store_h(h_smem + (j & 1) * kHChunkBytes + wg * kPanel, acc1, bias, wq, lane);
+        fence_proxy_async_smem();
+        consumer_sync();  // the whole H chunk is written
+
+        // stage 2 (chunk j's H buffer j % 2)
+        stage2<S>(acc2, acc2s, h_s + (j & 1) * kHChunkBytes, ring, full_bar, wg, j, it, pending, release);
+      }
+      wgmma_wait<0>();
 #pragma unroll
-      for (int a = 0; a < S::kAccs; ++a) store_out<C>(p, acc2[a], S::kOutCols * wg, S::kN2 * a, r0, lane);
+      for (int a = 0; a < S::kAccs; ++a) fence_registers(acc2[a]);
+      if constexpr (S::kMixed) fence_registers(acc2s);
+
+      // epilogue: out = acc2 + b + x (store_out), at the warpgroup's kN2-column part a
+      const int r0 = p0 + wq * 16 + (lane >> 2);
+      if constexpr (S::kMixed) {  // warpgroup 0: n128 -> columns 0.., n64 -> 128..; warpgroup 1: n64 -> 192.., n128 -> 256..
+        store_out<C>(p, acc2[0], wg ? 256 : 0, 0, r0, lane);
+        store_out<C>(p, acc2s, wg ? 192 : 128, 0, r0, lane);
+      } else {
+#pragma unroll
+        for (int a = 0; a < S::kAccs; ++a) store_out<C>(p, acc2[a], S::kOutCols * wg, S::kN2 * a, r0, lane);
+      }
     }
   }
   // no CTA of a cluster exits while its partner may still arrive on its barriers
@@ -596,9 +712,18 @@ __device__ __forceinline__ void conv_tile(const Params& p, uint32_t halo, uint32
     // Opaque copies of the slice's pointers: otherwise the compiler computes every slice's pointers
     // once per tile and keeps them live beside xr (spills).
     const __half* xs = opaque(p.x) + s * 64;
-    for (int i = t; i < npix * 8; i += kConvThreads) {
-      const int q = i >> 3, c = i & 7;
-      cp_async16(halo + panel_offset(q, c), xs + ((size_t)row_lo * W + q) * C + c * 8, true);
+    if constexpr (C == 64) {  // only the window the taps read (as conv_phase at C = 64)
+      const int qa = max(p0 - W - 1, row_lo * W) - row_lo * W;
+      const int qb = min(p0 + kTilePixels + W + 1, (row_hi + 1) * W) - row_lo * W;
+      for (int i = t; i < (qb - qa) * 8; i += kConvThreads) {
+        const int q = qa + (i >> 3), c = i & 7;
+        cp_async16(halo + panel_offset(q, c), xs + ((size_t)row_lo * W + q) * C + c * 8, true);
+      }
+    } else {
+      for (int i = t; i < npix * 8; i += kConvThreads) {
+        const int q = i >> 3, c = i & 7;
+        cp_async16(halo + panel_offset(q, c), xs + ((size_t)row_lo * W + q) * C + c * 8, true);
+      }
     }
     cp_async_commit();
     const int g0 = s * 8 + cw * 2;  // global index of the pair's first group
@@ -703,8 +828,11 @@ __global__ void __launch_bounds__(kThreads3, 1) convfirst_c512_persistent_kernel
     if (warp == kConsumerWarps && lane == 0) {
       const int nslots = nchunks * kSlotsPerChunk;
       int g = 0;  // stream index over all of this CTA's tiles
+      // C = 64 with a tile's slots fitting the ring (hidden <= 512): loaded once, resident for every tile
+      int rounds = my_tiles;
+      if constexpr (C == 64) rounds = nslots <= kStages && my_tiles > 0 ? 1 : my_tiles;
 #pragma unroll 1
-      for (int k = 0; k < my_tiles; ++k) {
+      for (int k = 0; k < rounds; ++k) {
 #pragma unroll 1
         for (int it = 0; it < nslots; ++it, ++g) {
           const int slot = g % kStages;
@@ -730,7 +858,9 @@ __global__ void __launch_bounds__(kThreads3, 1) convfirst_c512_persistent_kernel
     // its two halves as variant 4 where W <= 18, else single as variant 0), while the conv warpgroup
     // starts on the second tile and the producer fills the ring.
     if (my_tiles > 0) {
-      if (p.W <= kSplitHMaxWidth)
+      if constexpr (C == 64)  // one slice: nothing to double-buffer
+        conv_phase<C, false>(p, smem + kXOffset, smem + kHOffset, nullptr, (int)blockIdx.x * kTilePixels);
+      else if (p.W <= kSplitHMaxWidth)
         conv_phase<C, true>(p, smem + kXOffset, smem + kHOffset, smem + kHOffset + kHChunkBytes,
                             (int)blockIdx.x * kTilePixels);
       else
@@ -742,32 +872,42 @@ __global__ void __launch_bounds__(kThreads3, 1) convfirst_c512_persistent_kernel
     for (int k = 0; k < my_tiles; ++k) {
       const int p0 = ((int)blockIdx.x + k * (int)gridDim.x) * kTilePixels;
       if (k > 0) mbar_wait(x_full, (k - 1) & 1);  // the conv warpgroup has written this tile's X
+      if constexpr (C == 64) {
+        // resident weights (the producer loaded one tile's slots once): every tile reads slots 0 ..
+        if (nchunks * kSlotsPerChunk <= kStages) it = 0;
+        ffn64_tile(p, x_s, ring, full_bar, smem + kHOffset + (k & 1) * kHChunkBytes, wg, wq, lane, nchunks, p0, it,
+                   pending, release, [&](int j) {
+                     // the tile's last read of X has retired in this warp: the conv warpgroup may overwrite it
+                     if (j == nchunks - 1 && lane == 0) mbar_arrive(x_empty);
+                   });
+      } else {
 #pragma unroll 1
-      for (int j = 0; j < nchunks; ++j, ++jg) {
-        float2 bias[8];
-        load_bias1(p, j, wg, lane, bias);
-        float acc1[32];
-        stage1<S::kKPanels>(acc1, x_s, ring, full_bar, wg, it, pending, release);
-        // the tile's last read of X has retired in this warp: the conv warpgroup may overwrite it
-        if (j == nchunks - 1 && lane == 0) mbar_arrive(x_empty);
+        for (int j = 0; j < nchunks; ++j, ++jg) {
+          float2 bias[8];
+          load_bias1(p, j, wg, lane, bias);
+          float acc1[32];
+          stage1<S::kKPanels>(acc1, x_s, ring, full_bar, wg, it, pending, release);
+          // the tile's last read of X has retired in this warp: the conv warpgroup may overwrite it
+          if (j == nchunks - 1 && lane == 0) mbar_arrive(x_empty);
 
-        // H buffer jg % 2 was last read by stage 2 of global chunk jg - 2, which both warpgroups
-        // retired before chunk jg - 1's barrier (also across a tile boundary).
-        store_h(smem + kHOffset + (jg & 1) * kHChunkBytes + wg * kPanel, acc1, bias, wq, lane);
-        fence_proxy_async_smem();
-        consumer_sync();
+          // H buffer jg % 2 was last read by stage 2 of global chunk jg - 2, which both warpgroups
+          // retired before chunk jg - 1's barrier (also across a tile boundary).
+          store_h(smem + kHOffset + (jg & 1) * kHChunkBytes + wg * kPanel, acc1, bias, wq, lane);
+          fence_proxy_async_smem();
+          consumer_sync();
 
-        stage2<S>(acc2, acc2s, h_s + (jg & 1) * kHChunkBytes, ring, full_bar, wg, j, it, pending, release);
+          stage2<S>(acc2, acc2s, h_s + (jg & 1) * kHChunkBytes, ring, full_bar, wg, j, it, pending, release);
+        }
+        wgmma_wait<0>();
+#pragma unroll
+        for (int a = 0; a < S::kAccs; ++a) fence_registers(acc2[a]);
+        if (pending >= 0) release(pending);  // the tile's last V slot: the producer refills it during the epilogue
+        pending = -1;
+
+        const int r0 = p0 + wq * 16 + (lane >> 2);
+#pragma unroll
+        for (int a = 0; a < S::kAccs; ++a) store_out<C>(p, acc2[a], S::kOutCols * wg, S::kN2 * a, r0, lane);
       }
-      wgmma_wait<0>();
-#pragma unroll
-      for (int a = 0; a < S::kAccs; ++a) fence_registers(acc2[a]);
-      if (pending >= 0) release(pending);  // the tile's last V slot: the producer refills it during the epilogue
-      pending = -1;
-
-      const int r0 = p0 + wq * 16 + (lane >> 2);
-#pragma unroll
-      for (int a = 0; a < S::kAccs; ++a) store_out<C>(p, acc2[a], S::kOutCols * wg, S::kN2 * a, r0, lane);
     }
   }
 #endif
@@ -775,6 +915,12 @@ __global__ void __launch_bounds__(kThreads3, 1) convfirst_c512_persistent_kernel
 
 int smem_bytes(int channels, int variant) {
   const bool halo2 = variant == 2;
+  if (channels == 64) {  // variants 0, 2, 3
+    if (variant == 0) return Shape<64>::kSmemBytes;
+    if (variant == 2) return Shape<64, true>::kSmemBytes;
+    if (variant == 3) return Shape3<64>::kSmemBytes;
+    return 0;
+  }
   if (variant == 4) {  // variant 0's layout
     switch (channels) {
       case 128: return Shape<128>::kSmemBytes;
@@ -870,6 +1016,16 @@ cudaError_t launch_persistent(const Params& p, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
+// C = 64: variants 0, 2, 3 (has_variant).
+cudaError_t launch_width64(const Params& p, int variant, cudaStream_t stream) {
+  switch (variant) {
+    case 0: return launch_impl<64, 1>(p, stream);
+    case 2: return launch_impl<64, 1, true>(p, stream);
+    case 3: return launch_persistent<64>(p, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
 template <int C>
 cudaError_t launch_width(const Params& p, int variant, cudaStream_t stream) {
   switch (variant) {
@@ -889,10 +1045,11 @@ cudaError_t launch_width(const Params& p, int variant, cudaStream_t stream) {
 }
 
 cudaError_t launch(const Params& p, int variant, cudaStream_t stream) {
-  if (p.hidden <= 0 || p.hidden % kHiddenChunk || p.W < 1 || p.W > kMaxWidth || p.H < 1 || p.P <= 0 ||
+  if (p.hidden <= 0 || p.hidden % kHiddenChunk || p.W < 1 || p.W > max_width(p.C) || p.H < 1 || p.P <= 0 ||
       p.P % (p.H * p.W))
     return cudaErrorInvalidValue;
   switch (p.C) {
+    case 64: return launch_width64(p, variant, stream);
     case 128: return launch_width<128>(p, variant, stream);
     case 256: return launch_width<256>(p, variant, stream);
     case 384: return launch_width<384>(p, variant, stream);

@@ -9,14 +9,21 @@
 
 namespace c512 {
 
-constexpr int kChannelCounts[] = {128, 256, 384, 512};  // the kernel's instances (template argument C)
+constexpr int kChannelCounts[] = {64, 128, 256, 384, 512};  // the kernel's instances (template argument C)
 constexpr int kHiddenChunk = 128;  // hidden must be a multiple
 constexpr int kTilePixels = 64;    // pixels per thread block
 constexpr int kMaxWidth = 28;      // the conv halo of a tile, (floor(63 / W) + 4) W pixels, fits in 255
+// C = 64 loads only the window of pixels a tile's taps read, p0 - W - 1 .. p0 + 64 + W, at its place in
+// the halo rows: halo index < 3 W + 64 <= 255 up to W = 63; the instance is built and tested to W = 56.
+constexpr int kMaxWidth64 = 56;
+constexpr int max_width(int channels) { return channels == 64 ? kMaxWidth64 : kMaxWidth; }
 constexpr int kSlotBytes = 16384;  // one weight slot: a 128-row x 64-k fp16 panel, 128-byte swizzled
 // Slots per hidden chunk: C / 64 U panels (128 hidden rows x 64 input channels), then per 64-wide
-// k panel of the chunk the C / 128 row blocks of V (128 output rows each): 16 at C = 512.
-constexpr int slots_per_chunk(int channels) { return channels / 64 + (kHiddenChunk / 64) * (channels / 128); }
+// k panel of the chunk the C / 128 row blocks of V (128 output rows each): 16 at C = 512. C = 64: one
+// U slot, then one V slot holding the chunk's two 64-row x 64-k panels of V (k panel 0 in rows 0..63).
+constexpr int slots_per_chunk(int channels) {
+  return channels == 64 ? 2 : channels / 64 + (kHiddenChunk / 64) * (channels / 128);
+}
 
 struct Params {
   const __half* x;          // [P, C] input (NHWC)
@@ -41,13 +48,16 @@ struct Params {
 // of the idle H buffers (no extra shared memory; not yet run on a GPU: off by default).
 constexpr int kVariants = 5;
 constexpr int kSplitHMaxWidth = 18;  // variant 4: a tile's halo, (floor(63 / W) + 4) W pixels, <= 127
+// C = 64: variants 0, 2 and 3 (one 64-channel slice: variant 2 has nothing to overlap and runs as 0 with
+// variant 2's layout; no multicast, no split-H halo).
 constexpr bool has_variant(int channels, int variant) {
+  if (channels == 64) return variant == 0 || variant == 2 || variant == 3;
   return variant == 0 || variant == 1 || variant == 4 || (channels <= 256 && (variant == 2 || variant == 3));
 }
 // Dynamic shared memory per block of the instance for `channels` and `variant` (0 where there is none).
 int smem_bytes(int channels, int variant = 0);
 // cudaErrorInvalidValue for a shape the kernel does not take (C not in kChannelCounts, hidden % 128,
-// W > kMaxWidth) or an unknown variant, cudaErrorNoKernelImageForDevice off compute capability 9.0 or
+// W > max_width(C)) or an unknown variant, cudaErrorNoKernelImageForDevice off compute capability 9.0 or
 // without an sm_90a build, cudaErrorInvalidConfiguration when the device has less shared memory per
 // block than the kernel needs: all before launching.
 cudaError_t launch(const Params& p, int variant, cudaStream_t stream);

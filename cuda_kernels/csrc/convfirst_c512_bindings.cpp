@@ -12,9 +12,9 @@
 
 namespace {
 
-// x: [N*H*W, C] fp16 (NHWC pixels), C in c512::kChannelCounts; conv_w: [C / 8, 9, 32] int32 fragments;
+// x: [N*H*W, C] fp16 (NHWC pixels), C in c512::kChannelCounts (W <= c512::max_width(C): 56 at C = 64, else 28); conv_w: [C / 8, 9, 32] int32 fragments;
 // conv_b: [C] fp32; wpack: uint8 weight slots (4 * hidden * C bytes); b1: [hidden] fp32; b2: [C] fp32;
-// variant: 0, 1, 4 (W <= 18), or at C <= 256 also 2 and 3 (c512::has_variant); out: [N*H*W, C] to write into, or empty to allocate. Returns out.
+// variant: 0, 1, 4 (W <= 18), or at C <= 256 also 2 and 3; at C = 64 only 0, 2, 3 (c512::has_variant); out: [N*H*W, C] to write into, or empty to allocate. Returns out.
 torch::Tensor convfirst_c512(torch::Tensor x, torch::Tensor conv_w, torch::Tensor conv_b, torch::Tensor wpack,
                              torch::Tensor b1, torch::Tensor b2, int64_t H, int64_t W, int64_t variant,
                              torch::Tensor out) {
@@ -25,7 +25,7 @@ torch::Tensor convfirst_c512(torch::Tensor x, torch::Tensor conv_w, torch::Tenso
   const c10::cuda::CUDAGuard guard(x.device());
   checks::on_x_device(x, x, "x", torch::kHalf);
   TORCH_CHECK(x.dim() == 2 && c512::smem_bytes(static_cast<int>(x.size(1))) > 0,
-              "x must be [pixels, C] with C in 128, 256, 384, 512");
+              "x must be [pixels, C] with C in 64, 128, 256, 384, 512");
   const int64_t P = x.size(0), C = x.size(1), hidden = b1.numel();
   checks::on_x_device(conv_w, x, "conv_w", torch::kInt);
   checks::on_x_device(conv_b, x, "conv_b", torch::kFloat);
@@ -36,7 +36,8 @@ torch::Tensor convfirst_c512(torch::Tensor x, torch::Tensor conv_w, torch::Tenso
   TORCH_CHECK(hidden > 0 && hidden % c512::kHiddenChunk == 0, "hidden ", checks::num(hidden),
               " is not a multiple of ", checks::num(c512::kHiddenChunk));
   TORCH_CHECK(wpack.numel() == 4 * hidden * C && b2.numel() == C, "weight shapes");
-  TORCH_CHECK(H >= 1 && W >= 1 && W <= c512::kMaxWidth && P > 0 && P % (H * W) == 0, "bad H, W for x");
+  TORCH_CHECK(H >= 1 && W >= 1 && W <= c512::max_width(static_cast<int>(C)) && P > 0 && P % (H * W) == 0,
+              "bad H, W for x");
   TORCH_CHECK(P * C < (int64_t(1) << 31), "x too large for 32-bit pixel offsets");
   TORCH_CHECK(variant >= 0 && variant < c512::kVariants && c512::has_variant(static_cast<int>(C), static_cast<int>(variant)),
               "convfirst_c512: no variant ", checks::num(variant), " at C = ", checks::num(C));
@@ -103,6 +104,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("s2_wide_smem_bytes", &s2::smem_bytes_256_512, "Shared memory per block of the 256 -> 512 kernel");
   m.attr("s2_wide_hidden_chunk") = s2::hidden_chunk_256_512();
   m.attr("max_width") = c512::kMaxWidth;
+  m.attr("max_width_c64") = c512::kMaxWidth64;
   m.attr("slot_bytes") = c512::kSlotBytes;
 #ifdef BF_SM90A
   m.attr("has_sm90a") = true;
