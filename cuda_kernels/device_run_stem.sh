@@ -5,7 +5,8 @@
 # (cuobjdump), runs the GPU tests of tests/test_stem.py (-m cuda; the CPU ones run anywhere) and, only
 # if every one passed, the benchmark (cuda_kernels.bench_stem: C1 = 32, batch 128, 224x224, beside
 # eager with cudnn.benchmark and torch.compile default / default + freezing; L2 flushed, median)
-# into OUTDIR/stem_bench.json. About 2 minutes on an H200. The last line, on stdout and in
+# into OUTDIR/stem_bench.json, then ConvFirstNet-S's stem (C1 = 16; kernel and eager) into
+# OUTDIR/stem_bench_s.json. About 2 minutes on an H200. The last line, on stdout and in
 # OUTDIR/log.txt, is STEM_OK=1 (built, every GPU test passed, the benchmark's own correctness check
 # passed and the kernel was timed) or STEM_OK=0 (the log says which step failed).
 set -uo pipefail
@@ -48,5 +49,10 @@ for case in r:
           "speedups", {k: round(v, 2) for k, v in case.get("speedups", {}).items()})
     assert "cuda_kernels" in b, "the kernel failed the benchmark's correctness check"
 EOF
-tail -3 "$log"
+# ConvFirstNet-S's stem (C1 = 16), kernel and eager only; informational (does not change STEM_OK)
+echo "== stem bench_s (limit 30s) $(date +%T)" | tee -a "$log"
+timeout 30 python3 -m cuda_kernels.bench_stem --modes "" --case 16:224 --warmup 5 --repeats 30 \
+  --out "$out/stem_bench_s.json" >> "$log" 2>&1
+echo "== stem bench_s: exit $? $(date +%T)" | tee -a "$log"
+tail -4 "$log"
 finish
