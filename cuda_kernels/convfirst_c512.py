@@ -75,6 +75,10 @@ K_PANEL = 64
 # 202.8 (209.6), C=256 a6 14x14 111.3 (variant 2: 111.6, a tie), so it is the default at C >= 384, W <= 18.
 VARIANTS = (0, 1, 2, 3, 4)
 DEFAULT_VARIANT = 0  # at C = 512
+# C = 64 has variants 0, 2, 3 (one 64-channel slice: variant 2 overlaps nothing and runs as 0). Variant 3 is
+# predicted at ~135 us for C=64 a6 56x56 (0 and 2 at ~235, the mma.sync kernel 210): the width's default,
+# which device_run_c64.sh's bench confirms or replaces.
+C64_DEFAULT_VARIANT = 3
 SPLIT_H_MAX_WIDTH = 18  # variant 4: the halo of a 64-pixel tile, (63 // W + 4) * W pixels, fits in 127
 # CUDA_KERNELS_C512_VARIANT overrides default_variant: one variant for every width that has it ("3"), or
 # per width ("256:3,128:3,512:4"); a variant the width lacks (or, for 4, a W > 18 at the call) is skipped.
@@ -98,10 +102,13 @@ def switched_variant(channels: int) -> int | None:
 
 def default_variant(channels: int, width: int | None = None) -> int:
     """The variant `run` uses: CUDA_KERNELS_C512_VARIANT's where it applies (for 4: W <= 18), else the
-    fastest measured: 2 at C <= 256, 4 above where W <= 18 (known), 0 otherwise."""
+    fastest measured: 2 at C <= 256, 4 above where W <= 18 (known), 0 otherwise; at C = 64 the predicted
+    fastest, `C64_DEFAULT_VARIANT` (3)."""
     switched = switched_variant(channels)
     if switched is not None and (switched != 4 or width is None or width <= SPLIT_H_MAX_WIDTH):
         return switched
+    if channels == 64:  # predicted fastest (NOTES.md "C = 64 on the wgmma kernel"); not yet measured
+        return C64_DEFAULT_VARIANT
     if channels <= 256:
         return 2
     return 4 if width is not None and width <= SPLIT_H_MAX_WIDTH else DEFAULT_VARIANT

@@ -533,7 +533,11 @@ def test_variants_by_width(small_weights, monkeypatch):
     assert c512.variants(512) == c512.variants(384) == (0, 1, 4)
     assert c512.variants(256) == c512.variants(128) == (0, 1, 2, 3, 4)
     assert c512.variants(64) == (0, 2, 3)
-    assert [c512.default_variant(c) for c in (64, 128, 256, 384, 512)] == [2, 2, 2, 0, 0]
+    assert [c512.default_variant(c) for c in (64, 128, 256, 384, 512)] == [3, 2, 2, 0, 0]
+    monkeypatch.setenv(c512.VARIANT_SWITCH, "64:2")
+    assert c512.default_variant(64, 56) == 2
+    monkeypatch.setenv(c512.VARIANT_SWITCH, "1")  # C = 64 has no variant 1: its default stays
+    assert c512.default_variant(64, 56) == 3
     x = channels_last(torch.zeros(1, 512, 7, 7, dtype=torch.float16))
     with pytest.raises(ValueError, match="no variant 2 at C=512"):
         c512.run(x, small_weights, variant=2)
