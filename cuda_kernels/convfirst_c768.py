@@ -61,12 +61,13 @@ def slot_order(hidden: int) -> list[tuple[str, int, int, int, int]]:
     of 128 hidden channels and rank r: ``("U", r, j, i, 0)`` for i in 0..5 (rows 0..63: the rank's 64
     hidden channels 128j + 64r .. x input channels 128i .. 128i + 63; rows 64..127: the same hidden
     channels x input channels 128i + 64 ..), then ``("V", r, j, k, q)`` for the chunk's two 64-wide k
-    panels and the rank's three 128-row blocks q of output channels 384r + 128q ..."""
+    panels, the rank's own first (k = r: the H panel it computed, while the partner's is in flight), and
+    the rank's three 128-row blocks q of output channels 384r + 128q ..."""
     order = []
     for r in range(RANKS):
         for j in range(hidden // HIDDEN_CHUNK):
             order += [("U", r, j, i, 0) for i in range(CHANNELS // (2 * K_PANEL))]
-            order += [("V", r, j, k, q) for k in range(HIDDEN_CHUNK // K_PANEL) for q in range(RANK_COLUMNS // SLOT_ROWS)]
+            order += [("V", r, j, k, q) for k in (r, 1 - r) for q in range(RANK_COLUMNS // SLOT_ROWS)]
     return order
 
 

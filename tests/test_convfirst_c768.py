@@ -130,7 +130,8 @@ def test_slot_order():
     assert len(order) == 2 * 36 * c768.SLOTS_PER_CHUNK and c768.SLOTS_PER_CHUNK == 12
     assert order[:6] == [("U", 0, 0, i, 0) for i in range(6)]
     assert order[6:12] == [("V", 0, 0, k, q) for k in range(2) for q in range(3)]
-    assert order[36 * 12] == ("U", 1, 0, 0, 0) and order[-1] == ("V", 1, 35, 1, 2)
+    assert order[36 * 12] == ("U", 1, 0, 0, 0) and order[-1] == ("V", 1, 35, 0, 2)  # rank 1: its own k panel 1 first
+    assert order[36 * 12 + 6 : 36 * 12 + 12] == [("V", 1, 0, k, q) for k in (1, 0) for q in range(3)]
 
 
 @pytest.mark.parametrize("hidden", [128, 256, 768 * 2])
@@ -173,8 +174,9 @@ def emulate_kernel(x: torch.Tensor, block: nn.Module, weights) -> torch.Tensor:
     """The kernel's arithmetic in float64 from the packed slots in stream order, rank by rank: stage 1 of
     rank r, warpgroup w reads rows 32w .. 32w + 31 of each half of every U slot (half hk: X panel 2i + hk)
     into its 32 hidden columns, stored into H panel r at columns 32w ..; the partner's panel arrives whole;
-    stage 2 of rank r: block 0 of each k panel into warpgroup 0's n128 accumulator, block 2 into warpgroup
-    1's, block 1 rows 64w .. into warpgroup w's n64 one; output columns 384 r + (0 | 128 | 192 | 256)."""
+    stage 2 of rank r, k panel r first: block 0 of each k panel into warpgroup 0's n128 accumulator, block 2
+    into warpgroup 1's, block 1 rows 64w .. into warpgroup w's n64 one; output columns 384 r + (0 | 128 |
+    192 | 256)."""
     n, c, h, w = x.shape
     X = F.conv2d(x, block.conv.weight, block.conv.bias, padding=1, groups=c // 8).permute(0, 2, 3, 1).reshape(-1, c)
     P = X.shape[0]
@@ -207,7 +209,8 @@ def emulate_kernel(x: torch.Tensor, block: nn.Module, weights) -> torch.Tensor:
             it += 6
             hchunk = panels[r][j]
             assert hchunk[0] is not None and hchunk[1] is not None
-            for kp in range(2):
+            for ki in range(2):
+                kp = ki ^ r
                 for q in range(3):
                     s = _swizzle_128b(slots[it]).double()
                     it += 1
@@ -299,7 +302,8 @@ class PairModel:
 
     def _write_h(self, c, b, panel, j):
         assert self.halo[c] == 0, f"H of CTA {c} written while it is the conv halo"
-        assert not self._reading(c, "H", b), f"H buffer {b} of CTA {c} overwritten while a wgmma reads it"
+        assert not self._reading(c, "H", b, panel), \
+            f"H panel {panel} of CTA {c} buffer {b} overwritten while a wgmma reads it"
         assert not any(cp[0] == "H" and cp[1] == c and cp[2] == b and panel == c for cp in self.copies), \
             f"H panel {panel} of CTA {c} buffer {b} overwritten while a bulk copy reads it"
         self.h_tag[c][b][panel] = j
@@ -383,14 +387,16 @@ class PairModel:
                 self.copies.append(("H", c, b, j))
                 if j >= 1:
                     self.h_empty[peer][b ^ 1].arrive()
-            while not self.h_full[c][b].passed(j >> 1):
-                yield
-            assert self.h_tag[c][b] == [j, j], f"CTA {c} chunk {j}: stage 2 found H panels {self.h_tag[c][b]}"
-            for kp in range(2):
+            for ki in range(2):
+                kp = ki ^ c  # the rank's own panel first, the partner's after h_full
+                if ki == 1:
+                    while not self.h_full[c][b].passed(j >> 1):
+                        yield
+                assert self.h_tag[c][b][kp] == j, f"CTA {c} chunk {j}: stage 2 found H panels {self.h_tag[c][b]}"
                 for q in range(3):
                     yield from wait_full(it)
                     if q == 1 or q == 2 * w:
-                        self.groups[(c, w)].append([("slot", it % self.stages), ("H", b)])
+                        self.groups[(c, w)].append([("slot", it % self.stages), ("H", b, kp)])
                         yield from self.wait_groups(c, w, 1)
                         if pending is not None:
                             release(pending)

@@ -15,15 +15,16 @@
 //              meets its other warpgroup at a named barrier, then one thread bulk-copies the 8 KB
 //              panel into the same place in the partner's shared memory (cp.async.bulk shared::cta ->
 //              shared::cluster), completing on the partner's h_full mbarrier;
-//     stage 2  once h_full says both panels are there: rank r accumulates output columns 384r ..
-//              384r + 383 from the whole H chunk, as the C = 384 instance does (warpgroup 0: one n128
-//              and one n64 accumulator for columns 0..191, warpgroup 1 columns 192..383).
+//     stage 2  rank r accumulates output columns 384r .. 384r + 383 from the whole H chunk, as the C = 384
+//              instance does (warpgroup 0: one n128 and one n64 accumulator for columns 0..191, warpgroup 1
+//              columns 192..383): its own panel first, the partner's once h_full says it has landed.
 //   epilogue out = acc + b + x from registers, one rounding.
 // H buffer reuse across the pair: before writing chunk j's panel (buffer j % 2), a rank waits on its
 // h_empty[j % 2], on which the partner arrives (remotely) once its reads of that buffer for chunk j - 2
 // have retired (after its chunk j - 1 barrier; for chunks 0 and 1, after its phase A, whose halo lives
 // in H). Weights: per rank its own stream of 16 KB slots (12 per chunk: 6 U slots of 64 hidden rows x
-// 2 k panels, then 2 k panels x 3 V blocks of 128 output rows), one producer thread, a 6-slot ring.
+// 2 k panels, then 2 k panels (k panel r first) x 3 V blocks of 128 output rows), one producer thread, a
+// 6-slot ring.
 // Shared memory: X 96 KB + H 32 KB + ring 96 KB + barriers = 230,528 B with the alignment slack.
 #include "convfirst_c512.h"
 #include "convfirst_c768.h"
@@ -305,14 +306,19 @@ __device__ __forceinline__ void stage1(float (&acc1)[16], uint32_t x_s, uint32_t
   pending = -1;
 }
 
-// Stage 2 of chunk j, H in the buffer at hb (both panels): per k panel the 3 V blocks of this rank's 384
-// output rows; block 0 is warpgroup 0's (n128), block 2 warpgroup 1's (n128), block 1 split by rows (64 wg ..
-// into the warpgroup's n64 accumulator), as the C = 384 instance of convfirst_c512.cu.
+// Stage 2 of chunk j, H in the buffer at hb: per k panel the 3 V blocks of this rank's 384 output rows; block 0
+// is warpgroup 0's (n128), block 2 warpgroup 1's (n128), block 1 split by rows (64 wg .. into the warpgroup's n64
+// accumulator), as the C = 384 instance of convfirst_c512.cu. The rank's own panel (k panel = rank) first, then,
+// once h_full says the partner's panel has landed, the other: the copy's latency hides behind the first half
+// (the rank's slot stream is packed in that order).
 template <typename Release>
 __device__ __forceinline__ void stage2(float (&acc2)[64], float (&acc2s)[32], uint32_t hb, uint32_t ring,
-                                       uint32_t full_bar, int wg, int j, int& it, int& pending, Release& release) {
+                                       uint32_t full_bar, int wg, int j, uint32_t rank, uint32_t h_full_b,
+                                       int& it, int& pending, Release& release) {
 #pragma unroll
-  for (int kp = 0; kp < kHiddenChunk / 64; ++kp) {
+  for (int ki = 0; ki < kHiddenChunk / 64; ++ki) {
+    const int kp = ki ^ (int)rank;
+    if (ki == 1) mbar_wait(h_full_b, (j >> 1) & 1);  // the partner's panel of chunk j
 #pragma unroll
     for (int q = 0; q < 3; ++q, ++it) {
       const int slot = it % kStages;
@@ -324,13 +330,13 @@ __device__ __forceinline__ void stage2(float (&acc2)[64], float (&acc2s)[32], ui
 #pragma unroll
           for (int kk = 0; kk < 4; ++kk)
             wgmma_ss(acc2s, smem_desc_sw128(hb + kp * kPanel + kk * 32),
-                     smem_desc_sw128(ring + slot * kSlotBytes + wg * (64 * 128) + kk * 32), (j | kp | kk) != 0);
+                     smem_desc_sw128(ring + slot * kSlotBytes + wg * (64 * 128) + kk * 32), (j | ki | kk) != 0);
         } else {
           fence_registers(acc2);
 #pragma unroll
           for (int kk = 0; kk < 4; ++kk)
             wgmma_ss(acc2, smem_desc_sw128(hb + kp * kPanel + kk * 32), smem_desc_sw128(ring + slot * kSlotBytes + kk * 32),
-                     (j | kp | kk) != 0);
+                     (j | ki | kk) != 0);
         }
         wgmma_commit();
         wgmma_wait<1>();
@@ -450,8 +456,7 @@ __global__ void __launch_bounds__(kThreads, 1) convfirst_c768_kernel(const Param
         // our reads of buffer b ^ 1 (chunk j - 1) retired before this chunk's barrier
         if (j >= 1) mbar_arrive_cluster(map_to(h_empty + 8 * (b ^ 1), peer));
       }
-      mbar_wait(h_full + 8 * b, (j >> 1) & 1);
-      stage2(acc2, acc2s, h_s + b * kHChunkBytes, ring, full_bar, wg, j, it, pending, release);
+      stage2(acc2, acc2s, h_s + b * kHChunkBytes, ring, full_bar, wg, j, rank, h_full + 8 * b, it, pending, release);
     }
     wgmma_wait<0>();
     fence_registers(acc2);
