@@ -116,8 +116,8 @@ def run(x: np.ndarray, w1_words: np.ndarray, b1: np.ndarray, w2: np.ndarray, b2:
                         a[:, j >> 1, (j & 1) * 2 + h] = in_words[hidx // 2] & qmask[:, j]
                 af = a.view(np.float16).reshape(32, 2, 4, 2).astype(np.float32)
                 accs = []
-                for nt in range(NT1):
-                    acc = np.zeros((32, 4), np.float32)
+                for nt in range(NT1):  # the accumulators start at the bias
+                    acc = np.tile(b1[nt * 8 + 2 * T4[:, None] + np.arange(2)], (1, 2)).astype(np.float32)
                     mma(acc, af[:, 0], bw[nt, 0].astype(np.float32))
                     mma(acc, af[:, 1], bw[nt, 1].astype(np.float32))
                     accs.append(acc)
@@ -130,11 +130,11 @@ def run(x: np.ndarray, w1_words: np.ndarray, b1: np.ndarray, w2: np.ndarray, b2:
                         lc = 2 * pp if pp < PE else 2 * (pp - PE) + 1
                         r1, c1 = r1_0 + lr, c1_0 + lc
                         inside = 0 <= r1 < H1 and 0 <= c1 < W1
-                        for nt in range(NT1):
-                            v = accs[nt][lane, 2 * h:2 * h + 2] + b1[nt * 8 + 2 * T4[lane] + np.arange(2)]
-                            v = np.maximum(v, 0) if inside else np.zeros(2, np.float32)
+                        for nt in range(NT1):  # rounded to fp16, then ReLU (relu_half2), 0 outside
+                            v = np.maximum(accs[nt][lane, 2 * h:2 * h + 2].astype(np.float16), np.float16(0))
+                            v = v if inside else np.zeros(2, np.float16)
                             off = c1_off(int(P[lane]), nt, CH) + 4 * int(T4[lane])
-                            s_c1[off:off + 4] = v.astype(np.float16).view(np.uint8)
+                            s_c1[off:off + 4] = v.view(np.uint8)
         # conv2
         lxA = (LANES & 7) + ((LANES >> 3) & 1) * 8
         chA = LANES >> 4
@@ -142,7 +142,9 @@ def run(x: np.ndarray, w1_words: np.ndarray, b1: np.ndarray, w2: np.ndarray, b2:
             wm, wn = warp // WARPS_N, warp % WARPS_N
             nB = wn * 32 + (LANES & 7) + ((LANES >> 4) << 3)
             chB = (LANES >> 3) & 1
-            acc = np.zeros((MR, 4, 32, 4), np.float32)
+            acc = np.zeros((MR, 4, 32, 4), np.float32)  # starts at the bias
+            for j in range(4):
+                acc[:, j] = np.tile(b2[wn * 32 + j * 8 + 2 * T4[:, None] + np.arange(2)], (1, 2))
             for dy in range(3):
                 for dx in range(3):
                     pp = PE + lxA if dx == 1 else lxA + (dx >> 1)
@@ -169,6 +171,6 @@ def run(x: np.ndarray, w1_words: np.ndarray, b1: np.ndarray, w2: np.ndarray, b2:
                             continue
                         for j in range(4):
                             chn = wn * 32 + j * 8 + 2 * T4[lane] + np.arange(2)
-                            v = np.maximum(acc[mi, j, lane, 2 * h:2 * h + 2] + b2[chn], 0)
-                            out[n, oy, ox, chn] = v.astype(np.float16)
+                            out[n, oy, ox, chn] = np.maximum(acc[mi, j, lane, 2 * h:2 * h + 2].astype(np.float16),
+                                                             np.float16(0))
     return out

@@ -101,6 +101,28 @@ def test_emulated_kernel_matches_the_reference(c1, batch, h, w):
     assert err < 2e-3
 
 
+def test_input_window_load_mapping():
+    """csrc/stem.cu's load_input / store_input: warp w, lane l, row j, chunk k hold window element
+    (w + 8 j) * 204 + l + 32 k; the 8 x 32 threads cover the 35 x 204 window exactly once, and the
+    chunk's global offset (row offset + 3 ix0 + l + 32 k) is the half (gy, ix0 + e // 3, e % 3)."""
+    import stem_emulator as emu
+
+    kch, rpw = (emu.ROWH + 31) // 32, (emu.RI + emu.WARPS - 1) // emu.WARPS
+    assert (kch, rpw) == (7, 5) and (rpw * kch + 1) // 2 == 18
+    seen = []
+    n, H, W, ix0, gy = 1, 40, 50, -3, 5
+    for warp in range(emu.WARPS):
+        for lane in range(32):
+            for j in range(rpw):
+                for k in range(kch):
+                    rr, e = warp + 8 * j, lane + 32 * k
+                    if rr < emu.RI and e < emu.ROWH:
+                        seen.append(rr * emu.ROWH + e)
+                        off = (n * H + gy) * W * 3 + 3 * ix0 + lane + 32 * k
+                        assert off == ((n * H + gy) * W + ix0 + e // 3) * 3 + e % 3
+    assert sorted(seen) == list(range(emu.NIN))
+
+
 def _x_cpu(n=2, h=8, w=8):
     return channels_last(torch.randn(n, 3, h, w).half())
 

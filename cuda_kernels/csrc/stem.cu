@@ -4,7 +4,7 @@
 //
 // One persistent block of 256 threads (8 warps) per SM slot walks output tiles of 8 x 16 pixels:
 //   1. The tile's input window (35 rows x 68 columns x 3 channels, zero outside the image) sits
-//      in shared memory as fp16 halves; the next tile's window is loaded into registers while
+//      in shared memory as fp16 halves (loaded by rows: warp w rows w, w + 8, ...); the next tile's window is loaded into registers while
 //      conv2 of this one runs, and stored after it.
 //   2. conv1 for the 17 x 33 conv1 pixels conv2 needs (the tile with its halo) on mma.m16n8k16:
 //      K = 27 ordered (ky, kx, ci) with each ky row padded to 10, so that every k pair a thread
@@ -30,7 +30,6 @@ namespace {
 
 using bf::ldmatrix_x4;
 using bf::mma_m16n8k16;
-using bf::pack_half2;
 using bf::smem_addr;
 
 constexpr int TH2 = kTileRows, TW2 = kTileCols;
@@ -45,8 +44,9 @@ constexpr int ROWH = WI * 3;              // halves per input row: 204
 constexpr int NIN = RI * ROWH;            // halves per input tile: 7140
 constexpr int THREADS = 256;
 constexpr int WARPS = THREADS / 32;
-constexpr int LOADS = (NIN + THREADS - 1) / THREADS;  // 28
-constexpr int VREGS = (LOADS + 1) / 2;                // two halves per register while in flight
+constexpr int KCH = (ROWH + 31) / 32;                 // 32-half chunks per window row: 7
+constexpr int RPW = (RI + WARPS - 1) / WARPS;         // window rows per warp: 5 (the 5th for warps 0-2)
+constexpr int VREGS = (RPW * KCH + 1) / 2;            // two halves per register while in flight: 18
 static_assert(WI % 2 == 0, "the 32-bit A loads of conv1 need an even input-tile width");
 
 template <int C1>
@@ -70,6 +70,12 @@ struct Cfg {
   static_assert(((W2S * 2) / 16) % 2 == 1, "odd number of 16-byte chunks per weight row: conflict-free ldmatrix");
 };
 
+// ReLU of two fp32 values rounded to fp16, as a half2 word (lo in the low half).
+__device__ __forceinline__ uint32_t relu_half2(float lo, float hi) {
+  __half2 h = __hmax2(__floats2half2_rn(lo, hi), __float2half2_rn(0.f));
+  return *reinterpret_cast<uint32_t*>(&h);
+}
+
 // Byte offset of 16-byte chunk c of conv1 pixel P: 8 / CH pixels per 128-byte line, the chunk
 // XOR-ed with the line index, so any 8 consecutive pixels' chunk c fill the 8 bank groups.
 template <int CH>
@@ -89,34 +95,52 @@ __device__ __forceinline__ Tile decode(const Params& p, int tile) {
   return {rest / p.tiles_y, ty * TH2, tx * TW2};
 }
 
-// The tile's input window into registers: element idx = row * ROWH + col * 3 + ch of the window
-// whose top-left pixel is (4 oy0 - 3, 4 ox0 - 3); zero outside the image. Consecutive threads
-// read consecutive halves of one image row.
+// The tile's input window into registers: window element rr * ROWH + e (e = col * 3 + ch) is the
+// half (4 oy0 - 3 + rr, 4 ox0 - 3 + col, ch) of the image, zero outside it. Warp w loads window rows
+// w + 8 j, its lanes 32 consecutive halves of the row per chunk k (coalesced); whether a chunk's
+// column is inside the image is the same for every row, so each element costs a predicated load.
 __device__ __forceinline__ void load_input(const Params& p, int tile, uint32_t (&v)[VREGS]) {
   const Tile t = decode(p, tile);
   const int iy0 = 4 * t.oy0 - 3, ix0 = 4 * t.ox0 - 3;
+  // the thread index through a volatile move: otherwise the compiler hoists the per-lane column
+  // tests' tile-independent parts out of the tile loop and holds them in registers
+  int tid;
+  asm volatile("mov.u32 %0, %%tid.x;" : "=r"(tid));
+  const int warp = tid >> 5, lane = tid & 31;
   const uint16_t* x = reinterpret_cast<const uint16_t*>(p.x);
+  bool colok[KCH];
 #pragma unroll
-  for (int i = 0; i < LOADS; ++i) {
-    const int idx = static_cast<int>(threadIdx.x) + i * THREADS;
-    uint32_t val = 0;
-    if (idx < NIN) {
-      const int r = idx / ROWH, e = idx - r * ROWH;
-      const int col = e / 3, ch = e - col * 3;
-      const int gy = iy0 + r, gx = ix0 + col;
-      if (gy >= 0 && gy < p.H && gx >= 0 && gx < p.W)
-        val = __ldg(x + (static_cast<int64_t>(t.n * p.H + gy) * p.W + gx) * 3 + ch);
+  for (int k = 0; k < KCH; ++k) {
+    const int e = lane + 32 * k;
+    colok[k] = e < ROWH && static_cast<unsigned>(ix0 + e / 3) < static_cast<unsigned>(p.W);
+  }
+#pragma unroll
+  for (int j = 0; j < RPW; ++j) {
+    const int rr = warp + WARPS * j, gy = iy0 + rr;
+    const bool rowok = rr < RI && static_cast<unsigned>(gy) < static_cast<unsigned>(p.H);
+    // offset of the lane's half in chunk 0 (negative outside the image: then never dereferenced)
+    const int64_t off = (static_cast<int64_t>(t.n) * p.H + gy) * p.W * 3 + 3 * ix0 + lane;
+#pragma unroll
+    for (int k = 0; k < KCH; ++k) {
+      const int i = j * KCH + k;
+      uint32_t val = 0;
+      if (rowok && colok[k]) val = __ldg(x + (off + 32 * k));
+      if (i % 2 == 0) v[i / 2] = val;
+      else v[i / 2] |= val << 16;
     }
-    if (i % 2 == 0) v[i / 2] = val;
-    else v[i / 2] |= val << 16;
   }
 }
 
 __device__ __forceinline__ void store_input(uint16_t* s_in, const uint32_t (&v)[VREGS]) {
+  const int tid = static_cast<int>(threadIdx.x), warp = tid >> 5, lane = tid & 31;
 #pragma unroll
-  for (int i = 0; i < LOADS; ++i) {
-    const int idx = static_cast<int>(threadIdx.x) + i * THREADS;
-    if (idx < NIN) s_in[idx] = static_cast<uint16_t>(v[i / 2] >> (16 * (i % 2)));
+  for (int j = 0; j < RPW; ++j) {
+    const int rr = warp + WARPS * j;
+#pragma unroll
+    for (int k = 0; k < KCH; ++k) {
+      const int i = j * KCH + k, e = lane + 32 * k;
+      if (rr < RI && e < ROWH) s_in[rr * ROWH + e] = static_cast<uint16_t>(v[i / 2] >> (16 * (i % 2)));
+    }
   }
 }
 
@@ -197,10 +221,11 @@ __global__ void __launch_bounds__(THREADS, 2) stem_kernel(const Params p) {
           for (int j = 0; j < 4; ++j)
             a[j >> 1][(j & 1) * 2 + h] = *reinterpret_cast<const uint32_t*>(base + qoff[j]) & qmask[j];
         }
-        float acc[C::NT1][4];
+        float acc[C::NT1][4];  // starts at the bias: the epilogue only rounds and clamps
 #pragma unroll
         for (int nt = 0; nt < C::NT1; ++nt) {
-          acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
+          acc[nt][0] = acc[nt][2] = bias1[nt][0];
+          acc[nt][1] = acc[nt][3] = bias1[nt][1];
           mma_m16n8k16(acc[nt], a[0], bw[nt][0][0], bw[nt][0][1]);
           mma_m16n8k16(acc[nt], a[1], bw[nt][1][0], bw[nt][1][1]);
         }
@@ -214,9 +239,9 @@ __global__ void __launch_bounds__(THREADS, 2) stem_kernel(const Params p) {
             const bool inside = r1 >= 0 && r1 < p.H1 && c1 >= 0 && c1 < p.W1;
 #pragma unroll
             for (int nt = 0; nt < C::NT1; ++nt) {
-              const float v0 = inside ? fmaxf(acc[nt][2 * h] + bias1[nt][0], 0.f) : 0.f;
-              const float v1 = inside ? fmaxf(acc[nt][2 * h + 1] + bias1[nt][1], 0.f) : 0.f;
-              *reinterpret_cast<uint32_t*>(s_c1 + c1_off<C::CH>(P, nt) + 4 * t4) = pack_half2(v0, v1);
+              // ReLU after the fp16 rounding (the same value: rounding is monotone), on the pair
+              const uint32_t v = relu_half2(acc[nt][2 * h], acc[nt][2 * h + 1]);
+              *reinterpret_cast<uint32_t*>(s_c1 + c1_off<C::CH>(P, nt) + 4 * t4) = inside ? v : 0u;
             }
           }
         }
@@ -230,11 +255,16 @@ __global__ void __launch_bounds__(THREADS, 2) stem_kernel(const Params p) {
 
     // ---- conv2 + bias + ReLU to global memory -----------------------------------------------
     {
-      float acc[C::MR][4][4];
+      float acc[C::MR][4][4];  // starts at the bias
 #pragma unroll
-      for (int mi = 0; mi < C::MR; ++mi)
+      for (int j = 0; j < 4; ++j) {
+        const float b0 = __ldg(p.b2 + wn * 32 + j * 8 + 2 * t4), b1 = __ldg(p.b2 + wn * 32 + j * 8 + 2 * t4 + 1);
 #pragma unroll
-        for (int j = 0; j < 4; ++j) acc[mi][j][0] = acc[mi][j][1] = acc[mi][j][2] = acc[mi][j][3] = 0.f;
+        for (int mi = 0; mi < C::MR; ++mi) {
+          acc[mi][j][0] = acc[mi][j][2] = b0;
+          acc[mi][j][1] = acc[mi][j][3] = b1;
+        }
+      }
 #pragma unroll 1
       for (int dy = 0; dy < 3; ++dy) {  // not unrolled: 36 hoisted tap addresses would spill
 #pragma unroll
@@ -265,12 +295,6 @@ __global__ void __launch_bounds__(THREADS, 2) stem_kernel(const Params p) {
           }
         }
       }
-      float bias2[4][2];
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        bias2[j][0] = __ldg(p.b2 + wn * 32 + j * 8 + 2 * t4);
-        bias2[j][1] = __ldg(p.b2 + wn * 32 + j * 8 + 2 * t4 + 1);
-      }
 #pragma unroll
       for (int mi = 0; mi < C::MR; ++mi) {
         const int oy = t.oy0 + wm * C::MR + mi;
@@ -281,11 +305,8 @@ __global__ void __launch_bounds__(THREADS, 2) stem_kernel(const Params p) {
           if (ox >= p.Wo) continue;
           __half* o = p.out + (static_cast<int64_t>(t.n * p.Ho + oy) * p.Wo + ox) * C::C2 + wn * 32 + 2 * t4;
 #pragma unroll
-          for (int j = 0; j < 4; ++j) {
-            const float v0 = fmaxf(acc[mi][j][2 * h] + bias2[j][0], 0.f);
-            const float v1 = fmaxf(acc[mi][j][2 * h + 1] + bias2[j][1], 0.f);
-            *reinterpret_cast<uint32_t*>(o + j * 8) = pack_half2(v0, v1);
-          }
+          for (int j = 0; j < 4; ++j)
+            *reinterpret_cast<uint32_t*>(o + j * 8) = relu_half2(acc[mi][j][2 * h], acc[mi][j][2 * h + 1]);
         }
       }
     }
