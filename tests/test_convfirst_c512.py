@@ -490,7 +490,7 @@ def test_double_halo_variant(channels, expansion, batch, h, w):
     (6, 3, 56, 56), (6, 1, 55, 55), (4, 5, 29, 29), (2, 7, 9, 9), (8, 2, 56, 9), (6, 1, 1, 1), (6, 37, 13, 56),
     (4, 2, 31, 55), (10, 3, 56, 56), (6, 300, 7, 7),
 ])
-@pytest.mark.parametrize("variant", [0, 2, 3])
+@pytest.mark.parametrize("variant", [0, 2, 3], ids=["v0", "v2", "v3"])
 def test_c64_variants(variant, expansion, batch, h, w):
     """C = 64 (stage 2 split by k on register A operands, the windowed halo to W = 56): widths 56, 55, 29,
     9 and 1, odd batches, alpha 8 (8 slots: variant 3's resident ring full) and 10 (10 slots: streamed)."""
