@@ -62,6 +62,16 @@ def mma(acc: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
         acc[lane] += np.array([D[g, 2 * t], D[g, 2 * t + 1], D[g + 8, 2 * t], D[g + 8, 2 * t + 1]], np.float32)
 
 
+def conv1_table() -> np.ndarray:
+    """The kernel's conv1 row table (s_tab): window offset | lr << 16 (255: padding row) | lc << 24."""
+    i = np.arange(MT1 * 16)
+    P = np.minimum(i, NP1 - 1)
+    lr, pp = P // PW, P % PW
+    lc = np.where(pp < PE, 2 * pp, 2 * (pp - PE) + 1)
+    field = np.where(i < NP1, lr, 255)
+    return ((2 * lr * ROWH + 6 * lc) | (field << 16) | (lc << 24)).astype(np.uint32)
+
+
 def run(x: np.ndarray, w1_words: np.ndarray, b1: np.ndarray, w2: np.ndarray, b2: np.ndarray) -> np.ndarray:
     """x [N, H, W, 3] fp16 (NHWC); w1_words: the packed int32 fragments; w2 [C2, 9 C1] fp16.
     Returns [N, Ho, Wo, C2] fp16, as the kernel writes it."""
@@ -102,14 +112,14 @@ def run(x: np.ndarray, w1_words: np.ndarray, b1: np.ndarray, w2: np.ndarray, b2:
         q = T4[:, None] + 4 * np.arange(4)
         qoff = np.where(q == 15, 0, (q // 5) * ROWH + 2 * (q % 5))
         qmask = np.where(q == 15, 0, np.where(q % 5 == 4, 0x0000FFFF, 0xFFFFFFFF)).astype(np.uint32)
+        tab = conv1_table()
+        swz = (G // (8 // CH)) % CH
         for warp in range(WARPS):
             for mt in range(warp, MT1, WARPS):
                 a = np.zeros((32, 2, 4), np.uint32)
+                rows = [tab[mt * 16 + G + 8 * h] for h in range(2)]
                 for h in range(2):
-                    P = np.minimum(mt * 16 + G + 8 * h, NP1 - 1)
-                    lr, pp = P // PW, P % PW
-                    lc = np.where(pp < PE, 2 * pp, 2 * (pp - PE) + 1)
-                    base = 2 * lr * ROWH + 6 * lc
+                    base = (rows[h] & 0xFFFF).astype(np.int64)
                     for j in range(4):
                         hidx = base + qoff[:, j]
                         assert np.all(hidx % 2 == 0) and np.all(hidx + 1 < NIN)
@@ -122,18 +132,18 @@ def run(x: np.ndarray, w1_words: np.ndarray, b1: np.ndarray, w2: np.ndarray, b2:
                     mma(acc, af[:, 1], bw[nt, 1].astype(np.float32))
                     accs.append(acc)
                 for h in range(2):
-                    P = mt * 16 + G + 8 * h
                     for lane in range(32):
-                        if P[lane] >= NP1:
+                        lr, lc = int(rows[h][lane] >> 16) & 0xFF, int(rows[h][lane] >> 24)
+                        if lr == 255:
                             continue
-                        lr, pp = P[lane] // PW, P[lane] % PW
-                        lc = 2 * pp if pp < PE else 2 * (pp - PE) + 1
                         r1, c1 = r1_0 + lr, c1_0 + lc
                         inside = 0 <= r1 < H1 and 0 <= c1 < W1
+                        dst = (mt * 16 + 8 * h + int(G[lane])) * (C1 * 2) + 4 * int(T4[lane])
                         for nt in range(NT1):  # rounded to fp16, then ReLU (relu_half2), 0 outside
                             v = np.maximum(accs[nt][lane, 2 * h:2 * h + 2].astype(np.float16), np.float16(0))
                             v = v if inside else np.zeros(2, np.float16)
-                            off = c1_off(int(P[lane]), nt, CH) + 4 * int(T4[lane])
+                            off = dst + ((nt ^ int(swz[lane])) << 4)
+                            assert off == c1_off(mt * 16 + 8 * h + int(G[lane]), nt, CH) + 4 * int(T4[lane])
                             s_c1[off:off + 4] = v.view(np.uint8)
         # conv2
         lxA = (LANES & 7) + ((LANES >> 3) & 1) * 8

@@ -63,7 +63,9 @@ struct Cfg {
   static constexpr int SMEM_W2 = C2 * W2S * 2;
   static constexpr int SMEM_C1 = NP1 * C1 * 2;
   static constexpr int SMEM_IN = NIN * 2;
-  static constexpr int SMEM = SMEM_W2 + SMEM_C1 + SMEM_IN;
+  static constexpr int SMEM_TAB = MT1 * 16 * 4;  // conv1 row table (conv1_table)
+  static constexpr int SMEM = SMEM_W2 + SMEM_C1 + SMEM_IN + SMEM_TAB;
+  static constexpr int PPL = 8 / CH;             // conv1 pixels per 128-byte line (c1_off)
   static_assert(C1 == 16 || C1 == 32, "kernels for C1 in {16, 32}");
   static_assert(WARPS_M * WARPS_N == WARPS && MR * WARPS_M == TH2, "warp layout");
   static_assert(SMEM_W2 % 16 == 0 && SMEM_C1 % 16 == 0, "ldmatrix needs 16-byte aligned regions");
@@ -151,6 +153,7 @@ __global__ void __launch_bounds__(THREADS, 2) stem_kernel(const Params p) {
   uint16_t* s_w2 = reinterpret_cast<uint16_t*>(smem);
   unsigned char* s_c1 = smem + C::SMEM_W2;
   uint16_t* s_in = reinterpret_cast<uint16_t*>(smem + C::SMEM_W2 + C::SMEM_C1);
+  uint32_t* s_tab = reinterpret_cast<uint32_t*>(smem + C::SMEM_W2 + C::SMEM_C1 + C::SMEM_IN);
 
   const int tid = static_cast<int>(threadIdx.x), warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, t4 = lane & 3;
@@ -164,6 +167,17 @@ __global__ void __launch_bounds__(THREADS, 2) stem_kernel(const Params p) {
       *reinterpret_cast<uint4*>(s_w2 + row * C::W2S + c * 8) = __ldg(src + i);
     }
   }
+  // conv1 row table, the same for every tile: for conv1 row (GEMM row) i of a tile, the half offset
+  // of its input window in s_in (bits 0-15), its local conv1 row lr (bits 16-23; 255 for the
+  // padding rows i >= NP1, which read pixel NP1 - 1 and are not stored) and column lc (bits 24-31)
+  for (int i = tid; i < MT1 * 16; i += THREADS) {
+    const int P = min(i, NP1 - 1);
+    const int lr = P / PW, pp = P - lr * PW;
+    const int lc = pp < PE ? 2 * pp : 2 * (pp - PE) + 1;
+    s_tab[i] = static_cast<uint32_t>(2 * lr * ROWH + 6 * lc) | (static_cast<uint32_t>(i < NP1 ? lr : 255) << 16) |
+               (static_cast<uint32_t>(lc) << 24);
+  }
+  static_assert(2 * (R1 - 1) * ROWH + 6 * (2 * PE) < 65536 && R1 < 255, "conv1 table fields");
   const int wm = warp / C::WARPS_N, wn = warp % C::WARPS_N;
   const uint32_t s_c1_addr = smem_addr(s_c1), s_w2_addr = smem_addr(s_w2);
   // conv2 ldmatrix lanes: A row (output column) and chunk; B row (output channel) and chunk
@@ -209,14 +223,16 @@ __global__ void __launch_bounds__(THREADS, 2) stem_kernel(const Params p) {
         qoff[j] = q == 15 ? 0 : (q / 5) * ROWH + 2 * (q % 5);
         qmask[j] = q == 15 ? 0u : (q % 5 == 4 ? 0x0000ffffu : 0xffffffffu);
       }
+      // conv1 pixel P = 16 mt + 8 h + g: its chunk swizzle (P / PPL) % CH is (g / PPL) % CH, as
+      // 16 mt + 8 h is a multiple of PPL * CH = 8
+      const int swz = (g / C::PPL) % C::CH;
       for (int mt = warp; mt < MT1; mt += WARPS) {
         uint32_t a[2][4];
+        uint32_t row[2];
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          const int P = min(mt * 16 + g + 8 * h, NP1 - 1);  // padded rows read a real pixel, discarded
-          const int lr = P / PW, pp = P - lr * PW;
-          const int lc = pp < PE ? 2 * pp : 2 * (pp - PE) + 1;
-          const uint16_t* base = s_in + 2 * lr * ROWH + 6 * lc;
+          row[h] = s_tab[mt * 16 + g + 8 * h];
+          const uint16_t* base = s_in + (row[h] & 0xffffu);
 #pragma unroll
           for (int j = 0; j < 4; ++j)
             a[j >> 1][(j & 1) * 2 + h] = *reinterpret_cast<const uint32_t*>(base + qoff[j]) & qmask[j];
@@ -231,17 +247,16 @@ __global__ void __launch_bounds__(THREADS, 2) stem_kernel(const Params p) {
         }
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          const int P = mt * 16 + g + 8 * h;
-          if (P < NP1) {
-            const int lr = P / PW, pp = P - lr * PW;
-            const int lc = pp < PE ? 2 * pp : 2 * (pp - PE) + 1;
-            const int r1 = r1_0 + lr, c1 = c1_0 + lc;
-            const bool inside = r1 >= 0 && r1 < p.H1 && c1 >= 0 && c1 < p.W1;
+          const int lr = static_cast<int>((row[h] >> 16) & 0xffu), lc = static_cast<int>(row[h] >> 24);
+          if (lr != 255) {
+            const bool inside = static_cast<unsigned>(r1_0 + lr) < static_cast<unsigned>(p.H1) &&
+                                static_cast<unsigned>(c1_0 + lc) < static_cast<unsigned>(p.W1);
+            unsigned char* dst = s_c1 + (mt * 16 + 8 * h + g) * (C1 * 2) + 4 * t4;  // = c1_off(P, nt) - (chunk)
 #pragma unroll
             for (int nt = 0; nt < C::NT1; ++nt) {
               // ReLU after the fp16 rounding (the same value: rounding is monotone), on the pair
               const uint32_t v = relu_half2(acc[nt][2 * h], acc[nt][2 * h + 1]);
-              *reinterpret_cast<uint32_t*>(s_c1 + c1_off<C::CH>(P, nt) + 4 * t4) = inside ? v : 0u;
+              *reinterpret_cast<uint32_t*>(dst + ((nt ^ swz) << 4)) = inside ? v : 0u;
             }
           }
         }
