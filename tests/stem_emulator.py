@@ -13,6 +13,7 @@ R1 = 2 * TH2 + 1
 PE, PO = TW2 + 1, TW2
 PW = PE + PO
 NP1 = R1 * PW
+PWS = 40  # conv1 pixels per row in shared memory
 MT1 = (NP1 + 15) // 16
 RI = 4 * TH2 + 3
 WI = 4 * TW2 + 4
@@ -62,14 +63,24 @@ def mma(acc: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
         acc[lane] += np.array([D[g, 2 * t], D[g, 2 * t + 1], D[g + 8, 2 * t], D[g + 8, 2 * t + 1]], np.float32)
 
 
-def conv1_table() -> np.ndarray:
-    """The kernel's conv1 row table (s_tab): window offset | lr << 16 (255: padding row) | lc << 24."""
+def pix(lr, pp, c, C1):
+    """The kernel's Cfg::pix: byte offset of chunk c of conv1 pixel (lr, pp) in shared memory."""
+    CH = C1 // 8
+    return lr * (PWS * C1 * 2) + pp * (C1 * 2) + ((c ^ ((pp // (8 // CH)) % CH)) << 4)
+
+
+def conv1_table(C1: int) -> tuple[np.ndarray, np.ndarray]:
+    """The kernel's conv1 row table (s_tab): x = window offset | lr << 16 (255: padding row) | lc << 24,
+    y = the pixel's byte offset (chunk bits off) | its swizzle << 16."""
+    CH = C1 // 8
     i = np.arange(MT1 * 16)
     P = np.minimum(i, NP1 - 1)
     lr, pp = P // PW, P % PW
     lc = np.where(pp < PE, 2 * pp, 2 * (pp - PE) + 1)
     field = np.where(i < NP1, lr, 255)
-    return ((2 * lr * ROWH + 6 * lc) | (field << 16) | (lc << 24)).astype(np.uint32)
+    x = ((2 * lr * ROWH + 6 * lc) | (field << 16) | (lc << 24)).astype(np.uint32)
+    y = ((lr * (PWS * C1 * 2) + pp * (C1 * 2)) | (((pp // (8 // CH)) % CH) << 16)).astype(np.uint32)
+    return x, y
 
 
 def run(x: np.ndarray, w1_words: np.ndarray, b1: np.ndarray, w2: np.ndarray, b2: np.ndarray) -> np.ndarray:
@@ -107,17 +118,17 @@ def run(x: np.ndarray, w1_words: np.ndarray, b1: np.ndarray, w2: np.ndarray, b2:
         ok = (gy >= 0) & (gy < H) & (gx >= 0) & (gx < W)
         s_in[ok] = xf[((n * H + gy[ok]) * W + gx[ok]) * 3 + ch[ok]]
         in_words = s_in.view(np.uint32)
-        s_c1 = np.full(NP1 * C1 * 2, 0xFF, np.uint8)  # NaN bytes: any unwritten read shows
+        s_c1 = np.full(R1 * PWS * C1 * 2, 0xFF, np.uint8)  # NaN bytes: any unwritten read shows
         r1_0, c1_0 = 2 * oy0 - 1, 2 * ox0 - 1
         q = T4[:, None] + 4 * np.arange(4)
         qoff = np.where(q == 15, 0, (q // 5) * ROWH + 2 * (q % 5))
         qmask = np.where(q == 15, 0, np.where(q % 5 == 4, 0x0000FFFF, 0xFFFFFFFF)).astype(np.uint32)
-        tab = conv1_table()
-        swz = (G // (8 // CH)) % CH
+        tab, taby = conv1_table(C1)
         for warp in range(WARPS):
             for mt in range(warp, MT1, WARPS):
                 a = np.zeros((32, 2, 4), np.uint32)
                 rows = [tab[mt * 16 + G + 8 * h] for h in range(2)]
+                rowsy = [taby[mt * 16 + G + 8 * h] for h in range(2)]
                 for h in range(2):
                     base = (rows[h] & 0xFFFF).astype(np.int64)
                     for j in range(4):
@@ -138,12 +149,14 @@ def run(x: np.ndarray, w1_words: np.ndarray, b1: np.ndarray, w2: np.ndarray, b2:
                             continue
                         r1, c1 = r1_0 + lr, c1_0 + lc
                         inside = 0 <= r1 < H1 and 0 <= c1 < W1
-                        dst = (mt * 16 + 8 * h + int(G[lane])) * (C1 * 2) + 4 * int(T4[lane])
+                        y = int(rowsy[h][lane])
+                        dst, swz = (y & 0xFFFF) + 4 * int(T4[lane]), y >> 16
+                        P = mt * 16 + 8 * h + int(G[lane])
                         for nt in range(NT1):  # rounded to fp16, then ReLU (relu_half2), 0 outside
                             v = np.maximum(accs[nt][lane, 2 * h:2 * h + 2].astype(np.float16), np.float16(0))
                             v = v if inside else np.zeros(2, np.float16)
-                            off = dst + ((nt ^ int(swz[lane])) << 4)
-                            assert off == c1_off(mt * 16 + 8 * h + int(G[lane]), nt, CH) + 4 * int(T4[lane])
+                            off = dst + ((nt ^ swz) << 4)
+                            assert off == c1_off((P // PW) * PWS + P % PW, nt, CH) + 4 * int(T4[lane])
                             s_c1[off:off + 4] = v.view(np.uint8)
         # conv2
         lxA = (LANES & 7) + ((LANES >> 3) & 1) * 8
@@ -167,7 +180,9 @@ def run(x: np.ndarray, w1_words: np.ndarray, b1: np.ndarray, w2: np.ndarray, b2:
                             b[2 * pr + 1] = regs[:, 2:4]
                         for mi in range(MR):
                             lr = 2 * (wm * MR + mi) + dy
-                            av = ldmatrix_x4(s_c1, c1_off(lr * PW + pp, kk * 2 + chA, CH)).astype(np.float32)
+                            addr = pix(lr, pp, kk * 2 + chA, C1)
+                            assert np.array_equal(addr, c1_off(lr * PWS + pp, kk * 2 + chA, CH))
+                            av = ldmatrix_x4(s_c1, addr).astype(np.float32)
                             for j in range(4):
                                 mma(acc[mi, j], av, b[j])
             for mi in range(MR):

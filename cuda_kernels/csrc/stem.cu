@@ -36,7 +36,9 @@ constexpr int TH2 = kTileRows, TW2 = kTileCols;
 constexpr int R1 = 2 * TH2 + 1;           // conv1 rows of a tile: 17
 constexpr int PE = TW2 + 1, PO = TW2;     // even / odd conv1 columns: 17 / 16
 constexpr int PW = PE + PO;               // conv1 pixels per row: 33
-constexpr int NP1 = R1 * PW;              // conv1 pixels per tile: 561
+constexpr int NP1 = R1 * PW;              // conv1 pixels per tile: 561 (the conv1 GEMM's rows)
+constexpr int PWS = 40;                   // conv1 pixels per row in shared memory: 33 + 7 unused, a
+                                          // multiple of 8 so that the chunk swizzle ignores the row
 constexpr int MT1 = (NP1 + 15) / 16;      // their m16 tiles: 36
 constexpr int RI = 4 * TH2 + 3;           // input rows: 35
 constexpr int WI = 4 * TW2 + 4;           // input columns: 67 needed + 1 (the padded k pair's read), even
@@ -61,14 +63,21 @@ struct Cfg {
   static constexpr int MR = TH2 / WARPS_M;  // output rows (m16 tiles) per warp
   static constexpr int KS = C1 / 16;        // k16 steps per tap
   static constexpr int SMEM_W2 = C2 * W2S * 2;
-  static constexpr int SMEM_C1 = NP1 * C1 * 2;
+  static constexpr int SMEM_C1 = R1 * PWS * C1 * 2;
   static constexpr int SMEM_IN = NIN * 2;
-  static constexpr int SMEM_TAB = MT1 * 16 * 4;  // conv1 row table (conv1_table)
+  static constexpr int SMEM_TAB = MT1 * 16 * 8;  // conv1 row table (two words per GEMM row)
   static constexpr int SMEM = SMEM_W2 + SMEM_C1 + SMEM_IN + SMEM_TAB;
   static constexpr int PPL = 8 / CH;             // conv1 pixels per 128-byte line (c1_off)
+
   static_assert(C1 == 16 || C1 == 32, "kernels for C1 in {16, 32}");
   static_assert(WARPS_M * WARPS_N == WARPS && MR * WARPS_M == TH2, "warp layout");
   static_assert(SMEM_W2 % 16 == 0 && SMEM_C1 % 16 == 0, "ldmatrix needs 16-byte aligned regions");
+  static_assert(PWS % (PPL * CH) == 0 && PWS >= PW, "row-independent swizzle");
+  static_assert((SMEM_W2 + SMEM_C1 + SMEM_IN) % 8 == 0, "the table's uint2 entries need 8-byte alignment");
+  // byte offset of chunk c of conv1 pixel (lr, pp) in shared memory: c1_off(lr * PWS + pp, c)
+  static __device__ __forceinline__ uint32_t pix(int lr, int pp, int c) {
+    return static_cast<uint32_t>(lr * (PWS * C1 * 2) + pp * (C1 * 2) + ((c ^ ((pp / PPL) % CH)) << 4));
+  }
   static_assert(((W2S * 2) / 16) % 2 == 1, "odd number of 16-byte chunks per weight row: conflict-free ldmatrix");
 };
 
@@ -153,7 +162,7 @@ __global__ void __launch_bounds__(THREADS, 2) stem_kernel(const Params p) {
   uint16_t* s_w2 = reinterpret_cast<uint16_t*>(smem);
   unsigned char* s_c1 = smem + C::SMEM_W2;
   uint16_t* s_in = reinterpret_cast<uint16_t*>(smem + C::SMEM_W2 + C::SMEM_C1);
-  uint32_t* s_tab = reinterpret_cast<uint32_t*>(smem + C::SMEM_W2 + C::SMEM_C1 + C::SMEM_IN);
+  uint2* s_tab = reinterpret_cast<uint2*>(smem + C::SMEM_W2 + C::SMEM_C1 + C::SMEM_IN);
 
   const int tid = static_cast<int>(threadIdx.x), warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, t4 = lane & 3;
@@ -167,17 +176,22 @@ __global__ void __launch_bounds__(THREADS, 2) stem_kernel(const Params p) {
       *reinterpret_cast<uint4*>(s_w2 + row * C::W2S + c * 8) = __ldg(src + i);
     }
   }
-  // conv1 row table, the same for every tile: for conv1 row (GEMM row) i of a tile, the half offset
-  // of its input window in s_in (bits 0-15), its local conv1 row lr (bits 16-23; 255 for the
-  // padding rows i >= NP1, which read pixel NP1 - 1 and are not stored) and column lc (bits 24-31)
+  // conv1 row table, the same for every tile: for row i of a tile's conv1 GEMM (pixel (lr, pp) =
+  // (i / 33, i % 33)), x = the half offset of its input window in s_in (bits 0-15), lr (bits 16-23;
+  // 255 for the padding rows i >= NP1, which read pixel NP1 - 1 and are not stored) and the conv1
+  // column lc (bits 24-31); y = the pixel's byte offset in s_c1 (bits 0-15) and its chunk swizzle
+  // (bits 16-31), so that chunk c of it is at y + ((c ^ swizzle) << 4)
   for (int i = tid; i < MT1 * 16; i += THREADS) {
     const int P = min(i, NP1 - 1);
     const int lr = P / PW, pp = P - lr * PW;
     const int lc = pp < PE ? 2 * pp : 2 * (pp - PE) + 1;
-    s_tab[i] = static_cast<uint32_t>(2 * lr * ROWH + 6 * lc) | (static_cast<uint32_t>(i < NP1 ? lr : 255) << 16) |
-               (static_cast<uint32_t>(lc) << 24);
+    const uint32_t pixel = static_cast<uint32_t>(lr * (PWS * C1 * 2) + pp * (C1 * 2));  // pix() without the chunk
+    s_tab[i] = make_uint2(static_cast<uint32_t>(2 * lr * ROWH + 6 * lc) |
+                              (static_cast<uint32_t>(i < NP1 ? lr : 255) << 16) | (static_cast<uint32_t>(lc) << 24),
+                          pixel | (static_cast<uint32_t>((pp / C::PPL) % C::CH) << 16));
   }
   static_assert(2 * (R1 - 1) * ROWH + 6 * (2 * PE) < 65536 && R1 < 255, "conv1 table fields");
+  static_assert(C::SMEM_C1 <= 65536, "conv1 pixel offsets in 16 bits");
   const int wm = warp / C::WARPS_N, wn = warp % C::WARPS_N;
   const uint32_t s_c1_addr = smem_addr(s_c1), s_w2_addr = smem_addr(s_w2);
   // conv2 ldmatrix lanes: A row (output column) and chunk; B row (output channel) and chunk
@@ -223,16 +237,13 @@ __global__ void __launch_bounds__(THREADS, 2) stem_kernel(const Params p) {
         qoff[j] = q == 15 ? 0 : (q / 5) * ROWH + 2 * (q % 5);
         qmask[j] = q == 15 ? 0u : (q % 5 == 4 ? 0x0000ffffu : 0xffffffffu);
       }
-      // conv1 pixel P = 16 mt + 8 h + g: its chunk swizzle (P / PPL) % CH is (g / PPL) % CH, as
-      // 16 mt + 8 h is a multiple of PPL * CH = 8
-      const int swz = (g / C::PPL) % C::CH;
       for (int mt = warp; mt < MT1; mt += WARPS) {
         uint32_t a[2][4];
-        uint32_t row[2];
+        uint2 row[2];
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           row[h] = s_tab[mt * 16 + g + 8 * h];
-          const uint16_t* base = s_in + (row[h] & 0xffffu);
+          const uint16_t* base = s_in + (row[h].x & 0xffffu);
 #pragma unroll
           for (int j = 0; j < 4; ++j)
             a[j >> 1][(j & 1) * 2 + h] = *reinterpret_cast<const uint32_t*>(base + qoff[j]) & qmask[j];
@@ -247,11 +258,12 @@ __global__ void __launch_bounds__(THREADS, 2) stem_kernel(const Params p) {
         }
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          const int lr = static_cast<int>((row[h] >> 16) & 0xffu), lc = static_cast<int>(row[h] >> 24);
+          const int lr = static_cast<int>((row[h].x >> 16) & 0xffu), lc = static_cast<int>(row[h].x >> 24);
           if (lr != 255) {
             const bool inside = static_cast<unsigned>(r1_0 + lr) < static_cast<unsigned>(p.H1) &&
                                 static_cast<unsigned>(c1_0 + lc) < static_cast<unsigned>(p.W1);
-            unsigned char* dst = s_c1 + (mt * 16 + 8 * h + g) * (C1 * 2) + 4 * t4;  // = c1_off(P, nt) - (chunk)
+            unsigned char* dst = s_c1 + (row[h].y & 0xffffu) + 4 * t4;
+            const int swz = static_cast<int>(row[h].y >> 16);
 #pragma unroll
             for (int nt = 0; nt < C::NT1; ++nt) {
               // ReLU after the fp16 rounding (the same value: rounding is monotone), on the pair
@@ -280,8 +292,8 @@ __global__ void __launch_bounds__(THREADS, 2) stem_kernel(const Params p) {
           acc[mi][j][1] = acc[mi][j][3] = b1;
         }
       }
-#pragma unroll 1
-      for (int dy = 0; dy < 3; ++dy) {  // not unrolled: 36 hoisted tap addresses would spill
+#pragma unroll
+      for (int dy = 0; dy < 3; ++dy) {
 #pragma unroll
         for (int dx = 0; dx < 3; ++dx) {
           // conv1 column 2 lx + dx: odd plane entry lx (dx = 1), even plane entry lx + dx / 2
@@ -303,7 +315,7 @@ __global__ void __launch_bounds__(THREADS, 2) stem_kernel(const Params p) {
             for (int mi = 0; mi < C::MR; ++mi) {
               const int lr = 2 * (wm * C::MR + mi) + dy;
               uint32_t a[4];
-              ldmatrix_x4(a, s_c1_addr + c1_off<C::CH>(lr * PW + pp, kk * 2 + chA));
+              ldmatrix_x4(a, s_c1_addr + C::pix(lr, pp, kk * 2 + chA));  // lr: an immediate offset
 #pragma unroll
               for (int j = 0; j < 4; ++j) mma_m16n8k16(acc[mi][j], a, b[j][0], b[j][1]);
             }
