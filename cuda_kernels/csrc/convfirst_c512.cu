@@ -326,6 +326,21 @@ __device__ __forceinline__ void ffn64_tile(const Params& p, uint32_t x_s, uint32
                                            int wg, int wq, int lane, int nchunks, int p0, int& it, int& pending,
                                            Release& release, AfterStage1&& after_stage1) {
   constexpr int C = 64;
+  // The epilogue's shortcut x and bias b, loaded first: their latency hides behind the tile's FFN instead
+  // of following the partial-sum exchange (columns 32 wg + 8 i + 2 (lane % 4), rows r0 and r0 + 8).
+  const int r0 = p0 + wq * 16 + (lane >> 2);
+  __half2 sc[4][2];
+  float2 b2[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int col = 32 * wg + 8 * i + 2 * (lane & 3);
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) {
+      const int row = r0 + 8 * hr;
+      sc[i][hr] = row < p.P ? __ldg(reinterpret_cast<const __half2*>(p.x + (size_t)row * C + col)) : __float2half2_rn(0.f);
+    }
+    b2[i] = __ldg(reinterpret_cast<const float2*>(p.b2 + col));
+  }
   float acc2[32];  // not zeroed: the first product (chunk 0, first k step) runs with scale-d 0
 #pragma unroll 1
   for (int j = 0; j < nchunks; ++j) {
@@ -381,19 +396,10 @@ __device__ __forceinline__ void ffn64_tile(const Params& p, uint32_t x_s, uint32
   }
 
   // epilogue: out = acc + b + x at columns 32 wg + 8 i + 2 (lane % 4), rows r0 and r0 + 8
-  const int r0 = p0 + wq * 16 + (lane >> 2);
-  __half2 sc[4][2];
-#pragma unroll
-  for (int i = 0; i < 4; ++i)
-#pragma unroll
-    for (int hr = 0; hr < 2; ++hr) {
-      const int row = r0 + 8 * hr, col = 32 * wg + 8 * i + 2 * (lane & 3);
-      sc[i][hr] = row < p.P ? __ldg(reinterpret_cast<const __half2*>(p.x + (size_t)row * C + col)) : __float2half2_rn(0.f);
-    }
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
     const int col = 32 * wg + 8 * i + 2 * (lane & 3);
-    const float2 b = __ldg(reinterpret_cast<const float2*>(p.b2 + col));
+    const float2 b = b2[i];
 #pragma unroll
     for (int hr = 0; hr < 2; ++hr) {
       const int row = r0 + 8 * hr;
