@@ -1234,6 +1234,22 @@ def test_device_script_has_the_variant_3_steps():
         assert needle in text
 
 
+def test_device_script_for_c64():
+    """device_run_c64.sh: valid bash; builds without the verbose-ptxas flag (a flag change rebuilds the
+    extension in the later processes); smoke, the two test processes, the bench over the passing variants
+    beside the mma.sync kernel; the final lines the lead reads."""
+    import pathlib
+    import subprocess
+
+    script = pathlib.Path(__file__).resolve().parents[1] / "cuda_kernels" / "device_run_c64.sh"
+    assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
+    text = script.read_text()
+    assert "env BLOCK_FUSION_PTXAS_VERBOSE" not in text
+    for needle in ("step smoke", "step tests02", "step tests3", "--case c64:6:56", '--variants "$variants"',
+                   "C64_OK=$1", "C64_VARIANT=$2", "C64_OK_V02=", "-res-usage", "load_extension as a"):
+        assert needle in text, needle
+
+
 # ---- C = 384 (ConvFirstNet-L stage 2): one n128 and one n64 accumulator per warpgroup ----
 
 def test_c384_slots_and_switch(monkeypatch):
