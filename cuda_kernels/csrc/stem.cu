@@ -4,23 +4,25 @@
 //
 // One persistent block of 256 threads (8 warps) per SM slot walks output tiles of 8 x 16 pixels:
 //   1. The tile's input window (35 rows x 68 columns x 3 channels, zero outside the image) sits
-//      in shared memory as fp16 halves (loaded by rows: warp w rows w, w + 8, ...); the next tile's window is loaded into registers while
-//      conv2 of this one runs, and stored after it.
+//      in shared memory as fp16 halves (loaded by rows: warp w rows w, w + 8, ...); the next
+//      tile's window is loaded into registers while conv2 of this one runs, and stored after it.
 //   2. conv1 for the 17 x 33 conv1 pixels conv2 needs (the tile with its halo) on mma.m16n8k16:
 //      K = 27 ordered (ky, kx, ci) with each ky row padded to 10, so that every k pair a thread
 //      holds is two adjacent halves of one input row (one 32-bit shared load; the input tile's
 //      width is even, so the loads are aligned); the pad k = 9, 19, 29 is masked to zero in the
-//      A fragment and has zero weight, k 30-31 are zero. Weights live in registers (B fragments
-//      packed on the host). Bias + ReLU, then zero where the conv1 pixel is outside the conv1
-//      image (conv2's zero padding), stored fp16 into shared memory.
+//      A fragment and has zero weight, k 30-31 are zero. Weights as B fragments packed on the
+//      host; accumulators start at the bias; fp16 rounding, ReLU, then zero where the conv1 pixel
+//      is outside the conv1 image (conv2's zero padding), stored into shared memory. A table built
+//      once per block maps each conv1 GEMM row to its window offset, position and smem offset.
 //   3. conv2 as an implicit GEMM (M = 128 pixels, N = C2, K = 9 C1) from shared memory: A by
 //      ldmatrix from the conv1 tile, B by ldmatrix from the conv2 weights (loaded once per block,
 //      rows padded by 16 bytes: conflict-free). Bias + ReLU, fp16, stored to global memory.
 //
 // conv1 tile layout: each of the 17 rows holds its 17 even columns, then its 16 odd columns
-// ("planes"), so the stride-2 taps of conv2 read consecutive pixels; pixel P's 16-byte channel
-// chunks are XOR-swizzled with P so that ldmatrix's 8 row reads of consecutive pixels hit 8
-// different 16-byte bank groups.
+// ("planes"), then 7 unused (rows of 40 pixels), so the stride-2 taps of conv2 read consecutive
+// pixels; pixel P's 16-byte channel chunks are XOR-swizzled with P so that ldmatrix's 8 row reads
+// of consecutive pixels hit 8 different 16-byte bank groups (c1_off), and with 40-pixel rows the
+// swizzle depends on the column only (Cfg::pix).
 #include "stem.h"
 
 #include "ptx.cuh"
