@@ -40,7 +40,10 @@ MIN_SIZE = 2  # reflect padding by one needs two rows and columns
 # Tile variants per C_in (csrc/convfirst_s2.cu): 0 everywhere; 1: two blocks per SM (C_in 64) or
 # 64-pixel tiles (C_in 128); 2 and 3: the same tiles with deeper weight rings.
 VARIANTS = {32: (0, 2), 64: (0, 1, 2), 128: (0, 1, 2, 3), 256: (0,),
-            96: (0, 1), 192: (0,), 384: (0,)}  # 96: 128-pixel tiles, or 64-pixel tiles at two blocks per SM; 192: 64-pixel tiles
+            96: (0, 1), 192: (0,), 384: (0, 1)}
+# 384 -> 768 (csrc/convfirst_s2_c768.cu): 0, the two column halves of a tile each compute stage 1 (measured 403.5 us,
+# 0.95x torch.compile); 1, the halves are a cluster splitting stage 1 and exchanging H through distributed shared
+# memory (compiled and CPU-checked only; the default stays 0 until it is timed).  # 96: 128-pixel tiles, or 64-pixel tiles at two blocks per SM; 192: 64-pixel tiles
 
 
 def default_variant(in_channels: int, width: int) -> int:
@@ -244,7 +247,7 @@ def run(x: torch.Tensor, weights: KernelWeights, variant: int | None = None, row
     if (cin, cout) in SWITCHED_WIDTHS:
         flat = _wide_extension().convfirst_s2_wide(*args, flat_out)
     elif (cin, cout) in C768_WIDTHS:
-        flat = _c768_extension().convfirst_s2_c768(*args, flat_out)
+        flat = _c768_extension().convfirst_s2_c768(*args, variant, flat_out)
     else:
         flat = _extension().convfirst_s2(*args, variant, flat_out)
     return flat.view(n, ho, wo, cout).permute(0, 3, 1, 2)

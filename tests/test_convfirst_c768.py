@@ -85,7 +85,7 @@ def test_policy_refuses_other_shapes(c768_on):
     assert c768.unsupported_shape(512, 3072).startswith("C=512")
     assert c768.unsupported_shape(768, 768 * 6 + 64).startswith("hidden 4672")
     assert s2.unsupported_shape(384, 768, 384 * 5).startswith("hidden 1920")
-    assert s2.VARIANTS[384] == (0,) and s2.default_variant(384, 14) == 0
+    assert s2.VARIANTS[384] == (0, 1) and s2.default_variant(384, 14) == 0
     assert not c768.takes(block_768(2).conv)  # not a ConvFirst block
 
 
@@ -606,24 +606,40 @@ def check_stride2(expansion, batch, h, w=None, **kwargs):
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("batch", [128, 1, 37])
-def test_stride2_convfirstnet_l_shape(c768_on, batch):
-    """ConvFirstNet-L stages.3.0: 384 -> 768, alpha 6, 14x14 -> 7x7."""
-    check_stride2(6, batch, 14)
+@pytest.mark.parametrize("variant", s2.VARIANTS[384])
+def test_stride2_convfirstnet_l_shape(c768_on, batch, variant):
+    """ConvFirstNet-L stages.3.0: 384 -> 768, alpha 6, 14x14 -> 7x7; both variants (stage 1 in both column
+    halves, or split between them through a cluster)."""
+    check_stride2(6, batch, 14, variant=variant)
 
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("expansion,batch,h,w", [
     (2, 3, 13, 13), (4, 1, 7, 7), (6, 2, 9, 5), (2, 5, 2, 2), (4, 2, 28, 28), (2, 1, 56, 55), (6, 3, 15, 9),
 ])
-def test_stride2_odd_sizes(c768_on, expansion, batch, h, w):
-    check_stride2(expansion, batch, h, w)
+@pytest.mark.parametrize("variant", s2.VARIANTS[384])
+def test_stride2_odd_sizes(c768_on, expansion, batch, h, w, variant):
+    check_stride2(expansion, batch, h, w, variant=variant)
 
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("rows_per_tile", [1, 3, 9])
 @pytest.mark.parametrize("size", [14, 13])
-def test_stride2_tiles_across_images(c768_on, size, rows_per_tile):
-    check_stride2(4, 3, size, rows_per_tile=rows_per_tile)
+@pytest.mark.parametrize("variant", s2.VARIANTS[384])
+def test_stride2_tiles_across_images(c768_on, size, rows_per_tile, variant):
+    check_stride2(4, 3, size, rows_per_tile=rows_per_tile, variant=variant)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("size", [14, 9])
+def test_stride2_variants_agree(c768_on, size):
+    """Variant 1 computes each hidden column once, in the block that owns it, with the same mma order per
+    16-column tile as variant 0 (stage-1 warp tiles 32 x 16 instead of 64 x 16): the same bits."""
+    block = down_block(6, seed=size).cuda().half()
+    x = channels_last(torch.randn(5, 384, size, size, device="cuda", dtype=torch.float16))
+    weights = s2.prepare_weights(s2.FoldedWeights.from_block(block))
+    a, b = (s2.run(x, weights, variant=v) for v in s2.VARIANTS[384])
+    assert torch.equal(a, b)
 
 
 @pytest.mark.cuda
@@ -635,9 +651,11 @@ def test_stride2_raw_op_refuses_other_widths(c768_on):
     args = [weights.conv_w, weights.conv_b, weights.w1, weights.b1, weights.w2, weights.ws, weights.bo]
     ext = c768._extension()
     with pytest.raises(RuntimeError, match="384"):
-        ext.convfirst_s2_c768(flat[:, :256].contiguous(), *args, 1, 8, 8, 0, torch.empty(0, device="cuda"))
+        ext.convfirst_s2_c768(flat[:, :256].contiguous(), *args, 1, 8, 8, 0, 0, torch.empty(0, device="cuda"))
     with pytest.raises(RuntimeError, match="rows|launch|invalid"):
-        ext.convfirst_s2_c768(flat, *args, 1, 8, 8, 20, torch.empty(0, device="cuda", dtype=torch.float16))
+        ext.convfirst_s2_c768(flat, *args, 1, 8, 8, 20, 0, torch.empty(0, device="cuda", dtype=torch.float16))
+    with pytest.raises(RuntimeError, match="no variant 2"):
+        ext.convfirst_s2_c768(flat, *args, 1, 8, 8, 0, 2, torch.empty(0, device="cuda", dtype=torch.float16))
 
 
 def test_device_script_has_the_c768_step():

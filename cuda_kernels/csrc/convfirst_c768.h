@@ -23,9 +23,11 @@ int smem_bytes();
 }  // namespace c768
 
 namespace s2 {
-// 384 -> 768: 64-pixel tiles, each computed by two thread blocks (output columns 0..383 and 384..767;
-// the conv, blur and stage 1 are computed by both), hidden chunks of 128, a two-slot ring of 48 KB slices.
-cudaError_t launch_384_768(const Params& p, cudaStream_t stream);
+// 384 -> 768: 64-pixel tiles, each computed by two thread blocks (output columns 0..383 and 384..767), hidden
+// chunks of 128, a two-slot ring of 48 KB slices. Variant 0: the conv, blurs and stage 1 computed by both blocks;
+// 1: the two blocks are a cluster that splits stage 1 and exchanges H through distributed shared memory.
+constexpr int kS2Variants = 2;
+cudaError_t launch_384_768(const Params& p, int variant, cudaStream_t stream);
 int smem_bytes_384_768();
 int hidden_chunk_384_768();
 }  // namespace s2

@@ -68,18 +68,19 @@ torch::Tensor convfirst_c768(torch::Tensor x, torch::Tensor conv_w, torch::Tenso
   return out;
 }
 
-// The stride-2 block 384 -> 768: convfirst_s2_bindings.cpp's arguments without the variant.
+// The stride-2 block 384 -> 768: convfirst_s2_bindings.cpp's arguments (variant 0 or 1, s2::kS2Variants).
 torch::Tensor convfirst_s2_c768(torch::Tensor x, torch::Tensor conv_w, torch::Tensor conv_b, torch::Tensor w1,
                                 torch::Tensor b1, torch::Tensor w2, torch::Tensor ws, torch::Tensor bo, int64_t N,
-                                int64_t H, int64_t W, int64_t rows_per_tile, torch::Tensor out) {
+                                int64_t H, int64_t W, int64_t rows_per_tile, int64_t variant, torch::Tensor out) {
   TORCH_CHECK(x.is_cuda(), "x must be a CUDA tensor");
   const c10::cuda::CUDAGuard guard(x.device());
   checks::on_x_device(x, x, "x", torch::kHalf);
   constexpr int64_t cin = 384, cout = 768;
   TORCH_CHECK(x.dim() == 2 && x.size(1) == cin, "x must be [pixels, 384]");
+  TORCH_CHECK(variant >= 0 && variant < s2::kS2Variants, "convfirst_s2 384 -> 768: no variant ", checks::num(variant));
   const s2::Params p = s2::checked_params(x, conv_w, conv_b, w1, b1, w2, ws, bo, N, H, W, rows_per_tile, cin, cout,
                                           s2::hidden_chunk_384_768(), out);
-  const cudaError_t err = s2::launch_384_768(p, c10::cuda::getCurrentCUDAStream());
+  const cudaError_t err = s2::launch_384_768(p, static_cast<int>(variant), c10::cuda::getCurrentCUDAStream());
   TORCH_CHECK(err != cudaErrorInvalidConfiguration,
               "convfirst_s2 384 -> 768: the kernel needs more shared memory per block than this GPU offers");
   TORCH_CHECK(err == cudaSuccess, "convfirst_s2 384 -> 768 launch failed: ", cudaGetErrorString(err));

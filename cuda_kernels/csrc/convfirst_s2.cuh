@@ -67,14 +67,21 @@ constexpr int cmax(int a, int b) { return a > b ? a : b; }
 
 // NSPLIT > 1: the output columns are split over NSPLIT thread blocks per tile (blockIdx.y), each computing
 // COUT of the NSPLIT * COUT columns (phase A, the conv, the blurs and stage 1 are computed by each).
-template <int CIN_, int COUT_, int HC_, int WM1_, int WM2_, int MINB_, int BM_ = kBM, int STAGES_ = 3, int NSPLIT_ = 1>
+// CLUSTER_H (NSPLIT = 2): the two blocks of a tile are a cluster and split stage 1 too: block r computes hidden
+// columns HC1 r .. HC1 r + HC1 - 1 of each chunk (HC1 = HC / 2) and writes them into its own H panel and the
+// partner's (distributed shared memory), one cluster barrier per chunk; H alternates between two sets of
+// panels by chunk (H_s holds max(KV, KP) >= 2 KV panels), so a block never writes a set its partner may still read.
+template <int CIN_, int COUT_, int HC_, int WM1_, int WM2_, int MINB_, int BM_ = kBM, int STAGES_ = 3, int NSPLIT_ = 1,
+          bool CLUSTER_H_ = false>
 struct Config {
   static constexpr int CIN = CIN_, COUT = COUT_, HC = HC_, WM1 = WM1_, WM2 = WM2_, MINB = MINB_;
   static constexpr int NSPLIT = NSPLIT_;
   static constexpr int OUT_LD = COUT * NSPLIT;              // output row stride
+  static constexpr bool CLUSTER_H = CLUSTER_H_;
+  static constexpr int HC1 = CLUSTER_H ? HC / 2 : HC;      // hidden columns of a chunk this block's stage 1 computes
   static constexpr int BM = BM_;
   static constexpr int WN1 = kWarps / WM1, WN2 = kWarps / WM2;
-  static constexpr int TM1 = BM / WM1, TN1 = HC / WN1;     // stage-1 warp tile
+  static constexpr int TM1 = BM / WM1, TN1 = HC1 / WN1;    // stage-1 warp tile
   static constexpr int TM2 = BM / WM2, TN2 = COUT / WN2;   // stage-2 warp tile
   static constexpr int MT1 = TM1 / 16, NT1 = TN1 / 8, MT2 = TM2 / 16, NT2 = TN2 / 8;
   static constexpr int KP = (CIN + 63) / 64;               // 64-column panels of A_s
@@ -96,6 +103,7 @@ struct Config {
   static constexpr int R_BYTES = cmax(cmax(RING_BYTES, kPhaseABytes), OUT_BYTES);
   static constexpr int SMEM_BYTES = A_BYTES + H_BYTES + R_BYTES;
   static_assert(TM1 % 16 == 0 && TN1 % 16 == 0 && TM2 % 16 == 0 && TN2 % 16 == 0, "warp tile");
+  static_assert(!CLUSTER_H || (NSPLIT == 2 && HC1 == 64 && H_BYTES >= 2 * KV * PANEL), "cluster split of stage 1");
   static_assert(HC % 64 == 0 && CIN % kCS == 0 && COUT % 64 == 0, "shape");
   static_assert(!PARTIAL || (CIN > 64 && KLAST == 32), "a partial panel is the last, 32 columns");
   static_assert(SMEM_BYTES <= 227 * 1024, "shared memory");
@@ -137,7 +145,7 @@ __device__ __forceinline__ void load_slice(const Params& p, uint8_t* slot, int g
   }
   const int u = gs - K::KP, chunk = u / K::PER_CHUNK, t = u % K::PER_CHUNK;
   if (t < K::KP)
-    copy_k_slice<K>(base, p.w1 + (size_t)chunk * K::HC * K::CIN + t * 64, K::HC, t);
+    copy_k_slice<K>(base, p.w1 + (size_t)chunk * K::HC * K::CIN + t * 64, K::HC1, t);
   else
     copy_rows<64>(base, p.w2 + chunk * K::HC + (t - K::KP) * 64, K::COUT, p.hidden);
 }
@@ -290,7 +298,42 @@ __device__ __forceinline__ Params column_part(const Params& p, int part) {
   q.ws += (size_t)part * K::COUT * K::CIN;
   q.bo += part * K::COUT;
   q.out += part * K::COUT;
+  if constexpr (K::CLUSTER_H) {  // stage 1: hidden rows HC1 * part .. of each chunk of U, and their biases
+    q.w1 += (size_t)part * K::HC1 * K::CIN;
+    q.b1 += part * K::HC1;
+  }
   return q;
+}
+
+// Every thread of both blocks of the cluster: release this block's shared-memory writes (local and remote),
+// acquire the partner's.
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+
+// store_relu_half (ffn_slices.cuh) for one 64-column panel, written into this block's panel at H_s and, through
+// distributed shared memory, the same offset of the partner's (`remote`: mapa of H_s's address).
+template <int MT, int NT, int TM, int TN>
+__device__ __forceinline__ void store_relu_half_pair(uint8_t* H_s, uint32_t remote, const float (&acc)[MT][NT][4],
+                                                     const float* bias, int offset, int wm, int wn, int lane) {
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) {
+    const int col = wn * TN + nt * 8 + (lane & 3) * 2;
+    const float bias0 = __ldg(bias + offset + col), bias1 = __ldg(bias + offset + col + 1);
+    const int c16 = col >> 3, within = (col & 7) * 2;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+      const int row = wm * TM + mt * 16 + (lane >> 2);
+      const float* v = acc[mt][nt];
+      const uint32_t lo = pack_half2(fmaxf(v[0] + bias0, 0.f), fmaxf(v[1] + bias1, 0.f));
+      const uint32_t hi = pack_half2(fmaxf(v[2] + bias0, 0.f), fmaxf(v[3] + bias1, 0.f));
+      const uint32_t o0 = panel_offset(row, c16) + within, o1 = panel_offset(row + 8, c16) + within;
+      *reinterpret_cast<uint32_t*>(H_s + o0) = lo;
+      *reinterpret_cast<uint32_t*>(H_s + o1) = hi;
+      asm volatile("st.shared::cluster.b32 [%0], %1;\n" ::"r"(remote + o0), "r"(lo) : "memory");
+      asm volatile("st.shared::cluster.b32 [%0], %1;\n" ::"r"(remote + o1), "r"(hi) : "memory");
+    }
+  }
 }
 
 template <class K>
@@ -342,6 +385,8 @@ __global__ void __launch_bounds__(kThreads, K::MINB) convfirst_s2_kernel(const P
     else
       mma_slice<K::MT2, K::NT2, K::TM2, K::TN2, K::KW>(acc2, a_base, b_base, wm2, wn2, roles);
   }
+  // CLUSTER_H: both blocks have read S_s (in H_s) before either writes H into the other
+  if constexpr (K::CLUSTER_H) cluster_sync();
 #pragma unroll 1
   for (int chunk = 0; chunk < nchunks; ++chunk) {
     float acc1[K::MT1][K::NT1][4];
@@ -366,14 +411,25 @@ __global__ void __launch_bounds__(kThreads, K::MINB) convfirst_s2_kernel(const P
     }
     // H = ReLU(acc1 + b1) into H_s. Every warp has passed a barrier since its last read of
     // H_s (the previous stage 2 or the shortcut), at the top of this chunk's stage-1 slices.
-    store_relu_half<K::MT1, K::NT1, K::TM1, K::TN1, K::PANEL>(H_s, acc1, p.b1, chunk * K::HC, wm1, wn1, lane);
+    // CLUSTER_H: this block's panel (its HC1 hidden columns) of the chunk's panel set, here and in the partner;
+    // the partner last read that set two chunks ago, before it arrived at the previous chunk's cluster barrier.
+    constexpr int kHSet = K::CLUSTER_H ? K::KV : 0;  // panels between the two alternating sets
+    if constexpr (K::CLUSTER_H) {
+      uint8_t* hp = H_s + ((chunk & 1) * K::KV + (int)blockIdx.y) * K::PANEL;
+      uint32_t remote;
+      asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(smem_addr(hp)), "r"(blockIdx.y ^ 1));
+      store_relu_half_pair<K::MT1, K::NT1, K::TM1, K::TN1>(hp, remote, acc1, p.b1, chunk * K::HC, wm1, wn1, lane);
+      cluster_sync();  // both panels of the chunk are in both blocks
+    } else {
+      store_relu_half<K::MT1, K::NT1, K::TM1, K::TN1, K::PANEL>(H_s, acc1, p.b1, chunk * K::HC, wm1, wn1, lane);
+    }
     // stage 2: acc2 += H . V_chunk^T (the barrier at the top of each slice publishes H_s)
 #pragma unroll 1
     for (int t = 0; t < K::KV; ++t, ++gs) {
       cp_async_wait<K::STAGES - 2>();
       __syncthreads();
       issue_slice(gs + K::STAGES - 1);
-      mma_slice<K::MT2, K::NT2, K::TM2, K::TN2, 64>(acc2, smem_addr(H_s + t * K::PANEL),
+      mma_slice<K::MT2, K::NT2, K::TM2, K::TN2, 64>(acc2, smem_addr(H_s + ((chunk & 1) * kHSet + t) * K::PANEL),
                                                     smem_addr(ring + (gs % K::STAGES) * K::SLOT_BYTES), wm2, wn2,
                                                     roles);
     }
@@ -443,6 +499,22 @@ cudaError_t launch(Params p, cudaStream_t stream) {
   if (p.rows_per_tile * p.Wo > K::BM) return cudaErrorInvalidValue;
   const int rows = p.N * p.Ho;
   const int grid = (rows + p.rows_per_tile - 1) / p.rows_per_tile;
+  if constexpr (K::CLUSTER_H) {  // the two column halves of a tile (blockIdx.y 0, 1) are one cluster
+    cudaLaunchConfig_t config = {};
+    config.gridDim = dim3(grid, K::NSPLIT);
+    config.blockDim = dim3(kThreads);
+    config.dynamicSmemBytes = K::SMEM_BYTES;
+    config.stream = stream;
+    cudaLaunchAttribute attribute[1];
+    attribute[0].id = cudaLaunchAttributeClusterDimension;
+    attribute[0].val.clusterDim.x = 1;
+    attribute[0].val.clusterDim.y = K::NSPLIT;
+    attribute[0].val.clusterDim.z = 1;
+    config.attrs = attribute;
+    config.numAttrs = 1;
+    err = cudaLaunchKernelEx(&config, convfirst_s2_kernel<K>, p);
+    return err != cudaSuccess ? err : cudaGetLastError();
+  }
   convfirst_s2_kernel<K><<<dim3(grid, K::NSPLIT), kThreads, K::SMEM_BYTES, stream>>>(p);
   return cudaGetLastError();
 }

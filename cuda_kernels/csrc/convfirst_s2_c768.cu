@@ -11,8 +11,18 @@ namespace s2 {
 
 // Config<CIN, COUT (per block), HC, WM1, WM2, MINB, BM, STAGES, NSPLIT>
 using Cfg384 = Config<384, 384, 128, 1, 1, 1, 64, 2, 2>;
+// Variant 1: the two blocks of a tile are a cluster splitting stage 1 (64 hidden columns each, stage-1 warp tiles
+// 32 x 16) and exchanging their H panels through distributed shared memory (Config CLUSTER_H): no MAC twice
+// but the conv and the blurs.
+using Cfg384c = Config<384, 384, 128, 2, 1, 1, 64, 2, 2, true>;
 
-cudaError_t launch_384_768(const Params& p, cudaStream_t stream) { return launch<Cfg384>(p, stream); }
+cudaError_t launch_384_768(const Params& p, int variant, cudaStream_t stream) {
+  switch (variant) {
+    case 0: return launch<Cfg384>(p, stream);
+    case 1: return launch<Cfg384c>(p, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
 int smem_bytes_384_768() { return Cfg384::SMEM_BYTES; }
 int hidden_chunk_384_768() { return Cfg384::HC; }
 
