@@ -62,6 +62,19 @@ def row(r: dict) -> str:
             f"bound {100 * f['waterline_fraction_datasheet']:5.1f}% | {base} | {ratios}")
 
 
+def best_variant(path: str, fallback: int = 0) -> int:
+    """The fastest variant that passed its check in a bench_c768 file (its first case), else `fallback`."""
+    import json
+
+    try:
+        for entry in json.load(open(path))["results"]["cases"]:
+            if "cuda_kernels" in entry["backends"]:
+                return int(entry["backends"]["cuda_kernels"]["variant"])
+    except (OSError, ValueError, KeyError):
+        pass
+    return fallback
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True)

@@ -44,7 +44,31 @@ SMEM_BYTES = 1024 + 12 * 8192 + 2 * 16384 + STAGES * 16384 + (2 * STAGES + 5) * 
 # Variants: 0, the conv split between the ranks (each convolves 6 of the 12 64-channel slices of X and sends
 # its 48 KB to the partner through distributed shared memory); 1, each rank convolves all 12 (phase A twice).
 VARIANTS = (0, 1)
-DEFAULT_VARIANT = 0  # not yet measured
+DEFAULT_VARIANT = 0  # measured: 342.8 vs 356.1 us at a6 7x7 (examples/measurements/convfirst_c768/)
+# Variant overrides (for the device script's network runs, from its benchmarks): the stride-1 kernel's, and the
+# stride-2 384 -> 768 block's (convfirst_s2.default_variant reads it).
+VARIANT_SWITCH = "CUDA_KERNELS_C768_VARIANT"
+S2_VARIANT_SWITCH = "CUDA_KERNELS_C768_S2_VARIANT"
+S2_VARIANTS = (0, 1)
+
+
+def _switched(name: str, variants: tuple[int, ...], default: int) -> int:
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return default
+    if not value.isdigit() or int(value) not in variants:
+        raise ValueError(f"{name}={value!r}: expected one of {variants}")
+    return int(value)
+
+
+def default_variant() -> int:
+    """The stride-1 kernel's variant: CUDA_KERNELS_C768_VARIANT, else DEFAULT_VARIANT."""
+    return _switched(VARIANT_SWITCH, VARIANTS, DEFAULT_VARIANT)
+
+
+def s2_default_variant() -> int:
+    """The 384 -> 768 block's variant: CUDA_KERNELS_C768_S2_VARIANT, else 0 (the one measured)."""
+    return _switched(S2_VARIANT_SWITCH, S2_VARIANTS, 0)
 SMEM_LIMIT = 227 * 1024
 
 
@@ -167,7 +191,7 @@ def _extension():
 def run(x: torch.Tensor, weights: KernelWeights, out: torch.Tensor | None = None,
         variant: int | None = None) -> torch.Tensor:
     """Launch the fused kernel; returns [N, 768, H, W] channels_last (``out`` if given)."""
-    variant = DEFAULT_VARIANT if variant is None else variant
+    variant = default_variant() if variant is None else variant
     if variant not in VARIANTS:
         raise ValueError(f"convfirst_c768 has no variant {variant} (it has {VARIANTS})")
     check_input(x, weights, out)

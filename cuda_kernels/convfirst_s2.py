@@ -52,6 +52,10 @@ def default_variant(in_channels: int, width: int) -> int:
         return 1
     if in_channels == 128:
         return 1 if output_size(width) <= 7 else 0  # 64-pixel tiles when 128-pixel ones leave SMs idle
+    if in_channels == 384:  # 384 -> 768: CUDA_KERNELS_C768_S2_VARIANT, else 0
+        from cuda_kernels import convfirst_c768
+
+        return convfirst_c768.s2_default_variant()
     return 0
 
 

@@ -81,11 +81,23 @@ def test_switch(monkeypatch, value, stride1, stride2):
     assert c768.takes(block)  # every C = 768 stride-1 block comes here, to fuse or to give the switch's reason
 
 
+def test_variant_switches(monkeypatch):
+    monkeypatch.delenv(c768.VARIANT_SWITCH, raising=False)
+    monkeypatch.delenv(c768.S2_VARIANT_SWITCH, raising=False)
+    assert c768.default_variant() == c768.DEFAULT_VARIANT and s2.default_variant(384, 14) == 0
+    monkeypatch.setenv(c768.VARIANT_SWITCH, "1")
+    monkeypatch.setenv(c768.S2_VARIANT_SWITCH, "1")
+    assert c768.default_variant() == 1 and s2.default_variant(384, 14) == 1
+    monkeypatch.setenv(c768.S2_VARIANT_SWITCH, "2")
+    with pytest.raises(ValueError, match="CUDA_KERNELS_C768_S2_VARIANT"):
+        s2.default_variant(384, 14)
+
+
 def test_policy_refuses_other_shapes(c768_on):
     assert c768.unsupported_shape(512, 3072).startswith("C=512")
     assert c768.unsupported_shape(768, 768 * 6 + 64).startswith("hidden 4672")
     assert s2.unsupported_shape(384, 768, 384 * 5).startswith("hidden 1920")
-    assert s2.VARIANTS[384] == (0, 1) and s2.default_variant(384, 14) == 0
+    assert s2.VARIANTS[384] == (0, 1) == c768.S2_VARIANTS
     assert not c768.takes(block_768(2).conv)  # not a ConvFirst block
 
 
