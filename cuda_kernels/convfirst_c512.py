@@ -19,8 +19,8 @@ Two switches:
   for all three, ``0`` for none): stride-1 blocks of those widths run here instead of on the mma.sync
   kernel (`cuda_kernels.FusedConvFirstBlock`), which keeps every other width, and these ones where
   this kernel cannot run (W > 28, or 56 at C = 64, is refused at the call; off compute capability 9.0 the swap
-  keeps the mma.sync kernel). `DEFAULT_WGMMA_WIDTHS` applies when the variable is unset: C = 256,
-  on by default since its GPU tests passed on the H200.
+  keeps the mma.sync kernel). `DEFAULT_WGMMA_WIDTHS` applies when the variable is unset: C = 64, 128
+  and 256, each on by default since its GPU tests passed on the H200 and it beat the mma.sync kernel.
 """
 
 from __future__ import annotations
@@ -49,8 +49,9 @@ WGMMA_WIDTHS = (64, 128, 256)  # widths the mma.sync kernel also serves: CUDA_KE
 # and 128) and it ran 1.74x the mma.sync kernel; C = 128 too since variant 2 ran C=128 a6 28x28 in
 # 158.8 us against the mma.sync kernel's 177.2 (1.12x, examples/measurements/convfirst_wgmma_v4/)
 # C = 64 (ConvFirstNet-H200 stage 0, 56x56; stage 2 split by k on register A operands, NOTES.md "C = 64 on
-# the wgmma kernel") is opt-in (CUDA_KERNELS_WGMMA_CONVFIRST=64,128,256) until its GPU tests pass.
-DEFAULT_WGMMA_WIDTHS: tuple[int, ...] = (128, 256)
+# the wgmma kernel") too since its 49 GPU tests passed and variant 3 ran C=64 a6 56x56 in 176.9 us against
+# the mma.sync kernel's 212.3 (1.20x, examples/measurements/convfirst_c64/)
+DEFAULT_WGMMA_WIDTHS: tuple[int, ...] = (64, 128, 256)
 HIDDEN_CHUNK = 128  # hidden must be a multiple (alpha 2, 4, 6, ... at C >= 256; 2, 3, 4, ... at 128)
 MAX_WIDTH = 28  # the conv halo of a 64-pixel tile, (63 // W + 4) * W pixels, fits in the kernel's 255
 # C = 64 loads only the window of pixels its taps read, p0 - W - 1 .. p0 + 64 + W, at its place in the halo
@@ -66,19 +67,18 @@ K_PANEL = 64
 # the H200 (examples/measurements/convfirst_c256/): 1 lost 3-15% to 0 at every width; 2 won 5.4% over 0
 # at C=256 a4 14x14 (86.8 vs 91.8 us) and passed its GPU tests, so it is the default where it exists.
 # 3 (C <= 256): persistent, one thread block per SM walking its tiles, a fourth warpgroup computing the
-# next tile's conv while the consumers run the current tile's FFN (NOTES.md "Variant 3"); compiled and
-# CPU-checked only: opt-in (variant=3, or CUDA_KERNELS_C512_VARIANT=3 for the drop-in module) until its
-# GPU tests pass and it is timed.
+# next tile's conv while the consumers run the current tile's FFN (NOTES.md "Variant 3"). Its GPU tests
+# passed once its conv warpgroup's register raise was fixed (18/18, H200), and it is the fastest at every
+# width it has: C=256 a6 14x14 102.4 us (variant 2: 111.7), C=128 a6 28x28 136.6 (160.6), C=64 a6 56x56
+# 176.9 (256.6 / 260.3) (examples/measurements/convfirst_wgmma_v4/v3fix/, convfirst_c64/): the default
+# at C <= 256.
 # 4 (every width, W <= 18): variant 0 with the halo double-buffered in the two halves of the idle H
 # buffers (no extra shared memory, so C = 384 and 512 have it too). Its GPU tests passed (H200,
 # examples/measurements/convfirst_wgmma_v4/): C=512 a6 7x7 106.7 us (variant 0: 109.5), C=384 a6 14x14
 # 202.8 (209.6), C=256 a6 14x14 111.3 (variant 2: 111.6, a tie), so it is the default at C >= 384, W <= 18.
 VARIANTS = (0, 1, 2, 3, 4)
 DEFAULT_VARIANT = 0  # at C = 512
-# C = 64 has variants 0, 2, 3 (one 64-channel slice: variant 2 overlaps nothing and runs as 0). Variant 3 is
-# predicted at ~135 us for C=64 a6 56x56 (0 and 2 at ~235, the mma.sync kernel 210): the width's default,
-# which device_run_c64.sh's bench confirms or replaces.
-C64_DEFAULT_VARIANT = 3
+# C = 64 has variants 0, 2, 3 (one 64-channel slice: variant 2 overlaps nothing and runs as 0).
 SPLIT_H_MAX_WIDTH = 18  # variant 4: the halo of a 64-pixel tile, (63 // W + 4) * W pixels, fits in 127
 # CUDA_KERNELS_C512_VARIANT overrides default_variant: one variant for every width that has it ("3"), or
 # per width ("256:3,128:3,512:4"); a variant the width lacks (or, for 4, a W > 18 at the call) is skipped.
@@ -102,15 +102,12 @@ def switched_variant(channels: int) -> int | None:
 
 def default_variant(channels: int, width: int | None = None) -> int:
     """The variant `run` uses: CUDA_KERNELS_C512_VARIANT's where it applies (for 4: W <= 18), else the
-    fastest measured: 2 at C <= 256, 4 above where W <= 18 (known), 0 otherwise; at C = 64 the predicted
-    fastest, `C64_DEFAULT_VARIANT` (3)."""
+    fastest measured: 3 at C <= 256, 4 above where W <= 18 (known), 0 otherwise."""
     switched = switched_variant(channels)
     if switched is not None and (switched != 4 or width is None or width <= SPLIT_H_MAX_WIDTH):
         return switched
-    if channels == 64:  # predicted fastest (NOTES.md "C = 64 on the wgmma kernel"); not yet measured
-        return C64_DEFAULT_VARIANT
     if channels <= 256:
-        return 2
+        return 3
     return 4 if width is not None and width <= SPLIT_H_MAX_WIDTH else DEFAULT_VARIANT
 
 
@@ -175,7 +172,7 @@ def enabled(kernel: str = "stride1") -> bool:
 def wgmma_widths() -> tuple[int, ...]:
     """The widths below 512 that `replace_blocks` sends to this kernel: ``CUDA_KERNELS_WGMMA_CONVFIRST``
     (``256``, ``64,128,256``, ``1`` / ``all`` for every one of `WGMMA_WIDTHS`, ``0`` for none), else
-    `DEFAULT_WGMMA_WIDTHS` (C = 64 is not in it: opt-in until its GPU tests pass)."""
+    `DEFAULT_WGMMA_WIDTHS`."""
     value = os.environ.get(WGMMA_SWITCH)
     if value is None:
         return DEFAULT_WGMMA_WIDTHS

@@ -120,8 +120,8 @@ def replace_blocks(model: nn.Module) -> BlockSwap:
     (also one inside a ConvFirst block that stays in PyTorch) a ``FusedFFN``. Blocks of
     either family that stay in PyTorch are listed with the reason, never dropped silently.
     A torchvision ``MBConv`` (EfficientNet; BN folded) becomes a ``FusedMBConv``, likewise.
-    With ``CUDA_KERNELS_STEM=1``, a ConvFirstNet stem (two 3x3 stride-2 convolutions + ReLU, BN
-    folded) becomes a ``FusedStem`` (stem.py), counted as "Stem".
+    Unless ``CUDA_KERNELS_STEM=0``, a ConvFirstNet stem (two 3x3 stride-2 convolutions + ReLU, BN
+    folded) becomes a ``FusedStem`` (stem.py), counted as "Stem" (a stem of other widths is listed).
     """
     from cuda_kernels import convfirst_c512 as c512
     from cuda_kernels import convfirst_c768 as c768
@@ -137,7 +137,7 @@ def replace_blocks(model: nn.Module) -> BlockSwap:
     def visit(parent: nn.Module, prefix: str) -> None:
         for name, child in parent.named_children():
             path = f"{prefix}{name}"
-            if stem_kernel.enabled() and stem_kernel.is_stem(child):  # CUDA_KERNELS_STEM=1 (stem.py)
+            if stem_kernel.enabled() and stem_kernel.is_stem(child):  # unless CUDA_KERNELS_STEM=0 (stem.py)
                 fused.setdefault("Stem", 0)
                 reason = stem_kernel.unsupported(child)
                 if reason is None:

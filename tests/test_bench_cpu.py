@@ -61,10 +61,10 @@ def test_cuda_kernels_backend_swaps_every_supported_block(monkeypatch):
             monkeypatch.setenv(c512.ENV_SWITCH, switch)
         net = fold_batchnorm(MODELS[name]())
         swap = cuda_kernels.replace_blocks(net)
-        assert swap.fused == {"ConvFirstBlock": expected + down, "FFN": 0}
+        assert swap.fused == {"ConvFirstBlock": expected + down, "FFN": 0, "Stem": 1}  # the stem: stem.py
         assert len(swap.fallback) == fallbacks
         # stride-1 blocks on the mma.sync kernel, or on the wgmma one: C = 512 and the widths it
-        # takes by default (C = 128 and 256: convfirst_c512.DEFAULT_WGMMA_WIDTHS)
+        # takes by default (C = 64, 128 and 256: convfirst_c512.DEFAULT_WGMMA_WIDTHS)
         wgmma = [m for m in net.modules() if isinstance(m, cuda_kernels.FusedConvFirstC512)]
         assert all(m.channels in c512.wgmma_widths() + (512,) for m in wgmma)
         assert sum(isinstance(m, cuda_kernels.FusedConvFirstBlock) for m in net.modules()) + len(wgmma) == expected
@@ -195,8 +195,8 @@ def test_ncu_is_refused_where_its_worker_cannot_run_the_model(tmp_path, backend,
 
 def test_fused_blocks_are_one_opaque_operator_each_under_torch_compile():
     """--compile-rest: dynamo captures ConvFirstNet-S with its 23 fused stride-1 blocks as
-    block_fusion::block operators (the 4 at C = 256 and the 12 at C = 128 as convfirst_c512::block, the
-    wgmma kernel's, while those widths are among its default widths) and its 3 stride-2 blocks as convfirst_s2::block
+    block_fusion::block operators (the 4 at C = 256, the 12 at C = 128 and the 4 at C = 64 as
+    convfirst_c512::block, the wgmma kernel's, while those widths are among its default widths) and its 3 stride-2 blocks as convfirst_s2::block
     operators in one graph, each output channels-last like its input
     (the operator's fake implementation; nothing runs on a GPU here)."""
     import torch
@@ -213,7 +213,8 @@ def test_fused_blocks_are_one_opaque_operator_each_under_torch_compile():
     fused = [n for n in graph.graph.nodes if "block_fusion" in str(n.target)]
     wgmma = [n for n in graph.graph.nodes if "convfirst_c512" in str(n.target)]
     widths = c512.wgmma_widths()
-    assert len(fused) + len(wgmma) == 23 and len(wgmma) == 4 * (256 in widths) + 12 * (128 in widths)
+    assert len(fused) + len(wgmma) == 23
+    assert len(wgmma) == 4 * (256 in widths) + 12 * (128 in widths) + 4 * (64 in widths)
     if wgmma:
         last = wgmma[-1].meta["example_value"]  # stage 3: 256 channels at 64 / 32 = 2 pixels square
         assert tuple(last.shape) == (2, 256, 2, 2) and last.stride() == (2 * 2 * 256, 1, 2 * 256, 256)

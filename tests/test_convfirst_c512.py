@@ -334,7 +334,7 @@ def test_the_wgmma_switch_names_widths(monkeypatch):
         assert c512.wgmma_widths() == (64, 128, 256)
     monkeypatch.setenv(c512.WGMMA_SWITCH, "64,128,256")
     assert c512.wgmma_widths() == (64, 128, 256)
-    assert 64 in c512.WGMMA_WIDTHS and 64 not in c512.DEFAULT_WGMMA_WIDTHS  # C = 64 is opt-in
+    assert c512.WGMMA_WIDTHS == c512.DEFAULT_WGMMA_WIDTHS == (64, 128, 256)  # each on since its GPU tests
     monkeypatch.setenv(c512.WGMMA_SWITCH, "0")
     assert c512.wgmma_widths() == ()
     monkeypatch.delenv(c512.WGMMA_SWITCH)
@@ -533,7 +533,7 @@ def test_variants_by_width(small_weights, monkeypatch):
     assert c512.variants(512) == c512.variants(384) == (0, 1, 4)
     assert c512.variants(256) == c512.variants(128) == (0, 1, 2, 3, 4)
     assert c512.variants(64) == (0, 2, 3)
-    assert [c512.default_variant(c) for c in (64, 128, 256, 384, 512)] == [3, 2, 2, 0, 0]
+    assert [c512.default_variant(c) for c in (64, 128, 256, 384, 512)] == [3, 3, 3, 0, 0]
     monkeypatch.setenv(c512.VARIANT_SWITCH, "64:2")
     assert c512.default_variant(64, 56) == 2
     monkeypatch.setenv(c512.VARIANT_SWITCH, "1")  # C = 64 has no variant 1: its default stays
@@ -635,20 +635,20 @@ def test_switched_on_the_whole_network_is_fused(monkeypatch, name, blocks):
     monkeypatch.setenv(c512.WGMMA_SWITCH, "256")
     net = fold_batchnorm(MODELS[name]())
     swap = cuda_kernels.replace_blocks(net)
-    assert swap.fused == {"ConvFirstBlock": blocks, "FFN": 0} and swap.fallback == {}
+    assert swap.fused == {"ConvFirstBlock": blocks, "FFN": 0, "Stem": 1} and swap.fallback == {}
     assert isinstance(net.stages[3][0], s2.FusedConvFirstDown) and net.stages[3][0].out_channels == 512
     assert all(isinstance(m, c512.FusedConvFirstC512) for m in list(net.stages[3])[1:])
     assert all(isinstance(m, c512.FusedConvFirstC512) and m.channels == 256 for m in list(net.stages[2])[1:])
     assert all(isinstance(m, cuda_kernels.FusedConvFirstBlock) for m in list(net.stages[1])[1:])
     # and bench.fused_model checks every one of them against PyTorch before timing
     swapped = [m for m in net.modules() if type(m).__module__.startswith("cuda_kernels")]
-    assert len(swapped) == blocks and all(isinstance(m, cuda_kernels.FUSED_MODULES) for m in swapped)
+    assert len(swapped) == blocks + 1 and all(isinstance(m, cuda_kernels.FUSED_MODULES) for m in swapped)  # + the stem
 
 
-@pytest.mark.parametrize("switch,wgmma", [(None, False), ("64,128,256", True), ("128,256", False), ("1", True)])
+@pytest.mark.parametrize("switch,wgmma", [(None, True), ("64,128,256", True), ("128,256", False), ("1", True)])
 def test_c64_stage_0_of_convfirstnet_h200_follows_the_switch(monkeypatch, switch, wgmma):
-    """ConvFirstNet-H200's stage 0 (three stride-1 C = 64 a6 blocks at 56x56) stays on the mma.sync kernel
-    by default and moves to the wgmma kernel when CUDA_KERNELS_WGMMA_CONVFIRST names 64; nothing falls back."""
+    """ConvFirstNet-H200's stage 0 (three stride-1 C = 64 a6 blocks at 56x56) runs on the wgmma kernel by
+    default and when CUDA_KERNELS_WGMMA_CONVFIRST names 64, else on the mma.sync kernel; nothing falls back."""
     from perfmodel.zoo import MODELS
 
     if torch.cuda.is_available() and torch.cuda.get_device_capability() != (9, 0):
@@ -881,9 +881,11 @@ def test_variant_switch(monkeypatch):
     with pytest.raises(ValueError, match="CUDA_KERNELS_C512_VARIANT"):
         c512.default_variant(256)
     monkeypatch.setenv(c512.VARIANT_SWITCH, "")
-    assert c512.default_variant(256) == 2
+    assert c512.default_variant(256) == 3
     monkeypatch.setenv(c512.VARIANT_SWITCH, "256:3, 512:4")
-    assert [c512.default_variant(c, 14) for c in (128, 256, 384, 512)] == [2, 3, 4, 4]
+    assert [c512.default_variant(c, 14) for c in (128, 256, 384, 512)] == [3, 3, 4, 4]
+    monkeypatch.setenv(c512.VARIANT_SWITCH, "128:2")
+    assert [c512.default_variant(c, 14) for c in (64, 128, 256)] == [3, 2, 3]
     assert c512.default_variant(512, 28) == 0  # variant 4 needs W <= 18
     monkeypatch.setenv(c512.VARIANT_SWITCH, "4")
     assert [c512.default_variant(c, 7) for c in (128, 256, 384, 512)] == [4, 4, 4, 4]

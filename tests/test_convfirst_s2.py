@@ -161,6 +161,7 @@ def test_module_reasons(monkeypatch):
 
 def test_replace_blocks_swaps_stride_2_blocks_and_names_the_rest(monkeypatch):
     monkeypatch.setenv("CUDA_KERNELS_C512", "0")  # so that 256 -> 512 falls back, with its reason
+    monkeypatch.setenv("CUDA_KERNELS_WGMMA_CONVFIRST", "0")  # the stride-1 C = 64 block on the mma.sync kernel
     net = nn.Sequential(down_block(32, 6), fold_batchnorm(ConvFirstBlock(64, 6)), down_block(256, 4, seed=1),
                         down_block(64, 4, cout=64, seed=2))
     swap = cuda_kernels.replace_blocks(net)

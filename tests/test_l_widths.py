@@ -41,6 +41,7 @@ def l_widths(monkeypatch):
     monkeypatch.setenv(SWITCH, "1")
     for name in ("CUDA_KERNELS_C512", "CUDA_KERNELS_WGMMA_CONVFIRST", "CUDA_KERNELS_C384", "CUDA_KERNELS_C768"):
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("CUDA_KERNELS_STEM", "0")  # L's stem has no kernel: tests/test_stem.py
 
 
 @pytest.fixture
@@ -48,6 +49,7 @@ def l_widths_off(monkeypatch):
     monkeypatch.setenv(SWITCH, "0")
     for name in ("CUDA_KERNELS_C512", "CUDA_KERNELS_WGMMA_CONVFIRST", "CUDA_KERNELS_C384", "CUDA_KERNELS_C768"):
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("CUDA_KERNELS_STEM", "0")  # L's stem has no kernel: tests/test_stem.py
 
 
 def _ffn_weights(channels: int, hidden: int):

@@ -185,9 +185,13 @@ def test_structural_match_and_reasons():
     assert not stem.is_stem(nn.Sequential(nn.Conv2d(3, 32, 3, 2, 1), nn.ReLU()))
 
 
-def test_switch_default_off(monkeypatch):
+def test_switch_on_by_default_and_off_with_0(monkeypatch):
     monkeypatch.delenv(stem.SWITCH, raising=False)
-    assert not stem.enabled()
+    assert stem.enabled()
+    for value in ("0", "off", "false", "no"):
+        monkeypatch.setenv(stem.SWITCH, value)
+        assert not stem.enabled()
+    monkeypatch.setenv(stem.SWITCH, "0")
     net = fold_batchnorm(MODELS["convfirstnet_h200"]())
     swap = cuda_kernels.replace_blocks(net)
     assert "Stem" not in swap.fused and "stem" not in swap.fallback
@@ -202,7 +206,7 @@ def test_replace_blocks_swaps_the_stem(monkeypatch, name, c1):
     assert swap.fused["Stem"] == 1 and "stem" not in swap.fallback
     assert isinstance(net.stem, cuda_kernels.FusedStem) and net.stem.mid_channels == c1
     assert isinstance(net.stem, cuda_kernels.FUSED_MODULES)
-    monkeypatch.delenv(stem.SWITCH)
+    monkeypatch.setenv(stem.SWITCH, "0")
     off = cuda_kernels.replace_blocks(fold_batchnorm(MODELS[name]()))
     assert {k: v for k, v in swap.fused.items() if k != "Stem"} == off.fused and swap.fallback == off.fallback
 
