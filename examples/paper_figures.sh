@@ -28,9 +28,9 @@ for backend in eager inductor; do
     perfmodel gap "${files[@]}" -H h200-sxm -o "$out/gap_h200_$backend.png"
   fi
 done
-# ConvFirstNets end to end (untrained, so latency against GMACs: panel e), every backend of one run
-perfmodel gap "$here"/measurements/convfirstnet_e2e/run4/h200_convfirstnet_s_*.json \
-  "$here"/measurements/convfirst_c256/h200_convfirstnet_*.json -H h200-sxm -o "$out/gap_h200_convfirstnet.png"
+# ConvFirstNets end to end (untrained, so latency against GMACs: panel e), the four of one run
+perfmodel gap "$here"/measurements/convfirstnet_e2e/run5/h200_convfirstnet_*.json \
+  -H h200-sxm -o "$out/gap_h200_convfirstnet.png"
 # EfficientNet-B0 on the fused MBConv kernels beside every Inductor run (version 3; same-call baselines in mbconv/v3/)
 perfmodel gap "$here"/measurements/h200_*[a-z0-9]_inductor.json "$here"/measurements/mbconv/v3/h200_efficientnet_b0_{cuda_kernels,inductor_freezing,inductor}_graphs.json \
   -H h200-sxm -o "$out/gap_h200_fused.png"
@@ -42,7 +42,7 @@ done
 # The block-fusion CUDA kernels beside the block- and layer-plan bounds
 if [[ -f $here/measurements/cuda_kernels_h200.json ]]; then
   networks=()  # ConvFirstNets end to end; each folder is one call (fused and torch.compile)
-  for f in "$here"/measurements/convfirstnet_e2e/run{2,3,4}/*.json \
+  for f in "$here"/measurements/convfirstnet_e2e/run{2,3,4,5}/*.json \
            "$here"/measurements/convfirst_c{512,256}/h200_convfirstnet_*.json; do
     networks+=(--network "$f")
   done
