@@ -1,6 +1,7 @@
-"""The harness shared by the block benchmarks (bench, bench_s2, bench_c512, mbconv_bench): ceilings,
-rates, the command line, and for the one-kernel ConvFirst benchmarks the variant loop (correctness
-before timing), the PyTorch baselines and the measurement file rewritten after every case."""
+"""The harness shared by the block benchmarks (bench, bench_s2, bench_c512, bench_stem, bench_networks,
+mbconv_bench): ceilings, rates, the command line, and for the one-kernel ConvFirst benchmarks the variant
+loop (correctness before timing), the PyTorch baselines (eager, torch.compile with or without freezing)
+and the measurement file rewritten after every case."""
 
 from __future__ import annotations
 
@@ -104,31 +105,59 @@ def time_fused_variants(entry: dict, variants, run, new_out, exact: torch.Tensor
         entry["backends"]["cuda_kernels"] = {"variant": best, **fused[best]}
 
 
-def time_torch_baselines(entry: dict, block_fp16, x: torch.Tensor, exact: torch.Tensor, modes: list[str],
-                         timer: Timer, case, ceilings: dict) -> None:
-    """PyTorch eager, then each torch.compile mode ("default" is inductor's default), a fresh,
-    static compile per shape (NOTES.md, v2); compile_s is the compile and first call, as
-    cuda_kernels.bench records it."""
+def time_eager(entry: dict, block_fp16, x: torch.Tensor, timer: Timer, case, ceilings: dict) -> None:
+    """PyTorch eager (cudnn.benchmark as `prepare` sets it) as backend "eager"."""
     with torch.no_grad():
         lat = timer(lambda: block_fp16(x))
-        entry["backends"]["eager"] = {"latency_ms": lat, **rate_metrics(case, lat["median"], ceilings)}
-        for mode in modes:
-            torch._dynamo.reset()
-            t0 = time.perf_counter()
-            compiled = torch.compile(block_fp16, mode=None if mode == "default" else mode, dynamic=False)
-            err = relative_error(compiled(x), exact)
-            torch.cuda.synchronize()
-            compile_s = time.perf_counter() - t0
-            lat = timer(lambda: compiled(x))
-            entry["backends"][f"inductor_{mode}"] = {"latency_ms": lat, "compile_s": compile_s,
-                                                     "rel_error": err,
-                                                     **rate_metrics(case, lat["median"], ceilings)}
+    entry["backends"]["eager"] = {"latency_ms": lat, **rate_metrics(case, lat["median"], ceilings)}
+
+
+def time_compiled(entry: dict, block_fp16, x: torch.Tensor, exact: torch.Tensor, mode: str, timer: Timer, case,
+                  ceilings: dict, freezing: bool = False, key: str | None = None) -> None:
+    """torch.compile in `mode` ("default" is inductor's default), a fresh, static compile per shape
+    (torch._dynamo.reset() first; NOTES.md, v2), with Inductor's freezing on or off (weights
+    constant-folded, as `perfmodel bench --freezing` compiles networks); compile_s is the compile and
+    first call, as cuda_kernels.bench records it. Backend `key`, by default "inductor_<mode>"."""
+    import torch._inductor.config as inductor_config
+
+    torch._dynamo.reset()
+    with torch.no_grad(), inductor_config.patch(freezing=freezing):
+        t0 = time.perf_counter()
+        compiled = torch.compile(block_fp16, mode=None if mode == "default" else mode, dynamic=False)
+        err = relative_error(compiled(x), exact)
+        torch.cuda.synchronize()
+        compile_s = time.perf_counter() - t0
+        lat = timer(lambda: compiled(x))
+    entry["backends"][key or f"inductor_{mode}"] = {"latency_ms": lat, "compile_s": compile_s, "rel_error": err,
+                                                    **({"freezing": True} if freezing else {}),
+                                                    **rate_metrics(case, lat["median"], ceilings)}
+
+
+def time_torch_baselines(entry: dict, block_fp16, x: torch.Tensor, exact: torch.Tensor, modes: list[str],
+                         timer: Timer, case, ceilings: dict) -> None:
+    """PyTorch eager, then each torch.compile mode without freezing (`time_compiled`)."""
+    time_eager(entry, block_fp16, x, timer, case, ceilings)
+    for mode in modes:
+        time_compiled(entry, block_fp16, x, exact, mode, timer, case, ceilings)
 
 
 def speedups(entry: dict) -> dict[str, float]:
     """Each baseline's median latency over the fused kernel's (entry must have "cuda_kernels")."""
     t = entry["backends"]["cuda_kernels"]["latency_ms"]["median"]
     return {k: v["latency_ms"]["median"] / t for k, v in entry["backends"].items() if not k.startswith("cuda_kernels")}
+
+
+def summarize_speedups(entry: dict) -> None:
+    """With a fused timing: entry["speedups"] (`speedups`), the strongest (fastest) baseline and the
+    speedup over it; nothing without one."""
+    if "cuda_kernels" not in entry["backends"]:
+        return
+    ratios = speedups(entry)
+    entry["speedups"] = ratios
+    if ratios:
+        strongest = min(ratios, key=lambda k: entry["backends"][k]["latency_ms"]["median"])
+        entry["strongest_baseline"] = strongest
+        entry["speedup_vs_strongest"] = ratios[strongest]
 
 
 def bench_cases(path: str, command: str, block: str, backends: list[str], cases: list, bench_case, row,

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from cuda_kernels._bench_common import (bench_cases, prepare, speedups, time_fused_variants,
+from cuda_kernels._bench_common import (bench_cases, prepare, summarize_speedups, time_fused_variants,
                                         time_torch_baselines)
 from cuda_kernels.ops import L_WIDTHS_SWITCH
 from perfmodel.harness import Timer, randomize_batchnorm, reference_precision, relative_error
@@ -105,12 +105,7 @@ def bench_case(case: DownCase, timer: Timer, ceilings: dict, modes: list[str]) -
     if not modes:
         return entry
     time_torch_baselines(entry, block_fp16, x, exact, modes, timer, case, ceilings)
-    if "cuda_kernels" in entry["backends"]:
-        ratios = speedups(entry)
-        strongest = min(ratios, key=lambda k: entry["backends"][k]["latency_ms"]["median"])
-        entry["strongest_baseline"] = strongest
-        entry["speedup_vs_strongest"] = ratios[strongest]
-        entry["speedups"] = ratios
+    summarize_speedups(entry)
     return entry
 
 

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from dataclasses import asdict, dataclass
 
 import torch
 
-from cuda_kernels._bench_common import bench_cases, prepare, rate_metrics, speedups, time_fused_variants
+from cuda_kernels import _bench_common
+from cuda_kernels._bench_common import bench_cases, prepare, summarize_speedups, time_eager, time_fused_variants
 from perfmodel.harness import Timer, randomize_batchnorm, reference_precision, relative_error
 
 
@@ -71,18 +71,8 @@ def make_stem(case: StemCase):
 def time_compiled(entry: dict, block_fp16, x, exact, mode: str, timer: Timer, case, ceilings: dict) -> None:
     """torch.compile's default mode, plain ("default") or with Inductor's freezing ("freezing": the
     weights constant-folded, as `perfmodel bench --freezing` compiles networks)."""
-    import torch._inductor.config as inductor_config
-
-    torch._dynamo.reset()
-    with torch.no_grad(), inductor_config.patch(freezing=mode == "freezing"):
-        t0 = time.perf_counter()
-        compiled = torch.compile(block_fp16, dynamic=False)
-        err = relative_error(compiled(x), exact)
-        torch.cuda.synchronize()
-        compile_s = time.perf_counter() - t0
-        lat = timer(lambda: compiled(x))
-    entry["backends"][f"inductor_{mode}"] = {"latency_ms": lat, "compile_s": compile_s, "rel_error": err,
-                                             **rate_metrics(case, lat["median"], ceilings)}
+    _bench_common.time_compiled(entry, block_fp16, x, exact, "default", timer, case, ceilings,
+                                freezing=mode == "freezing", key=f"inductor_{mode}")
 
 
 def bench_case(case: StemCase, timer: Timer, ceilings: dict, modes: list[str]) -> dict:
@@ -104,17 +94,10 @@ def bench_case(case: StemCase, timer: Timer, ceilings: dict, modes: list[str]) -
     time_fused_variants(entry, (0,), lambda v, out: stem.run(x, weights, out=out),
                         lambda: torch.full_like(exact, float("nan"), dtype=torch.float16).contiguous(
                             memory_format=torch.channels_last), exact, timer, case, ceilings)
-    with torch.no_grad():
-        lat = timer(lambda: block_fp16(x))
-    entry["backends"]["eager"] = {"latency_ms": lat, **rate_metrics(case, lat["median"], ceilings)}
+    time_eager(entry, block_fp16, x, timer, case, ceilings)
     for mode in modes:
         time_compiled(entry, block_fp16, x, exact, mode, timer, case, ceilings)
-    if "cuda_kernels" in entry["backends"]:
-        ratios = speedups(entry)
-        strongest = min(ratios, key=lambda k: entry["backends"][k]["latency_ms"]["median"])
-        entry["strongest_baseline"] = strongest
-        entry["speedup_vs_strongest"] = ratios[strongest]
-        entry["speedups"] = ratios
+    summarize_speedups(entry)
     return entry
 
 
