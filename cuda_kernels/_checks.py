@@ -1,8 +1,9 @@
-"""Host checks shared by the fused ConvFirst kernels' ``check_input`` (convfirst_s2, convfirst_c512):
-one rule, one message, whichever kernel raises it. Every check raises ValueError."""
+"""Host checks shared by the fused ConvFirst kernels' ``check_input`` (convfirst_s2, convfirst_c512,
+convfirst_c768): one rule, one message, whichever kernel raises it. Every check raises ValueError."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import fields
 
 import torch
@@ -52,3 +53,25 @@ def check_devices(x: torch.Tensor, weights) -> None:
     for f in fields(weights):
         if getattr(weights, f.name).device != x.device:
             raise ValueError(f"weight {f.name} is on {getattr(weights, f.name).device}, x on {x.device}")
+
+
+def check_stride1_input(kernel: str, x: torch.Tensor, weights, out: torch.Tensor | None,
+                        max_width: Callable[[int], int], name_width: bool = True, channels: int | None = None) -> None:
+    """The stride-1 wgmma ConvFirst kernels' ``check_input`` (convfirst_c512, convfirst_c768; `kernel` names
+    it in the messages): x channels_last float16 with the weights' channel count (and `channels`, if given),
+    1 <= W <= ``max_width(C)`` (the message names C when `name_width`), H, N >= 1, 32-bit pixel offsets,
+    16-byte aligned; `out` (if given) like x and apart from it; the device last, so that every other rule
+    can be checked on CPU tensors."""
+    check_nhwc_half(x)
+    n, c, h, w = x.shape
+    if c != weights.channels or (channels is not None and c != channels):
+        raise ValueError(f"x has {c} channels, the kernel's weights take {weights.channels}")
+    limit = max_width(c)
+    if not (1 <= w <= limit and h >= 1 and n >= 1):
+        at = f" at C={c}" if name_width else ""
+        raise ValueError(f"{kernel} supports 1 <= W <= {limit}, H >= 1 and N >= 1{at}, got {n}x{h}x{w}")
+    if x.numel() >= 2**31:
+        raise ValueError(f"x of shape {tuple(x.shape)} is too large for 32-bit pixel offsets")
+    check_x_aligned(x)
+    check_out(out, x, tuple(x.shape), "tiles read x (with halos) while others write their outputs")
+    check_devices(x, weights)
