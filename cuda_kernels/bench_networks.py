@@ -419,7 +419,8 @@ def model_summary(name: str, entries: list[dict]) -> dict:
 
     summary = {"units": {e["name"]: n for e, n in rows}, "blocks": sum(n for e, n in rows if e["unit"] != "head"),
                "fallback_units": [e["name"] for e, _ in rows if e["unit"] != "head" and
-                                  (e.get("swap", {}).get("form") != "fused" or "cuda_kernels" not in e["backends"])]}
+                                  (e.get("swap", {}).get("form") != "fused" or "cuda_kernels" not in e["backends"])],
+               "untimed_units": [e["name"] for e, _ in rows if network_ms(e) is None]}
     for part, which in (*parts.items(), ("total", rows)):
         fused = total(None, which)
         baselines = {b: total(b, which) for b in BASELINES}
