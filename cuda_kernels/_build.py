@@ -110,3 +110,14 @@ def load_convfirst_c768_extension(verbose: bool = False):
     clusters; csrc/convfirst_s2_c768.cu: the stride-2 block 384 -> 768), a separate extension: a build
     error there leaves the other extensions untouched."""
     return _load("perfmodel_convfirst_c768", tuple(CONVFIRST_C768_SOURCES), verbose)
+
+
+CONVFIRST_S2_WGMMA_SOURCES = ["convfirst_s2_wgmma_bindings.cpp", "convfirst_s2_wgmma.cu"]
+
+
+@functools.lru_cache(maxsize=None)
+def load_convfirst_s2_wgmma_extension(verbose: bool = False):
+    """The stride-2 ConvFirst kernel on wgmma (csrc/convfirst_s2_wgmma*, sm_90a; C_in -> 2 C_in for C_in 64,
+    128, 256), a separate extension: a build error there leaves the other extensions untouched. Off by default
+    (convfirst_s2_wgmma.SWITCH)."""
+    return _load("perfmodel_convfirst_s2_wgmma", tuple(CONVFIRST_S2_WGMMA_SOURCES), verbose)
