@@ -43,8 +43,10 @@ timing: ~7 s, plus ~20 s for the process's first compile and ~5 s for the ceilin
 everything but max-autotune**. max-autotune-no-cudagraphs costs ~30-60 s a unit (31 s for one MBConv
 block; ConvFirstNet-H200's whole network did not finish in 330 s): all 34 would take 20-30 minutes. So it
 runs as a second pass, heaviest units first (count x latency summed over the models), while the time
-budget lasts: with the default ``--budget-s 420`` (7 minutes from the start of the run) about 3-5 units
-get it and the file lists every skipped baseline. The budget never skips a fused timing: before each
+budget lasts: with the default ``--budget-s 420`` (7 minutes from the start of the run; ~8 with the last
+baseline's overrun and the import) ~150 s are left after the first pass, so 2-5 units get it (the heaviest:
+ConvFirstNet-L's 14 x C=384 and -H200's 14 x C=256 blocks first) and the file lists every skipped baseline;
+``--budget-s 0`` (no budget) times every baseline of every unit (~25-35 minutes). The budget never skips a fused timing: before each
 baseline the estimated cost (the median of that baseline's earlier costs, else a default) plus ~3 s per
 unit still to fuse must fit in what is left. Without the extensions built beforehand add ~60-90 s
 (``cuda_kernels/device_run_networks_table.sh`` builds them in parallel first). One process compiles all
@@ -441,6 +443,8 @@ def kernel_text(entry: dict) -> str:
         return short + ("" if k["variant"] is None else f" v{k['variant']}")
     if swap.get("form") == "partly fused":
         return "partly fused"
+    if "unit" in entry.get("errors", {}):
+        return "ERROR"
     return "pytorch (head)" if entry["unit"] == "head" else "FALLBACK"
 
 
@@ -509,13 +513,13 @@ def load_extensions(errors: dict) -> None:
             errors[name] = f"{type(exc).__name__}: {exc}"[:2000]
 
 
-def write(path: str, command: str, models: list[str], args, timer: Timer, ceilings: dict, build_s: float,
+def write(path: str, command: str, env: dict, models: list[str], args, timer: Timer, ceilings: dict, build_s: float,
           build_errors: dict, units: list, entries: list[dict], budget: Budget, phase: str) -> dict:
     from perfmodel.measure import write_measurement
 
     summaries = {m: model_summary(m, entries) for m in models}
     write_measurement(
-        path, command=command, environment=environment(),
+        path, command=command, environment=env,
         workload={"kind": "blocks", "blocks": sorted({kind(c) for c in units}), "models": models,
                   "batch": args.batch, "image_size": IMAGE_SIZE, "dtype": "float16",
                   "memory_format": "channels_last",
@@ -574,10 +578,11 @@ def main(argv: list[str] | None = None) -> int:
     units = list(found)
     entries: list[dict] = []
     states: list[UnitState | None] = []
+    env = environment()  # once: it asks nvidia-smi, and the file is rewritten after every unit
 
     def save(phase: str) -> dict:
-        return write(args.out, command, args.models, args, timer, ceilings, build_s, build_errors, units, entries,
-                     budget, phase)
+        return write(args.out, command, env, args.models, args, timer, ceilings, build_s, build_errors, units,
+                     entries, budget, phase)
 
     print(HEADER, flush=True)
     for i, case in enumerate(units):
