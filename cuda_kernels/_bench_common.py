@@ -11,7 +11,7 @@ import time
 
 import torch
 
-from perfmodel.harness import Timer, environment, relative_error
+from perfmodel.harness import Timer, environment, reference_precision, relative_error
 
 
 def measure_ceilings(timer: Timer) -> dict:
@@ -85,6 +85,65 @@ def prepare(module: str, argv: list[str] | None, args, load_extension):
     return modes, command, build_s, timer, hardware_ceilings(args.hardware, timer)
 
 
+MODES_HELP = "torch.compile modes to time beside eager ('' for none)"
+
+
+def add_common_arguments(parser, modes: str, modes_help: str = MODES_HELP) -> None:
+    """--modes (default `modes`), then `add_timing_arguments`'s: the arguments `prepare` reads."""
+    parser.add_argument("--modes", default=modes, help=modes_help)
+    add_timing_arguments(parser)
+
+
+def add_timing_arguments(parser) -> None:
+    """--warmup, --repeats (the timer's) and --hardware (the datasheet ceilings')."""
+    parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--repeats", type=int, default=30)
+    parser.add_argument("--hardware", default="h200-sxm")
+
+
+def backend_names(modes: list[str], *others: str, eager: bool = True) -> list[str]:
+    """The measurement file's backends: the kernel, `others`, eager (if `eager`), one per torch.compile mode."""
+    return ["cuda_kernels", *others, *(["eager"] if eager else []), *(f"inductor_{m}" for m in modes)]
+
+
+def run_benchmark(module: str, argv: list[str] | None, args, load_extension, block: str, cases: list, bench_case, row,
+                  backends) -> list[dict]:
+    """`prepare`, then `bench_cases` into ``args.out`` with ``bench_case(case, timer, ceilings, modes)`` and the
+    backends ``backends(modes)``."""
+    modes, command, build_s, timer, ceilings = prepare(module, argv, args, load_extension)
+    return bench_cases(args.out, command, block, backends(modes), cases,
+                       lambda case: bench_case(case, timer, ceilings, modes), row, timer, ceilings, build_s)
+
+
+def random_nhwc(batch: int, channels: int, size: int) -> torch.Tensor:
+    """A random float16 CUDA input [batch, channels, size, size] in channels_last memory."""
+    x = torch.randn(batch, channels, size, size, device="cuda", dtype=torch.float16)
+    return x.contiguous(memory_format=torch.channels_last)
+
+
+def reference(block, x: torch.Tensor) -> tuple[torch.Tensor, object, float]:
+    """(exact, block_fp16, torch_error): the block in float64 on x, the block itself in float16 (converted
+    in place) and PyTorch fp16's relative error against float64."""
+    with torch.no_grad(), reference_precision():
+        exact = block.double()(x.double())
+    with torch.no_grad():
+        block_fp16 = block.half()
+        torch_error = relative_error(block_fp16(x), exact)
+    return exact, block_fp16, torch_error
+
+
+def case_entry(case, torch_error: float, head: dict, tail: dict | None = None) -> dict:
+    """A case's entry before any timing: `head`, the case's MACs, FLOPs and bytes, `tail`, no backends yet,
+    the PyTorch fp16 error."""
+    return {**head, "macs": case.macs, "flops": 2 * case.macs, "dram_bytes": case.dram_bytes, **(tail or {}),
+            "backends": {}, "correctness": {"torch_fp16_rel_error": torch_error, "variants": {}}}
+
+
+def nan_nhwc(like: torch.Tensor) -> torch.Tensor:
+    """A float16 channels_last buffer shaped like `like`, filled with NaN (an output a kernel must overwrite)."""
+    return torch.full_like(like, float("nan"), dtype=torch.float16).contiguous(memory_format=torch.channels_last)
+
+
 def time_fused_variants(entry: dict, variants, run, new_out, exact: torch.Tensor, timer: Timer, case,
                         ceilings: dict) -> None:
     """Each kernel variant's error against `exact` first (``run(variant, out)`` into a fresh
@@ -139,6 +198,34 @@ def time_torch_baselines(entry: dict, block_fp16, x: torch.Tensor, exact: torch.
     time_eager(entry, block_fp16, x, timer, case, ceilings)
     for mode in modes:
         time_compiled(entry, block_fp16, x, exact, mode, timer, case, ceilings)
+
+
+def record_speedups(entry: dict) -> None:
+    """With a fused timing: entry["speedups"] (`speedups`); nothing without one."""
+    if "cuda_kernels" in entry["backends"]:
+        entry["speedups"] = speedups(entry)
+
+
+def baseline_latencies(r: dict, variants: bool = False) -> str:
+    """The row's ``name=latency`` list of the backends other than the kernel (and, with `variants`, its
+    per-variant timings ``cuda_kernels_v<n>`` as well)."""
+    return " ".join(f"{k}={v['latency_ms']['median'] * 1e3:.1f}us" for k, v in r["backends"].items()
+                    if (k != "cuda_kernels" if variants else not k.startswith("cuda_kernels")))
+
+
+def fused_latency(f: dict) -> str:
+    """The row's ``fused <latency>us``."""
+    return f"fused {f['latency_ms']['median'] * 1e3:7.1f}us"
+
+
+def versus_strongest(r: dict) -> str:
+    """`` | x<speedup> vs <strongest baseline>`` where `summarize_speedups` found one, else ''."""
+    return f" | x{r['speedup_vs_strongest']:.2f} vs {r['strongest_baseline']}" if "strongest_baseline" in r else ""
+
+
+def speedups_text(r: dict) -> str:
+    """``x<speedup> vs <baseline>`` for each of the row's speedups."""
+    return " ".join(f"x{v:.2f} vs {k}" for k, v in r.get("speedups", {}).items())
 
 
 def speedups(entry: dict) -> dict[str, float]:

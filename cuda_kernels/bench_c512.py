@@ -16,13 +16,17 @@ from __future__ import annotations
 
 import argparse
 import sys
+from functools import partial
 
 import torch
 
-from cuda_kernels._bench_common import (bench_cases, prepare, rate_metrics, speedups, time_fused_variants,
+from cuda_kernels._bench_common import (MODES_HELP, add_timing_arguments, backend_names, baseline_latencies, case_entry,
+                                        fused_latency, nan_nhwc, random_nhwc, rate_metrics, record_speedups,
+                                        reference, run_benchmark, speedups_text, time_fused_variants,
                                         time_torch_baselines)
+from cuda_kernels._fused import block_tensors
 from cuda_kernels.bench import Case, make_block
-from perfmodel.harness import Timer, reference_precision, relative_error
+from perfmodel.harness import Timer, relative_error
 
 DEFAULT_CASES = [Case("convfirst", 512, 6, 7), Case("convfirst", 512, 4, 7), Case("convfirst", 512, 6, 14)]
 
@@ -58,27 +62,24 @@ def bench_case(case: Case, timer: Timer, ceilings: dict, modes: list[str], mma_s
 
     torch.manual_seed(0)
     block = make_block(case)
-    x = torch.randn(case.batch, case.channels, case.size, case.size, device="cuda", dtype=torch.float16)
-    x = x.contiguous(memory_format=torch.channels_last)
-    conv, expand, project = block.conv, block.ffn.expand, block.ffn.project
-    weights = c512.prepare_weights(conv.weight, conv.bias, expand.weight, expand.bias, project.weight, project.bias)
-    with torch.no_grad(), reference_precision():
-        exact = block.double()(x.double())
-    with torch.no_grad():
-        block_fp16 = block.half()
-        torch_error = relative_error(block_fp16(x), exact)
-    entry = {"name": case.name, "channels": case.channels,
-             "expansion": case.expansion, "size": case.size, "batch": case.batch, "macs": case.macs,
-             "flops": 2 * case.macs, "dram_bytes": case.dram_bytes, "tiles": -(-case.pixels // c512.TILE_PIXELS),
-             "backends": {}, "correctness": {"torch_fp16_rel_error": torch_error, "variants": {}}}
-    time_fused_variants(entry, case_variants(case.channels, wanted, case.size), lambda v, out: c512.run(x, weights, out=out, variant=v),
-                        lambda: torch.full_like(x, float("nan")), exact, timer, case, ceilings)
+    x = random_nhwc(case.batch, case.channels, case.size)
+    weights = c512.prepare_weights(*block_tensors(block))
+    exact, block_fp16, torch_error = reference(block, x)
+    entry = case_entry(case, torch_error, case_head(case), {"tiles": -(-case.pixels // c512.TILE_PIXELS)})
+    time_fused_variants(entry, case_variants(case.channels, wanted, case.size),
+                        lambda v, out: c512.run(x, weights, out=out, variant=v), lambda: nan_nhwc(x), exact, timer,
+                        case, ceilings)
     if case.channels <= 256 and mma_sync:  # the mma.sync kernel's widths
         time_mma_sync(entry, block, x, exact, timer, case, ceilings)
     time_torch_baselines(entry, block_fp16, x, exact, modes, timer, case, ceilings)
-    if "cuda_kernels" in entry["backends"]:
-        entry["speedups"] = speedups(entry)
+    record_speedups(entry)
     return entry
+
+
+def case_head(case: Case) -> dict:
+    """The first fields of a stride-1 case's entry (bench_c512, bench_c768): name, C, alpha, size, batch."""
+    return {"name": case.name, "channels": case.channels, "expansion": case.expansion, "size": case.size,
+            "batch": case.batch}
 
 
 def launch_once(case: Case, wanted: tuple[int, ...] | None = None) -> None:
@@ -86,10 +87,8 @@ def launch_once(case: Case, wanted: tuple[int, ...] | None = None) -> None:
     from cuda_kernels import convfirst_c512 as c512
 
     block = make_block(case)
-    x = torch.randn(case.batch, case.channels, case.size, case.size, device="cuda", dtype=torch.float16)
-    x = x.contiguous(memory_format=torch.channels_last)
-    conv, expand, project = block.conv, block.ffn.expand, block.ffn.project
-    weights = c512.prepare_weights(conv.weight, conv.bias, expand.weight, expand.bias, project.weight, project.bias)
+    x = random_nhwc(case.batch, case.channels, case.size)
+    weights = c512.prepare_weights(*block_tensors(block))
     for variant in case_variants(case.channels, wanted, case.size):
         c512.run(x, weights, variant=variant)
         torch.cuda.synchronize()
@@ -97,14 +96,12 @@ def launch_once(case: Case, wanted: tuple[int, ...] | None = None) -> None:
 
 
 def row(r: dict) -> str:
-    base = " ".join(f"{k}={v['latency_ms']['median'] * 1e3:.1f}us" for k, v in r["backends"].items()
-                    if k != "cuda_kernels")  # the per-variant kernel times included
+    base = baseline_latencies(r, variants=True)  # the per-variant kernel times included
     f = r["backends"].get("cuda_kernels")
     if f is None:
         return f"{r['name']:34s} FAILED correctness {r['correctness']} | {base}"
-    speedups = " ".join(f"x{v:.2f} vs {k}" for k, v in r.get("speedups", {}).items())
-    return (f"{r['name']:34s} fused {f['latency_ms']['median'] * 1e3:7.1f}us {f['tflops']:6.1f} TFLOP/s "
-            f"bound {100 * f['waterline_fraction_datasheet']:5.1f}% ({r['tiles']} tiles) | {base} | {speedups}")
+    return (f"{r['name']:34s} {fused_latency(f)} {f['tflops']:6.1f} TFLOP/s "
+            f"bound {100 * f['waterline_fraction_datasheet']:5.1f}% ({r['tiles']} tiles) | {base} | {speedups_text(r)}")
 
 
 def parse_case(text: str) -> Case:
@@ -153,14 +150,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", help="measurement file (required unless --launch-only)")
     parser.add_argument("--launch-only", action="store_true", help="launch each variant once per case, for ncu")
     parser.add_argument("--case", action="append", type=parse_case, help="alpha:size[:batch], e.g. 6:7")
-    parser.add_argument("--modes", default="default", help="torch.compile modes to time beside eager ('' for none)")
+    parser.add_argument("--modes", default="default", help=MODES_HELP)
     parser.add_argument("--no-mma-sync", action="store_true",
                         help="leave out the mma.sync baseline below C = 512 (its extension need not be built)")
     parser.add_argument("--variants", type=parse_variants, default=None,
                         help="comma list of kernel variants to time where the width has them (default: all)")
-    parser.add_argument("--warmup", type=int, default=10)
-    parser.add_argument("--repeats", type=int, default=30)
-    parser.add_argument("--hardware", default="h200-sxm")
+    add_timing_arguments(parser)
     args = parser.parse_args(argv)
     cases = args.case or DEFAULT_CASES
     if args.launch_only:
@@ -171,12 +166,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--out is required")
     from cuda_kernels._build import load_convfirst_c512_extension
 
-    modes, command, build_s, timer, ceilings = prepare("cuda_kernels.bench_c512", argv, args, load_convfirst_c512_extension)
-    backends = ["cuda_kernels", "mma_sync", "eager", *(f"inductor_{m}" for m in modes)]
-    bench_cases(args.out, command, "convfirst_c512", backends, cases,
-                lambda case: bench_case(case, timer, ceilings, modes, not args.no_mma_sync, args.variants), row, timer,
-                ceilings,
-                build_s)
+    run_benchmark("cuda_kernels.bench_c512", argv, args, load_convfirst_c512_extension, "convfirst_c512", cases,
+                  partial(bench_case, mma_sync=not args.no_mma_sync, wanted=args.variants), row,
+                  lambda modes: backend_names(modes, "mma_sync"))
     return 0
 
 

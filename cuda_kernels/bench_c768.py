@@ -20,9 +20,13 @@ import sys
 
 import torch
 
-from cuda_kernels._bench_common import bench_cases, prepare, speedups, time_fused_variants, time_torch_baselines
+from cuda_kernels._bench_common import (add_common_arguments, backend_names, baseline_latencies, case_entry,
+                                        fused_latency, nan_nhwc, random_nhwc, record_speedups, reference,
+                                        run_benchmark, speedups_text, time_fused_variants, time_torch_baselines)
+from cuda_kernels._fused import block_tensors
 from cuda_kernels.bench import Case, make_block
-from perfmodel.harness import Timer, reference_precision, relative_error
+from cuda_kernels.bench_c512 import case_head
+from perfmodel.harness import Timer
 
 
 def bench_stride1(case: Case, timer: Timer, ceilings: dict, modes: list[str]) -> dict:
@@ -30,36 +34,25 @@ def bench_stride1(case: Case, timer: Timer, ceilings: dict, modes: list[str]) ->
 
     torch.manual_seed(0)
     block = make_block(case)
-    x = torch.randn(case.batch, case.channels, case.size, case.size, device="cuda", dtype=torch.float16)
-    x = x.contiguous(memory_format=torch.channels_last)
-    conv, expand, project = block.conv, block.ffn.expand, block.ffn.project
-    weights = c768.prepare_weights(conv.weight, conv.bias, expand.weight, expand.bias, project.weight, project.bias)
-    with torch.no_grad(), reference_precision():
-        exact = block.double()(x.double())
-    with torch.no_grad():
-        block_fp16 = block.half()
-        torch_error = relative_error(block_fp16(x), exact)
-    entry = {"name": case.name, "channels": case.channels, "expansion": case.expansion, "size": case.size,
-             "batch": case.batch, "macs": case.macs, "flops": 2 * case.macs, "dram_bytes": case.dram_bytes,
-             "tiles": -(-case.pixels // c768.TILE_PIXELS), "thread_blocks": 2 * -(-case.pixels // c768.TILE_PIXELS),
-             "backends": {}, "correctness": {"torch_fp16_rel_error": torch_error, "variants": {}}}
+    x = random_nhwc(case.batch, case.channels, case.size)
+    weights = c768.prepare_weights(*block_tensors(block))
+    exact, block_fp16, torch_error = reference(block, x)
+    tiles = -(-case.pixels // c768.TILE_PIXELS)
+    entry = case_entry(case, torch_error, case_head(case), {"tiles": tiles, "thread_blocks": 2 * tiles})
     time_fused_variants(entry, c768.VARIANTS, lambda v, out: c768.run(x, weights, out=out, variant=v),
-                        lambda: torch.full_like(x, float("nan")), exact, timer, case, ceilings)
+                        lambda: nan_nhwc(x), exact, timer, case, ceilings)
     time_torch_baselines(entry, block_fp16, x, exact, modes, timer, case, ceilings)
-    if "cuda_kernels" in entry["backends"]:
-        entry["speedups"] = speedups(entry)
+    record_speedups(entry)
     return entry
 
 
 def row(r: dict) -> str:
     f = r["backends"].get("cuda_kernels")
-    base = " ".join(f"{k}={v['latency_ms']['median'] * 1e3:.1f}us" for k, v in r["backends"].items()
-                    if not k.startswith("cuda_kernels"))
+    base = baseline_latencies(r)
     if f is None:
         return f"{r['name']:38s} FAILED correctness {r['correctness']} | {base}"
-    ratios = " ".join(f"x{v:.2f} vs {k}" for k, v in r.get("speedups", {}).items())
-    return (f"{r['name']:38s} fused {f['latency_ms']['median'] * 1e3:7.1f}us {f['tflops']:6.1f} TFLOP/s "
-            f"bound {100 * f['waterline_fraction_datasheet']:5.1f}% | {base} | {ratios}")
+    return (f"{r['name']:38s} {fused_latency(f)} {f['tflops']:6.1f} TFLOP/s "
+            f"bound {100 * f['waterline_fraction_datasheet']:5.1f}% | {base} | {speedups_text(r)}")
 
 
 def best_variant(path: str, fallback: int = 0) -> int:
@@ -80,30 +73,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", required=True)
     parser.add_argument("--stride", type=int, choices=(1, 2), default=1)
     parser.add_argument("--case", action="append", help="alpha:size[:batch] (stride 2: the input size)")
-    parser.add_argument("--modes", default="default", help="torch.compile modes to time beside eager ('' for none)")
-    parser.add_argument("--warmup", type=int, default=10)
-    parser.add_argument("--repeats", type=int, default=30)
-    parser.add_argument("--hardware", default="h200-sxm")
+    add_common_arguments(parser, "default")
     args = parser.parse_args(argv)
     os.environ.setdefault("CUDA_KERNELS_C768", "1")
+    from cuda_kernels import bench_s2
     from cuda_kernels._build import load_convfirst_c768_extension
 
-    modes, command, build_s, timer, ceilings = prepare("cuda_kernels.bench_c768", argv, args,
-                                                       load_convfirst_c768_extension)
     texts = args.case or (["6:7"] if args.stride == 1 else ["6:14"])
     if args.stride == 1:
         cases = [Case("convfirst", 768, *(int(v) for v in t.split(":"))) for t in texts]
-        backends = ["cuda_kernels", "eager", *(f"inductor_{m}" for m in modes)]
-        bench_cases(args.out, command, "convfirst_c768", backends, cases,
-                    lambda case: bench_stride1(case, timer, ceilings, modes), row, timer, ceilings, build_s)
+        run_benchmark("cuda_kernels.bench_c768", argv, args, load_convfirst_c768_extension, "convfirst_c768", cases,
+                      bench_stride1, row, backend_names)
     else:
-        from cuda_kernels import bench_s2
-
         cases = [bench_s2.DownCase(384, *(int(v) for v in t.split(":"))) for t in texts]
-        backends = ["cuda_kernels", *(["eager"] if modes else []), *(f"inductor_{m}" for m in modes)]
-        bench_cases(args.out, command, "convfirst_s2", backends, cases,
-                    lambda case: bench_s2.bench_case(case, timer, ceilings, modes), bench_s2.row, timer, ceilings,
-                    build_s)
+        run_benchmark("cuda_kernels.bench_c768", argv, args, load_convfirst_c768_extension, "convfirst_s2", cases,
+                      bench_s2.bench_case, bench_s2.row, bench_s2.backends)
     return 0
 
 

@@ -20,10 +20,12 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from cuda_kernels._bench_common import (bench_cases, prepare, summarize_speedups, time_fused_variants,
-                                        time_torch_baselines)
+from cuda_kernels._bench_common import (add_common_arguments, backend_names, baseline_latencies, case_entry,
+                                        fused_latency, nan_nhwc, random_nhwc, reference, run_benchmark,
+                                        summarize_speedups, time_fused_variants, time_torch_baselines,
+                                        versus_strongest)
 from cuda_kernels.ops import L_WIDTHS_SWITCH
-from perfmodel.harness import Timer, randomize_batchnorm, reference_precision, relative_error
+from perfmodel.harness import Timer, randomize_batchnorm
 
 
 @dataclass(frozen=True)
@@ -88,20 +90,12 @@ def bench_case(case: DownCase, timer: Timer, ceilings: dict, modes: list[str]) -
 
     torch.manual_seed(0)
     block = make_block(case)
-    x = torch.randn(case.batch, case.in_channels, case.size, case.size, device="cuda", dtype=torch.float16)
-    x = x.contiguous(memory_format=torch.channels_last)
+    x = random_nhwc(case.batch, case.in_channels, case.size)
     weights = s2.prepare_weights(s2.FoldedWeights.from_block(block))
-    with torch.no_grad(), reference_precision():
-        exact = block.double()(x.double())
-    with torch.no_grad():
-        block_fp16 = block.half()
-        torch_error = relative_error(block_fp16(x), exact)
-    entry = {**asdict(case), "name": case.name, "macs": case.macs, "flops": 2 * case.macs,
-             "dram_bytes": case.dram_bytes, "backends": {},
-             "correctness": {"torch_fp16_rel_error": torch_error, "variants": {}}}
+    exact, block_fp16, torch_error = reference(block, x)
+    entry = case_entry(case, torch_error, {**asdict(case), "name": case.name})
     time_fused_variants(entry, s2.VARIANTS[case.in_channels], lambda v, out: s2.run(x, weights, variant=v, out=out),
-                        lambda: torch.full_like(exact, float("nan"), dtype=torch.float16).contiguous(
-                            memory_format=torch.channels_last), exact, timer, case, ceilings)
+                        lambda: nan_nhwc(exact), exact, timer, case, ceilings)
     if not modes:
         return entry
     time_torch_baselines(entry, block_fp16, x, exact, modes, timer, case, ceilings)
@@ -113,12 +107,8 @@ def row(r: dict) -> str:
     f = r["backends"].get("cuda_kernels")
     if f is None:
         return f"{r['name']:38s} FAILED correctness {r['correctness']}"
-    base = " ".join(f"{k}={v['latency_ms']['median'] * 1e3:.1f}us" for k, v in r["backends"].items()
-                    if not k.startswith("cuda_kernels"))
-    return (f"{r['name']:38s} fused {f['latency_ms']['median'] * 1e3:7.1f}us v{f['variant']} "
-            f"{f['tflops']:6.1f} TFLOP/s bound {100 * f['waterline_fraction_datasheet']:5.1f}% | {base}"
-            + (f" | x{r['speedup_vs_strongest']:.2f} vs {r['strongest_baseline']}"
-               if "strongest_baseline" in r else ""))
+    return (f"{r['name']:38s} {fused_latency(f)} v{f['variant']} {f['tflops']:6.1f} TFLOP/s "
+            f"bound {100 * f['waterline_fraction_datasheet']:5.1f}% | {baseline_latencies(r)}{versus_strongest(r)}")
 
 
 def parse_case(text: str) -> DownCase:
@@ -133,11 +123,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--l-widths", action="store_true",
                         help="ConvFirstNet-L's 96 -> 192 and 192 -> 384 blocks instead of the S shapes, switched on "
                              "for this run (CUDA_KERNELS_L_WIDTHS; on unless set to 0)")
-    parser.add_argument("--modes", default="default,max-autotune-no-cudagraphs",
-                        help="torch.compile modes to time beside eager ('' for none: kernel only)")
-    parser.add_argument("--warmup", type=int, default=10)
-    parser.add_argument("--repeats", type=int, default=30)
-    parser.add_argument("--hardware", default="h200-sxm")
+    add_common_arguments(parser, "default,max-autotune-no-cudagraphs",
+                         "torch.compile modes to time beside eager ('' for none: kernel only)")
     args = parser.parse_args(argv)
     cases = (args.case or ([] if args.l_widths else S_CASES)) + (WIDE_CASES if args.wide else [])
     if args.l_widths:
@@ -145,11 +132,14 @@ def main(argv: list[str] | None = None) -> int:
         cases += L_CASES
     from cuda_kernels._build import load_convfirst_s2_extension
 
-    modes, command, build_s, timer, ceilings = prepare("cuda_kernels.bench_s2", argv, args, load_convfirst_s2_extension)
-    backends = ["cuda_kernels", *(["eager"] if modes else []), *(f"inductor_{m}" for m in modes)]
-    bench_cases(args.out, command, "convfirst_s2", backends, cases,
-                lambda case: bench_case(case, timer, ceilings, modes), row, timer, ceilings, build_s)
+    run_benchmark("cuda_kernels.bench_s2", argv, args, load_convfirst_s2_extension, "convfirst_s2", cases, bench_case,
+                  row, backends)
     return 0
+
+
+def backends(modes: list[str]) -> list[str]:
+    """The kernel, eager unless no torch.compile mode is asked for (kernel only), each mode."""
+    return backend_names(modes, eager=bool(modes))
 
 
 if __name__ == "__main__":

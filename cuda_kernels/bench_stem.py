@@ -19,8 +19,10 @@ from dataclasses import asdict, dataclass
 import torch
 
 from cuda_kernels import _bench_common
-from cuda_kernels._bench_common import bench_cases, prepare, summarize_speedups, time_eager, time_fused_variants
-from perfmodel.harness import Timer, randomize_batchnorm, reference_precision, relative_error
+from cuda_kernels._bench_common import (add_common_arguments, backend_names, baseline_latencies, case_entry,
+                                        fused_latency, nan_nhwc, random_nhwc, reference, run_benchmark,
+                                        summarize_speedups, time_eager, time_fused_variants, versus_strongest)
+from perfmodel.harness import Timer, randomize_batchnorm
 
 
 @dataclass(frozen=True)
@@ -80,20 +82,12 @@ def bench_case(case: StemCase, timer: Timer, ceilings: dict, modes: list[str]) -
 
     torch.manual_seed(0)
     block = make_stem(case)
-    x = torch.randn(case.batch, 3, case.size, case.size, device="cuda", dtype=torch.float16)
-    x = x.contiguous(memory_format=torch.channels_last)
+    x = random_nhwc(case.batch, 3, case.size)
     weights = stem.prepare_weights(stem.FoldedStem.from_stem(block))
-    with torch.no_grad(), reference_precision():
-        exact = block.double()(x.double())
-    with torch.no_grad():
-        block_fp16 = block.half()
-        torch_error = relative_error(block_fp16(x), exact)
-    entry = {**asdict(case), "name": case.name, "macs": case.macs, "flops": 2 * case.macs,
-             "dram_bytes": case.dram_bytes, "backends": {},
-             "correctness": {"torch_fp16_rel_error": torch_error, "variants": {}}}
-    time_fused_variants(entry, (0,), lambda v, out: stem.run(x, weights, out=out),
-                        lambda: torch.full_like(exact, float("nan"), dtype=torch.float16).contiguous(
-                            memory_format=torch.channels_last), exact, timer, case, ceilings)
+    exact, block_fp16, torch_error = reference(block, x)
+    entry = case_entry(case, torch_error, {**asdict(case), "name": case.name})
+    time_fused_variants(entry, (0,), lambda v, out: stem.run(x, weights, out=out), lambda: nan_nhwc(exact), exact,
+                        timer, case, ceilings)
     time_eager(entry, block_fp16, x, timer, case, ceilings)
     for mode in modes:
         time_compiled(entry, block_fp16, x, exact, mode, timer, case, ceilings)
@@ -105,11 +99,8 @@ def row(r: dict) -> str:
     f = r["backends"].get("cuda_kernels")
     if f is None:
         return f"{r['name']:34s} FAILED correctness {r['correctness']}"
-    base = " ".join(f"{k}={v['latency_ms']['median'] * 1e3:.1f}us" for k, v in r["backends"].items()
-                    if not k.startswith("cuda_kernels"))
-    return (f"{r['name']:34s} fused {f['latency_ms']['median'] * 1e3:7.1f}us {f['tflops']:6.1f} TFLOP/s "
-            f"{f['gbps']:7.1f} GB/s bound {100 * f['waterline_fraction_datasheet']:5.1f}% | {base}"
-            + (f" | x{r['speedup_vs_strongest']:.2f} vs {r['strongest_baseline']}" if "strongest_baseline" in r else ""))
+    return (f"{r['name']:34s} {fused_latency(f)} {f['tflops']:6.1f} TFLOP/s {f['gbps']:7.1f} GB/s "
+            f"bound {100 * f['waterline_fraction_datasheet']:5.1f}% | {baseline_latencies(r)}{versus_strongest(r)}")
 
 
 def parse_case(text: str) -> StemCase:
@@ -120,19 +111,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True)
     parser.add_argument("--case", action="append", type=parse_case, help="C1:size[:batch], e.g. 32:224")
-    parser.add_argument("--modes", default="default,freezing",
-                        help="torch.compile modes to time beside eager: default, freezing ('' for none)")
-    parser.add_argument("--warmup", type=int, default=10)
-    parser.add_argument("--repeats", type=int, default=30)
-    parser.add_argument("--hardware", default="h200-sxm")
+    add_common_arguments(parser, "default,freezing",
+                         "torch.compile modes to time beside eager: default, freezing ('' for none)")
     args = parser.parse_args(argv)
-    cases = args.case or CASES
     from cuda_kernels.stem import _extension
 
-    modes, command, build_s, timer, ceilings = prepare("cuda_kernels.bench_stem", argv, args, _extension)
-    backends = ["cuda_kernels", "eager", *(f"inductor_{m}" for m in modes)]
-    bench_cases(args.out, command, "convfirst_stem", backends, cases,
-                lambda case: bench_case(case, timer, ceilings, modes), row, timer, ceilings, build_s)
+    run_benchmark("cuda_kernels.bench_stem", argv, args, _extension, "convfirst_stem", args.case or CASES, bench_case,
+                  row, backend_names)
     return 0
 
 
