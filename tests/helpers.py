@@ -87,7 +87,7 @@ def dynamo_graph(net, x):
     return graph
 
 
-# ---- fused kernels (tests/test_convfirst_s2.py, tests/test_convfirst_c512.py) ----
+# ---- fused kernels (tests/test_convfirst_s2.py, tests/test_convfirst_c512.py, tests/test_convfirst_c768.py) ----
 
 def channels_last(x):
     import torch
@@ -102,6 +102,24 @@ def misaligned_nhwc(shape):
     n, c, h, w = shape
     storage = torch.zeros(n * c * h * w + 8, dtype=torch.float16)
     return storage[1:].as_strided(shape, (h * w * c, 1, w * c, c))
+
+
+def stride1_host_check_cases(channels: int, other_channels: int, channels_message: str) -> list[tuple]:
+    """(make, message) pairs for the stride-1 wgmma kernels' ``check_input`` tests (convfirst_c512,
+    convfirst_c768) at `channels`: what each input breaks and the error it must raise (not 4-D, NCHW memory,
+    float32, `other_channels` channels (`channels_message`), W = 29, misaligned, and last a valid input on
+    the CPU: the device is checked last)."""
+    import torch
+
+    return [
+        (lambda: torch.zeros(channels, 7, 7, dtype=torch.float16), r"\[N, C, H, W\]"),
+        (lambda: torch.zeros(1, channels, 7, 7, dtype=torch.float16), "channels_last"),
+        (lambda: channels_last(torch.zeros(1, channels, 7, 7)), "float16"),
+        (lambda: channels_last(torch.zeros(1, other_channels, 7, 7, dtype=torch.float16)), channels_message),
+        (lambda: channels_last(torch.zeros(1, channels, 7, 29, dtype=torch.float16)), "W <= 28"),
+        (lambda: misaligned_nhwc((1, channels, 2, 2)), "16-byte aligned"),
+        (lambda: channels_last(torch.zeros(1, channels, 7, 7, dtype=torch.float16)), "CUDA tensor"),
+    ]
 
 
 def check_against_float64(block, x, run, out_shape: tuple) -> float:

@@ -21,7 +21,7 @@ from torch.nn import functional as F
 
 import cuda_kernels
 from cuda_kernels import convfirst_c512 as c512
-from helpers import channels_last, check_against_float64, misaligned_nhwc
+from helpers import channels_last, check_against_float64, stride1_host_check_cases
 from perfmodel.harness import randomize_batchnorm, relative_error
 from perfmodel.zoo import ConvFirstBlock, fold_batchnorm
 
@@ -253,15 +253,7 @@ def test_smem_budget_per_variant():
             assert (got > 0) == (variant in c512.variants(channels)) and got <= c512.SMEM_LIMIT
 
 
-@pytest.mark.parametrize("make,message", [
-    (lambda: torch.zeros(512, 7, 7, dtype=torch.float16), r"\[N, C, H, W\]"),
-    (lambda: torch.zeros(1, 512, 7, 7, dtype=torch.float16), "channels_last"),
-    (lambda: channels_last(torch.zeros(1, 512, 7, 7)), "float16"),
-    (lambda: channels_last(torch.zeros(1, 256, 7, 7, dtype=torch.float16)), "weights take 512"),
-    (lambda: channels_last(torch.zeros(1, 512, 7, 29, dtype=torch.float16)), "W <= 28"),
-    (lambda: misaligned_nhwc((1, 512, 2, 2)), "16-byte aligned"),
-    (lambda: channels_last(torch.zeros(1, 512, 7, 7, dtype=torch.float16)), "CUDA tensor"),
-])
+@pytest.mark.parametrize("make,message", stride1_host_check_cases(512, 256, "weights take 512"))
 def test_host_checks(make, message, small_weights):
     with pytest.raises(ValueError, match=message):
         c512.check_input(make(), small_weights)

@@ -26,7 +26,7 @@ import cuda_kernels
 from cuda_kernels import convfirst_c768 as c768
 from cuda_kernels import convfirst_s2 as s2
 from cuda_kernels.ops import _swizzle_128b
-from helpers import channels_last, check_against_float64, misaligned_nhwc
+from helpers import channels_last, check_against_float64, stride1_host_check_cases
 from perfmodel.harness import randomize_batchnorm, relative_error
 from perfmodel.zoo import ConvFirstBlock, fold_batchnorm
 
@@ -492,15 +492,7 @@ def test_pair_protocol_with_a_smaller_ring():
 
 # ---- host checks (CPU) ----
 
-@pytest.mark.parametrize("make,message", [
-    (lambda: torch.zeros(768, 7, 7, dtype=torch.float16), r"\[N, C, H, W\]"),
-    (lambda: torch.zeros(1, 768, 7, 7, dtype=torch.float16), "channels_last"),
-    (lambda: channels_last(torch.zeros(1, 768, 7, 7)), "float16"),
-    (lambda: channels_last(torch.zeros(1, 512, 7, 7, dtype=torch.float16)), "512 channels"),
-    (lambda: channels_last(torch.zeros(1, 768, 7, 29, dtype=torch.float16)), "W <= 28"),
-    (lambda: misaligned_nhwc((1, 768, 2, 2)), "16-byte aligned"),
-    (lambda: channels_last(torch.zeros(1, 768, 7, 7, dtype=torch.float16)), "CUDA tensor"),
-])
+@pytest.mark.parametrize("make,message", stride1_host_check_cases(768, 512, "512 channels"))
 def test_host_checks(make, message, small_weights):
     with pytest.raises(ValueError, match=message):
         c768.check_input(make(), small_weights)
