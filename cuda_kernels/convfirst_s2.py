@@ -230,7 +230,14 @@ def run(x: torch.Tensor, weights: KernelWeights, variant: int | None = None, row
         out: torch.Tensor | None = None) -> torch.Tensor:
     """Launch the fused kernel; returns [N, C_out, ceil(H/2), ceil(W/2)] channels_last (``out``
     if given). ``rows_per_tile`` (output rows per tile of 128 or 64 pixels) 0 lets the launcher
-    choose."""
+    choose. Without a variant, the widths ``CUDA_KERNELS_S2_WGMMA`` names run on the wgmma kernel
+    (convfirst_s2_wgmma; off by default)."""
+    if variant is None:
+        from cuda_kernels import convfirst_s2_wgmma as wgmma
+
+        if wgmma.routes(x, weights):
+            rows = rows_per_tile if rows_per_tile * output_size(x.shape[-1]) <= wgmma.TILE_PIXELS else 0
+            return wgmma.run(x, wgmma.from_s2_weights(weights), rows, out)
     check_input(x, weights, out)
     cin, cout = weights.in_channels, weights.out_channels
     need = shared_memory_need(cin, cout)

@@ -1,0 +1,103 @@
+"""Benchmark the stride-2 ConvFirst kernel on wgmma (convfirst_s2_wgmma) beside the mma.sync stride-2 kernel's
+variants, PyTorch eager and torch.compile, in one run (the ConvFirstNet-H200 / -M shapes by default).
+
+    python -m cuda_kernels.bench_s2_wgmma --out s2w.json [--case 64:6:56 ...] [--modes default,...]
+
+Each kernel variant's error against the float64 zoo block first (timed only within 2x PyTorch fp16's), then
+median latencies (CUDA events, L2 flushed before every repeat) as cuda_kernels.bench_s2 measures them: the
+wgmma kernel is variant "wgmma" (backend cuda_kernels_vwgmma), the mma.sync kernel's are 0, 1, ...
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import asdict
+
+import torch
+
+from cuda_kernels._bench_common import (bench_cases, prepare, summarize_speedups, time_fused_variants,
+                                        time_torch_baselines)
+from cuda_kernels.bench_s2 import DownCase, make_block
+from perfmodel.harness import Timer, reference_precision, relative_error
+
+H200_CASES = [DownCase(64, 6, 56), DownCase(128, 6, 28), DownCase(256, 6, 14)]  # ConvFirstNet-H200
+M_CASES = [DownCase(64, 4, 56), DownCase(128, 4, 28), DownCase(256, 4, 14)]  # ConvFirstNet-M
+
+
+def bench_case(case: DownCase, timer: Timer, ceilings: dict, modes: list[str]) -> dict:
+    from cuda_kernels import convfirst_s2 as s2
+    from cuda_kernels import convfirst_s2_wgmma as s2w
+
+    torch.manual_seed(0)
+    block = make_block(case)
+    x = torch.randn(case.batch, case.in_channels, case.size, case.size, device="cuda", dtype=torch.float16)
+    x = x.contiguous(memory_format=torch.channels_last)
+    folded = s2.FoldedWeights.from_block(block)
+    weights, wgmma_weights = s2.prepare_weights(folded), s2w.prepare_weights(folded)
+    with torch.no_grad(), reference_precision():
+        exact = block.double()(x.double())
+    with torch.no_grad():
+        block_fp16 = block.half()
+        torch_error = relative_error(block_fp16(x), exact)
+    entry = {**asdict(case), "name": case.name, "macs": case.macs, "flops": 2 * case.macs,
+             "dram_bytes": case.dram_bytes, "backends": {},
+             "correctness": {"torch_fp16_rel_error": torch_error, "variants": {}}}
+
+    def run(variant, out):
+        if variant == "wgmma":
+            return s2w.run(x, wgmma_weights, out=out)
+        return s2.run(x, weights, variant=variant, out=out)
+
+    time_fused_variants(entry, ["wgmma", *s2.VARIANTS[case.in_channels]], run,
+                        lambda: torch.full_like(exact, float("nan"), dtype=torch.float16).contiguous(
+                            memory_format=torch.channels_last), exact, timer, case, ceilings)
+    time_torch_baselines(entry, block_fp16, x, exact, modes, timer, case, ceilings)  # eager, then each mode
+    if "cuda_kernels" in entry["backends"]:
+        summarize_speedups(entry)
+    return entry
+
+
+def row(r: dict) -> str:
+    kernels = " ".join(f"{k.removeprefix('cuda_kernels_')}={v['latency_ms']['median'] * 1e3:.1f}us"
+                       for k, v in r["backends"].items() if k.startswith("cuda_kernels_v"))
+    base = " ".join(f"{k}={v['latency_ms']['median'] * 1e3:.1f}us" for k, v in r["backends"].items()
+                    if not k.startswith("cuda_kernels"))
+    failed = [str(v) for v, c in r["correctness"]["variants"].items() if not c["passed"]]
+    return f"{r['name']:38s} {kernels} | {base}" + (f" | FAILED correctness: {', '.join(failed)}" if failed else "")
+
+
+def parse_case(text: str) -> DownCase:
+    return DownCase(*(int(v) for v in text.split(":")))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--case", action="append", type=parse_case, help="C_in:alpha:size[:batch], e.g. 64:6:56")
+    parser.add_argument("--m", action="store_true", help="add the ConvFirstNet-M shapes (alpha 4)")
+    parser.add_argument("--modes", default="default", help="torch.compile modes to time beside eager ('' for none)")
+    # eager is always timed
+    parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--repeats", type=int, default=30)
+    parser.add_argument("--hardware", default="h200-sxm")
+    args = parser.parse_args(argv)
+    cases = (args.case or H200_CASES) + (M_CASES if args.m else [])
+
+    def load():
+        from cuda_kernels._build import (load_convfirst_c512_extension, load_convfirst_s2_extension,
+                                         load_convfirst_s2_wgmma_extension)
+
+        load_convfirst_s2_wgmma_extension()
+        load_convfirst_s2_extension()
+        load_convfirst_c512_extension()  # 256 -> 512 on the mma.sync template
+
+    modes, command, build_s, timer, ceilings = prepare("cuda_kernels.bench_s2_wgmma", argv, args, load)
+    backends = ["cuda_kernels", "eager", *(f"inductor_{m}" for m in modes)]
+    bench_cases(args.out, command, "convfirst_s2", backends, cases, lambda c: bench_case(c, timer, ceilings, modes),
+                row, timer, ceilings, build_s)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
