@@ -122,6 +122,22 @@ def stride1_host_check_cases(channels: int, other_channels: int, channels_messag
     ]
 
 
+def swap_against_float64(net, x) -> tuple:
+    """`net`'s blocks swapped for the fused kernels (``cuda_kernels.replace_blocks``) and run on x, beside the
+    unswapped net in float64: (swap report, output, float64 output)."""
+    import copy
+
+    import torch
+
+    import cuda_kernels
+
+    with torch.no_grad():
+        exact = copy.deepcopy(net).double()(x.double())
+        swap = cuda_kernels.replace_blocks(net)
+        got = net(x)
+    return swap, got, exact
+
+
 def check_against_float64(block, x, run, out_shape: tuple) -> float:
     """Run a kernel (`run(out)`) on a NaN-poisoned output and compare against the float64 zoo
     block: its error must be at most twice PyTorch float16's (and PyTorch's nonzero, else the

@@ -21,7 +21,7 @@ from torch.nn import functional as F
 
 import cuda_kernels
 from cuda_kernels import convfirst_c512 as c512
-from helpers import channels_last, check_against_float64, stride1_host_check_cases
+from helpers import channels_last, check_against_float64, stride1_host_check_cases, swap_against_float64
 from perfmodel.harness import randomize_batchnorm, relative_error
 from perfmodel.zoo import ConvFirstBlock, fold_batchnorm
 
@@ -511,11 +511,8 @@ def test_c64_in_the_swapped_network(monkeypatch):
     monkeypatch.setenv(c512.WGMMA_SWITCH, "64")
     torch.manual_seed(3)
     net = nn.Sequential(block_c(64, 6, seed=1), block_c(64, 6, seed=2)).cuda().half()
-    with torch.no_grad():
-        x = channels_last(torch.randn(2, 64, 56, 56, device="cuda", dtype=torch.float16))
-        exact = copy.deepcopy(net).double()(x.double())
-        swap = cuda_kernels.replace_blocks(net)
-        got = net(x)
+    x = channels_last(torch.randn(2, 64, 56, 56, device="cuda", dtype=torch.float16))
+    swap, got, exact = swap_against_float64(net, x)
     assert swap.fused["ConvFirstBlock"] == 2 and all(type(m).__name__ == "FusedConvFirstC512" for m in net)
     assert relative_error(got, exact) < 5e-3
 
@@ -573,10 +570,7 @@ def test_swapped_network_matches_pytorch(monkeypatch):
     torch.manual_seed(1)
     net = nn.Sequential(block_512(4, seed=1), block_512(6, seed=2)).cuda().half()
     x = channels_last(torch.randn(4, 512, 7, 7, device="cuda", dtype=torch.float16))
-    with torch.no_grad():
-        exact = copy.deepcopy(net).double()(x.double())
-        swap = cuda_kernels.replace_blocks(net)
-        got = net(x)
+    swap, got, exact = swap_against_float64(net, x)
     assert swap.fused == {"ConvFirstBlock": 2, "FFN": 0} and swap.fallback == {}
     assert relative_error(got, exact) < 5e-3
 

@@ -14,7 +14,6 @@ at batch 128 / 1 / odd, odd sizes, tiles across images; each output poisoned wit
 against the float64 zoo block at most twice PyTorch float16's.
 """
 
-import copy
 import random
 
 import pytest
@@ -26,7 +25,7 @@ import cuda_kernels
 from cuda_kernels import convfirst_c768 as c768
 from cuda_kernels import convfirst_s2 as s2
 from cuda_kernels.ops import _swizzle_128b
-from helpers import channels_last, check_against_float64, stride1_host_check_cases
+from helpers import channels_last, check_against_float64, stride1_host_check_cases, swap_against_float64
 from perfmodel.harness import randomize_batchnorm, relative_error
 from perfmodel.zoo import ConvFirstBlock, fold_batchnorm
 
@@ -591,10 +590,7 @@ def test_swapped_blocks_match_pytorch(c768_on):
     """stride 2 384 -> 768 then two C = 768 blocks, swapped by replace_blocks, against float64."""
     net = nn.Sequential(down_block(6, seed=1), block_768(6, seed=2), block_768(4, seed=3)).cuda().half()
     x = channels_last(torch.randn(4, 384, 14, 14, device="cuda", dtype=torch.float16))
-    with torch.no_grad():
-        exact = copy.deepcopy(net).double()(x.double())
-        swap = cuda_kernels.replace_blocks(net)
-        got = net(x)
+    swap, got, exact = swap_against_float64(net, x)
     assert swap.fused == {"ConvFirstBlock": 3, "FFN": 0} and swap.fallback == {}
     assert torch.isfinite(got).all() and relative_error(got, exact) < 5e-3
 

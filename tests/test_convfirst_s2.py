@@ -8,7 +8,6 @@ zoo block must be at most twice PyTorch float16's own (and PyTorch's nonzero, el
 would be blind).
 """
 
-import copy
 import itertools
 
 import pytest
@@ -17,7 +16,7 @@ from torch import nn
 
 import cuda_kernels
 from cuda_kernels import convfirst_s2 as s2
-from helpers import channels_last, check_against_float64, misaligned_nhwc
+from helpers import channels_last, check_against_float64, misaligned_nhwc, swap_against_float64
 from perfmodel.harness import randomize_batchnorm, relative_error
 from perfmodel.zoo import ConvFirstBlock, fold_batchnorm
 
@@ -274,10 +273,7 @@ def test_swapped_network_matches_pytorch():
     net = nn.Sequential(down_block(32, 6), fold_batchnorm(randomize_batchnorm(ConvFirstBlock(64, 6))),
                         down_block(64, 6, seed=3)).cuda().half()
     x = channels_last(torch.randn(4, 32, 28, 28, device="cuda", dtype=torch.float16))
-    with torch.no_grad():
-        exact = copy.deepcopy(net).double()(x.double())
-        swap = cuda_kernels.replace_blocks(net)
-        got = net(x)
+    swap, got, exact = swap_against_float64(net, x)
     assert swap.fused == {"ConvFirstBlock": 3, "FFN": 0} and swap.fallback == {}
     assert got.shape == (4, 128, 7, 7)
     assert relative_error(got, exact) < 5e-3
