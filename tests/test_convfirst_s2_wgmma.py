@@ -320,3 +320,21 @@ def test_close_to_the_mma_sync_kernel(cin, expansion, size):
     a = s2w.run(x, s2w.prepare_weights(folded))
     b = s2.run(x, s2.prepare_weights(folded), variant=0)
     assert relative_error(a, b) < 2e-3
+
+
+def test_producer_matches_phase_a_barriers():
+    """The producer warpgroup takes part in each of s2::phase_a's __syncthreads (3 per 32-channel slice:
+    Shape::kPhaseABarriers) and one more; a change of phase_a's barriers would hang the kernel. phase_a's body
+    must still have its four sites: before a slice's loads (all but the first), after them, after the conv, at
+    the end."""
+    from pathlib import Path
+
+    csrc = Path(s2w.__file__).parent / "csrc"
+    text = (csrc / "convfirst_s2.cuh").read_text()
+    body = text[text.index("__device__ __forceinline__ void phase_a("):text.index("// This block's part of the weights")]
+    assert body.count("__syncthreads()") == 4
+    assert "if (s > 0) __syncthreads();" in body
+    assert body.count("for (int s = 0; s < K::CIN / kCS; ++s)") == 1
+    kernel = (csrc / "convfirst_s2_wgmma.cu").read_text()
+    assert "kPhaseABarriers = 3 * (CIN / s2::kCS)" in kernel
+    assert "for (int b = 0; b < S::kPhaseABarriers + 1; ++b) __syncthreads();" in kernel
