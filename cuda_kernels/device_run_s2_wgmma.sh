@@ -4,7 +4,7 @@
 #   timeout 185 bash cuda_kernels/device_run_s2_wgmma.sh OUTDIR [STEPS]
 # STEPS (default "build smoke tests bench"; add "compile" for torch.compile default beside it, ~30 s a shape):
 # build (its extension; the mma.sync stride-2 and C = 512 extensions build on the CPUs meanwhile, for the
-# comparison test and the bench) -> smoke: C_in 64 / 128 / 256 at 2 x 9 x 9 against float64 under 30 s; stop if
+# comparison test and the bench) -> smoke: C_in 64 / 128 / 256 at 2 x 9 x 9 against float64 under 20 s; stop if
 # it hangs or fails -> the GPU tests of tests/test_convfirst_s2_wgmma.py (float64 zoo block, <= 2x PyTorch fp16's
 # error, NaN-poisoned outputs, batch 128 / 1 / 37, odd sizes, tiles across images, the routing, the raw op) ->
 # bench_s2_wgmma: the H200 shapes (64 -> 128 a6 56x56, 128 -> 256 a6 28x28, 256 -> 512 a6 14x14, batch 128),
@@ -47,7 +47,7 @@ if has build; then
   fi
 fi
 if has smoke; then
-  step smoke 30 python3 -c "
+  step smoke 20 python3 -c "
 import torch
 from cuda_kernels import convfirst_s2 as s2, convfirst_s2_wgmma as s2w
 from perfmodel.harness import randomize_batchnorm, relative_error
@@ -74,11 +74,11 @@ for cin in (64, 128, 256):
 fi
 ok=0
 if has tests; then
-  step tests 45 python3 -m pytest -q --tb=short -p no:cacheprovider tests/test_convfirst_s2_wgmma.py -m cuda
+  step tests 40 python3 -m pytest -q --tb=short -p no:cacheprovider tests/test_convfirst_s2_wgmma.py -m cuda
   ok=$([ $? -eq 0 ] && echo 1 || echo 0)
 fi
 if has bench; then
-  step bench 40 python3 -m cuda_kernels.bench_s2_wgmma --out "$out/s2w.json" --modes "" --warmup 5 --repeats 20
+  step bench 35 python3 -m cuda_kernels.bench_s2_wgmma --out "$out/s2w.json" --modes "" --warmup 5 --repeats 20
   grep -E "^convfirst_s2_" "$log" | sed 's/^/S2W /' | tail -6
 fi
 if has compile; then
