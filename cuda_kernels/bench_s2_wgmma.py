@@ -16,10 +16,11 @@ from dataclasses import asdict
 
 import torch
 
-from cuda_kernels._bench_common import (bench_cases, prepare, summarize_speedups, time_fused_variants,
+from cuda_kernels._bench_common import (add_common_arguments, backend_names, case_entry, nan_nhwc, random_nhwc,
+                                        reference, run_benchmark, summarize_speedups, time_fused_variants,
                                         time_torch_baselines)
 from cuda_kernels.bench_s2 import DownCase, make_block
-from perfmodel.harness import Timer, reference_precision, relative_error
+from perfmodel.harness import Timer
 
 H200_CASES = [DownCase(64, 6, 56), DownCase(128, 6, 28), DownCase(256, 6, 14)]  # ConvFirstNet-H200
 M_CASES = [DownCase(64, 4, 56), DownCase(128, 4, 28), DownCase(256, 4, 14)]  # ConvFirstNet-M
@@ -31,27 +32,19 @@ def bench_case(case: DownCase, timer: Timer, ceilings: dict, modes: list[str]) -
 
     torch.manual_seed(0)
     block = make_block(case)
-    x = torch.randn(case.batch, case.in_channels, case.size, case.size, device="cuda", dtype=torch.float16)
-    x = x.contiguous(memory_format=torch.channels_last)
+    x = random_nhwc(case.batch, case.in_channels, case.size)
     folded = s2.FoldedWeights.from_block(block)
     weights, wgmma_weights = s2.prepare_weights(folded), s2w.prepare_weights(folded)
-    with torch.no_grad(), reference_precision():
-        exact = block.double()(x.double())
-    with torch.no_grad():
-        block_fp16 = block.half()
-        torch_error = relative_error(block_fp16(x), exact)
-    entry = {**asdict(case), "name": case.name, "macs": case.macs, "flops": 2 * case.macs,
-             "dram_bytes": case.dram_bytes, "backends": {},
-             "correctness": {"torch_fp16_rel_error": torch_error, "variants": {}}}
+    exact, block_fp16, torch_error = reference(block, x)
+    entry = case_entry(case, torch_error, {**asdict(case), "name": case.name})
 
     def run(variant, out):
         if variant == "wgmma":
             return s2w.run(x, wgmma_weights, out=out)
         return s2.run(x, weights, variant=variant, out=out)
 
-    time_fused_variants(entry, ["wgmma", *s2.VARIANTS[case.in_channels]], run,
-                        lambda: torch.full_like(exact, float("nan"), dtype=torch.float16).contiguous(
-                            memory_format=torch.channels_last), exact, timer, case, ceilings)
+    time_fused_variants(entry, ["wgmma", *s2.VARIANTS[case.in_channels]], run, lambda: nan_nhwc(exact), exact, timer,
+                        case, ceilings)
     time_torch_baselines(entry, block_fp16, x, exact, modes, timer, case, ceilings)  # eager, then each mode
     if "cuda_kernels" in entry["backends"]:
         summarize_speedups(entry)
@@ -76,11 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", required=True)
     parser.add_argument("--case", action="append", type=parse_case, help="C_in:alpha:size[:batch], e.g. 64:6:56")
     parser.add_argument("--m", action="store_true", help="add the ConvFirstNet-M shapes (alpha 4)")
-    parser.add_argument("--modes", default="default", help="torch.compile modes to time beside eager ('' for none)")
-    # eager is always timed
-    parser.add_argument("--warmup", type=int, default=10)
-    parser.add_argument("--repeats", type=int, default=30)
-    parser.add_argument("--hardware", default="h200-sxm")
+    add_common_arguments(parser, "default", "torch.compile modes to time beside eager (always timed; '' for none)")
     args = parser.parse_args(argv)
     cases = (args.case or H200_CASES) + (M_CASES if args.m else [])
 
@@ -92,10 +81,8 @@ def main(argv: list[str] | None = None) -> int:
         load_convfirst_s2_extension()
         load_convfirst_c512_extension()  # 256 -> 512 on the mma.sync template
 
-    modes, command, build_s, timer, ceilings = prepare("cuda_kernels.bench_s2_wgmma", argv, args, load)
-    backends = ["cuda_kernels", "eager", *(f"inductor_{m}" for m in modes)]
-    bench_cases(args.out, command, "convfirst_s2", backends, cases, lambda c: bench_case(c, timer, ceilings, modes),
-                row, timer, ceilings, build_s)
+    run_benchmark("cuda_kernels.bench_s2_wgmma", argv, args, load, "convfirst_s2", cases, bench_case, row,
+                  lambda modes: backend_names(modes))
     return 0
 
 

@@ -7,7 +7,6 @@ kernel against the float64 zoo block (at most twice PyTorch fp16's error; output
 ConvFirstNet-H200/M shapes, batches 128 / 1 / odd, odd H and W, tiles across images, and the routing itself.
 """
 
-import itertools
 
 import pytest
 import torch
