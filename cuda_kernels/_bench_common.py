@@ -144,6 +144,18 @@ def nan_nhwc(like: torch.Tensor) -> torch.Tensor:
     return torch.full_like(like, float("nan"), dtype=torch.float16).contiguous(memory_format=torch.channels_last)
 
 
+def check_and_time_kernel(case, block, x: torch.Tensor, run, variants, head: dict, timer: Timer, ceilings: dict,
+                          tail: dict | None = None) -> tuple[dict, torch.Tensor, object]:
+    """A one-kernel case up to its baselines (the kernel's weights prepared first: this converts `block`):
+    the float64 reference and PyTorch fp16's error (`reference`), the entry (`case_entry` with `head`, `tail`)
+    and the kernel's `variants` checked and timed (`time_fused_variants`, ``run(variant, out)`` into NaN
+    outputs shaped like the reference). Returns (entry, exact, block_fp16)."""
+    exact, block_fp16, torch_error = reference(block, x)
+    entry = case_entry(case, torch_error, head, tail)
+    time_fused_variants(entry, variants, run, lambda: nan_nhwc(exact), exact, timer, case, ceilings)
+    return entry, exact, block_fp16
+
+
 def time_fused_variants(entry: dict, variants, run, new_out, exact: torch.Tensor, timer: Timer, case,
                         ceilings: dict) -> None:
     """Each kernel variant's error against `exact` first (``run(variant, out)`` into a fresh

@@ -20,10 +20,9 @@ from functools import partial
 
 import torch
 
-from cuda_kernels._bench_common import (MODES_HELP, add_timing_arguments, backend_names, baseline_latencies, case_entry,
-                                        fused_latency, nan_nhwc, random_nhwc, rate_metrics, record_speedups,
-                                        reference, run_benchmark, speedups_text, time_fused_variants,
-                                        time_torch_baselines)
+from cuda_kernels._bench_common import (MODES_HELP, add_timing_arguments, backend_names, baseline_latencies,
+                                        check_and_time_kernel, fused_latency, random_nhwc, rate_metrics,
+                                        record_speedups, run_benchmark, speedups_text, time_torch_baselines)
 from cuda_kernels._fused import block_tensors
 from cuda_kernels.bench import Case, make_block
 from perfmodel.harness import Timer, relative_error
@@ -64,11 +63,10 @@ def bench_case(case: Case, timer: Timer, ceilings: dict, modes: list[str], mma_s
     block = make_block(case)
     x = random_nhwc(case.batch, case.channels, case.size)
     weights = c512.prepare_weights(*block_tensors(block))
-    exact, block_fp16, torch_error = reference(block, x)
-    entry = case_entry(case, torch_error, case_head(case), {"tiles": -(-case.pixels // c512.TILE_PIXELS)})
-    time_fused_variants(entry, case_variants(case.channels, wanted, case.size),
-                        lambda v, out: c512.run(x, weights, out=out, variant=v), lambda: nan_nhwc(x), exact, timer,
-                        case, ceilings)
+    entry, exact, block_fp16 = check_and_time_kernel(case, block, x,
+                                                     lambda v, out: c512.run(x, weights, out=out, variant=v),
+                                                     case_variants(case.channels, wanted, case.size), case_head(case),
+                                                     timer, ceilings, {"tiles": -(-case.pixels // c512.TILE_PIXELS)})
     if case.channels <= 256 and mma_sync:  # the mma.sync kernel's widths
         time_mma_sync(entry, block, x, exact, timer, case, ceilings)
     time_torch_baselines(entry, block_fp16, x, exact, modes, timer, case, ceilings)

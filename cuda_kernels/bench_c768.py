@@ -20,9 +20,9 @@ import sys
 
 import torch
 
-from cuda_kernels._bench_common import (add_common_arguments, backend_names, baseline_latencies, case_entry,
-                                        fused_latency, nan_nhwc, random_nhwc, record_speedups, reference,
-                                        run_benchmark, speedups_text, time_fused_variants, time_torch_baselines)
+from cuda_kernels._bench_common import (add_common_arguments, backend_names, baseline_latencies, check_and_time_kernel,
+                                        fused_latency, random_nhwc, record_speedups, run_benchmark, speedups_text,
+                                        time_torch_baselines)
 from cuda_kernels._fused import block_tensors
 from cuda_kernels.bench import Case, make_block
 from cuda_kernels.bench_c512 import case_head
@@ -36,11 +36,11 @@ def bench_stride1(case: Case, timer: Timer, ceilings: dict, modes: list[str]) ->
     block = make_block(case)
     x = random_nhwc(case.batch, case.channels, case.size)
     weights = c768.prepare_weights(*block_tensors(block))
-    exact, block_fp16, torch_error = reference(block, x)
     tiles = -(-case.pixels // c768.TILE_PIXELS)
-    entry = case_entry(case, torch_error, case_head(case), {"tiles": tiles, "thread_blocks": 2 * tiles})
-    time_fused_variants(entry, c768.VARIANTS, lambda v, out: c768.run(x, weights, out=out, variant=v),
-                        lambda: nan_nhwc(x), exact, timer, case, ceilings)
+    entry, exact, block_fp16 = check_and_time_kernel(case, block, x,
+                                                     lambda v, out: c768.run(x, weights, out=out, variant=v),
+                                                     c768.VARIANTS, case_head(case), timer, ceilings,
+                                                     {"tiles": tiles, "thread_blocks": 2 * tiles})
     time_torch_baselines(entry, block_fp16, x, exact, modes, timer, case, ceilings)
     record_speedups(entry)
     return entry

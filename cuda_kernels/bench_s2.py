@@ -20,10 +20,9 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from cuda_kernels._bench_common import (add_common_arguments, backend_names, baseline_latencies, case_entry,
-                                        fused_latency, nan_nhwc, random_nhwc, reference, run_benchmark,
-                                        summarize_speedups, time_fused_variants, time_torch_baselines,
-                                        versus_strongest)
+from cuda_kernels._bench_common import (add_common_arguments, backend_names, baseline_latencies, check_and_time_kernel,
+                                        fused_latency, random_nhwc, run_benchmark, summarize_speedups,
+                                        time_torch_baselines, versus_strongest)
 from cuda_kernels.ops import L_WIDTHS_SWITCH
 from perfmodel.harness import Timer, randomize_batchnorm
 
@@ -92,10 +91,10 @@ def bench_case(case: DownCase, timer: Timer, ceilings: dict, modes: list[str]) -
     block = make_block(case)
     x = random_nhwc(case.batch, case.in_channels, case.size)
     weights = s2.prepare_weights(s2.FoldedWeights.from_block(block))
-    exact, block_fp16, torch_error = reference(block, x)
-    entry = case_entry(case, torch_error, {**asdict(case), "name": case.name})
-    time_fused_variants(entry, s2.VARIANTS[case.in_channels], lambda v, out: s2.run(x, weights, variant=v, out=out),
-                        lambda: nan_nhwc(exact), exact, timer, case, ceilings)
+    entry, exact, block_fp16 = check_and_time_kernel(case, block, x,
+                                                     lambda v, out: s2.run(x, weights, variant=v, out=out),
+                                                     s2.VARIANTS[case.in_channels], {**asdict(case), "name": case.name},
+                                                     timer, ceilings)
     if not modes:
         return entry
     time_torch_baselines(entry, block_fp16, x, exact, modes, timer, case, ceilings)

@@ -19,9 +19,9 @@ from dataclasses import asdict, dataclass
 import torch
 
 from cuda_kernels import _bench_common
-from cuda_kernels._bench_common import (add_common_arguments, backend_names, baseline_latencies, case_entry,
-                                        fused_latency, nan_nhwc, random_nhwc, reference, run_benchmark,
-                                        summarize_speedups, time_eager, time_fused_variants, versus_strongest)
+from cuda_kernels._bench_common import (add_common_arguments, backend_names, baseline_latencies, check_and_time_kernel,
+                                        fused_latency, random_nhwc, run_benchmark, summarize_speedups, time_eager,
+                                        versus_strongest)
 from perfmodel.harness import Timer, randomize_batchnorm
 
 
@@ -84,10 +84,8 @@ def bench_case(case: StemCase, timer: Timer, ceilings: dict, modes: list[str]) -
     block = make_stem(case)
     x = random_nhwc(case.batch, 3, case.size)
     weights = stem.prepare_weights(stem.FoldedStem.from_stem(block))
-    exact, block_fp16, torch_error = reference(block, x)
-    entry = case_entry(case, torch_error, {**asdict(case), "name": case.name})
-    time_fused_variants(entry, (0,), lambda v, out: stem.run(x, weights, out=out), lambda: nan_nhwc(exact), exact,
-                        timer, case, ceilings)
+    entry, exact, block_fp16 = check_and_time_kernel(case, block, x, lambda v, out: stem.run(x, weights, out=out), (0,),
+                                                     {**asdict(case), "name": case.name}, timer, ceilings)
     time_eager(entry, block_fp16, x, timer, case, ceilings)
     for mode in modes:
         time_compiled(entry, block_fp16, x, exact, mode, timer, case, ceilings)
