@@ -31,6 +31,7 @@ from dataclasses import dataclass, fields
 import torch
 from torch import nn
 
+from cuda_kernels import _pdl
 from cuda_kernels._checks import check_devices, check_nhwc_half, check_out, check_x_aligned
 from cuda_kernels._fused import OpBlock
 from cuda_kernels.ops import _swizzle_128b, pack_conv_weight
@@ -360,7 +361,7 @@ def run(x: torch.Tensor, weights: KernelWeights, out: torch.Tensor | None = None
         flat_out = out.permute(0, 2, 3, 1).reshape(n * h * w, c)
     flat = _extension().convfirst_c512(x.permute(0, 2, 3, 1).reshape(n * h * w, c), weights.conv_w,
                                        weights.conv_b, weights.wpack, weights.b1, weights.b2, h, w, variant,
-                                       flat_out)
+                                       flat_out, _pdl.enabled())
     return flat.view(n, h, w, c).permute(0, 3, 1, 2)
 
 

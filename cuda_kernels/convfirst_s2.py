@@ -19,6 +19,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from cuda_kernels import _pdl
 from cuda_kernels._checks import check_devices, check_nhwc_half, check_out, check_x_aligned
 from cuda_kernels._fused import OpBlock
 from cuda_kernels.ops import GROUP_WIDTH, L_WIDTHS_SWITCH, l_widths_enabled, pack_conv_weight
@@ -256,11 +257,11 @@ def run(x: torch.Tensor, weights: KernelWeights, variant: int | None = None, row
     args = (x.permute(0, 2, 3, 1).reshape(n * h * w, cin), weights.conv_w, weights.conv_b, weights.w1, weights.b1,
             weights.w2, weights.ws, weights.bo, n, h, w, rows_per_tile)
     if (cin, cout) in SWITCHED_WIDTHS:
-        flat = _wide_extension().convfirst_s2_wide(*args, flat_out)
+        flat = _wide_extension().convfirst_s2_wide(*args, flat_out, _pdl.enabled())
     elif (cin, cout) in C768_WIDTHS:
         flat = _c768_extension().convfirst_s2_c768(*args, variant, flat_out)
     else:
-        flat = _extension().convfirst_s2(*args, variant, flat_out)
+        flat = _extension().convfirst_s2(*args, variant, flat_out, _pdl.enabled())
     return flat.view(n, ho, wo, cout).permute(0, 3, 1, 2)
 
 

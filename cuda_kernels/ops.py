@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
+from cuda_kernels import _pdl
 from cuda_kernels._checks import overlaps
 
 SUPPORTED_CHANNELS = (32, 64, 128, 256)
@@ -268,7 +269,7 @@ def run_block(
     variant = DEFAULT_VARIANT[weights.channels] if variant is None else variant
     y = _extension().block_fusion(
         xp, weights.w1, weights.b1, weights.w2, weights.b2, weights.conv_w, weights.conv_b,
-        height, width, residual, variant, out_pixels,
+        height, width, residual, variant, out_pixels, _pdl.enabled(),
     )
     return _from_pixels(y, shape)
 

@@ -26,6 +26,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from cuda_kernels import _pdl
 from cuda_kernels._checks import check_devices, check_nhwc_half, overlaps
 from cuda_kernels._fused import OpBlock
 
@@ -213,7 +214,8 @@ def run(x: torch.Tensor, weights: KernelWeights, out: torch.Tensor | None = None
     """Launch the fused stem; returns [N, C2, ceil(ceil(H/2)/2), ...] channels_last (``out`` if given)."""
     check_input(x, weights, out)
     empty = torch.empty(0, device=x.device, dtype=torch.float16)
-    return _extension().stem(x, weights.w1, weights.b1, weights.w2, weights.b2, empty if out is None else out)
+    return _extension().stem(x, weights.w1, weights.b1, weights.w2, weights.b2, empty if out is None else out,
+                             _pdl.enabled())
 
 
 WEIGHT_FIELDS = tuple(f.name for f in fields(KernelWeights))

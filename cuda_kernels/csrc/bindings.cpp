@@ -63,7 +63,7 @@ Activations activations(const torch::Tensor& x, const torch::Tensor& b1, const t
 
 torch::Tensor block_fusion(torch::Tensor x, torch::Tensor w1, torch::Tensor b1, torch::Tensor w2,
                            torch::Tensor b2, torch::Tensor conv_w, torch::Tensor conv_b, int64_t H,
-                           int64_t W, bool residual, int64_t variant, torch::Tensor out) {
+                           int64_t W, bool residual, int64_t variant, torch::Tensor out, bool pdl) {
   const c10::cuda::CUDAGuard guard(x.device());
   Activations a = activations(x, b1, b2, residual, out);
   const int64_t P = a.P, C = a.C, hidden = a.hidden;
@@ -88,6 +88,7 @@ torch::Tensor block_fusion(torch::Tensor x, torch::Tensor w1, torch::Tensor b1, 
   p.conv_b = conv ? conv_b.data_ptr<float>() : nullptr;
   p.H = static_cast<int>(H);
   p.W = static_cast<int>(W);
+  p.pdl = pdl ? 1 : 0;  // programmatic dependent launch (CUDA_KERNELS_PDL, read by the caller)
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   cudaError_t err = cudaErrorInvalidValue;
   switch (C) {
@@ -124,7 +125,9 @@ torch::Tensor ffn_wgmma(torch::Tensor x, torch::Tensor wpack, torch::Tensor b1, 
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.def("block_fusion", &block_fusion, "Fused FFN / ConvFirst block (NHWC fp16)");
+  m.def("block_fusion", &block_fusion, "Fused FFN / ConvFirst block (NHWC fp16)", py::arg("x"), py::arg("w1"),
+        py::arg("b1"), py::arg("w2"), py::arg("b2"), py::arg("conv_w"), py::arg("conv_b"), py::arg("H"), py::arg("W"),
+        py::arg("residual"), py::arg("variant"), py::arg("out"), py::arg("pdl") = false);
   m.def("ffn_wgmma", &ffn_wgmma, "Fused FFN on warpgroup MMAs, sm_90a (NHWC fp16)");
   m.attr("num_variants") = bf::kVariants;
 #ifdef BF_SM90A

@@ -16,6 +16,7 @@
 
 #include "params.h"
 #include "ffn_slices.cuh"
+#include "pdl.h"
 #include "ptx.cuh"
 
 namespace bf {
@@ -212,11 +213,19 @@ __global__ void __launch_bounds__(kThreads, K::MINB) block_fusion_kernel(const P
     cp_async_commit();
   };
 
+  // PDL (pdl.h): the wait precedes the first read of x (phase A) and every global write; with a separate
+  // halo the first STAGES - 1 weight slices (constants) are issued ahead of it. One tile per block: the
+  // trigger follows the wait, letting the dependent's blocks start in this grid's tail.
+  if constexpr (K::CONV && K::SEPARATE_HALO) {
+#pragma unroll
+    for (int s = 0; s < K::STAGES - 1; ++s) issue_slice(s);
+  }
+  pdl::wait();
+  pdl::launch_dependents();
+
   // ---- phase A: X tile into A_s ----
   if constexpr (K::CONV) {
     if constexpr (K::SEPARATE_HALO) {
-#pragma unroll
-      for (int s = 0; s < K::STAGES - 1; ++s) issue_slice(s);
       conv_phase<K>(p, A_s, H_s + K::H_BYTES, p0);
     } else {
       conv_phase<K>(p, A_s, ring, p0);
@@ -397,6 +406,8 @@ cudaError_t launch(const Params& p, cudaStream_t stream) {
     configured[dev] = true;
   }
   const int grid = (p.P + K::BM - 1) / K::BM;
+  if (p.pdl && pdl::device_supports(dev))
+    return pdl::launch(block_fusion_kernel<K>, dim3(grid), dim3(kThreads), K::SMEM_BYTES, stream, p);
   block_fusion_kernel<K><<<grid, kThreads, K::SMEM_BYTES, stream>>>(p);
   return cudaGetLastError();
 }

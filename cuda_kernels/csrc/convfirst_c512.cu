@@ -25,6 +25,7 @@
 // warpgroup does not read it: the other warpgroup's half of V, at C >= 256; at C = 128 each
 // warpgroup reads 64 rows of the one V block).
 #include "convfirst_c512.h"
+#include "pdl.h"
 #include "ptx.cuh"
 #include "ptx_sm90.cuh"
 #include "wgmma.cuh"
@@ -581,6 +582,12 @@ __global__ void __launch_bounds__(kThreads, 1) convfirst_c512_kernel(const Param
   } else {
     // ---- consumers ----
     setmaxnreg_inc<232>();
+    // PDL (pdl.h): the barriers and the producer's first kStages weight slots (constants, not the previous
+    // kernel's output) went ahead; x (phase A, the residual) and out come after the wait. The CTA's only
+    // tile starts here, so the trigger follows at once: the dependent's CTAs then take the SMs this grid's
+    // last wave leaves and run their own prologue during this grid's tail.
+    pdl::wait();
+    pdl::launch_dependents();
     const int wg = warp >> 2, wq = warp & 3;
     // one pointer to H for phase A and the H stores (two expressions change the H stores' address code)
     uint8_t* const h_smem = smem + kHOffset;
@@ -816,6 +823,7 @@ __global__ void __launch_bounds__(kThreads3, 1) convfirst_c512_persistent_kernel
   if (warp >= kConvWarp0) {
     // ---- conv warpgroup: tile k + 1's conv while the consumers run tile k's FFN ----
     setmaxnreg_inc<kRegConv3>();  // 128 -> 144: registers from the producer's release (see kRegEntry3)
+    pdl::wait();  // reads x (pdl.h)
     const uint32_t halo = base + S3::kHaloOffset, zero_addr = halo + kHaloPixels * 128;
     const int t = threadIdx.x - kConvThread0;
     if (t < 8) reinterpret_cast<uint4*>(smem + S3::kHaloOffset + kHaloPixels * 128)[t] = make_uint4(0, 0, 0, 0);
@@ -851,6 +859,7 @@ __global__ void __launch_bounds__(kThreads3, 1) convfirst_c512_persistent_kernel
   } else {
     // ---- consumers ----
     setmaxnreg_inc<kRegConsumer3>();
+    pdl::wait();  // reads x, writes out (pdl.h); the producer's weight slots went ahead
     const int wg = warp >> 2, wq = warp & 3;
     float acc2[S::kAccs][S::kN2 / 2];
     float acc2s[S::kSmallRegs];  // C = 384's (unused here, and removed)
@@ -877,6 +886,9 @@ __global__ void __launch_bounds__(kThreads3, 1) convfirst_c512_persistent_kernel
 #pragma unroll 1
     for (int k = 0; k < my_tiles; ++k) {
       const int p0 = ((int)blockIdx.x + k * (int)gridDim.x) * kTilePixels;
+      // PDL: the CTA starts its last tile (after its wait above). A CTA holds a whole SM (512 threads x 128
+      // registers), so the dependent's CTAs can only start on SMs this grid leaves: no earlier trigger helps.
+      if (k == my_tiles - 1) pdl::launch_dependents();
       if (k > 0) mbar_wait(x_full, (k - 1) & 1);  // the conv warpgroup has written this tile's X
       if constexpr (C == 64) {
         // resident weights (the producer loaded one tile's slots once): every tile reads slots 0 ..
@@ -982,13 +994,15 @@ cudaError_t launch_impl(const Params& p, cudaStream_t stream) {
   config.blockDim = dim3(kThreads);
   config.dynamicSmemBytes = kSmemBytes;
   config.stream = stream;
-  cudaLaunchAttribute attribute[1];
+  cudaLaunchAttribute attribute[2];
   attribute[0].id = cudaLaunchAttributeClusterDimension;
   attribute[0].val.clusterDim.x = CLUSTER;
   attribute[0].val.clusterDim.y = 1;
   attribute[0].val.clusterDim.z = 1;
+  unsigned count = CLUSTER > 1 ? 1 : 0;  // variant 0 is a plain launch
+  pdl::add_attribute(attribute, count, p.pdl != 0);
   config.attrs = attribute;
-  config.numAttrs = CLUSTER > 1 ? 1 : 0;  // variant 0 is a plain launch
+  config.numAttrs = count;
   err = cudaLaunchKernelEx(&config, convfirst_c512_kernel<C, CLUSTER, HALO2, SPLIT_H>, p);
   return err != cudaSuccess ? err : cudaGetLastError();
 }
@@ -1018,6 +1032,7 @@ cudaError_t launch_persistent(const Params& p, cudaStream_t stream) {
   }
   const int tiles = (p.P + kTilePixels - 1) / kTilePixels;
   const int grid = tiles < sms[dev] ? tiles : sms[dev];
+  if (p.pdl) return pdl::launch(convfirst_c512_persistent_kernel<C>, dim3(grid), dim3(kThreads3), kSmemBytes, stream, p);
   convfirst_c512_persistent_kernel<C><<<grid, kThreads3, kSmemBytes, stream>>>(p);
   return cudaGetLastError();
 }

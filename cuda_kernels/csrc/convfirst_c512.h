@@ -37,6 +37,7 @@ struct Params {
   int hidden;               // alpha * C
   int H, W;
   int C;                    // channels: one of kChannelCounts (last: the C = 512 kernel's SASS is unchanged)
+  int pdl;                  // host only: launch with programmatic dependent launch (csrc/pdl.h); not read by the kernel
 };
 
 // Variants: 0, each thread block streams every weight slot from L2; 1, clusters of two thread

@@ -17,7 +17,7 @@ namespace {
 // variant: 0, 1, 4 (W <= 18), or at C <= 256 also 2 and 3; at C = 64 only 0, 2, 3 (c512::has_variant); out: [N*H*W, C] to write into, or empty to allocate. Returns out.
 torch::Tensor convfirst_c512(torch::Tensor x, torch::Tensor conv_w, torch::Tensor conv_b, torch::Tensor wpack,
                              torch::Tensor b1, torch::Tensor b2, int64_t H, int64_t W, int64_t variant,
-                             torch::Tensor out) {
+                             torch::Tensor out, bool pdl) {
 #ifndef BF_SM90A
   TORCH_CHECK(false, "convfirst_c512: this build has no sm_90a code (build with 9.0 in TORCH_CUDA_ARCH_LIST)");
 #endif
@@ -63,6 +63,7 @@ torch::Tensor convfirst_c512(torch::Tensor x, torch::Tensor conv_w, torch::Tenso
   p.C = static_cast<int>(C);
   p.H = static_cast<int>(H);
   p.W = static_cast<int>(W);
+  p.pdl = pdl ? 1 : 0;  // programmatic dependent launch (CUDA_KERNELS_PDL, read by the caller)
   const cudaError_t err = c512::launch(p, static_cast<int>(variant), c10::cuda::getCurrentCUDAStream());
   TORCH_CHECK(err != cudaErrorNoKernelImageForDevice, "convfirst_c512: needs a compute capability 9.0 GPU (H100, H200)");
   TORCH_CHECK(err != cudaErrorInvalidConfiguration,
@@ -77,7 +78,7 @@ torch::Tensor convfirst_c512(torch::Tensor x, torch::Tensor conv_w, torch::Tenso
 // out [N*Ho*Wo, 512] or empty. Returns out.
 torch::Tensor convfirst_s2_wide(torch::Tensor x, torch::Tensor conv_w, torch::Tensor conv_b, torch::Tensor w1,
                                 torch::Tensor b1, torch::Tensor w2, torch::Tensor ws, torch::Tensor bo, int64_t N,
-                                int64_t H, int64_t W, int64_t rows_per_tile, torch::Tensor out) {
+                                int64_t H, int64_t W, int64_t rows_per_tile, torch::Tensor out, bool pdl) {
   TORCH_CHECK(x.is_cuda(), "x must be a CUDA tensor");
   const c10::cuda::CUDAGuard guard(x.device());
   checks::on_x_device(x, x, "x", torch::kHalf);
@@ -85,7 +86,7 @@ torch::Tensor convfirst_s2_wide(torch::Tensor x, torch::Tensor conv_w, torch::Te
   TORCH_CHECK(x.dim() == 2 && x.size(1) == cin, "x must be [pixels, 256]");
   const s2::Params p = s2::checked_params(x, conv_w, conv_b, w1, b1, w2, ws, bo, N, H, W, rows_per_tile, cin, cout,
                                           s2::hidden_chunk_256_512(), out);
-  const cudaError_t err = s2::launch_256_512(p, c10::cuda::getCurrentCUDAStream());
+  const cudaError_t err = s2::launch_256_512(p, c10::cuda::getCurrentCUDAStream(), pdl);  // pdl: CUDA_KERNELS_PDL
   TORCH_CHECK(err != cudaErrorInvalidConfiguration,
               "convfirst_s2 256 -> 512: the kernel needs more shared memory per block than this GPU offers");
   TORCH_CHECK(err == cudaSuccess, "convfirst_s2 256 -> 512 launch failed: ", cudaGetErrorString(err));
@@ -95,12 +96,17 @@ torch::Tensor convfirst_s2_wide(torch::Tensor x, torch::Tensor conv_w, torch::Te
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.def("convfirst_c512", &convfirst_c512, "Fused stride-1 ConvFirst block at C = 512, 256, 128 on wgmma (NHWC fp16)");
+  m.def("convfirst_c512", &convfirst_c512, "Fused stride-1 ConvFirst block at C = 512, 256, 128 on wgmma (NHWC fp16)",
+        py::arg("x"), py::arg("conv_w"), py::arg("conv_b"), py::arg("wpack"), py::arg("b1"), py::arg("b2"), py::arg("H"),
+        py::arg("W"), py::arg("variant"), py::arg("out"), py::arg("pdl") = false);
   m.def("smem_bytes", &c512::smem_bytes, "Shared memory per block of the kernel's instance for C and a variant (0: none)",
         py::arg("channels"), py::arg("variant") = 0);
   m.attr("hidden_chunk") = c512::kHiddenChunk;
   m.attr("num_variants") = c512::kVariants;
-  m.def("convfirst_s2_wide", &convfirst_s2_wide, "Fused stride-2 ConvFirst block 256 -> 512 (NHWC fp16, mma.sync)");
+  m.def("convfirst_s2_wide", &convfirst_s2_wide, "Fused stride-2 ConvFirst block 256 -> 512 (NHWC fp16, mma.sync)",
+        py::arg("x"), py::arg("conv_w"), py::arg("conv_b"), py::arg("w1"), py::arg("b1"), py::arg("w2"), py::arg("ws"),
+        py::arg("bo"), py::arg("N"), py::arg("H"), py::arg("W"), py::arg("rows_per_tile"), py::arg("out"),
+        py::arg("pdl") = false);
   m.def("s2_wide_smem_bytes", &s2::smem_bytes_256_512, "Shared memory per block of the 256 -> 512 kernel");
   m.attr("s2_wide_hidden_chunk") = s2::hidden_chunk_256_512();
   m.attr("max_width") = c512::kMaxWidth;

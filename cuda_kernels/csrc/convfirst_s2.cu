@@ -24,26 +24,26 @@ using Cfg64deep = Config<64, 128, 64, 4, 2, 2, 128, 4>;    // 4 x 16 KB, two blo
 using Cfg128hdeep = Config<128, 256, 128, 1, 1, 1, 64, 6>;  // 64-pixel tiles, 6 x 32 KB
 using Cfg128deep = Config<128, 256, 128, 2, 2, 1, 128, 5>;  // 128-pixel tiles, 5 x 32 KB
 
-cudaError_t launch_convfirst_s2(const Params& p, int cin, int cout, int variant, cudaStream_t stream) {
+cudaError_t launch_convfirst_s2(const Params& p, int cin, int cout, int variant, cudaStream_t stream, bool pdl) {
   if (cin * 2 != cout || variant < 0 || variant >= kVariants) return cudaErrorInvalidValue;
-  if (cin == 96) return variant == 0 ? launch<Cfg96>(p, stream) : variant == 1 ? launch<Cfg96h>(p, stream)
+  if (cin == 96) return variant == 0 ? launch<Cfg96>(p, stream, pdl) : variant == 1 ? launch<Cfg96h>(p, stream, pdl)
                                                                                 : cudaErrorInvalidValue;
-  if (cin == 192) return variant == 0 ? launch<Cfg192h>(p, stream) : cudaErrorInvalidValue;
+  if (cin == 192) return variant == 0 ? launch<Cfg192h>(p, stream, pdl) : cudaErrorInvalidValue;
   if (variant == 1) {
-    if (cin == 64) return launch<Cfg64x2>(p, stream);
-    if (cin == 128) return launch<Cfg128h>(p, stream);
+    if (cin == 64) return launch<Cfg64x2>(p, stream, pdl);
+    if (cin == 128) return launch<Cfg128h>(p, stream, pdl);
     return cudaErrorInvalidValue;
   }
   if (variant == 2) {
-    if (cin == 32) return launch<Cfg32deep>(p, stream);
-    if (cin == 64) return launch<Cfg64deep>(p, stream);
-    return launch<Cfg128hdeep>(p, stream);
+    if (cin == 32) return launch<Cfg32deep>(p, stream, pdl);
+    if (cin == 64) return launch<Cfg64deep>(p, stream, pdl);
+    return launch<Cfg128hdeep>(p, stream, pdl);
   }
-  if (variant == 3) return cin == 128 ? launch<Cfg128deep>(p, stream) : cudaErrorInvalidValue;
+  if (variant == 3) return cin == 128 ? launch<Cfg128deep>(p, stream, pdl) : cudaErrorInvalidValue;
   switch (cin) {
-    case 32: return launch<Cfg32>(p, stream);
-    case 64: return launch<Cfg64>(p, stream);
-    case 128: return launch<Cfg128>(p, stream);
+    case 32: return launch<Cfg32>(p, stream, pdl);
+    case 64: return launch<Cfg64>(p, stream, pdl);
+    case 128: return launch<Cfg128>(p, stream, pdl);
     default: return cudaErrorInvalidValue;
   }
 }

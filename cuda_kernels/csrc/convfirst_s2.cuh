@@ -24,6 +24,7 @@
 
 #include "convfirst_s2.h"
 #include "ffn_slices.cuh"
+#include "pdl.h"
 #include "ptx.cuh"
 
 namespace s2 {
@@ -338,6 +339,11 @@ __device__ __forceinline__ void store_relu_half_pair(uint8_t* H_s, uint32_t remo
 
 template <class K>
 __global__ void __launch_bounds__(kThreads, K::MINB) convfirst_s2_kernel(const Params p_arg) {
+  // PDL (pdl.h): phase A reads x at once and its cp.async groups are counted with the weights' after it, so
+  // the wait leads (moving the first weight slices ahead of it would change phase A's cp.async waits). One
+  // tile per block: the trigger follows the wait, letting the dependent's blocks start in this grid's tail.
+  pdl::wait();
+  pdl::launch_dependents();
   const Params p = K::NSPLIT > 1 ? column_part<K>(p_arg, blockIdx.y) : p_arg;
   extern __shared__ __align__(128) uint8_t smem[];
   uint8_t* A_s = smem;
@@ -476,8 +482,9 @@ int rows_per_tile(const Params& p, int sms) {
 
 // Refuses (cudaErrorInvalidConfiguration) a device whose shared memory per block is too small,
 // before launching; sets the launch attribute once per device.
+// pdl: programmatic dependent launch (pdl.h), on devices that have it.
 template <class K>
-cudaError_t launch(Params p, cudaStream_t stream) {
+cudaError_t launch(Params p, cudaStream_t stream, bool pdl = false) {
   static bool configured[kMaxDevices] = {};
   static int sm_count[kMaxDevices] = {};
   int dev = 0;
@@ -505,16 +512,20 @@ cudaError_t launch(Params p, cudaStream_t stream) {
     config.blockDim = dim3(kThreads);
     config.dynamicSmemBytes = K::SMEM_BYTES;
     config.stream = stream;
-    cudaLaunchAttribute attribute[1];
+    cudaLaunchAttribute attribute[2];
     attribute[0].id = cudaLaunchAttributeClusterDimension;
     attribute[0].val.clusterDim.x = 1;
     attribute[0].val.clusterDim.y = K::NSPLIT;
     attribute[0].val.clusterDim.z = 1;
+    unsigned count = 1;
+    pdl::add_attribute(attribute, count, pdl && pdl::device_supports(dev));
     config.attrs = attribute;
-    config.numAttrs = 1;
+    config.numAttrs = count;
     err = cudaLaunchKernelEx(&config, convfirst_s2_kernel<K>, p);
     return err != cudaSuccess ? err : cudaGetLastError();
   }
+  if (pdl && pdl::device_supports(dev))
+    return pdl::launch(convfirst_s2_kernel<K>, dim3(grid, K::NSPLIT), dim3(kThreads), K::SMEM_BYTES, stream, p);
   convfirst_s2_kernel<K><<<dim3(grid, K::NSPLIT), kThreads, K::SMEM_BYTES, stream>>>(p);
   return cudaGetLastError();
 }

@@ -27,8 +27,10 @@ struct Params {
 constexpr int kVariants = 4;
 // Launches the kernel for (cin, cout) in {(32, 64), (64, 128), (96, 192), (128, 256), (192, 384)};
 // rows_per_tile <= 0 picks it. cudaErrorInvalidValue for another shape or variant, cudaErrorInvalidConfiguration when the
-// device has less shared memory per block than the kernel needs (nothing is launched then).
-cudaError_t launch_convfirst_s2(const Params& p, int cin, int cout, int variant, cudaStream_t stream);
+// device has less shared memory per block than the kernel needs (nothing is launched then). pdl: launch with
+// programmatic dependent launch (csrc/pdl.h; a launcher argument, not a Params field: a larger Params changed
+// the kernel's SASS).
+cudaError_t launch_convfirst_s2(const Params& p, int cin, int cout, int variant, cudaStream_t stream, bool pdl = false);
 // Dynamic shared memory per block of the (cin, cout) kernel, 0 for an unsupported shape.
 int smem_bytes(int cin, int cout);
 // Hidden channels per chunk of the (cin, cout) kernel: hidden must be a multiple; 0 if unsupported.

@@ -14,7 +14,8 @@ namespace {
 // out: [N*Ho*Wo, C_out] to write into, or empty to allocate. Returns out.
 torch::Tensor convfirst_s2(torch::Tensor x, torch::Tensor conv_w, torch::Tensor conv_b, torch::Tensor w1,
                            torch::Tensor b1, torch::Tensor w2, torch::Tensor ws, torch::Tensor bo, int64_t N,
-                           int64_t H, int64_t W, int64_t rows_per_tile, int64_t variant, torch::Tensor out) {
+                           int64_t H, int64_t W, int64_t rows_per_tile, int64_t variant, torch::Tensor out,
+                           bool pdl) {
   TORCH_CHECK(x.is_cuda(), "x must be a CUDA tensor");
   const c10::cuda::CUDAGuard guard(x.device());
   checks::on_x_device(x, x, "x", torch::kHalf);
@@ -24,7 +25,7 @@ torch::Tensor convfirst_s2(torch::Tensor x, torch::Tensor conv_w, torch::Tensor 
                                           s2::hidden_chunk(static_cast<int>(cin), static_cast<int>(cout)), out);
   const cudaError_t err =
       s2::launch_convfirst_s2(p, static_cast<int>(cin), static_cast<int>(cout), static_cast<int>(variant),
-                               c10::cuda::getCurrentCUDAStream());
+                               c10::cuda::getCurrentCUDAStream(), pdl);  // pdl: CUDA_KERNELS_PDL, read by the caller
   TORCH_CHECK(err != cudaErrorInvalidConfiguration,
               "convfirst_s2: the kernel needs more shared memory per block than this GPU offers");
   TORCH_CHECK(err != cudaErrorInvalidValue || variant == 0, "convfirst_s2: no variant ", checks::num(variant), " for ",
@@ -36,7 +37,10 @@ torch::Tensor convfirst_s2(torch::Tensor x, torch::Tensor conv_w, torch::Tensor 
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.def("convfirst_s2", &convfirst_s2, "Fused stride-2 ConvFirst block (NHWC fp16)");
+  m.def("convfirst_s2", &convfirst_s2, "Fused stride-2 ConvFirst block (NHWC fp16)", py::arg("x"), py::arg("conv_w"),
+        py::arg("conv_b"), py::arg("w1"), py::arg("b1"), py::arg("w2"), py::arg("ws"), py::arg("bo"), py::arg("N"),
+        py::arg("H"), py::arg("W"), py::arg("rows_per_tile"), py::arg("variant"), py::arg("out"),
+        py::arg("pdl") = false);
   m.def("smem_bytes", &s2::smem_bytes, "Shared memory per block of the (C_in, C_out) kernel, 0 if unsupported");
   m.attr("num_variants") = s2::kVariants;
   m.def("hidden_chunk", &s2::hidden_chunk, "Hidden channels per chunk of the (C_in, C_out) kernel");

@@ -7,7 +7,7 @@
 namespace s2 {
 // 64-pixel tiles (a 64 x 512 fp32 accumulator: 128 registers per thread), hidden chunks of 128,
 // a two-slot ring of 64 KB slices. Same contract as launch_convfirst_s2.
-cudaError_t launch_256_512(const Params& p, cudaStream_t stream);
+cudaError_t launch_256_512(const Params& p, cudaStream_t stream, bool pdl = false);
 int smem_bytes_256_512();
 int hidden_chunk_256_512();
 }  // namespace s2

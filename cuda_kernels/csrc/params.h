@@ -18,6 +18,7 @@ struct Params {
   int hidden;               // alpha * C
   int H, W;                 // spatial size (ConvFirst only)
   int residual;             // add x to the output
+  int pdl;                  // host only: launch with programmatic dependent launch (csrc/pdl.h); not read by the kernel
 };
 
 }  // namespace bf

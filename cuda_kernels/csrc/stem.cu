@@ -26,6 +26,7 @@
 #include "stem.h"
 
 #include "ptx.cuh"
+#include "pdl.h"
 
 namespace stem {
 namespace {
@@ -202,6 +203,11 @@ __global__ void __launch_bounds__(THREADS, 2) stem_kernel(const Params p) {
 
   int tile = static_cast<int>(blockIdx.x);
   uint32_t v[VREGS];
+  // PDL (pdl.h): conv2's weights and the row table (constants) went ahead; the input and out come after.
+  // The grid is one wave (at most the resident blocks, each walking its tiles), so every block is already
+  // resident: the trigger can follow the wait, as the dependent's blocks only take what exiting blocks free.
+  pdl::wait();
+  pdl::launch_dependents();
   if (tile < p.num_tiles) {
     load_input(p, tile, v);
     store_input(s_in, v);
@@ -370,6 +376,8 @@ cudaError_t launch_t(const Params& p, cudaStream_t stream) {
   }
   if (p.num_tiles <= 0) return cudaSuccess;
   const int grid = p.num_tiles < slots[dev] ? p.num_tiles : slots[dev];
+  if (p.pdl && pdl::device_supports(dev))
+    return pdl::launch(stem_kernel<C1>, dim3(grid), dim3(THREADS), Cfg<C1>::SMEM, stream, p);
   stem_kernel<C1><<<grid, THREADS, Cfg<C1>::SMEM, stream>>>(p);
   return cudaGetLastError();
 }

@@ -20,6 +20,7 @@ struct Params {
   int H1, W1;          // conv1 output: ceil(H / 2), ceil(W / 2)
   int Ho, Wo;          // conv2 output: ceil(H1 / 2), ceil(W1 / 2)
   int tiles_x, tiles_y, num_tiles;
+  int pdl;                  // host only: launch with programmatic dependent launch (csrc/pdl.h); not read by the kernel
 };
 
 // Output tile of one step of a (persistent) thread block: 8 rows x 16 columns of the conv2 output.

@@ -20,7 +20,7 @@ void on_device(const torch::Tensor& t, const torch::Tensor& x, const char* name,
 // w2: [C2, 9 * C1] fp16 (k = (dy * 3 + dx) * C1 + ci); b2: [C2] fp32; out: [N, C2, Ho, Wo] channels_last
 // to write into, or an empty tensor to allocate one. Returns out.
 torch::Tensor stem_forward(torch::Tensor x, torch::Tensor w1, torch::Tensor b1, torch::Tensor w2, torch::Tensor b2,
-                           torch::Tensor out) {
+                           torch::Tensor out, bool pdl) {
   TORCH_CHECK(x.is_cuda(), "x must be a CUDA tensor");
   const c10::cuda::CUDAGuard guard(x.device());
   int major = 0;
@@ -76,6 +76,7 @@ torch::Tensor stem_forward(torch::Tensor x, torch::Tensor w1, torch::Tensor b1, 
   p.tiles_x = static_cast<int>((wo + stem::kTileCols - 1) / stem::kTileCols);
   p.tiles_y = static_cast<int>((ho + stem::kTileRows - 1) / stem::kTileRows);
   p.num_tiles = static_cast<int>(n) * p.tiles_x * p.tiles_y;
+  p.pdl = pdl ? 1 : 0;  // programmatic dependent launch (CUDA_KERNELS_PDL, read by the caller)
   const cudaError_t err = stem::launch(p, static_cast<int>(c1), c10::cuda::getCurrentCUDAStream());
   TORCH_CHECK(err != cudaErrorInvalidConfiguration,
               "stem: the kernel needs more shared memory per block than this GPU offers");
@@ -86,7 +87,8 @@ torch::Tensor stem_forward(torch::Tensor x, torch::Tensor w1, torch::Tensor b1, 
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.def("stem", &stem_forward, "Fused ConvFirstNet stem: two conv 3x3 s2 + bias + ReLU (NHWC fp16)");
+  m.def("stem", &stem_forward, "Fused ConvFirstNet stem: two conv 3x3 s2 + bias + ReLU (NHWC fp16)", py::arg("x"),
+        py::arg("w1"), py::arg("b1"), py::arg("w2"), py::arg("b2"), py::arg("out"), py::arg("pdl") = false);
   m.def("smem_bytes", &stem::smem_bytes, "Shared memory per block of the C1 kernel, 0 if unsupported");
   m.attr("tile_rows") = stem::kTileRows;
   m.attr("tile_cols") = stem::kTileCols;

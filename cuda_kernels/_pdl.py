@@ -1,0 +1,34 @@
+"""Programmatic dependent launch switch (``CUDA_KERNELS_PDL``; default off).
+
+With it on, the fused kernels (the wgmma ConvFirst kernel and its persistent variant 3, the stride-2
+kernels, the mma.sync ConvFirst / FFN kernel, the fused stem) are launched with
+``cudaLaunchAttributeProgrammaticStreamSerialization``: each kernel's blocks may start while the previous
+kernel in the stream drains, run what does not depend on it (barrier setup, weight prefetch into shared
+memory) and wait (``griddepcontrol.wait``) before reading activations or writing global memory
+(``csrc/pdl.h``). The variable is read at every launch, on the host, and passed to the launchers as a
+flag, so one build serves both settings; under CUDA-graph capture the setting at capture time is kept.
+"""
+
+from __future__ import annotations
+
+import os
+
+SWITCH = "CUDA_KERNELS_PDL"
+_ON = ("1", "on", "true", "yes")
+_OFF = ("", "0", "off", "false", "no", "none")
+
+
+def parse(value: str | None) -> bool:
+    """The switch's value: unset, empty, ``0``/``off``/``false``/``no``/``none`` -> False; ``1``/``on``/
+    ``true``/``yes`` -> True (case-insensitive); anything else raises ValueError."""
+    text = (value or "").strip().lower()
+    if text in _OFF:
+        return False
+    if text in _ON:
+        return True
+    raise ValueError(f"{SWITCH}={value!r}: expected 0 or 1 (off / on)")
+
+
+def enabled() -> bool:
+    """Whether launches now use programmatic dependent launch (reads ``CUDA_KERNELS_PDL``)."""
+    return parse(os.environ.get(SWITCH))
