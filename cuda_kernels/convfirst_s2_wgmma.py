@@ -19,6 +19,7 @@ from dataclasses import dataclass, fields
 
 import torch
 from torch.nn import functional as F
+from torch.utils.weak import WeakIdKeyDictionary
 
 from cuda_kernels.ops import GROUP_WIDTH, _swizzle_128b, pack_conv_weight
 
@@ -286,20 +287,21 @@ def prepare_weights(w) -> KernelWeights:
                          f32(w.b2.detach().double() + w.bs.detach().double()))
 
 
-_FROM_S2: dict = {}  # convfirst_s2.KernelWeights' tensors -> this kernel's, packed once per weight set
+# convfirst_s2.KernelWeights' w1 tensor -> (the three GEMM weights' versions and storage, this kernel's weights).
+# Keyed by the tensor object (weakly), not its address: a freed weight's address may be reused by another one.
+_FROM_S2 = WeakIdKeyDictionary()
 
 
 def from_s2_weights(weights) -> KernelWeights:
     """This kernel's weights from `convfirst_s2.KernelWeights` (conv_w, conv_b, b1, bo are shared; w1, w2, ws
-    packed on the first call and cached, keyed by the tensors' storage and version)."""
-    key = tuple((t.data_ptr(), t._version, tuple(t.shape), str(t.device)) for t in (weights.w1, weights.w2, weights.ws))
-    hit = _FROM_S2.get(key)
-    if hit is None:
-        if len(_FROM_S2) > 256:
-            _FROM_S2.clear()
+    packed on the first call and kept while w1 lives; packed again after an in-place change of any of them)."""
+    stamp = tuple((t.data_ptr(), t._version, tuple(t.shape)) for t in (weights.w1, weights.w2, weights.ws))
+    hit = _FROM_S2.get(weights.w1)
+    if hit is None or hit[0] != stamp:
         wpack = pack_weights(weights.w1, weights.w2, weights.ws)
-        hit = _FROM_S2[key] = KernelWeights(weights.conv_w, weights.conv_b, wpack, weights.b1, weights.bo)
-    return hit
+        hit = (stamp, KernelWeights(weights.conv_w, weights.conv_b, wpack, weights.b1, weights.bo))
+        _FROM_S2[weights.w1] = hit
+    return hit[1]
 
 
 def routes(x: torch.Tensor, weights) -> bool:

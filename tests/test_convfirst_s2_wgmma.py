@@ -352,3 +352,18 @@ def test_bits_do_not_depend_on_the_tiling(cin, size):
     assert torch.equal(whole[1:2], alone)
     for rows in (1, 2, 3):
         assert torch.equal(s2w.run(x, weights, rows=rows), whole)
+
+
+def test_from_s2_weights_cache_is_per_tensor_not_per_address():
+    """Packed weights are cached per w1 tensor (weakly): a new weight set never gets an old set's packing, even at
+    a reused address, and the entry goes with its tensor."""
+    import gc
+
+    w = _s2_weights(64, 2)
+    a = s2w.from_s2_weights(w)
+    other = s2.KernelWeights(w.conv_w, w.conv_b, w.w1.clone(), w.b1, w.w2, w.ws, w.bo)
+    assert s2w.from_s2_weights(other) is not a
+    n = len(s2w._FROM_S2)
+    del other
+    gc.collect()
+    assert len(s2w._FROM_S2) == n - 1
