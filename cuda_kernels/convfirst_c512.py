@@ -32,9 +32,9 @@ import torch
 from torch import nn
 
 from cuda_kernels import _pdl
-from cuda_kernels._checks import check_devices, check_nhwc_half, check_out, check_x_aligned
-from cuda_kernels._fused import OpBlock
-from cuda_kernels.ops import _swizzle_128b, pack_conv_weight
+from cuda_kernels._checks import check_stride1_input
+from cuda_kernels._fused import Stride1OpBlock, prepare_stride1_weights
+from cuda_kernels.ops import _swizzle_128b
 
 ENV_SWITCH = "CUDA_KERNELS_C512"
 WGMMA_SWITCH = "CUDA_KERNELS_WGMMA_CONVFIRST"
@@ -299,41 +299,14 @@ class KernelWeights:
 def prepare_weights(conv_w: torch.Tensor, conv_b: torch.Tensor | None, w1: torch.Tensor, b1: torch.Tensor | None,
                     w2: torch.Tensor, b2: torch.Tensor | None) -> KernelWeights:
     """Validate the widths and convert the folded block's weights once (ValueError if unsupported)."""
-    hidden, channels = w1.shape[0], w2.shape[0]
-    reason = unsupported_shape(channels, hidden)
-    if reason:
-        raise ValueError(f"convfirst_c512 cannot run {reason}")
-    if w1.numel() != hidden * channels or w2.numel() != channels * hidden:
-        raise ValueError(f"w1 {tuple(w1.shape)} / w2 {tuple(w2.shape)} do not match hidden={hidden}, C={channels}")
-    device = w1.device
-
-    def f32(b, n):
-        if b is None:
-            return torch.zeros(n, device=device, dtype=torch.float32)
-        if b.numel() != n:
-            raise ValueError(f"bias has {b.numel()} elements, expected {n}")
-        return b.detach().reshape(n).to(torch.float32).contiguous()
-
-    wpack = pack_weights(w1.detach().reshape(hidden, channels), w2.detach().reshape(channels, hidden))
-    return KernelWeights(pack_conv_weight(conv_w).to(device), f32(conv_b, channels), wpack, f32(b1, hidden),
-                         f32(b2, channels))
+    return prepare_stride1_weights("convfirst_c512", unsupported_shape, pack_weights, KernelWeights,
+                                   conv_w, conv_b, w1, b1, w2, b2)
 
 
 def check_input(x: torch.Tensor, weights: KernelWeights, out: torch.Tensor | None = None) -> None:
     """Raise ValueError for an input (or output buffer) the kernel cannot take. The device is
     checked last, so that every other rule can be checked on CPU tensors."""
-    check_nhwc_half(x)
-    n, c, h, w = x.shape
-    if c != weights.channels:
-        raise ValueError(f"x has {c} channels, the kernel's weights take {weights.channels}")
-    if not (1 <= w <= max_width(c) and h >= 1 and n >= 1):
-        raise ValueError(f"convfirst_c512 supports 1 <= W <= {max_width(c)}, H >= 1 and N >= 1 at C={c}, "
-                         f"got {n}x{h}x{w}")
-    if x.numel() >= 2**31:
-        raise ValueError(f"x of shape {tuple(x.shape)} is too large for 32-bit pixel offsets")
-    check_x_aligned(x)
-    check_out(out, x, tuple(x.shape), "tiles read x (with halos) while others write their outputs")
-    check_devices(x, weights)
+    check_stride1_input("convfirst_c512", x, weights, out, max_width)
 
 
 def _extension():
@@ -380,22 +353,16 @@ def _block_op_fake(x, conv_w, conv_b, wpack, b1, b2):
     return torch.empty_like(x)  # same shape, dtype and (channels-last) strides as x
 
 
-class FusedConvFirstC512(OpBlock):
+class FusedConvFirstC512(Stride1OpBlock):
     """Inference-form ``perfmodel.zoo.ConvFirstBlock(C, alpha)`` (stride 1) in one kernel on wgmma:
     C = 512, and C = 256 / 128 where ``CUDA_KERNELS_WGMMA_CONVFIRST`` sends them here."""
 
-    WEIGHT_FIELDS, Weights, op = WEIGHT_FIELDS, KernelWeights, block_op
-
-    def __init__(self, weights: KernelWeights):
-        super().__init__(weights)
-        self.channels, self.hidden = weights.channels, weights.hidden
+    WEIGHT_FIELDS, Weights, op, prepare = WEIGHT_FIELDS, KernelWeights, block_op, staticmethod(prepare_weights)
 
     @staticmethod
     def unsupported(block: nn.Module) -> str | None:
         """Why the kernel cannot (or may not yet) run this inference-form block, or None."""
-        from cuda_kernels.modules import convfirst_form_reason
-
-        reason = convfirst_form_reason(block) or unsupported_shape(block.channels, block.channels * block.expansion)
+        reason = Stride1OpBlock.form_reason(block, unsupported_shape)
         if reason:
             return reason
         channels = block.channels
@@ -411,9 +378,3 @@ class FusedConvFirstC512(OpBlock):
         if torch.cuda.is_available() and torch.cuda.get_device_capability() != (9, 0):
             return f"C={channels}: its kernel needs compute capability 9.0 (H100, H200)"
         return None
-
-    @classmethod
-    def from_block(cls, block: nn.Module) -> "FusedConvFirstC512":
-        cls._check(block)
-        conv, expand, project = block.conv, block.ffn.expand, block.ffn.project
-        return cls(prepare_weights(conv.weight, conv.bias, expand.weight, expand.bias, project.weight, project.bias))
