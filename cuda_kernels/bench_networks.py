@@ -67,12 +67,12 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import nn
 
-from cuda_kernels._bench_common import (prepare, summarize_speedups, time_compiled, time_eager,
-                                        time_fused_variants)
+from cuda_kernels._bench_common import (case_entry, prepare, random_nhwc, reference, summarize_speedups,
+                                        time_compiled, time_eager, time_fused_variants)
 from cuda_kernels.bench import Case
 from cuda_kernels.bench_s2 import DownCase
 from cuda_kernels.bench_stem import StemCase
-from perfmodel.harness import Timer, environment, randomize_batchnorm, reference_precision, relative_error
+from perfmodel.harness import Timer, environment, randomize_batchnorm
 
 MODULE = "cuda_kernels.bench_networks"
 DEFAULT_MODELS = ("convfirstnet_s", "convfirstnet_m", "convfirstnet_h200", "convfirstnet_l")
@@ -337,20 +337,18 @@ class UnitState:
     exact: torch.Tensor
 
 
+def entry_head(case, counts: dict) -> dict:
+    """The fields a unit's entry starts with: the case's, its kind, name and counts per model."""
+    return {**asdict(case), "unit": kind(case), "name": case.name, "models": dict(counts)}
+
+
 def bench_unit(case, counts: dict, timer: Timer, ceilings: dict, budget: Budget, freezing: bool,
                reserve_s: float) -> tuple[dict, UnitState]:
     torch.manual_seed(0)
     block = build(case)
-    x = torch.randn(case.batch, input_channels(case), case.size, case.size, device="cuda", dtype=torch.float16)
-    x = x.contiguous(memory_format=torch.channels_last)
-    with torch.no_grad(), reference_precision():
-        exact = block.double()(x.double())
-    with torch.no_grad():
-        block_fp16 = block.half()
-        torch_error = relative_error(block_fp16(x), exact)
-    entry = {**asdict(case), "unit": kind(case), "name": case.name, "models": dict(counts), "macs": case.macs,
-             "flops": 2 * case.macs, "dram_bytes": case.dram_bytes, "backends": {},
-             "correctness": {"torch_fp16_rel_error": torch_error, "variants": {}}}
+    x = random_nhwc(case.batch, input_channels(case), case.size)
+    exact, block_fp16, torch_error = reference(block, x)
+    entry = case_entry(case, torch_error, entry_head(case, counts))
     holder, entry["swap"] = swap_unit(block_fp16, case.size)
     if entry["swap"]["kernels"]:
         label = variant_label(entry["swap"])
@@ -590,8 +588,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             entry, state = bench_unit(case, found[case], timer, ceilings, budget, args.freezing, reserve)
         except Exception as exc:  # building or checking the unit failed: the row says so, the run goes on
-            entry = {**asdict(case), "unit": kind(case), "name": case.name, "models": dict(found[case]),
-                     "macs": case.macs, "flops": 2 * case.macs, "dram_bytes": case.dram_bytes, "backends": {},
+            entry = {**case_entry(case, None, entry_head(case, found[case])),
                      "errors": {"unit": f"{type(exc).__name__}: {exc}"[:2000]}}
             state = None
         entries.append(entry)
