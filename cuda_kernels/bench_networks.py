@@ -67,7 +67,7 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import nn
 
-from cuda_kernels._bench_common import (case_entry, prepare, random_nhwc, reference, summarize_speedups,
+from cuda_kernels._bench_common import (add_timing_arguments, case_entry, prepare, random_nhwc, reference, summarize_speedups,
                                         time_compiled, time_eager, time_fused_variants)
 from cuda_kernels.bench import Case
 from cuda_kernels.bench_s2 import DownCase
@@ -550,15 +550,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--models", type=parse_models, default=list(DEFAULT_MODELS),
                         help="comma-separated zoo models (default: %(default)s)")
     parser.add_argument("--batch", type=int, default=128)
-    parser.add_argument("--warmup", type=int, default=10)
-    parser.add_argument("--repeats", type=int, default=30)
+    add_timing_arguments(parser)  # --warmup 10, --repeats 30, --hardware h200-sxm
     parser.add_argument("--no-autotune", action="store_true", help="leave out torch.compile max-autotune-no-cudagraphs")
     parser.add_argument("--no-freezing", dest="freezing", action="store_false",
                         help="compile without Inductor's freezing (on by default, as the networks' baseline)")
     parser.add_argument("--budget-s", type=float, default=420.0,
                         help="seconds from the start after which baselines are skipped (never a fused timing); "
                              "0: no budget")
-    parser.add_argument("--hardware", default="h200-sxm")
     parser.add_argument("--list", action="store_true", help="print the unique units and their counts, and stop")
     args = parser.parse_args(argv)
     budget = Budget(args.budget_s or None)
