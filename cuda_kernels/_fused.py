@@ -12,9 +12,10 @@ from torch import nn
 class OpBlock(nn.Module):
     """Subclasses set `WEIGHT_FIELDS` (the buffers, in the operator's argument order), `Weights`
     (the weights' dataclass, built from those fields) and `op` (the custom operator), and give
-    ``unsupported(block)``."""
+    ``unsupported(block)``; `SHAPE_FIELDS` name the weights' properties (widths) kept as attributes."""
 
     WEIGHT_FIELDS: tuple[str, ...] = ()
+    SHAPE_FIELDS: tuple[str, ...] = ()
     Weights: type
     op = None
 
@@ -22,6 +23,8 @@ class OpBlock(nn.Module):
         super().__init__()
         for name in self.WEIGHT_FIELDS:
             self.register_buffer(name, getattr(weights, name), persistent=False)
+        for name in self.SHAPE_FIELDS:
+            setattr(self, name, getattr(weights, name))
 
     @classmethod
     def _check(cls, block: nn.Module) -> None:
@@ -36,6 +39,13 @@ class OpBlock(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         tensors = [getattr(self, n) for n in self.WEIGHT_FIELDS]
         return type(self).op(x.contiguous(memory_format=torch.channels_last), *tensors)
+
+
+def fake_nhwc_output(x: torch.Tensor, channels: int, output_size) -> torch.Tensor:
+    """A strided kernel's output for x [N, C, H, W] as its operator's fake: empty [N, channels,
+    output_size(H), output_size(W)] in channels_last memory."""
+    n, _, h, w = x.shape
+    return x.new_empty((n, channels, output_size(h), output_size(w))).contiguous(memory_format=torch.channels_last)
 
 
 def f32_bias(b: torch.Tensor | None, n: int, device: torch.device) -> torch.Tensor:
@@ -78,11 +88,8 @@ class Stride1OpBlock(OpBlock):
     """The stride-1 wgmma ConvFirst kernels' drop-in module: subclasses also set `prepare` (their
     ``prepare_weights``, as a staticmethod) and give ``unsupported(block)`` (`form_reason` first)."""
 
+    SHAPE_FIELDS = ("channels", "hidden")
     prepare = None
-
-    def __init__(self, weights):
-        super().__init__(weights)
-        self.channels, self.hidden = weights.channels, weights.hidden
 
     @staticmethod
     def form_reason(block: nn.Module, unsupported_shape) -> str | None:

@@ -21,7 +21,7 @@ from torch.nn import functional as F
 
 from cuda_kernels import _pdl
 from cuda_kernels._checks import check_devices, check_nhwc_half, check_out, check_x_aligned
-from cuda_kernels._fused import OpBlock
+from cuda_kernels._fused import OpBlock, fake_nhwc_output
 from cuda_kernels.ops import GROUP_WIDTH, L_WIDTHS_SWITCH, l_widths_enabled, pack_conv_weight
 
 SUPPORTED_WIDTHS = ((32, 64), (64, 128), (128, 256))  # (C_in, C_out)
@@ -277,19 +277,14 @@ def block_op(x: torch.Tensor, conv_w: torch.Tensor, conv_b: torch.Tensor, w1: to
 
 @block_op.register_fake
 def _block_op_fake(x, conv_w, conv_b, w1, b1, w2, ws, bo):
-    n, _, h, w = x.shape
-    return x.new_empty((n, w2.shape[0], output_size(h), output_size(w))).contiguous(
-        memory_format=torch.channels_last)
+    return fake_nhwc_output(x, w2.shape[0], output_size)
 
 
 class FusedConvFirstDown(OpBlock):
     """Inference-form ``perfmodel.zoo.ConvFirstBlock(C, alpha, 2C, stride=2)`` in one kernel."""
 
     WEIGHT_FIELDS, Weights, op = WEIGHT_FIELDS, KernelWeights, block_op
-
-    def __init__(self, weights: KernelWeights):
-        super().__init__(weights)
-        self.in_channels, self.out_channels = weights.in_channels, weights.out_channels
+    SHAPE_FIELDS = ("in_channels", "out_channels")
 
     @staticmethod
     def unsupported(block: nn.Module) -> str | None:

@@ -28,7 +28,7 @@ from torch.nn import functional as F
 
 from cuda_kernels import _pdl
 from cuda_kernels._checks import check_devices, check_nhwc_half, overlaps
-from cuda_kernels._fused import OpBlock
+from cuda_kernels._fused import OpBlock, fake_nhwc_output
 
 SWITCH = "CUDA_KERNELS_STEM"
 SUPPORTED_WIDTHS = ((16, 32), (32, 64))  # (C1, C2)
@@ -229,19 +229,14 @@ def stem_op(x: torch.Tensor, w1: torch.Tensor, b1: torch.Tensor, w2: torch.Tenso
 
 @stem_op.register_fake
 def _stem_op_fake(x, w1, b1, w2, b2):
-    n, _, h, w = x.shape
-    return x.new_empty((n, w2.shape[0], output_size(h), output_size(w))).contiguous(
-        memory_format=torch.channels_last)
+    return fake_nhwc_output(x, w2.shape[0], output_size)
 
 
 class FusedStem(OpBlock):
     """The inference-form ConvFirstNet stem (two 3x3 stride-2 convolutions + bias + ReLU) in one kernel."""
 
     WEIGHT_FIELDS, Weights, op = WEIGHT_FIELDS, KernelWeights, stem_op
-
-    def __init__(self, weights: KernelWeights):
-        super().__init__(weights)
-        self.mid_channels, self.out_channels = weights.mid_channels, weights.out_channels
+    SHAPE_FIELDS = ("mid_channels", "out_channels")
 
     @staticmethod
     def unsupported(block: nn.Module) -> str | None:
