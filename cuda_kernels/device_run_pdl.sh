@@ -2,16 +2,17 @@
 # One device call for programmatic dependent launch (CUDA_KERNELS_PDL; NOTES.md, "Programmatic dependent
 # launch"), from the repository root:
 #   bash cuda_kernels/device_run_pdl.sh OUTDIR
-# 1. builds the four extensions that have PDL (block fusion, stride 2, wgmma ConvFirst + 256 -> 512, stem),
-#    in parallel, and saves each kernel's registers / spills (cuobjdump) and whether its SASS has the
+# 1. builds the five extensions that have PDL (block fusion, stride 2, wgmma ConvFirst + 256 -> 512, stem,
+#    MBConv), in parallel, and saves each kernel's registers / spills (cuobjdump) and whether its SASS has the
 #    griddepcontrol instructions (ACQBULK = wait, PREEXIT = launch_dependents);
 # 2. runs tests/test_pdl.py (CPU checks and the GPU chains: PDL on bit-identical to off, eager and from
 #    CUDA graphs, outputs poisoned with NaN);
 # 3. only if they all passed: ConvFirstNet-H200 end to end (fused blocks, the rest compiled with freezing,
-#    CUDA graphs, 30 replays) with CUDA_KERNELS_PDL=0, =1, =0, =1 (alternating, to see drift), then
-#    ConvFirstNet-M with 0 and 1 while the time lasts (the whole call stays under ~240 s on an H200).
+#    CUDA graphs, 30 replays) with CUDA_KERNELS_PDL=0 and =1; EfficientNet-B0 (fused MBConv version 3, the
+#    rest eager, CUDA graphs) with 0 and 1; then H200 0 / 1 again (drift) and ConvFirstNet-M 0 / 1 while the
+#    time lasts (each run is skipped when fewer than 30 s of the call's ~235 s remain).
 # JSON files under OUTDIR; OUTDIR/log.txt; the medians are printed at the end. The last line is PDL_OK=1
-# (built, every test passed, every H200 run finished) or PDL_OK=0.
+# (built, every test passed, the first H200 pair finished) or PDL_OK=0.
 set -uo pipefail
 out=${1:?output folder}
 mkdir -p "$out"; log="$out/log.txt"
@@ -51,13 +52,14 @@ python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.versio
 
 # 1. build, the four extensions at once (each is its own ninja build)
 export MAX_JOBS=4
-for ext in stem s2 c512 bf; do
+for ext in stem s2 c512 bf mb; do
   python3 - "$ext" "$out" > "$out/build_$ext.log" 2>&1 <<'EOF' &
 import sys
 from cuda_kernels import _build, stem
 ext, out = sys.argv[1], sys.argv[2]
 load = {"stem": stem._extension, "s2": _build.load_convfirst_s2_extension,
-        "c512": _build.load_convfirst_c512_extension, "bf": _build.load_extension}[ext]
+        "c512": _build.load_convfirst_c512_extension, "bf": _build.load_extension,
+        "mb": _build.load_mbconv_extension}[ext]
 m = load()
 open(f"{out}/so_{ext}.txt", "w").write(m.__file__)
 print("built", ext, m.__file__)
@@ -66,13 +68,13 @@ done
 echo "== pdl build (parallel) $(date +%T)" | tee -a "$log"
 wait
 cat "$out"/build_*.log >> "$log"
-for ext in stem s2 c512 bf; do
+for ext in stem s2 c512 bf mb; do
   [ -s "$out/so_$ext.txt" ] || { echo "== pdl build: $ext FAILED" | tee -a "$log"; ok=0; }
 done
 echo "== pdl build: done $(date +%T)" | tee -a "$log"
 [ $ok -eq 1 ] || finish
 # static facts: registers / stack per kernel, and the griddepcontrol instructions per kernel
-for ext in stem s2 c512 bf; do
+for ext in stem s2 c512 bf mb; do
   so=$(cat "$out/so_$ext.txt")
   timeout 20 cuobjdump --dump-resource-usage "$so" 2>&1 | grep -E "Function|REG" > "$out/resources_$ext.txt"
   timeout 30 cuobjdump -sass "$so" 2>/dev/null | awk '/Function :/ {f=$3} /ACQBULK/ {a[f]++} /PREEXIT/ {p[f]++}
@@ -84,19 +86,22 @@ done
 step tests 70 python3 -m pytest -q --maxfail=4 --tb=short -p no:cacheprovider tests/test_pdl.py || finish
 
 # 3. networks, alternating PDL off / on
-net() {  # model, pdl, tag
+net() {  # model, pdl, tag, extra options...: one network run
+  local model=$1 pdl=$2 tag=$3; shift 3
   local limit=$(left)
-  [ "$limit" -gt 30 ] || { echo "== pdl $1 pdl=$2 $3: skipped (time)" | tee -a "$log"; return 1; }
+  [ "$limit" -gt 30 ] || { echo "== pdl $model pdl=$pdl $tag: skipped (time)" | tee -a "$log"; return 1; }
   [ "$limit" -gt 60 ] && limit=60
-  step "${1}_pdl$2_$3" "$limit" env CUDA_KERNELS_PDL="$2" python3 cli.py bench "$1" --backend cuda_kernels \
-    --compile-rest --freezing --cuda-graphs --repeats 30 -o "$out/h200_${1}_cuda_kernels_graphs_pdl$2_$3.json"
+  step "${model}_pdl${pdl}_$tag" "$limit" env CUDA_KERNELS_PDL="$pdl" python3 cli.py bench "$model" \
+    --backend cuda_kernels --cuda-graphs --repeats 30 "$@" -o "$out/h200_${model}_cuda_kernels_graphs_pdl${pdl}_$tag.json"
 }
-net convfirstnet_h200 0 a
-net convfirstnet_h200 1 a
-net convfirstnet_h200 0 b
-net convfirstnet_h200 1 b
-m_ok=$ok
-net convfirstnet_m 0 a
-net convfirstnet_m 1 a
-ok=$m_ok  # the M runs are informational
+net convfirstnet_h200 0 a --compile-rest --freezing
+net convfirstnet_h200 1 a --compile-rest --freezing
+h_ok=$ok
+net efficientnet_b0 0 a
+net efficientnet_b0 1 a
+net convfirstnet_h200 0 b --compile-rest --freezing
+net convfirstnet_h200 1 b --compile-rest --freezing
+net convfirstnet_m 0 a --compile-rest --freezing
+net convfirstnet_m 1 a --compile-rest --freezing
+ok=$h_ok  # the runs after the first H200 pair are informational
 finish

@@ -19,6 +19,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from cuda_kernels import _pdl
+
 # The kernels' implementation (NOTES.md, "MBConv version 1/2/3/5"): 1 and 2 differ in kernel 1 only;
 # 3 has kernel 1 v3 and its own SE and projection kernels (csrc/mbconv_v3.cu). 4 is an occupancy
 # experiment: version 3's kernels with kernel 1's bands sized for four CTAs per SM where its
@@ -304,7 +306,7 @@ def _launch(x: torch.Tensor, tensors: list[torch.Tensor], kernel_size: int, stri
     rows = band_rows(height, width, kernel_size, stride, w_exp.shape[1] if expand else 0, chunk, expand, version)
     out_nhwc = torch.empty(0, dtype=x.dtype, device=x.device) if out is None else out.permute(0, 2, 3, 1)
     y = _extension().mbconv(x.permute(0, 2, 3, 1), *tensors, kernel_size, stride, out_channels, rows, chunk,
-                            residual, out_nhwc, KERNEL_VERSION[version])
+                            residual, out_nhwc, KERNEL_VERSION[version], _pdl.enabled())
     return y.permute(0, 3, 1, 2)
 
 

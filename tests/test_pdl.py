@@ -136,6 +136,7 @@ def test_stem_run_passes_the_flag(monkeypatch, on):
     ("convfirst_c512_bindings.cpp", ["p.pdl = pdl ? 1 : 0;", "s2::launch_256_512(p, c10::cuda::getCurrentCUDAStream(), pdl)"]),
     ("convfirst_s2_bindings.cpp", ["c10::cuda::getCurrentCUDAStream(), pdl)"]),
     ("stem_bindings.cpp", ["p.pdl = pdl ? 1 : 0;"]),
+    ("mbconv_bindings.cpp", ["c10::cuda::getCurrentCUDAStream(), pdl)"]),
 ])
 def test_bindings_default_off_and_hand_the_flag_on(path, sets):
     """Each op takes a last argument pdl (default False) and passes it on: in the kernel's Params (a
@@ -155,6 +156,13 @@ def test_bindings_default_off_and_hand_the_flag_on(path, sets):
     ("convfirst_s2_wide.cu", ["launch<Cfg256>(p, stream, pdl)"]),
     ("block_fusion.cuh", ["if (p.pdl && pdl::device_supports(dev))"]),
     ("stem.cu", ["if (p.pdl && pdl::device_supports(dev))"]),
+    ("mbconv_v2.cuh", ["if (pdl && pdl::device_supports(dev))", "(p, stream, pdl)"]),
+    ("mbconv_v3_k3.cu", ["launch_expand_dw_v2_ks<3, true>(p, chunk, stream, pdl)"]),
+    ("mbconv_v3_k5.cu", ["launch_expand_dw_v2_ks<5, true>(p, chunk, stream, pdl)"]),
+    # the SE and project_v3 kernels; never project_bulk (version 6), which has no wait
+    ("mbconv_v3.cu", ["if (pdl && pdl::device_supports(dev))", "if (!BULK && pdl && pdl::device_supports(dev))",
+                      "launch_project_bn<64, false>(p, stream, pdl)", "launch_project_bn<64, true>(p, stream)"]),
+    ("mbconv.cu", ["launch_expand_dw_v3_k3(p, chunk, stream, pdl)", "version == 3 && pdl)"]),
 ])
 def test_launchers_use_the_flag(path, launcher_markers):
     text = (CSRC / path).read_text()
@@ -167,6 +175,20 @@ def test_stride2_dispatch_passes_the_flag_to_every_instance():
     body = text[text.index("cudaError_t launch_convfirst_s2("):]
     body = body[:body.index("\n}\n")]
     assert "(p, stream)" not in body and body.count("(p, stream, pdl)") >= 10
+
+
+@pytest.mark.parametrize("on", [False, True])
+def test_mbconv_launch_passes_the_flag(monkeypatch, on):
+    from cuda_kernels import mbconv as mb
+
+    monkeypatch.setenv(_pdl.SWITCH, "1" if on else "0")
+    fake = _FakeExtension((1, 4, 4, 16))
+    monkeypatch.setattr(mb, "_extension", lambda: fake)
+    monkeypatch.setattr(mb, "check_input", lambda *a, **k: None)
+    tensors = [torch.zeros(0)] * 6 + [torch.zeros(64, 4)] + [torch.zeros(0)] * 4
+    mb._launch(channels_last(torch.zeros(1, 16, 4, 4, dtype=torch.float16)), tensors, 3, 1, 16, True, version=3)
+    (name, args), = fake.calls
+    assert name == "mbconv" and args[-1] is on and args[-2] == 3
 
 
 # ---- CPU: source order of wait, accesses and trigger ----
@@ -218,6 +240,10 @@ KERNELS = [
     ("convfirst_s2.cuh", "convfirst_s2_kernel", ["phase_a<", "p.x", "p.out", "out +", "*reinterpret_cast<uint4*>(out"]),
     ("block_fusion.cuh", "block_fusion_kernel", ["conv_phase<", "p.x", "p.out"]),
     ("stem.cu", "stem_kernel", ["load_input(", "p.x", "p.out"]),
+    # MBConv version 3: kernel 1 (expand + depthwise + the pool's partial sums), SE, projection
+    ("mbconv_v2.cuh", "expand_dw_v2_kernel", ["p.x", "xsrc", "p.partial", "p.d"]),
+    ("mbconv_v3.cu", "se_v3_kernel", ["p.partial", "p.scale"]),
+    ("mbconv_v3.cu", "project_v3_kernel", ["issue()", "p.scale", "p.out", "p.x"]),
 ]
 
 
@@ -253,8 +279,8 @@ def test_the_device_functions_listed_are_the_ones_that_touch_activations():
         before = body[:body.index("pdl::wait()")]
         assert not re.search(r"\bp\.(x|out)\b", before), kernel
         for call in re.findall(r"\b(\w+)\s*(?:<[^<>;]*>)?\(", before):
-            assert call not in {"conv_phase", "conv_tile", "phase_a", "load_input", "store_out", "ffn64_tile"}, \
-                (kernel, call)
+            assert call not in {"conv_phase", "conv_tile", "phase_a", "load_input", "store_out", "ffn64_tile",
+                                "issue"}, (kernel, call)
 
 
 # ---- GPU: chains of blocks, PDL on against off ----
@@ -293,6 +319,20 @@ def _step_stem(c1, seed):
             lambda x: (x.shape[0], 2 * c1, stem.output_size(x.shape[2]), stem.output_size(x.shape[3])))
 
 
+def _step_mbconv(path, seed=0):
+    import torchvision
+
+    from cuda_kernels import mbconv as mb
+
+    torch.manual_seed(seed)
+    model = randomize_batchnorm(torchvision.models.efficientnet_b0()).eval()
+    block = fold_batchnorm(model.get_submodule(path)).float().cuda()
+    params = mb.block_params(block)
+    weights = mb.prepare_weights(params)
+    return (lambda x, out: mb.mbconv(x, params, weights, out=out, version=3),
+            lambda x: None)
+
+
 # name: (input shape, steps). Each chain feeds every kernel the previous one's output.
 CHAINS = {
     "c512_c256_variants": ((4, 256, 14, 14), lambda: [_step_c512(256, 6, v, i) for i, v in enumerate((3, 0, 1, 3))]),
@@ -308,6 +348,9 @@ CHAINS = {
     "mma_sync_c32": ((2, 32, 56, 56), lambda: [_step_mma(32, 4, None, i) for i in range(4)]),
     "stem": ((2, 3, 224, 224), lambda: [_step_stem(16, 0), _step_mma(32, 4, None, 1), _step_s2(32, 4, 2),
                                         _step_mma(64, 4, None, 3)]),
+    # MBConv version 3 (three kernels per block): EfficientNet-B0's features.2 and .3 (k3 / k5, stride 2 and 1)
+    "mbconv_v3": ((4, 16, 112, 112), lambda: [_step_mbconv(p) for p in ("features.2.0", "features.2.1",
+                                                                        "features.3.0", "features.3.1")]),
 }
 
 

@@ -160,18 +160,18 @@ __global__ void __launch_bounds__(kProjectThreads) project_kernel(const Params p
   }
 }
 
-cudaError_t launch_mbconv(const Params& p, int chunk, int version, cudaStream_t stream) {
+cudaError_t launch_mbconv(const Params& p, int chunk, int version, cudaStream_t stream, bool pdl) {
   cudaError_t err = cudaErrorInvalidValue;
   if (version == 1 && p.ksize == 3) err = launch_expand_dw_k3(p, chunk, stream);
   if (version == 1 && p.ksize == 5) err = launch_expand_dw_k5(p, chunk, stream);
   if (version == 2 && p.ksize == 3) err = launch_expand_dw_v2_k3(p, chunk, stream);
   if (version == 2 && p.ksize == 5) err = launch_expand_dw_v2_k5(p, chunk, stream);
-  if (version == 3 && p.ksize == 3) err = launch_expand_dw_v3_k3(p, chunk, stream);
-  if (version == 3 && p.ksize == 5) err = launch_expand_dw_v3_k5(p, chunk, stream);
+  if (version == 3 && p.ksize == 3) err = launch_expand_dw_v3_k3(p, chunk, stream, pdl);
+  if (version == 3 && p.ksize == 5) err = launch_expand_dw_v3_k5(p, chunk, stream, pdl);
   if ((version == 5 || version == 6) && p.ksize == 3) err = launch_expand_dw_v5_k3(p, chunk, stream);
   if ((version == 5 || version == 6) && p.ksize == 5) err = launch_expand_dw_v5_k5(p, chunk, stream);
   if (err != cudaSuccess) return err;
-  if (version == 3 || version == 5 || version == 6) return launch_se_project_v3(p, stream, version == 6);
+  if (version == 3 || version == 5 || version == 6) return launch_se_project_v3(p, stream, version == 6, version == 3 && pdl);
   const int se_smem = (p.hid_pad + p.sq) * 4;
   if (se_smem > 48 * 1024) return cudaErrorInvalidConfiguration;
   se_kernel<<<p.N, kSEThreads, se_smem, stream>>>(p);

@@ -61,18 +61,20 @@ cudaError_t launch_expand_dw_k3(const Params& p, int chunk, cudaStream_t stream)
 cudaError_t launch_expand_dw_k5(const Params& p, int chunk, cudaStream_t stream);
 cudaError_t launch_expand_dw_v2_k3(const Params& p, int chunk, cudaStream_t stream);  // mbconv_v2.cuh
 cudaError_t launch_expand_dw_v2_k5(const Params& p, int chunk, cudaStream_t stream);
-cudaError_t launch_expand_dw_v3_k3(const Params& p, int chunk, cudaStream_t stream);  // mbconv_v2.cuh, V3
-cudaError_t launch_expand_dw_v3_k5(const Params& p, int chunk, cudaStream_t stream);
+cudaError_t launch_expand_dw_v3_k3(const Params& p, int chunk, cudaStream_t stream, bool pdl = false);  // mbconv_v2.cuh, V3
+cudaError_t launch_expand_dw_v3_k5(const Params& p, int chunk, cudaStream_t stream, bool pdl = false);
 cudaError_t launch_expand_dw_v5_k3(const Params& p, int chunk, cudaStream_t stream);  // V3 + TC: the depthwise
 cudaError_t launch_expand_dw_v5_k5(const Params& p, int chunk, cudaStream_t stream);  // on tensor cores
 // Version 3's kernels 2 and 3 (mbconv_v3.cu): persistent pipelined projection, coalesced SE;
 // bulk: version 6's projection (whole-K tiles through the copy engine) where project_bulk_applies.
 constexpr int kProjBulkMaxSmem = 180 * 1024;  // B0: hidden <= 240 (two stages; one CTA per SM at 240)
 bool project_bulk_applies(int hidden, int hk_pad, int c_out);
-cudaError_t launch_se_project_v3(const Params& p, cudaStream_t stream, bool bulk = false);
+// pdl: programmatic dependent launch for the SE and project_v3 kernels (pdl.h; not project_bulk, which has no wait).
+cudaError_t launch_se_project_v3(const Params& p, cudaStream_t stream, bool bulk = false, bool pdl = false);
 // All three kernels; `version` picks the implementation: 1 and 2 differ in kernel 1 only;
 // 3 is kernel 1 version 3 and mbconv_v3.cu's kernels 2 and 3; 5 is 3 with kernel 1's depthwise
 // on tensor cores; 6 is 5 with the bulk-copy projection where it applies.
-cudaError_t launch_mbconv(const Params& p, int chunk, int version, cudaStream_t stream);
+// pdl (CUDA_KERNELS_PDL): version 3's three kernels with programmatic dependent launch; ignored by the others.
+cudaError_t launch_mbconv(const Params& p, int chunk, int version, cudaStream_t stream, bool pdl = false);
 
 }  // namespace mb

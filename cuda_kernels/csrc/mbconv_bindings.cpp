@@ -19,7 +19,7 @@ torch::Tensor mbconv(torch::Tensor x, torch::Tensor w_exp, torch::Tensor b_exp, 
                      torch::Tensor b_dw, torch::Tensor w_se1, torch::Tensor b_se1, torch::Tensor w_se2,
                      torch::Tensor b_se2, torch::Tensor w_proj, torch::Tensor b_proj, int64_t ksize,
                      int64_t stride, int64_t c_out, int64_t rows_per_tile, int64_t chunk, bool residual,
-                     torch::Tensor out, int64_t version) {
+                     torch::Tensor out, int64_t version, bool pdl) {
   const c10::cuda::CUDAGuard guard(x.device());
   checks::cuda_like_x(x, "x", torch::kHalf, x);
   TORCH_CHECK(x.dim() == 4, "x must be [N, H, W, C] (NHWC)");
@@ -104,7 +104,7 @@ torch::Tensor mbconv(torch::Tensor x, torch::Tensor w_exp, torch::Tensor b_exp, 
   p.scale = scale.data_ptr<float>();
 
   const cudaError_t err = mb::launch_mbconv(p, static_cast<int>(chunk), static_cast<int>(version),
-                                             c10::cuda::getCurrentCUDAStream());
+                                             c10::cuda::getCurrentCUDAStream(), pdl);  // pdl: CUDA_KERNELS_PDL
   TORCH_CHECK(err != cudaErrorInvalidConfiguration,
               "mbconv: the band of rows needs more shared memory per block than this GPU offers");
   TORCH_CHECK(err == cudaSuccess, "mbconv launch failed: ", cudaGetErrorString(err));
@@ -114,6 +114,10 @@ torch::Tensor mbconv(torch::Tensor x, torch::Tensor w_exp, torch::Tensor b_exp, 
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.def("mbconv", &mbconv, "Fused MBConv block, write-back design (NHWC fp16)");
+  m.def("mbconv", &mbconv, "Fused MBConv block, write-back design (NHWC fp16)", py::arg("x"), py::arg("w_exp"),
+        py::arg("b_exp"), py::arg("w_dw"), py::arg("b_dw"), py::arg("w_se1"), py::arg("b_se1"), py::arg("w_se2"),
+        py::arg("b_se2"), py::arg("w_proj"), py::arg("b_proj"), py::arg("ksize"), py::arg("stride"), py::arg("c_out"),
+        py::arg("rows_per_tile"), py::arg("chunk"), py::arg("residual"), py::arg("out"), py::arg("version"),
+        py::arg("pdl") = false);
   m.attr("expand_threads") = mb::kExpandThreads;
 }

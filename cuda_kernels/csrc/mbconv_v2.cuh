@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include "mbconv.cuh"
+#include "pdl.h"
 #include "ptx.cuh"
 
 namespace mb {
@@ -249,6 +250,10 @@ __global__ void __launch_bounds__(kExpandThreads, TC ? 2 : (V3 && KS == 5) ? 3 :
     }
   }
 
+  // PDL (pdl.h): the shared-memory setup above (E's zero border, the pool's partial sums) went ahead; x,
+  // the weights and every global write follow. One CTA per (chunk, band, image): the trigger follows.
+  pdl::wait();
+  pdl::launch_dependents();
   const __half* xsrc = p.x + ((size_t)n * p.H + ih_lo) * p.W * p.C_in;
   const int e_off = (ih_lo - r0) * WE + PAD;  // E position of the band's first image pixel
   const float inv_w = 1.f / p.W;  // V3: divisions by W and kch as div_small
@@ -442,8 +447,9 @@ __global__ void __launch_bounds__(kExpandThreads, TC ? 2 : (V3 && KS == 5) ? 3 :
     p.partial[((size_t)n * p.row_blocks + band) * p.hid_pad + c0 + i] = red[i];
 }
 
+// pdl: programmatic dependent launch (pdl.h; version 3 passes CUDA_KERNELS_PDL, the others false).
 template <int HC, int KS, int S, bool EXPAND, bool V3, bool TC = false>
-cudaError_t launch_expand_dw_v2(const Params& p, cudaStream_t stream) {
+cudaError_t launch_expand_dw_v2(const Params& p, cudaStream_t stream, bool pdl = false) {
   constexpr int kMaxDevices = 64;
   static int configured[kMaxDevices] = {};
   const int smem = expand_dw_v2_smem_bytes(p.H, p.W, p.Wo, p.rows_per_tile, KS, S, p.k_pad, HC, EXPAND);
@@ -462,22 +468,24 @@ cudaError_t launch_expand_dw_v2(const Params& p, cudaStream_t stream) {
     configured[dev] = optin;
   }
   const dim3 grid(p.hid_pad / HC, p.row_blocks, p.N);
+  if (pdl && pdl::device_supports(dev))
+    return pdl::launch(expand_dw_v2_kernel<HC, KS, S, EXPAND, V3, TC>, grid, dim3(kExpandThreads), smem, stream, p);
   expand_dw_v2_kernel<HC, KS, S, EXPAND, V3, TC><<<grid, kExpandThreads, smem, stream>>>(p);
   return cudaGetLastError();
 }
 
 template <int KS, bool V3 = false, bool TC = false>
-cudaError_t launch_expand_dw_v2_ks(const Params& p, int chunk, cudaStream_t stream) {
+cudaError_t launch_expand_dw_v2_ks(const Params& p, int chunk, cudaStream_t stream, bool pdl = false) {
   const bool expand = p.w_exp != nullptr;
   switch ((chunk == 48 ? 4 : chunk == 32 ? 0 : 8) + (p.stride == 2 ? 2 : 0) + (expand ? 1 : 0)) {
-    case 0: return launch_expand_dw_v2<32, KS, 1, false, V3, TC>(p, stream);
-    case 1: return launch_expand_dw_v2<32, KS, 1, true, V3, TC>(p, stream);
-    case 2: return launch_expand_dw_v2<32, KS, 2, false, V3, TC>(p, stream);
-    case 3: return launch_expand_dw_v2<32, KS, 2, true, V3, TC>(p, stream);
-    case 4: return launch_expand_dw_v2<48, KS, 1, false, V3, TC>(p, stream);
-    case 5: return launch_expand_dw_v2<48, KS, 1, true, V3, TC>(p, stream);
-    case 6: return launch_expand_dw_v2<48, KS, 2, false, V3, TC>(p, stream);
-    case 7: return launch_expand_dw_v2<48, KS, 2, true, V3, TC>(p, stream);
+    case 0: return launch_expand_dw_v2<32, KS, 1, false, V3, TC>(p, stream, pdl);
+    case 1: return launch_expand_dw_v2<32, KS, 1, true, V3, TC>(p, stream, pdl);
+    case 2: return launch_expand_dw_v2<32, KS, 2, false, V3, TC>(p, stream, pdl);
+    case 3: return launch_expand_dw_v2<32, KS, 2, true, V3, TC>(p, stream, pdl);
+    case 4: return launch_expand_dw_v2<48, KS, 1, false, V3, TC>(p, stream, pdl);
+    case 5: return launch_expand_dw_v2<48, KS, 1, true, V3, TC>(p, stream, pdl);
+    case 6: return launch_expand_dw_v2<48, KS, 2, false, V3, TC>(p, stream, pdl);
+    case 7: return launch_expand_dw_v2<48, KS, 2, true, V3, TC>(p, stream, pdl);
     default: return cudaErrorInvalidValue;
   }
 }

@@ -17,6 +17,7 @@
 #include <algorithm>
 
 #include "mbconv.cuh"
+#include "pdl.h"
 #include "mbconv_ptx.cuh"
 #include "ptx_sm90.cuh"
 
@@ -136,6 +137,12 @@ __device__ __forceinline__ void project_epilogue(const Params& p, float (&acc)[2
 // out[P x C_out] = (D * scale[image]) V^T + b (+ x). 4 warps, each 32 rows x BN columns.
 template <int BN>
 __global__ void __launch_bounds__(kProjectThreads) project_v3_kernel(const Params p, int n_tiles) {
+  // PDL (pdl.h): d (kernel 1's output) is loaded with the weights in the same cp.async groups from the
+  // first issue() on, so the wait leads (placed before the first issue() instead, ptxas rescheduled a few
+  // hundred instructions). The grid is one wave (at most the resident CTAs, each walking its units), so
+  // every CTA is already resident and the trigger follows the wait.
+  pdl::wait();
+  pdl::launch_dependents();
   constexpr int BM = kProjV3BM, BK = kProjV3BK, LD = kProjV3LD, STAGES = kProjV3Stages;
   constexpr int NT = BN / 8, NP = BN / 16;
   static_assert(BN % 16 == 0 && BN <= 64, "BN");
@@ -292,6 +299,10 @@ __global__ void __launch_bounds__(kSEV3Threads) se_v3_kernel(const Params p, int
   float* stage = squeezed + round_up(p.sq, 4);
   const int n = blockIdx.x, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const float inv = 1.f / float(p.Ho * p.Wo);
+  // PDL (pdl.h): the pool reads kernel 1's partial sums at once: the wait leads; one CTA per image, the
+  // trigger follows.
+  pdl::wait();
+  pdl::launch_dependents();
   for (int c = tid; c < p.hidden; c += kSEV3Threads) {
     float s = 0.f;
     for (int b = 0; b < p.row_blocks; ++b) s += p.partial[((size_t)n * p.row_blocks + b) * p.hid_pad + c];
@@ -414,8 +425,9 @@ cudaError_t prepare(Kernel kernel, DeviceSlots& slots, int smem, int threads, in
 
 // project_v3 (BULK = false: fixed shared memory, occupancy cached) or project_bulk (shared memory
 // by hidden, occupancy asked per call), persistent: as many CTAs as fit, at most one per unit.
+// pdl: programmatic dependent launch (project_v3 only: project_bulk has no wait, so BULK ignores it).
 template <int BN, bool BULK>
-cudaError_t launch_project_bn(const Params& p, cudaStream_t stream) {
+cudaError_t launch_project_bn(const Params& p, cudaStream_t stream, bool pdl = false) {
   static DeviceSlots slots;
   const auto kernel = BULK ? project_bulk_kernel<BN> : project_v3_kernel<BN>;
   const int smem = BULK ? project_bulk_smem_bytes(p.hidden, p.hk_pad, BN) : project_v3_smem_bytes(BN);
@@ -425,6 +437,8 @@ cudaError_t launch_project_bn(const Params& p, cudaStream_t stream) {
   const int n_tiles = (p.C_out + BN - 1) / BN;
   const long long units = (long long)((p.N * p.Ho * p.Wo + kProjV3BM - 1) / kProjV3BM) * n_tiles;
   const int grid = (int)std::min<long long>(units, (long long)slots.ctas_per_sm[dev] * slots.sms[dev]);
+  if (!BULK && pdl && pdl::device_supports(dev))
+    return pdl::launch(kernel, dim3(grid), dim3(kProjectThreads), smem, stream, p, n_tiles);
   kernel<<<grid, kProjectThreads, smem, stream>>>(p, n_tiles);
   return cudaGetLastError();
 }
@@ -435,7 +449,7 @@ bool project_bulk_applies(int hidden, int hk_pad, int c_out) {
   return hidden % 16 == 0 && project_bulk_smem_bytes(hidden, hk_pad, project_v3_bn(c_out)) <= kProjBulkMaxSmem;
 }
 
-cudaError_t launch_se_project_v3(const Params& p, cudaStream_t stream, bool bulk) {
+cudaError_t launch_se_project_v3(const Params& p, cudaStream_t stream, bool bulk, bool pdl) {
   if (p.hidden % 8 || p.hidden < 8 || p.sq < 1) return cudaErrorInvalidValue;
   {
     static DeviceSlots slots;
@@ -445,8 +459,12 @@ cudaError_t launch_se_project_v3(const Params& p, cudaStream_t stream, bool bulk
     int dev = 0;
     cudaError_t err = prepare(se_v3_kernel, slots, smem, kSEV3Threads, dev);
     if (err != cudaSuccess) return err;
-    se_v3_kernel<<<p.N, kSEV3Threads, smem, stream>>>(p, fc2_warps);
-    err = cudaGetLastError();
+    if (pdl && pdl::device_supports(dev))
+      err = pdl::launch(se_v3_kernel, dim3(p.N), dim3(kSEV3Threads), smem, stream, p, fc2_warps);
+    else {
+      se_v3_kernel<<<p.N, kSEV3Threads, smem, stream>>>(p, fc2_warps);
+      err = cudaGetLastError();
+    }
     if (err != cudaSuccess) return err;
   }
   if (bulk && project_bulk_applies(p.hidden, p.hk_pad, p.C_out)) switch (project_v3_bn(p.C_out)) {
@@ -457,10 +475,10 @@ cudaError_t launch_se_project_v3(const Params& p, cudaStream_t stream, bool bulk
       default: return cudaErrorInvalidValue;
     }
   switch (project_v3_bn(p.C_out)) {
-    case 16: return launch_project_bn<16, false>(p, stream);
-    case 32: return launch_project_bn<32, false>(p, stream);
-    case 48: return launch_project_bn<48, false>(p, stream);
-    case 64: return launch_project_bn<64, false>(p, stream);
+    case 16: return launch_project_bn<16, false>(p, stream, pdl);
+    case 32: return launch_project_bn<32, false>(p, stream, pdl);
+    case 48: return launch_project_bn<48, false>(p, stream, pdl);
+    case 64: return launch_project_bn<64, false>(p, stream, pdl);
     default: return cudaErrorInvalidValue;
   }
 }
