@@ -50,7 +50,7 @@ finish() { medians; echo "PDL_OK=$ok" | tee -a "$log"; exit 0; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv >> "$log" 2>&1
 python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)" >> "$log" 2>&1
 
-# 1. build, the four extensions at once (each is its own ninja build)
+# 1. build, the five extensions at once (each is its own ninja build)
 export MAX_JOBS=4
 for ext in stem s2 c512 bf mb; do
   python3 - "$ext" "$out" > "$out/build_$ext.log" 2>&1 <<'EOF' &
