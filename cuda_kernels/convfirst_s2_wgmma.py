@@ -21,6 +21,7 @@ import torch
 from torch.nn import functional as F
 from torch.utils.weak import WeakIdKeyDictionary
 
+from cuda_kernels import _pdl
 from cuda_kernels.ops import GROUP_WIDTH, _swizzle_128b, pack_conv_weight
 
 SWITCH = "CUDA_KERNELS_S2_WGMMA"
@@ -346,7 +347,7 @@ def run(x: torch.Tensor, weights: KernelWeights, rows: int = 0, out: torch.Tenso
         flat_out = out.permute(0, 2, 3, 1).reshape(n * ho * wo, cout)
     flat = _extension().convfirst_s2_wgmma(x.permute(0, 2, 3, 1).reshape(n * h * w, cin), weights.conv_w,
                                            weights.conv_b, weights.wpack, weights.b1, weights.bo, n, h, w, rows,
-                                           flat_out)
+                                           flat_out, _pdl.enabled())
     return flat.view(n, ho, wo, cout).permute(0, 3, 1, 2)
 
 

@@ -367,3 +367,34 @@ def test_from_s2_weights_cache_is_per_tensor_not_per_address():
     del other
     gc.collect()
     assert len(s2w._FROM_S2) == n - 1
+
+
+@pytest.mark.parametrize("on", [False, True])
+def test_run_passes_the_pdl_flag(monkeypatch, on):
+    """CUDA_KERNELS_PDL is read at each launch and handed to the binding (csrc/pdl.h; the launcher then adds the
+    programmatic-serialisation attribute, the kernel waits before phase A reads x)."""
+    seen = []
+
+    class Ext:
+        @staticmethod
+        def convfirst_s2_wgmma(*args):
+            seen.append(args[-1])
+            n, h, w = args[6:9]
+            return torch.empty(n * ((h + 1) // 2) * ((w + 1) // 2), 128, dtype=torch.float16)
+
+    monkeypatch.setenv("CUDA_KERNELS_PDL", "1" if on else "0")
+    monkeypatch.setattr(s2w, "_extension", lambda: Ext)
+    monkeypatch.setattr(s2w, "check_input", lambda x, w, out=None: None)  # x is a CPU tensor here
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+    k = s2w.prepare_weights(s2.FoldedWeights.from_block(down_block(64, 2)))
+    y = s2w.run(channels_last(torch.randn(2, 64, 6, 6).half()), k)
+    assert seen == [on] and tuple(y.shape) == (2, 128, 3, 3)
+
+
+def test_kernel_waits_before_phase_a_and_launches_with_the_flag():
+    from pathlib import Path
+
+    text = (Path(s2w.__file__).parent / "csrc" / "convfirst_s2_wgmma.cu").read_text()
+    wait, trigger, phase_a = (text.index(m) for m in ("pdl::wait();", "pdl::launch_dependents();", "s2::phase_a<"))
+    assert wait < trigger < phase_a and text.count("pdl::wait();") == 1
+    assert "if (p.pdl) return pdl::launch(convfirst_s2w_kernel<CIN>" in text

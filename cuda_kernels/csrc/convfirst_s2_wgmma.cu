@@ -26,9 +26,8 @@
 #include <cuda_runtime.h>
 #include <cstdint>
 #include <utility>
-#if __has_include("pdl.h")  // included by the two files below where it exists: first, at global scope
-#include "pdl.h"
-#endif
+
+#include "pdl.h"  // first, at global scope (the two templates below include it too)
 
 #include "convfirst_s2.cuh"
 #include "convfirst_s2_wgmma.h"
@@ -163,6 +162,10 @@ __global__ void __launch_bounds__(kThreads, 1) convfirst_s2w_kernel(const Params
   } else {
     // ---- consumers ----
     bf::setmaxnreg_inc<232>();
+    // PDL (pdl.h): the barriers and the producer's first slots (constants, not the previous kernel's output)
+    // went ahead; x (phase A) and out come after the wait. One tile per CTA: the trigger follows at once.
+    pdl::wait();
+    pdl::launch_dependents();
     s2::Params a{};  // phase A reads x, the conv weights and the sizes
     a.x = p.x;
     a.conv_w = p.conv_w;
@@ -251,6 +254,7 @@ cudaError_t launch_cin(const Params& p, cudaStream_t stream) {
     ready[dev] = true;
   }
   const int grid = (p.N * p.Ho + p.rows_per_tile - 1) / p.rows_per_tile;
+  if (p.pdl) return pdl::launch(convfirst_s2w_kernel<CIN>, dim3(grid), dim3(kThreads), kSmemBytes, stream, p);
   convfirst_s2w_kernel<CIN><<<grid, kThreads, kSmemBytes, stream>>>(p);
   return cudaGetLastError();
 }

@@ -34,6 +34,7 @@ struct Params {
   int hidden;
   int cin;
   int rows_per_tile;        // R: output rows per tile, R Wo <= 64 (<= 0: the launcher takes 64 / Wo)
+  int pdl;                  // host only: launch with programmatic dependent launch (csrc/pdl.h); not read by the kernel
 };
 
 // Dynamic shared memory per block of the C_in instance (0 for another C_in).

@@ -13,10 +13,10 @@ namespace {
 // x: [N*H*W, C_in] fp16 (NHWC pixels), C_in in 64, 128, 256; conv_w: [C_in / 8, 9, 32] int32 fragments;
 // conv_b: [C_in] fp32; wpack: uint8 weight slots (convfirst_s2_wgmma.pack_weights); b1: [hidden] fp32;
 // bo: [2 C_in] fp32 (= b_V + b_S); rows_per_tile: output rows per tile (<= 0: 64 / Wo); out: [N*Ho*Wo, 2 C_in]
-// to write into, or empty to allocate. Returns out.
+// to write into, or empty to allocate; pdl: launch with programmatic dependent launch (csrc/pdl.h). Returns out.
 torch::Tensor convfirst_s2_wgmma(torch::Tensor x, torch::Tensor conv_w, torch::Tensor conv_b, torch::Tensor wpack,
                                  torch::Tensor b1, torch::Tensor bo, int64_t N, int64_t H, int64_t W,
-                                 int64_t rows_per_tile, torch::Tensor out) {
+                                 int64_t rows_per_tile, torch::Tensor out, bool pdl) {
 #ifndef BF_SM90A
   TORCH_CHECK(false, "convfirst_s2_wgmma: this build has no sm_90a code (build with 9.0 in TORCH_CUDA_ARCH_LIST)");
 #endif
@@ -64,6 +64,7 @@ torch::Tensor convfirst_s2_wgmma(torch::Tensor x, torch::Tensor conv_w, torch::T
   p.hidden = static_cast<int>(hidden);
   p.cin = c;
   p.rows_per_tile = static_cast<int>(rows_per_tile);
+  p.pdl = pdl ? 1 : 0;
   const cudaError_t err = s2w::launch(p, c10::cuda::getCurrentCUDAStream());
   TORCH_CHECK(err != cudaErrorInvalidConfiguration,
               "convfirst_s2_wgmma: the kernel needs more shared memory per block than this GPU offers");
@@ -78,7 +79,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("convfirst_s2_wgmma", &convfirst_s2_wgmma,
         "Fused stride-2 ConvFirst block C_in -> 2 C_in on wgmma (NHWC fp16, sm_90a)", py::arg("x"), py::arg("conv_w"),
         py::arg("conv_b"), py::arg("wpack"), py::arg("b1"), py::arg("bo"), py::arg("N"), py::arg("H"), py::arg("W"),
-        py::arg("rows_per_tile"), py::arg("out"));
+        py::arg("rows_per_tile"), py::arg("out"), py::arg("pdl") = false);
   m.def("smem_bytes", &s2w::smem_bytes, "Shared memory per block of the C_in instance, 0 if unsupported");
   m.def("shortcut_slots", &s2w::shortcut_slots, "Weight slots of the shortcut per tile for C_in");
   m.def("slots_per_chunk", &s2w::slots_per_chunk, "Weight slots per hidden chunk of 128 for C_in");
