@@ -398,3 +398,16 @@ def test_kernel_waits_before_phase_a_and_launches_with_the_flag():
     wait, trigger, phase_a = (text.index(m) for m in ("pdl::wait();", "pdl::launch_dependents();", "s2::phase_a<"))
     assert wait < trigger < phase_a and text.count("pdl::wait();") == 1
     assert "if (p.pdl) return pdl::launch(convfirst_s2w_kernel<CIN>" in text
+
+
+@pytest.mark.cuda
+def test_pdl_on_gives_the_same_bits(monkeypatch):
+    block = down_block(64, 2).cuda()
+    x = channels_last(torch.randn(2, 64, 14, 14, device="cuda", dtype=torch.float16))
+    weights = s2w.prepare_weights(s2.FoldedWeights.from_block(block))
+    monkeypatch.setenv("CUDA_KERNELS_PDL", "0")
+    off = s2w.run(x, weights)
+    monkeypatch.setenv("CUDA_KERNELS_PDL", "1")
+    on = s2w.run(s2w.run(x, weights)[:, :64].contiguous(memory_format=torch.channels_last) * 0 + x, weights)
+    torch.cuda.synchronize()
+    assert torch.equal(on, off)
