@@ -12,15 +12,6 @@
 
 namespace {
 
-// A failed launch, with the two refusals the launchers make before launching spelled out.
-void check_launch(cudaError_t err, const char* kernel) {
-  TORCH_CHECK(err != cudaErrorInvalidConfiguration, kernel,
-              ": this kernel variant needs more shared memory per block than this GPU offers");
-  TORCH_CHECK(err != cudaErrorNoKernelImageForDevice, kernel,
-              ": needs a compute capability 9.0 GPU (H100, H200) and an sm_90a build");
-  TORCH_CHECK(err == cudaSuccess, kernel, " launch failed: ", cudaGetErrorString(err));
-}
-
 // x: [P, C] fp16; w1: [hidden, C] fp16; b1: [hidden] fp32; w2: [C, hidden] fp16; b2: [C] fp32;
 // conv_w: [C/8, 9, 32] int32 (packed fragments) or empty; conv_b: [C] fp32 or empty;
 // out: [P, C] fp16 to write into, or empty to allocate.
@@ -100,7 +91,7 @@ torch::Tensor block_fusion(torch::Tensor x, torch::Tensor w1, torch::Tensor b1, 
     case 256: err = bf::launch_c256(p, conv, static_cast<int>(variant), stream); break;
     default: TORCH_CHECK(false, "unsupported channel count ", checks::num(C));
   }
-  check_launch(err, "block_fusion");
+  checks::launch(err, "block_fusion");
   return a.out;
 }
 
@@ -118,7 +109,7 @@ torch::Tensor ffn_wgmma(torch::Tensor x, torch::Tensor wpack, torch::Tensor b1, 
   TORCH_CHECK(wpack.numel() == 4 * a.hidden * a.C, "weight shapes");
   const cudaError_t err =
       bf::launch_ffn_wgmma(a.params, static_cast<int>(a.C), wpack.data_ptr(), c10::cuda::getCurrentCUDAStream());
-  check_launch(err, "ffn_wgmma");
+  checks::launch(err, "ffn_wgmma");
   return a.out;
 }
 

@@ -1,7 +1,9 @@
-// Host-side checks of the raw ops' tensors, shared by every extension's bindings (bindings.cpp,
-// mbconv_bindings.cpp, convfirst_s2_bindings.cpp, convfirst_c512_bindings.cpp). Each failure is a
-// TORCH_CHECK (RuntimeError in Python) whose message names the tensor.
+// Host-side checks of the raw ops' tensors and launches, shared by every extension's bindings
+// (bindings.cpp, mbconv_bindings.cpp, convfirst_s2_bindings.cpp, convfirst_c512_bindings.cpp,
+// convfirst_c768_bindings.cpp, convfirst_s2_wgmma_bindings.cpp). Each failure is a TORCH_CHECK
+// (RuntimeError in Python) whose message names the tensor or the kernel.
 #pragma once
+#include <cuda_runtime_api.h>
 #include <torch/extension.h>
 
 #include <cstdint>
@@ -54,6 +56,16 @@ inline void on_x_device(const torch::Tensor& t, const torch::Tensor& x, const ch
 inline bool overlap(const torch::Tensor& a, const torch::Tensor& b) {
   const auto a0 = reinterpret_cast<uintptr_t>(a.data_ptr()), b0 = reinterpret_cast<uintptr_t>(b.data_ptr());
   return a0 < b0 + b.nbytes() && b0 < a0 + a.nbytes();
+}
+
+// A failed launch of the sm_90a kernels, with the two refusals their launchers make before
+// launching spelled out (no kernel image for this GPU; more shared memory than it offers).
+inline void launch(cudaError_t err, const char* kernel) {
+  TORCH_CHECK(err != cudaErrorInvalidConfiguration, kernel,
+              ": the kernel needs more shared memory per block than this GPU offers");
+  TORCH_CHECK(err != cudaErrorNoKernelImageForDevice, kernel,
+              ": needs a compute capability 9.0 GPU (H100, H200) and an sm_90a build");
+  TORCH_CHECK(err == cudaSuccess, kernel, " launch failed: ", cudaGetErrorString(err));
 }
 
 }  // namespace checks

@@ -65,10 +65,7 @@ torch::Tensor convfirst_c512(torch::Tensor x, torch::Tensor conv_w, torch::Tenso
   p.W = static_cast<int>(W);
   p.pdl = pdl ? 1 : 0;  // programmatic dependent launch (CUDA_KERNELS_PDL, read by the caller)
   const cudaError_t err = c512::launch(p, static_cast<int>(variant), c10::cuda::getCurrentCUDAStream());
-  TORCH_CHECK(err != cudaErrorNoKernelImageForDevice, "convfirst_c512: needs a compute capability 9.0 GPU (H100, H200)");
-  TORCH_CHECK(err != cudaErrorInvalidConfiguration,
-              "convfirst_c512: the kernel needs more shared memory per block than this GPU offers");
-  TORCH_CHECK(err == cudaSuccess, "convfirst_c512 launch failed: ", cudaGetErrorString(err));
+  checks::launch(err, "convfirst_c512");
   return out;
 }
 

@@ -61,10 +61,7 @@ torch::Tensor convfirst_c768(torch::Tensor x, torch::Tensor conv_w, torch::Tenso
   p.H = static_cast<int>(H);
   p.W = static_cast<int>(W);
   const cudaError_t err = c768::launch(p, static_cast<int>(variant), c10::cuda::getCurrentCUDAStream());
-  TORCH_CHECK(err != cudaErrorNoKernelImageForDevice, "convfirst_c768: needs a compute capability 9.0 GPU (H100, H200)");
-  TORCH_CHECK(err != cudaErrorInvalidConfiguration,
-              "convfirst_c768: the kernel needs more shared memory per block than this GPU offers");
-  TORCH_CHECK(err == cudaSuccess, "convfirst_c768 launch failed: ", cudaGetErrorString(err));
+  checks::launch(err, "convfirst_c768");
   return out;
 }
 

@@ -66,10 +66,7 @@ torch::Tensor convfirst_s2_wgmma(torch::Tensor x, torch::Tensor conv_w, torch::T
   p.rows_per_tile = static_cast<int>(rows_per_tile);
   p.pdl = pdl ? 1 : 0;
   const cudaError_t err = s2w::launch(p, c10::cuda::getCurrentCUDAStream());
-  TORCH_CHECK(err != cudaErrorInvalidConfiguration,
-              "convfirst_s2_wgmma: the kernel needs more shared memory per block than this GPU offers");
-  TORCH_CHECK(err != cudaErrorNoKernelImageForDevice, "convfirst_s2_wgmma: needs compute capability 9.0 (H100, H200)");
-  TORCH_CHECK(err == cudaSuccess, "convfirst_s2_wgmma launch failed: ", cudaGetErrorString(err));
+  checks::launch(err, "convfirst_s2_wgmma");
   return out;
 }
 
