@@ -1,4 +1,5 @@
-"""Block-fusion kernel benchmarks (cuda_kernels/bench.py files) beside perfmodel's bounds.
+"""Block-fusion kernel benchmarks (cuda_kernels/bench.py, bench_c512.py and bench_c768.py files) beside
+perfmodel's bounds.
 
 Each benchmarked case (a ConvFirst or FFN block at one shape) is rebuilt from the zoo and
 analysed: T_min of the block plan (one fused kernel) is the bound the fused kernel chases;
@@ -89,6 +90,32 @@ def network_cases(measured: "list[tuple[Measurement, Result, Result]]") -> list[
             for name, r in best.items()]
 
 
+def _block_of(row: dict, workload: dict, path: str | Path, index: int) -> str:
+    """The zoo block a benchmark row times: its own ``block`` (cuda_kernels.bench), or, in the files of
+    the wgmma benches (bench_c512, bench_c768: ``workload.blocks`` names one convfirst_* kernel), the
+    stride-1 ConvFirst block its channels / expansion / size describe. Other rows (stride-2 blocks,
+    stems) have no zoo block here: a clear error, not a KeyError."""
+    block = row.get("block")
+    kernels = workload.get("blocks") or []
+    if block is None and len(kernels) == 1 and str(kernels[0]).startswith("convfirst_c") and all(
+            k in row for k in ("channels", "expansion", "size")):
+        block = "convfirst"
+    if block not in BLOCKS:
+        raise InputError(f"case {index} ({row.get('name', '?')}) is not a stride-1 ConvFirst or FFN block "
+                         f"(kernels figure rows are {', '.join(BLOCKS)}; this file's kernels: "
+                         f"{', '.join(map(str, kernels)) or '?'})", file=str(path), field=f"results.cases[{index}]")
+    return block
+
+
+def _medians_us(row: dict) -> dict[str, float]:
+    """Median latency per backend; the wgmma benches' torch.compile column (``inductor_default``) is
+    the figure's ``inductor`` where the file has no plain one."""
+    medians = {b: v["latency_ms"]["median"] * 1e3 for b, v in row["backends"].items()}
+    if "inductor" not in medians and "inductor_default" in medians:
+        medians["inductor"] = medians["inductor_default"]
+    return medians
+
+
 def load_kernel_results(path: str | Path, hw: Hardware) -> list[KernelCase]:
     data = read_measurement_file(path)
     rows = data["results"].get("cases")
@@ -97,14 +124,15 @@ def load_kernel_results(path: str | Path, hw: Hardware) -> list[KernelCase]:
         raise InputError("not a cuda_kernels benchmark file (expected workload.kind 'blocks' "
                          "and results.cases[] with backends)", file=str(path), field="results")
     cases = []
-    for r in rows:
-        factory, plan = BLOCKS[r["block"]]
+    for index, r in enumerate(rows):
+        block = _block_of(r, data["workload"], path, index)
+        factory, plan = BLOCKS[block]
         module = factory(r["channels"], r["expansion"])
         shape = (r["channels"], r["size"], r["size"])
         fused = analyze(module, shape, batch=r["batch"], hardware=hw, plan=plan)
         layer = analyze(module, shape, batch=r["batch"], hardware=hw, plan="layer")
         cases.append(KernelCase(
-            r["name"], r["block"], r["channels"], r["expansion"], r["size"], r["batch"],
-            r["dram_bytes"], {b: v["latency_ms"]["median"] * 1e3 for b, v in r["backends"].items()},
-            fused.totals.t_min_s * 1e6, layer.totals.t_min_s * 1e6, fused.totals.dram_bytes))
+            r["name"], block, r["channels"], r["expansion"], r["size"], r["batch"],
+            r["dram_bytes"], _medians_us(r), fused.totals.t_min_s * 1e6, layer.totals.t_min_s * 1e6,
+            fused.totals.dram_bytes))
     return cases

@@ -98,3 +98,33 @@ def test_a_network_without_a_baseline_prints_dashes():
     row = NetworkCase("Net", 128, {"cuda_kernels": 2000.0}, {}, 300.0, 900.0)
     cells = kernel_case_lines([row])[1].split()
     assert cells[:4] == ["Net", "300.0", "900.0", "2000"] and cells[-3:] == ["-", "-", "-"]
+
+
+WGMMA_BENCH = Path(__file__).parent.parent / "examples" / "measurements" / "convfirst_wgmma_v4" / "v3_bench.json"
+S2_BENCH = Path(__file__).parent.parent / "examples" / "measurements" / "convfirst_c768" / "s2_c768_bench.json"
+
+
+def test_wgmma_bench_files_are_stride_1_convfirst_rows():
+    """bench_c512's files have no per-row `block` (workload.blocks names the one kernel): their rows are
+    the stride-1 ConvFirst blocks their widths describe, and their torch.compile column (inductor_default)
+    is the figure's inductor. Numbers from the file as measured (convfirst_wgmma_v4/README.md)."""
+    cases = load_kernel_results(WGMMA_BENCH, perfmodel.load_hardware("h200-sxm"))
+    by_name = {c.name: c for c in cases}
+    c = by_name["convfirst_c256_a6_14x14_n128"]
+    assert (c.block, c.channels, c.expansion, c.size, c.batch) == ("convfirst", 256, 6, 14, 128)
+    assert c.median_us["inductor"] == c.median_us["inductor_default"] == pytest.approx(280.2, abs=0.05)
+    assert c.median_us["cuda_kernels"] == pytest.approx(111.3, abs=0.05)
+    # the file's own byte count (bench_c512) is the block plan's: input + output + weights, fp16
+    # (activations in and out, grouped-conv, U and V weights, the three biases)
+    assert c.dram_bytes == c.block_dram_bytes == 2 * (2 * 128 * 14 * 14 * 256 + 256 * 8 * 9 + 2 * 256 * 1536
+                                                      + 256 + 1536 + 256)
+
+
+def test_kernels_command_refuses_rows_without_a_zoo_block(tmp_path, capsys):
+    """A stride-2 benchmark file: one line naming the file, the row and why; exit 2, no figure."""
+    from helpers import run_main
+
+    code, _, err = run_main(["kernels", str(S2_BENCH), "-o", str(tmp_path / "k.png")], capsys)
+    assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert str(S2_BENCH) in err and "results.cases[0]" in err and "convfirst_s2_c384_a6_14x14_n128" in err
+    assert not (tmp_path / "k.png").exists()
