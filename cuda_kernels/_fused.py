@@ -48,6 +48,21 @@ def fake_nhwc_output(x: torch.Tensor, channels: int, output_size) -> torch.Tenso
     return x.new_empty((n, channels, output_size(h), output_size(w))).contiguous(memory_format=torch.channels_last)
 
 
+def require_sm90(x: torch.Tensor, kernel: str) -> None:
+    """The wgmma kernels run on compute capability 9.0 only (ValueError naming the GPU otherwise)."""
+    if torch.cuda.get_device_capability(x.device) != (9, 0):
+        raise ValueError(f"{kernel} runs on compute capability 9.0 (H100, H200), not "
+                         f"{torch.cuda.get_device_name(x.device)}")
+
+
+def nhwc_rows(t: torch.Tensor | None, like: torch.Tensor, pixels: int, channels: int) -> torch.Tensor:
+    """A channels-last [N, C, H, W] tensor as the kernels' [pixels, C] rows (a view), or, for None, the
+    empty tensor that asks the binding to allocate the output."""
+    if t is None:
+        return torch.empty(0, device=like.device, dtype=torch.float16)
+    return t.permute(0, 2, 3, 1).reshape(pixels, channels)
+
+
 def f32_bias(b: torch.Tensor | None, n: int, device: torch.device) -> torch.Tensor:
     """A bias of `n` elements as contiguous fp32 (zeros where there is none)."""
     if b is None:

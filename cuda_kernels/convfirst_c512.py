@@ -33,7 +33,7 @@ from torch import nn
 
 from cuda_kernels import _pdl
 from cuda_kernels._checks import check_stride1_input
-from cuda_kernels._fused import Stride1OpBlock, prepare_stride1_weights
+from cuda_kernels._fused import Stride1OpBlock, nhwc_rows, prepare_stride1_weights, require_sm90
 from cuda_kernels.ops import _swizzle_128b
 
 ENV_SWITCH = "CUDA_KERNELS_C512"
@@ -325,16 +325,11 @@ def run(x: torch.Tensor, weights: KernelWeights, out: torch.Tensor | None = None
     if variant == 4 and x.dim() == 4 and x.shape[-1] > SPLIT_H_MAX_WIDTH:
         raise ValueError(f"convfirst_c512 variant 4 needs W <= {SPLIT_H_MAX_WIDTH}, got {x.shape[-1]}")
     check_input(x, weights, out)
-    if torch.cuda.get_device_capability(x.device) != (9, 0):
-        raise ValueError(f"convfirst_c512 runs on compute capability 9.0 (H100, H200), not "
-                         f"{torch.cuda.get_device_name(x.device)}")
+    require_sm90(x, "convfirst_c512")
     n, c, h, w = x.shape
-    flat_out = torch.empty(0, device=x.device, dtype=torch.float16)
-    if out is not None:
-        flat_out = out.permute(0, 2, 3, 1).reshape(n * h * w, c)
-    flat = _extension().convfirst_c512(x.permute(0, 2, 3, 1).reshape(n * h * w, c), weights.conv_w,
+    flat = _extension().convfirst_c512(nhwc_rows(x, x, n * h * w, c), weights.conv_w,
                                        weights.conv_b, weights.wpack, weights.b1, weights.b2, h, w, variant,
-                                       flat_out, _pdl.enabled())
+                                       nhwc_rows(out, x, n * h * w, c), _pdl.enabled())
     return flat.view(n, h, w, c).permute(0, 3, 1, 2)
 
 

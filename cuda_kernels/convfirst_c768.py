@@ -25,7 +25,7 @@ import torch
 from torch import nn
 
 from cuda_kernels._checks import check_stride1_input
-from cuda_kernels._fused import Stride1OpBlock, prepare_stride1_weights
+from cuda_kernels._fused import Stride1OpBlock, nhwc_rows, prepare_stride1_weights, require_sm90
 from cuda_kernels.convfirst_c512 import HIDDEN_CHUNK, K_PANEL, MAX_WIDTH, SLOT_ROWS, WEIGHT_FIELDS, KernelWeights
 from cuda_kernels.ops import _swizzle_128b
 
@@ -169,15 +169,11 @@ def run(x: torch.Tensor, weights: KernelWeights, out: torch.Tensor | None = None
     if variant not in VARIANTS:
         raise ValueError(f"convfirst_c768 has no variant {variant} (it has {VARIANTS})")
     check_input(x, weights, out)
-    if torch.cuda.get_device_capability(x.device) != (9, 0):
-        raise ValueError(f"convfirst_c768 runs on compute capability 9.0 (H100, H200), not "
-                         f"{torch.cuda.get_device_name(x.device)}")
+    require_sm90(x, "convfirst_c768")
     n, c, h, w = x.shape
-    flat_out = torch.empty(0, device=x.device, dtype=torch.float16)
-    if out is not None:
-        flat_out = out.permute(0, 2, 3, 1).reshape(n * h * w, c)
-    flat = _extension().convfirst_c768(x.permute(0, 2, 3, 1).reshape(n * h * w, c), weights.conv_w, weights.conv_b,
-                                       weights.wpack, weights.b1, weights.b2, h, w, variant, flat_out)
+    flat = _extension().convfirst_c768(nhwc_rows(x, x, n * h * w, c), weights.conv_w, weights.conv_b,
+                                       weights.wpack, weights.b1, weights.b2, h, w, variant,
+                                       nhwc_rows(out, x, n * h * w, c))
     return flat.view(n, h, w, c).permute(0, 3, 1, 2)
 
 

@@ -22,6 +22,7 @@ from torch.nn import functional as F
 from torch.utils.weak import WeakIdKeyDictionary
 
 from cuda_kernels import _pdl
+from cuda_kernels._fused import nhwc_rows, require_sm90
 from cuda_kernels.ops import GROUP_WIDTH, _swizzle_128b, pack_conv_weight
 
 SWITCH = "CUDA_KERNELS_S2_WGMMA"
@@ -334,20 +335,15 @@ def run(x: torch.Tensor, weights: KernelWeights, rows: int = 0, out: torch.Tenso
     """Launch the kernel; returns [N, C_out, ceil(H/2), ceil(W/2)] channels_last (``out`` if given). ``rows``:
     output rows per tile (rows * Wo <= 64), 0 for the launcher's 64 // Wo."""
     check_input(x, weights, out)
-    if torch.cuda.get_device_capability(x.device) != (9, 0):
-        raise ValueError(f"convfirst_s2_wgmma runs on compute capability 9.0 (H100, H200), not "
-                         f"{torch.cuda.get_device_name(x.device)}")
+    require_sm90(x, "convfirst_s2_wgmma")
     n, cin, h, w = x.shape
     ho, wo = output_size(h), output_size(w)
     if rows * wo > TILE_PIXELS:
         raise ValueError(f"rows={rows} x Wo={wo} exceeds the 64-pixel tile")
     cout = weights.out_channels
-    flat_out = torch.empty(0, device=x.device, dtype=torch.float16)
-    if out is not None:
-        flat_out = out.permute(0, 2, 3, 1).reshape(n * ho * wo, cout)
-    flat = _extension().convfirst_s2_wgmma(x.permute(0, 2, 3, 1).reshape(n * h * w, cin), weights.conv_w,
+    flat = _extension().convfirst_s2_wgmma(nhwc_rows(x, x, n * h * w, cin), weights.conv_w,
                                            weights.conv_b, weights.wpack, weights.b1, weights.bo, n, h, w, rows,
-                                           flat_out, _pdl.enabled())
+                                           nhwc_rows(out, x, n * ho * wo, cout), _pdl.enabled())
     return flat.view(n, ho, wo, cout).permute(0, 3, 1, 2)
 
 

@@ -217,7 +217,8 @@ def _enclosing_block(body: str, pos: int) -> tuple[int, int]:
                 open_ = i
                 break
             depth -= 1
-    assert open_ is not None
+    if open_ is None:
+        raise AssertionError("position outside every block")
     depth = 0
     for i in range(open_, len(body)):
         depth += {"{": 1, "}": -1}.get(body[i], 0)
