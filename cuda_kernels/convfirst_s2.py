@@ -231,8 +231,8 @@ def run(x: torch.Tensor, weights: KernelWeights, variant: int | None = None, row
         out: torch.Tensor | None = None) -> torch.Tensor:
     """Launch the fused kernel; returns [N, C_out, ceil(H/2), ceil(W/2)] channels_last (``out``
     if given). ``rows_per_tile`` (output rows per tile of 128 or 64 pixels) 0 lets the launcher
-    choose. Without a variant, the widths ``CUDA_KERNELS_S2_WGMMA`` names run on the wgmma kernel
-    (convfirst_s2_wgmma; off by default)."""
+    choose. Without a variant, the widths `convfirst_s2_wgmma.enabled_widths` names run on the wgmma
+    kernel (C_in 128 and 256 by default; ``CUDA_KERNELS_S2_WGMMA`` overrides)."""
     if variant is None:
         from cuda_kernels import convfirst_s2_wgmma as wgmma
 

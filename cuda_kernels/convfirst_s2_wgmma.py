@@ -7,9 +7,10 @@ with ``stride=2``)::
 
     out = Blur(x) * S + b_S  +  ReLU(Blur(conv(x) + b_c) * U + b_U) * V + b_V
 
-Off by default: ``CUDA_KERNELS_S2_WGMMA=1`` (or a comma list of C_in among 64, 128, 256) makes
-`convfirst_s2.run` send those widths here on compute capability 9.0 when it is called without an explicit
-variant (its `block` operator, and so `FusedConvFirstDown` and `replace_blocks`); unset or ``0``, nothing changes.
+`convfirst_s2.run`, called without an explicit variant (its `block` operator, and so `FusedConvFirstDown` and
+`replace_blocks`), sends C_in 128 and 256 here on compute capability 9.0 (`DEFAULT_WIDTHS`, the measured
+winners); ``CUDA_KERNELS_S2_WGMMA`` overrides it: ``1`` / ``all`` every width, a comma list of C_in among 64, 128,
+256, ``0`` none.
 """
 
 from __future__ import annotations
@@ -40,13 +41,19 @@ PANEL_BYTES = TILE_PIXELS * 128  # an X, Xs or H panel: 64 pixels x 64 channels
 H_BYTES = 2 * 2 * PANEL_BYTES  # two H buffers of one 128-wide chunk
 PHASE_A_BYTES = (4 * 128 + 3 * 56 + 1 + 4 * 128 + 56) * 64  # s2::kPhaseABytes: input rows, zero pixel, conv rows
 SMEM_LIMIT = 227 * 1024
+# The widths that run here by default: measured faster than the mma.sync stride-2 kernel's best variant on the
+# H200 (session 7, examples/measurements/s2_wgmma/: 128 -> 256 a6 28x28 119.6 vs 143.3 us, 256 -> 512 a6 14x14
+# 84.8 vs 136.3); 64 -> 128 stays on mma.sync (212.2 vs 175.4).
+DEFAULT_WIDTHS = (128, 256)
 
 
 def enabled_widths() -> tuple[int, ...]:
     """The C_in that `convfirst_s2.run` sends here: ``CUDA_KERNELS_S2_WGMMA`` ``1`` / ``all`` for every one of
-    `IN_CHANNELS`, a comma list of them, ``0`` or unset for none (the default)."""
-    value = os.environ.get(SWITCH, "").strip().lower()
-    parts = {p.strip() for p in value.split(",")} - {"", "0"}
+    `IN_CHANNELS`, a comma list of them, ``0`` for none; unset: `DEFAULT_WIDTHS`."""
+    value = os.environ.get(SWITCH)
+    if value is None:
+        return DEFAULT_WIDTHS
+    parts = {p.strip() for p in value.strip().lower().split(",")} - {"", "0"}
     if parts & {"1", "all"}:
         return IN_CHANNELS
     return tuple(c for c in IN_CHANNELS if str(c) in parts)

@@ -9,6 +9,7 @@ of three profiled passes is recorded and attributed to the module that launched 
 from __future__ import annotations
 
 import copy
+import os
 import sys
 import warnings
 from pathlib import Path
@@ -117,8 +118,10 @@ def fused_model(model: torch.nn.Module, inputs: list[torch.Tensor]) -> tuple[tor
                       stacklevel=2)
     check = check_blocks(fused, folded, inputs,
                          lambda m: isinstance(m, cuda_kernels.FUSED_MODULES))
+    # the kernel switches in effect (variants, widths, PDL): two runs differing only there stay distinguishable
+    switches = {k: v for k, v in sorted(os.environ.items()) if k.startswith("CUDA_KERNELS_")}
     return fused, {"fused_blocks": swap.fused, "fallback_blocks": dict(swap.fallback),
-                   "fallback_count": len(swap.fallback), "check": check}
+                   "fallback_count": len(swap.fallback), "switches": switches, "check": check}
 
 
 def bench(spec: ModelSpec, *, backend: str = "eager", warmup: int = 10, repeats: int = 50,

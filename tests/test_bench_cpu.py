@@ -1,4 +1,5 @@
 """The parts of perfmodel bench that need no GPU."""
+import os
 from types import SimpleNamespace
 
 import pytest
@@ -126,8 +127,12 @@ def test_fused_model_checks_every_block_against_float64(monkeypatch):
     from perfmodel.bench import fused_model
 
     monkeypatch.setattr(cuda_kernels.FusedFFN, "forward", _emulated_ffn)
+    for name in [k for k in os.environ if k.startswith("CUDA_KERNELS_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("CUDA_KERNELS_PDL", "1")
     fused, info = fused_model(_ffn_net(), [_x()])
     assert info["fused_blocks"] == {"ConvFirstBlock": 0, "FFN": 2} and info["fallback_count"] == 0
+    assert info["switches"] == {"CUDA_KERNELS_PDL": "1"}  # the kernel switches of the run are on record
     check = info["check"]
     assert check["blocks_checked"] == 2 and set(check["blocks"]) == {"0", "2"}
     for row in check["blocks"].values():

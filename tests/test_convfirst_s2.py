@@ -21,6 +21,13 @@ from perfmodel.harness import randomize_batchnorm, relative_error
 from perfmodel.zoo import ConvFirstBlock, fold_batchnorm
 
 
+@pytest.fixture(autouse=True)
+def _mma_sync_only(monkeypatch):
+    """This file tests the mma.sync stride-2 kernel: keep `run` without a variant off the wgmma kernel, which
+    takes C_in 128 and 256 by default (tests/test_convfirst_s2_wgmma.py tests that one)."""
+    monkeypatch.setenv("CUDA_KERNELS_S2_WGMMA", "0")
+
+
 def down_block(cin: int, expansion: int, cout: int | None = None, seed: int = 0) -> nn.Module:
     """Folded zoo stride-2 block with realistic batchnorm statistics."""
     torch.manual_seed(seed)
