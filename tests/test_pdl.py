@@ -19,7 +19,7 @@ from cuda_kernels import convfirst_s2 as s2
 from cuda_kernels import ops
 from cuda_kernels import stem
 from helpers import channels_last
-from perfmodel.harness import randomize_batchnorm
+from perfmodel.harness import randomize_batchnorm, relative_error
 from perfmodel.zoo import ConvFirstBlock, fold_batchnorm
 
 CSRC = Path(cuda_kernels.__file__).resolve().parent / "csrc"
@@ -345,7 +345,8 @@ CHAINS = {
                                            _step_c512(512, 6, 1, 3)]),
     "s2_mixed": ((2, 64, 56, 56), lambda: [_step_mma(64, 4, None, 0), _step_s2(64, 4, 1), _step_c512(128, 4, 3, 2),
                                            _step_s2(128, 4, 3)]),
-    "mma_sync_c128": ((4, 128, 28, 28), lambda: [_step_mma(128, 4, v, i) for i, v in enumerate((0, 1, 2, 3))]),
+    # the mma.sync ConvFirst kernel has variants 0 and 1 (csrc/variants.h; ops' variant 2 is the wgmma FFN)
+    "mma_sync_c128": ((4, 128, 28, 28), lambda: [_step_mma(128, 4, v, i) for i, v in enumerate((0, 1, 1, 0))]),
     "mma_sync_c32": ((2, 32, 56, 56), lambda: [_step_mma(32, 4, None, i) for i in range(4)]),
     "stem": ((2, 3, 224, 224), lambda: [_step_stem(16, 0), _step_mma(32, 4, None, 1), _step_s2(32, 4, 2),
                                         _step_mma(64, 4, None, 3)]),
@@ -384,10 +385,20 @@ def _snapshot(outs):
     return [o.clone() for o in outs]
 
 
-def _assert_identical(got, want, what):
+# Chains whose kernels are not bitwise deterministic: MBConv's kernel 1 sums the pool in shared memory with
+# float atomics, whose order varies from run to run, so the SE scale (and every output) varies in its last
+# bits with PDL off too (measured on the H200: PDL on differed from off at block 0). There the check is NaN
+# (a read before the producer finished sees the poison) and closeness to PDL off.
+NONDETERMINISTIC = {"mbconv_v3"}
+
+
+def _assert_identical(got, want, what, exact=True):
     for i, (g, w) in enumerate(zip(got, want)):
         assert not torch.isnan(g).any(), f"{what}: block {i} left NaN (an output not written, or read early)"
-        assert torch.equal(g, w), f"{what}: block {i} differs from PDL off"
+        if exact:
+            assert torch.equal(g, w), f"{what}: block {i} differs from PDL off"
+        else:
+            assert relative_error(g, w.double()) < 1e-3, f"{what}: block {i} is far from PDL off"
 
 
 @pytest.mark.cuda
@@ -396,6 +407,7 @@ def test_chain_is_bit_identical_with_pdl(monkeypatch, name):
     if torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("the chains use the sm_90a kernels (H100, H200)")
     forward, poison, outs = _chain(name)
+    exact = name not in NONDETERMINISTIC
     monkeypatch.setenv(_pdl.SWITCH, "0")
     poison()
     forward()
@@ -406,7 +418,7 @@ def test_chain_is_bit_identical_with_pdl(monkeypatch, name):
     for _ in range(3):  # eager, PDL on
         poison()
         forward()
-        _assert_identical(_snapshot(outs), want, f"{name} eager")
+        _assert_identical(_snapshot(outs), want, f"{name} eager", exact)
 
     for setting in ("1", "0"):  # captured with the switch on (and off, the control), replayed
         monkeypatch.setenv(_pdl.SWITCH, setting)
@@ -423,5 +435,5 @@ def test_chain_is_bit_identical_with_pdl(monkeypatch, name):
         for _ in range(5):
             poison()
             graph.replay()
-            _assert_identical(_snapshot(outs), want, f"{name} graph (captured with PDL={setting})")
+            _assert_identical(_snapshot(outs), want, f"{name} graph (captured with PDL={setting})", exact)
         del graph
