@@ -28,7 +28,7 @@ CSRC = Path(cuda_kernels.__file__).resolve().parent / "csrc"
 # ---- CPU: the switch ----
 
 @pytest.mark.parametrize("value,want", [
-    (None, False), ("", False), ("0", False), ("off", False), (" OFF ", False), ("false", False), ("no", False),
+    (None, True), ("", False), ("0", False), ("off", False), (" OFF ", False), ("false", False), ("no", False),
     ("1", True), ("on", True), ("True", True), ("yes", True),
 ])
 def test_switch_parsing(value, want):
@@ -42,7 +42,7 @@ def test_switch_refuses_other_values():
 
 def test_switch_is_read_at_each_call(monkeypatch):
     monkeypatch.delenv(_pdl.SWITCH, raising=False)
-    assert not _pdl.enabled()  # default off
+    assert _pdl.enabled()  # default on
     monkeypatch.setenv(_pdl.SWITCH, "1")
     assert _pdl.enabled()
     monkeypatch.setenv(_pdl.SWITCH, "0")
