@@ -1,15 +1,14 @@
 #!/usr/bin/env bash
 # Issue 10's per-block table for the four ConvFirstNets in one device call (~9 minutes), from the repository root:
 #   bash cuda_kernels/device_run_networks_table.sh OUTDIR [bench_networks options, e.g. --no-autotune]
-# Builds the extensions a ConvFirstNet unit can need in parallel (block_fusion, convfirst_s2, convfirst_c512,
-# stem; convfirst_c768 too when CUDA_KERNELS_C768 is set), then runs `python -m cuda_kernels.bench_networks`
+# Builds every extension in parallel (cuda_kernels/device_build_all.sh), then runs `python -m cuda_kernels.bench_networks`
 # (every unique stem / block / head shape of convfirstnet_s, _m, _h200, _l: fused as replace_blocks swaps it,
 # eager, torch.compile default and max-autotune-no-cudagraphs with freezing; module docstring) with a time
 # budget that ends it, all told, within LIMIT_S (default 570) seconds of the start: --budget-s is what is left
 # after the build less 75 s (the last baseline's overrun, the file), and `timeout` stops it 15 s before LIMIT_S.
 # The measurement file is rewritten after every unit, so a stopped run keeps what finished. Kernel switches
 # (CUDA_KERNELS_*) pass through from the caller's environment; unset, the defaults the networks use.
-# Files: OUTDIR/networks_table.json, OUTDIR/log.txt (the table at its end), OUTDIR/build_*.log, and all of them
+# Files: OUTDIR/networks_table.json, OUTDIR/log.txt (the table at its end), OUTDIR/build/, and all of them
 # in OUTDIR/networks_table.tar.gz.
 set -uo pipefail
 out=${1:?output folder}; shift
@@ -22,24 +21,12 @@ fi
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv >> "$log" 2>&1
 env | grep '^CUDA_KERNELS_' >> "$log"
 echo "== build $(date +%T)" | tee -a "$log"
-pids=""
-for loader in load_extension load_convfirst_s2_extension load_convfirst_c512_extension; do
-  timeout 220 python3 -c "from cuda_kernels._build import $loader as load; load()" > "$out/build_$loader.log" 2>&1 &
-  pids="$pids $!"
-done
-timeout 220 python3 -c "from cuda_kernels import stem; stem._extension()" > "$out/build_stem.log" 2>&1 &
-pids="$pids $!"
-if [ -n "${CUDA_KERNELS_C768:-}" ] && [ "${CUDA_KERNELS_C768}" != "0" ]; then
-  timeout 220 python3 -c "from cuda_kernels._build import load_convfirst_c768_extension as load; load()" \
-    > "$out/build_c768.log" 2>&1 &
-  pids="$pids $!"
-fi
-for pid in $pids; do wait "$pid" || echo "== a build exited $? (see $out/build_*.log; its units record the error)" | tee -a "$log"; done
+bash cuda_kernels/device_build_all.sh "$out/build" 2>&1 | tail -3 | tee -a "$log"  # every extension, in parallel
 left=$(( limit - ($(date +%s) - start) - 15 ))
 budget=$(( left - 75 )); [ "$budget" -lt 1 ] && budget=1  # 0 would mean no budget
 echo "== bench_networks $(date +%T): ${left}s left, --budget-s $budget $*" | tee -a "$log"
 timeout "$left" python3 -m cuda_kernels.bench_networks --out "$out/networks_table.json" --budget-s "$budget" "$@" \
   >> "$log" 2>&1
 echo "== bench_networks: exit $? $(date +%T)" | tee -a "$log"
-(cd "$out" && tar -czf networks_table.tar.gz $(ls networks_table.json log.txt build_*.log 2>/dev/null))
+(cd "$out" && tar -czf networks_table.tar.gz $(ls networks_table.json log.txt build/*.log 2>/dev/null))
 tail -n 50 "$log"
