@@ -350,6 +350,267 @@ __global__ void __launch_bounds__(THREADS, 2) stem_kernel(const Params p) {
   }
 }
 
+// ==== v2 (CUDA_KERNELS_STEM_V2=1; NOTES.md "Fused stem v2") =====================================
+// The same tiles and conv2; what changes:
+//   - the input window by 16-byte cp.async: the window's first byte in an image row is 24 ox0 - 18
+//     (ox0 = 16 tx, so 24 ox0 is a multiple of 16); the aligned chunks from 24 ox0 - 32 put window half e at
+//     shared half e + SHIFT (7) of a 26-chunk (416-byte) row. Needs x 16-byte aligned and W % 8 == 0 (then a
+//     chunk is wholly inside or outside an image row); other inputs run v1 (launch_v2).
+//   - conv1's K ordered (ky, [pad, kx, ci]): with the odd shift, every k pair is one aligned 32-bit word
+//     (the pad, the previous pixel's ci 2, is the low half of pair 0, masked to zero); each block re-packs
+//     v1's B fragments into this order once (s_w1), so both versions take the same weights.
+//   - conv1's m-tiles follow conv1 rows: m-tile 2 lr + plane holds the 16 pixels of conv1 row lr with
+//     columns 2 j + plane (j = 0..15); warp w takes m-tiles w, w + 8, ... (plane w & 1, rows w / 2 + 4 i)
+//     and warps 2 and 3 one of the two m-tiles of the last even column (32) of rows 0-15 and 16. No table:
+//     a lane's addresses are a per-lane constant plus the row's term.
+//   - the odd plane of a conv1 row starts at pixel 24 (not 17), so a regular m-tile pixel's chunk swizzle
+//     depends on g only; rows stay 40 pixels.
+namespace v2 {
+constexpr int NCH = 26;                // 16-byte chunks per window row in shared memory
+constexpr int RPB = NCH * 16;          // bytes per window row: 416
+constexpr int SHIFT = 7;               // window half e sits at half e + SHIFT of its row
+constexpr int NCHUNK = RI * NCH;       // chunks per window: 910
+constexpr int SMEM_IN = RI * RPB;      // 14,560
+constexpr int CPT = (NCHUNK + THREADS - 1) / THREADS;  // chunks per thread: 4
+constexpr int ODD = 24;                // first pixel of the odd plane in a conv1 row
+static_assert(SHIFT >= 1 && SHIFT + 6 * (2 * TW2) + 8 < RPB / 2, "the window's halves used by conv1 fit a row");
+static_assert(ODD >= PE && ODD + PO <= PWS && ODD % 8 == 0, "odd plane position");
+}  // namespace v2
+
+// Round to fp16 and clamp at zero in one instruction (lo in the low half).
+__device__ __forceinline__ uint32_t relu_cvt(float lo, float hi) {
+  uint32_t r;
+  asm("cvt.rn.relu.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+
+// The tile's input window into s_in by 16-byte cp.async (one commit group); zero-filled outside the image.
+// Lane c < 26 of warp w copies chunk c of window rows w + 8 k (k = 0..4): the column test once per tile,
+// the row test uniform, the addresses stepped by 8 rows.
+__device__ __forceinline__ void load_window_v2(const Params& p, const Tile& t, uint32_t s_in_addr, int warp, int lane) {
+  const int rowbytes = p.W * 6;
+  const int b = 24 * t.ox0 - 32 + 16 * lane;  // byte of this lane's chunk in an image row
+  const bool colok = lane < v2::NCH && static_cast<unsigned>(b) < static_cast<unsigned>(rowbytes);
+  const int gy0 = 4 * t.oy0 - 3 + warp;
+  const unsigned char* src = reinterpret_cast<const unsigned char*>(p.x) +
+                             (static_cast<int64_t>(t.n) * p.H + gy0) * rowbytes + b;
+  uint32_t dst = s_in_addr + static_cast<uint32_t>(warp * v2::RPB + 16 * lane);
+#pragma unroll
+  for (int k = 0; k < (RI + WARPS - 1) / WARPS; ++k) {
+    if (lane < v2::NCH && warp + WARPS * k < RI) {
+      const bool ok = colok && static_cast<unsigned>(gy0 + WARPS * k) < static_cast<unsigned>(p.H);
+      bf::cp_async16(dst, ok ? static_cast<const void*>(src) : static_cast<const void*>(p.x), ok);
+    }
+    src += static_cast<int64_t>(WARPS) * rowbytes;
+    dst += WARPS * v2::RPB;
+  }
+  bf::cp_async_commit();
+}
+
+// One conv1 m-tile: lane rows g (h = 0) and g + 8 (h = 1) read their k pairs at in[h] + qoff[j] (bytes),
+// write chunk nt of their pixel at dst[h] + ((nt ^ swz) << 4) when st[h], zero where !ok[h].
+template <int NT1>
+__device__ __forceinline__ void conv1_mtile(const unsigned char* in0, const unsigned char* in1, const int (&qoff)[4],
+                                            const uint32_t (&qmask)[4], const uint32_t (&bw)[NT1][2][2],
+                                            const float (&bias1)[NT1][2], unsigned char* dst0, unsigned char* dst1,
+                                            bool ok0, bool ok1, bool st0, bool st1, int swz) {
+  uint32_t a[2][4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    a[j >> 1][(j & 1) * 2 + 0] = *reinterpret_cast<const uint32_t*>(in0 + qoff[j]) & qmask[j];
+    a[j >> 1][(j & 1) * 2 + 1] = *reinterpret_cast<const uint32_t*>(in1 + qoff[j]) & qmask[j];
+  }
+  float acc[NT1][4];
+#pragma unroll
+  for (int nt = 0; nt < NT1; ++nt) {
+    acc[nt][0] = acc[nt][2] = bias1[nt][0];
+    acc[nt][1] = acc[nt][3] = bias1[nt][1];
+    mma_m16n8k16(acc[nt], a[0], bw[nt][0][0], bw[nt][0][1]);
+    mma_m16n8k16(acc[nt], a[1], bw[nt][1][0], bw[nt][1][1]);
+  }
+#pragma unroll
+  for (int nt = 0; nt < NT1; ++nt) {
+    const uint32_t v0 = relu_cvt(acc[nt][0], acc[nt][1]), v1 = relu_cvt(acc[nt][2], acc[nt][3]);
+    if (st0) *reinterpret_cast<uint32_t*>(dst0 + ((nt ^ swz) << 4)) = ok0 ? v0 : 0u;
+    if (st1) *reinterpret_cast<uint32_t*>(dst1 + ((nt ^ swz) << 4)) = ok1 ? v1 : 0u;
+  }
+}
+
+template <int C1>
+__global__ void __launch_bounds__(THREADS, 2) stem_kernel_v2(const Params p) {
+  using C = Cfg<C1>;
+  constexpr int NW1 = C1 / 8 * 2 * 32 * 2;  // conv1 fragment words
+  extern __shared__ __align__(16) unsigned char smem[];
+  uint16_t* s_w2 = reinterpret_cast<uint16_t*>(smem);
+  unsigned char* s_c1 = smem + C::SMEM_W2;
+  unsigned char* s_in = s_c1 + C::SMEM_C1;
+  uint32_t* s_w1 = reinterpret_cast<uint32_t*>(s_in + v2::SMEM_IN);
+
+  const int tid = static_cast<int>(threadIdx.x), warp = tid >> 5, lane = tid & 31;
+  const int g = lane >> 2, t4 = lane & 3;
+
+  {  // conv2 weights into shared memory, once per block (as v1)
+    constexpr int CPR = C::K2 / 8;
+    const uint4* src = reinterpret_cast<const uint4*>(p.w2);
+    for (int i = tid; i < C::C2 * CPR; i += THREADS) {
+      const int row = i / CPR, c = i - row * CPR;
+      *reinterpret_cast<uint4*>(s_w2 + row * C::W2S + c * 8) = __ldg(src + i);
+    }
+  }
+  {  // conv1's B fragments from v1's K order (ky, kx, ci, pad) to v2's (ky, pad, kx, ci), once per block
+    uint32_t* m1 = reinterpret_cast<uint32_t*>(s_c1);  // scratch: [C1][16] k pairs in v1's order
+    for (int i = tid; i < NW1; i += THREADS) {
+      const int nt = i >> 7, s = (i >> 6) & 1, l = (i >> 1) & 31, r = i & 1;
+      m1[(nt * 8 + (l >> 2)) * 16 + s * 8 + (l & 3) + 4 * r] = __ldg(p.w1 + i);
+    }
+    __syncthreads();
+    const uint16_t* h1 = reinterpret_cast<const uint16_t*>(m1);
+    for (int i = tid; i < NW1; i += THREADS) {
+      const int nt = i >> 7, s = (i >> 6) & 1, l = (i >> 1) & 31, r = i & 1;
+      const int n = nt * 8 + (l >> 2), k = 2 * (s * 8 + (l & 3) + 4 * r);
+      uint32_t w = 0;
+#pragma unroll
+      for (int u = 0; u < 2; ++u) {
+        const int kk = k + u;  // v2's k = 10 ky + i: i = 0 the pad, i = 1 + 3 kx + ci is v1's k - 1
+        if (kk < 30 && kk % 10 != 0) w |= static_cast<uint32_t>(h1[n * 32 + kk - 1]) << (16 * u);
+      }
+      s_w1[i] = w;
+    }
+  }
+  const int wm = warp / C::WARPS_N, wn = warp % C::WARPS_N;
+  const uint32_t s_c1_addr = smem_addr(s_c1), s_w2_addr = smem_addr(s_w2), s_in_addr = smem_addr(s_in);
+  const int lxA = (lane & 7) + ((lane >> 3) & 1) * 8, chA = lane >> 4;
+  const int nB = wn * 32 + (lane & 7) + ((lane >> 4) << 3), chB = (lane >> 3) & 1;
+
+  // this thread's conv1 k pairs q = t4 + 4 j (j = 0..3): ky = q / 5, pair q % 5 of the 10 halves
+  // [pad, 9 values] of that row, at window half 6 lc - 1 + 2 (q % 5) = shared half 6 lc + SHIFT - 1 + ...;
+  // bytes from the pixel's row-0 start; the pad (q % 5 == 0, low half) and q = 15 (k 30-31) masked
+  int qoff[4];
+  uint32_t qmask[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const int q = t4 + 4 * j;
+    qoff[j] = q == 15 ? 0 : (q / 5) * v2::RPB + 2 * (v2::SHIFT - 1 + 2 * (q % 5));
+    qmask[j] = q == 15 ? 0u : (q % 5 == 0 ? 0xffff0000u : 0xffffffffu);
+  }
+  // regular m-tiles: plane warp & 1, pixel j = g + 8 h: conv1 column 2 j + plane (window half 6 (2 j + plane))
+  const int plane = warp & 1;
+  const int in_lane = 24 * g + 12 * plane;
+  const int swz = (g / C::PPL) % C::CH;
+  const int st_lane = (v2::ODD * plane + g) * (C1 * 2) + 4 * t4;
+  constexpr int ROWB1 = PWS * C1 * 2;  // bytes per conv1 row in shared memory
+
+  int tile = static_cast<int>(blockIdx.x);
+  pdl::wait();
+  pdl::launch_dependents();
+  if (tile < p.num_tiles) load_window_v2(p, decode(p, tile), s_in_addr, warp, lane);
+  bf::cp_async_wait<0>();
+  __syncthreads();
+
+  for (; tile < p.num_tiles; tile += static_cast<int>(gridDim.x)) {
+    const Tile t = decode(p, tile);
+    {  // ---- conv1 + bias + ReLU into shared memory ----
+      const int r1_0 = 2 * t.oy0 - 1, c1_0 = 2 * t.ox0 - 1;
+      uint32_t bw[C::NT1][2][2];
+      float bias1[C::NT1][2];
+#pragma unroll
+      for (int nt = 0; nt < C::NT1; ++nt) {
+#pragma unroll
+        for (int s = 0; s < 2; ++s) {
+          const uint2 w = reinterpret_cast<const uint2*>(s_w1)[(nt * 2 + s) * 32 + lane];
+          bw[nt][s][0] = w.x;
+          bw[nt][s][1] = w.y;
+        }
+        bias1[nt][0] = __ldg(p.b1 + nt * 8 + 2 * t4);
+        bias1[nt][1] = __ldg(p.b1 + nt * 8 + 2 * t4 + 1);
+      }
+      const bool col0 = static_cast<unsigned>(c1_0 + 2 * g + plane) < static_cast<unsigned>(p.W1);
+      const bool col1 = static_cast<unsigned>(c1_0 + 2 * (g + 8) + plane) < static_cast<unsigned>(p.W1);
+      for (int lr = warp >> 1; lr < R1; lr += 4) {
+        const bool rowok = static_cast<unsigned>(r1_0 + lr) < static_cast<unsigned>(p.H1);
+        const unsigned char* in0 = s_in + 2 * lr * v2::RPB + in_lane;
+        unsigned char* d0 = s_c1 + lr * ROWB1 + st_lane;
+        conv1_mtile<C::NT1>(in0, in0 + 6 * 16 * 2, qoff, qmask, bw, bias1, d0, d0 + 8 * C1 * 2, rowok && col0,
+                            rowok && col1, true, true, swz);
+      }
+      if (warp == 2 || warp == 3) {  // the last even column (32): rows 16 m + g + 8 h, m = warp - 2
+        const int m = warp - 2;
+        const int lr0 = 16 * m + g, lr1 = lr0 + 8;  // lr1 >= 16 only for m = 1 (then not stored)
+        const bool colok = static_cast<unsigned>(c1_0 + 2 * PO) < static_cast<unsigned>(p.W1);
+        const int l0 = min(lr0, R1 - 1), l1 = min(lr1, R1 - 1);
+        conv1_mtile<C::NT1>(s_in + 2 * l0 * v2::RPB + 6 * 2 * PO * 2, s_in + 2 * l1 * v2::RPB + 6 * 2 * PO * 2, qoff,
+                            qmask, bw, bias1, s_c1 + l0 * ROWB1 + PO * (C1 * 2) + 4 * t4,
+                            s_c1 + l1 * ROWB1 + PO * (C1 * 2) + 4 * t4,
+                            colok && static_cast<unsigned>(r1_0 + lr0) < static_cast<unsigned>(p.H1),
+                            colok && static_cast<unsigned>(r1_0 + lr1) < static_cast<unsigned>(p.H1), lr0 < R1,
+                            lr1 < R1, 0);
+      }
+    }
+    __syncthreads();
+
+    const int next = tile + static_cast<int>(gridDim.x);
+    if (next < p.num_tiles) load_window_v2(p, decode(p, next), s_in_addr, warp, lane);  // s_in is free: in flight during conv2
+
+    {  // ---- conv2 + bias + ReLU to global memory (as v1; the odd plane at ODD) ----
+      float acc[C::MR][4][4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const float b0 = __ldg(p.b2 + wn * 32 + j * 8 + 2 * t4), b1 = __ldg(p.b2 + wn * 32 + j * 8 + 2 * t4 + 1);
+#pragma unroll
+        for (int mi = 0; mi < C::MR; ++mi) {
+          acc[mi][j][0] = acc[mi][j][2] = b0;
+          acc[mi][j][1] = acc[mi][j][3] = b1;
+        }
+      }
+#pragma unroll
+      for (int dy = 0; dy < 3; ++dy) {
+#pragma unroll
+        for (int dx = 0; dx < 3; ++dx) {
+          const int pp = dx == 1 ? v2::ODD + lxA : lxA + (dx >> 1);
+#pragma unroll
+          for (int kk = 0; kk < C::KS; ++kk) {
+            const int kc = ((dy * 3 + dx) * C1 + kk * 16) / 8;
+            uint32_t b[4][2];
+#pragma unroll
+            for (int pr = 0; pr < 2; ++pr) {
+              uint32_t r[4];
+              ldmatrix_x4(r, s_w2_addr + static_cast<uint32_t>(((nB + pr * 16) * C::W2S + (kc + chB) * 8) * 2));
+              b[2 * pr][0] = r[0];
+              b[2 * pr][1] = r[1];
+              b[2 * pr + 1][0] = r[2];
+              b[2 * pr + 1][1] = r[3];
+            }
+#pragma unroll
+            for (int mi = 0; mi < C::MR; ++mi) {
+              const int lr = 2 * (wm * C::MR + mi) + dy;
+              uint32_t a[4];
+              ldmatrix_x4(a, s_c1_addr + C::pix(lr, pp, kk * 2 + chA));
+#pragma unroll
+              for (int j = 0; j < 4; ++j) mma_m16n8k16(acc[mi][j], a, b[j][0], b[j][1]);
+            }
+          }
+        }
+      }
+#pragma unroll
+      for (int mi = 0; mi < C::MR; ++mi) {
+        const int oy = t.oy0 + wm * C::MR + mi;
+        if (oy >= p.Ho) continue;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int ox = t.ox0 + g + 8 * h;
+          if (ox >= p.Wo) continue;
+          __half* o = p.out + (static_cast<int64_t>(t.n * p.Ho + oy) * p.Wo + ox) * C::C2 + wn * 32 + 2 * t4;
+#pragma unroll
+          for (int j = 0; j < 4; ++j)
+            *reinterpret_cast<uint32_t*>(o + j * 8) = relu_cvt(acc[mi][j][2 * h], acc[mi][j][2 * h + 1]);
+        }
+      }
+    }
+    bf::cp_async_wait<0>();  // the next window has landed (this thread's chunks) ...
+    __syncthreads();         // ... everyone's, and conv2 is done with s_c1
+  }
+}
+
 // Grid size per (kernel, device): blocks per SM (occupancy) x SMs, after the shared-memory opt-in.
 constexpr int kMaxDevices = 64;
 
@@ -382,6 +643,41 @@ cudaError_t launch_t(const Params& p, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
+template <int C1>
+constexpr int smem_v2() {
+  return Cfg<C1>::SMEM_W2 + Cfg<C1>::SMEM_C1 + v2::SMEM_IN + C1 * 64;  // + the re-packed conv1 fragments
+}
+
+template <int C1>
+cudaError_t launch_t2(const Params& p, cudaStream_t stream) {
+  constexpr int SMEM = smem_v2<C1>();
+  static int slots[kMaxDevices] = {};
+  int dev = 0;
+  cudaError_t err = cudaGetDevice(&dev);
+  if (err != cudaSuccess) return err;
+  if (dev < 0 || dev >= kMaxDevices) return cudaErrorInvalidDevice;
+  if (slots[dev] == 0) {
+    int optin = 0, sms = 0, per_sm = 0;
+    if ((err = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev)) != cudaSuccess) return err;
+    if (optin < SMEM) return cudaErrorInvalidConfiguration;
+    if ((err = cudaFuncSetAttribute(stem_kernel_v2<C1>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM)) !=
+        cudaSuccess)
+      return err;
+    if ((err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess) return err;
+    if ((err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, stem_kernel_v2<C1>, THREADS, SMEM)) !=
+        cudaSuccess)
+      return err;
+    if (per_sm < 1) return cudaErrorInvalidConfiguration;
+    slots[dev] = per_sm * sms;
+  }
+  if (p.num_tiles <= 0) return cudaSuccess;
+  const int grid = p.num_tiles < slots[dev] ? p.num_tiles : slots[dev];
+  if (p.pdl && pdl::device_supports(dev))
+    return pdl::launch(stem_kernel_v2<C1>, dim3(grid), dim3(THREADS), SMEM, stream, p);
+  stem_kernel_v2<C1><<<grid, THREADS, SMEM, stream>>>(p);
+  return cudaGetLastError();
+}
+
 }  // namespace
 
 int smem_bytes(int c1) {
@@ -393,6 +689,25 @@ int smem_bytes(int c1) {
 cudaError_t launch(const Params& p, int c1, cudaStream_t stream) {
   if (c1 == 16) return launch_t<16>(p, stream);
   if (c1 == 32) return launch_t<32>(p, stream);
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace stem
+
+namespace stem {
+
+bool v2_applies(const void* x, int W) { return reinterpret_cast<uintptr_t>(x) % 16 == 0 && W % 8 == 0; }
+
+int smem_bytes_v2(int c1) {
+  if (c1 == 16) return smem_v2<16>();
+  if (c1 == 32) return smem_v2<32>();
+  return 0;
+}
+
+cudaError_t launch_v2(const Params& p, int c1, cudaStream_t stream) {
+  if (!v2_applies(p.x, p.W)) return launch(p, c1, stream);  // v1 takes any 2-byte aligned input
+  if (c1 == 16) return launch_t2<16>(p, stream);
+  if (c1 == 32) return launch_t2<32>(p, stream);
   return cudaErrorInvalidValue;
 }
 

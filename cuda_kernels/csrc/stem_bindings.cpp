@@ -18,9 +18,11 @@ void on_device(const torch::Tensor& t, const torch::Tensor& x, const char* name,
 
 // x: [N, 3, H, W] float16 channels_last; w1: [C1 / 8 * 2 * 32 * 2] int32 (B fragments); b1: [C1] fp32;
 // w2: [C2, 9 * C1] fp16 (k = (dy * 3 + dx) * C1 + ci); b2: [C2] fp32; out: [N, C2, Ho, Wo] channels_last
-// to write into, or an empty tensor to allocate one. Returns out.
+// to write into, or an empty tensor to allocate one; version 1 or 2 (2 runs version 1 where x is not 16-byte
+// aligned or W % 8 != 0: stem::v2_applies). Returns out.
 torch::Tensor stem_forward(torch::Tensor x, torch::Tensor w1, torch::Tensor b1, torch::Tensor w2, torch::Tensor b2,
-                           torch::Tensor out, bool pdl) {
+                           torch::Tensor out, bool pdl, int64_t version) {
+  TORCH_CHECK(version == 1 || version == 2, "stem: version must be 1 or 2");
   TORCH_CHECK(x.is_cuda(), "x must be a CUDA tensor");
   const c10::cuda::CUDAGuard guard(x.device());
   int major = 0;
@@ -77,7 +79,8 @@ torch::Tensor stem_forward(torch::Tensor x, torch::Tensor w1, torch::Tensor b1, 
   p.tiles_y = static_cast<int>((ho + stem::kTileRows - 1) / stem::kTileRows);
   p.num_tiles = static_cast<int>(n) * p.tiles_x * p.tiles_y;
   p.pdl = pdl ? 1 : 0;  // programmatic dependent launch (CUDA_KERNELS_PDL, read by the caller)
-  const cudaError_t err = stem::launch(p, static_cast<int>(c1), c10::cuda::getCurrentCUDAStream());
+  const cudaError_t err = version == 2 ? stem::launch_v2(p, static_cast<int>(c1), c10::cuda::getCurrentCUDAStream())
+                                       : stem::launch(p, static_cast<int>(c1), c10::cuda::getCurrentCUDAStream());
   TORCH_CHECK(err != cudaErrorInvalidConfiguration,
               "stem: the kernel needs more shared memory per block than this GPU offers");
   TORCH_CHECK(err == cudaSuccess, "stem launch failed: ", cudaGetErrorString(err));
@@ -88,8 +91,9 @@ torch::Tensor stem_forward(torch::Tensor x, torch::Tensor w1, torch::Tensor b1, 
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("stem", &stem_forward, "Fused ConvFirstNet stem: two conv 3x3 s2 + bias + ReLU (NHWC fp16)", py::arg("x"),
-        py::arg("w1"), py::arg("b1"), py::arg("w2"), py::arg("b2"), py::arg("out"), py::arg("pdl") = false);
+        py::arg("w1"), py::arg("b1"), py::arg("w2"), py::arg("b2"), py::arg("out"), py::arg("pdl") = false, py::arg("version") = 1);
   m.def("smem_bytes", &stem::smem_bytes, "Shared memory per block of the C1 kernel, 0 if unsupported");
+  m.def("smem_bytes_v2", &stem::smem_bytes_v2, "Shared memory per block of the C1 version-2 kernel, 0 if unsupported");
   m.attr("tile_rows") = stem::kTileRows;
   m.attr("tile_cols") = stem::kTileCols;
 }
