@@ -30,6 +30,8 @@
 #include "ptx_sm90.cuh"
 #include "wgmma.cuh"
 
+#include <type_traits>
+
 namespace c512 {
 
 using bf::bulk_copy_g2s;
@@ -204,6 +206,42 @@ __device__ __forceinline__ void store_out(const Params& p, const float (&acc)[NR
       }
     }
   }
+}
+
+// Variant 5: store_out split in two, the shortcut loads (load_shortcut, at the tile's start: their latency
+// hides behind the tile's FFN) and the stores (store_out_sc, the same arithmetic in the same order).
+template <int C, int NREG>
+__device__ __forceinline__ void load_shortcut(const Params& p, __half2 (&sc)[NREG / 32][8][2], int col0, int col1,
+                                              int r0, int lane) {
+#pragma unroll
+  for (int g = 0; g < NREG / 32; ++g)
+#pragma unroll
+    for (int n = 0; n < 8; ++n)
+#pragma unroll
+      for (int hr = 0; hr < 2; ++hr) {
+        const int row = r0 + 8 * hr, col = col0 + col1 + 8 * (8 * g + n) + 2 * (lane & 3);
+        sc[g][n][hr] = row < p.P ? __ldg(reinterpret_cast<const __half2*>(p.x + (size_t)row * C + col)) : __float2half2_rn(0.f);
+      }
+}
+
+template <int C, int NREG>
+__device__ __forceinline__ void store_out_sc(const Params& p, const float (&acc)[NREG], const __half2 (&sc)[NREG / 32][8][2],
+                                             int col0, int col1, int r0, int lane) {
+#pragma unroll
+  for (int g = 0; g < NREG / 32; ++g)
+#pragma unroll
+    for (int n = 0; n < 8; ++n) {
+      const int nb = 8 * g + n, col = col0 + col1 + 8 * nb + 2 * (lane & 3);
+      const float2 b = __ldg(reinterpret_cast<const float2*>(p.b2 + col));
+#pragma unroll
+      for (int hr = 0; hr < 2; ++hr) {
+        const int row = r0 + 8 * hr;
+        if (row >= p.P) continue;
+        const float2 s = __half22float2(sc[g][n][hr]);
+        const float v0 = acc[4 * nb + 2 * hr] + b.x + s.x, v1 = acc[4 * nb + 2 * hr + 1] + b.y + s.y;
+        *reinterpret_cast<__half2*>(p.out + (size_t)row * C + col) = __floats2half2_rn(v0, v1);
+      }
+    }
 }
 
 // Bias pairs of warpgroup wg's 64 hidden columns of chunk j, in the accumulator's column order.
@@ -688,10 +726,38 @@ template <int C>
 struct Shape3 {
   using S = Shape<C, true>;
   static constexpr int kHaloOffset = S::kHalo2Offset;           // the conv warpgroup's halo (32 KB)
+  static constexpr int kBarOffset = S::kBarOffset;              // the ring's full / empty barriers
   static constexpr int kXBarOffset = S::kBarOffset + 2 * kStages * 8;  // x_full, x_empty
   static constexpr int kSmemBytes = S::kSmemBytes + 16;
   static_assert(C <= 256, "variant 3 needs variant 2's halo buffer (C <= 256)");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory per block");
+};
+
+// ---- variant 5 (C = 64, 128): variant 3 with the conv warpgroup's halo prefetched one unit ahead ----
+// The conv warpgroup walks units u = (k - 1) C/64 + s (tile k >= 1, 64-channel slice s) and loads unit u + 1
+// into halo buffer (u + 1) % 2 while it computes unit u (NOTES.md "Variant 5"). Each buffer holds the window
+// the taps read (pixels p0 - W - 1 .. p0 + 64 + W at halo index q = pixel - row_lo W, as C = 64 loads it in
+// every variant) addressed from buffer - 128 d, d = the window's first index rounded down to a multiple of 8
+// (the swizzle's row % 8 is unchanged): indices d .. qb, qb - d <= 2 W + 66 + 7 = 185 pixels at W = 56.
+// Shared memory (232,448 B per block, opt-in, on the H200): X (C / 64 x 8 KB) + H 32 KB + ring 128 KB + two
+// halo buffers 2 x 24 KB + a zero pixel 128 B + 16 ring barriers + x_full / x_empty + 1024 B alignment slack:
+// 222,480 B at C = 64, 230,672 B at C = 128 (C = 256's 32 KB X does not fit).
+constexpr int kHalo5Pixels = 192;
+constexpr int kHalo5Bytes = kHalo5Pixels * 128;
+static_assert(2 * kMaxWidth64 + 66 + 7 <= kHalo5Pixels && 2 * kMaxWidth + 66 + 7 <= kHalo5Pixels,
+              "variant 5: a tile's shifted window fits a halo buffer");
+
+template <int C>
+struct Shape5 {
+  using S = Shape<C, true>;  // X, H and the ring at variant 2's (and 3's) offsets
+  static constexpr int kHaloOffset = S::kRingOffset + kStages * kSlotBytes;  // two buffers of kHalo5Bytes
+  static constexpr int kZeroOffset = kHaloOffset + 2 * kHalo5Bytes;          // one zero pixel for both
+  static constexpr int kBarOffset = kZeroOffset + 128;
+  static constexpr int kXBarOffset = kBarOffset + 2 * kStages * 8;  // x_full, x_empty
+  static constexpr int kSmemBytes = 1024 + kXBarOffset + 16;
+  static_assert(C == 64 || C == 128, "variant 5: C = 64 and 128");
+  static_assert(kSmemBytes <= 227 * 1024, "shared memory per block");
+  static_assert(kSmemBytes == (C == 64 ? 222480 : 230672), "the layout NOTES.md and convfirst_c512.py state");
 };
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -788,15 +854,105 @@ __device__ __forceinline__ void store_x(uint8_t* x_panels, const uint32_t (&xr)[
         *reinterpret_cast<uint32_t*>(x_panels + s * kPanel + panel_offset(row + 8, chunk) + within) = xr[s][mt][gi][1];
       }
 }
+
+// Variant 5's conv warpgroup, tiles 1 .. my_tiles - 1 of the CTA (see Shape5): per unit u (tile k, slice s)
+// wait for its loads (issued one unit earlier), one conv_sync (everyone's copies of u visible; every warp
+// done with unit u - 1, so buffer (u + 1) % 2 is free), issue unit u + 1 (its own commit group, empty past
+// the last), then the taps of u, exactly as conv_tile; after a tile's last slice the X handoff of variant 3.
+template <int C>
+__device__ __forceinline__ void conv_stream(const Params& p, uint32_t halo0, uint32_t zero_addr, uint8_t* x_panels,
+                                            uint32_t x_full, uint32_t x_empty, int my_tiles) {
+  constexpr int kSlices = C / 64;
+  const int t = threadIdx.x - kConvThread0, lane = t & 31, cw = t >> 5;
+  const int W = p.W, H = p.H, rows_total = p.P / W;
+  const int local_group = cw * 2 + (lane >> 4);
+  const int nunits = (my_tiles - 1) * kSlices;
+  // the tile at p0: its first halo row, and its window qa .. qb - 1 of halo indices (conv_phase at C = 64)
+  auto window = [&](int p0, int& row_lo, int& qa, int& qb) {
+    const int p_last = min(p0 + kTilePixels, p.P) - 1;
+    row_lo = max(p0 / W - 1, 0);
+    const int row_hi = min(p_last / W + 1, rows_total - 1);
+    qa = max(p0 - W - 1, row_lo * W) - row_lo * W;
+    qb = min(p0 + kTilePixels + W + 1, (row_hi + 1) * W) - row_lo * W;
+  };
+  auto issue = [&](int u) {
+    if (u < nunits) {
+      const int k = 1 + u / kSlices, s = u % kSlices;
+      const int p0 = ((int)blockIdx.x + k * (int)gridDim.x) * kTilePixels;
+      int row_lo, qa, qb;
+      window(p0, row_lo, qa, qb);
+      const uint32_t buf = halo0 + (u & 1) * kHalo5Bytes - (qa & ~7) * 128;
+      const __half* xs = opaque(p.x) + ((size_t)row_lo * W) * C + s * 64;
+      for (int i = t; i < (qb - qa) * 8; i += kConvThreads) {
+        const int q = qa + (i >> 3), c = i & 7;
+        cp_async16(buf + panel_offset(q, c), xs + (size_t)q * C + c * 8, true);
+      }
+    }
+    cp_async_commit();
+  };
+  uint32_t bfrag[2][9];
+  float2 cb[2];
+  auto load_b = [&](int s) {  // the group pair's nine taps' B fragments and conv bias for slice s
+    const int g0 = s * 8 + cw * 2;
+    const uint32_t* wsrc = opaque(p.conv_w) + ((size_t)g0 * 9 * 32 + lane);
+#pragma unroll
+    for (int tap = 0; tap < 9; ++tap) {
+      bfrag[0][tap] = __ldg(wsrc + tap * 32);
+      bfrag[1][tap] = __ldg(wsrc + (9 + tap) * 32);
+    }
+    const float* bsrc = opaque(p.conv_b) + (g0 * 8 + (lane & 3) * 2);
+#pragma unroll
+    for (int gi = 0; gi < 2; ++gi) cb[gi] = __ldg(reinterpret_cast<const float2*>(bsrc + gi * 8));
+  };
+  if constexpr (kSlices == 1) load_b(0);  // one slice: loaded once for every tile
+  uint32_t xr[kSlices][4][2][2];
+  issue(0);
+  int u = 0;
+#pragma unroll 1
+  for (int k = 1; k < my_tiles; ++k) {
+    const int p0 = ((int)blockIdx.x + k * (int)gridDim.x) * kTilePixels;
+#pragma unroll
+    for (int s = 0; s < kSlices; ++s, ++u) {
+      if constexpr (kSlices > 1) load_b(s);  // in flight during the wait, the sync and the next unit's issue
+      cp_async_wait<0>();  // unit u's copies (issued one unit earlier) have landed
+      conv_sync();
+      issue(u + 1);
+      int row_lo, qa, qb;
+      window(p0, row_lo, qa, qb);
+      const uint32_t halo = halo0 + (u & 1) * kHalo5Bytes - (qa & ~7) * 128;
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {  // as conv_tile: m-tiles 2 half, 2 half + 1
+        int p0h;
+        asm volatile("mov.b32 %0, %1;\n" : "=r"(p0h) : "r"(p0));
+        float acc[2][2][4] = {};
+        conv_mtiles<1>(acc, p.P, W, H, p0h, 2 * half, lane, row_lo, halo, zero_addr, local_group, bfrag);
+#pragma unroll
+        for (int j = 0; j < 2; ++j)
+#pragma unroll
+          for (int gi = 0; gi < 2; ++gi) {
+            xr[s][2 * half + j][gi][0] = pack_half2(acc[j][gi][0] + cb[gi].x, acc[j][gi][1] + cb[gi].y);
+            xr[s][2 * half + j][gi][1] = pack_half2(acc[j][gi][2] + cb[gi].x, acc[j][gi][3] + cb[gi].y);
+          }
+      }
+    }
+    mbar_wait(x_empty, (k - 1) & 1);  // the consumers' last stage-1 product of tile k - 1 retired
+    store_x<C>(x_panels, xr);
+    fence_proxy_async_smem();  // X (generic stores) is read by wgmma (async proxy)
+    mbar_arrive(x_full);
+  }
+  cp_async_wait<0>();  // the last (empty) group
+}
 #endif
 
-template <int C>
+// PREFETCH (variant 5, C = 64 and 128): the conv warpgroup's halo prefetched one unit ahead into two
+// buffers (conv_stream, Shape5) and, at C = 128, the shortcut loaded at the tile's start.
+template <int C, bool PREFETCH = false>
 __global__ void __launch_bounds__(kThreads3, 1) convfirst_c512_persistent_kernel(const Params p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using S = Shape<C, true>;
-  using S3 = Shape3<C>;
+  using S3 = std::conditional_t<PREFETCH, Shape5<C>, Shape3<C>>;
   constexpr int kXOffset = S::kXOffset, kHOffset = S::kHOffset, kRingOffset = S::kRingOffset;
-  constexpr int kBarOffset = S::kBarOffset, kSlotsPerChunk = S::kSlotsPerChunk;
+  constexpr int kBarOffset = S3::kBarOffset, kSlotsPerChunk = S::kSlotsPerChunk;
   extern __shared__ uint8_t smem_raw[];
   const uint32_t raw = smem_addr(smem_raw);
   const uint32_t base = (raw + 1023) & ~1023u;  // 1024-aligned for the 128-byte swizzle
@@ -824,6 +980,11 @@ __global__ void __launch_bounds__(kThreads3, 1) convfirst_c512_persistent_kernel
     // ---- conv warpgroup: tile k + 1's conv while the consumers run tile k's FFN ----
     setmaxnreg_inc<kRegConv3>();  // 128 -> 144: registers from the producer's release (see kRegEntry3)
     pdl::wait();  // reads x (pdl.h)
+    if constexpr (PREFETCH) {
+      const int t = threadIdx.x - kConvThread0;
+      if (t < 8) reinterpret_cast<uint4*>(smem + S3::kZeroOffset)[t] = make_uint4(0, 0, 0, 0);
+      conv_stream<C>(p, base + S3::kHaloOffset, base + S3::kZeroOffset, smem + kXOffset, x_full, x_empty, my_tiles);
+    } else {
     const uint32_t halo = base + S3::kHaloOffset, zero_addr = halo + kHaloPixels * 128;
     const int t = threadIdx.x - kConvThread0;
     if (t < 8) reinterpret_cast<uint4*>(smem + S3::kHaloOffset + kHaloPixels * 128)[t] = make_uint4(0, 0, 0, 0);
@@ -835,6 +996,7 @@ __global__ void __launch_bounds__(kThreads3, 1) convfirst_c512_persistent_kernel
       store_x<C>(smem + kXOffset, xr);
       fence_proxy_async_smem();  // X (generic stores) is read by wgmma (async proxy)
       mbar_arrive(x_full);
+    }
     }
   } else if (warp >= kConsumerWarps) {
     // ---- producer: every tile's slots in order, without a break between tiles ----
@@ -889,6 +1051,13 @@ __global__ void __launch_bounds__(kThreads3, 1) convfirst_c512_persistent_kernel
       // PDL: the CTA starts its last tile (after its wait above). A CTA holds a whole SM (512 threads x 128
       // registers), so the dependent's CTAs can only start on SMs this grid leaves: no earlier trigger helps.
       if (k == my_tiles - 1) pdl::launch_dependents();
+      // variant 5 at C > 64: the epilogue's shortcut (x, the kernel's input) loads now, its latency behind the FFN
+      __half2 sc[PREFETCH ? S::kAccs : 1][S::kN2 / 64 > 0 ? S::kN2 / 64 : 1][8][2];
+      if constexpr (PREFETCH && C != 64) {
+        const int r0 = p0 + wq * 16 + (lane >> 2);
+#pragma unroll
+        for (int a = 0; a < S::kAccs; ++a) load_shortcut<C, S::kN2 / 2>(p, sc[a], S::kOutCols * wg, S::kN2 * a, r0, lane);
+      }
       if (k > 0) mbar_wait(x_full, (k - 1) & 1);  // the conv warpgroup has written this tile's X
       if constexpr (C == 64) {
         // resident weights (the producer loaded one tile's slots once): every tile reads slots 0 ..
@@ -923,8 +1092,13 @@ __global__ void __launch_bounds__(kThreads3, 1) convfirst_c512_persistent_kernel
         pending = -1;
 
         const int r0 = p0 + wq * 16 + (lane >> 2);
+        if constexpr (PREFETCH) {
 #pragma unroll
-        for (int a = 0; a < S::kAccs; ++a) store_out<C>(p, acc2[a], S::kOutCols * wg, S::kN2 * a, r0, lane);
+          for (int a = 0; a < S::kAccs; ++a) store_out_sc<C>(p, acc2[a], sc[a], S::kOutCols * wg, S::kN2 * a, r0, lane);
+        } else {
+#pragma unroll
+          for (int a = 0; a < S::kAccs; ++a) store_out<C>(p, acc2[a], S::kOutCols * wg, S::kN2 * a, r0, lane);
+        }
       }
     }
   }
@@ -937,6 +1111,7 @@ int smem_bytes(int channels, int variant) {
     if (variant == 0) return Shape<64>::kSmemBytes;
     if (variant == 2) return Shape<64, true>::kSmemBytes;
     if (variant == 3) return Shape3<64>::kSmemBytes;
+    if (variant == 5) return Shape5<64>::kSmemBytes;
     return 0;
   }
   if (variant == 4) {  // variant 0's layout
@@ -955,6 +1130,7 @@ int smem_bytes(int channels, int variant) {
       default: return 0;
     }
   }
+  if (variant == 5) return channels == 128 ? Shape5<128>::kSmemBytes : 0;
   switch (channels) {
     case 128: return halo2 ? Shape<128, true>::kSmemBytes : Shape<128>::kSmemBytes;
     case 256: return halo2 ? Shape<256, true>::kSmemBytes : Shape<256>::kSmemBytes;
@@ -1007,10 +1183,10 @@ cudaError_t launch_impl(const Params& p, cudaStream_t stream) {
   return err != cudaSuccess ? err : cudaGetLastError();
 }
 
-// Variant 3: one CTA per SM (at most one per tile), each walking its tiles.
-template <int C>
+// Variants 3 and 5 (PREFETCH): one CTA per SM (at most one per tile), each walking its tiles.
+template <int C, bool PREFETCH = false>
 cudaError_t launch_persistent(const Params& p, cudaStream_t stream) {
-  constexpr int kSmemBytes = Shape3<C>::kSmemBytes;
+  constexpr int kSmemBytes = std::conditional_t<PREFETCH, Shape5<C>, Shape3<C>>::kSmemBytes;
   static int sms[kMaxDevices] = {};  // 0 until the device is checked
   int dev = 0;
   cudaError_t err = cudaGetDevice(&dev);
@@ -1025,24 +1201,26 @@ cudaError_t launch_persistent(const Params& p, cudaStream_t stream) {
     if (err == cudaSuccess && kSmemBytes > optin) err = cudaErrorInvalidConfiguration;
     if (err == cudaSuccess) err = cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, dev);
     if (err == cudaSuccess)
-      err = cudaFuncSetAttribute(convfirst_c512_persistent_kernel<C>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 kSmemBytes);
+      err = cudaFuncSetAttribute(convfirst_c512_persistent_kernel<C, PREFETCH>,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
     if (err != cudaSuccess) return err;
     sms[dev] = count > 0 ? count : 1;
   }
   const int tiles = (p.P + kTilePixels - 1) / kTilePixels;
   const int grid = tiles < sms[dev] ? tiles : sms[dev];
-  if (p.pdl) return pdl::launch(convfirst_c512_persistent_kernel<C>, dim3(grid), dim3(kThreads3), kSmemBytes, stream, p);
-  convfirst_c512_persistent_kernel<C><<<grid, kThreads3, kSmemBytes, stream>>>(p);
+  if (p.pdl)
+    return pdl::launch(convfirst_c512_persistent_kernel<C, PREFETCH>, dim3(grid), dim3(kThreads3), kSmemBytes, stream, p);
+  convfirst_c512_persistent_kernel<C, PREFETCH><<<grid, kThreads3, kSmemBytes, stream>>>(p);
   return cudaGetLastError();
 }
 
-// C = 64: variants 0, 2, 3 (has_variant).
+// C = 64: variants 0, 2, 3, 5 (has_variant).
 cudaError_t launch_width64(const Params& p, int variant, cudaStream_t stream) {
   switch (variant) {
     case 0: return launch_impl<64, 1>(p, stream);
     case 2: return launch_impl<64, 1, true>(p, stream);
     case 3: return launch_persistent<64>(p, stream);
+    case 5: return launch_persistent<64, true>(p, stream);
     default: return cudaErrorInvalidValue;
   }
 }
@@ -1061,6 +1239,9 @@ cudaError_t launch_width(const Params& p, int variant, cudaStream_t stream) {
     case 4:
       if (p.W > kSplitHMaxWidth) return cudaErrorInvalidValue;
       return launch_impl<C, 1, false, true>(p, stream);
+    case 5:
+      if constexpr (C == 128) return launch_persistent<C, true>(p, stream);
+      return cudaErrorInvalidValue;
     default: return cudaErrorInvalidValue;
   }
 }

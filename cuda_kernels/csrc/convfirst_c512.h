@@ -47,13 +47,16 @@ struct Params {
 // conv while the consumers run the current tile's FFN (not yet run on a GPU: off by default).
 // 4 (every width, W <= kSplitHMaxWidth): variant 0 with phase A's halo double-buffered in the two halves
 // of the idle H buffers (no extra shared memory; not yet run on a GPU: off by default).
-constexpr int kVariants = 5;
+// 5 (C = 64 and 128): variant 3 with the conv warpgroup's halo prefetched one unit ahead into two buffers
+// (and the shortcut loaded at the tile's start at C = 128); not yet run on a GPU: off by default.
+constexpr int kVariants = 6;
 constexpr int kSplitHMaxWidth = 18;  // variant 4: a tile's halo, (floor(63 / W) + 4) W pixels, <= 127
-// C = 64: variants 0, 2 and 3 (one 64-channel slice: variant 2 has nothing to overlap and runs as 0 with
+// C = 64: variants 0, 2, 3 and 5 (one 64-channel slice: variant 2 has nothing to overlap and runs as 0 with
 // variant 2's layout; no multicast, no split-H halo).
 constexpr bool has_variant(int channels, int variant) {
-  if (channels == 64) return variant == 0 || variant == 2 || variant == 3;
-  return variant == 0 || variant == 1 || variant == 4 || (channels <= 256 && (variant == 2 || variant == 3));
+  if (channels == 64) return variant == 0 || variant == 2 || variant == 3 || variant == 5;
+  return variant == 0 || variant == 1 || variant == 4 || (channels <= 256 && (variant == 2 || variant == 3)) ||
+         (channels == 128 && variant == 5);
 }
 // Dynamic shared memory per block of the instance for `channels` and `variant` (0 where there is none).
 int smem_bytes(int channels, int variant = 0);
