@@ -143,6 +143,27 @@ def wgmma_beats_mma_sync(path: str, channels: int = 128) -> bool:
     return False
 
 
+def variant_lines(path: str, variants: tuple[int, ...] = (3, 5), tag: str = "V5") -> list[str]:
+    """``V5 c64:6:56 v3=177.0us v5=120.4us`` per case of a bench_c512 file: each variant's median (``failed``
+    where it failed its check or was not timed; ``:batch`` after the size where it is not 128)."""
+    import json
+
+    try:
+        cases = json.load(open(path))["results"]["cases"]
+    except (OSError, ValueError, KeyError):
+        return []
+    lines = []
+    for entry in cases:
+        name = f"c{entry['channels']}:{entry['expansion']}:{entry['size']}"
+        name += f":{entry['batch']}" if entry.get("batch", 128) != 128 else ""
+        times = []
+        for v in variants:
+            b = entry["backends"].get(f"cuda_kernels_v{v}")
+            times.append(f"v{v}={b['latency_ms']['median'] * 1e3:.1f}us" if b else f"v{v}=failed")
+        lines.append(f"{tag} {name} {' '.join(times)}")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", help="measurement file (required unless --launch-only)")

@@ -77,9 +77,15 @@ K_PANEL = 64
 # buffers (no extra shared memory, so C = 384 and 512 have it too). Its GPU tests passed (H200,
 # examples/measurements/convfirst_wgmma_v4/): C=512 a6 7x7 106.7 us (variant 0: 109.5), C=384 a6 14x14
 # 202.8 (209.6), C=256 a6 14x14 111.3 (variant 2: 111.6, a tie), so it is the default at C >= 384, W <= 18.
-VARIANTS = (0, 1, 2, 3, 4)
+# 5 (C = 64 and 128; NOTES.md "Variant 5"): variant 3 with the conv warpgroup's halo prefetched one unit
+# (tile, 64-channel slice) ahead into two buffers, each holding the tile's window (`shifted_window`), and at
+# C = 128 the epilogue's shortcut loaded at the tile's start. Compiled and CPU-checked, not yet run on a GPU:
+# off by default (CUDA_KERNELS_C512_VARIANT=5 or 64:5,128:5 selects it).
+VARIANTS = (0, 1, 2, 3, 4, 5)
+PREFETCH_WIDTHS = (64, 128)  # the widths with variant 5
+PREFETCH_HALO_PIXELS = 192  # variant 5: pixels per halo buffer (a tile's shifted window is <= 2 W + 73)
 DEFAULT_VARIANT = 0  # at C = 512
-# C = 64 has variants 0, 2, 3 (one 64-channel slice: variant 2 overlaps nothing and runs as 0).
+# C = 64 has variants 0, 2, 3, 5 (one 64-channel slice: variant 2 overlaps nothing and runs as 0).
 SPLIT_H_MAX_WIDTH = 18  # variant 4: the halo of a 64-pixel tile, (63 // W + 4) * W pixels, fits in 127
 # CUDA_KERNELS_C512_VARIANT overrides default_variant: one variant for every width that has it ("3"), or
 # per width ("256:3,128:3,512:4"); a variant the width lacks (or, for 4, a W > 18 at the call) is skipped.
@@ -114,10 +120,13 @@ def default_variant(channels: int, width: int | None = None) -> int:
 
 def variants(channels: int) -> tuple[int, ...]:
     """The variants the kernel has at this width (2 and 3 need the shared memory C = 384 / 512 fill; C = 64
-    has 0, 2 and 3: no multicast, and variant 4's halves are for W <= 18)."""
+    has 0, 2, 3 and 5: no multicast, and variant 4's halves are for W <= 18; 5 is C = 64 and 128 only: C = 256's
+    X does not fit beside its two halo buffers)."""
     if channels == 64:
-        return (0, 2, 3)
-    return VARIANTS if channels <= 256 else (0, 1, 4)
+        return (0, 2, 3, 5)
+    if channels == 128:
+        return VARIANTS
+    return (0, 1, 2, 3, 4) if channels <= 256 else (0, 1, 4)
 
 
 SMEM_LIMIT = 227 * 1024  # the H200's opt-in shared memory per block (232,448 B)
@@ -127,9 +136,14 @@ def smem_bytes(channels: int, variant: int = 0) -> int:
     """Dynamic shared memory per block of the instance (csrc/convfirst_c512.cu, Shape / Shape3; 0 where
     the width has no such variant): X (C / 64 panels of 8 KB), the two H buffers (32 KB), the 8-slot ring
     (128 KB), variants 2 and 3 a second 32 KB halo after the ring, 1024 B of alignment slack, 16 mbarriers,
-    and variant 3 its two X barriers. The extension's ``smem_bytes`` must agree (GPU test)."""
+    and variant 3 its two X barriers; variant 5 (Shape5) instead of the 32 KB halo two halo buffers of
+    `PREFETCH_HALO_PIXELS` pixels and one zero pixel (222,480 B at C = 64, 230,672 B at C = 128). The
+    extension's ``smem_bytes`` must agree (GPU test)."""
     if channels not in SUPPORTED_CHANNELS or variant not in variants(channels):
         return 0
+    if variant == 5:
+        body = channels // K_PANEL * TILE_PIXELS * 128 + 2 * 16384 + 8 * 16384 + 2 * PREFETCH_HALO_PIXELS * 128 + 128
+        return 1024 + body + 2 * 8 * 8 + 16
     body = channels // K_PANEL * TILE_PIXELS * 128 + 2 * 16384 + 8 * 16384 + (32768 if variant in (2, 3) else 0)
     return 1024 + body + 2 * 8 * 8 + (16 if variant == 3 else 0)
 
@@ -149,6 +163,23 @@ def halo_window(p0: int, width: int, pixels: int) -> tuple[int, int, int]:
     first = max(p0 - width - 1, row_lo * width) - row_lo * width
     end = min(p0 + TILE_PIXELS + width + 1, (row_hi + 1) * width) - row_lo * width
     return row_lo, first, end
+
+
+def shifted_window(p0: int, width: int, pixels: int) -> tuple[int, int, int, int]:
+    """Variant 5's halo buffer for the tile at p0 (conv_stream): (row_lo, shift, first, end). It loads the
+    window halo indices first .. end - 1 (`halo_window`, at every width) and addresses the buffer from
+    buffer - 128 * shift, shift = first rounded down to a multiple of 8 (the 128-byte swizzle's row % 8 stays):
+    halo index q lives at pixel q - shift of the buffer, which must be below `PREFETCH_HALO_PIXELS`."""
+    row_lo, first, end = halo_window(p0, width, pixels)
+    return row_lo, first & ~7, first, end
+
+
+def prefetch_units(my_tiles: int, channels: int) -> list[tuple[int, int, int]]:
+    """Variant 5's conv warpgroup stream for a CTA with `my_tiles` tiles: (tile k, slice s, buffer) for
+    tiles 1 .. my_tiles - 1 (tile 0's conv is the consumers'), unit u in buffer u % 2; unit u + 1 is issued
+    while unit u computes."""
+    slices = channels // K_PANEL
+    return [(1 + u // slices, u % slices, u % 2) for u in range(max(my_tiles - 1, 0) * slices)]
 
 
 def persistent_tiles(tiles: int, sms: int) -> list[list[int]]:

@@ -244,7 +244,7 @@ def test_c64_halo_window_fits_and_covers_every_tap():
 def test_smem_budget_per_variant():
     """Shared memory per instance (the module's mirror of Shape / Shape3): within the H200's 227 KB at
     every width and variant that exists; C = 64: 173,184 B (variant 0), 205,952 (2), 205,968 (3)."""
-    assert [c512.smem_bytes(64, v) for v in c512.VARIANTS] == [173184, 0, 205952, 205968, 0]
+    assert [c512.smem_bytes(64, v) for v in c512.VARIANTS] == [173184, 0, 205952, 205968, 0, 222480]
     assert c512.smem_bytes(256, 2) == c512.smem_bytes(512) == 230528 and c512.smem_bytes(256, 3) == 230544
     assert c512.smem_bytes(128) == 181376 and c512.smem_bytes(384) == 214144 and c512.smem_bytes(384, 2) == 0
     for channels in c512.SUPPORTED_CHANNELS:
@@ -520,8 +520,8 @@ def test_c64_in_the_swapped_network(monkeypatch):
 def test_variants_by_width(small_weights, monkeypatch):
     monkeypatch.delenv(c512.VARIANT_SWITCH, raising=False)
     assert c512.variants(512) == c512.variants(384) == (0, 1, 4)
-    assert c512.variants(256) == c512.variants(128) == (0, 1, 2, 3, 4)
-    assert c512.variants(64) == (0, 2, 3)
+    assert c512.variants(256) == (0, 1, 2, 3, 4) and c512.variants(128) == (0, 1, 2, 3, 4, 5)
+    assert c512.variants(64) == (0, 2, 3, 5)
     assert [c512.default_variant(c) for c in (64, 128, 256, 384, 512)] == [3, 3, 3, 0, 0]
     monkeypatch.setenv(c512.VARIANT_SWITCH, "64:2")
     assert c512.default_variant(64, 56) == 2
@@ -587,7 +587,7 @@ def test_bench_cases_count_the_block():
     case = bench_c512.parse_case("c64:6:56")
     assert (case.channels, case.expansion, case.size, case.batch) == (64, 6, 56, 128)
     assert 2 * case.macs == 2 * 128 * 56 * 56 * (2 * 64 * 384 + 64 * 72)  # 43.2 GFLOP
-    assert bench_c512.case_variants(64) == (0, 2, 3) and bench_c512.case_variants(64, (2, 3), 56) == (2, 3)
+    assert bench_c512.case_variants(64) == (0, 2, 3, 5) and bench_c512.case_variants(64, (2, 3), 56) == (2, 3)
     case = bench_c512.parse_case("c256:6:14")
     assert (case.channels, case.expansion, case.size, case.batch) == (256, 6, 14, 128)
     assert 2 * case.macs == 2 * 128 * 14 * 14 * (2 * 256 * 1536 + 256 * 72)  # 39.6 GFLOP
@@ -734,7 +734,7 @@ def _consumer_program(wg: int, nchunks: int, channels: int = 512) -> list[tuple]
 
 
 def _enabled(programs, pc, groups, produced: int, nslots: int, stages: int, released, fills, at_barrier,
-             bars=None) -> list:
+             bars=None, conv=None) -> list:
     """The actions that may run next: ("produce",) once every warpgroup has released the fill the next
     index's slot held before (released[w][slot]: releases of slot by warpgroup w); ("retire", w) while
     warpgroup w has wgmma groups in flight; ("step", w) where program w's next op may run (_may_step).
@@ -747,8 +747,11 @@ def _enabled(programs, pc, groups, produced: int, nslots: int, stages: int, rele
     for w in range(len(programs)):
         if w < len(groups) and groups[w]:
             acts.append(("retire", w))
-        if pc[w] < len(programs[w]) and _may_step(programs[w][pc[w]], w, stages, fills, groups, at_barrier, bars):
+        if pc[w] < len(programs[w]) and _may_step(programs[w][pc[w]], w, stages, fills, groups, at_barrier, bars,
+                                                  conv):
             acts.append(("step", w))
+        if conv is not None and conv["inflight"].get(w):
+            acts.append(("land", w))  # one of conv warp w's cp.async copies lands
     return acts
 
 
@@ -761,7 +764,7 @@ def _produce(produced: int, stages: int, slot_index, fills, groups) -> int:
     return produced + 1
 
 
-def _may_step(op, w: int, stages: int, fills, groups, at_barrier, bars=None) -> bool:
+def _may_step(op, w: int, stages: int, fills, groups, at_barrier, bars=None, conv=None) -> bool:
     """Whether warpgroup (or program) w may run its next op: a wait on a ring slot's fill, on its
     wgmma groups in flight, on an mbarrier's parity (bars: expected arrivals, arrivals, completed
     phases; a wait on parity P passes while the completed phase count has the other parity) or at
@@ -774,6 +777,10 @@ def _may_step(op, w: int, stages: int, fills, groups, at_barrier, bars=None) -> 
         return bars[op[1]][2] % 2 != op[2]
     if op[0] == "barrier":
         return at_barrier[w ^ 1] == op[1] or at_barrier[w] != op[1]
+    if op[0] == "cp_wait":  # cp.async.wait_group n: at most n of this warp's newest groups still in flight
+        return len({unit for _, unit in conv["inflight"][w]}) <= op[1]
+    if op[0] == "conv_sync":  # named barrier of the conv warps: arrive, then pass once every conv warp arrived
+        return conv["arrived"][w] <= op[1] or min(conv["arrived"].values()) > op[1]
     return True
 
 
@@ -1022,14 +1029,59 @@ def _consumer_program_v3(wg: int, tiles: int, nchunks: int, channels: int, x_emp
     return ops
 
 
-def _run_persistent_model(tiles: int, nchunks: int, seed: int, channels: int, stages: int = 8, **mutation) -> None:
+def _conv_program_v5(tiles: int, channels: int, halo_buffers: int = 2, refill_before_sync: bool = False,
+                     wait_depth: int = 0) -> list[tuple]:
+    """Variant 5's conv warp (conv_stream) as operations: units u = (k - 1) C/64 + s for tiles k >= 1; issue
+    unit 0; per unit wait for this warp's copies (cp.async.wait_group 0), conv_sync, issue unit u + 1 into
+    buffer (u + 1) % 2, the taps of unit u (reading every warp's copies in buffer u % 2); after a tile's last
+    slice the X handoff of variant 3. The arguments are bugs the model must catch: one halo buffer, the
+    refill issued before the sync, a wait_group 1 (unit u may still be in flight)."""
+    slices = channels // 64
+    ops, u, nsync = [("issue_halo", 0, 0 % halo_buffers)], 0, 0
+    for k in range(1, tiles):
+        for _ in range(slices):
+            nxt = ("issue_halo", u + 1, (u + 1) % halo_buffers)
+            if refill_before_sync:
+                ops += [("cp_wait", wait_depth), nxt, ("conv_sync", nsync)]
+            else:
+                ops += [("cp_wait", wait_depth), ("conv_sync", nsync), nxt]
+            ops += [("taps_begin", u, u % halo_buffers), ("taps_end", u, u % halo_buffers)]
+            u, nsync = u + 1, nsync + 1
+        ops += [("wait_bar", "x_empty", (k - 1) & 1), ("write_x", k), ("arrive", "x_full")]
+    return ops
+
+
+def _step_conv(op, w: int, conv: dict) -> bool:
+    """Conv warp w's variant-5 op on the halo state (conv: buffer parts, copies in flight, readers, barrier
+    arrivals); returns False where the op only arrived at the barrier (pc stays)."""
+    if op[0] == "conv_sync" and conv["arrived"][w] <= op[1]:
+        conv["arrived"][w] = op[1] + 1
+        return min(conv["arrived"].values()) > op[1]
+    if op[0] == "issue_halo":
+        unit, buf = op[1], op[2]
+        if unit < conv["units"]:  # past the last unit: an empty commit group
+            assert all(r != buf for r in conv["reading"].values()), "halo buffer refilled while a warp reads it"
+            conv["parts"][buf, w] = (unit, False)
+            conv["inflight"][w].append((buf, unit))
+    elif op[0] in ("taps_begin", "taps_end"):
+        unit, buf = op[1], op[2]
+        assert all(conv["parts"].get((buf, v)) == (unit, True) for v in conv["arrived"]), \
+            "the taps read a halo whose copies have not all landed (or another unit's)"
+        conv["reading"][w] = buf if op[0] == "taps_begin" else None
+    return True
+
+
+def _run_persistent_model(tiles: int, nchunks: int, seed: int, channels: int, stages: int = 8, prefetch: bool = False,
+                          conv_warps: int = 1, conv_bug: dict | None = None, **mutation) -> None:
     """One thread block of variant 3: the producer streaming tiles x slots, the conv warpgroup
     (for tiles k >= 1: conv of tile k, wait x_empty's phase k - 1, write X, arrive x_full; tile 0's X is
     written by the consumers before their first barrier) and two consumer warpgroups,
     under random interleavings, with the mbarriers' parity waits as the hardware has them (a wait on
     parity P passes while the completed phase count has the other parity). Asserts no deadlock, X never
     rewritten while a stage-1 group reads it and always holding the tile a group reads, and the ring
-    and H rules of the variant-0 model."""
+    and H rules of the variant-0 model. prefetch (variant 5): `conv_warps` conv warps, each its own program
+    (`_conv_program_v5`, `conv_bug` its planted bugs), with their named barrier, cp.async copies landing at
+    any time, two halo buffers, and X written in parts (x_full counts every conv warp)."""
     import random
 
     rng = random.Random(seed)
@@ -1041,20 +1093,30 @@ def _run_persistent_model(tiles: int, nchunks: int, seed: int, channels: int, st
     released = [[0] * stages for _ in range(2)]
     h_chunk = {(buf, half): None for buf in (0, 1) for half in (0, 1)}
     groups = [[], []]  # per warpgroup: (ring slot, H buffer or None, X tile or None)
-    bars = {"x_full": [1, 0, 0], "x_empty": [2, 0, 0]}  # expected arrivals, arrivals, completed phases
+    conv_warps = conv_warps if prefetch else 1
+    bars = {"x_full": [conv_warps, 0, 0], "x_empty": [2, 0, 0]}  # expected arrivals, arrivals, completed phases
     programs = [_consumer_program_v3(w, tiles, nchunks, channels, **mutation) for w in range(2)]
-    conv = []
-    for k in range(1, tiles):  # tile 0's conv is the consumers'
-        conv += [("conv", k), ("wait_bar", "x_empty", (k - 1) & 1), ("write_x", k), ("arrive", "x_full")]
-    programs.append(conv)
-    pc, produced, at_barrier, x_tile = [0, 0, 0], 0, [None, None], None
+    halo = None
+    if prefetch:
+        programs += [_conv_program_v5(tiles, channels, **(conv_bug or {})) for _ in range(conv_warps)]
+        cws = range(2, 2 + conv_warps)
+        halo = {"units": (tiles - 1) * (channels // 64), "parts": {}, "inflight": {w: [] for w in cws},
+                "reading": {w: None for w in cws}, "arrived": {w: 0 for w in cws}}
+    else:
+        conv = []
+        for k in range(1, tiles):  # tile 0's conv is the consumers'
+            conv += [("conv", k), ("wait_bar", "x_empty", (k - 1) & 1), ("write_x", k), ("arrive", "x_full")]
+        programs.append(conv)
+    pc, produced, at_barrier = [0] * len(programs), 0, [None, None]
+    x_part = [None] * conv_warps  # the tile whose X each conv warp's part holds (variant 3: one part)
     # each actor (producer, the wgmma retirements of a warpgroup, each program) gets a speed drawn per
     # seed, so that skewed interleavings (one warpgroup far behind the other) are tried too
     speed = {key: rng.choice([0.01, 0.2, 1.0, 5.0]) for key in ["produce", *(("retire", w) for w in range(2)),
-                                                                *(("step", w) for w in range(3))]}
+                                                                *(("step", w) for w in range(len(programs))),
+                                                                *(("land", w) for w in range(len(programs)))]}
 
     while True:
-        acts = _enabled(programs, pc, groups, produced, nslots, stages, released, fills, at_barrier, bars)
+        acts = _enabled(programs, pc, groups, produced, nslots, stages, released, fills, at_barrier, bars, halo)
         if not acts:
             assert produced == nslots and pc == [len(p) for p in programs], f"deadlock at {pc}, seed {seed}"
             return
@@ -1065,14 +1127,21 @@ def _run_persistent_model(tiles: int, nchunks: int, seed: int, channels: int, st
         if act[0] == "retire":
             groups[act[1]].pop(0)
             continue
+        if act[0] == "land":
+            copies = halo["inflight"][act[1]]
+            buf, unit = copies.pop(rng.randrange(len(copies)))  # copies land in any order
+            halo["parts"][buf, act[1]] = (unit, True)
+            continue
         w = act[1]
         op = programs[w][pc[w]]
+        if halo is not None and w >= 2 and not _step_conv(op, w, halo):
+            continue
         _step_ring(op, w, stages, slot_index, released)
         if op[0] == "issue":
             h = op[2]  # (H buffer, chunk) the group reads, or None
             assert h is None or h_chunk[(h[0], 0)] == h_chunk[(h[0], 1)] == h[1], "H read before it was written"
             if op[3] is not None:
-                assert x_tile == op[3], f"stage 1 of tile {op[3]} reads X of tile {x_tile}"
+                assert all(x == op[3] for x in x_part), f"stage 1 of tile {op[3]} reads X of tiles {x_part}"
             groups[w].append((op[1] % stages, op[2][0] if op[2] else None, op[3]))
         elif op[0] == "write_h":
             assert all(g[1] != op[1] for v in (0, 1) for g in groups[v]), "H overwritten while a wgmma reads it"
@@ -1087,8 +1156,10 @@ def _run_persistent_model(tiles: int, nchunks: int, seed: int, channels: int, st
             red_read[key] = op[2]
         elif op[0] == "write_x":
             assert all(g[2] is None for v in (0, 1) for g in groups[v]), "X overwritten while a wgmma reads it"
-            assert op[1] == 0 or x_tile == op[1] - 1, "X of a tile skipped or written twice"
-            x_tile = op[1]
+            parts = range(conv_warps) if w < 2 else [w - 2]  # the consumers write tile 0's whole X
+            assert op[1] == 0 or all(x_part[i] == op[1] - 1 for i in parts), "X of a tile skipped or written twice"
+            for i in parts:
+                x_part[i] = op[1]
         elif op[0] == "arrive":
             bar = bars[op[1]]
             bar[1] += 1
@@ -1190,7 +1261,8 @@ def test_bench_variant_selection(tmp_path):
 
     assert bench_c512.parse_variants("0,2,3") == (0, 2, 3)
     assert bench_c512.case_variants(512, (0, 2, 3)) == (0,) and bench_c512.case_variants(256, (0, 3)) == (0, 3)
-    assert bench_c512.case_variants(128) == (0, 1, 2, 3, 4) and bench_c512.case_variants(128, None, 28) == (0, 1, 2, 3)
+    assert bench_c512.case_variants(128) == (0, 1, 2, 3, 4, 5)
+    assert bench_c512.case_variants(128, None, 28) == (0, 1, 2, 3, 5)
     assert bench_c512.case_variants(512, (0, 2, 3, 4), 7) == (0, 4)
 
     def entry(channels, expansion, best, fused_ms, mma_ms=None):
@@ -1329,3 +1401,219 @@ def test_split_halo_variant_is_bitwise_variant_0(channels, size):
     x = channels_last(torch.randn(9, channels, size, size, device="cuda", dtype=torch.float16))
     weights = _kernel_weights(block)
     assert torch.equal(c512.run(x, weights, variant=4), c512.run(x, weights, variant=0))
+
+
+# ---- variant 5 (C = 64, 128): the conv warpgroup's halo prefetched one unit ahead into two buffers ----
+
+def test_prefetch_variant_layout_and_switch(monkeypatch):
+    """Variant 5 exists at C = 64 and 128 only; its shared memory (Shape5: two 192-pixel halo buffers and a
+    zero pixel instead of the 32 KB halo) fits the H200's 232,448 B; off by default, on by the switch."""
+    monkeypatch.delenv(c512.VARIANT_SWITCH, raising=False)
+    assert [c for c in c512.SUPPORTED_CHANNELS if 5 in c512.variants(c)] == list(c512.PREFETCH_WIDTHS) == [64, 128]
+    assert c512.smem_bytes(64, 5) == 222480 and c512.smem_bytes(128, 5) == 230672
+    assert c512.smem_bytes(256, 5) == c512.smem_bytes(512, 5) == 0
+    assert c512.smem_bytes(128, 5) <= c512.SMEM_LIMIT == 232448
+    # C = 256 would need 32 KB of X more: over the limit
+    assert c512.smem_bytes(128, 5) + 16384 > c512.SMEM_LIMIT
+    assert [c512.default_variant(c, 28) for c in (64, 128, 256)] == [3, 3, 3]
+    monkeypatch.setenv(c512.VARIANT_SWITCH, "5")
+    assert [c512.default_variant(c, 28) for c in (64, 128, 256, 512)] == [5, 5, 3, 0]  # 512 at W > 18: 0
+    monkeypatch.setenv(c512.VARIANT_SWITCH, "64:5,128:5")
+    assert [c512.default_variant(c, 56 if c == 64 else 28) for c in (64, 128, 256)] == [5, 5, 3]
+
+
+def test_prefetch_window_fits_a_buffer_and_covers_every_tap():
+    """Variant 5's shifted window (shifted_window, as conv_stream addresses it): for every W <= 56 and
+    every tile, the loaded indices first .. end - 1 sit at buffer pixels first - shift .. end - 1 - shift
+    inside one 192-pixel buffer, the shift keeps the swizzle's row % 8, and every in-image tap reads a
+    loaded index; the bound 2 W + 73 <= 185 is reached."""
+    most = 0
+    for w in range(1, c512.max_width(64) + 1):
+        for h, n in ((1, 3), (2, 2), (7, 3), (w, 2), (29, 1), (3, 5), (56, 1)):
+            pixels = n * h * w
+            for p0 in range(0, pixels, 64):
+                row_lo, shift, first, end = c512.shifted_window(p0, w, pixels)
+                assert shift % 8 == 0 and 0 <= shift <= first < end
+                assert end - shift <= min(2 * w + 73, c512.PREFETCH_HALO_PIXELS)
+                most = max(most, end - shift)
+                for pix in range(p0, min(p0 + 64, pixels)):
+                    grow, col = divmod(pix, w)
+                    for dy, dx in itertools.product((-1, 0, 1), repeat=2):
+                        if 0 <= grow % h + dy < h and 0 <= col + dx < w:
+                            assert first <= pix + dy * w + dx - row_lo * w < end
+    assert 150 < most <= 185
+
+
+def _conv_stream_float64(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, sms: int) -> torch.Tensor:
+    """conv_stream transliterated in float64 over the persistent schedule (tile 0 of each CTA from the
+    consumers' phase A, here straight from F.conv2d): per CTA two halo buffers of 192 pixels x 64 channels
+    (NaN at first, then holding earlier units: a tap outside its window reads stale data), unit u + 1's window
+    loaded into buffer (u + 1) % 2 before unit u's taps read buffer u % 2 through the shift."""
+    n, channels, h, w = x.shape
+    flat = x.permute(0, 2, 3, 1).reshape(-1, channels)
+    pixels = flat.shape[0]
+    want = F.conv2d(x, weight, bias, padding=1, groups=channels // 8).permute(0, 2, 3, 1).reshape(-1, channels)
+    got = torch.full_like(want, float("nan"))
+    slices, tiles = channels // 64, -(-pixels // 64)
+    for cta, my in enumerate(c512.persistent_tiles(tiles, sms)):
+        for p in range(my[0] * 64, min(my[0] * 64 + 64, pixels)):
+            got[p] = want[p]  # tile 0: the consumers' phase A (variant 3's)
+        bufs = torch.full((2, c512.PREFETCH_HALO_PIXELS, 64), float("nan"), dtype=torch.float64)
+        units = c512.prefetch_units(len(my), channels)
+
+        def issue(u):
+            if u < len(units):
+                k, s, b = units[u]
+                p0 = my[k] * 64
+                row_lo, shift, first, end = c512.shifted_window(p0, w, pixels)
+                rows = flat[row_lo * w + first : row_lo * w + end, 64 * s : 64 * s + 64]
+                bufs[b, first - shift : end - shift] = rows
+
+        issue(0)
+        for u, (k, s, b) in enumerate(units):
+            issue(u + 1)
+            p0 = my[k] * 64
+            row_lo, shift, _, _ = c512.shifted_window(p0, w, pixels)
+            for pix in range(p0, min(p0 + 64, pixels)):
+                grow, col = divmod(pix, w)
+                for g in range(8 * s, 8 * s + 8):
+                    acc = bias[8 * g : 8 * g + 8].clone()
+                    for tap in range(9):
+                        dy, dx = tap // 3 - 1, tap % 3 - 1
+                        if 0 <= grow % h + dy < h and 0 <= col + dx < w:
+                            q = (grow + dy - row_lo) * w + col + dx
+                            acc += weight[8 * g : 8 * g + 8, :, dy + 1, dx + 1] @ bufs[b, q - shift, 8 * (g - 8 * s) : 8 * (g - 8 * s) + 8]
+                    got[pix, 8 * g : 8 * g + 8] = acc
+    return got, want
+
+
+@pytest.mark.parametrize("channels,n,h,w,sms", [(128, 2, 5, 13, 3), (128, 1, 28, 28, 4), (64, 1, 9, 56, 2),
+                                                (64, 3, 7, 3, 2), (128, 2, 3, 1, 1)])
+def test_prefetched_conv_stream_matches_the_grouped_conv(channels, n, h, w, sms):
+    """The conv warpgroup of variant 5 (two buffers, shifted windows, unit u + 1 landing before unit u's
+    taps) computes the grouped conv of every tile of every CTA exactly (float64, stale buffers)."""
+    torch.manual_seed(4)
+    x = torch.randn(n, channels, h, w, dtype=torch.float64)
+    weight = torch.randn(channels, 8, 3, 3, dtype=torch.float64)
+    bias = torch.randn(channels, dtype=torch.float64)
+    got, want = _conv_stream_float64(x, weight, bias, sms)
+    assert torch.allclose(got, want, rtol=0, atol=1e-12)
+
+
+def test_prefetch_units_alternate_buffers():
+    assert c512.prefetch_units(3, 128) == [(1, 0, 0), (1, 1, 1), (2, 0, 0), (2, 1, 1)]
+    assert c512.prefetch_units(4, 64) == [(1, 0, 0), (2, 0, 1), (3, 0, 0)]
+    assert c512.prefetch_units(1, 64) == c512.prefetch_units(0, 128) == []
+
+
+@pytest.mark.parametrize("channels,nchunks", [(128, 3), (128, 2), (128, 6), (64, 3), (64, 2), (64, 5)])
+@pytest.mark.parametrize("seed", range(20))
+def test_prefetch_protocol_has_no_deadlock_or_overwrite(seed, channels, nchunks):
+    """Variant 5 over four tiles: four conv warps with their named barrier, copies landing at any time, two
+    halo buffers, X written in parts; no deadlock, no buffer refilled while read, no taps on unlanded copies."""
+    _run_persistent_model(tiles=4, nchunks=nchunks, seed=seed, channels=channels, prefetch=True, conv_warps=4)
+
+
+@pytest.mark.parametrize("bug,message", [
+    ({"halo_buffers": 1}, "halo"),
+    ({"refill_before_sync": True}, "halo"),
+    ({"wait_depth": 1}, "not all landed"),
+])
+def test_prefetch_model_catches_the_bugs(bug, message):
+    """The model is not blind: one halo buffer, the refill issued before the conv warps' sync, or a
+    wait_group 1 before the taps (the unit's own copies may still be in flight) each fail somewhere."""
+    failures = 0
+    for seed in range(100):
+        try:
+            _run_persistent_model(tiles=4, nchunks=2, seed=seed, channels=128, prefetch=True, conv_warps=3,
+                                  conv_bug=bug)
+        except AssertionError as error:
+            assert message in str(error), str(error)
+            failures += 1
+    assert failures > 0
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("channels,expansion,batch,h,w", [
+    (64, 6, 128, 56, 56), (64, 4, 128, 56, 56), (64, 6, 1, 56, 56), (64, 4, 37, 56, 56), (64, 6, 3, 55, 55),
+    (64, 2, 7, 9, 9), (64, 6, 1, 1, 1), (64, 8, 2, 56, 9), (64, 10, 3, 29, 29), (64, 6, 5, 31, 55),
+    (64, 6, 300, 7, 7),
+    (128, 6, 128, 28, 28), (128, 4, 128, 28, 28), (128, 6, 1, 28, 28), (128, 4, 37, 28, 28), (128, 3, 19, 28, 28),
+    (128, 6, 3, 27, 25), (128, 3, 1, 5, 7), (128, 4, 2, 9, 5), (128, 6, 1, 1, 1), (128, 4, 300, 14, 14),
+])
+def test_prefetch_variant(channels, expansion, batch, h, w):
+    """Variant 5 against float64 (<= 2x PyTorch fp16's error, NaN-poisoned output): batch 128 / 1 / odd,
+    odd sizes, 1 to 6272 tiles (up to 48 per thread block), alpha 2 to 10 (odd chunk counts at C = 128)."""
+    check_kernel(expansion, batch, h, w, variant=5, channels=channels)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("channels,expansion,batch,h,w", [
+    (64, 6, 128, 56, 56), (64, 4, 37, 55, 55), (64, 10, 5, 29, 29), (128, 6, 128, 28, 28), (128, 3, 19, 28, 27),
+    (128, 4, 2, 9, 5),
+])
+def test_prefetch_variant_is_bitwise_variant_3(channels, expansion, batch, h, w):
+    """Variant 5 does each tile's arithmetic as variant 3 (the same taps from the same halo values, the same
+    wgmma groups, the epilogue's acc + b + x in the same order): equal bit for bit, over repeated launches."""
+    block = block_c(channels, expansion, seed=7).cuda().half()
+    x = channels_last(torch.randn(batch, channels, h, w, device="cuda", dtype=torch.float16))
+    weights = _kernel_weights(block)
+    want = c512.run(x, weights, variant=3)
+    for _ in range(3):
+        out = channels_last(torch.full_like(x, float("nan")))
+        got = c512.run(x, weights, out=out, variant=5)
+        torch.cuda.synchronize()
+        assert torch.equal(got, want)
+
+
+@pytest.mark.cuda
+def test_prefetch_variant_smem_matches_the_extension():
+    ext = c512._extension()
+    assert ext.num_variants == 6
+    for channels in c512.SUPPORTED_CHANNELS:
+        assert ext.smem_bytes(channels, 5) == c512.smem_bytes(channels, 5)
+
+
+@pytest.mark.cuda
+def test_prefetch_variant_in_the_swapped_network(monkeypatch):
+    """CUDA_KERNELS_C512_VARIANT=5 sends the C = 64 and 128 blocks of a swapped network to variant 5."""
+    monkeypatch.setenv(c512.VARIANT_SWITCH, "5")
+    monkeypatch.setenv(c512.WGMMA_SWITCH, "64,128")
+    torch.manual_seed(5)
+    net = nn.Sequential(block_c(64, 6, seed=1), block_c(64, 4, seed=2)).cuda().half()
+    x = channels_last(torch.randn(2, 64, 56, 56, device="cuda", dtype=torch.float16))
+    swap, got, exact = swap_against_float64(net, x)
+    assert swap.fused["ConvFirstBlock"] == 2 and all(type(m).__name__ == "FusedConvFirstC512" for m in net)
+    assert relative_error(got, exact) < 5e-3
+
+
+def test_bench_variant_lines(tmp_path):
+    """bench_c512.variant_lines: the device script's "V5 <case> v3=..us v5=..us" lines from a bench file."""
+    import json
+
+    from cuda_kernels import bench_c512
+
+    def entry(channels, expansion, size, times):
+        backends = {f"cuda_kernels_v{v}": {"latency_ms": {"median": t}} for v, t in times.items()}
+        return {"channels": channels, "expansion": expansion, "size": size, "batch": 128, "backends": backends}
+
+    path = tmp_path / "bench.json"
+    path.write_text(json.dumps({"results": {"cases": [entry(64, 6, 56, {3: 0.177, 5: 0.1204}),
+                                                      entry(128, 6, 28, {3: 0.137})]}}))
+    assert bench_c512.variant_lines(str(path)) == ["V5 c64:6:56 v3=177.0us v5=120.4us",
+                                                   "V5 c128:6:28 v3=137.0us v5=failed"]
+    assert bench_c512.variant_lines(str(tmp_path / "missing.json")) == []
+
+
+def test_device_script_for_v5():
+    """device_run_v5.sh: valid bash; smoke first (stops on a hang), the variant-5 GPU tests, the bench of
+    variants 3 and 5, the V5 lines and V5_OK last."""
+    import pathlib
+    import subprocess
+
+    script = pathlib.Path(__file__).resolve().parents[1] / "cuda_kernels" / "device_run_v5.sh"
+    assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
+    text = script.read_text()
+    for needle in ("step smoke", "step tests", "--variants 3,5", "--case c64:6:56", "--case c64:4:56",
+                   "--case c128:6:28", "variant_lines", "V5_OK=", "-res-usage"):
+        assert needle in text, needle
