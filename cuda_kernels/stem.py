@@ -14,6 +14,10 @@ conv1: 3x3, stride 2, pad 1, 3 -> C1; conv2: 3x3, stride 2, pad 1, C1 -> C2 = 2 
 On by default since its GPU tests passed on the H200 (12/12; 3 -> 32 -> 64 at 224x224, batch 128: 115.3 us
 against torch.compile's 242.2 with freezing, examples/measurements/stem/): ``replace_blocks`` swaps stems
 unless ``CUDA_KERNELS_STEM=0``.
+
+Version 2 of the kernel (NOTES.md "Fused stem v2": the input window by 16-byte cp.async, conv1 without
+the row table) runs with ``CUDA_KERNELS_STEM_V2=1`` (default off), or ``run(..., version=2)``; it takes
+the same weights and needs x 16-byte aligned with W % 8 == 0 (``v2_applies``), else version 1 runs.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from cuda_kernels._checks import check_devices, check_nhwc_half, overlaps
 from cuda_kernels._fused import OpBlock, fake_nhwc_output
 
 SWITCH = "CUDA_KERNELS_STEM"
+SWITCH_V2 = "CUDA_KERNELS_STEM_V2"
 SUPPORTED_WIDTHS = ((16, 32), (32, 64))  # (C1, C2)
 IN_CHANNELS = 3
 MIN_CAPABILITY = (8, 0)  # mma.sync m16n8k16, ldmatrix
@@ -40,6 +45,17 @@ K1_PADDED = 32  # conv1's K = 27, ordered (ky, kx, ci) with each ky row padded t
 def enabled() -> bool:
     """Whether replace_blocks swaps stems: unless ``CUDA_KERNELS_STEM`` is 0 (or off/false/no/none)."""
     return os.environ.get(SWITCH, "1").strip().lower() not in ("0", "off", "false", "no", "none", "")
+
+
+def v2_enabled() -> bool:
+    """Whether `run` launches version 2 by default: ``CUDA_KERNELS_STEM_V2`` set to 1 (on/true/yes)."""
+    return os.environ.get(SWITCH_V2, "0").strip().lower() in ("1", "on", "true", "yes")
+
+
+def v2_applies(x: torch.Tensor) -> bool:
+    """Whether version 2 runs for x (else version 2's launcher runs version 1): a 16-byte aligned x whose
+    image rows are whole 16-byte chunks (W % 8 == 0), as csrc/stem.cu's v2_applies."""
+    return x.data_ptr() % 16 == 0 and x.shape[3] % 8 == 0
 
 
 def conv_size(size: int) -> int:
@@ -210,12 +226,18 @@ def _extension():
     return _build._load("perfmodel_stem", ("stem_bindings.cpp", "stem.cu"), False)
 
 
-def run(x: torch.Tensor, weights: KernelWeights, out: torch.Tensor | None = None) -> torch.Tensor:
-    """Launch the fused stem; returns [N, C2, ceil(ceil(H/2)/2), ...] channels_last (``out`` if given)."""
+def run(x: torch.Tensor, weights: KernelWeights, out: torch.Tensor | None = None,
+        version: int | None = None) -> torch.Tensor:
+    """Launch the fused stem; returns [N, C2, ceil(ceil(H/2)/2), ...] channels_last (``out`` if given).
+    version: 1 or 2; None: 2 if ``CUDA_KERNELS_STEM_V2`` is on, else 1."""
+    if version is None:
+        version = 2 if v2_enabled() else 1
+    if version not in (1, 2):
+        raise ValueError(f"stem kernel version must be 1 or 2, got {version}")
     check_input(x, weights, out)
     empty = torch.empty(0, device=x.device, dtype=torch.float16)
     return _extension().stem(x, weights.w1, weights.b1, weights.w2, weights.b2, empty if out is None else out,
-                             _pdl.enabled())
+                             _pdl.enabled(), version)
 
 
 WEIGHT_FIELDS = tuple(f.name for f in fields(KernelWeights))

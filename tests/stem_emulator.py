@@ -199,3 +199,207 @@ def run(x: np.ndarray, w1_words: np.ndarray, b1: np.ndarray, w2: np.ndarray, b2:
                             out[n, oy, ox, chn] = np.maximum(acc[mi, j, lane, 2 * h:2 * h + 2].astype(np.float16),
                                                              np.float16(0))
     return out
+
+
+# ---- version 2 (csrc/stem.cu, namespace v2 and stem_kernel_v2; NOTES.md "Fused stem v2") ----
+
+NCH = 26  # 16-byte chunks per window row in shared memory
+RPB = NCH * 16  # bytes per window row: 416
+SHIFT = 7  # window half e at half e + SHIFT of its shared row
+SMEM_IN2 = RI * RPB
+ODD = 24  # first pixel of the odd plane in a conv1 row
+
+
+def v2_applies(W: int, x_byte_offset: int = 0) -> bool:
+    return x_byte_offset % 16 == 0 and W % 8 == 0
+
+
+def repack_conv1_v2(w1_words: np.ndarray, C1: int) -> np.ndarray:
+    """The block's one-time re-pack (stem_kernel_v2's prologue): v1's B fragments (k = 10 ky + 3 kx + ci,
+    pad 9) through the [C1][16] pair scratch to v2's (k = 10 ky + i: i = 0 the pad, i = 1 + 3 kx + ci),
+    word for word as the kernel's two loops."""
+    nw = C1 // 8 * 128
+    words = w1_words.astype(np.int32).view(np.uint32)
+    m1 = np.zeros(C1 * 16, np.uint32)
+    for i in range(nw):
+        nt, s, l, r = i >> 7, (i >> 6) & 1, (i >> 1) & 31, i & 1
+        m1[(nt * 8 + (l >> 2)) * 16 + s * 8 + (l & 3) + 4 * r] = words[i]
+    h1 = m1.view(np.uint16)
+    out = np.zeros(nw, np.uint32)
+    for i in range(nw):
+        nt, s, l, r = i >> 7, (i >> 6) & 1, (i >> 1) & 31, i & 1
+        n, k = nt * 8 + (l >> 2), 2 * (s * 8 + (l & 3) + 4 * r)
+        w = 0
+        for u in range(2):
+            kk = k + u
+            if kk < 30 and kk % 10 != 0:
+                w |= int(h1[n * 32 + kk - 1]) << (16 * u)
+        out[i] = w
+    return out
+
+
+def load_window_v2(xbytes: np.ndarray, n: int, H: int, W: int, oy0: int, ox0: int) -> np.ndarray:
+    """load_window_v2: lane c < 26 of warp w copies 16-byte chunk c of window rows w + 8 k, zero-filled
+    where the row or the chunk is outside the image (each chunk wholly in or out: asserted)."""
+    s_in = np.full(SMEM_IN2, 0xFF, np.uint8)  # NaN bytes: a chunk never written shows
+    rowbytes = W * 6
+    for warp in range(WARPS):
+        for lane in range(NCH):
+            b = 24 * ox0 - 32 + 16 * lane
+            colok = 0 <= b < rowbytes
+            assert b % 16 == 0 and (not colok or b + 16 <= rowbytes), "a chunk straddles the row's end"
+            for k in range((RI + WARPS - 1) // WARPS):
+                row = warp + WARPS * k
+                if row >= RI:
+                    continue
+                gy = 4 * oy0 - 3 + row
+                dst = row * RPB + 16 * lane
+                assert dst % 16 == 0
+                if colok and 0 <= gy < H:
+                    src = (n * H + gy) * rowbytes + b
+                    s_in[dst:dst + 16] = xbytes[src:src + 16]
+                else:
+                    s_in[dst:dst + 16] = 0
+    return s_in
+
+
+def relu_cvt(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """cvt.rn.relu.f16x2.f32: round to fp16, then clamp at zero; returns [.., 2] fp16 (lo, hi)."""
+    v = np.stack([lo, hi], axis=-1).astype(np.float16)
+    return np.maximum(v, np.float16(0))
+
+
+def run_v2(x: np.ndarray, w1_words: np.ndarray, b1: np.ndarray, w2: np.ndarray, b2: np.ndarray) -> np.ndarray:
+    """Version 2 (x [N, H, W, 3] fp16 with W % 8 == 0, the buffer 16-byte aligned). Same arguments and
+    result as `run`."""
+    N, H, W, _ = x.shape
+    assert v2_applies(W), "version 2 needs W % 8 == 0 (else the launcher runs version 1)"
+    C2 = w2.shape[0]
+    C1 = C2 // 2
+    CH = NT1 = C1 // 8
+    PPL = 8 // CH
+    K2 = 9 * C1
+    W2S = K2 + 8
+    WARPS_N = C2 // 32
+    WARPS_M = WARPS // WARPS_N
+    MR = TH2 // WARPS_M
+    KS = C1 // 16
+    ROWB1 = PWS * C1 * 2
+    H1, W1 = (H + 1) // 2, (W + 1) // 2
+    Ho, Wo = (H1 + 1) // 2, (W1 + 1) // 2
+    tiles_x, tiles_y = -(-Wo // TW2), -(-Ho // TH2)
+    out = np.full((N, Ho, Wo, C2), np.nan, np.float16)
+    xbytes = np.ascontiguousarray(x).reshape(-1).view(np.uint8)
+    smem_w2 = np.zeros(C2 * W2S * 2, np.uint8)
+    smem_w2.view(np.float16).reshape(C2, W2S)[:, :K2] = w2
+    s_w1 = repack_conv1_v2(w1_words, C1)
+    bw = s_w1.view(np.float16).reshape(NT1, 2, 32, 2, 2)  # [nt, s, lane, reg, half]
+    # the lanes' k pairs: q = t4 + 4 j, bytes from the pixel's row-0 start; pad (q % 5 == 0, low half), q = 15
+    q = T4[:, None] + 4 * np.arange(4)
+    qoff = np.where(q == 15, 0, (q // 5) * RPB + 2 * (SHIFT - 1 + 2 * (q % 5)))
+    qmask = np.where(q == 15, 0, np.where(q % 5 == 0, 0xFFFF0000, 0xFFFFFFFF)).astype(np.uint32)
+    swz = (G // PPL) % CH
+    for tile in range(N * tiles_x * tiles_y):
+        tx, rest = tile % tiles_x, tile // tiles_x
+        ty, n = rest % tiles_y, rest // tiles_y
+        oy0, ox0 = ty * TH2, tx * TW2
+        s_in = load_window_v2(xbytes, n, H, W, oy0, ox0)
+        # every window half conv1 reads is the image's (or zero outside it), at half e + SHIFT of its row
+        win = s_in.view(np.float16).reshape(RI, RPB // 2)
+        for rr in (0, RI // 2, RI - 1):
+            gy = 4 * oy0 - 3 + rr
+            for e in range(-1, 6 * 2 * PO + 9):
+                col, ch = (e // 3, e % 3)
+                gx = 4 * ox0 - 3 + col
+                want = x[n, gy, gx, ch] if (0 <= gy < H and 0 <= gx < W) else np.float16(0)
+                assert win[rr, e + SHIFT] == want or (np.isnan(want) and np.isnan(win[rr, e + SHIFT]))
+        s_c1 = np.full(R1 * ROWB1, 0xFF, np.uint8)  # NaN bytes: any unwritten read shows
+        r1_0, c1_0 = 2 * oy0 - 1, 2 * ox0 - 1
+
+        def mtile(in_h, dst_h, ok_h, st_h, swz_l, pixels):
+            """conv1_mtile: in_h / dst_h [2][32] byte offsets, ok_h / st_h [2][32] flags, pixels [2][32] (lr, pp)
+            each lane's pixel for the layout check."""
+            a = np.zeros((32, 2, 4), np.uint32)
+            in_words = s_in.view(np.uint32)
+            for h in range(2):
+                for j in range(4):
+                    addr = in_h[h] + qoff[:, j]
+                    assert np.all(addr % 4 == 0) and np.all(addr >= 0) and np.all(addr + 4 <= SMEM_IN2)
+                    a[:, j >> 1, (j & 1) * 2 + h] = in_words[addr // 4] & qmask[:, j]
+            af = a.view(np.float16).reshape(32, 2, 4, 2).astype(np.float32)
+            for nt in range(NT1):
+                acc = np.tile(b1[nt * 8 + 2 * T4[:, None] + np.arange(2)], (1, 2)).astype(np.float32)
+                mma(acc, af[:, 0], bw[nt, 0].astype(np.float32))
+                mma(acc, af[:, 1], bw[nt, 1].astype(np.float32))
+                for h in range(2):
+                    v = relu_cvt(acc[:, 2 * h], acc[:, 2 * h + 1])
+                    for lane in range(32):
+                        if not st_h[h][lane]:
+                            continue
+                        off = int(dst_h[h][lane]) + ((nt ^ int(swz_l[lane])) << 4)
+                        lr, pp = pixels[h][lane]
+                        assert off == pix(lr, pp, nt, C1) + 4 * int(T4[lane]), (lr, pp, nt)
+                        assert 0 <= off and off + 4 <= R1 * ROWB1
+                        s_c1[off:off + 4] = (v[lane] if ok_h[h][lane] else np.zeros(2, np.float16)).view(np.uint8)
+
+        for warp in range(WARPS):
+            plane = warp & 1
+            in_lane = 24 * G + 12 * plane
+            st_lane = (ODD * plane + G) * (C1 * 2) + 4 * T4
+            col = [(c1_0 + 2 * (G + 8 * h) + plane >= 0) & (c1_0 + 2 * (G + 8 * h) + plane < W1) for h in range(2)]
+            for lr in range(warp >> 1, R1, 4):
+                rowok = 0 <= r1_0 + lr < H1
+                in0 = 2 * lr * RPB + in_lane
+                d0 = lr * ROWB1 + st_lane
+                pixels = [[(lr, ODD * plane + int(G[lane]) + 8 * h if plane else int(G[lane]) + 8 * h)
+                           for lane in range(32)] for h in range(2)]
+                mtile([in0, in0 + 6 * 16 * 2], [d0, d0 + 8 * C1 * 2], [rowok & col[0], rowok & col[1]],
+                      [np.ones(32, bool)] * 2, swz, pixels)
+            if warp in (2, 3):  # the last even column (32) of rows 16 m + g + 8 h
+                m = warp - 2
+                lr0, lr1 = 16 * m + G, 16 * m + G + 8
+                colok = 0 <= c1_0 + 2 * PO < W1
+                l0, l1 = np.minimum(lr0, R1 - 1), np.minimum(lr1, R1 - 1)
+                pixels = [[(int(l), PO) for l in ls] for ls in (l0, l1)]
+                mtile([2 * l0 * RPB + 6 * 2 * PO * 2, 2 * l1 * RPB + 6 * 2 * PO * 2],
+                      [l0 * ROWB1 + PO * (C1 * 2) + 4 * T4, l1 * ROWB1 + PO * (C1 * 2) + 4 * T4],
+                      [colok & (r1_0 + lr0 >= 0) & (r1_0 + lr0 < H1), colok & (r1_0 + lr1 >= 0) & (r1_0 + lr1 < H1)],
+                      [lr0 < R1, lr1 < R1], np.zeros(32, int), pixels)
+        # conv2: version 1's, the odd plane at ODD
+        lxA = (LANES & 7) + ((LANES >> 3) & 1) * 8
+        chA = LANES >> 4
+        for warp in range(WARPS):
+            wm, wn = warp // WARPS_N, warp % WARPS_N
+            nB = wn * 32 + (LANES & 7) + ((LANES >> 4) << 3)
+            chB = (LANES >> 3) & 1
+            acc = np.zeros((MR, 4, 32, 4), np.float32)
+            for j in range(4):
+                acc[:, j] = np.tile(b2[wn * 32 + j * 8 + 2 * T4[:, None] + np.arange(2)], (1, 2))
+            for dy in range(3):
+                for dx in range(3):
+                    pp = ODD + lxA if dx == 1 else lxA + (dx >> 1)
+                    for kk in range(KS):
+                        kc = ((dy * 3 + dx) * C1 + kk * 16) // 8
+                        b = np.zeros((4, 32, 2, 2), np.float32)
+                        for pr in range(2):
+                            regs = ldmatrix_x4(smem_w2, ((nB + pr * 16) * W2S + (kc + chB) * 8) * 2).astype(np.float32)
+                            b[2 * pr] = regs[:, 0:2]
+                            b[2 * pr + 1] = regs[:, 2:4]
+                        for mi in range(MR):
+                            lr = 2 * (wm * MR + mi) + dy
+                            av = ldmatrix_x4(s_c1, pix(lr, pp, kk * 2 + chA, C1)).astype(np.float32)
+                            for j in range(4):
+                                mma(acc[mi, j], av, b[j])
+            for mi in range(MR):
+                oy = oy0 + wm * MR + mi
+                if oy >= Ho:
+                    continue
+                for h in range(2):
+                    for lane in range(32):
+                        ox = ox0 + G[lane] + 8 * h
+                        if ox >= Wo:
+                            continue
+                        for j in range(4):
+                            chn = wn * 32 + j * 8 + 2 * T4[lane] + np.arange(2)
+                            out[n, oy, ox, chn] = relu_cvt(acc[mi, j, lane, 2 * h], acc[mi, j, lane, 2 * h + 1])
+    return out

@@ -7,6 +7,8 @@ structural match, the swap behind CUDA_KERNELS_STEM and its counts, the operator
 implementation under torch.compile. GPU (marked cuda): C1 16 and 32, batch 1 and odd batches,
 224x224 and odd sizes, the output poisoned with NaN first, error at most twice PyTorch float16's
 own against float64; a 2-byte (not 4- or 16-byte) aligned input; the module in a compiled network.
+Version 2 (CUDA_KERNELS_STEM_V2; tests/stem_emulator.run_v2 on the CPU) at the same shapes and W % 8 == 0
+ones, batch 128, beside version 1, and its version-1 route for unaligned inputs.
 """
 
 import copy
@@ -121,6 +123,77 @@ def test_input_window_load_mapping():
                         off = (n * H + gy) * W * 3 + 3 * ix0 + lane + 32 * k
                         assert off == ((n * H + gy) * W + ix0 + e // 3) * 3 + e % 3
     assert sorted(seen) == list(range(emu.NIN))
+
+
+@pytest.mark.parametrize("c1,batch,h,w", [(32, 1, 70, 72), (16, 3, 97, 64), (32, 3, 1, 8), (16, 1, 2, 8),
+                                          (32, 1, 64, 136), (32, 2, 13, 16)])
+def test_emulated_v2_matches_the_reference(c1, batch, h, w):
+    """Version 2's numpy emulation (the cp.async window chunks and their zero fill, the +7 half shift,
+    the pad-in-front K order and the block's fragment re-pack, conv1's row-wise m-tiles and the two
+    last-column m-tiles, the odd plane at pixel 24, cvt.relu) against the float64 stem, as for version 1;
+    every shapes' W % 8 == 0 (else the launcher runs version 1)."""
+    import stem_emulator as emu
+
+    s = zoo_stem(c1, seed=c1 + h)
+    kw = stem.prepare_weights(stem.FoldedStem.from_stem(s))
+    g = torch.Generator().manual_seed(h * w + 1)
+    x = torch.randn(batch, 3, h, w, generator=g).half()
+    got = emu.run_v2(x.permute(0, 2, 3, 1).contiguous().numpy(), kw.w1.numpy(), kw.b1.numpy(), kw.w2.numpy(),
+                     kw.b2.numpy())
+    assert not np.isnan(got.astype(np.float32)).any(), "unwritten outputs"
+    got = torch.from_numpy(got.astype(np.float32)).permute(0, 3, 1, 2)
+    with torch.no_grad():
+        exact = copy.deepcopy(s).double()(x.double())
+        rounded = s.half().float()(x.float())
+        half_mid = nn.functional.relu(s[2](s[1](s[0](x.float())).half().float()))
+    assert got.shape == exact.shape
+    err = relative_error(got, exact)
+    assert err <= 2 * max(relative_error(half_mid, exact), relative_error(rounded, exact)) + 1e-6, err
+    assert err < 2e-3
+
+
+@pytest.mark.parametrize("c1", [16, 32])
+def test_v2_fragment_repack_is_the_pad_front_matrix(c1):
+    """The block's re-pack of version 1's conv1 fragments (stem_emulator.repack_conv1_v2, the kernel's two
+    loops) holds conv1 with K ordered (ky, [pad, kx, ci]): k = 10 ky + 1 + 3 kx + ci, pads and k 30-31 zero;
+    and that matrix against an im2col whose rows start one half early is the convolution."""
+    import stem_emulator as emu
+
+    torch.manual_seed(c1 + 1)
+    w1 = torch.randn(c1, 3, 3, 3)
+    v1 = stem.conv1_matrix(w1)  # [C1, 32]: k = 10 ky + 3 kx + ci
+    want = torch.zeros(c1, 32, dtype=torch.float16)
+    for ky in range(3):
+        want[:, 10 * ky + 1:10 * ky + 10] = v1[:, 10 * ky:10 * ky + 9]
+    words = torch.from_numpy(emu.repack_conv1_v2(stem.pack_conv1(w1).numpy(), c1).view(np.int32))
+    pairs = want.contiguous().view(torch.int32)  # [C1, 16]
+    words = words.view(c1 // 8, 2, 32, 2)
+    for nt in range(c1 // 8):
+        for s in range(2):
+            for lane in range(32):
+                g, t = lane // 4, lane % 4
+                assert words[nt, s, lane, 0] == pairs[nt * 8 + g, s * 8 + t]
+                assert words[nt, s, lane, 1] == pairs[nt * 8 + g, s * 8 + t + 4]
+    w = want.float()
+    assert (w[:, 0::10] == 0).all() and (w[:, 30:] == 0).all()
+
+
+def test_v2_switch_and_applies(monkeypatch):
+    monkeypatch.delenv(stem.SWITCH_V2, raising=False)
+    assert not stem.v2_enabled()
+    for value in ("1", "on", "true"):
+        monkeypatch.setenv(stem.SWITCH_V2, value)
+        assert stem.v2_enabled()
+    monkeypatch.setenv(stem.SWITCH_V2, "0")
+    assert not stem.v2_enabled()
+    assert stem.v2_applies(_x_cpu(1, 9, 16)) and not stem.v2_applies(_x_cpu(1, 9, 12))
+    base = channels_last(torch.randn(1, 3, 8, 16).half())
+    storage = torch.zeros(8 * 16 * 3 + 8).half()
+    x = storage[1:1 + 8 * 16 * 3].as_strided((1, 3, 8, 16), (8 * 16 * 3, 1, 48, 3))
+    assert stem.v2_applies(base) and not stem.v2_applies(x)
+    kw = stem.prepare_weights(stem.FoldedStem.from_stem(zoo_stem(32)))
+    with pytest.raises(ValueError, match="version must be 1 or 2"):
+        stem.run(base, kw, version=3)
 
 
 def _x_cpu(n=2, h=8, w=8):
@@ -238,16 +311,51 @@ def test_fused_stem_is_one_opaque_operator_under_torch_compile(monkeypatch):
 
 CASES = [(32, 1, 224, 224), (32, 3, 97, 61), (32, 5, 7, 5), (32, 2, 1, 1), (32, 1, 64, 129),
          (16, 1, 224, 224), (16, 3, 97, 61), (16, 1, 2, 3)]
+# version 2 runs where W % 8 == 0 (the rest of CASES runs version 1 through version 2's launcher): odd
+# heights, partial tiles, 1 x 8, 2 x 8, batch 128
+CASES_V2 = [(32, 128, 224, 224), (16, 128, 224, 224), (32, 3, 97, 64), (32, 5, 7, 8), (32, 2, 1, 8),
+            (32, 1, 64, 136), (32, 3, 45, 200), (16, 3, 97, 64), (16, 1, 2, 8), (16, 5, 33, 24)]
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("c1,batch,h,w", CASES)
-def test_kernel_against_float64(c1, batch, h, w):
+@pytest.mark.parametrize("version", [1, 2])
+@pytest.mark.parametrize("c1,batch,h,w", CASES + CASES_V2)
+def test_kernel_against_float64(c1, batch, h, w, version):
     s = zoo_stem(c1, seed=c1 + h + w).cuda()
     fused = cuda_kernels.FusedStem.from_block(s)
     x = channels_last(torch.randn(batch, 3, h, w, device="cuda", dtype=torch.float16))
-    check_against_float64(s, x, lambda out: stem.run(x, fused.weights, out=out),
+    if version == 2 and (c1, batch, h, w) in CASES_V2:
+        assert stem.v2_applies(x)
+    check_against_float64(s, x, lambda out: stem.run(x, fused.weights, out=out, version=version),
                           (batch, 2 * c1, stem.output_size(h), stem.output_size(w)))
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("c1,h,w", [(32, 224, 224), (16, 97, 64), (32, 7, 8)])
+def test_v2_equals_v1_closely_and_the_switch_routes(monkeypatch, c1, h, w):
+    """Both versions round conv1 to fp16 at the same points: outputs within a few fp16 ulps (the mma
+    summation order over K differs); CUDA_KERNELS_STEM_V2=1 makes run() and the module take version 2."""
+    s = zoo_stem(c1, seed=5).cuda()
+    fused = cuda_kernels.FusedStem.from_block(s)
+    x = channels_last(torch.randn(3, 3, h, w, device="cuda", dtype=torch.float16))
+    y1, y2 = stem.run(x, fused.weights, version=1), stem.run(x, fused.weights, version=2)
+    assert (y1.float() - y2.float()).abs().max() <= 1e-2 * max(1.0, y1.float().abs().max().item())
+    monkeypatch.setenv(stem.SWITCH_V2, "1")
+    assert torch.equal(stem.run(x, fused.weights), y2) and torch.equal(fused(x), y2)
+    monkeypatch.setenv(stem.SWITCH_V2, "0")
+    assert torch.equal(stem.run(x, fused.weights), y1)
+
+
+@pytest.mark.cuda
+def test_v2_unaligned_input_runs_version_1():
+    """A 16-byte-misaligned x (2-byte offset) with W % 8 == 0: version 2's launcher runs version 1."""
+    s = zoo_stem(32, seed=4).cuda()
+    fused = cuda_kernels.FusedStem.from_block(s)
+    storage = torch.randn(3 * 3 * 45 * 32 + 8, device="cuda", dtype=torch.float16)
+    x = storage[1:].as_strided((3, 3, 45, 32), (45 * 32 * 3, 1, 32 * 3, 3))
+    assert not stem.v2_applies(x)
+    check_against_float64(s, x, lambda out: stem.run(x, fused.weights, out=out, version=2), (3, 64, 12, 8))
+    assert torch.equal(stem.run(x, fused.weights, version=2), stem.run(x, fused.weights, version=1))
 
 
 @pytest.mark.cuda
