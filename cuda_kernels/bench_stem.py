@@ -2,12 +2,15 @@
 torch.compile (default, and default with freezing), all in one run.
 
     python -m cuda_kernels.bench_stem --out stem.json [--case 32:224[:batch] ...] [--modes default,freezing]
+        [--versions 1,2]
 
 Per shape (batch 128 unless given): the kernel's error and PyTorch fp16's against the float64
 zoo stem first (the kernel is only timed when within 2x), then median latencies (CUDA events,
 L2 flushed before every repeat; cudnn.benchmark on) with TFLOP/s and the fraction of the
 block-plan bound (ops = 2 x MACs of both convolutions, K = 27 and 9 C1; bytes = input + output +
 weights in fp16). Timing, ceilings and the file format are the ones cuda_kernels.bench_s2 uses.
+``--versions 1,2`` checks and times each kernel version (backends cuda_kernels_v1 / cuda_kernels_v2; the
+fastest that passed is cuda_kernels); the default is the version ``run`` takes (CUDA_KERNELS_STEM_V2).
 """
 
 from __future__ import annotations
@@ -77,15 +80,19 @@ def time_compiled(entry: dict, block_fp16, x, exact, mode: str, timer: Timer, ca
                                 freezing=mode == "freezing", key=f"inductor_{mode}")
 
 
-def bench_case(case: StemCase, timer: Timer, ceilings: dict, modes: list[str]) -> dict:
+def bench_case(case: StemCase, timer: Timer, ceilings: dict, modes: list[str], versions: tuple[int, ...] = ()) -> dict:
     from cuda_kernels import stem
+
+    versions = versions or (2 if stem.v2_enabled() else 1,)
 
     torch.manual_seed(0)
     block = make_stem(case)
     x = random_nhwc(case.batch, 3, case.size)
     weights = stem.prepare_weights(stem.FoldedStem.from_stem(block))
-    entry, exact, block_fp16 = check_and_time_kernel(case, block, x, lambda v, out: stem.run(x, weights, out=out), (0,),
-                                                     {**asdict(case), "name": case.name}, timer, ceilings)
+    entry, exact, block_fp16 = check_and_time_kernel(case, block, x,
+                                                     lambda v, out: stem.run(x, weights, out=out, version=v), versions,
+                                                     {**asdict(case), "name": case.name, "v2_applies": stem.v2_applies(x)},
+                                                     timer, ceilings)
     time_eager(entry, block_fp16, x, timer, case, ceilings)
     for mode in modes:
         time_compiled(entry, block_fp16, x, exact, mode, timer, case, ceilings)
@@ -97,8 +104,11 @@ def row(r: dict) -> str:
     f = r["backends"].get("cuda_kernels")
     if f is None:
         return f"{r['name']:34s} FAILED correctness {r['correctness']}"
+    versions = " ".join(f"{k[len('cuda_kernels_'):]}={v['latency_ms']['median'] * 1e3:.1f}us"
+                        for k, v in r["backends"].items() if k.startswith("cuda_kernels_v"))
     return (f"{r['name']:34s} {fused_latency(f)} {f['tflops']:6.1f} TFLOP/s {f['gbps']:7.1f} GB/s "
-            f"bound {100 * f['waterline_fraction_datasheet']:5.1f}% | {baseline_latencies(r)}{versus_strongest(r)}")
+            f"bound {100 * f['waterline_fraction_datasheet']:5.1f}% [{versions}] | {baseline_latencies(r)}"
+            f"{versus_strongest(r)}")
 
 
 def parse_case(text: str) -> StemCase:
@@ -111,11 +121,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--case", action="append", type=parse_case, help="C1:size[:batch], e.g. 32:224")
     add_common_arguments(parser, "default,freezing",
                          "torch.compile modes to time beside eager: default, freezing ('' for none)")
+    parser.add_argument("--versions", default="",
+                        help="kernel versions to check and time, e.g. 1,2 (default: the one CUDA_KERNELS_STEM_V2 picks)")
     args = parser.parse_args(argv)
     from cuda_kernels.stem import _extension
 
-    run_benchmark("cuda_kernels.bench_stem", argv, args, _extension, "convfirst_stem", args.case or CASES, bench_case,
-                  row, backend_names)
+    versions = tuple(int(v) for v in args.versions.split(",") if v.strip())
+    if any(v not in (1, 2) for v in versions):
+        parser.error(f"--versions takes 1 and / or 2, got {args.versions}")
+    run_benchmark("cuda_kernels.bench_stem", argv, args, _extension, "convfirst_stem", args.case or CASES,
+                  lambda case, timer, ceilings, modes: bench_case(case, timer, ceilings, modes, versions), row,
+                  lambda modes: backend_names(modes, *(f"cuda_kernels_v{v}" for v in versions)))
     return 0
 
 
