@@ -4,7 +4,7 @@
 #   timeout 160 bash cuda_kernels/device_run_v5.sh OUTDIR
 # build (cached if device_build_all.sh ran; registers and local memory of the persistent kernels from the
 # built library) -> smoke: variants 3 and 5 at C = 64 8 x 56 x 56 (392 tiles: 2-3 per thread block, so the conv
-# warpgroup's prefetch runs) and C = 128 16 x 28 x 28 against float64 under 20 s; stop with V5_OK=0 if they
+# warpgroup's prefetch runs) and C = 128 32 x 28 x 28 (392 tiles) against float64 under 20 s; stop with V5_OK=0 if they
 # hang or fail -> the variant-5 GPU tests of tests/test_convfirst_c512.py (C = 64 / 128, alpha 2-10, batch 128 /
 # 1 / odd, odd sizes, bit-identity with variant 3, the extension's shared-memory sizes, the swapped network)
 # -> bench_c512 of variants 3 and 5 at C=64 a6 and a4 56x56 and C=128 a6 28x28, batch 128 (eager beside,
@@ -47,7 +47,7 @@ import torch
 from cuda_kernels import convfirst_c512 as c512
 from perfmodel.harness import randomize_batchnorm, relative_error
 from perfmodel.zoo import ConvFirstBlock, fold_batchnorm
-for channels, batch, size in ((64, 8, 56), (128, 16, 28)):
+for channels, batch, size in ((64, 8, 56), (128, 32, 28)):
     torch.manual_seed(0)
     block = fold_batchnorm(randomize_batchnorm(ConvFirstBlock(channels, 6), seed=0)).cuda()
     x = torch.randn(batch, channels, size, size, device='cuda', dtype=torch.float16).contiguous(memory_format=torch.channels_last)
