@@ -985,18 +985,18 @@ __global__ void __launch_bounds__(kThreads3, 1) convfirst_c512_persistent_kernel
       if (t < 8) reinterpret_cast<uint4*>(smem + S3::kZeroOffset)[t] = make_uint4(0, 0, 0, 0);
       conv_stream<C>(p, base + S3::kHaloOffset, base + S3::kZeroOffset, smem + kXOffset, x_full, x_empty, my_tiles);
     } else {
-    const uint32_t halo = base + S3::kHaloOffset, zero_addr = halo + kHaloPixels * 128;
-    const int t = threadIdx.x - kConvThread0;
-    if (t < 8) reinterpret_cast<uint4*>(smem + S3::kHaloOffset + kHaloPixels * 128)[t] = make_uint4(0, 0, 0, 0);
-    uint32_t xr[C / 64][4][2][2];
+      const uint32_t halo = base + S3::kHaloOffset, zero_addr = halo + kHaloPixels * 128;
+      const int t = threadIdx.x - kConvThread0;
+      if (t < 8) reinterpret_cast<uint4*>(smem + S3::kHaloOffset + kHaloPixels * 128)[t] = make_uint4(0, 0, 0, 0);
+      uint32_t xr[C / 64][4][2][2];
 #pragma unroll 1
-    for (int k = 1; k < my_tiles; ++k) {  // tile 0's conv is the consumers' (below)
-      conv_tile<C>(p, halo, zero_addr, ((int)blockIdx.x + k * (int)gridDim.x) * kTilePixels, xr);
-      mbar_wait(x_empty, (k - 1) & 1);  // the consumers' last stage-1 product of tile k - 1 retired
-      store_x<C>(smem + kXOffset, xr);
-      fence_proxy_async_smem();  // X (generic stores) is read by wgmma (async proxy)
-      mbar_arrive(x_full);
-    }
+      for (int k = 1; k < my_tiles; ++k) {  // tile 0's conv is the consumers' (below)
+        conv_tile<C>(p, halo, zero_addr, ((int)blockIdx.x + k * (int)gridDim.x) * kTilePixels, xr);
+        mbar_wait(x_empty, (k - 1) & 1);  // the consumers' last stage-1 product of tile k - 1 retired
+        store_x<C>(smem + kXOffset, xr);
+        fence_proxy_async_smem();  // X (generic stores) is read by wgmma (async proxy)
+        mbar_arrive(x_full);
+      }
     }
   } else if (warp >= kConsumerWarps) {
     // ---- producer: every tile's slots in order, without a break between tiles ----
