@@ -214,10 +214,10 @@ def v2_applies(W: int, x_byte_offset: int = 0) -> bool:
     return x_byte_offset % 16 == 0 and W % 8 == 0
 
 
-def repack_conv1_v2(w1_words: np.ndarray, C1: int) -> np.ndarray:
+def repack_conv1_v2(w1_words: np.ndarray, C1: int, b1: np.ndarray) -> np.ndarray:
     """The block's one-time re-pack (stem_kernel_v2's prologue): v1's B fragments (k = 10 ky + 3 kx + ci,
     pad 9) through the [C1][16] pair scratch to v2's (k = 10 ky + i: i = 0 the pad, i = 1 + 3 kx + ci),
-    word for word as the kernel's two loops."""
+    with the bias rounded to fp16 as k 30 (A holds 1.0 there), word for word as the kernel's two loops."""
     nw = C1 // 8 * 128
     words = w1_words.astype(np.int32).view(np.uint32)
     m1 = np.zeros(C1 * 16, np.uint32)
@@ -234,6 +234,8 @@ def repack_conv1_v2(w1_words: np.ndarray, C1: int) -> np.ndarray:
             kk = k + u
             if kk < 30 and kk % 10 != 0:
                 w |= int(h1[n * 32 + kk - 1]) << (16 * u)
+            if kk == 30:
+                w |= int(np.array([b1[n]], np.float32).astype(np.float16).view(np.uint16)[0]) << (16 * u)
         out[i] = w
     return out
 
@@ -292,12 +294,14 @@ def run_v2(x: np.ndarray, w1_words: np.ndarray, b1: np.ndarray, w2: np.ndarray, 
     xbytes = np.ascontiguousarray(x).reshape(-1).view(np.uint8)
     smem_w2 = np.zeros(C2 * W2S * 2, np.uint8)
     smem_w2.view(np.float16).reshape(C2, W2S)[:, :K2] = w2
-    s_w1 = repack_conv1_v2(w1_words, C1)
+    s_w1 = repack_conv1_v2(w1_words, C1, b1)
     bw = s_w1.view(np.float16).reshape(NT1, 2, 32, 2, 2)  # [nt, s, lane, reg, half]
-    # the lanes' k pairs: q = t4 + 4 j, bytes from the pixel's row-0 start; pad (q % 5 == 0, low half), q = 15
+    # the lanes' k pairs: q = t4 + 4 j, bytes from the pixel's row-0 start; pad (q % 5 == 0, low half) masked;
+    # q = 15 is (1.0, 0): k 30 times the bias row of B
     q = T4[:, None] + 4 * np.arange(4)
     qoff = np.where(q == 15, 0, (q // 5) * RPB + 2 * (SHIFT - 1 + 2 * (q % 5)))
     qmask = np.where(q == 15, 0, np.where(q % 5 == 0, 0xFFFF0000, 0xFFFFFFFF)).astype(np.uint32)
+    qor = np.where(q == 15, 0x3C00, 0).astype(np.uint32)
     swz = (G // PPL) % CH
     for tile in range(N * tiles_x * tiles_y):
         tx, rest = tile % tiles_x, tile // tiles_x
@@ -325,10 +329,10 @@ def run_v2(x: np.ndarray, w1_words: np.ndarray, b1: np.ndarray, w2: np.ndarray, 
                 for j in range(4):
                     addr = in_h[h] + qoff[:, j]
                     assert np.all(addr % 4 == 0) and np.all(addr >= 0) and np.all(addr + 4 <= SMEM_IN2)
-                    a[:, j >> 1, (j & 1) * 2 + h] = in_words[addr // 4] & qmask[:, j]
+                    a[:, j >> 1, (j & 1) * 2 + h] = (in_words[addr // 4] & qmask[:, j]) | qor[:, j]
             af = a.view(np.float16).reshape(32, 2, 4, 2).astype(np.float32)
             for nt in range(NT1):
-                acc = np.tile(b1[nt * 8 + 2 * T4[:, None] + np.arange(2)], (1, 2)).astype(np.float32)
+                acc = np.zeros((32, 4), np.float32)  # the bias comes in through k 30
                 mma(acc, af[:, 0], bw[nt, 0].astype(np.float32))
                 mma(acc, af[:, 1], bw[nt, 1].astype(np.float32))
                 for h in range(2):

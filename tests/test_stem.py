@@ -155,17 +155,18 @@ def test_emulated_v2_matches_the_reference(c1, batch, h, w):
 @pytest.mark.parametrize("c1", [16, 32])
 def test_v2_fragment_repack_is_the_pad_front_matrix(c1):
     """The block's re-pack of version 1's conv1 fragments (stem_emulator.repack_conv1_v2, the kernel's two
-    loops) holds conv1 with K ordered (ky, [pad, kx, ci]): k = 10 ky + 1 + 3 kx + ci, pads and k 30-31 zero;
-    and that matrix against an im2col whose rows start one half early is the convolution."""
+    loops) holds conv1 with K ordered (ky, [pad, kx, ci]): k = 10 ky + 1 + 3 kx + ci, the pads zero, k 30 the
+    bias in fp16 (A's k 30 is 1.0), k 31 zero."""
     import stem_emulator as emu
 
     torch.manual_seed(c1 + 1)
-    w1 = torch.randn(c1, 3, 3, 3)
+    w1, b1 = torch.randn(c1, 3, 3, 3), torch.randn(c1) * 3
     v1 = stem.conv1_matrix(w1)  # [C1, 32]: k = 10 ky + 3 kx + ci
     want = torch.zeros(c1, 32, dtype=torch.float16)
     for ky in range(3):
         want[:, 10 * ky + 1:10 * ky + 10] = v1[:, 10 * ky:10 * ky + 9]
-    words = torch.from_numpy(emu.repack_conv1_v2(stem.pack_conv1(w1).numpy(), c1).view(np.int32))
+    want[:, 30] = b1.half()
+    words = torch.from_numpy(emu.repack_conv1_v2(stem.pack_conv1(w1).numpy(), c1, b1.numpy()).view(np.int32))
     pairs = want.contiguous().view(torch.int32)  # [C1, 16]
     words = words.view(c1 // 8, 2, 32, 2)
     for nt in range(c1 // 8):
@@ -175,7 +176,7 @@ def test_v2_fragment_repack_is_the_pad_front_matrix(c1):
                 assert words[nt, s, lane, 0] == pairs[nt * 8 + g, s * 8 + t]
                 assert words[nt, s, lane, 1] == pairs[nt * 8 + g, s * 8 + t + 4]
     w = want.float()
-    assert (w[:, 0::10] == 0).all() and (w[:, 30:] == 0).all()
+    assert (w[:, 0:30:10] == 0).all() and (w[:, 31] == 0).all()
 
 
 def test_v2_switch_and_applies(monkeypatch):

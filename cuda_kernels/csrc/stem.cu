@@ -408,23 +408,23 @@ __device__ __forceinline__ void load_window_v2(const Params& p, const Tile& t, u
 }
 
 // One conv1 m-tile: lane rows g (h = 0) and g + 8 (h = 1) read their k pairs at in[h] + qoff[j] (bytes),
-// write chunk nt of their pixel at dst[h] + ((nt ^ swz) << 4) when st[h], zero where !ok[h].
+// (masked, and k 30 = 1.0: the bias row of B), write chunk nt of their pixel at dst[h] + ((nt ^ swz) << 4)
+// when st[h], zero where !ok[h].
 template <int NT1>
 __device__ __forceinline__ void conv1_mtile(const unsigned char* in0, const unsigned char* in1, const int (&qoff)[4],
-                                            const uint32_t (&qmask)[4], const uint32_t (&bw)[NT1][2][2],
-                                            const float (&bias1)[NT1][2], unsigned char* dst0, unsigned char* dst1,
+                                            const uint32_t (&qmask)[4], const uint32_t (&qor)[4],
+                                            const uint32_t (&bw)[NT1][2][2], unsigned char* dst0, unsigned char* dst1,
                                             bool ok0, bool ok1, bool st0, bool st1, int swz) {
   uint32_t a[2][4];
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
-    a[j >> 1][(j & 1) * 2 + 0] = *reinterpret_cast<const uint32_t*>(in0 + qoff[j]) & qmask[j];
-    a[j >> 1][(j & 1) * 2 + 1] = *reinterpret_cast<const uint32_t*>(in1 + qoff[j]) & qmask[j];
+    a[j >> 1][(j & 1) * 2 + 0] = (*reinterpret_cast<const uint32_t*>(in0 + qoff[j]) & qmask[j]) | qor[j];
+    a[j >> 1][(j & 1) * 2 + 1] = (*reinterpret_cast<const uint32_t*>(in1 + qoff[j]) & qmask[j]) | qor[j];
   }
   float acc[NT1][4];
 #pragma unroll
   for (int nt = 0; nt < NT1; ++nt) {
-    acc[nt][0] = acc[nt][2] = bias1[nt][0];
-    acc[nt][1] = acc[nt][3] = bias1[nt][1];
+    acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;  // the bias comes in through k 30
     mma_m16n8k16(acc[nt], a[0], bw[nt][0][0], bw[nt][0][1]);
     mma_m16n8k16(acc[nt], a[1], bw[nt][1][0], bw[nt][1][1]);
   }
@@ -445,6 +445,9 @@ __global__ void __launch_bounds__(THREADS, 2) stem_kernel_v2(const Params p) {
   unsigned char* s_c1 = smem + C::SMEM_W2;
   unsigned char* s_in = s_c1 + C::SMEM_C1;
   uint32_t* s_w1 = reinterpret_cast<uint32_t*>(s_in + v2::SMEM_IN);
+  // the decoded tiles (n, oy0, ox0) of this and the next step, by parity: thread 0 decodes the next tile
+  // (two integer divisions) once for the block instead of every thread twice
+  int* s_tiles = reinterpret_cast<int*>(s_w1 + NW1);
 
   const int tid = static_cast<int>(threadIdx.x), warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, t4 = lane & 3;
@@ -457,7 +460,8 @@ __global__ void __launch_bounds__(THREADS, 2) stem_kernel_v2(const Params p) {
       *reinterpret_cast<uint4*>(s_w2 + row * C::W2S + c * 8) = __ldg(src + i);
     }
   }
-  {  // conv1's B fragments from v1's K order (ky, kx, ci, pad) to v2's (ky, pad, kx, ci), once per block
+  {  // conv1's B fragments from v1's K order (ky, kx, ci, pad) to v2's (ky, pad, kx, ci), once per block,
+     // with the bias (rounded to fp16, as PyTorch's fp16 conv holds it) as k 30, against A's constant 1.0
     uint32_t* m1 = reinterpret_cast<uint32_t*>(s_c1);  // scratch: [C1][16] k pairs in v1's order
     for (int i = tid; i < NW1; i += THREADS) {
       const int nt = i >> 7, s = (i >> 6) & 1, l = (i >> 1) & 31, r = i & 1;
@@ -473,6 +477,7 @@ __global__ void __launch_bounds__(THREADS, 2) stem_kernel_v2(const Params p) {
       for (int u = 0; u < 2; ++u) {
         const int kk = k + u;  // v2's k = 10 ky + i: i = 0 the pad, i = 1 + 3 kx + ci is v1's k - 1
         if (kk < 30 && kk % 10 != 0) w |= static_cast<uint32_t>(h1[n * 32 + kk - 1]) << (16 * u);
+        if (kk == 30) w |= static_cast<uint32_t>(__half_as_ushort(__float2half_rn(__ldg(p.b1 + n)))) << (16 * u);
       }
       s_w1[i] = w;
     }
@@ -484,14 +489,16 @@ __global__ void __launch_bounds__(THREADS, 2) stem_kernel_v2(const Params p) {
 
   // this thread's conv1 k pairs q = t4 + 4 j (j = 0..3): ky = q / 5, pair q % 5 of the 10 halves
   // [pad, 9 values] of that row, at window half 6 lc - 1 + 2 (q % 5) = shared half 6 lc + SHIFT - 1 + ...;
-  // bytes from the pixel's row-0 start; the pad (q % 5 == 0, low half) and q = 15 (k 30-31) masked
+  // bytes from the pixel's row-0 start; the pad (q % 5 == 0, low half) masked; q = 15 is (1.0, 0): k 30
+  // multiplies the bias row of B
   int qoff[4];
-  uint32_t qmask[4];
+  uint32_t qmask[4], qor[4];
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
     const int q = t4 + 4 * j;
     qoff[j] = q == 15 ? 0 : (q / 5) * v2::RPB + 2 * (v2::SHIFT - 1 + 2 * (q % 5));
     qmask[j] = q == 15 ? 0u : (q % 5 == 0 ? 0xffff0000u : 0xffffffffu);
+    qor[j] = q == 15 ? 0x3c00u : 0u;  // fp16 1.0 in the low half
   }
   // regular m-tiles: plane warp & 1, pixel j = g + 8 h: conv1 column 2 j + plane (window half 6 (2 j + plane))
   const int plane = warp & 1;
@@ -503,16 +510,30 @@ __global__ void __launch_bounds__(THREADS, 2) stem_kernel_v2(const Params p) {
   int tile = static_cast<int>(blockIdx.x);
   pdl::wait();
   pdl::launch_dependents();
-  if (tile < p.num_tiles) load_window_v2(p, decode(p, tile), s_in_addr, warp, lane);
+  if (tile < p.num_tiles) {
+    const Tile t0 = decode(p, tile);
+    load_window_v2(p, t0, s_in_addr, warp, lane);
+    if (tid == 0) {
+      s_tiles[0] = t0.n;
+      s_tiles[1] = t0.oy0;
+      s_tiles[2] = t0.ox0;
+    }
+  }
   bf::cp_async_wait<0>();
   __syncthreads();
 
-  for (; tile < p.num_tiles; tile += static_cast<int>(gridDim.x)) {
-    const Tile t = decode(p, tile);
+  for (int it = 0; tile < p.num_tiles; tile += static_cast<int>(gridDim.x), it ^= 1) {
+    const Tile t{s_tiles[4 * it], s_tiles[4 * it + 1], s_tiles[4 * it + 2]};
+    const int next = tile + static_cast<int>(gridDim.x);
+    if (tid == 0 && next < p.num_tiles) {  // read after the barrier below; slot it ^ 1 was last read before
+      const Tile tn = decode(p, next);     // the previous step's final barrier
+      s_tiles[4 * (it ^ 1)] = tn.n;
+      s_tiles[4 * (it ^ 1) + 1] = tn.oy0;
+      s_tiles[4 * (it ^ 1) + 2] = tn.ox0;
+    }
     {  // ---- conv1 + bias + ReLU into shared memory ----
       const int r1_0 = 2 * t.oy0 - 1, c1_0 = 2 * t.ox0 - 1;
       uint32_t bw[C::NT1][2][2];
-      float bias1[C::NT1][2];
 #pragma unroll
       for (int nt = 0; nt < C::NT1; ++nt) {
 #pragma unroll
@@ -521,8 +542,6 @@ __global__ void __launch_bounds__(THREADS, 2) stem_kernel_v2(const Params p) {
           bw[nt][s][0] = w.x;
           bw[nt][s][1] = w.y;
         }
-        bias1[nt][0] = __ldg(p.b1 + nt * 8 + 2 * t4);
-        bias1[nt][1] = __ldg(p.b1 + nt * 8 + 2 * t4 + 1);
       }
       const bool col0 = static_cast<unsigned>(c1_0 + 2 * g + plane) < static_cast<unsigned>(p.W1);
       const bool col1 = static_cast<unsigned>(c1_0 + 2 * (g + 8) + plane) < static_cast<unsigned>(p.W1);
@@ -530,7 +549,7 @@ __global__ void __launch_bounds__(THREADS, 2) stem_kernel_v2(const Params p) {
         const bool rowok = static_cast<unsigned>(r1_0 + lr) < static_cast<unsigned>(p.H1);
         const unsigned char* in0 = s_in + 2 * lr * v2::RPB + in_lane;
         unsigned char* d0 = s_c1 + lr * ROWB1 + st_lane;
-        conv1_mtile<C::NT1>(in0, in0 + 6 * 16 * 2, qoff, qmask, bw, bias1, d0, d0 + 8 * C1 * 2, rowok && col0,
+        conv1_mtile<C::NT1>(in0, in0 + 6 * 16 * 2, qoff, qmask, qor, bw, d0, d0 + 8 * C1 * 2, rowok && col0,
                             rowok && col1, true, true, swz);
       }
       if (warp == 2 || warp == 3) {  // the last even column (32): rows 16 m + g + 8 h, m = warp - 2
@@ -539,7 +558,7 @@ __global__ void __launch_bounds__(THREADS, 2) stem_kernel_v2(const Params p) {
         const bool colok = static_cast<unsigned>(c1_0 + 2 * PO) < static_cast<unsigned>(p.W1);
         const int l0 = min(lr0, R1 - 1), l1 = min(lr1, R1 - 1);
         conv1_mtile<C::NT1>(s_in + 2 * l0 * v2::RPB + 6 * 2 * PO * 2, s_in + 2 * l1 * v2::RPB + 6 * 2 * PO * 2, qoff,
-                            qmask, bw, bias1, s_c1 + l0 * ROWB1 + PO * (C1 * 2) + 4 * t4,
+                            qmask, qor, bw, s_c1 + l0 * ROWB1 + PO * (C1 * 2) + 4 * t4,
                             s_c1 + l1 * ROWB1 + PO * (C1 * 2) + 4 * t4,
                             colok && static_cast<unsigned>(r1_0 + lr0) < static_cast<unsigned>(p.H1),
                             colok && static_cast<unsigned>(r1_0 + lr1) < static_cast<unsigned>(p.H1), lr0 < R1,
@@ -548,8 +567,9 @@ __global__ void __launch_bounds__(THREADS, 2) stem_kernel_v2(const Params p) {
     }
     __syncthreads();
 
-    const int next = tile + static_cast<int>(gridDim.x);
-    if (next < p.num_tiles) load_window_v2(p, decode(p, next), s_in_addr, warp, lane);  // s_in is free: in flight during conv2
+    if (next < p.num_tiles)
+      load_window_v2(p, Tile{s_tiles[4 * (it ^ 1)], s_tiles[4 * (it ^ 1) + 1], s_tiles[4 * (it ^ 1) + 2]}, s_in_addr,
+                     warp, lane);  // s_in is free: in flight during conv2
 
     {  // ---- conv2 + bias + ReLU to global memory (as v1; the odd plane at ODD) ----
       float acc[C::MR][4][4];
@@ -645,7 +665,7 @@ cudaError_t launch_t(const Params& p, cudaStream_t stream) {
 
 template <int C1>
 constexpr int smem_v2() {
-  return Cfg<C1>::SMEM_W2 + Cfg<C1>::SMEM_C1 + v2::SMEM_IN + C1 * 64;  // + the re-packed conv1 fragments
+  return Cfg<C1>::SMEM_W2 + Cfg<C1>::SMEM_C1 + v2::SMEM_IN + C1 * 64 + 32;  // + conv1's fragments, the tiles
 }
 
 template <int C1>
