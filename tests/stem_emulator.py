@@ -203,8 +203,8 @@ def run(x: np.ndarray, w1_words: np.ndarray, b1: np.ndarray, w2: np.ndarray, b2:
 
 # ---- version 2 (csrc/stem.cu, namespace v2 and stem_kernel_v2; NOTES.md "Fused stem v2") ----
 
-NCH = 26  # 16-byte chunks per window row in shared memory
-RPB = NCH * 16  # bytes per window row: 416
+NCH = 26  # 16-byte chunks of a window row that conv1 reads
+RPB = 32 * 16  # bytes per window row in shared memory: one chunk per lane, lanes >= NCH zero-fill
 SHIFT = 7  # window half e at half e + SHIFT of its shared row
 SMEM_IN2 = RI * RPB
 ODD = 24  # first pixel of the odd plane in a conv1 row
@@ -241,14 +241,14 @@ def repack_conv1_v2(w1_words: np.ndarray, C1: int, b1: np.ndarray) -> np.ndarray
 
 
 def load_window_v2(xbytes: np.ndarray, n: int, H: int, W: int, oy0: int, ox0: int) -> np.ndarray:
-    """load_window_v2: lane c < 26 of warp w copies 16-byte chunk c of window rows w + 8 k, zero-filled
-    where the row or the chunk is outside the image (each chunk wholly in or out: asserted)."""
+    """load_window_v2: lane c of warp w copies 16-byte chunk c of window rows w + 8 k, zero-filled where
+    the row or the chunk is outside the image or c >= 26 (each chunk wholly in or out: asserted)."""
     s_in = np.full(SMEM_IN2, 0xFF, np.uint8)  # NaN bytes: a chunk never written shows
     rowbytes = W * 6
     for warp in range(WARPS):
-        for lane in range(NCH):
+        for lane in range(32):
             b = 24 * ox0 - 32 + 16 * lane
-            colok = 0 <= b < rowbytes
+            colok = lane < NCH and 0 <= b < rowbytes
             assert b % 16 == 0 and (not colok or b + 16 <= rowbytes), "a chunk straddles the row's end"
             for k in range((RI + WARPS - 1) // WARPS):
                 row = warp + WARPS * k

@@ -354,7 +354,7 @@ __global__ void __launch_bounds__(THREADS, 2) stem_kernel(const Params p) {
 // The same tiles and conv2; what changes:
 //   - the input window by 16-byte cp.async: the window's first byte in an image row is 24 ox0 - 18
 //     (ox0 = 16 tx, so 24 ox0 is a multiple of 16); the aligned chunks from 24 ox0 - 32 put window half e at
-//     shared half e + SHIFT (7) of a 26-chunk (416-byte) row. Needs x 16-byte aligned and W % 8 == 0 (then a
+//     shared half e + SHIFT (7) of a 26-chunk row (512-byte pitch). Needs x 16-byte aligned and W % 8 == 0 (then a
 //     chunk is wholly inside or outside an image row); other inputs run v1 (launch_v2).
 //   - conv1's K ordered (ky, [pad, kx, ci]): with the odd shift, every k pair is one aligned 32-bit word
 //     (the pad, the previous pixel's ci 2, is the low half of pair 0, masked to zero); each block re-packs
@@ -366,14 +366,15 @@ __global__ void __launch_bounds__(THREADS, 2) stem_kernel(const Params p) {
 //   - the odd plane of a conv1 row starts at pixel 24 (not 17), so a regular m-tile pixel's chunk swizzle
 //     depends on g only; rows stay 40 pixels.
 namespace v2 {
-constexpr int NCH = 26;                // 16-byte chunks per window row in shared memory
-constexpr int RPB = NCH * 16;          // bytes per window row: 416
+constexpr int NCH = 26;                // 16-byte chunks of a window row that conv1 reads
+constexpr int RPB = 32 * 16;           // bytes per window row in shared memory: 512, one chunk per lane (the
+                                       // lanes >= NCH write zeros there: no branch around the copies)
 constexpr int SHIFT = 7;               // window half e sits at half e + SHIFT of its row
 constexpr int NCHUNK = RI * NCH;       // chunks per window: 910
 constexpr int SMEM_IN = RI * RPB;      // 14,560
 constexpr int CPT = (NCHUNK + THREADS - 1) / THREADS;  // chunks per thread: 4
 constexpr int ODD = 24;                // first pixel of the odd plane in a conv1 row
-static_assert(SHIFT >= 1 && SHIFT + 6 * (2 * TW2) + 8 < RPB / 2, "the window's halves used by conv1 fit a row");
+static_assert(SHIFT >= 1 && SHIFT + 6 * (2 * TW2) + 8 < NCH * 8, "the window's halves used by conv1 fit a row");
 static_assert(ODD >= PE && ODD + PO <= PWS && ODD % 8 == 0, "odd plane position");
 }  // namespace v2
 
@@ -385,8 +386,8 @@ __device__ __forceinline__ uint32_t relu_cvt(float lo, float hi) {
 }
 
 // The tile's input window into s_in by 16-byte cp.async (one commit group); zero-filled outside the image.
-// Lane c < 26 of warp w copies chunk c of window rows w + 8 k (k = 0..4): the column test once per tile,
-// the row test uniform, the addresses stepped by 8 rows.
+// Lane c of warp w copies chunk c of window rows w + 8 k (k = 0..4; lanes c >= 26 zero-fill the row's
+// unused end): the column test once per tile, the row test uniform, the addresses stepped by 8 rows.
 __device__ __forceinline__ void load_window_v2(const Params& p, const Tile& t, uint32_t s_in_addr, int warp, int lane) {
   const int rowbytes = p.W * 6;
   const int b = 24 * t.ox0 - 32 + 16 * lane;  // byte of this lane's chunk in an image row
@@ -397,7 +398,7 @@ __device__ __forceinline__ void load_window_v2(const Params& p, const Tile& t, u
   uint32_t dst = s_in_addr + static_cast<uint32_t>(warp * v2::RPB + 16 * lane);
 #pragma unroll
   for (int k = 0; k < (RI + WARPS - 1) / WARPS; ++k) {
-    if (lane < v2::NCH && warp + WARPS * k < RI) {
+    if (WARPS * (k + 1) <= RI || warp + WARPS * k < RI) {  // a test for the last k only
       const bool ok = colok && static_cast<unsigned>(gy0 + WARPS * k) < static_cast<unsigned>(p.H);
       bf::cp_async16(dst, ok ? static_cast<const void*>(src) : static_cast<const void*>(p.x), ok);
     }
