@@ -437,8 +437,9 @@ __device__ __forceinline__ void conv1_mtile(const unsigned char* in0, const unsi
   }
 }
 
+// Three blocks per SM at C1 = 16 (80 registers, 50.5 KB shared: 24 warps to hide latency), two at C1 = 32.
 template <int C1>
-__global__ void __launch_bounds__(THREADS, 2) stem_kernel_v2(const Params p) {
+__global__ void __launch_bounds__(THREADS, C1 == 16 ? 3 : 2) stem_kernel_v2(const Params p) {
   using C = Cfg<C1>;
   constexpr int NW1 = C1 / 8 * 2 * 32 * 2;  // conv1 fragment words
   extern __shared__ __align__(16) unsigned char smem[];
