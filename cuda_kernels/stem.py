@@ -54,8 +54,8 @@ def v2_enabled() -> bool:
 
 def v2_applies(x: torch.Tensor) -> bool:
     """Whether version 2 runs for x (else version 2's launcher runs version 1): a 16-byte aligned x whose
-    image rows are whole 16-byte chunks (W % 8 == 0), as csrc/stem.cu's v2_applies."""
-    return x.data_ptr() % 16 == 0 and x.shape[3] % 8 == 0
+    image rows are whole 16-byte chunks (W % 8 == 0; W < 2^28), as csrc/stem.cu's v2_applies."""
+    return x.data_ptr() % 16 == 0 and x.shape[3] % 8 == 0 and x.shape[3] < 2**28
 
 
 def conv_size(size: int) -> int:

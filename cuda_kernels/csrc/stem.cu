@@ -354,8 +354,8 @@ __global__ void __launch_bounds__(THREADS, 2) stem_kernel(const Params p) {
 // The same tiles and conv2; what changes:
 //   - the input window by 16-byte cp.async: the window's first byte in an image row is 24 ox0 - 18
 //     (ox0 = 16 tx, so 24 ox0 is a multiple of 16); the aligned chunks from 24 ox0 - 32 put window half e at
-//     shared half e + SHIFT (7) of a 26-chunk row (512-byte pitch). Needs x 16-byte aligned and W % 8 == 0 (then a
-//     chunk is wholly inside or outside an image row); other inputs run v1 (launch_v2).
+//     shared half e + SHIFT (7) of its row (26 chunks used, a 512-byte pitch). Needs x 16-byte aligned and
+//     W % 8 == 0 (then a chunk is wholly inside or outside an image row); other inputs run v1 (launch_v2).
 //   - conv1's K ordered (ky, [pad, kx, ci]): with the odd shift, every k pair is one aligned 32-bit word
 //     (the pad, the previous pixel's ci 2, is the low half of pair 0, masked to zero); each block re-packs
 //     v1's B fragments into this order once (s_w1), so both versions take the same weights.
@@ -370,9 +370,7 @@ constexpr int NCH = 26;                // 16-byte chunks of a window row that co
 constexpr int RPB = 32 * 16;           // bytes per window row in shared memory: 512, one chunk per lane (the
                                        // lanes >= NCH write zeros there: no branch around the copies)
 constexpr int SHIFT = 7;               // window half e sits at half e + SHIFT of its row
-constexpr int NCHUNK = RI * NCH;       // chunks per window: 910
-constexpr int SMEM_IN = RI * RPB;      // 14,560
-constexpr int CPT = (NCHUNK + THREADS - 1) / THREADS;  // chunks per thread: 4
+constexpr int SMEM_IN = RI * RPB;      // 17,920
 constexpr int ODD = 24;                // first pixel of the odd plane in a conv1 row
 static_assert(SHIFT >= 1 && SHIFT + 6 * (2 * TW2) + 8 < NCH * 8, "the window's halves used by conv1 fit a row");
 static_assert(ODD >= PE && ODD + PO <= PWS && ODD % 8 == 0, "odd plane position");
@@ -718,7 +716,10 @@ cudaError_t launch(const Params& p, int c1, cudaStream_t stream) {
 
 namespace stem {
 
-bool v2_applies(const void* x, int W) { return reinterpret_cast<uintptr_t>(x) % 16 == 0 && W % 8 == 0; }
+// (W < 2^28: an image row's bytes, 6 W, in 32 bits)
+bool v2_applies(const void* x, int W) {
+  return reinterpret_cast<uintptr_t>(x) % 16 == 0 && W % 8 == 0 && W < (1 << 28);
+}
 
 int smem_bytes_v2(int c1) {
   if (c1 == 16) return smem_v2<16>();

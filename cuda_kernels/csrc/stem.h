@@ -35,7 +35,7 @@ int smem_bytes(int c1);
 cudaError_t launch(const Params& p, int c1, cudaStream_t stream);
 
 // Version 2 (NOTES.md "Fused stem v2"): the input window by 16-byte cp.async, conv1 without the row table.
-// It needs x 16-byte aligned and W % 8 == 0 (v2_applies); launch_v2 runs version 1 for any other input.
+// It needs x 16-byte aligned and W % 8 == 0, W < 2^28 (v2_applies); launch_v2 runs version 1 for any other input.
 // Same weights as version 1.
 bool v2_applies(const void* x, int W);
 int smem_bytes_v2(int c1);
