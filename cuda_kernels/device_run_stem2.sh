@@ -5,11 +5,12 @@
 # Within ~120 s (each step's limit is cut to what is left of the budget): builds the stem's extension
 # (perfmodel_stem) and prints its kernels' registers / spills; a smoke run of v2 against float64 under a
 # short timeout (a hang or a wrong answer stops the script there); the GPU tests of both versions
-# (tests/test_stem.py -m cuda -k "version or v2"); the benchmark of v1 and v2 side by side (bench_stem
+# (tests/test_stem.py -m cuda, version 2's); the benchmark of v1 and v2 side by side (bench_stem
 # --versions 1,2, eager beside them, no torch.compile: its 242.2 us is in examples/measurements/stem/) at
 # batch 128, 224x224, C1 = 32 and 16. Lines "STEM2 <case> v1=..us v2=..us" come last but one; the last
 # line, on stdout and in OUTDIR/log.txt, is STEM2_OK=1 (built, smoke and every GPU test passed, both
-# versions passed the benchmark's correctness check and were timed) or STEM2_OK=0.
+# versions passed the benchmark's correctness check and were timed) or STEM2_OK=0. Version 1's shapes
+# (tests -k "against_float64 and 1]") run last, with the budget that is left.
 set -uo pipefail
 out=${1:?output folder}
 mkdir -p "$out"; log="$out/log.txt"
@@ -72,10 +73,19 @@ for c1, n in ((32, 2), (16, 2), (32, 128)):
     print(f"smoke v2 C1={c1} n={n}: rel err {err:.3g} (PyTorch fp16 {terr:.3g}), finite {bool(torch.isfinite(y).all())}")
     assert torch.isfinite(y).all() and err <= 2 * terr
 PY
-step tests 40 python3 -m pytest -q -m cuda -k "version or v2" --maxfail=6 --tb=short -p no:cacheprovider \
-  tests/test_stem.py
+# version 2's GPU tests (22: every shape of test_kernel_against_float64 at version 2, the v1 / v2 comparison
+# and switch, the unaligned route)
+step tests 35 python3 -m pytest -q -m cuda -k "(against_float64 and 2]) or v2" --maxfail=6 --tb=short \
+  -p no:cacheprovider tests/test_stem.py
 step bench 45 python3 -m cuda_kernels.bench_stem --versions 1,2 --modes "" --case 32:224 --case 16:224 \
   --warmup 5 --repeats 30 --out "$out/stem2_bench.json"
+# then version 1's shapes through the new binding, with what is left of the budget
+if [ "$(left)" -ge 15 ]; then
+  step tests_v1 30 python3 -m pytest -q -m cuda -k "against_float64 and 1]" --maxfail=6 --tb=short \
+    -p no:cacheprovider tests/test_stem.py
+else
+  echo "== stem2 tests_v1: skipped, $(left)s of the budget left (does not change STEM2_OK)" | tee -a "$log"
+fi
 python3 - "$out/stem2_bench.json" 2>&1 <<'EOF2' | tee -a "$log" | grep -q "^both=1" || ok=0
 import json, sys
 try:
