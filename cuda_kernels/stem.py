@@ -236,8 +236,8 @@ def run(x: torch.Tensor, weights: KernelWeights, out: torch.Tensor | None = None
         raise ValueError(f"stem kernel version must be 1 or 2, got {version}")
     check_input(x, weights, out)
     empty = torch.empty(0, device=x.device, dtype=torch.float16)
-    return _extension().stem(x, weights.w1, weights.b1, weights.w2, weights.b2, empty if out is None else out,
-                             _pdl.enabled(), version)
+    launch = _extension().stem_v2 if version == 2 else _extension().stem
+    return launch(x, weights.w1, weights.b1, weights.w2, weights.b2, empty if out is None else out, _pdl.enabled())
 
 
 WEIGHT_FIELDS = tuple(f.name for f in fields(KernelWeights))

@@ -197,6 +197,29 @@ def test_v2_switch_and_applies(monkeypatch):
         stem.run(base, kw, version=3)
 
 
+@pytest.mark.parametrize("env,version,called", [("0", None, "stem"), ("1", None, "stem_v2"), ("1", 1, "stem"),
+                                                ("0", 2, "stem_v2")])
+def test_run_picks_the_version(monkeypatch, env, version, called):
+    """run() launches the extension's stem (version 1) or stem_v2 by the switch or its argument, with the
+    same positional arguments (the PDL flag last)."""
+    calls = []
+
+    class Fake:
+        def __getattr__(self, name):
+            def call(*args):
+                calls.append((name, args))
+                return torch.zeros(1, 64, 4, 4, dtype=torch.float16)
+            return call
+
+    monkeypatch.setenv(stem.SWITCH_V2, env)
+    monkeypatch.setattr(stem, "_extension", lambda: Fake())
+    monkeypatch.setattr(stem, "check_input", lambda *a, **k: None)
+    weights = stem.KernelWeights(None, None, None, None)
+    stem.run(channels_last(torch.zeros(1, 3, 16, 16, dtype=torch.float16)), weights, version=version)
+    (name, args), = calls
+    assert name == called and len(args) == 7 and isinstance(args[-1], bool)
+
+
 def _x_cpu(n=2, h=8, w=8):
     return channels_last(torch.randn(n, 3, h, w).half())
 

@@ -91,7 +91,14 @@ torch::Tensor stem_forward(torch::Tensor x, torch::Tensor w1, torch::Tensor b1, 
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("stem", &stem_forward, "Fused ConvFirstNet stem: two conv 3x3 s2 + bias + ReLU (NHWC fp16)", py::arg("x"),
-        py::arg("w1"), py::arg("b1"), py::arg("w2"), py::arg("b2"), py::arg("out"), py::arg("pdl") = false, py::arg("version") = 1);
+        py::arg("w1"), py::arg("b1"), py::arg("w2"), py::arg("b2"), py::arg("out"), py::arg("pdl") = false,
+        py::arg("version") = 1);
+  m.def(
+      "stem_v2",
+      [](torch::Tensor x, torch::Tensor w1, torch::Tensor b1, torch::Tensor w2, torch::Tensor b2, torch::Tensor out,
+         bool pdl) { return stem_forward(x, w1, b1, w2, b2, out, pdl, 2); },
+      "The fused stem's version 2 (version 1 where x is not 16-byte aligned or W % 8 != 0)", py::arg("x"),
+      py::arg("w1"), py::arg("b1"), py::arg("w2"), py::arg("b2"), py::arg("out"), py::arg("pdl") = false);
   m.def("smem_bytes", &stem::smem_bytes, "Shared memory per block of the C1 kernel, 0 if unsupported");
   m.def("smem_bytes_v2", &stem::smem_bytes_v2, "Shared memory per block of the C1 version-2 kernel, 0 if unsupported");
   m.attr("tile_rows") = stem::kTileRows;
