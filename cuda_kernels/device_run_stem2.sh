@@ -37,7 +37,7 @@ finish() {
   echo "STEM2_OK=$ok" | tee -a "$log"; exit 0
 }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv >> "$log" 2>&1
-step build 70 python3 -c "
+step build 85 python3 -c "
 from cuda_kernels import stem
 ext = stem._extension()
 print('extension', ext.__file__, 'smem v1 C1=32', ext.smem_bytes(32), 'v2 C1=32', ext.smem_bytes_v2(32),
@@ -75,7 +75,7 @@ for c1, n in ((32, 2), (16, 2), (32, 128)):
 PY
 # version 2's GPU tests (22: every shape of test_kernel_against_float64 at version 2, the v1 / v2 comparison
 # and switch, the unaligned route)
-step tests 35 python3 -m pytest -q -m cuda -k "(against_float64 and 2]) or v2" --maxfail=6 --tb=short \
+step tests 30 python3 -m pytest -q -m cuda -k "(against_float64 and 2]) or v2" --maxfail=6 --tb=short \
   -p no:cacheprovider tests/test_stem.py
 step bench 45 python3 -m cuda_kernels.bench_stem --versions 1,2 --modes "" --case 32:224 --case 16:224 \
   --warmup 5 --repeats 30 --out "$out/stem2_bench.json"
