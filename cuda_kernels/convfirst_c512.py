@@ -109,10 +109,14 @@ def switched_variant(channels: int) -> int | None:
 
 def default_variant(channels: int, width: int | None = None) -> int:
     """The variant `run` uses: CUDA_KERNELS_C512_VARIANT's where it applies (for 4: W <= 18), else the
-    fastest measured: 3 at C <= 256, 4 above where W <= 18 (known), 0 otherwise."""
+    fastest measured: 5 at C = 128 (131.4 vs variant 3's 135.0 us at a6 28x28 on the H200, bit-identical
+    output; at C = 64 it measured 177.7 vs 174.8), 3 at the other C <= 256, 4 above where W <= 18 (known), 0
+    otherwise."""
     switched = switched_variant(channels)
     if switched is not None and (switched != 4 or width is None or width <= SPLIT_H_MAX_WIDTH):
         return switched
+    if channels == 128:
+        return 5
     if channels <= 256:
         return 3
     return 4 if width is not None and width <= SPLIT_H_MAX_WIDTH else DEFAULT_VARIANT

@@ -339,7 +339,7 @@ CHAINS = {
     "c512_c256_variants": ((4, 256, 14, 14), lambda: [_step_c512(256, 6, v, i) for i, v in enumerate((3, 0, 1, 3))]),
     "c512_c256_halo": ((4, 256, 14, 14), lambda: [_step_c512(256, 4, v, i) for i, v in enumerate((2, 4, 3, 2))]),
     "c512_c64": ((2, 64, 56, 56), lambda: [_step_c512(64, 6, v, i) for i, v in enumerate((3, 0, 2, 3))]),
-    "c512_c128": ((4, 128, 28, 28), lambda: [_step_c512(128, 6, v, i) for i, v in enumerate((3, 3, 0, 1))]),
+    "c512_c128": ((4, 128, 28, 28), lambda: [_step_c512(128, 6, v, i) for i, v in enumerate((3, 5, 0, 5))]),
     "c512_c512": ((8, 512, 7, 7), lambda: [_step_c512(512, 6, v, i) for i, v in enumerate((0, 1, 4, 0))]),
     "s2_wide": ((4, 256, 14, 14), lambda: [_step_c512(256, 6, 3, 0), _step_s2(256, 6, 1), _step_c512(512, 6, 0, 2),
                                            _step_c512(512, 6, 1, 3)]),
