@@ -1105,6 +1105,272 @@ __global__ void __launch_bounds__(kThreads3, 1) convfirst_c512_persistent_kernel
 #endif
 }
 
+// ---- variant 6 (C = 64): one tile per consumer warpgroup (NOTES.md "Variant 6") ----
+// 512 threads as variant 3: consumer warpgroups 0 and 1, the producer warpgroup 2, the conv warpgroup 3. The CTA's
+// local tile k (tiles blockIdx.x + k gridDim.x, as variant 3) belongs to consumer warpgroup k % 2, which runs its whole
+// FFN (all 128 hidden channels of every chunk, the whole 64 x 64 output in acc2) and its epilogue alone: no partial sums,
+// no barrier between the consumer warpgroups, so their latency chains interleave on the tensor pipe. Inside a warpgroup
+// each chunk runs in two 64-wide hidden halves a / b, pipelined: groups S1a(0) S1b(0), then per chunk j
+// S2a(j) S1a(j + 1) S2b(j) S1b(j + 1), each ReLU running while the groups before it compute. The conv warpgroup computes
+// every tile's X (variant 5's prefetched halo stream, tile 0 included) into X buffer k % 2, with its own x_full / x_empty
+// pair per buffer. Weights resident only (hidden <= kPingPongMaxHidden: every slot fits the ring, loaded once; the
+// launcher refuses more). Shared memory: two X buffers, the ring, two halo buffers, a zero pixel, the barriers.
+constexpr int kRegConsumer6 = 184, kRegProducer6 = 24, kRegConv6 = 120;
+static_assert(2 * kRegConsumer6 + kRegProducer6 + kRegConv6 <= 512, "variant 6: setmaxnreg split");
+static_assert(kRegProducer6 < kRegEntry3 && kRegConv6 < kRegEntry3 && kRegConsumer6 > kRegEntry3,
+              "variant 6: the producer's and the conv warpgroup's setmaxnreg are decs, the consumers' an inc");
+static_assert(kPingPongMaxHidden / kHiddenChunk * slots_per_chunk(64) <= kStages, "variant 6: resident weights");
+constexpr int kConsumerWarps6 = 4;  // x_empty[b]: the owning warpgroup's warps
+
+struct Shape6 {
+  static constexpr int kXOffset = 0;                                // X buffers 0, 1 (8 KB each)
+  static constexpr int kRingOffset = 2 * kPanel;                    // 8 slots of 16 KB
+  static constexpr int kHaloOffset = kRingOffset + kStages * kSlotBytes;  // two halo buffers (variant 5's)
+  static constexpr int kZeroOffset = kHaloOffset + 2 * kHalo5Bytes;       // one zero pixel
+  static constexpr int kBarOffset = kZeroOffset + 128;                    // kStages full barriers
+  static constexpr int kXBarOffset = kBarOffset + kStages * 8;           // x_full[2], x_empty[2]
+  static constexpr int kSmemBytes = 1024 + kXBarOffset + 32;
+  static_assert(kRingOffset % 1024 == 0 && kHaloOffset % 1024 == 0 && kHalo5Bytes % 1024 == 0, "swizzle alignment");
+  static_assert(kSmemBytes == 197856, "the layout NOTES.md and convfirst_c512.py state");
+  static_assert(kSmemBytes <= 227 * 1024, "shared memory per block");
+};
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// Variant 6's conv warpgroup: every tile k = 0 .. my_tiles - 1 of the CTA; tile k's halo window in buffer k % 2 (loaded
+// one tile ahead, as conv_stream), its X into X buffer k % 2 once x_empty[k % 2] has completed phase k / 2 - 1 (the
+// owning warpgroup's last stage-1 read of tile k - 2 retired; k >= 2), then x_full[k % 2].
+__device__ __forceinline__ void conv_stream6(const Params& p, uint32_t halo0, uint32_t zero_addr, uint8_t* x0,
+                                             uint32_t x_full0, uint32_t x_empty0, int my_tiles) {
+  constexpr int C = 64;
+  const int t = threadIdx.x - kConvThread0, lane = t & 31, cw = t >> 5;
+  const int W = p.W, H = p.H, rows_total = p.P / W;
+  const int local_group = cw * 2 + (lane >> 4);
+  auto window = [&](int p0, int& row_lo, int& qa, int& qb) {
+    const int p_last = min(p0 + kTilePixels, p.P) - 1;
+    row_lo = max(p0 / W - 1, 0);
+    const int row_hi = min(p_last / W + 1, rows_total - 1);
+    qa = max(p0 - W - 1, row_lo * W) - row_lo * W;
+    qb = min(p0 + kTilePixels + W + 1, (row_hi + 1) * W) - row_lo * W;
+  };
+  auto issue = [&](int k) {
+    if (k < my_tiles) {
+      const int p0 = ((int)blockIdx.x + k * (int)gridDim.x) * kTilePixels;
+      int row_lo, qa, qb;
+      window(p0, row_lo, qa, qb);
+      const uint32_t buf = halo0 + (k & 1) * kHalo5Bytes - (qa & ~7) * 128;
+      const __half* xs = opaque(p.x) + ((size_t)row_lo * W) * C;
+      for (int i = t; i < (qb - qa) * 8; i += kConvThreads) {
+        const int q = qa + (i >> 3), c = i & 7;
+        cp_async16(buf + panel_offset(q, c), xs + (size_t)q * C + c * 8, true);
+      }
+    }
+    cp_async_commit();
+  };
+  uint32_t bfrag[2][9];  // one slice: the pair's B fragments and conv bias for every tile
+  float2 cb[2];
+  {
+    const int g0 = cw * 2;
+    const uint32_t* wsrc = p.conv_w + ((size_t)g0 * 9 * 32 + lane);
+#pragma unroll
+    for (int tap = 0; tap < 9; ++tap) {
+      bfrag[0][tap] = __ldg(wsrc + tap * 32);
+      bfrag[1][tap] = __ldg(wsrc + (9 + tap) * 32);
+    }
+    const float* bsrc = p.conv_b + (g0 * 8 + (lane & 3) * 2);
+#pragma unroll
+    for (int gi = 0; gi < 2; ++gi) cb[gi] = __ldg(reinterpret_cast<const float2*>(bsrc + gi * 8));
+  }
+  uint32_t xr[1][4][2][2];
+  issue(0);
+#pragma unroll 1
+  for (int k = 0; k < my_tiles; ++k) {
+    const int p0 = ((int)blockIdx.x + k * (int)gridDim.x) * kTilePixels;
+    cp_async_wait<0>();  // tile k's copies (issued one tile earlier) have landed
+    conv_sync();         // everyone's copies visible; every warp done with tile k - 1's taps (buffer (k + 1) % 2)
+    issue(k + 1);
+    int row_lo, qa, qb;
+    window(p0, row_lo, qa, qb);
+    const uint32_t halo = halo0 + (k & 1) * kHalo5Bytes - (qa & ~7) * 128;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {  // as conv_tile: m-tiles 2 half, 2 half + 1
+      int p0h;
+      asm volatile("mov.b32 %0, %1;\n" : "=r"(p0h) : "r"(p0));
+      float acc[2][2][4] = {};
+      conv_mtiles<1>(acc, p.P, W, H, p0h, 2 * half, lane, row_lo, halo, zero_addr, local_group, bfrag);
+#pragma unroll
+      for (int j = 0; j < 2; ++j)
+#pragma unroll
+        for (int gi = 0; gi < 2; ++gi) {
+          xr[0][2 * half + j][gi][0] = pack_half2(acc[j][gi][0] + cb[gi].x, acc[j][gi][1] + cb[gi].y);
+          xr[0][2 * half + j][gi][1] = pack_half2(acc[j][gi][2] + cb[gi].x, acc[j][gi][3] + cb[gi].y);
+        }
+    }
+    const int b = k & 1;
+    if (k >= 2) mbar_wait(x_empty0 + 8 * b, ((k >> 1) - 1) & 1);  // tile k - 2's last stage-1 read retired
+    store_x<C>(x0 + b * kPanel, xr);
+    fence_proxy_async_smem();  // X (generic stores) is read by wgmma (async proxy)
+    mbar_arrive(x_full0 + 8 * b);
+  }
+  cp_async_wait<0>();  // the last (empty) group
+}
+
+// One consumer warpgroup's FFN of its tile (X at x_s), pipelined by 64-wide hidden halves (see above), into acc2
+// (64 x 64: pixel 16 wq + lane / 4 + 8 hr, column 8 n + 2 (lane % 4) + {0, 1} at acc2[4 n + 2 hr + {0, 1}]).
+// `x_done` runs once the tile's last stage-1 group (the last read of X) has retired.
+template <int NCHUNKS, typename XDone>
+__device__ __forceinline__ void ffn64_own(const Params& p, uint32_t x_s, uint32_t ring, int lane,
+                                          float (&acc2)[32], XDone&& x_done) {
+  constexpr int nchunks = NCHUNKS;  // unrolled: ptxas follows which group each wait retires
+  float acc1a[32], acc1b[32];  // the chunk's hidden halves 0..63, 64..127
+  uint32_t ha[4][4], hb[4][4];  // their ReLU as stage 2's A fragments (k step ks: hidden 16 ks .. of the half)
+  auto s1 = [&](float(&acc)[32], int j, int half) {  // U_j rows 64 half .. (slot 2 j)
+    const uint32_t b0 = ring + (2 * j) * kSlotBytes + half * (64 * 128);
+    fence_registers(acc);
+    wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks)
+      wgmma_m64n64k16_ss(acc, smem_desc_sw128(x_s + ks * 32), smem_desc_sw128(b0 + ks * 32), ks != 0);
+    wgmma_commit();
+  };
+  auto s2 = [&](uint32_t(&h)[4][4], int j, int half) {  // the V slot's rows 64 half .. (k panel `half`)
+    const uint32_t b0 = ring + (2 * j + 1) * kSlotBytes + half * (64 * 128);
+    fence_registers(h);  // (not acc2: the previous group may still accumulate into it)
+    wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) wgmma_m64n64k16_rs(acc2, h[ks], smem_desc_sw128(b0 + ks * 32), (j | half | ks) != 0);
+    wgmma_commit();
+  };
+  auto relu = [&](uint32_t(&h)[4][4], const float(&acc)[32], const float2(&bias)[8]) {
+#pragma unroll
+    for (int n = 0; n < 8; ++n) {
+      h[n >> 1][(n & 1) * 2 + 0] = pack_half2(fmaxf(acc[4 * n + 0] + bias[n].x, 0.f), fmaxf(acc[4 * n + 1] + bias[n].y, 0.f));
+      h[n >> 1][(n & 1) * 2 + 1] = pack_half2(fmaxf(acc[4 * n + 2] + bias[n].x, 0.f), fmaxf(acc[4 * n + 3] + bias[n].y, 0.f));
+    }
+  };
+  s1(acc1a, 0, 0);
+  s1(acc1b, 0, 1);
+#pragma unroll
+  for (int j = 0; j < nchunks; ++j) {
+    const bool more = j + 1 < nchunks;
+    float2 bias[8];
+    load_bias1(p, j, 0, lane, bias);  // hidden 128 j + 0 ..
+    // pending: S2a(j - 1) S1a(j) S2b(j - 1) S1b(j) (j > 0) or S1a(0) S1b(0): S1a(j) (and S2a(j - 1): ha is free)
+    if (j == 0) wgmma_wait<1>();
+    else wgmma_wait<2>();
+    fence_registers(acc1a);
+    relu(ha, acc1a, bias);
+    s2(ha, j, 0);
+    if (more) s1(acc1a, j + 1, 0);
+    load_bias1(p, j, 1, lane, bias);  // hidden 128 j + 64 ..
+    // pending: S2b(j - 1) S1b(j) S2a(j) [S1a(j + 1)]: S1b(j) (and S2b(j - 1): hb is free)
+    if (more) wgmma_wait<2>();
+    else wgmma_wait<1>();
+    fence_registers(acc1b);
+    if (!more) x_done();
+    relu(hb, acc1b, bias);
+    s2(hb, j, 1);
+    if (more) s1(acc1b, j + 1, 1);
+  }
+  wgmma_wait<0>();
+  fence_registers(acc2);
+}
+#endif
+
+__global__ void __launch_bounds__(kThreads3, 1) convfirst_c64_pingpong_kernel(const Params p) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using S6 = Shape6;
+  extern __shared__ uint8_t smem_raw[];
+  const uint32_t raw = smem_addr(smem_raw);
+  const uint32_t base = (raw + 1023) & ~1023u;  // 1024-aligned for the 128-byte swizzle
+  uint8_t* const smem = smem_raw + (base - raw);
+  const uint32_t ring = base + S6::kRingOffset, full_bar = base + S6::kBarOffset;
+  const uint32_t x_full = base + S6::kXBarOffset, x_empty = x_full + 16;  // [2] each
+  const int nchunks = p.hidden / kHiddenChunk, nslots = 2 * nchunks;  // slots_per_chunk(64) = 2
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int tiles = (p.P + kTilePixels - 1) / kTilePixels;
+  const int my_tiles = (int)blockIdx.x < tiles ? (tiles - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0;
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; ++s) mbar_init(full_bar + 8 * s, 1);  // the producer's arrive + the copy's bytes
+    for (int b = 0; b < 2; ++b) {
+      mbar_init(x_full + 8 * b, kConvThreads);       // every conv thread, after its X stores and proxy fence
+      mbar_init(x_empty + 8 * b, kConsumerWarps6);   // the owning warpgroup's warps, after the tile's last stage 1
+    }
+    fence_barrier_init();
+  }
+  __syncthreads();
+
+  if (warp >= kConvWarp0) {
+    setmaxnreg_dec<kRegConv6>();
+    pdl::wait();  // reads x (pdl.h)
+    const int t = threadIdx.x - kConvThread0;
+    if (t < 8) reinterpret_cast<uint4*>(smem + S6::kZeroOffset)[t] = make_uint4(0, 0, 0, 0);
+    conv_stream6(p, base + S6::kHaloOffset, base + S6::kZeroOffset, smem + S6::kXOffset, x_full, x_empty, my_tiles);
+  } else if (warp >= kConsumerWarps) {
+    // ---- producer: every slot once (resident for all of the CTA's tiles) ----
+    setmaxnreg_dec<kRegProducer6>();
+    if (warp == kConsumerWarps && lane == 0 && my_tiles > 0) {
+#pragma unroll 1
+      for (int s = 0; s < nslots; ++s) {
+        mbar_arrive_expect_tx(full_bar + 8 * s, kSlotBytes);
+        bulk_copy_g2s(ring + s * kSlotBytes, p.wpack + (size_t)s * kSlotBytes, kSlotBytes, full_bar + 8 * s);
+      }
+    }
+  } else {
+    // ---- consumers: warpgroup wg takes local tiles wg, wg + 2, ... ----
+    setmaxnreg_inc<kRegConsumer6>();
+    pdl::wait();  // reads x, writes out (pdl.h); the producer's weight slots went ahead
+    const int wg = warp >> 2, wq = warp & 3;
+    const uint32_t x_s = base + S6::kXOffset + wg * kPanel;
+    const uint32_t my_full = x_full + 8 * wg, my_empty = x_empty + 8 * wg;
+    float2 b2[8];  // the epilogue's bias at columns 8 n + 2 (lane % 4)
+#pragma unroll
+    for (int n = 0; n < 8; ++n) b2[n] = __ldg(reinterpret_cast<const float2*>(p.b2 + 8 * n + 2 * (lane & 3)));
+    if (wg < my_tiles)
+#pragma unroll 1
+      for (int s = 0; s < nslots; ++s) mbar_wait(full_bar + 8 * s, 0);  // each slot's only fill
+    float acc2[32];  // not zeroed: each tile's first stage-2 product runs with scale-d 0
+#pragma unroll 1
+    for (int k = wg, r = 0; k < my_tiles; k += 2, ++r) {
+      const int p0 = ((int)blockIdx.x + k * (int)gridDim.x) * kTilePixels;
+      // PDL: the warpgroup starts its last tile (after its wait above); repeats have no effect (pdl.h)
+      if (k + 2 >= my_tiles) pdl::launch_dependents();
+      const int r0 = p0 + wq * 16 + (lane >> 2);
+      __half2 sc[8][2];  // the shortcut, loaded first: its latency hides behind the tile's FFN
+#pragma unroll
+      for (int n = 0; n < 8; ++n)
+#pragma unroll
+        for (int hr = 0; hr < 2; ++hr) {
+          const int row = r0 + 8 * hr, col = 8 * n + 2 * (lane & 3);
+          sc[n][hr] = row < p.P ? __ldg(reinterpret_cast<const __half2*>(p.x + (size_t)row * 64 + col)) : __float2half2_rn(0.f);
+        }
+      mbar_wait(my_full, r & 1);  // the conv warpgroup has written this tile's X
+      auto x_done = [&] {
+        if (lane == 0) mbar_arrive(my_empty);  // the tile's last read of X retired in this warp
+      };
+      switch (nchunks) {  // 1 .. 4 (hidden <= kPingPongMaxHidden)
+        case 1: ffn64_own<1>(p, x_s, ring, lane, acc2, x_done); break;
+        case 2: ffn64_own<2>(p, x_s, ring, lane, acc2, x_done); break;
+        case 3: ffn64_own<3>(p, x_s, ring, lane, acc2, x_done); break;
+        default: ffn64_own<4>(p, x_s, ring, lane, acc2, x_done); break;
+      }
+#pragma unroll
+      for (int n = 0; n < 8; ++n) {
+        const int col = 8 * n + 2 * (lane & 3);
+#pragma unroll
+        for (int hr = 0; hr < 2; ++hr) {
+          const int row = r0 + 8 * hr;
+          if (row >= p.P) continue;
+          const float2 sx = __half22float2(sc[n][hr]);
+          const float v0 = acc2[4 * n + 2 * hr] + b2[n].x + sx.x, v1 = acc2[4 * n + 2 * hr + 1] + b2[n].y + sx.y;
+          *reinterpret_cast<__half2*>(p.out + (size_t)row * 64 + col) = __floats2half2_rn(v0, v1);
+        }
+      }
+    }
+  }
+#endif
+}
+
 int smem_bytes(int channels, int variant) {
   const bool halo2 = variant == 2;
   if (channels == 64) {  // variants 0, 2, 3
@@ -1112,6 +1378,7 @@ int smem_bytes(int channels, int variant) {
     if (variant == 2) return Shape<64, true>::kSmemBytes;
     if (variant == 3) return Shape3<64>::kSmemBytes;
     if (variant == 5) return Shape5<64>::kSmemBytes;
+    if (variant == 6) return Shape6::kSmemBytes;
     return 0;
   }
   if (variant == 4) {  // variant 0's layout
@@ -1214,13 +1481,43 @@ cudaError_t launch_persistent(const Params& p, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-// C = 64: variants 0, 2, 3, 5 (has_variant).
+// Variant 6 (C = 64, hidden <= kPingPongMaxHidden): one CTA per SM (at most one per tile), as launch_persistent.
+cudaError_t launch_pingpong(const Params& p, cudaStream_t stream) {
+  constexpr int kSmemBytes = Shape6::kSmemBytes;
+  if (p.hidden > kPingPongMaxHidden) return cudaErrorInvalidValue;  // resident weights only
+  static int sms[kMaxDevices] = {};  // 0 until the device is checked
+  int dev = 0;
+  cudaError_t err = cudaGetDevice(&dev);
+  if (err != cudaSuccess) return err;
+  if (dev >= kMaxDevices) return cudaErrorInvalidDevice;
+  if (sms[dev] == 0) {
+    int major = 0, minor = 0, optin = 0, count = 0;
+    err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+    if (err == cudaSuccess && (major != 9 || minor != 0)) err = cudaErrorNoKernelImageForDevice;
+    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+    if (err == cudaSuccess && kSmemBytes > optin) err = cudaErrorInvalidConfiguration;
+    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, dev);
+    if (err == cudaSuccess)
+      err = cudaFuncSetAttribute(convfirst_c64_pingpong_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
+    if (err != cudaSuccess) return err;
+    sms[dev] = count > 0 ? count : 1;
+  }
+  const int tiles = (p.P + kTilePixels - 1) / kTilePixels;
+  const int grid = tiles < sms[dev] ? tiles : sms[dev];
+  if (p.pdl) return pdl::launch(convfirst_c64_pingpong_kernel, dim3(grid), dim3(kThreads3), kSmemBytes, stream, p);
+  convfirst_c64_pingpong_kernel<<<grid, kThreads3, kSmemBytes, stream>>>(p);
+  return cudaGetLastError();
+}
+
+// C = 64: variants 0, 2, 3, 5, 6 (has_variant).
 cudaError_t launch_width64(const Params& p, int variant, cudaStream_t stream) {
   switch (variant) {
     case 0: return launch_impl<64, 1>(p, stream);
     case 2: return launch_impl<64, 1, true>(p, stream);
     case 3: return launch_persistent<64>(p, stream);
     case 5: return launch_persistent<64, true>(p, stream);
+    case 6: return launch_pingpong(p, stream);
     default: return cudaErrorInvalidValue;
   }
 }

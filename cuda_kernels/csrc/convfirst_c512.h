@@ -48,13 +48,16 @@ struct Params {
 // 4 (every width, W <= kSplitHMaxWidth): variant 0 with phase A's halo double-buffered in the two halves
 // of the idle H buffers (no extra shared memory; not yet run on a GPU: off by default).
 // 5 (C = 64 and 128): variant 3 with the conv warpgroup's halo prefetched one unit ahead into two buffers
-// (and the shortcut loaded at the tile's start at C = 128); not yet run on a GPU: off by default.
-constexpr int kVariants = 6;
+// (and the shortcut loaded at the tile's start at C = 128); measured: the default at C = 128.
+// 6 (C = 64, hidden <= kPingPongMaxHidden): persistent, each consumer warpgroup runs its own tile (no partial sums),
+// two X buffers; not yet run on a GPU: off by default.
+constexpr int kVariants = 7;
+constexpr int kPingPongMaxHidden = 512;  // variant 6: every weight slot resident in the 8-slot ring
 constexpr int kSplitHMaxWidth = 18;  // variant 4: a tile's halo, (floor(63 / W) + 4) W pixels, <= 127
-// C = 64: variants 0, 2, 3 and 5 (one 64-channel slice: variant 2 has nothing to overlap and runs as 0 with
+// C = 64: variants 0, 2, 3, 5 and 6 (one 64-channel slice: variant 2 has nothing to overlap and runs as 0 with
 // variant 2's layout; no multicast, no split-H halo).
 constexpr bool has_variant(int channels, int variant) {
-  if (channels == 64) return variant == 0 || variant == 2 || variant == 3 || variant == 5;
+  if (channels == 64) return variant == 0 || variant == 2 || variant == 3 || variant == 5 || variant == 6;
   return variant == 0 || variant == 1 || variant == 4 || (channels <= 256 && (variant == 2 || variant == 3)) ||
          (channels == 128 && variant == 5);
 }
