@@ -81,8 +81,16 @@ K_PANEL = 64
 # (tile, 64-channel slice) ahead into two buffers, each holding the tile's window (`shifted_window`), and at
 # C = 128 the epilogue's shortcut loaded at the tile's start. Compiled and CPU-checked, not yet run on a GPU:
 # off by default (CUDA_KERNELS_C512_VARIANT=5 or 64:5,128:5 selects it).
-VARIANTS = (0, 1, 2, 3, 4, 5)
+# 6 (C = 64, hidden <= 512; NOTES.md "Variant 6"): persistent as 3, but each consumer warpgroup runs its own tile
+# (the CTA's local tile k on warpgroup k % 2: all 128 hidden channels of every chunk, no partial-sum exchange, the
+# chunk pipelined in 64-wide halves), two X buffers with their own x_full / x_empty, the conv warpgroup (variant 5's
+# prefetched stream) computing every tile. Resident weights only: `run` falls back to variant 3 from the switch
+# where hidden > 512 (alpha 10, 12), and refuses an explicit variant 6 there. Compiled and CPU-checked, not yet run on a
+# GPU: off by default (CUDA_KERNELS_C512_VARIANT=6 or 64:6 selects it).
+VARIANTS = (0, 1, 2, 3, 4, 5, 6)
 PREFETCH_WIDTHS = (64, 128)  # the widths with variant 5
+PINGPONG_WIDTHS = (64,)  # the widths with variant 6
+PINGPONG_MAX_HIDDEN = 512  # variant 6: every weight slot (2 per 128-wide chunk) resident in the 8-slot ring
 PREFETCH_HALO_PIXELS = 192  # variant 5: pixels per halo buffer (a tile's shifted window is <= 2 W + 73)
 DEFAULT_VARIANT = 0  # at C = 512
 # C = 64 has variants 0, 2, 3, 5 (one 64-channel slice: variant 2 overlaps nothing and runs as 0).
@@ -124,12 +132,12 @@ def default_variant(channels: int, width: int | None = None) -> int:
 
 def variants(channels: int) -> tuple[int, ...]:
     """The variants the kernel has at this width (2 and 3 need the shared memory C = 384 / 512 fill; C = 64
-    has 0, 2, 3 and 5: no multicast, and variant 4's halves are for W <= 18; 5 is C = 64 and 128 only: C = 256's
-    X does not fit beside its two halo buffers)."""
+    has 0, 2, 3, 5 and 6: no multicast, and variant 4's halves are for W <= 18; 5 is C = 64 and 128 only: C = 256's
+    X does not fit beside its two halo buffers; 6 is C = 64 only)."""
     if channels == 64:
-        return (0, 2, 3, 5)
+        return (0, 2, 3, 5, 6)
     if channels == 128:
-        return VARIANTS
+        return (0, 1, 2, 3, 4, 5)
     return (0, 1, 2, 3, 4) if channels <= 256 else (0, 1, 4)
 
 
@@ -141,13 +149,17 @@ def smem_bytes(channels: int, variant: int = 0) -> int:
     the width has no such variant): X (C / 64 panels of 8 KB), the two H buffers (32 KB), the 8-slot ring
     (128 KB), variants 2 and 3 a second 32 KB halo after the ring, 1024 B of alignment slack, 16 mbarriers,
     and variant 3 its two X barriers; variant 5 (Shape5) instead of the 32 KB halo two halo buffers of
-    `PREFETCH_HALO_PIXELS` pixels and one zero pixel (222,480 B at C = 64, 230,672 B at C = 128). The
+    `PREFETCH_HALO_PIXELS` pixels and one zero pixel (222,480 B at C = 64, 230,672 B at C = 128); variant 6 (Shape6)
+    two X buffers, the ring, variant 5's halo buffers and zero pixel, 8 full and 4 X barriers, no H (197,856 B). The
     extension's ``smem_bytes`` must agree (GPU test)."""
     if channels not in SUPPORTED_CHANNELS or variant not in variants(channels):
         return 0
     if variant == 5:
         body = channels // K_PANEL * TILE_PIXELS * 128 + 2 * 16384 + 8 * 16384 + 2 * PREFETCH_HALO_PIXELS * 128 + 128
         return 1024 + body + 2 * 8 * 8 + 16
+    if variant == 6:  # two X buffers, the ring, variant 5's two halo buffers and zero pixel; 8 full + 4 X barriers
+        body = 2 * TILE_PIXELS * 128 + 8 * 16384 + 2 * PREFETCH_HALO_PIXELS * 128 + 128
+        return 1024 + body + 8 * 8 + 4 * 8
     body = channels // K_PANEL * TILE_PIXELS * 128 + 2 * 16384 + 8 * 16384 + (32768 if variant in (2, 3) else 0)
     return 1024 + body + 2 * 8 * 8 + (16 if variant == 3 else 0)
 
@@ -184,6 +196,18 @@ def prefetch_units(my_tiles: int, channels: int) -> list[tuple[int, int, int]]:
     while unit u computes."""
     slices = channels // K_PANEL
     return [(1 + u // slices, u % slices, u % 2) for u in range(max(my_tiles - 1, 0) * slices)]
+
+
+def pingpong_tiles(tiles: int, sms: int) -> list[tuple[list[int], list[int]]]:
+    """Variant 6's schedule: variant 3's thread blocks and tiles (`persistent_tiles`), block b's local tile k on
+    consumer warpgroup k % 2 (X buffer k % 2): per block (warpgroup 0's tiles, warpgroup 1's tiles)."""
+    return [(mine[0::2], mine[1::2]) for mine in persistent_tiles(tiles, sms)]
+
+
+def pingpong_fallback(variant: int, hidden: int) -> int:
+    """The variant `run` launches for `variant` chosen by default or by the switch: 3 instead of 6 where hidden >
+    `PINGPONG_MAX_HIDDEN` (variant 6 keeps every weight slot resident)."""
+    return 3 if variant == 6 and hidden > PINGPONG_MAX_HIDDEN else variant
 
 
 def persistent_tiles(tiles: int, sms: int) -> list[list[int]]:
@@ -353,7 +377,11 @@ def _extension():
 def run(x: torch.Tensor, weights: KernelWeights, out: torch.Tensor | None = None,
         variant: int | None = None) -> torch.Tensor:
     """Launch the fused kernel; returns [N, C, H, W] channels_last (``out`` if given)."""
-    variant = default_variant(weights.channels, x.shape[-1]) if variant is None else variant
+    if variant is None:
+        variant = pingpong_fallback(default_variant(weights.channels, x.shape[-1]), weights.hidden)
+    elif variant == 6 and weights.hidden > PINGPONG_MAX_HIDDEN:
+        raise ValueError(f"convfirst_c512 variant 6 needs hidden <= {PINGPONG_MAX_HIDDEN} (resident weights), "
+                         f"got {weights.hidden}")
     if variant not in variants(weights.channels):
         raise ValueError(f"convfirst_c512 has no variant {variant} at C={weights.channels} "
                          f"(it has {variants(weights.channels)})")

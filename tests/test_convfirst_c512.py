@@ -244,7 +244,7 @@ def test_c64_halo_window_fits_and_covers_every_tap():
 def test_smem_budget_per_variant():
     """Shared memory per instance (the module's mirror of Shape / Shape3): within the H200's 227 KB at
     every width and variant that exists; C = 64: 173,184 B (variant 0), 205,952 (2), 205,968 (3)."""
-    assert [c512.smem_bytes(64, v) for v in c512.VARIANTS] == [173184, 0, 205952, 205968, 0, 222480]
+    assert [c512.smem_bytes(64, v) for v in c512.VARIANTS] == [173184, 0, 205952, 205968, 0, 222480, 197856]
     assert c512.smem_bytes(256, 2) == c512.smem_bytes(512) == 230528 and c512.smem_bytes(256, 3) == 230544
     assert c512.smem_bytes(128) == 181376 and c512.smem_bytes(384) == 214144 and c512.smem_bytes(384, 2) == 0
     for channels in c512.SUPPORTED_CHANNELS:
@@ -521,7 +521,7 @@ def test_variants_by_width(small_weights, monkeypatch):
     monkeypatch.delenv(c512.VARIANT_SWITCH, raising=False)
     assert c512.variants(512) == c512.variants(384) == (0, 1, 4)
     assert c512.variants(256) == (0, 1, 2, 3, 4) and c512.variants(128) == (0, 1, 2, 3, 4, 5)
-    assert c512.variants(64) == (0, 2, 3, 5)
+    assert c512.variants(64) == (0, 2, 3, 5, 6)
     assert [c512.default_variant(c) for c in (64, 128, 256, 384, 512)] == [3, 5, 3, 0, 0]
     monkeypatch.setenv(c512.VARIANT_SWITCH, "64:2")
     assert c512.default_variant(64, 56) == 2
@@ -587,7 +587,7 @@ def test_bench_cases_count_the_block():
     case = bench_c512.parse_case("c64:6:56")
     assert (case.channels, case.expansion, case.size, case.batch) == (64, 6, 56, 128)
     assert 2 * case.macs == 2 * 128 * 56 * 56 * (2 * 64 * 384 + 64 * 72)  # 43.2 GFLOP
-    assert bench_c512.case_variants(64) == (0, 2, 3, 5) and bench_c512.case_variants(64, (2, 3), 56) == (2, 3)
+    assert bench_c512.case_variants(64) == (0, 2, 3, 5, 6) and bench_c512.case_variants(64, (2, 3), 56) == (2, 3)
     case = bench_c512.parse_case("c256:6:14")
     assert (case.channels, case.expansion, case.size, case.batch) == (256, 6, 14, 128)
     assert 2 * case.macs == 2 * 128 * 14 * 14 * (2 * 256 * 1536 + 256 * 72)  # 39.6 GFLOP
@@ -1569,7 +1569,7 @@ def test_prefetch_variant_is_bitwise_variant_3(channels, expansion, batch, h, w)
 @pytest.mark.cuda
 def test_prefetch_variant_smem_matches_the_extension():
     ext = c512._extension()
-    assert ext.num_variants == 6
+    assert ext.num_variants == 7
     for channels in c512.SUPPORTED_CHANNELS:
         assert ext.smem_bytes(channels, 5) == c512.smem_bytes(channels, 5)
 
@@ -1616,4 +1616,280 @@ def test_device_script_for_v5():
     text = script.read_text()
     for needle in ("step smoke", "step tests", "--variants 3,5", "--case c64:6:56", "--case c64:4:56",
                    "--case c128:6:28", "variant_lines", "V5_OK=", "-res-usage"):
+        assert needle in text, needle
+
+
+# ---- variant 6 (C = 64): one tile per consumer warpgroup, two X buffers ----
+
+def test_pingpong_variant_layout_and_switch(monkeypatch):
+    """Variant 6 exists at C = 64 only; Shape6 (two X buffers, the ring, variant 5's halo buffers, 8 full and 4 X
+    barriers, no H) is 197,856 B; off by default (the defaults unchanged), on by the switch at C = 64 only."""
+    monkeypatch.delenv(c512.VARIANT_SWITCH, raising=False)
+    assert [c for c in c512.SUPPORTED_CHANNELS if 6 in c512.variants(c)] == list(c512.PINGPONG_WIDTHS) == [64]
+    assert c512.smem_bytes(64, 6) == 197856 == 1024 + 2 * 8192 + 8 * 16384 + 2 * 192 * 128 + 128 + 64 + 32
+    assert all(c512.smem_bytes(c, 6) == 0 for c in (128, 256, 384, 512))
+    assert [c512.default_variant(c, 28) for c in (64, 128, 256)] == [3, 5, 3]
+    monkeypatch.setenv(c512.VARIANT_SWITCH, "6")
+    assert [c512.default_variant(c, 28) for c in (64, 128, 256, 512)] == [6, 5, 3, 0]
+    monkeypatch.setenv(c512.VARIANT_SWITCH, "64:6,128:3")
+    assert [c512.default_variant(c, 28) for c in (64, 128)] == [6, 3]
+
+
+def test_pingpong_resident_weights_and_fallback(monkeypatch):
+    """Variant 6 keeps every slot resident: hidden <= 512 (2 slots per chunk in 8); beyond it the switch falls back to
+    variant 3 and an explicit variant 6 is refused before anything runs."""
+    assert c512.PINGPONG_MAX_HIDDEN // c512.HIDDEN_CHUNK * c512.slots_per_chunk(64) == 8
+    assert [c512.pingpong_fallback(6, h) for h in (128, 256, 384, 512, 640, 768)] == [6, 6, 6, 6, 3, 3]
+    assert c512.pingpong_fallback(5, 640) == 5 and c512.pingpong_fallback(3, 128) == 3
+    weights = _kernel_weights(block_c(64, 10))
+    x = channels_last(torch.zeros(1, 64, 9, 9, dtype=torch.float16))
+    with pytest.raises(ValueError, match="variant 6 needs hidden <= 512"):
+        c512.run(x, weights, variant=6)
+
+
+@pytest.mark.parametrize("tiles", [1, 2, 3, 5, 131, 132, 133, 263, 264, 265, 392, 6272])
+@pytest.mark.parametrize("sms", [132, 1, 2])
+def test_pingpong_schedule_covers_every_tile_once(tiles, sms):
+    """Every tile exactly once over thread blocks and consumer warpgroups; block b's local tile k on warpgroup k % 2,
+    as the kernel's loops (k = wg; k < my_tiles; k += 2) and the conv warpgroup's X buffer k % 2 take them; an odd
+    count leaves warpgroup 1 one tile short."""
+    schedule = c512.pingpong_tiles(tiles, sms)
+    grid = min(tiles, sms)
+    assert len(schedule) == grid
+    seen = sorted(t for wg0, wg1 in schedule for t in (*wg0, *wg1))
+    assert seen == list(range(tiles))
+    for b, (wg0, wg1) in enumerate(schedule):
+        my_tiles = (tiles - 1 - b) // grid + 1  # the kernel's my_tiles
+        kernel = [[b + k * grid for k in range(wg, my_tiles, 2)] for wg in (0, 1)]
+        assert [wg0, wg1] == kernel
+        assert len(wg0) - len(wg1) == my_tiles % 2
+        local = [b + k * grid for k in range(my_tiles)]
+        assert all(local.index(t) % 2 == wg for wg, mine in enumerate((wg0, wg1)) for t in mine)
+
+
+def _consumer_program_v6(wg: int, my_tiles: int, nchunks: int, x_empty_early: bool = False, one_x: bool = False,
+                         full_parity_off: bool = False) -> list[tuple]:
+    """Variant 6's consumer warpgroup `wg` (convfirst_c64_pingpong_kernel, ffn64_own) as operations: each slot's one
+    fill awaited before the first tile; per own tile k (local tiles wg, wg + 2, ...; round r) wait x_full[b] parity
+    r % 2, then the wgmma groups S1a(0) S1b(0) | S2a(j) S1a(j + 1) S2b(j) S1b(j + 1) with the kernel's waits, x_empty[b]
+    after S1b of the last chunk retires, the epilogue after wait 0. The keyword arguments are planted bugs."""
+    nslots = 2 * nchunks
+    ops = [("wait_full", s) for s in range(nslots)] if wg < my_tiles else []
+    for r, k in enumerate(range(wg, my_tiles, 2)):
+        b = 0 if one_x else k % 2
+        ops.append(("wait_bar", ("x_full", b), (r + full_parity_off) & 1))
+        s1 = lambda j: ("issue", 2 * j, None, (b, k))  # stage 1 reads X buffer b (tile k) and U slot 2 j
+        s2 = lambda j: ("issue", 2 * j + 1, None, None)  # stage 2 reads registers and V slot 2 j + 1
+        ops += [s1(0), s1(0)]
+        for j in range(nchunks):
+            more = j + 1 < nchunks
+            ops += [("wait_groups", 1 if j == 0 else 2), s2(j)] + ([s1(j + 1)] if more else [])
+            if x_empty_early and not more:
+                ops.append(("arrive", ("x_empty", b)))
+            ops.append(("wait_groups", 2 if more else 1))
+            if not x_empty_early and not more:
+                ops.append(("arrive", ("x_empty", b)))
+            ops += [s2(j)] + ([s1(j + 1)] if more else [])
+        ops += [("wait_groups", 0), ("epilogue", k)]
+    return ops
+
+
+def _conv_program_v6(my_tiles: int, one_x: bool = False, empty_parity_off: bool = False) -> list[tuple]:
+    """Variant 6's conv warp (conv_stream6): every tile k from 0, halo buffer k % 2 loaded one tile ahead (variant 5's
+    unit stream with units = tiles), then X of tile k into buffer k % 2 after x_empty[k % 2] phase k / 2 - 1 (k >= 2)."""
+    ops, nsync = [("issue_halo", 0, 0)], 0
+    for k in range(my_tiles):
+        b = 0 if one_x else k % 2
+        ops += [("cp_wait", 0), ("conv_sync", nsync), ("issue_halo", k + 1, (k + 1) % 2),
+                ("taps_begin", k, k % 2), ("taps_end", k, k % 2)]
+        nsync += 1
+        if k >= 2 or (one_x and k >= 1):
+            wait_round = (k // 2 - 1) if not one_x else k - 1
+            ops.append(("wait_bar", ("x_empty", b), (wait_round + empty_parity_off) & 1))
+        ops += [("write_x", k, b), ("arrive", ("x_full", b))]
+    return ops
+
+
+def _run_pingpong_model(my_tiles: int, nchunks: int, seed: int, conv_warps: int = 4, **bugs) -> None:
+    """One thread block of variant 6 under random interleavings (actors at random speeds per seed): the producer
+    filling the 2 x nchunks resident slots once, `conv_warps` conv warps (their named barrier, cp.async copies landing
+    in any order, two halo buffers, X written in parts, x_full[b] counting every conv warp) and two consumer warpgroups
+    on their own tiles (wgmma groups retiring in order, the mbarriers' parity waits as the hardware has them: a wait on
+    parity P passes while the completed phase count has the other parity; x_empty[b] counts the owning warpgroup).
+    Asserts no deadlock, every tile's epilogue once, X buffer b never rewritten while a stage-1 group reads it and
+    always holding the tile a stage-1 group reads, slots read only once filled."""
+    import random
+
+    rng = random.Random(seed)
+    stages, nslots = 8, 2 * nchunks
+    assert nslots <= stages
+    consumer_bugs = {k: v for k, v in bugs.items() if k in ("x_empty_early", "one_x", "full_parity_off")}
+    conv_bugs = {k: v for k, v in bugs.items() if k in ("one_x", "empty_parity_off")}
+    slot_index, fills = [None] * stages, [0] * stages
+    released = [[0] * stages for _ in range(2)]
+    groups = [[], []]  # per consumer warpgroup: (slot, None, (X buffer, tile) or None)
+    bars = {("x_full", b): [conv_warps, 0, 0] for b in (0, 1)}
+    bars.update({("x_empty", b): [1, 0, 0] for b in (0, 1)})
+    programs = [_consumer_program_v6(w, my_tiles, nchunks, **consumer_bugs) for w in range(2)]
+    programs += [_conv_program_v6(my_tiles, **conv_bugs) for _ in range(conv_warps)]
+    cws = range(2, 2 + conv_warps)
+    halo = {"units": my_tiles, "parts": {}, "inflight": {w: [] for w in cws}, "reading": {w: None for w in cws},
+            "arrived": {w: 0 for w in cws}}
+    x_part = {(b, i): None for b in (0, 1) for i in range(conv_warps)}  # the tile each conv warp's part of X b holds
+    done = []
+    pc, produced = [0] * len(programs), 0
+    speed = {key: rng.choice([0.01, 0.2, 1.0, 5.0]) for key in ["produce", *(("retire", w) for w in range(2)),
+                                                                *(("step", w) for w in range(len(programs))),
+                                                                *(("land", w) for w in range(len(programs)))]}
+    while True:
+        acts = _enabled(programs, pc, groups, produced, nslots, stages, released, fills, [None, None], bars, halo)
+        if not acts:
+            assert produced == nslots and pc == [len(p) for p in programs], f"deadlock at {pc}, seed {seed}"
+            assert sorted(done) == list(range(my_tiles)), "a tile's epilogue missing or repeated"
+            return
+        act = rng.choices(acts, [speed[a if a[0] != "produce" else "produce"] for a in acts])[0]
+        if act[0] == "produce":
+            produced = _produce(produced, stages, slot_index, fills, groups)
+            continue
+        if act[0] == "retire":
+            groups[act[1]].pop(0)
+            continue
+        if act[0] == "land":
+            copies = halo["inflight"][act[1]]
+            buf, unit = copies.pop(rng.randrange(len(copies)))
+            halo["parts"][buf, act[1]] = (unit, True)
+            continue
+        w = act[1]
+        op = programs[w][pc[w]]
+        if w >= 2 and not _step_conv(op, w, halo):
+            continue
+        if op[0] in ("wait_full", "issue"):
+            _step_ring(op, w, stages, slot_index, released)
+        if op[0] == "issue":
+            if op[3] is not None:
+                b, k = op[3]
+                assert all(x_part[b, i] == k for i in range(conv_warps)), \
+                    f"stage 1 of tile {k} reads X buffer {b} holding {[x_part[b, i] for i in range(conv_warps)]}"
+            groups[w].append((op[1] % stages, None, op[3]))
+        elif op[0] == "write_x":
+            k, b = op[1], op[2]
+            assert all(g[2] is None or g[2][0] != b for v in (0, 1) for g in groups[v]), \
+                "X overwritten while a wgmma reads it"
+            x_part[b, w - 2] = k
+        elif op[0] == "arrive":
+            bar = bars[op[1]]
+            bar[1] += 1
+            if bar[1] == bar[0]:
+                bar[1], bar[2] = 0, bar[2] + 1
+        elif op[0] == "epilogue":
+            assert not groups[w], "epilogue before the tile's groups retired"
+            done.append(op[1])
+        pc[w] += 1
+
+
+@pytest.mark.parametrize("my_tiles,nchunks", [(1, 3), (2, 3), (3, 3), (4, 2), (5, 3), (6, 1), (7, 4), (5, 2)])
+@pytest.mark.parametrize("seed", range(15))
+def test_pingpong_protocol_has_no_deadlock_or_overwrite(seed, my_tiles, nchunks):
+    """Variant 6 over 1 to 7 tiles per thread block (odd counts: warpgroup 1 a tile short), 1 to 4 chunks."""
+    _run_pingpong_model(my_tiles, nchunks, seed)
+
+
+@pytest.mark.parametrize("bug,message", [
+    ({"x_empty_early": True}, "X overwritten while a wgmma reads it"),
+    ({"one_x": True}, "X"),
+    ({"empty_parity_off": True}, "X"),
+    ({"full_parity_off": True}, "stage 1 of tile"),
+])
+def test_pingpong_model_catches_the_bugs(bug, message):
+    """The model is not blind: x_empty arrived before the last stage-1 group retires, one X buffer for both
+    warpgroups, the conv warpgroup's x_empty wait a phase off (it overwrites X the owner still reads), or the
+    consumers' x_full wait a phase off (stage 1 reads the previous tile's X) each fail somewhere (or deadlock)."""
+    failures = 0
+    for seed in range(100):
+        try:
+            _run_pingpong_model(5, 3, seed, conv_warps=2, **bug)
+        except AssertionError as error:
+            assert message in str(error) or "deadlock" in str(error), str(error)
+            failures += 1
+    assert failures > 0
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("expansion,batch,h,w", [
+    (6, 128, 56, 56), (4, 128, 56, 56), (2, 128, 56, 56), (8, 3, 56, 56), (6, 1, 56, 56), (4, 37, 56, 56),
+    (6, 3, 55, 55), (2, 7, 9, 9), (6, 1, 1, 1), (6, 1, 8, 8), (4, 1, 8, 16), (6, 1, 12, 16), (8, 2, 56, 9),
+    (6, 5, 31, 55), (6, 300, 7, 7), (4, 11, 40, 38), (2, 1, 3, 5),
+])
+def test_pingpong_variant(expansion, batch, h, w):
+    """Variant 6 against float64 (<= 2x PyTorch fp16's error, NaN-poisoned output): alpha 2 / 4 / 6 / 8 (1 to 4
+    resident chunks), batch 128 / 1 / odd, odd sizes, 1 tile (1x1, 8x8), 2, 3, 49, 262 (two or one per block and
+    warpgroup, odd counts) to 6272 tiles (24 per consumer warpgroup)."""
+    check_kernel(expansion, batch, h, w, variant=6, channels=64)
+
+
+@pytest.mark.cuda
+def test_pingpong_variant_is_deterministic_and_falls_back():
+    """Repeated launches agree bit for bit (each tile's arithmetic is fixed); alpha 10 (hidden 640) is refused by the
+    raw op and the switch falls back to variant 3 (bit-identical to it)."""
+    block = block_c(64, 6, seed=8).cuda().half()
+    x = channels_last(torch.randn(37, 64, 56, 56, device="cuda", dtype=torch.float16))
+    weights = _kernel_weights(block)
+    want = c512.run(x, weights, variant=6)
+    for _ in range(3):
+        out = channels_last(torch.full_like(x, float("nan")))
+        got = c512.run(x, weights, out=out, variant=6)
+        torch.cuda.synchronize()
+        assert torch.equal(got, want)
+    block10 = block_c(64, 10, seed=8).cuda().half()
+    weights10 = _kernel_weights(block10)
+    x10 = channels_last(torch.randn(3, 64, 29, 29, device="cuda", dtype=torch.float16))
+    n, c, h, w = x10.shape
+    rows = x10.permute(0, 2, 3, 1).reshape(-1, c)
+    with pytest.raises(RuntimeError, match="variant 6 needs hidden"):
+        c512._extension().convfirst_c512(rows, weights10.conv_w, weights10.conv_b, weights10.wpack, weights10.b1,
+                                         weights10.b2, h, w, 6, torch.empty(0, device="cuda"), False)
+    import os
+    old = os.environ.get(c512.VARIANT_SWITCH)
+    os.environ[c512.VARIANT_SWITCH] = "6"
+    try:
+        assert torch.equal(c512.run(x10, weights10), c512.run(x10, weights10, variant=3))
+    finally:
+        if old is None:
+            del os.environ[c512.VARIANT_SWITCH]
+        else:
+            os.environ[c512.VARIANT_SWITCH] = old
+
+
+@pytest.mark.cuda
+def test_pingpong_variant_smem_matches_the_extension():
+    ext = c512._extension()
+    assert ext.num_variants == 7
+    for channels in c512.SUPPORTED_CHANNELS:
+        assert ext.smem_bytes(channels, 6) == c512.smem_bytes(channels, 6)
+
+
+@pytest.mark.cuda
+def test_pingpong_variant_in_the_swapped_network(monkeypatch):
+    """CUDA_KERNELS_C512_VARIANT=64:6 sends the C = 64 blocks of a swapped network to variant 6."""
+    monkeypatch.setenv(c512.VARIANT_SWITCH, "64:6")
+    monkeypatch.setenv(c512.WGMMA_SWITCH, "64")
+    torch.manual_seed(6)
+    net = nn.Sequential(block_c(64, 6, seed=1), block_c(64, 4, seed=2)).cuda().half()
+    x = channels_last(torch.randn(2, 64, 56, 56, device="cuda", dtype=torch.float16))
+    swap, got, exact = swap_against_float64(net, x)
+    assert swap.fused["ConvFirstBlock"] == 2 and all(type(m).__name__ == "FusedConvFirstC512" for m in net)
+    assert relative_error(got, exact) < 5e-3
+
+
+def test_device_script_for_v6():
+    """device_run_v6.sh: valid bash; smoke first (stops on a hang), the variant-6 GPU tests, the bench of variants 3
+    and 6, the V6 lines and V6_OK last."""
+    import pathlib
+    import subprocess
+
+    script = pathlib.Path(__file__).resolve().parents[1] / "cuda_kernels" / "device_run_v6.sh"
+    assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
+    text = script.read_text()
+    for needle in ("step smoke", "step tests", "-k \"pingpong\"", "--variants 3,6", "--case c64:6:56",
+                   "--case c64:4:56", "variant_lines", "(3, 6)", "'V6'", "V6_OK=", "-res-usage"):
         assert needle in text, needle
