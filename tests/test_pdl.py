@@ -120,15 +120,16 @@ def test_mma_sync_run_block_passes_the_flag(monkeypatch, on):
 
 
 @pytest.mark.parametrize("on", [False, True])
-def test_stem_run_passes_the_flag(monkeypatch, on):
+@pytest.mark.parametrize("version,binding", [(1, "stem"), (2, "stem_v2")])
+def test_stem_run_passes_the_flag(monkeypatch, on, version, binding):
     monkeypatch.setenv(_pdl.SWITCH, "1" if on else "0")
     fake = _FakeExtension((1, 32, 4, 4))
     monkeypatch.setattr(stem, "_extension", lambda: fake)
     monkeypatch.setattr(stem, "check_input", lambda *a, **k: None)
     weights = SimpleNamespace(w1=None, b1=None, w2=None, b2=None)
-    stem.run(channels_last(torch.zeros(1, 3, 16, 16, dtype=torch.float16)), weights)
+    stem.run(channels_last(torch.zeros(1, 3, 16, 16, dtype=torch.float16)), weights, version=version)
     (name, args), = fake.calls
-    assert name == "stem" and args[-1] is on
+    assert name == binding and args[-1] is on
 
 
 @pytest.mark.parametrize("path,sets", [

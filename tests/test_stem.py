@@ -181,7 +181,7 @@ def test_v2_fragment_repack_is_the_pad_front_matrix(c1):
 
 def test_v2_switch_and_applies(monkeypatch):
     monkeypatch.delenv(stem.SWITCH_V2, raising=False)
-    assert not stem.v2_enabled()
+    assert stem.v2_enabled()  # the default since it measured faster on the H200
     for value in ("1", "on", "true"):
         monkeypatch.setenv(stem.SWITCH_V2, value)
         assert stem.v2_enabled()
