@@ -58,28 +58,34 @@ template <int C1>
 struct Cfg {
   static constexpr int C2 = 2 * C1;
   static constexpr int CH = C1 / 8;         // 16-byte chunks per conv1 pixel
+  // chunk slots per conv1 pixel in shared memory: C1 = 48's 6 chunks sit in 8 slots (128 bytes, chunk c at slot
+  // c ^ (pp % 8): NOTES.md "Fused stem C1 = 48"), so that the XOR swizzle stays a permutation of the slots
+  static constexpr int CHS = C1 == 48 ? 8 : CH;
+  static constexpr int PB = CHS * 16;       // bytes per conv1 pixel in shared memory (C1 * 2 for C1 = 16 / 32)
   static constexpr int NT1 = C1 / 8;        // conv1 n8 tiles
   static constexpr int K2 = 9 * C1;         // conv2 K
   static constexpr int W2S = K2 + 8;        // conv2 weight row in shared memory (halves): + 16 bytes
+  static constexpr int NWARPS = C1 == 48 ? 12 : WARPS;  // C1 = 48 (version 2 only): 12 warps, one block per SM
+  static constexpr int NTHREADS = NWARPS * 32;
   static constexpr int WARPS_N = C2 / 32;   // each warp computes 32 output channels
-  static constexpr int WARPS_M = WARPS / WARPS_N;
+  static constexpr int WARPS_M = NWARPS / WARPS_N;
   static constexpr int MR = TH2 / WARPS_M;  // output rows (m16 tiles) per warp
   static constexpr int KS = C1 / 16;        // k16 steps per tap
   static constexpr int SMEM_W2 = C2 * W2S * 2;
-  static constexpr int SMEM_C1 = R1 * PWS * C1 * 2;
+  static constexpr int SMEM_C1 = R1 * PWS * PB;
   static constexpr int SMEM_IN = NIN * 2;
   static constexpr int SMEM_TAB = MT1 * 16 * 8;  // conv1 row table (two words per GEMM row)
   static constexpr int SMEM = SMEM_W2 + SMEM_C1 + SMEM_IN + SMEM_TAB;
-  static constexpr int PPL = 8 / CH;             // conv1 pixels per 128-byte line (c1_off)
+  static constexpr int PPL = 8 / CHS;            // conv1 pixels per 128-byte line (c1_off)
 
-  static_assert(C1 == 16 || C1 == 32, "kernels for C1 in {16, 32}");
-  static_assert(WARPS_M * WARPS_N == WARPS && MR * WARPS_M == TH2, "warp layout");
+  static_assert(C1 == 16 || C1 == 32 || C1 == 48, "kernels for C1 in {16, 32} (version 1), {16, 32, 48} (version 2)");
+  static_assert(WARPS_M * WARPS_N == NWARPS && MR * WARPS_M == TH2, "warp layout");
   static_assert(SMEM_W2 % 16 == 0 && SMEM_C1 % 16 == 0, "ldmatrix needs 16-byte aligned regions");
-  static_assert(PWS % (PPL * CH) == 0 && PWS >= PW, "row-independent swizzle");
+  static_assert(PWS % (PPL * CHS) == 0 && PWS >= PW, "row-independent swizzle");
   static_assert((SMEM_W2 + SMEM_C1 + SMEM_IN) % 8 == 0, "the table's uint2 entries need 8-byte alignment");
   // byte offset of chunk c of conv1 pixel (lr, pp) in shared memory: c1_off(lr * PWS + pp, c)
   static __device__ __forceinline__ uint32_t pix(int lr, int pp, int c) {
-    return static_cast<uint32_t>(lr * (PWS * C1 * 2) + pp * (C1 * 2) + ((c ^ ((pp / PPL) % CH)) << 4));
+    return static_cast<uint32_t>(lr * (PWS * PB) + pp * PB + ((c ^ ((pp / PPL) % CHS)) << 4));
   }
   static_assert(((W2S * 2) / 16) % 2 == 1, "odd number of 16-byte chunks per weight row: conflict-free ldmatrix");
 };
@@ -351,6 +357,18 @@ __global__ void __launch_bounds__(THREADS, 2) stem_kernel(const Params p) {
 }
 
 // ==== v2 (CUDA_KERNELS_STEM_V2=1; NOTES.md "Fused stem v2") =====================================
+// C1 = 48 (ConvFirstNet-L 3 -> 48 -> 96; version 2 only; NOTES.md "Fused stem C1 = 48"): 12 warps, one block per
+// SM; conv2's warp is C1 = 32's (2 output rows x 32 channels, N = 96 = 3 warp columns x 4 warp rows, K = 432 = 27
+// k16 steps); conv1's 36 m-tiles 3 per warp (warps 2 k + plane: rows k, k + 6, k + 12; warps 10, 11 the last
+// column); the window rows warp + 12 i. A conv1 pixel's 6 chunks sit in 8 slots of 16 bytes (Cfg::CHS, PB = 128),
+// chunk c at slot c ^ (pp % 8). Bank groups (16 bytes each, 8 per 128-byte line; a pixel is one line, a conv1 row
+// 40 lines, so only pp matters):
+//   - conv2's A ldmatrix: each 8-lane matrix reads chunk c of 8 consecutive plane pixels pp0 + i (i = 0..7): the
+//     slots c ^ (pp % 8) are c XOR 8 different values, 8 different groups: conflict-free;
+//   - conv1's stores (per n-tile nt and half h): lane (g, t4) writes word t4 of chunk nt of pixel g + 8 h (+ ODD =
+//     24 in the odd plane, a multiple of 8): bank 4 (nt ^ g) + t4, 32 different banks: conflict-free; the two
+//     last-column m-tiles (pixel 16 of 8 rows, swizzle 0) are 8-way, as at C1 = 16 / 32 (24 of 216 stores);
+//   - conv2's B ldmatrix: weight rows of 432 + 8 halves = 55 chunks (odd): 8 consecutive rows, 8 groups.
 // The same tiles and conv2; what changes:
 //   - the input window by 16-byte cp.async: the window's first byte in an image row is 24 ox0 - 18
 //     (ox0 = 16 tx, so 24 ox0 is a multiple of 16); the aligned chunks from 24 ox0 - 32 put window half e at
@@ -384,8 +402,10 @@ __device__ __forceinline__ uint32_t relu_cvt(float lo, float hi) {
 }
 
 // The tile's input window into s_in by 16-byte cp.async (one commit group); zero-filled outside the image.
-// Lane c of warp w copies chunk c of window rows w + 8 k (k = 0..4; lanes c >= 26 zero-fill the row's
-// unused end): the column test once per tile, the row test uniform, the addresses stepped by 8 rows.
+// Lane c of warp w copies chunk c of window rows w + NW k (NW = 8 warps: k = 0..4; 12 at C1 = 48: k = 0..2; lanes
+// c >= 26 zero-fill the row's unused end): the column test once per tile, the row test uniform, the addresses
+// stepped by NW rows.
+template <int NW>
 __device__ __forceinline__ void load_window_v2(const Params& p, const Tile& t, uint32_t s_in_addr, int warp, int lane) {
   const int rowbytes = p.W * 6;
   const int b = 24 * t.ox0 - 32 + 16 * lane;  // byte of this lane's chunk in an image row
@@ -395,13 +415,13 @@ __device__ __forceinline__ void load_window_v2(const Params& p, const Tile& t, u
                              (static_cast<int64_t>(t.n) * p.H + gy0) * rowbytes + b;
   uint32_t dst = s_in_addr + static_cast<uint32_t>(warp * v2::RPB + 16 * lane);
 #pragma unroll
-  for (int k = 0; k < (RI + WARPS - 1) / WARPS; ++k) {
-    if (WARPS * (k + 1) <= RI || warp + WARPS * k < RI) {  // a test for the last k only
-      const bool ok = colok && static_cast<unsigned>(gy0 + WARPS * k) < static_cast<unsigned>(p.H);
+  for (int k = 0; k < (RI + NW - 1) / NW; ++k) {
+    if (NW * (k + 1) <= RI || warp + NW * k < RI) {  // a test for the last k only
+      const bool ok = colok && static_cast<unsigned>(gy0 + NW * k) < static_cast<unsigned>(p.H);
       bf::cp_async16(dst, ok ? static_cast<const void*>(src) : static_cast<const void*>(p.x), ok);
     }
-    src += static_cast<int64_t>(WARPS) * rowbytes;
-    dst += WARPS * v2::RPB;
+    src += static_cast<int64_t>(NW) * rowbytes;
+    dst += NW * v2::RPB;
   }
   bf::cp_async_commit();
 }
@@ -435,10 +455,12 @@ __device__ __forceinline__ void conv1_mtile(const unsigned char* in0, const unsi
   }
 }
 
-// Three blocks per SM at C1 = 16 (80 registers, 50.5 KB shared: 24 warps to hide latency), two at C1 = 32.
+// Three blocks per SM at C1 = 16 (80 registers, 50.5 KB shared: 24 warps to hide latency), two at C1 = 32; C1 = 48
+// (ConvFirstNet-L; NOTES.md "Fused stem C1 = 48"): one block of 12 warps (384 threads, 192.5 KB shared).
 template <int C1>
-__global__ void __launch_bounds__(THREADS, C1 == 16 ? 3 : 2) stem_kernel_v2(const Params p) {
+__global__ void __launch_bounds__(Cfg<C1>::NTHREADS, C1 == 16 ? 3 : (C1 == 48 ? 1 : 2)) stem_kernel_v2(const Params p) {
   using C = Cfg<C1>;
+  constexpr int NW = C::NWARPS, NTH = C::NTHREADS;
   constexpr int NW1 = C1 / 8 * 2 * 32 * 2;  // conv1 fragment words
   extern __shared__ __align__(16) unsigned char smem[];
   uint16_t* s_w2 = reinterpret_cast<uint16_t*>(smem);
@@ -455,7 +477,7 @@ __global__ void __launch_bounds__(THREADS, C1 == 16 ? 3 : 2) stem_kernel_v2(cons
   {  // conv2 weights into shared memory, once per block (as v1)
     constexpr int CPR = C::K2 / 8;
     const uint4* src = reinterpret_cast<const uint4*>(p.w2);
-    for (int i = tid; i < C::C2 * CPR; i += THREADS) {
+    for (int i = tid; i < C::C2 * CPR; i += NTH) {
       const int row = i / CPR, c = i - row * CPR;
       *reinterpret_cast<uint4*>(s_w2 + row * C::W2S + c * 8) = __ldg(src + i);
     }
@@ -463,13 +485,13 @@ __global__ void __launch_bounds__(THREADS, C1 == 16 ? 3 : 2) stem_kernel_v2(cons
   {  // conv1's B fragments from v1's K order (ky, kx, ci, pad) to v2's (ky, pad, kx, ci), once per block,
      // with the bias (rounded to fp16, as PyTorch's fp16 conv holds it) as k 30, against A's constant 1.0
     uint32_t* m1 = reinterpret_cast<uint32_t*>(s_c1);  // scratch: [C1][16] k pairs in v1's order
-    for (int i = tid; i < NW1; i += THREADS) {
+    for (int i = tid; i < NW1; i += NTH) {
       const int nt = i >> 7, s = (i >> 6) & 1, l = (i >> 1) & 31, r = i & 1;
       m1[(nt * 8 + (l >> 2)) * 16 + s * 8 + (l & 3) + 4 * r] = __ldg(p.w1 + i);
     }
     __syncthreads();
     const uint16_t* h1 = reinterpret_cast<const uint16_t*>(m1);
-    for (int i = tid; i < NW1; i += THREADS) {
+    for (int i = tid; i < NW1; i += NTH) {
       const int nt = i >> 7, s = (i >> 6) & 1, l = (i >> 1) & 31, r = i & 1;
       const int n = nt * 8 + (l >> 2), k = 2 * (s * 8 + (l & 3) + 4 * r);
       uint32_t w = 0;
@@ -503,16 +525,16 @@ __global__ void __launch_bounds__(THREADS, C1 == 16 ? 3 : 2) stem_kernel_v2(cons
   // regular m-tiles: plane warp & 1, pixel j = g + 8 h: conv1 column 2 j + plane (window half 6 (2 j + plane))
   const int plane = warp & 1;
   const int in_lane = 24 * g + 12 * plane;
-  const int swz = (g / C::PPL) % C::CH;
-  const int st_lane = (v2::ODD * plane + g) * (C1 * 2) + 4 * t4;
-  constexpr int ROWB1 = PWS * C1 * 2;  // bytes per conv1 row in shared memory
+  const int swz = (g / C::PPL) % C::CHS;  // C1 = 48: g (pixel g + 8 h + 24 plane: pp % 8 = g)
+  const int st_lane = (v2::ODD * plane + g) * C::PB + 4 * t4;
+  constexpr int ROWB1 = PWS * C::PB;  // bytes per conv1 row in shared memory
 
   int tile = static_cast<int>(blockIdx.x);
   pdl::wait();
   pdl::launch_dependents();
   if (tile < p.num_tiles) {
     const Tile t0 = decode(p, tile);
-    load_window_v2(p, t0, s_in_addr, warp, lane);
+    load_window_v2<NW>(p, t0, s_in_addr, warp, lane);
     if (tid == 0) {
       s_tiles[0] = t0.n;
       s_tiles[1] = t0.oy0;
@@ -545,21 +567,24 @@ __global__ void __launch_bounds__(THREADS, C1 == 16 ? 3 : 2) stem_kernel_v2(cons
       }
       const bool col0 = static_cast<unsigned>(c1_0 + 2 * g + plane) < static_cast<unsigned>(p.W1);
       const bool col1 = static_cast<unsigned>(c1_0 + 2 * (g + 8) + plane) < static_cast<unsigned>(p.W1);
-      for (int lr = warp >> 1; lr < R1; lr += 4) {
+      for (int lr = warp >> 1; lr < R1; lr += NW / 2) {  // NW = 12: rows k, k + 6, k + 12 for warps 2 k, 2 k + 1
         const bool rowok = static_cast<unsigned>(r1_0 + lr) < static_cast<unsigned>(p.H1);
         const unsigned char* in0 = s_in + 2 * lr * v2::RPB + in_lane;
         unsigned char* d0 = s_c1 + lr * ROWB1 + st_lane;
-        conv1_mtile<C::NT1>(in0, in0 + 6 * 16 * 2, qoff, qmask, qor, bw, d0, d0 + 8 * C1 * 2, rowok && col0,
+        conv1_mtile<C::NT1>(in0, in0 + 6 * 16 * 2, qoff, qmask, qor, bw, d0, d0 + 8 * C::PB, rowok && col0,
                             rowok && col1, true, true, swz);
       }
-      if (warp == 2 || warp == 3) {  // the last even column (32): rows 16 m + g + 8 h, m = warp - 2
-        const int m = warp - 2;
+      // the last even column (32): rows 16 m + g + 8 h, m = warp - LW (LW = 2; 10 at C1 = 48: the two warps with
+      // one regular m-tile fewer)
+      constexpr int LW = NW == 12 ? 10 : 2;
+      if (warp == LW || warp == LW + 1) {
+        const int m = warp - LW;
         const int lr0 = 16 * m + g, lr1 = lr0 + 8;  // lr1 >= 16 only for m = 1 (then not stored)
         const bool colok = static_cast<unsigned>(c1_0 + 2 * PO) < static_cast<unsigned>(p.W1);
         const int l0 = min(lr0, R1 - 1), l1 = min(lr1, R1 - 1);
         conv1_mtile<C::NT1>(s_in + 2 * l0 * v2::RPB + 6 * 2 * PO * 2, s_in + 2 * l1 * v2::RPB + 6 * 2 * PO * 2, qoff,
-                            qmask, qor, bw, s_c1 + l0 * ROWB1 + PO * (C1 * 2) + 4 * t4,
-                            s_c1 + l1 * ROWB1 + PO * (C1 * 2) + 4 * t4,
+                            qmask, qor, bw, s_c1 + l0 * ROWB1 + PO * C::PB + 4 * t4,
+                            s_c1 + l1 * ROWB1 + PO * C::PB + 4 * t4,
                             colok && static_cast<unsigned>(r1_0 + lr0) < static_cast<unsigned>(p.H1),
                             colok && static_cast<unsigned>(r1_0 + lr1) < static_cast<unsigned>(p.H1), lr0 < R1,
                             lr1 < R1, 0);
@@ -568,7 +593,7 @@ __global__ void __launch_bounds__(THREADS, C1 == 16 ? 3 : 2) stem_kernel_v2(cons
     __syncthreads();
 
     if (next < p.num_tiles)
-      load_window_v2(p, Tile{s_tiles[4 * (it ^ 1)], s_tiles[4 * (it ^ 1) + 1], s_tiles[4 * (it ^ 1) + 2]}, s_in_addr,
+      load_window_v2<NW>(p, Tile{s_tiles[4 * (it ^ 1)], s_tiles[4 * (it ^ 1) + 1], s_tiles[4 * (it ^ 1) + 2]}, s_in_addr,
                      warp, lane);  // s_in is free: in flight during conv2
 
     {  // ---- conv2 + bias + ReLU to global memory (as v1; the odd plane at ODD) ----
@@ -684,7 +709,7 @@ cudaError_t launch_t2(const Params& p, cudaStream_t stream) {
         cudaSuccess)
       return err;
     if ((err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess) return err;
-    if ((err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, stem_kernel_v2<C1>, THREADS, SMEM)) !=
+    if ((err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, stem_kernel_v2<C1>, Cfg<C1>::NTHREADS, SMEM)) !=
         cudaSuccess)
       return err;
     if (per_sm < 1) return cudaErrorInvalidConfiguration;
@@ -693,8 +718,8 @@ cudaError_t launch_t2(const Params& p, cudaStream_t stream) {
   if (p.num_tiles <= 0) return cudaSuccess;
   const int grid = p.num_tiles < slots[dev] ? p.num_tiles : slots[dev];
   if (p.pdl && pdl::device_supports(dev))
-    return pdl::launch(stem_kernel_v2<C1>, dim3(grid), dim3(THREADS), SMEM, stream, p);
-  stem_kernel_v2<C1><<<grid, THREADS, SMEM, stream>>>(p);
+    return pdl::launch(stem_kernel_v2<C1>, dim3(grid), dim3(Cfg<C1>::NTHREADS), SMEM, stream, p);
+  stem_kernel_v2<C1><<<grid, Cfg<C1>::NTHREADS, SMEM, stream>>>(p);
   return cudaGetLastError();
 }
 
@@ -724,6 +749,7 @@ bool v2_applies(const void* x, int W) {
 int smem_bytes_v2(int c1) {
   if (c1 == 16) return smem_v2<16>();
   if (c1 == 32) return smem_v2<32>();
+  if (c1 == 48) return smem_v2<48>();
   return 0;
 }
 
@@ -731,6 +757,7 @@ cudaError_t launch_v2(const Params& p, int c1, cudaStream_t stream) {
   if (!v2_applies(p.x, p.W)) return launch(p, c1, stream);  // v1 takes any 2-byte aligned input
   if (c1 == 16) return launch_t2<16>(p, stream);
   if (c1 == 32) return launch_t2<32>(p, stream);
+  if (c1 == 48) return launch_t2<48>(p, stream);  // version 2 only (the caller checked v2_applies)
   return cudaErrorInvalidValue;
 }
 

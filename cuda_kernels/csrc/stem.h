@@ -30,13 +30,14 @@ constexpr int kTileCols = 16;
 // Dynamic shared memory per block of the C1 kernel (0 if there is no kernel for C1).
 int smem_bytes(int c1);
 
-// Launches the C1 kernel (C1 in {16, 32}) on `stream`. cudaErrorInvalidValue: no kernel for C1;
+// Launches the version-1 C1 kernel (C1 in {16, 32}) on `stream`. cudaErrorInvalidValue: no kernel for C1;
 // cudaErrorInvalidConfiguration: not one block fits on an SM of this GPU.
 cudaError_t launch(const Params& p, int c1, cudaStream_t stream);
 
 // Version 2 (NOTES.md "Fused stem v2"): the input window by 16-byte cp.async, conv1 without the row table.
 // It needs x 16-byte aligned and W % 8 == 0, W < 2^28 (v2_applies); launch_v2 runs version 1 for any other input.
-// Same weights as version 1.
+// Same weights as version 1. C1 in {16, 32, 48}: C1 = 48 (ConvFirstNet-L, 12 warps, one block per SM; NOTES.md
+// "Fused stem C1 = 48") has no version 1, so launch_v2 returns cudaErrorInvalidValue there unless v2_applies.
 bool v2_applies(const void* x, int W);
 int smem_bytes_v2(int c1);
 cudaError_t launch_v2(const Params& p, int c1, cudaStream_t stream);

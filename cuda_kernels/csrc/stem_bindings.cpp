@@ -19,7 +19,7 @@ void on_device(const torch::Tensor& t, const torch::Tensor& x, const char* name,
 // x: [N, 3, H, W] float16 channels_last; w1: [C1 / 8 * 2 * 32 * 2] int32 (B fragments); b1: [C1] fp32;
 // w2: [C2, 9 * C1] fp16 (k = (dy * 3 + dx) * C1 + ci); b2: [C2] fp32; out: [N, C2, Ho, Wo] channels_last
 // to write into, or an empty tensor to allocate one; version 1 or 2 (2 runs version 1 where x is not 16-byte
-// aligned or W % 8 != 0: stem::v2_applies). Returns out.
+// aligned or W % 8 != 0: stem::v2_applies; C1 = 48 is version 2 only and refuses such x). Returns out.
 torch::Tensor stem_forward(torch::Tensor x, torch::Tensor w1, torch::Tensor b1, torch::Tensor w2, torch::Tensor b2,
                            torch::Tensor out, bool pdl, int64_t version) {
   TORCH_CHECK(version == 1 || version == 2, "stem: version must be 1 or 2");
@@ -35,8 +35,12 @@ torch::Tensor stem_forward(torch::Tensor x, torch::Tensor w1, torch::Tensor b1, 
   TORCH_CHECK(reinterpret_cast<uintptr_t>(x.data_ptr()) % 2 == 0, "x must be 2-byte aligned");
   const int64_t c2 = w2.size(0), c1 = c2 / 2;
   TORCH_CHECK(w2.dim() == 2 && w2.size(1) == 9 * c1 && c2 == 2 * c1, "w2 must be [C2, 9 * C2 / 2]");
-  TORCH_CHECK(stem::smem_bytes(static_cast<int>(c1)) > 0, "no stem kernel for C1 = ", checks::num(c1),
-              " (kernels for 16 and 32)");
+  TORCH_CHECK(stem::smem_bytes(static_cast<int>(c1)) > 0 || (version == 2 && stem::smem_bytes_v2(static_cast<int>(c1)) > 0),
+              "no stem kernel for C1 = ", checks::num(c1), " (kernels for 16 and 32; 48 in version 2 only)");
+  // C1 = 48 has no version-1 kernel to take what version 2 cannot (stem.py refuses such x with a ValueError first)
+  TORCH_CHECK(c1 != 48 || stem::v2_applies(x.data_ptr(), static_cast<int>(x.size(3))),
+              "stem C1 = 48 runs version 2 only: x must be 16-byte aligned with W % 8 == 0 (W = ",
+              checks::num(x.size(3)), ")");
   on_device(w1, x, "w1", torch::kInt);
   on_device(b1, x, "b1", torch::kFloat);
   on_device(b2, x, "b2", torch::kFloat);
