@@ -1398,6 +1398,7 @@ int smem_bytes(int channels, int variant) {
     }
   }
   if (variant == 5) return channels == 128 ? Shape5<128>::kSmemBytes : 0;
+  if (variant == 6) return 0;  // C = 64 only (above)
   switch (channels) {
     case 128: return halo2 ? Shape<128, true>::kSmemBytes : Shape<128>::kSmemBytes;
     case 256: return halo2 ? Shape<256, true>::kSmemBytes : Shape<256>::kSmemBytes;
