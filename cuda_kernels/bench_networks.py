@@ -234,7 +234,13 @@ def kernel_record(module: nn.Module, width: int) -> dict:
         return {"module": name, "kernel": "convfirst_c512 (wgmma)",
                 "variant": c512.default_variant(module.channels, width)}
     if isinstance(module, s2.FusedConvFirstDown):
+        from cuda_kernels import convfirst_s2_wgmma as s2w
+
         pair = (module.in_channels, module.out_channels)
+        # `convfirst_s2.run` without a variant sends the widths `s2w.enabled_widths` names to the wgmma kernel
+        probe = torch.empty((1, module.in_channels, width, width), dtype=torch.float16, device=module.weights.w1.device)
+        if s2w.routes(probe, module.weights):
+            return {"module": name, "kernel": "convfirst_s2_wgmma (wgmma)", "variant": None}
         if pair in s2.SWITCHED_WIDTHS:  # its launcher takes no variant
             return {"module": name, "kernel": "convfirst_s2_wide (C=512 extension)", "variant": None}
         kernel = "convfirst_s2_c768 (C=768 extension)" if pair in s2.C768_WIDTHS else "convfirst_s2"
@@ -246,7 +252,10 @@ def kernel_record(module: nn.Module, width: int) -> dict:
     if isinstance(module, FusedFFN):
         return {"module": name, "kernel": "block_fusion FFN (wgmma where it runs)", "variant": None}
     if isinstance(module, FusedStem):
-        return {"module": name, "kernel": "stem", "variant": 0}
+        from cuda_kernels import stem
+
+        # version 2 where it applies (a fresh input is 16-byte aligned; W % 8 == 0), else version 1
+        return {"module": name, "kernel": "stem", "variant": 2 if stem.v2_enabled() and width % 8 == 0 else 1}
     return {"module": name, "kernel": type(module).__module__, "variant": None}
 
 

@@ -110,6 +110,28 @@ def test_swap_records_kernel_and_variant(default_switches):
     assert type(holder[0]).__name__ == "FusedConvFirstDown"
 
 
+def test_swap_records_the_stride2_wgmma_route_and_stem_version(default_switches, monkeypatch):
+    """On an H100 / H200 the stride-2 blocks 128 -> 256 and 256 -> 512 run on the wgmma kernel by default (64 -> 128
+    stays on mma.sync), and the stem on version 2 where W % 8 == 0: the record names what really runs."""
+    from perfmodel.zoo import ConvFirstBlock
+
+    monkeypatch.setattr(torch.Tensor, "is_cuda", property(lambda self: True))
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+    for cin, size, kernel in ((64, 56, "convfirst_s2"), (128, 28, "convfirst_s2_wgmma (wgmma)"),
+                              (256, 14, "convfirst_s2_wgmma (wgmma)")):
+        _, rec = bn.swap_unit(folded_half(ConvFirstBlock(cin, 6, 2 * cin, stride=2)), size)
+        assert rec["kernels"][0]["kernel"] == kernel, cin
+    monkeypatch.setenv("CUDA_KERNELS_S2_WGMMA", "0")
+    _, rec = bn.swap_unit(folded_half(ConvFirstBlock(128, 6, 256, stride=2)), 28)
+    assert rec["kernels"][0]["kernel"] == "convfirst_s2"
+    from cuda_kernels.stem import FusedStem
+
+    module = FusedStem.__new__(FusedStem)
+    assert bn.kernel_record(module, 224)["variant"] == 2 and bn.kernel_record(module, 97)["variant"] == 1
+    monkeypatch.setenv("CUDA_KERNELS_STEM_V2", "0")
+    assert bn.kernel_record(module, 224)["variant"] == 1
+
+
 def test_swap_records_fallbacks_with_reasons(default_switches, monkeypatch):
     from torch import nn
 
