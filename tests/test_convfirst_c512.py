@@ -1667,6 +1667,38 @@ def test_pingpong_schedule_covers_every_tile_once(tiles, sms):
         assert all(local.index(t) % 2 == wg for wg, mine in enumerate((wg0, wg1)) for t in mine)
 
 
+def _emulate_pingpong(x: torch.Tensor, block: nn.Module, weights: c512.KernelWeights) -> torch.Tensor:
+    """ffn64_own's arithmetic in float64 from the resident slots (slot 2 j: U_j, slot 2 j + 1: V_j's k panels), in its
+    group order: per chunk S1a / S1b = X . U rows 64 h .., ReLU with b1[128 j + 64 h ..], S2a / S2b = H_h . V slot rows
+    64 h .. into one accumulator over every chunk; the epilogue acc + b2 + x."""
+    n, c, h, w = x.shape
+    X = F.conv2d(x, block.conv.weight, block.conv.bias, padding=1, groups=c // 8).permute(0, 2, 3, 1).reshape(-1, c)
+    slots = weights.wpack.view(torch.float16).reshape(-1, 128, 64)
+    assert slots.shape[0] == 2 * (weights.hidden // 128) <= 8  # resident
+    b1, b2 = weights.b1.double(), weights.b2.double()
+    acc2 = torch.zeros(X.shape[0], 64, dtype=torch.float64)
+    for j in range(weights.hidden // 128):
+        u = cuda_kernels.ops._swizzle_128b(slots[2 * j]).double()
+        v = cuda_kernels.ops._swizzle_128b(slots[2 * j + 1]).double()
+        for half in range(2):
+            acc1 = X @ u[64 * half : 64 * half + 64].T
+            hid = torch.relu(acc1 + b1[128 * j + 64 * half : 128 * j + 64 * half + 64])
+            acc2 += hid @ v[64 * half : 64 * half + 64].T
+    out = acc2 + b2 + x.permute(0, 2, 3, 1).reshape(-1, c)
+    return out.reshape(n, h, w, c).permute(0, 3, 1, 2)
+
+
+@pytest.mark.parametrize("expansion", [2, 4, 6, 8])
+def test_pingpong_dataflow_is_the_block(expansion):
+    """Variant 6's FFN (one accumulator over both hidden halves of every chunk, the resident slots) is the block."""
+    block = block_c(64, expansion, seed=expansion).half().double()
+    x = torch.randn(2, 64, 3, 5, dtype=torch.float64)
+    with torch.no_grad():
+        want = block(x)
+        got = _emulate_pingpong(x, block, _kernel_weights(block))
+    assert relative_error(got, want) < 1e-12
+
+
 def _consumer_program_v6(wg: int, my_tiles: int, nchunks: int, x_empty_early: bool = False, one_x: bool = False,
                          full_parity_off: bool = False) -> list[tuple]:
     """Variant 6's consumer warpgroup `wg` (convfirst_c64_pingpong_kernel, ffn64_own) as operations: each slot's one
