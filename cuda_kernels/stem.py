@@ -8,8 +8,11 @@ The stem is the inference form (BatchNorm folded) of ``perfmodel.zoo.ConvFirstNe
 
 conv1: 3x3, stride 2, pad 1, 3 -> C1; conv2: 3x3, stride 2, pad 1, C1 -> C2 = 2 C1. Activations are
 ``N x C x H x W`` float16 in ``torch.channels_last`` memory; the input has 3 channels, so a pixel is
-6 bytes (the kernel reads it by halves, no 16-byte rule on x). C1 in {16, 32} (ConvFirstNet-S: 16 -> 32;
--M and -H200: 32 -> 64); ConvFirstNet-L's 48 -> 96 stays in PyTorch. Any N >= 1, H >= 1, W >= 1.
+6 bytes (the kernel reads it by halves, no 16-byte rule on x). C1 in {16, 32, 48} (ConvFirstNet-S: 16 -> 32;
+-M and -H200: 32 -> 64; -L: 48 -> 96, version 2 only: NOTES.md "Fused stem C1 = 48"). Any N >= 1, H >= 1, W >= 1;
+at C1 = 48 x must also be 16-byte aligned with W % 8 == 0 (``v2_applies``): `run` refuses other inputs with a
+ValueError, and the module (the ``convfirst_stem::stem`` operator) computes them with PyTorch's fp16 convolutions
+from the same prepared weights, warning once with the reason.
 
 On by default since its GPU tests passed on the H200 (12/12; 3 -> 32 -> 64 at 224x224, batch 128: 115.3 us
 against torch.compile's 242.2 with freezing, examples/measurements/stem/): ``replace_blocks`` swaps stems
@@ -19,13 +22,16 @@ Version 2 of the kernel (NOTES.md "Fused stem v2": the input window by 16-byte c
 the row table) is the default (88.1 vs 115.3 us at C1 = 32, 46.2 vs 77.9 at C1 = 16, 224x224, batch 128 on
 the H200, examples/measurements/stem/v2/); ``CUDA_KERNELS_STEM_V2=0`` or ``run(..., version=1)`` runs
 version 1. It takes the same weights and needs x 16-byte aligned with W % 8 == 0 (``v2_applies``), else
-version 1 runs.
+version 1 runs (C1 = 48 has version 2 only: see above). ``CUDA_KERNELS_STEM48=0`` leaves C1 = 48 stems in PyTorch
+(``replace_blocks`` lists them with that reason); C1 = 48 is on by default (written and CPU-emulated in session 7
+before its first GPU run: cuda_kernels/device_run_stem48.sh).
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import warnings
 from dataclasses import dataclass, fields
 
 import torch
@@ -38,7 +44,9 @@ from cuda_kernels._fused import OpBlock, fake_nhwc_output
 
 SWITCH = "CUDA_KERNELS_STEM"
 SWITCH_V2 = "CUDA_KERNELS_STEM_V2"
-SUPPORTED_WIDTHS = ((16, 32), (32, 64))  # (C1, C2)
+SWITCH_48 = "CUDA_KERNELS_STEM48"
+SUPPORTED_WIDTHS = ((16, 32), (32, 64), (48, 96))  # (C1, C2)
+V1_WIDTHS = ((16, 32), (32, 64))  # version 1's; (48, 96) runs version 2 only (no fallback to version 1 there)
 IN_CHANNELS = 3
 MIN_CAPABILITY = (8, 0)  # mma.sync m16n8k16, ldmatrix
 K1_PADDED = 32  # conv1's K = 27, ordered (ky, kx, ci) with each ky row padded to 10, then to 32
@@ -55,10 +63,26 @@ def v2_enabled() -> bool:
     return os.environ.get(SWITCH_V2, "1").strip().lower() not in ("0", "off", "false", "no", "none", "")
 
 
+def stem48_enabled() -> bool:
+    """Whether C1 = 48 stems (ConvFirstNet-L) are fused: unless ``CUDA_KERNELS_STEM48`` is 0 (or off/false/no/none,
+    or empty)."""
+    return os.environ.get(SWITCH_48, "1").strip().lower() not in ("0", "off", "false", "no", "none", "")
+
+
 def v2_applies(x: torch.Tensor) -> bool:
     """Whether version 2 runs for x (else version 2's launcher runs version 1): a 16-byte aligned x whose
     image rows are whole 16-byte chunks (W % 8 == 0; W < 2^28), as csrc/stem.cu's v2_applies."""
     return x.data_ptr() % 16 == 0 and x.shape[3] % 8 == 0 and x.shape[3] < 2**28
+
+
+def v2_only_reason(x: torch.Tensor, weights) -> str | None:
+    """Why the fused stem cannot take x with these weights (C1 = 48 has no version 1 for what version 2 cannot
+    take: x not 16-byte aligned, or W % 8 != 0), or None."""
+    b1 = getattr(weights, "b1", None)
+    if b1 is None or (b1.numel(), 2 * b1.numel()) in V1_WIDTHS or v2_applies(x):
+        return None
+    return (f"the fused stem runs C1 = {b1.numel()} in version 2 only, which needs x 16-byte aligned with W % 8 == 0 "
+            f"(W = {x.shape[3]}, x at byte {x.data_ptr() % 16} mod 16)")
 
 
 def conv_size(size: int) -> int:
@@ -132,6 +156,8 @@ def unsupported(stem: nn.Module) -> str | None:
     c1, c2 = convs[0].out_channels, convs[1].out_channels
     if convs[1].in_channels != c1 or (c1, c2) not in SUPPORTED_WIDTHS:
         return f"C 3 -> {c1} -> {c2} (the stem kernel has {SUPPORTED_WIDTHS})"
+    if (c1, c2) not in V1_WIDTHS and not stem48_enabled():
+        return f"C 3 -> {c1} -> {c2}: off ({SWITCH_48}=0)"
     return None
 
 
@@ -214,6 +240,9 @@ def check_input(x: torch.Tensor, weights: KernelWeights, out: torch.Tensor | Non
                 raise ValueError(f"out must not overlap {name}")
         if out.device != x.device:
             raise ValueError(f"out is on {out.device}, x on {x.device}")
+    reason = v2_only_reason(x, weights)
+    if reason is not None:
+        raise ValueError(reason)
     check_devices(x, weights)
     cap = torch.cuda.get_device_capability(x.device)
     if cap < MIN_CAPABILITY:
@@ -232,11 +261,16 @@ def _extension():
 def run(x: torch.Tensor, weights: KernelWeights, out: torch.Tensor | None = None,
         version: int | None = None) -> torch.Tensor:
     """Launch the fused stem; returns [N, C2, ceil(ceil(H/2)/2), ...] channels_last (``out`` if given).
-    version: 1 or 2; None: 2 unless ``CUDA_KERNELS_STEM_V2`` is off, else 1."""
+    version: 1 or 2; None: 2 unless ``CUDA_KERNELS_STEM_V2`` is off, else 1 (C1 = 48: always 2, it has no
+    version 1; an explicit 1 is a ValueError)."""
+    b1 = getattr(weights, "b1", None)
+    v2_only = b1 is not None and (b1.numel(), 2 * b1.numel()) not in V1_WIDTHS
     if version is None:
-        version = 2 if v2_enabled() else 1
+        version = 2 if v2_enabled() or v2_only else 1
     if version not in (1, 2):
         raise ValueError(f"stem kernel version must be 1 or 2, got {version}")
+    if version == 1 and v2_only:
+        raise ValueError(f"the fused stem has no version 1 for C1 = {b1.numel()} (version 2 only)")
     check_input(x, weights, out)
     empty = torch.empty(0, device=x.device, dtype=torch.float16)
     launch = _extension().stem_v2 if version == 2 else _extension().stem
@@ -246,10 +280,46 @@ def run(x: torch.Tensor, weights: KernelWeights, out: torch.Tensor | None = None
 WEIGHT_FIELDS = tuple(f.name for f in fields(KernelWeights))
 
 
+def unpack_conv1(w1_words: torch.Tensor, c1: int) -> torch.Tensor:
+    """conv1's fp16 weights [C1, 3, 3, 3] back from the packed B fragments (`pack_conv1`'s inverse)."""
+    words = w1_words.reshape(c1 // 8, 2, 32, 2)
+    pairs = torch.zeros(c1, 16, dtype=torch.int32, device=w1_words.device)
+    nt = torch.arange(c1 // 8, device=w1_words.device).view(-1, 1, 1, 1)
+    s = torch.arange(2, device=w1_words.device).view(1, -1, 1, 1)
+    lane = torch.arange(32, device=w1_words.device).view(1, 1, -1, 1)
+    r = torch.arange(2, device=w1_words.device).view(1, 1, 1, -1)
+    rows, cols = (nt * 8 + lane // 4).expand_as(words), (s * 8 + lane % 4 + 4 * r).expand_as(words)
+    pairs[rows.reshape(-1), cols.reshape(-1)] = words.reshape(-1)
+    m = pairs.view(torch.float16)[:, :30].reshape(c1, 3, 10)[:, :, :9]  # [n, ky, (kx, ci)]
+    return m.reshape(c1, 3, 3, 3).permute(0, 3, 1, 2)  # [n, ci, ky, kx]
+
+
+def pytorch_stem(x: torch.Tensor, weights: KernelWeights) -> torch.Tensor:
+    """The stem with PyTorch's fp16 convolutions from the kernel's prepared weights (the module's fallback for
+    inputs the C1 = 48 kernel cannot take); channels_last like the kernel's output."""
+    c1, c2 = weights.mid_channels, weights.out_channels
+    w1 = unpack_conv1(weights.w1, c1).to(x.dtype)
+    w2 = weights.w2.reshape(c2, 3, 3, c1).permute(0, 3, 1, 2).to(x.dtype)
+    y = F.relu(F.conv2d(x, w1, weights.b1.to(x.dtype), stride=2, padding=1))
+    y = F.relu(F.conv2d(y, w2, weights.b2.to(x.dtype), stride=2, padding=1))
+    return y.contiguous(memory_format=torch.channels_last)
+
+
+_warned: set[str] = set()
+
+
 @torch.library.custom_op("convfirst_stem::stem", mutates_args=())
 def stem_op(x: torch.Tensor, w1: torch.Tensor, b1: torch.Tensor, w2: torch.Tensor, b2: torch.Tensor) -> torch.Tensor:
-    """`run` as one opaque PyTorch operator, for torch.compile and the profiler."""
-    return run(x, KernelWeights(w1, b1, w2, b2))
+    """`run` as one opaque PyTorch operator, for torch.compile and the profiler; an input the C1 = 48 kernel
+    cannot take (``v2_only_reason``) goes through `pytorch_stem`, with a warning (once per reason)."""
+    weights = KernelWeights(w1, b1, w2, b2)
+    reason = v2_only_reason(x, weights)
+    if reason is not None:
+        if reason not in _warned:
+            _warned.add(reason)
+            warnings.warn(f"FusedStem falls back to PyTorch for this input: {reason}", stacklevel=2)
+        return pytorch_stem(x, weights)
+    return run(x, weights)
 
 
 @stem_op.register_fake

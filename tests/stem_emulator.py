@@ -63,10 +63,21 @@ def mma(acc: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
         acc[lane] += np.array([D[g, 2 * t], D[g, 2 * t + 1], D[g + 8, 2 * t], D[g + 8, 2 * t + 1]], np.float32)
 
 
+def chunk_slots(C1):
+    """Cfg::CHS: 16-byte chunk slots per conv1 pixel in shared memory (C1 = 48: 6 chunks in 8 slots)."""
+    return 8 if C1 == 48 else C1 // 8
+
+
+def num_warps(C1):
+    """Cfg::NWARPS: 12 at C1 = 48 (version 2 only), else 8."""
+    return 12 if C1 == 48 else WARPS
+
+
 def pix(lr, pp, c, C1):
     """The kernel's Cfg::pix: byte offset of chunk c of conv1 pixel (lr, pp) in shared memory."""
-    CH = C1 // 8
-    return lr * (PWS * C1 * 2) + pp * (C1 * 2) + ((c ^ ((pp // (8 // CH)) % CH)) << 4)
+    CHS = chunk_slots(C1)
+    PB = CHS * 16
+    return lr * (PWS * PB) + pp * PB + ((c ^ ((pp // (8 // CHS)) % CHS)) << 4)
 
 
 def conv1_table(C1: int) -> tuple[np.ndarray, np.ndarray]:
@@ -89,6 +100,7 @@ def run(x: np.ndarray, w1_words: np.ndarray, b1: np.ndarray, w2: np.ndarray, b2:
     N, H, W, _ = x.shape
     C2 = w2.shape[0]
     C1 = C2 // 2
+    assert C1 in (16, 32), "version 1 has kernels for C1 = 16 and 32 (48: run_v2)"
     CH = NT1 = C1 // 8
     K2 = 9 * C1
     W2S = K2 + 8
@@ -240,20 +252,23 @@ def repack_conv1_v2(w1_words: np.ndarray, C1: int, b1: np.ndarray) -> np.ndarray
     return out
 
 
-def load_window_v2(xbytes: np.ndarray, n: int, H: int, W: int, oy0: int, ox0: int) -> np.ndarray:
-    """load_window_v2: lane c of warp w copies 16-byte chunk c of window rows w + 8 k, zero-filled where
-    the row or the chunk is outside the image or c >= 26 (each chunk wholly in or out: asserted)."""
+def load_window_v2(xbytes: np.ndarray, n: int, H: int, W: int, oy0: int, ox0: int, NW: int = WARPS) -> np.ndarray:
+    """load_window_v2<NW>: lane c of warp w copies 16-byte chunk c of window rows w + NW k, zero-filled where
+    the row or the chunk is outside the image or c >= 26 (each chunk wholly in or out: asserted; each row
+    copied by exactly one warp: asserted)."""
     s_in = np.full(SMEM_IN2, 0xFF, np.uint8)  # NaN bytes: a chunk never written shows
+    copies = np.zeros((RI, 32), int)
     rowbytes = W * 6
-    for warp in range(WARPS):
+    for warp in range(NW):
         for lane in range(32):
             b = 24 * ox0 - 32 + 16 * lane
             colok = lane < NCH and 0 <= b < rowbytes
             assert b % 16 == 0 and (not colok or b + 16 <= rowbytes), "a chunk straddles the row's end"
-            for k in range((RI + WARPS - 1) // WARPS):
-                row = warp + WARPS * k
+            for k in range((RI + NW - 1) // NW):
+                row = warp + NW * k
                 if row >= RI:
                     continue
+                copies[row, lane] += 1
                 gy = 4 * oy0 - 3 + row
                 dst = row * RPB + 16 * lane
                 assert dst % 16 == 0
@@ -262,6 +277,7 @@ def load_window_v2(xbytes: np.ndarray, n: int, H: int, W: int, oy0: int, ox0: in
                     s_in[dst:dst + 16] = xbytes[src:src + 16]
                 else:
                     s_in[dst:dst + 16] = 0
+    assert (copies == 1).all(), "a window chunk copied twice or never"
     return s_in
 
 
@@ -278,15 +294,20 @@ def run_v2(x: np.ndarray, w1_words: np.ndarray, b1: np.ndarray, w2: np.ndarray, 
     assert v2_applies(W), "version 2 needs W % 8 == 0 (else the launcher runs version 1)"
     C2 = w2.shape[0]
     C1 = C2 // 2
-    CH = NT1 = C1 // 8
-    PPL = 8 // CH
+    NT1 = C1 // 8
+    CHS = chunk_slots(C1)  # C1 = 48: 6 chunks in 8 slots
+    PB = CHS * 16  # bytes per conv1 pixel
+    PPL = 8 // CHS
+    NW = num_warps(C1)
+    LW = 10 if NW == 12 else 2  # the two warps of the last-column m-tiles
     K2 = 9 * C1
     W2S = K2 + 8
     WARPS_N = C2 // 32
-    WARPS_M = WARPS // WARPS_N
+    WARPS_M = NW // WARPS_N
+    assert WARPS_M * WARPS_N == NW
     MR = TH2 // WARPS_M
     KS = C1 // 16
-    ROWB1 = PWS * C1 * 2
+    ROWB1 = PWS * PB
     H1, W1 = (H + 1) // 2, (W + 1) // 2
     Ho, Wo = (H1 + 1) // 2, (W1 + 1) // 2
     tiles_x, tiles_y = -(-Wo // TW2), -(-Ho // TH2)
@@ -302,12 +323,12 @@ def run_v2(x: np.ndarray, w1_words: np.ndarray, b1: np.ndarray, w2: np.ndarray, 
     qoff = np.where(q == 15, 0, (q // 5) * RPB + 2 * (SHIFT - 1 + 2 * (q % 5)))
     qmask = np.where(q == 15, 0, np.where(q % 5 == 0, 0xFFFF0000, 0xFFFFFFFF)).astype(np.uint32)
     qor = np.where(q == 15, 0x3C00, 0).astype(np.uint32)
-    swz = (G // PPL) % CH
+    swz = (G // PPL) % CHS
     for tile in range(N * tiles_x * tiles_y):
         tx, rest = tile % tiles_x, tile // tiles_x
         ty, n = rest % tiles_y, rest // tiles_y
         oy0, ox0 = ty * TH2, tx * TW2
-        s_in = load_window_v2(xbytes, n, H, W, oy0, ox0)
+        s_in = load_window_v2(xbytes, n, H, W, oy0, ox0, NW)
         # every window half conv1 reads is the image's (or zero outside it), at half e + SHIFT of its row
         win = s_in.view(np.float16).reshape(RI, RPB // 2)
         for rr in (0, RI // 2, RI - 1):
@@ -319,10 +340,12 @@ def run_v2(x: np.ndarray, w1_words: np.ndarray, b1: np.ndarray, w2: np.ndarray, 
                 assert win[rr, e + SHIFT] == want or (np.isnan(want) and np.isnan(win[rr, e + SHIFT]))
         s_c1 = np.full(R1 * ROWB1, 0xFF, np.uint8)  # NaN bytes: any unwritten read shows
         r1_0, c1_0 = 2 * oy0 - 1, 2 * ox0 - 1
+        stores = np.zeros((R1, PWS, C1 // 2), int)  # conv1's 4-byte stores per pixel word (channel pair)
 
-        def mtile(in_h, dst_h, ok_h, st_h, swz_l, pixels):
+        def mtile(in_h, dst_h, ok_h, st_h, swz_l, pixels, conflict_free=True):
             """conv1_mtile: in_h / dst_h [2][32] byte offsets, ok_h / st_h [2][32] flags, pixels [2][32] (lr, pp)
-            each lane's pixel for the layout check."""
+            each lane's pixel for the layout check; conflict_free: every 4-byte store instruction's 32 lanes hit 32
+            different banks (asserted; the last-column m-tiles are 8-way)."""
             a = np.zeros((32, 2, 4), np.uint32)
             in_words = s_in.view(np.uint32)
             for h in range(2):
@@ -337,6 +360,9 @@ def run_v2(x: np.ndarray, w1_words: np.ndarray, b1: np.ndarray, w2: np.ndarray, 
                 mma(acc, af[:, 1], bw[nt, 1].astype(np.float32))
                 for h in range(2):
                     v = relu_cvt(acc[:, 2 * h], acc[:, 2 * h + 1])
+                    if conflict_free:
+                        banks = ((np.asarray(dst_h[h]) + ((nt ^ np.asarray(swz_l)) << 4)) // 4) % 32
+                        assert len(set(banks.tolist())) == 32, ("conv1 store bank conflict", C1, nt, h)
                     for lane in range(32):
                         if not st_h[h][lane]:
                             continue
@@ -344,35 +370,41 @@ def run_v2(x: np.ndarray, w1_words: np.ndarray, b1: np.ndarray, w2: np.ndarray, 
                         lr, pp = pixels[h][lane]
                         assert off == pix(lr, pp, nt, C1) + 4 * int(T4[lane]), (lr, pp, nt)
                         assert 0 <= off and off + 4 <= R1 * ROWB1
+                        stores[lr, pp, nt * 4 + int(T4[lane])] += 1
                         s_c1[off:off + 4] = (v[lane] if ok_h[h][lane] else np.zeros(2, np.float16)).view(np.uint8)
 
-        for warp in range(WARPS):
+        for warp in range(NW):
             plane = warp & 1
             in_lane = 24 * G + 12 * plane
-            st_lane = (ODD * plane + G) * (C1 * 2) + 4 * T4
+            st_lane = (ODD * plane + G) * PB + 4 * T4
             col = [(c1_0 + 2 * (G + 8 * h) + plane >= 0) & (c1_0 + 2 * (G + 8 * h) + plane < W1) for h in range(2)]
-            for lr in range(warp >> 1, R1, 4):
+            for lr in range(warp >> 1, R1, NW // 2):
                 rowok = 0 <= r1_0 + lr < H1
                 in0 = 2 * lr * RPB + in_lane
                 d0 = lr * ROWB1 + st_lane
                 pixels = [[(lr, ODD * plane + int(G[lane]) + 8 * h if plane else int(G[lane]) + 8 * h)
                            for lane in range(32)] for h in range(2)]
-                mtile([in0, in0 + 6 * 16 * 2], [d0, d0 + 8 * C1 * 2], [rowok & col[0], rowok & col[1]],
+                mtile([in0, in0 + 6 * 16 * 2], [d0, d0 + 8 * PB], [rowok & col[0], rowok & col[1]],
                       [np.ones(32, bool)] * 2, swz, pixels)
-            if warp in (2, 3):  # the last even column (32) of rows 16 m + g + 8 h
-                m = warp - 2
+            if warp in (LW, LW + 1):  # the last even column (32) of rows 16 m + g + 8 h
+                m = warp - LW
                 lr0, lr1 = 16 * m + G, 16 * m + G + 8
                 colok = 0 <= c1_0 + 2 * PO < W1
                 l0, l1 = np.minimum(lr0, R1 - 1), np.minimum(lr1, R1 - 1)
                 pixels = [[(int(l), PO) for l in ls] for ls in (l0, l1)]
                 mtile([2 * l0 * RPB + 6 * 2 * PO * 2, 2 * l1 * RPB + 6 * 2 * PO * 2],
-                      [l0 * ROWB1 + PO * (C1 * 2) + 4 * T4, l1 * ROWB1 + PO * (C1 * 2) + 4 * T4],
+                      [l0 * ROWB1 + PO * PB + 4 * T4, l1 * ROWB1 + PO * PB + 4 * T4],
                       [colok & (r1_0 + lr0 >= 0) & (r1_0 + lr0 < H1), colok & (r1_0 + lr1 >= 0) & (r1_0 + lr1 < H1)],
-                      [lr0 < R1, lr1 < R1], np.zeros(32, int), pixels)
+                      [lr0 < R1, lr1 < R1], np.zeros(32, int), pixels, conflict_free=False)
+        # every conv1 pixel conv2 reads (the even plane 0..16, the odd plane at ODD..ODD + 15, 17 rows) written
+        # exactly once, each of its C1 / 2 channel-pair words
+        used = np.zeros((R1, PWS), bool)
+        used[:, :PE] = used[:, ODD:ODD + PO] = True
+        assert (stores[used] == 1).all() and (stores[~used] == 0).all(), "conv1 pixel stored twice or never"
         # conv2: version 1's, the odd plane at ODD
         lxA = (LANES & 7) + ((LANES >> 3) & 1) * 8
         chA = LANES >> 4
-        for warp in range(WARPS):
+        for warp in range(NW):
             wm, wn = warp // WARPS_N, warp % WARPS_N
             nB = wn * 32 + (LANES & 7) + ((LANES >> 4) << 3)
             chB = (LANES >> 3) & 1
@@ -391,7 +423,10 @@ def run_v2(x: np.ndarray, w1_words: np.ndarray, b1: np.ndarray, w2: np.ndarray, 
                             b[2 * pr + 1] = regs[:, 2:4]
                         for mi in range(MR):
                             lr = 2 * (wm * MR + mi) + dy
-                            av = ldmatrix_x4(s_c1, pix(lr, pp, kk * 2 + chA, C1)).astype(np.float32)
+                            addr = pix(lr, pp, kk * 2 + chA, C1)
+                            for i in range(4):  # each 8-lane matrix: 8 different 16-byte bank groups
+                                assert len(set(((addr[8 * i:8 * i + 8] // 16) % 8).tolist())) == 8, ("conflict", C1)
+                            av = ldmatrix_x4(s_c1, addr).astype(np.float32)
                             for j in range(4):
                                 mma(acc[mi, j], av, b[j])
             for mi in range(MR):

@@ -8,10 +8,14 @@ implementation under torch.compile. GPU (marked cuda): C1 16 and 32, batch 1 and
 224x224 and odd sizes, the output poisoned with NaN first, error at most twice PyTorch float16's
 own against float64; a 2-byte (not 4- or 16-byte) aligned input; the module in a compiled network.
 Version 2 (CUDA_KERNELS_STEM_V2; tests/stem_emulator.run_v2 on the CPU) at the same shapes and W % 8 == 0
-ones, batch 128, beside version 1, and its version-1 route for unaligned inputs.
+ones, batch 128, beside version 1, and its version-1 route for unaligned inputs. C1 = 48 (ConvFirstNet-L, version
+2 only): the emulation with its 8-slot pixels and 12 warps (bank groups and store coverage asserted lane by lane),
+the refusals of inputs version 2 cannot take and the module's PyTorch fallback for them, L's stem swapped; on the
+GPU batch 1 / 3 / 128 at 224x224 and W % 8 == 0 odd sizes, the refusals, the fallback, L's stem in the network.
 """
 
 import copy
+import warnings
 
 import numpy as np
 import pytest
@@ -51,7 +55,7 @@ def test_output_size():
     assert [stem.output_size(n) for n in (224, 97, 61, 7, 2, 1)] == [56, 25, 16, 2, 1, 1]
 
 
-@pytest.mark.parametrize("c1", [16, 32])
+@pytest.mark.parametrize("c1", [16, 32, 48])
 def test_conv1_matrix_order_and_fragments(c1):
     """The kernel's conv1 B matrix (k = ky * 10 + kx * 3 + ci, pads zero) times the im2col in the
     same order is the convolution; the packed fragments hold that matrix word for word."""
@@ -126,12 +130,16 @@ def test_input_window_load_mapping():
 
 
 @pytest.mark.parametrize("c1,batch,h,w", [(32, 1, 70, 72), (16, 3, 97, 64), (32, 3, 1, 8), (16, 1, 2, 8),
-                                          (32, 1, 64, 136), (32, 2, 13, 16)])
+                                          (32, 1, 64, 136), (32, 2, 13, 16),
+                                          (48, 1, 70, 72), (48, 3, 13, 16), (48, 2, 1, 8), (48, 1, 64, 136),
+                                          (48, 1, 2, 8), (48, 2, 33, 24)])
 def test_emulated_v2_matches_the_reference(c1, batch, h, w):
     """Version 2's numpy emulation (the cp.async window chunks and their zero fill, the +7 half shift,
     the pad-in-front K order and the block's fragment re-pack, conv1's row-wise m-tiles and the two
     last-column m-tiles, the odd plane at pixel 24, cvt.relu) against the float64 stem, as for version 1;
-    every shapes' W % 8 == 0 (else the launcher runs version 1)."""
+    every shapes' W % 8 == 0 (else the launcher runs version 1). C1 = 48: 12 warps, 6 chunks in 8 swizzled slots
+    per conv1 pixel; the emulation asserts every conv2 A ldmatrix matrix and every regular conv1 store conflict-free,
+    every conv1 pixel word stored once and every window chunk copied once."""
     import stem_emulator as emu
 
     s = zoo_stem(c1, seed=c1 + h)
@@ -152,7 +160,7 @@ def test_emulated_v2_matches_the_reference(c1, batch, h, w):
     assert err < 2e-3
 
 
-@pytest.mark.parametrize("c1", [16, 32])
+@pytest.mark.parametrize("c1", [16, 32, 48])
 def test_v2_fragment_repack_is_the_pad_front_matrix(c1):
     """The block's re-pack of version 1's conv1 fragments (stem_emulator.repack_conv1_v2, the kernel's two
     loops) holds conv1 with K ordered (ky, [pad, kx, ci]): k = 10 ky + 1 + 3 kx + ci, the pads zero, k 30 the
@@ -252,9 +260,13 @@ def test_host_checks():
 
 
 def test_prepare_weights_refuses_other_widths():
-    with pytest.raises(ValueError, match=r"3 -> 48 -> 96"):
-        stem.prepare_weights(stem.FoldedStem(torch.zeros(48, 3, 3, 3), torch.zeros(48), torch.zeros(96, 48, 3, 3),
-                                             torch.zeros(96)))
+    assert (48, 96) in stem.SUPPORTED_WIDTHS and (48, 96) not in stem.V1_WIDTHS
+    with pytest.raises(ValueError, match=r"3 -> 64 -> 128"):
+        stem.prepare_weights(stem.FoldedStem(torch.zeros(64, 3, 3, 3), torch.zeros(64), torch.zeros(128, 64, 3, 3),
+                                             torch.zeros(128)))
+    kw = stem.prepare_weights(stem.FoldedStem(torch.zeros(48, 3, 3, 3), torch.zeros(48), torch.zeros(96, 48, 3, 3),
+                                              torch.zeros(96)))
+    assert kw.w1.numel() == 6 * 2 * 32 * 2 and kw.w2.shape == (96, 432) and kw.mid_channels == 48
     with pytest.raises(ValueError, match=r"\[C1, 3, 3, 3\]"):
         stem.prepare_weights(stem.FoldedStem(torch.zeros(32, 4, 3, 3), torch.zeros(32), torch.zeros(64, 32, 3, 3),
                                              torch.zeros(64)))
@@ -274,7 +286,10 @@ def test_structural_match_and_reasons():
     assert stem.is_stem(zoo_stem(32)) and stem.is_stem(zoo_stem(32, folded=False))
     assert stem.unsupported(zoo_stem(32)) is None and stem.unsupported(zoo_stem(16)) is None
     assert "inference form" in stem.unsupported(zoo_stem(32, folded=False))
-    assert "3 -> 48 -> 96" in stem.unsupported(zoo_stem(48))
+    assert stem.unsupported(zoo_stem(48)) is None
+    torch.manual_seed(0)
+    wide = nn.Sequential(nn.Conv2d(3, 64, 3, 2, 1), nn.ReLU(), nn.Conv2d(64, 128, 3, 2, 1), nn.ReLU())
+    assert "3 -> 64 -> 128" in stem.unsupported(wide)
     other = nn.Sequential(nn.Conv2d(3, 32, 3, 2, 0), nn.ReLU(), nn.Conv2d(32, 64, 3, 2, 1), nn.ReLU())
     assert stem.is_stem(other) and "padding" in stem.unsupported(other)
     assert not stem.is_stem(nn.Sequential(nn.Conv2d(3, 32, 3, 1, 1), nn.ReLU(), nn.Conv2d(32, 64, 3, 2, 1), nn.ReLU()))
@@ -295,7 +310,8 @@ def test_switch_on_by_default_and_off_with_0(monkeypatch):
     assert isinstance(net.stem, nn.Sequential)
 
 
-@pytest.mark.parametrize("name,c1", [("convfirstnet_s", 16), ("convfirstnet_m", 32), ("convfirstnet_h200", 32)])
+@pytest.mark.parametrize("name,c1", [("convfirstnet_s", 16), ("convfirstnet_m", 32), ("convfirstnet_h200", 32),
+                                     ("convfirstnet_l", 48)])
 def test_replace_blocks_swaps_the_stem(monkeypatch, name, c1):
     monkeypatch.setenv(stem.SWITCH, "1")
     net = fold_batchnorm(MODELS[name]())
@@ -308,12 +324,99 @@ def test_replace_blocks_swaps_the_stem(monkeypatch, name, c1):
     assert {k: v for k, v in swap.fused.items() if k != "Stem"} == off.fused and swap.fallback == off.fallback
 
 
-def test_replace_blocks_records_the_l_stem_as_fallback(monkeypatch):
+def test_replace_blocks_swaps_the_l_stem_unless_stem48_is_off(monkeypatch):
+    """ConvFirstNet-L's stem (3 -> 48 -> 96; built on the CPU: the weight packing needs data) becomes a FusedStem;
+    the stem is no longer among its fallbacks. CUDA_KERNELS_STEM48=0 leaves it in PyTorch with that reason."""
     monkeypatch.setenv(stem.SWITCH, "1")
+    monkeypatch.delenv(stem.SWITCH_48, raising=False)
+    assert stem.stem48_enabled()
+    net = fold_batchnorm(MODELS["convfirstnet_l"]())
+    assert stem.is_stem(net.stem) and net.stem[0].out_channels == 48 and net.stem[2].out_channels == 96
+    swap = cuda_kernels.replace_blocks(net)
+    assert swap.fused["Stem"] == 1 and "stem" not in swap.fallback
+    assert isinstance(net.stem, cuda_kernels.FusedStem) and net.stem.mid_channels == 48 and net.stem.out_channels == 96
+    monkeypatch.setenv(stem.SWITCH_48, "0")
+    assert not stem.stem48_enabled()
     net = fold_batchnorm(MODELS["convfirstnet_l"]())
     swap = cuda_kernels.replace_blocks(net)
-    assert swap.fused["Stem"] == 0 and "3 -> 48 -> 96" in swap.fallback["stem"]
+    assert swap.fused["Stem"] == 0 and "CUDA_KERNELS_STEM48=0" in swap.fallback["stem"]
     assert isinstance(net.stem, nn.Sequential)
+    assert stem.unsupported(zoo_stem(32)) is None  # the switch touches C1 = 48 only
+
+
+def test_c1_48_refuses_what_version_2_cannot_take():
+    """C1 = 48 has no version 1: check_input (before the device check, so on CPU tensors) refuses W % 8 != 0 and
+    a 16-byte-misaligned x with a ValueError naming the reason; run(version=1) is a ValueError; C1 = 16 / 32 are
+    unaffected (version 1 takes those inputs)."""
+    kw48 = stem.prepare_weights(stem.FoldedStem.from_stem(zoo_stem(48)))
+    kw32 = stem.prepare_weights(stem.FoldedStem.from_stem(zoo_stem(32)))
+    for bad in (_x_cpu(1, 9, 12), misaligned_nhwc((1, 3, 8, 16))):
+        assert stem.v2_only_reason(bad, kw48) is not None and stem.v2_only_reason(bad, kw32) is None
+        with pytest.raises(ValueError, match="version 2 only.*16-byte aligned with W % 8 == 0"):
+            stem.check_input(bad, kw48)
+        with pytest.raises(ValueError, match="CUDA tensor"):
+            stem.check_input(bad, kw32)
+    good = _x_cpu(1, 9, 16)
+    assert stem.v2_only_reason(good, kw48) is None
+    with pytest.raises(ValueError, match="CUDA tensor"):  # every other rule passes
+        stem.check_input(good, kw48)
+    with pytest.raises(ValueError, match="no version 1 for C1 = 48"):
+        stem.run(good, kw48, version=1)
+
+
+@pytest.mark.parametrize("env,version,called", [("0", None, "stem_v2"), ("1", None, "stem_v2"), ("1", 2, "stem_v2")])
+def test_c1_48_runs_version_2_whatever_the_switch(monkeypatch, env, version, called):
+    calls = []
+
+    class Fake:
+        def __getattr__(self, name):
+            def call(*args):
+                calls.append(name)
+                return torch.zeros(1, 96, 4, 4, dtype=torch.float16)
+            return call
+
+    monkeypatch.setenv(stem.SWITCH_V2, env)
+    monkeypatch.setattr(stem, "_extension", lambda: Fake())
+    monkeypatch.setattr(stem, "check_input", lambda *a, **k: None)
+    kw = stem.prepare_weights(stem.FoldedStem.from_stem(zoo_stem(48)))
+    stem.run(_x_cpu(1, 16, 16), kw, version=version)
+    assert calls == [called]
+
+
+@pytest.mark.parametrize("c1", [16, 32, 48])
+def test_unpack_conv1_and_the_pytorch_stem(c1):
+    """unpack_conv1 inverts pack_conv1 (fp16 weights back bit for bit); pytorch_stem (the C1 = 48 module's fallback)
+    from the prepared weights is the stem with fp16-rounded weights."""
+    s = zoo_stem(c1, seed=7)
+    kw = stem.prepare_weights(stem.FoldedStem.from_stem(s))
+    assert torch.equal(stem.unpack_conv1(kw.w1, c1), s[0].weight.detach().half())
+    x = torch.randn(2, 3, 13, 18, dtype=torch.float64)
+    got = stem.pytorch_stem(x, kw)
+    with torch.no_grad():
+        rounded = copy.deepcopy(s).double()
+        for conv in (rounded[0], rounded[2]):
+            conv.weight.copy_(conv.weight.half().double())
+        want = rounded(x)
+    assert got.shape == want.shape and got.is_contiguous(memory_format=torch.channels_last)
+    assert relative_error(got, want) < 1e-6
+
+
+def test_c1_48_module_falls_back_for_inputs_version_2_cannot_take(monkeypatch):
+    """The FusedStem module (the convfirst_stem::stem operator) computes a W % 8 != 0 input with PyTorch's fp16
+    convolutions, warning once with the reason; no kernel launch (on the CPU here, where the kernel cannot run)."""
+    monkeypatch.setattr(stem, "_warned", set())
+    monkeypatch.setattr(stem, "_extension", lambda: pytest.fail("the kernel must not run for this input"))
+    s = zoo_stem(48, seed=2)
+    fused = cuda_kernels.FusedStem.from_block(s)
+    x = _x_cpu(2, 11, 21)
+    with pytest.warns(UserWarning, match="falls back to PyTorch.*W % 8 == 0"):
+        y = fused(x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # once per reason
+        fused(x)
+    with torch.no_grad():
+        exact = copy.deepcopy(s).double()(x.double())
+    assert y.shape == (2, 96, 3, 6) and y.dtype == torch.float16 and relative_error(y, exact) < 5e-3
 
 
 def test_fused_stem_is_one_opaque_operator_under_torch_compile(monkeypatch):
@@ -339,6 +442,9 @@ CASES = [(32, 1, 224, 224), (32, 3, 97, 61), (32, 5, 7, 5), (32, 2, 1, 1), (32, 
 # heights, partial tiles, 1 x 8, 2 x 8, batch 128
 CASES_V2 = [(32, 128, 224, 224), (16, 128, 224, 224), (32, 3, 97, 64), (32, 5, 7, 8), (32, 2, 1, 8),
             (32, 1, 64, 136), (32, 3, 45, 200), (16, 3, 97, 64), (16, 1, 2, 8), (16, 5, 33, 24)]
+# C1 = 48 (ConvFirstNet-L): version 2 only, W % 8 == 0
+CASES_48 = [(48, 1, 224, 224), (48, 3, 224, 224), (48, 128, 224, 224), (48, 3, 97, 64), (48, 5, 7, 8), (48, 2, 1, 8),
+            (48, 1, 64, 136), (48, 3, 45, 200), (48, 5, 33, 24), (48, 1, 2, 8), (48, 2, 130, 96)]
 
 
 @pytest.mark.cuda
@@ -352,6 +458,77 @@ def test_kernel_against_float64(c1, batch, h, w, version):
         assert stem.v2_applies(x)
     check_against_float64(s, x, lambda out: stem.run(x, fused.weights, out=out, version=version),
                           (batch, 2 * c1, stem.output_size(h), stem.output_size(w)))
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("c1,batch,h,w", CASES_48)
+def test_c1_48_against_float64(c1, batch, h, w):
+    """C1 = 48 (version 2 only) on a NaN-poisoned output: error at most twice PyTorch fp16's against float64."""
+    s = zoo_stem(c1, seed=c1 + h + w).cuda()
+    fused = cuda_kernels.FusedStem.from_block(s)
+    x = channels_last(torch.randn(batch, 3, h, w, device="cuda", dtype=torch.float16))
+    assert stem.v2_applies(x)
+    check_against_float64(s, x, lambda out: stem.run(x, fused.weights, out=out),
+                          (batch, 2 * c1, stem.output_size(h), stem.output_size(w)))
+
+
+@pytest.mark.cuda
+def test_c1_48_deterministic_and_the_switch_v2_off_still_fused(monkeypatch):
+    s = zoo_stem(48, seed=11).cuda()
+    fused = cuda_kernels.FusedStem.from_block(s)
+    x = channels_last(torch.randn(3, 3, 224, 224, device="cuda", dtype=torch.float16))
+    y = stem.run(x, fused.weights)
+    assert torch.equal(stem.run(x, fused.weights, version=2), y)
+    monkeypatch.setenv(stem.SWITCH_V2, "0")
+    assert torch.equal(stem.run(x, fused.weights), y) and torch.equal(fused(x), y)
+
+
+@pytest.mark.cuda
+def test_c1_48_refusals_and_the_module_fallback_on_the_gpu(monkeypatch):
+    """W % 8 != 0 and a 16-byte-misaligned x: run raises ValueError, the raw op RuntimeError (no version 1 to take
+    them); the module computes them with PyTorch (a warning), within 2x PyTorch fp16's error against float64."""
+    monkeypatch.setattr(stem, "_warned", set())
+    s = zoo_stem(48, seed=12).cuda()
+    fused = cuda_kernels.FusedStem.from_block(s)
+    odd = channels_last(torch.randn(2, 3, 37, 61, device="cuda", dtype=torch.float16))
+    storage = torch.randn(3 * 3 * 45 * 32 + 8, device="cuda", dtype=torch.float16)
+    shifted = storage[1:].as_strided((3, 3, 45, 32), (45 * 32 * 3, 1, 32 * 3, 3))
+    ext = stem._extension()
+    kw = fused.weights
+    empty = torch.empty(0, device="cuda", dtype=torch.float16)
+    for x in (odd, shifted):
+        assert not stem.v2_applies(x)
+        with pytest.raises(ValueError, match="version 2 only"):
+            stem.run(x, kw)
+        with pytest.raises(RuntimeError, match="version 2 only"):
+            ext.stem_v2(x, kw.w1, kw.b1, kw.w2, kw.b2, empty)
+        with pytest.raises(RuntimeError, match="no stem kernel for C1 = 48"):
+            ext.stem(x, kw.w1, kw.b1, kw.w2, kw.b2, empty)
+        with pytest.warns(UserWarning, match="falls back to PyTorch"):
+            y = fused(x)
+        with torch.no_grad():
+            exact = copy.deepcopy(s).double()(x.double())
+            torch_err = relative_error(copy.deepcopy(s).half()(x), exact)
+        assert torch.isfinite(y).all() and 0 < torch_err and relative_error(y, exact) <= 2 * torch_err
+
+
+@pytest.mark.cuda
+def test_convfirstnet_l_stem_fused_in_the_network():
+    """ConvFirstNet-L through replace_blocks: the stem is a FusedStem, checked by bench's check_blocks against the
+    float64 PyTorch stem on the input it received (224x224, batch 2); under torch.compile (fullgraph) bit-identical
+    to eager."""
+    from perfmodel.bench import check_blocks
+
+    net = fold_batchnorm(randomize_batchnorm(MODELS["convfirstnet_l"]())).cuda().half()
+    fused = copy.deepcopy(net)
+    swap = cuda_kernels.replace_blocks(fused)
+    assert swap.fused["Stem"] == 1 and "stem" not in swap.fallback and isinstance(fused.stem, cuda_kernels.FusedStem)
+    x = channels_last(torch.randn(2, 3, 224, 224, device="cuda", dtype=torch.float16))
+    check = check_blocks(fused, net, [x], lambda m: isinstance(m, cuda_kernels.FusedStem))
+    assert check["blocks_checked"] == 1
+    with torch.no_grad():
+        compiled = torch.compile(fused.stem, fullgraph=True)
+        assert torch.equal(compiled(x), fused.stem(x))
 
 
 @pytest.mark.cuda
