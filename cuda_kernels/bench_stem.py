@@ -10,7 +10,8 @@ L2 flushed before every repeat; cudnn.benchmark on) with TFLOP/s and the fractio
 block-plan bound (ops = 2 x MACs of both convolutions, K = 27 and 9 C1; bytes = input + output +
 weights in fp16). Timing, ceilings and the file format are the ones cuda_kernels.bench_s2 uses.
 ``--versions 1,2`` checks and times each kernel version (backends cuda_kernels_v1 / cuda_kernels_v2; the
-fastest that passed is cuda_kernels); the default is the version ``run`` takes (CUDA_KERNELS_STEM_V2).
+fastest that passed is cuda_kernels); the default is the version ``run`` takes (CUDA_KERNELS_STEM_V2). C1 = 48
+(``--case 48:224``, ConvFirstNet-L) has version 2 only: version 1 is dropped from ``--versions`` there.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ class StemCase:
         return 2 * (self.batch * self.size**2 * 3 + self.batch * output_size(self.size) ** 2 * c2 + weights)
 
 
-CASES = [StemCase(32, 224)]  # ConvFirstNet-H200 and -M; --case 16:224 adds ConvFirstNet-S's
+CASES = [StemCase(32, 224)]  # ConvFirstNet-H200 and -M; --case 16:224 adds ConvFirstNet-S's, 48:224 -L's
 
 
 def make_stem(case: StemCase):
@@ -84,6 +85,8 @@ def bench_case(case: StemCase, timer: Timer, ceilings: dict, modes: list[str], v
     from cuda_kernels import stem
 
     versions = versions or (2 if stem.v2_enabled() else 1,)
+    if (case.mid_channels, case.out_channels) not in stem.V1_WIDTHS:  # C1 = 48: version 2 only
+        versions = tuple(v for v in versions if v == 2) or (2,)
 
     torch.manual_seed(0)
     block = make_stem(case)
