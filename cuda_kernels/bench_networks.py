@@ -254,8 +254,10 @@ def kernel_record(module: nn.Module, width: int) -> dict:
     if isinstance(module, FusedStem):
         from cuda_kernels import stem
 
-        # version 2 where it applies (a fresh input is 16-byte aligned; W % 8 == 0), else version 1
-        return {"module": name, "kernel": "stem", "variant": 2 if stem.v2_enabled() and width % 8 == 0 else 1}
+        # version 2 where it applies (a fresh input is 16-byte aligned; W % 8 == 0), else version 1; C1 = 48 has
+        # version 2 only
+        v2 = (stem.v2_enabled() or (module.weights.mid_channels, module.weights.out_channels) not in stem.V1_WIDTHS)
+        return {"module": name, "kernel": "stem", "variant": 2 if v2 and width % 8 == 0 else 1}
     return {"module": name, "kernel": type(module).__module__, "variant": None}
 
 

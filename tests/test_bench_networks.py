@@ -126,10 +126,19 @@ def test_swap_records_the_stride2_wgmma_route_and_stem_version(default_switches,
     assert rec["kernels"][0]["kernel"] == "convfirst_s2"
     from cuda_kernels.stem import FusedStem
 
-    module = FusedStem.__new__(FusedStem)
+    from torch import nn
+
+    from perfmodel.zoo.blocks import ConvBN
+
+    def fused_stem(c1):
+        return FusedStem.from_block(folded_half(nn.Sequential(ConvBN(3, c1, 3, stride=2), nn.ReLU(),
+                                                              ConvBN(c1, 2 * c1, 3, stride=2), nn.ReLU())))
+
+    module, l_module = fused_stem(32), fused_stem(48)
     assert bn.kernel_record(module, 224)["variant"] == 2 and bn.kernel_record(module, 97)["variant"] == 1
     monkeypatch.setenv("CUDA_KERNELS_STEM_V2", "0")
     assert bn.kernel_record(module, 224)["variant"] == 1
+    assert bn.kernel_record(l_module, 224)["variant"] == 2  # C1 = 48 has version 2 only
 
 
 def test_swap_records_fallbacks_with_reasons(default_switches, monkeypatch):
@@ -143,9 +152,9 @@ def test_swap_records_fallbacks_with_reasons(default_switches, monkeypatch):
     assert rec["form"] == "pytorch" and rec["kernels"] == [] and bn.variant_label(rec) == "partial"
     assert "CUDA_KERNELS_C768" in rec["fallback"][""] and "C=768" in rec["fallback"]["ffn"]
     assert type(holder[0]) is ConvFirstBlock and type(unit.conv) is nn.Conv2d  # the unit itself untouched
-    stem = folded_half(nn.Sequential(ConvBN(3, 48, 3, stride=2), nn.ReLU(), ConvBN(48, 96, 3, stride=2), nn.ReLU()))
+    stem = folded_half(nn.Sequential(ConvBN(3, 40, 3, stride=2), nn.ReLU(), ConvBN(40, 80, 3, stride=2), nn.ReLU()))
     _, rec = bn.swap_unit(stem, 224)
-    assert rec["form"] == "pytorch" and "48" in rec["fallback"][""]
+    assert rec["form"] == "pytorch" and "40" in rec["fallback"][""]  # no stem kernel for C1 = 40
     _, rec = bn.swap_unit(folded_half(ConvFirstBlock(64, 4, group_width=16)), 56)  # its FFN alone fuses
     assert rec["form"] == "partly fused" and rec["kernels"][0]["path"] == "ffn"
     assert rec["fallback"] == {"": "group width 16, kernel 3"} and bn.variant_label(rec) == "partial"
@@ -153,7 +162,7 @@ def test_swap_records_fallbacks_with_reasons(default_switches, monkeypatch):
     _, rec = bn.swap_unit(folded_half(ConvFirstBlock(768, 6)), 7)
     assert rec["form"] == "fused" and rec["kernels"][0]["module"] == "FusedConvFirstC768"
     _, rec = bn.swap_unit(stem, 224)
-    assert rec["form"] == "pytorch"  # no stem kernel for C1 = 48 whatever the switches
+    assert rec["form"] == "pytorch"  # no stem kernel for C1 = 40 whatever the switches
 
 
 @dataclass(frozen=True)
