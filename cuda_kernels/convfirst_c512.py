@@ -117,12 +117,15 @@ def switched_variant(channels: int) -> int | None:
 
 def default_variant(channels: int, width: int | None = None) -> int:
     """The variant `run` uses: CUDA_KERNELS_C512_VARIANT's where it applies (for 4: W <= 18), else the
-    fastest measured: 5 at C = 128 (131.4 vs variant 3's 135.0 us at a6 28x28 on the H200, bit-identical
-    output; at C = 64 it measured 177.7 vs 174.8), 3 at the other C <= 256, 4 above where W <= 18 (known), 0
-    otherwise."""
+    fastest measured on the H200: 6 at C = 64 (162.6 vs variant 3's 177.3 us at a6 56x56, 142.7 vs 155.0 at a4;
+    `run` falls back to 3 where the hidden width exceeds its resident weights, `pingpong_fallback`), 5 at
+    C = 128 (131.4 vs 135.0 us at a6 28x28, bit-identical output), 3 at C = 256, 4 above where W <= 18 (known),
+    0 otherwise."""
     switched = switched_variant(channels)
     if switched is not None and (switched != 4 or width is None or width <= SPLIT_H_MAX_WIDTH):
         return switched
+    if channels == 64:
+        return 6
     if channels == 128:
         return 5
     if channels <= 256:

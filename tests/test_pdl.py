@@ -241,7 +241,9 @@ KERNELS = [
      ["conv_phase<", "conv_tile<", "store_out<", "ffn64_tile(", "p.x", "p.out"]),
     ("convfirst_s2.cuh", "convfirst_s2_kernel", ["phase_a<", "p.x", "p.out", "out +", "*reinterpret_cast<uint4*>(out"]),
     ("block_fusion.cuh", "block_fusion_kernel", ["conv_phase<", "p.x", "p.out"]),
+    ("convfirst_c512.cu", "convfirst_c64_pingpong_kernel", ["conv_stream6(", "ffn64_own<", "p.x", "p.out"]),
     ("stem.cu", "stem_kernel", ["load_input(", "p.x", "p.out"]),
+    ("stem.cu", "stem_kernel_v2", ["load_window_v2<", "p.x", "p.out"]),
     # MBConv version 3: kernel 1 (expand + depthwise + the pool's partial sums), SE, projection
     ("mbconv_v2.cuh", "expand_dw_v2_kernel", ["p.x", "xsrc", "p.partial", "p.d"]),
     ("mbconv_v3.cu", "se_v3_kernel", ["p.partial", "p.scale"]),
@@ -339,7 +341,7 @@ def _step_mbconv(path, seed=0):
 CHAINS = {
     "c512_c256_variants": ((4, 256, 14, 14), lambda: [_step_c512(256, 6, v, i) for i, v in enumerate((3, 0, 1, 3))]),
     "c512_c256_halo": ((4, 256, 14, 14), lambda: [_step_c512(256, 4, v, i) for i, v in enumerate((2, 4, 3, 2))]),
-    "c512_c64": ((2, 64, 56, 56), lambda: [_step_c512(64, 6, v, i) for i, v in enumerate((3, 0, 2, 3))]),
+    "c512_c64": ((2, 64, 56, 56), lambda: [_step_c512(64, 6, v, i) for i, v in enumerate((3, 6, 2, 6))]),
     "c512_c128": ((4, 128, 28, 28), lambda: [_step_c512(128, 6, v, i) for i, v in enumerate((3, 5, 0, 5))]),
     "c512_c512": ((8, 512, 7, 7), lambda: [_step_c512(512, 6, v, i) for i, v in enumerate((0, 1, 4, 0))]),
     "s2_wide": ((4, 256, 14, 14), lambda: [_step_c512(256, 6, 3, 0), _step_s2(256, 6, 1), _step_c512(512, 6, 0, 2),
