@@ -27,7 +27,11 @@ folded, as the other block benchmarks build them (``bench.make_block``, ``bench_
    freezing on (as ``perfmodel bench --backend inductor --freezing``, the networks' baseline;
    ``--no-freezing`` turns it off), a fresh static compile per shape (``_bench_common.time_compiled``).
 
-CUDA events, L2 flushed before every repeat, medians (``perfmodel.harness.Timer``). Per row: models and
+CUDA events, L2 flushed before every repeat, medians (``perfmodel.harness.Timer``). Each row records the GPU's
+clocks, temperature, power and throttle reasons before it (``gpu_state``); at the end the first fused unit is
+re-timed and the matmul ceiling re-measured (``results.drift``, a ``DRIFT`` line when either moved by more than
+5%): session 7's all-model run drifted (late rows 1.2-2.2x slower than the same units alone) and nothing in the
+file could say why. Per row: models and
 counts, shape, kernel/variant, latency, TFLOP/s, the fraction of the block-plan bound (the datasheet
 waterline ``_bench_common.rate_metrics`` gives every block benchmark: ops = 2 x MACs, bytes = input +
 output + weights in fp16, h200-sxm), the speedup over each baseline. Per model: the sum over its units of
@@ -67,12 +71,12 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import nn
 
-from cuda_kernels._bench_common import (add_timing_arguments, case_entry, prepare, random_nhwc, reference, summarize_speedups,
-                                        time_compiled, time_eager, time_fused_variants)
+from cuda_kernels._bench_common import (add_timing_arguments, case_entry, hardware_ceilings, prepare, random_nhwc,
+                                        reference, summarize_speedups, time_compiled, time_eager, time_fused_variants)
 from cuda_kernels.bench import Case
 from cuda_kernels.bench_s2 import DownCase
 from cuda_kernels.bench_stem import StemCase
-from perfmodel.harness import Timer, environment, randomize_batchnorm
+from perfmodel.harness import Timer, environment, gpu_state, randomize_batchnorm
 
 MODULE = "cuda_kernels.bench_networks"
 DEFAULT_MODELS = ("convfirstnet_s", "convfirstnet_m", "convfirstnet_h200", "convfirstnet_l")
@@ -346,6 +350,7 @@ class UnitState:
     unit: nn.Module
     x: torch.Tensor
     exact: torch.Tensor
+    fused: object = None  # the swapped unit (what the fused row timed), for the end-of-run drift check
 
 
 def entry_head(case, counts: dict) -> dict:
@@ -375,7 +380,34 @@ def bench_unit(case, counts: dict, timer: Timer, ceilings: dict, budget: Budget,
     budget.run(case.name, DEFAULT, lambda: guarded(entry, DEFAULT, lambda: time_compiled(
         entry, block_fp16, x, exact, "default", timer, case, ceilings, freezing=freezing, key=DEFAULT)), reserve_s)
     summarize_speedups(entry)
-    return entry, UnitState(block_fp16, x, exact)
+    return entry, UnitState(block_fp16, x, exact, holder if entry["swap"]["kernels"] else None)
+
+
+DRIFT_WARN = 1.05  # the end-of-run re-timing this much slower (or faster) than the first timing: say so
+
+
+def drift_check(entries: list[dict], states: list, timer: Timer, ceilings: dict, hardware: str) -> dict:
+    """Re-time, at the end of the run, the first unit that has a fused timing and the matmul ceiling, beside their
+    timings from the start: a long run whose GPU slowed down (clocks, another tenant) shows it here, and its late
+    rows are then not comparable with its early ones. Ratios are end / start (above 1: slower at the end)."""
+    out: dict = {"warn_ratio": DRIFT_WARN}
+    for entry, state in zip(entries, states):
+        first = entry.get("backends", {}).get("cuda_kernels")
+        if getattr(state, "fused", None) is None or first is None:
+            continue
+        with torch.no_grad():
+            again = timer(lambda: state.fused(state.x))
+        out["first_fused_unit"] = {"name": entry["name"], "start_ms": first["latency_ms"]["median"],
+                                   "end_ms": again["median"], "ratio": again["median"] / first["latency_ms"]["median"]}
+        break
+    start = ceilings.get("measured", {}).get("fp16_matmul_tflops")
+    if start:
+        end = hardware_ceilings(hardware, timer).get("measured", {}).get("fp16_matmul_tflops")
+        if end:
+            out["matmul"] = {"start_tflops": start, "end_tflops": end, "ratio": start / end}
+    ratios = [v["ratio"] for v in out.values() if isinstance(v, dict)]
+    out["drifted"] = any(r > DRIFT_WARN or r < 1 / DRIFT_WARN for r in ratios)
+    return out
 
 
 def autotune_unit(entry: dict, state: UnitState, timer: Timer, ceilings: dict, budget: Budget, freezing: bool,
@@ -523,7 +555,8 @@ def load_extensions(errors: dict) -> None:
 
 
 def write(path: str, command: str, env: dict, models: list[str], args, timer: Timer, ceilings: dict, build_s: float,
-          build_errors: dict, units: list, entries: list[dict], budget: Budget, phase: str) -> dict:
+          build_errors: dict, units: list, entries: list[dict], budget: Budget, phase: str,
+          drift: dict | None = None) -> dict:
     from perfmodel.measure import write_measurement
 
     summaries = {m: model_summary(m, entries) for m in models}
@@ -541,7 +574,8 @@ def write(path: str, command: str, env: dict, models: list[str], args, timer: Ti
                 "correctness": "rel. L2 error vs the float64 unit <= 2x PyTorch fp16's before timing",
                 "switches": switches(), "extension_build_s": build_s, "extension_errors": build_errors,
                 "units_planned": [c.name for c in units], "phase": phase, "budget": budget.record()},
-        results={"ceilings": ceilings, "cases": entries, "models": summaries})
+        results={"ceilings": ceilings, "cases": entries, "models": summaries,
+                 **({"drift": drift} if drift is not None else {})})
     return summaries
 
 
@@ -587,19 +621,21 @@ def main(argv: list[str] | None = None) -> int:
     states: list[UnitState | None] = []
     env = environment()  # once: it asks nvidia-smi, and the file is rewritten after every unit
 
-    def save(phase: str) -> dict:
+    def save(phase: str, drift: dict | None = None) -> dict:
         return write(args.out, command, env, args.models, args, timer, ceilings, build_s, build_errors, units,
-                     entries, budget, phase)
+                     entries, budget, phase, drift)
 
     print(HEADER, flush=True)
     for i, case in enumerate(units):
         reserve = FUSED_COST_S * (len(units) - i - 1)
+        state_before = gpu_state()
         try:
             entry, state = bench_unit(case, found[case], timer, ceilings, budget, args.freezing, reserve)
         except Exception as exc:  # building or checking the unit failed: the row says so, the run goes on
             entry = {**case_entry(case, None, entry_head(case, found[case])),
                      "errors": {"unit": f"{type(exc).__name__}: {exc}"[:2000]}}
             state = None
+        entry["gpu_state"] = state_before
         entries.append(entry)
         states.append(state)
         print(row(entry), flush=True)
@@ -610,8 +646,13 @@ def main(argv: list[str] | None = None) -> int:
                 autotune_unit(entries[i], states[i], timer, ceilings, budget, args.freezing, units[i])
                 print("autotuned: " + row(entries[i]), flush=True)
                 save("max-autotune pass")
-    summaries = save("done")
+    drift = drift_check(entries, states, timer, ceilings, args.hardware)
+    summaries = save("done", drift)
     print(table(entries, summaries))
+    if drift["drifted"]:
+        print(f"DRIFT: the end-of-run re-timing differs from the start by more than {DRIFT_WARN:.2f}x "
+              f"({ {k: round(v['ratio'], 3) for k, v in drift.items() if isinstance(v, dict)} }): "
+              "late rows are not comparable with early ones", flush=True)
     if budget.skipped:
         print(f"time budget ({args.budget_s:.0f} s) ran out: {len(budget.skipped)} baseline(s) skipped "
               f"(listed in method.budget.skipped)")

@@ -45,6 +45,19 @@ def environment() -> dict:
     return env
 
 
+def gpu_state() -> dict:
+    """The GPU's clocks, temperature, power draw and active throttle reasons now (nvidia-smi): what a long
+    measurement records per step, so that a drift in its timings can be told from a change in the code."""
+    query = "clocks.sm,clocks.mem,temperature.gpu,power.draw,clocks_throttle_reasons.active"
+    keys = ("clock_sm", "clock_mem", "temperature_c", "power_w", "throttle_reasons")
+    try:
+        out = subprocess.run(["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader,nounits"],
+                             capture_output=True, text=True, timeout=20).stdout.strip()
+        return dict(zip(keys, (f.strip() for f in out.splitlines()[0].split(","))))
+    except (OSError, IndexError, subprocess.SubprocessError) as exc:
+        return {"nvidia_smi": f"unavailable: {exc}"}
+
+
 def percentile(values: list[float], q: float) -> float:
     """The q-quantile with linear interpolation between order statistics."""
     ordered = sorted(values)

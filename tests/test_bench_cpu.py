@@ -244,3 +244,26 @@ def test_a_failing_nsight_compute_run_is_an_analysis_error_not_a_traceback(monke
     monkeypatch.setattr(subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(a, 9))
     with pytest.raises(AnalysisError, match="Nsight Compute exited with 9"):
         ncu.collect_probe_csv("all")
+
+
+def test_gpu_state_parses_nvidia_smi_and_survives_its_absence(monkeypatch):
+    import subprocess
+
+    from perfmodel import harness
+
+    seen = []
+
+    def fake_run(cmd, **kwargs):
+        seen.append(cmd)
+        return SimpleNamespace(stdout="1755, 3201, 61, 512.34, 0x0000000000000004\n")
+
+    monkeypatch.setattr(subprocess, "run", fake_run)
+    assert harness.gpu_state() == {"clock_sm": "1755", "clock_mem": "3201", "temperature_c": "61",
+                                   "power_w": "512.34", "throttle_reasons": "0x0000000000000004"}
+    assert "clocks_throttle_reasons.active" in seen[0][1] and "nounits" in seen[0][2]
+
+    def missing(cmd, **kwargs):
+        raise FileNotFoundError("nvidia-smi")
+
+    monkeypatch.setattr(subprocess, "run", missing)
+    assert harness.gpu_state()["nvidia_smi"].startswith("unavailable")

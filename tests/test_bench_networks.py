@@ -327,6 +327,8 @@ def test_main_writes_one_file_with_every_unit(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(bn, "environment", lambda: {"gpu": "none"})
     monkeypatch.setattr(bn, "bench_unit", fake_bench_unit)
     monkeypatch.setattr(bn, "autotune_unit", fake_autotune)
+    monkeypatch.setattr(bn, "gpu_state", lambda: {"clock_sm": "1980"})
+    monkeypatch.setattr(bn, "drift_check", lambda *a: {"matmul": {"ratio": 1.3}, "drifted": True})
     out = tmp_path / "t.json"
     assert bn.main(["--models", "convfirstnet_s", "--out", str(out), "--no-freezing"]) == 0
     data = json.loads(out.read_text())
@@ -341,5 +343,30 @@ def test_main_writes_one_file_with_every_unit(tmp_path, monkeypatch, capsys):
     s = data["results"]["models"]["convfirstnet_s"]
     assert s["total"]["fused_ms"] is None  # the failed stride-2 units have no time: no partial sum
     assert s["untimed_units"] == [c["name"] for c in downs] and s["fallback_units"] == s["untimed_units"]
+    assert all(c["gpu_state"] == {"clock_sm": "1980"} for c in cases)  # recorded before each unit
+    assert data["results"]["drift"]["drifted"] is True
     printed = capsys.readouterr().out
     assert "kernel launch failed" in printed and "convfirst_c128_a6_14x14_n128" in printed
+    assert "DRIFT" in printed and "1.3" in printed
+
+
+def test_drift_check_compares_the_end_of_the_run_with_its_start(monkeypatch):
+    """The first unit with a fused timing is re-timed and the matmul ceiling re-measured: end / start ratios, and
+    'drifted' once either is beyond DRIFT_WARN either way."""
+    timed = []
+
+    def timer(fn):
+        fn()
+        return {"median": 0.13}
+
+    fused = bn.UnitState(None, "x", None, lambda x: timed.append(x))
+    entries = [{"name": "a", "backends": {}}, {"name": "b", "backends": {"cuda_kernels": backend(0.10)}}]
+    ceilings = {"measured": {"fp16_matmul_tflops": 770.0}}
+    monkeypatch.setattr(bn, "hardware_ceilings", lambda hw, t: {"measured": {"fp16_matmul_tflops": 700.0}})
+    out = bn.drift_check(entries, [None, fused], timer, ceilings, "h200-sxm")
+    assert timed == ["x"] and out["first_fused_unit"]["name"] == "b"
+    assert out["first_fused_unit"]["ratio"] == pytest.approx(1.3) and out["matmul"]["ratio"] == pytest.approx(1.1)
+    assert out["drifted"] is True
+    monkeypatch.setattr(bn, "hardware_ceilings", lambda hw, t: {"measured": {"fp16_matmul_tflops": 770.0}})
+    steady = bn.drift_check(entries, [None, fused], lambda fn: {"median": 0.102}, ceilings, "h200-sxm")
+    assert steady["drifted"] is False
