@@ -37,14 +37,7 @@ set -uo pipefail
 out=${1:?output folder}; steps=${2:-build smoke tests bench}
 mkdir -p "$out"; log="$out/log.txt"
 export PYTHONUNBUFFERED=1 PYTHONPATH=. TORCH_CUDA_ARCH_LIST=9.0
-step() {  # name, seconds, command...
-  local name=$1 limit=$2; shift 2
-  echo "== $name (limit ${limit}s) $(date +%T): $*" | tee -a "$log"
-  timeout "$limit" "$@" >> "$log" 2>&1
-  local rc=$?
-  echo "== $name: exit $rc $(date +%T)" | tee -a "$log"
-  return $rc
-}
+source cuda_kernels/device_lib.sh  # step, find_cuobjdump
 has() { [[ " $steps " == *" $1 "* ]]; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv >> "$log" 2>&1
 # bench_s2 (bench step) loads the stride-2 extension and the network (e2e) the block-fusion one too:

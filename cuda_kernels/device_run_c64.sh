@@ -15,14 +15,7 @@ set -uo pipefail
 out=${1:?output folder}
 mkdir -p "$out"; log="$out/log.txt"
 export PYTHONUNBUFFERED=1 PYTHONPATH=. TORCH_CUDA_ARCH_LIST=9.0
-step() {  # name, seconds, command...
-  local name=$1 limit=$2; shift 2
-  echo "== $name (limit ${limit}s) $(date +%T): $*" | tee -a "$log"
-  timeout "$limit" "$@" >> "$log" 2>&1
-  local rc=$?
-  echo "== $name: exit $rc $(date +%T)" | tee -a "$log"
-  return $rc
-}
+source cuda_kernels/device_lib.sh  # step, find_cuobjdump
 finish() {  # ok, variant
   grep -E "^== |passed|failed|Error|error:|C64 " "$log" | tail -30
   echo "C64_OK=$1"
@@ -39,8 +32,7 @@ step build 50 python3 -c \
   "from cuda_kernels._build import load_convfirst_c512_extension as l; m = l(verbose=True); print('C64 so:', m.__file__)" \
   || finish 0
 so=$(grep -E "^C64 so: " "$log" | tail -1 | cut -d' ' -f3)
-cuobj=$(python3 -c "import triton, os; print(os.path.join(os.path.dirname(triton.__file__), 'backends/nvidia/bin/cuobjdump'))" 2>/dev/null)
-command -v cuobjdump > /dev/null && cuobj=cuobjdump
+cuobj=$(find_cuobjdump)
 if [ -n "$so" ] && [ -x "$cuobj" ]; then  # REG (at entry), LOCAL (spill / stack bytes) of the C = 64 kernels
   "$cuobj" -res-usage "$so" 2>/dev/null | awk '/Function .*ILi64E/ {f = $2; next} f {print "C64 res-usage", f, $1, $2, $4; f = ""}' \
     | tee -a "$log"

@@ -21,14 +21,7 @@ mkdir -p "$out"; log="$out/log.txt"
 has() { [[ " $steps " == *" $1 "* ]]; }
 export PYTHONUNBUFFERED=1 PYTHONPATH=. TORCH_CUDA_ARCH_LIST=9.0
 export CUDA_KERNELS_C768=1 CUDA_KERNELS_C384=1 CUDA_KERNELS_L_WIDTHS=1  # every ConvFirstNet-L switch on
-step() {  # name, seconds, command...
-  local name=$1 limit=$2; shift 2
-  echo "== $name (limit ${limit}s) $(date +%T): $*" | tee -a "$log"
-  timeout "$limit" "$@" >> "$log" 2>&1
-  local rc=$?
-  echo "== $name: exit $rc $(date +%T)" | tee -a "$log"
-  return $rc
-}
+source cuda_kernels/device_lib.sh  # step, find_cuobjdump
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv >> "$log" 2>&1
 others=""
 if has e2e || has e2e23 || has e2e24; then

@@ -17,14 +17,7 @@ steps=${2:-build smoke tests bench}
 mkdir -p "$out"; log="$out/log.txt"
 export PYTHONUNBUFFERED=1 PYTHONPATH=. TORCH_CUDA_ARCH_LIST=9.0
 has() { [[ " $steps " == *" $1 "* ]]; }
-step() {  # name, seconds, command...
-  local name=$1 limit=$2; shift 2
-  echo "== $name (limit ${limit}s) $(date +%T): $*" | tee -a "$log"
-  timeout "$limit" "$@" >> "$log" 2>&1
-  local rc=$?
-  echo "== $name: exit $rc $(date +%T)" | tee -a "$log"
-  return $rc
-}
+source cuda_kernels/device_lib.sh  # step, find_cuobjdump
 finish() {  # ok
   grep -E "^== |passed|failed|Error|error:|S2W " "$log" | tail -40
   echo "S2W_OK=$1"
@@ -39,8 +32,7 @@ if has build; then
     "from cuda_kernels._build import load_convfirst_s2_wgmma_extension as l; m = l(verbose=True); print('S2W so:', m.__file__)" \
     || finish 0
   so=$(grep -E "^S2W so: " "$log" | tail -1 | cut -d' ' -f3)
-  cuobj=$(python3 -c "import triton, os; print(os.path.join(os.path.dirname(triton.__file__), 'backends/nvidia/bin/cuobjdump'))" 2>/dev/null)
-  command -v cuobjdump > /dev/null && cuobj=cuobjdump
+  cuobj=$(find_cuobjdump)
   if [ -n "$so" ] && [ -x "$cuobj" ]; then  # REG (at entry), LOCAL (spill / stack bytes) of the three kernels
     "$cuobj" -res-usage "$so" 2>/dev/null | awk '/Function .*s2w_kernel/ {f = $2; next} f {print "S2W res-usage", f, $1, $2, $4; f = ""}' \
       | tee -a "$log"

@@ -11,20 +11,12 @@ set -uo pipefail
 out=${1:?output folder}
 mkdir -p "$out"; log="$out/log.txt"
 export PYTHONUNBUFFERED=1 PYTHONPATH=. TORCH_CUDA_ARCH_LIST=9.0
-step() {  # name, seconds, command...
-  local name=$1 limit=$2; shift 2
-  echo "== $name (limit ${limit}s) $(date +%T): $*" | tee -a "$log"
-  timeout "$limit" "$@" >> "$log" 2>&1
-  local rc=$?
-  echo "== $name: exit $rc $(date +%T)" | tee -a "$log"
-  return $rc
-}
+source cuda_kernels/device_lib.sh  # step, find_cuobjdump
 nvidia-smi --query-gpu=name,driver_version --format=csv >> "$log" 2>&1
 step build 60 env BLOCK_FUSION_PTXAS_VERBOSE=1 python3 -c \
   "from cuda_kernels._build import load_convfirst_c512_extension as l; l(verbose=True)" || { tail -30 "$log"; exit 1; }
 so=$(python3 -c "import torch.utils.cpp_extension as e, glob; print(glob.glob(e._get_build_directory('perfmodel_convfirst_c512_90', False) + '/*.so')[0])" 2>/dev/null)
-cuobj=$(python3 -c "import triton, os; print(os.path.join(os.path.dirname(triton.__file__), 'backends/nvidia/bin/cuobjdump'))" 2>/dev/null)
-command -v cuobjdump > /dev/null && cuobj=cuobjdump
+cuobj=$(find_cuobjdump)
 if [ -n "$so" ] && [ -x "$cuobj" ]; then
   "$cuobj" -sass "$so" | awk '/Function : /{f = /persistent/; if (f) print} f && /USETMAXREG/' | tee -a "$log"
 fi
