@@ -3,13 +3,27 @@
 # step NAME SECONDS COMMAND...  runs COMMAND under `timeout SECONDS`, its output appended to $log, with a
 #                               "== NAME (limit ...)" line before and "== NAME: exit RC" after (on stdout and in
 #                               $log); returns COMMAND's exit status (124 / 137 when the limit stopped it).
+#   STEP_PREFIX    put before every step's name (e.g. "stem2 ");
+#   STEP_CLEARS_OK=1  a failing step sets ok=0 (for scripts whose last line is a verdict built from every step);
+#   a function `left` (seconds left in the script's own budget), if the script defines one, caps each step's
+#   limit, and a step with less than 5 s left does not run (exit 124).
 # find_cuobjdump                prints a cuobjdump to use: the one on PATH, else triton's bundled copy.
 step() {  # name, seconds, command...
-  local name=$1 limit=$2; shift 2
+  local name="${STEP_PREFIX:-}$1" limit=$2 rc; shift 2
+  if declare -F left > /dev/null; then
+    local remaining; remaining=$(left)
+    [ "$limit" -gt "$remaining" ] && limit=$remaining
+    if [ "$limit" -lt 5 ]; then
+      echo "== $name: no time left" | tee -a "$log"
+      [ "${STEP_CLEARS_OK:-0}" = 1 ] && ok=0
+      return 124
+    fi
+  fi
   echo "== $name (limit ${limit}s) $(date +%T): $*" | tee -a "$log"
-  timeout "$limit" "$@" >> "$log" 2>&1
-  local rc=$?
+  timeout -k 5 "$limit" "$@" >> "$log" 2>&1
+  rc=$?
   echo "== $name: exit $rc $(date +%T)" | tee -a "$log"
+  [ $rc -eq 0 ] || { [ "${STEP_CLEARS_OK:-0}" = 1 ] && ok=0; }
   return $rc
 }
 find_cuobjdump() {

@@ -23,15 +23,8 @@ fi
 start=$(date +%s)
 left() { echo $((235 - ($(date +%s) - start))); }
 ok=1
-step() {  # name, seconds, command...: its exit status; a failure clears ok
-  local name=$1 limit=$2; shift 2
-  echo "== pdl $name (limit ${limit}s) $(date +%T): $*" | tee -a "$log"
-  timeout "$limit" "$@" >> "$log" 2>&1
-  local rc=$?
-  echo "== pdl $name: exit $rc $(date +%T)" | tee -a "$log"
-  [ $rc -eq 0 ] || ok=0
-  return $rc
-}
+STEP_PREFIX="pdl " STEP_CLEARS_OK=1
+source cuda_kernels/device_lib.sh  # step, find_cuobjdump
 medians() {
   python3 - "$out" >> "$log" 2>&1 <<'EOF'
 import glob, json, os, sys

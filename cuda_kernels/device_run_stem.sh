@@ -17,15 +17,8 @@ if [ -z "${CUDA_HOME:-}" ] && [ -d /usr/local/cuda-13.0 ]; then
   export CUDA_HOME=/usr/local/cuda-13.0 PATH=/usr/local/cuda-13.0/bin:$PATH
 fi
 ok=1
-step() {  # name, seconds, command...: its exit status; a failure clears ok
-  local name=$1 limit=$2; shift 2
-  echo "== stem $name (limit ${limit}s) $(date +%T): $*" | tee -a "$log"
-  timeout "$limit" "$@" >> "$log" 2>&1
-  local rc=$?
-  echo "== stem $name: exit $rc $(date +%T)" | tee -a "$log"
-  [ $rc -eq 0 ] || ok=0
-  return $rc
-}
+STEP_PREFIX="stem " STEP_CLEARS_OK=1
+source cuda_kernels/device_lib.sh  # step, find_cuobjdump
 finish() { echo "STEM_OK=$ok" | tee -a "$log"; exit 0; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv >> "$log" 2>&1
 step build 110 python3 -c "

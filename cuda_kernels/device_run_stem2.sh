@@ -21,17 +21,8 @@ fi
 start=$(date +%s); budget=${STEM2_BUDGET_S:-118}
 ok=1
 left() { echo $(( budget - ($(date +%s) - start) )); }
-step() {  # name, max seconds, command...: its exit status; a failure clears ok
-  local name=$1 cap=$2; shift 2
-  local limit; limit=$(left); [ "$limit" -gt "$cap" ] && limit=$cap
-  if [ "$limit" -lt 5 ]; then echo "== stem2 $name: no time left" | tee -a "$log"; ok=0; return 124; fi
-  echo "== stem2 $name (limit ${limit}s) $(date +%T): $*" | tee -a "$log"
-  timeout -k 5 "$limit" "$@" >> "$log" 2>&1
-  local rc=$?
-  echo "== stem2 $name: exit $rc $(date +%T)" | tee -a "$log"
-  [ $rc -eq 0 ] || ok=0
-  return $rc
-}
+STEP_PREFIX="stem2 " STEP_CLEARS_OK=1
+source cuda_kernels/device_lib.sh  # step, find_cuobjdump
 finish() {
   grep -q "^STEM2 " "$log" || echo "STEM2 not benchmarked: a step before the benchmark failed (see $log)" | tee -a "$log"
   echo "STEM2_OK=$ok" | tee -a "$log"; exit 0
@@ -44,7 +35,7 @@ print('extension', ext.__file__, 'smem v1 C1=32', ext.smem_bytes(32), 'v2 C1=32'
       'v2 C1=16', ext.smem_bytes_v2(16))
 open('$out/stem_so_path.txt', 'w').write(ext.__file__)
 " || finish
-cuobjdump=$(command -v cuobjdump || python3 -c "import os, triton; print(os.path.join(os.path.dirname(triton.__file__), 'backends/nvidia/bin/cuobjdump'))" 2>/dev/null)
+cuobjdump=$(find_cuobjdump)
 timeout 10 "$cuobjdump" --dump-resource-usage "$(cat "$out/stem_so_path.txt")" 2>&1 | grep -E "Function|REG" \
   | tee "$out/stem_resources.txt" >> "$log"
 # smoke: v2 once at batch 2 and batch 128 (224x224, C1 = 32 and 16) against float64; stops the script on a
