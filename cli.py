@@ -491,7 +491,11 @@ def kernels_cmd(results, networks, hardware, output):
 
     output = check_output(output)
     hw = perfmodel.load_hardware(hardware)
-    cases = load_kernel_results(results, hw)
+    skipped: list[str] = []
+    cases = load_kernel_results(results, hw, skipped)
+    if skipped:
+        click.echo(f"not drawn ({len(skipped)} units that are not stride-1 blocks: stems, stride-2 blocks, heads): "
+                   + ", ".join(skipped))
     if networks:
         checked = check_measurements([load_measurement(f) for f in networks], hw, "block")
         cases += network_cases([(c.measurement, c.result, reanalyze(c.result, plan="layer"))

@@ -116,13 +116,24 @@ def _medians_us(row: dict) -> dict[str, float]:
     return medians
 
 
-def load_kernel_results(path: str | Path, hw: Hardware) -> list[KernelCase]:
+def load_kernel_results(path: str | Path, hw: Hardware, skipped: list[str] | None = None) -> list[KernelCase]:
+    """The file's stride-1 ConvFirst / FFN rows with their bounds. A per-network table (cuda_kernels.bench_networks:
+    ``workload.models``; its units are stems, stride-1 and stride-2 blocks and heads) gives its stride-1 blocks, and
+    the names of the other units are appended to ``skipped``; any other file must hold only such rows."""
     data = read_measurement_file(path)
     rows = data["results"].get("cases")
     if data["workload"]["kind"] != "blocks" or not isinstance(rows, list) or not all(
             isinstance(r, dict) and "backends" in r for r in rows):
         raise InputError("not a cuda_kernels benchmark file (expected workload.kind 'blocks' "
                          "and results.cases[] with backends)", file=str(path), field="results")
+    if "models" in data["workload"]:  # bench_networks: keep the stride-1 blocks that were timed fused
+        kept = [r for r in rows if r.get("unit") == "block" and "cuda_kernels" in r["backends"]]
+        if skipped is not None:
+            skipped.extend(r.get("name", "?") for r in rows if r not in kept)
+        if not kept:
+            raise InputError("no stride-1 ConvFirst block with a fused timing in this per-network table",
+                             file=str(path), field="results.cases")
+        rows = kept
     cases = []
     for index, r in enumerate(rows):
         block = _block_of(r, data["workload"], path, index)

@@ -128,3 +128,24 @@ def test_kernels_command_refuses_rows_without_a_zoo_block(tmp_path, capsys):
     assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1
     assert str(S2_BENCH) in err and "results.cases[0]" in err and "convfirst_s2_c384_a6_14x14_n128" in err
     assert not (tmp_path / "k.png").exists()
+
+
+NETWORK_TABLE = Path(__file__).parent.parent / "examples" / "measurements" / "convfirstnet_table" / "networks_table.json"
+
+
+def test_network_tables_give_their_stride_1_blocks_and_name_the_rest(tmp_path, capsys):
+    """bench_networks' table (ConvFirstNet-H200's units, examples/measurements/convfirstnet_table/README.md): its four
+    stride-1 blocks are figure rows with the medians as measured; the stem, the three stride-2 blocks and the head
+    are named as not drawn."""
+    from helpers import run_main
+
+    skipped: list[str] = []
+    cases = load_kernel_results(NETWORK_TABLE, perfmodel.load_hardware("h200-sxm"), skipped)
+    assert [(c.channels, c.expansion, c.size) for c in cases] == [(64, 6, 56), (128, 6, 28), (256, 6, 14), (512, 6, 7)]
+    c256 = {c.channels: c for c in cases}[256]
+    assert c256.median_us["cuda_kernels"] == pytest.approx(102.1, abs=0.05)
+    assert c256.median_us["inductor"] == pytest.approx(349.2, abs=0.05)
+    assert skipped == ["stem_3_32_64_224x224_n128", "convfirst_s2_c64_a6_56x56_n128", "convfirst_s2_c128_a6_28x28_n128",
+                       "convfirst_s2_c256_a6_14x14_n128", "head_c512_1280_1000_7x7_n128"]
+    code, out, _ = run_main(["kernels", str(NETWORK_TABLE), "-o", str(tmp_path / "k.png")], capsys)
+    assert code == 0 and "not drawn (5 units" in out and (tmp_path / "k.png").exists()
