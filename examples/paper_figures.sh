@@ -42,12 +42,19 @@ done
 # The block-fusion CUDA kernels beside the block- and layer-plan bounds
 if [[ -f $here/measurements/cuda_kernels_h200.json ]]; then
   networks=()  # ConvFirstNets end to end; each folder is one call (fused and torch.compile)
-  for f in "$here"/measurements/convfirstnet_e2e/run{2,3,4,5}/*.json \
+  for f in "$here"/measurements/convfirstnet_e2e/run{2,3,4,5,6,7}/*.json \
            "$here"/measurements/convfirst_c{512,256}/h200_convfirstnet_*.json; do
     networks+=(--network "$f")
   done
   perfmodel kernels "$here/measurements/cuda_kernels_h200.json" "${networks[@]}" \
     -o "$out/kernels_h200.png" > /dev/null
+fi
+# ConvFirstNet-H200's stride-1 blocks from one run (its per-block table) beside the network end to end
+table=$here/measurements/convfirstnet_table/networks_table.json
+if [[ -f $table ]]; then
+  perfmodel kernels "$table" --network "$here"/measurements/convfirstnet_e2e/run7/h200_convfirstnet_h200_c64v6_cuda_kernels_compiled_graphs.json \
+    --network "$here"/measurements/convfirstnet_e2e/run7/h200_convfirstnet_h200_c64v6_inductor_freezing_graphs.json \
+    -o "$out/kernels_h200_network_table.png" > /dev/null
 fi
 # Tensor-machine diagrams (paper Figures 5 and 7)
 for p in convfirst_layer convfirst_fused convfirst_split mbconv_two_pass; do
