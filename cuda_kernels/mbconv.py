@@ -30,9 +30,13 @@ from cuda_kernels import _pdl
 # same bands, SE and projection; compiled and CPU-tested, not yet run on a GPU. 6 is 5 with the
 # projection's D and V tiles brought in whole by the copy engine (csrc/mbconv_v3.cu
 # project_bulk_kernel, where hidden % 16 == 0 and two stages fit 180 KB: B0's hidden <= 240;
-# version 3's projection elsewhere); compiled and CPU-tested only.
-VERSIONS = (1, 2, 3, 4, 5, 6)
-KERNEL_VERSION = {1: 1, 2: 2, 3: 3, 4: 3, 5: 5, 6: 6}  # what the extension runs for each version
+# version 3's projection elsewhere); compiled and CPU-tested only. 7 (NOTES.md, "MBConv version 7") is version
+# 3's kernel 1 whose last CTA per image computes the SE (no SE kernel), then the projection over 64-row
+# image-aligned tiles with the K loop split over 2-4 warp groups (csrc/mbconv_v7.cu) where Ho Wo <= 400, else
+# version 3's projection: two launches per block; compiled and CPU-tested only.
+VERSIONS = (1, 2, 3, 4, 5, 6, 7)
+KERNEL_VERSION = {1: 1, 2: 2, 3: 3, 4: 3, 5: 5, 6: 6, 7: 7}  # what the extension runs for each version
+PROJECT_V7_MAX_HW = 400  # csrc/mbconv_v7.cu kP7MaxHW: project_v7 where Ho * Wo <= this
 # A version becomes the default only once it has passed the GPU tests (CUDA_KERNELS_MBCONV_VERSION
 # overrides): version 2 passed 67/67 on the H200 (examples/measurements/h200_call_2026-11-30b_log.txt),
 # version 3 76/76 (examples/measurements/mbconv/v3/mbconv_b0_h200_v3_log.txt)

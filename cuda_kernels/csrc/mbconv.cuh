@@ -65,6 +65,15 @@ cudaError_t launch_expand_dw_v3_k3(const Params& p, int chunk, cudaStream_t stre
 cudaError_t launch_expand_dw_v3_k5(const Params& p, int chunk, cudaStream_t stream, bool pdl = false);
 cudaError_t launch_expand_dw_v5_k3(const Params& p, int chunk, cudaStream_t stream);  // V3 + TC: the depthwise
 cudaError_t launch_expand_dw_v5_k5(const Params& p, int chunk, cudaStream_t stream);  // on tensor cores
+// Version 7 (NOTES.md, "MBConv version 7"): kernel 1 v3 whose last CTA per image computes the SE
+// (mbconv_v2.cuh, SE = true; N <= kSECountMax), then project_v7 (mbconv_v7.cu) where it applies, else
+// project_v3 alone.
+constexpr int kSECountMax = 1 << 16;  // images per launch: version 7's per-image counters (mbconv_v2.cuh)
+cudaError_t launch_expand_dw_v7_k3(const Params& p, int chunk, cudaStream_t stream, bool pdl = false);
+cudaError_t launch_expand_dw_v7_k5(const Params& p, int chunk, cudaStream_t stream, bool pdl = false);
+bool project_v7_applies(int ho, int wo);
+cudaError_t launch_project_v7(const Params& p, cudaStream_t stream, bool pdl = false);
+cudaError_t launch_project_v3_only(const Params& p, cudaStream_t stream, bool pdl = false);  // mbconv_v3.cu, no SE
 // Version 3's kernels 2 and 3 (mbconv_v3.cu): persistent pipelined projection, coalesced SE;
 // bulk: version 6's projection (whole-K tiles through the copy engine) where project_bulk_applies.
 constexpr int kProjBulkMaxSmem = 180 * 1024;  // B0: hidden <= 240 (two stages; one CTA per SM at 240)
@@ -73,8 +82,10 @@ bool project_bulk_applies(int hidden, int hk_pad, int c_out);
 cudaError_t launch_se_project_v3(const Params& p, cudaStream_t stream, bool bulk = false, bool pdl = false);
 // All three kernels; `version` picks the implementation: 1 and 2 differ in kernel 1 only;
 // 3 is kernel 1 version 3 and mbconv_v3.cu's kernels 2 and 3; 5 is 3 with kernel 1's depthwise
-// on tensor cores; 6 is 5 with the bulk-copy projection where it applies.
-// pdl (CUDA_KERNELS_PDL): version 3's three kernels with programmatic dependent launch; ignored by the others.
+// on tensor cores; 6 is 5 with the bulk-copy projection where it applies; 7 is kernel 1 v3 with the SE
+// in its last CTA per image, then project_v7 (Ho Wo <= 400) or project_v3.
+// pdl (CUDA_KERNELS_PDL): version 3's three kernels and version 7's two with programmatic dependent launch;
+// ignored by the others.
 cudaError_t launch_mbconv(const Params& p, int chunk, int version, cudaStream_t stream, bool pdl = false);
 
 }  // namespace mb

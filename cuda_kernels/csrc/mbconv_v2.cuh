@@ -189,15 +189,131 @@ __device__ __forceinline__ void depthwise_tc(const Params& p, const __half* Es, 
   }
 }
 
+// Version 7 (NOTES.md, "MBConv version 7"): the squeeze-excitation of image n in kernel 1's last CTA of that
+// image, so that no SE kernel runs between kernel 1 and the projection. Every CTA has stored its partial sums;
+// it fences them, thread 0 counts the CTA in se_count_v7[n], and the CTA that counts last (all chunks and bands
+// of the image done) resets the counter to 0 for the next launch and computes se_v3_kernel's arithmetic with
+// this CTA's 256 threads (same per-lane partition of FC1's sums and the same rotated FC2 rows, so the scale
+// equals version 3's for the same partial sums), reusing the kernel's dynamic shared memory: pooled [hid_pad],
+// squeezed [sq rounded to 4], then 32 rows of W2 per FC2 warp (as many warps as fit, 1 to 8; the launcher
+// sizes the shared memory for at least one).
+// The counters: a device array per translation unit (one for k = 3, one for k = 5), zero when the module loads
+// and left zero by every launch, so no memset runs per call (and Params, shared by every version, is unchanged).
+// Launches on one device are assumed ordered (one stream, or a CUDA graph replayed in one stream): two streams
+// running version-7 MBConvs with the same kernel size at once would share them.
+// A variable template: only the translation units that instantiate the SE kernels hold one.
+template <int KS>
+__device__ int se_count_v7[kSECountMax];
+
+template <int KS>
+__device__ __forceinline__ void se_in_last_cta(const Params& p, int n, uint8_t* smem) {
+  constexpr int WARPS = kExpandThreads / 32;
+  __shared__ int is_last;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  __threadfence();  // this CTA's partial sums, before its count
+  __syncthreads();
+  if (tid == 0) {
+    const int total = (int)(gridDim.x * gridDim.y);  // chunks x bands of one image
+    const int before = atomicAdd(se_count_v7<KS> + n, 1);
+    is_last = before == total - 1;
+    if (is_last) se_count_v7<KS>[n] = 0;  // every CTA of the image has counted
+  }
+  __syncthreads();
+  if (!is_last) return;
+  __threadfence();  // the other CTAs' partial sums, read below from L2 (ld.global.cg)
+  float* pooled = reinterpret_cast<float*>(smem);
+  float* squeezed = pooled + p.hid_pad;
+  float* stage = squeezed + round_up(p.sq, 4);
+  const float inv = 1.f / float(p.Ho * p.Wo);
+  for (int c = tid; c < p.hidden; c += kExpandThreads) {
+    float s = 0.f;
+    for (int b = 0; b < p.row_blocks; ++b) s += __ldcg(p.partial + ((size_t)n * p.row_blocks + b) * p.hid_pad + c);
+    pooled[c] = s * inv;
+  }
+  __syncthreads();
+  const int h4 = p.hidden / 4;
+  const float4* pooled4 = reinterpret_cast<const float4*>(pooled);
+  for (int jb = 0; jb < p.sq; jb += 4 * WARPS) {
+    float acc[4] = {0.f, 0.f, 0.f, 0.f};
+    for (int c0 = lane; c0 < h4; c0 += 64) {
+      float4 w[2][4];
+#pragma unroll
+      for (int t = 0; t < 2; ++t)
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+          const int j = jb + warp + u * WARPS, c = c0 + t * 32;
+          w[t][u] = j < p.sq && c < h4 ? __ldg(reinterpret_cast<const float4*>(p.w_se1 + (size_t)j * p.hidden) + c)
+                                       : make_float4(0.f, 0.f, 0.f, 0.f);
+        }
+#pragma unroll
+      for (int t = 0; t < 2; ++t) {
+        const float4 x = c0 + t * 32 < h4 ? pooled4[c0 + t * 32] : make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+        for (int u = 0; u < 4; ++u)
+          acc[u] = fmaf(w[t][u].x, x.x, fmaf(w[t][u].y, x.y, fmaf(w[t][u].z, x.z, fmaf(w[t][u].w, x.w, acc[u]))));
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      float s = acc[u];
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+      const int j = jb + warp + u * WARPS;
+      if (lane == 0 && j < p.sq) {
+        const float v = s + p.b_se1[j];
+        squeezed[j] = v / (1.f + expf(-v));
+      }
+    }
+  }
+  __syncthreads();
+  uint32_t smem_bytes;
+  asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(smem_bytes));
+  const int base = (p.hid_pad + round_up(p.sq, 4)) * 4, per_warp = 32 * p.sq * 4;
+  const int fc2_warps = max(1, min(WARPS, ((int)smem_bytes - base) / per_warp));
+  if (warp >= fc2_warps) return;
+  float* ws = stage + warp * 32 * p.sq;
+  float4* ws4 = reinterpret_cast<float4*>(ws);
+  for (int c0 = warp * 32; c0 < p.hidden; c0 += fc2_warps * 32) {
+    const int rows = min(32, p.hidden - c0), n4 = rows * p.sq / 4;  // hidden % 8 == 0: rows * sq % 4 == 0
+    const float4* src = reinterpret_cast<const float4*>(p.w_se2 + (size_t)c0 * p.sq);
+    for (int i0 = lane; i0 < n4; i0 += 8 * 32) {
+      float4 v[8];
+#pragma unroll
+      for (int u = 0; u < 8; ++u) v[u] = i0 + u * 32 < n4 ? __ldg(src + i0 + u * 32) : make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+      for (int u = 0; u < 8; ++u)
+        if (i0 + u * 32 < n4) ws4[i0 + u * 32] = v[u];
+    }
+    __syncwarp();
+    if (lane < rows) {
+      const int c = c0 + lane;
+      const float* wr = ws + lane * p.sq;
+      float s = p.b_se2[c];
+      int j = lane % p.sq;
+      for (int t = 0; t < p.sq; ++t) {
+        s = fmaf(wr[j], squeezed[j], s);
+        if (++j == p.sq) j = 0;
+      }
+      p.scale[(size_t)n * p.hid_pad + c] = 1.f / (1.f + expf(-s));
+    }
+    __syncwarp();  // the next rows overwrite ws
+  }
+}
+
+// Shared memory version 7's SE needs (se_in_last_cta: pooled, squeezed, one FC2 warp's 32 rows of W2).
+__host__ __device__ inline int se_in_kernel1_min_smem(int hid_pad, int sq) { return (hid_pad + round_up(sq, 4) + 32 * sq) * 4; }
+
 // V3 (version 3 of kernel 1; V3 = false is version 2 unchanged): SiLU through tanh, the zero
 // border written by walking only the border (not every tile position with two divisions), and
 // the depthwise work items stepped without a division per item.
 // V3 with k = 5: at most 80 registers (three CTAs per SM; ptxas: 4 bytes of spill outside the
 // depthwise loop in the expand variants), where version 2 takes 92-100 and fits two.
 // TC (version 5; needs V3): the depthwise on tensor cores (depthwise_tc), two CTAs per SM.
-template <int HC, int KS, int S, bool EXPAND, bool V3 = false, bool TC = false>
+// SE (version 7; needs V3, not TC): the image's last CTA computes its SE (se_in_last_cta).
+template <int HC, int KS, int S, bool EXPAND, bool V3 = false, bool TC = false, bool SE = false>
 __global__ void __launch_bounds__(kExpandThreads, TC ? 2 : (V3 && KS == 5) ? 3 : 0) expand_dw_v2_kernel(const Params p) {
   static_assert(!TC || V3, "version 5 is version 3 with the depthwise on tensor cores");
+  static_assert(!SE || (V3 && !TC), "version 7 is version 3 with the SE in kernel 1");
   using bf::cp_async16;
   using bf::smem_addr;
   extern __shared__ __align__(16) uint8_t smem[];
@@ -445,14 +561,16 @@ __global__ void __launch_bounds__(kExpandThreads, TC ? 2 : (V3 && KS == 5) ? 3 :
   __syncthreads();
   for (int i = tid; i < HC; i += kExpandThreads)
     p.partial[((size_t)n * p.row_blocks + band) * p.hid_pad + c0 + i] = red[i];
+  if constexpr (SE) se_in_last_cta<KS>(p, n, smem);
 }
 
 // pdl: programmatic dependent launch (pdl.h; version 3 passes CUDA_KERNELS_PDL, the others false).
-template <int HC, int KS, int S, bool EXPAND, bool V3, bool TC = false>
+template <int HC, int KS, int S, bool EXPAND, bool V3, bool TC = false, bool SE = false>
 cudaError_t launch_expand_dw_v2(const Params& p, cudaStream_t stream, bool pdl = false) {
   constexpr int kMaxDevices = 64;
   static int configured[kMaxDevices] = {};
-  const int smem = expand_dw_v2_smem_bytes(p.H, p.W, p.Wo, p.rows_per_tile, KS, S, p.k_pad, HC, EXPAND);
+  int smem = expand_dw_v2_smem_bytes(p.H, p.W, p.Wo, p.rows_per_tile, KS, S, p.k_pad, HC, EXPAND);
+  if (SE && smem < se_in_kernel1_min_smem(p.hid_pad, p.sq)) smem = se_in_kernel1_min_smem(p.hid_pad, p.sq);
   int dev = 0;
   cudaError_t err = cudaGetDevice(&dev);
   if (err != cudaSuccess) return err;
@@ -462,30 +580,30 @@ cudaError_t launch_expand_dw_v2(const Params& p, cudaStream_t stream, bool pdl =
     err = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
     if (err != cudaSuccess) return err;
     if (smem > optin) return cudaErrorInvalidConfiguration;
-    err = cudaFuncSetAttribute(expand_dw_v2_kernel<HC, KS, S, EXPAND, V3, TC>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    err = cudaFuncSetAttribute(expand_dw_v2_kernel<HC, KS, S, EXPAND, V3, TC, SE>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                optin);
     if (err != cudaSuccess) return err;
     configured[dev] = optin;
   }
   const dim3 grid(p.hid_pad / HC, p.row_blocks, p.N);
   if (pdl && pdl::device_supports(dev))
-    return pdl::launch(expand_dw_v2_kernel<HC, KS, S, EXPAND, V3, TC>, grid, dim3(kExpandThreads), smem, stream, p);
-  expand_dw_v2_kernel<HC, KS, S, EXPAND, V3, TC><<<grid, kExpandThreads, smem, stream>>>(p);
+    return pdl::launch(expand_dw_v2_kernel<HC, KS, S, EXPAND, V3, TC, SE>, grid, dim3(kExpandThreads), smem, stream, p);
+  expand_dw_v2_kernel<HC, KS, S, EXPAND, V3, TC, SE><<<grid, kExpandThreads, smem, stream>>>(p);
   return cudaGetLastError();
 }
 
-template <int KS, bool V3 = false, bool TC = false>
+template <int KS, bool V3 = false, bool TC = false, bool SE = false>
 cudaError_t launch_expand_dw_v2_ks(const Params& p, int chunk, cudaStream_t stream, bool pdl = false) {
   const bool expand = p.w_exp != nullptr;
   switch ((chunk == 48 ? 4 : chunk == 32 ? 0 : 8) + (p.stride == 2 ? 2 : 0) + (expand ? 1 : 0)) {
-    case 0: return launch_expand_dw_v2<32, KS, 1, false, V3, TC>(p, stream, pdl);
-    case 1: return launch_expand_dw_v2<32, KS, 1, true, V3, TC>(p, stream, pdl);
-    case 2: return launch_expand_dw_v2<32, KS, 2, false, V3, TC>(p, stream, pdl);
-    case 3: return launch_expand_dw_v2<32, KS, 2, true, V3, TC>(p, stream, pdl);
-    case 4: return launch_expand_dw_v2<48, KS, 1, false, V3, TC>(p, stream, pdl);
-    case 5: return launch_expand_dw_v2<48, KS, 1, true, V3, TC>(p, stream, pdl);
-    case 6: return launch_expand_dw_v2<48, KS, 2, false, V3, TC>(p, stream, pdl);
-    case 7: return launch_expand_dw_v2<48, KS, 2, true, V3, TC>(p, stream, pdl);
+    case 0: return launch_expand_dw_v2<32, KS, 1, false, V3, TC, SE>(p, stream, pdl);
+    case 1: return launch_expand_dw_v2<32, KS, 1, true, V3, TC, SE>(p, stream, pdl);
+    case 2: return launch_expand_dw_v2<32, KS, 2, false, V3, TC, SE>(p, stream, pdl);
+    case 3: return launch_expand_dw_v2<32, KS, 2, true, V3, TC, SE>(p, stream, pdl);
+    case 4: return launch_expand_dw_v2<48, KS, 1, false, V3, TC, SE>(p, stream, pdl);
+    case 5: return launch_expand_dw_v2<48, KS, 1, true, V3, TC, SE>(p, stream, pdl);
+    case 6: return launch_expand_dw_v2<48, KS, 2, false, V3, TC, SE>(p, stream, pdl);
+    case 7: return launch_expand_dw_v2<48, KS, 2, true, V3, TC, SE>(p, stream, pdl);
     default: return cudaErrorInvalidValue;
   }
 }

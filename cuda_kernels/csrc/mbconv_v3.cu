@@ -449,6 +449,18 @@ bool project_bulk_applies(int hidden, int hk_pad, int c_out) {
   return hidden % 16 == 0 && project_bulk_smem_bytes(hidden, hk_pad, project_v3_bn(c_out)) <= kProjBulkMaxSmem;
 }
 
+// Version 7 where project_v7 does not apply: version 3's projection alone (kernel 1 wrote the scale).
+cudaError_t launch_project_v3_only(const Params& p, cudaStream_t stream, bool pdl) {
+  if (p.hidden % 8 || p.hidden < 8) return cudaErrorInvalidValue;
+  switch (project_v3_bn(p.C_out)) {
+    case 16: return launch_project_bn<16, false>(p, stream, pdl);
+    case 32: return launch_project_bn<32, false>(p, stream, pdl);
+    case 48: return launch_project_bn<48, false>(p, stream, pdl);
+    case 64: return launch_project_bn<64, false>(p, stream, pdl);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
 cudaError_t launch_se_project_v3(const Params& p, cudaStream_t stream, bool bulk, bool pdl) {
   if (p.hidden % 8 || p.hidden < 8 || p.sq < 1) return cudaErrorInvalidValue;
   {
