@@ -1371,6 +1371,323 @@ __global__ void __launch_bounds__(kThreads3, 1) convfirst_c64_pingpong_kernel(co
 #endif
 }
 
+// ---- variant 7 (C = 128, 256): the FFN split by k, stage 2 from registers (NOTES.md "Variant 7") ----
+// 384 threads: consumer warpgroups 0 and 1 and the producer warpgroup 2, persistent (tiles blockIdx.x + k gridDim.x, as
+// variant 3). Per hidden chunk j consumer warpgroup w computes stage 1 for its 64 hidden columns (acc1 = X . U_j[64w ..]^T,
+// m64n64k16 from shared memory, as every variant), packs H_w = ReLU(acc1 + a) into wgmma A fragments in registers, and
+// accumulates stage 2 for all C output columns (m64nCk16 with A from registers, B = the V slots of k panel w): no H in
+// shared memory and no barrier between the warpgroups per chunk. The two 64 x C partial sums meet once per tile in
+// shared memory (X and the 32 KB after it: X is dead once both warpgroups' last stage-1 group retired); warpgroup w
+// keeps columns C/2 w .. and runs the epilogue. The conv is the consumers' (a tile's slices as units u = k C/64 + s, the
+// halo window of unit u in buffer u % 2, unit u + 1 loading while unit u computes: the next tile's first slice loads
+// during this tile's FFN). setmaxnreg: consumers 232 (inc), producer 40 (dec), variant 0's split.
+constexpr int kRegConsumer7 = 232, kRegProducer7 = 40;
+constexpr int kRegEntry7 = 65536 / kThreads / 8 * 8;  // 168: every warp's count at entry (__launch_bounds__(384, 1))
+static_assert(2 * 128 * kRegConsumer7 + 128 * kRegProducer7 <= kThreads * kRegEntry7,
+              "variant 7: setmaxnreg split within the block's registers at entry");
+static_assert(kRegProducer7 < kRegEntry7 && kRegConsumer7 > kRegEntry7,
+              "variant 7: the producer's setmaxnreg is a dec, the consumers' an inc");
+constexpr int kHalo7Pixels = 132;  // a tile's shifted window is <= 2 W + 73 pixels (variant 5's scheme)
+constexpr int kHalo7Bytes = kHalo7Pixels * 128;
+static_assert(2 * kMaxWidth + 66 + 7 <= kHalo7Pixels, "variant 7: a tile's shifted window fits a halo buffer");
+
+template <int C>
+struct Shape7 {
+  static constexpr int kKPanels = C / 64;                  // U slots per chunk = X panels
+  static constexpr int kVBlocks = C / 128;                 // V slots per 64-wide k panel of a chunk
+  static constexpr int kSlotsPerChunk = slots_per_chunk(C);
+  static constexpr int kXBytes = kKPanels * kPanel;
+  static constexpr int kXOffset = 0;                        // X, then the exchange's second half
+  static constexpr int kRedBytes = 2 * kXBytes;             // the exchange: two warpgroups x 64 x C/2 fp32
+  static constexpr int kRingOffset = kRedBytes;             // 8 slots of 16 KB
+  static constexpr int kHaloOffset = kRingOffset + kStages * kSlotBytes;  // two halo buffers
+  static constexpr int kZeroOffset = kHaloOffset + 2 * kHalo7Bytes;       // one zero pixel
+  static constexpr int kBarOffset = kZeroOffset + 128;                    // full[8], empty[8]
+  static constexpr int kSmemBytes = 1024 + kBarOffset + 2 * kStages * 8;
+  static_assert(C == 128 || C == 256, "variant 7: C = 128 and 256");
+  static_assert(kRedBytes == 2 * kTilePixels * (C / 2) * 4, "the exchange holds both warpgroups' given halves");
+  static_assert(kRingOffset % 1024 == 0 && kHalo7Bytes % 128 == 0, "swizzle alignment");
+  // at C = 256 a chunk is the whole ring, so its V slots (kp, q) are ring slots 4 + 2 kp + q: a warpgroup's two V
+  // slots lie side by side, one n256 B operand; at C = 128 a warpgroup's V is one slot
+  static_assert(C != 256 || slots_per_chunk(C) == kStages, "variant 7: n256 B spans two adjacent slots");
+  static_assert(C != 128 || kStages % slots_per_chunk(C) == 0, "variant 7: chunks aligned in the ring");
+  static_assert(kSmemBytes == (C == 256 ? 231680 : 198912), "the layout NOTES.md and convfirst_c512.py state");
+  static_assert(kSmemBytes <= 227 * 1024, "shared memory per block");
+};
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+using bf::wgmma_m64n128k16_rs;
+using bf::wgmma_m64n256k16_rs;
+
+// Stage 2 of variant 7 by accumulator size: n = 256 (128 registers, C = 256) or n = 128 (64, C = 128).
+__device__ __forceinline__ void wgmma_rs7(float (&d)[128], const uint32_t (&a)[4], uint64_t b, int scale_d) {
+  wgmma_m64n256k16_rs(d, a, b, scale_d);
+}
+__device__ __forceinline__ void wgmma_rs7(float (&d)[64], const uint32_t (&a)[4], uint64_t b, int scale_d) {
+  wgmma_m64n128k16_rs(d, a, b, scale_d);
+}
+#endif
+
+template <int C>
+__global__ void __launch_bounds__(kThreads, 1) convfirst_c512_ksplit_kernel(const Params p) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using S7 = Shape7<C>;
+  constexpr int kSlices = C / 64, kVB = S7::kVBlocks, kSlotsPerChunk = S7::kSlotsPerChunk;
+  constexpr int kAcc = C / 2;          // acc2 registers per thread: 64 x C over 128 threads
+  constexpr int kKeep = kAcc / 2;      // the kept (and the given) half: columns C/2 w ..
+  extern __shared__ uint8_t smem_raw[];
+  const uint32_t raw = smem_addr(smem_raw);
+  const uint32_t base = (raw + 1023) & ~1023u;  // 1024-aligned for the 128-byte swizzle
+  uint8_t* const smem = smem_raw + (base - raw);
+  const uint32_t x_s = base + S7::kXOffset, ring = base + S7::kRingOffset;
+  const uint32_t full_bar = base + S7::kBarOffset, empty_bar = full_bar + kStages * 8;
+  const int nchunks = p.hidden / kHiddenChunk;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int tiles = (p.P + kTilePixels - 1) / kTilePixels;
+  const int my_tiles = (int)blockIdx.x < tiles ? (tiles - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0;
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(full_bar + 8 * s, 1);                // the producer's arrive + the copy's bytes
+      mbar_init(empty_bar + 8 * s, kConsumerWarps);  // one arrive per consumer warp
+    }
+    fence_barrier_init();
+  }
+  __syncthreads();
+
+  if (warp >= kConsumerWarps) {
+    // ---- producer: every tile's slots in order, without a break between tiles ----
+    setmaxnreg_dec<kRegProducer7>();
+    if (warp == kConsumerWarps && lane == 0) {
+      const int nslots = nchunks * kSlotsPerChunk;
+      int g = 0;  // stream index over all of this CTA's tiles
+#pragma unroll 1
+      for (int k = 0; k < my_tiles; ++k) {
+#pragma unroll 1
+        for (int it = 0; it < nslots; ++it, ++g) {
+          const int slot = g % kStages;
+          mbar_wait(empty_bar + 8 * slot, ((g / kStages) & 1) ^ 1);
+          mbar_arrive_expect_tx(full_bar + 8 * slot, kSlotBytes);
+          bulk_copy_g2s(ring + slot * kSlotBytes, p.wpack + (size_t)it * kSlotBytes, kSlotBytes, full_bar + 8 * slot);
+        }
+      }
+    }
+  } else {
+    // ---- consumers ----
+    setmaxnreg_inc<kRegConsumer7>();
+    pdl::wait();  // reads x, writes out (pdl.h); the producer's weight slots went ahead
+    const int t = threadIdx.x, wg = warp >> 2, wq = warp & 3;
+    const int W = p.W, H = p.H;
+    const uint32_t halo0 = base + S7::kHaloOffset, zero_addr = base + S7::kZeroOffset;
+    if (t < 8) reinterpret_cast<uint4*>(smem + S7::kZeroOffset)[t] = make_uint4(0, 0, 0, 0);  // seen after unit 0's sync
+    const int nunits = my_tiles * kSlices;
+    // the tile at p0: its first halo row and its window qa .. qb - 1 of halo indices (variant 5's); rows_total is
+    // recomputed per call (kept, it would be one more register beside acc2 across the tile loop)
+    auto window = [&](int p0, int& row_lo, int& qa, int& qb) {
+      int P;
+      asm volatile("mov.b32 %0, %1;\n" : "=r"(P) : "r"(p.P));
+      const int rows_total = P / W;
+      const int p_last = min(p0 + kTilePixels, p.P) - 1;
+      row_lo = max(p0 / W - 1, 0);
+      const int row_hi = min(p_last / W + 1, rows_total - 1);
+      qa = max(p0 - W - 1, row_lo * W) - row_lo * W;
+      qb = min(p0 + kTilePixels + W + 1, (row_hi + 1) * W) - row_lo * W;
+    };
+    auto issue = [&](int u) {  // unit u's halo window into buffer u % 2 (its own commit group; empty past the last)
+      if (u < nunits) {
+        const int k = u / kSlices, s = u % kSlices;
+        const int p0 = ((int)blockIdx.x + k * (int)gridDim.x) * kTilePixels;
+        int row_lo, qa, qb;
+        window(p0, row_lo, qa, qb);
+        const uint32_t buf = halo0 + (u & 1) * kHalo7Bytes - (qa & ~7) * 128;
+        const __half* xs = opaque(p.x) + ((size_t)row_lo * W) * C + s * 64;
+        for (int i = t; i < (qb - qa) * 8; i += kConsumerThreads) {
+          const int q = qa + (i >> 3), c = i & 7;
+          cp_async16(buf + panel_offset(q, c), xs + (size_t)q * C + c * 8, true);
+        }
+      }
+      cp_async_commit();
+    };
+    float acc2[kAcc];  // not zeroed: each tile's first stage-2 product runs with scale-d 0
+    // `it`: the slot stream index (over all tiles). `npend`: what this warpgroup read with wgmma groups that may still
+    // be running, relative to `next` (the stream index of the slot about to be read, or past the chunk): 1, the U slot
+    // next - 1; 2, the kVB V slots of the last stage 2, next - 2 kVB + wg kVB ..; 0, nothing (no register for an index)
+    int it = 0, npend = 0;
+    auto release = [&](int index) {
+      if (lane == 0) mbar_arrive(empty_bar + 8 * (index % kStages));
+    };
+    auto release_pending = [&](int next) {
+      if (npend == 1) {
+        release(next - 1);
+      } else if (npend == 2) {
+#pragma unroll
+        for (int q = 0; q < kVB; ++q) release(next - 2 * kVB + wg * kVB + q);
+      }
+      npend = 0;
+    };
+    const int local_group = wq * 2 + (lane >> 4);  // the warp's group pair wq of every slice
+    if (my_tiles > 0) issue(0);
+    int u = 0;
+#pragma unroll 1
+    for (int k = 0; k < my_tiles; ++k) {
+      const int p0 = ((int)blockIdx.x + k * (int)gridDim.x) * kTilePixels;
+      // PDL: the CTA starts its last tile (after its wait above), as variant 3
+      if (k == my_tiles - 1) pdl::launch_dependents();
+      // ---- conv: X = conv(x) + b_c, slice by slice (variant 0's job split: group pair wq, m-tiles wg and wg + 2) ----
+      int row_lo, qa, qb;
+      window(p0, row_lo, qa, qb);
+#pragma unroll 1
+      for (int s = 0; s < kSlices; ++s, ++u) {
+        const int g0 = s * 8 + wq * 2;  // global index of the pair's first group
+        uint32_t bfrag[2][9];
+        const uint32_t* wsrc = opaque(p.conv_w) + ((size_t)g0 * 9 * 32 + lane);  // (opaque: loaded per slice)
+#pragma unroll
+        for (int tap = 0; tap < 9; ++tap) {
+          bfrag[0][tap] = __ldg(wsrc + tap * 32);
+          bfrag[1][tap] = __ldg(wsrc + (9 + tap) * 32);
+        }
+        cp_async_wait<0>();  // unit u's copies (issued one unit earlier) have landed
+        // everyone's copies of u visible; every warp done with unit u - 1 (buffer (u + 1) % 2 is free) and, at s = 0,
+        // with the previous tile's exchange (X may be written)
+        consumer_sync();
+        issue(u + 1);
+        const uint32_t halo = halo0 + (u & 1) * kHalo7Bytes - (qa & ~7) * 128;
+        // an opaque copy of p0: the tap addresses (the same for every slice) are recomputed per slice instead of being
+        // kept live beside acc2 across the slice loop
+        int p0h;
+        asm volatile("mov.b32 %0, %1;\n" : "=r"(p0h) : "r"(p0));
+        float acc[2][2][4] = {};
+        conv_mtiles<2>(acc, p.P, W, H, p0h, wg, lane, row_lo, halo, zero_addr, local_group, bfrag);
+        // the conv bias after the taps (L1 hits after the first tile; four registers fewer during the taps)
+        const float* bsrc = opaque(p.conv_b) + (g0 * 8 + (lane & 3) * 2);
+        float2 cb[2];
+#pragma unroll
+        for (int gi = 0; gi < 2; ++gi) cb[gi] = __ldg(reinterpret_cast<const float2*>(bsrc + gi * 8));
+        uint8_t* panel = smem + S7::kXOffset + s * kPanel;  // the slice's 64 channels are X panel s
+        const int within = (lane & 3) * 4;
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+          const int row = (wg + 2 * j) * 16 + (lane >> 2);
+#pragma unroll
+          for (int gi = 0; gi < 2; ++gi) {
+            const int chunk = wq * 2 + gi;
+            *reinterpret_cast<uint32_t*>(panel + panel_offset(row, chunk) + within) =
+                pack_half2(acc[j][gi][0] + cb[gi].x, acc[j][gi][1] + cb[gi].y);
+            *reinterpret_cast<uint32_t*>(panel + panel_offset(row + 8, chunk) + within) =
+                pack_half2(acc[j][gi][2] + cb[gi].x, acc[j][gi][3] + cb[gi].y);
+          }
+        }
+      }
+      fence_proxy_async_smem();  // X (generic stores) is read by wgmma (async proxy)
+      consumer_sync();
+
+      // ---- the FFN, split by k: warpgroup w owns hidden columns 64w .. of every chunk ----
+#pragma unroll 1
+      for (int j = 0; j < nchunks; ++j) {
+        float2 bias[8];
+        load_bias1(p, j, wg, lane, bias);
+        float acc1[32];
+#pragma unroll 1
+        for (int kp = 0; kp < kSlices; ++kp, ++it) {  // stage 1: one U slot per 64-wide k panel of X
+          const int slot = it % kStages;
+          mbar_wait(full_bar + 8 * slot, (it / kStages) & 1);
+          fence_registers(acc1);
+          wgmma_fence();
+          const uint32_t a0 = x_s + kp * kPanel, b0 = ring + slot * kSlotBytes + wg * (64 * 128);
+#pragma unroll
+          for (int ks = 0; ks < 4; ++ks)
+            wgmma_m64n64k16_ss(acc1, smem_desc_sw128(a0 + ks * 32), smem_desc_sw128(b0 + ks * 32), (kp | ks) != 0);
+          wgmma_commit();
+          wgmma_wait<1>();  // every group but this one has retired (the previous stage 2 too)
+          release_pending(it);
+          npend = 1;
+        }
+        wgmma_wait<0>();
+        fence_registers(acc1);
+        release_pending(it);
+        uint32_t h[4][4];  // k step ks: hidden columns 16 ks .. of this warpgroup's 64 (n blocks 2 ks, 2 ks + 1)
+#pragma unroll
+        for (int n = 0; n < 8; ++n) {
+          h[n >> 1][(n & 1) * 2 + 0] = pack_half2(fmaxf(acc1[4 * n + 0] + bias[n].x, 0.f), fmaxf(acc1[4 * n + 1] + bias[n].y, 0.f));
+          h[n >> 1][(n & 1) * 2 + 1] = pack_half2(fmaxf(acc1[4 * n + 2] + bias[n].x, 0.f), fmaxf(acc1[4 * n + 3] + bias[n].y, 0.f));
+        }
+        // stage 2: the chunk's V slots follow its U slots, k panel kp's kVB blocks at it + kp kVB; this warpgroup's are
+        // k panel wg's (adjacent in the ring), the other k panel's are released as soon as they are full
+        const int mine = it + wg * kVB, theirs = it + (1 - wg) * kVB;
+#pragma unroll
+        for (int q = 0; q < kVB; ++q) mbar_wait(full_bar + 8 * ((mine + q) % kStages), ((mine + q) / kStages) & 1);
+        fence_registers(h);
+        wgmma_fence();
+        const uint32_t b0 = ring + (mine % kStages) * kSlotBytes;
+#pragma unroll
+        for (int ks = 0; ks < 4; ++ks) wgmma_rs7(acc2, h[ks], smem_desc_sw128(b0 + ks * 32), (j | ks) != 0);
+        wgmma_commit();
+#pragma unroll
+        for (int q = 0; q < kVB; ++q) {
+          mbar_wait(full_bar + 8 * ((theirs + q) % kStages), ((theirs + q) / kStages) & 1);
+          release(theirs + q);
+        }
+        npend = 2;
+        it += 2 * kVB;
+      }
+      wgmma_wait<0>();
+      fence_registers(acc2);
+      release_pending(it);  // the tile's last V slots: the producer refills them during the exchange
+
+      // ---- the two k halves meet: warpgroup w gives acc2[kKeep (1 - w) ..], keeps acc2[kKeep w ..] ----
+      consumer_sync();  // both warpgroups' last stage-1 reads of X have retired: the exchange may overwrite it
+      const int r0 = p0 + wq * 16 + (lane >> 2), col0 = (C / 2) * wg + 2 * (lane & 3);
+      __half2 sc[kKeep / 4][2];
+      {
+        const int tw = wq * 32 + lane;  // thread tw of one warpgroup holds the same positions as thread tw of the other
+        float4* const give = reinterpret_cast<float4*>(smem + S7::kXOffset) + wg * (kKeep / 4) * 128;
+        const float4* const take = reinterpret_cast<const float4*>(smem + S7::kXOffset) + (wg ^ 1) * (kKeep / 4) * 128;
+#pragma unroll
+        for (int i = 0; i < kKeep / 4; ++i) {
+          const int lo = 4 * i, hi = kKeep + 4 * i;
+          give[i * 128 + tw] = wg ? make_float4(acc2[lo], acc2[lo + 1], acc2[lo + 2], acc2[lo + 3])
+                                  : make_float4(acc2[hi], acc2[hi + 1], acc2[hi + 2], acc2[hi + 3]);
+        }
+        // the epilogue's shortcut (kept columns C/2 wg + 8 n + 2 (lane % 4), rows r0, r0 + 8): in flight during the
+        // barrier and the exchange's reads
+#pragma unroll
+        for (int hr = 0; hr < 2; ++hr) {
+          const bool in = r0 + 8 * hr < p.P;
+          const __half2* xrow = reinterpret_cast<const __half2*>(p.x + (size_t)(r0 + 8 * hr) * C + col0);
+#pragma unroll
+          for (int n = 0; n < kKeep / 4; ++n) sc[n][hr] = in ? __ldg(xrow + 4 * n) : __float2half2_rn(0.f);
+        }
+        consumer_sync();
+#pragma unroll
+        for (int i = 0; i < kKeep / 4; ++i) {  // the kept sums into acc2[0 .. kKeep) (constant indices)
+          const int lo = 4 * i, hi = kKeep + 4 * i;
+          const float4 v = take[i * 128 + tw];
+          acc2[lo] = (wg ? acc2[hi] : acc2[lo]) + v.x;
+          acc2[lo + 1] = (wg ? acc2[hi + 1] : acc2[lo + 1]) + v.y;
+          acc2[lo + 2] = (wg ? acc2[hi + 2] : acc2[lo + 2]) + v.z;
+          acc2[lo + 3] = (wg ? acc2[hi + 3] : acc2[lo + 3]) + v.w;
+        }
+      }
+      // epilogue: out = acc + b + x at columns col0 + 8 n (C/2 wg + 8 n + 2 (lane % 4)), one rounding
+      const float2* const bsrc = reinterpret_cast<const float2*>(p.b2 + col0);
+#pragma unroll
+      for (int hr = 0; hr < 2; ++hr) {
+        if (r0 + 8 * hr >= p.P) continue;
+        __half2* const orow = reinterpret_cast<__half2*>(p.out + (size_t)(r0 + 8 * hr) * C + col0);
+#pragma unroll
+        for (int n = 0; n < kKeep / 4; ++n) {
+          const float2 b = __ldg(bsrc + 4 * n);
+          const float2 sx = __half22float2(sc[n][hr]);
+          const float v0 = acc2[4 * n + 2 * hr] + b.x + sx.x, v1 = acc2[4 * n + 2 * hr + 1] + b.y + sx.y;
+          orow[4 * n] = __floats2half2_rn(v0, v1);
+        }
+      }
+    }
+    cp_async_wait<0>();  // the last (empty) group
+  }
+#endif
+}
+
 int smem_bytes(int channels, int variant) {
   const bool halo2 = variant == 2;
   if (channels == 64) {  // variants 0, 2, 3
@@ -1399,6 +1716,13 @@ int smem_bytes(int channels, int variant) {
   }
   if (variant == 5) return channels == 128 ? Shape5<128>::kSmemBytes : 0;
   if (variant == 6) return 0;  // C = 64 only (above)
+  if (variant == 7) {
+    switch (channels) {
+      case 128: return Shape7<128>::kSmemBytes;
+      case 256: return Shape7<256>::kSmemBytes;
+      default: return 0;
+    }
+  }
   switch (channels) {
     case 128: return halo2 ? Shape<128, true>::kSmemBytes : Shape<128>::kSmemBytes;
     case 256: return halo2 ? Shape<256, true>::kSmemBytes : Shape<256>::kSmemBytes;
@@ -1511,6 +1835,35 @@ cudaError_t launch_pingpong(const Params& p, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
+// Variant 7 (C = 128, 256): one CTA per SM (at most one per tile), as launch_persistent, 384 threads.
+template <int C>
+cudaError_t launch_ksplit(const Params& p, cudaStream_t stream) {
+  constexpr int kSmemBytes = Shape7<C>::kSmemBytes;
+  static int sms[kMaxDevices] = {};  // 0 until the device is checked
+  int dev = 0;
+  cudaError_t err = cudaGetDevice(&dev);
+  if (err != cudaSuccess) return err;
+  if (dev >= kMaxDevices) return cudaErrorInvalidDevice;
+  if (sms[dev] == 0) {
+    int major = 0, minor = 0, optin = 0, count = 0;
+    err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+    if (err == cudaSuccess && (major != 9 || minor != 0)) err = cudaErrorNoKernelImageForDevice;
+    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+    if (err == cudaSuccess && kSmemBytes > optin) err = cudaErrorInvalidConfiguration;
+    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, dev);
+    if (err == cudaSuccess)
+      err = cudaFuncSetAttribute(convfirst_c512_ksplit_kernel<C>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
+    if (err != cudaSuccess) return err;
+    sms[dev] = count > 0 ? count : 1;
+  }
+  const int tiles = (p.P + kTilePixels - 1) / kTilePixels;
+  const int grid = tiles < sms[dev] ? tiles : sms[dev];
+  if (p.pdl) return pdl::launch(convfirst_c512_ksplit_kernel<C>, dim3(grid), dim3(kThreads), kSmemBytes, stream, p);
+  convfirst_c512_ksplit_kernel<C><<<grid, kThreads, kSmemBytes, stream>>>(p);
+  return cudaGetLastError();
+}
+
 // C = 64: variants 0, 2, 3, 5, 6 (has_variant).
 cudaError_t launch_width64(const Params& p, int variant, cudaStream_t stream) {
   switch (variant) {
@@ -1539,6 +1892,9 @@ cudaError_t launch_width(const Params& p, int variant, cudaStream_t stream) {
       return launch_impl<C, 1, false, true>(p, stream);
     case 5:
       if constexpr (C == 128) return launch_persistent<C, true>(p, stream);
+      return cudaErrorInvalidValue;
+    case 7:
+      if constexpr (C == 128 || C == 256) return launch_ksplit<C>(p, stream);
       return cudaErrorInvalidValue;
     default: return cudaErrorInvalidValue;
   }

@@ -50,8 +50,11 @@ struct Params {
 // 5 (C = 64 and 128): variant 3 with the conv warpgroup's halo prefetched one unit ahead into two buffers
 // (and the shortcut loaded at the tile's start at C = 128); measured: the default at C = 128.
 // 6 (C = 64, hidden <= kPingPongMaxHidden): persistent, each consumer warpgroup runs its own tile (no partial sums),
-// two X buffers; not yet run on a GPU: off by default.
-constexpr int kVariants = 7;
+// two X buffers; measured: the default at C = 64.
+// 7 (C = 128 and 256): persistent, 3 warpgroups, the FFN split by k (each consumer warpgroup half of every hidden chunk,
+// stage 2 for all C columns from register A operands, no H in shared memory, no barrier per chunk; the partial sums added
+// once per tile), the conv on the consumers with its halo prefetched; not yet run on a GPU: off by default.
+constexpr int kVariants = 8;
 constexpr int kPingPongMaxHidden = 512;  // variant 6: every weight slot resident in the 8-slot ring
 constexpr int kSplitHMaxWidth = 18;  // variant 4: a tile's halo, (floor(63 / W) + 4) W pixels, <= 127
 // C = 64: variants 0, 2, 3, 5 and 6 (one 64-channel slice: variant 2 has nothing to overlap and runs as 0 with
@@ -59,7 +62,7 @@ constexpr int kSplitHMaxWidth = 18;  // variant 4: a tile's halo, (floor(63 / W)
 constexpr bool has_variant(int channels, int variant) {
   if (channels == 64) return variant == 0 || variant == 2 || variant == 3 || variant == 5 || variant == 6;
   return variant == 0 || variant == 1 || variant == 4 || (channels <= 256 && (variant == 2 || variant == 3)) ||
-         (channels == 128 && variant == 5);
+         (channels == 128 && variant == 5) || ((channels == 128 || channels == 256) && variant == 7);
 }
 // Dynamic shared memory per block of the instance for `channels` and `variant` (0 where there is none).
 int smem_bytes(int channels, int variant = 0);

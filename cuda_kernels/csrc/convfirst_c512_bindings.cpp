@@ -14,7 +14,7 @@ namespace {
 
 // x: [N*H*W, C] fp16 (NHWC pixels), C in c512::kChannelCounts (W <= c512::max_width(C): 56 at C = 64, else 28); conv_w: [C / 8, 9, 32] int32 fragments;
 // conv_b: [C] fp32; wpack: uint8 weight slots (4 * hidden * C bytes); b1: [hidden] fp32; b2: [C] fp32;
-// variant: 0, 1, 4 (W <= 18), or at C <= 256 also 2 and 3, at C = 128 also 5; at C = 64 only 0, 2, 3, 5, 6 (c512::has_variant; 6 needs hidden <= c512::kPingPongMaxHidden); out: [N*H*W, C] to write into, or empty to allocate. Returns out.
+// variant: 0, 1, 4 (W <= 18), or at C <= 256 also 2 and 3, at C = 128 also 5, at C = 128 and 256 also 7; at C = 64 only 0, 2, 3, 5, 6 (c512::has_variant; 6 needs hidden <= c512::kPingPongMaxHidden); out: [N*H*W, C] to write into, or empty to allocate. Returns out.
 torch::Tensor convfirst_c512(torch::Tensor x, torch::Tensor conv_w, torch::Tensor conv_b, torch::Tensor wpack,
                              torch::Tensor b1, torch::Tensor b2, int64_t H, int64_t W, int64_t variant,
                              torch::Tensor out, bool pdl) {
