@@ -242,12 +242,17 @@ KERNELS = [
     ("convfirst_s2.cuh", "convfirst_s2_kernel", ["phase_a<", "p.x", "p.out", "out +", "*reinterpret_cast<uint4*>(out"]),
     ("block_fusion.cuh", "block_fusion_kernel", ["conv_phase<", "p.x", "p.out"]),
     ("convfirst_c512.cu", "convfirst_c64_pingpong_kernel", ["conv_stream6(", "ffn64_own<", "p.x", "p.out"]),
+    # variant 7: the consumers' halo copies (issue), their conv taps, the shortcut, the output
+    ("convfirst_c512.cu", "convfirst_c512_ksplit_kernel", ["issue(", "conv_mtiles<", "p.x", "p.out"]),
     ("stem.cu", "stem_kernel", ["load_input(", "p.x", "p.out"]),
     ("stem.cu", "stem_kernel_v2", ["load_window_v2<", "p.x", "p.out"]),
     # MBConv version 3: kernel 1 (expand + depthwise + the pool's partial sums), SE, projection
     ("mbconv_v2.cuh", "expand_dw_v2_kernel", ["p.x", "xsrc", "p.partial", "p.d"]),
     ("mbconv_v3.cu", "se_v3_kernel", ["p.partial", "p.scale"]),
     ("mbconv_v3.cu", "project_v3_kernel", ["issue()", "p.scale", "p.out", "p.x"]),
+    # MBConv version 7: kernel 1's SE in its last CTA per image (counters, partials, scale), the projection
+    ("mbconv_v2.cuh", "expand_dw_v2_kernel", ["se_in_last_cta<"]),
+    ("mbconv_v7.cu", "project_v7_kernel", ["issue(", "srow", "p.out", "p.x", "p.d"]),
 ]
 
 

@@ -208,18 +208,19 @@ __device__ int se_count_v7[kSECountMax];
 template <int KS>
 __device__ __forceinline__ void se_in_last_cta(const Params& p, int n, uint8_t* smem) {
   constexpr int WARPS = kExpandThreads / 32;
-  __shared__ int is_last;
+  int* flag = reinterpret_cast<int*>(smem);  // the pool's sums (red) were read by the partial stores above
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   __threadfence();  // this CTA's partial sums, before its count
   __syncthreads();
   if (tid == 0) {
     const int total = (int)(gridDim.x * gridDim.y);  // chunks x bands of one image
     const int before = atomicAdd(se_count_v7<KS> + n, 1);
-    is_last = before == total - 1;
-    if (is_last) se_count_v7<KS>[n] = 0;  // every CTA of the image has counted
+    *flag = before == total - 1;
+    if (*flag) se_count_v7<KS>[n] = 0;  // every CTA of the image has counted
   }
   __syncthreads();
-  if (!is_last) return;
+  if (!*flag) return;
+  __syncthreads();  // every thread has read the flag before pooled overwrites it
   __threadfence();  // the other CTAs' partial sums, read below from L2 (ld.global.cg)
   float* pooled = reinterpret_cast<float*>(smem);
   float* squeezed = pooled + p.hid_pad;
