@@ -87,9 +87,17 @@ K_PANEL = 64
 # prefetched stream) computing every tile. Resident weights only: `run` falls back to variant 3 from the switch
 # where hidden > 512 (alpha 10, 12), and refuses an explicit variant 6 there. Compiled and CPU-checked, not yet run on a
 # GPU: off by default (CUDA_KERNELS_C512_VARIANT=6 or 64:6 selects it).
-VARIANTS = (0, 1, 2, 3, 4, 5, 6)
+# 7 (C = 128 and 256; NOTES.md "Variant 7"): persistent, 3 warpgroups (two consumers, the producer), the FFN split by k:
+# each consumer warpgroup computes stage 1 for its 64 of every chunk's 128 hidden channels, keeps H in registers and runs
+# stage 2 for all C output columns from them (m64nCk16 with A from registers): no H in shared memory, no barrier between
+# the warpgroups per chunk; the two partial sums are added once per tile in X and the 32 KB after it; the conv is the
+# consumers' own, its halo prefetched one (tile, slice) unit ahead into two buffers (`ksplit_units`). Compiled and
+# CPU-checked, not yet run on a GPU: off by default (CUDA_KERNELS_C512_VARIANT=7 or 256:7 selects it).
+VARIANTS = (0, 1, 2, 3, 4, 5, 6, 7)
 PREFETCH_WIDTHS = (64, 128)  # the widths with variant 5
 PINGPONG_WIDTHS = (64,)  # the widths with variant 6
+KSPLIT_WIDTHS = (128, 256)  # the widths with variant 7
+KSPLIT_HALO_PIXELS = 132  # variant 7: pixels per halo buffer (a tile's shifted window is <= 2 W + 73 = 129 at W = 28)
 PINGPONG_MAX_HIDDEN = 512  # variant 6: every weight slot (2 per 128-wide chunk) resident in the 8-slot ring
 PREFETCH_HALO_PIXELS = 192  # variant 5: pixels per halo buffer (a tile's shifted window is <= 2 W + 73)
 DEFAULT_VARIANT = 0  # at C = 512
@@ -136,12 +144,13 @@ def default_variant(channels: int, width: int | None = None) -> int:
 def variants(channels: int) -> tuple[int, ...]:
     """The variants the kernel has at this width (2 and 3 need the shared memory C = 384 / 512 fill; C = 64
     has 0, 2, 3, 5 and 6: no multicast, and variant 4's halves are for W <= 18; 5 is C = 64 and 128 only: C = 256's
-    X does not fit beside its two halo buffers; 6 is C = 64 only)."""
+    X does not fit beside its two halo buffers; 6 is C = 64 only; 7 is C = 128 and 256: its stage 2 is m64nCk16, and
+    C = 384 / 512's accumulator would not fit the registers)."""
     if channels == 64:
         return (0, 2, 3, 5, 6)
     if channels == 128:
-        return (0, 1, 2, 3, 4, 5)
-    return (0, 1, 2, 3, 4) if channels <= 256 else (0, 1, 4)
+        return (0, 1, 2, 3, 4, 5, 7)
+    return (0, 1, 2, 3, 4, 7) if channels <= 256 else (0, 1, 4)
 
 
 SMEM_LIMIT = 227 * 1024  # the H200's opt-in shared memory per block (232,448 B)
@@ -153,10 +162,15 @@ def smem_bytes(channels: int, variant: int = 0) -> int:
     (128 KB), variants 2 and 3 a second 32 KB halo after the ring, 1024 B of alignment slack, 16 mbarriers,
     and variant 3 its two X barriers; variant 5 (Shape5) instead of the 32 KB halo two halo buffers of
     `PREFETCH_HALO_PIXELS` pixels and one zero pixel (222,480 B at C = 64, 230,672 B at C = 128); variant 6 (Shape6)
-    two X buffers, the ring, variant 5's halo buffers and zero pixel, 8 full and 4 X barriers, no H (197,856 B). The
+    two X buffers, the ring, variant 5's halo buffers and zero pixel, 8 full and 4 X barriers, no H (197,856 B); variant 7
+    (Shape7) X and the exchange's other half (2 x C / 64 panels: the 64 x C fp32 partial sums), the ring, two halo buffers
+    of `KSPLIT_HALO_PIXELS` pixels, one zero pixel, 16 ring barriers (231,680 B at C = 256, 198,912 B at C = 128). The
     extension's ``smem_bytes`` must agree (GPU test)."""
     if channels not in SUPPORTED_CHANNELS or variant not in variants(channels):
         return 0
+    if variant == 7:
+        body = 2 * (channels // K_PANEL) * TILE_PIXELS * 128 + 8 * 16384 + 2 * KSPLIT_HALO_PIXELS * 128 + 128
+        return 1024 + body + 2 * 8 * 8
     if variant == 5:
         body = channels // K_PANEL * TILE_PIXELS * 128 + 2 * 16384 + 8 * 16384 + 2 * PREFETCH_HALO_PIXELS * 128 + 128
         return 1024 + body + 2 * 8 * 8 + 16
@@ -199,6 +213,22 @@ def prefetch_units(my_tiles: int, channels: int) -> list[tuple[int, int, int]]:
     while unit u computes."""
     slices = channels // K_PANEL
     return [(1 + u // slices, u % slices, u % 2) for u in range(max(my_tiles - 1, 0) * slices)]
+
+
+def ksplit_units(my_tiles: int, channels: int) -> list[tuple[int, int, int]]:
+    """Variant 7's conv stream for a CTA with `my_tiles` tiles: (tile k, slice s, buffer) for every tile (the consumers
+    compute each tile's conv themselves), unit u = k C/64 + s in halo buffer u % 2; unit u + 1 is issued once every warp
+    has passed unit u's barrier (so the next tile's first slice loads during this tile's FFN)."""
+    slices = channels // K_PANEL
+    return [(u // slices, u % slices, u % 2) for u in range(max(my_tiles, 0) * slices)]
+
+
+def ksplit_exchange(channels: int) -> dict[str, int]:
+    """Variant 7's exchange of partial sums, per consumer warpgroup: float4s given per thread (the C / 2 columns it does
+    not keep: C / 16 float4s), bytes per warpgroup, and the area it uses (X and the same size after it)."""
+    per_thread = channels // 16
+    return {"float4_per_thread": per_thread, "bytes_per_warpgroup": per_thread * 16 * 128,
+            "area": 2 * (channels // K_PANEL) * TILE_PIXELS * 128}
 
 
 def pingpong_tiles(tiles: int, sms: int) -> list[tuple[list[int], list[int]]]:

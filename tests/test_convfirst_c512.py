@@ -244,7 +244,7 @@ def test_c64_halo_window_fits_and_covers_every_tap():
 def test_smem_budget_per_variant():
     """Shared memory per instance (the module's mirror of Shape / Shape3): within the H200's 227 KB at
     every width and variant that exists; C = 64: 173,184 B (variant 0), 205,952 (2), 205,968 (3)."""
-    assert [c512.smem_bytes(64, v) for v in c512.VARIANTS] == [173184, 0, 205952, 205968, 0, 222480, 197856]
+    assert [c512.smem_bytes(64, v) for v in c512.VARIANTS] == [173184, 0, 205952, 205968, 0, 222480, 197856, 0]
     assert c512.smem_bytes(256, 2) == c512.smem_bytes(512) == 230528 and c512.smem_bytes(256, 3) == 230544
     assert c512.smem_bytes(128) == 181376 and c512.smem_bytes(384) == 214144 and c512.smem_bytes(384, 2) == 0
     for channels in c512.SUPPORTED_CHANNELS:
@@ -520,7 +520,7 @@ def test_c64_in_the_swapped_network(monkeypatch):
 def test_variants_by_width(small_weights, monkeypatch):
     monkeypatch.delenv(c512.VARIANT_SWITCH, raising=False)
     assert c512.variants(512) == c512.variants(384) == (0, 1, 4)
-    assert c512.variants(256) == (0, 1, 2, 3, 4) and c512.variants(128) == (0, 1, 2, 3, 4, 5)
+    assert c512.variants(256) == (0, 1, 2, 3, 4, 7) and c512.variants(128) == (0, 1, 2, 3, 4, 5, 7)
     assert c512.variants(64) == (0, 2, 3, 5, 6)
     assert [c512.default_variant(c) for c in (64, 128, 256, 384, 512)] == [6, 5, 3, 0, 0]
     monkeypatch.setenv(c512.VARIANT_SWITCH, "64:2")
@@ -870,7 +870,7 @@ def test_variant_switch(monkeypatch):
     assert [c512.default_variant(c) for c in (128, 256, 512)] == [3, 3, 0]
     monkeypatch.setenv(c512.VARIANT_SWITCH, "1")
     assert [c512.default_variant(c) for c in (128, 256, 512)] == [1, 1, 1]
-    monkeypatch.setenv(c512.VARIANT_SWITCH, "7")
+    monkeypatch.setenv(c512.VARIANT_SWITCH, "8")
     with pytest.raises(ValueError, match="CUDA_KERNELS_C512_VARIANT"):
         c512.default_variant(256)
     monkeypatch.setenv(c512.VARIANT_SWITCH, "")
@@ -1261,8 +1261,9 @@ def test_bench_variant_selection(tmp_path):
 
     assert bench_c512.parse_variants("0,2,3") == (0, 2, 3)
     assert bench_c512.case_variants(512, (0, 2, 3)) == (0,) and bench_c512.case_variants(256, (0, 3)) == (0, 3)
-    assert bench_c512.case_variants(128) == (0, 1, 2, 3, 4, 5)
-    assert bench_c512.case_variants(128, None, 28) == (0, 1, 2, 3, 5)
+    assert bench_c512.case_variants(128) == (0, 1, 2, 3, 4, 5, 7)
+    assert bench_c512.case_variants(128, None, 28) == (0, 1, 2, 3, 5, 7)
+    assert bench_c512.case_variants(256, (3, 7), 14) == (3, 7) and bench_c512.case_variants(512, (3, 7)) == ()
     assert bench_c512.case_variants(512, (0, 2, 3, 4), 7) == (0, 4)
 
     def entry(channels, expansion, best, fused_ms, mma_ms=None):
@@ -1569,7 +1570,7 @@ def test_prefetch_variant_is_bitwise_variant_3(channels, expansion, batch, h, w)
 @pytest.mark.cuda
 def test_prefetch_variant_smem_matches_the_extension():
     ext = c512._extension()
-    assert ext.num_variants == 7
+    assert ext.num_variants == len(c512.VARIANTS) == 8
     for channels in c512.SUPPORTED_CHANNELS:
         assert ext.smem_bytes(channels, 5) == c512.smem_bytes(channels, 5)
 
@@ -1896,7 +1897,7 @@ def test_pingpong_variant_is_deterministic_and_falls_back():
 @pytest.mark.cuda
 def test_pingpong_variant_smem_matches_the_extension():
     ext = c512._extension()
-    assert ext.num_variants == 7
+    assert ext.num_variants == len(c512.VARIANTS) == 8
     for channels in c512.SUPPORTED_CHANNELS:
         assert ext.smem_bytes(channels, 6) == c512.smem_bytes(channels, 6)
 
@@ -1925,4 +1926,490 @@ def test_device_script_for_v6():
     text = script.read_text()
     for needle in ("step smoke", "step tests", "-k \"pingpong\"", "--variants 3,6", "--case c64:6:56",
                    "--case c64:4:56", "variant_lines", "(3, 6)", "'V6'", "V6_OK=", "-res-usage"):
+        assert needle in text, needle
+
+
+# ---- variant 7 (C = 128, 256): the FFN split by k, stage 2 from registers, the conv on the consumers ----
+
+KSPLIT_SMEM = {256: 231680, 128: 198912}
+
+
+def test_ksplit_variant_layout_and_switch(monkeypatch, small_weights):
+    """Variant 7 exists at C = 128 and 256; Shape7 (X and the exchange's other half, the ring, two 132-pixel halo
+    buffers, a zero pixel, 16 ring barriers) fits the H200's 232,448 B; off by default, on by the switch."""
+    monkeypatch.delenv(c512.VARIANT_SWITCH, raising=False)
+    assert [c for c in c512.SUPPORTED_CHANNELS if 7 in c512.variants(c)] == list(c512.KSPLIT_WIDTHS) == [128, 256]
+    for channels, want in KSPLIT_SMEM.items():
+        area = 2 * (channels // 64) * 8192
+        assert c512.smem_bytes(channels, 7) == want == 1024 + area + 8 * 16384 + 2 * 132 * 128 + 128 + 16 * 8
+        assert want <= c512.SMEM_LIMIT
+    assert c512.smem_bytes(64, 7) == c512.smem_bytes(384, 7) == c512.smem_bytes(512, 7) == 0
+    assert c512.SMEM_LIMIT - KSPLIT_SMEM[256] == 768  # what is left at C = 256
+    assert [c512.default_variant(c, 14) for c in (64, 128, 256)] == [6, 5, 3]  # off by default
+    monkeypatch.setenv(c512.VARIANT_SWITCH, "7")
+    assert [c512.default_variant(c, 14) for c in (64, 128, 256, 384, 512)] == [6, 7, 7, 4, 4]
+    monkeypatch.setenv(c512.VARIANT_SWITCH, "256:7")
+    assert [c512.default_variant(c, 28) for c in (128, 256)] == [5, 7]
+    x = channels_last(torch.zeros(1, 512, 7, 7, dtype=torch.float16))
+    with pytest.raises(ValueError, match="no variant 7 at C=512"):
+        c512.run(x, small_weights, variant=7)
+
+
+@pytest.mark.parametrize("channels", [256, 128])
+@pytest.mark.parametrize("nchunks", [1, 2, 3, 12])
+def test_ksplit_stage2_reads_its_k_panel_from_adjacent_slots(channels, nchunks):
+    """The slot stream (per chunk C / 64 U slots, then per k panel the C / 128 V blocks) as the kernel indexes it over 3
+    tiles: warpgroup w's stage-2 slots it + C/64 + w C/128 + q are the V blocks of k panel w, and they lie side by side in
+    the ring (one m64nCk16 B operand of C rows: ring slots 4 + 2w, 5 + 2w at C = 256); the other k panel's are the other
+    warpgroup's; stage 1 reads every U slot."""
+    order = c512.slot_order(128 * nchunks, channels)
+    spc, vb, kps = c512.slots_per_chunk(channels), channels // 128, channels // 64
+    assert spc == kps + 2 * vb and (8 % spc == 0)
+    for tile in range(3):
+        for j in range(nchunks):
+            it = (tile * nchunks + j) * spc  # the stream index at the chunk's start
+            assert [order[(it + kp) % len(order)] for kp in range(kps)] == [("U", j, kp, 0) for kp in range(kps)]
+            for wg in (0, 1):
+                mine = [it + kps + wg * vb + q for q in range(vb)]
+                ring = [m % 8 for m in mine]
+                assert ring == list(range(ring[0], ring[0] + vb)), "the B operand would span non-adjacent slots"
+                assert [order[m % len(order)] for m in mine] == [("V", j, wg, q) for q in range(vb)]
+                theirs = [it + kps + (1 - wg) * vb + q for q in range(vb)]
+                assert sorted(mine + theirs) == list(range(it + kps, it + spc))
+
+
+def test_ksplit_halo_window_fits_a_buffer():
+    """Variant 7's halo buffers (132 pixels) hold a tile's shifted window for every W <= 28 (variant 5's scheme:
+    <= 2 W + 73 = 129 pixels), the bound reached; every in-image tap reads a loaded index."""
+    most = 0
+    for w in range(1, c512.max_width(256) + 1):
+        for h, n in ((1, 3), (2, 2), (7, 3), (w, 2), (29, 1), (3, 5)):
+            pixels = n * h * w
+            for p0 in range(0, pixels, 64):
+                row_lo, shift, first, end = c512.shifted_window(p0, w, pixels)
+                assert shift % 8 == 0 and 0 <= shift <= first < end
+                assert end - shift <= min(2 * w + 73, c512.KSPLIT_HALO_PIXELS)
+                most = max(most, end - shift)
+                for pix in range(p0, min(p0 + 64, pixels)):
+                    grow, col = divmod(pix, w)
+                    for dy, dx in itertools.product((-1, 0, 1), repeat=2):
+                        if 0 <= grow % h + dy < h and 0 <= col + dx < w:
+                            assert first <= pix + dy * w + dx - row_lo * w < end
+    assert 120 < most <= 129 <= c512.KSPLIT_HALO_PIXELS
+
+
+def test_ksplit_units_alternate_buffers():
+    assert c512.ksplit_units(2, 256) == [(0, s, s % 2) for s in range(4)] + [(1, s, s % 2) for s in range(4)]
+    assert c512.ksplit_units(2, 128) == [(0, 0, 0), (0, 1, 1), (1, 0, 0), (1, 1, 1)]
+    assert c512.ksplit_units(0, 256) == []
+
+
+def _ksplit_conv_float64(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, sms: int) -> torch.Tensor:
+    """The consumers' conv of variant 7 in float64 over the persistent schedule: per CTA two halo buffers of 132 pixels
+    x 64 channels (NaN at first, then holding earlier units: a tap outside its window would read stale data), every
+    tile's units (ksplit_units), unit u + 1's window loaded into buffer (u + 1) % 2 before unit u's taps read buffer
+    u % 2 through the shift (the kernel issues u + 1 after unit u's barrier, before its taps)."""
+    n, channels, h, w = x.shape
+    flat = x.permute(0, 2, 3, 1).reshape(-1, channels)
+    pixels = flat.shape[0]
+    want = F.conv2d(x, weight, bias, padding=1, groups=channels // 8).permute(0, 2, 3, 1).reshape(-1, channels)
+    got = torch.full_like(want, float("nan"))
+    tiles = -(-pixels // 64)
+    for my in c512.persistent_tiles(tiles, sms):
+        bufs = torch.full((2, c512.KSPLIT_HALO_PIXELS, 64), float("nan"), dtype=torch.float64)
+        units = c512.ksplit_units(len(my), channels)
+
+        def issue(u):
+            if u < len(units):
+                k, s, b = units[u]
+                row_lo, shift, first, end = c512.shifted_window(my[k] * 64, w, pixels)
+                bufs[b, first - shift : end - shift] = flat[row_lo * w + first : row_lo * w + end, 64 * s : 64 * s + 64]
+
+        issue(0)
+        for u, (k, s, b) in enumerate(units):
+            issue(u + 1)
+            p0 = my[k] * 64
+            row_lo, shift, _, _ = c512.shifted_window(p0, w, pixels)
+            for pix in range(p0, min(p0 + 64, pixels)):
+                grow, col = divmod(pix, w)
+                for g in range(8 * s, 8 * s + 8):
+                    acc = bias[8 * g : 8 * g + 8].clone()
+                    for tap in range(9):
+                        dy, dx = tap // 3 - 1, tap % 3 - 1
+                        if 0 <= grow % h + dy < h and 0 <= col + dx < w:
+                            q = (grow + dy - row_lo) * w + col + dx
+                            acc += weight[8 * g : 8 * g + 8, :, dy + 1, dx + 1] @ bufs[b, q - shift, 8 * (g - 8 * s) : 8 * (g - 8 * s) + 8]
+                    got[pix, 8 * g : 8 * g + 8] = acc
+    return got, want
+
+
+@pytest.mark.parametrize("channels,n,h,w,sms", [(256, 1, 14, 14, 2), (256, 1, 5, 28, 1), (128, 2, 5, 13, 3),
+                                                (128, 1, 3, 1, 1)])
+def test_ksplit_conv_stream_matches_the_grouped_conv(channels, n, h, w, sms):
+    """The consumers' conv stream of variant 7 (two buffers, shifted windows, every tile's units) computes the grouped
+    conv of every tile of every CTA exactly (float64, stale buffers)."""
+    torch.manual_seed(7)
+    x = torch.randn(n, channels, h, w, dtype=torch.float64)
+    weight = torch.randn(channels, 8, 3, 3, dtype=torch.float64)
+    bias = torch.randn(channels, dtype=torch.float64)
+    got, want = _ksplit_conv_float64(x, weight, bias, sms)
+    assert torch.allclose(got, want, rtol=0, atol=1e-12)
+
+
+def _acc_position(index: int, wq: int, lane: int) -> tuple[int, int]:
+    """(row, column) of accumulator register `index` of thread (wq, lane) of a warpgroup in a m64nNk16 wgmma."""
+    n, e = divmod(index, 4)
+    return 16 * wq + lane // 4 + 8 * (e // 2), 8 * n + 2 * (lane % 4) + e % 2
+
+
+def _emulate_ksplit(x: torch.Tensor, block: nn.Module, weights: c512.KernelWeights) -> torch.Tensor:
+    """convfirst_c512_ksplit_kernel's FFN in float64 through an emulated 8-slot ring: the slots land at ring slot
+    index % 8 in stream order; warpgroup w's stage 1 reads rows 64w.. of the chunk's U slots, H_w = ReLU(. + b1[128 j +
+    64 w ..]), its stage 2 reads C rows of the flat ring from ring slot (it + C/64 + w C/128) % 8 on (the n = C B
+    operand: across two slots at C = 256) into its own 64 x C accumulator; per tile the exchange through the kernel's
+    float4 indices (give[i * 128 + t], warpgroup w giving acc2[C/4 (1 - w) + 4 i ..], keeping acc2[C/4 w + 4 i ..]);
+    the epilogue acc + b2 + x."""
+    n, c, h, w = x.shape
+    X = F.conv2d(x, block.conv.weight, block.conv.bias, padding=1, groups=c // 8).permute(0, 2, 3, 1).reshape(-1, c)
+    slots = weights.wpack.view(torch.float16).reshape(-1, 128, 64)
+    spc, vb, kps = c512.slots_per_chunk(c), c // 128, c // 64
+    b1, b2 = weights.b1.double(), weights.b2.double()
+    ring = torch.full((8 * 128, 64), float("nan"), dtype=torch.float64)  # the ring as one flat run of rows
+    out = torch.full((X.shape[0], c), float("nan"), dtype=torch.float64)
+    it = 0
+    for p0 in range(0, X.shape[0], 64):
+        xt = torch.zeros(64, c, dtype=torch.float64)
+        xt[: min(64, X.shape[0] - p0)] = X[p0 : p0 + 64]
+        acc2 = [torch.zeros(64, c, dtype=torch.float64) for _ in range(2)]
+        for j in range(weights.hidden // 128):
+            for s in range(spc):  # the producer's fills of this chunk (the ring holds a chunk at C = 256)
+                r = (it + s) % 8
+                ring[128 * r : 128 * r + 128] = cuda_kernels.ops._swizzle_128b(slots[(it + s) % slots.shape[0]]).double()
+            for wg in range(2):
+                acc1 = torch.zeros(64, 64, dtype=torch.float64)
+                for kp in range(kps):
+                    r = (it + kp) % 8
+                    acc1 += xt[:, 64 * kp : 64 * kp + 64] @ ring[128 * r + 64 * wg : 128 * r + 64 * wg + 64].T
+                hid = torch.relu(acc1 + b1[128 * j + 64 * wg : 128 * j + 64 * wg + 64])
+                r = (it + kps + wg * vb) % 8
+                acc2[wg] += hid @ ring[128 * r : 128 * r + c].T  # n = C rows from ring slot r on
+            it += spc
+        # the exchange, register by register: thread (wq, lane) of warpgroup w holds acc2[w][pos(index)]
+        keep = c // 4
+        area = torch.full((2, keep // 4, 128, 4), float("nan"), dtype=torch.float64)
+        regs = {}
+        for wg in range(2):
+            for t in range(128):
+                regs[wg, t] = [acc2[wg][_acc_position(i, t // 32, t % 32)] for i in range(c // 2)]
+                give = 0 if wg else keep  # warpgroup 1 gives the low half (warpgroup 0's columns)
+                for i in range(keep // 4):
+                    area[wg, i, t] = torch.stack(regs[wg, t][give + 4 * i : give + 4 * i + 4])
+        for wg in range(2):
+            for t in range(128):
+                kept = 0 if wg == 0 else keep
+                for i in range(keep // 4):
+                    for e in range(4):
+                        row, col = _acc_position(4 * i + e, t // 32, t % 32)
+                        col += (c // 2) * wg  # the kept sums sit in acc2[0 .. keep): columns C/2 w + ...
+                        if p0 + row < X.shape[0]:
+                            out[p0 + row, col] = regs[wg, t][kept + 4 * i + e] + area[wg ^ 1, i, t, e]
+    out = out + b2 + x.permute(0, 2, 3, 1).reshape(-1, c)
+    return out.reshape(n, h, w, c).permute(0, 3, 1, 2)
+
+
+@pytest.mark.parametrize("channels,expansion", [(256, 6), (256, 4), (256, 2), (128, 6), (128, 3), (128, 2)])
+def test_ksplit_dataflow_is_the_block(channels, expansion):
+    """Variant 7's dataflow from the packed slots through the ring (the n = C B operand across adjacent slots), the
+    two k halves, the exchange by the kernel's indices and the kept columns is the block (float64, 1e-12)."""
+    block = block_c(channels, expansion, seed=expansion).half().double()
+    x = torch.randn(1, channels, 9, 9, dtype=torch.float64)  # 81 pixels: a full and a partial tile
+    with torch.no_grad():
+        want = block(x)
+        got = _emulate_ksplit(x, block, _kernel_weights(block))
+    assert relative_error(got, want) < 1e-12
+
+
+def test_ksplit_exchange_is_a_permutation_within_the_area():
+    """Every (row, column) of the 64 x C output is given by exactly one thread and register, once per warpgroup half,
+    and the float4 indices cover the exchange area (X and as much after it) exactly, 32 consecutive float4 per warp
+    (conflict-free)."""
+    for c in c512.KSPLIT_WIDTHS:
+        info = c512.ksplit_exchange(c)
+        keep = c // 4
+        assert info["float4_per_thread"] == keep // 4 and 2 * info["bytes_per_warpgroup"] == info["area"]
+        assert info["area"] == 64 * c * 4 == 2 * (c // 64) * 8192
+        for wg in range(2):
+            cols = set()
+            for t in range(128):
+                for i in range(keep):
+                    row, col = _acc_position(i, t // 32, t % 32)
+                    cols.add((row, col + (c // 2) * wg))
+            assert len(cols) == 64 * c // 2 and {cc for _, cc in cols} == set(range((c // 2) * wg, (c // 2) * (wg + 1)))
+        index = [wg * (keep // 4) * 128 + i * 128 + t for wg in range(2) for i in range(keep // 4) for t in range(128)]
+        assert sorted(index) == list(range(info["area"] // 16))
+        for i in range(keep // 4):  # one warp's 32 lanes: 32 consecutive float4, 512 contiguous bytes
+            assert [i * 128 + 32 * 1 + lane for lane in range(32)] == list(range(i * 128 + 32, i * 128 + 64))
+
+
+def _consumer_program_v7(wg: int, my_tiles: int, nchunks: int, channels: int, give_early: bool = False,
+                         take_early: bool = False, no_x_barrier: bool = False, one_halo: bool = False,
+                         refill_before_sync: bool = False) -> list[tuple]:
+    """Consumer warpgroup `wg` of convfirst_c512_ksplit_kernel as operations: halo unit 0 issued; per tile k its conv
+    units (own copies landed, the 256-thread barrier, issue unit u + 1, the taps of u writing this warpgroup's half of
+    X panel s), the barrier after the conv, per chunk stage 1 (one U slot per wgmma group, `wait_group 1`, the pending
+    slot released), `wait_group 0`, stage 2 on this warpgroup's k panel's V slots (the other panel's waited for and
+    released at once), then `wait_group 0`, the barrier, the give into the exchange, the barrier, the take, the
+    epilogue. The keyword arguments are planted bugs."""
+    slices, vb, spc = channels // 64, channels // 128, c512.slots_per_chunk(channels)
+    nbuf = 1 if one_halo else 2
+    ops, it, pending, u = [("issue_halo", 0, 0)], 0, [], 0
+    for k in range(my_tiles):
+        for s in range(slices):
+            nxt = ("issue_halo", u + 1, (u + 1) % nbuf)
+            sync = ("barrier", ("conv", u))
+            ops += [("cp_wait", 0)] + ([nxt, sync] if refill_before_sync else [sync, nxt])
+            ops += [("taps_begin", u, u % nbuf), ("taps_end", u, u % nbuf), ("write_x", k, s)]
+            u += 1
+        if not no_x_barrier:
+            ops.append(("barrier", ("x", k)))
+        for j in range(nchunks):
+            for _ in range(slices):
+                ops += [("wait_full", it), ("issue", [it], k), ("wait_groups", 1)]
+                ops += [("release", p) for p in pending]
+                pending, it = [it], it + 1
+            ops += [("wait_groups", 0)] + [("release", p) for p in pending]
+            mine = [it + wg * vb + q for q in range(vb)]
+            theirs = [it + (1 - wg) * vb + q for q in range(vb)]
+            ops += [("wait_full", m) for m in mine] + [("issue", mine, None)]
+            for t in theirs:
+                ops += [("wait_full", t), ("release", t)]
+            pending, it = mine, it + spc - slices
+        ops += [("wait_groups", 0)] + [("release", p) for p in pending]
+        pending = []
+        if not give_early:
+            ops.append(("barrier", ("give", k)))
+        ops.append(("give", k))
+        if not take_early:
+            ops.append(("barrier", ("take", k)))
+        ops += [("take", k), ("epilogue", k)]
+    nbar = itertools.count()  # the named barrier counts arrivals: the n-th barrier of one warpgroup meets the other's n-th
+    return [op + (next(nbar),) if op[0] == "barrier" else op for op in ops]
+
+
+def _run_ksplit_model(my_tiles: int, nchunks: int, seed: int, channels: int, stages: int = 8, **bugs) -> None:
+    """One thread block of variant 7 under random interleavings (actors at random speeds per seed): the producer
+    streaming my_tiles x nchunks x slots_per_chunk slots over the 8-slot ring (refilling a slot once both warpgroups
+    released its previous fill), two consumer warpgroups (`_consumer_program_v7`: wgmma groups retiring in order, each
+    reading one U slot or its V slots; their 256-thread named barriers; their cp.async copies landing in any order at
+    any time into two halo buffers). Asserts no deadlock, every tile's epilogue once per warpgroup, no slot refilled
+    while a group reads it, no release toward another fill, stage 1 reading X of its own tile whole, X (and warpgroup
+    0's half of the exchange, which is X) never rewritten while a stage-1 group reads it or before the other warpgroup
+    took it, the take reading the other warpgroup's give of the same tile, and the halo rules."""
+    import random
+
+    rng = random.Random(seed)
+    slices, spc = channels // 64, c512.slots_per_chunk(channels)
+    nslots = my_tiles * nchunks * spc
+    slot_index, fills = [None] * stages, [0] * stages
+    released = [[0] * stages for _ in range(2)]
+    groups = [[], []]  # per warpgroup: (ring slots read, X tile read or None)
+    programs = [_consumer_program_v7(w, my_tiles, nchunks, channels, **bugs) for w in range(2)]
+    x_part = {(w, s): None for w in range(2) for s in range(slices)}  # the tile each warpgroup's half of panel s holds
+    area = {0: None, 1: None}  # the tile whose give each half of the exchange holds (half 0 is X)
+    taken = {0: None, 1: None}  # the last tile whose give of warpgroup v the other warpgroup took
+    halo = {"units": my_tiles * slices, "parts": {}, "inflight": {0: [], 1: []}, "reading": {0: None, 1: None}}
+    arrived = [0, 0]  # named-barrier arrivals per warpgroup
+    done = []
+    pc, produced = [0, 0], 0
+    speed = {key: rng.choice([0.01, 0.2, 1.0, 5.0]) for key in ["produce", *(("retire", w) for w in range(2)),
+                                                                *(("step", w) for w in range(2)),
+                                                                *(("land", w) for w in range(2))]}
+
+    def may_step(w, op):
+        if op[0] == "wait_full":
+            return fills[op[1] % stages] > op[1] // stages
+        if op[0] == "wait_groups":
+            return len(groups[w]) <= op[1]
+        if op[0] == "barrier":  # arrive, then pass once the other warpgroup has arrived at its barrier op[2]
+            return arrived[w] <= op[2] or arrived[w ^ 1] > op[2]
+        if op[0] == "cp_wait":
+            return not halo["inflight"][w]
+        return True
+
+    while True:
+        acts = []
+        if produced < nslots:
+            s, rnd = produced % stages, produced // stages
+            if all(r[s] >= rnd for r in released):
+                acts.append(("produce",))
+        for w in range(2):
+            if groups[w]:
+                acts.append(("retire", w))
+            if pc[w] < len(programs[w]) and may_step(w, programs[w][pc[w]]):
+                acts.append(("step", w))
+            if halo["inflight"][w]:
+                acts.append(("land", w))
+        if not acts:
+            assert produced == nslots and pc == [len(p) for p in programs], f"deadlock at {pc}, seed {seed}"
+            assert sorted(done) == sorted(list(range(my_tiles)) * 2), "a tile's epilogue missing or repeated"
+            return
+        act = rng.choices(acts, [speed[a if a[0] != "produce" else "produce"] for a in acts])[0]
+        if act[0] == "produce":
+            s = produced % stages
+            assert all(s not in g[0] for gs in groups for g in gs), "slot refilled while a wgmma reads it"
+            slot_index[s], fills[s] = produced, fills[s] + 1
+            produced += 1
+            continue
+        if act[0] == "retire":
+            groups[act[1]].pop(0)
+            continue
+        if act[0] == "land":
+            copies = halo["inflight"][act[1]]
+            buf, unit = copies.pop(rng.randrange(len(copies)))
+            halo["parts"][buf, act[1]] = (unit, True)
+            continue
+        w = act[1]
+        op = programs[w][pc[w]]
+        if op[0] == "barrier" and arrived[w] <= op[2]:
+            arrived[w] = op[2] + 1
+            if arrived[w ^ 1] <= op[2]:
+                continue  # arrived; passes once the other warpgroup is there
+        elif op[0] == "wait_full":
+            assert slot_index[op[1] % stages] == op[1], "the slot holds another index than awaited"
+        elif op[0] == "release":
+            s = op[1] % stages
+            assert released[w][s] == op[1] // stages, "release counted toward another phase"
+            released[w][s] += 1
+        elif op[0] == "issue":
+            for i in op[1]:
+                assert slot_index[i % stages] == i, "a wgmma reads a slot holding another index"
+            if op[2] is not None:
+                held = [x_part[v, s] for v in range(2) for s in range(slices)]
+                assert all(t == op[2] for t in held), f"stage 1 of tile {op[2]} reads X holding {held}"
+            groups[w].append(([i % stages for i in op[1]], op[2]))
+        elif op[0] == "issue_halo":
+            unit, buf = op[1], op[2]
+            if unit < halo["units"]:  # past the last unit: an empty commit group
+                assert all(r != buf for r in halo["reading"].values()), "halo buffer refilled while a warp reads it"
+                halo["parts"][buf, w] = (unit, False)
+                halo["inflight"][w].append((buf, unit))
+        elif op[0] in ("taps_begin", "taps_end"):
+            unit, buf = op[1], op[2]
+            assert all(halo["parts"].get((buf, v)) == (unit, True) for v in range(2)), \
+                "the taps read a halo whose copies have not all landed (or another unit's)"
+            halo["reading"][w] = buf if op[0] == "taps_begin" else None
+        elif op[0] == "write_x":
+            k, s = op[1], op[2]
+            assert all(g[1] is None for v in range(2) for g in groups[v]), "X overwritten while a wgmma reads it"
+            assert area[0] is None or taken[0] == area[0], "exchange overwritten before it was read"
+            area[0] = None
+            x_part[w, s] = k
+        elif op[0] == "give":
+            k = op[1]
+            if w == 0:  # warpgroup 0's half of the exchange is X
+                assert all(g[1] is None for v in range(2) for g in groups[v]), "X overwritten while a wgmma reads it"
+                for key in x_part:
+                    x_part[key] = None
+            assert area[w] is None or taken[w] == area[w], "exchange overwritten before it was read"
+            area[w] = k
+        elif op[0] == "take":
+            assert area[w ^ 1] == op[1], "exchange read before the other warpgroup wrote it"
+            taken[w ^ 1] = op[1]
+        elif op[0] == "epilogue":
+            assert not groups[w], "epilogue before the tile's groups retired"
+            done.append(op[1])
+        pc[w] += 1
+
+
+@pytest.mark.parametrize("channels,my_tiles,nchunks", [(256, 1, 2), (256, 3, 3), (256, 2, 1), (256, 3, 2),
+                                                        (128, 3, 3), (128, 4, 2), (128, 2, 6), (128, 1, 1)])
+@pytest.mark.parametrize("seed", range(20))
+def test_ksplit_protocol_has_no_deadlock_or_overwrite(seed, channels, my_tiles, nchunks):
+    """Variant 7 over 1 to 4 tiles per thread block, 1 to 6 chunks (the 8-slot ring holds one chunk at C = 256, two at
+    128), the warpgroups at skewed speeds (no barrier between them per chunk: only the ring couples them)."""
+    _run_ksplit_model(my_tiles, nchunks, seed, channels)
+
+
+@pytest.mark.parametrize("bug,message", [
+    ({"give_early": True}, "X"),  # X overwritten under a stage-1 group, or before the other warpgroup's stage 1
+    ({"take_early": True}, "exchange read before the other warpgroup wrote it"),
+    ({"no_x_barrier": True}, "stage 1 of tile"),
+    ({"one_halo": True}, "halo"),
+    ({"refill_before_sync": True}, "halo"),
+])
+def test_ksplit_model_catches_the_bugs(bug, message):
+    """The model is not blind: the give without the barrier before it (the other warpgroup's last stage 1 may still read
+    X), the take without the barrier after the give, the FFN starting without the barrier after the conv (stage 1 reads
+    a half-written X), one halo buffer, or unit u + 1's copies issued before the unit barrier each fail somewhere (or
+    deadlock)."""
+    failures = 0
+    for seed in range(150):
+        try:
+            _run_ksplit_model(3, 2, seed, 256, **bug)
+        except AssertionError as error:
+            assert message in str(error) or "deadlock" in str(error), str(error)
+            failures += 1
+    assert failures > 0
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("channels,expansion,batch,h,w", [
+    (256, 6, 128, 14, 14), (256, 4, 128, 14, 14), (256, 2, 37, 14, 14), (256, 8, 3, 14, 14), (256, 6, 1, 14, 14),
+    (256, 4, 37, 13, 13), (256, 6, 128, 7, 7), (256, 6, 1, 1, 1), (256, 4, 2, 28, 28), (256, 6, 5, 9, 27),
+    (256, 6, 1, 8, 8), (256, 4, 1, 8, 16), (256, 6, 300, 14, 14),
+    (128, 6, 128, 28, 28), (128, 4, 128, 28, 28), (128, 3, 19, 28, 28), (128, 2, 1, 28, 28), (128, 8, 3, 27, 25),
+    (128, 6, 37, 14, 14), (128, 4, 1, 1, 1), (128, 6, 2, 9, 5),
+])
+def test_ksplit_variant(channels, expansion, batch, h, w):
+    """Variant 7 against float64 (<= 2x PyTorch fp16's error, NaN-poisoned output): alpha 2 / 3 / 4 / 6 / 8, batch 128 /
+    1 / odd, odd sizes, 1 tile (1x1, 8x8), 2, 392 (3 per thread block), 919 and 1568 (12 per thread block) tiles."""
+    check_kernel(expansion, batch, h, w, variant=7, channels=channels)
+
+
+@pytest.mark.cuda
+def test_ksplit_variant_is_deterministic():
+    """Repeated launches agree bit for bit (each tile's arithmetic is fixed, whatever the warpgroups' interleaving)."""
+    block = block_c(256, 6, seed=9).cuda().half()
+    x = channels_last(torch.randn(37, 256, 14, 14, device="cuda", dtype=torch.float16))
+    weights = _kernel_weights(block)
+    want = c512.run(x, weights, variant=7)
+    for _ in range(3):
+        out = channels_last(torch.full_like(x, float("nan")))
+        got = c512.run(x, weights, out=out, variant=7)
+        torch.cuda.synchronize()
+        assert torch.equal(got, want)
+
+
+@pytest.mark.cuda
+def test_ksplit_variant_smem_matches_the_extension():
+    ext = c512._extension()
+    assert ext.num_variants == len(c512.VARIANTS) == 8
+    for channels in c512.SUPPORTED_CHANNELS:
+        assert ext.smem_bytes(channels, 7) == c512.smem_bytes(channels, 7)
+
+
+@pytest.mark.cuda
+def test_ksplit_variant_in_the_swapped_network(monkeypatch):
+    """CUDA_KERNELS_C512_VARIANT=7 sends the C = 128 and 256 blocks of a swapped network to variant 7."""
+    monkeypatch.setenv(c512.VARIANT_SWITCH, "7")
+    monkeypatch.setenv(c512.WGMMA_SWITCH, "128,256")
+    torch.manual_seed(7)
+    net = nn.Sequential(block_c(256, 6, seed=1), block_c(256, 4, seed=2)).cuda().half()
+    x = channels_last(torch.randn(2, 256, 14, 14, device="cuda", dtype=torch.float16))
+    swap, got, exact = swap_against_float64(net, x)
+    assert swap.fused["ConvFirstBlock"] == 2 and all(type(m).__name__ == "FusedConvFirstC512" for m in net)
+    assert relative_error(got, exact) < 5e-3
+
+
+def test_device_script_for_v7():
+    """device_run_v7.sh: valid bash; smoke first (stops on a hang), the variant-7 GPU tests, the bench of variants 3
+    and 7, the V7 lines and V7_OK last."""
+    import pathlib
+    import subprocess
+
+    script = pathlib.Path(__file__).resolve().parents[1] / "cuda_kernels" / "device_run_v7.sh"
+    assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
+    text = script.read_text()
+    for needle in ("step smoke", "step tests", "-k \"ksplit\"", "--variants 3,7", "--case c256:6:14",
+                   "--case c256:4:14", "--case c128:6:28", "variant_lines", "(3, 7)", "'V7'", "V7_OK=", "-res-usage"):
         assert needle in text, needle
