@@ -141,8 +141,8 @@ def _round16(t: torch.Tensor) -> torch.Tensor:
 
 
 def emulate_project_v7(d, scale, w_proj, b_proj, x, n, hw, c_out, hidden):
-    """project_v7_kernel CTA by CTA (float64 sums; the fp16 rounding of the scaled A as the kernel's fp32
-    product): returns out [P, C_out] (float64, before the fp16 store) and how often each element was stored."""
+    """project_v7_kernel CTA by CTA (float64 sums; the scale rounded to fp16 and the fp16 product, as the
+    kernel's HMUL2 and PyTorch's fp16 block): returns out [P, C_out] (float64, before the fp16 store) and how often each element was stored."""
     pl = plan(n, hw, 1, c_out)
     hw16, bn, ks, n_tiles = pl["hw16"], pl["bn"], pl["ks"], pl["n_tiles"]
     hk_pad = w_proj.shape[1]
@@ -165,7 +165,7 @@ def emulate_project_v7(d, scale, w_proj, b_proj, x, n, hw, c_out, hidden):
             vw = v0 + wr * 16
             im = min(vw // hw16, n - 1)
             kk = torch.arange(ktiles * BK).clamp(max=hidden - 1)  # finite scale past `hidden` (A is 0 there)
-            sa = _round16(a[wr * 16:wr * 16 + 16] * scale[im, kk])
+            sa = _round16(a[wr * 16:wr * 16 + 16] * _round16(scale[im, kk]))  # HMUL2 by the fp16 scale
             parts = []
             for kh in range(ks):
                 cols = [kt * BK + s * 16 + c for kt in range(ktiles) for s in range(BK // 16) if s % ks == kh
@@ -204,7 +204,7 @@ def test_project_v7_tiling_computes_the_scaled_projection(n, hw, hidden, c_out, 
     got, stores = emulate_project_v7(d, scale, w_proj, b_proj, x, n, hw, c_out, hidden)
     assert (stores == 1).all(), "every output element stored exactly once"
     img = torch.arange(n * hw) // hw
-    ref = _round16(d * scale[img, :hidden]) @ w_proj[:c_out, :hidden].t() + b_proj[:c_out]
+    ref = _round16(d * _round16(scale[img, :hidden])) @ w_proj[:c_out, :hidden].t() + b_proj[:c_out]
     if residual:
         ref = ref + x
     assert torch.allclose(got, ref, rtol=1e-12, atol=1e-12)

@@ -9,8 +9,8 @@
 //   KS k-groups (8 or 16 warps). Each cp.async stage brings 64 channels of D and V (3 stages); k-group kh
 //   multiplies the stage's 16-channel slices kh, kh + KS, ... At the end the groups 1 .. KS-1 leave their
 //   accumulators in shared memory, group 0 adds them and runs version 3's epilogue (bias, shortcut, fp16 store).
-//   Rounding as version 3: the scale multiplies the fp16 A fragment in fp32, one rounding to fp16; only the
-//   summation order over k differs (per k-group, then the groups).
+//   Rounding as PyTorch's fp16 block: the scale rounded to fp16, the fp16 product of the A fragment with it
+//   (version 3 multiplies in fp32 by the fp32 scale); the sums over k per k-group, then the groups added.
 #include <algorithm>
 
 #include "mbconv.cuh"
@@ -32,10 +32,16 @@ __host__ __device__ constexpr int project_v7_bn(int c_out) {
 }
 __host__ __device__ constexpr int project_v7_ks(int hw) { return round_up(hw, 16) <= 64 ? 4 : 2; }
 
-__device__ __forceinline__ uint32_t scale_half2_v7(uint32_t v, float2 s) {
-  const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&v));
-  const __half2 r = __floats2half2_rn(f.x * s.x, f.y * s.y);
-  return *reinterpret_cast<const uint32_t*>(&r);
+// The SE scale on an A fragment as PyTorch's fp16 block rounds it: the scale to fp16 (the block's sigmoid output
+// is fp16), then the fp16 product, correctly rounded (HMUL2): 2 conversions and 4 HMUL2 per 16 x 16 fragment,
+// where version 3's fp32 product takes 8 + 8 + 4 (the two differ by at most one fp16 rounding of the scale).
+__device__ __forceinline__ void scale_fragment_v7(uint32_t (&a)[4], float2 slo, float2 shi) {
+  const __half2 lo = __float22half2_rn(slo), hi = __float22half2_rn(shi);
+#pragma unroll
+  for (int r = 0; r < 4; ++r) {
+    const __half2 v = __hmul2(*reinterpret_cast<const __half2*>(&a[r]), r < 2 ? lo : hi);
+    a[r] = *reinterpret_cast<const uint32_t*>(&v);
+  }
 }
 
 // out[P x C_out] = (D * scale[image]) V^T + b (+ x) over virtual rows; blockIdx.x = M tile * n_tiles + N tile.
@@ -59,38 +65,46 @@ __global__ void __launch_bounds__(128 * KS, KS == 4 ? 2 : 3) project_v7_kernel(c
   pdl::launch_dependents();
 
   // This thread's copy slots, fixed for the CTA: A chunk i = tid + j THREADS is virtual row i / 8, channels
-  // c = (tid % 8) * 8 of each stage (the same c for every j); a_off: its element offset in D, -1 for rows past
-  // their image (or the batch), which are zero-filled. B chunk i: row i / 8 of V's N tile, -1 past C_out.
+  // c = (tid % 8) * 8 of each stage (the same c for every j); its source steps by BK per stage; rows past their
+  // image (or the batch), channels past `hidden` (A) or hk_pad (B) and V rows past C_out are zero-filled.
   const int c = (tid & 7) * 8;
-  int a_off[A_COPIES], b_off[B_COPIES];
+  const __half* a_src[A_COPIES];
+  bool a_row_ok[A_COPIES];
 #pragma unroll
   for (int j = 0; j < A_COPIES; ++j) {
     const int v = v0 + (tid + j * THREADS) / 8, im = v / hw16, rr = v - im * hw16;
-    a_off[j] = im < p.N && rr < hw ? (im * hw + rr) * p.hidden + c : -1;  // the binding keeps D < 2^31 elements
+    a_row_ok[j] = im < p.N && rr < hw;
+    a_src[j] = p.d + (a_row_ok[j] ? (size_t)(im * hw + rr) * p.hidden + c : 0);
   }
+  int b_src[B_COPIES];  // element offsets in V (small: 32 bits spare registers at 80 a thread)
+  bool b_row_ok[B_COPIES];
 #pragma unroll
   for (int j = 0; j < B_COPIES; ++j) {
     const int r = (tid + j * THREADS) / 8;
-    b_off[j] = n0 + r < p.C_out ? (n0 + r) * p.hk_pad + c : -1;
+    b_row_ok[j] = n0 + r < p.C_out;
+    b_src[j] = b_row_ok[j] ? (n0 + r) * p.hk_pad + c : 0;
   }
   const uint32_t a_dst = smem_addr(As + (tid / 8) * LD + c), b_dst = smem_addr(Bs + (tid / 8) * LD + c);
-  auto issue = [&](int kt) {
-    if (kt < ktiles) {
-      const int stage = kt % STAGES, k0 = kt * BK;
-      const bool a_k = k0 + c < p.hidden, b_k = k0 + c < p.hk_pad;
+  int ld_kt = 0, ld_stage = 0;  // the next stage to fill (issue runs STAGES - 1 ahead)
+  auto issue = [&]() {
+    if (ld_kt < ktiles) {
+      const int k = ld_kt * BK + c;
+      const bool a_k = k < p.hidden, b_k = k < p.hk_pad;
 #pragma unroll
       for (int j = 0; j < A_COPIES; ++j) {
-        const bool ok = a_k && a_off[j] >= 0;
-        cp_async16(a_dst + (stage * BM + j * (THREADS / 8)) * LD * 2, ok ? p.d + a_off[j] + k0 : p.d, ok);
+        cp_async16(a_dst + (ld_stage * BM + j * (THREADS / 8)) * LD * 2, a_src[j], a_k && a_row_ok[j]);
+        a_src[j] += BK;
       }
 #pragma unroll
       for (int j = 0; j < B_COPIES; ++j) {
         if (B_CHUNKS % THREADS && tid + j * THREADS >= B_CHUNKS) break;
-        const bool ok = b_k && b_off[j] >= 0;
-        cp_async16(b_dst + (stage * BN + j * (THREADS / 8)) * LD * 2, ok ? p.w_proj + b_off[j] + k0 : p.w_proj, ok);
+        cp_async16(b_dst + (ld_stage * BN + j * (THREADS / 8)) * LD * 2, p.w_proj + b_src[j], b_k && b_row_ok[j]);
+        b_src[j] += BK;
       }
     }
     cp_async_commit();  // an empty group past the end keeps wait_group's count uniform
+    ++ld_kt;
+    if (++ld_stage == STAGES) ld_stage = 0;
   };
 
   // This warp's fragment: virtual rows vw .. vw + 15, all of image img (clamped: a fragment past the batch is
@@ -107,12 +121,14 @@ __global__ void __launch_bounds__(128 * KS, KS == 4 ? 2 : 3) project_v7_kernel(c
     for (int k = 0; k < 4; ++k) acc[j][k] = 0.f;
 
 #pragma unroll
-  for (int s = 0; s < STAGES - 1; ++s) issue(s);
+  for (int s = 0; s < STAGES - 1; ++s) issue();
   int stage = 0;
+  constexpr int UNROLL = KS == 2 ? 1 : 2;  // KS = 2, BN = 64 unrolled by 2 spills at 80 registers
+#pragma unroll UNROLL
   for (int kt = 0; kt < ktiles; ++kt) {
     cp_async_wait<STAGES - 2>();
     __syncthreads();  // stage kt has landed; everyone is done with stage kt - 1, which is refilled next
-    issue(kt + STAGES - 1);
+    issue();  // stage kt + STAGES - 1
     const __half* a_s = As + stage * BM * LD + (wr * 16 + a_row) * LD + a_k;
     const __half* b_s = Bs + stage * BN * LD + b_row * LD + b_k;
 #pragma unroll
@@ -124,10 +140,7 @@ __global__ void __launch_bounds__(128 * KS, KS == 4 ? 2 : 3) project_v7_kernel(c
       uint32_t a[4];
       ldmatrix_x4(a, smem_addr(a_s + col));
       // a[0]: (row g, k..k+1), a[1]: (row g+8, k..), a[2]: (row g, k+8..), a[3]: (row g+8, k+8..)
-      a[0] = scale_half2_v7(a[0], slo);
-      a[1] = scale_half2_v7(a[1], slo);
-      a[2] = scale_half2_v7(a[2], shi);
-      a[3] = scale_half2_v7(a[3], shi);
+      scale_fragment_v7(a, slo, shi);
 #pragma unroll
       for (int np = 0; np < NP; ++np) {
         uint32_t b[4];
