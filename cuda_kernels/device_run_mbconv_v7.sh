@@ -88,10 +88,10 @@ if [ $rc -ne 0 ]; then
   finish 0
 fi
 for v in 3 7; do  # the headline pair first, so that a slow test step cannot crowd it out
-  step "e2e_v$v" 35 env CUDA_KERNELS_MBCONV_VERSION=$v python3 cli.py bench efficientnet_b0 --repeats 20 --warmup 5 \
+  step "e2e_v$v" 30 env CUDA_KERNELS_MBCONV_VERSION=$v python3 cli.py bench efficientnet_b0 --repeats 20 --warmup 5 \
     --cuda-graphs --backend cuda_kernels -o "$out/b0_v$v.json"
 done
-step tests 65 python3 -m pytest -q -m cuda --tb=short -p no:cacheprovider tests/test_mbconv_v7.py || ok=0
+step tests 75 python3 -m pytest -q -m cuda --tb=short -p no:cacheprovider tests/test_mbconv_v7.py || ok=0
 step bench 40 python3 -m cuda_kernels.mbconv_bench --out "$out/mb7_blocks.json" --version 3 --version 7 --budget-s 0 \
   --repeats 20 --block features.2.1 --block features.3.1 --block features.4.1 --block features.5.1 \
   --block features.6.1 --block features.7.0
