@@ -505,3 +505,178 @@ def test_v7_chain_in_a_cuda_graph(monkeypatch, pdl):
         torch.cuda.synchronize()
         for o, w in zip(outs, want):
             assert torch.isfinite(o).all() and relative_error(o, w.double()) < 1e-3
+
+
+# ---- project_v7, lane by lane: the kernel's byte addresses into one shared-memory image ----
+
+def _ldmatrix_x4(smem: "np.ndarray", addrs: list[int]) -> list[list[tuple[float, float]]]:
+    """ldmatrix.x4 (no transpose) on fp16 shared memory `smem` (indexed in halves) with lane l supplying the byte
+    address of row l % 8 of matrix l // 8: regs[lane][r] = the two halves lane gets of matrix r."""
+    assert all(a % 16 == 0 for a in addrs)
+    return [[(smem[addrs[8 * r + lane // 4] // 2 + 2 * (lane % 4)], smem[addrs[8 * r + lane // 4] // 2 + 2 * (lane % 4) + 1])
+             for r in range(4)] for lane in range(32)]
+
+
+def _mma(acc, a, b0, b1):
+    """mma.m16n8k16 row.col: acc[lane][4] += A (from a[lane][4] pairs) x B (from b0, b1 pairs), by the PTX
+    fragment layouts (g = lane / 4, q = lane % 4)."""
+    import numpy as np
+
+    A = np.zeros((16, 16))
+    B = np.zeros((16, 8))
+    for lane in range(32):
+        g, q = lane // 4, lane % 4
+        for r, (row, k) in enumerate(((g, 2 * q), (g + 8, 2 * q), (g, 2 * q + 8), (g + 8, 2 * q + 8))):
+            A[row, k:k + 2] = a[lane][r]
+        B[2 * q:2 * q + 2, g] = b0[lane]
+        B[2 * q + 8:2 * q + 10, g] = b1[lane]
+    C = A @ B
+    for lane in range(32):
+        g, q = lane // 4, lane % 4
+        acc[lane][0] += C[g, 2 * q]
+        acc[lane][1] += C[g, 2 * q + 1]
+        acc[lane][2] += C[g + 8, 2 * q]
+        acc[lane][3] += C[g + 8, 2 * q + 1]
+
+
+def _project_v7_lanes(d, scale, w_proj, b_proj, x, n, hw, c_out, hidden, hid_pad):
+    """project_v7_kernel transliterated per thread and lane (csrc/mbconv_v7.cu): cp.async into byte addresses of
+    one shared-memory image, ldmatrix addresses, HMUL2 scaling, mma fragments, the k-groups' exchange through the
+    same memory, the epilogue's stores. Returns out [P, C_out] (float64 sums) and the store count."""
+    import numpy as np
+
+    pl = plan(n, hw, 1, c_out)
+    hw16, bn, ks, n_tiles = pl["hw16"], pl["bn"], pl["ks"], pl["n_tiles"]
+    threads, nt_, np_, j_ = 128 * ks, bn // 8, bn // 16, BK // 16 // ks
+    a_copies, b_chunks = BM * BK // 8 // threads, bn * BK // 8
+    b_copies = -(-b_chunks // threads)
+    hk_pad = w_proj.shape[1]
+    ktiles = -(-hidden // BK)
+    dflat, vflat = d.reshape(-1).numpy(), w_proj.reshape(-1).numpy()
+    f16 = lambda v: float(np.float16(v))
+    out = np.full((n * hw, c_out), np.nan)
+    stores = np.zeros((n * hw, c_out), dtype=np.int64)
+    bs_half = STAGES * BM * LD  # Bs = As + STAGES * BM * LD halves
+    for unit in range(pl["units"]):
+        smem = np.full(pl["smem"] // 2, np.nan)  # stale shared memory: NaN, so a missed copy shows
+        m_tile = unit // n_tiles
+        n0, v0 = (unit - m_tile * n_tiles) * bn, m_tile * BM
+        th = []
+        for tid in range(threads):
+            c = (tid & 7) * 8
+            a = []
+            for j in range(a_copies):
+                v = v0 + (tid + j * threads) // 8
+                im, rr = v // hw16, v - (v // hw16) * hw16
+                ok = im < n and rr < hw
+                a.append([((im * hw + rr) * hidden + c) if ok else 0, ok])
+            b = []
+            for j in range(b_copies):
+                r = (tid + j * threads) // 8
+                ok = n0 + r < c_out
+                b.append([(n0 + r) * hk_pad + c if ok else 0, ok])
+            th.append({"c": c, "a": a, "b": b, "a_dst": 2 * ((tid // 8) * LD + c), "b_dst": 2 * (bs_half + (tid // 8) * LD + c)})
+        state = {"kt": 0, "stage": 0}
+
+        def issue():
+            if state["kt"] < ktiles:
+                for tid, t in enumerate(th):
+                    k = state["kt"] * BK + t["c"]
+                    for j, (off, ok) in enumerate(t["a"]):
+                        dst = (t["a_dst"] + (state["stage"] * BM + j * (threads // 8)) * LD * 2) // 2
+                        smem[dst:dst + 8] = dflat[off:off + 8] if (ok and k < hidden) else 0
+                        t["a"][j][0] += BK
+                    for j, (off, ok) in enumerate(t["b"]):
+                        if tid + j * threads >= b_chunks:
+                            break
+                        dst = (t["b_dst"] + (state["stage"] * bn + j * (threads // 8)) * LD * 2) // 2
+                        smem[dst:dst + 8] = vflat[off:off + 8] if (ok and k < hk_pad) else 0
+                        t["b"][j][0] += BK
+            state["kt"] += 1
+            state["stage"] = (state["stage"] + 1) % STAGES
+
+        warps = 4 * ks
+        acc = [[[[0.0] * 4 for _ in range(nt_)] for _ in range(32)] for _ in range(warps)]  # [warp][lane][nt][4]
+        for _ in range(STAGES - 1):
+            issue()
+        stage = 0
+        for kt in range(ktiles):
+            issue()
+            for warp in range(warps):
+                wr, kh = warp & 3, warp >> 2
+                vw = v0 + wr * 16
+                img = min(vw // hw16, n - 1)
+                for jj in range(j_):
+                    col = (kh + jj * ks) * 16
+                    k = kt * BK + col
+                    addrs = [2 * (stage * BM * LD + (wr * 16 + (l & 15)) * LD + (l >> 4) * 8 + col) for l in range(32)]
+                    a = _ldmatrix_x4(smem, addrs)
+                    for lane in range(32):
+                        q = lane & 3
+                        lo, hi = min(k + 2 * q, hidden - 2), min(k + 2 * q + 8, hidden - 2)
+                        s = [(f16(scale[img, lo]), f16(scale[img, lo + 1])), (f16(scale[img, hi]), f16(scale[img, hi + 1]))]
+                        a[lane] = [(f16(a[lane][r][0] * s[r // 2][0]), f16(a[lane][r][1] * s[r // 2][1])) for r in range(4)]
+                    for npi in range(np_):
+                        baddrs = [2 * (bs_half + stage * bn * LD + ((l & 7) + ((l >> 4) << 3)) * LD + ((l >> 3) & 1) * 8
+                                       + npi * 16 * LD + col) for l in range(32)]
+                        b = _ldmatrix_x4(smem, baddrs)
+                        for half in range(2):
+                            sub = [acc[warp][lane][2 * npi + half] for lane in range(32)]
+                            _mma(sub, a, [b[lane][2 * half] for lane in range(32)], [b[lane][2 * half + 1] for lane in range(32)])
+            stage = (stage + 1) % STAGES
+        red = smem.view()  # reinterpreted as fp32 slots: model it as its own float array of the same byte size
+        red = np.full(pl["smem"] // 4, np.nan)
+        for warp in range(4, warps):
+            wr, kh = warp & 3, warp >> 2
+            for lane in range(32):
+                for j in range(nt_):
+                    for k in range(4):
+                        red[(((kh - 1) * 4 + wr) * nt_ * 4 + j * 4 + k) * 32 + lane] = acc[warp][lane][j][k]
+        for wr in range(4):
+            vw = v0 + wr * 16
+            img = min(vw // hw16, n - 1)
+            img_ok = vw // hw16 < n
+            for lane in range(32):
+                g, q = lane >> 2, lane & 3
+                rr0 = vw - (vw // hw16) * hw16 + g
+                for nt in range(nt_):
+                    for o in range(ks - 1):
+                        for k in range(4):
+                            acc[wr][lane][nt][k] += red[((o * 4 + wr) * nt_ * 4 + nt * 4 + k) * 32 + lane]
+                    colx = n0 + nt * 8 + 2 * q
+                    if colx >= c_out or not img_ok:
+                        continue
+                    for h in range(2):
+                        if rr0 + 8 * h >= hw:
+                            continue
+                        row = img * hw + rr0 + 8 * h
+                        for u in range(2):
+                            v = acc[wr][lane][nt][2 * h + u] + float(b_proj[colx + u])
+                            if x is not None:
+                                v += float(x[row, colx + u])
+                            out[row, colx + u] = v
+                            stores[row, colx + u] += 1
+    return torch.from_numpy(out), torch.from_numpy(stores)
+
+
+@pytest.mark.parametrize("n,hw,hidden,c_out,residual", [(2, 49, 96, 80, True), (1, 196, 160, 64, False),
+                                                        (3, 9, 40, 16, False), (1, 25, 72, 112, False),
+                                                        (1, 9, 264, 48, True)])  # 5 stages: the ring wraps
+def test_project_v7_lane_by_lane(n, hw, hidden, c_out, residual):
+    """The kernel's own addresses and fragment layouts (shared memory poisoned with NaN: a copy that misses a
+    read element, or a read outside what was copied, gives NaN) against the projection computed directly."""
+    gen = torch.Generator().manual_seed(n * hw + hidden)
+    hid_pad, hk_pad, cout_pad = -(-hidden // 48) * 48, -(-hidden // 32) * 32, -(-c_out // 64) * 64
+    d = _round16(torch.rand(n * hw, hidden, dtype=torch.float64, generator=gen) * 2 - 0.3)
+    scale = torch.rand(n, hid_pad, dtype=torch.float64, generator=gen)
+    w_proj = torch.zeros(cout_pad, hk_pad, dtype=torch.float64)
+    w_proj[:c_out, :hidden] = _round16(torch.randn(c_out, hidden, dtype=torch.float64, generator=gen) / hidden ** 0.5)
+    b_proj = torch.randn(cout_pad, dtype=torch.float64, generator=gen)
+    x = _round16(torch.randn(n * hw, c_out, dtype=torch.float64, generator=gen)) if residual else None
+    got, stores = _project_v7_lanes(d, scale, w_proj, b_proj, x, n, hw, c_out, hidden, hid_pad)
+    assert (stores == 1).all() and torch.isfinite(got).all()
+    img = torch.arange(n * hw) // hw
+    ref = _round16(d * _round16(scale[img, :hidden])) @ w_proj[:c_out, :hidden].t() + b_proj[:c_out]
+    if residual:
+        ref = ref + x
+    assert torch.allclose(got, ref, rtol=1e-9, atol=1e-9)
