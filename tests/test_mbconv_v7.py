@@ -624,8 +624,7 @@ def _project_v7_lanes(d, scale, w_proj, b_proj, x, n, hw, c_out, hidden, hid_pad
                             sub = [acc[warp][lane][2 * npi + half] for lane in range(32)]
                             _mma(sub, a, [b[lane][2 * half] for lane in range(32)], [b[lane][2 * half + 1] for lane in range(32)])
             stage = (stage + 1) % STAGES
-        red = smem.view()  # reinterpreted as fp32 slots: model it as its own float array of the same byte size
-        red = np.full(pl["smem"] // 4, np.nan)
+        red = np.full(pl["smem"] // 4, np.nan)  # the stages reused as fp32 slots
         for warp in range(4, warps):
             wr, kh = warp & 3, warp >> 2
             for lane in range(32):
