@@ -19,57 +19,16 @@ from perfmodel.harness import randomize_batchnorm, reference_precision, relative
 from perfmodel.zoo import fold_batchnorm
 
 from helpers import dynamo_graph
+from mbconv_helpers import DISTINCT, RESOLUTION, mbconv_shapes
+from mbconv_helpers import block_of as _block
+from mbconv_helpers import check_on_gpu as _check_on_gpu
+from mbconv_helpers import fresh_model as _model
+from mbconv_helpers import gpu_input as _gpu_input
 
-RESOLUTION = {"efficientnet_b0": 224, "efficientnet_b2": 288}  # the specs' native inputs
 # kernel-1 versions the GPU tests run (all by default; a device call may narrow it to save time)
 VERSIONS = tuple(int(v) for v in os.environ.get("MBCONV_TEST_VERSIONS", ",".join(map(str, mb.VERSIONS))).split(","))
 
 
-@functools.lru_cache(maxsize=None)
-def _base_model(name: str) -> nn.Module:
-    torch.manual_seed(0)
-    return randomize_batchnorm(getattr(torchvision.models, name)()).eval()
-
-
-def _model(name: str) -> nn.Module:
-    """A fresh copy of the model (random weights, realistic BN statistics, eval mode)."""
-    return copy.deepcopy(_base_model(name))
-
-
-def _block(name: str, path: str) -> nn.Module:
-    return copy.deepcopy(_base_model(name).get_submodule(path))
-
-
-@functools.lru_cache(maxsize=None)
-def mbconv_shapes(name: str) -> dict[str, tuple[int, int, int]]:
-    """Module path -> input (C, H, W) of every MBConv, traced once on the meta device."""
-    model = _model(name).to("meta")
-    shapes = {}
-    for path, m in model.named_modules():
-        if isinstance(m, MBConv):
-            m.register_forward_pre_hook(functools.partial(lambda p, _m, a: shapes.__setitem__(p, tuple(a[0].shape[1:])),
-                                                          path))
-    size = RESOLUTION[name]
-    with torch.no_grad():
-        model(torch.empty(1, 3, size, size, device="meta"))
-    return shapes
-
-
-def distinct_blocks():
-    """(model, path) of each distinct MBConv configuration (and input size) of B0 and B2."""
-    seen, cases = set(), []
-    for name in RESOLUTION:
-        for path, shape in mbconv_shapes(name).items():
-            block = _block(name, path)
-            dw = block.block[-3][0]
-            key = (shape, dw.kernel_size, dw.stride, block.out_channels, len(block.block))
-            if key not in seen:
-                seen.add(key)
-                cases.append((name, path))
-    return cases
-
-
-DISTINCT = distinct_blocks()
 
 
 # ---- CPU: reference, folding, policy ----
@@ -223,36 +182,6 @@ def test_fused_mbconv_is_one_opaque_operator_under_torch_compile():
 
 
 # ---- GPU: the kernels ----
-
-def _check_on_gpu(block: nn.Module, x: torch.Tensor, version: int, exact: str = "float64") -> tuple[float, float]:
-    """Kernel vs PyTorch fp16, both against the folded block in `exact` precision; the output
-    (and, through the caching allocator, the scratch tensors) poisoned with NaN first."""
-    block = fold_batchnorm(block).cuda()
-    params = mb.block_params(block)
-    dtype = getattr(torch, exact)
-    with torch.no_grad(), reference_precision():
-        ref = mb.reference(x.to(dtype), mb.block_params(copy.deepcopy(block).to(dtype)))
-        torch_fp16 = copy.deepcopy(block).half()(x)
-    weights = mb.prepare_weights(params)
-    n, _, h, w = x.shape
-    ho, wo = mb.output_size(h, params.stride), mb.output_size(w, params.stride)
-    poison = torch.full((64 << 20,), float("nan"), device="cuda", dtype=torch.float16)
-    del poison  # its memory returns to the cache, NaN-filled, for the kernels' scratch tensors
-    out = torch.full((n, params.out_channels, ho, wo), float("nan"), device="cuda", dtype=torch.float16)
-    out = out.contiguous(memory_format=torch.channels_last)
-    got = mb.mbconv(x, params, weights, out=out, version=version)
-    torch.cuda.synchronize()
-    assert got.data_ptr() == out.data_ptr()
-    err, torch_err = relative_error(got, ref), relative_error(torch_fp16, ref)
-    assert torch_err > 0, "PyTorch fp16 equals the reference: the check would be blind"
-    assert err <= 2 * torch_err, f"kernel error {err:.3g} > 2 x PyTorch fp16 error {torch_err:.3g}"
-    return err, torch_err
-
-
-def _gpu_input(batch: int, shape: tuple[int, int, int]) -> torch.Tensor:
-    x = torch.randn(batch, *shape, device="cuda", dtype=torch.float16)
-    return x.contiguous(memory_format=torch.channels_last)
-
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("version", VERSIONS)

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from cuda_kernels import mbconv as mb
+from mbconv_helpers import b0_block_case
 
 BM, BK, THREADS, WARPS = 128, 32, 128, 4  # csrc/mbconv_v3.cu kProjV3BM, kProjV3BK, kProjectThreads
 
@@ -266,27 +267,6 @@ def _emulated_v3(x: torch.Tensor, p: "mb.MBConvParams", w: "mb.MBConvWeights", t
     y = f.conv2d((d * scale[:, :, None, None]).half().float(), w.w_proj[:c_out, :hidden].float()[:, :, None, None],
                  w.b_proj[:c_out])
     return (y + xf if p.residual else y).half()
-
-
-def b0_block_case(path: str):
-    """EfficientNet-B0's block `path` (random BN, folded) on a 2 x C x 14 x 14 fp16 input: x, its
-    parameters, the packed weights (from float32), the float64 reference and PyTorch fp16's error."""
-    import torchvision
-
-    from perfmodel.harness import randomize_batchnorm, relative_error
-    from perfmodel.zoo import fold_batchnorm
-
-    torch.manual_seed(0)
-    model = randomize_batchnorm(torchvision.models.efficientnet_b0()).eval()
-    block = fold_batchnorm(model.get_submodule(path))
-    c = block.block[0][0].in_channels
-    x = torch.randn(2, c, 14, 14, generator=torch.Generator().manual_seed(1)).half()
-    params = mb.block_params(block)
-    with torch.no_grad():
-        ref = mb.reference(x.double(), mb.block_params(block.double()))
-        torch_err = relative_error(block.half()(x), ref)
-        weights = mb.prepare_weights(mb.block_params(block.float()))
-    return x, params, weights, ref, torch_err
 
 
 @pytest.mark.parametrize("path", ["features.1.0", "features.2.0", "features.2.1", "features.3.0", "features.4.1",

@@ -297,7 +297,8 @@ def test_se_in_last_cta_computes_the_squeeze_excitation(hidden, sq, bands, smem)
 
 def test_kernel1_shared_memory_holds_the_se_of_every_b0_and_b2_block():
     """FC2 warps per block from kernel 1's shared memory (at least one always: the launcher raises it)."""
-    from test_mbconv_kernels import DISTINCT, _block, mbconv_shapes
+    from mbconv_helpers import DISTINCT, mbconv_shapes
+    from mbconv_helpers import block_of as _block
 
     for name, path in DISTINCT:
         block = _block(name, path)
@@ -360,7 +361,7 @@ def test_v7_emulated_block_stays_within_twice_pytorch_fp16(path):
     """EfficientNet-B0's late blocks, batch 2 at 14x14 input: version 7's tiling, SE placement and rounding
     points against the folded torchvision block in float64 (test_mbconv_v3's case)."""
     from perfmodel.harness import relative_error
-    from test_mbconv_v3 import b0_block_case
+    from mbconv_helpers import b0_block_case
 
     x, params, weights, ref, torch_err = b0_block_case(path)
     with torch.no_grad():
@@ -399,13 +400,14 @@ def test_the_pdl_source_check_lists_the_version_7_kernels():
 # ---- GPU ----
 
 def _gpu():
-    from test_mbconv_kernels import _check_on_gpu, _gpu_input
+    from mbconv_helpers import check_on_gpu as _check_on_gpu
+    from mbconv_helpers import gpu_input as _gpu_input
 
     return _check_on_gpu, _gpu_input
 
 
 def _distinct():
-    from test_mbconv_kernels import DISTINCT
+    from mbconv_helpers import DISTINCT
 
     return DISTINCT
 
@@ -414,7 +416,8 @@ def _distinct():
 @pytest.mark.parametrize("batch", [1, 128])
 @pytest.mark.parametrize("name,path", _distinct())
 def test_v7_every_shape_of_b0_and_b2(name, path, batch):
-    from test_mbconv_kernels import _block, mbconv_shapes
+    from mbconv_helpers import block_of as _block
+    from mbconv_helpers import mbconv_shapes
 
     check, gpu_input = _gpu()
     torch.manual_seed(batch)
@@ -427,7 +430,8 @@ def test_v7_every_shape_of_b0_and_b2(name, path, batch):
                                              ("features.2.0", 9, 5), ("features.3.0", 7, 5), ("features.1.0", 5, 5),
                                              ("features.5.0", 17, 2)])
 def test_v7_odd_sizes(path, size, batch):
-    from test_mbconv_kernels import _block, mbconv_shapes
+    from mbconv_helpers import block_of as _block
+    from mbconv_helpers import mbconv_shapes
 
     check, gpu_input = _gpu()
     c = mbconv_shapes("efficientnet_b0")[path][0]
@@ -436,7 +440,9 @@ def test_v7_odd_sizes(path, size, batch):
 
 def _prepared(path, batch, seed=1):
     from perfmodel.zoo import fold_batchnorm
-    from test_mbconv_kernels import _block, _gpu_input, mbconv_shapes
+    from mbconv_helpers import block_of as _block
+    from mbconv_helpers import gpu_input as _gpu_input
+    from mbconv_helpers import mbconv_shapes
 
     torch.manual_seed(seed)
     block = fold_batchnorm(_block("efficientnet_b0", path)).cuda()
