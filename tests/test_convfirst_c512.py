@@ -1606,18 +1606,31 @@ def test_bench_variant_lines(tmp_path):
     assert bench_c512.variant_lines(str(tmp_path / "missing.json")) == []
 
 
-def test_device_script_for_v5():
-    """device_run_v5.sh: valid bash; smoke first (stops on a hang), the variant-5 GPU tests, the bench of
-    variants 3 and 5, the V5 lines and V5_OK last."""
+@pytest.mark.parametrize("variant,tests_k,smoke,bench", [
+    (5, "prefetch", "64:6:8:56 128:6:32:28", "c64:6:56 c64:4:56 c128:6:28"),
+    (6, "pingpong", "64:6:8:56 64:4:8:56", "c64:6:56 c64:4:56"),
+    (7, "ksplit", "256:6:96:14 256:4:96:14 128:6:32:28", "c256:6:14 c256:4:14 c128:6:28"),
+])
+def test_device_scripts_of_the_variants(variant, tests_k, smoke, bench):
+    """device_run_v5/6/7.sh hand their variant, GPU tests, smoke and bench cases to device_run_c512_variant.sh, which
+    is valid bash: build, smoke first (stops on a hang or failure), the tests, the bench of variants 3 and the one
+    under test, the V<n> lines and V<n>_OK last."""
     import pathlib
     import subprocess
 
-    script = pathlib.Path(__file__).resolve().parents[1] / "cuda_kernels" / "device_run_v5.sh"
-    assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
-    text = script.read_text()
-    for needle in ("step smoke", "step tests", "--variants 3,5", "--case c64:6:56", "--case c64:4:56",
-                   "--case c128:6:28", "variant_lines", "V5_OK=", "-res-usage"):
-        assert needle in text, needle
+    here = pathlib.Path(__file__).resolve().parents[1] / "cuda_kernels"
+    wrapper = here / f"device_run_v{variant}.sh"
+    generic = here / "device_run_c512_variant.sh"
+    for script in (wrapper, generic):
+        assert subprocess.run(["bash", "-n", str(script)]).returncode == 0, script
+    text = " ".join(wrapper.read_text().replace("\\\n", " ").split())  # line continuations joined
+    assert f'device_run_c512_variant.sh "${{1:?output folder}}" {variant} "{tests_k}" "{smoke}" "{bench}"' in text
+    body = generic.read_text()
+    order = [body.index(n) for n in ("step build", "step smoke", "step tests", "step bench", 'finish "$ok"')]
+    assert order == sorted(order)
+    for needle in ('-k "$tests_k"', '--variants "3,$variant"', "variant_lines", "_OK=$1", "-res-usage",
+                   "err <= 2 * torch_err", 'float("nan")'):
+        assert needle in body, needle
 
 
 # ---- variant 6 (C = 64): one tile per consumer warpgroup, two X buffers ----
@@ -1913,20 +1926,6 @@ def test_pingpong_variant_in_the_swapped_network(monkeypatch):
     swap, got, exact = swap_against_float64(net, x)
     assert swap.fused["ConvFirstBlock"] == 2 and all(type(m).__name__ == "FusedConvFirstC512" for m in net)
     assert relative_error(got, exact) < 5e-3
-
-
-def test_device_script_for_v6():
-    """device_run_v6.sh: valid bash; smoke first (stops on a hang), the variant-6 GPU tests, the bench of variants 3
-    and 6, the V6 lines and V6_OK last."""
-    import pathlib
-    import subprocess
-
-    script = pathlib.Path(__file__).resolve().parents[1] / "cuda_kernels" / "device_run_v6.sh"
-    assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
-    text = script.read_text()
-    for needle in ("step smoke", "step tests", "-k \"pingpong\"", "--variants 3,6", "--case c64:6:56",
-                   "--case c64:4:56", "variant_lines", "(3, 6)", "'V6'", "V6_OK=", "-res-usage"):
-        assert needle in text, needle
 
 
 # ---- variant 7 (C = 128, 256): the FFN split by k, stage 2 from registers, the conv on the consumers ----
@@ -2399,17 +2398,3 @@ def test_ksplit_variant_in_the_swapped_network(monkeypatch):
     swap, got, exact = swap_against_float64(net, x)
     assert swap.fused["ConvFirstBlock"] == 2 and all(type(m).__name__ == "FusedConvFirstC512" for m in net)
     assert relative_error(got, exact) < 5e-3
-
-
-def test_device_script_for_v7():
-    """device_run_v7.sh: valid bash; smoke first (stops on a hang), the variant-7 GPU tests, the bench of variants 3
-    and 7, the V7 lines and V7_OK last."""
-    import pathlib
-    import subprocess
-
-    script = pathlib.Path(__file__).resolve().parents[1] / "cuda_kernels" / "device_run_v7.sh"
-    assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
-    text = script.read_text()
-    for needle in ("step smoke", "step tests", "-k \"ksplit\"", "--variants 3,7", "--case c256:6:14",
-                   "--case c256:4:14", "--case c128:6:28", "variant_lines", "(3, 7)", "'V7'", "V7_OK=", "-res-usage"):
-        assert needle in text, needle

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# One wgmma ConvFirst variant against variant 3 in a short device call (<= ~155 s by its step limits 55 + 25 + 40 +
+# 35), from the repository root:
+#   bash cuda_kernels/device_run_c512_variant.sh OUTDIR VARIANT TESTS_K "SMOKE" "BENCH"
+# VARIANT: the variant under test; TESTS_K: the pytest -k expression of its GPU tests in tests/test_convfirst_c512.py;
+# SMOKE: cases C:alpha:batch:size run before anything else against float64 (<= 2x PyTorch fp16's error, output
+# poisoned with NaN; also says whether the output equals variant 3's bit for bit); BENCH: bench_c512 cases
+# (cC:alpha:size, batch 128) timed for variants 3 and VARIANT beside eager.
+# build (cached if built; registers and local memory of the persistent kernels from the built library) -> smoke
+# (stops with V<n>_OK=0 if it hangs or fails) -> the GPU tests -> the bench. Last line V<n>_OK=1|0 (smoke and every
+# test passed), above it one line per case "V<n> <case> v3=..us v<n>=..us". OUTDIR/log.txt, OUTDIR/v<n>_bench.json.
+set -uo pipefail
+out=${1:?output folder}; variant=${2:?variant}; tests_k=${3:?pytest -k expression}; smoke=${4:?smoke cases}
+bench=${5:?bench cases}
+tag="V$variant"
+mkdir -p "$out"; log="$out/log.txt"
+export PYTHONUNBUFFERED=1 PYTHONPATH=. TORCH_CUDA_ARCH_LIST=9.0
+source cuda_kernels/device_lib.sh  # step, find_cuobjdump
+finish() {  # ok
+  grep -E "^== |passed|failed|Error|error:|$tag smoke|$tag res-usage" "$log" | tail -30
+  python3 -c "from cuda_kernels import bench_c512; [print(l) for l in bench_c512.variant_lines('$out/v${variant}_bench.json', (3, $variant), '$tag')]" \
+    2>> "$log"
+  echo "${tag}_OK=$1"
+  exit 0
+}
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv >> "$log" 2>&1
+# no BLOCK_FUSION_PTXAS_VERBOSE: a change of flags makes torch rebuild the extension in the next process
+step build 55 python3 -c \
+  "from cuda_kernels._build import load_convfirst_c512_extension as l; m = l(); print('$tag so:', m.__file__)" \
+  || finish 0
+so=$(grep -E "^$tag so: " "$log" | tail -1 | cut -d' ' -f3)
+cuobj=$(find_cuobjdump)
+if [ -n "$so" ] && [ -x "$cuobj" ]; then  # REG (at entry), LOCAL (spill / stack bytes) of the persistent kernels
+  "$cuobj" -res-usage "$so" 2>/dev/null \
+    | awk -v tag="$tag" '/Function .*(persistent|pingpong|ksplit)_kernel/ {f = $2; next} f {print tag, "res-usage", f, $1, $2, $4; f = ""}' \
+    | tee -a "$log"
+fi
+step smoke 25 python3 - "$variant" $smoke <<'PY'
+import sys
+
+import torch
+
+from cuda_kernels import convfirst_c512 as c512
+from perfmodel.harness import randomize_batchnorm, relative_error
+from perfmodel.zoo import ConvFirstBlock, fold_batchnorm
+
+variant = int(sys.argv[1])
+for case in sys.argv[2:]:
+    channels, alpha, batch, size = map(int, case.split(":"))
+    torch.manual_seed(0)
+    block = fold_batchnorm(randomize_batchnorm(ConvFirstBlock(channels, alpha), seed=0)).cuda()
+    x = torch.randn(batch, channels, size, size, device="cuda", dtype=torch.float16)
+    x = x.contiguous(memory_format=torch.channels_last)
+    with torch.no_grad():
+        exact = block.double()(x.double())
+        torch_err = relative_error(block.half()(x), exact)
+        w = c512.prepare_weights(block.conv.weight, block.conv.bias, block.ffn.expand.weight, block.ffn.expand.bias,
+                                 block.ffn.project.weight, block.ffn.project.bias)
+    outs = {}
+    for v in (3, variant):
+        out = torch.full_like(x, float("nan"))
+        outs[v] = c512.run(x, w, out=out, variant=v)
+        torch.cuda.synchronize()
+        err = relative_error(outs[v], exact)
+        print(f"V{variant} smoke C {channels} alpha {alpha} {batch}x{size}x{size} variant {v}: rel error {err:.3g} "
+              f"(PyTorch fp16 {torch_err:.3g})", flush=True)
+        assert torch.isfinite(outs[v]).all() and err <= 2 * torch_err, (case, v)
+    print(f"V{variant} smoke {case}: variant {variant} bitwise variant 3: {torch.equal(outs[3], outs[variant])}",
+          flush=True)
+PY
+rc=$?
+if [ $rc -ne 0 ]; then
+  [ $rc -eq 124 ] || [ $rc -eq 137 ] && echo "== smoke hung: stopping" | tee -a "$log"
+  finish 0
+fi
+step tests 40 python3 -m pytest -q --tb=short -p no:cacheprovider tests/test_convfirst_c512.py -m cuda -k "$tests_k"
+ok=$([ $? -eq 0 ] && echo 1 || echo 0)
+cases=(); for c in $bench; do cases+=(--case "$c"); done
+step bench 35 python3 -m cuda_kernels.bench_c512 --modes "" --no-mma-sync --variants "3,$variant" "${cases[@]}" \
+  --warmup 5 --repeats 20 --out "$out/v${variant}_bench.json"
+finish "$ok"
