@@ -41,6 +41,15 @@ def _kernel_weights(block: nn.Module) -> c512.KernelWeights:
     return c512.prepare_weights(conv.weight, conv.bias, expand.weight, expand.bias, project.weight, project.bias)
 
 
+def _assert_launches_equal(x, weights, variant: int, want: torch.Tensor, launches: int = 3) -> None:
+    """`variant` on x, into an output poisoned with NaN, `launches` times: equal to `want` bit for bit each time."""
+    for _ in range(launches):
+        out = channels_last(torch.full_like(x, float("nan")))
+        got = c512.run(x, weights, out=out, variant=variant)
+        torch.cuda.synchronize()
+        assert torch.equal(got, want)
+
+
 @pytest.fixture(scope="module")
 def small_weights():
     return _kernel_weights(block_512(2))
@@ -498,11 +507,8 @@ def test_c64_variants_are_bitwise_identical(expansion, batch, h, w):
     x = channels_last(torch.randn(batch, 64, h, w, device="cuda", dtype=torch.float16))
     weights = _kernel_weights(block)
     want = c512.run(x, weights, variant=0)
-    for variant in (2, 3, 3, 3):
-        out = channels_last(torch.full_like(x, float("nan")))
-        got = c512.run(x, weights, out=out, variant=variant)
-        torch.cuda.synchronize()
-        assert torch.equal(got, want), f"variant {variant}"
+    _assert_launches_equal(x, weights, 2, want, launches=1)
+    _assert_launches_equal(x, weights, 3, want)
 
 
 @pytest.mark.cuda
@@ -1230,12 +1236,7 @@ def test_persistent_variant_is_bitwise_variant_0(channels, expansion, batch, siz
     block = block_c(channels, expansion, seed=3).cuda().half()
     x = channels_last(torch.randn(batch, channels, size, size, device="cuda", dtype=torch.float16))
     weights = _kernel_weights(block)
-    want = c512.run(x, weights, variant=0)
-    for _ in range(3):
-        out = channels_last(torch.full_like(x, float("nan")))
-        got = c512.run(x, weights, out=out, variant=3)
-        torch.cuda.synchronize()
-        assert torch.equal(got, want)
+    _assert_launches_equal(x, weights, 3, c512.run(x, weights, variant=0))
 
 
 @pytest.mark.cuda
@@ -1559,33 +1560,7 @@ def test_prefetch_variant_is_bitwise_variant_3(channels, expansion, batch, h, w)
     block = block_c(channels, expansion, seed=7).cuda().half()
     x = channels_last(torch.randn(batch, channels, h, w, device="cuda", dtype=torch.float16))
     weights = _kernel_weights(block)
-    want = c512.run(x, weights, variant=3)
-    for _ in range(3):
-        out = channels_last(torch.full_like(x, float("nan")))
-        got = c512.run(x, weights, out=out, variant=5)
-        torch.cuda.synchronize()
-        assert torch.equal(got, want)
-
-
-@pytest.mark.cuda
-def test_prefetch_variant_smem_matches_the_extension():
-    ext = c512._extension()
-    assert ext.num_variants == len(c512.VARIANTS) == 8
-    for channels in c512.SUPPORTED_CHANNELS:
-        assert ext.smem_bytes(channels, 5) == c512.smem_bytes(channels, 5)
-
-
-@pytest.mark.cuda
-def test_prefetch_variant_in_the_swapped_network(monkeypatch):
-    """CUDA_KERNELS_C512_VARIANT=5 sends the C = 64 and 128 blocks of a swapped network to variant 5."""
-    monkeypatch.setenv(c512.VARIANT_SWITCH, "5")
-    monkeypatch.setenv(c512.WGMMA_SWITCH, "64,128")
-    torch.manual_seed(5)
-    net = nn.Sequential(block_c(64, 6, seed=1), block_c(64, 4, seed=2)).cuda().half()
-    x = channels_last(torch.randn(2, 64, 56, 56, device="cuda", dtype=torch.float16))
-    swap, got, exact = swap_against_float64(net, x)
-    assert swap.fused["ConvFirstBlock"] == 2 and all(type(m).__name__ == "FusedConvFirstC512" for m in net)
-    assert relative_error(got, exact) < 5e-3
+    _assert_launches_equal(x, weights, 5, c512.run(x, weights, variant=3))
 
 
 def test_bench_variant_lines(tmp_path):
@@ -1881,12 +1856,7 @@ def test_pingpong_variant_is_deterministic_and_falls_back():
     block = block_c(64, 6, seed=8).cuda().half()
     x = channels_last(torch.randn(37, 64, 56, 56, device="cuda", dtype=torch.float16))
     weights = _kernel_weights(block)
-    want = c512.run(x, weights, variant=6)
-    for _ in range(3):
-        out = channels_last(torch.full_like(x, float("nan")))
-        got = c512.run(x, weights, out=out, variant=6)
-        torch.cuda.synchronize()
-        assert torch.equal(got, want)
+    _assert_launches_equal(x, weights, 6, c512.run(x, weights, variant=6))
     block10 = block_c(64, 10, seed=8).cuda().half()
     weights10 = _kernel_weights(block10)
     x10 = channels_last(torch.randn(3, 64, 29, 29, device="cuda", dtype=torch.float16))
@@ -1905,27 +1875,6 @@ def test_pingpong_variant_is_deterministic_and_falls_back():
             del os.environ[c512.VARIANT_SWITCH]
         else:
             os.environ[c512.VARIANT_SWITCH] = old
-
-
-@pytest.mark.cuda
-def test_pingpong_variant_smem_matches_the_extension():
-    ext = c512._extension()
-    assert ext.num_variants == len(c512.VARIANTS) == 8
-    for channels in c512.SUPPORTED_CHANNELS:
-        assert ext.smem_bytes(channels, 6) == c512.smem_bytes(channels, 6)
-
-
-@pytest.mark.cuda
-def test_pingpong_variant_in_the_swapped_network(monkeypatch):
-    """CUDA_KERNELS_C512_VARIANT=64:6 sends the C = 64 blocks of a swapped network to variant 6."""
-    monkeypatch.setenv(c512.VARIANT_SWITCH, "64:6")
-    monkeypatch.setenv(c512.WGMMA_SWITCH, "64")
-    torch.manual_seed(6)
-    net = nn.Sequential(block_c(64, 6, seed=1), block_c(64, 4, seed=2)).cuda().half()
-    x = channels_last(torch.randn(2, 64, 56, 56, device="cuda", dtype=torch.float16))
-    swap, got, exact = swap_against_float64(net, x)
-    assert swap.fused["ConvFirstBlock"] == 2 and all(type(m).__name__ == "FusedConvFirstC512" for m in net)
-    assert relative_error(got, exact) < 5e-3
 
 
 # ---- variant 7 (C = 128, 256): the FFN split by k, stage 2 from registers, the conv on the consumers ----
@@ -2371,30 +2320,33 @@ def test_ksplit_variant_is_deterministic():
     block = block_c(256, 6, seed=9).cuda().half()
     x = channels_last(torch.randn(37, 256, 14, 14, device="cuda", dtype=torch.float16))
     weights = _kernel_weights(block)
-    want = c512.run(x, weights, variant=7)
-    for _ in range(3):
-        out = channels_last(torch.full_like(x, float("nan")))
-        got = c512.run(x, weights, out=out, variant=7)
-        torch.cuda.synchronize()
-        assert torch.equal(got, want)
+    _assert_launches_equal(x, weights, 7, c512.run(x, weights, variant=7))
 
+
+# ---- every persistent variant beside variant 3 (5 prefetch, 6 ping-pong, 7 k-split) ----
 
 @pytest.mark.cuda
-def test_ksplit_variant_smem_matches_the_extension():
+@pytest.mark.parametrize("variant", [5, 6, 7])
+def test_variant_smem_matches_the_extension(variant):
     ext = c512._extension()
     assert ext.num_variants == len(c512.VARIANTS) == 8
     for channels in c512.SUPPORTED_CHANNELS:
-        assert ext.smem_bytes(channels, 7) == c512.smem_bytes(channels, 7)
+        assert ext.smem_bytes(channels, variant) == c512.smem_bytes(channels, variant)
 
 
 @pytest.mark.cuda
-def test_ksplit_variant_in_the_swapped_network(monkeypatch):
-    """CUDA_KERNELS_C512_VARIANT=7 sends the C = 128 and 256 blocks of a swapped network to variant 7."""
-    monkeypatch.setenv(c512.VARIANT_SWITCH, "7")
-    monkeypatch.setenv(c512.WGMMA_SWITCH, "128,256")
-    torch.manual_seed(7)
-    net = nn.Sequential(block_c(256, 6, seed=1), block_c(256, 4, seed=2)).cuda().half()
-    x = channels_last(torch.randn(2, 256, 14, 14, device="cuda", dtype=torch.float16))
+@pytest.mark.parametrize("switch,widths,channels,size,seed", [
+    ("5", "64,128", 64, 56, 5),  # variant 5 at C = 64 (and 128)
+    ("64:6", "64", 64, 56, 6),
+    ("7", "128,256", 256, 14, 7),
+])
+def test_variant_in_the_swapped_network(monkeypatch, switch, widths, channels, size, seed):
+    """CUDA_KERNELS_C512_VARIANT sends the blocks of a swapped network (alpha 6 and 4) to the variant it names."""
+    monkeypatch.setenv(c512.VARIANT_SWITCH, switch)
+    monkeypatch.setenv(c512.WGMMA_SWITCH, widths)
+    torch.manual_seed(seed)
+    net = nn.Sequential(block_c(channels, 6, seed=1), block_c(channels, 4, seed=2)).cuda().half()
+    x = channels_last(torch.randn(2, channels, size, size, device="cuda", dtype=torch.float16))
     swap, got, exact = swap_against_float64(net, x)
     assert swap.fused["ConvFirstBlock"] == 2 and all(type(m).__name__ == "FusedConvFirstC512" for m in net)
     assert relative_error(got, exact) < 5e-3
