@@ -94,6 +94,65 @@ def conv1_table(C1: int) -> tuple[np.ndarray, np.ndarray]:
     return x, y
 
 
+def relu_cvt(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """cvt.rn.relu.f16x2.f32: round to fp16, then clamp at zero; returns [.., 2] fp16 (lo, hi)."""
+    v = np.stack([lo, hi], axis=-1).astype(np.float16)
+    return np.maximum(v, np.float16(0))
+
+
+def conv2_tile(out: np.ndarray, n: int, oy0: int, ox0: int, s_c1: np.ndarray, smem_w2: np.ndarray, b2: np.ndarray,
+               C1: int, nwarps: int, odd: int, check) -> None:
+    """conv2 of the output tile at (oy0, ox0), as both versions' warps compute it from the conv1 tile in shared
+    memory (`s_c1`, each row's odd plane from pixel `odd`) and the padded conv2 weights (`smem_w2`): warp (wm, wn)
+    takes output channels 32 wn .. and MR output rows, A and B by ldmatrix.x4, mma.m16n8k16 from bias-initialised
+    accumulators, then round to fp16 and ReLU (cvt.rn.relu) into `out` [N, Ho, Wo, C2]. check(lr, pp, c, addr)
+    must hold for every A address (lr, pp: conv1 row and pixel; c: 16-byte chunk)."""
+    C2 = 2 * C1
+    W2S = 9 * C1 + 8
+    WARPS_N = C2 // 32
+    MR = TH2 // (nwarps // WARPS_N)
+    KS = C1 // 16
+    _, Ho, Wo, _ = out.shape
+    lxA = (LANES & 7) + ((LANES >> 3) & 1) * 8
+    chA = LANES >> 4
+    for warp in range(nwarps):
+        wm, wn = warp // WARPS_N, warp % WARPS_N
+        nB = wn * 32 + (LANES & 7) + ((LANES >> 4) << 3)
+        chB = (LANES >> 3) & 1
+        acc = np.zeros((MR, 4, 32, 4), np.float32)  # starts at the bias
+        for j in range(4):
+            acc[:, j] = np.tile(b2[wn * 32 + j * 8 + 2 * T4[:, None] + np.arange(2)], (1, 2))
+        for dy in range(3):
+            for dx in range(3):
+                pp = odd + lxA if dx == 1 else lxA + (dx >> 1)
+                for kk in range(KS):
+                    kc = ((dy * 3 + dx) * C1 + kk * 16) // 8
+                    b = np.zeros((4, 32, 2, 2), np.float32)
+                    for pr in range(2):
+                        regs = ldmatrix_x4(smem_w2, ((nB + pr * 16) * W2S + (kc + chB) * 8) * 2).astype(np.float32)
+                        b[2 * pr] = regs[:, 0:2]
+                        b[2 * pr + 1] = regs[:, 2:4]
+                    for mi in range(MR):
+                        lr = 2 * (wm * MR + mi) + dy
+                        addr = pix(lr, pp, kk * 2 + chA, C1)
+                        assert check(lr, pp, kk * 2 + chA, addr), ("conv2 A address", C1, lr, pp, kk)
+                        av = ldmatrix_x4(s_c1, addr).astype(np.float32)
+                        for j in range(4):
+                            mma(acc[mi, j], av, b[j])
+        for mi in range(MR):
+            oy = oy0 + wm * MR + mi
+            if oy >= Ho:
+                continue
+            for h in range(2):
+                for lane in range(32):
+                    ox = ox0 + G[lane] + 8 * h
+                    if ox >= Wo:
+                        continue
+                    for j in range(4):
+                        chn = wn * 32 + j * 8 + 2 * T4[lane] + np.arange(2)
+                        out[n, oy, ox, chn] = relu_cvt(acc[mi, j, lane, 2 * h], acc[mi, j, lane, 2 * h + 1])
+
+
 def run(x: np.ndarray, w1_words: np.ndarray, b1: np.ndarray, w2: np.ndarray, b2: np.ndarray) -> np.ndarray:
     """x [N, H, W, 3] fp16 (NHWC); w1_words: the packed int32 fragments; w2 [C2, 9 C1] fp16.
     Returns [N, Ho, Wo, C2] fp16, as the kernel writes it."""
@@ -104,10 +163,6 @@ def run(x: np.ndarray, w1_words: np.ndarray, b1: np.ndarray, w2: np.ndarray, b2:
     CH = NT1 = C1 // 8
     K2 = 9 * C1
     W2S = K2 + 8
-    WARPS_N = C2 // 32
-    WARPS_M = WARPS // WARPS_N
-    MR = TH2 // WARPS_M
-    KS = C1 // 16
     H1, W1 = (H + 1) // 2, (W + 1) // 2
     Ho, Wo = (H1 + 1) // 2, (W1 + 1) // 2
     tiles_x, tiles_y = -(-Wo // TW2), -(-Ho // TH2)
@@ -170,46 +225,9 @@ def run(x: np.ndarray, w1_words: np.ndarray, b1: np.ndarray, w2: np.ndarray, b2:
                             off = dst + ((nt ^ swz) << 4)
                             assert off == c1_off((P // PW) * PWS + P % PW, nt, CH) + 4 * int(T4[lane])
                             s_c1[off:off + 4] = v.view(np.uint8)
-        # conv2
-        lxA = (LANES & 7) + ((LANES >> 3) & 1) * 8
-        chA = LANES >> 4
-        for warp in range(WARPS):
-            wm, wn = warp // WARPS_N, warp % WARPS_N
-            nB = wn * 32 + (LANES & 7) + ((LANES >> 4) << 3)
-            chB = (LANES >> 3) & 1
-            acc = np.zeros((MR, 4, 32, 4), np.float32)  # starts at the bias
-            for j in range(4):
-                acc[:, j] = np.tile(b2[wn * 32 + j * 8 + 2 * T4[:, None] + np.arange(2)], (1, 2))
-            for dy in range(3):
-                for dx in range(3):
-                    pp = PE + lxA if dx == 1 else lxA + (dx >> 1)
-                    for kk in range(KS):
-                        kc = ((dy * 3 + dx) * C1 + kk * 16) // 8
-                        b = np.zeros((4, 32, 2, 2), np.float32)
-                        for pr in range(2):
-                            regs = ldmatrix_x4(smem_w2, ((nB + pr * 16) * W2S + (kc + chB) * 8) * 2).astype(np.float32)
-                            b[2 * pr] = regs[:, 0:2]
-                            b[2 * pr + 1] = regs[:, 2:4]
-                        for mi in range(MR):
-                            lr = 2 * (wm * MR + mi) + dy
-                            addr = pix(lr, pp, kk * 2 + chA, C1)
-                            assert np.array_equal(addr, c1_off(lr * PWS + pp, kk * 2 + chA, CH))
-                            av = ldmatrix_x4(s_c1, addr).astype(np.float32)
-                            for j in range(4):
-                                mma(acc[mi, j], av, b[j])
-            for mi in range(MR):
-                oy = oy0 + wm * MR + mi
-                if oy >= Ho:
-                    continue
-                for h in range(2):
-                    for lane in range(32):
-                        ox = ox0 + G[lane] + 8 * h
-                        if ox >= Wo:
-                            continue
-                        for j in range(4):
-                            chn = wn * 32 + j * 8 + 2 * T4[lane] + np.arange(2)
-                            out[n, oy, ox, chn] = np.maximum(acc[mi, j, lane, 2 * h:2 * h + 2].astype(np.float16),
-                                                             np.float16(0))
+        # conv2 (the odd plane at PE), each A address checked against c1_off
+        conv2_tile(out, n, oy0, ox0, s_c1, smem_w2, b2, C1, WARPS, PE,
+                   lambda lr, pp, c, addr: np.array_equal(addr, c1_off(lr * PWS + pp, c, CH)))
     return out
 
 
@@ -281,12 +299,6 @@ def load_window_v2(xbytes: np.ndarray, n: int, H: int, W: int, oy0: int, ox0: in
     return s_in
 
 
-def relu_cvt(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """cvt.rn.relu.f16x2.f32: round to fp16, then clamp at zero; returns [.., 2] fp16 (lo, hi)."""
-    v = np.stack([lo, hi], axis=-1).astype(np.float16)
-    return np.maximum(v, np.float16(0))
-
-
 def run_v2(x: np.ndarray, w1_words: np.ndarray, b1: np.ndarray, w2: np.ndarray, b2: np.ndarray) -> np.ndarray:
     """Version 2 (x [N, H, W, 3] fp16 with W % 8 == 0, the buffer 16-byte aligned). Same arguments and
     result as `run`."""
@@ -305,8 +317,6 @@ def run_v2(x: np.ndarray, w1_words: np.ndarray, b1: np.ndarray, w2: np.ndarray, 
     WARPS_N = C2 // 32
     WARPS_M = NW // WARPS_N
     assert WARPS_M * WARPS_N == NW
-    MR = TH2 // WARPS_M
-    KS = C1 // 16
     ROWB1 = PWS * PB
     H1, W1 = (H + 1) // 2, (W + 1) // 2
     Ho, Wo = (H1 + 1) // 2, (W1 + 1) // 2
@@ -401,44 +411,8 @@ def run_v2(x: np.ndarray, w1_words: np.ndarray, b1: np.ndarray, w2: np.ndarray, 
         used = np.zeros((R1, PWS), bool)
         used[:, :PE] = used[:, ODD:ODD + PO] = True
         assert (stores[used] == 1).all() and (stores[~used] == 0).all(), "conv1 pixel stored twice or never"
-        # conv2: version 1's, the odd plane at ODD
-        lxA = (LANES & 7) + ((LANES >> 3) & 1) * 8
-        chA = LANES >> 4
-        for warp in range(NW):
-            wm, wn = warp // WARPS_N, warp % WARPS_N
-            nB = wn * 32 + (LANES & 7) + ((LANES >> 4) << 3)
-            chB = (LANES >> 3) & 1
-            acc = np.zeros((MR, 4, 32, 4), np.float32)
-            for j in range(4):
-                acc[:, j] = np.tile(b2[wn * 32 + j * 8 + 2 * T4[:, None] + np.arange(2)], (1, 2))
-            for dy in range(3):
-                for dx in range(3):
-                    pp = ODD + lxA if dx == 1 else lxA + (dx >> 1)
-                    for kk in range(KS):
-                        kc = ((dy * 3 + dx) * C1 + kk * 16) // 8
-                        b = np.zeros((4, 32, 2, 2), np.float32)
-                        for pr in range(2):
-                            regs = ldmatrix_x4(smem_w2, ((nB + pr * 16) * W2S + (kc + chB) * 8) * 2).astype(np.float32)
-                            b[2 * pr] = regs[:, 0:2]
-                            b[2 * pr + 1] = regs[:, 2:4]
-                        for mi in range(MR):
-                            lr = 2 * (wm * MR + mi) + dy
-                            addr = pix(lr, pp, kk * 2 + chA, C1)
-                            for i in range(4):  # each 8-lane matrix: 8 different 16-byte bank groups
-                                assert len(set(((addr[8 * i:8 * i + 8] // 16) % 8).tolist())) == 8, ("conflict", C1)
-                            av = ldmatrix_x4(s_c1, addr).astype(np.float32)
-                            for j in range(4):
-                                mma(acc[mi, j], av, b[j])
-            for mi in range(MR):
-                oy = oy0 + wm * MR + mi
-                if oy >= Ho:
-                    continue
-                for h in range(2):
-                    for lane in range(32):
-                        ox = ox0 + G[lane] + 8 * h
-                        if ox >= Wo:
-                            continue
-                        for j in range(4):
-                            chn = wn * 32 + j * 8 + 2 * T4[lane] + np.arange(2)
-                            out[n, oy, ox, chn] = relu_cvt(acc[mi, j, lane, 2 * h], acc[mi, j, lane, 2 * h + 1])
+        # conv2: version 1's, the odd plane at ODD; each ldmatrix's 8-lane matrices hit 8 different bank groups
+        conv2_tile(out, n, oy0, ox0, s_c1, smem_w2, b2, C1, NW, ODD,
+                   lambda lr, pp, c, addr: all(len(set(((addr[8 * i:8 * i + 8] // 16) % 8).tolist())) == 8
+                                               for i in range(4)))
     return out
