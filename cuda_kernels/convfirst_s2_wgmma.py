@@ -10,7 +10,8 @@ with ``stride=2``)::
 `convfirst_s2.run`, called without an explicit variant (its `block` operator, and so `FusedConvFirstDown` and
 `replace_blocks`), sends C_in 128 and 256 here on compute capability 9.0 (`DEFAULT_WIDTHS`, the measured
 winners); ``CUDA_KERNELS_S2_WGMMA`` overrides it: ``1`` / ``all`` every width, a comma list of C_in among 64, 128,
-256, ``0`` none.
+256, ``0`` none. ``CUDA_KERNELS_S2W_PERSISTENT=1`` (default off) runs C_in 64 and 128 on the persistent variant
+(NOTES.md "Stride 2 on wgmma, persistent").
 """
 
 from __future__ import annotations
@@ -46,6 +47,19 @@ SMEM_LIMIT = 227 * 1024
 # 84.8 vs 136.3); 64 -> 128 stays on mma.sync (212.2 vs 175.4).
 DEFAULT_WIDTHS = (128, 256)
 
+# The persistent variant (NOTES.md "Stride 2 on wgmma, persistent"; default off): persistent CTAs over the tiles, a
+# conv warpgroup computing the next tile's phase A (16-channel units, two halo buffers) while the consumers run the
+# current tile's products. Selected by ``run(..., persistent=True)`` or, where ``persistent`` is not given (the
+# routing from `convfirst_s2.run` included), by ``CUDA_KERNELS_S2W_PERSISTENT=1`` for the C_in it serves.
+PERSISTENT_SWITCH = "CUDA_KERNELS_S2W_PERSISTENT"
+PERSISTENT_IN_CHANNELS = (64, 128)
+PERSISTENT_THREADS = 512  # two consumer warpgroups, the producer, the conv warpgroup
+UNIT_CHANNELS = 16  # a phase-A unit: 16 channels, 32-byte pixels
+HALO_PIXELS = 392  # a tile's input rows at most: (2R + 3) W over W = 2..56, R = 64 // ceil(W / 2)
+CONV_PIXELS = 294  # its conv rows at most: (2R + 1) W
+# setmaxnreg split (65,536 registers, 128 per thread at entry): consumers inc to 168, producer dec to 32, conv inc to 144
+PERSISTENT_REGS = {"consumer": 168, "producer": 32, "conv": 144}
+
 
 def enabled_widths() -> tuple[int, ...]:
     """The C_in that `convfirst_s2.run` sends here: ``CUDA_KERNELS_S2_WGMMA`` ``1`` / ``all`` for every one of
@@ -57,6 +71,37 @@ def enabled_widths() -> tuple[int, ...]:
     if parts & {"1", "all"}:
         return IN_CHANNELS
     return tuple(c for c in IN_CHANNELS if str(c) in parts)
+
+
+def persistent_enabled() -> bool:
+    """``CUDA_KERNELS_S2W_PERSISTENT`` set to 1 (unset or anything else: off, the default)."""
+    return os.environ.get(PERSISTENT_SWITCH, "").strip().lower() in ("1", "true", "on")
+
+
+def halo_rows(rows: int, width: int) -> tuple[int, int]:
+    """Pixels of a tile's input rows (2R + 3) W and conv rows (2R + 1) W at most (fewer at the batch's edges)."""
+    return (2 * rows + 3) * width, (2 * rows + 1) * width
+
+
+def persistent_smem_bytes(cin: int) -> int:
+    """The persistent variant's dynamic shared memory (ShapeP in convfirst_s2_wgmma.cu): X + Xs + the ring + H as
+    the one-tile kernel, then two halo buffers, the conv rows, a zero pixel, 16 ring barriers, x_full / x_empty,
+    and 1024 B of alignment slack."""
+    if cin not in PERSISTENT_IN_CHANNELS:
+        raise ValueError(f"the persistent variant takes C_in in {PERSISTENT_IN_CHANNELS}, not {cin}")
+    unit_pix = 2 * UNIT_CHANNELS
+    end = (cin // K_PANEL + shortcut_panels(cin)) * PANEL_BYTES + STAGES * SLOT_BYTES + H_BYTES
+    return 1024 + end + (2 * HALO_PIXELS + CONV_PIXELS + 1) * unit_pix + 2 * STAGES * 8 + 16
+
+
+def persistent_schedule(tiles: int, grid: int) -> list[list[int]]:
+    """Tiles per CTA of the persistent grid: CTA b takes b, b + grid, ... (the kernel's walk)."""
+    return [list(range(b, tiles, grid)) for b in range(min(grid, tiles))]
+
+
+def persistent_grid(tiles: int, sms: int, grid_limit: int = 0) -> int:
+    """The launcher's grid: min(tiles, SMs, grid_limit if > 0)."""
+    return min(tiles, grid_limit) if grid_limit > 0 else min(tiles, sms)
 
 
 def output_size(size: int) -> int:
@@ -338,9 +383,22 @@ def _extension():
     return load_convfirst_s2_wgmma_extension()
 
 
-def run(x: torch.Tensor, weights: KernelWeights, rows: int = 0, out: torch.Tensor | None = None) -> torch.Tensor:
+def use_persistent(cin: int, persistent: bool | None) -> bool:
+    """Whether `run` takes the persistent variant: ``persistent`` if given (True for a C_in it does not serve is a
+    ValueError), else ``CUDA_KERNELS_S2W_PERSISTENT=1`` for C_in in `PERSISTENT_IN_CHANNELS`."""
+    if persistent is None:
+        return persistent_enabled() and cin in PERSISTENT_IN_CHANNELS
+    if persistent and cin not in PERSISTENT_IN_CHANNELS:
+        raise ValueError(f"the persistent variant takes C_in in {PERSISTENT_IN_CHANNELS}, not {cin}")
+    return bool(persistent)
+
+
+def run(x: torch.Tensor, weights: KernelWeights, rows: int = 0, out: torch.Tensor | None = None,
+        persistent: bool | None = None, grid: int = 0) -> torch.Tensor:
     """Launch the kernel; returns [N, C_out, ceil(H/2), ceil(W/2)] channels_last (``out`` if given). ``rows``:
-    output rows per tile (rows * Wo <= 64), 0 for the launcher's 64 // Wo."""
+    output rows per tile (rows * Wo <= 64), 0 for the launcher's 64 // Wo. ``persistent``: the persistent variant
+    (None: `use_persistent`'s switch); ``grid``: its CTAs at most (0: the SM count; tests use it for many tiles
+    per CTA)."""
     check_input(x, weights, out)
     require_sm90(x, "convfirst_s2_wgmma")
     n, cin, h, w = x.shape
@@ -348,9 +406,16 @@ def run(x: torch.Tensor, weights: KernelWeights, rows: int = 0, out: torch.Tenso
     if rows * wo > TILE_PIXELS:
         raise ValueError(f"rows={rows} x Wo={wo} exceeds the 64-pixel tile")
     cout = weights.out_channels
-    flat = _extension().convfirst_s2_wgmma(nhwc_rows(x, x, n * h * w, cin), weights.conv_w,
-                                           weights.conv_b, weights.wpack, weights.b1, weights.bo, n, h, w, rows,
-                                           nhwc_rows(out, x, n * ho * wo, cout), _pdl.enabled())
+    args = (nhwc_rows(x, x, n * h * w, cin), weights.conv_w, weights.conv_b, weights.wpack, weights.b1, weights.bo,
+            n, h, w, rows, nhwc_rows(out, x, n * ho * wo, cout), _pdl.enabled())
+    if use_persistent(cin, persistent):
+        hx, hy = halo_rows(rows or rows_per_tile(w), w)
+        if hx > HALO_PIXELS or hy > CONV_PIXELS:
+            raise ValueError(f"rows={rows} at W={w}: the persistent variant's buffers hold {HALO_PIXELS} input and "
+                             f"{CONV_PIXELS} conv pixels")
+        flat = _extension().convfirst_s2_wgmma_persistent(*args, grid)
+    else:
+        flat = _extension().convfirst_s2_wgmma(*args)
     return flat.view(n, ho, wo, cout).permute(0, 3, 1, 2)
 
 

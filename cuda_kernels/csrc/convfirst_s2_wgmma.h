@@ -35,6 +35,7 @@ struct Params {
   int cin;
   int rows_per_tile;        // R: output rows per tile, R Wo <= 64 (<= 0: the launcher takes 64 / Wo)
   int pdl;                  // host only: launch with programmatic dependent launch (csrc/pdl.h); not read by the kernel
+  int grid_limit;           // host only, the persistent launcher: at most this many CTAs (<= 0: the SM count)
 };
 
 // Dynamic shared memory per block of the C_in instance (0 for another C_in).
@@ -44,5 +45,11 @@ int smem_bytes(int cin);
 // cudaErrorInvalidConfiguration when the device has less shared memory per block than the kernel needs:
 // all before launching.
 cudaError_t launch(Params p, cudaStream_t stream);
+
+// The persistent variant (C_in = 64 and 128; NOTES.md "Stride 2 on wgmma, persistent"): min(tiles, SMs, grid_limit)
+// CTAs of 512 threads, a conv warpgroup computing the next tile's phase A. Same Params and weights as launch; the
+// same checks, and cudaErrorInvalidValue for another C_in or a rows_per_tile whose rows exceed its buffers.
+int smem_bytes_persistent(int cin);
+cudaError_t launch_persistent(Params p, cudaStream_t stream);
 
 }  // namespace s2w

@@ -14,9 +14,10 @@ namespace {
 // conv_b: [C_in] fp32; wpack: uint8 weight slots (convfirst_s2_wgmma.pack_weights); b1: [hidden] fp32;
 // bo: [2 C_in] fp32 (= b_V + b_S); rows_per_tile: output rows per tile (<= 0: 64 / Wo); out: [N*Ho*Wo, 2 C_in]
 // to write into, or empty to allocate; pdl: launch with programmatic dependent launch (csrc/pdl.h). Returns out.
-torch::Tensor convfirst_s2_wgmma(torch::Tensor x, torch::Tensor conv_w, torch::Tensor conv_b, torch::Tensor wpack,
-                                 torch::Tensor b1, torch::Tensor bo, int64_t N, int64_t H, int64_t W,
-                                 int64_t rows_per_tile, torch::Tensor out, bool pdl) {
+// persistent: the persistent variant (C_in 64, 128) on at most grid_limit CTAs (<= 0: the SM count).
+torch::Tensor run_kernel(torch::Tensor x, torch::Tensor conv_w, torch::Tensor conv_b, torch::Tensor wpack,
+                         torch::Tensor b1, torch::Tensor bo, int64_t N, int64_t H, int64_t W, int64_t rows_per_tile,
+                         torch::Tensor out, bool pdl, bool persistent, int64_t grid_limit) {
 #ifndef BF_SM90A
   TORCH_CHECK(false, "convfirst_s2_wgmma: this build has no sm_90a code (build with 9.0 in TORCH_CUDA_ARCH_LIST)");
 #endif
@@ -25,6 +26,8 @@ torch::Tensor convfirst_s2_wgmma(torch::Tensor x, torch::Tensor conv_w, torch::T
   checks::on_x_device(x, x, "x", torch::kHalf);
   TORCH_CHECK(x.dim() == 2 && s2w::smem_bytes(static_cast<int>(x.size(1))) > 0,
               "x must be [pixels, C_in] with C_in in 64, 128, 256");
+  TORCH_CHECK(!persistent || s2w::smem_bytes_persistent(static_cast<int>(x.size(1))) > 0,
+              "the persistent variant takes C_in in 64, 128");
   const int64_t cin = x.size(1), cout = 2 * cin, hidden = b1.numel();
   checks::on_x_device(conv_w, x, "conv_w", torch::kInt);
   checks::on_x_device(conv_b, x, "conv_b", torch::kFloat);
@@ -65,9 +68,24 @@ torch::Tensor convfirst_s2_wgmma(torch::Tensor x, torch::Tensor conv_w, torch::T
   p.cin = c;
   p.rows_per_tile = static_cast<int>(rows_per_tile);
   p.pdl = pdl ? 1 : 0;
-  const cudaError_t err = s2w::launch(p, c10::cuda::getCurrentCUDAStream());
-  checks::launch(err, "convfirst_s2_wgmma");
+  p.grid_limit = static_cast<int>(grid_limit);
+  const cudaError_t err = persistent ? s2w::launch_persistent(p, c10::cuda::getCurrentCUDAStream())
+                                     : s2w::launch(p, c10::cuda::getCurrentCUDAStream());
+  checks::launch(err, persistent ? "convfirst_s2_wgmma (persistent)" : "convfirst_s2_wgmma");
   return out;
+}
+
+torch::Tensor convfirst_s2_wgmma(torch::Tensor x, torch::Tensor conv_w, torch::Tensor conv_b, torch::Tensor wpack,
+                                 torch::Tensor b1, torch::Tensor bo, int64_t N, int64_t H, int64_t W,
+                                 int64_t rows_per_tile, torch::Tensor out, bool pdl) {
+  return run_kernel(x, conv_w, conv_b, wpack, b1, bo, N, H, W, rows_per_tile, out, pdl, false, 0);
+}
+
+torch::Tensor convfirst_s2_wgmma_persistent(torch::Tensor x, torch::Tensor conv_w, torch::Tensor conv_b,
+                                            torch::Tensor wpack, torch::Tensor b1, torch::Tensor bo, int64_t N,
+                                            int64_t H, int64_t W, int64_t rows_per_tile, torch::Tensor out, bool pdl,
+                                            int64_t grid_limit) {
+  return run_kernel(x, conv_w, conv_b, wpack, b1, bo, N, H, W, rows_per_tile, out, pdl, true, grid_limit);
 }
 
 }  // namespace
@@ -77,6 +95,13 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         "Fused stride-2 ConvFirst block C_in -> 2 C_in on wgmma (NHWC fp16, sm_90a)", py::arg("x"), py::arg("conv_w"),
         py::arg("conv_b"), py::arg("wpack"), py::arg("b1"), py::arg("bo"), py::arg("N"), py::arg("H"), py::arg("W"),
         py::arg("rows_per_tile"), py::arg("out"), py::arg("pdl") = false);
+  m.def("convfirst_s2_wgmma_persistent", &convfirst_s2_wgmma_persistent,
+        "The same block on the persistent variant (C_in 64, 128; a conv warpgroup one tile ahead)", py::arg("x"),
+        py::arg("conv_w"), py::arg("conv_b"), py::arg("wpack"), py::arg("b1"), py::arg("bo"), py::arg("N"),
+        py::arg("H"), py::arg("W"), py::arg("rows_per_tile"), py::arg("out"), py::arg("pdl") = false,
+        py::arg("grid_limit") = 0);
+  m.def("smem_bytes_persistent", &s2w::smem_bytes_persistent,
+        "Shared memory per block of the persistent variant's C_in instance, 0 if unsupported");
   m.def("smem_bytes", &s2w::smem_bytes, "Shared memory per block of the C_in instance, 0 if unsupported");
   m.def("shortcut_slots", &s2w::shortcut_slots, "Weight slots of the shortcut per tile for C_in");
   m.def("slots_per_chunk", &s2w::slots_per_chunk, "Weight slots per hidden chunk of 128 for C_in");
