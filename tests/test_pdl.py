@@ -253,6 +253,8 @@ KERNELS = [
     # MBConv version 7: kernel 1's SE in its last CTA per image (counters, partials, scale), the projection
     ("mbconv_v2.cuh", "expand_dw_v2_kernel", ["se_in_last_cta<"]),
     ("mbconv_v7.cu", "project_v7_kernel", ["issue(", "srow", "p.out", "p.x", "p.d"]),
+    # stride 2 on wgmma, persistent: the conv warpgroup's phase A (reads x), the consumers' stores (out)
+    ("convfirst_s2_wgmma.cu", "convfirst_s2w_persistent_kernel", ["phase_a_stream<", "store_rows<"]),
 ]
 
 
