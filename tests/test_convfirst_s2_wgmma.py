@@ -926,3 +926,21 @@ def test_persistent_extension_and_switch(monkeypatch):
     with pytest.raises(ValueError):  # C_in 256 has no persistent instance
         s2w.run(channels_last(torch.randn(1, 256, 4, 4, device="cuda", dtype=torch.float16)),
                 s2w.prepare_weights(s2.FoldedWeights.from_block(down_block(256, 1).cuda())), persistent=True)
+
+
+def test_persistent_device_script_and_bench_option():
+    """device_run_s2w_persistent.sh: valid bash, within 150 s of steps, the smoke stops the script, the bench times
+    the persistent variant; bench_s2_wgmma's --persistent / --mma-variants parse."""
+    import pathlib
+    import subprocess
+
+    from cuda_kernels import bench_s2_wgmma as bench
+
+    script = pathlib.Path(__file__).resolve().parents[1] / "cuda_kernels" / "device_run_s2w_persistent.sh"
+    assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
+    text = script.read_text()
+    assert "source cuda_kernels/device_lib.sh" in text and "left() { echo $((148 -" in text
+    assert "step smoke 20" in text and "finish 0" in text and "--persistent" in text
+    assert "persistent=True" in text and text.rstrip().endswith("finish $ok") and "S2WP_OK=$1" in text
+    assert bench.PERSISTENT == "wgmma_persistent"
+    assert "--mma-variants" in pathlib.Path(bench.__file__).read_text()
