@@ -34,28 +34,29 @@ def environment() -> dict:
            "capability": f"{props.major}.{props.minor}", "torch": torch.__version__,
            "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version(),
            "python": platform.python_version(), "host": platform.node()}
-    query = "driver_version,clocks.sm,clocks.mem,clocks.max.sm,clocks.max.mem,power.limit"
-    keys = ("driver", "clock_sm", "clock_mem", "clock_sm_max", "clock_mem_max", "power_limit")
-    try:
-        out = subprocess.run(["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=20).stdout.strip()
-        env.update(dict(zip(keys, (f.strip() for f in out.splitlines()[0].split(",")))))
-    except (OSError, IndexError, subprocess.SubprocessError) as exc:
-        env["nvidia_smi"] = f"unavailable: {exc}"
+    env.update(_nvidia_smi({"driver": "driver_version", "clock_sm": "clocks.sm", "clock_mem": "clocks.mem",
+                            "clock_sm_max": "clocks.max.sm", "clock_mem_max": "clocks.max.mem",
+                            "power_limit": "power.limit"}))
     return env
+
+
+def _nvidia_smi(fields: dict[str, str], units: bool = True) -> dict:
+    """nvidia-smi's values of the first GPU for {our key: its query field}, as strings (with their units unless
+    `units` is False); {"nvidia_smi": "unavailable: ..."} where it cannot be asked."""
+    fmt = "csv,noheader" if units else "csv,noheader,nounits"
+    try:
+        out = subprocess.run(["nvidia-smi", f"--query-gpu={','.join(fields.values())}", f"--format={fmt}"],
+                             capture_output=True, text=True, timeout=20).stdout.strip()
+        return dict(zip(fields, (f.strip() for f in out.splitlines()[0].split(","))))
+    except (OSError, IndexError, subprocess.SubprocessError) as exc:
+        return {"nvidia_smi": f"unavailable: {exc}"}
 
 
 def gpu_state() -> dict:
     """The GPU's clocks, temperature, power draw and active throttle reasons now (nvidia-smi): what a long
     measurement records per step, so that a drift in its timings can be told from a change in the code."""
-    query = "clocks.sm,clocks.mem,temperature.gpu,power.draw,clocks_throttle_reasons.active"
-    keys = ("clock_sm", "clock_mem", "temperature_c", "power_w", "throttle_reasons")
-    try:
-        out = subprocess.run(["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader,nounits"],
-                             capture_output=True, text=True, timeout=20).stdout.strip()
-        return dict(zip(keys, (f.strip() for f in out.splitlines()[0].split(","))))
-    except (OSError, IndexError, subprocess.SubprocessError) as exc:
-        return {"nvidia_smi": f"unavailable: {exc}"}
+    return _nvidia_smi({"clock_sm": "clocks.sm", "clock_mem": "clocks.mem", "temperature_c": "temperature.gpu",
+                        "power_w": "power.draw", "throttle_reasons": "clocks_throttle_reasons.active"}, units=False)
 
 
 def percentile(values: list[float], q: float) -> float:

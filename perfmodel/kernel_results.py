@@ -127,9 +127,10 @@ def load_kernel_results(path: str | Path, hw: Hardware, skipped: list[str] | Non
         raise InputError("not a cuda_kernels benchmark file (expected workload.kind 'blocks' "
                          "and results.cases[] with backends)", file=str(path), field="results")
     if "models" in data["workload"]:  # bench_networks: keep the stride-1 blocks that were timed fused
-        kept = [r for r in rows if r.get("unit") == "block" and "cuda_kernels" in r["backends"]]
+        drawn = [r.get("unit") == "block" and "cuda_kernels" in r["backends"] for r in rows]
+        kept = [r for r, keep in zip(rows, drawn) if keep]
         if skipped is not None:
-            skipped.extend(r.get("name", "?") for r in rows if r not in kept)
+            skipped.extend(r.get("name", "?") for r, keep in zip(rows, drawn) if not keep)
         if not kept:
             raise InputError("no stride-1 ConvFirst block with a fused timing in this per-network table",
                              file=str(path), field="results.cases")
