@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import os
 
+from cuda_kernels import _switches
+
 SWITCH = "CUDA_KERNELS_PDL"
-_ON = ("1", "on", "true", "yes")
-_OFF = ("", "0", "off", "false", "no", "none")
 
 
 # On unless switched off: on the H200 every chain of fused kernels came out bit-identical with it on and off
@@ -27,14 +27,7 @@ DEFAULT = True
 def parse(value: str | None) -> bool:
     """The switch's value: unset -> `DEFAULT` (on); empty, ``0``/``off``/``false``/``no``/``none`` -> False;
     ``1``/``on``/``true``/``yes`` -> True (case-insensitive); anything else raises ValueError."""
-    if value is None:
-        return DEFAULT
-    text = value.strip().lower()
-    if text in _OFF:
-        return False
-    if text in _ON:
-        return True
-    raise ValueError(f"{SWITCH}={value!r}: expected 0 or 1 (off / on)")
+    return _switches.parse(SWITCH, value, DEFAULT)
 
 
 def enabled() -> bool:

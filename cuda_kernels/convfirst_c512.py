@@ -31,7 +31,7 @@ from dataclasses import dataclass, fields
 import torch
 from torch import nn
 
-from cuda_kernels import _pdl
+from cuda_kernels import _pdl, _switches
 from cuda_kernels._checks import check_stride1_input
 from cuda_kernels._fused import Stride1OpBlock, nhwc_rows, prepare_stride1_weights, require_sm90
 from cuda_kernels.ops import _swizzle_128b
@@ -278,7 +278,7 @@ def wgmma_widths() -> tuple[int, ...]:
 def c384_enabled() -> bool:
     """Whether `replace_blocks` may send C = 384 blocks here: unless ``CUDA_KERNELS_C384=0`` (on by default
     since its GPU tests passed)."""
-    return os.environ.get(C384_SWITCH, "1").strip() != "0"
+    return _switches.flag(C384_SWITCH, True)
 
 
 def takes(block: nn.Module) -> bool:

@@ -23,7 +23,7 @@ import torch
 from torch.nn import functional as F
 from torch.utils.weak import WeakIdKeyDictionary
 
-from cuda_kernels import _pdl
+from cuda_kernels import _pdl, _switches
 from cuda_kernels._fused import nhwc_rows, require_sm90
 from cuda_kernels.ops import GROUP_WIDTH, _swizzle_128b, pack_conv_weight
 
@@ -74,8 +74,8 @@ def enabled_widths() -> tuple[int, ...]:
 
 
 def persistent_enabled() -> bool:
-    """``CUDA_KERNELS_S2W_PERSISTENT`` set to 1 (unset or anything else: off, the default)."""
-    return os.environ.get(PERSISTENT_SWITCH, "").strip().lower() in ("1", "true", "on")
+    """``CUDA_KERNELS_S2W_PERSISTENT`` on (1 / on / true / yes); unset: off, the default."""
+    return _switches.flag(PERSISTENT_SWITCH, False)
 
 
 def halo_rows(rows: int, width: int) -> tuple[int, int]:

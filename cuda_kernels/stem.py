@@ -30,7 +30,6 @@ before its first GPU run: cuda_kernels/device_run_stem48.sh).
 from __future__ import annotations
 
 import functools
-import os
 import warnings
 from dataclasses import dataclass, fields
 
@@ -38,7 +37,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from cuda_kernels import _pdl
+from cuda_kernels import _pdl, _switches
 from cuda_kernels._checks import check_devices, check_nhwc_half, overlaps
 from cuda_kernels._fused import OpBlock, fake_nhwc_output
 
@@ -54,19 +53,19 @@ K1_PADDED = 32  # conv1's K = 27, ordered (ky, kx, ci) with each ky row padded t
 
 def enabled() -> bool:
     """Whether replace_blocks swaps stems: unless ``CUDA_KERNELS_STEM`` is 0 (or off/false/no/none)."""
-    return os.environ.get(SWITCH, "1").strip().lower() not in ("0", "off", "false", "no", "none", "")
+    return _switches.flag(SWITCH, True)
 
 
 def v2_enabled() -> bool:
     """Whether `run` launches version 2 by default: unless ``CUDA_KERNELS_STEM_V2`` is 0 (or off/false/no/none,
     or empty)."""
-    return os.environ.get(SWITCH_V2, "1").strip().lower() not in ("0", "off", "false", "no", "none", "")
+    return _switches.flag(SWITCH_V2, True)
 
 
 def stem48_enabled() -> bool:
     """Whether C1 = 48 stems (ConvFirstNet-L) are fused: unless ``CUDA_KERNELS_STEM48`` is 0 (or off/false/no/none,
     or empty)."""
-    return os.environ.get(SWITCH_48, "1").strip().lower() not in ("0", "off", "false", "no", "none", "")
+    return _switches.flag(SWITCH_48, True)
 
 
 def v2_applies(x: torch.Tensor) -> bool:

@@ -40,6 +40,30 @@ def test_switch_refuses_other_values():
         _pdl.parse("2")
 
 
+@pytest.mark.parametrize("module,name,read,default", [
+    ("cuda_kernels.stem", "CUDA_KERNELS_STEM", "enabled", True),
+    ("cuda_kernels.stem", "CUDA_KERNELS_STEM_V2", "v2_enabled", True),
+    ("cuda_kernels.stem", "CUDA_KERNELS_STEM48", "stem48_enabled", True),
+    ("cuda_kernels.convfirst_c512", "CUDA_KERNELS_C384", "c384_enabled", True),
+    ("cuda_kernels.convfirst_s2_wgmma", "CUDA_KERNELS_S2W_PERSISTENT", "persistent_enabled", False),
+    ("cuda_kernels._pdl", "CUDA_KERNELS_PDL", "enabled", True),
+])
+def test_every_on_off_switch_parses_alike(monkeypatch, module, name, read, default):
+    """The kernels' on/off switches share one parser (cuda_kernels._switches): unset is the default, the usual
+    spellings of on and off work, and a typo is an error naming the variable, never a silent choice of kernel."""
+    import importlib
+
+    fn = getattr(importlib.import_module(module), read)
+    monkeypatch.delenv(name, raising=False)
+    assert fn() is default
+    for value, want in (("1", True), (" On ", True), ("yes", True), ("0", False), ("off", False), ("", False)):
+        monkeypatch.setenv(name, value)
+        assert fn() is want, value
+    monkeypatch.setenv(name, "maybe")
+    with pytest.raises(ValueError, match=name):
+        fn()
+
+
 def test_switch_is_read_at_each_call(monkeypatch):
     monkeypatch.delenv(_pdl.SWITCH, raising=False)
     assert _pdl.enabled()  # default on
