@@ -1446,22 +1446,25 @@ def test_prefetch_window_fits_a_buffer_and_covers_every_tap():
     assert 150 < most <= 185
 
 
-def _conv_stream_float64(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, sms: int) -> torch.Tensor:
-    """conv_stream transliterated in float64 over the persistent schedule (tile 0 of each CTA from the
-    consumers' phase A, here straight from F.conv2d): per CTA two halo buffers of 192 pixels x 64 channels
-    (NaN at first, then holding earlier units: a tap outside its window reads stale data), unit u + 1's window
-    loaded into buffer (u + 1) % 2 before unit u's taps read buffer u % 2 through the shift."""
+def _halo_stream_float64(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, sms: int, halo_pixels: int,
+                         units_of, first_tile_direct: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """A conv stream over the persistent schedule in float64, as variants 5 and 7 run it: per CTA two halo buffers of
+    `halo_pixels` x 64 channels (NaN at first, then holding earlier units: a tap outside its window reads stale data),
+    the CTA's units `units_of(tiles, channels)` (tile, slice, buffer), unit u + 1's window loaded into its buffer
+    before unit u's taps read through the shift. `first_tile_direct`: each CTA's first tile comes from F.conv2d (the
+    consumers' phase A in variant 5). Returns (got, want): the stream's output and F.conv2d's, [pixels, C]."""
     n, channels, h, w = x.shape
     flat = x.permute(0, 2, 3, 1).reshape(-1, channels)
     pixels = flat.shape[0]
     want = F.conv2d(x, weight, bias, padding=1, groups=channels // 8).permute(0, 2, 3, 1).reshape(-1, channels)
     got = torch.full_like(want, float("nan"))
-    slices, tiles = channels // 64, -(-pixels // 64)
-    for cta, my in enumerate(c512.persistent_tiles(tiles, sms)):
-        for p in range(my[0] * 64, min(my[0] * 64 + 64, pixels)):
-            got[p] = want[p]  # tile 0: the consumers' phase A (variant 3's)
-        bufs = torch.full((2, c512.PREFETCH_HALO_PIXELS, 64), float("nan"), dtype=torch.float64)
-        units = c512.prefetch_units(len(my), channels)
+    tiles = -(-pixels // 64)
+    for my in c512.persistent_tiles(tiles, sms):
+        if first_tile_direct:
+            for p in range(my[0] * 64, min(my[0] * 64 + 64, pixels)):
+                got[p] = want[p]
+        bufs = torch.full((2, halo_pixels, 64), float("nan"), dtype=torch.float64)
+        units = units_of(len(my), channels)
 
         def issue(u):
             if u < len(units):
@@ -1487,6 +1490,13 @@ def _conv_stream_float64(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tens
                             acc += weight[8 * g : 8 * g + 8, :, dy + 1, dx + 1] @ bufs[b, q - shift, 8 * (g - 8 * s) : 8 * (g - 8 * s) + 8]
                     got[pix, 8 * g : 8 * g + 8] = acc
     return got, want
+
+
+def _conv_stream_float64(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
+                         sms: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """conv_stream (variant 5's conv warpgroup) transliterated in float64: buffers of PREFETCH_HALO_PIXELS, its
+    prefetch_units (every tile but each CTA's first, which the consumers' phase A computes)."""
+    return _halo_stream_float64(x, weight, bias, sms, c512.PREFETCH_HALO_PIXELS, c512.prefetch_units, True)
 
 
 @pytest.mark.parametrize("channels,n,h,w,sms", [(128, 2, 5, 13, 3), (128, 1, 28, 28, 4), (64, 1, 9, 56, 2),
@@ -1952,43 +1962,11 @@ def test_ksplit_units_alternate_buffers():
     assert c512.ksplit_units(0, 256) == []
 
 
-def _ksplit_conv_float64(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, sms: int) -> torch.Tensor:
-    """The consumers' conv of variant 7 in float64 over the persistent schedule: per CTA two halo buffers of 132 pixels
-    x 64 channels (NaN at first, then holding earlier units: a tap outside its window would read stale data), every
-    tile's units (ksplit_units), unit u + 1's window loaded into buffer (u + 1) % 2 before unit u's taps read buffer
-    u % 2 through the shift (the kernel issues u + 1 after unit u's barrier, before its taps)."""
-    n, channels, h, w = x.shape
-    flat = x.permute(0, 2, 3, 1).reshape(-1, channels)
-    pixels = flat.shape[0]
-    want = F.conv2d(x, weight, bias, padding=1, groups=channels // 8).permute(0, 2, 3, 1).reshape(-1, channels)
-    got = torch.full_like(want, float("nan"))
-    tiles = -(-pixels // 64)
-    for my in c512.persistent_tiles(tiles, sms):
-        bufs = torch.full((2, c512.KSPLIT_HALO_PIXELS, 64), float("nan"), dtype=torch.float64)
-        units = c512.ksplit_units(len(my), channels)
-
-        def issue(u):
-            if u < len(units):
-                k, s, b = units[u]
-                row_lo, shift, first, end = c512.shifted_window(my[k] * 64, w, pixels)
-                bufs[b, first - shift : end - shift] = flat[row_lo * w + first : row_lo * w + end, 64 * s : 64 * s + 64]
-
-        issue(0)
-        for u, (k, s, b) in enumerate(units):
-            issue(u + 1)
-            p0 = my[k] * 64
-            row_lo, shift, _, _ = c512.shifted_window(p0, w, pixels)
-            for pix in range(p0, min(p0 + 64, pixels)):
-                grow, col = divmod(pix, w)
-                for g in range(8 * s, 8 * s + 8):
-                    acc = bias[8 * g : 8 * g + 8].clone()
-                    for tap in range(9):
-                        dy, dx = tap // 3 - 1, tap % 3 - 1
-                        if 0 <= grow % h + dy < h and 0 <= col + dx < w:
-                            q = (grow + dy - row_lo) * w + col + dx
-                            acc += weight[8 * g : 8 * g + 8, :, dy + 1, dx + 1] @ bufs[b, q - shift, 8 * (g - 8 * s) : 8 * (g - 8 * s) + 8]
-                    got[pix, 8 * g : 8 * g + 8] = acc
-    return got, want
+def _ksplit_conv_float64(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
+                         sms: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The consumers' conv of variant 7 in float64: buffers of KSPLIT_HALO_PIXELS, every tile's ksplit_units (the kernel
+    issues unit u + 1 after unit u's barrier, before its taps)."""
+    return _halo_stream_float64(x, weight, bias, sms, c512.KSPLIT_HALO_PIXELS, c512.ksplit_units, False)
 
 
 @pytest.mark.parametrize("channels,n,h,w,sms", [(256, 1, 14, 14, 2), (256, 1, 5, 28, 1), (128, 2, 5, 13, 3),
