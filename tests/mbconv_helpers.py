@@ -2,6 +2,7 @@
 random weights and realistic batchnorm statistics, the input shape of every MBConv, the distinct block
 configurations of B0 and B2, and the GPU check of one fused block against float64."""
 import copy
+import math
 import functools
 
 import torch
@@ -112,3 +113,32 @@ def b0_block_case(path: str):
         torch_err = relative_error(block.half()(x), ref)
         weights = mb.prepare_weights(mb.block_params(block.float()))
     return x, params, weights, ref, torch_err
+
+
+def se_fc1_float64(partial: torch.Tensor, hw: int, w1, b1, warps: int) -> list[float]:
+    """The SE's first layer as the kernels partition it (se_v3_kernel: 16 warps; version 7's last CTA: 8), float64:
+    pooled = the partial sums' total / hw; warp w, lane l computes rows jb + w + u * warps (u < 4) over the float4
+    column groups l, l + 32 (of every 64), each (row, column) exactly once; then SiLU. Returns the squeezed vector."""
+    sq, hidden = w1.shape
+    pooled = partial[:, :hidden].sum(0) / hw
+    h4, squeezed = hidden // 4, [math.nan] * sq
+    touched = torch.zeros(sq, hidden, dtype=torch.int64)
+    for jb in range(0, sq, 4 * warps):
+        for warp in range(warps):
+            acc = [0.0] * 4
+            for lane in range(32):
+                for c0 in range(lane, h4, 64):
+                    for t in range(2):
+                        for u in range(4):
+                            j, c = jb + warp + u * warps, c0 + t * 32
+                            if j < sq and c < h4:
+                                acc[u] += float(w1[j, 4 * c:4 * c + 4] @ pooled[4 * c:4 * c + 4])
+                                touched[j, 4 * c:4 * c + 4] += 1
+            for u in range(4):
+                j = jb + warp + u * warps
+                if j < sq:
+                    v = acc[u] + float(b1[j])
+                    squeezed[j] = v / (1 + math.exp(-v))
+    assert (touched == 1).all()
+    return squeezed
+

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from cuda_kernels import mbconv as mb
-from mbconv_helpers import b0_block_case
+from mbconv_helpers import b0_block_case, se_fc1_float64
 
 BM, BK, THREADS, WARPS = 128, 32, 128, 4  # csrc/mbconv_v3.cu kProjV3BM, kProjV3BK, kProjectThreads
 
@@ -108,26 +108,7 @@ def test_project_scale_follows_each_fragment_element(hw, n, hidden, hk_pad, hid_
 def _se_v3(partial: torch.Tensor, hw: int, w1, b1, w2, b2, hid_pad: int, fc2_warps: int = 16) -> torch.Tensor:
     """se_v3_kernel for one image, loop by loop (float64): partial [bands, hid_pad]."""
     sq, hidden = w1.shape
-    pooled = partial[:, :hidden].sum(0) / hw
-    h4, squeezed, warps = hidden // 4, torch.full((sq,), float("nan"), dtype=partial.dtype), 16
-    touched = torch.zeros(sq, hidden, dtype=torch.int64)
-    for jb in range(0, sq, 4 * warps):
-        for warp in range(warps):
-            acc = [0.0] * 4
-            for lane in range(32):
-                for c0 in range(lane, h4, 64):
-                    for t in range(2):
-                        for u in range(4):
-                            j, c = jb + warp + u * warps, c0 + t * 32
-                            if j < sq and c < h4:
-                                acc[u] += float(w1[j, 4 * c:4 * c + 4] @ pooled[4 * c:4 * c + 4])
-                                touched[j, 4 * c:4 * c + 4] += 1
-            for u in range(4):
-                j = jb + warp + u * warps
-                if j < sq:
-                    v = acc[u] + float(b1[j])
-                    squeezed[j] = v / (1 + math.exp(-v))
-    assert (touched == 1).all()
+    squeezed = se_fc1_float64(partial, hw, w1, b1, warps=16)
     scale = torch.full((hid_pad,), float("nan"), dtype=partial.dtype)
     flat = w2.reshape(-1)
     for warp in range(fc2_warps):

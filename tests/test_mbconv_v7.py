@@ -19,6 +19,7 @@ import torch
 
 import cuda_kernels
 from cuda_kernels import mbconv as mb
+from mbconv_helpers import se_fc1_float64
 
 CSRC = Path(cuda_kernels.__file__).resolve().parent / "csrc"
 BM, BK, LD, STAGES, WARPS_K1 = 64, 64, 72, 3, 8  # csrc/mbconv_v7.cu kP7*, kernel 1's 256 threads
@@ -232,26 +233,7 @@ def test_exactly_one_last_cta_per_image_and_the_counters_return_to_zero():
 def _se_in_last_cta(partial, hw, w1, b1, w2, b2, hid_pad, smem_bytes):
     """se_in_last_cta for one image (float64), warp by warp: 8 warps; FC2 warps from the shared memory."""
     sq, hidden = w1.shape
-    pooled = partial[:, :hidden].sum(0) / hw
-    h4, squeezed = hidden // 4, [math.nan] * sq
-    touched = torch.zeros(sq, hidden, dtype=torch.int64)
-    for jb in range(0, sq, 4 * WARPS_K1):
-        for warp in range(WARPS_K1):
-            acc = [0.0] * 4
-            for lane in range(32):
-                for c0 in range(lane, h4, 64):
-                    for t in range(2):
-                        for u in range(4):
-                            j, c = jb + warp + u * WARPS_K1, c0 + t * 32
-                            if j < sq and c < h4:
-                                acc[u] += float(w1[j, 4 * c:4 * c + 4] @ pooled[4 * c:4 * c + 4])
-                                touched[j, 4 * c:4 * c + 4] += 1
-            for u in range(4):
-                j = jb + warp + u * WARPS_K1
-                if j < sq:
-                    v = acc[u] + float(b1[j])
-                    squeezed[j] = v / (1 + math.exp(-v))
-    assert (touched == 1).all()
+    squeezed = se_fc1_float64(partial, hw, w1, b1, warps=WARPS_K1)
     base, per_warp = (hid_pad + -(-sq // 4) * 4) * 4, 32 * sq * 4
     fc2_warps = max(1, min(WARPS_K1, (smem_bytes - base) // per_warp))
     assert base + fc2_warps * per_warp <= smem_bytes  # the staging fits what the launcher gave
