@@ -8,6 +8,7 @@ Nothing here needs a GPU to import; only calling the timer or the builders does.
 from __future__ import annotations
 
 import contextlib
+import os
 import platform
 import statistics
 import subprocess
@@ -40,13 +41,20 @@ def environment() -> dict:
     return env
 
 
+def _smi_gpu() -> list[str]:
+    """nvidia-smi's `-i` for the GPU torch calls device 0: nvidia-smi ignores CUDA_VISIBLE_DEVICES, so on a
+    machine of several GPUs it would otherwise report the first one, not the one measured."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()
+    return ["-i", visible] if visible else []
+
+
 def _nvidia_smi(fields: dict[str, str], units: bool = True) -> dict:
-    """nvidia-smi's values of the first GPU for {our key: its query field}, as strings (with their units unless
-    `units` is False); {"nvidia_smi": "unavailable: ..."} where it cannot be asked."""
+    """nvidia-smi's values of the measured GPU (`_smi_gpu`) for {our key: its query field}, as strings (with
+    their units unless `units` is False); {"nvidia_smi": "unavailable: ..."} where it cannot be asked."""
     fmt = "csv,noheader" if units else "csv,noheader,nounits"
     try:
-        out = subprocess.run(["nvidia-smi", f"--query-gpu={','.join(fields.values())}", f"--format={fmt}"],
-                             capture_output=True, text=True, timeout=20).stdout.strip()
+        out = subprocess.run(["nvidia-smi", *_smi_gpu(), f"--query-gpu={','.join(fields.values())}",
+                              f"--format={fmt}"], capture_output=True, text=True, timeout=20).stdout.strip()
         return dict(zip(fields, (f.strip() for f in out.splitlines()[0].split(","))))
     except (OSError, IndexError, subprocess.SubprocessError) as exc:
         return {"nvidia_smi": f"unavailable: {exc}"}

@@ -258,9 +258,14 @@ def test_gpu_state_parses_nvidia_smi_and_survives_its_absence(monkeypatch):
         return SimpleNamespace(stdout="1755, 3201, 61, 512.34, 0x0000000000000004\n")
 
     monkeypatch.setattr(subprocess, "run", fake_run)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     assert harness.gpu_state() == {"clock_sm": "1755", "clock_mem": "3201", "temperature_c": "61",
                                    "power_w": "512.34", "throttle_reasons": "0x0000000000000004"}
     assert "clocks_throttle_reasons.active" in seen[0][1] and "nounits" in seen[0][2]
+    # on a machine of several GPUs, the one torch measures (the first visible), not nvidia-smi's first
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1,0")
+    harness.gpu_state()
+    assert seen[1][1:3] == ["-i", "1"]
 
     def missing(cmd, **kwargs):
         raise FileNotFoundError("nvidia-smi")
