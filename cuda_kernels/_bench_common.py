@@ -11,7 +11,7 @@ import time
 
 import torch
 
-from perfmodel.harness import Timer, environment, reference_precision, relative_error
+from perfmodel.harness import Timer, cuda_graph_replay, environment, reference_precision, relative_error
 
 
 def measure_ceilings(timer: Timer) -> dict:
@@ -156,10 +156,28 @@ def check_and_time_kernel(case, block, x: torch.Tensor, run, variants, head: dic
     return entry, exact, block_fp16
 
 
+GRAPH_REPLAY = "cuda graph replay"
+
+
+def timed(fn, timer: Timer, graph: bool = False) -> dict:
+    """A backend's timing: ``{"latency_ms": stats}`` of calling `fn` from Python; with `graph`, of replaying a
+    CUDA graph of one call instead (``"timing": "cuda graph replay"``; every backend of a row alike, so the
+    host's launch cost, which varies from run to run, is out of every comparison), the Python call's stats
+    kept beside as ``python_call_latency_ms``. Where capture fails the Python call is the latency and
+    ``timing`` says so."""
+    call = timer(fn)
+    if not graph:
+        return {"latency_ms": call}
+    replay = cuda_graph_replay(fn)
+    if replay is None:
+        return {"latency_ms": call, "timing": "python call (CUDA graph capture failed)"}
+    return {"latency_ms": timer(replay), "timing": GRAPH_REPLAY, "python_call_latency_ms": call}
+
+
 def time_fused_variants(entry: dict, variants, run, new_out, exact: torch.Tensor, timer: Timer, case,
-                        ceilings: dict) -> None:
+                        ceilings: dict, graph: bool = False) -> None:
     """Each kernel variant's error against `exact` first (``run(variant, out)`` into a fresh
-    ``new_out()``), then its latency (``run(variant, None)``) if within 2x PyTorch fp16's; the
+    ``new_out()``), then its latency (``run(variant, None)``, `timed`) if within 2x PyTorch fp16's; the
     fastest that passed is ``entry["backends"]["cuda_kernels"]``."""
     torch_error = entry["correctness"]["torch_fp16_rel_error"]
     fused = {}
@@ -168,27 +186,29 @@ def time_fused_variants(entry: dict, variants, run, new_out, exact: torch.Tensor
         ok = 0 < torch_error and err <= 2 * torch_error
         entry["correctness"]["variants"][variant] = {"rel_error": err, "passed": ok}
         if ok:
-            lat = timer(lambda v=variant: run(v, None))
-            fused[variant] = {"latency_ms": lat, **rate_metrics(case, lat["median"], ceilings)}
+            t = timed(lambda v=variant: run(v, None), timer, graph)
+            fused[variant] = {**t, **rate_metrics(case, t["latency_ms"]["median"], ceilings)}
             entry["backends"][f"cuda_kernels_v{variant}"] = fused[variant]
     if fused:
         best = min(fused, key=lambda v: fused[v]["latency_ms"]["median"])
         entry["backends"]["cuda_kernels"] = {"variant": best, **fused[best]}
 
 
-def time_eager(entry: dict, block_fp16, x: torch.Tensor, timer: Timer, case, ceilings: dict) -> None:
-    """PyTorch eager (cudnn.benchmark as `prepare` sets it) as backend "eager"."""
+def time_eager(entry: dict, block_fp16, x: torch.Tensor, timer: Timer, case, ceilings: dict,
+               graph: bool = False) -> None:
+    """PyTorch eager (cudnn.benchmark as `prepare` sets it) as backend "eager" (`timed`)."""
     with torch.no_grad():
-        lat = timer(lambda: block_fp16(x))
-    entry["backends"]["eager"] = {"latency_ms": lat, **rate_metrics(case, lat["median"], ceilings)}
+        t = timed(lambda: block_fp16(x), timer, graph)
+    entry["backends"]["eager"] = {**t, **rate_metrics(case, t["latency_ms"]["median"], ceilings)}
 
 
 def time_compiled(entry: dict, block_fp16, x: torch.Tensor, exact: torch.Tensor, mode: str, timer: Timer, case,
-                  ceilings: dict, freezing: bool = False, key: str | None = None) -> None:
+                  ceilings: dict, freezing: bool = False, key: str | None = None, graph: bool = False) -> None:
     """torch.compile in `mode` ("default" is inductor's default), a fresh, static compile per shape
     (torch._dynamo.reset() first; NOTES.md, v2), with Inductor's freezing on or off (weights
     constant-folded, as `perfmodel bench --freezing` compiles networks); compile_s is the compile and
-    first call, as cuda_kernels.bench records it. Backend `key`, by default "inductor_<mode>"."""
+    first call, as cuda_kernels.bench records it; latency as `timed`. Backend `key`, by default
+    "inductor_<mode>"."""
     import torch._inductor.config as inductor_config
 
     torch._dynamo.reset()
@@ -198,10 +218,10 @@ def time_compiled(entry: dict, block_fp16, x: torch.Tensor, exact: torch.Tensor,
         err = relative_error(compiled(x), exact)
         torch.cuda.synchronize()
         compile_s = time.perf_counter() - t0
-        lat = timer(lambda: compiled(x))
-    entry["backends"][key or f"inductor_{mode}"] = {"latency_ms": lat, "compile_s": compile_s, "rel_error": err,
+        t = timed(lambda: compiled(x), timer, graph)
+    entry["backends"][key or f"inductor_{mode}"] = {**t, "compile_s": compile_s, "rel_error": err,
                                                     **({"freezing": True} if freezing else {}),
-                                                    **rate_metrics(case, lat["median"], ceilings)}
+                                                    **rate_metrics(case, t["latency_ms"]["median"], ceilings)}
 
 
 def time_torch_baselines(entry: dict, block_fp16, x: torch.Tensor, exact: torch.Tensor, modes: list[str],

@@ -27,7 +27,11 @@ folded, as the other block benchmarks build them (``bench.make_block``, ``bench_
    freezing on (as ``perfmodel bench --backend inductor --freezing``, the networks' baseline;
    ``--no-freezing`` turns it off), a fresh static compile per shape (``_bench_common.time_compiled``).
 
-CUDA events, L2 flushed before every repeat, medians (``perfmodel.harness.Timer``). Each row records the GPU's
+CUDA events, L2 flushed before every repeat, medians (``perfmodel.harness.Timer``); every backend timed as the
+replay of a CUDA graph of one call (``--no-graphs``: called from Python; both are in the file). Session 8's first
+H200 tables, timed from Python, gave torch.compile's units 1.5-3.7x apart from run to run (C = 512: 115, 367,
+432 us): a compiled unit of several kernels runs as fast as the host launches it, and the fused unit, one
+kernel, does not notice. The replay takes that out of every column alike. Each row records the GPU's
 clocks, temperature, power and throttle reasons before it (``gpu_state``); at the end the first fused unit is
 re-timed and the matmul ceiling re-measured (``results.drift``, a ``DRIFT`` line when either moved by more than
 5%): session 7's all-model run drifted (late rows 1.2-2.2x slower than the same units alone) and nothing in the
@@ -71,8 +75,9 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import nn
 
-from cuda_kernels._bench_common import (add_timing_arguments, case_entry, hardware_ceilings, prepare, random_nhwc,
-                                        reference, summarize_speedups, time_compiled, time_eager, time_fused_variants)
+from cuda_kernels._bench_common import (GRAPH_REPLAY, add_timing_arguments, case_entry, hardware_ceilings, prepare,
+                                        random_nhwc, reference, summarize_speedups, time_compiled, time_eager,
+                                        time_fused_variants)
 from cuda_kernels.bench import Case
 from cuda_kernels.bench_s2 import DownCase
 from cuda_kernels.bench_stem import StemCase
@@ -359,7 +364,7 @@ def entry_head(case, counts: dict) -> dict:
 
 
 def bench_unit(case, counts: dict, timer: Timer, ceilings: dict, budget: Budget, freezing: bool,
-               reserve_s: float) -> tuple[dict, UnitState]:
+               reserve_s: float, graph: bool = True) -> tuple[dict, UnitState]:
     torch.manual_seed(0)
     block = build(case)
     x = random_nhwc(case.batch, input_channels(case), case.size)
@@ -370,15 +375,16 @@ def bench_unit(case, counts: dict, timer: Timer, ceilings: dict, budget: Budget,
         label = variant_label(entry["swap"])
         with torch.no_grad():
             guarded(entry, "cuda_kernels", lambda: time_fused_variants(
-                entry, (label,), lambda _v, _out: holder(x), lambda: None, exact, timer, case, ceilings))
+                entry, (label,), lambda _v, _out: holder(x), lambda: None, exact, timer, case, ceilings, graph))
         fused = entry["backends"].get("cuda_kernels")
         if fused is not None:
             fused["kernels"] = entry["swap"]["kernels"]
             fused["form"] = entry["swap"]["form"]
     budget.run(case.name, "eager", lambda: guarded(
-        entry, "eager", lambda: time_eager(entry, block_fp16, x, timer, case, ceilings)), reserve_s)
+        entry, "eager", lambda: time_eager(entry, block_fp16, x, timer, case, ceilings, graph)), reserve_s)
     budget.run(case.name, DEFAULT, lambda: guarded(entry, DEFAULT, lambda: time_compiled(
-        entry, block_fp16, x, exact, "default", timer, case, ceilings, freezing=freezing, key=DEFAULT)), reserve_s)
+        entry, block_fp16, x, exact, "default", timer, case, ceilings, freezing=freezing, key=DEFAULT, graph=graph)),
+        reserve_s)
     summarize_speedups(entry)
     return entry, UnitState(block_fp16, x, exact, holder if entry["swap"]["kernels"] else None)
 
@@ -395,10 +401,11 @@ def drift_check(entries: list[dict], states: list, timer: Timer, ceilings: dict,
         first = entry.get("backends", {}).get("cuda_kernels")
         if getattr(state, "fused", None) is None or first is None:
             continue
+        start_ms = first.get("python_call_latency_ms", first["latency_ms"])["median"]  # as timed again here
         with torch.no_grad():
             again = timer(lambda: state.fused(state.x))
-        out["first_fused_unit"] = {"name": entry["name"], "start_ms": first["latency_ms"]["median"],
-                                   "end_ms": again["median"], "ratio": again["median"] / first["latency_ms"]["median"]}
+        out["first_fused_unit"] = {"name": entry["name"], "start_ms": start_ms, "end_ms": again["median"],
+                                   "ratio": again["median"] / start_ms}
         break
     start = ceilings.get("measured", {}).get("fp16_matmul_tflops")
     if start:
@@ -411,10 +418,10 @@ def drift_check(entries: list[dict], states: list, timer: Timer, ceilings: dict,
 
 
 def autotune_unit(entry: dict, state: UnitState, timer: Timer, ceilings: dict, budget: Budget, freezing: bool,
-                  case) -> bool:
+                  case, graph: bool = True) -> bool:
     ran = budget.run(entry["name"], AUTOTUNE, lambda: guarded(entry, AUTOTUNE, lambda: time_compiled(
         entry, state.unit, state.x, state.exact, AUTOTUNE_MODE, timer, case, ceilings, freezing=freezing,
-        key=AUTOTUNE)))
+        key=AUTOTUNE, graph=graph)))
     summarize_speedups(entry)
     return ran
 
@@ -470,7 +477,8 @@ def model_summary(name: str, entries: list[dict]) -> dict:
         baselines["best_per_unit"] = best(which)
         summary[part] = {"fused_ms": fused, "baselines_ms": baselines,
                          "speedups": {b: t / fused for b, t in baselines.items() if t is not None and fused}}
-    summary["note"] = ("sums of isolated unit timings (L2 flushed, no CUDA graphs), count x median; a unit that "
+    summary["note"] = ("sums of isolated unit timings (L2 flushed; method.cuda_graphs says how each call was "
+                       "timed), count x median; a unit that "
                        "falls back, and the head, count with torch.compile default's time: not the network's "
                        "end-to-end latency")
     return summary
@@ -567,7 +575,11 @@ def write(path: str, command: str, env: dict, models: list[str], args, timer: Ti
                   "memory_format": "channels_last",
                   "backends": ["cuda_kernels", "eager", DEFAULT, *([] if args.no_autotune else [AUTOTUNE])],
                   "plan": "block (one kernel per block; bytes = input + output + weights)"},
-        method={**timer.describe(), "cuda_graphs": False, "cudnn_benchmark": True,
+        method={**timer.describe(), "cudnn_benchmark": True,
+                "cuda_graphs": (f"every backend's latency_ms is the replay of a CUDA graph of one call ('timing': "
+                                f"'{GRAPH_REPLAY}'; the L2 flush before it, outside the graph), the host's launch "
+                                "cost out of every comparison; python_call_latency_ms: the same call from Python"
+                                if args.graphs else False),
                 "inductor": f"torch.compile(unit, mode, dynamic=False) after torch._dynamo.reset(), per shape; "
                             f"freezing {'on' if args.freezing else 'off'}",
                 "fused": "the unit swapped by cuda_kernels.replace_blocks (the network's mechanism and switches)",
@@ -597,6 +609,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=128)
     add_timing_arguments(parser)  # --warmup 10, --repeats 30, --hardware h200-sxm
     parser.add_argument("--no-autotune", action="store_true", help="leave out torch.compile max-autotune-no-cudagraphs")
+    parser.add_argument("--no-graphs", dest="graphs", action="store_false",
+                        help="time each backend called from Python instead of as the replay of a CUDA graph of one "
+                             "call (the default, which keeps the host's launch cost out of every comparison)")
     parser.add_argument("--no-freezing", dest="freezing", action="store_false",
                         help="compile without Inductor's freezing (on by default, as the networks' baseline)")
     parser.add_argument("--budget-s", type=float, default=420.0,
@@ -630,7 +645,7 @@ def main(argv: list[str] | None = None) -> int:
         reserve = FUSED_COST_S * (len(units) - i - 1)
         state_before = gpu_state()
         try:
-            entry, state = bench_unit(case, found[case], timer, ceilings, budget, args.freezing, reserve)
+            entry, state = bench_unit(case, found[case], timer, ceilings, budget, args.freezing, reserve, args.graphs)
         except Exception as exc:  # building or checking the unit failed: the row says so, the run goes on
             entry = {**case_entry(case, None, entry_head(case, found[case])),
                      "errors": {"unit": f"{type(exc).__name__}: {exc}"[:2000]}}
@@ -643,7 +658,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_autotune:
         for i in autotune_order(entries):
             if states[i] is not None:
-                autotune_unit(entries[i], states[i], timer, ceilings, budget, args.freezing, units[i])
+                autotune_unit(entries[i], states[i], timer, ceilings, budget, args.freezing, units[i], args.graphs)
                 print("autotuned: " + row(entries[i]), flush=True)
                 save("max-autotune pass")
     drift = drift_check(entries, states, timer, ceilings, args.hardware)

@@ -27,7 +27,8 @@ import torch
 from torch import nn
 
 from cuda_kernels._bench_common import command_line
-from perfmodel.harness import Timer, environment, randomize_batchnorm, reference_precision, relative_error
+from perfmodel.harness import (Timer, cuda_graph_replay, environment, randomize_batchnorm, reference_precision,
+                              relative_error)
 
 RESOLUTION = {"efficientnet_b0": 224, "efficientnet_b2": 288}
 
@@ -111,7 +112,7 @@ def bench_block(path: str, block: nn.Module, shape, batch: int, timer: Timer, mo
         lat = timer(fn)
         results[name] = {"latency_ms": lat, "tflops": flops / (lat["median"] * 1e-3) / 1e12,
                          "fraction_of_block_bound": row["block_t_min_us"] * 1e-3 / lat["median"], **extra}
-        replay = graphed(fn)  # GPU time alone: small blocks are CPU-bound when called from Python
+        replay = cuda_graph_replay(fn)  # GPU time alone: small blocks are CPU-bound when called from Python
         if replay is not None:
             glat = timer(replay)
             results[name].update(graph_latency_ms=glat, graph_tflops=flops / (glat["median"] * 1e-3) / 1e12)
@@ -150,23 +151,6 @@ def bench_block(path: str, block: nn.Module, shape, batch: int, timer: Timer, mo
                  if not k.startswith("cuda_kernels") and "graph_latency_ms" in v]
         if graph and "graph_latency_ms" in results["cuda_kernels"]:
             row["graph_speedup_vs_best_baseline"] = min(graph) / results["cuda_kernels"]["graph_latency_ms"]["median"]
-
-
-def graphed(fn):
-    """`fn` captured in a CUDA graph (its replay), or None where capture fails."""
-    try:
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(3):
-                fn()
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            fn()
-        return graph.replay
-    except Exception:  # noqa: BLE001 - a baseline that cannot be captured is timed without a graph only
-        return None
 
 
 def kernel_times(fn, calls: int = 5) -> dict[str, float]:

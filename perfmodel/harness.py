@@ -124,6 +124,25 @@ class Timer:
         return latency_stats([s.elapsed_time(e) for s, e in zip(starts, ends)])
 
 
+def cuda_graph_replay(fn):
+    """`fn` captured in a CUDA graph: its replay, one launch, or None where capture fails. Timing the replay
+    keeps the host's launch cost out of a GPU timing; small kernels and compiled graphs of several kernels are
+    otherwise as fast as Python can launch them, and that varies from run to run."""
+    try:
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(3):  # lazy initialisation and allocations happen outside the capture
+                fn()
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            fn()
+        return graph.replay
+    except Exception:  # noqa: BLE001 - what cannot be captured is timed from Python only, and says so
+        return None
+
+
 def relative_error(got: torch.Tensor, ref: torch.Tensor) -> float:
     """||got - ref|| / ||ref|| in float64; NaN or inf anywhere gives inf (never a pass)."""
     got, ref = got.double(), ref.double()

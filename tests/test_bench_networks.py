@@ -311,14 +311,15 @@ def test_main_writes_one_file_with_every_unit(tmp_path, monkeypatch, capsys):
 
     calls = []
 
-    def fake_bench_unit(case, counts, timer, ceilings, budget, freezing, reserve_s):
-        calls.append((case.name, reserve_s, freezing))
+    def fake_bench_unit(case, counts, timer, ceilings, budget, freezing, reserve_s, graph):
+        calls.append((case.name, reserve_s, freezing, graph))
         if bn.kind(case) == "down":
             raise RuntimeError("kernel launch failed")
         e = entry(case.name, bn.kind(case), dict(counts), cuda_kernels=0.1, eager=0.3, default=0.2)
         return {**e, "macs": case.macs}, object()
 
-    def fake_autotune(e, state, timer, ceilings, budget, freezing, case):
+    def fake_autotune(e, state, timer, ceilings, budget, freezing, case, graph):
+        assert graph  # the CUDA-graph replay by default
         e["backends"][bn.AUTOTUNE] = backend(0.15)
         summarize_speedups(e)
         return True
@@ -335,6 +336,7 @@ def test_main_writes_one_file_with_every_unit(tmp_path, monkeypatch, capsys):
     cases = data["results"]["cases"]
     assert [c["name"] for c in cases] == [c.name for c, _ in EXPECTED["convfirstnet_s"]]
     assert calls[0][1] == pytest.approx(8 * bn.FUSED_COST_S) and calls[-1][1] == 0.0 and not calls[0][2]
+    assert all(c[3] for c in calls) and "replay of a CUDA graph" in data["method"]["cuda_graphs"]
     downs = [c for c in cases if c["unit"] == "down"]
     assert len(downs) == 3 and all(c["errors"]["unit"] == "RuntimeError: kernel launch failed" for c in downs)
     assert all(bn.AUTOTUNE in c["backends"] for c in cases if c["unit"] != "down")
@@ -370,3 +372,29 @@ def test_drift_check_compares_the_end_of_the_run_with_its_start(monkeypatch):
     monkeypatch.setattr(bn, "hardware_ceilings", lambda hw, t: {"measured": {"fp16_matmul_tflops": 770.0}})
     steady = bn.drift_check(entries, [None, fused], lambda fn: {"median": 0.102}, ceilings, "h200-sxm")
     assert steady["drifted"] is False
+    # a graph-replay row is re-timed from Python: the start it compares with is its Python-call timing
+    entries[1]["backends"]["cuda_kernels"]["python_call_latency_ms"] = {"median": 0.104}
+    graphed = bn.drift_check(entries, [None, fused], timer, ceilings, "h200-sxm")
+    assert graphed["first_fused_unit"]["start_ms"] == 0.104 and graphed["first_fused_unit"]["ratio"] == pytest.approx(1.25)
+
+
+def test_timed_replays_a_cuda_graph_and_keeps_the_python_call(monkeypatch):
+    """With graph: the latency is the replay's, the Python call's beside it; a failed capture falls back to the
+    Python call and says so; without graph nothing is captured."""
+    from cuda_kernels import _bench_common as bc
+
+    calls, stats = [], iter([{"median": 0.30}, {"median": 0.12}, {"median": 0.31}, {"median": 0.29}])
+
+    def timer(fn):
+        fn()
+        return next(stats)
+
+    monkeypatch.setattr(bc, "cuda_graph_replay", lambda fn: lambda: calls.append("replay"))
+    assert bc.timed(lambda: calls.append("call"), timer, graph=True) == {
+        "latency_ms": {"median": 0.12}, "timing": "cuda graph replay", "python_call_latency_ms": {"median": 0.30}}
+    assert calls == ["call", "replay"]
+    monkeypatch.setattr(bc, "cuda_graph_replay", lambda fn: None)
+    failed = bc.timed(lambda: calls.append("call"), timer, graph=True)
+    assert failed["latency_ms"] == {"median": 0.31} and "capture failed" in failed["timing"]
+    monkeypatch.setattr(bc, "cuda_graph_replay", lambda fn: pytest.fail("captured without graph"))
+    assert bc.timed(lambda: None, timer) == {"latency_ms": {"median": 0.29}}
