@@ -4,6 +4,7 @@
     python examples/measurements/fidelity/l2probe2.py parse CSV OUT.json MODE
     python examples/measurements/fidelity/l2probe2.py trace OUTDIR MODEL...   # alloc_MODEL.json
     python examples/measurements/fidelity/l2probe2.py summary l2probe2_h200_none.json
+    python examples/measurements/fidelity/l2probe2.py replay l2probe2_h200_none.json [RULE...]
 
 ``probe`` launches element-wise kernels and four matrix products of known traffic, each in an
 NVTX range ``module:p2.<experiment>.<parameters>.<step>.r<repeat>`` (ncu renames the kernels
@@ -140,6 +141,109 @@ def summary(path: str) -> None:
                                      for step, (r, w) in by_step.items()))
 
 
+def probe_kernels(data):
+    """The probe's steps as plan kernels at the probe's buffers (perfmodel.l2model's
+    dram_traffic replays them): one kernel per step of the file's rows (a step that ran as
+    several kernels is one), value ids per (buffer, MiB) slice, every slice placed at its
+    buffer's address; the ``relu`` step writes in place (op ``relu_``), ``read`` and ``evict``
+    write a 2-byte sum. Returns (kernels, addresses, step names)."""
+    from types import MappingProxyType
+
+    from perfmodel.plan import Kernel
+
+    sizes = {"big": 1024, "other": 128, "a": 64, "b": 64, "c": 64}
+    for name, m, k, n in data["mm"]:
+        sizes |= {f"{name}.x": m * k * 2 / MIB, f"{name}.w": k * n * 2 / MIB, f"{name}.o": m * n * 2 / MIB}
+    base, at = {}, 1 << 40
+    for buf, mib in sizes.items():
+        base[buf] = at
+        at += -(-int(mib * MIB) // (2 * MIB)) * 2 * MIB + 2 * MIB
+    vids, addresses = {}, {}
+
+    def v(buf, mib=None):
+        nbytes = int((sizes[buf] if mib is None else mib) * MIB)
+        key = (buf, nbytes)
+        if key not in vids:
+            vids[key] = len(vids) + 1
+            addresses[vids[key]] = base[buf]
+        return vids[key], nbytes
+
+    def kernel(name, reads=(), writes=(), ops=("op",)):
+        reads, writes = dict(reads), dict(writes)
+        return Kernel(name, ops=ops, input_bytes=sum(reads.values()), output_bytes=sum(writes.values()),
+                      reads=MappingProxyType(reads), writes=MappingProxyType(writes))
+
+    scalars = iter(range(10**6, 10**7))
+    kernels, names = [], []
+    for row in data["rows"]:
+        name = row["module"]
+        if names and names[-1] == name:
+            continue
+        parts = name.split(".")
+        exp, step = parts[1], parts[-2]
+        if "evict" in (step, parts[-1]):
+            k = kernel(name, [v("big")], [(next(scalars), 2)])
+        elif exp in ("rw", "ip"):
+            s = int(parts[2])
+            k = {"fill": lambda: kernel(name, (), [v("b", s)]),
+                 "read": lambda: kernel(name, [v("b", s)], [(next(scalars), 2)]),
+                 "mul": lambda: kernel(name, [v("a", s)], [v("b", s)]),
+                 "relu": lambda: kernel(name, [v("b", s)], [v("b", s)], ("relu_",))}[step]()
+        elif exp in ("wbr", "wbw"):
+            x, y = int(parts[2]), int(parts[3])
+            k = {"fill": lambda: kernel(name, (), [v("b", x)]),
+                 "read": lambda: kernel(name, [v("other", y)], [(next(scalars), 2)]),
+                 "fill2": lambda: kernel(name, (), [v("c", y)])}[step]()
+        elif exp == "mm":
+            mm = parts[2]
+            k = (kernel(name, [v(f"{mm}.x"), v(f"{mm}.w")], [v(f"{mm}.o")]) if step == "mm"
+                 else kernel(name, [v(f"{mm}.o")], [(next(scalars), 2)]))
+        else:
+            raise ValueError(f"unknown probe step {name!r}")
+        kernels.append(k)
+        names.append(name)
+    return kernels, addresses, names
+
+
+def replay(path: str, *off: str) -> None:
+    """The probe's steps through the l2 byte model (H200's parameters, all rules on but
+    `off`) beside the measurement: per experiment, each step's DRAM read / write in MiB,
+    measured -> model, mean of the repeats."""
+    from collections import defaultdict
+
+    from perfmodel.hardware import load_hardware
+    from perfmodel.l2model import Rules, dram_traffic
+
+    data = json.load(open(path))
+    hw = load_hardware("h200-sxm")
+    kernels, addresses, names = probe_kernels(data)
+    rules = Rules.without(off)
+    model = dram_traffic(kernels, int(hw.l2_resident_mib * MIB), flushed=data["cache_control"] == "all",
+                         keep=frozenset(addresses), dirty_bytes=int(hw.l2_dirty_mib * MIB),
+                         ways=hw.l2_ways, rules=rules, passes=1, addresses=addresses)
+    measured = defaultdict(lambda: [0, 0])
+    for row in data["rows"]:
+        measured[row["module"]][0] += row["dram_read_bytes"]
+        measured[row["module"]][1] += row["dram_write_bytes"]
+    steps: dict = defaultdict(lambda: defaultdict(lambda: [0.0] * 4))
+    repeats: dict = defaultdict(set)
+    for name, t in zip(names, model):
+        parts = name.split(".")
+        if parts[1] == "start":
+            continue
+        key, step, rep = ".".join(parts[1:-2]), parts[-2], parts[-1]
+        cell = steps[key][step]
+        for i, b in enumerate((*measured[name], t.read_bytes, t.write_bytes)):
+            cell[i] += b / MIB
+        repeats[key].add(rep)
+    print(f"{data['cache_control']}: MiB read / written per step, measured -> model "
+          f"(rules off: {', '.join(rules.off) or 'none'}), mean of the repeats")
+    for key, by_step in steps.items():
+        n = len(repeats[key])
+        print(f"{key:11s}", "  ".join(f"{step} {mr / n:5.1f}/{mw / n:4.1f} -> {pr / n:5.1f}/{pw / n:4.1f}"
+                                      for step, (mr, mw, pr, pw) in by_step.items()))
+
+
 def trace(model_name: str, out_path: str) -> None:
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
@@ -221,9 +325,11 @@ if __name__ == "__main__":
         parse(*sys.argv[2:5])
     elif sys.argv[1] == "summary":
         summary(sys.argv[2])
+    elif sys.argv[1] == "replay":
+        replay(*sys.argv[2:])
     elif sys.argv[1] == "trace":  # device_l2probe2.sh runs one model per process, as ncu's worker
         for name in sys.argv[3:]:
             trace(name, f"{sys.argv[2]}/alloc_{name}.json")
             print("traced", name, flush=True)
     else:
-        raise SystemExit(f"unknown command {sys.argv[1]!r} (probe, parse, summary, trace)")
+        raise SystemExit(f"unknown command {sys.argv[1]!r} (probe, parse, summary, replay, trace)")
