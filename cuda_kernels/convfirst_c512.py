@@ -79,20 +79,21 @@ K_PANEL = 64
 # 202.8 (209.6), C=256 a6 14x14 111.3 (variant 2: 111.6, a tie), so it is the default at C >= 384, W <= 18.
 # 5 (C = 64 and 128; NOTES.md "Variant 5"): variant 3 with the conv warpgroup's halo prefetched one unit
 # (tile, 64-channel slice) ahead into two buffers, each holding the tile's window (`shifted_window`), and at
-# C = 128 the epilogue's shortcut loaded at the tile's start. Compiled and CPU-checked, not yet run on a GPU:
-# off by default (CUDA_KERNELS_C512_VARIANT=5 or 64:5,128:5 selects it).
+# C = 128 the epilogue's shortcut loaded at the tile's start. The default at C = 128 (131.4 vs 135.0 us, H200);
+# no gain at C = 64.
 # 6 (C = 64, hidden <= 512; NOTES.md "Variant 6"): persistent as 3, but each consumer warpgroup runs its own tile
 # (the CTA's local tile k on warpgroup k % 2: all 128 hidden channels of every chunk, no partial-sum exchange, the
 # chunk pipelined in 64-wide halves), two X buffers with their own x_full / x_empty, the conv warpgroup (variant 5's
 # prefetched stream) computing every tile. Resident weights only: `run` falls back to variant 3 from the switch
-# where hidden > 512 (alpha 10, 12), and refuses an explicit variant 6 there. Compiled and CPU-checked, not yet run on a
-# GPU: off by default (CUDA_KERNELS_C512_VARIANT=6 or 64:6 selects it).
+# where hidden > 512 (alpha 10, 12), and refuses an explicit variant 6 there. The default at C = 64 (162.6 vs 177.3 us
+# at a6 56x56, H200).
 # 7 (C = 128 and 256; NOTES.md "Variant 7"): persistent, 3 warpgroups (two consumers, the producer), the FFN split by k:
 # each consumer warpgroup computes stage 1 for its 64 of every chunk's 128 hidden channels, keeps H in registers and runs
 # stage 2 for all C output columns from them (m64nCk16 with A from registers): no H in shared memory, no barrier between
 # the warpgroups per chunk; the two partial sums are added once per tile in X and the 32 KB after it; the conv is the
-# consumers' own, its halo prefetched one (tile, slice) unit ahead into two buffers (`ksplit_units`). Compiled and
-# CPU-checked, not yet run on a GPU: off by default (CUDA_KERNELS_C512_VARIANT=7 or 256:7 selects it).
+# consumers' own, its halo prefetched one (tile, slice) unit ahead into two buffers (`ksplit_units`). Correct on the
+# H200 (22 GPU tests) but no faster (C = 256 a6 101.8 vs 103.4 us, a4 81.3 vs 78.4, C = 128 136.8 vs 136.5): off
+# unless CUDA_KERNELS_C512_VARIANT=7 or 256:7 selects it.
 VARIANTS = (0, 1, 2, 3, 4, 5, 6, 7)
 PREFETCH_WIDTHS = (64, 128)  # the widths with variant 5
 PINGPONG_WIDTHS = (64,)  # the widths with variant 6
