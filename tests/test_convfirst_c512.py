@@ -563,7 +563,8 @@ def test_raw_op_refuses_overlap_and_bad_shapes():
     assert ext.smem_bytes(64, 1) == ext.smem_bytes(64, 4) == 0 and ext.max_width_c64 == 56
     assert all(0 < ext.smem_bytes(c, 2) <= optin for c in (128, 256)) and ext.smem_bytes(512, 2) == 0
     assert all(0 < ext.smem_bytes(c, 3) <= optin for c in (128, 256)) and ext.smem_bytes(512, 3) == 0
-    assert ext.smem_bytes(256, 3) == ext.smem_bytes(256, 2) + 16 and ext.num_variants == 5
+    # the binding's variant count (csrc/convfirst_c512.h kVariants) against the Python side's list of variants
+    assert ext.smem_bytes(256, 3) == ext.smem_bytes(256, 2) + 16 and c512.VARIANTS == tuple(range(ext.num_variants))
     assert all(ext.smem_bytes(c, 4) == ext.smem_bytes(c, 0) for c in (128, 256, 384, 512))
     with pytest.raises(RuntimeError, match="variant 4 needs W <= 18"):
         ext.convfirst_c512(x[:42].contiguous(), *args, 1, 21, 4, empty)

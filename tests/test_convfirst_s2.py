@@ -242,8 +242,14 @@ OTHER_VARIANTS = [(cin, v) for cin, vs in s2.VARIANTS.items() for v in vs if v]
 @pytest.mark.cuda
 @pytest.mark.parametrize("cin,variant", OTHER_VARIANTS)
 @pytest.mark.parametrize("size,batch", [(56, 4), (13, 3), (14, 37), (7, 1)])
-def test_other_variants(cin, variant, size, batch):
-    """Two blocks per SM, 64-pixel tiles, deeper weight rings: the same results."""
+def test_other_variants(monkeypatch, cin, variant, size, batch):
+    """Two blocks per SM, 64-pixel tiles, deeper weight rings: the same results. 384 -> 768's kernel is in the
+    C=768 extension, off by default (convfirst_c768.SWITCH): switched on for its cases, as tests/test_convfirst_c768.py
+    does."""
+    if (cin, 2 * cin) in s2.C768_WIDTHS:
+        from cuda_kernels import convfirst_c768
+
+        monkeypatch.setenv(convfirst_c768.SWITCH, "stride2")
     check_kernel(cin, 6, batch, size, variant=variant)
 
 

@@ -152,7 +152,18 @@ def test_mma_sync_ffn_variants(channels, variant):
 
 
 @pytest.mark.cuda
-def test_dropin_module_replaces_convfirst_blocks():
+@pytest.mark.parametrize("wgmma", ["0", None])
+def test_dropin_module_replaces_convfirst_blocks(monkeypatch, wgmma):
+    """Both stride-1 C = 64 blocks swapped for one fused module each: with CUDA_KERNELS_WGMMA_CONVFIRST=0 the
+    mma.sync kernel's (FusedConvFirstBlock, this file's kernel); unset, the wgmma kernel's (FusedConvFirstC512),
+    which takes C = 64 by default since its GPU tests passed (convfirst_c512.py, DEFAULT_WGMMA_WIDTHS)."""
+    from cuda_kernels import convfirst_c512 as c512
+
+    if wgmma is None:
+        monkeypatch.delenv(c512.WGMMA_SWITCH, raising=False)
+    else:
+        monkeypatch.setenv(c512.WGMMA_SWITCH, wgmma)
+    stride1 = cuda_kernels.FusedConvFirstBlock if wgmma == "0" else c512.FusedConvFirstC512
     torch.manual_seed(0)
     net = nn.Sequential(ConvFirstBlock(64, 4), ConvFirstBlock(64, 2), ConvFirstBlock(64, 4, out_channels=128, stride=2))
     folded = random_block(net).cuda().half()
@@ -163,8 +174,7 @@ def test_dropin_module_replaces_convfirst_blocks():
         swap = cuda_kernels.replace_blocks(fused)
         assert swap.fused == {"ConvFirstBlock": 3, "FFN": 0}
         assert swap.fallback == {}
-        assert isinstance(fused[0], cuda_kernels.FusedConvFirstBlock)
-        assert isinstance(fused[1], cuda_kernels.FusedConvFirstBlock)
+        assert type(fused[0]) is stride1 and type(fused[1]) is stride1
         assert isinstance(fused[2], cuda_kernels.FusedConvFirstDown), "stride 2 on its own kernel"
         got = fused(x)
     assert got.shape == expected.shape
@@ -288,22 +298,28 @@ def test_wgmma_kernel_compiles_without_spills_or_serialized_wgmma(tmp_path):
 
 @pytest.mark.cuda
 def test_bench_backend_runs_convfirstnet_on_the_kernels(tmp_path):
-    """perfmodel bench --backend cuda_kernels end to end: all 26 blocks of ConvFirstNet-S fused
-    (see test_bench_cpu), each checked against its PyTorch block, a loadable measurement file."""
+    """perfmodel bench --backend cuda_kernels end to end: all 26 ConvFirst blocks of ConvFirstNet-S and its
+    stem fused (the stem kernel is a default swap unless CUDA_KERNELS_STEM=0; see test_bench_cpu), each
+    checked against its PyTorch block, a loadable measurement file."""
     import perfmodel
     from perfmodel.bench import bench
     from perfmodel.measure import load_measurement
+    from perfmodel.spec import build_model
 
     spec = perfmodel.load_spec("convfirstnet_s").with_overrides(batch=8)
+    # what there is to fuse, counted on the zoo model itself: depths (3, 4, 12, 4) + 3 stride-2 blocks, one stem
+    model = build_model(spec)
+    n_blocks = sum(isinstance(m, ConvFirstBlock) for m in model.modules())
+    assert n_blocks == 3 + 4 + 12 + 4 + 3 and isinstance(model.stem, nn.Sequential)
     path = bench(spec, backend="cuda_kernels", warmup=2, repeats=20, output=tmp_path / "m.json")
     m = load_measurement(path)
     assert m.backend == "cuda_kernels" and m.batch == 8 and m.latency_ms > 0
     import json
 
     fusion = json.loads(path.read_text())["workload"]["fusion"]
-    assert fusion["fused_blocks"] == {"ConvFirstBlock": 26, "FFN": 0}
+    assert fusion["fused_blocks"] == {"ConvFirstBlock": n_blocks, "FFN": 0, "Stem": 1}
     assert fusion["fallback_count"] == 0  # the 3 stride-2 blocks run on csrc/convfirst_s2
     check = fusion["check"]
-    assert check["blocks_checked"] == 26
+    assert check["blocks_checked"] == n_blocks + 1  # every fused module (cuda_kernels.FUSED_MODULES), the stem too
     # a real difference from PyTorch fp16 (biases exercised), within 2x PyTorch's own error
     assert 0 < check["max_relative_error"] < 1e-2 and check["worst_error_ratio"] <= 2
