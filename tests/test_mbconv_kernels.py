@@ -250,6 +250,60 @@ def test_v3_agrees_with_v2(path, old, new):
         assert relative_error(after, before.double()) < 3e-3
 
 
+def _differ(a: torch.Tensor, b: torch.Tensor) -> str:
+    """How two outputs differ, for an assertion message."""
+    diff = (a.float() - b.float()).abs()
+    return f"{int((a != b).sum())} of {a.numel()} elements differ, max |difference| {diff.max().item():.3g}"
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("version", [3, 5, 6])
+def test_repeated_launches_are_bitwise_equal(version):
+    """features.1.0 (112 x 112, bands of 10 output rows, hidden 32 = one CTA per band and image) launched 8 times
+    on one input: the same bits each time. Each channel's band sum reaches kernel 1's shared `red` through
+    atomicAdd from several warps (mbconv_v2.cuh: depthwise_tc's per-run sums in versions 5 and 6, four warps per
+    8-channel group here; one per (pair, group) thread in versions 2 and 3, 16 per channel): float additions in
+    arrival order. If that order varies, the pool, hence the SE scale, hence the rounding of D * scale, varies
+    too, and no two runs (of one version or of two) can be compared bit for bit."""
+    if version not in VERSIONS:
+        pytest.skip(f"MBCONV_TEST_VERSIONS leaves out version {version}")
+    torch.manual_seed(1)
+    block = fold_batchnorm(_block("efficientnet_b0", "features.1.0")).cuda()
+    params = mb.block_params(block)
+    weights = mb.prepare_weights(params)
+    x = _gpu_input(6, mbconv_shapes("efficientnet_b0")["features.1.0"])
+    first = mb.mbconv(x, params, weights, version=version)
+    for _ in range(7):
+        again = mb.mbconv(x, params, weights, version=version)
+        assert torch.equal(again, first), _differ(again, first)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("path", ["features.1.0", "features.2.1", "features.3.0", "features.4.0"])
+def test_v6_projection_equals_v5_given_a_pool_independent_scale(path):
+    """Version 6 is version 5 with project_bulk (these four blocks: hidden <= 240, test_mbconv_v6.py) for the
+    projection: the same D, scale, fragments and k order, so the same bits. With the SE's second layer zeroed
+    the scale is sigmoid(b_se2) whatever the pool (fmaf(0, s, b) = b), which takes kernel 1's pool summation
+    order (test_repeated_launches_are_bitwise_equal) out of the comparison: a difference here is the
+    projection's."""
+    if 5 not in VERSIONS or 6 not in VERSIONS:
+        pytest.skip("MBCONV_TEST_VERSIONS leaves out version 5 or 6")
+    torch.manual_seed(1)
+    block = fold_batchnorm(_block("efficientnet_b0", path))
+    se = block.block[-2]
+    with torch.no_grad():  # torchvision initialises the bias to 0: a random one, so that the scale varies by channel
+        se.fc2.weight.zero_()
+        se.fc2.bias.copy_(torch.randn(se.fc2.bias.shape, generator=torch.Generator().manual_seed(2)))
+    assert se.fc2.bias.std() > 0.5
+    block = block.cuda()
+    params = mb.block_params(block)
+    weights = mb.prepare_weights(params)
+    x = _gpu_input(6, mbconv_shapes("efficientnet_b0")[path])
+    before, after = (mb.mbconv(x, params, weights, version=v) for v in (5, 6))
+    assert torch.isfinite(after).all()
+    assert torch.equal(after, before), _differ(after, before)
+
+
 @pytest.mark.cuda
 def test_efficientnet_b0_through_bench_fused_model():
     """The mechanism `perfmodel bench --backend cuda_kernels` uses: every MBConv swapped and
