@@ -241,3 +241,40 @@ def test_trace_addresses_pair_a_modules_outputs_in_order_by_size():
            ["m", "aten.add.Tensor", [], [[4000, 50], [5000, 100]]],
            ["m.se", "aten.mean.dim", [], [[7000, 100]]], ["m.se", "aten.mul.Tensor", [], [[7100, 8]]]]
     assert trace_addresses(kernels, ops) == {1: 1000, 2: 2000, 3: 2000, 4: 5000, 6: 7100, 7: 7000}
+
+
+def test_second_probe_steps_become_plan_kernels_at_their_buffers():
+    """l2probe2.py replay: each NVTX step of the second L2 probe as one plan kernel (a step
+    that ran as two kernels is one), the slices of a buffer at its address. rw.32: fill writes
+    32 MiB of b, read sums them (a 2-byte output); ip.16: mul reads 16 MiB of a into b, relu_
+    rewrites those 16 MiB of b in place. Through the l2 model (1 MiB chunks, resident 24 MiB:
+    48 MiB fully associative, dirty cap 27 MiB): fill leaves 32 dirty chunks, 5 over the cap
+    -> 5 MiB written back; read finds all 32 (32 < 48 MiB) and its sum makes one more chunk
+    dirty (the model counts whole chunks; it sits after b15 in touch order), 28 > 27 -> the
+    oldest, b5, written back. mul reads 16 MiB of a (never touched) and rewrites b0-b15: when
+    a15 arrives the L2 would hold 33 + 16 = 49 chunks, so the least recent, b15 (dirty), is
+    written back as it leaves (1 MiB) and mul makes it dirty again; then b0-b15, the sum's
+    chunk and b16-b31 are dirty, 33 - 27 = 6 MiB over the cap: 7 MiB in all. relu_ finds b0-b15
+    in L2 and rewrites its own dirty lines: nothing read, nothing written."""
+    import importlib.util
+
+    from perfmodel.l2model import MIB, Rules, Traffic
+
+    spec = importlib.util.spec_from_file_location("l2probe2", FIDELITY / "l2probe2.py")
+    probe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(probe)
+    steps = ["p2.rw.32.fill.r0", "p2.rw.32.read.r0", "p2.rw.32.read.r0",
+             "p2.ip.16.mul.r0", "p2.ip.16.relu.r0"]
+    kernels, addresses, names = probe.probe_kernels({"mm": [], "rows": [{"module": s} for s in steps]})
+    assert names == ["p2.rw.32.fill.r0", "p2.rw.32.read.r0", "p2.ip.16.mul.r0", "p2.ip.16.relu.r0"]
+    fill, read, mul, relu = kernels
+    [(b32, n)] = fill.writes.items()
+    assert n == 32 * MIB and not fill.reads and dict(read.reads) == {b32: 32 * MIB}
+    [(a16, _)] = mul.reads.items()
+    [(b16, n)] = mul.writes.items()
+    assert n == 16 * MIB and dict(relu.reads) == dict(relu.writes) == {b16: 16 * MIB}
+    assert relu.ops == ("relu_",) and addresses[b16] == addresses[b32] != addresses[a16]
+    got = dram_traffic(kernels, 24 * MIB, flushed=False, dirty_bytes=27 * MIB, ways=None,
+                       rules=Rules.without(["set-assoc"]), passes=1, chunk=MIB,
+                       keep=frozenset(addresses), addresses=addresses)
+    assert got == [Traffic(0, 5 * MIB), Traffic(0, 1 * MIB), Traffic(16 * MIB, 7 * MIB), Traffic(0, 0)]
