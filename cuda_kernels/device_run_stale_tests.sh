@@ -3,6 +3,9 @@
 # their fixes, and the GPU checks that decide the MBConv one (item 5 below). From the repository root, at most
 # 90 s (each step under its own timeout):
 #   bash cuda_kernels/device_run_stale_tests.sh OUTDIR
+# Ran once (2026-11-30 16:09 UTC, examples/measurements/gpu_tests/2026-11-30/stale/): items 1-4 8/8 passed, item 5
+# pool_nondeterministic; test_repeated_launches_are_bitwise_equal is now test_repeated_launches_agree (bitwise for
+# version 3 only), so this script records that run rather than being one to repeat.
 # Items 1-4 (stale tests, written before a default changed):
 #   1 test_convfirst_c512 raw op: num_variants against convfirst_c512.VARIANTS (variants 5-7 were added)
 #   2 test_convfirst_s2 other variants at 384 -> 768: CUDA_KERNELS_C768=stride2 for those cases (off by default)

@@ -234,7 +234,9 @@ def test_v3_batch_128_against_float32(version, path):
 def test_v3_agrees_with_v2(path, old, new):
     """Same algorithm and rounding points: v3 differs from v2 in the SiLU approximation only
     (tanh.approx), v5 from v3 in the depthwise's fp16 taps and summation order (tensor cores),
-    v6 from v5 not at all (the same projection arithmetic, other loads)."""
+    v6 from v5 in nothing but the pool's summation order, which varies from launch to launch in both
+    (test_repeated_launches_agree); their projections are bit for bit the same
+    (test_v6_projection_equals_v5_given_a_pool_independent_scale)."""
     if new not in VERSIONS:
         pytest.skip(f"MBCONV_TEST_VERSIONS leaves out version {new}")
     torch.manual_seed(1)
@@ -244,10 +246,7 @@ def test_v3_agrees_with_v2(path, old, new):
     x = _gpu_input(6, mbconv_shapes("efficientnet_b0")[path])
     before, after = (mb.mbconv(x, params, weights, version=v) for v in (old, new))
     assert torch.isfinite(after).all()
-    if (old, new) == (5, 6):
-        assert torch.equal(after, before)
-    else:
-        assert relative_error(after, before.double()) < 3e-3
+    assert relative_error(after, before.double()) < (POOL_ORDER_REL_ERROR if (old, new) == (5, 6) else 3e-3)
 
 
 def _differ(a: torch.Tensor, b: torch.Tensor) -> str:
@@ -256,15 +255,22 @@ def _differ(a: torch.Tensor, b: torch.Tensor) -> str:
     return f"{int((a != b).sum())} of {a.numel()} elements differ, max |difference| {diff.max().item():.3g}"
 
 
+# Versions 5 and 6 add each channel's band sum into kernel 1's shared `red` with float atomicAdd from several warps
+# (mbconv_v2.cuh, depthwise_tc: four warps per 8-channel group at features.1.0), so the pool, the SE scale and the
+# rounding of D * scale follow the warps' arrival order. Measured on the H200 (2026-11-30,
+# examples/measurements/gpu_tests/2026-11-30/stale/): 36 of 1,204,224 outputs differed between two launches, by at
+# most 2.4e-4. One fp16 rounding step of a few of the scaled values: the relative L2 difference of such a pair is
+# about 1e-6, so 1e-4 leaves room for other inputs and would still catch a wrong tile or channel (~1e-2 and up).
+POOL_ORDER_REL_ERROR = 1e-4
+
+
 @pytest.mark.cuda
 @pytest.mark.parametrize("version", [3, 5, 6])
-def test_repeated_launches_are_bitwise_equal(version):
+def test_repeated_launches_agree(version):
     """features.1.0 (112 x 112, bands of 10 output rows, hidden 32 = one CTA per band and image) launched 8 times
-    on one input: the same bits each time. Each channel's band sum reaches kernel 1's shared `red` through
-    atomicAdd from several warps (mbconv_v2.cuh: depthwise_tc's per-run sums in versions 5 and 6, four warps per
-    8-channel group here; one per (pair, group) thread in versions 2 and 3, 16 per channel): float additions in
-    arrival order. If that order varies, the pool, hence the SE scale, hence the rounding of D * scale, varies
-    too, and no two runs (of one version or of two) can be compared bit for bit."""
+    on one input. Version 3 (the default; one atomicAdd per (pair, group) thread into each channel's sum, 16 per
+    channel) gives the same bits each time; versions 5 and 6 agree within POOL_ORDER_REL_ERROR (their pool's
+    summation order varies: the comment above)."""
     if version not in VERSIONS:
         pytest.skip(f"MBCONV_TEST_VERSIONS leaves out version {version}")
     torch.manual_seed(1)
@@ -275,7 +281,10 @@ def test_repeated_launches_are_bitwise_equal(version):
     first = mb.mbconv(x, params, weights, version=version)
     for _ in range(7):
         again = mb.mbconv(x, params, weights, version=version)
-        assert torch.equal(again, first), _differ(again, first)
+        if version == 3:
+            assert torch.equal(again, first), _differ(again, first)
+        else:
+            assert relative_error(again, first.double()) < POOL_ORDER_REL_ERROR, _differ(again, first)
 
 
 @pytest.mark.cuda
@@ -284,7 +293,7 @@ def test_v6_projection_equals_v5_given_a_pool_independent_scale(path):
     """Version 6 is version 5 with project_bulk (these four blocks: hidden <= 240, test_mbconv_v6.py) for the
     projection: the same D, scale, fragments and k order, so the same bits. With the SE's second layer zeroed
     the scale is sigmoid(b_se2) whatever the pool (fmaf(0, s, b) = b), which takes kernel 1's pool summation
-    order (test_repeated_launches_are_bitwise_equal) out of the comparison: a difference here is the
+    order (test_repeated_launches_agree) out of the comparison: a difference here is the
     projection's."""
     if 5 not in VERSIONS or 6 not in VERSIONS:
         pytest.skip("MBCONV_TEST_VERSIONS leaves out version 5 or 6")
