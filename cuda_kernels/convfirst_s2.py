@@ -49,8 +49,8 @@ VARIANTS = {32: (0, 2), 64: (0, 1, 2), 128: (0, 1, 2, 3), 256: (0,),
 
 def default_variant(in_channels: int, width: int) -> int:
     """The fastest variant measured on an H200 (NOTES.md, stride-2 ConvFirst kernel)."""
-    if in_channels == 64:  # 64 -> 128 a6 56x56: variant 2 175.4 / 177.4 us, 1 184.3 / 186.5, in two calls
-        return 2
+    if in_channels == 64:  # 64 -> 128 a6 56x56: variant 2 175.4 / 177.4 us, 1 184.3 / 186.5, in two calls;
+        return 2 if width >= 56 else 1  # smaller inputs were timed with variants 0 and 1 only
     if in_channels == 128:
         return 1 if output_size(width) <= 7 else 0  # 64-pixel tiles when 128-pixel ones leave SMs idle
     if in_channels == 384:  # 384 -> 768: CUDA_KERNELS_C768_S2_VARIANT, else 0

@@ -104,7 +104,7 @@ def test_swap_records_kernel_and_variant(default_switches):
     _, rec = bn.swap_unit(folded_half(ConvFirstBlock(32, 6)), 56)
     assert rec["kernels"][0]["module"] == "FusedConvFirstBlock" and rec["kernels"][0]["variant"] == 1
     _, rec = bn.swap_unit(folded_half(ConvFirstBlock(64, 6, 128, stride=2)), 56)
-    assert rec["kernels"][0]["kernel"] == "convfirst_s2" and rec["kernels"][0]["variant"] == 1
+    assert rec["kernels"][0]["kernel"] == "convfirst_s2" and rec["kernels"][0]["variant"] == 2  # 56x56
     holder, rec = bn.swap_unit(folded_half(ConvFirstBlock(256, 6, 512, stride=2)), 14)
     assert rec["kernels"][0]["kernel"].startswith("convfirst_s2_wide") and bn.variant_label(rec) == 0
     assert type(holder[0]).__name__ == "FusedConvFirstDown"
