@@ -29,10 +29,11 @@ for backend in eager inductor; do
   fi
 done
 # ConvFirstNets end to end (untrained, so latency against GMACs: panel e), the four of one run
-perfmodel gap "$here"/measurements/convfirstnet_e2e/run5/h200_convfirstnet_*.json \
+perfmodel gap "$here"/measurements/convfirstnet_e2e/run8/h200_convfirstnet_*.json \
   -H h200-sxm -o "$out/gap_h200_convfirstnet.png"
-# EfficientNet-B0 on the fused MBConv kernels beside every Inductor run (version 3; same-call baselines in mbconv/v3/)
-perfmodel gap "$here"/measurements/h200_*[a-z0-9]_inductor.json "$here"/measurements/mbconv/v3/h200_efficientnet_b0_{cuda_kernels,inductor_freezing,inductor}_graphs.json \
+# EfficientNet-B0 on the fused MBConv kernels (version 3, the rest compiled) beside every Inductor run (same-call
+# baseline in convfirstnet_e2e/run8/)
+perfmodel gap "$here"/measurements/h200_*[a-z0-9]_inductor.json "$here"/measurements/convfirstnet_e2e/run8/h200_efficientnet_b0_*.json \
   -H h200-sxm -o "$out/gap_h200_fused.png"
 # Predicted against measured, per module (eager, with Nsight Compute bytes)
 for m in resnet50 convnext_tiny efficientnet_b0; do
@@ -42,18 +43,18 @@ done
 # The block-fusion CUDA kernels beside the block- and layer-plan bounds
 if [[ -f $here/measurements/cuda_kernels_h200.json ]]; then
   networks=()  # ConvFirstNets end to end; each folder is one call (fused and torch.compile)
-  for f in "$here"/measurements/convfirstnet_e2e/run{2,3,4,5,6,7}/*.json \
+  for f in "$here"/measurements/convfirstnet_e2e/run{2,3,4,5,6,7,8}/h200_convfirstnet_*.json \
            "$here"/measurements/convfirst_c{512,256}/h200_convfirstnet_*.json; do
     networks+=(--network "$f")
   done
   perfmodel kernels "$here/measurements/cuda_kernels_h200.json" "${networks[@]}" \
     -o "$out/kernels_h200.png" > /dev/null
 fi
-# ConvFirstNet-H200's stride-1 blocks from one run (its per-block table) beside the network end to end
-table=$here/measurements/convfirstnet_table/networks_table.json
+# ConvFirstNet-H200's units from one run (its per-block table, CUDA-graph timed) beside the network end to end
+table=$here/measurements/convfirstnet_table/graphs/networks_table.json
 if [[ -f $table ]]; then
-  perfmodel kernels "$table" --network "$here"/measurements/convfirstnet_e2e/run7/h200_convfirstnet_h200_c64v6_cuda_kernels_compiled_graphs.json \
-    --network "$here"/measurements/convfirstnet_e2e/run7/h200_convfirstnet_h200_c64v6_inductor_freezing_graphs.json \
+  perfmodel kernels "$table" --network "$here"/measurements/convfirstnet_e2e/run8/h200_convfirstnet_h200_cuda_kernels_compiled_graphs.json \
+    --network "$here"/measurements/convfirstnet_e2e/run8/h200_convfirstnet_h200_inductor_freezing_graphs.json \
     -o "$out/kernels_h200_network_table.png" > /dev/null
 fi
 # Tensor-machine diagrams (paper Figures 5 and 7)
