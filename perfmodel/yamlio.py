@@ -1,6 +1,7 @@
 """Reading YAML mappings with errors that name the file, the field and the reason."""
 from __future__ import annotations
 
+import difflib
 import math
 from pathlib import Path
 from typing import Any
@@ -31,9 +32,11 @@ class Fields:
 
     def __init__(self, data: dict[str, Any], file: str, allowed: set[str]):
         self.data, self.file = data, file
-        unknown = sorted(set(data) - allowed)
+        unknown = sorted(set(data) - allowed, key=str)
         if unknown:
-            raise InputError(f"unknown field (allowed: {', '.join(sorted(allowed))})",
+            close = difflib.get_close_matches(str(unknown[0]), sorted(allowed), n=1)
+            hint = f"did you mean '{close[0]}'? " if close else ""
+            raise InputError(f"unknown field ({hint}allowed: {', '.join(sorted(allowed))})",
                              file=file, field=unknown[0])
 
     def error(self, field: str, reason: str) -> InputError:

@@ -56,7 +56,8 @@ def test_hardware_list_and_show():
 
 BAD_SPECS = {
     "missing field": ("name: X\ninput: [3, 8, 8]\n", "field 'model': missing"),
-    "unknown field": (TINY + "bacth: 3\n", "field 'bacth': unknown field"),
+    "unknown field": (TINY + "bacth: 3\n", "field 'bacth': unknown field (did you mean 'batch'?"),
+    "unknown field, nothing close": (TINY + "qqqq: 3\n", "field 'qqqq': unknown field (allowed: "),
     "mistyped field": (TINY.replace("batch: 4", "batch: four"),
                        "field 'batch': expected an integer, got 'four'"),
     "unknown dtype": (TINY + "dtype: float12\n", "field 'dtype': unknown dtype 'float12'"),
