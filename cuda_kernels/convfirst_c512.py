@@ -94,10 +94,18 @@ K_PANEL = 64
 # consumers' own, its halo prefetched one (tile, slice) unit ahead into two buffers (`ksplit_units`). Correct on the
 # H200 (22 GPU tests) but no faster (C = 256 a6 101.8 vs 103.4 us, a4 81.3 vs 78.4, C = 128 136.8 vs 136.5): off
 # unless CUDA_KERNELS_C512_VARIANT=7 or 256:7 selects it.
-VARIANTS = (0, 1, 2, 3, 4, 5, 6, 7)
+# 8 (C = 256; NOTES.md "What binds the C = 256 block", "Next: variant 8"): variant 7's FFN without the conv: a separate conv
+# kernel (one CTA per tile and 64-channel slice, variant 7's arithmetic) writes X = conv(x) + b_c into a scratch of whole
+# tiles in the fused kernel's swizzled panel layout (`conv8_scratch_bytes`, `conv8_scratch_rows`), the fused kernel loads
+# each tile's X by one bulk copy into two X buffers, and the epilogue reads the shortcut rows (copied into the tile's dead
+# X buffer by the producer warpgroup's idle warps) and b2 from shared memory. Not yet run on a GPU: off unless
+# CUDA_KERNELS_C512_VARIANT=8 or 256:8 selects it; `run` allocates the scratch (or takes one, ``xconv``).
+VARIANTS = (0, 1, 2, 3, 4, 5, 6, 7, 8)
 PREFETCH_WIDTHS = (64, 128)  # the widths with variant 5
 PINGPONG_WIDTHS = (64,)  # the widths with variant 6
 KSPLIT_WIDTHS = (128, 256)  # the widths with variant 7
+CONV8_WIDTHS = (256,)  # the widths with variant 8
+CONV8_BARRIERS = 22  # variant 8: full[8], empty[8], x_full[2], x_empty[2], x_dead, sc_full
 KSPLIT_HALO_PIXELS = 132  # variant 7: pixels per halo buffer (a tile's shifted window is <= 2 W + 73 = 129 at W = 28)
 PINGPONG_MAX_HIDDEN = 512  # variant 6: every weight slot (2 per 128-wide chunk) resident in the 8-slot ring
 PREFETCH_HALO_PIXELS = 192  # variant 5: pixels per halo buffer (a tile's shifted window is <= 2 W + 73)
@@ -146,12 +154,14 @@ def variants(channels: int) -> tuple[int, ...]:
     """The variants the kernel has at this width (2 and 3 need the shared memory C = 384 / 512 fill; C = 64
     has 0, 2, 3, 5 and 6: no multicast, and variant 4's halves are for W <= 18; 5 is C = 64 and 128 only: C = 256's
     X does not fit beside its two halo buffers; 6 is C = 64 only; 7 is C = 128 and 256: its stage 2 is m64nCk16, and
-    C = 384 / 512's accumulator would not fit the registers)."""
+    C = 384 / 512's accumulator would not fit the registers; 8 is C = 256 only, the width it was designed for)."""
     if channels == 64:
         return (0, 2, 3, 5, 6)
     if channels == 128:
         return (0, 1, 2, 3, 4, 5, 7)
-    return (0, 1, 2, 3, 4, 7) if channels <= 256 else (0, 1, 4)
+    if channels == 256:
+        return (0, 1, 2, 3, 4, 7, 8)
+    return (0, 1, 4)
 
 
 SMEM_LIMIT = 227 * 1024  # the H200's opt-in shared memory per block (232,448 B)
@@ -165,10 +175,14 @@ def smem_bytes(channels: int, variant: int = 0) -> int:
     `PREFETCH_HALO_PIXELS` pixels and one zero pixel (222,480 B at C = 64, 230,672 B at C = 128); variant 6 (Shape6)
     two X buffers, the ring, variant 5's halo buffers and zero pixel, 8 full and 4 X barriers, no H (197,856 B); variant 7
     (Shape7) X and the exchange's other half (2 x C / 64 panels: the 64 x C fp32 partial sums), the ring, two halo buffers
-    of `KSPLIT_HALO_PIXELS` pixels, one zero pixel, 16 ring barriers (231,680 B at C = 256, 198,912 B at C = 128). The
-    extension's ``smem_bytes`` must agree (GPU test)."""
+    of `KSPLIT_HALO_PIXELS` pixels, one zero pixel, 16 ring barriers (231,680 B at C = 256, 198,912 B at C = 128); variant
+    8 (Shape8, C = 256) two X buffers (2 x 32 KB), the exchange (32 KB, two rounds), the ring, b2 (C fp32), `CONV8_BARRIERS`
+    barriers (231,600 B). The extension's ``smem_bytes`` must agree (GPU test)."""
     if channels not in SUPPORTED_CHANNELS or variant not in variants(channels):
         return 0
+    if variant == 8:
+        x_tile = channels // K_PANEL * TILE_PIXELS * 128
+        return 1024 + 2 * x_tile + x_tile + 8 * 16384 + 4 * channels + 8 * CONV8_BARRIERS
     if variant == 7:
         body = 2 * (channels // K_PANEL) * TILE_PIXELS * 128 + 8 * 16384 + 2 * KSPLIT_HALO_PIXELS * 128 + 128
         return 1024 + body + 2 * 8 * 8
@@ -222,6 +236,55 @@ def ksplit_units(my_tiles: int, channels: int) -> list[tuple[int, int, int]]:
     has passed unit u's barrier (so the next tile's first slice loads during this tile's FFN)."""
     slices = channels // K_PANEL
     return [(u // slices, u % slices, u % 2) for u in range(max(my_tiles, 0) * slices)]
+
+
+def conv8_scratch_bytes(pixels: int, channels: int = 256) -> int:
+    """Variant 8's conv scratch for `pixels` pixels: whole 64-pixel tiles, each C / 64 swizzled 8 KB panels (the rows past
+    the last pixel hold b_c, as variant 7's X)."""
+    return -(-pixels // TILE_PIXELS) * (channels // K_PANEL) * TILE_PIXELS * 128
+
+
+def conv8_scratch_layout(rows: torch.Tensor) -> torch.Tensor:
+    """X [P, C] fp16 rows as variant 8's conv kernel stores them: P padded to whole tiles (pad rows zero here), tile t,
+    panel s (channels 64 s ..) at byte (t C / 64 + s) 8 KB, each panel 64 rows x 128 bytes with the 128-byte swizzle
+    (`ops._swizzle_128b`). Returns the flat fp16 tensor (`conv8_scratch_bytes` / 2 elements)."""
+    pixels, channels = rows.shape
+    tiles = -(-pixels // TILE_PIXELS)
+    padded = rows.new_zeros(tiles * TILE_PIXELS, channels)
+    padded[:pixels] = rows
+    panels = padded.reshape(tiles, TILE_PIXELS, channels // K_PANEL, K_PANEL).permute(0, 2, 1, 3)
+    return _swizzle_128b(panels.reshape(-1, K_PANEL)).reshape(-1)
+
+
+def conv8_scratch_rows(scratch: torch.Tensor, pixels: int, channels: int = 256) -> torch.Tensor:
+    """The inverse of `conv8_scratch_layout` (the swizzle is its own inverse): X [pixels, C] from the scratch (uint8 or
+    fp16, at least `conv8_scratch_bytes` bytes)."""
+    flat = scratch.reshape(-1)
+    flat = flat.view(torch.float16) if flat.dtype == torch.uint8 else flat
+    tiles = -(-pixels // TILE_PIXELS)
+    panels = _swizzle_128b(flat[: tiles * channels * TILE_PIXELS].reshape(-1, K_PANEL))
+    rows = panels.reshape(tiles, channels // K_PANEL, TILE_PIXELS, K_PANEL).permute(0, 2, 1, 3)
+    return rows.reshape(tiles * TILE_PIXELS, channels)[:pixels]
+
+
+def check_conv8_scratch(xconv: torch.Tensor, x: torch.Tensor, out: torch.Tensor | None = None) -> None:
+    """Raise ValueError for a variant-8 scratch the kernel cannot take: uint8, contiguous, at least
+    `conv8_scratch_bytes` of x's pixels, 16-byte aligned, not overlapping x or out, on x's device (checked last)."""
+    n, c, h, w = x.shape
+    need = conv8_scratch_bytes(n * h * w, c)
+    if xconv.dtype != torch.uint8 or not xconv.is_contiguous():
+        raise ValueError(f"convfirst_c512 variant 8: xconv must be a contiguous uint8 tensor, got {xconv.dtype}")
+    if xconv.numel() < need:
+        raise ValueError(f"convfirst_c512 variant 8: xconv has {xconv.numel()} bytes, needs {need}")
+    if xconv.data_ptr() % 16:
+        raise ValueError("convfirst_c512 variant 8: xconv must be 16-byte aligned")
+    for other, name in ((x, "x"), (out, "out")):
+        if other is not None and other.numel() and other.device == xconv.device:
+            lo, hi = other.data_ptr(), other.data_ptr() + other.numel() * other.element_size()
+            if xconv.data_ptr() < hi and lo < xconv.data_ptr() + xconv.numel():
+                raise ValueError(f"convfirst_c512 variant 8: xconv must not overlap {name}")
+    if xconv.device != x.device:
+        raise ValueError(f"convfirst_c512 variant 8: xconv is on {xconv.device}, x on {x.device}")
 
 
 def ksplit_exchange(channels: int) -> dict[str, int]:
@@ -409,8 +472,9 @@ def _extension():
 
 
 def run(x: torch.Tensor, weights: KernelWeights, out: torch.Tensor | None = None,
-        variant: int | None = None) -> torch.Tensor:
-    """Launch the fused kernel; returns [N, C, H, W] channels_last (``out`` if given)."""
+        variant: int | None = None, xconv: torch.Tensor | None = None) -> torch.Tensor:
+    """Launch the fused kernel; returns [N, C, H, W] channels_last (``out`` if given). Variant 8 launches its conv
+    kernel and the fused kernel, the conv's X in ``xconv`` (uint8, `conv8_scratch_bytes`; allocated when None)."""
     if variant is None:
         variant = pingpong_fallback(default_variant(weights.channels, x.shape[-1]), weights.hidden)
     elif variant == 6 and weights.hidden > PINGPONG_MAX_HIDDEN:
@@ -422,8 +486,19 @@ def run(x: torch.Tensor, weights: KernelWeights, out: torch.Tensor | None = None
     if variant == 4 and x.dim() == 4 and x.shape[-1] > SPLIT_H_MAX_WIDTH:
         raise ValueError(f"convfirst_c512 variant 4 needs W <= {SPLIT_H_MAX_WIDTH}, got {x.shape[-1]}")
     check_input(x, weights, out)
+    if xconv is not None and variant != 8:
+        raise ValueError(f"convfirst_c512: xconv is variant 8's scratch, not variant {variant}'s")
+    if xconv is not None:
+        check_conv8_scratch(xconv, x, out)
     require_sm90(x, "convfirst_c512")
     n, c, h, w = x.shape
+    if variant == 8:
+        if xconv is None:
+            xconv = torch.empty(conv8_scratch_bytes(n * h * w, c), dtype=torch.uint8, device=x.device)
+        flat = _extension().convfirst_c512_v8(nhwc_rows(x, x, n * h * w, c), weights.conv_w, weights.conv_b,
+                                              weights.wpack, weights.b1, weights.b2, h, w,
+                                              nhwc_rows(out, x, n * h * w, c), xconv, _pdl.enabled())
+        return flat.view(n, h, w, c).permute(0, 3, 1, 2)
     flat = _extension().convfirst_c512(nhwc_rows(x, x, n * h * w, c), weights.conv_w,
                                        weights.conv_b, weights.wpack, weights.b1, weights.b2, h, w, variant,
                                        nhwc_rows(out, x, n * h * w, c), _pdl.enabled())

@@ -253,7 +253,7 @@ def test_c64_halo_window_fits_and_covers_every_tap():
 def test_smem_budget_per_variant():
     """Shared memory per instance (the module's mirror of Shape / Shape3): within the H200's 227 KB at
     every width and variant that exists; C = 64: 173,184 B (variant 0), 205,952 (2), 205,968 (3)."""
-    assert [c512.smem_bytes(64, v) for v in c512.VARIANTS] == [173184, 0, 205952, 205968, 0, 222480, 197856, 0]
+    assert [c512.smem_bytes(64, v) for v in c512.VARIANTS] == [173184, 0, 205952, 205968, 0, 222480, 197856, 0, 0]
     assert c512.smem_bytes(256, 2) == c512.smem_bytes(512) == 230528 and c512.smem_bytes(256, 3) == 230544
     assert c512.smem_bytes(128) == 181376 and c512.smem_bytes(384) == 214144 and c512.smem_bytes(384, 2) == 0
     for channels in c512.SUPPORTED_CHANNELS:
@@ -526,7 +526,7 @@ def test_c64_in_the_swapped_network(monkeypatch):
 def test_variants_by_width(small_weights, monkeypatch):
     monkeypatch.delenv(c512.VARIANT_SWITCH, raising=False)
     assert c512.variants(512) == c512.variants(384) == (0, 1, 4)
-    assert c512.variants(256) == (0, 1, 2, 3, 4, 7) and c512.variants(128) == (0, 1, 2, 3, 4, 5, 7)
+    assert c512.variants(256) == (0, 1, 2, 3, 4, 7, 8) and c512.variants(128) == (0, 1, 2, 3, 4, 5, 7)
     assert c512.variants(64) == (0, 2, 3, 5, 6)
     assert [c512.default_variant(c) for c in (64, 128, 256, 384, 512)] == [6, 5, 3, 0, 0]
     monkeypatch.setenv(c512.VARIANT_SWITCH, "64:2")
@@ -877,7 +877,7 @@ def test_variant_switch(monkeypatch):
     assert [c512.default_variant(c) for c in (128, 256, 512)] == [3, 3, 0]
     monkeypatch.setenv(c512.VARIANT_SWITCH, "1")
     assert [c512.default_variant(c) for c in (128, 256, 512)] == [1, 1, 1]
-    monkeypatch.setenv(c512.VARIANT_SWITCH, "8")
+    monkeypatch.setenv(c512.VARIANT_SWITCH, "9")  # no variant 9 (8 is C = 256's, variant 8 below)
     with pytest.raises(ValueError, match="CUDA_KERNELS_C512_VARIANT"):
         c512.default_variant(256)
     monkeypatch.setenv(c512.VARIANT_SWITCH, "")
@@ -2308,7 +2308,7 @@ def test_ksplit_variant_is_deterministic():
 @pytest.mark.parametrize("variant", [5, 6, 7])
 def test_variant_smem_matches_the_extension(variant):
     ext = c512._extension()
-    assert ext.num_variants == len(c512.VARIANTS) == 8
+    assert ext.num_variants == len(c512.VARIANTS) == 9
     for channels in c512.SUPPORTED_CHANNELS:
         assert ext.smem_bytes(channels, variant) == c512.smem_bytes(channels, variant)
 

@@ -1688,6 +1688,335 @@ __global__ void __launch_bounds__(kThreads, 1) convfirst_c512_ksplit_kernel(cons
 #endif
 }
 
+// ---- variant 8 (C = 256): variant 7's FFN without the conv, the epilogue's operands in shared memory (NOTES.md
+// "What binds the C = 256 block", "Next: variant 8") ----
+// Two kernels. convfirst_c512_conv8_kernel: X = conv(x) + b_c, one CTA per (64-pixel tile, 64-channel slice), variant 7's
+// arithmetic (conv_mtiles<2>, the bias after the taps, one rounding), written into a scratch of ceil(P / 64) tiles x
+// C / 64 panels x 8 KB in the fused kernel's 128-byte-swizzled panel layout (rows past P hold b_c, as variant 7's X), so
+// that one 32 KB bulk copy lands a tile's X ready for wgmma. convfirst_c512_ffn8_kernel: variant 7's consumers without
+// their conv stream; the producer thread loads each tile's X by bulk copy into one of two X buffers (x_full / x_empty),
+// the producer warpgroup's three idle warps cp.async the tile's shortcut rows into the tile's X buffer once both
+// consumer warpgroups' last stage-1 groups of the tile have retired (x_dead), and b2 once per CTA (sc_full); the
+// epilogue reads both from shared memory. The partial sums meet in a 32 KB area in two rounds of 16 KB per warpgroup.
+constexpr int kSlices8 = 256 / 64;
+constexpr int kConv8Threads = 256;
+constexpr int kConv8Smem = kHalo7Bytes + 128 + kPanel;  // halo window, zero pixel, the slice's X panel (staging)
+constexpr int kCopierThreads8 = 96;                     // producer warpgroup's warps 1..3
+
+struct Shape8 {
+  static constexpr int C = 256;
+  static constexpr int kXBytes = kSlices8 * kPanel;                 // one tile's X: 32 KB
+  static constexpr int kXOffset = 0;                                // two X buffers
+  static constexpr int kRedOffset = 2 * kXBytes;                    // the exchange: 32 KB (two rounds)
+  static constexpr int kRedBytes = kXBytes;
+  static constexpr int kRingOffset = kRedOffset + kRedBytes;        // 8 slots of 16 KB
+  static constexpr int kB2Offset = kRingOffset + kStages * kSlotBytes;  // b2 [C] fp32
+  static constexpr int kBarOffset = kB2Offset + C * 4;
+  // full[8], empty[8], x_full[2], x_empty[2], x_dead, sc_full
+  static constexpr int kBarriers = 2 * kStages + 2 + 2 + 1 + 1;
+  static constexpr int kSmemBytes = 1024 + kBarOffset + kBarriers * 8;
+  static_assert(kRingOffset % 1024 == 0 && kXBytes % 1024 == 0, "swizzle alignment");
+  static_assert(slots_per_chunk(C) == kStages, "variant 8: n256 B spans two adjacent slots (variant 7's)");
+  static_assert(2 * kRedBytes == 2 * kTilePixels * (C / 2) * 4, "two rounds of the exchange hold both given halves");
+  static_assert(kSmemBytes == 231600, "the layout NOTES.md and convfirst_c512.py state");
+  static_assert(kSmemBytes <= 227 * 1024, "shared memory per block");
+};
+
+// Bytes of the conv scratch for P pixels at C = 256: whole tiles in the panel layout.
+constexpr long long conv8_scratch_bytes(long long pixels) {
+  return (pixels + kTilePixels - 1) / kTilePixels * Shape8::kXBytes;
+}
+
+template <int C>
+__global__ void __launch_bounds__(kConv8Threads) convfirst_c512_conv8_kernel(const Params p, uint8_t* const xconv) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ __align__(128) uint8_t smem_c8[];
+  const int t = threadIdx.x, warp = t >> 5, lane = t & 31, wg = warp >> 2, wq = warp & 3;
+  const int tile = blockIdx.x, s = blockIdx.y;
+  const int W = p.W, H = p.H, p0 = tile * kTilePixels;
+  const uint32_t halo_base = smem_addr(smem_c8), zero_addr = halo_base + kHalo7Bytes;
+  uint8_t* const panel = smem_c8 + kHalo7Bytes + 128;
+  const int rows_total = p.P / W;
+  const int p_last = min(p0 + kTilePixels, p.P) - 1;
+  const int row_lo = max(p0 / W - 1, 0);
+  const int row_hi = min(p_last / W + 1, rows_total - 1);
+  const int qa = max(p0 - W - 1, row_lo * W) - row_lo * W;
+  const int qb = min(p0 + kTilePixels + W + 1, (row_hi + 1) * W) - row_lo * W;
+  const int g0 = s * 8 + wq * 2;  // global index of the warp's group pair
+  uint32_t bfrag[2][9];
+  const uint32_t* wsrc = p.conv_w + ((size_t)g0 * 9 * 32 + lane);
+#pragma unroll
+  for (int tap = 0; tap < 9; ++tap) {
+    bfrag[0][tap] = __ldg(wsrc + tap * 32);
+    bfrag[1][tap] = __ldg(wsrc + (9 + tap) * 32);
+  }
+  if (t < 8) reinterpret_cast<uint4*>(smem_c8 + kHalo7Bytes)[t] = make_uint4(0, 0, 0, 0);
+  pdl::wait();  // x is the previous kernel's output; the scratch was read by the previous fused kernel
+  pdl::launch_dependents();
+  const uint32_t halo = halo_base - (qa & ~7) * 128;  // variant 5's shifted window (row % 8 of the swizzle kept)
+  const __half* xs = p.x + ((size_t)row_lo * W) * C + s * 64;
+  for (int i = t; i < (qb - qa) * 8; i += kConv8Threads) {
+    const int q = qa + (i >> 3), c = i & 7;
+    cp_async16(halo + panel_offset(q, c), xs + (size_t)q * C + c * 8, true);
+  }
+  cp_async_commit();
+  cp_async_wait<0>();
+  __syncthreads();
+  float acc[2][2][4] = {};
+  conv_mtiles<2>(acc, p.P, W, H, p0, wg, lane, row_lo, halo, zero_addr, wq * 2 + (lane >> 4), bfrag);
+  float2 cb[2];
+#pragma unroll
+  for (int gi = 0; gi < 2; ++gi) cb[gi] = __ldg(reinterpret_cast<const float2*>(p.conv_b + (g0 + gi) * 8 + (lane & 3) * 2));
+  const int within = (lane & 3) * 4;
+#pragma unroll
+  for (int j = 0; j < 2; ++j) {
+    const int row = (wg + 2 * j) * 16 + (lane >> 2);
+#pragma unroll
+    for (int gi = 0; gi < 2; ++gi) {
+      const int chunk = wq * 2 + gi;
+      *reinterpret_cast<uint32_t*>(panel + panel_offset(row, chunk) + within) =
+          pack_half2(acc[j][gi][0] + cb[gi].x, acc[j][gi][1] + cb[gi].y);
+      *reinterpret_cast<uint32_t*>(panel + panel_offset(row + 8, chunk) + within) =
+          pack_half2(acc[j][gi][2] + cb[gi].x, acc[j][gi][3] + cb[gi].y);
+    }
+  }
+  __syncthreads();
+  // the swizzled panel as it is (the fused kernel's layout): 8 KB, two 16-byte stores per thread, coalesced
+  uint4* const dst = reinterpret_cast<uint4*>(xconv + ((size_t)tile * (C / 64) + s) * kPanel);
+#pragma unroll
+  for (int i = 0; i < kPanel / 16 / kConv8Threads; ++i)
+    dst[i * kConv8Threads + t] = reinterpret_cast<const uint4*>(panel)[i * kConv8Threads + t];
+#endif
+}
+
+__global__ void __launch_bounds__(kThreads, 1) convfirst_c512_ffn8_kernel(const Params p, const uint8_t* const xconv) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using S8 = Shape8;
+  constexpr int C = S8::C;
+  constexpr int kSlices = kSlices8, kVB = C / 128, kSlotsPerChunk = kStages;  // Shape8: a chunk is the ring
+  constexpr int kAcc = C / 2;      // acc2 registers per thread
+  constexpr int kKeep = kAcc / 2;  // the kept (and the given) half
+  constexpr int kRound = kKeep / 8;  // float4s given per thread per round of the exchange
+  extern __shared__ uint8_t smem_raw[];
+  const uint32_t raw = smem_addr(smem_raw);
+  const uint32_t base = (raw + 1023) & ~1023u;
+  uint8_t* const smem = smem_raw + (base - raw);
+  const uint32_t ring = base + S8::kRingOffset;
+  const uint32_t full_bar = base + S8::kBarOffset, empty_bar = full_bar + kStages * 8;
+  const uint32_t xfull_bar = empty_bar + kStages * 8, xempty_bar = xfull_bar + 16, xdead_bar = xempty_bar + 16,
+                 scfull_bar = xdead_bar + 8;
+  const int nchunks = p.hidden / kHiddenChunk;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int tiles = (p.P + kTilePixels - 1) / kTilePixels;
+  const int my_tiles = (int)blockIdx.x < tiles ? (tiles - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0;
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(full_bar + 8 * s, 1);
+      mbar_init(empty_bar + 8 * s, kConsumerWarps);
+    }
+    for (int b = 0; b < 2; ++b) {
+      mbar_init(xfull_bar + 8 * b, 1);                // the producer's arrive + the copy's bytes
+      mbar_init(xempty_bar + 8 * b, kConsumerWarps);  // every consumer warp done with the tile's shortcut
+    }
+    mbar_init(xdead_bar, kConsumerWarps);   // every consumer warp's last stage-1 group of the tile retired
+    mbar_init(scfull_bar, kCopierThreads8);  // every copier thread's shortcut (and b2) copies landed
+    fence_barrier_init();
+  }
+  __syncthreads();
+
+  if (warp >= kConsumerWarps) {
+    setmaxnreg_dec<kRegProducer7>();
+    if (warp == kConsumerWarps) {
+      if (lane == 0) {
+        // ---- producer: every tile's weight slots without a break; tile k + 1's X after tile k's first chunk ----
+        const int nslots = nchunks * kSlotsPerChunk;
+        auto issue_x = [&](int kk) {  // tile kk's X into buffer kk % 2
+          const int b = kk & 1;
+          if (kk >= 2) mbar_wait(xempty_bar + 8 * b, ((kk >> 1) & 1) ^ 1);  // tile kk - 2's epilogue is done with it
+          mbar_arrive_expect_tx(xfull_bar + 8 * b, S8::kXBytes);
+          bulk_copy_g2s(base + S8::kXOffset + b * S8::kXBytes,
+                        xconv + (size_t)((int)blockIdx.x + kk * (int)gridDim.x) * S8::kXBytes, S8::kXBytes,
+                        xfull_bar + 8 * b);
+        };
+        auto after_first_chunk = [&](int k) {
+          if (k == 0) {
+            pdl::wait();  // the scratch is the conv kernel's output
+            issue_x(0);
+            if (my_tiles > 1) issue_x(1);
+          } else if (k + 1 < my_tiles) {
+            issue_x(k + 1);
+          }
+        };
+        int g = 0;
+#pragma unroll 1
+        for (int k = 0; k < my_tiles; ++k) {
+#pragma unroll 1
+          for (int it = 0; it < nslots; ++it, ++g) {
+            if (it == kSlotsPerChunk) after_first_chunk(k);
+            const int slot = g % kStages;
+            mbar_wait(empty_bar + 8 * slot, ((g / kStages) & 1) ^ 1);
+            mbar_arrive_expect_tx(full_bar + 8 * slot, kSlotBytes);
+            bulk_copy_g2s(ring + slot * kSlotBytes, p.wpack + (size_t)it * kSlotBytes, kSlotBytes, full_bar + 8 * slot);
+          }
+          if (nslots == kSlotsPerChunk) after_first_chunk(k);
+        }
+      }
+    } else {
+      // ---- copiers (warps 9..11): b2 once, then per tile the shortcut rows into the tile's dead X buffer ----
+      const int ct = threadIdx.x - (kConsumerThreads + 32);
+      pdl::wait();  // x is the previous kernel's output
+#pragma unroll 1
+      for (int k = 0; k < my_tiles; ++k) {
+        if (k == 0)
+#pragma unroll 1
+          for (int i = ct; i < C * 4 / 16; i += kCopierThreads8)
+            cp_async16(base + S8::kB2Offset + i * 16, p.b2 + i * 4, true);
+        const int p0 = ((int)blockIdx.x + k * (int)gridDim.x) * kTilePixels;
+        const uint32_t xb = base + S8::kXOffset + (k & 1) * S8::kXBytes;
+        mbar_wait(xdead_bar, k & 1);
+        // a warp copies whole 512-byte rows (warp w - 9: rows w - 9, w - 6, ...), lane = the row's 16-byte chunk
+        static_assert(C / 8 == 32 && kCopierThreads8 % 32 == 0, "variant 8: one shortcut row per copier warp");
+#pragma unroll 1
+        for (int row = ct >> 5; row < kTilePixels; row += kCopierThreads8 / 32) {
+          const bool in = p0 + row < p.P;
+          cp_async16(xb + (lane >> 3) * kPanel + panel_offset(row, lane & 7),
+                     p.x + (size_t)(in ? p0 + row : 0) * C + lane * 8, in);
+        }
+        cp_async_commit();
+        cp_async_wait<0>();
+        fence_proxy_async_smem();  // the buffer is written next by a bulk copy (tile k + 2's X)
+        mbar_arrive(scfull_bar);
+      }
+    }
+  } else {
+    // ---- consumers ----
+    setmaxnreg_inc<kRegConsumer7>();
+    pdl::wait();  // writes out (pdl.h)
+    const int wg = warp >> 2, wq = warp & 3;
+    float acc2[kAcc];  // not zeroed: each tile's first stage-2 product runs with scale-d 0
+    int it = 0, npend = 0;  // variant 7's slot stream index and pending kind
+    auto release = [&](int index) {
+      if (lane == 0) mbar_arrive(empty_bar + 8 * (index % kStages));
+    };
+    auto release_pending = [&](int next) {
+      if (npend == 1) {
+        release(next - 1);
+      } else if (npend == 2) {
+#pragma unroll
+        for (int q = 0; q < kVB; ++q) release(next - 2 * kVB + wg * kVB + q);
+      }
+      npend = 0;
+    };
+#pragma unroll 1
+    for (int k = 0; k < my_tiles; ++k) {
+      const int p0 = ((int)blockIdx.x + k * (int)gridDim.x) * kTilePixels;
+      if (k == my_tiles - 1) pdl::launch_dependents();  // the CTA starts its last tile (variant 3's)
+      const int b = k & 1;
+      const uint32_t x_s = base + S8::kXOffset + b * S8::kXBytes;
+      mbar_wait(xfull_bar + 8 * b, (k >> 1) & 1);  // tile k's X has landed
+
+      // ---- the FFN, split by k (variant 7's) ----
+#pragma unroll 1
+      for (int j = 0; j < nchunks; ++j) {
+        float2 bias[8];
+        load_bias1(p, j, wg, lane, bias);
+        float acc1[32];
+#pragma unroll 1
+        for (int kp = 0; kp < kSlices; ++kp, ++it) {
+          const int slot = it % kStages;
+          mbar_wait(full_bar + 8 * slot, (it / kStages) & 1);
+          fence_registers(acc1);
+          wgmma_fence();
+          const uint32_t a0 = x_s + kp * kPanel, b0 = ring + slot * kSlotBytes + wg * (64 * 128);
+#pragma unroll
+          for (int ks = 0; ks < 4; ++ks)
+            wgmma_m64n64k16_ss(acc1, smem_desc_sw128(a0 + ks * 32), smem_desc_sw128(b0 + ks * 32), (kp | ks) != 0);
+          wgmma_commit();
+          wgmma_wait<1>();
+          release_pending(it);
+          npend = 1;
+        }
+        wgmma_wait<0>();
+        fence_registers(acc1);
+        release_pending(it);
+        if (j == nchunks - 1 && lane == 0) mbar_arrive(xdead_bar);  // this warp's reads of tile k's X are done
+        uint32_t h[4][4];
+#pragma unroll
+        for (int n = 0; n < 8; ++n) {
+          h[n >> 1][(n & 1) * 2 + 0] = pack_half2(fmaxf(acc1[4 * n + 0] + bias[n].x, 0.f), fmaxf(acc1[4 * n + 1] + bias[n].y, 0.f));
+          h[n >> 1][(n & 1) * 2 + 1] = pack_half2(fmaxf(acc1[4 * n + 2] + bias[n].x, 0.f), fmaxf(acc1[4 * n + 3] + bias[n].y, 0.f));
+        }
+        const int mine = it + wg * kVB, theirs = it + (1 - wg) * kVB;
+#pragma unroll
+        for (int q = 0; q < kVB; ++q) mbar_wait(full_bar + 8 * ((mine + q) % kStages), ((mine + q) / kStages) & 1);
+        fence_registers(h);
+        wgmma_fence();
+        const uint32_t b0 = ring + (mine % kStages) * kSlotBytes;
+#pragma unroll
+        for (int ks = 0; ks < 4; ++ks) wgmma_rs7(acc2, h[ks], smem_desc_sw128(b0 + ks * 32), (j | ks) != 0);
+        wgmma_commit();
+#pragma unroll
+        for (int q = 0; q < kVB; ++q) {
+          mbar_wait(full_bar + 8 * ((theirs + q) % kStages), ((theirs + q) / kStages) & 1);
+          release(theirs + q);
+        }
+        npend = 2;
+        it += 2 * kVB;
+      }
+      wgmma_wait<0>();
+      fence_registers(acc2);
+      release_pending(it);
+
+      // ---- the two k halves meet in two rounds through the 32 KB area: warpgroup w gives acc2[kKeep (1 - w) ..] ----
+      const int tw = wq * 32 + lane;
+      float4* const give = reinterpret_cast<float4*>(smem + S8::kRedOffset) + wg * kRound * 128;
+      const float4* const take = reinterpret_cast<const float4*>(smem + S8::kRedOffset) + (wg ^ 1) * kRound * 128;
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        consumer_sync();  // r = 0: the other warpgroup is done with the previous tile's area; r = 1: with round 0's
+#pragma unroll
+        for (int i = 0; i < kRound; ++i) {
+          const int lo = 4 * (r * kRound + i), hi = kKeep + lo;
+          give[i * 128 + tw] = wg ? make_float4(acc2[lo], acc2[lo + 1], acc2[lo + 2], acc2[lo + 3])
+                                  : make_float4(acc2[hi], acc2[hi + 1], acc2[hi + 2], acc2[hi + 3]);
+        }
+        consumer_sync();
+#pragma unroll
+        for (int i = 0; i < kRound; ++i) {
+          const int lo = 4 * (r * kRound + i), hi = kKeep + lo;
+          const float4 v = take[i * 128 + tw];
+          acc2[lo] = (wg ? acc2[hi] : acc2[lo]) + v.x;
+          acc2[lo + 1] = (wg ? acc2[hi + 1] : acc2[lo + 1]) + v.y;
+          acc2[lo + 2] = (wg ? acc2[hi + 2] : acc2[lo + 2]) + v.z;
+          acc2[lo + 3] = (wg ? acc2[hi + 3] : acc2[lo + 3]) + v.w;
+        }
+      }
+      // ---- epilogue: out = acc + b + x (variant 7's order, one rounding), b2 and the shortcut from shared memory ----
+      mbar_wait(scfull_bar, k & 1);
+      const int rl = wq * 16 + (lane >> 2), r0 = p0 + rl, col0 = (C / 2) * wg + 2 * (lane & 3);
+      const float2* const bs = reinterpret_cast<const float2*>(smem + S8::kB2Offset + col0 * 4);
+      const uint8_t* const scb = smem + S8::kXOffset + b * S8::kXBytes + (2 * wg) * kPanel + (lane & 3) * 4;
+#pragma unroll
+      for (int hr = 0; hr < 2; ++hr) {
+        if (r0 + 8 * hr >= p.P) continue;
+        __half2* const orow = reinterpret_cast<__half2*>(p.out + (size_t)(r0 + 8 * hr) * C + col0);
+#pragma unroll
+        for (int n = 0; n < kKeep / 4; ++n) {
+          const float2 bb = bs[4 * n];
+          const __half2 s2 = *reinterpret_cast<const __half2*>(scb + (n >> 3) * kPanel + panel_offset(rl + 8 * hr, n & 7));
+          const float2 sx = __half22float2(s2);
+          const float v0 = acc2[4 * n + 2 * hr] + bb.x + sx.x, v1 = acc2[4 * n + 2 * hr + 1] + bb.y + sx.y;
+          orow[4 * n] = __floats2half2_rn(v0, v1);
+        }
+      }
+      __syncwarp();
+      if (lane == 0) mbar_arrive(xempty_bar + 8 * b);  // the producer may load tile k + 2's X here
+    }
+  }
+#endif
+}
+
 int smem_bytes(int channels, int variant) {
   const bool halo2 = variant == 2;
   if (channels == 64) {  // variants 0, 2, 3
@@ -1723,6 +2052,7 @@ int smem_bytes(int channels, int variant) {
       default: return 0;
     }
   }
+  if (variant == 8) return channels == 256 ? Shape8::kSmemBytes : 0;
   switch (channels) {
     case 128: return halo2 ? Shape<128, true>::kSmemBytes : Shape<128>::kSmemBytes;
     case 256: return halo2 ? Shape<256, true>::kSmemBytes : Shape<256>::kSmemBytes;
@@ -1863,6 +2193,49 @@ cudaError_t launch_ksplit(const Params& p, cudaStream_t stream) {
   convfirst_c512_ksplit_kernel<C><<<grid, kThreads, kSmemBytes, stream>>>(p);
   return cudaGetLastError();
 }
+
+// Variant 8 (C = 256): the conv kernel (one CTA per tile and 64-channel slice) into `xconv` (conv8_scratch_bytes(P)
+// bytes, 16-byte aligned), then the fused FFN kernel, one CTA per SM (at most one per tile), both PDL-chained when p.pdl.
+cudaError_t launch_v8(const Params& p, uint8_t* xconv, cudaStream_t stream) {
+  if (p.C != 256 || p.hidden <= 0 || p.hidden % kHiddenChunk || p.W < 1 || p.W > max_width(p.C) || p.H < 1 ||
+      p.P <= 0 || p.P % (p.H * p.W) || xconv == nullptr || reinterpret_cast<uintptr_t>(xconv) % 16)
+    return cudaErrorInvalidValue;
+  constexpr int kSmemBytes = Shape8::kSmemBytes;
+  static int sms[kMaxDevices] = {};  // 0 until the device is checked
+  int dev = 0;
+  cudaError_t err = cudaGetDevice(&dev);
+  if (err != cudaSuccess) return err;
+  if (dev >= kMaxDevices) return cudaErrorInvalidDevice;
+  if (sms[dev] == 0) {
+    int major = 0, minor = 0, optin = 0, count = 0;
+    err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+    if (err == cudaSuccess && (major != 9 || minor != 0)) err = cudaErrorNoKernelImageForDevice;
+    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+    if (err == cudaSuccess && kSmemBytes > optin) err = cudaErrorInvalidConfiguration;
+    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, dev);
+    if (err == cudaSuccess)
+      err = cudaFuncSetAttribute(convfirst_c512_ffn8_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
+    if (err != cudaSuccess) return err;
+    sms[dev] = count > 0 ? count : 1;
+  }
+  const int tiles = (p.P + kTilePixels - 1) / kTilePixels;
+  const dim3 conv_grid(tiles, kSlices8);
+  if (p.pdl) {
+    err = pdl::launch(convfirst_c512_conv8_kernel<256>, conv_grid, dim3(kConv8Threads), kConv8Smem, stream, p, xconv);
+  } else {
+    convfirst_c512_conv8_kernel<256><<<conv_grid, kConv8Threads, kConv8Smem, stream>>>(p, xconv);
+    err = cudaGetLastError();
+  }
+  if (err != cudaSuccess) return err;
+  const int grid = tiles < sms[dev] ? tiles : sms[dev];
+  const uint8_t* const xc = xconv;
+  if (p.pdl) return pdl::launch(convfirst_c512_ffn8_kernel, dim3(grid), dim3(kThreads), kSmemBytes, stream, p, xc);
+  convfirst_c512_ffn8_kernel<<<grid, kThreads, kSmemBytes, stream>>>(p, xc);
+  return cudaGetLastError();
+}
+
+long long conv8_scratch_bytes_host(long long pixels) { return conv8_scratch_bytes(pixels); }
 
 // C = 64: variants 0, 2, 3, 5, 6 (has_variant).
 cudaError_t launch_width64(const Params& p, int variant, cudaStream_t stream) {

@@ -54,7 +54,9 @@ struct Params {
 // 7 (C = 128 and 256): persistent, 3 warpgroups, the FFN split by k (each consumer warpgroup half of every hidden chunk,
 // stage 2 for all C columns from register A operands, no H in shared memory, no barrier per chunk; the partial sums added
 // once per tile), the conv on the consumers with its halo prefetched; not yet run on a GPU: off by default.
-constexpr int kVariants = 8;
+// 8 (C = 256): variant 7's FFN without the conv (a separate conv kernel writes X into a scratch, launch_v8), each tile's X
+// by bulk copy into two X buffers, the epilogue's shortcut and b2 through shared memory; not yet run: off by default.
+constexpr int kVariants = 9;
 constexpr int kPingPongMaxHidden = 512;  // variant 6: every weight slot resident in the 8-slot ring
 constexpr int kSplitHMaxWidth = 18;  // variant 4: a tile's halo, (floor(63 / W) + 4) W pixels, <= 127
 // C = 64: variants 0, 2, 3, 5 and 6 (one 64-channel slice: variant 2 has nothing to overlap and runs as 0 with
@@ -62,7 +64,8 @@ constexpr int kSplitHMaxWidth = 18;  // variant 4: a tile's halo, (floor(63 / W)
 constexpr bool has_variant(int channels, int variant) {
   if (channels == 64) return variant == 0 || variant == 2 || variant == 3 || variant == 5 || variant == 6;
   return variant == 0 || variant == 1 || variant == 4 || (channels <= 256 && (variant == 2 || variant == 3)) ||
-         (channels == 128 && variant == 5) || ((channels == 128 || channels == 256) && variant == 7);
+         (channels == 128 && variant == 5) || ((channels == 128 || channels == 256) && variant == 7) ||
+         (channels == 256 && variant == 8);
 }
 // Dynamic shared memory per block of the instance for `channels` and `variant` (0 where there is none).
 int smem_bytes(int channels, int variant = 0);
@@ -71,5 +74,10 @@ int smem_bytes(int channels, int variant = 0);
 // without an sm_90a build, cudaErrorInvalidConfiguration when the device has less shared memory per
 // block than the kernel needs: all before launching.
 cudaError_t launch(const Params& p, int variant, cudaStream_t stream);
+// Variant 8 (C = 256 only; `launch` refuses it): the conv kernel writes X = conv(x) + b_c into `xconv`, at least
+// conv8_scratch_bytes_host(P) bytes, 16-byte aligned (whole 64-pixel tiles, each C / 64 128-byte-swizzled 8 KB panels),
+// then the fused kernel reads it. The errors of `launch`, and cudaErrorInvalidValue for C != 256 or a bad scratch.
+cudaError_t launch_v8(const Params& p, uint8_t* xconv, cudaStream_t stream);
+long long conv8_scratch_bytes_host(long long pixels);
 
 }  // namespace c512
