@@ -43,7 +43,10 @@ count x latency for the fused form (a unit that falls back counts with its torch
 network compiles the rest) and for each baseline, stem and blocks apart from the head: a sum of isolated
 timings, not the network's end-to-end time.
 
-Run time (estimate, H200; not yet run). ConvFirstNet-S, -M, -H200 and -L have 31 unique stem/block
+Run time, measured on the H200 (session 8): ConvFirstNet-H200's nine units with every baseline, max-autotune
+included, 422 s on a fresh machine (Inductor's caches cold) and 54 s again right after on the same machine (caches
+warm); session 7's run of all four networks without max-autotune fitted its 420 s budget. The estimate made before
+any run follows. ConvFirstNet-S, -M, -H200 and -L have 31 unique stem/block
 shapes (S 8, M 8, H200 7 new beside M's stem, L 8) and 3 unique heads: 34 units. Per unit: building it
 and the float64 reference ~1 s, swap + check + fused timing (10 + 30 launches) ~0.5 s, eager ~1 s,
 torch.compile default with freezing ~3-8 s (this repository's files: median compile_s 3.6 s) + its
