@@ -485,11 +485,11 @@ def run(x: torch.Tensor, weights: KernelWeights, out: torch.Tensor | None = None
                          f"(it has {variants(weights.channels)})")
     if variant == 4 and x.dim() == 4 and x.shape[-1] > SPLIT_H_MAX_WIDTH:
         raise ValueError(f"convfirst_c512 variant 4 needs W <= {SPLIT_H_MAX_WIDTH}, got {x.shape[-1]}")
-    check_input(x, weights, out)
     if xconv is not None and variant != 8:
         raise ValueError(f"convfirst_c512: xconv is variant 8's scratch, not variant {variant}'s")
-    if xconv is not None:
+    if xconv is not None and x.dim() == 4:  # before check_input's device check (last), so CPU tensors test it
         check_conv8_scratch(xconv, x, out)
+    check_input(x, weights, out)
     require_sm90(x, "convfirst_c512")
     n, c, h, w = x.shape
     if variant == 8:

@@ -2305,7 +2305,7 @@ def test_ksplit_variant_is_deterministic():
 # ---- every persistent variant beside variant 3 (5 prefetch, 6 ping-pong, 7 k-split) ----
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("variant", [5, 6, 7])
+@pytest.mark.parametrize("variant", [5, 6, 7, 8])
 def test_variant_smem_matches_the_extension(variant):
     ext = c512._extension()
     assert ext.num_variants == len(c512.VARIANTS) == 9
@@ -2329,3 +2329,393 @@ def test_variant_in_the_swapped_network(monkeypatch, switch, widths, channels, s
     swap, got, exact = swap_against_float64(net, x)
     assert swap.fused["ConvFirstBlock"] == 2 and all(type(m).__name__ == "FusedConvFirstC512" for m in net)
     assert relative_error(got, exact) < 5e-3
+
+
+# ---- variant 8 (C = 256): variant 7's FFN without the conv (its own kernel into a scratch), epilogue operands in smem ----
+
+VARIANT8_SMEM = 231600  # NOTES.md "Variant 8: built": 2 x 32 KB X + 32 KB exchange + 8 x 16 KB ring + 1 KB b2 + 22 barriers
+
+
+def _panel_offset(row: int, chunk: int) -> int:
+    """Byte offset of 16-byte chunk `chunk` of row `row` in a 128-byte-swizzled panel (csrc/ptx.cuh panel_offset)."""
+    return row * 128 + (((chunk ^ row) & 7) << 4)
+
+
+def test_variant8_layout_and_switch(monkeypatch, small_weights):
+    """Variant 8 exists at C = 256 only; Shape8 (two X buffers, the 32 KB exchange, the ring, b2, 22 barriers) is
+    231,600 B, 848 B under the H200's 232,448; off by default, on by CUDA_KERNELS_C512_VARIANT=8 or 256:8."""
+    monkeypatch.delenv(c512.VARIANT_SWITCH, raising=False)
+    assert [c for c in c512.SUPPORTED_CHANNELS if 8 in c512.variants(c)] == list(c512.CONV8_WIDTHS) == [256]
+    assert c512.smem_bytes(256, 8) == VARIANT8_SMEM == 1024 + 65536 + 32768 + 131072 + 1024 + 176
+    assert 232448 - VARIANT8_SMEM == 848 and c512.SMEM_LIMIT == 232448
+    assert VARIANT8_SMEM - 231592 == 8  # the design's 21 barriers + x_dead (NOTES.md)
+    assert [c512.smem_bytes(c, 8) for c in (64, 128, 384, 512)] == [0, 0, 0, 0]
+    assert [c512.default_variant(c, 14) for c in (64, 128, 256, 384, 512)] == [6, 5, 3, 4, 4]  # unchanged
+    monkeypatch.setenv(c512.VARIANT_SWITCH, "8")
+    assert [c512.default_variant(c, 14) for c in (64, 128, 256, 384, 512)] == [6, 5, 8, 4, 4]
+    monkeypatch.setenv(c512.VARIANT_SWITCH, "256:8")
+    assert [c512.default_variant(c, 28) for c in (64, 128, 256, 512)] == [6, 5, 8, 0]
+    monkeypatch.setenv(c512.VARIANT_SWITCH, "128:8")  # C = 128 has no variant 8: its default stays
+    assert [c512.default_variant(c, 28) for c in (128, 256)] == [5, 3]
+    monkeypatch.setenv(c512.VARIANT_SWITCH, "256:7,256:8")  # the last entry for a width wins
+    assert c512.default_variant(256, 14) == 8
+    x = channels_last(torch.zeros(1, 512, 7, 7, dtype=torch.float16))
+    with pytest.raises(ValueError, match="no variant 8 at C=512"):
+        c512.run(x, small_weights, variant=8)
+
+
+def test_variant8_scratch_bytes():
+    """Whole 64-pixel tiles of 256 fp16 channels (32 KB each): batch 128 at 14x14 is 392 tiles = 12,845,056 B."""
+    assert c512.conv8_scratch_bytes(128 * 14 * 14) == 392 * 32768 == 12845056
+    assert [c512.conv8_scratch_bytes(p) for p in (1, 63, 64, 65, 81, 196)] == [32768, 32768, 32768, 65536, 65536, 131072]
+
+
+@pytest.mark.parametrize("pixels", [1, 64, 81, 196])
+def test_variant8_scratch_layout_is_the_kernels_panels(pixels):
+    """conv8_scratch_layout puts X[p, c] at half (t C/64 + s) 4096 + (row 128 + ((chunk ^ row) % 8) 16) / 2 + c % 8
+    (t = p // 64, row = p % 64, s = c // 64, chunk = c % 64 // 8), pad rows zero; conv8_scratch_rows inverts it."""
+    torch.manual_seed(pixels)
+    X = torch.randn(pixels, 256, dtype=torch.float64)
+    got = c512.conv8_scratch_layout(X)
+    assert got.numel() * 2 == c512.conv8_scratch_bytes(pixels)
+    want = torch.zeros_like(got)
+    p, c = torch.meshgrid(torch.arange(pixels), torch.arange(256), indexing="ij")
+    row, chunk = p % 64, c % 64 // 8
+    index = ((p // 64) * 4 + c // 64) * 4096 + (row * 128 + ((chunk ^ row) % 8) * 16) // 2 + c % 8
+    want[index.reshape(-1)] = X.reshape(-1)
+    assert torch.equal(got, want)
+    assert torch.equal(c512.conv8_scratch_rows(got, pixels), X)
+    as_bytes = c512.conv8_scratch_layout(X.half()).view(torch.uint8)
+    assert torch.equal(c512.conv8_scratch_rows(as_bytes, pixels), X.half())
+
+
+def _conv8_kernel_scratch(Xp: torch.Tensor) -> torch.Tensor:
+    """convfirst_c512_conv8_kernel's writes, thread by thread: per CTA (tile, slice s) warp (wg, wq) lane stores the two
+    halves of its m16n8 fragment (rows (wg + 2 j) 16 + lane / 4 (+ 8), group pair wq, columns 2 (lane % 4)) into the
+    staging panel at panel_offset(row, 2 wq + gi) + 4 (lane % 4), then thread t copies 16-byte chunks t, t + 256 of
+    the panel to the scratch at (tile C/64 + s) 8 KB. Xp: [tiles 64, 256] rows (past P: b_c, as the kernel writes)."""
+    tiles = Xp.shape[0] // 64
+    scratch = torch.full((tiles * 4 * 4096,), float("nan"), dtype=Xp.dtype)
+    for tile in range(tiles):
+        for s in range(4):
+            panel = torch.full((4096,), float("nan"), dtype=Xp.dtype)
+            for warp in range(8):
+                wg, wq = warp >> 2, warp & 3
+                for lane in range(32):
+                    for j in range(2):
+                        for gi in range(2):
+                            chunk = 2 * wq + gi
+                            col = 64 * s + 8 * chunk + 2 * (lane & 3)
+                            for hr in range(2):
+                                row = (wg + 2 * j) * 16 + lane // 4 + 8 * hr
+                                off = (_panel_offset(row, chunk) + 4 * (lane & 3)) // 2
+                                assert panel[off : off + 2].isnan().all()  # each half written once
+                                panel[off : off + 2] = Xp[64 * tile + row, col : col + 2]
+            base = (tile * 4 + s) * 4096
+            for i in range(2):
+                for t in range(256):
+                    scratch[base + (i * 256 + t) * 8 : base + (i * 256 + t) * 8 + 8] = panel[(i * 256 + t) * 8 : (i * 256 + t) * 8 + 8]
+    return scratch
+
+
+def _emulate_variant8(x: torch.Tensor, block: nn.Module, weights: c512.KernelWeights, sms: int) -> torch.Tensor:
+    """Variant 8 in float64 over the persistent schedule: the conv kernel's scratch (`_conv8_kernel_scratch`, checked
+    against conv8_scratch_layout), per CTA two X buffers: tile k's X as the 32 KB of the scratch at its tile (one bulk
+    copy) read as four swizzled panels; the FFN split by k (warpgroup w: hidden 128 j + 64 w ..); then the copiers'
+    shortcut rows into the same (dead) buffer (warp cw of 3: rows cw, cw + 3, ..; lane = 16-byte chunk, zero past P), b2
+    once per CTA (16-byte chunks ct, ct + 96 of 96 threads), the exchange in two rounds through a 32 KB area by the
+    kernel's register and float4 indices, and the epilogue reading b2 and the shortcut at the kernel's addresses."""
+    n, c, h, w = x.shape
+    P = n * h * w
+    tiles = -(-P // 64)
+    xr = x.permute(0, 2, 3, 1).reshape(P, c)
+    X = F.conv2d(x, block.conv.weight, block.conv.bias, padding=1, groups=c // 8).permute(0, 2, 3, 1).reshape(P, c)
+    Xp = block.conv.bias.detach().double().expand(tiles * 64, c).clone()  # past P: b_c (a zero pixel's taps)
+    Xp[:P] = X
+    scratch = _conv8_kernel_scratch(Xp)
+    assert torch.equal(scratch, c512.conv8_scratch_layout(Xp))
+    w1, w2 = (t.double() for t in c512.unpack_weights(weights.wpack, weights.hidden, c))
+    b1, b2 = weights.b1.double(), weights.b2.double()
+    out = torch.full((P, c), float("nan"), dtype=torch.float64)
+    written = torch.zeros(P, c, dtype=torch.int64)
+    pos = [[_acc_position(i, t // 32, t % 32) for i in range(c // 2)] for t in range(128)]
+    rows_idx = torch.tensor([[r for r, _ in p] for p in pos])
+    cols_idx = torch.tensor([[cc for _, cc in p] for p in pos])
+    keep, per_round = c // 4, c // 32  # 64 kept registers; 8 float4 per thread per round
+    for my in c512.persistent_tiles(tiles, sms):
+        xbuf = torch.full((2, 16384), float("nan"), dtype=torch.float64)  # two X buffers, in halves
+        b2s = torch.full((c,), float("nan"), dtype=torch.float64)
+        for k, tile in enumerate(my):
+            b, p0 = k & 1, 64 * tile
+            xbuf[b] = scratch[16384 * tile : 16384 * (tile + 1)]  # the producer's bulk copy
+            xt = torch.empty(64, c, dtype=torch.float64)  # stage 1's A operand from the four panels
+            for kp in range(c // 64):
+                for row in range(64):
+                    for chunk in range(8):
+                        off = kp * 4096 + _panel_offset(row, chunk) // 2
+                        xt[row, 64 * kp + 8 * chunk : 64 * kp + 8 * chunk + 8] = xbuf[b, off : off + 8]
+            acc2 = torch.zeros(2, 64, c, dtype=torch.float64)
+            for j in range(weights.hidden // 128):
+                for wg in range(2):
+                    rows = slice(128 * j + 64 * wg, 128 * j + 64 * wg + 64)
+                    acc2[wg] += torch.relu(xt @ w1[rows].T + b1[rows]) @ w2[:, rows].T
+            xbuf[b] = float("nan")  # X is dead: the copiers overwrite the whole buffer
+            for cw in range(3):
+                for row in range(cw, 64, 3):
+                    for lane in range(32):
+                        dst = (lane >> 3) * 4096 + _panel_offset(row, lane & 7) // 2
+                        src = xr[p0 + row, 8 * lane : 8 * lane + 8] if p0 + row < P else torch.zeros(8, dtype=torch.float64)
+                        xbuf[b, dst : dst + 8] = src
+            assert not xbuf[b].isnan().any()
+            if k == 0:
+                for ct in range(96):
+                    for i in range(ct, c * 4 // 16, 96):
+                        b2s[4 * i : 4 * i + 4] = b2[4 * i : 4 * i + 4]
+            regs = torch.stack([acc2[wg][rows_idx, cols_idx] for wg in range(2)])  # [wg, thread, register]
+            for r in range(2):
+                area = torch.full((2, per_round, 128, 4), float("nan"), dtype=torch.float64)
+                for wg in range(2):
+                    for i in range(per_round):
+                        lo = 4 * (r * per_round + i)
+                        src = lo if wg else keep + lo
+                        area[wg, i] = regs[wg, :, src : src + 4]
+                for wg in range(2):
+                    for i in range(per_round):
+                        lo = 4 * (r * per_round + i)
+                        mine = regs[wg, :, keep + lo : keep + lo + 4] if wg else regs[wg, :, lo : lo + 4]
+                        regs[wg, :, lo : lo + 4] = mine + area[wg ^ 1, i]
+            for wg in range(2):
+                for t in range(128):
+                    wq, lane = t // 32, t % 32
+                    rl, col0 = 16 * wq + lane // 4, (c // 2) * wg + 2 * (lane & 3)
+                    for hr in range(2):
+                        if p0 + rl + 8 * hr >= P:
+                            continue
+                        for nb in range(keep // 4):
+                            col = col0 + 8 * nb
+                            off = (2 * wg + (nb >> 3)) * 4096 + (_panel_offset(rl + 8 * hr, nb & 7) + 4 * (lane & 3)) // 2
+                            v = regs[wg, t, 4 * nb + 2 * hr : 4 * nb + 2 * hr + 2] + b2s[col : col + 2] + xbuf[b, off : off + 2]
+                            out[p0 + rl + 8 * hr, col : col + 2] = v
+                            written[p0 + rl + 8 * hr, col : col + 2] += 1
+    assert (written == 1).all()
+    return out.reshape(n, h, w, c).permute(0, 3, 1, 2)
+
+
+@pytest.mark.parametrize("expansion,size,sms", [(6, 9, 1), (4, 14, 2), (2, 14, 3), (2, 8, 5)])
+def test_variant8_dataflow_is_the_block(expansion, size, sms):
+    """Variant 8's dataflow (the conv kernel's panel writes, the scratch, one bulk copy per tile into alternating X
+    buffers, the shortcut and b2 copies into shared memory, the two-round exchange, the epilogue's shared-memory reads)
+    is the block in float64 (1e-12): 81 pixels (a partial tile) on one CTA, 196 pixels (4 tiles) on 2 and 3 CTAs, one
+    tile on one of 5."""
+    block = block_c(256, expansion, seed=expansion).half().double()
+    x = torch.randn(1, 256, size, size, dtype=torch.float64)
+    with torch.no_grad():
+        want = block(x)
+        got = _emulate_variant8(x, block, _kernel_weights(block), sms)
+    assert relative_error(got, want) < 1e-12
+
+
+def test_variant8_copies_and_reads_cover_their_areas():
+    """The copiers' shortcut copy (3 warps, whole rows) is a permutation of a 32 KB X buffer; b2's 64 16-byte chunks are
+    copied once; the exchange's two rounds each fill the 32 KB area once (32 consecutive float4 per warp); the
+    epilogue's shortcut reads of one warp hit 32 different banks for each (n, hr) (conflict-free)."""
+    chunks = [(lane >> 3) * 8192 + _panel_offset(row, lane & 7) for cw in range(3) for row in range(cw, 64, 3)
+              for lane in range(32)]
+    assert sorted(chunks) == list(range(0, 32768, 16))
+    assert sorted(i for ct in range(96) for i in range(ct, 64, 96)) == list(range(64))
+    index = [wg * 8 * 128 + i * 128 + t for wg in range(2) for i in range(8) for t in range(128)]
+    assert sorted(index) == list(range(32768 // 16))
+    for wg in range(2):
+        for wq in range(4):
+            for nb in range(16):
+                for hr in range(2):
+                    addr = [(2 * wg + (nb >> 3)) * 8192 + _panel_offset(16 * wq + lane // 4 + 8 * hr, nb & 7) + 4 * (lane & 3)
+                            for lane in range(32)]
+                    assert len({a // 4 % 32 for a in addr}) == 32
+    # b2's float2 reads: 4 addresses per warp (lane % 4), broadcast
+    assert len({(128 * 0 + 2 * (lane & 3)) for lane in range(32)}) == 4
+
+
+def test_variant8_host_checks(small_weights):
+    """`run`'s checks of variant 8's scratch, on CPU tensors (before the device check): uint8, contiguous, large
+    enough, 16-byte aligned, apart from x and out; only variant 8 takes one; C = 256 only."""
+    weights = _kernel_weights(block_c(256, 2))
+    x = channels_last(torch.zeros(1, 256, 9, 9, dtype=torch.float16))
+    need = c512.conv8_scratch_bytes(81)
+    assert need == 65536
+    cases = [
+        (torch.zeros(need // 2, dtype=torch.float16), "contiguous uint8"),
+        (torch.zeros(2, need, dtype=torch.uint8)[:, ::2], "contiguous uint8"),
+        (torch.zeros(need - 16, dtype=torch.uint8), f"needs {need}"),
+        (torch.zeros(need + 16, dtype=torch.uint8)[1 : need + 1], "16-byte aligned"),
+    ]
+    for xconv, message in cases:
+        with pytest.raises(ValueError, match=message):
+            c512.run(x, weights, variant=8, xconv=xconv)
+    storage = torch.zeros(81 * 256 * 2 + need, dtype=torch.uint8)
+    shared_x = storage[: 81 * 512].view(torch.float16).view(1, 9, 9, 256).permute(0, 3, 1, 2)
+    with pytest.raises(ValueError, match="must not overlap x"):
+        c512.run(shared_x, weights, variant=8, xconv=storage[: need])
+    storage = torch.zeros(need, dtype=torch.uint8)  # out in the first 41,472 bytes of the scratch
+    out = storage[: 81 * 512].view(torch.float16).view(1, 9, 9, 256).permute(0, 3, 1, 2)
+    with pytest.raises(ValueError, match="must not overlap out"):
+        c512.run(x, weights, out=out, variant=8, xconv=storage)
+    with pytest.raises(ValueError, match="variant 8's scratch, not variant 7's"):
+        c512.run(x, weights, variant=7, xconv=torch.zeros(need, dtype=torch.uint8))
+    # a good scratch passes every check before the device's
+    with pytest.raises(ValueError, match="CUDA tensor"):
+        c512.run(x, weights, variant=8, xconv=torch.zeros(need, dtype=torch.uint8))
+    with pytest.raises(ValueError, match="CUDA tensor"):
+        c512.run(x, weights, variant=8)
+    with pytest.raises(ValueError, match="no variant 8 at C=512"):
+        c512.run(channels_last(torch.zeros(1, 512, 7, 7, dtype=torch.float16)), small_weights, variant=8)
+
+
+def _kernel_text(name: str) -> str:
+    """The body of __global__ function `name` in csrc/convfirst_c512.cu, comments stripped."""
+    import pathlib
+    import re
+
+    text = (pathlib.Path(c512.__file__).parent / "csrc" / "convfirst_c512.cu").read_text()
+    text = re.sub(r"//[^\n]*", "", text)
+    start = text.index(name + "(")
+    start = text.index("{", start)
+    depth = 0
+    for i in range(start, len(text)):
+        depth += {"{": 1, "}": -1}.get(text[i], 0)
+        if depth == 0:
+            return text[start : i + 1]
+    raise AssertionError("unbalanced")
+
+
+def test_variant8_pdl_order():
+    """PDL (csrc/pdl.h): the conv kernel reads x and writes the scratch only after its wait, and triggers after it; in the
+    fused kernel the producer's only X copies are issued from `after_first_chunk`, whose wait comes first (the weight
+    slots of the first chunk go ahead of it), the copiers wait before reading x, the consumers before writing out."""
+    conv = _kernel_text("convfirst_c512_conv8_kernel")
+    wait = conv.index("pdl::wait()")
+    assert wait < conv.index("pdl::launch_dependents()")
+    for token in ("p.x", "dst[", "cp_async16("):
+        assert conv.index(token) > wait, token
+    ffn = _kernel_text("convfirst_c512_ffn8_kernel")
+    producer = ffn[ffn.index("auto issue_x") : ffn.index("const int ct")]
+    define_x = producer[: producer.index("auto after_first_chunk")]
+    after = producer[producer.index("auto after_first_chunk") :]
+    after = after[: after.index("};") + 2]
+    assert after.index("pdl::wait()") < after.index("issue_x(0)")
+    # every call of issue_x is in after_first_chunk (the rest of the producer only calls after_first_chunk)
+    assert producer.count("issue_x(") == define_x.count("issue_x(") + after.count("issue_x(") and "issue_x(" not in define_x
+    assert "xconv" in define_x and "xconv" not in producer.replace(define_x, "")
+    copiers = ffn[ffn.index("const int ct") : ffn.index("setmaxnreg_inc")]
+    assert copiers.index("pdl::wait()") < copiers.index("p.x") and copiers.index("pdl::wait()") < copiers.index("p.b2")
+    consumers = ffn[ffn.index("setmaxnreg_inc") :]
+    assert consumers.index("pdl::wait()") < consumers.index("p.out")
+    assert consumers.index("pdl::wait()") < consumers.index("pdl::launch_dependents()")
+    assert "p.x" not in consumers  # the shortcut comes through shared memory
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("expansion,batch,h,w", [
+    (6, 128, 14, 14), (4, 128, 14, 14), (2, 37, 14, 14), (8, 3, 14, 14), (6, 1, 14, 14), (4, 37, 13, 13),
+    (6, 128, 7, 7), (6, 1, 1, 1), (4, 2, 28, 28), (6, 5, 9, 27), (6, 1, 8, 8), (4, 1, 8, 16), (6, 300, 14, 14),
+    (2, 128, 14, 14),
+])
+def test_variant8(expansion, batch, h, w):
+    """Variant 8 against float64 (<= 2x PyTorch fp16's error, NaN-poisoned output): alpha 2 / 4 / 6 / 8, batch 128 / 1 /
+    odd, odd sizes, 1 tile (1x1, 8x8), 2, 392 (3 per thread block: both X buffers reused), 919 tiles (7 per block)."""
+    check_kernel(expansion, batch, h, w, variant=8, channels=256)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("expansion,batch,h,w", [(6, 128, 14, 14), (4, 37, 13, 13), (2, 1, 9, 27), (8, 3, 28, 28)])
+def test_variant8_equals_variant7_bit_for_bit(expansion, batch, h, w):
+    """The conv kernel computes X with variant 7's arithmetic (the same m16n8k8 chains over the same halo window, the
+    bias after the taps, one rounding) and the fused kernel variant 7's FFN, exchange and epilogue order (acc + b + x):
+    expected bit for bit equal to variant 7."""
+    block = block_c(256, expansion, seed=expansion + h).cuda().half()
+    x = channels_last(torch.randn(batch, 256, h, w, device="cuda", dtype=torch.float16))
+    weights = _kernel_weights(block)
+    want = c512.run(x, weights, variant=7)
+    _assert_launches_equal(x, weights, 8, want, launches=2)
+
+
+@pytest.mark.cuda
+def test_variant8_is_deterministic():
+    """Repeated launches agree bit for bit."""
+    block = block_c(256, 6, seed=9).cuda().half()
+    x = channels_last(torch.randn(37, 256, 14, 14, device="cuda", dtype=torch.float16))
+    weights = _kernel_weights(block)
+    _assert_launches_equal(x, weights, 8, c512.run(x, weights, variant=8))
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("batch,size", [(3, 14), (1, 9), (2, 28)])
+def test_variant8_scratch_is_the_conv(batch, size):
+    """The scratch the conv kernel leaves (a caller's, reused twice) holds conv(x) + b_c rounded to fp16: within PyTorch
+    fp16's error of float64, rows past the last pixel b_c; the extension's scratch size is conv8_scratch_bytes."""
+    block = block_c(256, 4, seed=size).cuda()
+    x = channels_last(torch.randn(batch, 256, size, size, device="cuda", dtype=torch.float16))
+    weights = _kernel_weights(block)
+    pixels = batch * size * size
+    assert c512._extension().conv8_scratch_bytes(pixels) == c512.conv8_scratch_bytes(pixels)
+    xconv = torch.full((c512.conv8_scratch_bytes(pixels) + 64,), 255, dtype=torch.uint8, device="cuda")
+    first = c512.run(x, weights, variant=8, xconv=xconv)
+    again = c512.run(x, weights, variant=8, xconv=xconv)
+    torch.cuda.synchronize()
+    assert torch.equal(first, again)
+    got = c512.conv8_scratch_rows(xconv, pixels).float()
+    conv, bias = block.conv.weight, block.conv.bias
+    exact = F.conv2d(x.double(), conv.double(), bias.double(), padding=1, groups=32).permute(0, 2, 3, 1).reshape(pixels, 256)
+    torch_fp16 = F.conv2d(x, conv.half(), bias.half(), padding=1, groups=32).permute(0, 2, 3, 1).reshape(pixels, 256)
+    assert relative_error(got, exact) <= 2 * relative_error(torch_fp16, exact)
+    tiles = -(-pixels // 64)
+    padded = c512.conv8_scratch_rows(xconv, tiles * 64)[pixels:]
+    assert torch.equal(padded, bias.half().expand_as(padded))
+    assert (xconv[c512.conv8_scratch_bytes(pixels):] == 255).all()  # nothing written past the scratch
+
+
+@pytest.mark.cuda
+def test_variant8_binding_checks():
+    """The raw ops refuse what `run` refuses first: variant 8 through convfirst_c512 (it needs the scratch), a short or
+    overlapping scratch, C != 256."""
+    ext = c512._extension()
+    block = block_c(256, 2, seed=3).cuda()
+    weights = _kernel_weights(block)
+    rows = torch.randn(81, 256, device="cuda", dtype=torch.float16)
+    args = (weights.conv_w, weights.conv_b, weights.wpack, weights.b1, weights.b2, 9, 9)
+    empty = torch.empty(0, device="cuda", dtype=torch.float16)
+    with pytest.raises(RuntimeError, match="convfirst_c512_v8"):
+        ext.convfirst_c512(rows, *args, 8, empty)
+    with pytest.raises(RuntimeError, match="needs 65536"):
+        ext.convfirst_c512_v8(rows, *args, empty, torch.empty(65520, device="cuda", dtype=torch.uint8))
+    buf = torch.zeros(65536, device="cuda", dtype=torch.uint8)  # x in the scratch's first 41,472 bytes
+    with pytest.raises(RuntimeError, match="overlap"):
+        ext.convfirst_c512_v8(buf[: 81 * 512].view(torch.float16).view(81, 256), *args, empty, buf)
+    with pytest.raises(RuntimeError, match="256"):
+        ext.convfirst_c512_v8(torch.randn(81, 128, device="cuda", dtype=torch.float16), *args, empty, buf)
+
+
+@pytest.mark.cuda
+def test_variant8_pdl_chain(monkeypatch):
+    """Three variant-8 blocks in a row with programmatic dependent launch (CUDA_KERNELS_PDL=1: conv, fused, conv, ...
+    chained) give the bits of the same chain without it."""
+    blocks = [block_c(256, a, seed=20 + a).cuda().half() for a in (6, 4, 2)]
+    weights = [_kernel_weights(b) for b in blocks]
+    x = channels_last(torch.randn(64, 256, 14, 14, device="cuda", dtype=torch.float16))
+    outs = {}
+    for flag in ("0", "1"):
+        monkeypatch.setenv("CUDA_KERNELS_PDL", flag)
+        y = x
+        for w in weights:
+            y = c512.run(y, w, variant=8)
+        torch.cuda.synchronize()
+        outs[flag] = y
+    assert torch.equal(outs["0"], outs["1"]) and torch.isfinite(outs["1"]).all()
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("switch,widths,seed", [("8", "128,256", 8), ("256:8", "256", 9)])
+def test_variant8_in_the_swapped_network(monkeypatch, switch, widths, seed):
+    """CUDA_KERNELS_C512_VARIANT=8 / 256:8 sends a swapped network's C = 256 blocks (alpha 6 and 4) to variant 8: the
+    module allocates the scratch per call (`run`)."""
+    test_variant_in_the_swapped_network(monkeypatch, switch, widths, 256, 14, seed)
