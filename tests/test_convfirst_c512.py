@@ -2719,3 +2719,26 @@ def test_variant8_in_the_swapped_network(monkeypatch, switch, widths, seed):
     """CUDA_KERNELS_C512_VARIANT=8 / 256:8 sends a swapped network's C = 256 blocks (alpha 6 and 4) to variant 8: the
     module allocates the scratch per call (`run`)."""
     test_variant_in_the_swapped_network(monkeypatch, switch, widths, 256, 14, seed)
+
+
+def test_variant8_device_script():
+    """device_run_v8.sh is valid bash: its prediction in the header before any step, build, smoke of variants 3, 7 and 8
+    first (stops on a hang or failure, says whether 8 equals 7 bit for bit), the -k variant8 GPU tests, the bench of
+    variants 3, 7 and 8 at c256:6:14 and c256:4:14, the V8 lines and V8_OK last; within 160 s by its step limits."""
+    import pathlib
+    import re
+    import subprocess
+
+    script = pathlib.Path(__file__).resolve().parents[1] / "cuda_kernels" / "device_run_v8.sh"
+    subprocess.run(["bash", "-n", str(script)], check=True)
+    text = script.read_text()
+    header = text[: text.index("set -uo pipefail")]
+    assert "~78 us (range 72-90" in header and "v3 103.4" in header and "v7 101.8" in header
+    order = [text.index(n) for n in ("step build", "step smoke", "step tests", "step bench", 'finish "$ok"')]
+    assert order == sorted(order)
+    assert sum(int(m) for m in re.findall(r"^step \w+ (\d+)", text, flags=re.M)) <= 160
+    for needle in ('-k "variant8 or smem_matches"', '--variants "3,7,8"', "--case c256:6:14", "--case c256:4:14",
+                   "(3, 7, 8), 'V8'", 'echo "V8_OK=$1"', "-res-usage", "err <= 2 * torch_err", 'float("nan")',
+                   "for v in (3, 7, 8)", "torch.equal(outs[7], outs[8])"):
+        assert needle in text, needle
+    assert text.rstrip().endswith('finish "$ok"')
