@@ -2742,3 +2742,266 @@ def test_variant8_device_script():
                    "for v in (3, 7, 8)", "torch.equal(outs[7], outs[8])"):
         assert needle in text, needle
     assert text.rstrip().endswith('finish "$ok"')
+
+
+# ---- variant 8's protocol: the producer (weight ring + X pairs), the copier warps, two consumer warpgroups ----
+
+class _Mbar:
+    """An mbarrier: `expected` arrivals and the copy bytes announced (as copies) complete a phase; try_wait.parity(P)
+    passes when the number of completed phases has the other parity (a fresh barrier passes parity 1)."""
+
+    def __init__(self, expected: int):
+        self.expected, self.arrived, self.tx, self.phases = expected, 0, 0, 0
+
+    def _check(self):
+        if self.arrived == self.expected and self.tx == 0:
+            self.arrived, self.phases = 0, self.phases + 1
+
+    def arrive(self, count: int = 1, tx: int = 0):
+        assert self.arrived + count <= self.expected, "more arrivals than the barrier counts in one phase"
+        self.arrived += count
+        self.tx += tx
+        self._check()
+
+    def land(self):
+        self.tx -= 1
+        self._check()
+
+    def passes(self, parity: int) -> bool:
+        return self.phases % 2 != parity
+
+
+def _run_variant8_model(my_tiles: int, nchunks: int, seed: int, **bugs) -> None:
+    """One CTA of convfirst_c512_ffn8_kernel under random interleavings (actors at random speeds, copies landing in any
+    order): the producer thread (every tile's 8 slots per chunk; after tile k's first chunk, tile k + 1's X into buffer
+    (k + 1) % 2 once tile k - 1's epilogue released it; tile 0's and 1's X after tile 0's first chunk), three copier warps
+    (per tile: x_dead, their third of the shortcut rows into the tile's X buffer by cp.async, wait, sc_full), two consumer
+    warpgroups (x_full, per chunk stage 1 on the 4 U slots with wait_group 1 / 0 and the slot releases, x_dead after the
+    last chunk's stage 1, stage 2 on their 2 V slots (the other 2 released once full), wait_group 0, the exchange in two
+    rounds of sync / give / sync / take, sc_full, the epilogue's reads of the shortcut, x_empty). Asserts: no deadlock;
+    every read sees the content it expects for its whole duration (X of the tile, the shortcut of the tile, a weight
+    slot of its stream index, the other warpgroup's give of this tile and round); no give overwrites an untaken one.
+    `bugs`: planted ones (no_x_empty_wait, no_x_dead_wait, no_sc_wait, x_full_parity_k, no_first_exchange_sync)."""
+    import random
+
+    rng = random.Random(seed)
+    spc, stages = 8, 8
+    full = [_Mbar(1) for _ in range(stages)]
+    empty = [_Mbar(8) for _ in range(stages)]
+    x_full, x_empty = [_Mbar(1), _Mbar(1)], [_Mbar(8), _Mbar(8)]
+    x_dead, sc_full = _Mbar(8), _Mbar(96)
+    ring = [None] * stages
+    xbuf = [[None] * 3 for _ in range(2)]  # per X buffer: the content of its three thirds
+    area = [None, None]  # the exchange: per warpgroup's give region (tile, round, taken)
+    inflight = []  # (land function) of bulk copies and cp.async copies
+    cp_pending = {cw: 0 for cw in range(3)}
+    readers = []  # (description, check function) of reads in progress
+    nbar = {"gen": 0, "arrived": 0}
+
+    def check_reads():
+        for what, ok in readers:
+            assert ok(), f"overwritten while read: {what}"
+
+    def wait(bar, parity):
+        while not bar.passes(parity):
+            yield False
+        yield True
+
+    def producer():
+        def issue_x(kk):
+            b = kk & 1
+            if kk >= 2 and not bugs.get("no_x_empty_wait"):
+                yield from wait(x_empty[b], ((kk >> 1) & 1) ^ 1)
+            x_full[b].arrive(1, tx=1)
+
+            def land(b=b, kk=kk):
+                xbuf[b][:] = [("X", kk)] * 3
+                x_full[b].land()
+            inflight.append(land)
+            yield True
+
+        def after_first_chunk(k):
+            if k == 0:
+                yield from issue_x(0)
+                if my_tiles > 1:
+                    yield from issue_x(1)
+            elif k + 1 < my_tiles:
+                yield from issue_x(k + 1)
+
+        g, nslots = 0, nchunks * spc
+        for k in range(my_tiles):
+            for it in range(nslots):
+                if it == spc:
+                    yield from after_first_chunk(k)
+                slot = g % stages
+                yield from wait(empty[slot], ((g // stages) & 1) ^ 1)
+                full[slot].arrive(1, tx=1)
+
+                def land(slot=slot, g=g):
+                    ring[slot] = ("W", g)
+                    full[slot].land()
+                inflight.append(land)
+                g += 1
+                yield True
+            if nslots == spc:
+                yield from after_first_chunk(k)
+
+    def copier(cw):
+        for k in range(my_tiles):
+            if not bugs.get("no_x_dead_wait"):
+                yield from wait(x_dead, k & 1)
+            b = k & 1
+            cp_pending[cw] += 1
+
+            def land(b=b, k=k, cw=cw):
+                xbuf[b][cw] = ("SC", k)
+                cp_pending[cw] -= 1
+            inflight.append(land)
+            yield True
+            while cp_pending[cw]:
+                yield False
+            sc_full.arrive(32)
+            yield True
+
+    def sync(wg):
+        gen = nbar["gen"]
+        nbar["arrived"] += 1
+        if nbar["arrived"] == 2:
+            nbar["arrived"], nbar["gen"] = 0, gen + 1
+        while nbar["gen"] == gen:
+            yield False
+        yield True
+
+    def consumer(wg):
+        it = 0
+        groups = []  # wgmma groups in flight: lists of reader entries
+        pending = []  # stream indices to release once the group that read them has retired
+
+        def begin(what, ok):
+            entry = (what, ok)
+            assert ok(), f"read of stale data: {what}"
+            readers.append(entry)
+            return entry
+
+        def retire(keep):
+            while len(groups) > keep:
+                for entry in groups.pop(0):
+                    assert entry[1](), f"overwritten while read: {entry[0]}"
+                    readers.remove(entry)
+
+        for k in range(my_tiles):
+            b = k & 1
+            parity = (k & 1) if bugs.get("x_full_parity_k") else (k >> 1) & 1
+            yield from wait(x_full[b], parity)
+            for j in range(nchunks):
+                for _ in range(4):
+                    slot = it % stages
+                    yield from wait(full[slot], (it // stages) & 1)
+                    groups.append([begin(("U", it), lambda s=slot, i=it: ring[s] == ("W", i)),
+                                   begin(("X", k), lambda b=b, k=k: xbuf[b] == [("X", k)] * 3)])
+                    yield True
+                    retire(1)
+                    for p in pending:
+                        empty[p % stages].arrive(4)
+                    pending, it = [it], it + 1
+                    yield True
+                retire(0)
+                for p in pending:
+                    empty[p % stages].arrive(4)
+                pending = []
+                if j == nchunks - 1:
+                    x_dead.arrive(4)
+                yield True
+                mine = [it + 2 * wg + q for q in range(2)]
+                theirs = [it + 2 * (1 - wg) + q for q in range(2)]
+                for m in mine:
+                    yield from wait(full[m % stages], (m // stages) & 1)
+                groups.append([begin(("V", m), lambda s=m % stages, i=m: ring[s] == ("W", i)) for m in mine])
+                yield True
+                for t in theirs:
+                    yield from wait(full[t % stages], (t // stages) & 1)
+                    empty[t % stages].arrive(4)
+                    yield True
+                pending, it = mine, it + 4
+            retire(0)
+            for p in pending:
+                empty[p % stages].arrive(4)
+            pending = []
+            yield True
+            for r in range(2):
+                if r or not bugs.get("no_first_exchange_sync"):
+                    yield from sync(wg)
+                assert area[wg] is None or area[wg][2], f"give of tile {k} round {r} over an untaken one"
+                area[wg] = [k, r, False]
+                yield True
+                yield from sync(wg)
+                got = area[1 - wg]
+                assert got is not None and got[:2] == [k, r] and not got[2], f"take of tile {k} round {r} saw {got}"
+                got[2] = True
+                yield True
+            if not bugs.get("no_sc_wait"):
+                yield from wait(sc_full, k & 1)
+            entry = begin(("SC", k), lambda b=b, k=k: xbuf[b] == [("SC", k)] * 3)
+            yield True
+            assert entry[1](), f"shortcut of tile {k} overwritten while read"
+            readers.remove(entry)
+            x_empty[b].arrive(4)
+            yield True
+
+    actors = {"producer": producer(), **{f"copier{c}": copier(c) for c in range(3)},
+              **{f"consumer{w}": consumer(w) for w in range(2)}}
+    speed = {name: rng.choice([1, 2, 5, 20]) for name in actors}
+    done, blocked = set(), set()
+    for _ in range(500000):
+        live = [n for n in actors if n not in done]
+        if not live and not inflight:
+            return
+        choices = [n for n in live if n not in blocked]
+        if not choices and not inflight:
+            raise AssertionError(f"deadlock: {sorted(live)} blocked (tiles {my_tiles}, chunks {nchunks})")
+        if inflight and (not choices or rng.random() < 0.3):
+            inflight.pop(rng.randrange(len(inflight)))()
+            check_reads()
+            blocked.clear()
+            continue
+        name = rng.choices(choices, weights=[speed[n] for n in choices])[0]
+        try:
+            value = next(actors[name])
+        except StopIteration:
+            done.add(name)
+            blocked.clear()
+            continue
+        if value is False:
+            blocked.add(name)
+        else:
+            blocked.clear()
+    raise AssertionError("no end within the step limit")
+
+
+@pytest.mark.parametrize("my_tiles,nchunks", [(1, 1), (2, 1), (3, 1), (1, 2), (2, 2), (4, 2), (3, 3), (5, 4)])
+@pytest.mark.parametrize("seed", range(12))
+def test_variant8_protocol_has_no_deadlock_or_overwrite(my_tiles, nchunks, seed):
+    """Variant 8's barriers over 1 to 5 tiles per thread block and 1 to 4 chunks (the ring holds one), actors at skewed
+    speeds and copies landing in any order: no deadlock, no read of stale or overwritten data."""
+    _run_variant8_model(my_tiles, nchunks, seed)
+
+
+@pytest.mark.parametrize("bug,message", [
+    ({"no_x_empty_wait": True}, "shortcut"),  # tile k + 2's X over tile k's shortcut
+    ({"no_x_dead_wait": True}, "overwritten"),  # the shortcut over X while stage 1 reads it
+    ({"no_sc_wait": True}, "stale"),  # the epilogue before the shortcut landed
+    ({"x_full_parity_k": True}, "stale"),  # tile 1 taken for landed with tile 0's phase
+    ({"no_first_exchange_sync": True}, "untaken"),  # a give over the other warpgroup's untaken round 1
+])
+def test_variant8_model_catches_the_bugs(bug, message):
+    """The protocol model finds each planted bug in some of 40 interleavings (1 chunk per tile, where the ring couples
+    the warpgroups least)."""
+    failures = 0
+    for seed in range(40):
+        try:
+            _run_variant8_model(4, 1, seed, **bug)
+        except AssertionError as error:
+            assert message in str(error) or "deadlock" in str(error) or "stale" in str(error) or \
+                "overwritten" in str(error), str(error)
+            failures += 1
+    assert failures > 0
