@@ -12,20 +12,11 @@
 
 namespace {
 
-// x: [N*H*W, C] fp16 (NHWC pixels), C in c512::kChannelCounts (W <= c512::max_width(C): 56 at C = 64, else 28); conv_w: [C / 8, 9, 32] int32 fragments;
-// conv_b: [C] fp32; wpack: uint8 weight slots (4 * hidden * C bytes); b1: [hidden] fp32; b2: [C] fp32;
-// variant: 0, 1, 4 (W <= 18), or at C <= 256 also 2 and 3, at C = 128 also 5, at C = 128 and 256 also 7 (variant 8: convfirst_c512_v8); at C = 64 only 0, 2, 3, 5, 6 (c512::has_variant; 6 needs hidden <= c512::kPingPongMaxHidden); out: [N*H*W, C] to write into, or empty to allocate. Returns out.
-torch::Tensor convfirst_c512(torch::Tensor x, torch::Tensor conv_w, torch::Tensor conv_b, torch::Tensor wpack,
-                             torch::Tensor b1, torch::Tensor b2, int64_t H, int64_t W, int64_t variant,
-                             torch::Tensor out, bool pdl) {
-#ifndef BF_SM90A
-  TORCH_CHECK(false, "convfirst_c512: this build has no sm_90a code (build with 9.0 in TORCH_CUDA_ARCH_LIST)");
-#endif
-  TORCH_CHECK(x.is_cuda(), "x must be a CUDA tensor");
-  const c10::cuda::CUDAGuard guard(x.device());
-  checks::on_x_device(x, x, "x", torch::kHalf);
-  TORCH_CHECK(x.dim() == 2 && c512::smem_bytes(static_cast<int>(x.size(1))) > 0,
-              "x must be [pixels, C] with C in 64, 128, 256, 384, 512");
+// The checks both ops make of the weights, H and W (x checked by the op), `out` allocated where empty or checked, and
+// the kernel parameters filled; the op keeps its CUDAGuard in scope around this.
+c512::Params checked_params(const torch::Tensor& x, const torch::Tensor& conv_w, const torch::Tensor& conv_b,
+                            const torch::Tensor& wpack, const torch::Tensor& b1, const torch::Tensor& b2, int64_t H,
+                            int64_t W, torch::Tensor& out, bool pdl) {
   const int64_t P = x.size(0), C = x.size(1), hidden = b1.numel();
   checks::on_x_device(conv_w, x, "conv_w", torch::kInt);
   checks::on_x_device(conv_b, x, "conv_b", torch::kFloat);
@@ -39,13 +30,6 @@ torch::Tensor convfirst_c512(torch::Tensor x, torch::Tensor conv_w, torch::Tenso
   TORCH_CHECK(H >= 1 && W >= 1 && W <= c512::max_width(static_cast<int>(C)) && P > 0 && P % (H * W) == 0,
               "bad H, W for x");
   TORCH_CHECK(P * C < (int64_t(1) << 31), "x too large for 32-bit pixel offsets");
-  TORCH_CHECK(variant >= 0 && variant < c512::kVariants && c512::has_variant(static_cast<int>(C), static_cast<int>(variant)),
-              "convfirst_c512: no variant ", checks::num(variant), " at C = ", checks::num(C));
-  TORCH_CHECK(variant != 8, "convfirst_c512: variant 8 has its own op with the conv scratch (convfirst_c512_v8)");
-  TORCH_CHECK(variant != 4 || W <= c512::kSplitHMaxWidth, "convfirst_c512: variant 4 needs W <= ",
-              checks::num(c512::kSplitHMaxWidth));
-  TORCH_CHECK(variant != 6 || hidden <= c512::kPingPongMaxHidden, "convfirst_c512: variant 6 needs hidden <= ",
-              checks::num(c512::kPingPongMaxHidden), " (resident weights), got ", checks::num(hidden));
   if (out.numel() == 0) {
     out = torch::empty_like(x);
   } else {
@@ -67,6 +51,32 @@ torch::Tensor convfirst_c512(torch::Tensor x, torch::Tensor conv_w, torch::Tenso
   p.H = static_cast<int>(H);
   p.W = static_cast<int>(W);
   p.pdl = pdl ? 1 : 0;  // programmatic dependent launch (CUDA_KERNELS_PDL, read by the caller)
+  return p;
+}
+
+// x: [N*H*W, C] fp16 (NHWC pixels), C in c512::kChannelCounts (W <= c512::max_width(C): 56 at C = 64, else 28); conv_w: [C / 8, 9, 32] int32 fragments;
+// conv_b: [C] fp32; wpack: uint8 weight slots (4 * hidden * C bytes); b1: [hidden] fp32; b2: [C] fp32;
+// variant: 0, 1, 4 (W <= 18), or at C <= 256 also 2 and 3, at C = 128 also 5, at C = 128 and 256 also 7 (variant 8: convfirst_c512_v8); at C = 64 only 0, 2, 3, 5, 6 (c512::has_variant; 6 needs hidden <= c512::kPingPongMaxHidden); out: [N*H*W, C] to write into, or empty to allocate. Returns out.
+torch::Tensor convfirst_c512(torch::Tensor x, torch::Tensor conv_w, torch::Tensor conv_b, torch::Tensor wpack,
+                             torch::Tensor b1, torch::Tensor b2, int64_t H, int64_t W, int64_t variant,
+                             torch::Tensor out, bool pdl) {
+#ifndef BF_SM90A
+  TORCH_CHECK(false, "convfirst_c512: this build has no sm_90a code (build with 9.0 in TORCH_CUDA_ARCH_LIST)");
+#endif
+  TORCH_CHECK(x.is_cuda(), "x must be a CUDA tensor");
+  const c10::cuda::CUDAGuard guard(x.device());
+  checks::on_x_device(x, x, "x", torch::kHalf);
+  TORCH_CHECK(x.dim() == 2 && c512::smem_bytes(static_cast<int>(x.size(1))) > 0,
+              "x must be [pixels, C] with C in 64, 128, 256, 384, 512");
+  const int64_t C = x.size(1), hidden = b1.numel();
+  TORCH_CHECK(variant >= 0 && variant < c512::kVariants && c512::has_variant(static_cast<int>(C), static_cast<int>(variant)),
+              "convfirst_c512: no variant ", checks::num(variant), " at C = ", checks::num(C));
+  TORCH_CHECK(variant != 8, "convfirst_c512: variant 8 has its own op with the conv scratch (convfirst_c512_v8)");
+  TORCH_CHECK(variant != 4 || W <= c512::kSplitHMaxWidth, "convfirst_c512: variant 4 needs W <= ",
+              checks::num(c512::kSplitHMaxWidth));
+  TORCH_CHECK(variant != 6 || hidden <= c512::kPingPongMaxHidden, "convfirst_c512: variant 6 needs hidden <= ",
+              checks::num(c512::kPingPongMaxHidden), " (resident weights), got ", checks::num(hidden));
+  c512::Params p = checked_params(x, conv_w, conv_b, wpack, b1, b2, H, W, out, pdl);
   const cudaError_t err = c512::launch(p, static_cast<int>(variant), c10::cuda::getCurrentCUDAStream());
   checks::launch(err, "convfirst_c512");
   return out;
@@ -85,26 +95,8 @@ torch::Tensor convfirst_c512_v8(torch::Tensor x, torch::Tensor conv_w, torch::Te
   const c10::cuda::CUDAGuard guard(x.device());
   checks::on_x_device(x, x, "x", torch::kHalf);
   TORCH_CHECK(x.dim() == 2 && x.size(1) == 256, "convfirst_c512 variant 8: x must be [pixels, 256]");
-  const int64_t P = x.size(0), C = x.size(1), hidden = b1.numel();
-  checks::on_x_device(conv_w, x, "conv_w", torch::kInt);
-  checks::on_x_device(conv_b, x, "conv_b", torch::kFloat);
-  checks::on_x_device(wpack, x, "wpack", torch::kByte);
-  checks::on_x_device(b1, x, "b1", torch::kFloat);
-  checks::on_x_device(b2, x, "b2", torch::kFloat);
-  TORCH_CHECK(conv_w.numel() == C / 8 * 9 * 32 && conv_b.numel() == C, "conv weight shapes");
-  TORCH_CHECK(hidden > 0 && hidden % c512::kHiddenChunk == 0, "hidden ", checks::num(hidden),
-              " is not a multiple of ", checks::num(c512::kHiddenChunk));
-  TORCH_CHECK(wpack.numel() == 4 * hidden * C && b2.numel() == C, "weight shapes");
-  TORCH_CHECK(H >= 1 && W >= 1 && W <= c512::max_width(static_cast<int>(C)) && P > 0 && P % (H * W) == 0,
-              "bad H, W for x");
-  TORCH_CHECK(P * C < (int64_t(1) << 31), "x too large for 32-bit pixel offsets");
-  if (out.numel() == 0) {
-    out = torch::empty_like(x);
-  } else {
-    checks::on_x_device(out, x, "out", torch::kHalf);
-    TORCH_CHECK(out.sizes() == x.sizes(), "out has the wrong shape");
-    TORCH_CHECK(!checks::overlap(out, x), "out must not overlap x");
-  }
+  const int64_t P = x.size(0);
+  c512::Params p = checked_params(x, conv_w, conv_b, wpack, b1, b2, H, W, out, pdl);  // p.pdl: both kernels
   const int64_t need = c512::conv8_scratch_bytes_host(P);
   if (xconv.numel() == 0) {
     xconv = torch::empty({need}, x.options().dtype(torch::kByte));
@@ -115,20 +107,6 @@ torch::Tensor convfirst_c512_v8(torch::Tensor x, torch::Tensor conv_w, torch::Te
     TORCH_CHECK(reinterpret_cast<uintptr_t>(xconv.data_ptr()) % 16 == 0, "xconv must be 16-byte aligned");
     TORCH_CHECK(!checks::overlap(xconv, x) && !checks::overlap(xconv, out), "xconv must not overlap x or out");
   }
-  c512::Params p{};
-  p.x = reinterpret_cast<const __half*>(x.data_ptr<at::Half>());
-  p.out = reinterpret_cast<__half*>(out.data_ptr<at::Half>());
-  p.conv_w = reinterpret_cast<const uint32_t*>(conv_w.data_ptr<int32_t>());
-  p.conv_b = conv_b.data_ptr<float>();
-  p.wpack = wpack.data_ptr<uint8_t>();
-  p.b1 = b1.data_ptr<float>();
-  p.b2 = b2.data_ptr<float>();
-  p.P = static_cast<int>(P);
-  p.hidden = static_cast<int>(hidden);
-  p.C = static_cast<int>(C);
-  p.H = static_cast<int>(H);
-  p.W = static_cast<int>(W);
-  p.pdl = pdl ? 1 : 0;  // programmatic dependent launch of both kernels (CUDA_KERNELS_PDL, read by the caller)
   const cudaError_t err = c512::launch_v8(p, xconv.data_ptr<uint8_t>(), c10::cuda::getCurrentCUDAStream());
   checks::launch(err, "convfirst_c512 variant 8");
   return out;
