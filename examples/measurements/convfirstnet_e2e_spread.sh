@@ -4,8 +4,9 @@
 # the fused network at 3.155, 3.133, 3.133), and variant 7 at C = 256 in the network (101.8 vs 103.4 us per block
 # alone). From the repository root, ~4 minutes on an H200 with a cold machine:
 #   bash examples/measurements/convfirstnet_e2e_spread.sh OUTDIR
-# Order: compile, fused, fused with CUDA_KERNELS_C512_VARIANT=256:7, compile, fused; each `perfmodel bench` with
-# --cuda-graphs, 30 repeats (fused: --compile-rest --freezing; compile: --backend inductor --freezing).
+# Order: compile, fused, fused with CUDA_KERNELS_C512_VARIANT=$TRY (default 256:7, as run on 2026-11-30; 256:8 for
+# variant 8), compile, fused; each `perfmodel bench` with --cuda-graphs, 30 repeats (fused: --compile-rest --freezing;
+# compile: --backend inductor --freezing).
 # Files: OUTDIR/spread/*.json, OUTDIR/log.txt, OUTDIR/spread.tar.gz.
 set -uo pipefail
 out=${1:?output folder}
@@ -24,6 +25,7 @@ fused="python3 cli.py bench convfirstnet_h200 --repeats 30 --cuda-graphs --backe
 compiled="python3 cli.py bench convfirstnet_h200 --repeats 30 --cuda-graphs --backend inductor --freezing"
 bench compile_1 $compiled
 bench fused_1 $fused
-bench fused_v7_256 CUDA_KERNELS_C512_VARIANT=256:7 $fused
+try=${TRY:-256:7}
+bench "fused_v${try#*:}_${try%%:*}" CUDA_KERNELS_C512_VARIANT=$try $fused
 bench compile_2 $compiled
 bench fused_2 $fused
