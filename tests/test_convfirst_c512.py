@@ -2301,12 +2301,14 @@ def test_ksplit_variant(channels, expansion, batch, h, w):
 
 
 @pytest.mark.cuda
-def test_ksplit_variant_is_deterministic():
-    """Repeated launches agree bit for bit (each tile's arithmetic is fixed, whatever the warpgroups' interleaving)."""
+@pytest.mark.parametrize("variant", [7, 8], ids=["ksplit", "variant8"])
+def test_split_k_launches_are_deterministic(variant):
+    """Variants 7 and 8: repeated launches agree bit for bit (each tile's arithmetic is fixed, whatever the warpgroups'
+    interleaving)."""
     block = block_c(256, 6, seed=9).cuda().half()
     x = channels_last(torch.randn(37, 256, 14, 14, device="cuda", dtype=torch.float16))
     weights = _kernel_weights(block)
-    _assert_launches_equal(x, weights, 7, c512.run(x, weights, variant=7))
+    _assert_launches_equal(x, weights, variant, c512.run(x, weights, variant=variant))
 
 
 # ---- every persistent variant beside variant 3 (5 prefetch, 6 ping-pong, 7 k-split) ----
@@ -2644,15 +2646,6 @@ def test_variant8_equals_variant7_bit_for_bit(expansion, batch, h, w):
     weights = _kernel_weights(block)
     want = c512.run(x, weights, variant=7)
     _assert_launches_equal(x, weights, 8, want, launches=2)
-
-
-@pytest.mark.cuda
-def test_variant8_is_deterministic():
-    """Repeated launches agree bit for bit."""
-    block = block_c(256, 6, seed=9).cuda().half()
-    x = channels_last(torch.randn(37, 256, 14, 14, device="cuda", dtype=torch.float16))
-    weights = _kernel_weights(block)
-    _assert_launches_equal(x, weights, 8, c512.run(x, weights, variant=8))
 
 
 @pytest.mark.cuda
