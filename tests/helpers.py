@@ -2,6 +2,7 @@
 on the path through conftest.py). Test files import this module, never each other."""
 from __future__ import annotations
 
+import re
 import textwrap
 from pathlib import Path
 
@@ -160,3 +161,21 @@ def check_against_float64(block, x, run, out_shape: tuple) -> float:
     assert torch_err > 0, "PyTorch matched float64 exactly: the check is blind"
     assert err <= 2 * torch_err, f"kernel error {err:.3g} > 2 x PyTorch fp16 error {torch_err:.3g}"
     return err
+
+
+def strip_comments(source: str) -> str:
+    """C++ source without its /* */ and // comments."""
+    source = re.sub(r"/\*.*?\*/", "", source, flags=re.S)
+    return re.sub(r"//[^\n]*", "", source)
+
+
+def kernel_body(source: str, name: str) -> str:
+    """The body of the __global__ function `name` in CUDA `source`, from its opening brace to the matching one."""
+    start = source.index(name + "(", source.index("__global__", source.index(name) - 200))
+    open_ = source.index("{", start)
+    depth = 0
+    for i in range(open_, len(source)):
+        depth += {"{": 1, "}": -1}.get(source[i], 0)
+        if depth == 0:
+            return source[open_:i + 1]
+    raise AssertionError(f"unbalanced body of {name}")

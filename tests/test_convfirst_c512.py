@@ -21,7 +21,8 @@ from torch.nn import functional as F
 
 import cuda_kernels
 from cuda_kernels import convfirst_c512 as c512
-from helpers import channels_last, check_against_float64, stride1_host_check_cases, swap_against_float64
+from helpers import (channels_last, check_against_float64, kernel_body, stride1_host_check_cases, strip_comments,
+                     swap_against_float64)
 from perfmodel.harness import randomize_batchnorm, relative_error
 from perfmodel.zoo import ConvFirstBlock, fold_batchnorm
 
@@ -2583,18 +2584,9 @@ def test_variant8_host_checks(small_weights):
 def _kernel_text(name: str) -> str:
     """The body of __global__ function `name` in csrc/convfirst_c512.cu, comments stripped."""
     import pathlib
-    import re
 
-    text = (pathlib.Path(c512.__file__).parent / "csrc" / "convfirst_c512.cu").read_text()
-    text = re.sub(r"//[^\n]*", "", text)
-    start = text.index(name + "(")
-    start = text.index("{", start)
-    depth = 0
-    for i in range(start, len(text)):
-        depth += {"{": 1, "}": -1}.get(text[i], 0)
-        if depth == 0:
-            return text[start : i + 1]
-    raise AssertionError("unbalanced")
+    return kernel_body(strip_comments((pathlib.Path(c512.__file__).parent / "csrc" / "convfirst_c512.cu").read_text()),
+                       name)
 
 
 def test_variant8_pdl_order():

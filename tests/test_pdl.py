@@ -18,7 +18,7 @@ from cuda_kernels import convfirst_c512 as c512
 from cuda_kernels import convfirst_s2 as s2
 from cuda_kernels import ops
 from cuda_kernels import stem
-from helpers import channels_last
+from helpers import channels_last, kernel_body, strip_comments
 from perfmodel.harness import randomize_batchnorm, relative_error
 from perfmodel.zoo import ConvFirstBlock, fold_batchnorm
 
@@ -218,18 +218,6 @@ def test_mbconv_launch_passes_the_flag(monkeypatch, on):
 
 # ---- CPU: source order of wait, accesses and trigger ----
 
-def _kernel_body(text: str, name: str) -> str:
-    """The body of the __global__ function `name` (from its opening brace to the matching one)."""
-    start = text.index(name + "(", text.index("__global__", text.index(name) - 200))
-    open_ = text.index("{", start)
-    depth = 0
-    for i in range(open_, len(text)):
-        depth += {"{": 1, "}": -1}.get(text[i], 0)
-        if depth == 0:
-            return text[open_:i + 1]
-    raise AssertionError(f"unbalanced body of {name}")
-
-
 def _enclosing_block(body: str, pos: int) -> tuple[int, int]:
     """The span of the innermost {...} block around position pos."""
     depth, open_ = 0, None
@@ -250,11 +238,6 @@ def _enclosing_block(body: str, pos: int) -> tuple[int, int]:
         if depth == 0:
             return open_, i
     raise AssertionError("unbalanced")
-
-
-def _strip_comments(text: str) -> str:
-    text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
-    return re.sub(r"//[^\n]*", "", text)
 
 
 # Per kernel: the expressions that read activations (the previous kernel's output) or write global memory,
@@ -286,7 +269,7 @@ KERNELS = [
 def test_every_access_follows_a_wait_and_the_trigger_follows_it(path, kernel, accesses):
     """Each access to activations or global writes (and each trigger) lies after a pdl::wait() in the
     block that encloses that wait (so on every path through the code that reaches it)."""
-    body = _strip_comments(_kernel_body((CSRC / path).read_text(), kernel))
+    body = strip_comments(kernel_body((CSRC / path).read_text(), kernel))
     waits = [m.start() for m in re.finditer(r"pdl::wait\(\)", body)]
     assert waits, f"{kernel} has no pdl::wait()"
     spans = [(w, _enclosing_block(body, w)) for w in waits]
@@ -310,7 +293,7 @@ def test_the_device_functions_listed_are_the_ones_that_touch_activations():
     """The helpers the kernels call before their wait read only weights: c512's producer (bulk copies of
     p.wpack), block_fusion's issue_slice (load_weight_slice: w1, w2), the stem's weight copy (p.w2)."""
     for path, kernel, _ in KERNELS:
-        body = _strip_comments(_kernel_body((CSRC / path).read_text(), kernel))
+        body = strip_comments(kernel_body((CSRC / path).read_text(), kernel))
         before = body[:body.index("pdl::wait()")]
         assert not re.search(r"\bp\.(x|out)\b", before), kernel
         for call in re.findall(r"\b(\w+)\s*(?:<[^<>;]*>)?\(", before):
