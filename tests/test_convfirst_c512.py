@@ -1426,25 +1426,35 @@ def test_prefetch_variant_layout_and_switch(monkeypatch):
     assert [c512.default_variant(c, 56 if c == 64 else 28) for c in (64, 128, 256)] == [5, 3, 3]
 
 
-def test_prefetch_window_fits_a_buffer_and_covers_every_tap():
-    """Variant 5's shifted window (shifted_window, as conv_stream addresses it): for every W <= 56 and
-    every tile, the loaded indices first .. end - 1 sit at buffer pixels first - shift .. end - 1 - shift
-    inside one 192-pixel buffer, the shift keeps the swizzle's row % 8, and every in-image tap reads a
-    loaded index; the bound 2 W + 73 <= 185 is reached."""
+def _largest_shifted_window(max_width: int, heights_images, buffer_pixels: int) -> int:
+    """For every W <= max_width, (H, N) in heights_images and (W, 2), and every 64-pixel tile: shifted_window's
+    loaded indices first .. end - 1 sit at buffer pixels first - shift .. end - 1 - shift inside one buffer of
+    buffer_pixels, the shift keeps the swizzle's row % 8, the window is <= 2 W + 73 pixels, and every in-image tap
+    reads a loaded index. Returns the largest window seen."""
     most = 0
-    for w in range(1, c512.max_width(64) + 1):
-        for h, n in ((1, 3), (2, 2), (7, 3), (w, 2), (29, 1), (3, 5), (56, 1)):
+    for w in range(1, max_width + 1):
+        for h, n in (*heights_images, (w, 2)):
             pixels = n * h * w
             for p0 in range(0, pixels, 64):
                 row_lo, shift, first, end = c512.shifted_window(p0, w, pixels)
                 assert shift % 8 == 0 and 0 <= shift <= first < end
-                assert end - shift <= min(2 * w + 73, c512.PREFETCH_HALO_PIXELS)
+                assert end - shift <= min(2 * w + 73, buffer_pixels)
                 most = max(most, end - shift)
                 for pix in range(p0, min(p0 + 64, pixels)):
                     grow, col = divmod(pix, w)
                     for dy, dx in itertools.product((-1, 0, 1), repeat=2):
                         if 0 <= grow % h + dy < h and 0 <= col + dx < w:
                             assert first <= pix + dy * w + dx - row_lo * w < end
+    return most
+
+
+def test_prefetch_window_fits_a_buffer_and_covers_every_tap():
+    """Variant 5's shifted window (shifted_window, as conv_stream addresses it): for every W <= 56 and
+    every tile, the loaded indices first .. end - 1 sit at buffer pixels first - shift .. end - 1 - shift
+    inside one 192-pixel buffer, the shift keeps the swizzle's row % 8, and every in-image tap reads a
+    loaded index; the bound 2 W + 73 <= 185 is reached."""
+    most = _largest_shifted_window(c512.max_width(64), ((1, 3), (2, 2), (7, 3), (29, 1), (3, 5), (56, 1)),
+                                   c512.PREFETCH_HALO_PIXELS)
     assert 150 < most <= 185
 
 
@@ -1948,20 +1958,8 @@ def test_ksplit_stage2_reads_its_k_panel_from_adjacent_slots(channels, nchunks):
 def test_ksplit_halo_window_fits_a_buffer():
     """Variant 7's halo buffers (132 pixels) hold a tile's shifted window for every W <= 28 (variant 5's scheme:
     <= 2 W + 73 = 129 pixels), the bound reached; every in-image tap reads a loaded index."""
-    most = 0
-    for w in range(1, c512.max_width(256) + 1):
-        for h, n in ((1, 3), (2, 2), (7, 3), (w, 2), (29, 1), (3, 5)):
-            pixels = n * h * w
-            for p0 in range(0, pixels, 64):
-                row_lo, shift, first, end = c512.shifted_window(p0, w, pixels)
-                assert shift % 8 == 0 and 0 <= shift <= first < end
-                assert end - shift <= min(2 * w + 73, c512.KSPLIT_HALO_PIXELS)
-                most = max(most, end - shift)
-                for pix in range(p0, min(p0 + 64, pixels)):
-                    grow, col = divmod(pix, w)
-                    for dy, dx in itertools.product((-1, 0, 1), repeat=2):
-                        if 0 <= grow % h + dy < h and 0 <= col + dx < w:
-                            assert first <= pix + dy * w + dx - row_lo * w < end
+    most = _largest_shifted_window(c512.max_width(256), ((1, 3), (2, 2), (7, 3), (29, 1), (3, 5)),
+                                   c512.KSPLIT_HALO_PIXELS)
     assert 120 < most <= 129 <= c512.KSPLIT_HALO_PIXELS
 
 
