@@ -1893,20 +1893,30 @@ __global__ void __launch_bounds__(kThreads, 1) convfirst_c512_ffn8_kernel(const 
     // ---- consumers ----
     setmaxnreg_inc<kRegConsumer7>();
     pdl::wait();  // writes out (pdl.h)
-    const int wg = warp >> 2, wq = warp & 3;
+    // wg through a shuffle: the compiler then knows it is warp-uniform (CUTLASS's canonical_warp_group_idx), so the
+    // descriptors below stay in uniform registers and each HGMMA takes them without R2UR
+    const int wg = __shfl_sync(0xffffffffu, warp >> 2, 0), wq = warp & 3;
     float acc2[kAcc];  // not zeroed: each tile's first stage-2 product runs with scale-d 0
-    int it = 0, npend = 0;  // variant 7's slot stream index and pending kind
-    auto release = [&](int index) {
-      if (lane == 0) mbar_arrive(empty_bar + 8 * (index % kStages));
+    // A chunk is the whole ring (4 U slots, then 4 V slots; Shape8), so every chunk starts at slot 0: the slots are
+    // constants of the unrolled loops and a chunk's parity is the chunk count's. The descriptors are built once and
+    // advanced by constants: below 256 KB, desc(a + o) = desc(a) + o / 16 (NOTES.md "Session 9": variant 7's loop
+    // spent ~99 instructions per k panel rebuilding them and the slot arithmetic, for 4 HGMMA).
+    static_assert(kSlices + 2 * kVB == kStages, "variant 8: a chunk is the ring, U slots then V slots");
+    constexpr int kMine = kSlices;  // this warpgroup's V slots: kMine + wg kVB + q
+    const uint64_t du = smem_desc_sw128(ring + wg * (64 * 128));
+    const uint64_t dv = smem_desc_sw128(ring + (kMine + wg * kVB) * kSlotBytes);
+    const uint32_t mine_bar = full_bar + 8 * (kMine + wg * kVB), theirs_bar = full_bar + 8 * (kMine + (1 - wg) * kVB);
+    uint32_t phase = 0;  // the ring's parity in the current chunk
+    bool v_pending = false;  // this warpgroup's V slots of the previous chunk, not yet released
+    auto release = [&](uint32_t bar) {  // the empty barrier of the slot whose full barrier is `bar`
+      if (lane == 0) mbar_arrive(bar + kStages * 8);
     };
-    auto release_pending = [&](int next) {
-      if (npend == 1) {
-        release(next - 1);
-      } else if (npend == 2) {
+    auto release_v = [&]() {
+      if (v_pending) {
 #pragma unroll
-        for (int q = 0; q < kVB; ++q) release(next - 2 * kVB + wg * kVB + q);
+        for (int q = 0; q < kVB; ++q) release(mine_bar + 8 * q);
       }
-      npend = 0;
+      v_pending = false;
     };
 #pragma unroll 1
     for (int k = 0; k < my_tiles; ++k) {
@@ -1914,32 +1924,35 @@ __global__ void __launch_bounds__(kThreads, 1) convfirst_c512_ffn8_kernel(const 
       if (k == my_tiles - 1) pdl::launch_dependents();  // the CTA starts its last tile (variant 3's)
       const int b = k & 1;
       const uint32_t x_s = base + S8::kXOffset + b * S8::kXBytes;
+      const uint64_t dx = smem_desc_sw128(x_s);
       mbar_wait(xfull_bar + 8 * b, (k >> 1) & 1);  // tile k's X has landed
 
-      // ---- the FFN, split by k (variant 7's) ----
+      // ---- the FFN, split by k (variant 7's order of products and releases) ----
 #pragma unroll 1
       for (int j = 0; j < nchunks; ++j) {
         float2 bias[8];
         load_bias1(p, j, wg, lane, bias);
         float acc1[32];
-#pragma unroll 1
-        for (int kp = 0; kp < kSlices; ++kp, ++it) {
-          const int slot = it % kStages;
-          mbar_wait(full_bar + 8 * slot, (it / kStages) & 1);
+#pragma unroll
+        for (int kp = 0; kp < kSlices; ++kp) {
+          mbar_wait(full_bar + 8 * kp, phase);
           fence_registers(acc1);
           wgmma_fence();
-          const uint32_t a0 = x_s + kp * kPanel, b0 = ring + slot * kSlotBytes + wg * (64 * 128);
 #pragma unroll
           for (int ks = 0; ks < 4; ++ks)
-            wgmma_m64n64k16_ss(acc1, smem_desc_sw128(a0 + ks * 32), smem_desc_sw128(b0 + ks * 32), (kp | ks) != 0);
+            wgmma_m64n64k16_ss(acc1, dx + (kp * kPanel + ks * 32) / 16, du + (kp * kSlotBytes + ks * 32) / 16,
+                               (kp | ks) != 0);
           wgmma_commit();
-          wgmma_wait<1>();
-          release_pending(it);
-          npend = 1;
+          wgmma_wait<1>();  // every group but this one has retired: the previous slot's (or chunk's V) reads are done
+          if (kp == 0) {
+            release_v();
+          } else {
+            release(full_bar + 8 * (kp - 1));
+          }
         }
         wgmma_wait<0>();
         fence_registers(acc1);
-        release_pending(it);
+        release(full_bar + 8 * (kSlices - 1));
         if (j == nchunks - 1 && lane == 0) mbar_arrive(xdead_bar);  // this warp's reads of tile k's X are done
         uint32_t h[4][4];
 #pragma unroll
@@ -1947,26 +1960,24 @@ __global__ void __launch_bounds__(kThreads, 1) convfirst_c512_ffn8_kernel(const 
           h[n >> 1][(n & 1) * 2 + 0] = pack_half2(fmaxf(acc1[4 * n + 0] + bias[n].x, 0.f), fmaxf(acc1[4 * n + 1] + bias[n].y, 0.f));
           h[n >> 1][(n & 1) * 2 + 1] = pack_half2(fmaxf(acc1[4 * n + 2] + bias[n].x, 0.f), fmaxf(acc1[4 * n + 3] + bias[n].y, 0.f));
         }
-        const int mine = it + wg * kVB, theirs = it + (1 - wg) * kVB;
 #pragma unroll
-        for (int q = 0; q < kVB; ++q) mbar_wait(full_bar + 8 * ((mine + q) % kStages), ((mine + q) / kStages) & 1);
+        for (int q = 0; q < kVB; ++q) mbar_wait(mine_bar + 8 * q, phase);
         fence_registers(h);
         wgmma_fence();
-        const uint32_t b0 = ring + (mine % kStages) * kSlotBytes;
 #pragma unroll
-        for (int ks = 0; ks < 4; ++ks) wgmma_rs7(acc2, h[ks], smem_desc_sw128(b0 + ks * 32), (j | ks) != 0);
+        for (int ks = 0; ks < 4; ++ks) wgmma_rs7(acc2, h[ks], dv + (ks * 32) / 16, (j | ks) != 0);
         wgmma_commit();
 #pragma unroll
         for (int q = 0; q < kVB; ++q) {
-          mbar_wait(full_bar + 8 * ((theirs + q) % kStages), ((theirs + q) / kStages) & 1);
-          release(theirs + q);
+          mbar_wait(theirs_bar + 8 * q, phase);
+          release(theirs_bar + 8 * q);
         }
-        npend = 2;
-        it += 2 * kVB;
+        v_pending = true;
+        phase ^= 1;
       }
       wgmma_wait<0>();
       fence_registers(acc2);
-      release_pending(it);
+      release_v();
 
       // ---- the two k halves meet in two rounds through the 32 KB area: warpgroup w gives acc2[kKeep (1 - w) ..] ----
       const int tw = wq * 32 + lane;
