@@ -98,8 +98,10 @@ K_PANEL = 64
 # kernel (one CTA per tile and 64-channel slice, variant 7's arithmetic) writes X = conv(x) + b_c into a scratch of whole
 # tiles in the fused kernel's swizzled panel layout (`conv8_scratch_bytes`, `conv8_scratch_rows`), the fused kernel loads
 # each tile's X by one bulk copy into two X buffers, and the epilogue reads the shortcut rows (copied into the tile's dead
-# X buffer by the producer warpgroup's idle warps) and b2 from shared memory. Not yet run on a GPU: off unless
-# CUDA_KERNELS_C512_VARIANT=8 or 256:8 selects it; `run` allocates the scratch (or takes one, ``xconv``).
+# X buffer by the producer warpgroup's idle warps) and b2 from shared memory; `run` allocates the scratch (or takes one,
+# ``xconv``). Its chunk loop on constant slots with the descriptors in uniform registers (NOTES.md "Session 9"): C=256 a6
+# 14x14 83.6 us against variant 3's 102.7 in the same call, output bit for bit variant 7's, 30/30 GPU tests (H200,
+# examples/measurements/convfirst_c512_v8/loop/): the default at C = 256 (CUDA_KERNELS_C512_VARIANT=256:3 for the old).
 VARIANTS = (0, 1, 2, 3, 4, 5, 6, 7, 8)
 PREFETCH_WIDTHS = (64, 128)  # the widths with variant 5
 PINGPONG_WIDTHS = (64,)  # the widths with variant 6
@@ -136,8 +138,8 @@ def default_variant(channels: int, width: int | None = None) -> int:
     """The variant `run` uses: CUDA_KERNELS_C512_VARIANT's where it applies (for 4: W <= 18), else the
     fastest measured on the H200: 6 at C = 64 (162.6 vs variant 3's 177.3 us at a6 56x56, 142.7 vs 155.0 at a4;
     `run` falls back to 3 where the hidden width exceeds its resident weights, `pingpong_fallback`), 5 at
-    C = 128 (131.4 vs 135.0 us at a6 28x28, bit-identical output), 3 at C = 256, 4 above where W <= 18 (known),
-    0 otherwise."""
+    C = 128 (131.4 vs 135.0 us at a6 28x28, bit-identical output), 8 at C = 256 (83.6 vs variant 3's 102.7 us at a6
+    14x14, the same call), 4 above where W <= 18 (known), 0 otherwise."""
     switched = switched_variant(channels)
     if switched is not None and (switched != 4 or width is None or width <= SPLIT_H_MAX_WIDTH):
         return switched
@@ -145,7 +147,9 @@ def default_variant(channels: int, width: int | None = None) -> int:
         return 6
     if channels == 128:
         return 5
-    if channels <= 256:
+    if channels == 256:
+        return 8
+    if channels < 256:
         return 3
     return 4 if width is not None and width <= SPLIT_H_MAX_WIDTH else DEFAULT_VARIANT
 

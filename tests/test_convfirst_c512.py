@@ -529,7 +529,7 @@ def test_variants_by_width(small_weights, monkeypatch):
     assert c512.variants(512) == c512.variants(384) == (0, 1, 4)
     assert c512.variants(256) == (0, 1, 2, 3, 4, 7, 8) and c512.variants(128) == (0, 1, 2, 3, 4, 5, 7)
     assert c512.variants(64) == (0, 2, 3, 5, 6)
-    assert [c512.default_variant(c) for c in (64, 128, 256, 384, 512)] == [6, 5, 3, 0, 0]
+    assert [c512.default_variant(c) for c in (64, 128, 256, 384, 512)] == [6, 5, 8, 0, 0]
     monkeypatch.setenv(c512.VARIANT_SWITCH, "64:2")
     assert c512.default_variant(64, 56) == 2
     monkeypatch.setenv(c512.VARIANT_SWITCH, "1")  # C = 64 has no variant 1: its default stays
@@ -882,11 +882,11 @@ def test_variant_switch(monkeypatch):
     with pytest.raises(ValueError, match="CUDA_KERNELS_C512_VARIANT"):
         c512.default_variant(256)
     monkeypatch.setenv(c512.VARIANT_SWITCH, "")
-    assert c512.default_variant(256) == 3
+    assert c512.default_variant(256) == 8
     monkeypatch.setenv(c512.VARIANT_SWITCH, "256:3, 512:4")
     assert [c512.default_variant(c, 14) for c in (128, 256, 384, 512)] == [5, 3, 4, 4]
     monkeypatch.setenv(c512.VARIANT_SWITCH, "128:2")
-    assert [c512.default_variant(c, 14) for c in (64, 128, 256)] == [6, 2, 3]
+    assert [c512.default_variant(c, 14) for c in (64, 128, 256)] == [6, 2, 8]
     assert c512.default_variant(512, 28) == 0  # variant 4 needs W <= 18
     monkeypatch.setenv(c512.VARIANT_SWITCH, "4")
     assert [c512.default_variant(c, 7) for c in (128, 256, 384, 512)] == [4, 4, 4, 4]
@@ -1419,11 +1419,11 @@ def test_prefetch_variant_layout_and_switch(monkeypatch):
     assert c512.smem_bytes(128, 5) <= c512.SMEM_LIMIT == 232448
     # C = 256 would need 32 KB of X more: over the limit
     assert c512.smem_bytes(128, 5) + 16384 > c512.SMEM_LIMIT
-    assert [c512.default_variant(c, 28) for c in (64, 128, 256)] == [6, 5, 3]  # 6 at C = 64, 5 at 128: measured faster
+    assert [c512.default_variant(c, 28) for c in (64, 128, 256)] == [6, 5, 8]  # 6 at C = 64, 5 at 128: measured faster
     monkeypatch.setenv(c512.VARIANT_SWITCH, "5")
-    assert [c512.default_variant(c, 28) for c in (64, 128, 256, 512)] == [5, 5, 3, 0]  # 512 at W > 18: 0
+    assert [c512.default_variant(c, 28) for c in (64, 128, 256, 512)] == [5, 5, 8, 0]  # 512 at W > 18: 0
     monkeypatch.setenv(c512.VARIANT_SWITCH, "64:5,128:3")
-    assert [c512.default_variant(c, 56 if c == 64 else 28) for c in (64, 128, 256)] == [5, 3, 3]
+    assert [c512.default_variant(c, 56 if c == 64 else 28) for c in (64, 128, 256)] == [5, 3, 8]
 
 
 def _largest_shifted_window(max_width: int, heights_images, buffer_pixels: int) -> int:
@@ -1647,9 +1647,9 @@ def test_pingpong_variant_layout_and_switch(monkeypatch):
     assert [c for c in c512.SUPPORTED_CHANNELS if 6 in c512.variants(c)] == list(c512.PINGPONG_WIDTHS) == [64]
     assert c512.smem_bytes(64, 6) == 197856 == 1024 + 2 * 8192 + 8 * 16384 + 2 * 192 * 128 + 128 + 64 + 32
     assert all(c512.smem_bytes(c, 6) == 0 for c in (128, 256, 384, 512))
-    assert [c512.default_variant(c, 28) for c in (64, 128, 256)] == [6, 5, 3]
+    assert [c512.default_variant(c, 28) for c in (64, 128, 256)] == [6, 5, 8]
     monkeypatch.setenv(c512.VARIANT_SWITCH, "6")
-    assert [c512.default_variant(c, 28) for c in (64, 128, 256, 512)] == [6, 5, 3, 0]
+    assert [c512.default_variant(c, 28) for c in (64, 128, 256, 512)] == [6, 5, 8, 0]
     monkeypatch.setenv(c512.VARIANT_SWITCH, "64:6,128:3")
     assert [c512.default_variant(c, 28) for c in (64, 128)] == [6, 3]
 
@@ -1922,7 +1922,7 @@ def test_ksplit_variant_layout_and_switch(monkeypatch, small_weights):
         assert want <= c512.SMEM_LIMIT
     assert c512.smem_bytes(64, 7) == c512.smem_bytes(384, 7) == c512.smem_bytes(512, 7) == 0
     assert c512.SMEM_LIMIT - KSPLIT_SMEM[256] == 768  # what is left at C = 256
-    assert [c512.default_variant(c, 14) for c in (64, 128, 256)] == [6, 5, 3]  # off by default
+    assert [c512.default_variant(c, 14) for c in (64, 128, 256)] == [6, 5, 8]  # 7 off by default
     monkeypatch.setenv(c512.VARIANT_SWITCH, "7")
     assert [c512.default_variant(c, 14) for c in (64, 128, 256, 384, 512)] == [6, 7, 7, 4, 4]
     monkeypatch.setenv(c512.VARIANT_SWITCH, "256:7")
@@ -2358,13 +2358,15 @@ def test_variant8_layout_and_switch(monkeypatch, small_weights):
     assert 232448 - VARIANT8_SMEM == 848 and c512.SMEM_LIMIT == 232448
     assert VARIANT8_SMEM - 231592 == 8  # the design's 21 barriers + x_dead (NOTES.md)
     assert [c512.smem_bytes(c, 8) for c in (64, 128, 384, 512)] == [0, 0, 0, 0]
-    assert [c512.default_variant(c, 14) for c in (64, 128, 256, 384, 512)] == [6, 5, 3, 4, 4]  # unchanged
+    assert [c512.default_variant(c, 14) for c in (64, 128, 256, 384, 512)] == [6, 5, 8, 4, 4]  # 8: the default
     monkeypatch.setenv(c512.VARIANT_SWITCH, "8")
     assert [c512.default_variant(c, 14) for c in (64, 128, 256, 384, 512)] == [6, 5, 8, 4, 4]
     monkeypatch.setenv(c512.VARIANT_SWITCH, "256:8")
     assert [c512.default_variant(c, 28) for c in (64, 128, 256, 512)] == [6, 5, 8, 0]
     monkeypatch.setenv(c512.VARIANT_SWITCH, "128:8")  # C = 128 has no variant 8: its default stays
-    assert [c512.default_variant(c, 28) for c in (128, 256)] == [5, 3]
+    assert [c512.default_variant(c, 28) for c in (128, 256)] == [5, 8]
+    monkeypatch.setenv(c512.VARIANT_SWITCH, "256:3")  # the previous default, by the switch
+    assert c512.default_variant(256, 14) == 3
     monkeypatch.setenv(c512.VARIANT_SWITCH, "256:7,256:8")  # the last entry for a width wins
     assert c512.default_variant(256, 14) == 8
     x = channels_last(torch.zeros(1, 512, 7, 7, dtype=torch.float16))
