@@ -157,6 +157,7 @@ __device__ __forceinline__ void bulk_copy_g2s_multicast(uint32_t dst, const void
 using bf::fence_registers;
 using bf::setmaxnreg_dec;
 using bf::setmaxnreg_inc;
+using bf::desc_advance;
 using bf::smem_desc_sw128;
 using bf::wgmma_commit;
 using bf::wgmma_fence;
@@ -258,15 +259,16 @@ template <int KPANELS, typename Release>
 __device__ __forceinline__ void stage1(float (&acc1)[32], uint32_t x_s, uint32_t ring, uint32_t full_bar, int wg,
                                        int& it, int& pending, Release& release) {
 #pragma unroll 1
+  const uint64_t dx = smem_desc_sw128(x_s), du = smem_desc_sw128(ring + wg * (64 * 128));
   for (int kp = 0; kp < KPANELS; ++kp, ++it) {
-    const int slot = it % kStages;
-    mbar_wait(full_bar + 8 * slot, (it / kStages) & 1);
+    const uint32_t slot = uint32_t(it) % kStages;
+    mbar_wait(full_bar + 8 * slot, (uint32_t(it) / kStages) & 1);
     fence_registers(acc1);
     wgmma_fence();
-    const uint32_t a0 = x_s + kp * kPanel, b0 = ring + slot * kSlotBytes + wg * (64 * 128);
+    const uint64_t da = desc_advance(dx, kp * kPanel), db = desc_advance(du, slot * kSlotBytes);
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks)
-      wgmma_m64n64k16_ss(acc1, smem_desc_sw128(a0 + ks * 32), smem_desc_sw128(b0 + ks * 32), (kp | ks) != 0);
+      wgmma_m64n64k16_ss(acc1, desc_advance(da, ks * 32), desc_advance(db, ks * 32), (kp | ks) != 0);
     wgmma_commit();
     wgmma_wait<1>();  // every group but this one has retired
     if (pending >= 0) release(pending);
@@ -302,12 +304,13 @@ __device__ __forceinline__ void stage2(float (&acc2)[S::kAccs][S::kN2 / 2], floa
                                        Release& release) {
   constexpr bool kSplitBlock = S::kVBlocks == 1;
   const uint32_t b_rows = kSplitBlock ? wg * (64 * 128) : 0;
+  const uint64_t dh = smem_desc_sw128(hb), dr = smem_desc_sw128(ring);
 #pragma unroll
   for (int kp = 0; kp < kHiddenChunk / 64; ++kp) {
 #pragma unroll
     for (int q = 0; q < S::kVBlocks; ++q, ++it) {
-      const int slot = it % kStages;
-      mbar_wait(full_bar + 8 * slot, (it / kStages) & 1);
+      const uint32_t slot = uint32_t(it) % kStages;
+      mbar_wait(full_bar + 8 * slot, (uint32_t(it) / kStages) & 1);
       if constexpr (S::kMixed) {
         if (q == 1 || q == 2 * wg) {  // q is a constant in each unrolled iteration
           wgmma_fence();
@@ -315,14 +318,14 @@ __device__ __forceinline__ void stage2(float (&acc2)[S::kAccs][S::kN2 / 2], floa
             fence_registers(acc2s);
 #pragma unroll
             for (int kk = 0; kk < 4; ++kk)
-              wgmma_ss(acc2s, smem_desc_sw128(hb + kp * kPanel + kk * 32),
-                       smem_desc_sw128(ring + slot * kSlotBytes + wg * (64 * 128) + kk * 32), (j | kp | kk) != 0);
+              wgmma_ss(acc2s, desc_advance(dh, kp * kPanel + kk * 32),
+                       desc_advance(dr, slot * kSlotBytes + wg * (64 * 128) + kk * 32), (j | kp | kk) != 0);
           } else {
             fence_registers(acc2[0]);
 #pragma unroll
             for (int kk = 0; kk < 4; ++kk)
-              wgmma_ss(acc2[0], smem_desc_sw128(hb + kp * kPanel + kk * 32),
-                       smem_desc_sw128(ring + slot * kSlotBytes + kk * 32), (j | kp | kk) != 0);
+              wgmma_ss(acc2[0], desc_advance(dh, kp * kPanel + kk * 32), desc_advance(dr, slot * kSlotBytes + kk * 32),
+                       (j | kp | kk) != 0);
           }
           wgmma_commit();
           wgmma_wait<1>();
@@ -337,8 +340,8 @@ __device__ __forceinline__ void stage2(float (&acc2)[S::kAccs][S::kN2 / 2], floa
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk)
-          wgmma_ss(acc, smem_desc_sw128(hb + kp * kPanel + kk * 32),
-                   smem_desc_sw128(ring + slot * kSlotBytes + b_rows + kk * 32), (j | kp | kk) != 0);
+          wgmma_ss(acc, desc_advance(dh, kp * kPanel + kk * 32), desc_advance(dr, slot * kSlotBytes + b_rows + kk * 32),
+                   (j | kp | kk) != 0);
         wgmma_commit();
         wgmma_wait<1>();
         if (pending >= 0) release(pending);
@@ -381,6 +384,7 @@ __device__ __forceinline__ void ffn64_tile(const Params& p, uint32_t x_s, uint32
     b2[i] = __ldg(reinterpret_cast<const float2*>(p.b2 + col));
   }
   float acc2[32];  // not zeroed: the first product (chunk 0, first k step) runs with scale-d 0
+  const uint64_t dv = smem_desc_sw128(ring + wg * (64 * 128));
 #pragma unroll 1
   for (int j = 0; j < nchunks; ++j) {
     float2 bias[8];
@@ -394,14 +398,14 @@ __device__ __forceinline__ void ffn64_tile(const Params& p, uint32_t x_s, uint32
       h[n >> 1][(n & 1) * 2 + 0] = pack_half2(fmaxf(acc1[4 * n + 0] + bias[n].x, 0.f), fmaxf(acc1[4 * n + 1] + bias[n].y, 0.f));
       h[n >> 1][(n & 1) * 2 + 1] = pack_half2(fmaxf(acc1[4 * n + 2] + bias[n].x, 0.f), fmaxf(acc1[4 * n + 3] + bias[n].y, 0.f));
     }
-    const int slot = it % kStages;
-    mbar_wait(full_bar + 8 * slot, (it / kStages) & 1);
+    const uint32_t slot = uint32_t(it) % kStages;
+    mbar_wait(full_bar + 8 * slot, (uint32_t(it) / kStages) & 1);
     fence_registers(h);
     fence_registers(acc2);
     wgmma_fence();
-    const uint32_t b0 = ring + slot * kSlotBytes + wg * (64 * 128);
+    const uint64_t db = desc_advance(dv, slot * kSlotBytes);
 #pragma unroll
-    for (int ks = 0; ks < 4; ++ks) wgmma_m64n64k16_rs(acc2, h[ks], smem_desc_sw128(b0 + ks * 32), (j | ks) != 0);
+    for (int ks = 0; ks < 4; ++ks) wgmma_m64n64k16_rs(acc2, h[ks], desc_advance(db, ks * 32), (j | ks) != 0);
     wgmma_commit();
     pending = it;  // released once the group has retired (the next chunk's stage 1, or below)
     ++it;
@@ -626,7 +630,8 @@ __global__ void __launch_bounds__(kThreads, 1) convfirst_c512_kernel(const Param
     // last wave leaves and run their own prologue during this grid's tail.
     pdl::wait();
     pdl::launch_dependents();
-    const int wg = warp >> 2, wq = warp & 3;
+    // wg through a shuffle: warp-uniform to the compiler, so the descriptors built from it stay in uniform registers
+    const int wg = __shfl_sync(0xffffffffu, warp >> 2, 0), wq = warp & 3;
     // one pointer to H for phase A and the H stores (two expressions change the H stores' address code)
     uint8_t* const h_smem = smem + kHOffset;
     if constexpr (SPLIT_H) {
@@ -641,7 +646,7 @@ __global__ void __launch_bounds__(kThreads, 1) convfirst_c512_kernel(const Param
     if constexpr (C == 64) {  // stage 2 on register A operands, split by k (ffn64_tile)
       int it = 0, pending = -1;
       auto release = [&](int index) {
-        if (lane == 0) mbar_arrive(empty_bar + 8 * (index % kStages));
+        if (lane == 0) mbar_arrive(empty_bar + 8 * (uint32_t(index) % kStages));
       };
       ffn64_tile(p, x_s, ring, full_bar, h_smem, wg, wq, lane, nchunks, p0, it, pending, release, [](int) {});
     } else {
@@ -654,8 +659,8 @@ __global__ void __launch_bounds__(kThreads, 1) convfirst_c512_kernel(const Param
       int it = 0, pending = -1;
       auto release = [&](int index) {
         if (lane == 0) {
-          mbar_arrive(empty_bar + 8 * (index % kStages));
-          if constexpr (CLUSTER == 2) mbar_arrive_remote(empty_bar + 8 * (index % kStages), rank ^ 1);
+          mbar_arrive(empty_bar + 8 * (uint32_t(index) % kStages));
+          if constexpr (CLUSTER == 2) mbar_arrive_remote(empty_bar + 8 * (uint32_t(index) % kStages), rank ^ 1);
         }
       };
 #pragma unroll 1
@@ -1022,14 +1027,15 @@ __global__ void __launch_bounds__(kThreads3, 1) convfirst_c512_persistent_kernel
     // ---- consumers ----
     setmaxnreg_inc<kRegConsumer3>();
     pdl::wait();  // reads x, writes out (pdl.h); the producer's weight slots went ahead
-    const int wg = warp >> 2, wq = warp & 3;
+    // wg through a shuffle: warp-uniform to the compiler, so the descriptors built from it stay in uniform registers
+    const int wg = __shfl_sync(0xffffffffu, warp >> 2, 0), wq = warp & 3;
     float acc2[S::kAccs][S::kN2 / 2];
     float acc2s[S::kSmallRegs];  // C = 384's (unused here, and removed)
     // `it`: the slot stream index (over all tiles); `pending`: the last slot this warpgroup read whose
     // wgmma group may still be running; `jg`: chunks over all tiles (the H buffer alternates by it).
     int it = 0, pending = -1, jg = 0;
     auto release = [&](int index) {
-      if (lane == 0) mbar_arrive(empty_bar + 8 * (index % kStages));
+      if (lane == 0) mbar_arrive(empty_bar + 8 * (uint32_t(index) % kStages));
     };
     // The first tile's conv: the consumers' own phase A (eight warps, the halo in H: double-buffered in
     // its two halves as variant 4 where W <= 18, else single as variant 0), while the conv warpgroup
@@ -1223,21 +1229,22 @@ __device__ __forceinline__ void ffn64_own(const Params& p, uint32_t x_s, uint32_
   constexpr int nchunks = NCHUNKS;  // unrolled: ptxas follows which group each wait retires
   float acc1a[32], acc1b[32];  // the chunk's hidden halves 0..63, 64..127
   uint32_t ha[4][4], hb[4][4];  // their ReLU as stage 2's A fragments (k step ks: hidden 16 ks .. of the half)
+  const uint64_t dx = smem_desc_sw128(x_s), dr = smem_desc_sw128(ring);
   auto s1 = [&](float(&acc)[32], int j, int half) {  // U_j rows 64 half .. (slot 2 j)
-    const uint32_t b0 = ring + (2 * j) * kSlotBytes + half * (64 * 128);
+    const uint64_t db = desc_advance(dr, (2 * j) * kSlotBytes + half * (64 * 128));
     fence_registers(acc);
     wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks)
-      wgmma_m64n64k16_ss(acc, smem_desc_sw128(x_s + ks * 32), smem_desc_sw128(b0 + ks * 32), ks != 0);
+      wgmma_m64n64k16_ss(acc, desc_advance(dx, ks * 32), desc_advance(db, ks * 32), ks != 0);
     wgmma_commit();
   };
   auto s2 = [&](uint32_t(&h)[4][4], int j, int half) {  // the V slot's rows 64 half .. (k panel `half`)
-    const uint32_t b0 = ring + (2 * j + 1) * kSlotBytes + half * (64 * 128);
+    const uint64_t db = desc_advance(dr, (2 * j + 1) * kSlotBytes + half * (64 * 128));
     fence_registers(h);  // (not acc2: the previous group may still accumulate into it)
     wgmma_fence();
 #pragma unroll
-    for (int ks = 0; ks < 4; ++ks) wgmma_m64n64k16_rs(acc2, h[ks], smem_desc_sw128(b0 + ks * 32), (j | half | ks) != 0);
+    for (int ks = 0; ks < 4; ++ks) wgmma_m64n64k16_rs(acc2, h[ks], desc_advance(db, ks * 32), (j | half | ks) != 0);
     wgmma_commit();
   };
   auto relu = [&](uint32_t(&h)[4][4], const float(&acc)[32], const float2(&bias)[8]) {
@@ -1320,7 +1327,8 @@ __global__ void __launch_bounds__(kThreads3, 1) convfirst_c64_pingpong_kernel(co
     // ---- consumers: warpgroup wg takes local tiles wg, wg + 2, ... ----
     setmaxnreg_inc<kRegConsumer6>();
     pdl::wait();  // reads x, writes out (pdl.h); the producer's weight slots went ahead
-    const int wg = warp >> 2, wq = warp & 3;
+    // wg through a shuffle: warp-uniform to the compiler, so the descriptors built from it stay in uniform registers
+    const int wg = __shfl_sync(0xffffffffu, warp >> 2, 0), wq = warp & 3;
     const uint32_t x_s = base + S6::kXOffset + wg * kPanel;
     const uint32_t my_full = x_full + 8 * wg, my_empty = x_empty + 8 * wg;
     float2 b2[8];  // the epilogue's bias at columns 8 n + 2 (lane % 4)
@@ -1514,7 +1522,7 @@ __global__ void __launch_bounds__(kThreads, 1) convfirst_c512_ksplit_kernel(cons
     // next - 1; 2, the kVB V slots of the last stage 2, next - 2 kVB + wg kVB ..; 0, nothing (no register for an index)
     int it = 0, npend = 0;
     auto release = [&](int index) {
-      if (lane == 0) mbar_arrive(empty_bar + 8 * (index % kStages));
+      if (lane == 0) mbar_arrive(empty_bar + 8 * (uint32_t(index) % kStages));
     };
     auto release_pending = [&](int next) {
       if (npend == 1) {
@@ -1894,12 +1902,12 @@ __global__ void __launch_bounds__(kThreads, 1) convfirst_c512_ffn8_kernel(const 
     setmaxnreg_inc<kRegConsumer7>();
     pdl::wait();  // writes out (pdl.h)
     // wg through a shuffle: the compiler then knows it is warp-uniform (CUTLASS's canonical_warp_group_idx), so the
-    // descriptors below stay in uniform registers and each HGMMA takes them without R2UR
+    // descriptors below stay in uniform registers and each HGMMA takes them without R2UR (desc_advance)
     const int wg = __shfl_sync(0xffffffffu, warp >> 2, 0), wq = warp & 3;
     float acc2[kAcc];  // not zeroed: each tile's first stage-2 product runs with scale-d 0
     // A chunk is the whole ring (4 U slots, then 4 V slots; Shape8), so every chunk starts at slot 0: the slots are
     // constants of the unrolled loops and a chunk's parity is the chunk count's. The descriptors are built once and
-    // advanced by constants: below 256 KB, desc(a + o) = desc(a) + o / 16 (NOTES.md "Session 9": variant 7's loop
+    // advanced by constants (desc_advance; NOTES.md "Session 9": variant 7's loop
     // spent ~99 instructions per k panel rebuilding them and the slot arithmetic, for 4 HGMMA).
     static_assert(kSlices + 2 * kVB == kStages, "variant 8: a chunk is the ring, U slots then V slots");
     constexpr int kMine = kSlices;  // this warpgroup's V slots: kMine + wg kVB + q
@@ -1940,7 +1948,7 @@ __global__ void __launch_bounds__(kThreads, 1) convfirst_c512_ffn8_kernel(const 
           wgmma_fence();
 #pragma unroll
           for (int ks = 0; ks < 4; ++ks)
-            wgmma_m64n64k16_ss(acc1, dx + (kp * kPanel + ks * 32) / 16, du + (kp * kSlotBytes + ks * 32) / 16,
+            wgmma_m64n64k16_ss(acc1, desc_advance(dx, kp * kPanel + ks * 32), desc_advance(du, kp * kSlotBytes + ks * 32),
                                (kp | ks) != 0);
           wgmma_commit();
           wgmma_wait<1>();  // every group but this one has retired: the previous slot's (or chunk's V) reads are done
@@ -1965,7 +1973,7 @@ __global__ void __launch_bounds__(kThreads, 1) convfirst_c512_ffn8_kernel(const 
         fence_registers(h);
         wgmma_fence();
 #pragma unroll
-        for (int ks = 0; ks < 4; ++ks) wgmma_rs7(acc2, h[ks], dv + (ks * 32) / 16, (j | ks) != 0);
+        for (int ks = 0; ks < 4; ++ks) wgmma_rs7(acc2, h[ks], desc_advance(dv, ks * 32), (j | ks) != 0);
         wgmma_commit();
 #pragma unroll
         for (int q = 0; q < kVB; ++q) {

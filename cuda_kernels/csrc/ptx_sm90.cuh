@@ -101,4 +101,9 @@ __device__ __forceinline__ uint64_t smem_desc_sw128(uint32_t addr) {
   return d;
 }
 
+// smem_desc_sw128(addr + bytes) from d = smem_desc_sw128(addr), for a 16-byte multiple `bytes`: shared addresses stay
+// below 256 KB, so the start address field never carries. Built once from a warp-uniform address, d stays in uniform
+// registers and each wgmma's descriptor is one uniform add (no R2UR, no mask and shift per operand; NOTES.md "Session 9").
+__device__ __forceinline__ uint64_t desc_advance(uint64_t d, uint32_t bytes) { return d + (bytes >> 4); }
+
 }  // namespace bf
