@@ -184,14 +184,14 @@ __global__ void __launch_bounds__(kThreads, 1) convfirst_s2w_kernel(const Params
     bf::fence_proxy_async_smem();  // X and Xs (generic stores) are read by wgmma; phase A's buffers rewritten by bulk copies
     __syncthreads();               // with the producer warpgroup (its last phase-A barrier)
 
-    const int wg = warp >> 2, wq = warp & 3;
+    const int wg = __shfl_sync(0xffffffffu, warp >> 2, 0), wq = warp & 3;  // warp-uniform to the compiler (desc_advance)
     c5::Params q{};  // load_bias1 reads b1
     q.b1 = p.b1;
     float acc2[O::kAccs][O::kN2 / 2];  // not zeroed: the shortcut's first product runs with scale-d 0
     float acc2s[O::kSmallRegs];        // C = 384's (unused here, and removed)
     int it = 0, pending = -1;
     auto release = [&](int index) {
-      if (lane == 0) bf::mbar_arrive(empty_bar + 8 * (index % kStages));
+      if (lane == 0) bf::mbar_arrive(empty_bar + 8 * (uint32_t(index) % kStages));
     };
     // the shortcut: acc2 = Xs . S^T, two k panels of Xs per stage-2 call (call c: "chunk" c for scale-d)
 #pragma unroll 1
@@ -507,7 +507,7 @@ __global__ void __launch_bounds__(kThreadsP, 1) convfirst_s2w_persistent_kernel(
     // ---- consumers ----
     bf::setmaxnreg_inc<kRegConsumerP>();
     pdl::wait();  // writes out (pdl.h); the producer's weight slots went ahead
-    const int wg = warp >> 2, wq = warp & 3;
+    const int wg = __shfl_sync(0xffffffffu, warp >> 2, 0), wq = warp & 3;  // warp-uniform to the compiler (desc_advance)
     c5::Params q{};  // load_bias1 reads b1
     q.b1 = p.b1;
     float acc2[O::kAccs][O::kN2 / 2];  // not zeroed: each tile's shortcut product runs with scale-d 0
@@ -515,7 +515,7 @@ __global__ void __launch_bounds__(kThreadsP, 1) convfirst_s2w_persistent_kernel(
     // `it`: the slot stream index over all tiles; `jg`: chunks over all tiles (the H buffer alternates by it)
     int it = 0, pending = -1, jg = 0;
     auto release = [&](int index) {
-      if (lane == 0) bf::mbar_arrive(empty_bar + 8 * (index % kStages));
+      if (lane == 0) bf::mbar_arrive(empty_bar + 8 * (uint32_t(index) % kStages));
     };
 #pragma unroll 1
     for (int k = 0; k < my_tiles; ++k) {
