@@ -28,8 +28,10 @@ for backend in eager inductor; do
     perfmodel gap "${files[@]}" -H h200-sxm -o "$out/gap_h200_$backend.png"
   fi
 done
-# ConvFirstNets end to end (untrained, so latency against GMACs: panel e), the four of one run
-perfmodel gap "$here"/measurements/convfirstnet_e2e/run8/h200_convfirstnet_*.json \
+# ConvFirstNets end to end (untrained, so latency against GMACs: panel e), the four of one run (run9: the H200 network's
+# first fused and first torch.compile run of its alternated sequence)
+e2e=$here/measurements/convfirstnet_e2e/run9
+perfmodel gap "$e2e"/h200_convfirstnet_{s,m,l}_*.json "$e2e"/h200_convfirstnet_h200_{fused,compile}_1.json \
   -H h200-sxm -o "$out/gap_h200_convfirstnet.png"
 # EfficientNet-B0 on the fused MBConv kernels (version 3, the rest compiled) beside every Inductor run (same-call
 # baseline in convfirstnet_e2e/run8/)
@@ -43,7 +45,7 @@ done
 # The block-fusion CUDA kernels beside the block- and layer-plan bounds
 if [[ -f $here/measurements/cuda_kernels_h200.json ]]; then
   networks=()  # ConvFirstNets end to end; each folder is one call (fused and torch.compile)
-  for f in "$here"/measurements/convfirstnet_e2e/run{2,3,4,5,6,7,8}/h200_convfirstnet_*.json \
+  for f in "$here"/measurements/convfirstnet_e2e/run{2,3,4,5,6,7,8,9}/h200_convfirstnet_*.json \
            "$here"/measurements/convfirst_c{512,256}/h200_convfirstnet_*.json; do
     networks+=(--network "$f")
   done
@@ -51,10 +53,10 @@ if [[ -f $here/measurements/cuda_kernels_h200.json ]]; then
     -o "$out/kernels_h200.png" > /dev/null
 fi
 # ConvFirstNet-H200's units from one run (its per-block table, CUDA-graph timed) beside the network end to end
-table=$here/measurements/convfirstnet_table/graphs/networks_table.json
+table=$here/measurements/convfirstnet_table/v8/networks_table.json
 if [[ -f $table ]]; then
-  perfmodel kernels "$table" --network "$here"/measurements/convfirstnet_e2e/run8/h200_convfirstnet_h200_cuda_kernels_compiled_graphs.json \
-    --network "$here"/measurements/convfirstnet_e2e/run8/h200_convfirstnet_h200_inductor_freezing_graphs.json \
+  perfmodel kernels "$table" --network "$e2e"/h200_convfirstnet_h200_fused_1.json \
+    --network "$e2e"/h200_convfirstnet_h200_compile_1.json \
     -o "$out/kernels_h200_network_table.png" > /dev/null
 fi
 # Tensor-machine diagrams (paper Figures 5 and 7)
