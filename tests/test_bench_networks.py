@@ -98,7 +98,7 @@ def test_swap_records_kernel_and_variant(default_switches):
     _, rec = bn.swap_unit(folded_half(ConvFirstBlock(256, 6)), 14)
     assert rec["form"] == "fused" and rec["fallback"] == {}
     assert rec["kernels"] == [{"path": "", "module": "FusedConvFirstC512", "kernel": "convfirst_c512 (wgmma)",
-                               "variant": 3}]
+                               "variant": 8}]  # C = 256's default since session 9
     _, rec = bn.swap_unit(folded_half(ConvFirstBlock(512, 6)), 7)
     assert rec["kernels"][0]["variant"] == 4  # C >= 384, W <= 18
     _, rec = bn.swap_unit(folded_half(ConvFirstBlock(32, 6)), 56)
