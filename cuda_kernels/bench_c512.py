@@ -143,6 +143,27 @@ def wgmma_beats_mma_sync(path: str, channels: int = 128) -> bool:
     return False
 
 
+def smoke_case(case: str) -> tuple:
+    """A device script's smoke case ``C:alpha:batch:size`` on the GPU: the zoo block with random batch-norm statistics,
+    folded (seed 0), x (seed 0, fp16 channels-last), the block's float64 output, PyTorch fp16's relative error and the
+    kernel's weights: (x, weights, exact, torch_err)."""
+    from cuda_kernels import convfirst_c512 as c512
+    from perfmodel.harness import randomize_batchnorm
+    from perfmodel.zoo import ConvFirstBlock, fold_batchnorm
+
+    channels, alpha, batch, size = map(int, case.split(":"))
+    torch.manual_seed(0)
+    block = fold_batchnorm(randomize_batchnorm(ConvFirstBlock(channels, alpha), seed=0)).cuda()
+    x = torch.randn(batch, channels, size, size, device="cuda", dtype=torch.float16)
+    x = x.contiguous(memory_format=torch.channels_last)
+    with torch.no_grad():
+        exact = block.double()(x.double())
+        torch_err = relative_error(block.half()(x), exact)
+        weights = c512.prepare_weights(block.conv.weight, block.conv.bias, block.ffn.expand.weight,
+                                       block.ffn.expand.bias, block.ffn.project.weight, block.ffn.project.bias)
+    return x, weights, exact, torch_err
+
+
 def variant_lines(path: str, variants: tuple[int, ...] = (3, 5), tag: str = "V5") -> list[str]:
     """``V5 c64:6:56 v3=177.0us v5=120.4us`` per case of a bench_c512 file: each variant's median (``failed``
     where it failed its check or was not timed; ``:batch`` after the size where it is not 128)."""

@@ -102,6 +102,13 @@ K_PANEL = 64
 # ``xconv``). Its chunk loop on constant slots with the descriptors in uniform registers (NOTES.md "Session 9"): C=256 a6
 # 14x14 83.6 us against variant 3's 102.7 in the same call, output bit for bit variant 7's, 30/30 GPU tests (H200,
 # examples/measurements/convfirst_c512_v8/loop/): the default at C = 256 (CUDA_KERNELS_C512_VARIANT=256:3 for the old).
+# Variant 8's conv kernel, version b (NOTES.md "Variant 8's conv kernel, version b"): one CTA per tile for all four
+# 64-channel slices (the tile's window by cp.async into four regions, one commit group per slice; the lane's nine tap
+# addresses computed once per tile and offset per slice; the taps outer so a warp's four m16n8k8 chains interleave),
+# the same X bit for bit. Not yet run on a GPU: off unless CUDA_KERNELS_CONV8B=1.
+CONV8B_SWITCH = "CUDA_KERNELS_CONV8B"
+CONV8B_SMEM = 4 * (132 * 128 + 128)  # four regions: a slice's shifted window (variant 7's 132 pixels) + its zero pixel
+CONV8B_COPY_STEPS = 4  # 32 window pixels per step and thread row: 128 >= a window's 2 W + 66 (122 at W = 28)
 VARIANTS = (0, 1, 2, 3, 4, 5, 6, 7, 8)
 PREFETCH_WIDTHS = (64, 128)  # the widths with variant 5
 PINGPONG_WIDTHS = (64,)  # the widths with variant 6
@@ -240,6 +247,11 @@ def ksplit_units(my_tiles: int, channels: int) -> list[tuple[int, int, int]]:
     has passed unit u's barrier (so the next tile's first slice loads during this tile's FFN)."""
     slices = channels // K_PANEL
     return [(u // slices, u % slices, u % 2) for u in range(max(my_tiles, 0) * slices)]
+
+
+def conv8b_enabled() -> bool:
+    """CUDA_KERNELS_CONV8B as the environment sets it now: variant 8's conv kernel version b (default off)."""
+    return _switches.flag(CONV8B_SWITCH, False)
 
 
 def conv8_scratch_bytes(pixels: int, channels: int = 256) -> int:
@@ -501,7 +513,8 @@ def run(x: torch.Tensor, weights: KernelWeights, out: torch.Tensor | None = None
             xconv = torch.empty(conv8_scratch_bytes(n * h * w, c), dtype=torch.uint8, device=x.device)
         flat = _extension().convfirst_c512_v8(nhwc_rows(x, x, n * h * w, c), weights.conv_w, weights.conv_b,
                                               weights.wpack, weights.b1, weights.b2, h, w,
-                                              nhwc_rows(out, x, n * h * w, c), xconv, _pdl.enabled())
+                                              nhwc_rows(out, x, n * h * w, c), xconv, _pdl.enabled(),
+                                              conv8b_enabled())
         return flat.view(n, h, w, c).permute(0, 3, 1, 2)
     flat = _extension().convfirst_c512(nhwc_rows(x, x, n * h * w, c), weights.conv_w,
                                        weights.conv_b, weights.wpack, weights.b1, weights.b2, h, w, variant,

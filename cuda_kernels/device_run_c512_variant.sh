@@ -45,22 +45,14 @@ import sys
 import torch
 
 from cuda_kernels import convfirst_c512 as c512
-from perfmodel.harness import randomize_batchnorm, relative_error
-from perfmodel.zoo import ConvFirstBlock, fold_batchnorm
+from cuda_kernels.bench_c512 import smoke_case
+from perfmodel.harness import relative_error
 
 variant = int(sys.argv[1])
 beside = [int(v) for v in sys.argv[2].split()]
 for case in sys.argv[3:]:
     channels, alpha, batch, size = map(int, case.split(":"))
-    torch.manual_seed(0)
-    block = fold_batchnorm(randomize_batchnorm(ConvFirstBlock(channels, alpha), seed=0)).cuda()
-    x = torch.randn(batch, channels, size, size, device="cuda", dtype=torch.float16)
-    x = x.contiguous(memory_format=torch.channels_last)
-    with torch.no_grad():
-        exact = block.double()(x.double())
-        torch_err = relative_error(block.half()(x), exact)
-        w = c512.prepare_weights(block.conv.weight, block.conv.bias, block.ffn.expand.weight, block.ffn.expand.bias,
-                                 block.ffn.project.weight, block.ffn.project.bias)
+    x, w, exact, torch_err = smoke_case(case)
     outs = {}
     for v in (*beside, variant):
         out = torch.full_like(x, float("nan"))

@@ -2984,3 +2984,296 @@ def test_variant8_model_catches_the_bugs(bug, message):
                 "overwritten" in str(error), str(error)
             failures += 1
     assert failures > 0
+
+
+# ---- variant 8's conv kernel, version b (CUDA_KERNELS_CONV8B=1): one CTA per tile, all four slices ----
+
+CONV8B_REGION = 132 * 128 + 128  # a slice's shifted window (variant 7's 132 pixels), then its zero pixel
+CONV8B_COPY_STEPS = 4  # 32 window pixels per step
+
+
+def test_conv8b_switch(monkeypatch):
+    """CUDA_KERNELS_CONV8B: off unset, on for 1 / on, off for 0, a typo is an error; its shared memory (four regions,
+    68,096 B) lets three CTAs share an SM (228 KB, 1 KB reserved per CTA), four copy steps of 32 pixels (the fewest)
+    cover a window (p0 - W - 1 .. p0 + 64 + W: 2 W + 66 = 122 pixels at W = 28, the widest image), and a window from its
+    eight-aligned start (<= 2 W + 73 = 129) fits a region's 132 pixels."""
+    monkeypatch.delenv(c512.CONV8B_SWITCH, raising=False)
+    assert c512.CONV8B_SWITCH == "CUDA_KERNELS_CONV8B" and c512.conv8b_enabled() is False
+    for value, want in (("1", True), ("on", True), ("0", False), ("", False)):
+        monkeypatch.setenv(c512.CONV8B_SWITCH, value)
+        assert c512.conv8b_enabled() is want
+    monkeypatch.setenv(c512.CONV8B_SWITCH, "2")
+    with pytest.raises(ValueError, match="CUDA_KERNELS_CONV8B"):
+        c512.conv8b_enabled()
+    assert c512.CONV8B_SMEM == 4 * CONV8B_REGION == 68096
+    assert 3 * (68096 + 1024) <= 228 * 1024 < 4 * (68096 + 1024)
+    assert c512.CONV8B_COPY_STEPS == CONV8B_COPY_STEPS and 32 * (CONV8B_COPY_STEPS - 1) < 2 * 28 + 66 <= 32 * 4
+    assert c512.MAX_WIDTH == 28 and 2 * 28 + 66 + 7 <= 132
+    assert 64 * 128 <= 132 * 128  # a slice's X panel is staged inside its window area, below the zero pixel
+
+
+def test_conv8b_switch_reaches_the_op(monkeypatch):
+    """`run` passes CUDA_KERNELS_CONV8B, read at the call, to the variant-8 op as `conv8b` (the other variants' op has no
+    such argument)."""
+    calls = []
+
+    class Extension:
+        def convfirst_c512_v8(self, x, *args):
+            calls.append(args[-1])
+            return args[-4]  # out
+
+    monkeypatch.setattr(c512, "_extension", lambda: Extension())
+    monkeypatch.setattr(c512, "check_input", lambda *a: None)
+    monkeypatch.setattr(c512, "require_sm90", lambda *a: None)
+    block = block_c(256, 2, seed=1)
+    weights = _kernel_weights(block)
+    x = channels_last(torch.zeros(1, 256, 8, 8, dtype=torch.float16))
+    for value in (None, "1", "0"):
+        if value is None:
+            monkeypatch.delenv(c512.CONV8B_SWITCH, raising=False)
+        else:
+            monkeypatch.setenv(c512.CONV8B_SWITCH, value)
+        c512.run(x, weights, out=torch.zeros_like(x), variant=8)
+    assert calls == [False, True, False]
+
+
+def _conv8b_tap_offsets(pix: int, pixels: int, height: int, width: int, row_lo: int, local_group: int) -> list:
+    """conv8b_tap_addrs by hand: the lane's nine ldmatrix row addresses (dy-major) as byte offsets from the shifted
+    window's origin, window index q at q 128 + ((local_group ^ q) % 8) 16; None where the tap reads the zero pixel (a
+    row or column outside the image, or a pixel past the last)."""
+    if pix >= pixels:
+        return [None] * 9
+    grow, w = divmod(pix, width)
+    h = grow % height
+    out = []
+    for dy in (-1, 0, 1):
+        for dx in (-1, 0, 1):
+            q = (grow + dy - row_lo) * width + w + dx
+            inside = 0 <= h + dy < height and 0 <= w + dx < width
+            out.append(q * 128 + (((local_group ^ q) & 7) << 4) if inside else None)
+    return out
+
+
+def _conv8b_reads(pixels: int, height: int, width: int) -> torch.Tensor:
+    """convfirst_c512_conv8b_kernel's shared-memory traffic, thread by thread: per tile the four zero pixels, the window
+    copies (thread t: chunk t % 8 of window pixels qa + t / 8 + 32 k, k < 4 while inside the window, into region s at the
+    shifted origin), each 16-byte destination inside its region's window area and written once; then every lane's
+    ldmatrix row of every (slice, warp, m-tile, tap). Returns src [tiles 64, 32 groups, 9 taps]: the image pixel each
+    read lands on (-1: the zero pixel), after checking that it is the right slice's and group's chunk."""
+    tiles = -(-pixels // 64)
+    src = torch.full((tiles * 64, 32, 9), -2, dtype=torch.long)
+    for tile in range(tiles):
+        p0 = 64 * tile
+        rows_total = pixels // width
+        p_last = min(p0 + 64, pixels) - 1
+        row_lo = max(p0 // width - 1, 0)
+        row_hi = min(p_last // width + 1, rows_total - 1)
+        qa = max(p0 - width - 1, row_lo * width) - row_lo * width
+        qb = min(p0 + 64 + width + 1, (row_hi + 1) * width) - row_lo * width
+        origin = -(qa & ~7) * 128
+        smem = {s * CONV8B_REGION + 132 * 128 + 16 * c: None for s in range(4) for c in range(8)}
+        for t in range(256):
+            q1, c = qa + t // 8, t % 8
+            for s in range(4):
+                for k in range(CONV8B_COPY_STEPS):
+                    if 32 * k < qb - q1:
+                        dst = origin + _panel_offset(q1, c) + s * CONV8B_REGION + k * 32 * 128
+                        assert s * CONV8B_REGION <= dst < s * CONV8B_REGION + 132 * 128 and dst not in smem
+                        smem[dst] = (row_lo * width + q1 + 32 * k, s, c)
+        for s in range(4):
+            for warp in range(8):
+                wg, wq = warp >> 2, warp & 3
+                for j in range(2):
+                    for lane in range(32):
+                        group = 2 * wq + (lane >> 4)
+                        pix = p0 + (wg + 2 * j) * 16 + (lane & 15)
+                        for tap, off in enumerate(_conv8b_tap_offsets(pix, pixels, height, width, row_lo, group)):
+                            addr = s * CONV8B_REGION + (132 * 128 if off is None else origin + off)
+                            tag = smem[addr]  # a KeyError: a read of bytes nobody wrote
+                            assert tag is None or tag[1:] == (s, group), (tile, s, warp, lane, tap)
+                            assert src[pix, 8 * s + group, tap] == -2
+                            src[pix, 8 * s + group, tap] = -1 if tag is None else tag[0]
+    assert (src >= -1).all()
+    return src
+
+
+@pytest.mark.parametrize("batch,h,w", [(2, 14, 14), (3, 13, 13), (2, 9, 27), (3, 1, 1), (1, 8, 8), (1, 28, 28),
+                                       (5, 7, 7), (1, 2, 28)])
+def test_conv8b_reads_are_the_grouped_conv(batch, h, w):
+    """The pixels conv8b's lanes read, taken as the A rows of the nine-tap chains (float64), give the grouped 3x3 conv
+    (PyTorch's, float64) plus b_c for every pixel, image edges and partial tiles included, and b_c alone past the last
+    pixel (rows of the scratch the fused kernel ignores, as conv8 writes them)."""
+    torch.manual_seed(h * 31 + w + batch)
+    pixels = batch * h * w
+    weight = torch.randn(256, 8, 3, 3, dtype=torch.float64)
+    bias = torch.randn(256, dtype=torch.float64)
+    x = torch.randn(batch, 256, h, w, dtype=torch.float64)
+    src = _conv8b_reads(pixels, h, w)
+    rows = torch.cat([x.permute(0, 2, 3, 1).reshape(pixels, 256), torch.zeros(1, 256, dtype=torch.float64)])
+    index = torch.where(src < 0, pixels, src)  # [T, 32, 9]: the zero row for the zero pixel
+    a = rows[index].reshape(-1, 32, 9, 32, 8)  # [T, group, tap, every group's 8 channels]
+    a = a[:, torch.arange(32), :, torch.arange(32)].permute(1, 0, 2, 3)  # the group's own chunk: [T, 32, 9, 8]
+    wr = weight.reshape(32, 8, 8, 9)  # [group, n, k, tap]
+    got = torch.einsum("pgtk,gnkt->pgn", a, wr).reshape(-1, 256) + bias
+    want = F.conv2d(x, weight, bias, padding=1, groups=32).permute(0, 2, 3, 1).reshape(pixels, 256)
+    assert torch.allclose(got[:pixels], want, rtol=0, atol=1e-12)
+    assert torch.equal(got[pixels:], bias.expand_as(got[pixels:]))
+
+
+def test_conv8b_source_is_the_model():
+    """The kernel's text holds the arithmetic the model above re-implements (so the model checks the kernel): the
+    copies' destination and source steps, the tap addresses' validity and swizzle, the per-slice offset of every
+    ldmatrix, conv8's warp job and B fragments, the bias after the taps and one rounding; PDL as conv8's: the wait
+    before x and the scratch, the trigger after it; the barriers in the order that lets a region take its slice's X."""
+    import pathlib
+
+    src = strip_comments((pathlib.Path(c512.__file__).parent / "csrc" / "convfirst_c512.cu").read_text())
+    addrs = src[src.index("void conv8b_tap_addrs(") : src.index("void cp_async_wait_upto3(")]
+    for needle in ("row_ok[3] = {in_range && h > 0, in_range, in_range && h + 1 < H}", "col_ok[3] = {w > 0, true, w + 1 < W}",
+                   "qc = (grow - row_lo) * W + w", "qr = qc + dy * W", "q = qr + dx",
+                   "halo + q * 128 + (((local_group ^ q) & 7) << 4) : zero_addr"):
+        assert needle in " ".join(addrs.split()), needle
+    body = " ".join(_kernel_text("convfirst_c512_conv8b_kernel").split())
+    for needle in ("q1 = qa + (t >> 3), c = t & 7, n = qb - q1", "if (32 * k < n) cp_async16(dst + s * kConv8bRegion + k * 32 * 128, src + k * 32 * C + s * 64, true)",
+                   "halo = base - (qa & ~7) * 128", "base + kHalo7Bytes, wq * 2 + (lane >> 4)",
+                   "p0 + (wg + 2 * j) * 16 + (lane & 15)", "ldmatrix_x4(a, addr[j][tap] + s * kConv8bRegion)",
+                   "mma_m16n8k8(acc[j][0], a[0], a[1], bfrag[0][tap])", "mma_m16n8k8(acc[j][1], a[2], a[3], bfrag[1][tap])",
+                   "pack_half2(acc[j][gi][0] + cb[gi].x, acc[j][gi][1] + cb[gi].y)",
+                   "wsrc = p.conv_w + ((size_t)(wq * 2) * 9 * 32 + lane)", "wsrc += 8 * 9 * 32, bsrc += 64",
+                   "bfrag[1][tap] = __ldg(src + (9 + tap) * 32)", "(t >> 3) * kConv8bRegion + kHalo7Bytes"):
+        assert needle in body, needle
+    taps = " ".join(body.replace("#pragma unroll", "").split())  # taps outer, m-tiles inner
+    assert taps.index("for (int tap = 0; tap < 9; ++tap) for (int j = 0; j < 2; ++j) { uint32_t a[4]; ldmatrix_x4(") > 0
+    wait = body.index("pdl::wait()")
+    assert wait < body.index("pdl::launch_dependents()")
+    for token in ("p.x", "dst[", "cp_async16("):
+        assert body.index(token) > wait, token
+    loop = body[body.index("for (int s = 0; s < kSlices8; ++s, wsrc"):]
+    order = [loop.index(n) for n in ("cp_async_wait_upto3(kSlices8 - 1 - s)", "__syncthreads()", "if (s > 0)",
+                                     "ldmatrix_x4(", "load_bfrag(wsrc + 8 * 9 * 32)", "__syncthreads(); uint8_t* const panel",
+                                     "pack_half2(")]
+    assert order == sorted(order)
+    tail = loop[loop.index("pack_half2(") :]
+    assert tail.index("__syncthreads()") < tail.index("(kSlices8 - 1) * kConv8bRegion")
+    launch = " ".join(src[src.index("cudaError_t launch_v8(") :].split())
+    assert "if (conv8b) {" in launch and "convfirst_c512_conv8b_kernel<256>, dim3(tiles), dim3(kConv8Threads), kConv8bSmem" in launch
+    assert "cudaFuncSetAttribute(convfirst_c512_conv8b_kernel<256>, cudaFuncAttributeMaxDynamicSharedMemorySize, kConv8bSmem)" in launch
+    assert "kConv8bRegion = kHalo7Bytes + 128" in src and "kConv8bCopySteps = 4" in src
+
+
+def test_conv8b_device_script():
+    """device_run_conv8b.sh is valid bash: build, smoke (float64 and the bits of v8b against v8), the GPU tests, the
+    bench of variants 3 and 8 with the switch off and on (two bench_c512 runs into two files: it times a variant once per
+    call), CONV8B_OK last; its header carries the prediction (NOTES.md "Variant 8's conv kernel, version b")."""
+    import pathlib
+    import subprocess
+
+    script = pathlib.Path(__file__).resolve().parents[1] / "cuda_kernels" / "device_run_conv8b.sh"
+    assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
+    text = script.read_text()
+    header = text[: text.index("set -uo pipefail")]
+    assert "timeout 170 bash cuda_kernels/device_run_conv8b.sh OUTDIR" in header and "~8 us" in header
+    order = [text.rindex(n) for n in ("step build", "step smoke", "step tests", "for mode in off on", "step bench_$mode",
+                                     'echo "CONV8B_OK=$ok"')]
+    assert order == sorted(order)
+    for needle in ('-k "conv8b and not convfirstnet"', "env CUDA_KERNELS_CONV8B=$flag", "--variants 3,8",
+                   "--case c256:6:14 --case c256:4:14", 'flag=$([ $mode = on ] && echo 1 || echo 0)',
+                   '--out "$out/conv8b_$mode.json"', "torch.equal(scratch", 'float("nan")', "err <= 2 * torch_err",
+                   "-res-usage", "os.environ[c512.CONV8B_SWITCH] = flag"):
+        assert needle in text, needle
+    # the flag each bench step gets, as the script computes it
+    for mode, want in (("off", "0"), ("on", "1")):
+        got = subprocess.run(["bash", "-c", f"mode={mode}; " + 'echo $([ $mode = on ] && echo 1 || echo 0)'],
+                             capture_output=True, text=True).stdout.strip()
+        assert got == want
+    assert text.rstrip().endswith('echo "CONV8B_OK=$ok"')
+
+
+def _xconv_run(x, weights, flag: str, monkeypatch) -> tuple[torch.Tensor, torch.Tensor]:
+    """Variant 8 with CUDA_KERNELS_CONV8B=flag into a NaN-poisoned output and a 255-poisoned scratch (64 bytes spare)."""
+    monkeypatch.setenv(c512.CONV8B_SWITCH, flag)
+    n, _, h, w = x.shape
+    xconv = torch.full((c512.conv8_scratch_bytes(n * h * w) + 64,), 255, dtype=torch.uint8, device=x.device)
+    out = c512.run(x, weights, out=channels_last(torch.full_like(x, float("nan"))), variant=8, xconv=xconv)
+    torch.cuda.synchronize()
+    return out, xconv
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("expansion,batch,h,w", [
+    (6, 128, 14, 14), (4, 128, 14, 14), (2, 37, 14, 14), (8, 3, 14, 14), (6, 1, 14, 14), (4, 37, 13, 13),
+    (6, 128, 7, 7), (6, 1, 1, 1), (4, 2, 28, 28), (6, 5, 9, 27), (6, 1, 8, 8), (4, 1, 8, 16), (6, 300, 14, 14),
+    (2, 128, 14, 14),
+])
+def test_conv8b_equals_conv8_bit_for_bit(monkeypatch, expansion, batch, h, w):
+    """test_variant8's shapes with the conv kernel's version b: the scratch (every byte, nothing written past it) and
+    the block's output equal conv8's bit for bit, twice (determinism)."""
+    block = block_c(256, expansion, seed=expansion + h).cuda().half()
+    x = channels_last(torch.randn(batch, 256, h, w, device="cuda", dtype=torch.float16))
+    weights = _kernel_weights(block)
+    want, want_xconv = _xconv_run(x, weights, "0", monkeypatch)
+    assert torch.isfinite(want).all()
+    for _ in range(2):
+        got, xconv = _xconv_run(x, weights, "1", monkeypatch)
+        assert torch.equal(xconv, want_xconv) and (xconv[-64:] == 255).all()
+        assert torch.equal(got, want)
+
+
+@pytest.mark.cuda
+def test_conv8b_smoke_case():
+    """bench_c512.smoke_case (device_run_conv8b.sh's smoke): the case's shapes, a float64 reference within fp16's reach
+    of the fp16 block, weights the kernel takes."""
+    from cuda_kernels.bench_c512 import smoke_case
+
+    x, weights, exact, torch_err = smoke_case("256:4:3:13")
+    assert x.shape == exact.shape == (3, 256, 13, 13) and x.dtype == torch.float16 and exact.dtype == torch.float64
+    assert x.is_contiguous(memory_format=torch.channels_last) and 0 < torch_err < 1e-2
+    assert weights.channels == 256 and weights.hidden == 1024
+
+
+@pytest.mark.cuda
+def test_conv8b_pdl_chain(monkeypatch):
+    """Three variant-8 blocks in a row, conv8b on, with and without PDL: the bits of the chain with conv8."""
+    blocks = [block_c(256, a, seed=30 + a).cuda().half() for a in (6, 4, 2)]
+    weights = [_kernel_weights(b) for b in blocks]
+    x = channels_last(torch.randn(64, 256, 14, 14, device="cuda", dtype=torch.float16))
+    outs = {}
+    for pdl, conv8b in (("0", "0"), ("1", "1"), ("0", "1")):
+        monkeypatch.setenv("CUDA_KERNELS_PDL", pdl)
+        monkeypatch.setenv(c512.CONV8B_SWITCH, conv8b)
+        y = x
+        for w in weights:
+            y = c512.run(y, w, variant=8)
+        torch.cuda.synchronize()
+        outs[pdl, conv8b] = y
+    assert torch.isfinite(outs["0", "0"]).all()
+    assert torch.equal(outs["1", "1"], outs["0", "0"]) and torch.equal(outs["0", "1"], outs["0", "0"])
+
+
+@pytest.mark.cuda
+def test_conv8b_in_the_swapped_network(monkeypatch):
+    """CUDA_KERNELS_CONV8B=1 in a swapped network of C = 256 blocks (variant 8, alpha 6 and 4): within float64's check."""
+    monkeypatch.setenv(c512.CONV8B_SWITCH, "1")
+    test_variant_in_the_swapped_network(monkeypatch, "256:8", "256", 256, 14, 11)
+
+
+@pytest.mark.cuda
+def test_conv8b_in_convfirstnet_h200(monkeypatch):
+    """ConvFirstNet-H200 swapped with today's defaults (variant 8 at C = 256, 14 blocks): with CUDA_KERNELS_CONV8B=1 its
+    output is finite and bit for bit the one with the switch off."""
+    from perfmodel.zoo import MODELS
+
+    monkeypatch.delenv(c512.VARIANT_SWITCH, raising=False)
+    torch.manual_seed(0)
+    net = fold_batchnorm(randomize_batchnorm(MODELS["convfirstnet_h200"](), seed=0)).eval().cuda().half()
+    swap = cuda_kernels.replace_blocks(net)
+    assert swap.fallback == {}
+    assert sum(isinstance(m, c512.FusedConvFirstC512) and m.channels == 256 for m in net.modules()) == 14
+    x = channels_last(torch.randn(4, 3, 224, 224, device="cuda", dtype=torch.float16))
+    outs = {}
+    with torch.no_grad():
+        for flag in ("0", "1"):
+            monkeypatch.setenv(c512.CONV8B_SWITCH, flag)
+            outs[flag] = net(x)
+            torch.cuda.synchronize()
+    assert torch.isfinite(outs["0"]).all() and torch.equal(outs["1"], outs["0"])

@@ -1797,6 +1797,157 @@ __global__ void __launch_bounds__(kConv8Threads) convfirst_c512_conv8_kernel(con
 #endif
 }
 
+// ---- variant 8's conv kernel, version b (CUDA_KERNELS_CONV8B=1; NOTES.md "Variant 8's conv kernel, version b") ----
+// One CTA of 256 threads per 64-pixel tile, all four 64-channel slices: conv8's per-output arithmetic exactly (the same
+// nine-tap m16n8k8 chain per accumulator, the same A and B fragments, the bias after the taps, one rounding), with the
+// work per tile rearranged: the tile's 4 x 128-pixel window lands by cp.async in four regions (one commit group per
+// slice, each region with its own zero pixel at the same place), the lane's 2 x 9 ldmatrix addresses are computed once
+// per tile and reach slice s by a constant offset (s * kConv8bRegion, an immediate of LDSM), the taps run outer so that
+// the four chains of a warp interleave, and slice s's X panel is staged in its own region once every warp has read it.
+constexpr int kConv8bRegion = kHalo7Bytes + 128;          // a slice's shifted window, then its zero pixel
+constexpr int kConv8bSmem = kSlices8 * kConv8bRegion;     // 68,096 B: 3 CTAs per SM
+constexpr int kConv8bCtasPerSm = 3;
+constexpr int kConv8bCopySteps = 4;                     // 32 pixels per step: 128 >= a window's 2 W + 66
+static_assert(kPanel <= kHalo7Bytes && kConv8bRegion % 128 == 0, "a slice's X panel is staged in its region");
+static_assert(kConv8bCtasPerSm * (kConv8bSmem + 1024) <= 228 * 1024, "conv8b: three CTAs per SM");
+static_assert(kConv8Threads == 256 && kTilePixels == 64, "conv8b: conv8's job split (8 warps, 4 m-tiles)");
+
+// The lane's ldmatrix row address of each of the nine taps for the 16-pixel m-tile whose lane pixel is `pix` (conv_mtiles'
+// addresses: panel_offset(q, local_group) in the shifted window at `halo`, or `zero_addr` for a tap outside the image
+// or a pixel past P), with the row / column tests once per pixel instead of once per tap.
+__device__ __forceinline__ void conv8b_tap_addrs(uint32_t (&addr)[9], int P, int W, int H, int pix, int row_lo,
+                                                 uint32_t halo, uint32_t zero_addr, int local_group) {
+  const bool in_range = pix < P;
+  const int grow = in_range ? int(unsigned(pix) / unsigned(W)) : 0;  // unsigned: no sign fix-ups
+  const int w = in_range ? pix - grow * W : 0;
+  const int h = int(unsigned(grow) % unsigned(H));
+  const int qc = (grow - row_lo) * W + w;  // the pixel's index in the window rows
+  const bool row_ok[3] = {in_range && h > 0, in_range, in_range && h + 1 < H};
+  const bool col_ok[3] = {w > 0, true, w + 1 < W};
+#pragma unroll
+  for (int dy = -1; dy <= 1; ++dy) {
+    const int qr = qc + dy * W;  // the tap row's centre
+#pragma unroll
+    for (int dx = -1; dx <= 1; ++dx) {
+      const int q = qr + dx;     // panel_offset(q, local_group) as one shift-add and one xor-and
+      addr[3 * (dy + 1) + dx + 1] = row_ok[dy + 1] && col_ok[dx + 1]
+                                        ? halo + q * 128 + (((local_group ^ q) & 7) << 4) : zero_addr;
+    }
+  }
+}
+
+// cp.async.wait_group with a count known only after unrolling
+__device__ __forceinline__ void cp_async_wait_upto3(int pending) {
+  if (pending >= 3) cp_async_wait<3>();
+  else if (pending == 2) cp_async_wait<2>();
+  else if (pending == 1) cp_async_wait<1>();
+  else cp_async_wait<0>();
+}
+
+template <int C>
+__global__ void __launch_bounds__(kConv8Threads, kConv8bCtasPerSm)
+    convfirst_c512_conv8b_kernel(const Params p, uint8_t* const xconv) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  static_assert(C / 64 == kSlices8, "conv8b: C = 256");
+  extern __shared__ __align__(128) uint8_t smem_c8[];
+  const int t = threadIdx.x, warp = t >> 5, lane = t & 31, wg = warp >> 2, wq = warp & 3;
+  const int tile = blockIdx.x;
+  const int W = p.W, H = p.H, p0 = tile * kTilePixels;
+  const unsigned uw = W;  // unsigned divisions (every operand >= 0): no sign fix-ups
+  const int rows_total = int(unsigned(p.P) / uw);
+  const int p_last = min(p0 + kTilePixels, p.P) - 1;
+  const int row_lo = max(int(unsigned(p0) / uw) - 1, 0);
+  const int row_hi = min(int(unsigned(p_last) / uw) + 1, rows_total - 1);
+  const int qa = max(p0 - W - 1, row_lo * W) - row_lo * W;
+  const int qb = min(p0 + kTilePixels + W + 1, (row_hi + 1) * W) - row_lo * W;
+  const uint32_t base = smem_addr(smem_c8);
+  const uint32_t halo = base - (qa & ~7) * 128;  // conv8's shifted window in region 0 (row % 8 of the swizzle kept)
+  // the lane's tap addresses for m-tiles wg and wg + 2 (conv8's job split: group pair wq, lanes 16..31 the second group)
+  uint32_t addr[2][9];
+#pragma unroll
+  for (int j = 0; j < 2; ++j)
+    conv8b_tap_addrs(addr[j], p.P, W, H, p0 + (wg + 2 * j) * 16 + (lane & 15), row_lo, halo, base + kHalo7Bytes,
+                     wq * 2 + (lane >> 4));
+  if (t < 8 * kSlices8)  // the four zero pixels
+    reinterpret_cast<uint4*>(smem_c8 + (t >> 3) * kConv8bRegion + kHalo7Bytes)[t & 7] = make_uint4(0, 0, 0, 0);
+  pdl::wait();  // x is the previous kernel's output; the scratch was read by the previous fused kernel
+  pdl::launch_dependents();
+  // the window, slice by slice (one commit group each): thread t copies 16-byte chunk t % 8 of pixels qa + t / 8 + 32 k,
+  // whose swizzled place advances by 32 rows (q % 8 fixed) and whose source by 32 pixels
+  {
+    static_assert(32 * kConv8bCopySteps >= 2 * kMaxWidth + 66, "conv8b: the copy steps cover a window");
+    const int q1 = qa + (t >> 3), c = t & 7, n = qb - q1;
+    const uint32_t dst = halo + panel_offset(q1, c);
+    const __half* const src = p.x + ((size_t)row_lo * W + q1) * C + c * 8;
+#pragma unroll
+    for (int s = 0; s < kSlices8; ++s) {
+#pragma unroll
+      for (int k = 0; k < kConv8bCopySteps; ++k)
+        if (32 * k < n) cp_async16(dst + s * kConv8bRegion + k * 32 * 128, src + k * 32 * C + s * 64, true);
+      cp_async_commit();
+    }
+  }
+  const uint32_t* wsrc = p.conv_w + ((size_t)(wq * 2) * 9 * 32 + lane);  // + 8 groups per slice
+  const float* bsrc = p.conv_b + (wq * 2 * 8 + (lane & 3) * 2);           // + 64 channels per slice
+  const int within = (lane & 3) * 4;
+  uint32_t bfrag[2][9];  // group pair s * 8 + 2 wq (conv8's g0) of slice s; slice s + 1's loaded after slice s's taps
+  auto load_bfrag = [&](const uint32_t* src) {
+#pragma unroll
+    for (int tap = 0; tap < 9; ++tap) {
+      bfrag[0][tap] = __ldg(src + tap * 32);
+      bfrag[1][tap] = __ldg(src + (9 + tap) * 32);
+    }
+  };
+  load_bfrag(wsrc);
+#pragma unroll 1
+  for (int s = 0; s < kSlices8; ++s, wsrc += 8 * 9 * 32, bsrc += 64) {
+    float2 cb[2];
+#pragma unroll
+    for (int gi = 0; gi < 2; ++gi) cb[gi] = __ldg(reinterpret_cast<const float2*>(bsrc + gi * 8));
+    cp_async_wait_upto3(kSlices8 - 1 - s);  // slice s's window has landed (later slices may still be in flight)
+    __syncthreads();                        // ... for every thread; and slice s - 1's X panel is staged
+    if (s > 0) {  // slice s - 1's X panel, 8 KB, two coalesced 16-byte stores per thread
+      const uint4* const src = reinterpret_cast<const uint4*>(smem_c8 + (s - 1) * kConv8bRegion);
+      uint4* const dst = reinterpret_cast<uint4*>(xconv + ((size_t)tile * kSlices8 + s - 1) * kPanel);
+#pragma unroll
+      for (int i = 0; i < kPanel / 16 / kConv8Threads; ++i) dst[i * kConv8Threads + t] = src[i * kConv8Threads + t];
+    }
+    float acc[2][2][4] = {};
+#pragma unroll
+    for (int tap = 0; tap < 9; ++tap)
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        uint32_t a[4];
+        ldmatrix_x4(a, addr[j][tap] + s * kConv8bRegion);
+        mma_m16n8k8(acc[j][0], a[0], a[1], bfrag[0][tap]);
+        mma_m16n8k8(acc[j][1], a[2], a[3], bfrag[1][tap]);
+      }
+    if (s + 1 < kSlices8) load_bfrag(wsrc + 8 * 9 * 32);  // in flight across this slice's staging and barriers
+    __syncthreads();  // every warp has read slice s's window: its region takes the slice's X panel
+    uint8_t* const panel = smem_c8 + s * kConv8bRegion;
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const int row = (wg + 2 * j) * 16 + (lane >> 2);
+#pragma unroll
+      for (int gi = 0; gi < 2; ++gi) {
+        const int chunk = wq * 2 + gi;
+        *reinterpret_cast<uint32_t*>(panel + panel_offset(row, chunk) + within) =
+            pack_half2(acc[j][gi][0] + cb[gi].x, acc[j][gi][1] + cb[gi].y);
+        *reinterpret_cast<uint32_t*>(panel + panel_offset(row + 8, chunk) + within) =
+            pack_half2(acc[j][gi][2] + cb[gi].x, acc[j][gi][3] + cb[gi].y);
+      }
+    }
+  }
+  __syncthreads();
+  {  // the last slice's X panel
+    const uint4* const src = reinterpret_cast<const uint4*>(smem_c8 + (kSlices8 - 1) * kConv8bRegion);
+    uint4* const dst = reinterpret_cast<uint4*>(xconv + ((size_t)tile * kSlices8 + kSlices8 - 1) * kPanel);
+#pragma unroll
+    for (int i = 0; i < kPanel / 16 / kConv8Threads; ++i) dst[i * kConv8Threads + t] = src[i * kConv8Threads + t];
+  }
+#endif
+}
+
 __global__ void __launch_bounds__(kThreads, 1) convfirst_c512_ffn8_kernel(const Params p, const uint8_t* const xconv) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using S8 = Shape8;
@@ -2215,7 +2366,7 @@ cudaError_t launch_ksplit(const Params& p, cudaStream_t stream) {
 
 // Variant 8 (C = 256): the conv kernel (one CTA per tile and 64-channel slice) into `xconv` (conv8_scratch_bytes(P)
 // bytes, 16-byte aligned), then the fused FFN kernel, one CTA per SM (at most one per tile), both PDL-chained when p.pdl.
-cudaError_t launch_v8(const Params& p, uint8_t* xconv, cudaStream_t stream) {
+cudaError_t launch_v8(const Params& p, uint8_t* xconv, cudaStream_t stream, int conv8b) {
   if (p.C != 256 || p.hidden <= 0 || p.hidden % kHiddenChunk || p.W < 1 || p.W > max_width(p.C) || p.H < 1 ||
       p.P <= 0 || p.P % (p.H * p.W) || xconv == nullptr || reinterpret_cast<uintptr_t>(xconv) % 16)
     return cudaErrorInvalidValue;
@@ -2235,12 +2386,23 @@ cudaError_t launch_v8(const Params& p, uint8_t* xconv, cudaStream_t stream) {
     if (err == cudaSuccess) err = cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, dev);
     if (err == cudaSuccess)
       err = cudaFuncSetAttribute(convfirst_c512_ffn8_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
+    if (err == cudaSuccess)  // the conv kernel's version b (68 KB, above the 48 KB default)
+      err = cudaFuncSetAttribute(convfirst_c512_conv8b_kernel<256>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 kConv8bSmem);
     if (err != cudaSuccess) return err;
     sms[dev] = count > 0 ? count : 1;
   }
   const int tiles = (p.P + kTilePixels - 1) / kTilePixels;
   const dim3 conv_grid(tiles, kSlices8);
-  if (p.pdl) {
+  if (conv8b) {  // version b: one CTA per tile, all four slices
+    if (p.pdl) {
+      err = pdl::launch(convfirst_c512_conv8b_kernel<256>, dim3(tiles), dim3(kConv8Threads), kConv8bSmem, stream, p,
+                        xconv);
+    } else {
+      convfirst_c512_conv8b_kernel<256><<<tiles, kConv8Threads, kConv8bSmem, stream>>>(p, xconv);
+      err = cudaGetLastError();
+    }
+  } else if (p.pdl) {
     err = pdl::launch(convfirst_c512_conv8_kernel<256>, conv_grid, dim3(kConv8Threads), kConv8Smem, stream, p, xconv);
   } else {
     convfirst_c512_conv8_kernel<256><<<conv_grid, kConv8Threads, kConv8Smem, stream>>>(p, xconv);

@@ -77,7 +77,9 @@ cudaError_t launch(const Params& p, int variant, cudaStream_t stream);
 // Variant 8 (C = 256 only; `launch` refuses it): the conv kernel writes X = conv(x) + b_c into `xconv`, at least
 // conv8_scratch_bytes_host(P) bytes, 16-byte aligned (whole 64-pixel tiles, each C / 64 128-byte-swizzled 8 KB panels),
 // then the fused kernel reads it. The errors of `launch`, and cudaErrorInvalidValue for C != 256 or a bad scratch.
-cudaError_t launch_v8(const Params& p, uint8_t* xconv, cudaStream_t stream);
+// conv8b != 0 (CUDA_KERNELS_CONV8B, read by the caller): the conv kernel's version b (one CTA per tile, all four slices;
+// the same X bit for bit).
+cudaError_t launch_v8(const Params& p, uint8_t* xconv, cudaStream_t stream, int conv8b = 0);
 long long conv8_scratch_bytes_host(long long pixels);
 
 }  // namespace c512

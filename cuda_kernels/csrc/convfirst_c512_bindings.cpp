@@ -87,7 +87,7 @@ torch::Tensor convfirst_c512(torch::Tensor x, torch::Tensor conv_w, torch::Tenso
 // The other arguments as convfirst_c512's without the variant; xconv must not overlap x or out. Returns out.
 torch::Tensor convfirst_c512_v8(torch::Tensor x, torch::Tensor conv_w, torch::Tensor conv_b, torch::Tensor wpack,
                                 torch::Tensor b1, torch::Tensor b2, int64_t H, int64_t W, torch::Tensor out,
-                                torch::Tensor xconv, bool pdl) {
+                                torch::Tensor xconv, bool pdl, bool conv8b) {
 #ifndef BF_SM90A
   TORCH_CHECK(false, "convfirst_c512: this build has no sm_90a code (build with 9.0 in TORCH_CUDA_ARCH_LIST)");
 #endif
@@ -107,7 +107,9 @@ torch::Tensor convfirst_c512_v8(torch::Tensor x, torch::Tensor conv_w, torch::Te
     TORCH_CHECK(reinterpret_cast<uintptr_t>(xconv.data_ptr()) % 16 == 0, "xconv must be 16-byte aligned");
     TORCH_CHECK(!checks::overlap(xconv, x) && !checks::overlap(xconv, out), "xconv must not overlap x or out");
   }
-  const cudaError_t err = c512::launch_v8(p, xconv.data_ptr<uint8_t>(), c10::cuda::getCurrentCUDAStream());
+  // conv8b: the conv kernel's version b (CUDA_KERNELS_CONV8B, read by the caller; the same X bit for bit)
+  const cudaError_t err =
+      c512::launch_v8(p, xconv.data_ptr<uint8_t>(), c10::cuda::getCurrentCUDAStream(), conv8b ? 1 : 0);
   checks::launch(err, "convfirst_c512 variant 8");
   return out;
 }
@@ -142,7 +144,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("convfirst_c512_v8", &convfirst_c512_v8,
         "Variant 8 of the stride-1 ConvFirst block at C = 256: the conv kernel into the scratch xconv, then the fused FFN",
         py::arg("x"), py::arg("conv_w"), py::arg("conv_b"), py::arg("wpack"), py::arg("b1"), py::arg("b2"), py::arg("H"),
-        py::arg("W"), py::arg("out"), py::arg("xconv"), py::arg("pdl") = false);
+        py::arg("W"), py::arg("out"), py::arg("xconv"), py::arg("pdl") = false, py::arg("conv8b") = false);
   m.def("conv8_scratch_bytes", &c512::conv8_scratch_bytes_host,
         "Bytes of variant 8's conv scratch for P pixels (whole 64-pixel tiles of C / 64 8 KB panels, C = 256)",
         py::arg("pixels"));
