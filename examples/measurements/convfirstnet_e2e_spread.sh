@@ -5,7 +5,7 @@
 # alone). From the repository root, ~4 minutes on an H200 with a cold machine:
 #   bash examples/measurements/convfirstnet_e2e_spread.sh OUTDIR
 # Order: compile, fused, fused with CUDA_KERNELS_C512_VARIANT=$TRY (default 256:7, as run on 2026-11-30; 256:8 for
-# variant 8), compile, fused; each `perfmodel bench` with --cuda-graphs, 30 repeats (fused: --compile-rest --freezing;
+# variant 8) or with the switch TRY_ENV (e.g. TRY_ENV=CUDA_KERNELS_CONV8B=1 TRY_NAME=conv8b), compile, fused; each `perfmodel bench` with --cuda-graphs, 30 repeats (fused: --compile-rest --freezing;
 # compile: --backend inductor --freezing).
 # Files: OUTDIR/spread/*.json, OUTDIR/log.txt, OUTDIR/spread.tar.gz.
 set -uo pipefail
@@ -26,6 +26,10 @@ compiled="python3 cli.py bench convfirstnet_h200 --repeats 30 --cuda-graphs --ba
 bench compile_1 $compiled
 bench fused_1 $fused
 try=${TRY:-256:7}
-bench "fused_v${try#*:}_${try%%:*}" CUDA_KERNELS_C512_VARIANT=$try $fused
+if [ -n "${TRY_ENV:-}" ]; then  # any switch, e.g. TRY_ENV=CUDA_KERNELS_CONV8B=1 (file name fused_<TRY_NAME>)
+  bench "fused_${TRY_NAME:-try}" $TRY_ENV $fused
+else
+  bench "fused_v${try#*:}_${try%%:*}" CUDA_KERNELS_C512_VARIANT=$try $fused
+fi
 bench compile_2 $compiled
 bench fused_2 $fused
