@@ -5,8 +5,9 @@
 # alone). From the repository root, ~4 minutes on an H200 with a cold machine:
 #   bash examples/measurements/convfirstnet_e2e_spread.sh OUTDIR
 # Order: compile, fused, fused with CUDA_KERNELS_C512_VARIANT=$TRY (default 256:7, as run on 2026-11-30; 256:8 for
-# variant 8) or with the switch TRY_ENV (e.g. TRY_ENV=CUDA_KERNELS_CONV8B=1 TRY_NAME=conv8b), compile, fused; each `perfmodel bench` with --cuda-graphs, 30 repeats (fused: --compile-rest --freezing;
-# compile: --backend inductor --freezing).
+# variant 8) or with the switch TRY_ENV (e.g. TRY_ENV=CUDA_KERNELS_CONV8B=1 TRY_NAME=conv8b), compile, fused; each
+# `perfmodel bench` with --cuda-graphs, 30 repeats (fused: --compile-rest --freezing; compile: --backend inductor
+# --freezing).
 # Files: OUTDIR/spread/*.json, OUTDIR/log.txt, OUTDIR/spread.tar.gz.
 set -uo pipefail
 out=${1:?output folder}
