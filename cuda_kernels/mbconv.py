@@ -33,9 +33,13 @@ from cuda_kernels import _pdl
 # version 3's projection elsewhere); compiled and CPU-tested only. 7 (NOTES.md, "MBConv version 7") is version
 # 3's kernel 1 whose last CTA per image computes the SE (no SE kernel), then the projection over 64-row
 # image-aligned tiles with the K loop split over 2-4 warp groups (csrc/mbconv_v7.cu) where Ho Wo <= 400, else
-# version 3's projection: two launches per block; compiled and CPU-tested only.
-VERSIONS = (1, 2, 3, 4, 5, 6, 7)
-KERNEL_VERSION = {1: 1, 2: 2, 3: 3, 4: 3, 5: 5, 6: 6, 7: 7}  # what the extension runs for each version
+# version 3's projection: two launches per block; compiled and CPU-tested only. 8 (NOTES.md, "MBConv version 8") is
+# version 3 with kernel 1 persistent over (chunk, image, band) items, X of the next item by one bulk copy during the
+# depthwise, the expand epilogue without per-store tests, the pool without atomics (csrc/mbconv_v8.cuh), where the
+# block has an expand conv (kernel1_v8_applies; version 3's kernel 1 elsewhere); version 3's SE and projection;
+# compiled and CPU-tested only.
+VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8)
+KERNEL_VERSION = {1: 1, 2: 2, 3: 3, 4: 3, 5: 5, 6: 6, 7: 7, 8: 8}  # what the extension runs for each version
 PROJECT_V7_MAX_HW = 400  # csrc/mbconv_v7.cu kP7MaxHW: project_v7 where Ho * Wo <= this
 # A version becomes the default only once it has passed the GPU tests (CUDA_KERNELS_MBCONV_VERSION
 # overrides): version 2 passed 67/67 on the H200 (examples/measurements/h200_call_2026-11-30b_log.txt),
@@ -62,13 +66,30 @@ def chunk_for(hidden: int) -> int:
     return 48 if hidden % 48 == 0 else 32
 
 
+def kernel1_v8_applies(expand: bool) -> bool:
+    """Whether version 8 runs its own kernel 1 (csrc/mbconv_v8.cuh launch_expand_dw_v8_ks): for blocks with an
+    expand conv; without one (expand ratio 1: B0's and B2's features.1.x) it runs version 3's kernel 1."""
+    return expand
+
+
 def kernel1_smem_bytes(rows: int, height: int, width: int, kernel_size: int, stride: int, k_pad: int, chunk: int,
-                       expand: bool, version: int = DEFAULT_VERSION) -> int:
+                       expand: bool, version: int = DEFAULT_VERSION, c_in: int | None = None) -> int:
     """Shared memory of kernel 1 for bands of `rows` output rows (mirrors csrc/mbconv.cuh
-    ``expand_dw_smem_bytes`` and csrc/mbconv_v2.cuh ``expand_dw_v2_smem_bytes``): the X band and
-    U chunk (expand only), E, the channel sums."""
+    ``expand_dw_smem_bytes``, csrc/mbconv_v2.cuh ``expand_dw_v2_smem_bytes`` and csrc/mbconv_v8.cuh
+    ``expand_dw_v8_smem_bytes``): the X band and U chunk (expand only), E, the channel sums. Version 8
+    (where kernel1_v8_applies) needs `c_in`: its X rows are dense (C_in halves), and it adds the per-group
+    sums, the chunk's depthwise taps and an mbarrier."""
     in_rows = (rows - 1) * stride + kernel_size
     m_pad = _round_up(min(height, in_rows) * width, 16)
+    if version == 8 and kernel1_v8_applies(expand):
+        if c_in is None:
+            raise ValueError("kernel1_smem_bytes: version 8 needs c_in")
+        e_width = (_round_up(output_size(width, stride), 4 if stride == 1 else 2) - 1) * stride + kernel_size
+        groups = 256 // (chunk // 2)
+        return (_round_up(m_pad * c_in + 8, 8) * 2 + chunk * (k_pad + 8) * 2 + in_rows * e_width * (chunk + 8) * 2
+                + groups * chunk * 4 + (kernel_size * kernel_size + 1) * chunk * 4 + 8)
+    if version == 8:
+        version = 3
     x_and_u = (m_pad + chunk) * (k_pad + 8) * 2 if expand else 0
     if version == 1:  # E holds the band's image pixels
         return x_and_u + m_pad * (chunk + 8) * 2 + chunk * 4
@@ -84,7 +105,7 @@ def output_size(size: int, stride: int) -> int:
 
 @functools.lru_cache(maxsize=4096)
 def band_rows(height: int, width: int, kernel_size: int, stride: int, k_pad: int, chunk: int,
-              expand: bool, version: int = DEFAULT_VERSION) -> int:
+              expand: bool, version: int = DEFAULT_VERSION, c_in: int | None = None) -> int:
     """Output rows per band of kernel 1: the tallest band that fits the budget, then evened
     out over the bands. Raises ValueError when one row does not fit."""
     out_h = output_size(height, stride)
@@ -93,7 +114,8 @@ def band_rows(height: int, width: int, kernel_size: int, stride: int, k_pad: int
         budgets = (SMEM_BUDGET_4_CTAS, *budgets)
     for budget in budgets:
         fits = [r for r in range(1, out_h + 1)
-                if kernel1_smem_bytes(r, height, width, kernel_size, stride, k_pad, chunk, expand, version) <= budget]
+                if kernel1_smem_bytes(r, height, width, kernel_size, stride, k_pad, chunk, expand, version,
+                                      c_in) <= budget]
         if fits:
             bands = -(-out_h // max(fits))
             return -(-out_h // bands)
@@ -307,7 +329,8 @@ def _launch(x: torch.Tensor, tensors: list[torch.Tensor], kernel_size: int, stri
     expand = w_exp.numel() > 0
     chunk = chunk_for(hidden)
     _, _, height, width = x.shape
-    rows = band_rows(height, width, kernel_size, stride, w_exp.shape[1] if expand else 0, chunk, expand, version)
+    rows = band_rows(height, width, kernel_size, stride, w_exp.shape[1] if expand else 0, chunk, expand, version,
+                     x.shape[1])
     out_nhwc = torch.empty(0, dtype=x.dtype, device=x.device) if out is None else out.permute(0, 2, 3, 1)
     y = _extension().mbconv(x.permute(0, 2, 3, 1), *tensors, kernel_size, stride, out_channels, rows, chunk,
                             residual, out_nhwc, KERNEL_VERSION[version], _pdl.enabled())

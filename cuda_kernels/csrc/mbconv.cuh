@@ -71,6 +71,11 @@ cudaError_t launch_expand_dw_v5_k5(const Params& p, int chunk, cudaStream_t stre
 constexpr int kSECountMax = 1 << 16;  // images per launch: version 7's per-image counters (mbconv_v2.cuh)
 cudaError_t launch_expand_dw_v7_k3(const Params& p, int chunk, cudaStream_t stream, bool pdl = false);
 cudaError_t launch_expand_dw_v7_k5(const Params& p, int chunk, cudaStream_t stream, bool pdl = false);
+// Version 8 (NOTES.md, "MBConv version 8"): kernel 1 persistent over (chunk, image, band) items, X by bulk copy,
+// atomic-free pool (mbconv_v8.cuh); version 3's kernel 1 for blocks without an expand conv; then version 3's SE and
+// projection.
+cudaError_t launch_expand_dw_v8_k3(const Params& p, int chunk, cudaStream_t stream, bool pdl = false);
+cudaError_t launch_expand_dw_v8_k5(const Params& p, int chunk, cudaStream_t stream, bool pdl = false);
 bool project_v7_applies(int ho, int wo);
 cudaError_t launch_project_v7(const Params& p, cudaStream_t stream, bool pdl = false);
 cudaError_t launch_project_v3_only(const Params& p, cudaStream_t stream, bool pdl = false);  // mbconv_v3.cu, no SE
@@ -84,7 +89,8 @@ cudaError_t launch_se_project_v3(const Params& p, cudaStream_t stream, bool bulk
 // 3 is kernel 1 version 3 and mbconv_v3.cu's kernels 2 and 3; 5 is 3 with kernel 1's depthwise
 // on tensor cores; 6 is 5 with the bulk-copy projection where it applies; 7 is kernel 1 v3 with the SE
 // in its last CTA per image, then project_v7 (Ho Wo <= 400) or project_v3.
-// pdl (CUDA_KERNELS_PDL): version 3's three kernels and version 7's two with programmatic dependent launch;
+// 8 is 3 with kernel 1 version 8 (mbconv_v8.cuh) where the block has an expand conv.
+// pdl (CUDA_KERNELS_PDL): version 3's and 8's three kernels and version 7's two with programmatic dependent launch;
 // ignored by the others.
 cudaError_t launch_mbconv(const Params& p, int chunk, int version, cudaStream_t stream, bool pdl = false);
 
