@@ -66,10 +66,12 @@ def chunk_for(hidden: int) -> int:
     return 48 if hidden % 48 == 0 else 32
 
 
-def kernel1_v8_applies(expand: bool) -> bool:
+def kernel1_v8_applies(expand: bool, chunk: int) -> bool:
     """Whether version 8 runs its own kernel 1 (csrc/mbconv_v8.cuh launch_expand_dw_v8_ks): for blocks with an
-    expand conv; without one (expand ratio 1: B0's and B2's features.1.x) it runs version 3's kernel 1."""
-    return expand
+    expand conv and chunks of 48 (every expand block of EfficientNet-B0 / B2); version 3's kernel 1 without an
+    expand conv (expand ratio 1: B0's and B2's features.1.x) and for chunks of 32 (its k = 5 instantiation
+    spilled under two CTAs' 128 registers)."""
+    return expand and chunk == 48
 
 
 def kernel1_smem_bytes(rows: int, height: int, width: int, kernel_size: int, stride: int, k_pad: int, chunk: int,
@@ -81,12 +83,12 @@ def kernel1_smem_bytes(rows: int, height: int, width: int, kernel_size: int, str
     sums, the chunk's depthwise taps and an mbarrier."""
     in_rows = (rows - 1) * stride + kernel_size
     m_pad = _round_up(min(height, in_rows) * width, 16)
-    if version == 8 and kernel1_v8_applies(expand):
+    if version == 8 and kernel1_v8_applies(expand, chunk):
         if c_in is None:
             raise ValueError("kernel1_smem_bytes: version 8 needs c_in")
         e_width = (_round_up(output_size(width, stride), 4 if stride == 1 else 2) - 1) * stride + kernel_size
-        groups = 256 // (chunk // 2)
-        return (_round_up(m_pad * c_in + 8, 8) * 2 + chunk * (k_pad + 8) * 2 + in_rows * e_width * (chunk + 8) * 2
+        groups, e_pitch = 256 // (chunk // 2), 60  # E's pixel pitch in halves (csrc/mbconv_v8.cuh V8Dw::LDE)
+        return (_round_up(m_pad * c_in + 8, 8) * 2 + chunk * (k_pad + 8) * 2 + in_rows * e_width * e_pitch * 2
                 + groups * chunk * 4 + (kernel_size * kernel_size + 1) * chunk * 4 + 8)
     if version == 8:
         version = 3

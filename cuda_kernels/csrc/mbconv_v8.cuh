@@ -1,4 +1,4 @@
-// Kernel 1 of the MBConv block, version 8, stage 1 (NOTES.md, "Next: kernel 1 version 8" and "MBConv version 8:
+// Kernel 1 of the MBConv block, version 8 (NOTES.md, "Next: kernel 1 version 8" and "MBConv version 8:
 // what was built"): version 3's arithmetic (mbconv_v2.cuh, V3 = true), reorganised so that fewer instructions
 // run per CTA item and fewer of them wait:
 //   - persistent CTAs (as many as fit: two per SM) walk a contiguous range of (chunk, image, band) items,
@@ -13,11 +13,16 @@
 //   - E's side border (the padding columns) is written once per CTA; the rows above / below the image at
 //     the top / bottom bands per item;
 //   - the expand epilogue: biases from registers, no per-store test except in a band's last m-tile;
+//   - the depthwise over vertical segments (an item = a column group of OW outputs x R = 4 (k = 3) / 2 (k = 5)
+//     output rows), each E row loaded once per item into registers and added to every output row it feeds,
+//     with E's pixel pitch 60 halves (conflict-free half2 loads across a warp's two groups);
 //   - the pool without atomics: each depthwise group writes its HC sums to red[group][HC]; HC threads add
 //     them in group order during the next item's expand (and after the last item).
-// Not in this stage (NOTES): E's halo rows kept between bands, the depthwise over vertical segments with
-// rolling accumulator rows, E's pixel pitch 60 halves. The depthwise is version 3's loop, so D is version 3's
-// bit for bit; the pool's sum over groups is in a fixed order, not version 3's atomic order.
+// Not built (NOTES): E's halo rows kept between bands (each band expands all its rows, as in version 3).
+// Each output's taps are added in version 3's order from its bias, E and D round where version 3's do, so D is
+// version 3's bit for bit; the pool's per-thread sums and their sum over groups are in another order than
+// version 3's (its atomics), so the SE scale and the block's output match version 3 closely, not bitwise.
+// Chunks of 48 only, with an expand conv (launch_expand_dw_v8_ks; version 3's kernel 1 otherwise).
 #pragma once
 #include <algorithm>
 
@@ -29,11 +34,21 @@ namespace mb {
 template <int HC>
 struct V8Dw {
   static constexpr int PAIRS = HC / 2, GROUPS = kExpandThreads / PAIRS;  // version 3's depthwise partition
+  // E's pixel pitch in halves: 60 (4 pixels = 480 B = 96 mod 128: the next group's 8 lanes of a warp fall on
+  // the 8 banks its first 24 lanes leave free; version 3's 56 put them on 8 of the same banks)
+  static constexpr int LDE = 60;
+  static_assert(HC == 48, "version 8 runs chunks of 48 (launch_expand_dw_v8_ks)");
+};
+
+// Output rows per depthwise segment: 4 at k = 3, 2 at k = 5 (NOTES.md, "Next: kernel 1 version 8", item 4).
+template <int KS>
+struct V8Seg {
+  static constexpr int R = KS == 3 ? 4 : 2;
 };
 
 // Shared memory of version 8's kernel 1 (cuda_kernels/mbconv.py kernel1_smem_bytes(version=8) mirrors it):
 // dense X [m_pad x C_in + 8 halves] (the last row's k16 tail reads 8 halves past the band), U chunk
-// [HC x (k_pad + 8)], E tile [e_rows x WE x (HC + 8)], the pool's per-group sums [GROUPS x HC] fp32, the chunk's
+// [HC x (k_pad + 8)], E tile [e_rows x WE x LDE] (V8Dw::LDE), the pool's per-group sums [GROUPS x HC] fp32, the chunk's
 // depthwise taps and bias, halved, as float2 per channel pair [(k k + 1) x HC / 2], one mbarrier.
 __host__ __device__ inline int expand_dw_v8_smem_bytes(int H, int W, int Wo, int rows, int ks, int stride, int C_in,
                                                       int k_pad, int chunk) {
@@ -42,7 +57,8 @@ __host__ __device__ inline int expand_dw_v8_smem_bytes(int H, int W, int Wo, int
   const int we = (round_up(Wo, ow) - 1) * stride + ks;
   const int m_pad = round_up((e_rows < H ? e_rows : H) * W, 16);
   const int groups = kExpandThreads / (chunk / 2);
-  return round_up(m_pad * C_in + 8, 8) * 2 + chunk * (k_pad + 8) * 2 + e_rows * we * (chunk + 8) * 2 +
+  const int lde = 60;  // V8Dw::LDE
+  return round_up(m_pad * C_in + 8, 8) * 2 + chunk * (k_pad + 8) * 2 + e_rows * we * lde * 2 +
          groups * chunk * 4 + (ks * ks + 1) * chunk * 4 + 8;
 }
 
@@ -63,7 +79,8 @@ __global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel(const P
   using bf::cp_async16;
   using bf::smem_addr;
   extern __shared__ __align__(16) uint8_t smem[];
-  constexpr int LDE = HC + 8, PAD = KS / 2, OW = DwTile<S>::OW, IN = (OW - 1) * S + KS, ECH = HC / 8;
+  constexpr int LDE = V8Dw<HC>::LDE, PAD = KS / 2, OW = DwTile<S>::OW, IN = (OW - 1) * S + KS, ECH = HC / 4;
+  constexpr int R = V8Seg<KS>::R, SEG_E = (R - 1) * S + KS;  // a segment's output rows, its E rows
   constexpr int NT = HC / 8, NP = HC / 16, KK = KS * KS;
   constexpr int PAIRS = V8Dw<HC>::PAIRS, GROUPS = V8Dw<HC>::GROUPS;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -94,7 +111,7 @@ __global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel(const P
       const int r = i / per_row, rest = i - r * per_row;
       const int col = rest / ECH, c = rest - col * ECH;
       const int ec = col < PAD ? col : p.W + col;
-      *reinterpret_cast<uint4*>(Es + (r * WE + ec) * LDE + c * 8) = make_uint4(0, 0, 0, 0);
+      *reinterpret_cast<uint2*>(Es + (r * WE + ec) * LDE + c * 4) = make_uint2(0, 0);
     }
   }
   if (tid == 0) {
@@ -152,9 +169,9 @@ __global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel(const P
   const int a_row = lane & 15, a_k = (lane >> 4) * 8;
   const int b_row = (lane & 7) + ((lane >> 4) << 3), b_k = ((lane >> 3) & 1) * 8;
   const float inv_w = 1.f / p.W;
-  // The chunk's expand biases of this lane's columns, halved, in registers while the chunk lasts; its depthwise
+  // The item's expand biases of this lane's columns, halved, in registers for the expand (loaded once per item,
+  // not per m-tile: live across the whole loop with the depthwise's taps, k = 5 spilled); the chunk's depthwise
   // taps and bias, halved (version 3's values), in wdw (written after barrier A of the chunk's first item).
-  float hbias[NT][2];
   int cur_chunk = -1;
   bool new_chunk = false;
   uint32_t phase = 0;
@@ -162,13 +179,7 @@ __global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel(const P
     const V8Item it(i, p.N, bands);
     const int c0 = it.chunk * HC;
     new_chunk = it.chunk != cur_chunk;
-    if (new_chunk) {
-      cur_chunk = it.chunk;
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-        for (int u = 0; u < 2; ++u) hbias[nt][u] = 0.5f * __ldg(p.b_exp + c0 + nt * 8 + (lane & 3) * 2 + u);
-    }
+    cur_chunk = it.chunk;
     const int oh0 = it.band * p.rows_per_tile;
     const int oh1 = min(oh0 + p.rows_per_tile, p.Ho);
     const int r0 = oh0 * S - PAD;
@@ -195,12 +206,17 @@ __global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel(const P
       for (int j0 = tid; j0 < top + bottom; j0 += kExpandThreads) {
         const int j = j0 < top ? j0 : bottom0 + j0 - top;
         const int e = j / ECH, c = j - e * ECH;
-        *reinterpret_cast<uint4*>(Es + e * LDE + c * 8) = make_uint4(0, 0, 0, 0);
+        *reinterpret_cast<uint2*>(Es + e * LDE + c * 4) = make_uint2(0, 0);
       }
     }
 
     // The expand: E = SiLU(X U^T + a) (version 3's fragments and rounding; X rows at pitch C_in)
     {
+      float hbias[NT][2];
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int u = 0; u < 2; ++u) hbias[nt][u] = 0.5f * __ldg(p.b_exp + c0 + nt * 8 + (lane & 3) * 2 + u);
       const int e_off = (ih_lo - r0) * WE + PAD;  // E position of the band's first image pixel
       const int mtiles = (npix + 15) / 16;
       for (int mt = warp; mt < mtiles; mt += kExpandThreads / 32) {
@@ -252,8 +268,12 @@ __global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel(const P
       if (next_chunk != it.chunk) issue_u(next_chunk * HC);
     }
 
-    // The depthwise: version 3's loop (items of OW outputs of a row, stepped without a division), its taps
-    // and bias from registers.
+    // The depthwise over vertical segments: an item is (column group of OW outputs, segment of R output rows),
+    // column groups first (consecutive groups read neighbouring pixels: lanes 24-31 of a warp, the next group's,
+    // land on the banks lanes 0-23 leave free at E's pitch); the thread loads each E row of the segment once and
+    // adds it to the (at most KS / S + 1) output rows it feeds, each output's taps in version 3's order (dy
+    // outer, dx inner, from its bias): D is version 3's bit for bit. Rows past the band (the band's last,
+    // short segment) read the segment's last needed E row again and are neither stored nor summed.
     if (group < GROUPS) {
       const int ch = c0 + 2 * pair;
       float w0[KK], w1[KK];
@@ -267,48 +287,59 @@ __global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel(const P
       const float dbias0 = db.x, dbias1 = db.y;
       const bool store = ch < p.hidden;
       float sum0 = 0.f, sum1 = 0.f;
-      const int items = (oh1 - oh0) * ngroups;
+      const int rows = oh1 - oh0, nseg = (rows + R - 1) / R;
+      const int items = nseg * ngroups;
       const int dq = GROUPS / ngroups, dr = GROUPS - dq * ngroups;
-      int v3_row = group / ngroups, v3_og = group - v3_row * ngroups;
+      int seg = group / ngroups, og = group - seg * ngroups;
       for (int j = group; j < items; j += GROUPS) {
-        const int orow = v3_row, ow0 = v3_og * OW;
-        v3_row += dq;
-        v3_og += dr;
-        if (v3_og >= ngroups) {
-          v3_og -= ngroups;
-          ++v3_row;
+        const int orow0 = seg * R, ow0 = og * OW;
+        seg += dq;
+        og += dr;
+        if (og >= ngroups) {
+          og -= ngroups;
+          ++seg;
         }
-        float acc0[OW], acc1[OW];
+        const int valid_rows = min(R, rows - orow0), e_last = (valid_rows - 1) * S + KS - 1;
+        const int valid = min(OW, p.Wo - ow0);
+        const __half* ebase = Es + (orow0 * S * WE + ow0 * S) * LDE + 2 * pair;
+        __half* dp0 = p.d + ((size_t)(it.n * p.Ho + oh0 + orow0) * p.Wo + ow0) * p.hidden + ch;
+        float acc0[R][OW], acc1[R][OW];
 #pragma unroll
-        for (int o = 0; o < OW; ++o) {
-          acc0[o] = dbias0;
-          acc1[o] = dbias1;
-        }
-        const __half* ebase = Es + (orow * S * WE + ow0 * S) * LDE + 2 * pair;
-#pragma unroll
-        for (int dy = 0; dy < KS; ++dy) {
-          const __half* erow = ebase + dy * WE * LDE;
+        for (int er = 0; er < SEG_E; ++er) {
+          const __half* erow = ebase + min(er, e_last) * WE * LDE;
           float2 e[IN];
 #pragma unroll
           for (int x = 0; x < IN; ++x) e[x] = __half22float2(*reinterpret_cast<const __half2*>(erow + x * LDE));
 #pragma unroll
-          for (int o = 0; o < OW; ++o)
+          for (int o = 0; o < R; ++o) {
+            const int dy = er - o * S;  // known at compile time
+            if (dy < 0 || dy >= KS) continue;
+            if (dy == 0)
 #pragma unroll
-            for (int dx = 0; dx < KS; ++dx) {
-              acc0[o] = fmaf(e[o * S + dx].x, w0[dy * KS + dx], acc0[o]);
-              acc1[o] = fmaf(e[o * S + dx].y, w1[dy * KS + dx], acc1[o]);
+              for (int u = 0; u < OW; ++u) {
+                acc0[o][u] = dbias0;
+                acc1[o][u] = dbias1;
+              }
+#pragma unroll
+            for (int u = 0; u < OW; ++u)
+#pragma unroll
+              for (int dx = 0; dx < KS; ++dx) {
+                acc0[o][u] = fmaf(e[u * S + dx].x, w0[dy * KS + dx], acc0[o][u]);
+                acc1[o][u] = fmaf(e[u * S + dx].y, w1[dy * KS + dx], acc1[o][u]);
+              }
+            if (dy == KS - 1 && o < valid_rows) {  // output row o is complete
+              __half* dp = dp0 + (size_t)o * p.Wo * p.hidden;
+#pragma unroll
+              for (int u = 0; u < OW; ++u) {
+                if (valid < OW && u >= valid) break;
+                const float s0 = silu_of_half(acc0[o][u]), s1 = silu_of_half(acc1[o][u]);
+                if (store) *reinterpret_cast<__half2*>(dp) = __floats2half2_rn(s0, s1);
+                dp += p.hidden;
+                sum0 += s0;
+                sum1 += s1;
+              }
             }
-        }
-        __half* dp = p.d + ((size_t)(it.n * p.Ho + oh0 + orow) * p.Wo + ow0) * p.hidden + ch;
-        const int valid = min(OW, p.Wo - ow0);
-#pragma unroll
-        for (int o = 0; o < OW; ++o) {
-          if (valid < OW && o >= valid) break;
-          const float s0 = silu_of_half(acc0[o]), s1 = silu_of_half(acc1[o]);
-          if (store) *reinterpret_cast<__half2*>(dp) = __floats2half2_rn(s0, s1);
-          dp += p.hidden;
-          sum0 += s0;
-          sum1 += s1;
+          }
         }
       }
       *reinterpret_cast<float2*>(red + group * HC + 2 * pair) = make_float2(sum0, sum1);
@@ -357,17 +388,15 @@ cudaError_t launch_expand_dw_v8(const Params& p, cudaStream_t stream, bool pdl) 
   return cudaGetLastError();
 }
 
-// Version 8 where it applies (an expand conv: kernel1_v8_applies), else version 3's kernel 1.
+// Version 8 where it applies (kernel1_v8_applies: an expand conv and chunks of 48 channels, i.e. every expand
+// block of EfficientNet-B0 / B2), else version 3's kernel 1: blocks without an expand conv (features.1.x), and
+// chunks of 32 (hidden not a multiple of 48; at k = 5, stride 1 that instantiation needed 129+ registers and
+// spilled 20 bytes under the 128 that two CTAs per SM allow).
 template <int KS>
 cudaError_t launch_expand_dw_v8_ks(const Params& p, int chunk, cudaStream_t stream, bool pdl) {
-  if (p.w_exp == nullptr) return KS == 3 ? launch_expand_dw_v3_k3(p, chunk, stream, pdl) : launch_expand_dw_v3_k5(p, chunk, stream, pdl);
-  switch ((chunk == 48 ? 2 : chunk == 32 ? 0 : 4) + (p.stride == 2 ? 1 : 0)) {
-    case 0: return launch_expand_dw_v8<32, KS, 1>(p, stream, pdl);
-    case 1: return launch_expand_dw_v8<32, KS, 2>(p, stream, pdl);
-    case 2: return launch_expand_dw_v8<48, KS, 1>(p, stream, pdl);
-    case 3: return launch_expand_dw_v8<48, KS, 2>(p, stream, pdl);
-    default: return cudaErrorInvalidValue;
-  }
+  if (p.w_exp == nullptr || chunk != 48)
+    return KS == 3 ? launch_expand_dw_v3_k3(p, chunk, stream, pdl) : launch_expand_dw_v3_k5(p, chunk, stream, pdl);
+  return p.stride == 2 ? launch_expand_dw_v8<48, KS, 2>(p, stream, pdl) : launch_expand_dw_v8<48, KS, 1>(p, stream, pdl);
 }
 
 }  // namespace mb
