@@ -1,0 +1,537 @@
+"""MBConv version 8 (NOTES.md, "MBConv version 8: what was built"; csrc/mbconv_v8.cuh): version 3 with kernel 1
+persistent over (chunk, image, band) items, X of the next item by one bulk copy, the expand epilogue without
+per-store tests, the depthwise over vertical segments with E's pixel pitch 60 halves, the pool without atomics.
+
+CPU: the switch and its path to the kernels, which blocks run version 8's kernel 1 (kernel1_v8_applies), the item
+schedule (every (chunk, image, band) exactly once over the persistent CTAs), the shared memory from literal
+arithmetic, and kernel 1 transliterated (the CTAs' item walk, the dense X buffer with its stale rows, the expand's
+m-tiles and E positions, E's border, the depthwise's segments and their stepping, the clamped rows, the per-group
+pool sums) in float64 against a direct convolution, every D value written exactly once.
+GPU (@pytest.mark.cuda): every MBConv shape of EfficientNet-B0 and -B2 at batch 128, 1 and 5 against float64 with
+NaN-poisoned outputs (<= 2x PyTorch fp16's error), batch 128 against float32, odd spatial sizes, version 8 against
+version 3 (closely: the pool's order) and against itself (bit for bit: the pool's order is fixed), a CUDA-graph chain
+with PDL on and off, and EfficientNet-B0 swapped with CUDA_KERNELS_MBCONV_VERSION=8."""
+
+import math
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from torch.nn import functional as F
+
+import cuda_kernels
+from cuda_kernels import mbconv as mb
+
+ROOT = Path(__file__).resolve().parents[1]
+CSRC = Path(cuda_kernels.__file__).resolve().parent / "csrc"
+SOURCE = (CSRC / "mbconv_v8.cuh").read_text()
+THREADS, HC, LDE = 256, 48, 60
+PAIRS, GROUPS = HC // 2, 256 // (HC // 2)  # 24 channel pairs, 10 groups (240 threads)
+H200_SMS, CTAS_PER_SM = 132, 2
+POOL_ORDER_REL_ERROR = 1e-4  # as tests/test_mbconv_kernels.py: the same sums in another order
+SMEM_PER_SM, SMEM_RESERVED = 228 * 1024, 1024
+
+
+def _segment_rows(ks: int) -> int:
+    return 4 if ks == 3 else 2
+
+
+# ---- the switch ----
+
+def test_version_8_is_registered_and_off_by_default():
+    assert 8 in mb.VERSIONS and mb.KERNEL_VERSION[8] == 8
+    assert 'os.environ.get("CUDA_KERNELS_MBCONV_VERSION", "3")' in Path(mb.__file__).read_text()
+    cu = (CSRC / "mbconv.cu").read_text()
+    assert "version == 8 && p.ksize == 3) err = launch_expand_dw_v8_k3" in cu
+    assert "version == 8 && p.ksize == 5) err = launch_expand_dw_v8_k5" in cu
+    assert "version == 3 || version == 5 || version == 6 || version == 8" in cu  # version 3's SE and projection
+    assert "(version >= 5 && version <= 8)" in (CSRC / "mbconv_bindings.cpp").read_text()
+    from cuda_kernels._build import MBCONV_SOURCES
+
+    assert {"mbconv_v8_k3.cu", "mbconv_v8_k5.cu"} <= set(MBCONV_SOURCES)
+
+
+@pytest.mark.parametrize("value,expected", [(None, 3), ("8", 8), ("3", 3)])
+def test_the_environment_switch(value, expected):
+    env = {k: v for k, v in os.environ.items() if k != "CUDA_KERNELS_MBCONV_VERSION"}
+    if value is not None:
+        env["CUDA_KERNELS_MBCONV_VERSION"] = value
+    code = "from cuda_kernels import mbconv as m; print(m.DEFAULT_VERSION, m.FusedMBConv.__init__.__defaults__[0])"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env={**env, "PYTHONPATH": str(ROOT)},
+                         capture_output=True, text=True, check=True).stdout.split()
+    assert out == [str(expected), str(expected)]
+
+
+# ---- which blocks run version 8's kernel 1 ----
+
+def test_kernel1_v8_applies_mirrors_the_launcher():
+    assert "if (p.w_exp == nullptr || chunk != 48)" in SOURCE  # launch_expand_dw_v8_ks: else version 3's kernel 1
+    assert mb.kernel1_v8_applies(True, 48)
+    assert not mb.kernel1_v8_applies(False, 48) and not mb.kernel1_v8_applies(True, 32)
+    assert "static constexpr int LDE = 60;" in SOURCE and "KS == 3 ? 4 : 2" in SOURCE
+
+
+def _b0_b2_blocks():
+    from mbconv_helpers import block_of, mbconv_shapes
+
+    out = []
+    for name in ("efficientnet_b0", "efficientnet_b2"):
+        for path, (c, h, w) in mbconv_shapes(name).items():
+            block = block_of(name, path)
+            dw = block.block[-3][0]
+            expand = len(block.block) == 4
+            out.append((name, path, c, h, w, dw.out_channels, dw.kernel_size[0], dw.stride[0], expand))
+    return out
+
+
+def test_every_expand_block_of_b0_and_b2_runs_version_8_and_only_features_1_falls_back():
+    blocks = _b0_b2_blocks()
+    assert len(blocks) == 16 + 23
+    for name, path, c, h, w, hidden, ks, stride, expand in blocks:
+        applies = mb.kernel1_v8_applies(expand, mb.chunk_for(hidden))
+        assert applies == (not path.startswith("features.1.")), (name, path)
+    # every kernel size and stride runs version 8's kernel 1 somewhere
+    assert {(b[6], b[7]) for b in blocks if b[8]} == {(3, 1), (3, 2), (5, 1), (5, 2)}
+
+
+# ---- the persistent schedule ----
+
+def cta_items(total: int, grid: int, b: int) -> range:
+    """csrc/mbconv_v8.cuh: CTA b's items [b total / grid, (b + 1) total / grid)."""
+    return range(b * total // grid, (b + 1) * total // grid)
+
+
+def decode(i: int, n_images: int, bands: int) -> tuple[int, int, int]:
+    """V8Item: i = (chunk * N + n) * bands + band."""
+    chunk, r = divmod(i, n_images * bands)
+    n, band = divmod(r, bands)
+    return chunk, n, band
+
+
+def _launch_plan(c_in, h, w, hidden, ks, stride, batch):
+    k_pad = -(-c_in // 16) * 16
+    rows = mb.band_rows(h, w, ks, stride, k_pad, HC, True, 8, c_in)
+    ho = mb.output_size(h, stride)
+    bands = -(-ho // rows)
+    chunks = -(-hidden // HC)
+    total = chunks * batch * bands
+    smem = mb.kernel1_smem_bytes(rows, h, w, ks, stride, k_pad, HC, True, 8, c_in)
+    ctas = min(SMEM_PER_SM // (smem + SMEM_RESERVED), 65536 // (128 * THREADS))
+    return rows, bands, chunks, total, smem, ctas
+
+
+@pytest.mark.parametrize("batch", [1, 3, 5, 127, 128])
+def test_the_items_cover_every_chunk_image_and_band_once(batch):
+    for name, path, c, h, w, hidden, ks, stride, expand in _b0_b2_blocks():
+        if not expand:
+            continue
+        rows, bands, chunks, total, smem, ctas = _launch_plan(c, h, w, hidden, ks, stride, batch)
+        assert ctas == CTAS_PER_SM, (name, path, smem)
+        grid = min(total, ctas * H200_SMS)
+        seen = []
+        for b in range(grid):
+            items = cta_items(total, grid, b)
+            assert len(items) >= 1  # no CTA without work: grid <= total
+            got = [decode(i, batch, bands) for i in items]
+            # chunk-major, then image, bands top to bottom: consecutive items of one image are consecutive bands
+            for (c0, n0, b0), (c1, n1, b1) in zip(got, got[1:]):
+                assert (c1, n1, b1) > (c0, n0, b0)
+                assert (c1 == c0 and n1 == n0 and b1 == b0 + 1) or b1 == 0
+            # at most two chunks per CTA when the CTAs outnumber the chunks (U and the taps loaded <= 2x)
+            if grid >= chunks:
+                assert len({g[0] for g in got}) <= 2
+            seen += got
+        assert sorted(seen) == [(ci, n, bi) for ci in range(chunks) for n in range(batch) for bi in range(bands)]
+        assert max(len(cta_items(total, grid, b)) for b in range(grid)) - \
+            min(len(cta_items(total, grid, b)) for b in range(grid)) <= 1
+
+
+# ---- shared memory, by hand ----
+
+@pytest.mark.parametrize("path,c_in,hw,ks,stride,rows,expected", [
+    # features.2.1: X 10 rows x 56 x 24 + 8 halves, U 48 x 40, E 10 x 58 x 60, red 10 x 48, taps 10 x 48, mbarrier
+    ("features.2.1", 24, 56, 3, 1, 8, (560 * 24 + 8) * 2 + 48 * 40 * 2 + 10 * 58 * 60 * 2 + 1920 + 1920 + 8),
+    # features.3.1: X 14 rows x 28 = 392 pixels (400 padded to 16) x 40, U 48 x 56, E 14 x 32 x 60, taps 26 x 48
+    ("features.3.1", 40, 28, 5, 1, 10, (400 * 40 + 8) * 2 + 48 * 56 * 2 + 14 * 32 * 60 * 2 + 1920 + 26 * 48 * 4 + 8),
+    # features.5.1: one band of 14 rows: X 14 x 14 (208 padded to 16) x 112, U 48 x 120, E 18 x 20 x 60
+    ("features.5.1", 112, 14, 5, 1, 14, (208 * 112 + 8) * 2 + 48 * 120 * 2 + 18 * 20 * 60 * 2 + 1920 + 26 * 48 * 4 + 8),
+    # features.3.0 (stride 2, k = 5, 56x56 -> 28x28): 3 output rows = 9 input rows (504 pixels, 512 padded), E width
+    # (28 - 1) * 2 + 5 = 59
+    ("features.3.0", 24, 56, 5, 2, 3, (512 * 24 + 8) * 2 + 48 * 40 * 2 + 9 * 59 * 60 * 2 + 1920 + 26 * 48 * 4 + 8),
+])
+def test_shared_memory_from_literal_arithmetic(path, c_in, hw, ks, stride, rows, expected):
+    k_pad = -(-c_in // 16) * 16
+    assert mb.band_rows(hw, hw, ks, stride, k_pad, HC, True, 8, c_in) == rows
+    got = mb.kernel1_smem_bytes(rows, hw, hw, ks, stride, k_pad, HC, True, 8, c_in)
+    assert got == expected
+    assert 2 * (got + SMEM_RESERVED) <= SMEM_PER_SM  # two CTAs per SM
+    assert got <= mb.SMEM_BUDGET
+
+
+def test_shared_memory_of_every_v8_block_fits_two_ctas_and_falls_back_like_version_3():
+    for name, path, c, h, w, hidden, ks, stride, expand in _b0_b2_blocks():
+        chunk = mb.chunk_for(hidden)
+        k_pad = -(-c // 16) * 16 if expand else 0
+        rows8 = mb.band_rows(h, w, ks, stride, k_pad, chunk, expand, 8, c)
+        if mb.kernel1_v8_applies(expand, chunk):
+            smem = mb.kernel1_smem_bytes(rows8, h, w, ks, stride, k_pad, chunk, expand, 8, c)
+            assert 2 * (smem + SMEM_RESERVED) <= SMEM_PER_SM, (name, path)
+        else:  # version 3's kernel 1 with version 3's bands
+            assert rows8 == mb.band_rows(h, w, ks, stride, k_pad, chunk, expand, 3)
+    with pytest.raises(ValueError, match="c_in"):
+        mb.kernel1_smem_bytes(4, 14, 14, 3, 1, 32, 48, True, 8)
+
+
+# ---- kernel 1, transliterated ----
+
+def _div_small(q: int, d: int) -> int:
+    """mbconv_v2.cuh div_small in float32, as the kernel computes it."""
+    inv = np.float32(1.0) / np.float32(d)
+    return int(np.float32(np.float32(q) + np.float32(0.5)) * inv)
+
+
+def _silu(v):
+    return v / (1.0 + np.exp(-v))
+
+
+def emulate_kernel1_v8(x, w_exp, b_exp, w_dw, b_dw, hidden, ks, stride, rows_per_tile, grid):
+    """x [N, H, W, C_in] float64, w_exp [hid_pad, k_pad] zero-padded, w_dw [ks * ks, hid_pad]. Returns D, the pool's
+    partial sums and how often each D value was written."""
+    n_img, h, w, c_in = x.shape
+    hid_pad, k_pad = w_exp.shape
+    pad, ow_n = ks // 2, 4 if stride == 1 else 2
+    inn, r_seg = (ow_n - 1) * stride + ks, _segment_rows(ks)
+    seg_e = (r_seg - 1) * stride + ks
+    ho, wo = mb.output_size(h, stride), mb.output_size(w, stride)
+    bands = -(-ho // rows_per_tile)
+    total = hid_pad // HC * n_img * bands
+    ngroups = -(-wo // ow_n)
+    we = (ngroups * ow_n - 1) * stride + ks
+    rows_max = (rows_per_tile - 1) * stride + ks
+    m_pad = -(-min(rows_max, h) * w // 16) * 16
+    x_halves = -(-(m_pad * c_in + 8) // 8) * 8
+    d = np.full((n_img, ho, wo, hidden), np.nan)
+    writes = np.zeros((n_img, ho, wo, hidden), dtype=np.int64)
+    partial = np.full((n_img, bands, hid_pad), np.nan)
+    assert grid <= total
+    for b in range(grid):
+        xs = np.zeros(x_halves)  # zeroed once per CTA
+        es = np.full((rows_max * we, HC), np.nan)  # E: stale (NaN) until written
+        for r in range(rows_max):
+            for col in range(we - w):
+                ec = col if col < pad else w + col
+                es[r * we + ec] = 0.0
+        red = np.full((GROUPS, HC), np.nan)
+        items = cta_items(total, grid, b)
+
+        def pool_store(i):
+            chunk, n, band = decode(i, n_img, bands)
+            s = np.zeros(HC)
+            for g in range(GROUPS):
+                s = s + red[g]
+            partial[n, band, chunk * HC:(chunk + 1) * HC] = s
+
+        for i in items:
+            chunk, n, band = decode(i, n_img, bands)
+            c0 = chunk * HC
+            oh0 = band * rows_per_tile
+            oh1 = min(oh0 + rows_per_tile, ho)
+            r0 = oh0 * stride - pad
+            e_rows = (oh1 - oh0 - 1) * stride + ks
+            ih_lo, ih_hi = max(0, r0), min(h - 1, r0 + e_rows - 1)
+            npix = (ih_hi - ih_lo + 1) * w
+            # the bulk copy: bytes and source offset multiples of 16
+            nbytes, src = npix * c_in * 2, ((n * h + ih_lo) * w * c_in) * 2
+            assert nbytes % 16 == 0 and src % 16 == 0 and nbytes <= x_halves * 2
+            xs[:npix * c_in] = x[n, ih_lo:ih_hi + 1].reshape(-1)
+            if i > items[0]:
+                pool_store(i - 1)
+            in_lo, in_hi = ih_lo - r0, ih_hi - r0
+            es[:in_lo * we] = 0.0
+            es[(in_hi + 1) * we:e_rows * we] = 0.0
+            # the expand
+            e_off = (ih_lo - r0) * we + pad
+            u = w_exp[c0:c0 + HC]
+            for mt in range((npix + 15) // 16):
+                qs = np.arange(mt * 16, mt * 16 + 16)
+                idx = qs[:, None] * c_in + np.arange(k_pad)[None, :]
+                assert idx.max() < x_halves
+                acc = xs[idx] @ u.T
+                full = mt * 16 + 16 <= npix
+                for hrow in range(16):
+                    q = mt * 16 + hrow
+                    if not full and q >= npix:
+                        continue
+                    assert q < npix
+                    row = _div_small(q, w)
+                    pos = e_off + row * we + (q - row * w)
+                    assert pos < rows_max * we
+                    es[pos] = _silu(acc[hrow] + b_exp[c0:c0 + HC])
+            # the depthwise
+            rows = oh1 - oh0
+            nseg = -(-rows // r_seg)
+            n_items = nseg * ngroups
+            dq, dr = GROUPS // ngroups, GROUPS % ngroups
+            wt = w_dw[:, c0:c0 + HC]
+            bias = b_dw[c0:c0 + HC]
+            e2 = es.reshape(rows_max, we, HC)
+            for g in range(GROUPS):
+                seg, og = divmod(g, ngroups)
+                sums = np.zeros(HC)
+                for j in range(g, n_items, GROUPS):
+                    assert (seg, og) == divmod(j, ngroups)
+                    orow0, ow0 = seg * r_seg, og * ow_n
+                    seg, og = seg + dq, og + dr
+                    if og >= ngroups:
+                        og, seg = og - ngroups, seg + 1
+                    valid_rows = min(r_seg, rows - orow0)
+                    e_last = (valid_rows - 1) * stride + ks - 1
+                    valid = min(ow_n, wo - ow0)
+                    acc = {}
+                    for er in range(seg_e):
+                        erow = orow0 * stride + min(er, e_last)
+                        assert erow < e_rows and ow0 * stride + inn <= we
+                        e = [e2[erow, ow0 * stride + t] for t in range(inn)]
+                        for o in range(r_seg):
+                            dy = er - o * stride
+                            if dy < 0 or dy >= ks:
+                                continue
+                            if dy == 0:
+                                acc[o] = [bias.copy() for _ in range(ow_n)]
+                            for uu in range(ow_n):
+                                for dx in range(ks):
+                                    acc[o][uu] = acc[o][uu] + e[uu * stride + dx] * wt[dy * ks + dx]
+                            if dy == ks - 1 and o < valid_rows:
+                                for uu in range(valid):
+                                    s = _silu(acc[o][uu])
+                                    oh, ow = oh0 + orow0 + o, ow0 + uu
+                                    hc = min(HC, hidden - c0)
+                                    d[n, oh, ow, c0:c0 + hc] = s[:hc]
+                                    writes[n, oh, ow, c0:c0 + hc] += 1
+                                    sums = sums + s
+                red[g] = sums
+        pool_store(items[-1])
+    return d, partial, writes
+
+
+@pytest.mark.parametrize("n,h,w,c_in,hidden,ks,stride,rows,grid", [
+    (2, 14, 14, 24, 96, 3, 1, 5, 3),   # bands of 5 rows: a short last segment (R = 4), two chunks, stale X rows
+    (2, 13, 13, 16, 48, 5, 1, 3, 2),   # R = 2: segments of 2 and 1 rows
+    (3, 9, 11, 24, 48, 3, 2, 2, 4),    # stride 2, odd sizes
+    (2, 7, 7, 40, 96, 5, 2, 4, 3),     # stride 2, k = 5, C_in % 16 == 8 (the k16 tail reads the next pixel)
+    (2, 3, 3, 8, 48, 5, 1, 3, 2),      # narrower than a column group
+    (1, 1, 1, 8, 48, 3, 1, 1, 1),      # one pixel
+    (2, 17, 5, 112, 48, 5, 1, 5, 3),   # tall and narrow, C_in a multiple of 16
+    (1, 12, 8, 16, 144, 3, 2, 6, 2),   # stride 2, one band per image, three chunks
+])
+def test_kernel1_v8_transliterated_equals_the_direct_convolution(n, h, w, c_in, hidden, ks, stride, rows, grid):
+    g = torch.Generator().manual_seed(h * 100 + w + ks)
+    hid_pad, k_pad = -(-hidden // HC) * HC, -(-c_in // 16) * 16
+    x = torch.randn(n, c_in, h, w, generator=g, dtype=torch.float64)
+    we_ = torch.randn(hidden, c_in, 1, 1, generator=g, dtype=torch.float64) / math.sqrt(c_in)
+    be = torch.randn(hidden, generator=g, dtype=torch.float64)
+    wd = torch.randn(hidden, 1, ks, ks, generator=g, dtype=torch.float64) / ks
+    bd = torch.randn(hidden, generator=g, dtype=torch.float64)
+    e_ref = F.silu(F.conv2d(x, we_, be))
+    d_ref = F.silu(F.conv2d(e_ref, wd, bd, stride, ks // 2, groups=hidden)).permute(0, 2, 3, 1).numpy()
+    w_exp = np.zeros((hid_pad, k_pad))
+    w_exp[:hidden, :c_in] = we_.reshape(hidden, c_in).numpy()
+    b_exp = np.zeros(hid_pad)
+    b_exp[:hidden] = be.numpy()
+    w_dw = np.zeros((ks * ks, hid_pad))
+    w_dw[:, :hidden] = wd.reshape(hidden, ks * ks).t().numpy()
+    b_dw = np.zeros(hid_pad)
+    b_dw[:hidden] = bd.numpy()
+    d, partial, writes = emulate_kernel1_v8(x.permute(0, 2, 3, 1).numpy(), w_exp, b_exp, w_dw, b_dw, hidden, ks,
+                                            stride, rows, grid)
+    assert (writes == 1).all()
+    np.testing.assert_allclose(d, d_ref, rtol=1e-12, atol=1e-12)
+    ho = d_ref.shape[1]
+    for band in range(-(-ho // rows)):
+        want = d_ref[:, band * rows:(band + 1) * rows].sum(axis=(1, 2))
+        np.testing.assert_allclose(partial[:, band, :hidden], want, rtol=1e-12, atol=1e-10)
+
+
+def test_the_kernel_text_holds_the_modelled_expressions():
+    """The expressions the transliteration models, as they stand in csrc/mbconv_v8.cuh."""
+    for expr in ("const int i_begin = (int)((long long)blockIdx.x * total / gridDim.x);",
+                 "const int x_halves = round_up(m_pad * p.C_in + 8, 8);",
+                 "bf::ldmatrix_x4(a, smem_addr(Xs + (mt * 16 + a_row) * p.C_in + k0 + a_k));",
+                 "ep[h] = Es + (e_off + row * WE + (q - row * p.W)) * LDE + (lane & 3) * 2;",
+                 "if (mt * 16 + 16 <= npix)",
+                 "const int valid_rows = min(R, rows - orow0), e_last = (valid_rows - 1) * S + KS - 1;",
+                 "const __half* erow = ebase + min(er, e_last) * WE * LDE;",
+                 "if (dy == KS - 1 && o < valid_rows) {",
+                 "for (int g = 0; g < GROUPS; ++g) s += red[g * HC + tid];",
+                 "const int dq = GROUPS / ngroups, dr = GROUPS - dq * ngroups;"):
+        assert expr in SOURCE, expr
+    assert "atomicAdd" not in SOURCE.split("expand_dw_v8_kernel(const Params p)")[1]
+    # barrier A, barrier B per item, one after the loop; the mbarrier once per CTA
+    body = SOURCE.split("expand_dw_v8_kernel(const Params p)")[1].split("cudaError_t launch_expand_dw_v8")[0]
+    assert body.count("__syncthreads()") == 4
+
+
+def test_bank_pattern_of_the_depthwise_loads():
+    """A warp's half2 loads of one E pixel column: lanes 0-23 group g, 24-31 group g + 1 (the next column group, 4
+    output columns = 4 S input pixels further at stride 1; stride 2 reads 2 x 2): at E's pitch 60 the 32 lanes hit 32
+    distinct banks (version 3's pitch 56: 8 banks twice)."""
+    for pitch, conflicts in ((60, False), (56, True)):
+        for stride, ow_n in ((1, 4), (2, 2)):
+            for warp in range(8):
+                banks = []
+                for lane in range(32):
+                    tid = warp * 32 + lane
+                    pair, group = tid % PAIRS, tid // PAIRS
+                    if group >= GROUPS:
+                        continue
+                    pixel = (group - (warp * 32) // PAIRS) * ow_n * stride  # column groups step column-first
+                    banks.append((pixel * pitch * 2 + 4 * pair) // 4 % 32)
+                if len(banks) == 32:
+                    assert (len(set(banks)) < 32) == conflicts, (pitch, stride, warp)
+
+
+# ---- GPU ----
+
+def _distinct():
+    from mbconv_helpers import DISTINCT
+
+    return DISTINCT
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("batch", [1, 5, 128])
+@pytest.mark.parametrize("name,path", _distinct())
+def test_v8_every_shape_of_b0_and_b2(name, path, batch):
+    from mbconv_helpers import block_of, check_on_gpu, gpu_input, mbconv_shapes
+
+    torch.manual_seed(batch)
+    check_on_gpu(block_of(name, path), gpu_input(batch, mbconv_shapes(name)[path]), 8)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("path", ["features.2.0", "features.2.1", "features.3.1", "features.5.1", "features.6.0"])
+def test_v8_batch_128_against_float32(path):
+    from mbconv_helpers import block_of, check_on_gpu, gpu_input, mbconv_shapes
+
+    torch.manual_seed(2)
+    x = gpu_input(128, mbconv_shapes("efficientnet_b0")[path])
+    check_on_gpu(block_of("efficientnet_b0", path), x, 8, "float32")
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("path,size,batch", [("features.6.0", 1, 5), ("features.5.1", 23, 3), ("features.4.0", 13, 5),
+                                             ("features.6.1", 5, 7), ("features.7.0", 3, 2), ("features.4.1", 20, 1),
+                                             ("features.2.0", 9, 5), ("features.3.0", 7, 5), ("features.1.0", 5, 5),
+                                             ("features.5.0", 17, 2), ("features.2.1", 57, 3), ("features.3.1", 2, 9)])
+def test_v8_odd_sizes(path, size, batch):
+    from mbconv_helpers import block_of, check_on_gpu, gpu_input, mbconv_shapes
+
+    c = mbconv_shapes("efficientnet_b0")[path][0]
+    check_on_gpu(block_of("efficientnet_b0", path), gpu_input(batch, (c, size, size)), 8)
+
+
+def _prepared(path, batch, seed=1):
+    from mbconv_helpers import block_of, gpu_input, mbconv_shapes
+    from perfmodel.zoo import fold_batchnorm
+
+    torch.manual_seed(seed)
+    block = fold_batchnorm(block_of("efficientnet_b0", path)).cuda()
+    params = mb.block_params(block)
+    return params, mb.prepare_weights(params), gpu_input(batch, mbconv_shapes("efficientnet_b0")[path])
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("batch", [1, 128])
+@pytest.mark.parametrize("path", ["features.1.0", "features.2.0", "features.2.1", "features.3.0", "features.3.1",
+                                  "features.4.1", "features.5.1", "features.6.0", "features.7.0"])
+def test_v8_agrees_with_v3_and_repeats_bit_for_bit(path, batch):
+    """D is version 3's bit for bit, the pool's sums are in another (fixed) order: close to version 3, and
+    repeated launches (a batch-1 launch between) give the same bits."""
+    from perfmodel.harness import relative_error
+
+    params, weights, x = _prepared(path, batch)
+    v3 = mb.mbconv(x, params, weights, version=3)
+    first = mb.mbconv(x, params, weights, version=8)
+    mb.mbconv(x[:1], params, weights, version=8)
+    again = mb.mbconv(x, params, weights, version=8)
+    torch.cuda.synchronize()
+    assert torch.isfinite(first).all()
+    assert relative_error(first, v3.double()) < POOL_ORDER_REL_ERROR
+    assert torch.equal(first, again)
+    if path.startswith("features.1."):  # version 3's kernel 1 inside version 8: the same bits
+        assert torch.equal(first, v3)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("pdl", ["0", "1"])
+def test_v8_chain_in_a_cuda_graph(monkeypatch, pdl):
+    """Four blocks captured with PDL on or off and replayed into NaN-poisoned outputs equal eager version 8."""
+    from cuda_kernels import _pdl
+
+    monkeypatch.setenv(_pdl.SWITCH, pdl)
+    paths = ["features.2.1", "features.3.0", "features.3.1", "features.4.0"]
+    steps = [_prepared(p, 8, seed=i)[:2] for i, p in enumerate(paths)]
+    x = _prepared(paths[0], 8)[2]
+    outs, want, cur = [], [], x
+    for params, weights in steps:
+        cur = mb.mbconv(cur, params, weights, version=8)
+        outs.append(torch.empty_like(cur))
+        want.append(cur.clone())
+
+    def forward():
+        cur = x
+        for (params, weights), out in zip(steps, outs):
+            cur = mb.mbconv(cur, params, weights, out=out, version=8)
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        forward()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        forward()
+    for _ in range(3):
+        for o in outs:
+            o.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        for o, w in zip(outs, want):
+            assert torch.equal(o, w)
+
+
+@pytest.mark.cuda
+def test_efficientnet_b0_swapped_with_version_8():
+    """`perfmodel bench --backend cuda_kernels`'s mechanism with CUDA_KERNELS_MBCONV_VERSION=8: every MBConv swapped
+    (version 8), checked against its folded block, and the network's output close to PyTorch's."""
+    code = """
+import torch
+from cuda_kernels import mbconv as mb
+from mbconv_helpers import fresh_model, gpu_input
+from perfmodel.bench import fused_model
+from perfmodel.harness import relative_error
+from perfmodel.zoo import fold_batchnorm
+assert mb.DEFAULT_VERSION == 8
+model = fresh_model("efficientnet_b0").cuda().half().to(memory_format=torch.channels_last)
+x = gpu_input(4, (3, 224, 224))
+fused, info = fused_model(model, [x])
+assert info["fused_blocks"]["MBConv"] == 16 and info["fallback_count"] == 0, info
+assert info["check"]["blocks_checked"] == 16
+versions = {m.version for m in fused.modules() if isinstance(m, mb.FusedMBConv)}
+assert versions == {8}, versions
+with torch.no_grad():
+    expected = fold_batchnorm(model)(x)
+    got = fused(x)
+err = relative_error(got, expected.double())
+print("V8 network rel error", err)
+assert err < 5e-2
+"""
+    env = {**os.environ, "CUDA_KERNELS_MBCONV_VERSION": "8",
+           "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])}
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
