@@ -74,13 +74,20 @@ def kernel1_v8_applies(expand: bool, chunk: int) -> bool:
     return expand and chunk == 48
 
 
+def x_rows_padded_v8(c_in: int) -> bool:
+    """Version 8's X layout (csrc/mbconv_v8.cuh x_padded_v8): version 3's padded rows (k_pad + 8 halves, one bulk
+    copy per pixel) where the dense pitch (C_in halves) would put ldmatrix's 8 rows on shared 16-byte bank groups
+    and the pixels are long (C_in >= 64: 80, 112, 192, ...); dense rows (one bulk copy per item) elsewhere."""
+    return c_in >= 64 and (c_in // 2) % 8 != 4
+
+
 def kernel1_smem_bytes(rows: int, height: int, width: int, kernel_size: int, stride: int, k_pad: int, chunk: int,
                        expand: bool, version: int = DEFAULT_VERSION, c_in: int | None = None) -> int:
     """Shared memory of kernel 1 for bands of `rows` output rows (mirrors csrc/mbconv.cuh
     ``expand_dw_smem_bytes``, csrc/mbconv_v2.cuh ``expand_dw_v2_smem_bytes`` and csrc/mbconv_v8.cuh
     ``expand_dw_v8_smem_bytes``): the X band and U chunk (expand only), E, the channel sums. Version 8
-    (where kernel1_v8_applies) needs `c_in`: its X rows are dense (C_in halves), and it adds the per-group
-    sums, the chunk's depthwise taps and an mbarrier."""
+    (where kernel1_v8_applies) needs `c_in`: its X rows are dense (C_in halves) unless x_rows_padded_v8, E's
+    pixel pitch is 60 halves, and it adds the per-group sums, the chunk's depthwise taps and an mbarrier."""
     in_rows = (rows - 1) * stride + kernel_size
     m_pad = _round_up(min(height, in_rows) * width, 16)
     if version == 8 and kernel1_v8_applies(expand, chunk):
@@ -88,7 +95,8 @@ def kernel1_smem_bytes(rows: int, height: int, width: int, kernel_size: int, str
             raise ValueError("kernel1_smem_bytes: version 8 needs c_in")
         e_width = (_round_up(output_size(width, stride), 4 if stride == 1 else 2) - 1) * stride + kernel_size
         groups, e_pitch = 256 // (chunk // 2), 60  # E's pixel pitch in halves (csrc/mbconv_v8.cuh V8Dw::LDE)
-        return (_round_up(m_pad * c_in + 8, 8) * 2 + chunk * (k_pad + 8) * 2 + in_rows * e_width * e_pitch * 2
+        x_halves = m_pad * (k_pad + 8) if x_rows_padded_v8(c_in) else _round_up(m_pad * c_in + 8, 8)
+        return (x_halves * 2 + chunk * (k_pad + 8) * 2 + in_rows * e_width * e_pitch * 2
                 + groups * chunk * 4 + (kernel_size * kernel_size + 1) * chunk * 4 + 8)
     if version == 8:
         version = 3

@@ -69,6 +69,23 @@ def test_the_environment_switch(value, expected):
 
 # ---- which blocks run version 8's kernel 1 ----
 
+def test_x_layout_mirrors_the_kernel():
+    """Dense X rows where ldmatrix's 8 rows at pitch C_in halves hit 8 distinct 16-byte bank groups or C_in < 64;
+    version 3's padded rows (pitch k_pad + 8) elsewhere, conflict-free for every B0 / B2 C_in."""
+    assert "return C_in >= 64 && (C_in / 2) % 8 != 4;" in SOURCE
+
+    def conflict_free(pitch_halves):
+        return len({(r * pitch_halves * 2 // 16) % 8 for r in range(8)}) == 8
+
+    for c_in in (16, 24, 40, 48, 80, 88, 112, 120, 192, 208, 352):
+        k_pad = -(-c_in // 16) * 16
+        padded = mb.x_rows_padded_v8(c_in)
+        assert padded == (c_in >= 64 and not conflict_free(c_in)), c_in
+        if padded:
+            assert conflict_free(k_pad + 8), c_in
+    assert [c for c in (16, 24, 40, 80, 112, 192) if mb.x_rows_padded_v8(c)] == [80, 112, 192]  # B0's expand inputs
+
+
 def test_kernel1_v8_applies_mirrors_the_launcher():
     assert "if (p.w_exp == nullptr || chunk != 48)" in SOURCE  # launch_expand_dw_v8_ks: else version 3's kernel 1
     assert mb.kernel1_v8_applies(True, 48)
@@ -158,8 +175,9 @@ def test_the_items_cover_every_chunk_image_and_band_once(batch):
     ("features.2.1", 24, 56, 3, 1, 8, (560 * 24 + 8) * 2 + 48 * 40 * 2 + 10 * 58 * 60 * 2 + 1920 + 1920 + 8),
     # features.3.1: X 14 rows x 28 = 392 pixels (400 padded to 16) x 40, U 48 x 56, E 14 x 32 x 60, taps 26 x 48
     ("features.3.1", 40, 28, 5, 1, 10, (400 * 40 + 8) * 2 + 48 * 56 * 2 + 14 * 32 * 60 * 2 + 1920 + 26 * 48 * 4 + 8),
-    # features.5.1: one band of 14 rows: X 14 x 14 (208 padded to 16) x 112, U 48 x 120, E 18 x 20 x 60
-    ("features.5.1", 112, 14, 5, 1, 14, (208 * 112 + 8) * 2 + 48 * 120 * 2 + 18 * 20 * 60 * 2 + 1920 + 26 * 48 * 4 + 8),
+    # features.5.1: one band of 14 rows: X 14 x 14 (208 padded to 16) x (112 + 8) (padded rows: 224 B would be
+    # 2-way), U 48 x 120, E 18 x 20 x 60
+    ("features.5.1", 112, 14, 5, 1, 14, 208 * 120 * 2 + 48 * 120 * 2 + 18 * 20 * 60 * 2 + 1920 + 26 * 48 * 4 + 8),
     # features.3.0 (stride 2, k = 5, 56x56 -> 28x28): 3 output rows = 9 input rows (504 pixels, 512 padded), E width
     # (28 - 1) * 2 + 5 = 59
     ("features.3.0", 24, 56, 5, 2, 3, (512 * 24 + 8) * 2 + 48 * 40 * 2 + 9 * 59 * 60 * 2 + 1920 + 26 * 48 * 4 + 8),
@@ -214,7 +232,9 @@ def emulate_kernel1_v8(x, w_exp, b_exp, w_dw, b_dw, hidden, ks, stride, rows_per
     we = (ngroups * ow_n - 1) * stride + ks
     rows_max = (rows_per_tile - 1) * stride + ks
     m_pad = -(-min(rows_max, h) * w // 16) * 16
-    x_halves = -(-(m_pad * c_in + 8) // 8) * 8
+    padded = mb.x_rows_padded_v8(c_in)
+    ldx = k_pad + 8 if padded else c_in
+    x_halves = m_pad * ldx if padded else -(-(m_pad * c_in + 8) // 8) * 8
     d = np.full((n_img, ho, wo, hidden), np.nan)
     writes = np.zeros((n_img, ho, wo, hidden), dtype=np.int64)
     partial = np.full((n_img, bands, hid_pad), np.nan)
@@ -248,7 +268,13 @@ def emulate_kernel1_v8(x, w_exp, b_exp, w_dw, b_dw, hidden, ks, stride, rows_per
             # the bulk copy: bytes and source offset multiples of 16
             nbytes, src = npix * c_in * 2, ((n * h + ih_lo) * w * c_in) * 2
             assert nbytes % 16 == 0 and src % 16 == 0 and nbytes <= x_halves * 2
-            xs[:npix * c_in] = x[n, ih_lo:ih_hi + 1].reshape(-1)
+            band_x = x[n, ih_lo:ih_hi + 1].reshape(npix, c_in)
+            if padded:  # one bulk copy per pixel, C_in halves at pitch k_pad + 8 (16-byte aligned)
+                assert (ldx * 2) % 16 == 0 and (c_in * 2) % 16 == 0
+                for q in range(npix):
+                    xs[q * ldx:q * ldx + c_in] = band_x[q]
+            else:
+                xs[:npix * c_in] = band_x.reshape(-1)
             if i > items[0]:
                 pool_store(i - 1)
             in_lo, in_hi = ih_lo - r0, ih_hi - r0
@@ -259,7 +285,7 @@ def emulate_kernel1_v8(x, w_exp, b_exp, w_dw, b_dw, hidden, ks, stride, rows_per
             u = w_exp[c0:c0 + HC]
             for mt in range((npix + 15) // 16):
                 qs = np.arange(mt * 16, mt * 16 + 16)
-                idx = qs[:, None] * c_in + np.arange(k_pad)[None, :]
+                idx = qs[:, None] * ldx + np.arange(k_pad)[None, :]
                 assert idx.max() < x_halves
                 acc = xs[idx] @ u.T
                 full = mt * 16 + 16 <= npix
@@ -328,6 +354,8 @@ def emulate_kernel1_v8(x, w_exp, b_exp, w_dw, b_dw, hidden, ks, stride, rows_per
     (1, 1, 1, 8, 48, 3, 1, 1, 1),      # one pixel
     (2, 17, 5, 112, 48, 5, 1, 5, 3),   # tall and narrow, C_in a multiple of 16
     (1, 12, 8, 16, 144, 3, 2, 6, 2),   # stride 2, one band per image, three chunks
+    (2, 7, 7, 80, 96, 3, 1, 7, 3),     # padded X rows (C_in = 80), one band per image
+    (3, 5, 6, 64, 48, 5, 2, 2, 2),     # padded X rows, stride 2, k = 5
 ])
 def test_kernel1_v8_transliterated_equals_the_direct_convolution(n, h, w, c_in, hidden, ks, stride, rows, grid):
     g = torch.Generator().manual_seed(h * 100 + w + ks)
@@ -360,8 +388,10 @@ def test_kernel1_v8_transliterated_equals_the_direct_convolution(n, h, w, c_in, 
 def test_the_kernel_text_holds_the_modelled_expressions():
     """The expressions the transliteration models, as they stand in csrc/mbconv_v8.cuh."""
     for expr in ("const int i_begin = (int)((long long)blockIdx.x * total / gridDim.x);",
-                 "const int x_halves = round_up(m_pad * p.C_in + 8, 8);",
-                 "bf::ldmatrix_x4(a, smem_addr(Xs + (mt * 16 + a_row) * p.C_in + k0 + a_k));",
+                 "return x_padded_v8(C_in) ? m_pad * (k_pad + 8) : round_up(m_pad * C_in + 8, 8);",
+                 "ldx = x_padded ? p.k_pad + 8 : p.C_in;",
+                 "bf::ldmatrix_x4(a, smem_addr(Xs + (mt * 16 + a_row) * ldx + k0 + a_k));",
+                 "bf::bulk_copy_g2s(smem_addr(Xs + q * ldx), src + (size_t)q * p.C_in, (uint32_t)(p.C_in * 2), bar);",
                  "ep[h] = Es + (e_off + row * WE + (q - row * p.W)) * LDE + (lane & 3) * 2;",
                  "if (mt * 16 + 16 <= npix)",
                  "const int valid_rows = min(R, rows - orow0), e_last = (valid_rows - 1) * S + KS - 1;",

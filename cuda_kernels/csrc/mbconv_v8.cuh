@@ -6,10 +6,11 @@
 //     * bands + band); the chunk's expand biases (halved) and depthwise taps (halved) and bias stay in
 //     registers while the chunk lasts, its U rows in shared memory (cp.async, version 3's padded layout);
 //   - X of the next item arrives by one bulk copy (a band's rows of x are one contiguous NHWC range) into a
-//     dense X buffer (row pitch C_in), issued by thread 0 right after the barrier that ends the expand, so it
-//     lands during the depthwise on an mbarrier; the k16 steps past C_in (k_pad = C_in + 8) read the next
-//     pixel's first channels times U's zero columns (products +-0); the buffer is zeroed once per CTA so that
-//     every value read is finite;
+//     dense X buffer (row pitch C_in), issued right after the barrier that ends the expand, so it lands during
+//     the depthwise on an mbarrier; the k16 steps past C_in (k_pad = C_in + 8) read the next pixel's first
+//     channels times U's zero columns (products +-0); the buffer is zeroed once per CTA so that every value
+//     read is finite. Where the dense pitch makes ldmatrix conflict (x_padded_v8: C_in = 80, 112, 192, ...),
+//     version 3's padded rows, one bulk copy per pixel from warp 0's lanes;
 //   - E's side border (the padding columns) is written once per CTA; the rows above / below the image at
 //     the top / bottom bands per item;
 //   - the expand epilogue: biases from registers, no per-store test except in a band's last m-tile;
@@ -46,8 +47,18 @@ struct V8Seg {
   static constexpr int R = KS == 3 ? 4 : 2;
 };
 
+// X's layout: dense rows (pitch C_in halves, one bulk copy per item) where ldmatrix's 8 rows at that pitch fall on
+// 8 distinct 16-byte bank groups or the pixels are short (C_in < 64: 24 and 40 are conflict-free, 16 2-way), else
+// version 3's padded rows (pitch k_pad + 8, one bulk copy per pixel: C_in = 80 / 112 / 208 2-way, 192 8-way,
+// 352 4-way at the dense pitch). cuda_kernels/mbconv.py x_rows_padded_v8 mirrors it.
+__host__ __device__ inline bool x_padded_v8(int C_in) { return C_in >= 64 && (C_in / 2) % 8 != 4; }
+__host__ __device__ inline int x_halves_v8(int m_pad, int C_in, int k_pad) {
+  return x_padded_v8(C_in) ? m_pad * (k_pad + 8) : round_up(m_pad * C_in + 8, 8);
+}
+
 // Shared memory of version 8's kernel 1 (cuda_kernels/mbconv.py kernel1_smem_bytes(version=8) mirrors it):
-// dense X [m_pad x C_in + 8 halves] (the last row's k16 tail reads 8 halves past the band), U chunk
+// X (x_halves_v8: dense [m_pad x C_in + 8 halves], the last row's k16 tail reading 8 halves past the band, or
+// padded [m_pad x (k_pad + 8)]), U chunk
 // [HC x (k_pad + 8)], E tile [e_rows x WE x LDE] (V8Dw::LDE), the pool's per-group sums [GROUPS x HC] fp32, the chunk's
 // depthwise taps and bias, halved, as float2 per channel pair [(k k + 1) x HC / 2], one mbarrier.
 __host__ __device__ inline int expand_dw_v8_smem_bytes(int H, int W, int Wo, int rows, int ks, int stride, int C_in,
@@ -58,7 +69,7 @@ __host__ __device__ inline int expand_dw_v8_smem_bytes(int H, int W, int Wo, int
   const int m_pad = round_up((e_rows < H ? e_rows : H) * W, 16);
   const int groups = kExpandThreads / (chunk / 2);
   const int lde = 60;  // V8Dw::LDE
-  return round_up(m_pad * C_in + 8, 8) * 2 + chunk * (k_pad + 8) * 2 + e_rows * we * lde * 2 +
+  return x_halves_v8(m_pad, C_in, k_pad) * 2 + chunk * (k_pad + 8) * 2 + e_rows * we * lde * 2 +
          groups * chunk * 4 + (ks * ks + 1) * chunk * 4 + 8;
 }
 
@@ -86,14 +97,21 @@ __global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel(const P
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int bands = p.row_blocks;
   const int total = p.hid_pad / HC * p.N * bands;
-  // this CTA's items: [i_begin, i_end), a contiguous share of the list (the launcher keeps gridDim.x <= total)
+  // this CTA's items: [i_begin, items_end()), a contiguous share of the list (the launcher keeps gridDim.x <= total)
   const int i_begin = (int)((long long)blockIdx.x * total / gridDim.x);
-  const int i_end = (int)((long long)(blockIdx.x + 1) * total / gridDim.x);
+  // the end of the range is recomputed where it is needed (once per item): kept in a register across the item
+  // loop, it was one of the values ptxas spilled at k = 5, stride 1
+  auto items_end = [&]() {
+    uint32_t b;
+    asm volatile("mov.u32 %0, %%ctaid.x;" : "=r"(b));
+    return (int)((long long)(b + 1) * total / gridDim.x);
+  };
   const int ngroups = (p.Wo + OW - 1) / OW;
   const int WE = (ngroups * OW - 1) * S + KS;  // E tile width: column c holds input column c - PAD
   const int rows_max = (p.rows_per_tile - 1) * S + KS;
   const int m_pad = round_up(min(rows_max, p.H) * p.W, 16);
-  const int x_halves = round_up(m_pad * p.C_in + 8, 8);
+  const bool x_padded = x_padded_v8(p.C_in);
+  const int x_halves = x_halves_v8(m_pad, p.C_in, p.k_pad), ldx = x_padded ? p.k_pad + 8 : p.C_in;
   const int ldu = p.k_pad + 8;
   __half* Xs = reinterpret_cast<__half*>(smem);
   __half* Us = Xs + x_halves;
@@ -132,17 +150,24 @@ __global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel(const P
     ih_lo = max(0, r0);
     ih_hi = min(p.H - 1, r0 + e_rows - 1);
   };
-  auto issue_x = [&](int i) {  // thread 0: the item's X band, one bulk copy
+  auto issue_x = [&](int i) {  // warp 0: the item's X band, one bulk copy (dense) or one per pixel (padded)
     const V8Item it(i, p.N, bands);
     int ih_lo, ih_hi;
     band_rows_of(it.band, ih_lo, ih_hi);
-    const uint32_t bytes = (uint32_t)((ih_hi - ih_lo + 1) * p.W * p.C_in * 2);
-    bf::mbar_arrive_expect_tx(bar, bytes);
-    bf::bulk_copy_g2s(smem_addr(Xs), p.x + ((size_t)it.n * p.H + ih_lo) * p.W * p.C_in, bytes, bar);
+    const int npix = (ih_hi - ih_lo + 1) * p.W;
+    const __half* src = p.x + ((size_t)it.n * p.H + ih_lo) * p.W * p.C_in;
+    if (lane == 0) bf::mbar_arrive_expect_tx(bar, (uint32_t)(npix * p.C_in * 2));
+    if (!x_padded) {
+      if (lane == 0) bf::bulk_copy_g2s(smem_addr(Xs), src, (uint32_t)(npix * p.C_in * 2), bar);
+      return;
+    }
+    __syncwarp();  // the expected bytes before the first completes
+    for (int q = lane; q < npix; q += 32)
+      bf::bulk_copy_g2s(smem_addr(Xs + q * ldx), src + (size_t)q * p.C_in, (uint32_t)(p.C_in * 2), bar);
   };
-  const int kch = p.k_pad / 8;
-  const float inv_kch = 1.f / kch;
   auto issue_u = [&](int c0) {  // every thread: the chunk's U rows (version 3's padded layout), one commit group
+    const int kch = p.k_pad / 8;
+    const float inv_kch = 1.f / kch;
     const __half* usrc = p.w_exp + (size_t)c0 * p.k_pad;
     for (int i = tid; i < HC * kch; i += kExpandThreads) {
       const int r = div_small(i, inv_kch), c = i - r * kch;
@@ -161,25 +186,19 @@ __global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel(const P
     }
   };
 
-  if (i_begin >= i_end) return;
-  if (tid == 0) issue_x(i_begin);
+  if (i_begin >= items_end()) return;
+  if (warp == 0) issue_x(i_begin);
   issue_u(V8Item(i_begin, p.N, bands).chunk * HC);
 
   const int pair = tid % PAIRS, group = tid / PAIRS;
-  const int a_row = lane & 15, a_k = (lane >> 4) * 8;
-  const int b_row = (lane & 7) + ((lane >> 4) << 3), b_k = ((lane >> 3) & 1) * 8;
-  const float inv_w = 1.f / p.W;
-  // The item's expand biases of this lane's columns, halved, in registers for the expand (loaded once per item,
-  // not per m-tile: live across the whole loop with the depthwise's taps, k = 5 spilled); the chunk's depthwise
-  // taps and bias, halved (version 3's values), in wdw (written after barrier A of the chunk's first item).
-  int cur_chunk = -1;
-  bool new_chunk = false;
+  // The chunk's depthwise taps and bias, halved (version 3's values), live in wdw (written after barrier A of the
+  // chunk's first item); the expand's biases are loaded once per item (below).
   uint32_t phase = 0;
-  for (int i = i_begin; i < i_end; ++i) {
+  for (int i = i_begin;; ++i) {
+    const bool last = i + 1 == items_end();
     const V8Item it(i, p.N, bands);
     const int c0 = it.chunk * HC;
-    new_chunk = it.chunk != cur_chunk;
-    cur_chunk = it.chunk;
+    const bool new_chunk = i == i_begin || (it.n == 0 && it.band == 0);  // chunk-major: a chunk starts at (0, 0)
     const int oh0 = it.band * p.rows_per_tile;
     const int oh1 = min(oh0 + p.rows_per_tile, p.Ho);
     const int r0 = oh0 * S - PAD;
@@ -212,12 +231,17 @@ __global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel(const P
 
     // The expand: E = SiLU(X U^T + a) (version 3's fragments and rounding; X rows at pitch C_in)
     {
+      // this lane's expand biases, halved, once per item (version 3 loaded them per m-tile; held across the whole
+      // item loop, with the depthwise's taps, k = 5 spilled)
       float hbias[NT][2];
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
         for (int u = 0; u < 2; ++u) hbias[nt][u] = 0.5f * __ldg(p.b_exp + c0 + nt * 8 + (lane & 3) * 2 + u);
       const int e_off = (ih_lo - r0) * WE + PAD;  // E position of the band's first image pixel
+      const float inv_w = 1.f / p.W;
+      const int a_row = lane & 15, a_k = (lane >> 4) * 8;
+      const int b_row = (lane & 7) + ((lane >> 4) << 3), b_k = ((lane >> 3) & 1) * 8;
       const int mtiles = (npix + 15) / 16;
       for (int mt = warp; mt < mtiles; mt += kExpandThreads / 32) {
         float acc[NT][4];
@@ -225,9 +249,10 @@ __global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel(const P
         for (int a = 0; a < NT; ++a)
 #pragma unroll
           for (int b = 0; b < 4; ++b) acc[a][b] = 0.f;
+#pragma unroll 1  // unrolled, its fragment loads in flight took the registers the depthwise needs (k = 5 spilled)
         for (int k0 = 0; k0 < p.k_pad; k0 += 16) {
           uint32_t a[4];
-          bf::ldmatrix_x4(a, smem_addr(Xs + (mt * 16 + a_row) * p.C_in + k0 + a_k));
+          bf::ldmatrix_x4(a, smem_addr(Xs + (mt * 16 + a_row) * ldx + k0 + a_k));
 #pragma unroll
           for (int np = 0; np < NP; ++np) {
             uint32_t b[4];
@@ -262,8 +287,8 @@ __global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel(const P
       }
     }
     __syncthreads();  // barrier B: E complete; X and U dead; the previous item's red read
-    if (i + 1 < i_end) {  // the next item's X (and U, for a new chunk) land during the depthwise
-      if (tid == 0) issue_x(i + 1);
+    if (!last) {  // the next item's X (and U, for a new chunk) land during the depthwise
+      if (warp == 0) issue_x(i + 1);
       const int next_chunk = V8Item(i + 1, p.N, bands).chunk;
       if (next_chunk != it.chunk) issue_u(next_chunk * HC);
     }
@@ -302,7 +327,8 @@ __global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel(const P
         const int valid_rows = min(R, rows - orow0), e_last = (valid_rows - 1) * S + KS - 1;
         const int valid = min(OW, p.Wo - ow0);
         const __half* ebase = Es + (orow0 * S * WE + ow0 * S) * LDE + 2 * pair;
-        __half* dp0 = p.d + ((size_t)(it.n * p.Ho + oh0 + orow0) * p.Wo + ow0) * p.hidden + ch;
+        // D's element offset (< 2^31: the binding checks N Ho Wo hid_pad), widened at each store
+        const int d0 = ((it.n * p.Ho + oh0 + orow0) * p.Wo + ow0) * p.hidden + ch;
         float acc0[R][OW], acc1[R][OW];
 #pragma unroll
         for (int er = 0; er < SEG_E; ++er) {
@@ -328,13 +354,13 @@ __global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel(const P
                 acc1[o][u] = fmaf(e[u * S + dx].y, w1[dy * KS + dx], acc1[o][u]);
               }
             if (dy == KS - 1 && o < valid_rows) {  // output row o is complete
-              __half* dp = dp0 + (size_t)o * p.Wo * p.hidden;
+              int dofs = d0 + o * p.Wo * p.hidden;
 #pragma unroll
               for (int u = 0; u < OW; ++u) {
                 if (valid < OW && u >= valid) break;
                 const float s0 = silu_of_half(acc0[o][u]), s1 = silu_of_half(acc1[o][u]);
-                if (store) *reinterpret_cast<__half2*>(dp) = __floats2half2_rn(s0, s1);
-                dp += p.hidden;
+                if (store) *reinterpret_cast<__half2*>(p.d + dofs) = __floats2half2_rn(s0, s1);
+                dofs += p.hidden;
                 sum0 += s0;
                 sum1 += s1;
               }
@@ -344,9 +370,12 @@ __global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel(const P
       }
       *reinterpret_cast<float2*>(red + group * HC + 2 * pair) = make_float2(sum0, sum1);
     }
+    if (last) {
+      __syncthreads();
+      pool_store(i);
+      break;
+    }
   }
-  __syncthreads();
-  pool_store(i_end - 1);
 }
 
 // Persistent: as many CTAs as fit on the device (two per SM at <= 113 KB), at most one per item.
