@@ -51,6 +51,23 @@ struct DwTile {
   static constexpr int OW = S == 1 ? 4 : 2;  // outputs per thread along a row
 };
 
+// One k16 step of the expand GEMM over a 16-pixel m-tile (kernel 1 versions 2, 3, 5, 7 and 8): A = X rows m0 ..
+// m0 + 15 (pitch ldx halves) at column k0, B = the HC rows of U (pitch ldu) at k0, accumulated into acc; (a_row, a_k)
+// and (b_row, b_k) are the lane's ldmatrix row and column offsets.
+template <int HC>
+__device__ __forceinline__ void expand_k16(float (&acc)[HC / 8][4], const __half* Xs, int ldx, const __half* Us, int ldu,
+                                           int m0, int k0, int a_row, int a_k, int b_row, int b_k) {
+  uint32_t a[4];
+  bf::ldmatrix_x4(a, bf::smem_addr(Xs + (m0 + a_row) * ldx + k0 + a_k));
+#pragma unroll
+  for (int np = 0; np < HC / 16; ++np) {
+    uint32_t b[4];
+    bf::ldmatrix_x4(b, bf::smem_addr(Us + (np * 16 + b_row) * ldu + k0 + b_k));
+    bf::mma_m16n8k16(acc[2 * np], a, b[0], b[1]);
+    bf::mma_m16n8k16(acc[2 * np + 1], a, b[2], b[3]);
+  }
+}
+
 // Shared memory of version 2's kernel 1: X band [m_pad x (k_pad + 8)] and U chunk (expand only),
 // E tile [e_rows x WE x (HC + 8)], channel sums [HC]. cuda_kernels/mbconv.py mirrors it.
 __host__ __device__ inline int expand_dw_v2_smem_bytes(int H, int W, int Wo, int rows, int ks, int stride, int k_pad,
@@ -391,7 +408,7 @@ __global__ void __launch_bounds__(kExpandThreads, TC ? 2 : (V3 && KS == 5) ? 3 :
     bf::cp_async_wait<0>();
     __syncthreads();
 
-    constexpr int NT = HC / 8, NP = HC / 16;
+    constexpr int NT = HC / 8;
     const int lane = tid & 31, warp = tid >> 5;
     const int a_row = lane & 15, a_k = (lane >> 4) * 8;
     const int b_row = (lane & 7) + ((lane >> 4) << 3), b_k = ((lane >> 3) & 1) * 8;
@@ -409,17 +426,7 @@ __global__ void __launch_bounds__(kExpandThreads, TC ? 2 : (V3 && KS == 5) ? 3 :
       for (int i = 0; i < NT; ++i)
 #pragma unroll
         for (int j = 0; j < 4; ++j) acc[i][j] = 0.f;
-      for (int k0 = 0; k0 < p.k_pad; k0 += 16) {
-        uint32_t a[4];
-        bf::ldmatrix_x4(a, smem_addr(Xs + (mt * 16 + a_row) * ldx + k0 + a_k));
-#pragma unroll
-        for (int np = 0; np < NP; ++np) {
-          uint32_t b[4];
-          bf::ldmatrix_x4(b, smem_addr(Us + (np * 16 + b_row) * ldx + k0 + b_k));
-          bf::mma_m16n8k16(acc[2 * np], a, b[0], b[1]);
-          bf::mma_m16n8k16(acc[2 * np + 1], a, b[2], b[3]);
-        }
-      }
+      for (int k0 = 0; k0 < p.k_pad; k0 += 16) expand_k16<HC>(acc, Xs, ldx, Us, ldx, mt * 16, k0, a_row, a_k, b_row, b_k);
       int epos[2];
       bool ok[2];
 #pragma unroll

@@ -92,7 +92,7 @@ __global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel(const P
   extern __shared__ __align__(16) uint8_t smem[];
   constexpr int LDE = V8Dw<HC>::LDE, PAD = KS / 2, OW = DwTile<S>::OW, IN = (OW - 1) * S + KS, ECH = HC / 4;
   constexpr int R = V8Seg<KS>::R, SEG_E = (R - 1) * S + KS;  // a segment's output rows, its E rows
-  constexpr int NT = HC / 8, NP = HC / 16, KK = KS * KS;
+  constexpr int NT = HC / 8, KK = KS * KS;
   constexpr int PAIRS = V8Dw<HC>::PAIRS, GROUPS = V8Dw<HC>::GROUPS;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int bands = p.row_blocks;
@@ -250,17 +250,7 @@ __global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel(const P
 #pragma unroll
           for (int b = 0; b < 4; ++b) acc[a][b] = 0.f;
 #pragma unroll 1  // unrolled, its fragment loads in flight took the registers the depthwise needs (k = 5 spilled)
-        for (int k0 = 0; k0 < p.k_pad; k0 += 16) {
-          uint32_t a[4];
-          bf::ldmatrix_x4(a, smem_addr(Xs + (mt * 16 + a_row) * ldx + k0 + a_k));
-#pragma unroll
-          for (int np = 0; np < NP; ++np) {
-            uint32_t b[4];
-            bf::ldmatrix_x4(b, smem_addr(Us + (np * 16 + b_row) * ldu + k0 + b_k));
-            bf::mma_m16n8k16(acc[2 * np], a, b[0], b[1]);
-            bf::mma_m16n8k16(acc[2 * np + 1], a, b[2], b[3]);
-          }
-        }
+        for (int k0 = 0; k0 < p.k_pad; k0 += 16) expand_k16<HC>(acc, Xs, ldx, Us, ldu, mt * 16, k0, a_row, a_k, b_row, b_k);
         __half* ep[2];
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
