@@ -390,7 +390,7 @@ def test_the_kernel_text_holds_the_modelled_expressions():
     for expr in ("const int i_begin = (int)((long long)blockIdx.x * total / gridDim.x);",
                  "return x_padded_v8(C_in) ? m_pad * (k_pad + 8) : round_up(m_pad * C_in + 8, 8);",
                  "ldx = x_padded ? p.k_pad + 8 : p.C_in;",
-                 "bf::ldmatrix_x4(a, smem_addr(Xs + (mt * 16 + a_row) * ldx + k0 + a_k));",
+                 "expand_k16<HC>(acc, Xs, ldx, Us, ldu, mt * 16, k0, a_row, a_k, b_row, b_k);",
                  "bf::bulk_copy_g2s(smem_addr(Xs + q * ldx), src + (size_t)q * p.C_in, (uint32_t)(p.C_in * 2), bar);",
                  "ep[h] = Es + (e_off + row * WE + (q - row * p.W)) * LDE + (lane & 3) * 2;",
                  "if (mt * 16 + 16 <= npix)",
@@ -400,6 +400,8 @@ def test_the_kernel_text_holds_the_modelled_expressions():
                  "for (int g = 0; g < GROUPS; ++g) s += red[g * HC + tid];",
                  "const int dq = GROUPS / ngroups, dr = GROUPS - dq * ngroups;"):
         assert expr in SOURCE, expr
+    v2 = (CSRC / "mbconv_v2.cuh").read_text()  # expand_k16: A rows m0 + a_row at pitch ldx, column k0 + a_k
+    assert "bf::ldmatrix_x4(a, bf::smem_addr(Xs + (m0 + a_row) * ldx + k0 + a_k));" in v2
     assert "atomicAdd" not in SOURCE.split("expand_dw_v8_kernel(const Params p)")[1]
     # barrier A, barrier B per item, one after the loop; the mbarrier once per CTA
     body = SOURCE.split("expand_dw_v8_kernel(const Params p)")[1].split("cudaError_t launch_expand_dw_v8")[0]
