@@ -205,6 +205,83 @@ def test_shared_memory_of_every_v8_block_fits_two_ctas_and_falls_back_like_versi
         mb.kernel1_smem_bytes(4, 14, 14, 3, 1, 32, 48, True, 8)
 
 
+def _nvcc():
+    import shutil
+
+    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH") or "/usr/local/cuda"
+    candidate = os.path.join(home, "bin", "nvcc")
+    return candidate if os.path.exists(candidate) else shutil.which("nvcc")
+
+
+def _torch_includes() -> list[str]:
+    from torch.utils import cpp_extension
+
+    return [f"-I{p}" for p in cpp_extension.include_paths()]
+
+
+def test_kernel1_v8_smem_in_cuda_equals_the_python_mirror(tmp_path):
+    """csrc/mbconv_v8.cuh expand_dw_v8_smem_bytes (compiled for the host and run, no GPU) against
+    mb.kernel1_smem_bytes(version=8) at every B0 / B2 version-8 block and a few others."""
+    nvcc = _nvcc()
+    if nvcc is None:
+        pytest.skip("nvcc not found (set CUDA_HOME)")
+    cases = set()
+    for name, path, c, h, w, hidden, ks, stride, expand in _b0_b2_blocks():
+        if expand:
+            k_pad = -(-c // 16) * 16
+            cases.add((h, w, ks, stride, c, k_pad, mb.band_rows(h, w, ks, stride, k_pad, HC, True, 8, c)))
+    cases |= {(13, 9, 5, 2, 40, 48, 3), (7, 7, 3, 1, 80, 80, 7), (1, 1, 3, 1, 8, 16, 1), (20, 20, 5, 1, 64, 64, 2)}
+    cases = sorted(cases)
+    rows = "\n".join(f"  {{{h}, {w}, {ks}, {st}, {c}, {kp}, {r}}}," for h, w, ks, st, c, kp, r in cases)
+    (tmp_path / "smem.cu").write_text(f"""#include <cstdio>
+#include "mbconv_v8.cuh"
+int main() {{
+  const int cases[][7] = {{
+{rows}
+  }};
+  for (const auto& c : cases) {{
+    const int wo = (c[1] - 1) / c[3] + 1;
+    std::printf("%d %d\\n", mb::expand_dw_v8_smem_bytes(c[0], c[1], wo, c[6], c[2], c[3], c[4], c[5], 48),
+                mb::x_padded_v8(c[4]) ? 1 : 0);
+  }}
+  return 0;
+}}
+""")
+    exe = tmp_path / "smem"
+    cmd = [nvcc, "-std=c++17", "-O1", "-DBF_SM90A", f"-I{CSRC}", *_torch_includes(), str(tmp_path / "smem.cu"),
+           "-o", str(exe)]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    got = [tuple(map(int, line.split())) for line in subprocess.run([str(exe)], capture_output=True, text=True,
+                                                                     check=True).stdout.split("\n") if line]
+    want = [(mb.kernel1_smem_bytes(r, h, w, ks, st, kp, HC, True, 8, c), int(mb.x_rows_padded_v8(c)))
+            for h, w, ks, st, c, kp, r in cases]
+    assert got == want
+
+
+def test_kernel1_v8_compiles_without_spills(tmp_path):
+    """ptxas alone, no GPU: the four version-8 kernels fit two CTAs' 128 registers without spilling."""
+    nvcc = _nvcc()
+    if nvcc is None:
+        pytest.skip("nvcc not found (set CUDA_HOME)")
+    report = ""
+    for k in (3, 5):
+        cmd = [nvcc, "-std=c++17", "-O3", "-gencode=arch=compute_90a,code=sm_90a", "-DBF_SM90A", "-Xptxas=-v",
+               f"-I{CSRC}", *_torch_includes(), "-cubin", str(CSRC / f"mbconv_v8_k{k}.cu"),
+               "-o", str(tmp_path / f"k{k}.cubin")]
+        result = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        assert result.returncode == 0, result.stderr[-3000:]
+        report += result.stdout + result.stderr
+    lines = report.splitlines()
+    entries = [i for i, line in enumerate(lines) if "Compiling entry function" in line and "expand_dw_v8_kernel" in line]
+    assert len(entries) == 4, report
+    for i in entries:
+        spill = next(line for line in lines[i:] if "spill stores" in line)
+        used = next(line for line in lines[i:] if "Used" in line and "registers" in line)
+        assert spill.split()[0] == "0" and " 0 bytes spill stores, 0 bytes spill loads" in spill, (lines[i], spill)
+        assert int(re.search(r"Used (\d+) registers", used).group(1)) <= 128, used
+
+
 # ---- kernel 1, transliterated ----
 
 def _div_small(q: int, d: int) -> int:
