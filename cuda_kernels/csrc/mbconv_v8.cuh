@@ -10,7 +10,7 @@
 //     the depthwise on an mbarrier; the k16 steps past C_in (k_pad = C_in + 8) read the next pixel's first
 //     channels times U's zero columns (products +-0); the buffer is zeroed once per CTA so that every value
 //     read is finite. Where the dense pitch makes ldmatrix conflict (x_padded_v8: C_in = 80, 112, 192, ...),
-//     version 3's padded rows, one bulk copy per pixel from warp 0's lanes;
+//     version 3's padded rows, one bulk copy per pixel spread over the CTA's threads;
 //   - E's side border (the padding columns) is written once per CTA; the rows above / below the image at
 //     the top / bottom bands per item;
 //   - the expand epilogue: biases from registers, no per-store test except in a band's last m-tile;
@@ -150,20 +150,23 @@ __global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel(const P
     ih_lo = max(0, r0);
     ih_hi = min(p.H - 1, r0 + e_rows - 1);
   };
-  auto issue_x = [&](int i) {  // warp 0: the item's X band, one bulk copy (dense) or one per pixel (padded)
+  // Every thread: the item's X band, one bulk copy by thread 0 (dense rows) or one per pixel, pixel q by thread
+  // q mod 256 (padded rows: a warp's per-lane copies are issued one lane at a time, so they are spread over the
+  // warps). Thread 0 arrives with the expected bytes; a copy completing before that leaves the transaction count
+  // negative, which the mbarrier allows, and the phase cannot complete before the arrival.
+  auto issue_x = [&](int i) {
     const V8Item it(i, p.N, bands);
     int ih_lo, ih_hi;
     band_rows_of(it.band, ih_lo, ih_hi);
     const int npix = (ih_hi - ih_lo + 1) * p.W;
     const __half* src = p.x + ((size_t)it.n * p.H + ih_lo) * p.W * p.C_in;
-    if (lane == 0) bf::mbar_arrive_expect_tx(bar, (uint32_t)(npix * p.C_in * 2));
-    if (!x_padded) {
-      if (lane == 0) bf::bulk_copy_g2s(smem_addr(Xs), src, (uint32_t)(npix * p.C_in * 2), bar);
-      return;
+    if (tid == 0) {
+      bf::mbar_arrive_expect_tx(bar, (uint32_t)(npix * p.C_in * 2));
+      if (!x_padded) bf::bulk_copy_g2s(smem_addr(Xs), src, (uint32_t)(npix * p.C_in * 2), bar);
     }
-    __syncwarp();  // the expected bytes before the first completes
-    for (int q = lane; q < npix; q += 32)
-      bf::bulk_copy_g2s(smem_addr(Xs + q * ldx), src + (size_t)q * p.C_in, (uint32_t)(p.C_in * 2), bar);
+    if (x_padded)
+      for (int q = tid; q < npix; q += kExpandThreads)
+        bf::bulk_copy_g2s(smem_addr(Xs + q * ldx), src + (size_t)q * p.C_in, (uint32_t)(p.C_in * 2), bar);
   };
   auto issue_u = [&](int c0) {  // every thread: the chunk's U rows (version 3's padded layout), one commit group
     const int kch = p.k_pad / 8;
@@ -187,7 +190,7 @@ __global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel(const P
   };
 
   if (i_begin >= items_end()) return;
-  if (warp == 0) issue_x(i_begin);
+  issue_x(i_begin);
   issue_u(V8Item(i_begin, p.N, bands).chunk * HC);
 
   const int pair = tid % PAIRS, group = tid / PAIRS;
@@ -278,7 +281,7 @@ __global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel(const P
     }
     __syncthreads();  // barrier B: E complete; X and U dead; the previous item's red read
     if (!last) {  // the next item's X (and U, for a new chunk) land during the depthwise
-      if (warp == 0) issue_x(i + 1);
+      issue_x(i + 1);
       const int next_chunk = V8Item(i + 1, p.N, bands).chunk;
       if (next_chunk != it.chunk) issue_u(next_chunk * HC);
     }
