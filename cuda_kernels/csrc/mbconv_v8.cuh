@@ -252,7 +252,8 @@ __global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel(const P
         for (int a = 0; a < NT; ++a)
 #pragma unroll
           for (int b = 0; b < 4; ++b) acc[a][b] = 0.f;
-#pragma unroll 1  // unrolled, its fragment loads in flight took the registers the depthwise needs (k = 5 spilled)
+        // k = 5: not unrolled (unrolled, its fragment loads in flight took the registers the depthwise needs: spills)
+#pragma unroll (KS == 3 ? 2 : 1)
         for (int k0 = 0; k0 < p.k_pad; k0 += 16) expand_k16<HC>(acc, Xs, ldx, Us, ldu, mt * 16, k0, a_row, a_k, b_row, b_k);
         __half* ep[2];
 #pragma unroll
