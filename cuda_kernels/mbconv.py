@@ -81,6 +81,19 @@ def x_rows_padded_v8(c_in: int) -> bool:
     return c_in >= 64 and (c_in // 2) % 8 != 4
 
 
+V8_HALO_MAX = 12  # csrc/mbconv_v8.cuh kV8HaloMax: 8-byte pieces of E's halo rows per thread
+
+
+def kernel1_v8_halo(width: int, kernel_size: int, stride: int, chunk: int = 48) -> bool:
+    """Whether version 8 keeps E's halo rows between consecutive bands (csrc/mbconv_v8.cuh halo_v8): not at k = 5,
+    stride 1 (the rows held in registers across a barrier made ptxas spill there), elsewhere where the k - s rows of
+    E (WE pixels of chunk / 4 8-byte pieces) fit 256 threads x V8_HALO_MAX pieces."""
+    per_thread = 4 if stride == 1 else 2
+    e_width = (_round_up(output_size(width, stride), per_thread) - 1) * stride + kernel_size
+    return not (kernel_size == 5 and stride == 1) and \
+        (kernel_size - stride) * e_width * (chunk // 4) <= 256 * V8_HALO_MAX
+
+
 def kernel1_smem_bytes(rows: int, height: int, width: int, kernel_size: int, stride: int, k_pad: int, chunk: int,
                        expand: bool, version: int = DEFAULT_VERSION, c_in: int | None = None) -> int:
     """Shared memory of kernel 1 for bands of `rows` output rows (mirrors csrc/mbconv.cuh

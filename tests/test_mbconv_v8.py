@@ -86,6 +86,13 @@ def test_x_layout_mirrors_the_kernel():
     assert [c for c in (16, 24, 40, 80, 112, 192) if mb.x_rows_padded_v8(c)] == [80, 112, 192]  # B0's expand inputs
 
 
+def test_the_halo_is_kept_at_every_b0_b2_block_but_k5_stride_1():
+    for name, path, c, h, w, hidden, ks, stride, expand in _b0_b2_blocks():
+        if expand:
+            assert mb.kernel1_v8_halo(w, ks, stride) == (not (ks == 5 and stride == 1)), (name, path)
+    assert "constexpr int kV8HaloMax = 12;" in SOURCE and mb.V8_HALO_MAX == 12
+
+
 def test_kernel1_v8_applies_mirrors_the_launcher():
     assert "if (p.w_exp == nullptr || chunk != 48)" in SOURCE  # launch_expand_dw_v8_ks: else version 3's kernel 1
     assert mb.kernel1_v8_applies(True, 48)
@@ -230,7 +237,8 @@ def test_kernel1_v8_smem_in_cuda_equals_the_python_mirror(tmp_path):
         if expand:
             k_pad = -(-c // 16) * 16
             cases.add((h, w, ks, stride, c, k_pad, mb.band_rows(h, w, ks, stride, k_pad, HC, True, 8, c)))
-    cases |= {(13, 9, 5, 2, 40, 48, 3), (7, 7, 3, 1, 80, 80, 7), (1, 1, 3, 1, 8, 16, 1), (20, 20, 5, 1, 64, 64, 2)}
+    cases |= {(13, 9, 5, 2, 40, 48, 3), (7, 7, 3, 1, 80, 80, 7), (1, 1, 3, 1, 8, 16, 1), (20, 20, 5, 1, 64, 64, 2),
+              (200, 200, 5, 2, 24, 32, 1), (300, 300, 3, 1, 24, 32, 1)}  # too wide for the halo
     cases = sorted(cases)
     rows = "\n".join(f"  {{{h}, {w}, {ks}, {st}, {c}, {kp}, {r}}}," for h, w, ks, st, c, kp, r in cases)
     (tmp_path / "smem.cu").write_text(f"""#include <cstdio>
@@ -240,9 +248,10 @@ int main() {{
 {rows}
   }};
   for (const auto& c : cases) {{
-    const int wo = (c[1] - 1) / c[3] + 1;
-    std::printf("%d %d\\n", mb::expand_dw_v8_smem_bytes(c[0], c[1], wo, c[6], c[2], c[3], c[4], c[5], 48),
-                mb::x_padded_v8(c[4]) ? 1 : 0);
+    const int wo = (c[1] - 1) / c[3] + 1, ow = c[3] == 1 ? 4 : 2;
+    const int we = ((wo + ow - 1) / ow * ow - 1) * c[3] + c[2];
+    std::printf("%d %d %d\\n", mb::expand_dw_v8_smem_bytes(c[0], c[1], wo, c[6], c[2], c[3], c[4], c[5], 48),
+                mb::x_padded_v8(c[4]) ? 1 : 0, mb::halo_v8(we, c[2], c[3], 48) ? 1 : 0);
   }}
   return 0;
 }}
@@ -254,8 +263,8 @@ int main() {{
     assert result.returncode == 0, result.stderr[-3000:]
     got = [tuple(map(int, line.split())) for line in subprocess.run([str(exe)], capture_output=True, text=True,
                                                                      check=True).stdout.split("\n") if line]
-    want = [(mb.kernel1_smem_bytes(r, h, w, ks, st, kp, HC, True, 8, c), int(mb.x_rows_padded_v8(c)))
-            for h, w, ks, st, c, kp, r in cases]
+    want = [(mb.kernel1_smem_bytes(r, h, w, ks, st, kp, HC, True, 8, c), int(mb.x_rows_padded_v8(c)),
+             int(mb.kernel1_v8_halo(w, ks, st, HC))) for h, w, ks, st, c, kp, r in cases]
     assert got == want
 
 
@@ -316,6 +325,8 @@ def emulate_kernel1_v8(x, w_exp, b_exp, w_dw, b_dw, hidden, ks, stride, rows_per
     writes = np.zeros((n_img, ho, wo, hidden), dtype=np.int64)
     partial = np.full((n_img, bands, hid_pad), np.nan)
     assert grid <= total
+    kh = ks - stride
+    halo = mb.kernel1_v8_halo(w, ks, stride, HC)
     for b in range(grid):
         xs = np.zeros(x_halves)  # zeroed once per CTA
         es = np.full((rows_max * we, HC), np.nan)  # E: stale (NaN) until written
@@ -341,24 +352,30 @@ def emulate_kernel1_v8(x, w_exp, b_exp, w_dw, b_dw, hidden, ks, stride, rows_per
             r0 = oh0 * stride - pad
             e_rows = (oh1 - oh0 - 1) * stride + ks
             ih_lo, ih_hi = max(0, r0), min(h - 1, r0 + e_rows - 1)
-            npix = (ih_hi - ih_lo + 1) * w
+            cont = halo and i > items[0] and band > 0  # the previous item: band - 1 of this (chunk, image)
+            if cont:
+                assert decode(i - 1, n_img, bands) == (chunk, n, band - 1) and r0 + kh - 1 <= h - 1 + pad
+            ih_first = r0 + kh if cont else ih_lo
+            npix = max(0, ih_hi - ih_first + 1) * w
             # the bulk copy: bytes and source offset multiples of 16
-            nbytes, src = npix * c_in * 2, ((n * h + ih_lo) * w * c_in) * 2
+            nbytes, src = npix * c_in * 2, ((n * h + ih_first) * w * c_in) * 2
             assert nbytes % 16 == 0 and src % 16 == 0 and nbytes <= x_halves * 2
-            band_x = x[n, ih_lo:ih_hi + 1].reshape(npix, c_in)
+            band_x = x[n, ih_first:ih_hi + 1].reshape(npix, c_in)
             if padded:  # one bulk copy per pixel, C_in halves at pitch k_pad + 8 (16-byte aligned)
                 assert (ldx * 2) % 16 == 0 and (c_in * 2) % 16 == 0
                 for q in range(npix):
                     xs[q * ldx:q * ldx + c_in] = band_x[q]
             else:
                 xs[:npix * c_in] = band_x.reshape(-1)
+            if cont:  # the previous (full) band's last kh E rows become this band's first
+                es[:kh * we] = es[(rows_max - kh) * we:rows_max * we].copy()
             if i > items[0]:
                 pool_store(i - 1)
             in_lo, in_hi = ih_lo - r0, ih_hi - r0
             es[:in_lo * we] = 0.0
             es[(in_hi + 1) * we:e_rows * we] = 0.0
             # the expand
-            e_off = (ih_lo - r0) * we + pad
+            e_off = (ih_first - r0) * we + pad
             u = w_exp[c0:c0 + HC]
             for mt in range((npix + 15) // 16):
                 qs = np.arange(mt * 16, mt * 16 + 16)
@@ -433,6 +450,10 @@ def emulate_kernel1_v8(x, w_exp, b_exp, w_dw, b_dw, hidden, ks, stride, rows_per
     (1, 12, 8, 16, 144, 3, 2, 6, 2),   # stride 2, one band per image, three chunks
     (2, 7, 7, 80, 96, 3, 1, 7, 3),     # padded X rows (C_in = 80), one band per image
     (3, 5, 6, 64, 48, 5, 2, 2, 2),     # padded X rows, stride 2, k = 5
+    (2, 16, 9, 24, 48, 3, 1, 2, 2),    # the halo over 8 bands of 2 rows (k = 3)
+    (2, 15, 7, 24, 96, 3, 2, 1, 3),    # the halo at stride 2, one row per band, an odd height
+    (2, 13, 10, 16, 48, 5, 2, 2, 2),   # the halo at k = 5, stride 2 (3 rows kept), bands below the image's end
+    (1, 14, 6, 16, 48, 5, 1, 13, 1),   # k = 5, stride 1 (no halo): a one-row last band
 ])
 def test_kernel1_v8_transliterated_equals_the_direct_convolution(n, h, w, c_in, hidden, ks, stride, rows, grid):
     g = torch.Generator().manual_seed(h * 100 + w + ks)
@@ -475,7 +496,14 @@ def test_the_kernel_text_holds_the_modelled_expressions():
                  "const __half* erow = ebase + min(er, e_last) * WE * LDE;",
                  "if (dy == KS - 1 && o < valid_rows) {",
                  "for (int g = 0; g < GROUPS; ++g) s += red[g * HC + tid];",
-                 "const int dq = GROUPS / ngroups, dr = GROUPS - dq * ngroups;"):
+                 "const int dq = GROUPS / ngroups, dr = GROUPS - dq * ngroups;",
+                 "const bool cont = halo && i > i_begin && it.band > 0;",
+                 "ih_first = cont ? band * p.rows_per_tile * S - PAD + KH : ih_lo;",
+                 "const int npix = max(0, ih_hi - ih_first + 1) * p.W;",
+                 "Es + ((rows_max - KH) * WE + pix) * LDE + (j - pix * ECH) * 4);",
+                 "if (j < hcount) *reinterpret_cast<uint2*>(Es + pix * LDE + (j - pix * ECH) * 4) = hv[k];",
+                 "const int e_off = (ih_first - r0) * WE + PAD;",
+                 "issue_x(i + 1, halo && nx.band > 0);"):
         assert expr in SOURCE, expr
     v2 = (CSRC / "mbconv_v2.cuh").read_text()  # expand_k16: A rows m0 + a_row at pitch ldx, column k0 + a_k
     assert "bf::ldmatrix_x4(a, bf::smem_addr(Xs + (m0 + a_row) * ldx + k0 + a_k));" in v2

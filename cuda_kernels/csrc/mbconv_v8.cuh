@@ -19,7 +19,8 @@
 //     with E's pixel pitch 60 halves (conflict-free half2 loads across a warp's two groups);
 //   - the pool without atomics: each depthwise group writes its HC sums to red[group][HC]; HC threads add
 //     them in group order during the next item's expand (and after the last item).
-// Not built (NOTES): E's halo rows kept between bands (each band expands all its rows, as in version 3).
+//   - E's halo rows kept between consecutive bands of one (chunk, image) (halo_v8: not at k = 5, stride 1): the
+//     next band's X copy and expand cover only the input rows under them.
 // Each output's taps are added in version 3's order from its bias, E and D round where version 3's do, so D is
 // version 3's bit for bit; the pool's per-thread sums and their sum over groups are in another order than
 // version 3's (its atomics), so the SE scale and the block's output match version 3 closely, not bitwise.
@@ -46,6 +47,16 @@ template <int KS>
 struct V8Seg {
   static constexpr int R = KS == 3 ? 4 : 2;
 };
+
+// E's halo rows kept between consecutive bands of one (chunk, image) in a CTA (item 2): the k - s input rows under
+// a band are the top rows of the next; each thread carries at most kV8HaloMax 8-byte pieces of them across the
+// barrier that frees E. halo_v8: whether a launch keeps them (mbconv.py kernel1_v8_halo mirrors it): not at k = 5,
+// stride 1, where the pieces held across the barrier made ptxas spill (16-84 bytes for 6-12 pieces); elsewhere
+// where the pieces fit (every B0 / B2 block with k = 3 or stride 2).
+constexpr int kV8HaloMax = 12;
+__host__ __device__ inline bool halo_v8(int WE, int ks, int stride, int chunk) {
+  return !(ks == 5 && stride == 1) && (ks - stride) * WE * (chunk / 4) <= kExpandThreads * kV8HaloMax;
+}
 
 // X's layout: dense rows (pitch C_in halves, one bulk copy per item) where ldmatrix's 8 rows at that pitch fall on
 // 8 distinct 16-byte bank groups or the pixels are short (C_in < 64: 24 and 40 are conflict-free, 16 2-way), else
@@ -92,6 +103,8 @@ __global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel(const P
   extern __shared__ __align__(16) uint8_t smem[];
   constexpr int LDE = V8Dw<HC>::LDE, PAD = KS / 2, OW = DwTile<S>::OW, IN = (OW - 1) * S + KS, ECH = HC / 4;
   constexpr int R = V8Seg<KS>::R, SEG_E = (R - 1) * S + KS;  // a segment's output rows, its E rows
+  constexpr int KH = KS - S;  // E rows shared by consecutive bands
+  constexpr bool HALO = !(KS == 5 && S == 1);  // halo_v8's static part
   constexpr int NT = HC / 8, KK = KS * KS;
   constexpr int PAIRS = V8Dw<HC>::PAIRS, GROUPS = V8Dw<HC>::GROUPS;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -154,15 +167,23 @@ __global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel(const P
   // q mod 256 (padded rows: a warp's per-lane copies are issued one lane at a time, so they are spread over the
   // warps). Thread 0 arrives with the expected bytes; a copy completing before that leaves the transaction count
   // negative, which the mbarrier allows, and the phase cannot complete before the arrival.
-  auto issue_x = [&](int i) {
+  // The input rows an item expands: ih_first .. ih_hi, all of the band's (clipped to the image) or, continuing
+  // the previous band of its (chunk, image) with the halo kept, those under the halo (none past the image bottom).
+  const bool halo = HALO && halo_v8(WE, KS, S, HC);
+  auto expand_rows = [&](int band, bool cont, int& ih_first, int& ih_hi) {
+    int ih_lo;
+    band_rows_of(band, ih_lo, ih_hi);
+    ih_first = cont ? band * p.rows_per_tile * S - PAD + KH : ih_lo;
+  };
+  auto issue_x = [&](int i, bool cont) {
     const V8Item it(i, p.N, bands);
     int ih_lo, ih_hi;
-    band_rows_of(it.band, ih_lo, ih_hi);
-    const int npix = (ih_hi - ih_lo + 1) * p.W;
+    expand_rows(it.band, cont, ih_lo, ih_hi);
+    const int npix = max(0, ih_hi - ih_lo + 1) * p.W;  // 0: a continuing band below the image's last row
     const __half* src = p.x + ((size_t)it.n * p.H + ih_lo) * p.W * p.C_in;
     if (tid == 0) {
       bf::mbar_arrive_expect_tx(bar, (uint32_t)(npix * p.C_in * 2));
-      if (!x_padded) bf::bulk_copy_g2s(smem_addr(Xs), src, (uint32_t)(npix * p.C_in * 2), bar);
+      if (!x_padded && npix > 0) bf::bulk_copy_g2s(smem_addr(Xs), src, (uint32_t)(npix * p.C_in * 2), bar);
     }
     if (x_padded)
       for (int q = tid; q < npix; q += kExpandThreads)
@@ -190,7 +211,7 @@ __global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel(const P
   };
 
   if (i_begin >= items_end()) return;
-  issue_x(i_begin);
+  issue_x(i_begin, false);
   issue_u(V8Item(i_begin, p.N, bands).chunk * HC);
 
   const int pair = tid % PAIRS, group = tid / PAIRS;
@@ -202,18 +223,39 @@ __global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel(const P
     const V8Item it(i, p.N, bands);
     const int c0 = it.chunk * HC;
     const bool new_chunk = i == i_begin || (it.n == 0 && it.band == 0);  // chunk-major: a chunk starts at (0, 0)
+    const bool cont = halo && i > i_begin && it.band > 0;  // the previous item was band - 1 of this (chunk, image)
     const int oh0 = it.band * p.rows_per_tile;
     const int oh1 = min(oh0 + p.rows_per_tile, p.Ho);
     const int r0 = oh0 * S - PAD;
     const int e_rows = (oh1 - oh0 - 1) * S + KS;
-    int ih_lo, ih_hi;
+    int ih_lo, ih_hi, ih_first;
     band_rows_of(it.band, ih_lo, ih_hi);
-    const int npix = (ih_hi - ih_lo + 1) * p.W;
+    expand_rows(it.band, cont, ih_first, ih_hi);
+    const int npix = max(0, ih_hi - ih_first + 1) * p.W;
+    // The halo: the previous (full) band's last KH E rows, read before barrier A (nobody writes E before it),
+    // written as this band's first KH rows after it (the previous depthwise has read them; the expand below
+    // writes rows >= KH only).
+    uint2 hv[HALO ? kV8HaloMax : 1];
+    const int hcount = KH * WE * ECH;
+    if (HALO && cont) {
+#pragma unroll
+      for (int k = 0; k < kV8HaloMax; ++k) {
+        const int j = tid + k * kExpandThreads, pix = j / ECH;
+        if (j < hcount) hv[k] = *reinterpret_cast<const uint2*>(Es + ((rows_max - KH) * WE + pix) * LDE + (j - pix * ECH) * 4);
+      }
+    }
     bf::cp_async_wait<0>();  // U of a new chunk (an empty wait otherwise)
     bf::mbar_wait(bar, phase);
     phase ^= 1;
     __syncthreads();  // barrier A: X and U in place; E and red free (the previous item's depthwise is done)
     if (i > i_begin) pool_store(i - 1);
+    if (HALO && cont) {
+#pragma unroll
+      for (int k = 0; k < kV8HaloMax; ++k) {
+        const int j = tid + k * kExpandThreads, pix = j / ECH;
+        if (j < hcount) *reinterpret_cast<uint2*>(Es + pix * LDE + (j - pix * ECH) * 4) = hv[k];
+      }
+    }
     if (new_chunk)  // the previous chunk's depthwise is done (barrier A); read after barrier B
       for (int j = tid; j < (KK + 1) * PAIRS; j += kExpandThreads) {
         const int t = j / PAIRS, ch = c0 + 2 * (j - t * PAIRS);
@@ -241,7 +283,7 @@ __global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel(const P
       for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
         for (int u = 0; u < 2; ++u) hbias[nt][u] = 0.5f * __ldg(p.b_exp + c0 + nt * 8 + (lane & 3) * 2 + u);
-      const int e_off = (ih_lo - r0) * WE + PAD;  // E position of the band's first image pixel
+      const int e_off = (ih_first - r0) * WE + PAD;  // E position of the first pixel expanded
       const float inv_w = 1.f / p.W;
       const int a_row = lane & 15, a_k = (lane >> 4) * 8;
       const int b_row = (lane & 7) + ((lane >> 4) << 3), b_k = ((lane >> 3) & 1) * 8;
@@ -282,7 +324,8 @@ __global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel(const P
     }
     __syncthreads();  // barrier B: E complete; X and U dead; the previous item's red read
     if (!last) {  // the next item's X (and U, for a new chunk) land during the depthwise
-      issue_x(i + 1);
+      const V8Item nx(i + 1, p.N, bands);
+      issue_x(i + 1, halo && nx.band > 0);
       const int next_chunk = V8Item(i + 1, p.N, bands).chunk;
       if (next_chunk != it.chunk) issue_u(next_chunk * HC);
     }
