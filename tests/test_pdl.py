@@ -187,7 +187,7 @@ def test_bindings_default_off_and_hand_the_flag_on(path, sets):
     # the SE and project_v3 kernels; never project_bulk (version 6), which has no wait
     ("mbconv_v3.cu", ["if (pdl && pdl::device_supports(dev))", "if (!BULK && pdl && pdl::device_supports(dev))",
                       "launch_project_bn<64, false>(p, stream, pdl)", "launch_project_bn<64, true>(p, stream)"]),
-    ("mbconv.cu", ["launch_expand_dw_v3_k3(p, chunk, stream, pdl)", "version == 3 && pdl)"]),
+    ("mbconv.cu", ["launch_expand_dw_v3_k3(p, chunk, stream, pdl)", "(version == 3 || version == 8) && pdl)"]),
 ])
 def test_launchers_use_the_flag(path, launcher_markers):
     text = " ".join((CSRC / path).read_text().split())  # a statement may wrap: compare with whitespace collapsed
