@@ -5,9 +5,9 @@
 #   VARIANTS="3 8" bash cuda_kernels/device_run_ncu_c256.sh OUTDIR
 # Each variant runs as CUDA_KERNELS_C512_VARIANT=256:V; the first C = 256 block's kernels are profiled: variants 3 and
 # 7 one kernel (persistent / ksplit), variant 8 two (its conv kernel, then the fused FFN kernel), so that their own
-# durations say where the block's time goes.
-# CUDA_KERNELS_CONV8B=1 in the environment profiles variant 8 with its conv kernel version b (conv8b_kernel). Files: OUTDIR/{raw,details,source}_v<V>.csv and OUTDIR/ncu_c256.tar.gz
-# of them with log.txt.
+# durations say where the block's time goes. CUDA_KERNELS_CONV8B=1 in the environment profiles variant 8 with its
+# conv kernel version b (conv8b_kernel). Files: OUTDIR/{raw,details,source}_v<V>.csv and OUTDIR/ncu_c256.tar.gz of
+# them with log.txt.
 set -uo pipefail
 out=${1:?output folder}
 mkdir -p "$out"; log="$out/log.txt"
