@@ -37,9 +37,11 @@ from cuda_kernels import _pdl
 # version 3 with kernel 1 persistent over (chunk, image, band) items, X of the next item by one bulk copy during the
 # depthwise, the expand epilogue without per-store tests, the pool without atomics (csrc/mbconv_v8.cuh), where the
 # block has an expand conv (kernel1_v8_applies; version 3's kernel 1 elsewhere); version 3's SE and projection;
-# compiled and CPU-tested only.
-VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8)
-KERNEL_VERSION = {1: 1, 2: 2, 3: 3, 4: 3, 5: 5, 6: 6, 7: 7, 8: 8}  # what the extension runs for each version
+# compiled and CPU-tested only. 9 (NOTES.md, "MBConv version 9") is version 8 with the projection streamed by each warp
+# straight from D into its mma fragments, no shared memory for D and no barrier in its loop (csrc/mbconv_v3.cu
+# project_v9_kernel), where project_v9_applies; version 3's projection elsewhere.
+VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9)
+KERNEL_VERSION = {1: 1, 2: 2, 3: 3, 4: 3, 5: 5, 6: 6, 7: 7, 8: 8, 9: 9}  # what the extension runs for each version
 PROJECT_V7_MAX_HW = 400  # csrc/mbconv_v7.cu kP7MaxHW: project_v7 where Ho * Wo <= this
 # A version becomes the default only once it has passed the GPU tests (CUDA_KERNELS_MBCONV_VERSION
 # overrides): version 2 passed 67/67 on the H200 (examples/measurements/h200_call_2026-11-30b_log.txt),
@@ -81,6 +83,24 @@ def x_rows_padded_v8(c_in: int) -> bool:
     return c_in >= 64 and (c_in // 2) % 8 != 4
 
 
+PROJECT_V9_TILES = (2, 3, 5, 6, 10, 11)  # csrc/mbconv_v3.cu launch_project_v9: C_out / 8 it is built for
+PROJECT_V9_MAX_SMEM = 110 * 1024  # kProjV9MaxSmem: V's rows in shared memory
+
+
+def project_v9_smem_bytes(hidden: int, c_out: int) -> int:
+    """Shared memory of project_v9 (csrc/mbconv_v3.cu project_v9_smem_bytes): V's C_out rows at a pitch of
+    round_up(hidden, 64) + 16 halves (2 x pitch = 32 mod 128 bytes: a quarter warp's 8-byte loads of rows g .. g + 3
+    fall into distinct banks)."""
+    return c_out * (_round_up(hidden, 64) + 16) * 2
+
+
+def project_v9_applies(hidden: int, c_out: int) -> bool:
+    """Whether version 9 runs project_v9 (csrc/mbconv_v3.cu project_v9_applies): 16-channel units, a built column
+    count and V within the shared-memory cap; version 3's projection otherwise."""
+    return (hidden % 16 == 0 and c_out % 8 == 0 and c_out // 8 in PROJECT_V9_TILES
+            and project_v9_smem_bytes(hidden, c_out) <= PROJECT_V9_MAX_SMEM)
+
+
 V8_HALO_MAX = 12  # csrc/mbconv_v8.cuh kV8HaloMax: 8-byte pieces of E's halo rows per thread
 
 
@@ -103,6 +123,8 @@ def kernel1_smem_bytes(rows: int, height: int, width: int, kernel_size: int, str
     pixel pitch is 60 halves, and it adds the per-group sums, the chunk's depthwise taps and an mbarrier."""
     in_rows = (rows - 1) * stride + kernel_size
     m_pad = _round_up(min(height, in_rows) * width, 16)
+    if version == 9:  # version 8's kernel 1
+        version = 8
     if version == 8 and kernel1_v8_applies(expand, chunk):
         if c_in is None:
             raise ValueError("kernel1_smem_bytes: version 8 needs c_in")

@@ -264,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
                                 "inductor freezing on, per shape",
                     "correctness": "rel. L2 error vs float32 (no TF32) must be <= 2x PyTorch fp16 error "
                                    "before the fused block is timed",
-                    "kernel": "cuda_kernels/csrc/mbconv*: write-back design, three launches (version 7: two); versions 1-8 "
+                    "kernel": "cuda_kernels/csrc/mbconv*: write-back design, three launches (version 7: two); versions 1-9 "
                               "(NOTES.md; --version picks), each timed; cuda_kernels = the fastest correct one",
                     "kernels_us": "torch.profiler, GPU time per call of each kernel of the fastest version "
                                   "(kernels_us_by_version: of every version timed)",

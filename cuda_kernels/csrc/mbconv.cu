@@ -172,11 +172,17 @@ cudaError_t launch_mbconv(const Params& p, int chunk, int version, cudaStream_t 
   if ((version == 5 || version == 6) && p.ksize == 5) err = launch_expand_dw_v5_k5(p, chunk, stream);
   if (version == 7 && p.ksize == 3) err = launch_expand_dw_v7_k3(p, chunk, stream, pdl);
   if (version == 7 && p.ksize == 5) err = launch_expand_dw_v7_k5(p, chunk, stream, pdl);
-  if (version == 8 && p.ksize == 3) err = launch_expand_dw_v8_k3(p, chunk, stream, pdl);
-  if (version == 8 && p.ksize == 5) err = launch_expand_dw_v8_k5(p, chunk, stream, pdl);
+  if ((version == 8 || version == 9) && p.ksize == 3) err = launch_expand_dw_v8_k3(p, chunk, stream, pdl);
+  if ((version == 8 || version == 9) && p.ksize == 5) err = launch_expand_dw_v8_k5(p, chunk, stream, pdl);
   if (err != cudaSuccess) return err;
   if (version == 7)  // the SE ran in kernel 1's last CTA per image
     return project_v7_applies(p.Ho, p.Wo) ? launch_project_v7(p, stream, pdl) : launch_project_v3_only(p, stream, pdl);
+  if (version == 9) {  // version 8's kernel 1, version 3's SE, then project_v9 where it applies
+    err = launch_se_v3(p, stream, pdl);
+    if (err != cudaSuccess) return err;
+    return project_v9_applies(p.hidden, p.C_out) ? launch_project_v9(p, stream, pdl)
+                                                 : launch_project_v3_only(p, stream, pdl);
+  }
   if (version == 3 || version == 5 || version == 6 || version == 8)
     return launch_se_project_v3(p, stream, version == 6, (version == 3 || version == 8) && pdl);
   const int se_smem = (p.hid_pad + p.sq) * 4;

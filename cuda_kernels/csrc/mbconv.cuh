@@ -76,6 +76,11 @@ cudaError_t launch_expand_dw_v7_k5(const Params& p, int chunk, cudaStream_t stre
 // projection.
 cudaError_t launch_expand_dw_v8_k3(const Params& p, int chunk, cudaStream_t stream, bool pdl = false);
 cudaError_t launch_expand_dw_v8_k5(const Params& p, int chunk, cudaStream_t stream, bool pdl = false);
+// Version 9 (NOTES.md, "MBConv version 9"): version 8's kernel 1 and version 3's SE, then project_v9 (mbconv_v3.cu:
+// D streamed into the mma fragments by each warp, no shared memory for D) where project_v9_applies, else version 3's.
+bool project_v9_applies(int hidden, int c_out);
+cudaError_t launch_se_v3(const Params& p, cudaStream_t stream, bool pdl);
+cudaError_t launch_project_v9(const Params& p, cudaStream_t stream, bool pdl);
 bool project_v7_applies(int ho, int wo);
 cudaError_t launch_project_v7(const Params& p, cudaStream_t stream, bool pdl = false);
 cudaError_t launch_project_v3_only(const Params& p, cudaStream_t stream, bool pdl = false);  // mbconv_v3.cu, no SE

@@ -290,6 +290,121 @@ __global__ void __launch_bounds__(kProjectThreads) project_bulk_kernel(const Par
   }
 }
 
+// Version 9's projection (NOTES.md, "MBConv version 9"): project_v3's products, without shared memory for D and
+// without a barrier after the prologue. Each warp owns 16-row tasks (task w, w + warps, ... of the ceil(P / 16))
+// and streams D straight from global memory into its mma A fragments: the hidden channels go in units of 16, and a
+// unit's mma k order is permuted so that lane (g, t) needs D's channels 4t .. 4t + 3 of rows g and g + 8, one
+// 8-byte load each (mma k 2t + h <-> channel 4t + h, k 2t + 8 + h <-> channel 4t + 2 + h, h = 0, 1); V's rows,
+// in shared memory for the CTA's life, are read with the same permutation (one 8-byte load per 8 columns). The
+// loads of the warp's next kProjV9Depth units (across its task boundaries) are in flight while it computes one:
+// ~4 KB per warp, with no CTA-wide barrier to wait for. The SE scale is applied to the fp16 A fragment in fp32
+// with one rounding, as project_v3 does. For C_out = 8 NT <= 88 whose V fits kProjV9MaxSmem (project_v9_applies).
+constexpr int kProjV9Threads = 256, kProjV9Warps = kProjV9Threads / 32, kProjV9Depth = 8;
+constexpr int kProjV9MaxSmem = 110 * 1024;
+
+// V's row pitch in halves: 2 * pitch = 32 mod 128 bytes, so that the 8-byte loads of a quarter warp (rows g .. g +
+// 3, 32 bytes each) fall into distinct banks.
+__host__ __device__ constexpr int project_v9_ldb(int hidden) { return round_up(hidden, 64) + 16; }
+__host__ __device__ constexpr int project_v9_smem_bytes(int hidden, int c_out) {
+  return c_out * project_v9_ldb(hidden) * 2;
+}
+
+template <int NT>
+__global__ void __launch_bounds__(kProjV9Threads) project_v9_kernel(const Params p) {
+  extern __shared__ __align__(16) uint8_t smem9[];
+  __half* b_s = reinterpret_cast<__half*>(smem9);
+  const int tid = threadIdx.x, lane = tid & 31, g = lane >> 2, t = lane & 3;
+  const int ldb = project_v9_ldb(p.hidden), kc = p.hidden / 8;
+  // V (C_out = 8 NT rows) and the bias: weights, read before the wait
+  for (int i = tid; i < NT * 8 * kc; i += kProjV9Threads) {
+    const int r = i / kc, c = i - r * kc;
+    *reinterpret_cast<uint4*>(b_s + r * ldb + c * 8) =
+        __ldg(reinterpret_cast<const uint4*>(p.w_proj + (size_t)r * p.hk_pad) + c);
+  }
+  float2 bias[NT];
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) bias[nt] = __ldg(reinterpret_cast<const float2*>(p.b_proj + nt * 8 + 2 * t));
+  __syncthreads();
+  // PDL (pdl.h): D and the scale follow the wait; the trigger may follow it (the dependents wait for this grid).
+  pdl::wait();
+  pdl::launch_dependents();
+
+  const int P = p.N * p.Ho * p.Wo, hw = p.Ho * p.Wo, tasks = (P + 15) / 16, units = p.hidden / 16;
+  const int step = (int)gridDim.x * kProjV9Warps;
+  int ctask = (int)blockIdx.x * kProjV9Warps + (tid >> 5), cu = 0;  // the unit computed next
+  if (ctask >= tasks) return;
+  int ltask = ctask, lu = 0;  // the unit loaded next
+  uint2 buf[kProjV9Depth][2];
+  auto load = [&](uint2(&dst)[2]) {
+    if (ltask >= tasks) return;
+    const int r = ltask * 16 + g;
+    const uint2* src = reinterpret_cast<const uint2*>(p.d + (size_t)r * p.hidden + lu * 16 + 4 * t);
+    dst[0] = r < P ? __ldcs(src) : make_uint2(0, 0);
+    dst[1] = r + 8 < P ? __ldcs(src + 2 * p.hidden) : make_uint2(0, 0);  // 8 rows on: 8 * hidden halves
+    if (++lu == units) {
+      lu = 0;
+      ltask += step;
+    }
+  };
+#pragma unroll
+  for (int d = 0; d < kProjV9Depth; ++d) load(buf[d]);
+  // the scale rows of this lane's two rows of the task (rows past P: any image; they read zeros, are never stored)
+  const float *s_lo, *s_hi;
+  auto scale_rows = [&]() {
+    const int r = ctask * 16 + g;
+    s_lo = p.scale + (size_t)min(r / hw, p.N - 1) * p.hid_pad + 4 * t;
+    s_hi = p.scale + (size_t)min((r + 8) / hw, p.N - 1) * p.hid_pad + 4 * t;
+  };
+  scale_rows();
+  float acc[NT][4];
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
+  for (;;) {
+#pragma unroll
+    for (int d = 0; d < kProjV9Depth; ++d) {
+      const float4 sl = __ldg(reinterpret_cast<const float4*>(s_lo + cu * 16));
+      const float4 sh = __ldg(reinterpret_cast<const float4*>(s_hi + cu * 16));
+      uint32_t a[4];  // (row g, k 2t..), (row g + 8, k 2t..), (row g, k 2t + 8..), (row g + 8, k 2t + 8..)
+      a[0] = scale_half2(buf[d][0].x, make_float2(sl.x, sl.y));
+      a[1] = scale_half2(buf[d][1].x, make_float2(sh.x, sh.y));
+      a[2] = scale_half2(buf[d][0].y, make_float2(sl.z, sl.w));
+      a[3] = scale_half2(buf[d][1].y, make_float2(sh.z, sh.w));
+      const __half* b_row = b_s + g * ldb + cu * 16 + 4 * t;
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+        const uint2 b = *reinterpret_cast<const uint2*>(b_row + nt * 8 * ldb);
+        mma_m16n8k16(acc[nt], a, b.x, b.y);
+      }
+      load(buf[d]);  // the slot just read takes the unit kProjV9Depth ahead
+      if (++cu < units) continue;
+      // the task's epilogue: + bias (+ x), fp16 store of the rows < P
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = ctask * 16 + g + 8 * h;
+        if (row < P) {
+#pragma unroll
+          for (int nt = 0; nt < NT; ++nt) {
+            const int col = nt * 8 + 2 * t;
+            float v0 = acc[nt][2 * h] + bias[nt].x, v1 = acc[nt][2 * h + 1] + bias[nt].y;
+            if (p.residual) {  // stride 1 and C_in == C_out: x has out's layout
+              const float2 xv = __half22float2(*reinterpret_cast<const __half2*>(p.x + (size_t)row * p.C_out + col));
+              v0 += xv.x;
+              v1 += xv.y;
+            }
+            *reinterpret_cast<__half2*>(p.out + (size_t)row * p.C_out + col) = __floats2half2_rn(v0, v1);
+          }
+        }
+      }
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
+      cu = 0;
+      ctask += step;
+      if (ctask >= tasks) return;
+      scale_rows();
+    }
+  }
+}
+
 // One block per image: pool, FC1 -> SiLU, FC2 -> sigmoid. Shared memory: pooled [hid_pad],
 // squeezed [sq rounded to 4], then 32 rows of W2 per FC2 warp ([fc2_warps][32 * sq]).
 __global__ void __launch_bounds__(kSEV3Threads) se_v3_kernel(const Params p, int fc2_warps) {
@@ -443,6 +558,24 @@ cudaError_t launch_project_bn(const Params& p, cudaStream_t stream, bool pdl = f
   return cudaGetLastError();
 }
 
+// project_v9 for C_out = 8 NT: as many CTAs as fit (shared memory by hidden and C_out: occupancy asked per call), at
+// most one per kProjV9Warps tasks.
+template <int NT>
+cudaError_t launch_project_v9_nt(const Params& p, cudaStream_t stream, bool pdl) {
+  static DeviceSlots slots;
+  const int smem = project_v9_smem_bytes(p.hidden, p.C_out);
+  int dev = 0;
+  cudaError_t err = prepare(project_v9_kernel<NT>, slots, smem, kProjV9Threads, dev, true);
+  if (err != cudaSuccess) return err;
+  const long long tasks = ((long long)p.N * p.Ho * p.Wo + 15) / 16;
+  const int grid = (int)std::min<long long>((tasks + kProjV9Warps - 1) / kProjV9Warps,
+                                            (long long)slots.ctas_per_sm[dev] * slots.sms[dev]);
+  if (pdl && pdl::device_supports(dev))
+    return pdl::launch(project_v9_kernel<NT>, dim3(grid), dim3(kProjV9Threads), smem, stream, p);
+  project_v9_kernel<NT><<<grid, kProjV9Threads, smem, stream>>>(p);
+  return cudaGetLastError();
+}
+
 }  // namespace
 
 bool project_bulk_applies(int hidden, int hk_pad, int c_out) {
@@ -461,24 +594,43 @@ cudaError_t launch_project_v3_only(const Params& p, cudaStream_t stream, bool pd
   }
 }
 
-cudaError_t launch_se_project_v3(const Params& p, cudaStream_t stream, bool bulk, bool pdl) {
-  if (p.hidden % 8 || p.hidden < 8 || p.sq < 1) return cudaErrorInvalidValue;
-  {
-    static DeviceSlots slots;
-    const int base = (p.hid_pad + round_up(p.sq, 4)) * 4, per_warp = 32 * p.sq * 4;
-    const int fc2_warps = std::max(1, std::min(kSEV3Warps, (110 * 1024 - base) / per_warp));
-    const int smem = base + fc2_warps * per_warp;
-    int dev = 0;
-    cudaError_t err = prepare(se_v3_kernel, slots, smem, kSEV3Threads, dev);
-    if (err != cudaSuccess) return err;
-    if (pdl && pdl::device_supports(dev))
-      err = pdl::launch(se_v3_kernel, dim3(p.N), dim3(kSEV3Threads), smem, stream, p, fc2_warps);
-    else {
-      se_v3_kernel<<<p.N, kSEV3Threads, smem, stream>>>(p, fc2_warps);
-      err = cudaGetLastError();
-    }
-    if (err != cudaSuccess) return err;
+bool project_v9_applies(int hidden, int c_out) {
+  const int nt = c_out / 8;
+  return hidden % 16 == 0 && c_out % 8 == 0 && (nt == 2 || nt == 3 || nt == 5 || nt == 6 || nt == 10 || nt == 11) &&
+         project_v9_smem_bytes(hidden, c_out) <= kProjV9MaxSmem;
+}
+
+cudaError_t launch_project_v9(const Params& p, cudaStream_t stream, bool pdl) {
+  if (!project_v9_applies(p.hidden, p.C_out)) return cudaErrorInvalidValue;
+  switch (p.C_out / 8) {
+    case 2: return launch_project_v9_nt<2>(p, stream, pdl);
+    case 3: return launch_project_v9_nt<3>(p, stream, pdl);
+    case 5: return launch_project_v9_nt<5>(p, stream, pdl);
+    case 6: return launch_project_v9_nt<6>(p, stream, pdl);
+    case 10: return launch_project_v9_nt<10>(p, stream, pdl);
+    case 11: return launch_project_v9_nt<11>(p, stream, pdl);
+    default: return cudaErrorInvalidValue;
   }
+}
+
+cudaError_t launch_se_v3(const Params& p, cudaStream_t stream, bool pdl) {
+  if (p.hidden % 8 || p.hidden < 8 || p.sq < 1) return cudaErrorInvalidValue;
+  static DeviceSlots slots;
+  const int base = (p.hid_pad + round_up(p.sq, 4)) * 4, per_warp = 32 * p.sq * 4;
+  const int fc2_warps = std::max(1, std::min(kSEV3Warps, (110 * 1024 - base) / per_warp));
+  const int smem = base + fc2_warps * per_warp;
+  int dev = 0;
+  cudaError_t err = prepare(se_v3_kernel, slots, smem, kSEV3Threads, dev);
+  if (err != cudaSuccess) return err;
+  if (pdl && pdl::device_supports(dev))
+    return pdl::launch(se_v3_kernel, dim3(p.N), dim3(kSEV3Threads), smem, stream, p, fc2_warps);
+  se_v3_kernel<<<p.N, kSEV3Threads, smem, stream>>>(p, fc2_warps);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_se_project_v3(const Params& p, cudaStream_t stream, bool bulk, bool pdl) {
+  cudaError_t err = launch_se_v3(p, stream, pdl);
+  if (err != cudaSuccess) return err;
   if (bulk && project_bulk_applies(p.hidden, p.hk_pad, p.C_out)) switch (project_v3_bn(p.C_out)) {
       case 16: return launch_project_bn<16, true>(p, stream);
       case 32: return launch_project_bn<32, true>(p, stream);
