@@ -15,6 +15,8 @@
 //     memory, then each lane reduces its row (version 1 read W2 column-wise across a warp,
 //     32 sectors per load: 34 us for the 7x7 blocks).
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 
 #include "mbconv.cuh"
 #include "pdl.h"
@@ -300,6 +302,8 @@ __global__ void __launch_bounds__(kProjectThreads) project_bulk_kernel(const Par
 // ~4 KB per warp, with no CTA-wide barrier to wait for. The SE scale is applied to the fp16 A fragment in fp32
 // with one rounding, as project_v3 does. For C_out = 8 NT <= 88 whose V fits kProjV9MaxSmem (project_v9_applies).
 constexpr int kProjV9Threads = 256, kProjV9Warps = kProjV9Threads / 32, kProjV9Depth = 8;
+// CUDA_KERNELS_PROJ_V9_DEPTH=16 (read by the launcher at every call): a ring of 16 units, ~8 KB per warp in flight
+// (the experiment of NOTES.md, "MBConv version 9: measured"); 8 otherwise.
 constexpr int kProjV9MaxSmem = 110 * 1024;
 
 // V's row pitch in halves: 2 * pitch = 32 mod 128 bytes, so that the 8-byte loads of a quarter warp (rows g .. g +
@@ -309,7 +313,7 @@ __host__ __device__ constexpr int project_v9_smem_bytes(int hidden, int c_out) {
   return c_out * project_v9_ldb(hidden) * 2;
 }
 
-template <int NT>
+template <int NT, int DEPTH>
 __global__ void __launch_bounds__(kProjV9Threads) project_v9_kernel(const Params p) {
   extern __shared__ __align__(16) uint8_t smem9[];
   __half* b_s = reinterpret_cast<__half*>(smem9);
@@ -334,7 +338,7 @@ __global__ void __launch_bounds__(kProjV9Threads) project_v9_kernel(const Params
   int ctask = (int)blockIdx.x * kProjV9Warps + (tid >> 5), cu = 0;  // the unit computed next
   if (ctask >= tasks) return;
   int ltask = ctask, lu = 0;  // the unit loaded next
-  uint2 buf[kProjV9Depth][2];
+  uint2 buf[DEPTH][2];
   auto load = [&](uint2(&dst)[2]) {
     if (ltask >= tasks) return;
     const int r = ltask * 16 + g;
@@ -347,21 +351,29 @@ __global__ void __launch_bounds__(kProjV9Threads) project_v9_kernel(const Params
     }
   };
 #pragma unroll
-  for (int d = 0; d < kProjV9Depth; ++d) load(buf[d]);
-  // the scale rows of this lane's two rows of the task (rows past P: any image; they read zeros, are never stored)
+  for (int d = 0; d < DEPTH; ++d) load(buf[d]);
+  // Per task: the scale rows of this lane's two rows (rows past P: any image; they read zeros, are never stored),
+  // and the shortcut's values of its outputs, requested now and added in the epilogue.
   const float *s_lo, *s_hi;
-  auto scale_rows = [&]() {
+  uint32_t res[2][NT];
+  auto task_start = [&]() {
     const int r = ctask * 16 + g;
     s_lo = p.scale + (size_t)min(r / hw, p.N - 1) * p.hid_pad + 4 * t;
     s_hi = p.scale + (size_t)min((r + 8) / hw, p.N - 1) * p.hid_pad + 4 * t;
+    if (p.residual)  // stride 1 and C_in == C_out: x has out's layout
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+          res[h][nt] = r + 8 * h < P ? __ldcs(reinterpret_cast<const unsigned int*>(p.x + (size_t)(r + 8 * h) * p.C_out + nt * 8 + 2 * t)) : 0u;
   };
-  scale_rows();
+  task_start();
   float acc[NT][4];
 #pragma unroll
   for (int nt = 0; nt < NT; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
   for (;;) {
 #pragma unroll
-    for (int d = 0; d < kProjV9Depth; ++d) {
+    for (int d = 0; d < DEPTH; ++d) {
       const float4 sl = __ldg(reinterpret_cast<const float4*>(s_lo + cu * 16));
       const float4 sh = __ldg(reinterpret_cast<const float4*>(s_hi + cu * 16));
       uint32_t a[4];  // (row g, k 2t..), (row g + 8, k 2t..), (row g, k 2t + 8..), (row g + 8, k 2t + 8..)
@@ -375,7 +387,7 @@ __global__ void __launch_bounds__(kProjV9Threads) project_v9_kernel(const Params
         const uint2 b = *reinterpret_cast<const uint2*>(b_row + nt * 8 * ldb);
         mma_m16n8k16(acc[nt], a, b.x, b.y);
       }
-      load(buf[d]);  // the slot just read takes the unit kProjV9Depth ahead
+      load(buf[d]);  // the slot just read takes the unit DEPTH ahead
       if (++cu < units) continue;
       // the task's epilogue: + bias (+ x), fp16 store of the rows < P
 #pragma unroll
@@ -386,8 +398,8 @@ __global__ void __launch_bounds__(kProjV9Threads) project_v9_kernel(const Params
           for (int nt = 0; nt < NT; ++nt) {
             const int col = nt * 8 + 2 * t;
             float v0 = acc[nt][2 * h] + bias[nt].x, v1 = acc[nt][2 * h + 1] + bias[nt].y;
-            if (p.residual) {  // stride 1 and C_in == C_out: x has out's layout
-              const float2 xv = __half22float2(*reinterpret_cast<const __half2*>(p.x + (size_t)row * p.C_out + col));
+            if (p.residual) {
+              const float2 xv = __half22float2(*reinterpret_cast<const __half2*>(&res[h][nt]));
               v0 += xv.x;
               v1 += xv.y;
             }
@@ -400,7 +412,7 @@ __global__ void __launch_bounds__(kProjV9Threads) project_v9_kernel(const Params
       cu = 0;
       ctask += step;
       if (ctask >= tasks) return;
-      scale_rows();
+      task_start();
     }
   }
 }
@@ -560,20 +572,28 @@ cudaError_t launch_project_bn(const Params& p, cudaStream_t stream, bool pdl = f
 
 // project_v9 for C_out = 8 NT: as many CTAs as fit (shared memory by hidden and C_out: occupancy asked per call), at
 // most one per kProjV9Warps tasks.
-template <int NT>
-cudaError_t launch_project_v9_nt(const Params& p, cudaStream_t stream, bool pdl) {
+template <int NT, int DEPTH>
+cudaError_t launch_project_v9_nt_depth(const Params& p, cudaStream_t stream, bool pdl) {
   static DeviceSlots slots;
+  const auto kernel = project_v9_kernel<NT, DEPTH>;
   const int smem = project_v9_smem_bytes(p.hidden, p.C_out);
   int dev = 0;
-  cudaError_t err = prepare(project_v9_kernel<NT>, slots, smem, kProjV9Threads, dev, true);
+  cudaError_t err = prepare(kernel, slots, smem, kProjV9Threads, dev, true);
   if (err != cudaSuccess) return err;
   const long long tasks = ((long long)p.N * p.Ho * p.Wo + 15) / 16;
   const int grid = (int)std::min<long long>((tasks + kProjV9Warps - 1) / kProjV9Warps,
                                             (long long)slots.ctas_per_sm[dev] * slots.sms[dev]);
   if (pdl && pdl::device_supports(dev))
-    return pdl::launch(project_v9_kernel<NT>, dim3(grid), dim3(kProjV9Threads), smem, stream, p);
-  project_v9_kernel<NT><<<grid, kProjV9Threads, smem, stream>>>(p);
+    return pdl::launch(kernel, dim3(grid), dim3(kProjV9Threads), smem, stream, p);
+  kernel<<<grid, kProjV9Threads, smem, stream>>>(p);
   return cudaGetLastError();
+}
+
+template <int NT>
+cudaError_t launch_project_v9_nt(const Params& p, cudaStream_t stream, bool pdl) {
+  const char* depth = std::getenv("CUDA_KERNELS_PROJ_V9_DEPTH");
+  if (depth != nullptr && std::strcmp(depth, "16") == 0) return launch_project_v9_nt_depth<NT, 16>(p, stream, pdl);
+  return launch_project_v9_nt_depth<NT, kProjV9Depth>(p, stream, pdl);
 }
 
 }  // namespace
