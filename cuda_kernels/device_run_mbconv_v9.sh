@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# MBConv version 9's projection (NOTES.md, "MBConv version 9"), the second device call: why project_v9 gained less
-# than predicted and lost at features.2.1. From the repository root (~5 minutes on one H200):
+# MBConv version 9's projection (NOTES.md, "MBConv version 9"): project_v9's loaders side by side. From the repository
+# root (~5 minutes on one H200):
 #   timeout 590 bash cuda_kernels/device_run_mbconv_v9.sh OUTDIR
-# build -> Nsight Compute of the projection kernels (project_v3 under version 8; project_v9 with rings of 8 and of 16
-# units, CUDA_KERNELS_PROJ_V9_DEPTH) at B0's features.1.0, 2.0, 2.1 and 3.1, serialised (no PDL overlap in the
-# durations): duration, DRAM bytes and throughput, occupancy, stall reasons per issued instruction
-# (OUTDIR/proj_raw.csv, summary lines "PROJ ...") -> per-block bench, versions 8 and 9, then version 9 with the ring of
-# 16 (L2 flushed, CUDA graphs) -> EfficientNet-B0 end to end, versions 8, 9 and 9 with the ring of 16 -> the GPU tests
-# of tests/test_mbconv_v9.py. Last line MB9_OK=1|0.
+# CONFIGS (default "8:ring:8 9:ring:8 9:task:8") lists version:loader:depth, the loader and ring depth passed as
+# CUDA_KERNELS_PROJ_V9_LOAD / CUDA_KERNELS_PROJ_V9_DEPTH (version 8 ignores them). build -> the GPU tests of
+# tests/test_mbconv_v9.py under every version-9 loader -> Nsight Compute of the projection kernels at B0's
+# features.1.0, 2.0, 2.1 and 3.1, serialised (no PDL overlap in the durations): duration, DRAM bytes and throughput,
+# occupancy, stall reasons per issued instruction (OUTDIR/proj_<config>.csv, summary lines "PROJ ...") -> per-block
+# bench of each config (L2 flushed, CUDA graphs) -> EfficientNet-B0 end to end under each. Last line MB9_OK=1|0.
+# (Session 11's second call ran an earlier form: configs 8:ring:8 9:ring:8 9:ring:16, the tests last.)
 set -uo pipefail
 out=${1:?output folder}
 mkdir -p "$out"; log="$out/log.txt"
@@ -18,6 +19,13 @@ source cuda_kernels/device_lib.sh  # step (capped by left)
 ok=1
 step build 180 python3 -c "from cuda_kernels._build import load_mbconv_extension as l; print('MB9 so:', l().__file__)" \
   || { echo "MB9_OK=0"; exit 0; }
+read -r -a configs <<< "${CONFIGS:-8:ring:8 9:ring:8 9:task:8}"
+for c in "${configs[@]}"; do
+  IFS=: read -r v l d <<< "$c"
+  [ "$v" = 9 ] || continue
+  step "tests_$l$d" 100 env CUDA_KERNELS_PROJ_V9_LOAD="$l" CUDA_KERNELS_PROJ_V9_DEPTH="$d" python3 -m pytest -q -m cuda \
+    --tb=short -p no:cacheprovider tests/test_mbconv_v9.py || ok=0
+done
 blocks="features.1.0 features.2.0 features.2.1 features.3.1"
 metrics=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed
 metrics=$metrics,sm__warps_active.avg.pct_of_peak_sustained_active,smsp__inst_executed.sum,lts__t_sector_hit_rate.pct
@@ -25,69 +33,65 @@ for r in long_scoreboard lg_throttle barrier math_pipe_throttle wait short_score
          selected no_instruction dispatch_stall membar drain; do
   metrics=$metrics,smsp__average_warps_issue_stalled_${r}_per_issue_active.ratio
 done
-for cfg in "8 8" "9 8" "9 16"; do
-  set -- $cfg
-  step "ncu_v$1_d$2" 60 env CUDA_KERNELS_PROJ_V9_DEPTH=$2 ncu --clock-control none --cache-control all --print-units base \
-    -k regex:"project" --metrics "$metrics" --csv --page raw --log-file "$out/proj_v$1_d$2.csv" \
-    python3 -m cuda_kernels.mbconv_profile --version $1 $blocks
+for c in "${configs[@]}"; do
+  IFS=: read -r v l d <<< "$c"
+  step "ncu_$v$l$d" 60 env CUDA_KERNELS_PROJ_V9_LOAD="$l" CUDA_KERNELS_PROJ_V9_DEPTH="$d" ncu --clock-control none \
+    --cache-control all --print-units base -k regex:"project" --metrics "$metrics" --csv --page raw \
+    --log-file "$out/proj_v${v}_${l}${d}.csv" python3 -m cuda_kernels.mbconv_profile --version "$v" $blocks
 done
 python3 - "$out" <<'EOF' 2>> "$log" | tee -a "$log"
 import csv, sys
 from pathlib import Path
 out = Path(sys.argv[1])
 blocks = ["features.1.0", "features.2.0", "features.2.1", "features.3.1"]
-for tag in ("v8_d8", "v9_d8", "v9_d16"):
-    f = out / f"proj_{tag}.csv"
-    if not f.exists():
-        continue
+for f in sorted(out.glob("proj_*.csv")):
     lines = [l for l in f.read_text().splitlines() if l.startswith('"')]
-    rows = list(csv.DictReader(lines))
-    rows = [r for r in rows if r.get("Kernel Name", "").find("project") >= 0]
+    rows = [r for r in csv.DictReader(lines) if "project" in r.get("Kernel Name", "")]
     for i, r in enumerate(rows):
         if i % 2 == 0:  # mbconv_profile runs each block twice: keep the second launch
             continue
-        num = lambda k: float(r[k].replace(",", "")) if r.get(k, "").replace(",", "").replace(".", "").isdigit() else float("nan")
+        def num(k):
+            try:
+                return float(r[k].replace(",", ""))
+            except (KeyError, ValueError):
+                return float("nan")
         stalls = {k.split("stalled_")[1].split("_per")[0]: num(k) for k in r if "issue_stalled" in k}
         top = sorted(stalls.items(), key=lambda kv: -kv[1])[:4]
         b = blocks[i // 2] if i // 2 < len(blocks) else "?"
-        print(f"PROJ {tag} {b} {r['Kernel Name'].split('(')[0]} {num('gpu__time_duration.sum') / 1e3:.1f}us "
+        print(f"PROJ {f.stem[5:]} {b} {r['Kernel Name'].split('(')[0]} {num('gpu__time_duration.sum') / 1e3:.1f}us "
               f"read {num('dram__bytes_read.sum') / 1e6:.1f}MB write {num('dram__bytes_write.sum') / 1e6:.1f}MB "
               f"dram {num('dram__throughput.avg.pct_of_peak_sustained_elapsed'):.0f}% "
               f"warps {num('sm__warps_active.avg.pct_of_peak_sustained_active'):.0f}% "
+              f"inst {num('smsp__inst_executed.sum') / 1e6:.1f}M "
               f"L2hit {num('lts__t_sector_hit_rate.pct'):.0f}% stalls " + " ".join(f"{k} {v:.1f}" for k, v in top))
 EOF
 bench="python3 -m cuda_kernels.mbconv_bench --budget-s 0 --repeats 20 --block features.1.0 --block features.2.0
   --block features.2.1 --block features.3.0 --block features.3.1 --block features.4.0 --block features.4.1"
-step bench 40 $bench --out "$out/blocks_v8_v9.json" --version 8 --version 9
-step bench_d16 30 env CUDA_KERNELS_PROJ_V9_DEPTH=16 $bench --out "$out/blocks_v9_d16.json" --version 9
-for cfg in "8 8" "9 8" "9 16"; do
-  set -- $cfg
-  step "e2e_v$1_d$2" 60 env CUDA_KERNELS_MBCONV_VERSION=$1 CUDA_KERNELS_PROJ_V9_DEPTH=$2 python3 cli.py bench \
-    efficientnet_b0 --repeats 30 --warmup 5 --backend cuda_kernels --compile-rest --freezing --cuda-graphs \
-    -o "$out/b0_v$1_d$2.json"
+for c in "${configs[@]}"; do
+  IFS=: read -r v l d <<< "$c"
+  step "bench_$v$l$d" 30 env CUDA_KERNELS_PROJ_V9_LOAD="$l" CUDA_KERNELS_PROJ_V9_DEPTH="$d" $bench \
+    --out "$out/blocks_v${v}_${l}${d}.json" --version "$v"
 done
-step tests 150 python3 -m pytest -q -m cuda --tb=short -p no:cacheprovider tests/test_mbconv_v9.py
-rc=$?
-{ [ $rc -eq 0 ] || [ $rc -eq 124 ] || [ $rc -eq 137 ]; } || ok=0
+for c in "${configs[@]}"; do
+  IFS=: read -r v l d <<< "$c"
+  step "e2e_$v$l$d" 60 env CUDA_KERNELS_MBCONV_VERSION="$v" CUDA_KERNELS_PROJ_V9_LOAD="$l" \
+    CUDA_KERNELS_PROJ_V9_DEPTH="$d" python3 cli.py bench efficientnet_b0 --repeats 30 --warmup 5 \
+    --backend cuda_kernels --compile-rest --freezing --cuda-graphs -o "$out/b0_v${v}_${l}${d}.json"
+done
 python3 - "$out" <<'EOF' 2>> "$log" | tee -a "$log"
 import json, sys
 from pathlib import Path
 out = Path(sys.argv[1])
-for name in ("blocks_v8_v9.json", "blocks_v9_d16.json"):
-    p = out / name
-    if not p.exists():
-        continue
+for p in sorted(out.glob("blocks_*.json")):
     for row in json.loads(p.read_text())["results"]["cases"]:
         b = row.get("backends", {})
         t = " ".join(f"{k}={b[k]['graph_latency_ms']['median'] * 1e3:.1f}us" for k in b
                      if k.startswith("cuda_kernels_v") and "graph_latency_ms" in b[k])
         k = row.get("kernels_us_by_version", {})
-        pr = " ".join(f"{v}:{n.split('<')[0].split('::')[-1]}={x:.1f}" for v, ks in k.items() for n, x in ks.items()
+        pr = " ".join(f"{n.split('<')[0].split('::')[-1]}={x:.1f}" for ks in k.values() for n, x in ks.items()
                       if "project" in n)
-        print(f"MB9 {name.split('.')[0]} {row['path']} {t} | {pr}")
-e = {}
-for f in sorted(out.glob("b0_*.json")):
-    e[f.stem] = json.loads(f.read_text())["results"]["latency_ms"]["median"]
+        print(f"MB9 {p.stem} {row['path']} {t} | {pr}")
+e = {f.stem: json.loads(f.read_text())["results"]["latency_ms"]["median"] for f in sorted(out.glob("b0_*.json"))}
 print("MB9 e2e " + " ".join(f"{k}={v:.3f}ms" for k, v in e.items()))
 EOF
 grep -E "^== |passed|failed|Error|error:" "$log" | tail -30

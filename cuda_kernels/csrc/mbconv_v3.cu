@@ -305,6 +305,7 @@ constexpr int kProjV9Threads = 256, kProjV9Warps = kProjV9Threads / 32, kProjV9D
 // CUDA_KERNELS_PROJ_V9_DEPTH=16 (read by the launcher at every call): a ring of 16 units, ~8 KB per warp in flight
 // (the experiment of NOTES.md, "MBConv version 9: measured"); 8 otherwise.
 constexpr int kProjV9MaxSmem = 110 * 1024;
+constexpr int kProjV9TMaxSmem = 200 * 1024;  // project_v9t: V and the warps' task rings
 
 // V's row pitch in halves: 2 * pitch = 32 mod 128 bytes, so that the 8-byte loads of a quarter warp (rows g .. g +
 // 3, 32 bytes each) fall into distinct banks.
@@ -313,21 +314,92 @@ __host__ __device__ constexpr int project_v9_smem_bytes(int hidden, int c_out) {
   return c_out * project_v9_ldb(hidden) * 2;
 }
 
-template <int NT, int DEPTH>
-__global__ void __launch_bounds__(kProjV9Threads) project_v9_kernel(const Params p) {
-  extern __shared__ __align__(16) uint8_t smem9[];
-  __half* b_s = reinterpret_cast<__half*>(smem9);
-  const int tid = threadIdx.x, lane = tid & 31, g = lane >> 2, t = lane & 3;
-  const int ldb = project_v9_ldb(p.hidden), kc = p.hidden / 8;
-  // V (C_out = 8 NT rows) and the bias: weights, read before the wait
+// Pieces of project_v9 shared by its two loaders (the ring of loads in registers, project_v9_kernel, and the task
+// staged in the warp's shared memory, project_v9t_kernel). Lane (g, t); a task is rows 16 task .. 16 task + 15.
+
+// V's rows (C_out = 8 NT) into shared memory and the lane's biases: weights, read before the PDL wait.
+template <int NT>
+__device__ __forceinline__ void v9_prologue(const Params& p, __half* b_s, int ldb, float2 (&bias)[NT], int tid, int t) {
+  const int kc = p.hidden / 8;
   for (int i = tid; i < NT * 8 * kc; i += kProjV9Threads) {
     const int r = i / kc, c = i - r * kc;
     *reinterpret_cast<uint4*>(b_s + r * ldb + c * 8) =
         __ldg(reinterpret_cast<const uint4*>(p.w_proj + (size_t)r * p.hk_pad) + c);
   }
-  float2 bias[NT];
 #pragma unroll
   for (int nt = 0; nt < NT; ++nt) bias[nt] = __ldg(reinterpret_cast<const float2*>(p.b_proj + nt * 8 + 2 * t));
+}
+
+// At a task's start: the scale rows of the lane's two rows (rows past P: any image; they are never stored) and the
+// shortcut's values of its outputs, requested now and added in the epilogue.
+template <int NT>
+__device__ __forceinline__ void v9_task_start(const Params& p, int task, int g, int t, int hw, int P, const float*& s_lo,
+                                              const float*& s_hi, uint32_t (&res)[2][NT]) {
+  const int r = task * 16 + g;
+  s_lo = p.scale + (size_t)min(r / hw, p.N - 1) * p.hid_pad + 4 * t;
+  s_hi = p.scale + (size_t)min((r + 8) / hw, p.N - 1) * p.hid_pad + 4 * t;
+  if (p.residual)  // stride 1 and C_in == C_out: x has out's layout
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+        res[h][nt] = r + 8 * h < P ? __ldcs(reinterpret_cast<const unsigned int*>(p.x + (size_t)(r + 8 * h) * p.C_out +
+                                                                                 nt * 8 + 2 * t))
+                                   : 0u;
+}
+
+// One unit (16 channels, k permuted): lo / hi = D's channels 16 u + 4t .. + 3 of rows g and g + 8.
+template <int NT>
+__device__ __forceinline__ void v9_unit(float (&acc)[NT][4], uint2 lo, uint2 hi, const float* s_lo, const float* s_hi,
+                                        const __half* b_s, int ldb, int u, int g, int t) {
+  const float4 sl = __ldg(reinterpret_cast<const float4*>(s_lo + u * 16));
+  const float4 sh = __ldg(reinterpret_cast<const float4*>(s_hi + u * 16));
+  uint32_t a[4];  // (row g, k 2t..), (row g + 8, k 2t..), (row g, k 2t + 8..), (row g + 8, k 2t + 8..)
+  a[0] = scale_half2(lo.x, make_float2(sl.x, sl.y));
+  a[1] = scale_half2(hi.x, make_float2(sh.x, sh.y));
+  a[2] = scale_half2(lo.y, make_float2(sl.z, sl.w));
+  a[3] = scale_half2(hi.y, make_float2(sh.z, sh.w));
+  const __half* b_row = b_s + g * ldb + u * 16 + 4 * t;
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) {
+    const uint2 b = *reinterpret_cast<const uint2*>(b_row + nt * 8 * ldb);
+    mma_m16n8k16(acc[nt], a, b.x, b.y);
+  }
+}
+
+// The task's epilogue: + bias (+ x), fp16 store of the rows < P; zeroes acc.
+template <int NT>
+__device__ __forceinline__ void v9_epilogue(const Params& p, float (&acc)[NT][4], const float2 (&bias)[NT],
+                                            const uint32_t (&res)[2][NT], int task, int g, int t, int P) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int row = task * 16 + g + 8 * h;
+    if (row < P) {
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+        const int col = nt * 8 + 2 * t;
+        float v0 = acc[nt][2 * h] + bias[nt].x, v1 = acc[nt][2 * h + 1] + bias[nt].y;
+        if (p.residual) {
+          const float2 xv = __half22float2(*reinterpret_cast<const __half2*>(&res[h][nt]));
+          v0 += xv.x;
+          v1 += xv.y;
+        }
+        *reinterpret_cast<__half2*>(p.out + (size_t)row * p.C_out + col) = __floats2half2_rn(v0, v1);
+      }
+    }
+  }
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
+}
+
+template <int NT, int DEPTH>
+__global__ void __launch_bounds__(kProjV9Threads) project_v9_kernel(const Params p) {
+  extern __shared__ __align__(16) uint8_t smem9[];
+  __half* b_s = reinterpret_cast<__half*>(smem9);
+  const int tid = threadIdx.x, lane = tid & 31, g = lane >> 2, t = lane & 3;
+  const int ldb = project_v9_ldb(p.hidden);
+  float2 bias[NT];
+  v9_prologue<NT>(p, b_s, ldb, bias, tid, t);
   __syncthreads();
   // PDL (pdl.h): D and the scale follow the wait; the trigger may follow it (the dependents wait for this grid).
   pdl::wait();
@@ -352,69 +424,87 @@ __global__ void __launch_bounds__(kProjV9Threads) project_v9_kernel(const Params
   };
 #pragma unroll
   for (int d = 0; d < DEPTH; ++d) load(buf[d]);
-  // Per task: the scale rows of this lane's two rows (rows past P: any image; they read zeros, are never stored),
-  // and the shortcut's values of its outputs, requested now and added in the epilogue.
   const float *s_lo, *s_hi;
   uint32_t res[2][NT];
-  auto task_start = [&]() {
-    const int r = ctask * 16 + g;
-    s_lo = p.scale + (size_t)min(r / hw, p.N - 1) * p.hid_pad + 4 * t;
-    s_hi = p.scale + (size_t)min((r + 8) / hw, p.N - 1) * p.hid_pad + 4 * t;
-    if (p.residual)  // stride 1 and C_in == C_out: x has out's layout
-#pragma unroll
-      for (int h = 0; h < 2; ++h)
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
-          res[h][nt] = r + 8 * h < P ? __ldcs(reinterpret_cast<const unsigned int*>(p.x + (size_t)(r + 8 * h) * p.C_out + nt * 8 + 2 * t)) : 0u;
-  };
-  task_start();
+  v9_task_start<NT>(p, ctask, g, t, hw, P, s_lo, s_hi, res);
   float acc[NT][4];
 #pragma unroll
   for (int nt = 0; nt < NT; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
   for (;;) {
 #pragma unroll
     for (int d = 0; d < DEPTH; ++d) {
-      const float4 sl = __ldg(reinterpret_cast<const float4*>(s_lo + cu * 16));
-      const float4 sh = __ldg(reinterpret_cast<const float4*>(s_hi + cu * 16));
-      uint32_t a[4];  // (row g, k 2t..), (row g + 8, k 2t..), (row g, k 2t + 8..), (row g + 8, k 2t + 8..)
-      a[0] = scale_half2(buf[d][0].x, make_float2(sl.x, sl.y));
-      a[1] = scale_half2(buf[d][1].x, make_float2(sh.x, sh.y));
-      a[2] = scale_half2(buf[d][0].y, make_float2(sl.z, sl.w));
-      a[3] = scale_half2(buf[d][1].y, make_float2(sh.z, sh.w));
-      const __half* b_row = b_s + g * ldb + cu * 16 + 4 * t;
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt) {
-        const uint2 b = *reinterpret_cast<const uint2*>(b_row + nt * 8 * ldb);
-        mma_m16n8k16(acc[nt], a, b.x, b.y);
-      }
+      v9_unit<NT>(acc, buf[d][0], buf[d][1], s_lo, s_hi, b_s, ldb, cu, g, t);
       load(buf[d]);  // the slot just read takes the unit DEPTH ahead
       if (++cu < units) continue;
-      // the task's epilogue: + bias (+ x), fp16 store of the rows < P
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int row = ctask * 16 + g + 8 * h;
-        if (row < P) {
-#pragma unroll
-          for (int nt = 0; nt < NT; ++nt) {
-            const int col = nt * 8 + 2 * t;
-            float v0 = acc[nt][2 * h] + bias[nt].x, v1 = acc[nt][2 * h + 1] + bias[nt].y;
-            if (p.residual) {
-              const float2 xv = __half22float2(*reinterpret_cast<const __half2*>(&res[h][nt]));
-              v0 += xv.x;
-              v1 += xv.y;
-            }
-            *reinterpret_cast<__half2*>(p.out + (size_t)row * p.C_out + col) = __floats2half2_rn(v0, v1);
-          }
-        }
-      }
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
+      v9_epilogue<NT>(p, acc, bias, res, ctask, g, t, P);
       cu = 0;
       ctask += step;
       if (ctask >= tasks) return;
-      task_start();
+      v9_task_start<NT>(p, ctask, g, t, hw, P, s_lo, s_hi, res);
     }
   }
+}
+
+// project_v9 with the task staged (CUDA_KERNELS_PROJ_V9_LOAD=task; NOTES.md, "MBConv version 9: measured"): the ring
+// kernel's loads are 32-byte pieces of 16 rows (a row's hidden x 2 bytes apart), so DRAM sees each page opened once
+// per unit; here each warp copies its next task's 16 x hidden halves, one contiguous range, with 16-byte cp.async in
+// address order into its own half of a two-task ring in shared memory, and computes the current task from there
+// (8-byte shared loads of the same fragments). No CTA barrier after the prologue: the warp waits for its own copies
+// (cp.async.wait_group) and __syncwarp.
+__host__ __device__ constexpr int project_v9t_smem_bytes(int hidden, int c_out) {
+  return project_v9_smem_bytes(hidden, c_out) + kProjV9Warps * 2 * 16 * hidden * 2;
+}
+
+template <int NT>
+__global__ void __launch_bounds__(kProjV9Threads) project_v9t_kernel(const Params p) {
+  extern __shared__ __align__(16) uint8_t smem9[];
+  __half* b_s = reinterpret_cast<__half*>(smem9);
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
+  const int ldb = project_v9_ldb(p.hidden), task_halves = 16 * p.hidden;
+  __half* mine = reinterpret_cast<__half*>(smem9 + project_v9_smem_bytes(p.hidden, p.C_out)) + warp * 2 * task_halves;
+  float2 bias[NT];
+  v9_prologue<NT>(p, b_s, ldb, bias, tid, t);
+  __syncthreads();
+  pdl::wait();
+  pdl::launch_dependents();
+
+  const int P = p.N * p.Ho * p.Wo, hw = p.Ho * p.Wo, tasks = (P + 15) / 16, units = p.hidden / 16;
+  const int step = (int)gridDim.x * kProjV9Warps;
+  int task = (int)blockIdx.x * kProjV9Warps + warp;
+  if (task >= tasks) return;
+  // the task's rows (fewer past P: the stale rows of the buffer feed only outputs that are never stored)
+  auto issue = [&](int tk, int slot) {
+    if (tk < tasks) {
+      const int pieces = min(16, P - tk * 16) * p.hidden / 8;
+      const __half* src = p.d + (size_t)tk * task_halves;
+      const uint32_t dst = smem_addr(mine + slot * task_halves);
+      for (int i = lane; i < pieces; i += 32) cp_async16(dst + i * 16, src + i * 8, true);
+    }
+    bf::cp_async_commit();  // a group per task, empty past the last: the wait below counts one behind
+  };
+  issue(task, 0);
+  const float *s_lo, *s_hi;
+  uint32_t res[2][NT];
+  float acc[NT][4];
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
+  for (int k = 0;; ++k) {
+    issue(task + step, (k + 1) & 1);
+    v9_task_start<NT>(p, task, g, t, hw, P, s_lo, s_hi, res);
+    cp_async_wait<1>();
+    __syncwarp();
+    const __half* a_lo = mine + (k & 1) * task_halves + g * p.hidden + 4 * t;
+    const __half* a_hi = a_lo + 8 * p.hidden;
+#pragma unroll 3
+    for (int u = 0; u < units; ++u)
+      v9_unit<NT>(acc, *reinterpret_cast<const uint2*>(a_lo + u * 16), *reinterpret_cast<const uint2*>(a_hi + u * 16),
+                  s_lo, s_hi, b_s, ldb, u, g, t);
+    v9_epilogue<NT>(p, acc, bias, res, task, g, t, P);
+    __syncwarp();  // every lane has read this slot before the copy issued next iteration refills it
+    task += step;
+    if (task >= tasks) break;
+  }
+  cp_async_wait<0>();
 }
 
 // One block per image: pool, FC1 -> SiLU, FC2 -> sigmoid. Shared memory: pooled [hid_pad],
@@ -590,7 +680,27 @@ cudaError_t launch_project_v9_nt_depth(const Params& p, cudaStream_t stream, boo
 }
 
 template <int NT>
+cudaError_t launch_project_v9t_nt(const Params& p, cudaStream_t stream, bool pdl) {
+  static DeviceSlots slots;
+  const auto kernel = project_v9t_kernel<NT>;
+  const int smem = project_v9t_smem_bytes(p.hidden, p.C_out);
+  int dev = 0;
+  cudaError_t err = prepare(kernel, slots, smem, kProjV9Threads, dev, true);
+  if (err != cudaSuccess) return err;
+  const long long tasks = ((long long)p.N * p.Ho * p.Wo + 15) / 16;
+  const int grid = (int)std::min<long long>((tasks + kProjV9Warps - 1) / kProjV9Warps,
+                                            (long long)slots.ctas_per_sm[dev] * slots.sms[dev]);
+  if (pdl && pdl::device_supports(dev))
+    return pdl::launch(kernel, dim3(grid), dim3(kProjV9Threads), smem, stream, p);
+  kernel<<<grid, kProjV9Threads, smem, stream>>>(p);
+  return cudaGetLastError();
+}
+
+template <int NT>
 cudaError_t launch_project_v9_nt(const Params& p, cudaStream_t stream, bool pdl) {
+  const char* load = std::getenv("CUDA_KERNELS_PROJ_V9_LOAD");
+  if (load != nullptr && std::strcmp(load, "task") == 0 && project_v9t_smem_bytes(p.hidden, p.C_out) <= kProjV9TMaxSmem)
+    return launch_project_v9t_nt<NT>(p, stream, pdl);
   const char* depth = std::getenv("CUDA_KERNELS_PROJ_V9_DEPTH");
   if (depth != nullptr && std::strcmp(depth, "16") == 0) return launch_project_v9_nt_depth<NT, 16>(p, stream, pdl);
   return launch_project_v9_nt_depth<NT, kProjV9Depth>(p, stream, pdl);
