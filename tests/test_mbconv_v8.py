@@ -47,10 +47,10 @@ def test_version_8_is_registered_and_off_by_default():
     assert 8 in mb.VERSIONS and mb.KERNEL_VERSION[8] == 8
     assert 'os.environ.get("CUDA_KERNELS_MBCONV_VERSION", "3")' in Path(mb.__file__).read_text()
     cu = (CSRC / "mbconv.cu").read_text()
-    assert "version == 8 && p.ksize == 3) err = launch_expand_dw_v8_k3" in cu
-    assert "version == 8 && p.ksize == 5) err = launch_expand_dw_v8_k5" in cu
+    assert "(version == 8 || version == 9) && p.ksize == 3) err = launch_expand_dw_v8_k3" in cu  # 9: v8's kernel 1
+    assert "(version == 8 || version == 9) && p.ksize == 5) err = launch_expand_dw_v8_k5" in cu
     assert "version == 3 || version == 5 || version == 6 || version == 8" in cu  # version 3's SE and projection
-    assert "(version >= 5 && version <= 8)" in (CSRC / "mbconv_bindings.cpp").read_text()
+    assert "(version >= 5 && version <= 9)" in (CSRC / "mbconv_bindings.cpp").read_text()
     from cuda_kernels._build import MBCONV_SOURCES
 
     assert {"mbconv_v8_k3.cu", "mbconv_v8_k5.cu"} <= set(MBCONV_SOURCES)
