@@ -660,13 +660,10 @@ cudaError_t launch_project_bn(const Params& p, cudaStream_t stream, bool pdl = f
   return cudaGetLastError();
 }
 
-// project_v9 for C_out = 8 NT: as many CTAs as fit (shared memory by hidden and C_out: occupancy asked per call), at
-// most one per kProjV9Warps tasks.
-template <int NT, int DEPTH>
-cudaError_t launch_project_v9_nt_depth(const Params& p, cudaStream_t stream, bool pdl) {
-  static DeviceSlots slots;
-  const auto kernel = project_v9_kernel<NT, DEPTH>;
-  const int smem = project_v9_smem_bytes(p.hidden, p.C_out);
+// project_v9 / v9t: as many CTAs as fit (shared memory by hidden and C_out: occupancy asked per call), at most one per
+// kProjV9Warps tasks.
+template <typename Kernel>
+cudaError_t launch_v9(Kernel kernel, DeviceSlots& slots, int smem, const Params& p, cudaStream_t stream, bool pdl) {
   int dev = 0;
   cudaError_t err = prepare(kernel, slots, smem, kProjV9Threads, dev, true);
   if (err != cudaSuccess) return err;
@@ -679,21 +676,16 @@ cudaError_t launch_project_v9_nt_depth(const Params& p, cudaStream_t stream, boo
   return cudaGetLastError();
 }
 
+template <int NT, int DEPTH>
+cudaError_t launch_project_v9_nt_depth(const Params& p, cudaStream_t stream, bool pdl) {
+  static DeviceSlots slots;
+  return launch_v9(project_v9_kernel<NT, DEPTH>, slots, project_v9_smem_bytes(p.hidden, p.C_out), p, stream, pdl);
+}
+
 template <int NT>
 cudaError_t launch_project_v9t_nt(const Params& p, cudaStream_t stream, bool pdl) {
   static DeviceSlots slots;
-  const auto kernel = project_v9t_kernel<NT>;
-  const int smem = project_v9t_smem_bytes(p.hidden, p.C_out);
-  int dev = 0;
-  cudaError_t err = prepare(kernel, slots, smem, kProjV9Threads, dev, true);
-  if (err != cudaSuccess) return err;
-  const long long tasks = ((long long)p.N * p.Ho * p.Wo + 15) / 16;
-  const int grid = (int)std::min<long long>((tasks + kProjV9Warps - 1) / kProjV9Warps,
-                                            (long long)slots.ctas_per_sm[dev] * slots.sms[dev]);
-  if (pdl && pdl::device_supports(dev))
-    return pdl::launch(kernel, dim3(grid), dim3(kProjV9Threads), smem, stream, p);
-  kernel<<<grid, kProjV9Threads, smem, stream>>>(p);
-  return cudaGetLastError();
+  return launch_v9(project_v9t_kernel<NT>, slots, project_v9t_smem_bytes(p.hidden, p.C_out), p, stream, pdl);
 }
 
 template <int NT>
