@@ -142,3 +142,11 @@ def se_fc1_float64(partial: torch.Tensor, hw: int, w1, b1, warps: int) -> list[f
     assert (touched == 1).all()
     return squeezed
 
+
+
+def b0_prepared(path: str, batch: int, seed: int = 1):
+    """(params, packed weights, GPU input at `batch`) of EfficientNet-B0's block `path`, BN folded."""
+    torch.manual_seed(seed)
+    block = fold_batchnorm(block_of("efficientnet_b0", path)).cuda()
+    params = mb.block_params(block)
+    return params, mb.prepare_weights(params), gpu_input(batch, mbconv_shapes("efficientnet_b0")[path])

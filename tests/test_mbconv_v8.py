@@ -573,13 +573,9 @@ def test_v8_odd_sizes(path, size, batch):
 
 
 def _prepared(path, batch, seed=1):
-    from mbconv_helpers import block_of, gpu_input, mbconv_shapes
-    from perfmodel.zoo import fold_batchnorm
+    from mbconv_helpers import b0_prepared
 
-    torch.manual_seed(seed)
-    block = fold_batchnorm(block_of("efficientnet_b0", path)).cuda()
-    params = mb.block_params(block)
-    return params, mb.prepare_weights(params), gpu_input(batch, mbconv_shapes("efficientnet_b0")[path])
+    return b0_prepared(path, batch, seed)
 
 
 @pytest.mark.cuda

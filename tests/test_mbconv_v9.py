@@ -240,9 +240,9 @@ def test_v9_equals_v8_bit_for_bit_and_runs_its_own_projection(path, batch):
     is not blind, the profiler must show project_v9_kernel running (and project_v3_kernel not) where it applies."""
     from torch.profiler import ProfilerActivity, profile
 
-    from test_mbconv_v8 import _prepared
+    from mbconv_helpers import b0_prepared
 
-    params, weights, x = _prepared(path, batch)
+    params, weights, x = b0_prepared(path, batch)
     v8 = mb.mbconv(x, params, weights, version=8)
     out = torch.full_like(v8, float("nan"))
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
