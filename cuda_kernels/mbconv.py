@@ -39,7 +39,9 @@ from cuda_kernels import _pdl
 # block has an expand conv (kernel1_v8_applies; version 3's kernel 1 elsewhere); version 3's SE and projection;
 # compiled and CPU-tested only. 9 (NOTES.md, "MBConv version 9") is version 8 with the projection streamed by each warp
 # straight from D into its mma fragments, no shared memory for D and no barrier in its loop (csrc/mbconv_v3.cu
-# project_v9_kernel), where project_v9_applies; version 3's projection elsewhere.
+# project_v9_kernel; where V and the warps' task rings fit, each warp stages its task in shared memory,
+# project_v9t_kernel, unless CUDA_KERNELS_PROJ_V9_LOAD=ring), where project_v9_applies; version 3's projection elsewhere.
+# Passed 106/106 GPU tests with either loader; bit for bit version 8.
 VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9)
 KERNEL_VERSION = {1: 1, 2: 2, 3: 3, 4: 3, 5: 5, 6: 6, 7: 7, 8: 8, 9: 9}  # what the extension runs for each version
 PROJECT_V7_MAX_HW = 400  # csrc/mbconv_v7.cu kP7MaxHW: project_v7 where Ho * Wo <= this

@@ -445,7 +445,8 @@ __global__ void __launch_bounds__(kProjV9Threads) project_v9_kernel(const Params
   }
 }
 
-// project_v9 with the task staged (CUDA_KERNELS_PROJ_V9_LOAD=task; NOTES.md, "MBConv version 9: measured"): the ring
+// project_v9 with the task staged (the default where it fits; CUDA_KERNELS_PROJ_V9_LOAD=ring for the ring; NOTES.md,
+// "Session 11 results"): the ring
 // kernel's loads are 32-byte pieces of 16 rows (a row's hidden x 2 bytes apart), so DRAM sees each page opened once
 // per unit; here each warp copies its next task's 16 x hidden halves, one contiguous range, with 16-byte cp.async in
 // address order into its own half of a two-task ring in shared memory, and computes the current task from there
@@ -690,9 +691,11 @@ cudaError_t launch_project_v9t_nt(const Params& p, cudaStream_t stream, bool pdl
 
 template <int NT>
 cudaError_t launch_project_v9_nt(const Params& p, cudaStream_t stream, bool pdl) {
+  // the task-staged loader where it fits (B0 2.347 ms against the ring's 2.406, examples/measurements/mbconv/v9/call3);
+  // CUDA_KERNELS_PROJ_V9_LOAD=ring keeps the ring of loads in registers
   const char* load = std::getenv("CUDA_KERNELS_PROJ_V9_LOAD");
-  if (load != nullptr && std::strcmp(load, "task") == 0 && project_v9t_smem_bytes(p.hidden, p.C_out) <= kProjV9TMaxSmem)
-    return launch_project_v9t_nt<NT>(p, stream, pdl);
+  const bool ring = load != nullptr && std::strcmp(load, "ring") == 0;
+  if (!ring && project_v9t_smem_bytes(p.hidden, p.C_out) <= kProjV9TMaxSmem) return launch_project_v9t_nt<NT>(p, stream, pdl);
   const char* depth = std::getenv("CUDA_KERNELS_PROJ_V9_DEPTH");
   if (depth != nullptr && std::strcmp(depth, "16") == 0) return launch_project_v9_nt_depth<NT, 16>(p, stream, pdl);
   return launch_project_v9_nt_depth<NT, kProjV9Depth>(p, stream, pdl);
