@@ -317,7 +317,8 @@ __host__ __device__ constexpr int project_v9_smem_bytes(int hidden, int c_out) {
 // Pieces of project_v9 shared by its two loaders (the ring of loads in registers, project_v9_kernel, and the task
 // staged in the warp's shared memory, project_v9t_kernel). Lane (g, t); a task is rows 16 task .. 16 task + 15.
 
-// V's rows (C_out = 8 NT) into shared memory and the lane's biases: weights, read before the PDL wait.
+// V's rows (C_out = 8 NT) into shared memory and the lane's biases: weights, read before the PDL wait; then the
+// wait (D and the scale follow it) and the trigger (the dependents wait for this grid).
 template <int NT>
 __device__ __forceinline__ void v9_prologue(const Params& p, __half* b_s, int ldb, float2 (&bias)[NT], int tid, int t) {
   const int kc = p.hidden / 8;
@@ -328,6 +329,9 @@ __device__ __forceinline__ void v9_prologue(const Params& p, __half* b_s, int ld
   }
 #pragma unroll
   for (int nt = 0; nt < NT; ++nt) bias[nt] = __ldg(reinterpret_cast<const float2*>(p.b_proj + nt * 8 + 2 * t));
+  __syncthreads();
+  pdl::wait();  // pdl.h
+  pdl::launch_dependents();
 }
 
 // At a task's start: the scale rows of the lane's two rows (rows past P: any image; they are never stored) and the
@@ -400,10 +404,6 @@ __global__ void __launch_bounds__(kProjV9Threads) project_v9_kernel(const Params
   const int ldb = project_v9_ldb(p.hidden);
   float2 bias[NT];
   v9_prologue<NT>(p, b_s, ldb, bias, tid, t);
-  __syncthreads();
-  // PDL (pdl.h): D and the scale follow the wait; the trigger may follow it (the dependents wait for this grid).
-  pdl::wait();
-  pdl::launch_dependents();
 
   const int P = p.N * p.Ho * p.Wo, hw = p.Ho * p.Wo, tasks = (P + 15) / 16, units = p.hidden / 16;
   const int step = (int)gridDim.x * kProjV9Warps;
@@ -465,9 +465,6 @@ __global__ void __launch_bounds__(kProjV9Threads) project_v9t_kernel(const Param
   __half* mine = reinterpret_cast<__half*>(smem9 + project_v9_smem_bytes(p.hidden, p.C_out)) + warp * 2 * task_halves;
   float2 bias[NT];
   v9_prologue<NT>(p, b_s, ldb, bias, tid, t);
-  __syncthreads();
-  pdl::wait();
-  pdl::launch_dependents();
 
   const int P = p.N * p.Ho * p.Wo, hw = p.Ho * p.Wo, tasks = (P + 15) / 16, units = p.hidden / 16;
   const int step = (int)gridDim.x * kProjV9Warps;
