@@ -47,8 +47,10 @@ KERNEL_VERSION = {1: 1, 2: 2, 3: 3, 4: 3, 5: 5, 6: 6, 7: 7, 8: 8, 9: 9}  # what 
 PROJECT_V7_MAX_HW = 400  # csrc/mbconv_v7.cu kP7MaxHW: project_v7 where Ho * Wo <= this
 # A version becomes the default only once it has passed the GPU tests (CUDA_KERNELS_MBCONV_VERSION
 # overrides): version 2 passed 67/67 on the H200 (examples/measurements/h200_call_2026-11-30b_log.txt),
-# version 3 76/76 (examples/measurements/mbconv/v3/mbconv_b0_h200_v3_log.txt)
-DEFAULT_VERSION = int(os.environ.get("CUDA_KERNELS_MBCONV_VERSION", "3"))
+# version 3 76/76 (examples/measurements/mbconv/v3/mbconv_b0_h200_v3_log.txt), version 9 106/106 and then the
+# whole GPU suite with it as the default (examples/measurements/mbconv/v9/; version 3's kernel 1 at features.7.0,
+# kernel1_v9_takes_v3)
+DEFAULT_VERSION = int(os.environ.get("CUDA_KERNELS_MBCONV_VERSION", "9"))
 KERNEL_SIZES = (3, 5)
 STRIDES = (1, 2)
 CHANNEL_MULTIPLE = 8  # 16-byte rows of every NHWC tensor and weight
@@ -76,6 +78,13 @@ def kernel1_v8_applies(expand: bool, chunk: int) -> bool:
     expand conv (expand ratio 1: B0's and B2's features.1.x) and for chunks of 32 (its k = 5 instantiation
     spilled under two CTAs' 128 registers)."""
     return expand and chunk == 48
+
+
+def kernel1_v9_takes_v3(kernel_size: int, stride: int, out_h: int, out_w: int) -> bool:
+    """Whether version 9 runs version 3's kernel 1 instead of version 8's (csrc/mbconv.cuh kernel1_v9_takes_v3): at
+    k = 3, stride 1 and at most 64 output pixels per image, where version 8's was measured slower (B0's features.7.0:
+    132.3 against 145.3 us per block, examples/measurements/mbconv/v8/mb8_blocks.json)."""
+    return kernel_size == 3 and stride == 1 and out_h * out_w <= 64
 
 
 def x_rows_padded_v8(c_in: int) -> bool:
@@ -125,8 +134,9 @@ def kernel1_smem_bytes(rows: int, height: int, width: int, kernel_size: int, str
     pixel pitch is 60 halves, and it adds the per-group sums, the chunk's depthwise taps and an mbarrier."""
     in_rows = (rows - 1) * stride + kernel_size
     m_pad = _round_up(min(height, in_rows) * width, 16)
-    if version == 9:  # version 8's kernel 1
-        version = 8
+    if version == 9:  # version 8's kernel 1, or version 3's where kernel1_v9_takes_v3
+        out_h, out_w = output_size(height, stride), output_size(width, stride)
+        version = 3 if kernel1_v9_takes_v3(kernel_size, stride, out_h, out_w) else 8
     if version == 8 and kernel1_v8_applies(expand, chunk):
         if c_in is None:
             raise ValueError("kernel1_smem_bytes: version 8 needs c_in")

@@ -43,12 +43,13 @@ def _segment_rows(ks: int) -> int:
 
 # ---- the switch ----
 
-def test_version_8_is_registered_and_off_by_default():
+def test_version_8_is_registered_and_version_9_is_the_default():
     assert 8 in mb.VERSIONS and mb.KERNEL_VERSION[8] == 8
-    assert 'os.environ.get("CUDA_KERNELS_MBCONV_VERSION", "3")' in Path(mb.__file__).read_text()
+    assert 'os.environ.get("CUDA_KERNELS_MBCONV_VERSION", "9")' in Path(mb.__file__).read_text()
     cu = (CSRC / "mbconv.cu").read_text()
-    assert "(version == 8 || version == 9) && p.ksize == 3) err = launch_expand_dw_v8_k3" in cu  # 9: v8's kernel 1
-    assert "(version == 8 || version == 9) && p.ksize == 5) err = launch_expand_dw_v8_k5" in cu
+    # 9: v8's kernel 1 but where kernel1_v9_takes_v3
+    assert "(version == 8 || (version == 9 && !v9_v3)) && p.ksize == 3) err = launch_expand_dw_v8_k3" in cu
+    assert "(version == 8 || (version == 9 && !v9_v3)) && p.ksize == 5) err = launch_expand_dw_v8_k5" in cu
     assert "version == 3 || version == 5 || version == 6 || version == 8" in cu  # version 3's SE and projection
     assert "(version >= 5 && version <= 9)" in (CSRC / "mbconv_bindings.cpp").read_text()
     from cuda_kernels._build import MBCONV_SOURCES
@@ -56,7 +57,7 @@ def test_version_8_is_registered_and_off_by_default():
     assert {"mbconv_v8_k3.cu", "mbconv_v8_k5.cu"} <= set(MBCONV_SOURCES)
 
 
-@pytest.mark.parametrize("value,expected", [(None, 3), ("8", 8), ("3", 3)])
+@pytest.mark.parametrize("value,expected", [(None, 9), ("8", 8), ("3", 3)])
 def test_the_environment_switch(value, expected):
     env = {k: v for k, v in os.environ.items() if k != "CUDA_KERNELS_MBCONV_VERSION"}
     if value is not None:

@@ -33,11 +33,36 @@ DEPTH, WARPS = 8, 8  # kProjV9Depth, kProjV9Warps
 def test_version_9_is_registered_and_wired():
     assert 9 in mb.VERSIONS and mb.KERNEL_VERSION[9] == 9
     cu = (CSRC / "mbconv.cu").read_text()
-    assert "(version == 8 || version == 9) && p.ksize == 3) err = launch_expand_dw_v8_k3" in cu
+    assert "(version == 8 || (version == 9 && !v9_v3)) && p.ksize == 3) err = launch_expand_dw_v8_k3" in cu
+    assert "if (v9_v3) err = p.ksize == 3 ? launch_expand_dw_v3_k3(" in cu
     assert "project_v9_applies(p.hidden, p.C_out) ? launch_project_v9(p, stream, pdl)" in cu
     assert "(version >= 5 && version <= 9)" in (CSRC / "mbconv_bindings.cpp").read_text()
     # kernel 1 of version 9 is version 8's: the same bands
     assert mb.band_rows(56, 56, 3, 1, 32, 48, True, 9, 24) == mb.band_rows(56, 56, 3, 1, 32, 48, True, 8, 24)
+
+
+def test_kernel1_v9_takes_v3_mirrors_the_launcher():
+    """Version 3's kernel 1 (and its bands) at k = 3, stride 1 and <= 64 output pixels: B0's features.7.0 only (B2's
+    last stage is 9 x 9 = 81 pixels at 288 x 288)."""
+    assert re.search(r"return ksize == 3 && stride == 1 && ho \* wo <= 64;", (CSRC / "mbconv.cuh").read_text())
+    from mbconv_helpers import block_of, mbconv_shapes
+    from perfmodel.zoo import fold_batchnorm
+
+    for name, last in (("efficientnet_b0", {"features.7.0"}), ("efficientnet_b2", set())):
+        takes = set()
+        for path, (c, h, w) in mbconv_shapes(name).items():
+            params = mb.block_params(fold_batchnorm(block_of(name, path)))
+            ho, wo = mb.output_size(h, params.stride), mb.output_size(w, params.stride)
+            if mb.kernel1_v9_takes_v3(params.kernel_size, params.stride, ho, wo):
+                takes.add(path)
+        assert takes == last, (name, takes)
+    # 7 x 7, k = 3, stride 1: version 3's band (the whole image, padded E rows), not version 8's
+    assert mb.kernel1_smem_bytes(7, 7, 7, 3, 1, 192, 48, True, 9, 192) == \
+        mb.kernel1_smem_bytes(7, 7, 7, 3, 1, 192, 48, True, 3, 192)
+    assert mb.kernel1_smem_bytes(7, 7, 7, 3, 1, 192, 48, True, 9, 192) != \
+        mb.kernel1_smem_bytes(7, 7, 7, 3, 1, 192, 48, True, 8, 192)
+    assert not mb.kernel1_v9_takes_v3(5, 1, 7, 7) and not mb.kernel1_v9_takes_v3(3, 1, 14, 14)
+    assert mb.kernel1_v9_takes_v3(3, 1, 8, 8) and not mb.kernel1_v9_takes_v3(3, 1, 9, 8)
 
 
 def test_the_python_mirror_holds_the_kernels_constants():
@@ -258,6 +283,31 @@ def test_v9_equals_v8_bit_for_bit_and_runs_its_own_projection(path, batch):
     assert torch.isfinite(first).all()
     assert torch.equal(first, v8)
     assert torch.equal(first, again)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("batch", [1, 128])
+def test_v9_at_features_7_0_runs_version_3s_kernel_1(batch):
+    """kernel1_v9_takes_v3: version 3's kernel 1 (and, C_out 320 not being a project_v9 width, version 3's SE and
+    projection) at features.7.0. Version 3's pool adds with shared atomics, so its bits vary from run to run (the
+    first form of this test asserted equality and failed on the H200, session 12); the profiler is the proof of which
+    kernel ran, and the output agrees with version 3 to the pool's summation order."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from mbconv_helpers import b0_prepared
+    from perfmodel.harness import relative_error
+
+    params, weights, x = b0_prepared("features.7.0", batch)
+    v3 = mb.mbconv(x, params, weights, version=3)
+    out = torch.full_like(v3, float("nan"))
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        got = mb.mbconv(x, params, weights, out=out, version=9)
+        torch.cuda.synchronize()
+    names = " ".join(e.name for e in prof.events())
+    assert "expand_dw_v2_kernel" in names and "expand_dw_v8_kernel" not in names, names[:500]
+    assert "project_v3_kernel" in names, names[:500]
+    assert torch.isfinite(got).all()
+    assert relative_error(got, v3.double()) < 1e-4  # test_mbconv_kernels.POOL_ORDER_REL_ERROR
 
 
 @pytest.mark.cuda

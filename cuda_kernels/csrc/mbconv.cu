@@ -172,8 +172,10 @@ cudaError_t launch_mbconv(const Params& p, int chunk, int version, cudaStream_t 
   if ((version == 5 || version == 6) && p.ksize == 5) err = launch_expand_dw_v5_k5(p, chunk, stream);
   if (version == 7 && p.ksize == 3) err = launch_expand_dw_v7_k3(p, chunk, stream, pdl);
   if (version == 7 && p.ksize == 5) err = launch_expand_dw_v7_k5(p, chunk, stream, pdl);
-  if ((version == 8 || version == 9) && p.ksize == 3) err = launch_expand_dw_v8_k3(p, chunk, stream, pdl);
-  if ((version == 8 || version == 9) && p.ksize == 5) err = launch_expand_dw_v8_k5(p, chunk, stream, pdl);
+  const bool v9_v3 = version == 9 && kernel1_v9_takes_v3(p.ksize, p.stride, p.Ho, p.Wo);  // version 3's kernel 1
+  if (v9_v3) err = p.ksize == 3 ? launch_expand_dw_v3_k3(p, chunk, stream, pdl) : launch_expand_dw_v3_k5(p, chunk, stream, pdl);
+  if ((version == 8 || (version == 9 && !v9_v3)) && p.ksize == 3) err = launch_expand_dw_v8_k3(p, chunk, stream, pdl);
+  if ((version == 8 || (version == 9 && !v9_v3)) && p.ksize == 5) err = launch_expand_dw_v8_k5(p, chunk, stream, pdl);
   if (err != cudaSuccess) return err;
   if (version == 7)  // the SE ran in kernel 1's last CTA per image
     return project_v7_applies(p.Ho, p.Wo) ? launch_project_v7(p, stream, pdl) : launch_project_v3_only(p, stream, pdl);

@@ -79,6 +79,12 @@ cudaError_t launch_expand_dw_v8_k5(const Params& p, int chunk, cudaStream_t stre
 // Version 9 (NOTES.md, "MBConv version 9"): version 8's kernel 1 and version 3's SE, then project_v9 (mbconv_v3.cu:
 // D streamed into the mma fragments by each warp, no shared memory for D) where project_v9_applies, else version 3's.
 bool project_v9_applies(int hidden, int c_out);
+// Version 9 runs version 3's kernel 1 where version 8's was measured slower: k = 3, stride 1 and at most 64 output
+// pixels per image (B0's features.7.0, 7 x 7: 132.3 against 145.3 us per block, examples/measurements/mbconv/v8/
+// mb8_blocks.json; one band per image, so version 8's halo reuse buys nothing there). mbconv.py mirrors it.
+__host__ __device__ inline bool kernel1_v9_takes_v3(int ksize, int stride, int ho, int wo) {
+  return ksize == 3 && stride == 1 && ho * wo <= 64;
+}
 cudaError_t launch_se_v3(const Params& p, cudaStream_t stream, bool pdl);
 cudaError_t launch_project_v9(const Params& p, cudaStream_t stream, bool pdl);
 bool project_v7_applies(int ho, int wo);

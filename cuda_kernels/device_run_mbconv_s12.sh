@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Session 12, first call: version 9 as the default MBConv (version 3's kernel 1 at features.7.0), and where B0's
+# block time goes, kernel by kernel. From the repository root (~6 minutes on one H200):
+#   timeout 590 bash cuda_kernels/device_run_mbconv_s12.sh OUTDIR
+# build -> the GPU tests of the MBConv files under the new default -> EfficientNet-B0 end to end (fused with the rest
+# compiled, and torch.compile freezing, both CUDA graphs) -> Nsight Compute of all three kernels of every B0 block,
+# serialised and L2 flushed (OUTDIR/kernels_v9.csv, summary lines "K ..."). Last line S12_OK=1|0 (1: the tests passed).
+set -uo pipefail
+out=${1:?output folder}
+mkdir -p "$out"; log="$out/log.txt"
+export PYTHONUNBUFFERED=1 PYTHONPATH=. TORCH_CUDA_ARCH_LIST=9.0 MAX_JOBS=16 TORCH_EXTENSIONS_DIR="$PWD/.mbconv_ext"
+start=$(date +%s)
+left() { echo $((570 - ($(date +%s) - start))); }
+source cuda_kernels/device_lib.sh  # step (capped by left)
+ok=1
+step build 200 python3 -c "from cuda_kernels._build import load_mbconv_extension as l; print('S12 so:', l().__file__)" \
+  || { echo "S12_OK=0"; exit 0; }
+step e2e_v9 70 python3 cli.py bench efficientnet_b0 --repeats 30 --warmup 5 --backend cuda_kernels --compile-rest \
+  --freezing --cuda-graphs -o "$out/b0_v9.json"
+step e2e_inductor 80 python3 cli.py bench efficientnet_b0 --repeats 30 --warmup 5 --backend inductor --freezing \
+  --cuda-graphs -o "$out/b0_inductor.json"
+step tests 200 python3 -m pytest -q -m cuda --tb=short -p no:cacheprovider tests/test_mbconv_v9.py \
+  tests/test_mbconv_v8.py tests/test_mbconv_kernels.py tests/test_pdl.py
+rc=$?
+{ [ $rc -eq 0 ] || [ $rc -eq 124 ] || [ $rc -eq 137 ]; } || ok=0
+[ $rc -eq 124 ] || [ $rc -eq 137 ] && ok=0
+grep -qE "^FAILED|[0-9]+ failed" "$log" && ok=0
+blocks=$(python3 -c "
+import torchvision
+from cuda_kernels.mbconv_bench import RESOLUTION, network_blocks
+print(' '.join(p for p, _, _ in network_blocks(torchvision.models.efficientnet_b0(), RESOLUTION['efficientnet_b0'])))")
+metrics=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed
+metrics=$metrics,sm__warps_active.avg.pct_of_peak_sustained_active,smsp__inst_executed.sum,launch__grid_size
+metrics=$metrics,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,smsp__issue_active.avg.pct_of_peak_sustained_active
+step ncu 120 ncu --clock-control none --cache-control all --print-units base -k regex:"expand_dw|se_v3|project" \
+  --metrics "$metrics" --csv --page raw --log-file "$out/kernels_v9.csv" python3 -m cuda_kernels.mbconv_profile \
+  --version 9 $blocks
+python3 - "$out" "$blocks" <<'EOF' 2>> "$log" | tee -a "$log"
+import csv, json, sys
+from pathlib import Path
+out, blocks = Path(sys.argv[1]), sys.argv[2].split()
+f = out / "kernels_v9.csv"
+if f.exists():
+    lines = [l for l in f.read_text().splitlines() if l.startswith('"')]
+    rows = [r for r in csv.DictReader(lines) if r.get("Kernel Name")]
+    # mbconv_profile runs each block twice; each run launches kernel 1, SE and the projection: keep the second run
+    per = len(rows) // max(1, 2 * len(blocks))
+    for i, b in enumerate(blocks):
+        for r in rows[(2 * i + 1) * per:(2 * i + 2) * per]:
+            def num(k):
+                try:
+                    return float(r[k].replace(",", ""))
+                except (KeyError, ValueError):
+                    return float("nan")
+            print(f"K {b} {r['Kernel Name'].split('(')[0][:48]} {num('gpu__time_duration.sum') / 1e3:.1f}us "
+                  f"grid {num('launch__grid_size'):.0f} read {num('dram__bytes_read.sum') / 1e6:.1f}MB "
+                  f"write {num('dram__bytes_write.sum') / 1e6:.1f}MB "
+                  f"dram {num('dram__throughput.avg.pct_of_peak_sustained_elapsed'):.0f}% "
+                  f"warps {num('sm__warps_active.avg.pct_of_peak_sustained_active'):.0f}% "
+                  f"issue {num('smsp__issue_active.avg.pct_of_peak_sustained_active'):.0f}% "
+                  f"tensor {num('sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active'):.0f}% "
+                  f"inst {num('smsp__inst_executed.sum') / 1e6:.1f}M")
+e = {p.stem: json.loads(p.read_text())["results"]["latency_ms"]["median"] for p in sorted(out.glob("b0_*.json"))}
+print("S12 e2e " + " ".join(f"{k}={v:.3f}ms" for k, v in e.items()))
+EOF
+grep -E "^== |passed|failed|Error|error:" "$log" | tail -20
+echo "S12_OK=$ok"
