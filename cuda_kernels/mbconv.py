@@ -112,6 +112,23 @@ def project_v9_applies(hidden: int, c_out: int) -> bool:
             and project_v9_smem_bytes(hidden, c_out) <= PROJECT_V9_MAX_SMEM)
 
 
+PROJECT_V10_MODES = ("late", "all")  # CUDA_KERNELS_PROJ_V10 (csrc/mbconv_v3.cu project_v10_mode); off otherwise
+PROJECT_V10_BM, PROJECT_V3_STAGES, PROJECT_V3_LD = 64, 4, 40  # kProjV10BM, kProjV3Stages, kProjV3LD
+
+
+def project_v3_bn(c_out: int) -> int:
+    """Columns per tile of project_v3 and project_v10 (csrc/mbconv_v3.cu project_v3_bn): the fewest 64-wide N tiles,
+    then the narrowest multiple of 16 that covers C_out in that many."""
+    tiles = _round_up(c_out, 64) // 64
+    return _round_up(-(-c_out // tiles), 16)
+
+
+def project_v10_smem_bytes(bn: int) -> int:
+    """Shared memory of project_v10 (csrc/mbconv_v3.cu project_v10_smem_bytes): four stages of the 64-row D tile and
+    the BN rows of V, 32 channels at a pitch of 40 halves, and the fp32 k-half sums of the 4 row warps."""
+    return PROJECT_V3_STAGES * (PROJECT_V10_BM + bn) * PROJECT_V3_LD * 2 + 4 * (bn // 8) * 4 * 32 * 4
+
+
 V8_HALO_MAX = 12  # csrc/mbconv_v8.cuh kV8HaloMax: 8-byte pieces of E's halo rows per thread
 
 

@@ -35,7 +35,7 @@ def test_version_9_is_registered_and_wired():
     cu = (CSRC / "mbconv.cu").read_text()
     assert "(version == 8 || (version == 9 && !v9_v3)) && p.ksize == 3) err = launch_expand_dw_v8_k3" in cu
     assert "if (v9_v3) err = p.ksize == 3 ? launch_expand_dw_v3_k3(" in cu
-    assert "project_v9_applies(p.hidden, p.C_out) ? launch_project_v9(p, stream, pdl)" in cu
+    assert "return v9 ? launch_project_v9(p, stream, pdl) : launch_project_v3_only(p, stream, pdl);" in cu
     assert "(version >= 5 && version <= 9)" in (CSRC / "mbconv_bindings.cpp").read_text()
     # kernel 1 of version 9 is version 8's: the same bands
     assert mb.band_rows(56, 56, 3, 1, 32, 48, True, 9, 24) == mb.band_rows(56, 56, 3, 1, 32, 48, True, 8, 24)

@@ -55,41 +55,43 @@ struct UnitWalk {
   }
 };
 
-// Pieces of the projection shared by project_v3 and project_bulk (version 6). Warp w owns rows
-// 32 w .. 32 w + 31 of a 128-row M tile (two m16 fragments), all NT = BN / 8 columns of its N tile.
+// Pieces of the projection shared by project_v3, project_bulk (version 6) and project_v10. A warp owns MT m16
+// fragments, rows r0 .. r0 + 16 MT - 1 of the M tile (project_v3: MT = 2, r0 = 32 warp of a 128-row tile; project_v10:
+// MT = 1 of a 64-row tile), all NT = BN / 8 columns of its N tile.
 
-// The SE-scale offset (image * hid_pad) of this thread's four fragment rows of the M tile at m0:
+// The SE-scale offset (image * hid_pad) of this thread's 2 MT fragment rows of the M tile at m0:
 // one division per tile. Rows past P read zeros (or are never stored); any image serves.
-__device__ __forceinline__ void project_scale_rows(const Params& p, int m0, int hw, int warp, int g,
-                                                   int (&soff)[2][2]) {
+template <int MT = 2>
+__device__ __forceinline__ void project_scale_rows(const Params& p, int m0, int hw, int r0, int g,
+                                                   int (&soff)[MT][2]) {
   const int img0 = m0 / hw, rem0 = m0 - img0 * hw;
 #pragma unroll
-  for (int mt = 0; mt < 2; ++mt)
+  for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int r = rem0 + warp * 32 + mt * 16 + g + h * 8;  // < hw + BM
+      const int r = rem0 + r0 + mt * 16 + g + h * 8;  // < hw + BM (BM <= kProjV3BM)
       const int img = hw >= kProjV3BM ? img0 + (r >= hw) : img0 + r / hw;
       soff[mt][h] = min(img, p.N - 1) * p.hid_pad;
     }
 }
 
-// One 16-deep k step: the warp's two 16-row A fragments (D, row stride lda halves, from a_s at
+// One 16-deep k step: the warp's MT 16-row A fragments (D rows r0 .., row stride lda halves, from a_s at
 // column `col`) scaled by the SE (channel k = the step's first channel), times the BN rows of V
 // (row stride ldb, from b_s at column `col`), into acc.
-template <int NP>
-__device__ __forceinline__ void project_k16(const Params& p, float (&acc)[2][2 * NP][4], const __half* a_s, int lda,
-                                            const __half* b_s, int ldb, int col, int k, const int (&soff)[2][2],
-                                            int warp, int lane) {
+template <int NP, int MT = 2>
+__device__ __forceinline__ void project_k16(const Params& p, float (&acc)[MT][2 * NP][4], const __half* a_s, int lda,
+                                            const __half* b_s, int ldb, int col, int k, const int (&soff)[MT][2],
+                                            int r0, int lane) {
   const int q = lane & 3;
   const int a_row = lane & 15, a_k = (lane >> 4) * 8;
   const int b_row = (lane & 7) + ((lane >> 4) << 3), b_k = ((lane >> 3) & 1) * 8;
   // D is zero past `hidden`, so any finite scale serves there; clamping keeps the read in
   // the row (hk_pad may exceed hid_pad, and the tail of scale is never written).
   const int klo = min(k + 2 * q, p.hidden - 2), khi = min(k + 2 * q + 8, p.hidden - 2);
-  uint32_t a[2][4];
+  uint32_t a[MT][4];
 #pragma unroll
-  for (int mt = 0; mt < 2; ++mt) {
-    ldmatrix_x4(a[mt], smem_addr(a_s + (warp * 32 + mt * 16 + a_row) * lda + col + a_k));
+  for (int mt = 0; mt < MT; ++mt) {
+    ldmatrix_x4(a[mt], smem_addr(a_s + (r0 + mt * 16 + a_row) * lda + col + a_k));
     // a[mt][0]: (row g, k..k+1), [1]: (row g+8, k..), [2]: (row g, k+8..), [3]: (row g+8, k+8..)
     a[mt][0] = scale_half2(a[mt][0], __ldg(reinterpret_cast<const float2*>(p.scale + soff[mt][0] + klo)));
     a[mt][1] = scale_half2(a[mt][1], __ldg(reinterpret_cast<const float2*>(p.scale + soff[mt][1] + klo)));
@@ -101,7 +103,7 @@ __device__ __forceinline__ void project_k16(const Params& p, float (&acc)[2][2 *
     uint32_t b[4];
     ldmatrix_x4(b, smem_addr(b_s + (np * 16 + b_row) * ldb + col + b_k));
 #pragma unroll
-    for (int mt = 0; mt < 2; ++mt) {
+    for (int mt = 0; mt < MT; ++mt) {
       mma_m16n8k16(acc[mt][2 * np], a[mt], b[0], b[1]);
       mma_m16n8k16(acc[mt][2 * np + 1], a[mt], b[2], b[3]);
     }
@@ -109,9 +111,9 @@ __device__ __forceinline__ void project_k16(const Params& p, float (&acc)[2][2 *
 }
 
 // The tile's epilogue: + bias (+ x), fp16 store of the rows < P and columns < C_out; zeroes acc.
-template <int NT>
-__device__ __forceinline__ void project_epilogue(const Params& p, float (&acc)[2][NT][4], int m0, int n0, int P,
-                                                 int warp, int lane) {
+template <int NT, int MT = 2>
+__device__ __forceinline__ void project_epilogue(const Params& p, float (&acc)[MT][NT][4], int m0, int n0, int P,
+                                                 int r0, int lane) {
   const int g = lane >> 2, q = lane & 3;
 #pragma unroll
   for (int nt = 0; nt < NT; ++nt) {
@@ -119,10 +121,10 @@ __device__ __forceinline__ void project_epilogue(const Params& p, float (&acc)[2
     const bool col_ok = col < p.C_out;  // C_out is even: both columns or neither
     const float bias0 = col_ok ? __ldg(p.b_proj + col) : 0.f, bias1 = col_ok ? __ldg(p.b_proj + col + 1) : 0.f;
 #pragma unroll
-    for (int mt = 0; mt < 2; ++mt)
+    for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const int row = m0 + warp * 32 + mt * 16 + g + h * 8;
+        const int row = m0 + r0 + mt * 16 + g + h * 8;
         float v0 = acc[mt][nt][2 * h] + bias0, v1 = acc[mt][nt][2 * h + 1] + bias1;
         acc[mt][nt][2 * h] = acc[mt][nt][2 * h + 1] = 0.f;
         if (!col_ok || row >= P) continue;
@@ -211,15 +213,118 @@ __global__ void __launch_bounds__(kProjectThreads) project_v3_kernel(const Param
     __syncthreads();  // step s has landed; everyone is done with step s - 1, whose buffer is refilled next
     issue();
     const int m0 = cu.m * BM, n0 = cu.n * BN;
-    if (kt == 0) project_scale_rows(p, m0, hw, warp, g, soff);  // the image of each fragment row
+    if (kt == 0) project_scale_rows(p, m0, hw, warp * 32, g, soff);  // the image of each fragment row
     const __half* a_s = As + (s % STAGES) * BM * LD;
     const __half* b_s = Bs + (s % STAGES) * BN * LD;
 #pragma unroll
-    for (int ks = 0; ks < BK / 16; ++ks) project_k16<NP>(p, acc, a_s, LD, b_s, LD, ks * 16, kt * BK + ks * 16, soff, warp, lane);
+    for (int ks = 0; ks < BK / 16; ++ks)
+      project_k16<NP>(p, acc, a_s, LD, b_s, LD, ks * 16, kt * BK + ks * 16, soff, warp * 32, lane);
     if (++kt < ktiles) continue;
     kt = 0;
     cu.next();
-    project_epilogue<NT>(p, acc, m0, n0, P, warp, lane);
+    project_epilogue<NT>(p, acc, m0, n0, P, warp * 32, lane);
+  }
+  cp_async_wait<0>();
+}
+
+// Version 10's projection (NOTES.md, "MBConv version 10"): project_v3's products for the blocks past stage 4, where
+// project_v3's 128-row tiles leave one warp per scheduler (features.6.1: 147 CTAs of 4 warps, 7% of the warp slots,
+// 65 us for 14.5 MB of D). 64-row x BN tiles, 8 warps: warp w computes the 16 rows 16 (w % 4) of the tile and, of
+// each 32-deep k step, the 16 channels 16 (w / 4): two warps per output fragment, each on half the products, their
+// sums added through shared memory at the tile's end (red, fp32). Same 4-stage cp.async pipeline, same scaled A
+// fragments (project_k16), same epilogue (project_epilogue) as project_v3; the products are summed in another order
+// (two fp32 halves), so the output is close to project_v3's, not equal.
+constexpr int kProjV10BM = 64, kProjV10Threads = 256;
+
+__host__ __device__ constexpr int project_v10_smem_bytes(int bn) {
+  return kProjV3Stages * (kProjV10BM + bn) * kProjV3LD * 2 + 4 * (bn / 8) * 4 * 32 * 4;  // stages + red
+}
+
+template <int BN>
+__global__ void __launch_bounds__(kProjV10Threads, 3) project_v10_kernel(const Params p, int n_tiles) {
+  pdl::wait();  // as project_v3: D is read from the first issue() on; the grid is one wave
+  pdl::launch_dependents();
+  constexpr int BM = kProjV10BM, BK = kProjV3BK, LD = kProjV3LD, STAGES = kProjV3Stages;
+  constexpr int NT = BN / 8, NP = BN / 16;
+  static_assert(BN % 16 == 0 && BN <= 64 && BK == 32, "BN");
+  extern __shared__ __align__(16) uint8_t smem[];
+  __half* As = reinterpret_cast<__half*>(smem);  // [STAGES][BM][LD]
+  __half* Bs = As + STAGES * BM * LD;             // [STAGES][BN][LD]
+  float* red = reinterpret_cast<float*>(Bs + STAGES * BN * LD);  // [4 row warps][NT][4][32 lanes]
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int mw = warp & 3, kh = warp >> 2;  // rows 16 mw .. of the tile; channels 16 kh .. of each k step
+  const int hw = p.Ho * p.Wo, P = p.N * hw;
+  const int units = (P + BM - 1) / BM * n_tiles, ktiles = p.hk_pad / BK;  // the launcher keeps units < 2^31
+  const int my_units = (int)blockIdx.x < units ? (units - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0;
+  const int steps = my_units * ktiles;
+
+  // Loader: thread tid copies row tid / 4 of the A tile and, for tid < 4 BN, row tid / 4 of the B tile, 8 channels
+  // at column (tid % 4) * 8: one 16-byte cp.async each per step.
+  const int ld_r = tid >> 2, ld_c = (tid & 3) * 8;
+  int ld_step = 0, ld_kt = 0;
+  UnitWalk ld(n_tiles);
+  auto issue = [&]() {
+    if (ld_step < steps) {
+      const int stage = ld_step % STAGES;
+      const int row = ld.m * BM + ld_r, n0 = ld.n * BN, k = ld_kt * BK + ld_c;
+      const bool valid = row < P && k < p.hidden;  // zeros past the batch and hidden
+      cp_async16(smem_addr(As + stage * BM * LD + ld_r * LD + ld_c), valid ? p.d + (size_t)row * p.hidden + k : p.d,
+                 valid);
+      if (tid < 4 * BN) {
+        const bool bvalid = n0 + ld_r < p.C_out;
+        cp_async16(smem_addr(Bs + stage * BN * LD + ld_r * LD + ld_c),
+                   bvalid ? p.w_proj + (size_t)(n0 + ld_r) * p.hk_pad + k : p.w_proj, bvalid);
+      }
+    }
+    cp_async_commit();  // an empty group past the end keeps wait_group's count uniform
+    ++ld_step;
+    if (++ld_kt == ktiles) {
+      ld_kt = 0;
+      ld.next();
+    }
+  };
+
+  const int g = lane >> 2;
+  float acc[1][NT][4];
+#pragma unroll
+  for (int j = 0; j < NT; ++j)
+#pragma unroll
+    for (int k = 0; k < 4; ++k) acc[0][j][k] = 0.f;
+  int soff[1][2];
+
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) issue();
+  int kt = 0;
+  UnitWalk cu(n_tiles);
+  for (int s = 0; s < steps; ++s) {
+    cp_async_wait<STAGES - 2>();
+    __syncthreads();  // step s has landed; everyone is done with step s - 1 (and with red), whose buffer is refilled
+    issue();
+    const int m0 = cu.m * BM, n0 = cu.n * BN;
+    if (kt == 0) project_scale_rows<1>(p, m0, hw, mw * 16, g, soff);
+    project_k16<NP, 1>(p, acc, As + (s % STAGES) * BM * LD, LD, Bs + (s % STAGES) * BN * LD, LD, kh * 16,
+                       kt * BK + kh * 16, soff, mw * 16, lane);
+    if (++kt < ktiles) continue;
+    kt = 0;
+    cu.next();
+    float* r = red + mw * NT * 4 * 32 + lane;
+    if (kh == 1) {
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          r[(nt * 4 + j) * 32] = acc[0][nt][j];
+          acc[0][nt][j] = 0.f;
+        }
+    }
+    __syncthreads();  // the k-half sums are in red
+    if (kh == 0) {
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) acc[0][nt][j] += r[(nt * 4 + j) * 32];
+      project_epilogue<NT, 1>(p, acc, m0, n0, P, mw * 16, lane);  // zeroes acc
+    }
   }
   cp_async_wait<0>();
 }
@@ -281,12 +386,12 @@ __global__ void __launch_bounds__(kProjectThreads) project_bulk_kernel(const Par
     if (tid == 0 && i + 1 < my_units) issue(i + 1);  // its stage was freed by the __syncthreads closing unit i - 1
     bf::mbar_wait(bars + 8 * (i % STAGES), (i / STAGES) & 1);
     const int m0 = cu.m * BM, n0 = cu.n * BN;
-    project_scale_rows(p, m0, hw, warp, lane >> 2, soff);
+    project_scale_rows(p, m0, hw, warp * 32, lane >> 2, soff);
     const __half* a_s = reinterpret_cast<const __half*>(smem + (i % STAGES) * stage_bytes);
     // rows past P (the last M tile) hold stale values: their products are never stored
     for (int k = 0; k < p.hidden; k += 16)
-      project_k16<NP>(p, acc, a_s, p.hidden, a_s + BM * p.hidden, p.hk_pad, k, k, soff, warp, lane);
-    project_epilogue<NT>(p, acc, m0, n0, P, warp, lane);
+      project_k16<NP>(p, acc, a_s, p.hidden, a_s + BM * p.hidden, p.hk_pad, k, k, soff, warp * 32, lane);
+    project_epilogue<NT>(p, acc, m0, n0, P, warp * 32, lane);
     cu.next();
     __syncthreads();
   }
@@ -658,6 +763,24 @@ cudaError_t launch_project_bn(const Params& p, cudaStream_t stream, bool pdl = f
   return cudaGetLastError();
 }
 
+// project_v10, persistent: as many CTAs as fit, at most one per unit.
+template <int BN>
+cudaError_t launch_project_v10_bn(const Params& p, cudaStream_t stream, bool pdl) {
+  static DeviceSlots slots;
+  const auto kernel = project_v10_kernel<BN>;
+  const int smem = project_v10_smem_bytes(BN);
+  int dev = 0;
+  cudaError_t err = prepare(kernel, slots, smem, kProjV10Threads, dev);
+  if (err != cudaSuccess) return err;
+  const int n_tiles = (p.C_out + BN - 1) / BN;
+  const long long units = (long long)((p.N * p.Ho * p.Wo + kProjV10BM - 1) / kProjV10BM) * n_tiles;
+  const int grid = (int)std::min<long long>(units, (long long)slots.ctas_per_sm[dev] * slots.sms[dev]);
+  if (pdl && pdl::device_supports(dev))
+    return pdl::launch(kernel, dim3(grid), dim3(kProjV10Threads), smem, stream, p, n_tiles);
+  kernel<<<grid, kProjV10Threads, smem, stream>>>(p, n_tiles);
+  return cudaGetLastError();
+}
+
 // project_v9 / v9t: as many CTAs as fit (shared memory by hidden and C_out: occupancy asked per call), at most one per
 // kProjV9Warps tasks.
 template <typename Kernel>
@@ -731,6 +854,27 @@ cudaError_t launch_project_v9(const Params& p, cudaStream_t stream, bool pdl) {
     case 6: return launch_project_v9_nt<6>(p, stream, pdl);
     case 10: return launch_project_v9_nt<10>(p, stream, pdl);
     case 11: return launch_project_v9_nt<11>(p, stream, pdl);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+// CUDA_KERNELS_PROJ_V10 (read at every call): "late" runs project_v10 where project_v9 does not apply (B0's blocks
+// past stage 4), "all" wherever version 9 projects; anything else (the default) keeps project_v9 / project_v3.
+int project_v10_mode() {
+  const char* v = std::getenv("CUDA_KERNELS_PROJ_V10");
+  if (v == nullptr) return 0;
+  if (std::strcmp(v, "late") == 0) return 1;
+  if (std::strcmp(v, "all") == 0) return 2;
+  return 0;
+}
+
+cudaError_t launch_project_v10(const Params& p, cudaStream_t stream, bool pdl) {
+  if (p.hidden % 8 || p.hidden < 8) return cudaErrorInvalidValue;
+  switch (project_v3_bn(p.C_out)) {
+    case 16: return launch_project_v10_bn<16>(p, stream, pdl);
+    case 32: return launch_project_v10_bn<32>(p, stream, pdl);
+    case 48: return launch_project_v10_bn<48>(p, stream, pdl);
+    case 64: return launch_project_v10_bn<64>(p, stream, pdl);
     default: return cudaErrorInvalidValue;
   }
 }

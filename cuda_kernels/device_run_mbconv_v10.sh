@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# MBConv version 10's projection (NOTES.md, "MBConv version 10"): project_v10 inside version 9, switched by
+# CUDA_KERNELS_PROJ_V10 (off | late | all). From the repository root (~6 minutes on one H200):
+#   timeout 590 bash cuda_kernels/device_run_mbconv_v10.sh OUTDIR
+# build -> the GPU tests of tests/test_mbconv_v10.py -> Nsight Compute of the projection kernels at B0's features.4.1
+# and 5.0-7.0 under each mode, serialised and L2 flushed (OUTDIR/proj_<mode>.csv, lines "PROJ ...") -> the per-block
+# bench of those blocks under each mode (CUDA graphs, L2 flushed) -> EfficientNet-B0 end to end under each mode and
+# torch.compile (freezing, CUDA graphs) in the same call. Last line V10_OK=1|0 (1: the tests passed).
+set -uo pipefail
+out=${1:?output folder}
+mkdir -p "$out"; log="$out/log.txt"
+export PYTHONUNBUFFERED=1 PYTHONPATH=. TORCH_CUDA_ARCH_LIST=9.0 MAX_JOBS=16 TORCH_EXTENSIONS_DIR="$PWD/.mbconv_ext"
+start=$(date +%s)
+left() { echo $((570 - ($(date +%s) - start))); }
+source cuda_kernels/device_lib.sh  # step (capped by left)
+ok=1
+step build 200 python3 -c "from cuda_kernels._build import load_mbconv_extension as l; print('V10 so:', l().__file__)" \
+  || { echo "V10_OK=0"; exit 0; }
+step tests 150 python3 -m pytest -q -m cuda --tb=short -p no:cacheprovider tests/test_mbconv_v10.py
+rc=$?
+[ $rc -eq 0 ] || ok=0
+modes="off late all"
+blocks="features.4.1 features.5.0 features.5.1 features.6.0 features.6.1 features.7.0"
+metrics=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed
+metrics=$metrics,sm__warps_active.avg.pct_of_peak_sustained_active,smsp__inst_executed.sum,launch__grid_size
+metrics=$metrics,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,smsp__issue_active.avg.pct_of_peak_sustained_active
+for m in $modes; do
+  step "ncu_$m" 40 env CUDA_KERNELS_PROJ_V10=$m ncu --clock-control none --cache-control all --print-units base \
+    -k regex:"project" --metrics "$metrics" --csv --page raw --log-file "$out/proj_$m.csv" \
+    python3 -m cuda_kernels.mbconv_profile --version 9 $blocks
+done
+python3 - "$out" "$blocks" <<'PY' 2>> "$log" | tee -a "$log"
+import csv, sys
+from pathlib import Path
+out, blocks = Path(sys.argv[1]), sys.argv[2].split()
+for f in sorted(out.glob("proj_*.csv")):
+    lines = [l for l in f.read_text().splitlines() if l.startswith('"')]
+    rows = [r for r in csv.DictReader(lines) if "project" in r.get("Kernel Name", "")]
+    for i, r in enumerate(rows):
+        if i % 2 == 0:  # mbconv_profile runs each block twice: keep the second launch
+            continue
+        def num(k):
+            try:
+                return float(r[k].replace(",", ""))
+            except (KeyError, ValueError):
+                return float("nan")
+        b = blocks[i // 2] if i // 2 < len(blocks) else "?"
+        print(f"PROJ {f.stem[5:]} {b} {r['Kernel Name'].split('(')[0][:40]} {num('gpu__time_duration.sum') / 1e3:.1f}us "
+              f"grid {num('launch__grid_size'):.0f} dram {num('dram__throughput.avg.pct_of_peak_sustained_elapsed'):.0f}% "
+              f"warps {num('sm__warps_active.avg.pct_of_peak_sustained_active'):.0f}% "
+              f"issue {num('smsp__issue_active.avg.pct_of_peak_sustained_active'):.0f}% "
+              f"tensor {num('sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active'):.0f}%")
+PY
+for m in $modes; do
+  step "bench_$m" 40 env CUDA_KERNELS_PROJ_V10=$m python3 -m cuda_kernels.mbconv_bench --budget-s 0 --repeats 20 \
+    $(printf -- "--block %s " $blocks) --out "$out/blocks_$m.json" --version 9
+done
+for m in $modes; do
+  step "e2e_$m" 60 env CUDA_KERNELS_PROJ_V10=$m python3 cli.py bench efficientnet_b0 --repeats 30 --warmup 5 \
+    --backend cuda_kernels --compile-rest --freezing --cuda-graphs -o "$out/b0_v10_$m.json"
+done
+step e2e_inductor 80 python3 cli.py bench efficientnet_b0 --repeats 30 --warmup 5 --backend inductor --freezing \
+  --cuda-graphs -o "$out/b0_inductor.json"
+python3 - "$out" <<'PY' 2>> "$log" | tee -a "$log"
+import json, sys
+from pathlib import Path
+out = Path(sys.argv[1])
+for p in sorted(out.glob("blocks_*.json")):
+    for row in json.loads(p.read_text())["results"]["cases"]:
+        b = row.get("backends", {})
+        t = " ".join(f"{k}={b[k]['graph_latency_ms']['median'] * 1e3:.1f}us" for k in b
+                     if k.startswith("cuda_kernels_v") and "graph_latency_ms" in b[k])
+        print(f"V10 {p.stem} {row['path']} {t}")
+e = {f.stem: json.loads(f.read_text())["results"]["latency_ms"]["median"] for f in sorted(out.glob("b0_*.json"))}
+print("V10 e2e " + " ".join(f"{k}={v:.3f}ms" for k, v in e.items()))
+PY
+grep -E "^== |passed|failed|Error|error:" "$log" | tail -24
+echo "V10_OK=$ok"
