@@ -6,6 +6,10 @@
 # and 5.0-7.0 under each mode, serialised and L2 flushed (OUTDIR/proj_<mode>.csv, lines "PROJ ...") -> the per-block
 # bench of those blocks under each mode (CUDA graphs, L2 flushed) -> EfficientNet-B0 end to end under each mode and
 # torch.compile (freezing, CUDA graphs) in the same call. Last line V10_OK=1|0 (1: the tests passed).
+# MODES (default "off late all"), BLOCKS (default features.4.1 and 5.0-7.0), TESTS (default tests/test_mbconv_v10.py),
+# NCU=0 skips Nsight Compute, ACCEPT=1 adds the issue's per-block comparison with torch.compile default (freezing) at
+# features.2.1, 3.1, 4.1 and 6.1 (OUTDIR/accept.json). Session 12's second call ran the defaults; its third:
+#   MODES="auto off" NCU=0 ACCEPT=1 BLOCKS="<all 16 B0 blocks>" TESTS="tests/test_mbconv_v10.py tests/test_mbconv_v9.py"
 set -uo pipefail
 out=${1:?output folder}
 mkdir -p "$out"; log="$out/log.txt"
@@ -16,15 +20,16 @@ source cuda_kernels/device_lib.sh  # step (capped by left)
 ok=1
 step build 200 python3 -c "from cuda_kernels._build import load_mbconv_extension as l; print('V10 so:', l().__file__)" \
   || { echo "V10_OK=0"; exit 0; }
-step tests 150 python3 -m pytest -q -m cuda --tb=short -p no:cacheprovider tests/test_mbconv_v10.py
+step tests 200 python3 -m pytest -q -m cuda --tb=short -p no:cacheprovider ${TESTS:-tests/test_mbconv_v10.py}
 rc=$?
 [ $rc -eq 0 ] || ok=0
-modes="off late all"
-blocks="features.4.1 features.5.0 features.5.1 features.6.0 features.6.1 features.7.0"
+modes=${MODES:-off late all}
+blocks=${BLOCKS:-features.4.1 features.5.0 features.5.1 features.6.0 features.6.1 features.7.0}
 metrics=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed
 metrics=$metrics,sm__warps_active.avg.pct_of_peak_sustained_active,smsp__inst_executed.sum,launch__grid_size
 metrics=$metrics,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,smsp__issue_active.avg.pct_of_peak_sustained_active
 for m in $modes; do
+  [ "${NCU:-1}" = 1 ] || break
   step "ncu_$m" 40 env CUDA_KERNELS_PROJ_V10=$m ncu --clock-control none --cache-control all --print-units base \
     -k regex:"project" --metrics "$metrics" --csv --page raw --log-file "$out/proj_$m.csv" \
     python3 -m cuda_kernels.mbconv_profile --version 9 $blocks
@@ -61,15 +66,19 @@ for m in $modes; do
 done
 step e2e_inductor 80 python3 cli.py bench efficientnet_b0 --repeats 30 --warmup 5 --backend inductor --freezing \
   --cuda-graphs -o "$out/b0_inductor.json"
+if [ "${ACCEPT:-0}" = 1 ]; then  # the acceptance blocks against torch.compile default (freezing), same process
+  step accept 150 python3 -m cuda_kernels.mbconv_bench --out "$out/accept.json" --version 9 --compile-mode default \
+    --budget-s 1000 --repeats 20 --block features.2.1 --block features.3.1 --block features.4.1 --block features.6.1
+fi
 python3 - "$out" <<'PY' 2>> "$log" | tee -a "$log"
 import json, sys
 from pathlib import Path
 out = Path(sys.argv[1])
-for p in sorted(out.glob("blocks_*.json")):
+for p in sorted(out.glob("blocks_*.json")) + sorted(out.glob("accept.json")):
     for row in json.loads(p.read_text())["results"]["cases"]:
         b = row.get("backends", {})
         t = " ".join(f"{k}={b[k]['graph_latency_ms']['median'] * 1e3:.1f}us" for k in b
-                     if k.startswith("cuda_kernels_v") and "graph_latency_ms" in b[k])
+                     if (k.startswith("cuda_kernels_v") or k.startswith("inductor")) and "graph_latency_ms" in b[k])
         print(f"V10 {p.stem} {row['path']} {t}")
 e = {f.stem: json.loads(f.read_text())["results"]["latency_ms"]["median"] for f in sorted(out.glob("b0_*.json"))}
 print("V10 e2e " + " ".join(f"{k}={v:.3f}ms" for k, v in e.items()))

@@ -112,7 +112,7 @@ def project_v9_applies(hidden: int, c_out: int) -> bool:
             and project_v9_smem_bytes(hidden, c_out) <= PROJECT_V9_MAX_SMEM)
 
 
-PROJECT_V10_MODES = ("late", "all")  # CUDA_KERNELS_PROJ_V10 (csrc/mbconv_v3.cu project_v10_mode); off otherwise
+PROJECT_V10_MODES = ("off", "late", "all", "auto")  # CUDA_KERNELS_PROJ_V10 (csrc/mbconv_v3.cu project_v10_mode)
 PROJECT_V10_BM, PROJECT_V3_STAGES, PROJECT_V3_LD = 64, 4, 40  # kProjV10BM, kProjV3Stages, kProjV3LD
 
 
@@ -127,6 +127,15 @@ def project_v10_smem_bytes(bn: int) -> int:
     """Shared memory of project_v10 (csrc/mbconv_v3.cu project_v10_smem_bytes): four stages of the 64-row D tile and
     the BN rows of V, 32 channels at a pitch of 40 halves, and the fp32 k-half sums of the 4 row warps."""
     return PROJECT_V3_STAGES * (PROJECT_V10_BM + bn) * PROJECT_V3_LD * 2 + 4 * (bn // 8) * 4 * 32 * 4
+
+
+def project_v10_auto(rows: int, c_out: int, sms: int) -> bool:
+    """Whether version 9's default projection is project_v10 where project_v9 does not apply (csrc/mbconv_v3.cu
+    project_v10_auto): project_v3 would have fewer than 1.5 units (128-row x BN tiles over the N x Ho x Wo `rows`) per
+    SM, under 6 warps per SM, where project_v10 measured faster (B0's features.6.x on the H200's 132 SMs)."""
+    bn = project_v3_bn(c_out)
+    units = -(-rows // 128) * -(-c_out // bn)
+    return 2 * units < 3 * sms
 
 
 V8_HALO_MAX = 12  # csrc/mbconv_v8.cuh kV8HaloMax: 8-byte pieces of E's halo rows per thread

@@ -1,7 +1,8 @@
 """MBConv version 10's projection (NOTES.md, "MBConv version 10"; csrc/mbconv_v3.cu project_v10_kernel): project_v3's
 products over 64-row tiles with 8 warps, each 32-deep k step split between two warps whose sums meet in shared memory
-at the tile's end. Runs inside version 9 where CUDA_KERNELS_PROJ_V10 says: "late" (where project_v9 does not apply:
-B0's blocks past stage 4) or "all" (every block).
+at the tile's end. Runs inside version 9 where CUDA_KERNELS_PROJ_V10 says: "auto" (the default: where project_v9 does
+not apply and project_v3 would have under 1.5 tiles per SM: B0's features.6.x), "late" (wherever project_v9 does not
+apply: B0's blocks past stage 4), "all" (every block) or "off".
 
 CPU: the switch and its wiring, shared memory from literal arithmetic, occupancy on an H200.
 GPU (@pytest.mark.cuda): every MBConv shape of EfficientNet-B0 and -B2 at batch 1, 5 and 128 against float64 with
@@ -26,13 +27,30 @@ CSRC = Path(cuda_kernels.__file__).resolve().parent / "csrc"
 SOURCE = (CSRC / "mbconv_v3.cu").read_text()
 
 
-def test_the_switch_is_wired_and_off_by_default():
+def test_the_switch_is_wired_and_auto_by_default():
     cu = (CSRC / "mbconv.cu").read_text()
-    assert "if (v10 == 2 || (v10 == 1 && !v9)) return launch_project_v10(p, stream, pdl);" in cu
+    assert "if (v10 == 2 || (v10 == 1 && !v9) || (v10 == 3 && !v9 && project_v10_auto(p)))" in cu
     assert 'std::getenv("CUDA_KERNELS_PROJ_V10")' in SOURCE
+    assert "if (v == nullptr) return 3;" in SOURCE and 'if (std::strcmp(v, "off") == 0) return 0;' in SOURCE
     assert 'if (std::strcmp(v, "late") == 0) return 1;' in SOURCE and 'if (std::strcmp(v, "all") == 0) return 2;' in SOURCE
     assert "constexpr int kProjV10BM = 64, kProjV10Threads = 256;" in SOURCE
-    assert mb.PROJECT_V10_MODES == ("late", "all")
+    assert "return 2 * units < 3LL * sms[dev];" in SOURCE
+    assert mb.PROJECT_V10_MODES == ("off", "late", "all", "auto")
+
+
+# B0 at batch 128 on the H200's 132 SMs: project_v3's units = ceil(N Ho Wo / 128) x ceil(C_out / BN)
+@pytest.mark.parametrize("path,rows,c_out,units,auto", [
+    ("features.5.0", 128 * 14 * 14, 112, 196 * 2, False),  # 392 units: project_v3 (32.4 against 37.6 us)
+    ("features.5.1", 128 * 14 * 14, 112, 196 * 2, False),  # 48.3 against 55.2 us
+    ("features.6.0", 128 * 7 * 7, 192, 49 * 3, True),       # 147 < 198: project_v10 (35.9 -> 27.2 us)
+    ("features.6.1", 128 * 7 * 7, 192, 49 * 3, True),       # 64.4 -> 43.8 us
+    ("features.7.0", 128 * 7 * 7, 320, 49 * 5, False),      # 245 units: project_v3 (58.5 against 71.6 us)
+    ("features.5.1 batch 1", 14 * 14, 112, 2 * 2, True),
+])
+def test_auto_rule_at_b0s_late_blocks(path, rows, c_out, units, auto):
+    bn = mb.project_v3_bn(c_out)
+    assert -(-rows // 128) * -(-c_out // bn) == units
+    assert mb.project_v10_auto(rows, c_out, 132) is auto
 
 
 @pytest.mark.parametrize("bn,smem", [
@@ -112,7 +130,7 @@ def test_v10_against_the_default_projection(path, batch, monkeypatch):
     from perfmodel.harness import relative_error
 
     params, weights, x = b0_prepared(path, batch)
-    monkeypatch.delenv("CUDA_KERNELS_PROJ_V10", raising=False)
+    monkeypatch.setenv("CUDA_KERNELS_PROJ_V10", "off")
     base = mb.mbconv(x, params, weights, version=9)
     monkeypatch.setenv("CUDA_KERNELS_PROJ_V10", "late")
     out = torch.full_like(base, float("nan"))
@@ -131,6 +149,31 @@ def test_v10_against_the_default_projection(path, batch, monkeypatch):
     assert relative_error(got, base.double()) < 1e-3
     if late:
         assert not torch.equal(got, base)  # another summation order: the closeness check can fail
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("path,batch,expected", [("features.6.1", 128, True), ("features.6.0", 128, True),
+                                                 ("features.5.1", 128, False), ("features.7.0", 128, False),
+                                                 ("features.5.1", 1, True), ("features.2.1", 128, False)])
+def test_the_default_picks_project_v10_by_the_rule(path, batch, expected, monkeypatch):
+    """Unset CUDA_KERNELS_PROJ_V10 is "auto": project_v10 exactly where project_v10_auto says (on this GPU's SMs)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from mbconv_helpers import b0_prepared
+
+    monkeypatch.delenv("CUDA_KERNELS_PROJ_V10", raising=False)
+    params, weights, x = b0_prepared(path, batch)
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        mb.mbconv(x, params, weights, version=9)
+        torch.cuda.synchronize()
+    names = " ".join(e.name for e in prof.events())
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    rows = x.shape[0] * mb.output_size(x.shape[2], params.stride) * mb.output_size(x.shape[3], params.stride)
+    rule = not mb.project_v9_applies(params.hidden, params.out_channels) and \
+        mb.project_v10_auto(rows, params.out_channels, sms)
+    assert ("project_v10_kernel" in names) is rule, names[:500]
+    if sms == 132:  # the H200 the rule was measured on
+        assert rule is expected
 
 
 @pytest.mark.cuda

@@ -182,9 +182,10 @@ cudaError_t launch_mbconv(const Params& p, int chunk, int version, cudaStream_t 
   if (version == 9) {  // version 8's kernel 1, version 3's SE, then project_v9 where it applies
     err = launch_se_v3(p, stream, pdl);
     if (err != cudaSuccess) return err;
-    const int v10 = project_v10_mode();  // CUDA_KERNELS_PROJ_V10: off by default
+    const int v10 = project_v10_mode();  // CUDA_KERNELS_PROJ_V10: auto by default
     const bool v9 = project_v9_applies(p.hidden, p.C_out);
-    if (v10 == 2 || (v10 == 1 && !v9)) return launch_project_v10(p, stream, pdl);
+    if (v10 == 2 || (v10 == 1 && !v9) || (v10 == 3 && !v9 && project_v10_auto(p)))
+      return launch_project_v10(p, stream, pdl);
     return v9 ? launch_project_v9(p, stream, pdl) : launch_project_v3_only(p, stream, pdl);
   }
   if (version == 3 || version == 5 || version == 6 || version == 8)

@@ -88,9 +88,11 @@ __host__ __device__ inline bool kernel1_v9_takes_v3(int ksize, int stride, int h
 cudaError_t launch_se_v3(const Params& p, cudaStream_t stream, bool pdl);
 cudaError_t launch_project_v9(const Params& p, cudaStream_t stream, bool pdl);
 // Version 10's projection (mbconv_v3.cu, NOTES.md "MBConv version 10"): 64-row tiles, 8 warps, each k step split
-// between two warps; inside version 9 where project_v10_mode() says (CUDA_KERNELS_PROJ_V10=late | all).
+// between two warps; inside version 9 where project_v10_mode() says (CUDA_KERNELS_PROJ_V10=off | late | all | auto).
 cudaError_t launch_project_v10(const Params& p, cudaStream_t stream, bool pdl);
-int project_v10_mode();  // 0: off, 1: where project_v9 does not apply, 2: every version-9 projection
+// 0: off, 1: where project_v9 does not apply, 2: every version-9 projection, 3 (the default): auto, project_v10_auto
+int project_v10_mode();
+bool project_v10_auto(const Params& p);  // project_v3 would have < 1.5 units per SM
 bool project_v7_applies(int ho, int wo);
 cudaError_t launch_project_v7(const Params& p, cudaStream_t stream, bool pdl = false);
 cudaError_t launch_project_v3_only(const Params& p, cudaStream_t stream, bool pdl = false);  // mbconv_v3.cu, no SE

@@ -858,14 +858,28 @@ cudaError_t launch_project_v9(const Params& p, cudaStream_t stream, bool pdl) {
   }
 }
 
-// CUDA_KERNELS_PROJ_V10 (read at every call): "late" runs project_v10 where project_v9 does not apply (B0's blocks
-// past stage 4), "all" wherever version 9 projects; anything else (the default) keeps project_v9 / project_v3.
+// CUDA_KERNELS_PROJ_V10 (read at every call): "off" never runs project_v10, "late" runs it wherever project_v9 does
+// not apply, "all" wherever version 9 projects; unset or anything else is "auto": where project_v9 does not apply and
+// project_v3 would have fewer than 1.5 units (128-row x BN tiles) per SM, i.e. under 6 warps per SM (project_v10_auto;
+// measured: B0's features.6.0-6.3, 147 units on 132 SMs, 35.9 -> 27.2 and 64.4 -> 44.3 us, while at 5.x (392 units)
+// and 7.0 (245) project_v3 stays faster, examples/measurements/mbconv/s12/call2).
 int project_v10_mode() {
   const char* v = std::getenv("CUDA_KERNELS_PROJ_V10");
-  if (v == nullptr) return 0;
+  if (v == nullptr) return 3;
+  if (std::strcmp(v, "off") == 0) return 0;
   if (std::strcmp(v, "late") == 0) return 1;
   if (std::strcmp(v, "all") == 0) return 2;
-  return 0;
+  return 3;
+}
+
+bool project_v10_auto(const Params& p) {
+  static int sms[kMaxDevices] = {};
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev >= kMaxDevices) return false;
+  if (sms[dev] == 0 && cudaDeviceGetAttribute(&sms[dev], cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) return false;
+  const int bn = project_v3_bn(p.C_out);
+  const long long units = (long long)((p.N * p.Ho * p.Wo + kProjV3BM - 1) / kProjV3BM) * ((p.C_out + bn - 1) / bn);
+  return 2 * units < 3LL * sms[dev];
 }
 
 cudaError_t launch_project_v10(const Params& p, cudaStream_t stream, bool pdl) {
