@@ -201,3 +201,55 @@ assert err < 5e-2
            "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])}
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+
+
+# ---- the SE kernel with G images per CTA (se_v3_kernel<G>, CUDA_KERNELS_SE_IMAGES; csrc/mbconv_v3.cu) ----
+
+def test_se_images_switch():
+    assert 'std::getenv("CUDA_KERNELS_SE_IMAGES")' in SOURCE
+    assert "return g == 2 || g == 4 || g == 8 ? g : 1;" in SOURCE
+    assert "err = launch_se_v3(p, stream, pdl, se_images());" in (CSRC / "mbconv.cu").read_text()
+    # W1 and W2 of B0's features.6.1 (hidden 1152, squeeze 48), fp32: what every CTA streams from L2
+    assert 2 * 1152 * 48 * 4 == 442_368
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("images", [2, 4, 8])
+@pytest.mark.parametrize("path,batch", [("features.2.0", 5), ("features.5.1", 128), ("features.6.1", 128),
+                                        ("features.6.1", 7), ("features.7.0", 1), ("features.1.0", 9),
+                                        ("features.3.1", 128)])
+def test_se_with_g_images_per_cta_is_the_same_arithmetic(path, batch, images, monkeypatch):
+    """Each image's pool, FC1 and FC2 sums are formed in the same order for any G, so the output equals the G = 1
+    output bit for bit where kernel 1 is repeatable (version 8's; version 3's pool adds with atomics: features.1.0 and
+    7.0 agree to its summation order); batches not a multiple of G leave the last CTA partly empty."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from mbconv_helpers import b0_prepared
+    from perfmodel.harness import relative_error
+
+    params, weights, x = b0_prepared(path, batch)
+    monkeypatch.setenv("CUDA_KERNELS_SE_IMAGES", "1")
+    base = mb.mbconv(x, params, weights, version=9)
+    monkeypatch.setenv("CUDA_KERNELS_SE_IMAGES", str(images))
+    out = torch.full_like(base, float("nan"))
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        got = mb.mbconv(x, params, weights, out=out, version=9)
+        torch.cuda.synchronize()
+    names = " ".join(e.name for e in prof.events())
+    assert f"se_v3_kernel<{images}>" in names, names[:500]
+    assert torch.isfinite(got).all()
+    if mb.kernel1_v8_applies(params.expand_w is not None, mb.chunk_for(params.hidden)) and \
+            not mb.kernel1_v9_takes_v3(params.kernel_size, params.stride, got.shape[2], got.shape[3]):
+        assert torch.equal(got, base)
+    else:
+        assert relative_error(got, base.double()) < 1e-4
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("path", ["features.6.1", "features.2.1", "features.5.0"])
+def test_se_with_4_images_per_cta_against_float64(path, monkeypatch):
+    from mbconv_helpers import block_of, check_on_gpu, gpu_input, mbconv_shapes
+
+    monkeypatch.setenv("CUDA_KERNELS_SE_IMAGES", "4")
+    torch.manual_seed(3)
+    check_on_gpu(block_of("efficientnet_b0", path), gpu_input(6, mbconv_shapes("efficientnet_b0")[path]), 9)

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# The SE kernel with G images per CTA (NOTES.md, "MBConv version 10", se_v3_kernel<G>, CUDA_KERNELS_SE_IMAGES) inside
+# version 9. From the repository root (~5 minutes on one H200):
+#   timeout 590 bash cuda_kernels/device_run_mbconv_se.sh OUTDIR
+# build -> the GPU tests of tests/test_mbconv_v10.py -> Nsight Compute of the SE kernel at B0's features.2.1, 5.1,
+# 6.1 and 7.0 for each G (serialised, L2 flushed; lines "SE ...") -> the per-block bench of every B0 block for each G
+# (CUDA graphs) -> EfficientNet-B0 end to end for each G and torch.compile (freezing, CUDA graphs) in the same call.
+# IMAGES (default "1 4 8"). Last line SE_OK=1|0 (1: the tests passed).
+set -uo pipefail
+out=${1:?output folder}
+mkdir -p "$out"; log="$out/log.txt"
+export PYTHONUNBUFFERED=1 PYTHONPATH=. TORCH_CUDA_ARCH_LIST=9.0 MAX_JOBS=16 TORCH_EXTENSIONS_DIR="$PWD/.mbconv_ext"
+start=$(date +%s)
+left() { echo $((570 - ($(date +%s) - start))); }
+source cuda_kernels/device_lib.sh  # step (capped by left)
+ok=1
+step build 200 python3 -c "from cuda_kernels._build import load_mbconv_extension as l; print('SE so:', l().__file__)" \
+  || { echo "SE_OK=0"; exit 0; }
+step tests 150 python3 -m pytest -q -m cuda --tb=short -p no:cacheprovider tests/test_mbconv_v10.py || ok=0
+images=${IMAGES:-1 4 8}
+for g in $images; do
+  step "ncu_$g" 40 env CUDA_KERNELS_SE_IMAGES=$g ncu --clock-control none --cache-control all --print-units base \
+    -k regex:"se_v3" --metrics gpu__time_duration.sum,launch__grid_size,lts__t_bytes.sum --csv --page raw \
+    --log-file "$out/se_$g.csv" python3 -m cuda_kernels.mbconv_profile --version 9 features.2.1 features.5.1 \
+    features.6.1 features.7.0
+done
+python3 - "$out" <<'PY' 2>> "$log" | tee -a "$log"
+import csv, sys
+from pathlib import Path
+out, blocks = Path(sys.argv[1]), ["features.2.1", "features.5.1", "features.6.1", "features.7.0"]
+for f in sorted(out.glob("se_*.csv")):
+    lines = [l for l in f.read_text().splitlines() if l.startswith('"')]
+    rows = [r for r in csv.DictReader(lines) if "se_v3" in r.get("Kernel Name", "")]
+    for i, r in enumerate(rows[1::2]):  # the second of the two runs per block
+        num = lambda k: float(r[k].replace(",", "")) if r.get(k) else float("nan")
+        print(f"SE {f.stem} {blocks[i] if i < len(blocks) else '?'} {num('gpu__time_duration.sum') / 1e3:.1f}us "
+              f"grid {num('launch__grid_size'):.0f} L2 {num('lts__t_bytes.sum') / 1e6:.1f}MB")
+PY
+blocks="features.1.0 features.2.0 features.2.1 features.3.0 features.3.1 features.4.0 features.4.1 features.4.2
+  features.5.0 features.5.1 features.5.2 features.6.0 features.6.1 features.6.2 features.6.3 features.7.0"
+for g in $images; do
+  step "bench_$g" 40 env CUDA_KERNELS_SE_IMAGES=$g python3 -m cuda_kernels.mbconv_bench --budget-s 0 --repeats 20 \
+    $(printf -- "--block %s " $blocks) --out "$out/blocks_se$g.json" --version 9
+done
+for g in $images; do
+  step "e2e_$g" 60 env CUDA_KERNELS_SE_IMAGES=$g python3 cli.py bench efficientnet_b0 --repeats 30 --warmup 5 \
+    --backend cuda_kernels --compile-rest --freezing --cuda-graphs -o "$out/b0_se$g.json"
+done
+step e2e_inductor 80 python3 cli.py bench efficientnet_b0 --repeats 30 --warmup 5 --backend inductor --freezing \
+  --cuda-graphs -o "$out/b0_inductor.json"
+python3 - "$out" <<'PY' 2>> "$log" | tee -a "$log"
+import json, sys
+from pathlib import Path
+out = Path(sys.argv[1])
+for p in sorted(out.glob("blocks_*.json")):
+    rows = json.loads(p.read_text())["results"]["cases"]
+    print(f"SEB {p.stem} " + " ".join(
+        f"{r['path'][9:]}={r['backends']['cuda_kernels_v9']['graph_latency_ms']['median'] * 1e3:.1f}" for r in rows
+        if "graph_latency_ms" in r["backends"].get("cuda_kernels_v9", {})))
+e = {f.stem: json.loads(f.read_text())["results"]["latency_ms"]["median"] for f in sorted(out.glob("b0_*.json"))}
+print("SE e2e " + " ".join(f"{k}={v:.3f}ms" for k, v in e.items()))
+PY
+grep -E "^== |passed|failed|Error|error:" "$log" | tail -20
+echo "SE_OK=$ok"
