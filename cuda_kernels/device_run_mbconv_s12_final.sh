@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Session 12's last call: project_v10 with the SE scale in fp16 (HMUL2), under the "auto" and "late" rules, and the
+# GPU tests of every MBConv file under the final defaults. From the repository root (~7 minutes on one H200):
+#   timeout 590 bash cuda_kernels/device_run_mbconv_s12_final.sh OUTDIR
+# build -> EfficientNet-B0 end to end (auto, late, torch.compile freezing; CUDA graphs) -> per-block bench of B0's
+# blocks past stage 4 (auto, late) -> the GPU tests (test_mbconv_v10, v9, v8, kernels, pdl) with the time left.
+# BUDGET_S (default 480) caps the whole script. Last line FINAL_OK=1|0 (1: the tests ran and passed).
+set -uo pipefail
+out=${1:?output folder}
+mkdir -p "$out"; log="$out/log.txt"
+export PYTHONUNBUFFERED=1 PYTHONPATH=. TORCH_CUDA_ARCH_LIST=9.0 MAX_JOBS=16 TORCH_EXTENSIONS_DIR="$PWD/.mbconv_ext"
+start=$(date +%s)
+left() { echo $((${BUDGET_S:-480} - ($(date +%s) - start))); }
+source cuda_kernels/device_lib.sh  # step (capped by left)
+ok=1
+step build 200 python3 -c "from cuda_kernels._build import load_mbconv_extension as l; print('FINAL so:', l().__file__)" \
+  || { echo "FINAL_OK=0"; exit 0; }
+for m in auto late; do
+  step "e2e_$m" 50 env CUDA_KERNELS_PROJ_V10=$m python3 cli.py bench efficientnet_b0 --repeats 30 --warmup 5 \
+    --backend cuda_kernels --compile-rest --freezing --cuda-graphs -o "$out/b0_v10_$m.json"
+done
+step e2e_inductor 60 python3 cli.py bench efficientnet_b0 --repeats 30 --warmup 5 --backend inductor --freezing \
+  --cuda-graphs -o "$out/b0_inductor.json"
+for m in auto late; do
+  step "bench_$m" 30 env CUDA_KERNELS_PROJ_V10=$m python3 -m cuda_kernels.mbconv_bench --budget-s 0 --repeats 20 \
+    --block features.5.0 --block features.5.1 --block features.6.0 --block features.6.1 --block features.7.0 \
+    --out "$out/blocks_$m.json" --version 9
+done
+python3 - "$out" <<'PY' 2>> "$log" | tee -a "$log"
+import json, sys
+from pathlib import Path
+out = Path(sys.argv[1])
+for p in sorted(out.glob("blocks_*.json")):
+    for row in json.loads(p.read_text())["results"]["cases"]:
+        b = row.get("backends", {})
+        k = row.get("kernels_us_by_version", {}) or {}
+        proj = " ".join(f"{n.split('<')[0].split('::')[-1]}={x:.1f}" for ks in k.values() for n, x in ks.items()
+                        if "project" in n or "se_v3" in n or "expand" in n)
+        t = " ".join(f"{n}={b[n]['graph_latency_ms']['median'] * 1e3:.1f}us" for n in b
+                     if n.startswith("cuda_kernels_v") and "graph_latency_ms" in b[n])
+        print(f"FIN {p.stem} {row['path']} {t} | {proj}")
+e = {f.stem: json.loads(f.read_text())["results"]["latency_ms"]["median"] for f in sorted(out.glob("b0_*.json"))}
+print("FIN e2e " + " ".join(f"{k}={v:.3f}ms" for k, v in e.items()))
+PY
+step tests 400 python3 -m pytest -q -m cuda --tb=short -p no:cacheprovider tests/test_mbconv_v10.py \
+  tests/test_mbconv_v9.py tests/test_mbconv_v8.py tests/test_pdl.py tests/test_mbconv_kernels.py
+rc=$?
+[ $rc -eq 0 ] || ok=0
+grep -E "^== |passed|failed|Error|error:" "$log" | tail -16
+echo "FINAL_OK=$ok"
