@@ -39,7 +39,6 @@ struct Params {
   int ksize, stride, pad;
   int rows_per_tile, row_blocks, halo_pixels;  // kernel 1's bands of output rows
   int residual;
-  __half* scale_h;        // [N, hid_pad] the SE scale rounded to fp16 (project_v10), or null: SE writes it if set
 };
 
 constexpr int kExpandThreads = 256;

@@ -1,9 +1,6 @@
 // PyTorch binding of the fused MBConv kernels (mbconv.cuh). Shape policy and weight packing live
 // in cuda_kernels/mbconv.py, which refuses unsupported blocks with a reason before calling here;
 // the checks below guard the raw op against misuse.
-#include <cstdlib>
-#include <cstring>
-
 #include <torch/extension.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
@@ -92,10 +89,6 @@ torch::Tensor mbconv(torch::Tensor x, torch::Tensor w_exp, torch::Tensor b_exp, 
   torch::Tensor d = torch::empty({p.N, p.Ho, p.Wo, p.hidden}, half);
   torch::Tensor partial = torch::empty({p.N, p.row_blocks, p.hid_pad}, f32);
   torch::Tensor scale = torch::empty({p.N, p.hid_pad}, f32);
-  // the SE scale in fp16 for project_v10 (version 9; CUDA_KERNELS_PROJ_V10_SCALE=f32 keeps project_v3's fp32 product)
-  const char* v10_scale = std::getenv("CUDA_KERNELS_PROJ_V10_SCALE");
-  const bool scale_h = version == 9 && !(v10_scale != nullptr && std::strcmp(v10_scale, "f32") == 0);
-  torch::Tensor scale_half = scale_h ? torch::empty({p.N, p.hid_pad}, half) : torch::Tensor();
   p.x = reinterpret_cast<const __half*>(x.data_ptr<at::Half>());
   p.d = reinterpret_cast<__half*>(d.data_ptr<at::Half>());
   p.out = reinterpret_cast<__half*>(out.data_ptr<at::Half>());
@@ -111,7 +104,6 @@ torch::Tensor mbconv(torch::Tensor x, torch::Tensor w_exp, torch::Tensor b_exp, 
   p.b_proj = b_proj.data_ptr<float>();
   p.partial = partial.data_ptr<float>();
   p.scale = scale.data_ptr<float>();
-  p.scale_h = scale_h ? reinterpret_cast<__half*>(scale_half.data_ptr<at::Half>()) : nullptr;
 
   const cudaError_t err = mb::launch_mbconv(p, static_cast<int>(chunk), static_cast<int>(version),
                                              c10::cuda::getCurrentCUDAStream(), pdl);  // pdl: CUDA_KERNELS_PDL

@@ -240,40 +240,6 @@ __host__ __device__ constexpr int project_v10_smem_bytes(int bn) {
   return kProjV3Stages * (kProjV10BM + bn) * kProjV3LD * 2 + 4 * (bn / 8) * 4 * 32 * 4;  // stages + red
 }
 
-// project_k16 for one m16 fragment with the SE scale in fp16 (p.scale_h, written by se_v3): the A fragment times the
-// scale by HMUL2, one fp16 rounding of the product of two fp16 values (PyTorch's fp16 block multiplies its fp16
-// activations by its fp16 sigmoid output the same way), instead of two conversions, two FMULs and a pack per pair.
-template <int NP>
-__device__ __forceinline__ void project_k16_h(const Params& p, float (&acc)[1][2 * NP][4], const __half* a_s, int lda,
-                                              const __half* b_s, int ldb, int col, int k, const int (&soff)[1][2],
-                                              int r0, int lane) {
-  const int q = lane & 3;
-  const int a_row = lane & 15, a_k = (lane >> 4) * 8;
-  const int b_row = (lane & 7) + ((lane >> 4) << 3), b_k = ((lane >> 3) & 1) * 8;
-  const int klo = min(k + 2 * q, p.hidden - 2), khi = min(k + 2 * q + 8, p.hidden - 2);  // as project_k16
-  auto ld_s = [&](int off) {
-    const unsigned int v = __ldg(reinterpret_cast<const unsigned int*>(p.scale_h + off));
-    return *reinterpret_cast<const __half2*>(&v);
-  };
-  auto mul = [](uint32_t& a, __half2 s) {
-    const __half2 r = __hmul2(*reinterpret_cast<const __half2*>(&a), s);
-    a = *reinterpret_cast<const uint32_t*>(&r);
-  };
-  uint32_t a[4];
-  ldmatrix_x4(a, smem_addr(a_s + (r0 + a_row) * lda + col + a_k));
-  mul(a[0], ld_s(soff[0][0] + klo));
-  mul(a[1], ld_s(soff[0][1] + klo));
-  mul(a[2], ld_s(soff[0][0] + khi));
-  mul(a[3], ld_s(soff[0][1] + khi));
-#pragma unroll
-  for (int np = 0; np < NP; ++np) {
-    uint32_t b[4];
-    ldmatrix_x4(b, smem_addr(b_s + (np * 16 + b_row) * ldb + col + b_k));
-    mma_m16n8k16(acc[0][2 * np], a, b[0], b[1]);
-    mma_m16n8k16(acc[0][2 * np + 1], a, b[2], b[3]);
-  }
-}
-
 template <int BN>
 __global__ void __launch_bounds__(kProjV10Threads, 3) project_v10_kernel(const Params p, int n_tiles) {
   pdl::wait();  // as project_v3: D is read from the first issue() on; the grid is one wave
@@ -336,12 +302,8 @@ __global__ void __launch_bounds__(kProjV10Threads, 3) project_v10_kernel(const P
     issue();
     const int m0 = cu.m * BM, n0 = cu.n * BN;
     if (kt == 0) project_scale_rows<1>(p, m0, hw, mw * 16, g, soff);
-    if (p.scale_h != nullptr)  // the fp16 scale (version 9 allocates it)
-      project_k16_h<NP>(p, acc, As + (s % STAGES) * BM * LD, LD, Bs + (s % STAGES) * BN * LD, LD, kh * 16,
-                        kt * BK + kh * 16, soff, mw * 16, lane);
-    else
-      project_k16<NP, 1>(p, acc, As + (s % STAGES) * BM * LD, LD, Bs + (s % STAGES) * BN * LD, LD, kh * 16,
-                         kt * BK + kh * 16, soff, mw * 16, lane);
+    project_k16<NP, 1>(p, acc, As + (s % STAGES) * BM * LD, LD, Bs + (s % STAGES) * BN * LD, LD, kh * 16,
+                       kt * BK + kh * 16, soff, mw * 16, lane);
     if (++kt < ktiles) continue;
     kt = 0;
     cu.next();
@@ -753,11 +715,7 @@ __global__ void __launch_bounds__(kSEV3Threads) se_v3_kernel(const Params p, int
       }
 #pragma unroll
       for (int g = 0; g < G; ++g)
-        if (g < ng) {
-          const float sc = 1.f / (1.f + expf(-s[g]));
-          p.scale[(size_t)(n0 + g) * p.hid_pad + c] = sc;
-          if (p.scale_h != nullptr) p.scale_h[(size_t)(n0 + g) * p.hid_pad + c] = __float2half_rn(sc);
-        }
+        if (g < ng) p.scale[(size_t)(n0 + g) * p.hid_pad + c] = 1.f / (1.f + expf(-s[g]));
     }
     __syncwarp();  // the next rows overwrite ws
   }
