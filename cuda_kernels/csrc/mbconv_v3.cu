@@ -55,6 +55,12 @@ struct UnitWalk {
   }
 };
 
+// The (tile, 32-channel k step) steps of a persistent CTA whose tiles are blockIdx.x, + gridDim.x, ... of `units`.
+__device__ __forceinline__ int cta_steps(int units, int ktiles) {
+  const int my_units = (int)blockIdx.x < units ? (units - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0;
+  return my_units * ktiles;
+}
+
 // Pieces of the projection shared by project_v3, project_bulk (version 6) and project_v10. A warp owns MT m16
 // fragments, rows r0 .. r0 + 16 MT - 1 of the M tile (project_v3: MT = 2, r0 = 32 warp of a 128-row tile; project_v10:
 // MT = 1 of a 64-row tile), all NT = BN / 8 columns of its N tile.
@@ -154,10 +160,8 @@ __global__ void __launch_bounds__(kProjectThreads) project_v3_kernel(const Param
   __half* As = reinterpret_cast<__half*>(smem);  // [STAGES][BM][LD]
   __half* Bs = As + STAGES * BM * LD;             // [STAGES][BN][LD]
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int hw = p.Ho * p.Wo, P = p.N * hw;
-  const int units = (P + BM - 1) / BM * n_tiles, ktiles = p.hk_pad / BK;  // the launcher keeps units < 2^31
-  const int my_units = (int)blockIdx.x < units ? (units - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0;
-  const int steps = my_units * ktiles;
+  const int hw = p.Ho * p.Wo, P = p.N * hw, ktiles = p.hk_pad / BK;
+  const int steps = cta_steps((P + BM - 1) / BM * n_tiles, ktiles);  // the launcher keeps the units < 2^31
 
   // Units (tiles) of this CTA: the loader and the consumer each step through them (UnitWalk).
   // Loader: the step whose operands are fetched next (it runs STAGES - 1 steps ahead). Thread
@@ -253,10 +257,8 @@ __global__ void __launch_bounds__(kProjV10Threads, 3) project_v10_kernel(const P
   float* red = reinterpret_cast<float*>(Bs + STAGES * BN * LD);  // [4 row warps][NT][4][32 lanes]
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int mw = warp & 3, kh = warp >> 2;  // rows 16 mw .. of the tile; channels 16 kh .. of each k step
-  const int hw = p.Ho * p.Wo, P = p.N * hw;
-  const int units = (P + BM - 1) / BM * n_tiles, ktiles = p.hk_pad / BK;  // the launcher keeps units < 2^31
-  const int my_units = (int)blockIdx.x < units ? (units - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0;
-  const int steps = my_units * ktiles;
+  const int hw = p.Ho * p.Wo, P = p.N * hw, ktiles = p.hk_pad / BK;
+  const int steps = cta_steps((P + BM - 1) / BM * n_tiles, ktiles);  // the launcher keeps the units < 2^31
 
   // Loader: thread tid copies row tid / 4 of the A tile and, for tid < 4 BN, row tid / 4 of the B tile, 8 channels
   // at column (tid % 4) * 8: one 16-byte cp.async each per step.
