@@ -31,3 +31,15 @@ find_cuobjdump() {
   python3 -c "import triton, os; print(os.path.join(os.path.dirname(triton.__file__), 'backends/nvidia/bin/cuobjdump'))" \
     2>/dev/null
 }
+# mbconv_begin TAG BUDGET_S  (after `out` is set): the output folder and its log.txt, the environment of the MBConv
+#                             device scripts, `left` (seconds of BUDGET_S left), ok=1, and the extension's build as the
+#                             first step; on a failed build it prints TAG_OK=0 and exits.
+mbconv_begin() {
+  local tag=$1
+  mkdir -p "$out"; log="$out/log.txt"
+  export PYTHONUNBUFFERED=1 PYTHONPATH=. TORCH_CUDA_ARCH_LIST=9.0 MAX_JOBS=16 TORCH_EXTENSIONS_DIR="$PWD/.mbconv_ext"
+  start=$(date +%s); budget=$2; ok=1
+  left() { echo $((budget - ($(date +%s) - start))); }
+  step build 200 python3 -c "from cuda_kernels._build import load_mbconv_extension as l; print('$tag so:', l().__file__)" \
+    || { echo "${tag}_OK=0"; exit 0; }
+}

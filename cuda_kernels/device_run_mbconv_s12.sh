@@ -7,14 +7,8 @@
 # serialised and L2 flushed (OUTDIR/kernels_v9.csv, summary lines "K ..."). Last line S12_OK=1|0 (1: the tests passed).
 set -uo pipefail
 out=${1:?output folder}
-mkdir -p "$out"; log="$out/log.txt"
-export PYTHONUNBUFFERED=1 PYTHONPATH=. TORCH_CUDA_ARCH_LIST=9.0 MAX_JOBS=16 TORCH_EXTENSIONS_DIR="$PWD/.mbconv_ext"
-start=$(date +%s)
-left() { echo $((570 - ($(date +%s) - start))); }
-source cuda_kernels/device_lib.sh  # step (capped by left)
-ok=1
-step build 200 python3 -c "from cuda_kernels._build import load_mbconv_extension as l; print('S12 so:', l().__file__)" \
-  || { echo "S12_OK=0"; exit 0; }
+source cuda_kernels/device_lib.sh  # step, mbconv_begin
+mbconv_begin S12 570  # the folder, the environment, `left`, ok=1, the build
 step e2e_v9 70 python3 cli.py bench efficientnet_b0 --repeats 30 --warmup 5 --backend cuda_kernels --compile-rest \
   --freezing --cuda-graphs -o "$out/b0_v9.json"
 step e2e_inductor 80 python3 cli.py bench efficientnet_b0 --repeats 30 --warmup 5 --backend inductor --freezing \

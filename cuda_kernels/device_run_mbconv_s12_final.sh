@@ -7,14 +7,8 @@
 # BUDGET_S (default 480) caps the whole script. Last line FINAL_OK=1|0 (1: the tests ran and passed).
 set -uo pipefail
 out=${1:?output folder}
-mkdir -p "$out"; log="$out/log.txt"
-export PYTHONUNBUFFERED=1 PYTHONPATH=. TORCH_CUDA_ARCH_LIST=9.0 MAX_JOBS=16 TORCH_EXTENSIONS_DIR="$PWD/.mbconv_ext"
-start=$(date +%s)
-left() { echo $((${BUDGET_S:-480} - ($(date +%s) - start))); }
-source cuda_kernels/device_lib.sh  # step (capped by left)
-ok=1
-step build 200 python3 -c "from cuda_kernels._build import load_mbconv_extension as l; print('FINAL so:', l().__file__)" \
-  || { echo "FINAL_OK=0"; exit 0; }
+source cuda_kernels/device_lib.sh  # step, mbconv_begin
+mbconv_begin FINAL ${BUDGET_S:-480}  # the folder, the environment, `left`, ok=1, the build
 for m in auto late; do
   step "e2e_$m" 50 env CUDA_KERNELS_PROJ_V10=$m python3 cli.py bench efficientnet_b0 --repeats 30 --warmup 5 \
     --backend cuda_kernels --compile-rest --freezing --cuda-graphs -o "$out/b0_v10_$m.json"

@@ -8,14 +8,8 @@
 # IMAGES (default "1 4 8"). Last line SE_OK=1|0 (1: the tests passed).
 set -uo pipefail
 out=${1:?output folder}
-mkdir -p "$out"; log="$out/log.txt"
-export PYTHONUNBUFFERED=1 PYTHONPATH=. TORCH_CUDA_ARCH_LIST=9.0 MAX_JOBS=16 TORCH_EXTENSIONS_DIR="$PWD/.mbconv_ext"
-start=$(date +%s)
-left() { echo $((570 - ($(date +%s) - start))); }
-source cuda_kernels/device_lib.sh  # step (capped by left)
-ok=1
-step build 200 python3 -c "from cuda_kernels._build import load_mbconv_extension as l; print('SE so:', l().__file__)" \
-  || { echo "SE_OK=0"; exit 0; }
+source cuda_kernels/device_lib.sh  # step, mbconv_begin
+mbconv_begin SE 570  # the folder, the environment, `left`, ok=1, the build
 step tests 150 python3 -m pytest -q -m cuda --tb=short -p no:cacheprovider tests/test_mbconv_v10.py || ok=0
 images=${IMAGES:-1 4 8}
 for g in $images; do

@@ -12,14 +12,8 @@
 #   MODES="auto off" NCU=0 ACCEPT=1 BLOCKS="<all 16 B0 blocks>" TESTS="tests/test_mbconv_v10.py tests/test_mbconv_v9.py"
 set -uo pipefail
 out=${1:?output folder}
-mkdir -p "$out"; log="$out/log.txt"
-export PYTHONUNBUFFERED=1 PYTHONPATH=. TORCH_CUDA_ARCH_LIST=9.0 MAX_JOBS=16 TORCH_EXTENSIONS_DIR="$PWD/.mbconv_ext"
-start=$(date +%s)
-left() { echo $((570 - ($(date +%s) - start))); }
-source cuda_kernels/device_lib.sh  # step (capped by left)
-ok=1
-step build 200 python3 -c "from cuda_kernels._build import load_mbconv_extension as l; print('V10 so:', l().__file__)" \
-  || { echo "V10_OK=0"; exit 0; }
+source cuda_kernels/device_lib.sh  # step, mbconv_begin
+mbconv_begin V10 570  # the folder, the environment, `left`, ok=1, the build
 step tests 200 python3 -m pytest -q -m cuda --tb=short -p no:cacheprovider ${TESTS:-tests/test_mbconv_v10.py}
 rc=$?
 [ $rc -eq 0 ] || ok=0
