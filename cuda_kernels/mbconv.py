@@ -87,6 +87,21 @@ def kernel1_v9_takes_v3(kernel_size: int, stride: int, out_h: int, out_w: int) -
     return kernel_size == 3 and stride == 1 and out_h * out_w <= 64
 
 
+K1_IMAGES_SWITCH = "CUDA_KERNELS_K1_IMAGES"  # csrc/mbconv_v8.cuh kernel1_v8_images_requested: "2", else 1
+V8_TWO_CTA_SMEM = 113 * 1024  # kV8TwoCtaSmem
+
+
+def kernel1_v8_images(requested: int, row_blocks: int, height: int, width: int, kernel_size: int, stride: int,
+                      c_in: int, k_pad: int, rows: int, chunk: int = 48) -> int:
+    """Images per item of version 8's kernel 1 (csrc/mbconv_v8.cuh kernel1_v8_images; NOTES.md, "Design sketch:
+    kernel 1 items of G images"): `requested` (CUDA_KERNELS_K1_IMAGES) where a band is the whole image, the stride is
+    1 and that many images' shared memory still fits two CTAs per SM; 1 otherwise."""
+    if requested <= 1 or row_blocks != 1 or stride != 1:
+        return 1
+    smem = kernel1_smem_bytes(rows, height, width, kernel_size, stride, k_pad, chunk, True, 8, c_in, requested)
+    return requested if smem <= V8_TWO_CTA_SMEM else 1
+
+
 def x_rows_padded_v8(c_in: int) -> bool:
     """Version 8's X layout (csrc/mbconv_v8.cuh x_padded_v8): version 3's padded rows (k_pad + 8 halves, one bulk
     copy per pixel) where the dense pitch (C_in halves) would put ldmatrix's 8 rows on shared 16-byte bank groups
@@ -152,12 +167,13 @@ def kernel1_v8_halo(width: int, kernel_size: int, stride: int, chunk: int = 48) 
 
 
 def kernel1_smem_bytes(rows: int, height: int, width: int, kernel_size: int, stride: int, k_pad: int, chunk: int,
-                       expand: bool, version: int = DEFAULT_VERSION, c_in: int | None = None) -> int:
+                       expand: bool, version: int = DEFAULT_VERSION, c_in: int | None = None, images: int = 1) -> int:
     """Shared memory of kernel 1 for bands of `rows` output rows (mirrors csrc/mbconv.cuh
     ``expand_dw_smem_bytes``, csrc/mbconv_v2.cuh ``expand_dw_v2_smem_bytes`` and csrc/mbconv_v8.cuh
     ``expand_dw_v8_smem_bytes``): the X band and U chunk (expand only), E, the channel sums. Version 8
     (where kernel1_v8_applies) needs `c_in`: its X rows are dense (C_in halves) unless x_rows_padded_v8, E's
-    pixel pitch is 60 halves, and it adds the per-group sums, the chunk's depthwise taps and an mbarrier."""
+    pixel pitch is 60 halves, and it adds the per-group sums, the chunk's depthwise taps and an mbarrier; `images`
+    (version 8 only): items of that many images (kernel1_v8_images), X, E and the per-group sums that many times."""
     in_rows = (rows - 1) * stride + kernel_size
     m_pad = _round_up(min(height, in_rows) * width, 16)
     if version == 9:  # version 8's kernel 1, or version 3's where kernel1_v9_takes_v3
@@ -168,9 +184,10 @@ def kernel1_smem_bytes(rows: int, height: int, width: int, kernel_size: int, str
             raise ValueError("kernel1_smem_bytes: version 8 needs c_in")
         e_width = (_round_up(output_size(width, stride), 4 if stride == 1 else 2) - 1) * stride + kernel_size
         groups, e_pitch = 256 // (chunk // 2), 60  # E's pixel pitch in halves (csrc/mbconv_v8.cuh V8Dw::LDE)
+        m_pad = _round_up(images * min(height, in_rows) * width, 16)
         x_halves = m_pad * (k_pad + 8) if x_rows_padded_v8(c_in) else _round_up(m_pad * c_in + 8, 8)
-        return (x_halves * 2 + chunk * (k_pad + 8) * 2 + in_rows * e_width * e_pitch * 2
-                + groups * chunk * 4 + (kernel_size * kernel_size + 1) * chunk * 4 + 8)
+        return (x_halves * 2 + chunk * (k_pad + 8) * 2 + images * in_rows * e_width * e_pitch * 2
+                + images * groups * chunk * 4 + (kernel_size * kernel_size + 1) * chunk * 4 + 8)
     if version == 8:
         version = 3
     x_and_u = (m_pad + chunk) * (k_pad + 8) * 2 if expand else 0

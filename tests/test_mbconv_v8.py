@@ -270,7 +270,8 @@ int main() {{
 
 
 def test_kernel1_v8_compiles_without_spills(tmp_path):
-    """ptxas alone, no GPU: the four version-8 kernels fit two CTAs' 128 registers without spilling."""
+    """ptxas alone, no GPU: the four version-8 kernels and the two of 2-image items (k = 3 and 5, stride 1) fit two
+    CTAs' 128 registers without spilling."""
     nvcc = _nvcc()
     if nvcc is None:
         pytest.skip("nvcc not found (set CUDA_HOME)")
@@ -284,7 +285,7 @@ def test_kernel1_v8_compiles_without_spills(tmp_path):
         report += result.stdout + result.stderr
     lines = report.splitlines()
     entries = [i for i, line in enumerate(lines) if "Compiling entry function" in line and "expand_dw_v8_kernel" in line]
-    assert len(entries) == 4, report
+    assert len(entries) == 6, report
     for i in entries:
         spill = next(line for line in lines[i:] if "spill stores" in line)
         used = next(line for line in lines[i:] if "Used" in line and "registers" in line)
@@ -491,7 +492,8 @@ def test_the_kernel_text_holds_the_modelled_expressions():
                  "ldx = x_padded ? p.k_pad + 8 : p.C_in;",
                  "expand_k16<HC>(acc, Xs, ldx, Us, ldu, mt * 16, k0, a_row, a_k, b_row, b_k);",
                  "bf::bulk_copy_g2s(smem_addr(Xs + q * ldx), src + (size_t)q * p.C_in, (uint32_t)(p.C_in * 2), bar);",
-                 "ep[h] = Es + (e_off + row * WE + (q - row * p.W)) * LDE + (lane & 3) * 2;",
+                 # at one image per item (G = 1) m = 0 and ng = 1: the transliteration's expressions
+                 "ep[h] = Es + (m * e_tile + e_off + row * WE + (q - row * p.W)) * LDE + (lane & 3) * 2;",
                  "if (mt * 16 + 16 <= npix)",
                  "const int valid_rows = min(R, rows - orow0), e_last = (valid_rows - 1) * S + KS - 1;",
                  "const __half* erow = ebase + min(er, e_last) * WE * LDE;",
@@ -500,7 +502,8 @@ def test_the_kernel_text_holds_the_modelled_expressions():
                  "const int dq = GROUPS / ngroups, dr = GROUPS - dq * ngroups;",
                  "const bool cont = halo && i > i_begin && it.band > 0;",
                  "ih_first = cont ? band * p.rows_per_tile * S - PAD + KH : ih_lo;",
-                 "const int npix = max(0, ih_hi - ih_first + 1) * p.W;",
+                 "const int npix = max(0, ih_hi - ih_first + 1) * p.W * ng;",
+                 "const int ng = G > 1 ? min(G, p.N - G * it.n) : 1;",
                  "Es + ((rows_max - KH) * WE + pix) * LDE + (j - pix * ECH) * 4);",
                  "if (j < hcount) *reinterpret_cast<uint2*>(Es + pix * LDE + (j - pix * ECH) * 4) = hv[k];",
                  "const int e_off = (ih_first - r0) * WE + PAD;",
@@ -671,3 +674,161 @@ assert err < 5e-2
            "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])}
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+
+
+# ---- items of G images (CUDA_KERNELS_K1_IMAGES=2; mbconv_v8.cuh kernel1_v8_images) ----
+
+def test_k1_images_switch_and_rule():
+    src = (CSRC / "mbconv_v8.cuh").read_text()
+    assert 'std::getenv("CUDA_KERNELS_K1_IMAGES")' in src and mb.K1_IMAGES_SWITCH == "CUDA_KERNELS_K1_IMAGES"
+    assert "if (requested <= 1 || row_blocks != 1 || stride != 1) return 1;" in src
+    assert f"constexpr int kV8TwoCtaSmem = {mb.V8_TWO_CTA_SMEM // 1024} * 1024;" in src
+    assert "return launch_expand_dw_v8<48, KS, 1, 2>(p, stream, pdl);" in src
+    # B0's features.6.1 at G = 2, by hand: X padded 112 rows (2 x 49 -> 16s) x 200 halves, U 48 x 200, E 2 x 11 x 12
+    # pixels x 60 halves, the per-group sums 2 x 10 x 48 fp32, the taps and bias 26 x 48 fp32, the mbarrier
+    six_one = 112 * 200 * 2 + 48 * 200 * 2 + 2 * 11 * 12 * 60 * 2 + 2 * 10 * 48 * 4 + 26 * 48 * 4 + 8
+    assert six_one == 104_520 <= 113 * 1024
+    assert mb.kernel1_smem_bytes(7, 7, 7, 5, 1, 192, 48, True, 8, 192, images=2) == six_one
+    got = set()
+    for name, path, c, h, w, hidden, ks, stride, expand in _b0_b2_blocks():
+        if not expand:
+            continue
+        k_pad = -(-c // 16) * 16
+        rows = mb.band_rows(h, w, ks, stride, k_pad, HC, True, 8, c)
+        row_blocks = -(-mb.output_size(h, stride) // rows)
+        if mb.kernel1_v8_images(2, row_blocks, h, w, ks, stride, c, k_pad, rows) == 2:
+            got.add((name, path))
+    # B0's 7 x 7 stride-1 blocks; B0's 14 x 14 ones and B2's 9 x 9 ones do not fit two CTAs per SM at 2 images
+    assert got == {("efficientnet_b0", p) for p in ("features.6.1", "features.6.2", "features.6.3", "features.7.0")}
+    assert mb.kernel1_v8_images(1, 1, 7, 7, 5, 1, 192, 192, 7) == 1 and mb.kernel1_v8_images(2, 2, 7, 7, 5, 1, 192, 192, 4) == 1
+    assert mb.kernel1_v8_images(2, 1, 14, 14, 5, 2, 112, 112, 7) == 1  # stride 2: not built
+
+
+def test_k1_images_smem_and_rule_in_cuda_equal_the_python_mirror(tmp_path):
+    """kernel1_v8_images and expand_dw_v8_smem_bytes(images = 2), compiled for the host and run, against the mirror."""
+    nvcc = _nvcc()
+    if nvcc is None:
+        pytest.skip("nvcc not found (set CUDA_HOME)")
+    cases = [(7, 7, 5, 1, 192, 192, 7, 1), (7, 7, 3, 1, 192, 192, 7, 1), (14, 14, 5, 1, 112, 112, 14, 1),
+             (9, 9, 5, 1, 208, 208, 9, 1), (7, 7, 5, 1, 192, 192, 4, 2), (5, 5, 3, 1, 40, 48, 5, 1),
+             (14, 14, 5, 2, 112, 112, 7, 1), (3, 3, 3, 1, 24, 32, 3, 1)]
+    rows = "\n".join("  {" + ", ".join(map(str, c)) + "}," for c in cases)
+    (tmp_path / "g.cu").write_text(f"""#include <cstdio>
+#include "mbconv_v8.cuh"
+int main() {{
+  const int cases[][8] = {{
+{rows}
+  }};
+  for (const auto& c : cases) {{
+    const int wo = (c[1] - 1) / c[3] + 1;
+    std::printf("%d %d\\n", mb::expand_dw_v8_smem_bytes(c[0], c[1], wo, c[6], c[2], c[3], c[4], c[5], 48, 2),
+                mb::kernel1_v8_images(2, c[7], c[0], c[1], wo, c[6], c[2], c[3], c[4], c[5], 48));
+  }}
+  return 0;
+}}
+""")
+    exe = tmp_path / "g"
+    cmd = [nvcc, "-std=c++17", "-O1", "-DBF_SM90A", f"-I{CSRC}", *_torch_includes(), str(tmp_path / "g.cu"),
+           "-o", str(exe)]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    got = [tuple(map(int, line.split())) for line in subprocess.run([str(exe)], capture_output=True, text=True,
+                                                                     check=True).stdout.split("\n") if line]
+    want = [(mb.kernel1_smem_bytes(r, h, w, ks, st, kp, HC, True, 8, c, 2), mb.kernel1_v8_images(2, rb, h, w, ks, st, c, kp, r))
+            for h, w, ks, st, c, kp, r, rb in cases]
+    assert got == want
+
+
+def _depthwise_walk(ng: int, rows: int, wo: int, R: int, OW: int, groups: int):
+    """expand_dw_v8_kernel<..., G>'s depthwise item walk, thread group by thread group, as the kernel steps it (seg /
+    og by dq / dr without division, the image by subtracting nseg, the sums flushed to a slot when the image changes,
+    the last flush only for an image of the item): (items per group, slot writes as (image, group, items summed))."""
+    nseg, ngroups = -(-rows // R), -(-wo // OW)
+    items = nseg * ngroups * ng
+    dq, dr = groups // ngroups, groups % ngroups
+    visits, writes = [], []
+    for group in range(groups):
+        seg, og = group // ngroups, group % ngroups
+        m = 0
+        while seg >= nseg:
+            seg -= nseg
+            m += 1
+        m_sum, summed = m, []
+        for j in range(group, items, groups):
+            orow0, ow0, mi = seg * R, og * OW, m
+            seg += dq
+            og += dr
+            if og >= ngroups:
+                og -= ngroups
+                seg += 1
+            while seg >= nseg:
+                seg -= nseg
+                m += 1
+            if mi != m_sum:
+                writes.append((m_sum, group, tuple(summed)))
+                summed, m_sum = [], mi
+            assert j == (mi * nseg + orow0 // R) * ngroups + ow0 // OW  # the stepping is j's decomposition
+            visits.append((mi, orow0, ow0))
+            summed.append((mi, orow0, ow0))
+        if m_sum < ng:
+            writes.append((m_sum, group, tuple(summed)))
+    return visits, writes
+
+
+@pytest.mark.parametrize("ng,rows,wo,R,OW", [(2, 7, 7, 2, 4), (2, 7, 7, 4, 4), (1, 7, 7, 2, 4), (2, 3, 3, 4, 4),
+                                             (2, 14, 14, 2, 4), (2, 1, 1, 2, 4), (2, 9, 9, 4, 4)])
+def test_k1_images_depthwise_walk_covers_each_output_once(ng, rows, wo, R, OW):
+    """Every (image, segment, column group) once; every slot written at most once, only for images of the item, with
+    exactly its group's items of that image (an unwritten slot keeps the zero the thread stored first)."""
+    groups = 256 // (HC // 2)  # 10
+    visits, writes = _depthwise_walk(ng, rows, wo, R, OW, groups)
+    nseg, ngroups = -(-rows // R), -(-wo // OW)
+    want = {(m, s * R, g * OW) for m in range(ng) for s in range(nseg) for g in range(ngroups)}
+    assert sorted(visits) == sorted(want) and len(visits) == len(want)
+    slots = [(m, g) for m, g, _ in writes]
+    assert len(slots) == len(set(slots)) and all(m < ng for m, _ in slots)
+    for m, g, summed in writes:
+        assert all(v[0] == m for v in summed)
+    for m in range(ng):  # each image's items, over the slots written for it, exactly once
+        mine = sorted(v for _, _, summed in writes for v in summed if v[0] == m)
+        assert mine == sorted(v for v in want if v[0] == m)
+
+
+def test_k1_images_pixel_to_image_division_is_exact():
+    """The expand's image of pixel q of a 2-image item: div_small(q, H W) in float32, exact for every pixel of every
+    B0 / B2 size a one-band block has (and the row within the image, div_small(q - m H W, W), as before)."""
+    for h in (3, 5, 7, 9, 14, 18):
+        for q in range(2 * h * h):
+            m = _div_small(q, h * h)
+            assert m == q // (h * h)
+            assert _div_small(q - m * h * h, h) == (q - m * h * h) // h
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("path,batch", [("features.6.1", 128), ("features.6.1", 5), ("features.6.1", 1),
+                                        ("features.6.3", 127), ("features.7.0", 128), ("features.7.0", 3)])
+def test_k1_images_against_one_image_items(path, batch, monkeypatch):
+    """Version 8 with 2-image items against 1-image items: D is the same bits, each image's pool sum is added in another
+    order, so the block agrees to the pool's order (1e-4) and both are within 2x PyTorch fp16 of float64; the profiler
+    shows the 2-image kernel ran; odd batches leave the last item one image."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from mbconv_helpers import b0_prepared, block_of, check_on_gpu, gpu_input, mbconv_shapes
+    from perfmodel.harness import relative_error
+
+    params, weights, x = b0_prepared(path, batch)
+    monkeypatch.delenv(mb.K1_IMAGES_SWITCH, raising=False)
+    base = mb.mbconv(x, params, weights, version=8)
+    monkeypatch.setenv(mb.K1_IMAGES_SWITCH, "2")
+    out = torch.full_like(base, float("nan"))
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        got = mb.mbconv(x, params, weights, out=out, version=8)
+        torch.cuda.synchronize()
+    names = " ".join(e.name for e in prof.events())
+    assert "expand_dw_v8_kernel<48, " in names and ", 1, 2>" in names, names[:500]
+    assert torch.isfinite(got).all()
+    assert relative_error(got, base.double()) < 1e-4
+    again = mb.mbconv(x, params, weights, version=8)
+    torch.cuda.synchronize()
+    assert torch.equal(got, again)  # repeatable: no atomics
+    check_on_gpu(block_of("efficientnet_b0", path), gpu_input(batch, mbconv_shapes("efficientnet_b0")[path]), 8)

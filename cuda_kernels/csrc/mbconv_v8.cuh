@@ -27,6 +27,7 @@
 // Chunks of 48 only, with an expand conv (launch_expand_dw_v8_ks; version 3's kernel 1 otherwise).
 #pragma once
 #include <algorithm>
+#include <cstdlib>
 
 #include "mbconv_v2.cuh"
 #include "ptx_sm90.cuh"
@@ -72,16 +73,32 @@ __host__ __device__ inline int x_halves_v8(int m_pad, int C_in, int k_pad) {
 // padded [m_pad x (k_pad + 8)]), U chunk
 // [HC x (k_pad + 8)], E tile [e_rows x WE x LDE] (V8Dw::LDE), the pool's per-group sums [GROUPS x HC] fp32, the chunk's
 // depthwise taps and bias, halved, as float2 per channel pair [(k k + 1) x HC / 2], one mbarrier.
+// images: G images per item (kernel1_v8_images; 1 otherwise): X, E and the per-group sums G times.
 __host__ __device__ inline int expand_dw_v8_smem_bytes(int H, int W, int Wo, int rows, int ks, int stride, int C_in,
-                                                      int k_pad, int chunk) {
+                                                      int k_pad, int chunk, int images = 1) {
   const int ow = stride == 1 ? 4 : 2;
   const int e_rows = (rows - 1) * stride + ks;
   const int we = (round_up(Wo, ow) - 1) * stride + ks;
-  const int m_pad = round_up((e_rows < H ? e_rows : H) * W, 16);
+  const int m_pad = round_up(images * (e_rows < H ? e_rows : H) * W, 16);
   const int groups = kExpandThreads / (chunk / 2);
   const int lde = 60;  // V8Dw::LDE
-  return x_halves_v8(m_pad, C_in, k_pad) * 2 + chunk * (k_pad + 8) * 2 + e_rows * we * lde * 2 +
-         groups * chunk * 4 + (ks * ks + 1) * chunk * 4 + 8;
+  return x_halves_v8(m_pad, C_in, k_pad) * 2 + chunk * (k_pad + 8) * 2 + images * e_rows * we * lde * 2 +
+         images * groups * chunk * 4 + (ks * ks + 1) * chunk * 4 + 8;
+}
+
+// Items of G images (NOTES.md, "Design sketch: kernel 1 items of G images"; CUDA_KERNELS_K1_IMAGES, 1 by default):
+// where a band is the whole image (row_blocks == 1) and G images' shared memory fits two CTAs per SM, an item is
+// (chunk, group of G consecutive images): one X copy, one expand over G H W pixels into G zero-bordered E tiles, the
+// depthwise over the G images' segments, G partial rows. Every D value is formed as with G = 1 (the same taps in the
+// same order): D is version 8's bit for bit; the second image's segments fall to other thread groups than with
+// G = 1, so its pool sum is added in another order (close, not bitwise). cuda_kernels/mbconv.py kernel1_v8_images
+// mirrors the rule.
+constexpr int kV8TwoCtaSmem = 113 * 1024;
+__host__ __device__ inline int kernel1_v8_images(int requested, int row_blocks, int H, int W, int Wo, int rows, int ks,
+                                                 int stride, int C_in, int k_pad, int chunk) {
+  if (requested <= 1 || row_blocks != 1 || stride != 1) return 1;  // built for stride 1 (launch_expand_dw_v8_ks)
+  return expand_dw_v8_smem_bytes(H, W, Wo, rows, ks, stride, C_in, k_pad, chunk, requested) <= kV8TwoCtaSmem
+             ? requested : 1;
 }
 
 // Item i of the launch: chunk c, image n, band b with i = (c * N + n) * bands + b.
@@ -96,7 +113,7 @@ struct V8Item {
   }
 };
 
-template <int HC, int KS, int S>
+template <int HC, int KS, int S, int G = 1>
 __global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel(const Params p) {
   using bf::cp_async16;
   using bf::smem_addr;
@@ -104,12 +121,16 @@ __global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel(const P
   constexpr int LDE = V8Dw<HC>::LDE, PAD = KS / 2, OW = DwTile<S>::OW, IN = (OW - 1) * S + KS, ECH = HC / 4;
   constexpr int R = V8Seg<KS>::R, SEG_E = (R - 1) * S + KS;  // a segment's output rows, its E rows
   constexpr int KH = KS - S;  // E rows shared by consecutive bands
-  constexpr bool HALO = !(KS == 5 && S == 1);  // halo_v8's static part
+  constexpr bool HALO = !(KS == 5 && S == 1) && G == 1;  // halo_v8's static part (G > 1: one band per image)
   constexpr int NT = HC / 8, KK = KS * KS;
   constexpr int PAIRS = V8Dw<HC>::PAIRS, GROUPS = V8Dw<HC>::GROUPS;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int bands = p.row_blocks;
-  const int total = p.hid_pad / HC * p.N * bands;
+  const int bands = p.row_blocks;  // 1 where G > 1
+  // items count images (G = 1) or groups of G images: "n" of V8Item is then a group, its first image G n
+  // (a macro-like lambda, not a local: at G = 1 every use reads p.N itself, as before G existed, so that the
+  // G = 1 kernel's code is unchanged)
+  auto NI = [&]() { return G > 1 ? (p.N + G - 1) / G : p.N; };
+  const int total = p.hid_pad / HC * NI() * bands;
   // this CTA's items: [i_begin, items_end()), a contiguous share of the list (the launcher keeps gridDim.x <= total)
   const int i_begin = (int)((long long)blockIdx.x * total / gridDim.x);
   // the end of the range is recomputed where it is needed (once per item): kept in a register across the item
@@ -122,15 +143,16 @@ __global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel(const P
   const int ngroups = (p.Wo + OW - 1) / OW;
   const int WE = (ngroups * OW - 1) * S + KS;  // E tile width: column c holds input column c - PAD
   const int rows_max = (p.rows_per_tile - 1) * S + KS;
-  const int m_pad = round_up(min(rows_max, p.H) * p.W, 16);
+  const int m_pad = round_up(G * min(rows_max, p.H) * p.W, 16);
   const bool x_padded = x_padded_v8(p.C_in);
   const int x_halves = x_halves_v8(m_pad, p.C_in, p.k_pad), ldx = x_padded ? p.k_pad + 8 : p.C_in;
   const int ldu = p.k_pad + 8;
   __half* Xs = reinterpret_cast<__half*>(smem);
   __half* Us = Xs + x_halves;
   __half* Es = Us + HC * ldu;
-  float* red = reinterpret_cast<float*>(Es + rows_max * WE * LDE);
-  float2* wdw = reinterpret_cast<float2*>(red + GROUPS * HC);  // [KK + 1][PAIRS]: taps, then the bias
+  const int e_tile = rows_max * WE;  // pixels of one image's E tile (G tiles stacked where G > 1)
+  float* red = reinterpret_cast<float*>(Es + G * e_tile * LDE);  // [G][GROUPS][HC]
+  float2* wdw = reinterpret_cast<float2*>(red + G * GROUPS * HC);  // [KK + 1][PAIRS]: taps, then the bias
   const uint32_t bar = smem_addr(wdw + (KK + 1) * PAIRS);
 
   // Once per CTA: X zeroed (every value the expand reads is finite), E's side columns (never written by the
@@ -138,7 +160,7 @@ __global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel(const P
   for (int i = tid; i < x_halves / 8; i += kExpandThreads) reinterpret_cast<uint4*>(Xs)[i] = make_uint4(0, 0, 0, 0);
   {
     const int side = WE - p.W, per_row = side * ECH;
-    for (int i = tid; i < rows_max * per_row; i += kExpandThreads) {
+    for (int i = tid; i < G * rows_max * per_row; i += kExpandThreads) {  // the G tiles' rows are consecutive
       const int r = i / per_row, rest = i - r * per_row;
       const int col = rest / ECH, c = rest - col * ECH;
       const int ec = col < PAD ? col : p.W + col;
@@ -176,11 +198,12 @@ __global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel(const P
     ih_first = cont ? band * p.rows_per_tile * S - PAD + KH : ih_lo;
   };
   auto issue_x = [&](int i, bool cont) {
-    const V8Item it(i, p.N, bands);
+    const V8Item it(i, NI(), bands);
     int ih_lo, ih_hi;
     expand_rows(it.band, cont, ih_lo, ih_hi);
-    const int npix = max(0, ih_hi - ih_lo + 1) * p.W;  // 0: a continuing band below the image's last row
-    const __half* src = p.x + ((size_t)it.n * p.H + ih_lo) * p.W * p.C_in;
+    // 0: a continuing band below the image's last row; G > 1: the group's images (one band each) are one range
+    const int npix = max(0, ih_hi - ih_lo + 1) * p.W * (G > 1 ? min(G, p.N - G * it.n) : 1);
+    const __half* src = p.x + ((size_t)(G > 1 ? G * it.n : it.n) * p.H + ih_lo) * p.W * p.C_in;
     if (tid == 0) {
       bf::mbar_arrive_expect_tx(bar, (uint32_t)(npix * p.C_in * 2));
       if (!x_padded && npix > 0) bf::bulk_copy_g2s(smem_addr(Xs), src, (uint32_t)(npix * p.C_in * 2), bar);
@@ -202,17 +225,27 @@ __global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel(const P
   // The pool's sums of item i: channel tid of the chunk, the groups' sums added in group order.
   auto pool_store = [&](int i) {
     if (tid < HC) {
-      const V8Item it(i, p.N, bands);
-      float s = 0.f;
+      const V8Item it(i, NI(), bands);
+      if constexpr (G == 1) {
+        float s = 0.f;
 #pragma unroll
-      for (int g = 0; g < GROUPS; ++g) s += red[g * HC + tid];
-      p.partial[((size_t)it.n * bands + it.band) * p.hid_pad + it.chunk * HC + tid] = s;
+        for (int g = 0; g < GROUPS; ++g) s += red[g * HC + tid];
+        p.partial[((size_t)it.n * bands + it.band) * p.hid_pad + it.chunk * HC + tid] = s;
+      } else {  // one band per image: image G n + m's sums in red[m]
+        const int ng = min(G, p.N - G * it.n);
+        for (int m = 0; m < ng; ++m) {
+          float s = 0.f;
+#pragma unroll
+          for (int g = 0; g < GROUPS; ++g) s += red[(m * GROUPS + g) * HC + tid];
+          p.partial[(size_t)(G * it.n + m) * p.hid_pad + it.chunk * HC + tid] = s;
+        }
+      }
     }
   };
 
   if (i_begin >= items_end()) return;
   issue_x(i_begin, false);
-  issue_u(V8Item(i_begin, p.N, bands).chunk * HC);
+  issue_u(V8Item(i_begin, NI(), bands).chunk * HC);
 
   const int pair = tid % PAIRS, group = tid / PAIRS;
   // The chunk's depthwise taps and bias, halved (version 3's values), live in wdw (written after barrier A of the
@@ -220,7 +253,8 @@ __global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel(const P
   uint32_t phase = 0;
   for (int i = i_begin;; ++i) {
     const bool last = i + 1 == items_end();
-    const V8Item it(i, p.N, bands);
+    const V8Item it(i, NI(), bands);
+    const int ng = G > 1 ? min(G, p.N - G * it.n) : 1;  // images of this item
     const int c0 = it.chunk * HC;
     const bool new_chunk = i == i_begin || (it.n == 0 && it.band == 0);  // chunk-major: a chunk starts at (0, 0)
     const bool cont = halo && i > i_begin && it.band > 0;  // the previous item was band - 1 of this (chunk, image)
@@ -231,7 +265,7 @@ __global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel(const P
     int ih_lo, ih_hi, ih_first;
     band_rows_of(it.band, ih_lo, ih_hi);
     expand_rows(it.band, cont, ih_first, ih_hi);
-    const int npix = max(0, ih_hi - ih_first + 1) * p.W;
+    const int npix = max(0, ih_hi - ih_first + 1) * p.W * ng;
     // The halo: the previous (full) band's last KH E rows, read before barrier A (nobody writes E before it),
     // written as this band's first KH rows after it (the previous depthwise has read them; the expand below
     // writes rows >= KH only).
@@ -267,10 +301,11 @@ __global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel(const P
     {
       const int in_lo = ih_lo - r0, in_hi = ih_hi - r0;
       const int top = in_lo * WE * ECH, bottom0 = (in_hi + 1) * WE * ECH, bottom = e_rows * WE * ECH - bottom0;
-      for (int j0 = tid; j0 < top + bottom; j0 += kExpandThreads) {
-        const int j = j0 < top ? j0 : bottom0 + j0 - top;
+      for (int j0 = tid; j0 < ng * (top + bottom); j0 += kExpandThreads) {  // the rows of each image's tile
+        const int m = G > 1 ? j0 / (top + bottom) : 0, j1 = j0 - m * (top + bottom);
+        const int j = j1 < top ? j1 : bottom0 + j1 - top;
         const int e = j / ECH, c = j - e * ECH;
-        *reinterpret_cast<uint2*>(Es + e * LDE + c * 4) = make_uint2(0, 0);
+        *reinterpret_cast<uint2*>(Es + (m * e_tile + e) * LDE + c * 4) = make_uint2(0, 0);
       }
     }
 
@@ -284,7 +319,7 @@ __global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel(const P
 #pragma unroll
         for (int u = 0; u < 2; ++u) hbias[nt][u] = 0.5f * __ldg(p.b_exp + c0 + nt * 8 + (lane & 3) * 2 + u);
       const int e_off = (ih_first - r0) * WE + PAD;  // E position of the first pixel expanded
-      const float inv_w = 1.f / p.W;
+      const float inv_w = 1.f / p.W, inv_hw = 1.f / (p.H * p.W);
       const int a_row = lane & 15, a_k = (lane >> 4) * 8;
       const int b_row = (lane & 7) + ((lane >> 4) << 3), b_k = ((lane >> 3) & 1) * 8;
       const int mtiles = (npix + 15) / 16;
@@ -300,9 +335,13 @@ __global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel(const P
         __half* ep[2];
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          const int q = mt * 16 + (lane >> 2) + h * 8;
+          int q = mt * 16 + (lane >> 2) + h * 8, m = 0;  // G > 1: pixel q of the group is image m's q - m H W
+          if constexpr (G > 1) {
+            m = div_small(q, inv_hw);
+            q -= m * p.H * p.W;
+          }
           const int row = div_small(q, inv_w);
-          ep[h] = Es + (e_off + row * WE + (q - row * p.W)) * LDE + (lane & 3) * 2;
+          ep[h] = Es + (m * e_tile + e_off + row * WE + (q - row * p.W)) * LDE + (lane & 3) * 2;
         }
         auto epilogue = [&](auto full) {  // full: all 16 rows are pixels of the band (every m-tile but the last)
           const int left = npix - mt * 16;
@@ -324,9 +363,9 @@ __global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel(const P
     }
     __syncthreads();  // barrier B: E complete; X and U dead; the previous item's red read
     if (!last) {  // the next item's X (and U, for a new chunk) land during the depthwise
-      const V8Item nx(i + 1, p.N, bands);
+      const V8Item nx(i + 1, NI(), bands);
       issue_x(i + 1, halo && nx.band > 0);
-      const int next_chunk = V8Item(i + 1, p.N, bands).chunk;
+      const int next_chunk = V8Item(i + 1, NI(), bands).chunk;
       if (next_chunk != it.chunk) issue_u(next_chunk * HC);
     }
 
@@ -350,22 +389,43 @@ __global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel(const P
       const bool store = ch < p.hidden;
       float sum0 = 0.f, sum1 = 0.f;
       const int rows = oh1 - oh0, nseg = (rows + R - 1) / R;
-      const int items = nseg * ngroups;
+      const int items = nseg * ngroups * ng;  // G > 1: the images' segments one after another
       const int dq = GROUPS / ngroups, dr = GROUPS - dq * ngroups;
       int seg = group / ngroups, og = group - seg * ngroups;
+      int m = 0, m_sum = 0;  // G > 1: the image of the item, and of the sums in sum0 / sum1
+      if constexpr (G > 1) {
+        while (seg >= nseg) {
+          seg -= nseg;
+          ++m;
+        }
+        for (int k = 0; k < G; ++k)  // this thread's slots: images it has no segment of add nothing
+          *reinterpret_cast<float2*>(red + (k * GROUPS + group) * HC + 2 * pair) = make_float2(0.f, 0.f);
+        m_sum = m;
+      }
       for (int j = group; j < items; j += GROUPS) {
-        const int orow0 = seg * R, ow0 = og * OW;
+        const int orow0 = seg * R, ow0 = og * OW, mi = m;
         seg += dq;
         og += dr;
         if (og >= ngroups) {
           og -= ngroups;
           ++seg;
         }
+        if constexpr (G > 1) {
+          while (seg >= nseg) {
+            seg -= nseg;
+            ++m;
+          }
+          if (mi != m_sum) {  // a new image: the previous image's sums to its slot
+            *reinterpret_cast<float2*>(red + (m_sum * GROUPS + group) * HC + 2 * pair) = make_float2(sum0, sum1);
+            sum0 = sum1 = 0.f;
+            m_sum = mi;
+          }
+        }
         const int valid_rows = min(R, rows - orow0), e_last = (valid_rows - 1) * S + KS - 1;
         const int valid = min(OW, p.Wo - ow0);
-        const __half* ebase = Es + (orow0 * S * WE + ow0 * S) * LDE + 2 * pair;
+        const __half* ebase = Es + (mi * e_tile + orow0 * S * WE + ow0 * S) * LDE + 2 * pair;
         // D's element offset (< 2^31: the binding checks N Ho Wo hid_pad), widened at each store
-        const int d0 = ((it.n * p.Ho + oh0 + orow0) * p.Wo + ow0) * p.hidden + ch;
+        const int d0 = (((G > 1 ? G * it.n + mi : it.n) * p.Ho + oh0 + orow0) * p.Wo + ow0) * p.hidden + ch;
         float acc0[R][OW], acc1[R][OW];
 #pragma unroll
         for (int er = 0; er < SEG_E; ++er) {
@@ -405,7 +465,9 @@ __global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel(const P
           }
         }
       }
-      *reinterpret_cast<float2*>(red + group * HC + 2 * pair) = make_float2(sum0, sum1);
+      // G > 1: a group with no segment left (its first item past the last image) has nothing to add
+      if (G == 1 || m_sum < ng)
+        *reinterpret_cast<float2*>(red + (m_sum * GROUPS + group) * HC + 2 * pair) = make_float2(sum0, sum1);
     }
     if (last) {
       __syncthreads();
@@ -416,13 +478,13 @@ __global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel(const P
 }
 
 // Persistent: as many CTAs as fit on the device (two per SM at <= 113 KB), at most one per item.
-template <int HC, int KS, int S>
+template <int HC, int KS, int S, int G = 1>
 cudaError_t launch_expand_dw_v8(const Params& p, cudaStream_t stream, bool pdl) {
   constexpr int kMaxDevices = 64;
   static int configured[kMaxDevices] = {}, last_smem[kMaxDevices] = {}, last_ctas[kMaxDevices] = {},
              sms[kMaxDevices] = {};
-  const auto kernel = expand_dw_v8_kernel<HC, KS, S>;
-  const int smem = expand_dw_v8_smem_bytes(p.H, p.W, p.Wo, p.rows_per_tile, KS, S, p.C_in, p.k_pad, HC);
+  const auto kernel = expand_dw_v8_kernel<HC, KS, S, G>;
+  const int smem = expand_dw_v8_smem_bytes(p.H, p.W, p.Wo, p.rows_per_tile, KS, S, p.C_in, p.k_pad, HC, G);
   int dev = 0;
   cudaError_t err = cudaGetDevice(&dev);
   if (err != cudaSuccess) return err;
@@ -445,7 +507,7 @@ cudaError_t launch_expand_dw_v8(const Params& p, cudaStream_t stream, bool pdl) 
     if (last_ctas[dev] < 1) return cudaErrorInvalidConfiguration;
     last_smem[dev] = smem;
   }
-  const long long total = (long long)(p.hid_pad / HC) * p.N * p.row_blocks;
+  const long long total = (long long)(p.hid_pad / HC) * ((p.N + G - 1) / G) * p.row_blocks;
   if (total >= (1ll << 31)) return cudaErrorInvalidValue;
   const int grid = (int)std::min<long long>(total, (long long)last_ctas[dev] * sms[dev]);
   if (pdl && pdl::device_supports(dev))
@@ -458,11 +520,22 @@ cudaError_t launch_expand_dw_v8(const Params& p, cudaStream_t stream, bool pdl) 
 // block of EfficientNet-B0 / B2), else version 3's kernel 1: blocks without an expand conv (features.1.x), and
 // chunks of 32 (hidden not a multiple of 48; at k = 5, stride 1 that instantiation needed 129+ registers and
 // spilled 20 bytes under the 128 that two CTAs per SM allow).
+// CUDA_KERNELS_K1_IMAGES=2 (read at every call; 1 by default): items of 2 images at stride 1 where
+// kernel1_v8_images allows it.
+inline int kernel1_v8_images_requested() {
+  const char* v = std::getenv("CUDA_KERNELS_K1_IMAGES");
+  return v != nullptr && v[0] == '2' && v[1] == '\0' ? 2 : 1;
+}
+
 template <int KS>
 cudaError_t launch_expand_dw_v8_ks(const Params& p, int chunk, cudaStream_t stream, bool pdl) {
   if (p.w_exp == nullptr || chunk != 48)
     return KS == 3 ? launch_expand_dw_v3_k3(p, chunk, stream, pdl) : launch_expand_dw_v3_k5(p, chunk, stream, pdl);
-  return p.stride == 2 ? launch_expand_dw_v8<48, KS, 2>(p, stream, pdl) : launch_expand_dw_v8<48, KS, 1>(p, stream, pdl);
+  if (p.stride == 2) return launch_expand_dw_v8<48, KS, 2>(p, stream, pdl);
+  if (kernel1_v8_images(kernel1_v8_images_requested(), p.row_blocks, p.H, p.W, p.Wo, p.rows_per_tile, KS, 1, p.C_in,
+                        p.k_pad, 48) == 2)
+    return launch_expand_dw_v8<48, KS, 1, 2>(p, stream, pdl);
+  return launch_expand_dw_v8<48, KS, 1>(p, stream, pdl);
 }
 
 }  // namespace mb

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Kernel 1 with items of 2 images (NOTES.md, "Kernel 1 items of 2 images: what was built"; CUDA_KERNELS_K1_IMAGES=2,
+# off by default; B0's features.6.1-6.3 and, under version 8, 7.0). Prepared in session 12, not yet run. From the
+# repository root (~5 minutes on one H200):
+#   timeout 590 bash cuda_kernels/device_run_mbconv_k1_images.sh OUTDIR
+# build -> the GPU tests of 2-image items (tests/test_mbconv_v8.py -k k1_images) and of version 9 -> Nsight Compute of
+# kernel 1 at features.6.1 and 7.0 under version 8 with 1 and 2 images (serialised; lines "K1 ...") -> the per-block
+# bench of 6.1 and 7.0 (versions 8 and 9, 1 and 2 images) -> B0 end to end (version 9, 1 and 2 images) and
+# torch.compile (freezing, CUDA graphs). Prediction: kernel 1 at 6.1 73.7 -> ~48 us, B0 ~-0.08 ms.
+# Last line K1I_OK=1|0 (1: the tests passed).
+set -uo pipefail
+out=${1:?output folder}
+source cuda_kernels/device_lib.sh  # step, mbconv_begin
+mbconv_begin K1I 570  # the folder, the environment, `left`, ok=1, the build
+step tests 150 python3 -m pytest -q -m cuda --tb=short -p no:cacheprovider tests/test_mbconv_v8.py -k k1_images || ok=0
+step tests_v9 120 python3 -m pytest -q -m cuda --tb=short -p no:cacheprovider tests/test_mbconv_v9.py || ok=0
+for g in 1 2; do
+  step "ncu_$g" 40 env CUDA_KERNELS_K1_IMAGES=$g ncu --clock-control none --cache-control all --print-units base \
+    -k regex:"expand_dw" --metrics gpu__time_duration.sum,launch__grid_size,smsp__inst_executed.sum,smsp__issue_active.avg.pct_of_peak_sustained_active \
+    --csv --page raw --log-file "$out/k1_$g.csv" python3 -m cuda_kernels.mbconv_profile --version 8 features.6.1 features.7.0
+done
+python3 - "$out" <<'PY' 2>> "$log" | tee -a "$log"
+import csv, sys
+from pathlib import Path
+out, blocks = Path(sys.argv[1]), ["features.6.1", "features.7.0"]
+for f in sorted(out.glob("k1_*.csv")):
+    lines = [l for l in f.read_text().splitlines() if l.startswith('"')]
+    rows = [r for r in csv.DictReader(lines) if "expand_dw" in r.get("Kernel Name", "")]
+    for i, r in enumerate(rows[1::2]):  # the second of the two runs per block
+        num = lambda k: float(r[k].replace(",", "")) if r.get(k) else float("nan")
+        print(f"K1 {f.stem} {blocks[i] if i < len(blocks) else '?'} {r['Kernel Name'].split('(')[0][-40:]} "
+              f"{num('gpu__time_duration.sum') / 1e3:.1f}us grid {num('launch__grid_size'):.0f} "
+              f"inst {num('smsp__inst_executed.sum') / 1e6:.1f}M issue {num('smsp__issue_active.avg.pct_of_peak_sustained_active'):.0f}%")
+PY
+for g in 1 2; do
+  step "bench_$g" 40 env CUDA_KERNELS_K1_IMAGES=$g python3 -m cuda_kernels.mbconv_bench --budget-s 0 --repeats 20 \
+    --block features.6.1 --block features.7.0 --out "$out/blocks_k1i$g.json" --version 8 --version 9
+  step "e2e_$g" 60 env CUDA_KERNELS_K1_IMAGES=$g python3 cli.py bench efficientnet_b0 --repeats 30 --warmup 5 \
+    --backend cuda_kernels --compile-rest --freezing --cuda-graphs -o "$out/b0_k1i$g.json"
+done
+step e2e_inductor 80 python3 cli.py bench efficientnet_b0 --repeats 30 --warmup 5 --backend inductor --freezing \
+  --cuda-graphs -o "$out/b0_inductor.json"
+python3 - "$out" <<'PY' 2>> "$log" | tee -a "$log"
+import json, sys
+from pathlib import Path
+out = Path(sys.argv[1])
+for p in sorted(out.glob("blocks_*.json")):
+    for row in json.loads(p.read_text())["results"]["cases"]:
+        b = row.get("backends", {})
+        print(f"K1I {p.stem} {row['path']} " + " ".join(
+            f"{k}={b[k]['graph_latency_ms']['median'] * 1e3:.1f}us" for k in b
+            if k.startswith("cuda_kernels_v") and "graph_latency_ms" in b[k]))
+e = {f.stem: json.loads(f.read_text())["results"]["latency_ms"]["median"] for f in sorted(out.glob("b0_*.json"))}
+print("K1I e2e " + " ".join(f"{k}={v:.3f}ms" for k, v in e.items()))
+PY
+grep -E "^== |passed|failed|Error|error:" "$log" | tail -20
+echo "K1I_OK=$ok"
