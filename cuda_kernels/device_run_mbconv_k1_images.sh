@@ -19,19 +19,11 @@ for g in 1 2; do
     -k regex:"expand_dw" --metrics gpu__time_duration.sum,launch__grid_size,smsp__inst_executed.sum,smsp__issue_active.avg.pct_of_peak_sustained_active \
     --csv --page raw --log-file "$out/k1_$g.csv" python3 -m cuda_kernels.mbconv_profile --version 8 features.6.1 features.7.0
 done
-python3 - "$out" <<'PY' 2>> "$log" | tee -a "$log"
-import csv, sys
-from pathlib import Path
-out, blocks = Path(sys.argv[1]), ["features.6.1", "features.7.0"]
-for f in sorted(out.glob("k1_*.csv")):
-    lines = [l for l in f.read_text().splitlines() if l.startswith('"')]
-    rows = [r for r in csv.DictReader(lines) if "expand_dw" in r.get("Kernel Name", "")]
-    for i, r in enumerate(rows[1::2]):  # the second of the two runs per block
-        num = lambda k: float(r[k].replace(",", "")) if r.get(k) else float("nan")
-        print(f"K1 {f.stem} {blocks[i] if i < len(blocks) else '?'} {r['Kernel Name'].split('(')[0][-40:]} "
-              f"{num('gpu__time_duration.sum') / 1e3:.1f}us grid {num('launch__grid_size'):.0f} "
-              f"inst {num('smsp__inst_executed.sum') / 1e6:.1f}M issue {num('smsp__issue_active.avg.pct_of_peak_sustained_active'):.0f}%")
-PY
+for f in "$out"/k1_*.csv; do  # one line per block (cuda_kernels/ncu_lines.py)
+  [ -e "$f" ] || continue
+  python3 -m cuda_kernels.ncu_lines "K1 $(basename "$f" .csv)" "$f" expand_dw features.6.1 features.7.0 2>> "$log" \
+    | tee -a "$log"
+done
 for g in 1 2; do
   step "bench_$g" 40 env CUDA_KERNELS_K1_IMAGES=$g python3 -m cuda_kernels.mbconv_bench --budget-s 0 --repeats 20 \
     --block features.6.1 --block features.7.0 --out "$out/blocks_k1i$g.json" --version 8 --version 9

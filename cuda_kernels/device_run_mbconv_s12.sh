@@ -29,31 +29,11 @@ metrics=$metrics,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained
 step ncu 120 ncu --clock-control none --cache-control all --print-units base -k regex:"expand_dw|se_v3|project" \
   --metrics "$metrics" --csv --page raw --log-file "$out/kernels_v9.csv" python3 -m cuda_kernels.mbconv_profile \
   --version 9 $blocks
-python3 - "$out" "$blocks" <<'EOF' 2>> "$log" | tee -a "$log"
-import csv, json, sys
+python3 -m cuda_kernels.ncu_lines K "$out/kernels_v9.csv" "" $blocks 2>> "$log" | tee -a "$log"  # ncu_lines.py
+python3 - "$out" <<'EOF' 2>> "$log" | tee -a "$log"
+import json, sys
 from pathlib import Path
-out, blocks = Path(sys.argv[1]), sys.argv[2].split()
-f = out / "kernels_v9.csv"
-if f.exists():
-    lines = [l for l in f.read_text().splitlines() if l.startswith('"')]
-    rows = [r for r in csv.DictReader(lines) if r.get("Kernel Name")]
-    # mbconv_profile runs each block twice; each run launches kernel 1, SE and the projection: keep the second run
-    per = len(rows) // max(1, 2 * len(blocks))
-    for i, b in enumerate(blocks):
-        for r in rows[(2 * i + 1) * per:(2 * i + 2) * per]:
-            def num(k):
-                try:
-                    return float(r[k].replace(",", ""))
-                except (KeyError, ValueError):
-                    return float("nan")
-            print(f"K {b} {r['Kernel Name'].split('(')[0][:48]} {num('gpu__time_duration.sum') / 1e3:.1f}us "
-                  f"grid {num('launch__grid_size'):.0f} read {num('dram__bytes_read.sum') / 1e6:.1f}MB "
-                  f"write {num('dram__bytes_write.sum') / 1e6:.1f}MB "
-                  f"dram {num('dram__throughput.avg.pct_of_peak_sustained_elapsed'):.0f}% "
-                  f"warps {num('sm__warps_active.avg.pct_of_peak_sustained_active'):.0f}% "
-                  f"issue {num('smsp__issue_active.avg.pct_of_peak_sustained_active'):.0f}% "
-                  f"tensor {num('sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active'):.0f}% "
-                  f"inst {num('smsp__inst_executed.sum') / 1e6:.1f}M")
+out = Path(sys.argv[1])
 e = {p.stem: json.loads(p.read_text())["results"]["latency_ms"]["median"] for p in sorted(out.glob("b0_*.json"))}
 print("S12 e2e " + " ".join(f"{k}={v:.3f}ms" for k, v in e.items()))
 EOF

@@ -18,18 +18,11 @@ for g in $images; do
     --log-file "$out/se_$g.csv" python3 -m cuda_kernels.mbconv_profile --version 9 features.2.1 features.5.1 \
     features.6.1 features.7.0
 done
-python3 - "$out" <<'PY' 2>> "$log" | tee -a "$log"
-import csv, sys
-from pathlib import Path
-out, blocks = Path(sys.argv[1]), ["features.2.1", "features.5.1", "features.6.1", "features.7.0"]
-for f in sorted(out.glob("se_*.csv")):
-    lines = [l for l in f.read_text().splitlines() if l.startswith('"')]
-    rows = [r for r in csv.DictReader(lines) if "se_v3" in r.get("Kernel Name", "")]
-    for i, r in enumerate(rows[1::2]):  # the second of the two runs per block
-        num = lambda k: float(r[k].replace(",", "")) if r.get(k) else float("nan")
-        print(f"SE {f.stem} {blocks[i] if i < len(blocks) else '?'} {num('gpu__time_duration.sum') / 1e3:.1f}us "
-              f"grid {num('launch__grid_size'):.0f} L2 {num('lts__t_bytes.sum') / 1e6:.1f}MB")
-PY
+for f in "$out"/se_*.csv; do  # one line per block (cuda_kernels/ncu_lines.py)
+  [ -e "$f" ] || continue
+  python3 -m cuda_kernels.ncu_lines "SE $(basename "$f" .csv)" "$f" se_v3 features.2.1 features.5.1 features.6.1 \
+    features.7.0 2>> "$log" | tee -a "$log"
+done
 blocks="features.1.0 features.2.0 features.2.1 features.3.0 features.3.1 features.4.0 features.4.1 features.4.2
   features.5.0 features.5.1 features.5.2 features.6.0 features.6.1 features.6.2 features.6.3 features.7.0"
 for g in $images; do

@@ -28,28 +28,11 @@ for m in $modes; do
     -k regex:"project" --metrics "$metrics" --csv --page raw --log-file "$out/proj_$m.csv" \
     python3 -m cuda_kernels.mbconv_profile --version 9 $blocks
 done
-python3 - "$out" "$blocks" <<'PY' 2>> "$log" | tee -a "$log"
-import csv, sys
-from pathlib import Path
-out, blocks = Path(sys.argv[1]), sys.argv[2].split()
-for f in sorted(out.glob("proj_*.csv")):
-    lines = [l for l in f.read_text().splitlines() if l.startswith('"')]
-    rows = [r for r in csv.DictReader(lines) if "project" in r.get("Kernel Name", "")]
-    for i, r in enumerate(rows):
-        if i % 2 == 0:  # mbconv_profile runs each block twice: keep the second launch
-            continue
-        def num(k):
-            try:
-                return float(r[k].replace(",", ""))
-            except (KeyError, ValueError):
-                return float("nan")
-        b = blocks[i // 2] if i // 2 < len(blocks) else "?"
-        print(f"PROJ {f.stem[5:]} {b} {r['Kernel Name'].split('(')[0][:40]} {num('gpu__time_duration.sum') / 1e3:.1f}us "
-              f"grid {num('launch__grid_size'):.0f} dram {num('dram__throughput.avg.pct_of_peak_sustained_elapsed'):.0f}% "
-              f"warps {num('sm__warps_active.avg.pct_of_peak_sustained_active'):.0f}% "
-              f"issue {num('smsp__issue_active.avg.pct_of_peak_sustained_active'):.0f}% "
-              f"tensor {num('sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active'):.0f}%")
-PY
+for f in "$out"/proj_*.csv; do  # one line per block (cuda_kernels/ncu_lines.py)
+  [ -e "$f" ] || continue
+  t=$(basename "$f" .csv)
+  python3 -m cuda_kernels.ncu_lines "PROJ ${t#proj_}" "$f" project $blocks 2>> "$log" | tee -a "$log"
+done
 for m in $modes; do
   step "bench_$m" 40 env CUDA_KERNELS_PROJ_V10=$m python3 -m cuda_kernels.mbconv_bench --budget-s 0 --repeats 20 \
     $(printf -- "--block %s " $blocks) --out "$out/blocks_$m.json" --version 9

@@ -39,32 +39,11 @@ for c in "${configs[@]}"; do
     --cache-control all --print-units base -k regex:"project" --metrics "$metrics" --csv --page raw \
     --log-file "$out/proj_v${v}_${l}${d}.csv" python3 -m cuda_kernels.mbconv_profile --version "$v" $blocks
 done
-python3 - "$out" <<'EOF' 2>> "$log" | tee -a "$log"
-import csv, sys
-from pathlib import Path
-out = Path(sys.argv[1])
-blocks = ["features.1.0", "features.2.0", "features.2.1", "features.3.1"]
-for f in sorted(out.glob("proj_*.csv")):
-    lines = [l for l in f.read_text().splitlines() if l.startswith('"')]
-    rows = [r for r in csv.DictReader(lines) if "project" in r.get("Kernel Name", "")]
-    for i, r in enumerate(rows):
-        if i % 2 == 0:  # mbconv_profile runs each block twice: keep the second launch
-            continue
-        def num(k):
-            try:
-                return float(r[k].replace(",", ""))
-            except (KeyError, ValueError):
-                return float("nan")
-        stalls = {k.split("stalled_")[1].split("_per")[0]: num(k) for k in r if "issue_stalled" in k}
-        top = sorted(stalls.items(), key=lambda kv: -kv[1])[:4]
-        b = blocks[i // 2] if i // 2 < len(blocks) else "?"
-        print(f"PROJ {f.stem[5:]} {b} {r['Kernel Name'].split('(')[0]} {num('gpu__time_duration.sum') / 1e3:.1f}us "
-              f"read {num('dram__bytes_read.sum') / 1e6:.1f}MB write {num('dram__bytes_write.sum') / 1e6:.1f}MB "
-              f"dram {num('dram__throughput.avg.pct_of_peak_sustained_elapsed'):.0f}% "
-              f"warps {num('sm__warps_active.avg.pct_of_peak_sustained_active'):.0f}% "
-              f"inst {num('smsp__inst_executed.sum') / 1e6:.1f}M "
-              f"L2hit {num('lts__t_sector_hit_rate.pct'):.0f}% stalls " + " ".join(f"{k} {v:.1f}" for k, v in top))
-EOF
+for f in "$out"/proj_*.csv; do  # one line per block (cuda_kernels/ncu_lines.py)
+  [ -e "$f" ] || continue
+  t=$(basename "$f" .csv)
+  python3 -m cuda_kernels.ncu_lines "PROJ ${t#proj_}" "$f" project $blocks 2>> "$log" | tee -a "$log"
+done
 bench="python3 -m cuda_kernels.mbconv_bench --budget-s 0 --repeats 20 --block features.1.0 --block features.2.0
   --block features.2.1 --block features.3.0 --block features.3.1 --block features.4.0 --block features.4.1"
 for c in "${configs[@]}"; do
