@@ -24,6 +24,17 @@ for f in "$out"/k1_*.csv; do  # one line per block (cuda_kernels/ncu_lines.py)
   python3 -m cuda_kernels.ncu_lines "K1 $(basename "$f" .csv)" "$f" expand_dw features.6.1 features.7.0 2>> "$log" \
     | tee -a "$log"
 done
+# the projections past stage 4 (project_v10 at 6.1, project_v3 at 5.1 and 7.0): why they stay at 5-16% of DRAM with
+# the scale's instructions cut (NOTES.md, "fp16 scale, measured"): stall reasons per issued instruction
+stalls=gpu__time_duration.sum,smsp__issue_active.avg.pct_of_peak_sustained_active,sm__warps_active.avg.pct_of_peak_sustained_active
+for r in long_scoreboard barrier wait short_scoreboard mio_throttle math_pipe_throttle not_selected lg_throttle; do
+  stalls=$stalls,smsp__average_warps_issue_stalled_${r}_per_issue_active.ratio
+done
+step ncu_proj 40 ncu --clock-control none --cache-control all --print-units base -k regex:"project" \
+  --metrics "$stalls" --csv --page raw --log-file "$out/proj_stalls.csv" python3 -m cuda_kernels.mbconv_profile \
+  --version 9 features.5.1 features.6.1 features.7.0
+python3 -m cuda_kernels.ncu_lines PROJ "$out/proj_stalls.csv" project features.5.1 features.6.1 features.7.0 \
+  2>> "$log" | tee -a "$log"
 for g in 1 2; do
   step "bench_$g" 40 env CUDA_KERNELS_K1_IMAGES=$g python3 -m cuda_kernels.mbconv_bench --budget-s 0 --repeats 20 \
     --block features.6.1 --block features.7.0 --out "$out/blocks_k1i$g.json" --version 8 --version 9
