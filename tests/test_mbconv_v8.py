@@ -305,9 +305,11 @@ def _silu(v):
     return v / (1.0 + np.exp(-v))
 
 
-def emulate_kernel1_v8(x, w_exp, b_exp, w_dw, b_dw, hidden, ks, stride, rows_per_tile, grid):
+def emulate_kernel1_v8(x, w_exp, b_exp, w_dw, b_dw, hidden, ks, stride, rows_per_tile, grid, images=1):
     """x [N, H, W, C_in] float64, w_exp [hid_pad, k_pad] zero-padded, w_dw [ks * ks, hid_pad]. Returns D, the pool's
-    partial sums and how often each D value was written."""
+    partial sums and how often each D value was written. images = G > 1: items of G images (one band each), as
+    expand_dw_v8_kernel<..., G> walks them."""
+    G = images
     n_img, h, w, c_in = x.shape
     hid_pad, k_pad = w_exp.shape
     pad, ow_n = ks // 2, 4 if stride == 1 else 2
@@ -315,11 +317,14 @@ def emulate_kernel1_v8(x, w_exp, b_exp, w_dw, b_dw, hidden, ks, stride, rows_per
     seg_e = (r_seg - 1) * stride + ks
     ho, wo = mb.output_size(h, stride), mb.output_size(w, stride)
     bands = -(-ho // rows_per_tile)
-    total = hid_pad // HC * n_img * bands
+    assert G == 1 or (bands == 1 and stride == 1)  # kernel1_v8_images
+    n_items = -(-n_img // G) if G > 1 else n_img  # NI(): groups of G images, or images
+    total = hid_pad // HC * n_items * bands
     ngroups = -(-wo // ow_n)
     we = (ngroups * ow_n - 1) * stride + ks
     rows_max = (rows_per_tile - 1) * stride + ks
-    m_pad = -(-min(rows_max, h) * w // 16) * 16
+    m_pad = -(-G * min(rows_max, h) * w // 16) * 16
+    e_tile = rows_max * we
     padded = mb.x_rows_padded_v8(c_in)
     ldx = k_pad + 8 if padded else c_in
     x_halves = m_pad * ldx if padded else -(-(m_pad * c_in + 8) // 8) * 8
@@ -328,26 +333,30 @@ def emulate_kernel1_v8(x, w_exp, b_exp, w_dw, b_dw, hidden, ks, stride, rows_per
     partial = np.full((n_img, bands, hid_pad), np.nan)
     assert grid <= total
     kh = ks - stride
-    halo = mb.kernel1_v8_halo(w, ks, stride, HC)
+    halo = mb.kernel1_v8_halo(w, ks, stride, HC) and G == 1
     for b in range(grid):
         xs = np.zeros(x_halves)  # zeroed once per CTA
-        es = np.full((rows_max * we, HC), np.nan)  # E: stale (NaN) until written
-        for r in range(rows_max):
+        es = np.full((G * rows_max * we, HC), np.nan)  # E: stale (NaN) until written; G tiles
+        for r in range(G * rows_max):
             for col in range(we - w):
                 ec = col if col < pad else w + col
                 es[r * we + ec] = 0.0
-        red = np.full((GROUPS, HC), np.nan)
+        red = np.full((G, GROUPS, HC), np.nan)
         items = cta_items(total, grid, b)
 
         def pool_store(i):
-            chunk, n, band = decode(i, n_img, bands)
-            s = np.zeros(HC)
-            for g in range(GROUPS):
-                s = s + red[g]
-            partial[n, band, chunk * HC:(chunk + 1) * HC] = s
+            chunk, n, band = decode(i, n_items, bands)
+            ng = min(G, n_img - G * n) if G > 1 else 1
+            for m in range(ng):
+                s = np.zeros(HC)
+                for g in range(GROUPS):
+                    s = s + red[m, g]
+                partial[G * n + m if G > 1 else n, band, chunk * HC:(chunk + 1) * HC] = s
 
         for i in items:
-            chunk, n, band = decode(i, n_img, bands)
+            chunk, n, band = decode(i, n_items, bands)
+            ng = min(G, n_img - G * n) if G > 1 else 1
+            n_first = G * n if G > 1 else n  # the item's first image
             c0 = chunk * HC
             oh0 = band * rows_per_tile
             oh1 = min(oh0 + rows_per_tile, ho)
@@ -356,13 +365,14 @@ def emulate_kernel1_v8(x, w_exp, b_exp, w_dw, b_dw, hidden, ks, stride, rows_per
             ih_lo, ih_hi = max(0, r0), min(h - 1, r0 + e_rows - 1)
             cont = halo and i > items[0] and band > 0  # the previous item: band - 1 of this (chunk, image)
             if cont:
-                assert decode(i - 1, n_img, bands) == (chunk, n, band - 1) and r0 + kh - 1 <= h - 1 + pad
+                assert decode(i - 1, n_items, bands) == (chunk, n, band - 1) and r0 + kh - 1 <= h - 1 + pad
             ih_first = r0 + kh if cont else ih_lo
-            npix = max(0, ih_hi - ih_first + 1) * w
-            # the bulk copy: bytes and source offset multiples of 16
-            nbytes, src = npix * c_in * 2, ((n * h + ih_first) * w * c_in) * 2
+            npix = max(0, ih_hi - ih_first + 1) * w * ng
+            # the bulk copy: bytes and source offset multiples of 16; G > 1: the ng images' rows, one range
+            nbytes, src = npix * c_in * 2, ((n_first * h + ih_first) * w * c_in) * 2
             assert nbytes % 16 == 0 and src % 16 == 0 and nbytes <= x_halves * 2
-            band_x = x[n, ih_first:ih_hi + 1].reshape(npix, c_in)
+            flat = x.reshape(-1, c_in)
+            band_x = flat[src // 2 // c_in:src // 2 // c_in + npix]
             if padded:  # one bulk copy per pixel, C_in halves at pitch k_pad + 8 (16-byte aligned)
                 assert (ldx * 2) % 16 == 0 and (c_in * 2) % 16 == 0
                 for q in range(npix):
@@ -374,8 +384,9 @@ def emulate_kernel1_v8(x, w_exp, b_exp, w_dw, b_dw, hidden, ks, stride, rows_per
             if i > items[0]:
                 pool_store(i - 1)
             in_lo, in_hi = ih_lo - r0, ih_hi - r0
-            es[:in_lo * we] = 0.0
-            es[(in_hi + 1) * we:e_rows * we] = 0.0
+            for m in range(ng):  # each image's tile
+                es[m * e_tile:m * e_tile + in_lo * we] = 0.0
+                es[m * e_tile + (in_hi + 1) * we:m * e_tile + e_rows * we] = 0.0
             # the expand
             e_off = (ih_first - r0) * we + pad
             u = w_exp[c0:c0 + HC]
@@ -390,27 +401,42 @@ def emulate_kernel1_v8(x, w_exp, b_exp, w_dw, b_dw, hidden, ks, stride, rows_per
                     if not full and q >= npix:
                         continue
                     assert q < npix
-                    row = _div_small(q, w)
-                    pos = e_off + row * we + (q - row * w)
-                    assert pos < rows_max * we
+                    m = _div_small(q, h * w) if G > 1 else 0
+                    qi = q - m * h * w
+                    row = _div_small(qi, w)
+                    pos = m * e_tile + e_off + row * we + (qi - row * w)
+                    assert pos < (m + 1) * e_tile
                     es[pos] = _silu(acc[hrow] + b_exp[c0:c0 + HC])
             # the depthwise
             rows = oh1 - oh0
             nseg = -(-rows // r_seg)
-            n_items = nseg * ngroups
+            dw_items = nseg * ngroups * ng
             dq, dr = GROUPS // ngroups, GROUPS % ngroups
             wt = w_dw[:, c0:c0 + HC]
             bias = b_dw[c0:c0 + HC]
-            e2 = es.reshape(rows_max, we, HC)
+            e3 = es.reshape(G, rows_max, we, HC)
             for g in range(GROUPS):
                 seg, og = divmod(g, ngroups)
+                m = 0
+                if G > 1:
+                    while seg >= nseg:
+                        seg, m = seg - nseg, m + 1
+                    red[:, g] = 0.0  # the thread's slots, every image
+                m_sum = m
                 sums = np.zeros(HC)
-                for j in range(g, n_items, GROUPS):
-                    assert (seg, og) == divmod(j, ngroups)
-                    orow0, ow0 = seg * r_seg, og * ow_n
+                for j in range(g, dw_items, GROUPS):
+                    assert (m * nseg + seg, og) == divmod(j, ngroups)
+                    orow0, ow0, mi = seg * r_seg, og * ow_n, m
                     seg, og = seg + dq, og + dr
                     if og >= ngroups:
                         og, seg = og - ngroups, seg + 1
+                    if G > 1:
+                        while seg >= nseg:
+                            seg, m = seg - nseg, m + 1
+                        if mi != m_sum:
+                            red[m_sum, g] = sums
+                            sums, m_sum = np.zeros(HC), mi
+                    e2 = e3[mi]
                     valid_rows = min(r_seg, rows - orow0)
                     e_last = (valid_rows - 1) * stride + ks - 1
                     valid = min(ow_n, wo - ow0)
@@ -433,10 +459,11 @@ def emulate_kernel1_v8(x, w_exp, b_exp, w_dw, b_dw, hidden, ks, stride, rows_per
                                     s = _silu(acc[o][uu])
                                     oh, ow = oh0 + orow0 + o, ow0 + uu
                                     hc = min(HC, hidden - c0)
-                                    d[n, oh, ow, c0:c0 + hc] = s[:hc]
-                                    writes[n, oh, ow, c0:c0 + hc] += 1
+                                    d[n_first + mi, oh, ow, c0:c0 + hc] = s[:hc]
+                                    writes[n_first + mi, oh, ow, c0:c0 + hc] += 1
                                     sums = sums + s
-                red[g] = sums
+                if G == 1 or m_sum < ng:
+                    red[m_sum, g] = sums
         pool_store(items[-1])
     return d, partial, writes
 
@@ -458,6 +485,24 @@ def emulate_kernel1_v8(x, w_exp, b_exp, w_dw, b_dw, hidden, ks, stride, rows_per
     (1, 14, 6, 16, 48, 5, 1, 13, 1),   # k = 5, stride 1 (no halo): a one-row last band
 ])
 def test_kernel1_v8_transliterated_equals_the_direct_convolution(n, h, w, c_in, hidden, ks, stride, rows, grid):
+    _check_transliteration(n, h, w, c_in, hidden, ks, stride, rows, grid, 1)
+
+
+@pytest.mark.parametrize("n,h,w,c_in,hidden,ks,stride,grid", [
+    (4, 7, 7, 40, 96, 5, 1, 3),    # 2 groups of 2 images, two chunks, k = 5 (B0's 6.x in small)
+    (5, 7, 7, 24, 48, 3, 1, 2),    # an odd batch: the last item is one image; k = 3 (7.0)
+    (3, 5, 6, 80, 48, 5, 1, 2),    # padded X rows (C_in = 80): one bulk copy per pixel of both images
+    (1, 7, 7, 16, 48, 3, 1, 1),    # one image: a single item of one
+    (2, 1, 1, 8, 48, 3, 1, 1),     # one pixel per image: most thread groups start past the item's images
+    (6, 3, 3, 40, 144, 5, 1, 4),   # C_in % 16 == 8: the k16 tail reads the next pixel (the next image's, too)
+])
+def test_kernel1_v8_two_image_items_transliterated(n, h, w, c_in, hidden, ks, stride, grid):
+    """expand_dw_v8_kernel<..., 2>: items of 2 images (one band each), D and the per-image partial sums as the direct
+    convolution computes them, every D value written once."""
+    _check_transliteration(n, h, w, c_in, hidden, ks, stride, h, grid, 2)
+
+
+def _check_transliteration(n, h, w, c_in, hidden, ks, stride, rows, grid, images):
     g = torch.Generator().manual_seed(h * 100 + w + ks)
     hid_pad, k_pad = -(-hidden // HC) * HC, -(-c_in // 16) * 16
     x = torch.randn(n, c_in, h, w, generator=g, dtype=torch.float64)
@@ -476,7 +521,7 @@ def test_kernel1_v8_transliterated_equals_the_direct_convolution(n, h, w, c_in, 
     b_dw = np.zeros(hid_pad)
     b_dw[:hidden] = bd.numpy()
     d, partial, writes = emulate_kernel1_v8(x.permute(0, 2, 3, 1).numpy(), w_exp, b_exp, w_dw, b_dw, hidden, ks,
-                                            stride, rows, grid)
+                                            stride, rows, grid, images)
     assert (writes == 1).all()
     np.testing.assert_allclose(d, d_ref, rtol=1e-12, atol=1e-12)
     ho = d_ref.shape[1]
@@ -507,7 +552,16 @@ def test_the_kernel_text_holds_the_modelled_expressions():
                  "Es + ((rows_max - KH) * WE + pix) * LDE + (j - pix * ECH) * 4);",
                  "if (j < hcount) *reinterpret_cast<uint2*>(Es + pix * LDE + (j - pix * ECH) * 4) = hv[k];",
                  "const int e_off = (ih_first - r0) * WE + PAD;",
-                 "issue_x(i + 1, halo && nx.band > 0);"):
+                 "issue_x(i + 1, halo && nx.band > 0);",
+                 # items of G images (the emulation's images > 1)
+                 "m = div_small(q, inv_hw);",
+                 "const __half* src = p.x + ((size_t)(G > 1 ? G * it.n : it.n) * p.H + ih_lo) * p.W * p.C_in;",
+                 "const int items = nseg * ngroups * ng;",
+                 "const __half* ebase = Es + (mi * e_tile + orow0 * S * WE + ow0 * S) * LDE + 2 * pair;",
+                 "*reinterpret_cast<float2*>(red + (m_sum * GROUPS + group) * HC + 2 * pair) = make_float2(sum0, sum1);",
+                 "if (G == 1 || m_sum < ng)",
+                 "p.partial[(size_t)(G * it.n + m) * p.hid_pad + it.chunk * HC + tid] = s;",
+                 "*reinterpret_cast<uint2*>(Es + (m * e_tile + e) * LDE + c * 4) = make_uint2(0, 0);"):
         assert expr in SOURCE, expr
     v2 = (CSRC / "mbconv_v2.cuh").read_text()  # expand_k16: A rows m0 + a_row at pitch ldx, column k0 + a_k
     assert "bf::ldmatrix_x4(a, bf::smem_addr(Xs + (m0 + a_row) * ldx + k0 + a_k));" in v2
