@@ -5,7 +5,8 @@
 # build -> the GPU tests of tests/test_mbconv_v10.py -> Nsight Compute of the SE kernel at B0's features.2.1, 5.1,
 # 6.1 and 7.0 for each G (serialised, L2 flushed; lines "SE ...") -> the per-block bench of every B0 block for each G
 # (CUDA graphs) -> EfficientNet-B0 end to end for each G and torch.compile (freezing, CUDA graphs) in the same call.
-# IMAGES (default "1 4 8"). Last line SE_OK=1|0 (1: the tests passed).
+# IMAGES (default "1 4 8"). Last line SE_OK=1|0 (1: the tests passed). The record of session 12's fourth call: the
+# switch was removed after it (slower), so on main every G runs the same kernel; the code it measured is 7e62e34.
 set -uo pipefail
 out=${1:?output folder}
 source cuda_kernels/device_lib.sh  # step, mbconv_begin

@@ -180,7 +180,7 @@ cudaError_t launch_mbconv(const Params& p, int chunk, int version, cudaStream_t 
   if (version == 7)  // the SE ran in kernel 1's last CTA per image
     return project_v7_applies(p.Ho, p.Wo) ? launch_project_v7(p, stream, pdl) : launch_project_v3_only(p, stream, pdl);
   if (version == 9) {  // version 8's kernel 1, version 3's SE, then project_v9 where it applies
-    err = launch_se_v3(p, stream, pdl, se_images());
+    err = launch_se_v3(p, stream, pdl);
     if (err != cudaSuccess) return err;
     const int v10 = project_v10_mode();  // CUDA_KERNELS_PROJ_V10: auto by default
     const bool v9 = project_v9_applies(p.hidden, p.C_out);

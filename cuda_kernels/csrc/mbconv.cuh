@@ -85,9 +85,7 @@ bool project_v9_applies(int hidden, int c_out);
 __host__ __device__ inline bool kernel1_v9_takes_v3(int ksize, int stride, int ho, int wo) {
   return ksize == 3 && stride == 1 && ho * wo <= 64;
 }
-// images: per CTA (se_v3_kernel<G>, G in {1, 2, 4, 8}); version 9 passes se_images() (CUDA_KERNELS_SE_IMAGES).
-cudaError_t launch_se_v3(const Params& p, cudaStream_t stream, bool pdl, int images = 1);
-int se_images();
+cudaError_t launch_se_v3(const Params& p, cudaStream_t stream, bool pdl);
 cudaError_t launch_project_v9(const Params& p, cudaStream_t stream, bool pdl);
 // Version 10's projection (mbconv_v3.cu, NOTES.md "MBConv version 10"): 64-row tiles, 8 warps, each k step split
 // between two warps; inside version 9 where project_v10_mode() says (CUDA_KERNELS_PROJ_V10=off | late | all | auto).

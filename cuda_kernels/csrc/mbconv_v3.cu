@@ -614,39 +614,30 @@ __global__ void __launch_bounds__(kProjV9Threads) project_v9t_kernel(const Param
 
 // One block per image: pool, FC1 -> SiLU, FC2 -> sigmoid. Shared memory: pooled [hid_pad],
 // squeezed [sq rounded to 4], then 32 rows of W2 per FC2 warp ([fc2_warps][32 * sq]).
-// G images per CTA (se_images: 1 for versions 3 and 8; version 9 reads CUDA_KERNELS_SE_IMAGES): each weight load
-// serves G images, so W1 and W2 (442 KB in fp32 at hidden 1152) cross from L2 to the SMs N / G times instead of N.
-// Every image's sums are formed in the same order for any G, so the scale is the same bits.
-template <int G>
 __global__ void __launch_bounds__(kSEV3Threads) se_v3_kernel(const Params p, int fc2_warps) {
   extern __shared__ __align__(16) float se3_smem[];
-  const int sq4 = round_up(p.sq, 4);
-  float* pooled = se3_smem;                   // [G][hid_pad]
-  float* squeezed = pooled + G * p.hid_pad;   // [G][sq4]
-  float* stage = squeezed + G * sq4;
-  const int n0 = blockIdx.x * G, ng = min(G, p.N - n0), tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  float* pooled = se3_smem;
+  float* squeezed = pooled + p.hid_pad;
+  float* stage = squeezed + round_up(p.sq, 4);
+  const int n = blockIdx.x, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const float inv = 1.f / float(p.Ho * p.Wo);
-  // PDL (pdl.h): the pool reads kernel 1's partial sums at once: the wait leads; one CTA per G images, the
+  // PDL (pdl.h): the pool reads kernel 1's partial sums at once: the wait leads; one CTA per image, the
   // trigger follows.
   pdl::wait();
   pdl::launch_dependents();
-#pragma unroll
-  for (int g = 0; g < G; ++g)
-    for (int c = tid; c < p.hidden; c += kSEV3Threads) {
-      float s = 0.f;
-      if (g < ng)
-        for (int b = 0; b < p.row_blocks; ++b) s += p.partial[((size_t)(n0 + g) * p.row_blocks + b) * p.hid_pad + c];
-      pooled[g * p.hid_pad + c] = s * inv;
-    }
+  for (int c = tid; c < p.hidden; c += kSEV3Threads) {
+    float s = 0.f;
+    for (int b = 0; b < p.row_blocks; ++b) s += p.partial[((size_t)n * p.row_blocks + b) * p.hid_pad + c];
+    pooled[c] = s * inv;
+  }
   __syncthreads();
 
   // FC1: warp w owns rows w, w + 16, w + 32, w + 48 of W1 (of each group of 64); lanes stride
-  // the hidden channels four at a time, two steps per batch: 8 independent 16-byte loads, each used by G images.
+  // the hidden channels four at a time, two steps per batch: 8 independent 16-byte loads.
   const int h4 = p.hidden / 4;
+  const float4* pooled4 = reinterpret_cast<const float4*>(pooled);
   for (int jb = 0; jb < p.sq; jb += 4 * kSEV3Warps) {
-    float acc[G][4];
-#pragma unroll
-    for (int g = 0; g < G; ++g) acc[g][0] = acc[g][1] = acc[g][2] = acc[g][3] = 0.f;
+    float acc[4] = {0.f, 0.f, 0.f, 0.f};
     for (int c0 = lane; c0 < h4; c0 += 64) {
       float4 w[2][4];
 #pragma unroll
@@ -658,34 +649,29 @@ __global__ void __launch_bounds__(kSEV3Threads) se_v3_kernel(const Params p, int
                                        : make_float4(0.f, 0.f, 0.f, 0.f);
         }
 #pragma unroll
-      for (int t = 0; t < 2; ++t)
+      for (int t = 0; t < 2; ++t) {
+        const float4 x = c0 + t * 32 < h4 ? pooled4[c0 + t * 32] : make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll
-        for (int g = 0; g < G; ++g) {
-          const float4 x = c0 + t * 32 < h4 ? reinterpret_cast<const float4*>(pooled + g * p.hid_pad)[c0 + t * 32]
-                                            : make_float4(0.f, 0.f, 0.f, 0.f);
-#pragma unroll
-          for (int u = 0; u < 4; ++u)
-            acc[g][u] = fmaf(w[t][u].x, x.x, fmaf(w[t][u].y, x.y, fmaf(w[t][u].z, x.z, fmaf(w[t][u].w, x.w, acc[g][u]))));
-        }
+        for (int u = 0; u < 4; ++u)
+          acc[u] = fmaf(w[t][u].x, x.x, fmaf(w[t][u].y, x.y, fmaf(w[t][u].z, x.z, fmaf(w[t][u].w, x.w, acc[u]))));
+      }
     }
 #pragma unroll
-    for (int g = 0; g < G; ++g)
+    for (int u = 0; u < 4; ++u) {
+      float s = acc[u];
 #pragma unroll
-      for (int u = 0; u < 4; ++u) {
-        float s = acc[g][u];
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-        const int j = jb + warp + u * kSEV3Warps;
-        if (lane == 0 && j < p.sq) {
-          const float v = s + p.b_se1[j];
-          squeezed[g * sq4 + j] = v / (1.f + expf(-v));
-        }
+      for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+      const int j = jb + warp + u * kSEV3Warps;
+      if (lane == 0 && j < p.sq) {
+        const float v = s + p.b_se1[j];
+        squeezed[j] = v / (1.f + expf(-v));
       }
+    }
   }
   __syncthreads();
 
   // FC2: W2 rows c0 .. c0 + 31 are 32 * sq contiguous floats; copy them (coalesced, 16 bytes a
-  // lane, 8 loads in flight), then lane l reduces row c0 + l for the G images, starting at column l mod sq so that
+  // lane, 8 loads in flight), then lane l reduces row c0 + l, starting at column l mod sq so that
   // a bank serves at most two words per step for sq >= 20 (up to 32 with sq = 32 or 64 unrotated).
   if (warp >= fc2_warps) return;
   float* ws = stage + warp * 32 * p.sq;
@@ -705,19 +691,13 @@ __global__ void __launch_bounds__(kSEV3Threads) se_v3_kernel(const Params p, int
     if (lane < rows) {
       const int c = c0 + lane;
       const float* wr = ws + lane * p.sq;
-      float s[G];
-#pragma unroll
-      for (int g = 0; g < G; ++g) s[g] = p.b_se2[c];
+      float s = p.b_se2[c];
       int j = lane % p.sq;
       for (int t = 0; t < p.sq; ++t) {
-        const float w = wr[j];
-#pragma unroll
-        for (int g = 0; g < G; ++g) s[g] = fmaf(w, squeezed[g * sq4 + j], s[g]);
+        s = fmaf(wr[j], squeezed[j], s);
         if (++j == p.sq) j = 0;
       }
-#pragma unroll
-      for (int g = 0; g < G; ++g)
-        if (g < ng) p.scale[(size_t)(n0 + g) * p.hid_pad + c] = 1.f / (1.f + expf(-s[g]));
+      p.scale[(size_t)n * p.hid_pad + c] = 1.f / (1.f + expf(-s));
     }
     __syncwarp();  // the next rows overwrite ws
   }
@@ -915,40 +895,19 @@ cudaError_t launch_project_v10(const Params& p, cudaStream_t stream, bool pdl) {
   }
 }
 
-namespace {
-template <int G>
-cudaError_t launch_se_v3_g(const Params& p, cudaStream_t stream, bool pdl) {
+cudaError_t launch_se_v3(const Params& p, cudaStream_t stream, bool pdl) {
+  if (p.hidden % 8 || p.hidden < 8 || p.sq < 1) return cudaErrorInvalidValue;
   static DeviceSlots slots;
-  const int base = G * (p.hid_pad + round_up(p.sq, 4)) * 4, per_warp = 32 * p.sq * 4;
+  const int base = (p.hid_pad + round_up(p.sq, 4)) * 4, per_warp = 32 * p.sq * 4;
   const int fc2_warps = std::max(1, std::min(kSEV3Warps, (110 * 1024 - base) / per_warp));
   const int smem = base + fc2_warps * per_warp;
   int dev = 0;
-  cudaError_t err = prepare(se_v3_kernel<G>, slots, smem, kSEV3Threads, dev);
+  cudaError_t err = prepare(se_v3_kernel, slots, smem, kSEV3Threads, dev);
   if (err != cudaSuccess) return err;
-  const int grid = (p.N + G - 1) / G;
   if (pdl && pdl::device_supports(dev))
-    return pdl::launch(se_v3_kernel<G>, dim3(grid), dim3(kSEV3Threads), smem, stream, p, fc2_warps);
-  se_v3_kernel<G><<<grid, kSEV3Threads, smem, stream>>>(p, fc2_warps);
+    return pdl::launch(se_v3_kernel, dim3(p.N), dim3(kSEV3Threads), smem, stream, p, fc2_warps);
+  se_v3_kernel<<<p.N, kSEV3Threads, smem, stream>>>(p, fc2_warps);
   return cudaGetLastError();
-}
-}  // namespace
-
-// CUDA_KERNELS_SE_IMAGES (read at every call): images per SE CTA for version 9, 1, 2, 4 or 8; 1 otherwise.
-int se_images() {
-  const char* v = std::getenv("CUDA_KERNELS_SE_IMAGES");
-  if (v == nullptr) return 1;
-  const int g = std::atoi(v);
-  return g == 2 || g == 4 || g == 8 ? g : 1;
-}
-
-cudaError_t launch_se_v3(const Params& p, cudaStream_t stream, bool pdl, int images) {
-  if (p.hidden % 8 || p.hidden < 8 || p.sq < 1) return cudaErrorInvalidValue;
-  switch (images) {
-    case 2: return launch_se_v3_g<2>(p, stream, pdl);
-    case 4: return launch_se_v3_g<4>(p, stream, pdl);
-    case 8: return launch_se_v3_g<8>(p, stream, pdl);
-    default: return launch_se_v3_g<1>(p, stream, pdl);
-  }
 }
 
 cudaError_t launch_se_project_v3(const Params& p, cudaStream_t stream, bool bulk, bool pdl) {
