@@ -227,6 +227,17 @@ def _torch_includes() -> list[str]:
     return [f"-I{p}" for p in cpp_extension.include_paths()]
 
 
+def _host_run(nvcc: str, source: Path) -> list[tuple[int, ...]]:
+    """Compile `source` (the kernels' headers on the include path) for the host, run it, and return its output lines
+    as tuples of integers."""
+    exe = source.with_suffix("")
+    cmd = [nvcc, "-std=c++17", "-O1", "-DBF_SM90A", f"-I{CSRC}", *_torch_includes(), str(source), "-o", str(exe)]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout
+    return [tuple(map(int, line.split())) for line in out.split("\n") if line]
+
+
 def test_kernel1_v8_smem_in_cuda_equals_the_python_mirror(tmp_path):
     """csrc/mbconv_v8.cuh expand_dw_v8_smem_bytes (compiled for the host and run, no GPU) against
     mb.kernel1_smem_bytes(version=8) at every B0 / B2 version-8 block and a few others."""
@@ -257,13 +268,7 @@ int main() {{
   return 0;
 }}
 """)
-    exe = tmp_path / "smem"
-    cmd = [nvcc, "-std=c++17", "-O1", "-DBF_SM90A", f"-I{CSRC}", *_torch_includes(), str(tmp_path / "smem.cu"),
-           "-o", str(exe)]
-    result = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
-    got = [tuple(map(int, line.split())) for line in subprocess.run([str(exe)], capture_output=True, text=True,
-                                                                     check=True).stdout.split("\n") if line]
+    got = _host_run(nvcc, tmp_path / "smem.cu")
     want = [(mb.kernel1_smem_bytes(r, h, w, ks, st, kp, HC, True, 8, c), int(mb.x_rows_padded_v8(c)),
              int(mb.kernel1_v8_halo(w, ks, st, HC))) for h, w, ks, st, c, kp, r in cases]
     assert got == want
@@ -781,13 +786,7 @@ int main() {{
   return 0;
 }}
 """)
-    exe = tmp_path / "g"
-    cmd = [nvcc, "-std=c++17", "-O1", "-DBF_SM90A", f"-I{CSRC}", *_torch_includes(), str(tmp_path / "g.cu"),
-           "-o", str(exe)]
-    result = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
-    got = [tuple(map(int, line.split())) for line in subprocess.run([str(exe)], capture_output=True, text=True,
-                                                                     check=True).stdout.split("\n") if line]
+    got = _host_run(nvcc, tmp_path / "g.cu")
     want = [(mb.kernel1_smem_bytes(r, h, w, ks, st, kp, HC, True, 8, c, 2), mb.kernel1_v8_images(2, rb, h, w, ks, st, c, kp, r))
             for h, w, ks, st, c, kp, r, rb in cases]
     assert got == want
