@@ -43,18 +43,6 @@ for g in 1 2; do
 done
 step e2e_inductor 80 python3 cli.py bench efficientnet_b0 --repeats 30 --warmup 5 --backend inductor --freezing \
   --cuda-graphs -o "$out/b0_inductor.json"
-python3 - "$out" <<'PY' 2>> "$log" | tee -a "$log"
-import json, sys
-from pathlib import Path
-out = Path(sys.argv[1])
-for p in sorted(out.glob("blocks_*.json")):
-    for row in json.loads(p.read_text())["results"]["cases"]:
-        b = row.get("backends", {})
-        print(f"K1I {p.stem} {row['path']} " + " ".join(
-            f"{k}={b[k]['graph_latency_ms']['median'] * 1e3:.1f}us" for k in b
-            if k.startswith("cuda_kernels_v") and "graph_latency_ms" in b[k]))
-e = {f.stem: json.loads(f.read_text())["results"]["latency_ms"]["median"] for f in sorted(out.glob("b0_*.json"))}
-print("K1I e2e " + " ".join(f"{k}={v:.3f}ms" for k, v in e.items()))
-PY
+python3 -m cuda_kernels.bench_lines K1I "$out" 2>> "$log" | tee -a "$log"  # bench_lines.py
 grep -E "^== |passed|failed|Error|error:" "$log" | tail -20
 echo "K1I_OK=$ok"

@@ -30,12 +30,6 @@ step ncu 120 ncu --clock-control none --cache-control all --print-units base -k 
   --metrics "$metrics" --csv --page raw --log-file "$out/kernels_v9.csv" python3 -m cuda_kernels.mbconv_profile \
   --version 9 $blocks
 python3 -m cuda_kernels.ncu_lines K "$out/kernels_v9.csv" "" $blocks 2>> "$log" | tee -a "$log"  # ncu_lines.py
-python3 - "$out" <<'EOF' 2>> "$log" | tee -a "$log"
-import json, sys
-from pathlib import Path
-out = Path(sys.argv[1])
-e = {p.stem: json.loads(p.read_text())["results"]["latency_ms"]["median"] for p in sorted(out.glob("b0_*.json"))}
-print("S12 e2e " + " ".join(f"{k}={v:.3f}ms" for k, v in e.items()))
-EOF
+python3 -m cuda_kernels.bench_lines S12 "$out" 2>> "$log" | tee -a "$log"  # bench_lines.py
 grep -E "^== |passed|failed|Error|error:" "$log" | tail -20
 echo "S12_OK=$ok"

@@ -20,22 +20,7 @@ for m in auto late; do
     --block features.5.0 --block features.5.1 --block features.6.0 --block features.6.1 --block features.7.0 \
     --out "$out/blocks_$m.json" --version 9
 done
-python3 - "$out" <<'PY' 2>> "$log" | tee -a "$log"
-import json, sys
-from pathlib import Path
-out = Path(sys.argv[1])
-for p in sorted(out.glob("blocks_*.json")):
-    for row in json.loads(p.read_text())["results"]["cases"]:
-        b = row.get("backends", {})
-        k = row.get("kernels_us_by_version", {}) or {}
-        proj = " ".join(f"{n.split('<')[0].split('::')[-1]}={x:.1f}" for ks in k.values() for n, x in ks.items()
-                        if "project" in n or "se_v3" in n or "expand" in n)
-        t = " ".join(f"{n}={b[n]['graph_latency_ms']['median'] * 1e3:.1f}us" for n in b
-                     if n.startswith("cuda_kernels_v") and "graph_latency_ms" in b[n])
-        print(f"FIN {p.stem} {row['path']} {t} | {proj}")
-e = {f.stem: json.loads(f.read_text())["results"]["latency_ms"]["median"] for f in sorted(out.glob("b0_*.json"))}
-print("FIN e2e " + " ".join(f"{k}={v:.3f}ms" for k, v in e.items()))
-PY
+python3 -m cuda_kernels.bench_lines FIN "$out" --kernels project,se_v3,expand 2>> "$log" | tee -a "$log"  # bench_lines.py
 step tests 400 python3 -m pytest -q -m cuda --tb=short -p no:cacheprovider tests/test_mbconv_v10.py \
   tests/test_mbconv_v9.py tests/test_mbconv_v8.py tests/test_pdl.py tests/test_mbconv_kernels.py
 rc=$?

@@ -36,17 +36,6 @@ for g in $images; do
 done
 step e2e_inductor 80 python3 cli.py bench efficientnet_b0 --repeats 30 --warmup 5 --backend inductor --freezing \
   --cuda-graphs -o "$out/b0_inductor.json"
-python3 - "$out" <<'PY' 2>> "$log" | tee -a "$log"
-import json, sys
-from pathlib import Path
-out = Path(sys.argv[1])
-for p in sorted(out.glob("blocks_*.json")):
-    rows = json.loads(p.read_text())["results"]["cases"]
-    print(f"SEB {p.stem} " + " ".join(
-        f"{r['path'][9:]}={r['backends']['cuda_kernels_v9']['graph_latency_ms']['median'] * 1e3:.1f}" for r in rows
-        if "graph_latency_ms" in r["backends"].get("cuda_kernels_v9", {})))
-e = {f.stem: json.loads(f.read_text())["results"]["latency_ms"]["median"] for f in sorted(out.glob("b0_*.json"))}
-print("SE e2e " + " ".join(f"{k}={v:.3f}ms" for k, v in e.items()))
-PY
+python3 -m cuda_kernels.bench_lines SEB "$out" 2>> "$log" | tee -a "$log"  # bench_lines.py
 grep -E "^== |passed|failed|Error|error:" "$log" | tail -20
 echo "SE_OK=$ok"

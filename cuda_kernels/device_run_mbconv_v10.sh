@@ -47,18 +47,6 @@ if [ "${ACCEPT:-0}" = 1 ]; then  # the acceptance blocks against torch.compile d
   step accept 150 python3 -m cuda_kernels.mbconv_bench --out "$out/accept.json" --version 9 --compile-mode default \
     --budget-s 1000 --repeats 20 --block features.2.1 --block features.3.1 --block features.4.1 --block features.6.1
 fi
-python3 - "$out" <<'PY' 2>> "$log" | tee -a "$log"
-import json, sys
-from pathlib import Path
-out = Path(sys.argv[1])
-for p in sorted(out.glob("blocks_*.json")) + sorted(out.glob("accept.json")):
-    for row in json.loads(p.read_text())["results"]["cases"]:
-        b = row.get("backends", {})
-        t = " ".join(f"{k}={b[k]['graph_latency_ms']['median'] * 1e3:.1f}us" for k in b
-                     if (k.startswith("cuda_kernels_v") or k.startswith("inductor")) and "graph_latency_ms" in b[k])
-        print(f"V10 {p.stem} {row['path']} {t}")
-e = {f.stem: json.loads(f.read_text())["results"]["latency_ms"]["median"] for f in sorted(out.glob("b0_*.json"))}
-print("V10 e2e " + " ".join(f"{k}={v:.3f}ms" for k, v in e.items()))
-PY
+python3 -m cuda_kernels.bench_lines V10 "$out" 2>> "$log" | tee -a "$log"  # bench_lines.py
 grep -E "^== |passed|failed|Error|error:" "$log" | tail -24
 echo "V10_OK=$ok"

@@ -57,21 +57,6 @@ for c in "${configs[@]}"; do
     CUDA_KERNELS_PROJ_V9_DEPTH="$d" python3 cli.py bench efficientnet_b0 --repeats 30 --warmup 5 \
     --backend cuda_kernels --compile-rest --freezing --cuda-graphs -o "$out/b0_v${v}_${l}${d}.json"
 done
-python3 - "$out" <<'EOF' 2>> "$log" | tee -a "$log"
-import json, sys
-from pathlib import Path
-out = Path(sys.argv[1])
-for p in sorted(out.glob("blocks_*.json")):
-    for row in json.loads(p.read_text())["results"]["cases"]:
-        b = row.get("backends", {})
-        t = " ".join(f"{k}={b[k]['graph_latency_ms']['median'] * 1e3:.1f}us" for k in b
-                     if k.startswith("cuda_kernels_v") and "graph_latency_ms" in b[k])
-        k = row.get("kernels_us_by_version", {})
-        pr = " ".join(f"{n.split('<')[0].split('::')[-1]}={x:.1f}" for ks in k.values() for n, x in ks.items()
-                      if "project" in n)
-        print(f"MB9 {p.stem} {row['path']} {t} | {pr}")
-e = {f.stem: json.loads(f.read_text())["results"]["latency_ms"]["median"] for f in sorted(out.glob("b0_*.json"))}
-print("MB9 e2e " + " ".join(f"{k}={v:.3f}ms" for k, v in e.items()))
-EOF
+python3 -m cuda_kernels.bench_lines MB9 "$out" --kernels project 2>> "$log" | tee -a "$log"  # bench_lines.py
 grep -E "^== |passed|failed|Error|error:" "$log" | tail -30
 echo "MB9_OK=$ok"

@@ -1,0 +1,27 @@
+"""cuda_kernels/bench_lines.py: the summary lines the device scripts print from their measurement files, checked on
+committed folders against the lines those calls printed with their own inline code (their log.txt)."""
+
+from pathlib import Path
+
+from cuda_kernels import bench_lines
+
+S12 = Path(__file__).resolve().parents[1] / "examples" / "measurements" / "mbconv" / "s12"
+
+
+def test_block_and_e2e_lines_of_call3():
+    lines = bench_lines.block_lines("V10", S12 / "call3", [])
+    log = (S12 / "call3" / "log.txt").read_text()
+    assert "V10 accept features.2.1 cuda_kernels_v9=196.7us inductor_default=407.2us" in lines
+    assert "V10 accept features.2.1 cuda_kernels_v9=196.7us inductor_default=407.2us" in log
+    assert "V10 blocks_auto features.6.1 cuda_kernels_v9=138.6us" in lines
+    assert len(lines) == 2 * 12 + 4  # two bench files of 12 blocks, four acceptance blocks
+    assert bench_lines.e2e_line("V10", S12 / "call3") == "V10 e2e b0_inductor=3.135ms b0_v10_auto=2.282ms b0_v10_off=2.329ms"
+
+
+def test_kernel_times_on_request(capsys):
+    assert bench_lines.main(["FIN", str(S12 / "call5"), "--kernels", "project,se_v3,expand"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    want = "FIN blocks_auto features.6.1 cuda_kernels_v9=138.4us | expand_dw_v8_kernel=94.1 se_v3_kernel=28.1 " \
+           "project_v10_kernel=54.6"
+    assert want in out and want in (S12 / "call5" / "log.txt").read_text()
+    assert out[-1] == "FIN e2e b0_inductor=3.136ms b0_v10_auto=2.290ms b0_v10_late=2.323ms"
