@@ -1,0 +1,29 @@
+"""cuda_kernels/sass_mix.py: instructions and stall samples per SASS opcode from Nsight Compute's source page."""
+
+from cuda_kernels import sass_mix
+
+PAGE = """==PROF== Connected to process 1
+"# Address","Source","Warp Stall Sampling (All Samples)","Warp Stall Sampling (Not-issued Samples)","Instructions Executed"
+"0","FFMA R1, R2, R3, R4 ;","10","5","1,000"
+"10","@!P0 MUFU.TANH R0, R1 ;","30","20","500"
+"20","FFMA.FTZ R1, R2, R3, R4 ;","0","0","500"
+"30","MUFU.EX2 R0, R1 ;","","","100"
+"""
+
+
+def test_opcode_drops_predicates_and_modifiers_but_keeps_the_mufu_function():
+    assert sass_mix.opcode("@!P0 FFMA.FTZ R1, R2, R3, R4 ;") == "FFMA"
+    assert sass_mix.opcode("MUFU.TANH R0, R1 ;") == "MUFU.TANH"
+    assert sass_mix.opcode("HMMA.16816.F32 R4, R8, R12, R4 ;") == "HMMA"
+    assert sass_mix.opcode("EXIT ;") == "EXIT"
+
+
+def test_mix_sums_per_opcode(tmp_path):
+    path = tmp_path / "page.csv"
+    path.write_text(PAGE)
+    executed, stalls = sass_mix.mix(sass_mix.read_rows(str(path)))
+    assert executed == {"FFMA": 1500, "MUFU.TANH": 500, "MUFU.EX2": 100}
+    assert stalls == {"FFMA": 10, "MUFU.TANH": 30, "MUFU.EX2": 0}
+    line = sass_mix.summary("T", executed, stalls)
+    # 1500 / 2100 = 71.4%, 10 / 40 = 25%; 500 / 2100 = 23.8%, 30 / 40 = 75%
+    assert line.startswith("T inst 0.00M samples 40") and "FFMA 71.4%/25.0%" in line and "MUFU.TANH 23.8%/75.0%" in line
