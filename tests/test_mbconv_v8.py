@@ -346,6 +346,11 @@ def emulate_kernel1_v8(x, w_exp, b_exp, w_dw, b_dw, hidden, ks, stride, rows_per
             for col in range(we - w):
                 ec = col if col < pad else w + col
                 es[r * we + ec] = 0.0
+        if G > 1:  # one band per image: the pad rows above and below each tile, once per CTA
+            assert rows_max == h + 2 * pad and ho == h
+            for m in range(G):
+                for row in [*range(pad), *range(h + pad, h + 2 * pad)]:
+                    es[m * e_tile + row * we:m * e_tile + (row + 1) * we] = 0.0
         red = np.full((G, GROUPS, HC), np.nan)
         items = cta_items(total, grid, b)
 
@@ -389,7 +394,7 @@ def emulate_kernel1_v8(x, w_exp, b_exp, w_dw, b_dw, hidden, ks, stride, rows_per
             if i > items[0]:
                 pool_store(i - 1)
             in_lo, in_hi = ih_lo - r0, ih_hi - r0
-            for m in range(ng):  # each image's tile
+            for m in range(ng if G == 1 else 0):  # G = 1: the band's rows outside the image, per item
                 es[m * e_tile:m * e_tile + in_lo * we] = 0.0
                 es[m * e_tile + (in_hi + 1) * we:m * e_tile + e_rows * we] = 0.0
             # the expand
