@@ -113,7 +113,7 @@ struct V8Item {
   }
 };
 
-template <int HC, int KS, int S, int G = 1>
+template <int HC, int KS, int S, int G = 1, bool HF = false>
 __global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel(const Params p) {
   using bf::cp_async16;
   using bf::smem_addr;
@@ -303,7 +303,10 @@ __global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel(const P
       for (int j = tid; j < (KK + 1) * PAIRS; j += kExpandThreads) {
         const int t = j / PAIRS, ch = c0 + 2 * (j - t * PAIRS);
         const float* src = t < KK ? p.w_dw + (size_t)t * p.hid_pad + ch : p.b_dw + ch;
-        wdw[j] = make_float2(0.5f * __ldg(src), 0.5f * __ldg(src + 1));
+        if constexpr (HF)  // fp16 taps and bias (halved: exact), one half2 per channel pair
+          reinterpret_cast<__half2*>(wdw)[j] = __floats2half2_rn(0.5f * __ldg(src), 0.5f * __ldg(src + 1));
+        else
+          wdw[j] = make_float2(0.5f * __ldg(src), 0.5f * __ldg(src + 1));
       }
 
     // E rows above / below the image (whole rows, at the top and bottom bands only; G > 1: written once per CTA,
@@ -389,15 +392,25 @@ __global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel(const P
     // short segment) read the segment's last needed E row again and are neither stored nor summed.
     if (group < GROUPS) {
       const int ch = c0 + 2 * pair;
-      float w0[KK], w1[KK];
+      // HF: the taps and bias as half2 (HFMA2: both channels of the pair per instruction, fp16 accumulation)
+      float w0[HF ? 1 : KK], w1[HF ? 1 : KK], dbias0 = 0.f, dbias1 = 0.f;
+      __half2 wh[HF ? KK : 1], dbh;
+      if constexpr (HF) {
+        const __half2* wdh = reinterpret_cast<const __half2*>(wdw);
 #pragma unroll
-      for (int t = 0; t < KK; ++t) {
-        const float2 w = wdw[t * PAIRS + pair];
-        w0[t] = w.x;
-        w1[t] = w.y;
+        for (int t = 0; t < KK; ++t) wh[t] = wdh[t * PAIRS + pair];
+        dbh = wdh[KK * PAIRS + pair];
+      } else {
+#pragma unroll
+        for (int t = 0; t < KK; ++t) {
+          const float2 w = wdw[t * PAIRS + pair];
+          w0[t] = w.x;
+          w1[t] = w.y;
+        }
+        const float2 db = wdw[KK * PAIRS + pair];
+        dbias0 = db.x;
+        dbias1 = db.y;
       }
-      const float2 db = wdw[KK * PAIRS + pair];
-      const float dbias0 = db.x, dbias1 = db.y;
       const bool store = ch < p.hidden;
       float sum0 = 0.f, sum1 = 0.f;
       const int rows = oh1 - oh0, nseg = (rows + R - 1) / R;
@@ -438,13 +451,20 @@ __global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel(const P
         const __half* ebase = Es + (mi * e_tile + orow0 * S * WE + ow0 * S) * LDE + 2 * pair;
         // D's element offset (< 2^31: the binding checks N Ho Wo hid_pad), widened at each store
         const int d0 = (((G > 1 ? G * it.n + mi : it.n) * p.Ho + oh0 + orow0) * p.Wo + ow0) * p.hidden + ch;
-        float acc0[R][OW], acc1[R][OW];
+        float acc0[HF ? 1 : R][OW], acc1[HF ? 1 : R][OW];
+        __half2 acch[HF ? R : 1][OW];
 #pragma unroll
         for (int er = 0; er < SEG_E; ++er) {
           const __half* erow = ebase + min(er, e_last) * WE * LDE;
-          float2 e[IN];
+          float2 e[HF ? 1 : IN];
+          __half2 eh[HF ? IN : 1];
 #pragma unroll
-          for (int x = 0; x < IN; ++x) e[x] = __half22float2(*reinterpret_cast<const __half2*>(erow + x * LDE));
+          for (int x = 0; x < IN; ++x) {
+            if constexpr (HF)
+              eh[x] = *reinterpret_cast<const __half2*>(erow + x * LDE);
+            else
+              e[x] = __half22float2(*reinterpret_cast<const __half2*>(erow + x * LDE));
+          }
 #pragma unroll
           for (int o = 0; o < R; ++o) {
             const int dy = er - o * S;  // known at compile time
@@ -452,22 +472,39 @@ __global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel(const P
             if (dy == 0)
 #pragma unroll
               for (int u = 0; u < OW; ++u) {
-                acc0[o][u] = dbias0;
-                acc1[o][u] = dbias1;
+                if constexpr (HF) {
+                  acch[o][u] = dbh;
+                } else {
+                  acc0[o][u] = dbias0;
+                  acc1[o][u] = dbias1;
+                }
               }
 #pragma unroll
             for (int u = 0; u < OW; ++u)
 #pragma unroll
               for (int dx = 0; dx < KS; ++dx) {
-                acc0[o][u] = fmaf(e[u * S + dx].x, w0[dy * KS + dx], acc0[o][u]);
-                acc1[o][u] = fmaf(e[u * S + dx].y, w1[dy * KS + dx], acc1[o][u]);
+                if constexpr (HF) {
+                  acch[o][u] = __hfma2(eh[u * S + dx], wh[dy * KS + dx], acch[o][u]);
+                } else {
+                  acc0[o][u] = fmaf(e[u * S + dx].x, w0[dy * KS + dx], acc0[o][u]);
+                  acc1[o][u] = fmaf(e[u * S + dx].y, w1[dy * KS + dx], acc1[o][u]);
+                }
               }
             if (dy == KS - 1 && o < valid_rows) {  // output row o is complete
               int dofs = d0 + o * p.Wo * p.hidden;
 #pragma unroll
               for (int u = 0; u < OW; ++u) {
                 if (valid < OW && u >= valid) break;
-                const float s0 = silu_of_half(acc0[o][u]), s1 = silu_of_half(acc1[o][u]);
+                float h0, h1;  // the pre-activation, halved (HF: the fp16 sums, widened)
+                if constexpr (HF) {
+                  const float2 f = __half22float2(acch[o][u]);
+                  h0 = f.x;
+                  h1 = f.y;
+                } else {
+                  h0 = acc0[o][u];
+                  h1 = acc1[o][u];
+                }
+                const float s0 = silu_of_half(h0), s1 = silu_of_half(h1);
                 if (store) *reinterpret_cast<__half2*>(p.d + dofs) = __floats2half2_rn(s0, s1);
                 dofs += p.hidden;
                 sum0 += s0;
@@ -490,12 +527,12 @@ __global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel(const P
 }
 
 // Persistent: as many CTAs as fit on the device (two per SM at <= 113 KB), at most one per item.
-template <int HC, int KS, int S, int G = 1>
+template <int HC, int KS, int S, int G = 1, bool HF = false>
 cudaError_t launch_expand_dw_v8(const Params& p, cudaStream_t stream, bool pdl) {
   constexpr int kMaxDevices = 64;
   static int configured[kMaxDevices] = {}, last_smem[kMaxDevices] = {}, last_ctas[kMaxDevices] = {},
              sms[kMaxDevices] = {};
-  const auto kernel = expand_dw_v8_kernel<HC, KS, S, G>;
+  const auto kernel = expand_dw_v8_kernel<HC, KS, S, G, HF>;
   const int smem = expand_dw_v8_smem_bytes(p.H, p.W, p.Wo, p.rows_per_tile, KS, S, p.C_in, p.k_pad, HC, G);
   int dev = 0;
   cudaError_t err = cudaGetDevice(&dev);
@@ -539,15 +576,28 @@ inline int kernel1_v8_images_requested() {
   return v != nullptr && v[0] == '2' && v[1] == '\0' ? 2 : 1;
 }
 
+// CUDA_KERNELS_K1_HFMA2=1 (read at every call; off by default): the depthwise in packed fp16 (HFMA2, fp16
+// accumulation from the bias over the taps in version 3's order; NOTES.md, "Kernel 1's depthwise in HFMA2").
+inline bool kernel1_v8_hfma2_requested() {
+  const char* v = std::getenv("CUDA_KERNELS_K1_HFMA2");
+  return v != nullptr && v[0] == '1' && v[1] == '\0';
+}
+
+template <int KS, bool HF>
+cudaError_t launch_expand_dw_v8_hf(const Params& p, cudaStream_t stream, bool pdl) {
+  if (p.stride == 2) return launch_expand_dw_v8<48, KS, 2, 1, HF>(p, stream, pdl);
+  if (kernel1_v8_images(kernel1_v8_images_requested(), p.row_blocks, p.H, p.W, p.Wo, p.rows_per_tile, KS, 1, p.C_in,
+                        p.k_pad, 48) == 2)
+    return launch_expand_dw_v8<48, KS, 1, 2, HF>(p, stream, pdl);
+  return launch_expand_dw_v8<48, KS, 1, 1, HF>(p, stream, pdl);
+}
+
 template <int KS>
 cudaError_t launch_expand_dw_v8_ks(const Params& p, int chunk, cudaStream_t stream, bool pdl) {
   if (p.w_exp == nullptr || chunk != 48)
     return KS == 3 ? launch_expand_dw_v3_k3(p, chunk, stream, pdl) : launch_expand_dw_v3_k5(p, chunk, stream, pdl);
-  if (p.stride == 2) return launch_expand_dw_v8<48, KS, 2>(p, stream, pdl);
-  if (kernel1_v8_images(kernel1_v8_images_requested(), p.row_blocks, p.H, p.W, p.Wo, p.rows_per_tile, KS, 1, p.C_in,
-                        p.k_pad, 48) == 2)
-    return launch_expand_dw_v8<48, KS, 1, 2>(p, stream, pdl);
-  return launch_expand_dw_v8<48, KS, 1>(p, stream, pdl);
+  return kernel1_v8_hfma2_requested() ? launch_expand_dw_v8_hf<KS, true>(p, stream, pdl)
+                                      : launch_expand_dw_v8_hf<KS, false>(p, stream, pdl);
 }
 
 }  // namespace mb
