@@ -1,9 +1,12 @@
 """Kernel 1's depthwise in packed fp16 (CUDA_KERNELS_K1_HFMA2=1; csrc/mbconv_v8.cuh, expand_dw_v8_kernel<..., HF>;
-NOTES.md, "Kernel 1's depthwise in HFMA2"): each channel pair's taps, bias and accumulators as half2, one HFMA2 per
-tap for both channels, the sum rounded to fp16 at every tap, widened to fp32 for the SiLU and the pool.
+NOTES.md, "Kernel 1's depthwise in HFMA2"): each channel pair's taps and accumulators as half2, one HFMA2 per tap
+for both channels, the sum started from zero and rounded to fp16 at every tap, widened to fp32, where the bias is
+added, for the SiLU and the pool.
 
-CPU: the switch as the source reads it, and the numerical argument in float64: a block whose depthwise accumulates in
-fp16 tap by tap stays within 2x of PyTorch fp16's error (the GPU tests' bound). GPU (@pytest.mark.cuda): every MBConv
+CPU: the switch as the source reads it, and the numerical argument in float64 on the activations a block really
+sees: fp16 tap sums from zero with the bias added in fp32 are about as accurate as fp32 sums, and well inside the
+GPU tests' bound of 2x PyTorch fp16's error, where fp16 sums started from the bias are not (they failed the
+end-to-end check at features.3.0 on the H200). GPU (@pytest.mark.cuda): every MBConv
 shape of EfficientNet-B0 and -B2 at batch 1, 5 and 128 against float64 with NaN-poisoned outputs, odd spatial sizes,
 2-image items, and the profiler's proof that the HFMA2 kernel ran."""
 
@@ -29,58 +32,75 @@ def _r16(t):
     return t.half().double()
 
 
-def _depthwise_fp16_taps(e, w, b, stride):
-    """The kernel's order: from the bias, taps dy outer, dx inner, each fma rounded to fp16 (w, b already fp16)."""
+def _depthwise_fp16_taps(e, w, b, stride, from_bias: bool):
+    """The kernel's order: taps dy outer, dx inner, each fma rounded to fp16 (w, b already fp16); the sum starts from
+    zero and the bias is added in fp32 at the end (the kernel), or it starts from the bias (the first form)."""
     ks = w.shape[-1]
     pad = ks // 2
     n, c, h, wd = e.shape
     ho, wo = (h + 2 * pad - ks) // stride + 1, (wd + 2 * pad - ks) // stride + 1
     ep = F.pad(e, (pad,) * 4)
-    acc = b.view(1, -1, 1, 1).expand(n, c, ho, wo).clone()
+    bias = b.view(1, -1, 1, 1).expand(n, c, ho, wo)
+    acc = bias.clone() if from_bias else torch.zeros_like(bias)
     for dy in range(ks):
         for dx in range(ks):
             win = ep[:, :, dy:dy + stride * (ho - 1) + 1:stride, dx:dx + stride * (wo - 1) + 1:stride]
             acc = _r16(acc + win * w[:, 0, dy, dx].view(1, -1, 1, 1))
-    return acc
+    return acc if from_bias else acc + bias
 
 
-@pytest.mark.parametrize("path,shape", [("features.3.1", (40, 14, 14)), ("features.2.0", (16, 24, 24))])
-def test_fp16_tap_accumulation_stays_within_twice_pytorch_fp16_error(path, shape):
-    """Float64 model of both computations: PyTorch fp16 (every op's output rounded to fp16, fp32 sums inside a
-    conv) and the kernel with an fp16 depthwise sum (rounded at each of the k x k taps). The kernel's model must stay
-    within the GPU tests' bound of 2x PyTorch's error, and its fp16 sums must make a difference (a blind model
-    would give the same error as fp32 sums)."""
-    from mbconv_helpers import block_of
+@pytest.fixture(scope="module")
+def b0_activations():
+    """EfficientNet-B0 (random weights, realistic BN statistics) in float64 on one random image: each block's input."""
+    import torchvision
+
+    from perfmodel.harness import randomize_batchnorm
+
+    torch.manual_seed(0)
+    model = randomize_batchnorm(torchvision.models.efficientnet_b0()).eval().double()
+    seen = {}
+    for path in ("features.3.0", "features.3.1", "features.2.1"):
+        model.get_submodule(path).register_forward_pre_hook(lambda m, a, path=path: seen.__setitem__(path, a[0]))
+    with torch.no_grad():
+        model(torch.randn(1, 3, 224, 224, dtype=torch.float64))
+    return model, seen
+
+
+@pytest.mark.parametrize("path", ["features.3.0", "features.3.1", "features.2.1"])
+def test_fp16_tap_sums_from_zero_are_as_accurate_as_fp32_sums(path, b0_activations):
+    """Float64 models of PyTorch fp16 (every op's output rounded to fp16, fp32 sums inside a conv), of the kernel with
+    fp32 depthwise sums, with fp16 sums from zero (HF) and with fp16 sums from the bias. At features.3.0 on the H200 the
+    last failed the end-to-end check (2.09x PyTorch's error); the model must show that too, or it is blind."""
     from perfmodel.harness import relative_error
     from perfmodel.zoo import fold_batchnorm
 
-    torch.manual_seed(0)
-    blk = fold_batchnorm(block_of("efficientnet_b0", path)).double()
+    model, seen = b0_activations
+    blk = fold_batchnorm(model.get_submodule(path))
     exp, dw, se1, se2, proj = [m for m in blk.modules() if isinstance(m, torch.nn.Conv2d)]
-    x = _r16(torch.randn(2, *shape, dtype=torch.float64))
+    x = _r16(seen[path])
     with torch.no_grad():
         ref = blk(x)
 
-        def model(fp16_taps: bool, pytorch: bool):
+        def block_error(depthwise: str) -> float:
+            pytorch = depthwise == "pytorch"
             h = F.conv2d(x, _r16(exp.weight), _r16(exp.bias))
             e = _r16(F.silu(_r16(h) if pytorch else h))
             wd, bd = _r16(dw.weight), _r16(dw.bias)
-            if fp16_taps:
-                a = _depthwise_fp16_taps(e, wd, bd, dw.stride[0])
-            else:
+            if depthwise in ("pytorch", "fp32"):
                 a = F.conv2d(e, wd, bd, dw.stride, dw.padding, groups=dw.groups)
                 a = _r16(a) if pytorch else a
+            else:
+                a = _depthwise_fp16_taps(e, wd, bd, dw.stride[0], depthwise == "fp16_from_bias")
             d = _r16(F.silu(a))
             s = torch.sigmoid(se2(F.silu(se1(d.mean((2, 3), keepdim=True)))))
             ds = _r16(_r16(s) * d) if pytorch else _r16(d * s)
             y = F.conv2d(ds, _r16(proj.weight), _r16(proj.bias))
-            return _r16(y + x if blk.use_res_connect else y)
+            return relative_error(_r16(y + x if blk.use_res_connect else y), ref)
 
-        torch_err = relative_error(model(False, True), ref)
-        fp32_err = relative_error(model(False, False), ref)
-        fp16_err = relative_error(model(True, False), ref)
-    assert fp16_err > fp32_err  # the fp16 sums are seen
-    assert fp16_err <= 2 * torch_err, (fp16_err, torch_err)
+        torch_err, fp32_err = block_error("pytorch"), block_error("fp32")
+        hf_err, from_bias_err = block_error("fp16"), block_error("fp16_from_bias")
+    assert hf_err <= 1.1 * fp32_err and hf_err <= 1.5 * torch_err, (hf_err, fp32_err, torch_err)
+    assert from_bias_err > 1.3 * fp32_err, (from_bias_err, fp32_err)  # what the H200 saw; the model sees it
 
 
 @pytest.fixture

@@ -303,7 +303,7 @@ __global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel(const P
       for (int j = tid; j < (KK + 1) * PAIRS; j += kExpandThreads) {
         const int t = j / PAIRS, ch = c0 + 2 * (j - t * PAIRS);
         const float* src = t < KK ? p.w_dw + (size_t)t * p.hid_pad + ch : p.b_dw + ch;
-        if constexpr (HF)  // fp16 taps and bias (halved: exact), one half2 per channel pair
+        if (HF && t < KK)  // HF: the taps (halved: exact) as half2 in the first half of their rows; the bias as before
           reinterpret_cast<__half2*>(wdw)[j] = __floats2half2_rn(0.5f * __ldg(src), 0.5f * __ldg(src + 1));
         else
           wdw[j] = make_float2(0.5f * __ldg(src), 0.5f * __ldg(src + 1));
@@ -392,14 +392,15 @@ __global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel(const P
     // short segment) read the segment's last needed E row again and are neither stored nor summed.
     if (group < GROUPS) {
       const int ch = c0 + 2 * pair;
-      // HF: the taps and bias as half2 (HFMA2: both channels of the pair per instruction, fp16 accumulation)
-      float w0[HF ? 1 : KK], w1[HF ? 1 : KK], dbias0 = 0.f, dbias1 = 0.f;
-      __half2 wh[HF ? KK : 1], dbh;
+      // HF: the taps as half2 (HFMA2: both channels of the pair per instruction), summed in fp16 from zero; the bias
+      // is added in fp32 to the widened sum (started from the bias, the fp16 sums lost its low bits: 1.3-1.7x the
+      // error, 2.09x PyTorch's at features.3.0 in s13 call 3; from zero, as fp32 sums in a float64 model)
+      float w0[HF ? 1 : KK], w1[HF ? 1 : KK];
+      __half2 wh[HF ? KK : 1];
       if constexpr (HF) {
         const __half2* wdh = reinterpret_cast<const __half2*>(wdw);
 #pragma unroll
         for (int t = 0; t < KK; ++t) wh[t] = wdh[t * PAIRS + pair];
-        dbh = wdh[KK * PAIRS + pair];
       } else {
 #pragma unroll
         for (int t = 0; t < KK; ++t) {
@@ -407,10 +408,9 @@ __global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel(const P
           w0[t] = w.x;
           w1[t] = w.y;
         }
-        const float2 db = wdw[KK * PAIRS + pair];
-        dbias0 = db.x;
-        dbias1 = db.y;
       }
+      const float2 db = wdw[KK * PAIRS + pair];
+      const float dbias0 = db.x, dbias1 = db.y;
       const bool store = ch < p.hidden;
       float sum0 = 0.f, sum1 = 0.f;
       const int rows = oh1 - oh0, nseg = (rows + R - 1) / R;
@@ -473,7 +473,7 @@ __global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel(const P
 #pragma unroll
               for (int u = 0; u < OW; ++u) {
                 if constexpr (HF) {
-                  acch[o][u] = dbh;
+                  acch[o][u] = __float2half2_rn(0.f);
                 } else {
                   acc0[o][u] = dbias0;
                   acc1[o][u] = dbias1;
@@ -498,8 +498,8 @@ __global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel(const P
                 float h0, h1;  // the pre-activation, halved (HF: the fp16 sums, widened)
                 if constexpr (HF) {
                   const float2 f = __half22float2(acch[o][u]);
-                  h0 = f.x;
-                  h1 = f.y;
+                  h0 = f.x + dbias0;
+                  h1 = f.y + dbias1;
                 } else {
                   h0 = acc0[o][u];
                   h1 = acc1[o][u];
