@@ -1,15 +1,19 @@
-"""Kernel 1's depthwise in packed fp16 (CUDA_KERNELS_K1_HFMA2=1; csrc/mbconv_v8.cuh, expand_dw_v8_kernel<..., HF>;
+"""MBConv version 10: version 9 with kernel 1's 2-image items and its depthwise in packed fp16 on by default
+(CUDA_KERNELS_K1_IMAGES=1 and CUDA_KERNELS_K1_HFMA2=0 turn them off, =2 / =1 turn them on in versions 8 and 9).
+
+The depthwise in packed fp16 (csrc/mbconv_v8.cuh, expand_dw_v8_kernel<..., HF>;
 NOTES.md, "Kernel 1's depthwise in HFMA2"): each channel pair's taps and accumulators as half2, one HFMA2 per tap
 for both channels, the sum started from zero and rounded to fp16 at every tap, widened to fp32, where the bias is
 added, for the SiLU and the pool.
 
-CPU: the switch as the source reads it, and the numerical argument in float64 on the activations a block really
+CPU: the version and switches as the source reads them, and the numerical argument in float64 on the activations a block really
 sees: fp16 tap sums from zero with the bias added in fp32 are about as accurate as fp32 sums, and well inside the
 GPU tests' bound of 2x PyTorch fp16's error, where fp16 sums started from the bias are not (they failed the
-end-to-end check at features.3.0 on the H200). GPU (@pytest.mark.cuda): every MBConv
+end-to-end check at features.3.0 on the H200). GPU (@pytest.mark.cuda), version 10 with no switch set: every MBConv
 shape of EfficientNet-B0 and -B2 at batch 1, 5 and 128 against float64 with NaN-poisoned outputs, odd spatial sizes,
-2-image items, and the profiler's proof that the HFMA2 kernel ran."""
+and against version 9 (which differs only in the depthwise's sums: the profiler's proof that the HFMA2 kernel ran)."""
 
+import re
 from pathlib import Path
 
 import pytest
@@ -22,10 +26,21 @@ from cuda_kernels import mbconv as mb
 SOURCE = (Path(cuda_kernels.__file__).resolve().parent / "csrc" / "mbconv_v8.cuh").read_text()
 
 
-def test_switch_is_the_one_the_source_reads():
-    assert mb.K1_HFMA2_SWITCH == "CUDA_KERNELS_K1_HFMA2"
-    assert 'std::getenv("CUDA_KERNELS_K1_HFMA2")' in SOURCE and "v[0] == '1' && v[1] == '\\0'" in SOURCE
+def test_version_10_is_registered_and_its_switches_are_the_ones_the_source_reads():
+    assert 10 in mb.VERSIONS and mb.KERNEL_VERSION[10] == 10
+    csrc = Path(cuda_kernels.__file__).resolve().parent / "csrc"
+    assert "const bool v9 = version == 9 || version == 10, v10 = version == 10;" in (csrc / "mbconv.cu").read_text()
+    assert "(version >= 5 && version <= 10)" in (csrc / "mbconv_bindings.cpp").read_text()
+    assert mb.K1_HFMA2_SWITCH == "CUDA_KERNELS_K1_HFMA2" and mb.K1_IMAGES_SWITCH == "CUDA_KERNELS_K1_IMAGES"
+    assert 'kernel1_switch("CUDA_KERNELS_K1_HFMA2");\n  return v != nullptr ? v[0] == \'1\' : v10;' in SOURCE
+    assert 'kernel1_switch("CUDA_KERNELS_K1_IMAGES");\n  return v != nullptr ? (v[0] == \'2\' ? 2 : 1) : (v10 ? 2 : 1);' \
+        in SOURCE
     assert "acch[o][u] = __hfma2(eh[u * S + dx], wh[dy * KS + dx], acch[o][u]);" in SOURCE
+    assert "h0 = f.x + dbias0;" in SOURCE  # the bias in fp32, after the fp16 sum
+    # version 10's bands and shared memory are version 9's (kernel 1 is version 8's, or version 3's at features.7.0)
+    assert mb.band_rows(56, 56, 3, 1, 32, 48, True, 10, 24) == mb.band_rows(56, 56, 3, 1, 32, 48, True, 9, 24)
+    assert mb.kernel1_smem_bytes(7, 7, 7, 3, 1, 192, 48, True, 10, 192) == \
+        mb.kernel1_smem_bytes(7, 7, 7, 3, 1, 192, 48, True, 9, 192)
 
 
 def _r16(t):
@@ -104,8 +119,10 @@ def test_fp16_tap_sums_from_zero_are_as_accurate_as_fp32_sums(path, b0_activatio
 
 
 @pytest.fixture
-def hfma2(monkeypatch):
-    monkeypatch.setenv(mb.K1_HFMA2_SWITCH, "1")
+def defaults(monkeypatch):
+    """Version 10 as it is by default: neither kernel-1 switch set."""
+    monkeypatch.delenv(mb.K1_HFMA2_SWITCH, raising=False)
+    monkeypatch.delenv(mb.K1_IMAGES_SWITCH, raising=False)
 
 
 def _distinct():
@@ -117,49 +134,56 @@ def _distinct():
 @pytest.mark.cuda
 @pytest.mark.parametrize("batch", [1, 5, 128])
 @pytest.mark.parametrize("name,path", _distinct())
-def test_hfma2_every_shape_of_b0_and_b2(name, path, batch, hfma2):
+def test_hfma2_every_shape_of_b0_and_b2(name, path, batch, defaults):
     from mbconv_helpers import block_of, check_on_gpu, gpu_input, mbconv_shapes
 
     torch.manual_seed(batch)
-    check_on_gpu(block_of(name, path), gpu_input(batch, mbconv_shapes(name)[path]), 9)
+    check_on_gpu(block_of(name, path), gpu_input(batch, mbconv_shapes(name)[path]), 10)
 
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("path,size,batch", [("features.4.0", 13, 5), ("features.4.1", 20, 1), ("features.2.0", 9, 5),
                                              ("features.3.0", 7, 5), ("features.2.1", 57, 3), ("features.3.1", 2, 9),
                                              ("features.6.1", 5, 3), ("features.5.1", 11, 2)])
-def test_hfma2_odd_sizes(path, size, batch, hfma2):
+def test_hfma2_odd_sizes(path, size, batch, defaults):
     from mbconv_helpers import block_of, check_on_gpu, gpu_input, mbconv_shapes
 
     c = mbconv_shapes("efficientnet_b0")[path][0]
-    check_on_gpu(block_of("efficientnet_b0", path), gpu_input(batch, (c, size, size)), 9)
+    check_on_gpu(block_of("efficientnet_b0", path), gpu_input(batch, (c, size, size)), 10)
 
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("images", ["1", "2"])
 @pytest.mark.parametrize("path,batch", [("features.2.0", 128), ("features.3.1", 128), ("features.6.1", 127),
                                         ("features.7.0", 3)])
-def test_hfma2_runs_and_is_close_to_fp32_sums(path, batch, images, hfma2, monkeypatch):
-    """The profiler shows the HFMA2 instantiation; its output differs from the fp32-sum kernel's (fp16 sums round)
-    but stays close (5e-3 relative), and repeats bit for bit."""
+def test_hfma2_runs_and_is_close_to_fp32_sums(path, batch, images, monkeypatch):
+    """Version 10 against version 9 with the same items: the profiler shows the HFMA2 instantiation (with 2-image items
+    where they apply); the output differs from version 9's (fp16 sums round) but stays close (5e-3 relative), and
+    repeats bit for bit."""
     from torch.profiler import ProfilerActivity, profile
 
     from mbconv_helpers import b0_prepared
     from perfmodel.harness import relative_error
 
     monkeypatch.setenv(mb.K1_IMAGES_SWITCH, images)
+    monkeypatch.delenv(mb.K1_HFMA2_SWITCH, raising=False)
     params, weights, x = b0_prepared(path, batch)
-    monkeypatch.delenv(mb.K1_HFMA2_SWITCH)
-    base = mb.mbconv(x, params, weights, version=8)
-    monkeypatch.setenv(mb.K1_HFMA2_SWITCH, "1")
+    version = 8 if path == "features.7.0" else 10  # version 10 runs version 3's kernel 1 there (kernel1_v9_takes_v3)
+    if version == 8:
+        monkeypatch.setenv(mb.K1_HFMA2_SWITCH, "0")
+    base = mb.mbconv(x, params, weights, version=version - 1 if version == 10 else 8)
+    monkeypatch.delenv(mb.K1_HFMA2_SWITCH, raising=False)
+    if version == 8:
+        monkeypatch.setenv(mb.K1_HFMA2_SWITCH, "1")
     out = torch.full_like(base, float("nan"))
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        got = mb.mbconv(x, params, weights, out=out, version=8)
+        got = mb.mbconv(x, params, weights, out=out, version=version)
         torch.cuda.synchronize()
     names = " ".join(e.name for e in prof.events())
-    assert "expand_dw_v8_kernel<48, " in names and ", true>" in names, names[:500]
+    two = images == "2" and path in ("features.6.1", "features.7.0")  # kernel1_v8_images: whole-image bands
+    assert re.search(rf"expand_dw_v8_kernel<48, \d, \d, {2 if two else 1}, true>", names), names[:500]
     assert torch.isfinite(got).all()
     assert 0 < relative_error(got, base.double()) < 5e-3
-    again = mb.mbconv(x, params, weights, version=8)
+    again = mb.mbconv(x, params, weights, version=version)
     torch.cuda.synchronize()
     assert torch.equal(got, again)

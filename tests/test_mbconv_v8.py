@@ -43,21 +43,21 @@ def _segment_rows(ks: int) -> int:
 
 # ---- the switch ----
 
-def test_version_8_is_registered_and_version_9_is_the_default():
+def test_version_8_is_registered_and_version_10_is_the_default():
     assert 8 in mb.VERSIONS and mb.KERNEL_VERSION[8] == 8
-    assert 'os.environ.get("CUDA_KERNELS_MBCONV_VERSION", "9")' in Path(mb.__file__).read_text()
+    assert 'os.environ.get("CUDA_KERNELS_MBCONV_VERSION", "10")' in Path(mb.__file__).read_text()
     cu = (CSRC / "mbconv.cu").read_text()
-    # 9: v8's kernel 1 but where kernel1_v9_takes_v3
-    assert "(version == 8 || (version == 9 && !v9_v3)) && p.ksize == 3) err = launch_expand_dw_v8_k3" in cu
-    assert "(version == 8 || (version == 9 && !v9_v3)) && p.ksize == 5) err = launch_expand_dw_v8_k5" in cu
+    # 9 and 10: v8's kernel 1 but where kernel1_v9_takes_v3 (10 with its options on by default)
+    assert "(version == 8 || (v9 && !v9_v3)) && p.ksize == 3) err = launch_expand_dw_v8_k3(p, chunk, stream, pdl, v10)" in cu
+    assert "(version == 8 || (v9 && !v9_v3)) && p.ksize == 5) err = launch_expand_dw_v8_k5(p, chunk, stream, pdl, v10)" in cu
     assert "version == 3 || version == 5 || version == 6 || version == 8" in cu  # version 3's SE and projection
-    assert "(version >= 5 && version <= 9)" in (CSRC / "mbconv_bindings.cpp").read_text()
+    assert "(version >= 5 && version <= 10)" in (CSRC / "mbconv_bindings.cpp").read_text()
     from cuda_kernels._build import MBCONV_SOURCES
 
     assert {"mbconv_v8_k3.cu", "mbconv_v8_k5.cu"} <= set(MBCONV_SOURCES)
 
 
-@pytest.mark.parametrize("value,expected", [(None, 9), ("8", 8), ("3", 3)])
+@pytest.mark.parametrize("value,expected", [(None, 10), ("9", 9), ("8", 8), ("3", 3)])
 def test_the_environment_switch(value, expected):
     env = {k: v for k, v in os.environ.items() if k != "CUDA_KERNELS_MBCONV_VERSION"}
     if value is not None:
@@ -275,8 +275,8 @@ int main() {{
 
 
 def test_kernel1_v8_compiles_without_spills(tmp_path):
-    """ptxas alone, no GPU: the four version-8 kernels and the two of 2-image items (k = 3 and 5, stride 1) fit two
-    CTAs' 128 registers without spilling."""
+    """ptxas alone, no GPU: the six version-8 kernels (k = 3 and 5; stride 1 and 2; 2-image items at stride 1), each
+    with fp32 and with fp16 (HFMA2) depthwise sums, fit two CTAs' 128 registers without spilling."""
     nvcc = _nvcc()
     if nvcc is None:
         pytest.skip("nvcc not found (set CUDA_HOME)")
@@ -290,7 +290,7 @@ def test_kernel1_v8_compiles_without_spills(tmp_path):
         report += result.stdout + result.stderr
     lines = report.splitlines()
     entries = [i for i, line in enumerate(lines) if "Compiling entry function" in line and "expand_dw_v8_kernel" in line]
-    assert len(entries) == 6, report
+    assert len(entries) == 12, report
     for i in entries:
         spill = next(line for line in lines[i:] if "spill stores" in line)
         used = next(line for line in lines[i:] if "Used" in line and "registers" in line)
@@ -744,10 +744,10 @@ assert err < 5e-2
 
 def test_k1_images_switch_and_rule():
     src = (CSRC / "mbconv_v8.cuh").read_text()
-    assert 'std::getenv("CUDA_KERNELS_K1_IMAGES")' in src and mb.K1_IMAGES_SWITCH == "CUDA_KERNELS_K1_IMAGES"
+    assert 'kernel1_switch("CUDA_KERNELS_K1_IMAGES")' in src and mb.K1_IMAGES_SWITCH == "CUDA_KERNELS_K1_IMAGES"
     assert "if (requested <= 1 || row_blocks != 1 || stride != 1) return 1;" in src
     assert f"constexpr int kV8TwoCtaSmem = {mb.V8_TWO_CTA_SMEM // 1024} * 1024;" in src
-    assert "return launch_expand_dw_v8<48, KS, 1, 2>(p, stream, pdl);" in src
+    assert "return launch_expand_dw_v8<48, KS, 1, 2, HF>(p, stream, pdl);" in src
     # B0's features.6.1 at G = 2, by hand: X padded 112 rows (2 x 49 -> 16s) x 200 halves, U 48 x 200, E 2 x 11 x 12
     # pixels x 60 halves, the per-group sums 2 x 10 x 48 fp32, the taps and bias 26 x 48 fp32, the mbarrier
     six_one = 112 * 200 * 2 + 48 * 200 * 2 + 2 * 11 * 12 * 60 * 2 + 2 * 10 * 48 * 4 + 26 * 48 * 4 + 8

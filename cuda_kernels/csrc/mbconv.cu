@@ -172,21 +172,23 @@ cudaError_t launch_mbconv(const Params& p, int chunk, int version, cudaStream_t 
   if ((version == 5 || version == 6) && p.ksize == 5) err = launch_expand_dw_v5_k5(p, chunk, stream);
   if (version == 7 && p.ksize == 3) err = launch_expand_dw_v7_k3(p, chunk, stream, pdl);
   if (version == 7 && p.ksize == 5) err = launch_expand_dw_v7_k5(p, chunk, stream, pdl);
-  const bool v9_v3 = version == 9 && kernel1_v9_takes_v3(p.ksize, p.stride, p.Ho, p.Wo);  // version 3's kernel 1
+  // version 10: version 9 with version 8's kernel 1 options on (2-image items, the depthwise in HFMA2)
+  const bool v9 = version == 9 || version == 10, v10 = version == 10;
+  const bool v9_v3 = v9 && kernel1_v9_takes_v3(p.ksize, p.stride, p.Ho, p.Wo);  // version 3's kernel 1
   if (v9_v3) err = p.ksize == 3 ? launch_expand_dw_v3_k3(p, chunk, stream, pdl) : launch_expand_dw_v3_k5(p, chunk, stream, pdl);
-  if ((version == 8 || (version == 9 && !v9_v3)) && p.ksize == 3) err = launch_expand_dw_v8_k3(p, chunk, stream, pdl);
-  if ((version == 8 || (version == 9 && !v9_v3)) && p.ksize == 5) err = launch_expand_dw_v8_k5(p, chunk, stream, pdl);
+  if ((version == 8 || (v9 && !v9_v3)) && p.ksize == 3) err = launch_expand_dw_v8_k3(p, chunk, stream, pdl, v10);
+  if ((version == 8 || (v9 && !v9_v3)) && p.ksize == 5) err = launch_expand_dw_v8_k5(p, chunk, stream, pdl, v10);
   if (err != cudaSuccess) return err;
   if (version == 7)  // the SE ran in kernel 1's last CTA per image
     return project_v7_applies(p.Ho, p.Wo) ? launch_project_v7(p, stream, pdl) : launch_project_v3_only(p, stream, pdl);
-  if (version == 9) {  // version 8's kernel 1, version 3's SE, then project_v9 where it applies
+  if (v9) {  // version 8's kernel 1, version 3's SE, then project_v9 where it applies
     err = launch_se_v3(p, stream, pdl);
     if (err != cudaSuccess) return err;
-    const int v10 = project_v10_mode();  // CUDA_KERNELS_PROJ_V10: auto by default
-    const bool v9 = project_v9_applies(p.hidden, p.C_out);
-    if (v10 == 2 || (v10 == 1 && !v9) || (v10 == 3 && !v9 && project_v10_auto(p)))
+    const int pv10 = project_v10_mode();  // CUDA_KERNELS_PROJ_V10: auto by default
+    const bool p9 = project_v9_applies(p.hidden, p.C_out);
+    if (pv10 == 2 || (pv10 == 1 && !p9) || (pv10 == 3 && !p9 && project_v10_auto(p)))
       return launch_project_v10(p, stream, pdl);
-    return v9 ? launch_project_v9(p, stream, pdl) : launch_project_v3_only(p, stream, pdl);
+    return p9 ? launch_project_v9(p, stream, pdl) : launch_project_v3_only(p, stream, pdl);
   }
   if (version == 3 || version == 5 || version == 6 || version == 8)
     return launch_se_project_v3(p, stream, version == 6, (version == 3 || version == 8) && pdl);

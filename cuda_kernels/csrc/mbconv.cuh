@@ -74,8 +74,9 @@ cudaError_t launch_expand_dw_v7_k5(const Params& p, int chunk, cudaStream_t stre
 // Version 8 (NOTES.md, "MBConv version 8"): kernel 1 persistent over (chunk, image, band) items, X by bulk copy,
 // atomic-free pool (mbconv_v8.cuh); version 3's kernel 1 for blocks without an expand conv; then version 3's SE and
 // projection.
-cudaError_t launch_expand_dw_v8_k3(const Params& p, int chunk, cudaStream_t stream, bool pdl = false);
-cudaError_t launch_expand_dw_v8_k5(const Params& p, int chunk, cudaStream_t stream, bool pdl = false);
+// v10: version 10's kernel 1 options by default (2-image items, the depthwise in HFMA2; mbconv_v8.cuh).
+cudaError_t launch_expand_dw_v8_k3(const Params& p, int chunk, cudaStream_t stream, bool pdl = false, bool v10 = false);
+cudaError_t launch_expand_dw_v8_k5(const Params& p, int chunk, cudaStream_t stream, bool pdl = false, bool v10 = false);
 // Version 9 (NOTES.md, "MBConv version 9"): version 8's kernel 1 and version 3's SE, then project_v9 (mbconv_v3.cu:
 // D streamed into the mma fragments by each warp, no shared memory for D) where project_v9_applies, else version 3's.
 bool project_v9_applies(int hidden, int c_out);

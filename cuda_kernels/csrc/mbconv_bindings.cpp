@@ -14,7 +14,7 @@ namespace {
 // them: w_exp [hid_pad, k_pad] fp16 or empty (expand ratio 1), b_exp [hid_pad], w_dw [k*k, hid_pad],
 // b_dw [hid_pad], w_se1 [sq, hidden], b_se1 [sq], w_se2 [hidden, sq], b_se2 [hidden] (fp32),
 // w_proj [cout_pad, hk_pad] fp16, b_proj [cout_pad] fp32. Returns out [N, Ho, Wo, C_out], written into
-// `out` when it is not empty. `version` picks the kernels' implementation (1, 2, 3, 5, 6, 7, 8 or 9, NOTES.md).
+// `out` when it is not empty. `version` picks the kernels' implementation (1, 2, 3, 5, 6, 7, 8, 9 or 10, NOTES.md).
 torch::Tensor mbconv(torch::Tensor x, torch::Tensor w_exp, torch::Tensor b_exp, torch::Tensor w_dw,
                      torch::Tensor b_dw, torch::Tensor w_se1, torch::Tensor b_se1, torch::Tensor w_se2,
                      torch::Tensor b_se2, torch::Tensor w_proj, torch::Tensor b_proj, int64_t ksize,
@@ -55,8 +55,8 @@ torch::Tensor mbconv(torch::Tensor x, torch::Tensor w_exp, torch::Tensor b_exp, 
   TORCH_CHECK(version != 7 || p.N <= mb::kSECountMax, "version 7 takes at most ", mb::kSECountMax, " images");
   TORCH_CHECK(stride == 1 || stride == 2, "stride must be 1 or 2");
   TORCH_CHECK(chunk == 32 || chunk == 48, "chunk must be 32 or 48");
-  TORCH_CHECK((version >= 1 && version <= 3) || (version >= 5 && version <= 9),
-              "version must be 1, 2, 3, 5, 6, 7, 8 or 9");
+  TORCH_CHECK((version >= 1 && version <= 3) || (version >= 5 && version <= 10),
+              "version must be 1, 2, 3, 5, 6, 7, 8, 9 or 10");
   TORCH_CHECK(p.C_in % 8 == 0 && p.hidden % 8 == 0 && c_out % 8 == 0, "channel counts must be multiples of 8");
   TORCH_CHECK(p.hid_pad % chunk == 0 && p.hid_pad >= p.hidden, "b_dw must be padded to a multiple of the chunk");
   TORCH_CHECK(expand || p.hidden == p.C_in, "without an expand conv, hidden must equal C_in");

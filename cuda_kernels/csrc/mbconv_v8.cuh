@@ -569,35 +569,40 @@ cudaError_t launch_expand_dw_v8(const Params& p, cudaStream_t stream, bool pdl) 
 // block of EfficientNet-B0 / B2), else version 3's kernel 1: blocks without an expand conv (features.1.x), and
 // chunks of 32 (hidden not a multiple of 48; at k = 5, stride 1 that instantiation needed 129+ registers and
 // spilled 20 bytes under the 128 that two CTAs per SM allow).
-// CUDA_KERNELS_K1_IMAGES=2 (read at every call; 1 by default): items of 2 images at stride 1 where
-// kernel1_v8_images allows it.
-inline int kernel1_v8_images_requested() {
-  const char* v = std::getenv("CUDA_KERNELS_K1_IMAGES");
-  return v != nullptr && v[0] == '2' && v[1] == '\0' ? 2 : 1;
+// CUDA_KERNELS_K1_IMAGES=1|2 (read at every call; version 10: 2 by default, else 1): items of 2 images at stride 1
+// where kernel1_v8_images allows it.
+inline const char* kernel1_switch(const char* name) {  // "0", "1" or "2", else null
+  const char* v = std::getenv(name);
+  return v != nullptr && v[0] >= '0' && v[0] <= '2' && v[1] == '\0' ? v : nullptr;
+}
+inline int kernel1_v8_images_requested(bool v10) {
+  const char* v = kernel1_switch("CUDA_KERNELS_K1_IMAGES");
+  return v != nullptr ? (v[0] == '2' ? 2 : 1) : (v10 ? 2 : 1);
 }
 
-// CUDA_KERNELS_K1_HFMA2=1 (read at every call; off by default): the depthwise in packed fp16 (HFMA2, fp16
-// accumulation from the bias over the taps in version 3's order; NOTES.md, "Kernel 1's depthwise in HFMA2").
-inline bool kernel1_v8_hfma2_requested() {
-  const char* v = std::getenv("CUDA_KERNELS_K1_HFMA2");
-  return v != nullptr && v[0] == '1' && v[1] == '\0';
+// CUDA_KERNELS_K1_HFMA2=0|1 (read at every call; version 10: on by default, else off): the depthwise in packed fp16
+// (HFMA2: the taps' sum in fp16 from zero in version 3's order, the bias added in fp32; NOTES.md, "Kernel 1's
+// depthwise in HFMA2").
+inline bool kernel1_v8_hfma2_requested(bool v10) {
+  const char* v = kernel1_switch("CUDA_KERNELS_K1_HFMA2");
+  return v != nullptr ? v[0] == '1' : v10;
 }
 
 template <int KS, bool HF>
-cudaError_t launch_expand_dw_v8_hf(const Params& p, cudaStream_t stream, bool pdl) {
+cudaError_t launch_expand_dw_v8_hf(const Params& p, cudaStream_t stream, bool pdl, bool v10) {
   if (p.stride == 2) return launch_expand_dw_v8<48, KS, 2, 1, HF>(p, stream, pdl);
-  if (kernel1_v8_images(kernel1_v8_images_requested(), p.row_blocks, p.H, p.W, p.Wo, p.rows_per_tile, KS, 1, p.C_in,
-                        p.k_pad, 48) == 2)
+  if (kernel1_v8_images(kernel1_v8_images_requested(v10), p.row_blocks, p.H, p.W, p.Wo, p.rows_per_tile, KS, 1,
+                        p.C_in, p.k_pad, 48) == 2)
     return launch_expand_dw_v8<48, KS, 1, 2, HF>(p, stream, pdl);
   return launch_expand_dw_v8<48, KS, 1, 1, HF>(p, stream, pdl);
 }
 
 template <int KS>
-cudaError_t launch_expand_dw_v8_ks(const Params& p, int chunk, cudaStream_t stream, bool pdl) {
+cudaError_t launch_expand_dw_v8_ks(const Params& p, int chunk, cudaStream_t stream, bool pdl, bool v10) {
   if (p.w_exp == nullptr || chunk != 48)
     return KS == 3 ? launch_expand_dw_v3_k3(p, chunk, stream, pdl) : launch_expand_dw_v3_k5(p, chunk, stream, pdl);
-  return kernel1_v8_hfma2_requested() ? launch_expand_dw_v8_hf<KS, true>(p, stream, pdl)
-                                      : launch_expand_dw_v8_hf<KS, false>(p, stream, pdl);
+  return kernel1_v8_hfma2_requested(v10) ? launch_expand_dw_v8_hf<KS, true>(p, stream, pdl, v10)
+                                         : launch_expand_dw_v8_hf<KS, false>(p, stream, pdl, v10);
 }
 
 }  // namespace mb
