@@ -158,6 +158,25 @@ def project_v10_auto(rows: int, c_out: int, sms: int) -> bool:
     return 2 * units < 3 * sms
 
 
+PROJECT_WG_MODES = ("off", "late", "all")  # CUDA_KERNELS_PROJ_WG (csrc/mbconv_proj_wg.cu project_wg_mode)
+PROJECT_WG_SWITCH = "CUDA_KERNELS_PROJ_WG"
+PROJECT_WG_ROWS, PROJECT_WG_K, PROJECT_WG_STAGES = 64, 64, 3  # kProjWgRows, kProjWgK, kProjWgStages
+PROJECT_WG_SHAPES = (80, 88, 112, 120, 160, 176, 192, 208)  # wgmma m64nNk16 shapes built (csrc/gen_wgmma.py)
+
+
+def project_wg_bn(c_out: int) -> int:
+    """Output tile width of the projection on warpgroup MMAs (csrc/mbconv_proj_wg.cu project_wg_bn): C_out up to 256,
+    else half of it; 0 where no wgmma shape is built."""
+    bn = c_out if c_out <= 256 else (c_out // 2 if c_out % 16 == 0 else 0)
+    return bn if bn in PROJECT_WG_SHAPES else 0
+
+
+def project_wg_smem_bytes(bn: int) -> int:
+    """Shared memory of the wgmma projection (csrc/mbconv_proj_wg.cu project_wg_smem_bytes): 1 KB of alignment slack,
+    then per stage B (bn rows of 128 bytes, swizzled) and A (64 rows at a pitch of 72 halves)."""
+    return 1024 + PROJECT_WG_STAGES * (bn * 128 + PROJECT_WG_ROWS * (PROJECT_WG_K + 8) * 2)
+
+
 V8_HALO_MAX = 12  # csrc/mbconv_v8.cuh kV8HaloMax: 8-byte pieces of E's halo rows per thread
 
 

@@ -1,4 +1,4 @@
-"""Generate wgmma.cuh: inline-PTX wrappers of the sm_90a warpgroup MMAs the FFN kernel uses.
+"""Generate wgmma.cuh: inline-PTX wrappers of the sm_90a warpgroup MMAs the FFN and MBConv projection kernels use.
 
     python cuda_kernels/csrc/gen_wgmma.py > cuda_kernels/csrc/wgmma.cuh
 
@@ -9,7 +9,9 @@ operands to write by hand; this script spells them out. Two forms:
 scale_d = 0 makes the instruction ignore (zero) the accumulator.
 """
 
-SHAPES = {"ss": (64, 128), "rs": (64, 128, 256)}
+# rs: the FFN's second stage (64, 128, 256) and the MBConv projection's output tiles (mbconv_proj_wg.cu: C_out, or
+# half of it past 256, for EfficientNet-B0 / B2 from stage 4 on)
+SHAPES = {"ss": (64, 128), "rs": (64, 128, 256, 80, 88, 112, 120, 160, 176, 192, 208)}
 
 
 def wrapper(form: str, n: int) -> str:

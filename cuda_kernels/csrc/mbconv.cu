@@ -184,6 +184,7 @@ cudaError_t launch_mbconv(const Params& p, int chunk, int version, cudaStream_t 
   if (v9) {  // version 8's kernel 1, version 3's SE, then project_v9 where it applies
     err = launch_se_v3(p, stream, pdl);
     if (err != cudaSuccess) return err;
+    if (project_wg_applies(p, project_wg_mode())) return launch_project_wg(p, stream, pdl);  // off by default
     const int pv10 = project_v10_mode();  // CUDA_KERNELS_PROJ_V10: auto by default
     const bool p9 = project_v9_applies(p.hidden, p.C_out);
     if (pv10 == 2 || (pv10 == 1 && !p9) || (pv10 == 3 && !p9 && project_v10_auto(p)))

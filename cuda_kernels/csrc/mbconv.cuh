@@ -93,6 +93,12 @@ cudaError_t launch_project_v9(const Params& p, cudaStream_t stream, bool pdl);
 cudaError_t launch_project_v10(const Params& p, cudaStream_t stream, bool pdl);
 // 0: off, 1: where project_v9 does not apply, 2: every version-9 projection, 3 (the default): auto, project_v10_auto
 int project_v10_mode();
+// The projection on warpgroup MMAs (mbconv_proj_wg.cu, NOTES.md "The projection on warpgroup MMAs"; sm_90a): inside
+// versions 9 and 10 where project_wg_applies(p, project_wg_mode()) (CUDA_KERNELS_PROJ_WG=off | late | all; off by
+// default until measured).
+int project_wg_mode();
+bool project_wg_applies(const Params& p, int mode);
+cudaError_t launch_project_wg(const Params& p, cudaStream_t stream, bool pdl);
 bool project_v10_auto(const Params& p);  // project_v3 would have < 1.5 units per SM
 bool project_v7_applies(int ho, int wo);
 cudaError_t launch_project_v7(const Params& p, cudaStream_t stream, bool pdl = false);

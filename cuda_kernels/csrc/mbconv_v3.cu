@@ -32,12 +32,6 @@ __host__ __device__ constexpr int project_v3_smem_bytes(int bn) {
   return kProjV3Stages * (kProjV3BM + bn) * kProjV3LD * 2;
 }
 
-__device__ __forceinline__ uint32_t scale_half2(uint32_t v, float2 s) {
-  const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&v));
-  const __half2 r = __floats2half2_rn(f.x * s.x, f.y * s.y);
-  return *reinterpret_cast<const uint32_t*>(&r);
-}
-
 // The units (output tiles) of a persistent CTA: blockIdx.x, + gridDim.x, ...; unit u is M tile
 // u / n_tiles, N tile u % n_tiles, stepped without dividing.
 struct UnitWalk {

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The projection on warpgroup MMAs (CUDA_KERNELS_PROJ_WG=late|all, off by default; NOTES.md, "The projection on
+# warpgroup MMAs"). Prepared in session 13, not yet run. From the repository root (~8 minutes on one H200):
+#   timeout 590 bash cuda_kernels/device_run_mbconv_proj_wg.sh OUTDIR
+# build -> its GPU tests (test_mbconv_proj_wg.py; -x: the first failure stops them) -> Nsight Compute of the
+# projections at 4.1, 5.1, 6.1 and 7.0 with and without it (lines "PROJ off|all ...") -> B0 end to end with
+# off / late / all and torch.compile (freezing, CUDA graphs). Prediction: projection 6.1 44 -> ~10 us, 7.0 58 -> ~12,
+# 5.1 47 -> ~12, 4.1 46 -> ~12; B0 2.07 -> ~1.80 ms (late) / ~1.75 (all). Last line WG_OK=1|0 (1: the tests passed).
+set -uo pipefail
+out=${1:?output folder}
+source cuda_kernels/device_lib.sh  # step, mbconv_begin
+mbconv_begin WG 570
+step tests 150 python3 -m pytest -q -x -m cuda --tb=short -p no:cacheprovider tests/test_mbconv_proj_wg.py || ok=0
+blocks="features.4.1 features.5.1 features.6.1 features.7.0"
+for mode in off all; do
+  step "ncu_$mode" 50 env CUDA_KERNELS_PROJ_WG=$mode ncu --clock-control none --cache-control all --print-units base \
+    -k regex:"project" --metrics gpu__time_duration.sum,launch__grid_size,dram__bytes_read.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,smsp__issue_active.avg.pct_of_peak_sustained_active,sm__warps_active.avg.pct_of_peak_sustained_active \
+    --csv --page raw --log-file "$out/proj_$mode.csv" python3 -m cuda_kernels.mbconv_profile --version 10 $blocks
+  python3 -m cuda_kernels.ncu_lines "PROJ $mode" "$out/proj_$mode.csv" project $blocks 2>> "$log" | tee -a "$log"
+done
+if [ "$ok" = 1 ]; then
+  for mode in off late all; do
+    step "e2e_$mode" 60 env CUDA_KERNELS_PROJ_WG=$mode python3 cli.py bench efficientnet_b0 --repeats 30 --warmup 5 \
+      --backend cuda_kernels --compile-rest --freezing --cuda-graphs -o "$out/b0_wg_$mode.json"
+  done
+fi
+step e2e_inductor 80 python3 cli.py bench efficientnet_b0 --repeats 30 --warmup 5 --backend inductor --freezing \
+  --cuda-graphs -o "$out/b0_inductor.json"
+python3 -m cuda_kernels.bench_lines WG "$out" 2>> "$log" | tee -a "$log"
+grep -E "^== |passed|failed|Error|error:" "$log" | tail -12
+echo "WG_OK=$ok"

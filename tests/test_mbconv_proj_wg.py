@@ -1,0 +1,260 @@
+"""The MBConv projection on Hopper warpgroup MMAs (csrc/mbconv_proj_wg.cu; CUDA_KERNELS_PROJ_WG=off|late|all, off by
+default until measured; NOTES.md, "The projection on warpgroup MMAs").
+
+CPU: the Python mirrors against the source's constants and literal arithmetic, which blocks of B0 / B2 it serves,
+ptxas (no spills, the wgmma shapes present), and the kernel transliterated in float64: every CTA's chunks with their
+zero fills, B written through the 128-byte swizzle and read back by the descriptor's rule (address bits 4-6 XOR bits
+7-9), A in wgmma's register layout scaled by each row's image and rounded to fp16, the epilogue's row / column map;
+against the projection computed directly. GPU (@pytest.mark.cuda): every B0 / B2 shape it serves at batch 1, 5 and
+128 against float64 (<= 2x PyTorch fp16's error, poisoned output), odd sizes, and against project_v3 / v10 (close, not
+bitwise: another summation order) with the profiler's proof that it ran."""
+
+import re
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import cuda_kernels
+from cuda_kernels import mbconv as mb
+
+CSRC = Path(cuda_kernels.__file__).resolve().parent / "csrc"
+SOURCE = (CSRC / "mbconv_proj_wg.cu").read_text()
+
+
+def _constant(name: str) -> int:
+    return int(re.search(rf"\b{name} = (\d+)", SOURCE).group(1))
+
+
+def test_mirrors_match_the_source():
+    assert (_constant("kProjWgRows"), _constant("kProjWgK"), _constant("kProjWgStages")) == \
+        (mb.PROJECT_WG_ROWS, mb.PROJECT_WG_K, mb.PROJECT_WG_STAGES) == (64, 64, 3)
+    assert "kProjWgLda = kProjWgK + 8" in SOURCE
+    built = tuple(int(n) for n in re.findall(r"bn == (\d+)", SOURCE))
+    assert built == mb.PROJECT_WG_SHAPES
+    gen = (CSRC / "gen_wgmma.py").read_text()
+    wrappers = (CSRC / "wgmma.cuh").read_text()
+    for n in mb.PROJECT_WG_SHAPES:
+        assert f"case {n}: return launch_project_wg_bn<{n}>" in SOURCE
+        assert f"void wgmma_m64n{n}k16_rs(float (&d)[{n // 2}]" in wrappers, n
+        assert str(n) in gen
+    assert 'std::getenv("CUDA_KERNELS_PROJ_WG")' in SOURCE and mb.PROJECT_WG_SWITCH == "CUDA_KERNELS_PROJ_WG"
+    cu = (CSRC / "mbconv.cu").read_text()
+    assert "if (project_wg_applies(p, project_wg_mode())) return launch_project_wg(p, stream, pdl);" in cu
+    from cuda_kernels._build import MBCONV_SOURCES
+
+    assert "mbconv_proj_wg.cu" in MBCONV_SOURCES
+
+
+def test_tile_widths_and_shared_memory_by_hand():
+    # C_out up to 256 is one tile; 320 and 352 (B0 / B2's last block) are two of 160 / 176; narrow ones have none
+    assert [mb.project_wg_bn(c) for c in (16, 24, 40, 48, 80, 88, 112, 120, 192, 208, 320, 352)] == \
+        [0, 0, 0, 0, 80, 88, 112, 120, 192, 208, 160, 176]
+    # 1 KB slack + 3 stages x (B: 192 rows x 128 bytes + A: 64 rows x 72 halves x 2 bytes)
+    assert mb.project_wg_smem_bytes(192) == 1024 + 3 * (192 * 128 + 64 * 72 * 2) == 102_400
+    assert mb.project_wg_smem_bytes(208) == 108_544
+    for n in mb.PROJECT_WG_SHAPES:  # two CTAs per SM (228 KB, 1 KB reserved per CTA)
+        assert 2 * (mb.project_wg_smem_bytes(n) + 1024) <= 228 * 1024 and (n * 128) % 1024 == 0
+
+
+def test_which_blocks_it_serves():
+    """late: where project_v9 does not apply (from stage 5 on in B0 and B2); all: stage 4's too."""
+    from mbconv_helpers import block_of, mbconv_shapes
+    from perfmodel.zoo import fold_batchnorm
+
+    late, every = set(), set()
+    for path in mbconv_shapes("efficientnet_b0"):
+        params = mb.block_params(fold_batchnorm(block_of("efficientnet_b0", path)))
+        if mb.project_wg_bn(params.out_channels):
+            every.add(path)
+            if not mb.project_v9_applies(params.hidden, params.out_channels):
+                late.add(path)
+    assert late == {"features.5.0", "features.5.1", "features.5.2", "features.6.0", "features.6.1", "features.6.2",
+                    "features.6.3", "features.7.0"}
+    assert every == late | {"features.4.0", "features.4.1", "features.4.2"}
+
+
+def test_compiles_without_spills():
+    nvcc = Path(__import__("os").environ.get("CUDA_HOME", "/usr/local/cuda")) / "bin" / "nvcc"
+    if not nvcc.exists():
+        pytest.skip("nvcc not found (set CUDA_HOME)")
+    from torch.utils.cpp_extension import include_paths
+
+    cmd = [str(nvcc), "-std=c++17", "-O3", "-gencode=arch=compute_90a,code=sm_90a", "-Xptxas=-v", f"-I{CSRC}",
+           *[f"-I{p}" for p in include_paths()], "-cubin", str(CSRC / "mbconv_proj_wg.cu"), "-o", "/dev/null"]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = result.stdout + result.stderr
+    entries = re.findall(r"Compiling entry function '_ZN2mb17project_wg_kernelILi(\d+)E", report)
+    assert sorted(int(n) for n in entries) == sorted(mb.PROJECT_WG_SHAPES)
+    assert "spill stores" in report and all(" 0 bytes spill stores, 0 bytes spill loads" in line
+                                            for line in report.splitlines() if "spill stores" in line)
+    assert "Potential Performance Loss" not in report  # ptxas serialising the wgmmas would say so
+
+
+# ---- the kernel, transliterated ----
+
+def _panel_offset(row: int, chunk: int) -> int:
+    """ptx.cuh panel_offset: where the loader puts 16-byte piece `chunk` of B's row `row`."""
+    return row * 128 + (((chunk ^ row) & 7) << 4)
+
+
+def _descriptor_read(buf: np.ndarray, n: int, k: int) -> float:
+    """The element (n, k) a K-major 128-byte-swizzled wgmma operand holds: linear address n * 128 + 2 k, its bits 4-6
+    XORed with bits 7-9 (the swizzle applies to the 1024-aligned address; the descriptor starts at + 32 bytes per k16,
+    which only moves bits 5-6 of the linear address)."""
+    linear = n * 128 + 2 * k
+    return buf[(linear ^ (((linear >> 7) & 7) << 4)) // 2]
+
+
+def _r16(a):
+    return np.asarray(a, dtype=np.float64).astype(np.float16).astype(np.float64)
+
+
+def emulate_project_wg(d, scale, w_proj, b_proj, x, n_img, hw, hidden, c_out, residual):
+    """d [P, hidden] fp16 values, scale [N, hid_pad], w_proj [cout_pad, hk_pad] zero-padded, b_proj [cout_pad]."""
+    P = n_img * hw
+    bn = mb.project_wg_bn(c_out)
+    hk_pad = w_proj.shape[1]
+    hid_pad = scale.shape[1]
+    chunks = -(-hidden // 64)
+    out = np.full((P, c_out), np.nan)
+    writes = np.zeros((P, c_out), dtype=np.int64)
+    for bx in range(-(-P // 64)):
+        for by in range(-(-c_out // bn)):
+            m0, n0 = bx * 64, by * bn
+            acc = np.zeros((64, bn))
+            for c in range(chunks):
+                k0 = c * 64
+                a_s = np.full((64, 72), np.nan)  # stale until written
+                b_s = np.full(bn * 64, np.nan)
+                for r in range(64):
+                    for ch in range(8):
+                        row, col = m0 + r, k0 + ch * 8
+                        ok = row < P and col < hidden
+                        a_s[r, ch * 8:ch * 8 + 8] = d[row, col:col + 8] if ok else 0.0
+                for r in range(bn):
+                    for ch in range(8):
+                        n, col = n0 + r, k0 + ch * 8
+                        ok = n < c_out and col < hk_pad
+                        o = _panel_offset(r, ch) // 2
+                        b_s[o:o + 8] = w_proj[n, col:col + 8] if ok else 0.0
+                for warp in range(4):
+                    for lane in range(32):
+                        q, g = lane % 4, lane // 4
+                        r_lo, r_hi = m0 + warp * 16 + g, m0 + warp * 16 + g + 8
+                        img = [min(r, P - 1) // hw for r in (r_lo, r_hi)]
+                        for kk in range(4):
+                            k = k0 + kk * 16 + 2 * q
+                            klo, khi = min(k, hidden - 2), min(k + 8, hidden - 2)
+                            # a[kk][j]: j = 0 (lo, k), 1 (hi, k), 2 (lo, k + 8), 3 (hi, k + 8); columns c, c + 1
+                            for j, (h, kc, ks) in enumerate(((0, 0, klo), (1, 0, klo), (0, 8, khi), (1, 8, khi))):
+                                lr = warp * 16 + g + 8 * h
+                                for u in range(2):
+                                    col = kk * 16 + kc + 2 * q + u
+                                    a = _r16(a_s[lr, col] * scale[img[h], ks + u])
+                                    for nn in range(bn):
+                                        acc[lr, nn] += a * _descriptor_read(b_s, nn, col)
+            for lr in range(64):
+                row = m0 + lr
+                if row >= P:
+                    continue
+                for nn in range(0, bn, 2):
+                    col = n0 + nn
+                    if col >= c_out:
+                        continue
+                    for u in range(2):
+                        v = acc[lr, nn + u] + b_proj[col + u] + (x[row, col + u] if residual else 0.0)
+                        out[row, col + u] = v
+                        writes[row, col + u] += 1
+    assert hid_pad >= hidden
+    return out, writes
+
+
+@pytest.mark.parametrize("n_img,hw,hidden,c_out,hk_pad,residual", [
+    (2, 49, 72, 80, 80, True),     # 98 rows: a partial last tile; a partial last chunk (72 = 64 + 8)
+    (3, 5, 64, 320, 64, False),    # many images per tile; C_out 320 in two tiles of 160
+    (1, 7, 136, 88, 144, False),   # hk_pad > hidden: B's padding columns, A zero there
+])
+def test_transliteration_equals_the_direct_projection(n_img, hw, hidden, c_out, hk_pad, residual):
+    rng = np.random.default_rng(n_img * 100 + hw)
+    P = n_img * hw
+    hid_pad = -(-hidden // 48) * 48
+    d = _r16(rng.standard_normal((P, hidden)))
+    scale = rng.uniform(0.1, 1.0, (n_img, hid_pad))
+    scale[:, hidden:] = np.nan  # never written by the SE; the kernel must clamp its reads
+    cout_pad = -(-c_out // 16) * 16
+    w_proj = np.zeros((cout_pad, hk_pad))
+    w_proj[:c_out, :hidden] = _r16(rng.standard_normal((c_out, hidden)) / np.sqrt(hidden))
+    b_proj = np.zeros(cout_pad)
+    b_proj[:c_out] = rng.standard_normal(c_out)
+    x = _r16(rng.standard_normal((P, c_out)))
+    # the scale past hidden is NaN (never written): an unclamped read would turn the zero A there into NaN
+    got, writes = emulate_project_wg(d, scale, w_proj, b_proj, x, n_img, hw, hidden, c_out, residual)
+    assert (writes == 1).all()
+    img = np.arange(P) // hw
+    a = _r16(d * scale[img, :hidden])
+    want = a @ w_proj[:c_out, :hidden].T + b_proj[:c_out] + (x if residual else 0.0)
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-10)
+
+
+# ---- GPU ----
+
+def _served():
+    from mbconv_helpers import DISTINCT, block_of
+    from perfmodel.zoo import fold_batchnorm
+
+    return [(name, path) for name, path in DISTINCT
+            if mb.project_wg_bn(mb.block_params(fold_batchnorm(block_of(name, path))).out_channels)]
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("batch", [1, 5, 128])
+@pytest.mark.parametrize("name,path", _served())
+def test_every_shape_it_serves(name, path, batch, monkeypatch):
+    from mbconv_helpers import block_of, check_on_gpu, gpu_input, mbconv_shapes
+
+    monkeypatch.setenv(mb.PROJECT_WG_SWITCH, "all")
+    torch.manual_seed(batch)
+    check_on_gpu(block_of(name, path), gpu_input(batch, mbconv_shapes(name)[path]), 10)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("path,size,batch", [("features.5.1", 11, 3), ("features.6.1", 5, 7), ("features.7.0", 3, 9),
+                                             ("features.4.1", 13, 2), ("features.6.0", 9, 1)])
+def test_odd_sizes(path, size, batch, monkeypatch):
+    from mbconv_helpers import block_of, check_on_gpu, gpu_input, mbconv_shapes
+
+    monkeypatch.setenv(mb.PROJECT_WG_SWITCH, "all")
+    c = mbconv_shapes("efficientnet_b0")[path][0]
+    check_on_gpu(block_of("efficientnet_b0", path), gpu_input(batch, (c, size, size)), 10)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("path,batch", [("features.4.1", 128), ("features.5.1", 128), ("features.6.1", 128),
+                                        ("features.7.0", 128), ("features.6.1", 1)])
+def test_runs_and_is_close_to_the_mma_sync_projections(path, batch, monkeypatch):
+    """Against the same version with its own projection: the same fp16 products summed in another order (5e-4
+    relative), repeatable, and the profiler shows project_wg_kernel (and no other projection) ran."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from mbconv_helpers import b0_prepared
+    from perfmodel.harness import relative_error
+
+    params, weights, x = b0_prepared(path, batch)
+    monkeypatch.delenv(mb.PROJECT_WG_SWITCH, raising=False)
+    base = mb.mbconv(x, params, weights, version=10)
+    monkeypatch.setenv(mb.PROJECT_WG_SWITCH, "all")
+    out = torch.full_like(base, float("nan"))
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        got = mb.mbconv(x, params, weights, out=out, version=10)
+        torch.cuda.synchronize()
+    names = " ".join(e.name for e in prof.events())
+    assert "project_wg_kernel" in names and not re.search(r"project_v\d+t?_kernel", names), names[:600]
+    assert torch.isfinite(got).all()
+    assert 0 < relative_error(got, base.double()) < 5e-4
+    again = mb.mbconv(x, params, weights, version=10)
+    torch.cuda.synchronize()
+    assert torch.equal(got, again)
