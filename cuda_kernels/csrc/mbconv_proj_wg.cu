@@ -177,7 +177,12 @@ cudaError_t launch_project_wg_bn(const Params& p, cudaStream_t stream, bool pdl)
   cudaError_t err = cudaGetDevice(&dev);
   if (err != cudaSuccess) return err;
   if (dev >= kMaxDevices) return cudaErrorInvalidDevice;
-  if (!configured[dev]) {
+  if (!configured[dev]) {  // the kernel's body exists for sm_90a only (wgmma); elsewhere it would do nothing
+    int major = 0, minor = 0;
+    err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+    if (err != cudaSuccess) return err;
+    if (major != 9 || minor != 0) return cudaErrorNotSupported;
     err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (err != cudaSuccess) return err;
     configured[dev] = true;
