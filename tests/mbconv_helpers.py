@@ -89,6 +89,12 @@ def check_on_gpu(block: nn.Module, x: torch.Tensor, version: int, exact: str = "
     return err, torch_err
 
 
+def check_b0_at_size(path: str, size: int, batch: int, version: int) -> tuple[float, float]:
+    """check_on_gpu for EfficientNet-B0's block `path` on a batch x C x size x size input (odd spatial sizes)."""
+    c = mbconv_shapes("efficientnet_b0")[path][0]
+    return check_on_gpu(block_of("efficientnet_b0", path), gpu_input(batch, (c, size, size)), version)
+
+
 def gpu_input(batch: int, shape: tuple[int, int, int]) -> torch.Tensor:
     x = torch.randn(batch, *shape, device="cuda", dtype=torch.float16)
     return x.contiguous(memory_format=torch.channels_last)

@@ -146,10 +146,9 @@ def test_hfma2_every_shape_of_b0_and_b2(name, path, batch, defaults):
                                              ("features.3.0", 7, 5), ("features.2.1", 57, 3), ("features.3.1", 2, 9),
                                              ("features.6.1", 5, 3), ("features.5.1", 11, 2)])
 def test_hfma2_odd_sizes(path, size, batch, defaults):
-    from mbconv_helpers import block_of, check_on_gpu, gpu_input, mbconv_shapes
+    from mbconv_helpers import check_b0_at_size
 
-    c = mbconv_shapes("efficientnet_b0")[path][0]
-    check_on_gpu(block_of("efficientnet_b0", path), gpu_input(batch, (c, size, size)), 10)
+    check_b0_at_size(path, size, batch, 10)
 
 
 @pytest.mark.cuda

@@ -225,11 +225,10 @@ def test_every_shape_it_serves(name, path, batch, monkeypatch):
 @pytest.mark.parametrize("path,size,batch", [("features.5.1", 11, 3), ("features.6.1", 5, 7), ("features.7.0", 3, 9),
                                              ("features.4.1", 13, 2), ("features.6.0", 9, 1)])
 def test_odd_sizes(path, size, batch, monkeypatch):
-    from mbconv_helpers import block_of, check_on_gpu, gpu_input, mbconv_shapes
+    from mbconv_helpers import check_b0_at_size
 
     monkeypatch.setenv(mb.PROJECT_WG_SWITCH, "all")
-    c = mbconv_shapes("efficientnet_b0")[path][0]
-    check_on_gpu(block_of("efficientnet_b0", path), gpu_input(batch, (c, size, size)), 10)
+    check_b0_at_size(path, size, batch, 10)
 
 
 @pytest.mark.cuda

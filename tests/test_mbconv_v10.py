@@ -110,10 +110,9 @@ def test_v10_batch_128_against_float32(path, v10_all):
                                              ("features.6.0", 9, 2), ("features.1.0", 5, 5), ("features.2.1", 57, 3),
                                              ("features.5.2", 1, 9), ("features.4.2", 3, 7)])
 def test_v10_odd_sizes(path, size, batch, v10_all):
-    from mbconv_helpers import block_of, check_on_gpu, gpu_input, mbconv_shapes
+    from mbconv_helpers import check_b0_at_size
 
-    c = mbconv_shapes("efficientnet_b0")[path][0]
-    check_on_gpu(block_of("efficientnet_b0", path), gpu_input(batch, (c, size, size)), 9)
+    check_b0_at_size(path, size, batch, 9)
 
 
 @pytest.mark.cuda

@@ -634,10 +634,9 @@ def test_v8_batch_128_against_float32(path):
                                              ("features.2.0", 9, 5), ("features.3.0", 7, 5), ("features.1.0", 5, 5),
                                              ("features.5.0", 17, 2), ("features.2.1", 57, 3), ("features.3.1", 2, 9)])
 def test_v8_odd_sizes(path, size, batch):
-    from mbconv_helpers import block_of, check_on_gpu, gpu_input, mbconv_shapes
+    from mbconv_helpers import check_b0_at_size
 
-    c = mbconv_shapes("efficientnet_b0")[path][0]
-    check_on_gpu(block_of("efficientnet_b0", path), gpu_input(batch, (c, size, size)), 8)
+    check_b0_at_size(path, size, batch, 8)
 
 
 def _prepared(path, batch, seed=1):
