@@ -89,6 +89,12 @@ def check_on_gpu(block: nn.Module, x: torch.Tensor, version: int, exact: str = "
     return err, torch_err
 
 
+def check_shape(name: str, path: str, batch: int, version: int) -> tuple[float, float]:
+    """check_on_gpu for block `path` of model `name` at its input shape in the network, batch `batch` (seeded by it)."""
+    torch.manual_seed(batch)
+    return check_on_gpu(block_of(name, path), gpu_input(batch, mbconv_shapes(name)[path]), version)
+
+
 def check_b0_at_size(path: str, size: int, batch: int, version: int) -> tuple[float, float]:
     """check_on_gpu for EfficientNet-B0's block `path` on a batch x C x size x size input (odd spatial sizes)."""
     c = mbconv_shapes("efficientnet_b0")[path][0]

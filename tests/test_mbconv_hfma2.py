@@ -135,10 +135,9 @@ def _distinct():
 @pytest.mark.parametrize("batch", [1, 5, 128])
 @pytest.mark.parametrize("name,path", _distinct())
 def test_hfma2_every_shape_of_b0_and_b2(name, path, batch, defaults):
-    from mbconv_helpers import block_of, check_on_gpu, gpu_input, mbconv_shapes
+    from mbconv_helpers import check_shape
 
-    torch.manual_seed(batch)
-    check_on_gpu(block_of(name, path), gpu_input(batch, mbconv_shapes(name)[path]), 10)
+    check_shape(name, path, batch, 10)
 
 
 @pytest.mark.cuda

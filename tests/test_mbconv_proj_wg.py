@@ -214,11 +214,10 @@ def _served():
 @pytest.mark.parametrize("batch", [1, 5, 128])
 @pytest.mark.parametrize("name,path", _served())
 def test_every_shape_it_serves(name, path, batch, monkeypatch):
-    from mbconv_helpers import block_of, check_on_gpu, gpu_input, mbconv_shapes
+    from mbconv_helpers import check_shape
 
     monkeypatch.setenv(mb.PROJECT_WG_SWITCH, "all")
-    torch.manual_seed(batch)
-    check_on_gpu(block_of(name, path), gpu_input(batch, mbconv_shapes(name)[path]), 10)
+    check_shape(name, path, batch, 10)
 
 
 @pytest.mark.cuda

@@ -89,10 +89,9 @@ def v10_all(monkeypatch):
 @pytest.mark.parametrize("batch", [1, 5, 128])
 @pytest.mark.parametrize("name,path", _distinct())
 def test_v10_every_shape_of_b0_and_b2(name, path, batch, v10_all):
-    from mbconv_helpers import block_of, check_on_gpu, gpu_input, mbconv_shapes
+    from mbconv_helpers import check_shape
 
-    torch.manual_seed(batch)
-    check_on_gpu(block_of(name, path), gpu_input(batch, mbconv_shapes(name)[path]), 9)
+    check_shape(name, path, batch, 9)
 
 
 @pytest.mark.cuda
