@@ -89,6 +89,26 @@ def check_on_gpu(block: nn.Module, x: torch.Tensor, version: int, exact: str = "
     return err, torch_err
 
 
+def run_profiled(x: torch.Tensor, params, weights, like: torch.Tensor, version: int) -> tuple[torch.Tensor, str]:
+    """mb.mbconv into a NaN-poisoned output shaped like `like`, under the profiler: the output and the names of the
+    kernels that ran (space-separated), to prove which kernel a switch selected."""
+    from torch.profiler import ProfilerActivity, profile
+
+    out = torch.full_like(like, float("nan"))
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        got = mb.mbconv(x, params, weights, out=out, version=version)
+        torch.cuda.synchronize()
+    assert torch.isfinite(got).all()
+    return got, " ".join(e.name for e in prof.events())
+
+
+def assert_repeatable(got: torch.Tensor, x: torch.Tensor, params, weights, version: int) -> None:
+    """A second run gives the same bits (no atomics in the sums)."""
+    again = mb.mbconv(x, params, weights, version=version)
+    torch.cuda.synchronize()
+    assert torch.equal(got, again)
+
+
 def check_shape(name: str, path: str, batch: int, version: int) -> tuple[float, float]:
     """check_on_gpu for block `path` of model `name` at its input shape in the network, batch `batch` (seeded by it)."""
     torch.manual_seed(batch)

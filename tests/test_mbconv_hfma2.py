@@ -158,9 +158,7 @@ def test_hfma2_runs_and_is_close_to_fp32_sums(path, batch, images, monkeypatch):
     """Version 10 against version 9 with the same items: the profiler shows the HFMA2 instantiation (with 2-image items
     where they apply); the output differs from version 9's (fp16 sums round) but stays close (5e-3 relative), and
     repeats bit for bit."""
-    from torch.profiler import ProfilerActivity, profile
-
-    from mbconv_helpers import b0_prepared
+    from mbconv_helpers import assert_repeatable, b0_prepared, run_profiled
     from perfmodel.harness import relative_error
 
     monkeypatch.setenv(mb.K1_IMAGES_SWITCH, images)
@@ -173,15 +171,8 @@ def test_hfma2_runs_and_is_close_to_fp32_sums(path, batch, images, monkeypatch):
     monkeypatch.delenv(mb.K1_HFMA2_SWITCH, raising=False)
     if version == 8:
         monkeypatch.setenv(mb.K1_HFMA2_SWITCH, "1")
-    out = torch.full_like(base, float("nan"))
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        got = mb.mbconv(x, params, weights, out=out, version=version)
-        torch.cuda.synchronize()
-    names = " ".join(e.name for e in prof.events())
+    got, names = run_profiled(x, params, weights, base, version)
     two = images == "2" and path in ("features.6.1", "features.7.0")  # kernel1_v8_images: whole-image bands
     assert re.search(rf"expand_dw_v8_kernel<48, \d, \d, {2 if two else 1}, true>", names), names[:500]
-    assert torch.isfinite(got).all()
     assert 0 < relative_error(got, base.double()) < 5e-3
-    again = mb.mbconv(x, params, weights, version=version)
-    torch.cuda.synchronize()
-    assert torch.equal(got, again)
+    assert_repeatable(got, x, params, weights, version)

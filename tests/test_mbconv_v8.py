@@ -867,24 +867,15 @@ def test_k1_images_against_one_image_items(path, batch, monkeypatch):
     """Version 8 with 2-image items against 1-image items: D is the same bits, each image's pool sum is added in another
     order, so the block agrees to the pool's order (1e-4) and both are within 2x PyTorch fp16 of float64; the profiler
     shows the 2-image kernel ran; odd batches leave the last item one image."""
-    from torch.profiler import ProfilerActivity, profile
-
-    from mbconv_helpers import b0_prepared, block_of, check_on_gpu, gpu_input, mbconv_shapes
+    from mbconv_helpers import assert_repeatable, b0_prepared, check_shape, run_profiled
     from perfmodel.harness import relative_error
 
     params, weights, x = b0_prepared(path, batch)
     monkeypatch.delenv(mb.K1_IMAGES_SWITCH, raising=False)
     base = mb.mbconv(x, params, weights, version=8)
     monkeypatch.setenv(mb.K1_IMAGES_SWITCH, "2")
-    out = torch.full_like(base, float("nan"))
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        got = mb.mbconv(x, params, weights, out=out, version=8)
-        torch.cuda.synchronize()
-    names = " ".join(e.name for e in prof.events())
+    got, names = run_profiled(x, params, weights, base, 8)
     assert re.search(r"expand_dw_v8_kernel<48, \d, 1, 2\b", names), names[:500]
-    assert torch.isfinite(got).all()
     assert relative_error(got, base.double()) < 1e-4
-    again = mb.mbconv(x, params, weights, version=8)
-    torch.cuda.synchronize()
-    assert torch.equal(got, again)  # repeatable: no atomics
-    check_on_gpu(block_of("efficientnet_b0", path), gpu_input(batch, mbconv_shapes("efficientnet_b0")[path]), 8)
+    assert_repeatable(got, x, params, weights, 8)
+    check_shape("efficientnet_b0", path, batch, 8)
