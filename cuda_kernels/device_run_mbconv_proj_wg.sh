@@ -4,7 +4,7 @@
 #   timeout 590 bash cuda_kernels/device_run_mbconv_proj_wg.sh OUTDIR
 # build -> its GPU tests (test_mbconv_proj_wg.py; -x: the first failure stops them) -> Nsight Compute of the
 # projections at 4.1, 5.1, 6.1 and 7.0 with and without it (lines "PROJ off|all ...") -> B0 end to end with
-# off / late / all and torch.compile (freezing, CUDA graphs). Prediction: projection 6.1 44 -> ~10 us, 7.0 58 -> ~12,
+# off / late / all and torch.compile (freezing, CUDA graphs); kernel 1 at 7.0, version 3's against version 8's. Prediction: projection 6.1 44 -> ~10 us, 7.0 58 -> ~12,
 # 5.1 47 -> ~12, 4.1 46 -> ~12; B0 2.07 -> ~1.80 ms (late) / ~1.75 (all). Last line WG_OK=1|0 (1: the tests passed).
 set -uo pipefail
 out=${1:?output folder}
@@ -17,6 +17,17 @@ for mode in off all; do
     -k regex:"project" --metrics gpu__time_duration.sum,launch__grid_size,dram__bytes_read.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,smsp__issue_active.avg.pct_of_peak_sustained_active,sm__warps_active.avg.pct_of_peak_sustained_active \
     --csv --page raw --log-file "$out/proj_$mode.csv" python3 -m cuda_kernels.mbconv_profile --version 10 $blocks
   python3 -m cuda_kernels.ncu_lines "PROJ $mode" "$out/proj_$mode.csv" project $blocks 2>> "$log" | tee -a "$log"
+done
+# features.7.0's kernel 1: version 3's (versions 9 and 10, kernel1_v9_takes_v3) against version 8's with 2-image items
+# and HFMA2 (measured before only without them: 53.5 against 66.7 us); lines "K1 v10|v8 ..."
+step ncu_k1_v10 30 ncu --clock-control none --cache-control all --print-units base -k regex:"expand_dw" \
+  --metrics gpu__time_duration.sum,launch__grid_size,smsp__inst_executed.sum --csv --page raw \
+  --log-file /tmp/k1_70_v10.csv python3 -m cuda_kernels.mbconv_profile --version 10 features.7.0
+step ncu_k1_v8 30 env CUDA_KERNELS_K1_IMAGES=2 CUDA_KERNELS_K1_HFMA2=1 ncu --clock-control none --cache-control all \
+  --print-units base -k regex:"expand_dw" --metrics gpu__time_duration.sum,launch__grid_size,smsp__inst_executed.sum \
+  --csv --page raw --log-file /tmp/k1_70_v8.csv python3 -m cuda_kernels.mbconv_profile --version 8 features.7.0
+for v in v10 v8; do
+  python3 -m cuda_kernels.ncu_lines "K1 $v" /tmp/k1_70_$v.csv expand_dw features.7.0 2>> "$log" | tee -a "$log"
 done
 if [ "$ok" = 1 ]; then
   for mode in off late all; do
