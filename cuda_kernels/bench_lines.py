@@ -1,6 +1,6 @@
-"""Summary lines of a device script's measurement files in one folder: per block of every ``blocks_*.json`` and
-``accept.json`` (cuda_kernels.mbconv_bench) its CUDA-graph medians for the fused versions and torch.compile, and the
-end-to-end medians of every ``b0_*.json`` (``perfmodel bench``):
+"""Summary lines of a device script's measurement files in one folder: per block of every ``blocks_*.json``,
+``blocks.json`` and ``accept.json`` (cuda_kernels.mbconv_bench) its CUDA-graph medians for the fused versions and
+torch.compile, and the end-to-end medians of every ``b0_*.json`` (``perfmodel bench``):
 
     python -m cuda_kernels.bench_lines V10 OUTDIR [--kernels project,se_v3]
 
@@ -18,7 +18,7 @@ from pathlib import Path
 
 def block_lines(prefix: str, out: Path, kernels: list[str]) -> list[str]:
     lines = []
-    for path in sorted(out.glob("blocks_*.json")) + sorted(out.glob("accept.json")):
+    for path in sorted(out.glob("blocks_*.json")) + sorted(out.glob("blocks.json")) + sorted(out.glob("accept.json")):
         for row in json.loads(path.read_text())["results"]["cases"]:
             b = row.get("backends", {})
             times = " ".join(f"{k}={b[k]['graph_latency_ms']['median'] * 1e3:.1f}us" for k in b

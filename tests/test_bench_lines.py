@@ -25,3 +25,10 @@ def test_kernel_times_on_request(capsys):
            "project_v10_kernel=54.6"
     assert want in out and want in (S12 / "call5" / "log.txt").read_text()
     assert out[-1] == "FIN e2e b0_inductor=3.136ms b0_v10_auto=2.290ms b0_v10_late=2.323ms"
+
+
+def test_a_folder_with_one_blocks_file():
+    """s13/call5 wrote blocks.json (no suffix); its medians, read from the file by hand: 6.1 138.3 / 114.3 / 107.0 us."""
+    lines = bench_lines.block_lines("V10", S12.parent / "s13" / "call5", [])
+    assert "V10 blocks features.6.1 cuda_kernels_v9=138.3us cuda_kernels_v10=114.3us inductor_default=107.0us" in lines
+    assert len(lines) == 4
