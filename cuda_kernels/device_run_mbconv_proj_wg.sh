@@ -3,15 +3,16 @@
 # warpgroup MMAs"). Prepared in session 13, not yet run. From the repository root (~8 minutes on one H200):
 #   timeout 590 bash cuda_kernels/device_run_mbconv_proj_wg.sh OUTDIR
 # build -> its GPU tests (test_mbconv_proj_wg.py; -x: the first failure stops them) -> Nsight Compute of the
-# projections at 4.1, 5.1, 6.1 and 7.0 with and without it (lines "PROJ off|all ...") -> B0 end to end with
-# off / late / all and torch.compile (freezing, CUDA graphs); kernel 1 at 7.0, version 3's against version 8's. Prediction: projection 6.1 44 -> ~10 us, 7.0 58 -> ~12,
-# 5.1 47 -> ~12, 4.1 46 -> ~12; B0 2.07 -> ~1.80 ms (late) / ~1.75 (all). Last line WG_OK=1|0 (1: the tests passed).
+# projections at 2.1, 3.1, 4.1, 5.1, 6.1 and 7.0 with and without it (lines "PROJ off|all ...") -> kernel 1 at 7.0,
+# version 3's against version 8's with both options ("K1 v10|v8") -> B0 end to end with off / late / all (if the tests
+# passed) and torch.compile (freezing, CUDA graphs). Prediction: projection 6.1 44 -> ~10 us, 7.0 58 -> ~12, 5.1 47 ->
+# ~12, 4.1 46 -> ~12, 2.1 72 -> ~35; B0 2.07 -> ~1.80 ms (late) / ~1.70 (all). Last line WG_OK=1|0 (tests passed).
 set -uo pipefail
 out=${1:?output folder}
 source cuda_kernels/device_lib.sh  # step, mbconv_begin
 mbconv_begin WG 570
 step tests 150 python3 -m pytest -q -x -m cuda --tb=short -p no:cacheprovider tests/test_mbconv_proj_wg.py || ok=0
-blocks="features.4.1 features.5.1 features.6.1 features.7.0"
+blocks="features.2.1 features.3.1 features.4.1 features.5.1 features.6.1 features.7.0"
 for mode in off all; do
   step "ncu_$mode" 50 env CUDA_KERNELS_PROJ_WG=$mode ncu --clock-control none --cache-control all --print-units base \
     -k regex:"project" --metrics gpu__time_duration.sum,launch__grid_size,dram__bytes_read.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,smsp__issue_active.avg.pct_of_peak_sustained_active,sm__warps_active.avg.pct_of_peak_sustained_active \

@@ -161,7 +161,7 @@ def project_v10_auto(rows: int, c_out: int, sms: int) -> bool:
 PROJECT_WG_MODES = ("off", "late", "all")  # CUDA_KERNELS_PROJ_WG (csrc/mbconv_proj_wg.cu project_wg_mode)
 PROJECT_WG_SWITCH = "CUDA_KERNELS_PROJ_WG"
 PROJECT_WG_ROWS, PROJECT_WG_K, PROJECT_WG_STAGES = 64, 64, 3  # kProjWgRows, kProjWgK, kProjWgStages
-PROJECT_WG_SHAPES = (80, 88, 112, 120, 160, 176, 192, 208)  # wgmma m64nNk16 shapes built (csrc/gen_wgmma.py)
+PROJECT_WG_SHAPES = (16, 24, 40, 48, 80, 88, 112, 120, 160, 176, 192, 208)  # wgmma m64nNk16 shapes built (csrc/gen_wgmma.py)
 
 
 def project_wg_bn(c_out: int) -> int:

@@ -48,9 +48,9 @@ def test_mirrors_match_the_source():
 
 
 def test_tile_widths_and_shared_memory_by_hand():
-    # C_out up to 256 is one tile; 320 and 352 (B0 / B2's last block) are two of 160 / 176; narrow ones have none
-    assert [mb.project_wg_bn(c) for c in (16, 24, 40, 48, 80, 88, 112, 120, 192, 208, 320, 352)] == \
-        [0, 0, 0, 0, 80, 88, 112, 120, 192, 208, 160, 176]
+    # C_out up to 256 is one tile; 320 and 352 (B0 / B2's last block) are two of 160 / 176; no shape built: none
+    assert [mb.project_wg_bn(c) for c in (16, 24, 40, 48, 80, 88, 112, 120, 192, 208, 320, 352, 32, 264, 360)] == \
+        [16, 24, 40, 48, 80, 88, 112, 120, 192, 208, 160, 176, 0, 0, 0]
     # 1 KB slack + 3 stages x (B: 192 rows x 128 bytes + A: 64 rows x 72 halves x 2 bytes)
     assert mb.project_wg_smem_bytes(192) == 1024 + 3 * (192 * 128 + 64 * 72 * 2) == 102_400
     assert mb.project_wg_smem_bytes(208) == 108_544
@@ -59,7 +59,7 @@ def test_tile_widths_and_shared_memory_by_hand():
 
 
 def test_which_blocks_it_serves():
-    """late: where project_v9 does not apply (from stage 5 on in B0 and B2); all: stage 4's too."""
+    """late: where project_v9 does not apply (from stage 5 on in B0); all: every block of B0."""
     from mbconv_helpers import block_of, mbconv_shapes
     from perfmodel.zoo import fold_batchnorm
 
@@ -72,7 +72,7 @@ def test_which_blocks_it_serves():
                 late.add(path)
     assert late == {"features.5.0", "features.5.1", "features.5.2", "features.6.0", "features.6.1", "features.6.2",
                     "features.6.3", "features.7.0"}
-    assert every == late | {"features.4.0", "features.4.1", "features.4.2"}
+    assert every == set(mbconv_shapes("efficientnet_b0"))
 
 
 def test_compiles_without_spills():
@@ -176,6 +176,7 @@ def emulate_project_wg(d, scale, w_proj, b_proj, x, n_img, hw, hidden, c_out, re
     (2, 49, 72, 80, 80, True),     # 98 rows: a partial last tile; a partial last chunk (72 = 64 + 8)
     (3, 5, 64, 320, 64, False),    # many images per tile; C_out 320 in two tiles of 160
     (1, 7, 136, 88, 144, False),   # hk_pad > hidden: B's padding columns, A zero there
+    (1, 70, 32, 16, 32, True),     # features.1.0's widths: one chunk, half of it zero-filled; two row tiles
 ])
 def test_transliteration_equals_the_direct_projection(n_img, hw, hidden, c_out, hk_pad, residual):
     rng = np.random.default_rng(n_img * 100 + hw)

@@ -36,13 +36,20 @@ __host__ __device__ constexpr int project_wg_smem_bytes(int bn) {
 // is built (gen_wgmma.py). cuda_kernels/mbconv.py project_wg_bn mirrors it.
 __host__ __device__ constexpr int project_wg_bn(int c_out) {
   const int bn = c_out <= 256 ? c_out : (c_out % 16 == 0 ? c_out / 2 : 0);
-  return (bn == 80 || bn == 88 || bn == 112 || bn == 120 || bn == 160 || bn == 176 || bn == 192 || bn == 208) ? bn : 0;
+  return (bn == 16 || bn == 24 || bn == 40 || bn == 48 || bn == 80 || bn == 88 || bn == 112 || bn == 120 || bn == 160 ||
+          bn == 176 || bn == 192 || bn == 208)
+             ? bn
+             : 0;
 }
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 template <int BN>
 __device__ __forceinline__ void wgmma_rs(float (&d)[BN / 2], const uint32_t (&a)[4], uint64_t desc) {
-  if constexpr (BN == 80) bf::wgmma_m64n80k16_rs(d, a, desc, 1);
+  if constexpr (BN == 16) bf::wgmma_m64n16k16_rs(d, a, desc, 1);
+  else if constexpr (BN == 24) bf::wgmma_m64n24k16_rs(d, a, desc, 1);
+  else if constexpr (BN == 40) bf::wgmma_m64n40k16_rs(d, a, desc, 1);
+  else if constexpr (BN == 48) bf::wgmma_m64n48k16_rs(d, a, desc, 1);
+  else if constexpr (BN == 80) bf::wgmma_m64n80k16_rs(d, a, desc, 1);
   else if constexpr (BN == 88) bf::wgmma_m64n88k16_rs(d, a, desc, 1);
   else if constexpr (BN == 112) bf::wgmma_m64n112k16_rs(d, a, desc, 1);
   else if constexpr (BN == 120) bf::wgmma_m64n120k16_rs(d, a, desc, 1);
@@ -212,6 +219,10 @@ bool project_wg_applies(const Params& p, int mode) {
 
 cudaError_t launch_project_wg(const Params& p, cudaStream_t stream, bool pdl) {
   switch (project_wg_bn(p.C_out)) {
+    case 16: return launch_project_wg_bn<16>(p, stream, pdl);
+    case 24: return launch_project_wg_bn<24>(p, stream, pdl);
+    case 40: return launch_project_wg_bn<40>(p, stream, pdl);
+    case 48: return launch_project_wg_bn<48>(p, stream, pdl);
     case 80: return launch_project_wg_bn<80>(p, stream, pdl);
     case 88: return launch_project_wg_bn<88>(p, stream, pdl);
     case 112: return launch_project_wg_bn<112>(p, stream, pdl);
