@@ -93,6 +93,7 @@ def kernel1_v9_takes_v3(kernel_size: int, stride: int, out_h: int, out_w: int) -
 
 K1_IMAGES_SWITCH = "CUDA_KERNELS_K1_IMAGES"  # csrc/mbconv_v8.cuh kernel1_v8_images_requested: "1" / "2" (v10: 2)
 K1_HFMA2_SWITCH = "CUDA_KERNELS_K1_HFMA2"  # csrc/mbconv_v8.cuh kernel1_v8_hfma2_requested: "0" / "1" (v10: 1)
+K1_V3_HFMA2_SWITCH = "CUDA_KERNELS_K1_V3_HFMA2"  # csrc/mbconv.cuh kernel1_v3_hfma2_requested: "1" (off by default)
 V8_TWO_CTA_SMEM = 113 * 1024  # kV8TwoCtaSmem
 
 

@@ -176,3 +176,34 @@ def test_hfma2_runs_and_is_close_to_fp32_sums(path, batch, images, monkeypatch):
     assert re.search(rf"expand_dw_v8_kernel<48, \d, \d, {2 if two else 1}, true>", names), names[:500]
     assert 0 < relative_error(got, base.double()) < 5e-3
     assert_repeatable(got, x, params, weights, version)
+
+
+# ---- version 3's kernel 1 with the depthwise in HFMA2 (CUDA_KERNELS_K1_V3_HFMA2=1, off by default) ----
+
+def test_v3_switch_and_wiring():
+    header = (Path(cuda_kernels.__file__).resolve().parent / "csrc" / "mbconv.cuh").read_text()
+    v2 = (Path(cuda_kernels.__file__).resolve().parent / "csrc" / "mbconv_v2.cuh").read_text()
+    assert mb.K1_V3_HFMA2_SWITCH == "CUDA_KERNELS_K1_V3_HFMA2" and 'std::getenv("CUDA_KERNELS_K1_V3_HFMA2")' in header
+    assert "for (int dx = 0; dx < KS; ++dx) acch[o] = __hfma2(eh[o * S + dx], wh[dy * KS + dx], acch[o]);" in v2
+    assert "acc0[o] = f.x + bias0;" in v2  # the bias in fp32, after the fp16 sum
+    assert "if (hf && p.stride == 1) switch" in v2  # stride 1 only: where versions 9 and 10 run version 3's kernel 1
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("batch", [1, 5, 128])
+@pytest.mark.parametrize("path", ["features.1.0", "features.7.0"])
+def test_v3_hfma2_runs_and_is_accurate(path, batch, monkeypatch):
+    """Version 10 with version 3's kernel 1 in HFMA2 at the two blocks where it runs version 3's kernel 1: within 2x
+    PyTorch fp16's error of float64, close to the fp32 sums (5e-3), and the profiler shows the HF instantiation (its
+    last template argument true). Not bitwise repeatable: version 3's pool adds with shared atomics."""
+    from mbconv_helpers import b0_prepared, check_shape, run_profiled
+    from perfmodel.harness import relative_error
+
+    monkeypatch.delenv(mb.K1_V3_HFMA2_SWITCH, raising=False)
+    params, weights, x = b0_prepared(path, batch)
+    base = mb.mbconv(x, params, weights, version=10)
+    monkeypatch.setenv(mb.K1_V3_HFMA2_SWITCH, "1")
+    got, names = run_profiled(x, params, weights, base, 10)
+    assert re.search(r"expand_dw_v2_kernel<\d+, 3, 1, (true|false), true, false, false, true>", names), names[:500]
+    assert 0 < relative_error(got, base.double()) < 5e-3
+    check_shape("efficientnet_b0", path, batch, 10)

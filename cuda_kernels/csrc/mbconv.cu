@@ -175,7 +175,10 @@ cudaError_t launch_mbconv(const Params& p, int chunk, int version, cudaStream_t 
   // version 10: version 9 with version 8's kernel 1 options on (2-image items, the depthwise in HFMA2)
   const bool v9 = version == 9 || version == 10, v10 = version == 10;
   const bool v9_v3 = v9 && kernel1_v9_takes_v3(p.ksize, p.stride, p.Ho, p.Wo);  // version 3's kernel 1
-  if (v9_v3) err = p.ksize == 3 ? launch_expand_dw_v3_k3(p, chunk, stream, pdl) : launch_expand_dw_v3_k5(p, chunk, stream, pdl);
+  const bool v3_hf = v9_v3 && kernel1_v3_hfma2_requested();
+  if (v9_v3)
+    err = p.ksize == 3 ? launch_expand_dw_v3_k3(p, chunk, stream, pdl, v3_hf)
+                       : launch_expand_dw_v3_k5(p, chunk, stream, pdl, v3_hf);
   if ((version == 8 || (v9 && !v9_v3)) && p.ksize == 3) err = launch_expand_dw_v8_k3(p, chunk, stream, pdl, v10);
   if ((version == 8 || (v9 && !v9_v3)) && p.ksize == 5) err = launch_expand_dw_v8_k5(p, chunk, stream, pdl, v10);
   if (err != cudaSuccess) return err;

@@ -13,6 +13,7 @@
 //            64 x 64 output tiles, the scale applied while D is staged into shared memory.
 #pragma once
 #include <cstdint>
+#include <cstdlib>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -61,8 +62,17 @@ cudaError_t launch_expand_dw_k3(const Params& p, int chunk, cudaStream_t stream)
 cudaError_t launch_expand_dw_k5(const Params& p, int chunk, cudaStream_t stream);
 cudaError_t launch_expand_dw_v2_k3(const Params& p, int chunk, cudaStream_t stream);  // mbconv_v2.cuh
 cudaError_t launch_expand_dw_v2_k5(const Params& p, int chunk, cudaStream_t stream);
-cudaError_t launch_expand_dw_v3_k3(const Params& p, int chunk, cudaStream_t stream, bool pdl = false);  // mbconv_v2.cuh, V3
-cudaError_t launch_expand_dw_v3_k5(const Params& p, int chunk, cudaStream_t stream, bool pdl = false);
+// hf: the depthwise in HFMA2 at stride 1 (kernel1_v3_hfma2_requested, where versions 8-10 fall back to version 3)
+cudaError_t launch_expand_dw_v3_k3(const Params& p, int chunk, cudaStream_t stream, bool pdl = false,
+                                   bool hf = false);  // mbconv_v2.cuh, V3
+cudaError_t launch_expand_dw_v3_k5(const Params& p, int chunk, cudaStream_t stream, bool pdl = false, bool hf = false);
+// CUDA_KERNELS_K1_V3_HFMA2=1 (read at every call; off by default until measured): version 3's kernel 1, where versions
+// 8-10 run it (blocks without an expand conv; in 9 and 10, k = 3 at stride 1 and <= 64 pixels too), its depthwise
+// in HFMA2.
+inline bool kernel1_v3_hfma2_requested() {
+  const char* v = std::getenv("CUDA_KERNELS_K1_V3_HFMA2");
+  return v != nullptr && v[0] == '1' && v[1] == '\0';
+}
 cudaError_t launch_expand_dw_v5_k3(const Params& p, int chunk, cudaStream_t stream);  // V3 + TC: the depthwise
 cudaError_t launch_expand_dw_v5_k5(const Params& p, int chunk, cudaStream_t stream);  // on tensor cores
 // Version 7 (NOTES.md, "MBConv version 7"): kernel 1 v3 whose last CTA per image computes the SE

@@ -328,9 +328,12 @@ __host__ __device__ inline int se_in_kernel1_min_smem(int hid_pad, int sq) { ret
 // depthwise loop in the expand variants), where version 2 takes 92-100 and fits two.
 // TC (version 5; needs V3): the depthwise on tensor cores (depthwise_tc), two CTAs per SM.
 // SE (version 7; needs V3, not TC): the image's last CTA computes its SE (se_in_last_cta).
-template <int HC, int KS, int S, bool EXPAND, bool V3 = false, bool TC = false, bool SE = false>
+// HF (needs V3, not TC; CUDA_KERNELS_K1_V3_HFMA2 in versions 9 and 10): the depthwise in packed fp16 as version 8's
+// HF (mbconv_v8.cuh): the taps' sum in fp16 from zero, one HFMA2 per tap for a channel pair, the bias added in fp32.
+template <int HC, int KS, int S, bool EXPAND, bool V3 = false, bool TC = false, bool SE = false, bool HF = false>
 __global__ void __launch_bounds__(kExpandThreads, TC ? 2 : (V3 && KS == 5) ? 3 : 0) expand_dw_v2_kernel(const Params p) {
   static_assert(!TC || V3, "version 5 is version 3 with the depthwise on tensor cores");
+  static_assert(!HF || (V3 && !TC), "HF is version 3's kernel 1 with the depthwise in HFMA2");
   static_assert(!SE || (V3 && !TC), "version 7 is version 3 with the SE in kernel 1");
   using bf::cp_async16;
   using bf::smem_addr;
@@ -482,14 +485,20 @@ __global__ void __launch_bounds__(kExpandThreads, TC ? 2 : (V3 && KS == 5) ? 3 :
   if constexpr (TC) depthwise_tc<HC, KS, S>(p, Es, red, WE, oh0, oh1 - oh0, n, c0);
   else if (group < GROUPS) {
     const int ch = c0 + 2 * pair;
-    float w0[KS * KS], w1[KS * KS];
+    float w0[HF ? 1 : KS * KS], w1[HF ? 1 : KS * KS];
+    __half2 wh[HF ? KS * KS : 1];
 #pragma unroll
     for (int t = 0; t < KS * KS; ++t) {
-      w0[t] = __ldg(p.w_dw + (size_t)t * p.hid_pad + ch);
-      w1[t] = __ldg(p.w_dw + (size_t)t * p.hid_pad + ch + 1);
-      if constexpr (V3) {  // the accumulators hold h = v / 2 (silu_of_half)
-        w0[t] *= 0.5f;
-        w1[t] *= 0.5f;
+      if constexpr (HF) {  // halved (exact), as half2
+        wh[t] = __floats2half2_rn(0.5f * __ldg(p.w_dw + (size_t)t * p.hid_pad + ch),
+                                  0.5f * __ldg(p.w_dw + (size_t)t * p.hid_pad + ch + 1));
+      } else {
+        w0[t] = __ldg(p.w_dw + (size_t)t * p.hid_pad + ch);
+        w1[t] = __ldg(p.w_dw + (size_t)t * p.hid_pad + ch + 1);
+        if constexpr (V3) {  // the accumulators hold h = v / 2 (silu_of_half)
+          w0[t] *= 0.5f;
+          w1[t] *= 0.5f;
+        }
       }
     }
     const float bias0 = (V3 ? 0.5f : 1.f) * __ldg(p.b_dw + ch), bias1 = (V3 ? 0.5f : 1.f) * __ldg(p.b_dw + ch + 1);
@@ -515,25 +524,48 @@ __global__ void __launch_bounds__(kExpandThreads, TC ? 2 : (V3 && KS == 5) ? 3 :
         ow0 = (it - orow * ngroups) * OW;
       }
       float acc0[OW], acc1[OW];
+      __half2 acch[HF ? OW : 1];
 #pragma unroll
       for (int o = 0; o < OW; ++o) {
-        acc0[o] = bias0;
-        acc1[o] = bias1;
+        if constexpr (HF) {
+          acch[o] = __float2half2_rn(0.f);
+        } else {
+          acc0[o] = bias0;
+          acc1[o] = bias1;
+        }
       }
       const __half* ebase = Es + (orow * S * WE + ow0 * S) * LDE + 2 * pair;
 #pragma unroll
       for (int dy = 0; dy < KS; ++dy) {
         const __half* erow = ebase + dy * WE * LDE;
-        float2 e[IN];
+        if constexpr (HF) {
+          __half2 eh[IN];
 #pragma unroll
-        for (int i = 0; i < IN; ++i) e[i] = __half22float2(*reinterpret_cast<const __half2*>(erow + i * LDE));
+          for (int i = 0; i < IN; ++i) eh[i] = *reinterpret_cast<const __half2*>(erow + i * LDE);
 #pragma unroll
-        for (int o = 0; o < OW; ++o)
+          for (int o = 0; o < OW; ++o)
 #pragma unroll
-          for (int dx = 0; dx < KS; ++dx) {
-            acc0[o] = fmaf(e[o * S + dx].x, w0[dy * KS + dx], acc0[o]);
-            acc1[o] = fmaf(e[o * S + dx].y, w1[dy * KS + dx], acc1[o]);
-          }
+            for (int dx = 0; dx < KS; ++dx) acch[o] = __hfma2(eh[o * S + dx], wh[dy * KS + dx], acch[o]);
+        } else {
+          float2 e[IN];
+#pragma unroll
+          for (int i = 0; i < IN; ++i) e[i] = __half22float2(*reinterpret_cast<const __half2*>(erow + i * LDE));
+#pragma unroll
+          for (int o = 0; o < OW; ++o)
+#pragma unroll
+            for (int dx = 0; dx < KS; ++dx) {
+              acc0[o] = fmaf(e[o * S + dx].x, w0[dy * KS + dx], acc0[o]);
+              acc1[o] = fmaf(e[o * S + dx].y, w1[dy * KS + dx], acc1[o]);
+            }
+        }
+      }
+      if constexpr (HF) {  // the fp16 sums widened, the bias added in fp32
+#pragma unroll
+        for (int o = 0; o < OW; ++o) {
+          const float2 f = __half22float2(acch[o]);
+          acc0[o] = f.x + bias0;
+          acc1[o] = f.y + bias1;
+        }
       }
       const int oh = oh0 + orow;
       if constexpr (V3) {
@@ -573,7 +605,7 @@ __global__ void __launch_bounds__(kExpandThreads, TC ? 2 : (V3 && KS == 5) ? 3 :
 }
 
 // pdl: programmatic dependent launch (pdl.h; version 3 passes CUDA_KERNELS_PDL, the others false).
-template <int HC, int KS, int S, bool EXPAND, bool V3, bool TC = false, bool SE = false>
+template <int HC, int KS, int S, bool EXPAND, bool V3, bool TC = false, bool SE = false, bool HF = false>
 cudaError_t launch_expand_dw_v2(const Params& p, cudaStream_t stream, bool pdl = false) {
   constexpr int kMaxDevices = 64;
   static int configured[kMaxDevices] = {};
@@ -588,21 +620,31 @@ cudaError_t launch_expand_dw_v2(const Params& p, cudaStream_t stream, bool pdl =
     err = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
     if (err != cudaSuccess) return err;
     if (smem > optin) return cudaErrorInvalidConfiguration;
-    err = cudaFuncSetAttribute(expand_dw_v2_kernel<HC, KS, S, EXPAND, V3, TC, SE>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    err = cudaFuncSetAttribute(expand_dw_v2_kernel<HC, KS, S, EXPAND, V3, TC, SE, HF>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                optin);
     if (err != cudaSuccess) return err;
     configured[dev] = optin;
   }
   const dim3 grid(p.hid_pad / HC, p.row_blocks, p.N);
   if (pdl && pdl::device_supports(dev))
-    return pdl::launch(expand_dw_v2_kernel<HC, KS, S, EXPAND, V3, TC, SE>, grid, dim3(kExpandThreads), smem, stream, p);
-  expand_dw_v2_kernel<HC, KS, S, EXPAND, V3, TC, SE><<<grid, kExpandThreads, smem, stream>>>(p);
+    return pdl::launch(expand_dw_v2_kernel<HC, KS, S, EXPAND, V3, TC, SE, HF>, grid, dim3(kExpandThreads), smem, stream, p);
+  expand_dw_v2_kernel<HC, KS, S, EXPAND, V3, TC, SE, HF><<<grid, kExpandThreads, smem, stream>>>(p);
   return cudaGetLastError();
 }
 
+// hf (version 3 only; CUDA_KERNELS_K1_V3_HFMA2): the HF kernels, built for stride 1 (the blocks versions 9 and 10 give
+// version 3's kernel 1: no expand conv, or k = 3 at <= 64 pixels); stride 2 runs the fp32 ones.
 template <int KS, bool V3 = false, bool TC = false, bool SE = false>
-cudaError_t launch_expand_dw_v2_ks(const Params& p, int chunk, cudaStream_t stream, bool pdl = false) {
+cudaError_t launch_expand_dw_v2_ks(const Params& p, int chunk, cudaStream_t stream, bool pdl = false, bool hf = false) {
   const bool expand = p.w_exp != nullptr;
+  if constexpr (V3 && !TC && !SE)
+    if (hf && p.stride == 1) switch ((chunk == 48 ? 2 : chunk == 32 ? 0 : 4) + (expand ? 1 : 0)) {
+        case 0: return launch_expand_dw_v2<32, KS, 1, false, true, false, false, true>(p, stream, pdl);
+        case 1: return launch_expand_dw_v2<32, KS, 1, true, true, false, false, true>(p, stream, pdl);
+        case 2: return launch_expand_dw_v2<48, KS, 1, false, true, false, false, true>(p, stream, pdl);
+        case 3: return launch_expand_dw_v2<48, KS, 1, true, true, false, false, true>(p, stream, pdl);
+        default: return cudaErrorInvalidValue;
+      }
   switch ((chunk == 48 ? 4 : chunk == 32 ? 0 : 8) + (p.stride == 2 ? 2 : 0) + (expand ? 1 : 0)) {
     case 0: return launch_expand_dw_v2<32, KS, 1, false, V3, TC, SE>(p, stream, pdl);
     case 1: return launch_expand_dw_v2<32, KS, 1, true, V3, TC, SE>(p, stream, pdl);

@@ -3,7 +3,7 @@
 #include "mbconv_v2.cuh"
 
 namespace mb {
-cudaError_t launch_expand_dw_v3_k3(const Params& p, int chunk, cudaStream_t stream, bool pdl) {
-  return launch_expand_dw_v2_ks<3, true>(p, chunk, stream, pdl);
+cudaError_t launch_expand_dw_v3_k3(const Params& p, int chunk, cudaStream_t stream, bool pdl, bool hf) {
+  return launch_expand_dw_v2_ks<3, true>(p, chunk, stream, pdl, hf);
 }
 }  // namespace mb
