@@ -2,10 +2,11 @@
 # The projection on warpgroup MMAs (CUDA_KERNELS_PROJ_WG=late|all, off by default; NOTES.md, "The projection on
 # warpgroup MMAs"). Prepared in session 13, not yet run. From the repository root (~8 minutes on one H200):
 #   timeout 590 bash cuda_kernels/device_run_mbconv_proj_wg.sh OUTDIR
-# build -> GPU tests (test_mbconv_proj_wg.py, hfma2's v3 ones; -x: the first failure stops them) -> Nsight Compute of
-# the projections at 2.1, 3.1, 4.1, 5.1, 6.1 and 7.0 with and without it (lines "PROJ off|all ...") -> kernel 1 at 1.0 and
-# 7.0: version 3's, in HFMA2 (CUDA_KERNELS_K1_V3_HFMA2=1) and at 7.0 version 8's with both options ("K1 ...") -> B0 end
-# to end with off / late / all (if the tests passed), all with version 3's HFMA2, and torch.compile (freezing, graphs).
+# build -> GPU tests (test_mbconv_proj_wg.py, hfma2's v3 ones; -x: the first failure stops them) -> Nsight Compute
+# of the projections at 2.1, 3.1, 4.1, 5.1, 6.1 and 7.0 with and without it (lines "PROJ off|all ...") -> kernel 1 at
+# 1.0 and 7.0: version 3's, in HFMA2 (CUDA_KERNELS_K1_V3_HFMA2=1) and at 7.0 version 8's with both options ("K1 ...")
+# -> B0 end to end with off / late / all (if the tests passed), all with version 3's HFMA2, and torch.compile (freezing,
+# CUDA graphs).
 # Prediction: projection 6.1 44 -> ~10 us, 7.0 58 -> ~12, 5.1 47 -> ~12, 4.1 46 -> ~12, 2.1 72 -> ~35; B0 2.07 -> ~1.80
 # ms (late) / ~1.70 (all); version 3's kernel 1 in HFMA2: 1.0 87 -> ~75 us. Last line WG_OK=1|0 (tests passed).
 set -uo pipefail
