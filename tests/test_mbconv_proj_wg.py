@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 import cuda_kernels
 from cuda_kernels import mbconv as mb
@@ -247,3 +248,27 @@ def test_runs_and_is_close_to_the_mma_sync_projections(path, batch, monkeypatch)
     assert "project_wg_kernel" in names and not re.search(r"project_v\d+t?_kernel", names), names[:600]
     assert 0 < relative_error(got, base.double()) < 5e-4
     assert_repeatable(got, x, params, weights, 10)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("switches", [{"CUDA_KERNELS_PROJ_WG": "all"},
+                                      {"CUDA_KERNELS_PROJ_WG": "all", "CUDA_KERNELS_K1_V3_HFMA2": "1"}])
+def test_efficientnet_b0_on_its_own_activations(switches, monkeypatch):
+    """What `perfmodel bench --backend cuda_kernels` checks before timing: every MBConv of B0 (random weights,
+    realistic BN) on the input it receives in the network, within 2x PyTorch fp16's error of float64 (bench.check_blocks
+    raises otherwise). Random-input tests once passed a kernel that this check refused (NOTES.md, "Session 13")."""
+    import torchvision
+
+    from perfmodel.bench import fused_model
+    from perfmodel.harness import randomize_batchnorm
+
+    for name, value in switches.items():
+        monkeypatch.setenv(name, value)
+    torch.manual_seed(0)
+    model = randomize_batchnorm(torchvision.models.efficientnet_b0()).eval().cuda().half()
+    model = model.to(memory_format=torch.channels_last)
+    x = torch.randn(8, 3, 224, 224, device="cuda", dtype=torch.float16).contiguous(memory_format=torch.channels_last)
+    _, info = fused_model(model, [x])
+    assert info["fused_blocks"]["MBConv"] == 16 and info["fallback_count"] == 0
+    assert info["check"]["blocks_checked"] == 16 and info["check"]["worst_error_ratio"] <= 2
+    assert all(info["switches"].get(k) == v for k, v in switches.items())
