@@ -182,8 +182,8 @@ def test_bindings_default_off_and_hand_the_flag_on(path, sets):
     ("block_fusion.cuh", ["if (p.pdl && pdl::device_supports(dev))"]),
     ("stem.cu", ["if (p.pdl && pdl::device_supports(dev))"]),
     ("mbconv_v2.cuh", ["if (pdl && pdl::device_supports(dev))", "(p, stream, pdl)"]),
-    ("mbconv_v3_k3.cu", ["launch_expand_dw_v2_ks<3, true>(p, chunk, stream, pdl)"]),
-    ("mbconv_v3_k5.cu", ["launch_expand_dw_v2_ks<5, true>(p, chunk, stream, pdl)"]),
+    ("mbconv_v3_k3.cu", ["launch_expand_dw_v2_ks<3, true>(p, chunk, stream, pdl, hf)"]),
+    ("mbconv_v3_k5.cu", ["launch_expand_dw_v2_ks<5, true>(p, chunk, stream, pdl, hf)"]),
     # the SE and project_v3 kernels; never project_bulk (version 6), which has no wait
     ("mbconv_v3.cu", ["if (pdl && pdl::device_supports(dev))", "if (!BULK && pdl && pdl::device_supports(dev))",
                       "launch_project_bn<64, false>(p, stream, pdl)", "launch_project_bn<64, true>(p, stream)"]),
