@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Kernel 1's depthwise in HFMA2 (CUDA_KERNELS_K1_HFMA2=1, off by default; NOTES.md, "Kernel 1's depthwise in HFMA2"),
+# Kernel 1's depthwise in HFMA2 (CUDA_KERNELS_K1_HFMA2=1, off by default; NOTES.md, "Session 13"),
 # with 2-image items (CUDA_KERNELS_K1_IMAGES=2) after their k = 3 fix. From the repository root (~8 minutes):
 #   timeout 590 bash cuda_kernels/device_run_mbconv_hfma2.sh OUTDIR
 # build -> GPU tests (HFMA2: every B0 / B2 shape; the 2-image items) -> Nsight Compute of kernel 1 on B0's blocks

@@ -41,10 +41,10 @@ from cuda_kernels import _pdl
 # straight from D into its mma fragments, no shared memory for D and no barrier in its loop (csrc/mbconv_v3.cu
 # project_v9_kernel; where V and the warps' task rings fit, each warp stages its task in shared memory,
 # project_v9t_kernel, unless CUDA_KERNELS_PROJ_V9_LOAD=ring), where project_v9_applies; version 3's projection elsewhere.
-# Passed 106/106 GPU tests with either loader; bit for bit version 8. 10 (NOTES.md, "Version 10: kernel 1 with 2-image
-# items and its depthwise in HFMA2") is version 9 with kernel 1's options on by default: items of 2 images where a band
-# is the whole image (CUDA_KERNELS_K1_IMAGES=1 turns it off) and the depthwise's taps summed in packed fp16 from zero,
-# the bias added in fp32 (CUDA_KERNELS_K1_HFMA2=0 turns it off); session 13 (examples/measurements/mbconv/s13/).
+# Passed 106/106 GPU tests with either loader; bit for bit version 8. 10 (NOTES.md, "Session 13") is version 9 with
+# kernel 1's options on by default: items of 2 images where a band is the whole image (CUDA_KERNELS_K1_IMAGES=1 turns
+# it off) and the depthwise's taps summed in packed fp16 from zero, the bias added in fp32 (CUDA_KERNELS_K1_HFMA2=0
+# turns it off); examples/measurements/mbconv/s13/.
 VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10)
 KERNEL_VERSION = {1: 1, 2: 2, 3: 3, 4: 3, 5: 5, 6: 6, 7: 7, 8: 8, 9: 9, 10: 10}  # what the extension runs per version
 PROJECT_V7_MAX_HW = 400  # csrc/mbconv_v7.cu kP7MaxHW: project_v7 where Ho * Wo <= this

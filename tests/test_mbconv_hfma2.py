@@ -1,10 +1,9 @@
 """MBConv version 10: version 9 with kernel 1's 2-image items and its depthwise in packed fp16 on by default
 (CUDA_KERNELS_K1_IMAGES=1 and CUDA_KERNELS_K1_HFMA2=0 turn them off, =2 / =1 turn them on in versions 8 and 9).
 
-The depthwise in packed fp16 (csrc/mbconv_v8.cuh, expand_dw_v8_kernel<..., HF>;
-NOTES.md, "Kernel 1's depthwise in HFMA2"): each channel pair's taps and accumulators as half2, one HFMA2 per tap
-for both channels, the sum started from zero and rounded to fp16 at every tap, widened to fp32, where the bias is
-added, for the SiLU and the pool.
+The depthwise in packed fp16 (csrc/mbconv_v8.cuh, expand_dw_v8_kernel<..., HF>; NOTES.md, "Session 13"): each
+channel pair's taps and accumulators as half2, one HFMA2 per tap for both channels, the sum started from zero and
+rounded to fp16 at every tap, widened to fp32, where the bias is added, for the SiLU and the pool.
 
 CPU: the version and switches as the source reads them, and the numerical argument in float64 on the activations a block really
 sees: fp16 tap sums from zero with the bias added in fp32 are about as accurate as fp32 sums, and well inside the

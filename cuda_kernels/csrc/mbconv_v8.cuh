@@ -581,8 +581,7 @@ inline int kernel1_v8_images_requested(bool v10) {
 }
 
 // CUDA_KERNELS_K1_HFMA2=0|1 (read at every call; version 10: on by default, else off): the depthwise in packed fp16
-// (HFMA2: the taps' sum in fp16 from zero in version 3's order, the bias added in fp32; NOTES.md, "Kernel 1's
-// depthwise in HFMA2").
+// (HFMA2: the taps' sum in fp16 from zero in version 3's order, the bias added in fp32; NOTES.md, "Session 13").
 inline bool kernel1_v8_hfma2_requested(bool v10) {
   const char* v = kernel1_switch("CUDA_KERNELS_K1_HFMA2");
   return v != nullptr ? v[0] == '1' : v10;
