@@ -235,8 +235,10 @@ def test_odd_sizes(path, size, batch, monkeypatch):
 @pytest.mark.parametrize("path,batch", [("features.4.1", 128), ("features.5.1", 128), ("features.6.1", 128),
                                         ("features.7.0", 128), ("features.6.1", 1)])
 def test_runs_and_is_close_to_the_mma_sync_projections(path, batch, monkeypatch):
-    """Against the same version with its own projection: the same fp16 products summed in another order (5e-4
-    relative), repeatable, and the profiler shows project_wg_kernel (and no other projection) ran."""
+    """Against the same version with its own projection: the same fp16 products, summed k16 step by k16 step as
+    project_v3 / v9 do (equal bits are possible there; project_v10 sums two k halves apart): within 5e-4 relative,
+    repeatable, and the profiler shows project_wg_kernel (and no other projection) ran: the proof that it is not the
+    same kernel twice."""
     from mbconv_helpers import assert_repeatable, b0_prepared, run_profiled
     from perfmodel.harness import relative_error
 
@@ -246,7 +248,7 @@ def test_runs_and_is_close_to_the_mma_sync_projections(path, batch, monkeypatch)
     monkeypatch.setenv(mb.PROJECT_WG_SWITCH, "all")
     got, names = run_profiled(x, params, weights, base, 10)
     assert "project_wg_kernel" in names and not re.search(r"project_v\d+t?_kernel", names), names[:600]
-    assert 0 < relative_error(got, base.double()) < 5e-4
+    assert relative_error(got, base.double()) < 5e-4
     assert_repeatable(got, x, params, weights, 10)
 
 
