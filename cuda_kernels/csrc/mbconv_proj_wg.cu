@@ -16,6 +16,7 @@
 #include <cstring>
 
 #include "mbconv.cuh"
+#include "mbconv_launch.cuh"
 #include "mbconv_ptx.cuh"
 #include "pdl.h"
 #include "ptx_sm90.cuh"
@@ -176,28 +177,25 @@ __global__ void __launch_bounds__(kProjWgThreads) project_wg_kernel(const Params
 
 template <int BN>
 cudaError_t launch_project_wg_bn(const Params& p, cudaStream_t stream, bool pdl) {
-  constexpr int kMaxDevices = 64;
-  static bool configured[kMaxDevices] = {};
+  static DeviceSlots slots;
+  static bool sm90[kMaxDevices] = {};
   const auto kernel = project_wg_kernel<BN>;
-  constexpr int smem = project_wg_smem_bytes(BN);
   int dev = 0;
-  cudaError_t err = cudaGetDevice(&dev);
+  cudaError_t err = prepare(kernel, slots, project_wg_smem_bytes(BN), kProjWgThreads, dev);
   if (err != cudaSuccess) return err;
-  if (dev >= kMaxDevices) return cudaErrorInvalidDevice;
-  if (!configured[dev]) {  // the kernel's body exists for sm_90a only (wgmma); elsewhere it would do nothing
+  if (!sm90[dev]) {  // the kernel's body exists for sm_90a only (wgmma); elsewhere it would do nothing
     int major = 0, minor = 0;
     err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
     if (err == cudaSuccess) err = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
     if (err != cudaSuccess) return err;
     if (major != 9 || minor != 0) return cudaErrorNotSupported;
-    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-    if (err != cudaSuccess) return err;
-    configured[dev] = true;
+    sm90[dev] = true;
   }
   const int P = p.N * p.Ho * p.Wo;
   const dim3 grid((P + kProjWgRows - 1) / kProjWgRows, (p.C_out + BN - 1) / BN);
-  if (pdl && pdl::device_supports(dev)) return pdl::launch(kernel, grid, dim3(kProjWgThreads), smem, stream, p);
-  kernel<<<grid, kProjWgThreads, smem, stream>>>(p);
+  if (pdl && pdl::device_supports(dev))
+    return pdl::launch(kernel, grid, dim3(kProjWgThreads), project_wg_smem_bytes(BN), stream, p);
+  kernel<<<grid, kProjWgThreads, project_wg_smem_bytes(BN), stream>>>(p);
   return cudaGetLastError();
 }
 
