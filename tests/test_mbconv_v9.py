@@ -263,18 +263,12 @@ def test_v9_equals_v8_bit_for_bit_and_runs_its_own_projection(path, batch, monke
     sum of a step's 16 products does not depend on it (the first H200 run found version 9 equal to version 8 bit for
     bit at every batch-128 block: `examples/measurements/mbconv/v9/log.txt`). So equality is the check, and so that it
     is not blind, the profiler must show project_v9_kernel running (and project_v3_kernel not) where it applies."""
-    from torch.profiler import ProfilerActivity, profile
-
-    from mbconv_helpers import b0_prepared
+    from mbconv_helpers import b0_prepared, run_profiled
 
     monkeypatch.setenv("CUDA_KERNELS_PROJ_V10", "off")  # project_v3 where project_v9 does not apply (test_mbconv_v10)
     params, weights, x = b0_prepared(path, batch)
     v8 = mb.mbconv(x, params, weights, version=8)
-    out = torch.full_like(v8, float("nan"))
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        first = mb.mbconv(x, params, weights, out=out, version=9)
-        torch.cuda.synchronize()
-    names = " ".join(e.name for e in prof.events())
+    first, names = run_profiled(x, params, weights, v8, 9)
     applies = mb.project_v9_applies(params.hidden, params.out_channels)
     ran_v9 = "project_v9_kernel" in names or "project_v9t_kernel" in names  # the ring or the task-staged loader
     assert ran_v9 is applies and ("project_v3_kernel" in names) is not applies, names[:500]
@@ -293,19 +287,13 @@ def test_v9_at_features_7_0_runs_version_3s_kernel_1(batch, monkeypatch):
     projection) at features.7.0. Version 3's pool adds with shared atomics, so its bits vary from run to run (the
     first form of this test asserted equality and failed on the H200, session 12); the profiler is the proof of which
     kernel ran, and the output agrees with version 3 to the pool's summation order."""
-    from torch.profiler import ProfilerActivity, profile
-
-    from mbconv_helpers import b0_prepared
+    from mbconv_helpers import b0_prepared, run_profiled
     from perfmodel.harness import relative_error
 
     monkeypatch.setenv("CUDA_KERNELS_PROJ_V10", "off")  # at batch 1 the default would take project_v10 (test_mbconv_v10)
     params, weights, x = b0_prepared("features.7.0", batch)
     v3 = mb.mbconv(x, params, weights, version=3)
-    out = torch.full_like(v3, float("nan"))
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        got = mb.mbconv(x, params, weights, out=out, version=9)
-        torch.cuda.synchronize()
-    names = " ".join(e.name for e in prof.events())
+    got, names = run_profiled(x, params, weights, v3, 9)
     assert "expand_dw_v2_kernel" in names and "expand_dw_v8_kernel" not in names, names[:500]
     assert "project_v3_kernel" in names, names[:500]
     assert torch.isfinite(got).all()
