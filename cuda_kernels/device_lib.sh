@@ -43,3 +43,6 @@ mbconv_begin() {
   step build 200 python3 -c "from cuda_kernels._build import load_mbconv_extension as l; print('$tag so:', l().__file__)" \
     || { echo "${tag}_OK=0"; exit 0; }
 }
+# B0_BENCH  the command line of EfficientNet-B0 end to end (`perfmodel bench` with the device scripts' repeats, warm-up
+#           and CUDA-graph timing), an array so that `step` (timeout) runs it: step NAME S "${B0_BENCH[@]}" --backend ...
+B0_BENCH=(python3 cli.py bench efficientnet_b0 --repeats 30 --warmup 5 --cuda-graphs)

@@ -7,13 +7,12 @@
 # "BASE e2e ...". Set the fused run's switches in the environment (e.g. CUDA_KERNELS_PROJ_WG=all once measured).
 set -uo pipefail
 out=${1:?output folder}
-source cuda_kernels/device_lib.sh  # step, mbconv_begin
+source cuda_kernels/device_lib.sh  # step, mbconv_begin, B0_BENCH
 mbconv_begin BASE 575
-bench() { python3 cli.py bench efficientnet_b0 --repeats 30 --warmup 5 --cuda-graphs "$@"; }
-step fused 60 bench --backend cuda_kernels --compile-rest --freezing -o "$out/b0_fused.json"
-step inductor 90 bench --backend inductor --freezing -o "$out/b0_inductor.json"
-step autotune 330 bench --backend inductor --compile-mode max-autotune-no-cudagraphs --freezing \
+step fused 60 "${B0_BENCH[@]}" --backend cuda_kernels --compile-rest --freezing -o "$out/b0_fused.json"
+step inductor 90 "${B0_BENCH[@]}" --backend inductor --freezing -o "$out/b0_inductor.json"
+step autotune 330 "${B0_BENCH[@]}" --backend inductor --compile-mode max-autotune-no-cudagraphs --freezing \
   -o "$out/b0_inductor_max_autotune.json"
-step eager 40 bench --backend eager -o "$out/b0_eager.json"
+step eager 40 "${B0_BENCH[@]}" --backend eager -o "$out/b0_eager.json"
 python3 -m cuda_kernels.bench_lines BASE "$out" 2>> "$log" | tee -a "$log"
 echo "BASE_OK=$ok"

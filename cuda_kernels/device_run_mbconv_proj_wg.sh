@@ -11,7 +11,7 @@
 # ms (late) / ~1.70 (all); version 3's kernel 1 in HFMA2: 1.0 87 -> ~75 us. Last line WG_OK=1|0 (tests passed).
 set -uo pipefail
 out=${1:?output folder}
-source cuda_kernels/device_lib.sh  # step, mbconv_begin
+source cuda_kernels/device_lib.sh  # step, mbconv_begin, B0_BENCH
 mbconv_begin WG 570
 step tests 170 python3 -m pytest -q -x -m cuda --tb=short -p no:cacheprovider tests/test_mbconv_proj_wg.py \
   tests/test_mbconv_hfma2.py -k "not hfma2_every_shape and not hfma2_odd" || ok=0
@@ -39,14 +39,13 @@ for v in v10 v3hf v8; do
 done
 if [ "$ok" = 1 ]; then
   for mode in off late all; do
-    step "e2e_$mode" 60 env CUDA_KERNELS_PROJ_WG=$mode python3 cli.py bench efficientnet_b0 --repeats 30 --warmup 5 \
-      --backend cuda_kernels --compile-rest --freezing --cuda-graphs -o "$out/b0_wg_$mode.json"
+    step "e2e_$mode" 60 env CUDA_KERNELS_PROJ_WG=$mode "${B0_BENCH[@]}" --backend cuda_kernels --compile-rest \
+      --freezing -o "$out/b0_wg_$mode.json"
   done
-  step e2e_all_v3hf 60 env CUDA_KERNELS_PROJ_WG=all CUDA_KERNELS_K1_V3_HFMA2=1 python3 cli.py bench efficientnet_b0 \
-    --repeats 30 --warmup 5 --backend cuda_kernels --compile-rest --freezing --cuda-graphs -o "$out/b0_wg_all_v3hf.json"
+  step e2e_all_v3hf 60 env CUDA_KERNELS_PROJ_WG=all CUDA_KERNELS_K1_V3_HFMA2=1 "${B0_BENCH[@]}" \
+    --backend cuda_kernels --compile-rest --freezing -o "$out/b0_wg_all_v3hf.json"
 fi
-step e2e_inductor 80 python3 cli.py bench efficientnet_b0 --repeats 30 --warmup 5 --backend inductor --freezing \
-  --cuda-graphs -o "$out/b0_inductor.json"
+step e2e_inductor 80 "${B0_BENCH[@]}" --backend inductor --freezing -o "$out/b0_inductor.json"
 python3 -m cuda_kernels.bench_lines WG "$out" 2>> "$log" | tee -a "$log"
 grep -E "^== |passed|failed|Error|error:" "$log" | tail -12
 echo "WG_OK=$ok"
