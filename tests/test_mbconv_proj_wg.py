@@ -237,8 +237,9 @@ def test_odd_sizes(path, size, batch, monkeypatch):
 def test_runs_and_is_close_to_the_mma_sync_projections(path, batch, monkeypatch):
     """Against the same version with its own projection: the same fp16 products, summed k16 step by k16 step as
     project_v3 / v9 do (equal bits are possible there; project_v10 sums two k halves apart): within 5e-4 relative,
-    repeatable, and the profiler shows project_wg_kernel (and no other projection) ran: the proof that it is not the
-    same kernel twice."""
+    repeatable where kernel 1 is (not at 7.0: version 3's kernel 1 pools through shared-memory atomics, whose order
+    moves the SE scale by an ulp), and the profiler shows project_wg_kernel (and no other projection) ran: the proof
+    that it is not the same kernel twice."""
     from mbconv_helpers import assert_repeatable, b0_prepared, run_profiled
     from perfmodel.harness import relative_error
 
@@ -249,7 +250,8 @@ def test_runs_and_is_close_to_the_mma_sync_projections(path, batch, monkeypatch)
     got, names = run_profiled(x, params, weights, base, 10)
     assert "project_wg_kernel" in names and not re.search(r"project_v\d+t?_kernel", names), names[:600]
     assert relative_error(got, base.double()) < 5e-4
-    assert_repeatable(got, x, params, weights, 10)
+    if not mb.kernel1_v9_takes_v3(params.kernel_size, params.stride, got.shape[2], got.shape[3]):
+        assert_repeatable(got, x, params, weights, 10)
 
 
 @pytest.mark.cuda
