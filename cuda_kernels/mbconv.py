@@ -161,7 +161,7 @@ def project_v10_auto(rows: int, c_out: int, sms: int) -> bool:
 
 PROJECT_WG_MODES = ("off", "late", "all")  # CUDA_KERNELS_PROJ_WG (csrc/mbconv_proj_wg.cu project_wg_mode)
 PROJECT_WG_SWITCH = "CUDA_KERNELS_PROJ_WG"
-PROJECT_WG_ROWS, PROJECT_WG_K, PROJECT_WG_STAGES = 64, 64, 3  # kProjWgRows, kProjWgK, kProjWgStages
+PROJECT_WG_ROWS, PROJECT_WG_K = 64, 64  # kProjWgRows, kProjWgK
 PROJECT_WG_SHAPES = (16, 24, 40, 48, 80, 88, 112, 120, 160, 176, 192, 208)  # wgmma m64nNk16 shapes built (csrc/gen_wgmma.py)
 
 
@@ -172,10 +172,17 @@ def project_wg_bn(c_out: int) -> int:
     return bn if bn in PROJECT_WG_SHAPES else 0
 
 
+def project_wg_stages(bn: int) -> int:
+    """Pipeline stages of the wgmma projection (csrc/mbconv_proj_wg.cu project_wg_stages): 4, and 3 from bn = 160 on
+    (two CTAs per SM)."""
+    return 3 if bn >= 160 else 4
+
+
 def project_wg_smem_bytes(bn: int) -> int:
     """Shared memory of the wgmma projection (csrc/mbconv_proj_wg.cu project_wg_smem_bytes): 1 KB of alignment slack,
-    then per stage B (bn rows of 128 bytes, swizzled) and A (64 rows at a pitch of 72 halves)."""
-    return 1024 + PROJECT_WG_STAGES * (bn * 128 + PROJECT_WG_ROWS * (PROJECT_WG_K + 8) * 2)
+    then per stage B (bn rows of 128 bytes) and A (64 rows of 128 bytes), both in the 128-byte swizzle the tensor
+    memory accelerator writes, and the stage's 8-byte mbarrier."""
+    return 1024 + project_wg_stages(bn) * ((bn + PROJECT_WG_ROWS) * 128 + 8)
 
 
 V8_HALO_MAX = 12  # csrc/mbconv_v8.cuh kV8HaloMax: 8-byte pieces of E's halo rows per thread

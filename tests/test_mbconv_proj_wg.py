@@ -2,9 +2,10 @@
 default until measured; NOTES.md, "The projection on warpgroup MMAs").
 
 CPU: the Python mirrors against the source's constants and literal arithmetic, which blocks of B0 / B2 it serves,
-ptxas (no spills, the wgmma shapes present), and the kernel transliterated in float64: every CTA's chunks with their
-zero fills, B written through the 128-byte swizzle and read back by the descriptor's rule (address bits 4-6 XOR bits
-7-9), A in wgmma's register layout scaled by each row's image and rounded to fp16, the epilogue's row / column map;
+ptxas (no spills, the wgmma shapes present), and the kernel transliterated in float64: every CTA's chunks as the
+tensor memory accelerator writes them (128-byte swizzle, zeros past the tensor), B read back by the descriptor's rule
+(address bits 4-6 XOR bits 7-9), A by the kernel's ldmatrix addresses into wgmma's register layout, scaled by each
+row's image (immediate offsets in whole chunks, clamped columns in the last) and rounded to fp16, the epilogue's map;
 against the projection computed directly. GPU (@pytest.mark.cuda): every B0 / B2 shape it serves at batch 1, 5 and
 128 against float64 (<= 2x PyTorch fp16's error, poisoned output), odd sizes, and against project_v3 / v10 (close, not
 bitwise: another summation order) with the profiler's proof that it ran."""
@@ -29,9 +30,9 @@ def _constant(name: str) -> int:
 
 
 def test_mirrors_match_the_source():
-    assert (_constant("kProjWgRows"), _constant("kProjWgK"), _constant("kProjWgStages")) == \
-        (mb.PROJECT_WG_ROWS, mb.PROJECT_WG_K, mb.PROJECT_WG_STAGES) == (64, 64, 3)
-    assert "kProjWgLda = kProjWgK + 8" in SOURCE
+    assert (_constant("kProjWgRows"), _constant("kProjWgK")) == (mb.PROJECT_WG_ROWS, mb.PROJECT_WG_K) == (64, 64)
+    assert "return bn >= 160 ? 3 : 4;" in SOURCE  # project_wg_stages
+    assert "(bn + kProjWgRows) * 128 + 8" in SOURCE  # project_wg_smem_bytes
     built = tuple(int(n) for n in re.findall(r"bn == (\d+)", SOURCE))
     assert built == mb.PROJECT_WG_SHAPES
     gen = (CSRC / "gen_wgmma.py").read_text()
@@ -52,10 +53,10 @@ def test_tile_widths_and_shared_memory_by_hand():
     # C_out up to 256 is one tile; 320 and 352 (B0 / B2's last block) are two of 160 / 176; no shape built: none
     assert [mb.project_wg_bn(c) for c in (16, 24, 40, 48, 80, 88, 112, 120, 192, 208, 320, 352, 32, 264, 360)] == \
         [16, 24, 40, 48, 80, 88, 112, 120, 192, 208, 160, 176, 0, 0, 0]
-    # 1 KB slack + 3 stages x (B: 192 rows x 128 bytes + A: 64 rows x 72 halves x 2 bytes)
-    assert mb.project_wg_smem_bytes(192) == 1024 + 3 * (192 * 128 + 64 * 72 * 2) == 102_400
-    assert mb.project_wg_smem_bytes(208) == 108_544
-    for n in mb.PROJECT_WG_SHAPES:  # two CTAs per SM (228 KB, 1 KB reserved per CTA)
+    # 1 KB slack + stages x (B: bn rows x 128 bytes + A: 64 rows x 128 bytes + an 8-byte mbarrier)
+    assert mb.project_wg_smem_bytes(192) == 1024 + 3 * (192 * 128 + 64 * 128 + 8) == 99_352
+    assert mb.project_wg_smem_bytes(80) == 1024 + 4 * (80 * 128 + 64 * 128 + 8) == 74_784
+    for n in mb.PROJECT_WG_SHAPES:  # two CTAs per SM (228 KB, 1 KB reserved per CTA); the swizzle's 1024-byte blocks
         assert 2 * (mb.project_wg_smem_bytes(n) + 1024) <= 228 * 1024 and (n * 128) % 1024 == 0
 
 
@@ -113,48 +114,53 @@ def _r16(a):
     return np.asarray(a, dtype=np.float64).astype(np.float16).astype(np.float64)
 
 
+def _tma_box(src: np.ndarray, r0: int, c0: int, rows: int) -> np.ndarray:
+    """A tensor-memory-accelerator box of `rows` x 64 fp16 elements of src from (r0, c0), as the 128-byte swizzle lays
+    it in shared memory (16-byte piece ch of row r at panel_offset(r, ch)); zeros where the box leaves src."""
+    buf = np.full(rows * 64, np.nan)
+    for r in range(rows):
+        for ch in range(8):
+            row, col = r0 + r, c0 + ch * 8  # src's columns are a multiple of 8: a piece is wholly in or out
+            o = _panel_offset(r, ch) // 2
+            buf[o:o + 8] = src[row, col:col + 8] if row < src.shape[0] and col < src.shape[1] else 0.0
+    return buf
+
+
 def emulate_project_wg(d, scale, w_proj, b_proj, x, n_img, hw, hidden, c_out, residual):
     """d [P, hidden] fp16 values, scale [N, hid_pad], w_proj [cout_pad, hk_pad] zero-padded, b_proj [cout_pad]."""
     P = n_img * hw
     bn = mb.project_wg_bn(c_out)
-    hk_pad = w_proj.shape[1]
-    hid_pad = scale.shape[1]
     chunks = -(-hidden // 64)
     out = np.full((P, c_out), np.nan)
     writes = np.zeros((P, c_out), dtype=np.int64)
     for bx in range(-(-P // 64)):
-        for by in range(-(-c_out // bn)):
+        for by in range(c_out // bn):
             m0, n0 = bx * 64, by * bn
             acc = np.zeros((64, bn))
             for c in range(chunks):
                 k0 = c * 64
-                a_s = np.full((64, 72), np.nan)  # stale until written
-                b_s = np.full(bn * 64, np.nan)
-                for r in range(64):
-                    for ch in range(8):
-                        row, col = m0 + r, k0 + ch * 8
-                        ok = row < P and col < hidden
-                        a_s[r, ch * 8:ch * 8 + 8] = d[row, col:col + 8] if ok else 0.0
-                for r in range(bn):
-                    for ch in range(8):
-                        n, col = n0 + r, k0 + ch * 8
-                        ok = n < c_out and col < hk_pad
-                        o = _panel_offset(r, ch) // 2
-                        b_s[o:o + 8] = w_proj[n, col:col + 8] if ok else 0.0
+                a_s = _tma_box(d, m0, k0, 64)  # tm_d: D [P, hidden]
+                b_s = _tma_box(w_proj[:c_out], n0, k0, bn)  # tm_w: V [C_out, hk_pad]
                 for warp in range(4):
                     for lane in range(32):
                         q, g = lane % 4, lane // 4
                         r_lo, r_hi = m0 + warp * 16 + g, m0 + warp * 16 + g + 8
                         img = [min(r, P - 1) // hw for r in (r_lo, r_hi)]
                         for kk in range(4):
+                            # the scales: immediate offsets in a whole chunk, clamped columns in a partial one
                             k = k0 + kk * 16 + 2 * q
-                            klo, khi = min(k, hidden - 2), min(k + 8, hidden - 2)
-                            # a[kk][j]: j = 0 (lo, k), 1 (hi, k), 2 (lo, k + 8), 3 (hi, k + 8); columns c, c + 1
+                            whole = k0 + 64 <= hidden
+                            klo = k if whole else min(k, hidden - 2)
+                            khi = k + 8 if whole else min(k + 8, hidden - 2)
+                            # a[kk][j]: j = 0 (lo, k), 1 (hi, k), 2 (lo, k + 8), 3 (hi, k + 8); columns c, c + 1,
+                            # read by ldmatrix from row lr's piece 2 kk + kc / 8 at the kernel's XOR-ed address
                             for j, (h, kc, ks) in enumerate(((0, 0, klo), (1, 0, klo), (0, 8, khi), (1, 8, khi))):
                                 lr = warp * 16 + g + 8 * h
+                                piece = 2 * kk + kc // 8
+                                addr = lr * 128 + ((piece ^ (lr & 7)) << 4) + 4 * q
                                 for u in range(2):
                                     col = kk * 16 + kc + 2 * q + u
-                                    a = _r16(a_s[lr, col] * scale[img[h], ks + u])
+                                    a = _r16(a_s[addr // 2 + u] * scale[img[h], ks + u])
                                     for nn in range(bn):
                                         acc[lr, nn] += a * _descriptor_read(b_s, nn, col)
             for lr in range(64):
@@ -163,13 +169,10 @@ def emulate_project_wg(d, scale, w_proj, b_proj, x, n_img, hw, hidden, c_out, re
                     continue
                 for nn in range(0, bn, 2):
                     col = n0 + nn
-                    if col >= c_out:
-                        continue
                     for u in range(2):
                         v = acc[lr, nn + u] + b_proj[col + u] + (x[row, col + u] if residual else 0.0)
                         out[row, col + u] = v
                         writes[row, col + u] += 1
-    assert hid_pad >= hidden
     return out, writes
 
 

@@ -2,13 +2,16 @@
 // out = (D * s) V^T + b (+ x), D [P, hidden] from kernel 1, s [N, hid_pad] the SE scale, V [cout_pad, hk_pad].
 //
 // One warpgroup per CTA, one 64-row tile of D (rows across images where an image has fewer) times BN output channels
-// (C_out, or half of it past 256). The hidden dimension streams in 64-channel chunks through kProjWgStages cp.async
-// stages: A (D's 64 x 64) at a padded pitch for ldmatrix, B (V's BN x 64) in the 128-byte-swizzled K-major layout a
-// wgmma descriptor reads. Each warp loads its 16 rows of A into the register layout of wgmma's A operand, scales them
-// by s of each row's image (the product in fp32, rounded once to fp16: project_v3's A values), and the warpgroup runs
-// four m64nBNk16 wgmmas per chunk with A from registers. The scales of the next chunk are loaded while the tensor
-// cores work. Against project_v3 / v10 (mma.sync, 32-channel steps, 4-8 warps per 64-128 rows): one barrier per 64
-// channels, and the whole BN-wide row block per warp, so D is read and scaled once per output tile.
+// (C_out, or half of it past 256). The hidden dimension streams in 64-channel chunks through project_wg_stages(BN)
+// stages, each filled by two tensor-memory-accelerator boxes that one thread issues: A (D's 64 x 64) and B (V's
+// BN x 64), both 128-byte rows in the 128-byte swizzle (16-byte piece index XOR row % 8), zeros past P / hidden /
+// hk_pad, completing on the stage's mbarrier. Each warp reads its 16 rows of A with ldmatrix into the register
+// layout of wgmma's A operand, scales them by s of each row's image (the product in fp32, rounded once to fp16:
+// project_v3's A values), and the warpgroup runs four m64nBNk16 wgmmas per chunk with A from registers and B by
+// descriptor. The weights' first boxes are in flight before the wait on the previous kernel (PDL).
+// Session 13's first form loaded both operands with per-thread cp.async (16 pieces per thread per chunk): ncu showed
+// it issue-bound on the address arithmetic (650 instructions per warp per chunk at 6.1, 5.4 cycles apart with one
+// warp per scheduler), 3-4x its prediction.
 // Products and sums: each output is a sum over k of the same fp16 products as project_v3's, in another order (the
 // tensor core's k16 sums, then chunks): close, not bitwise.
 #include <algorithm>
@@ -20,17 +23,21 @@
 #include "mbconv_ptx.cuh"
 #include "pdl.h"
 #include "ptx_sm90.cuh"
+#include "tensor_map.h"
 #include "wgmma.cuh"
 
 namespace mb {
 
-constexpr int kProjWgRows = 64, kProjWgK = 64, kProjWgStages = 3, kProjWgLda = kProjWgK + 8;
+constexpr int kProjWgRows = 64, kProjWgK = 64;
 constexpr int kProjWgThreads = 128;
 
-// Shared memory (cuda_kernels/mbconv.py project_wg_smem_bytes mirrors it): 1 KB of alignment slack, then per stage
-// B (BN rows of 128 bytes, 1024-aligned) and A (64 rows at kProjWgLda halves).
+// Stages: 4, and 3 from BN = 160 on, so that two CTAs fit on an SM (the late blocks have few row tiles).
+__host__ __device__ constexpr int project_wg_stages(int bn) { return bn >= 160 ? 3 : 4; }
+
+// Shared memory (cuda_kernels/mbconv.py project_wg_smem_bytes mirrors it): 1 KB of alignment slack, the stages
+// (B: BN rows of 128 bytes, then A: 64 rows of 128 bytes; 1024-aligned for the swizzle), one 8-byte mbarrier each.
 __host__ __device__ constexpr int project_wg_smem_bytes(int bn) {
-  return 1024 + kProjWgStages * (bn * 128 + kProjWgRows * kProjWgLda * 2);
+  return 1024 + project_wg_stages(bn) * ((bn + kProjWgRows) * 128 + 8);
 }
 
 // The output tile width for C_out: C_out itself up to 256, else half of it (a multiple of 8); 0 where no wgmma shape
@@ -61,56 +68,59 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[BN / 2], const uint32_t (&a)
 }
 #endif
 
+// tm_d: D [P, hidden] in 64 x 64 boxes; tm_w: V [cout_pad, hk_pad] in BN x 64 boxes (tensor_map.h half_2d_sw128).
 template <int BN>
-__global__ void __launch_bounds__(kProjWgThreads) project_wg_kernel(const Params p) {
+__global__ void __launch_bounds__(kProjWgThreads)
+    project_wg_kernel(const Params p, const __grid_constant__ CUtensorMap tm_d, const __grid_constant__ CUtensorMap tm_w) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  constexpr int B_BYTES = BN * 128, A_BYTES = kProjWgRows * kProjWgLda * 2;
+  constexpr int S = project_wg_stages(BN), B_BYTES = BN * 128, STAGE = B_BYTES + kProjWgRows * 128;
   extern __shared__ __align__(16) uint8_t smem_raw[];
-  const uint32_t b_base = (smem_addr(smem_raw) + 1023) & ~1023u;  // B slots 1024-aligned (the swizzle's blocks)
-  const uint32_t a_base = b_base + kProjWgStages * B_BYTES;
+  const uint32_t base = (smem_addr(smem_raw) + 1023) & ~1023u;  // stage s: B at base + s STAGE, A after it
+  const uint32_t bars = base + S * STAGE;                       // stage s's mbarrier at bars + 8 s
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int HW = p.Ho * p.Wo, P = p.N * HW;
   const int m0 = blockIdx.x * kProjWgRows, n0 = blockIdx.y * BN;
   const int chunks = (p.hidden + kProjWgK - 1) / kProjWgK;
-  pdl::wait();  // D and the scale are the previous kernels' output
-  pdl::launch_dependents();
-
-  // Chunk c into stage `slot`: 64-row x 64-channel A pieces and BN x 64 B pieces of 16 bytes, zero past P / hidden /
-  // C_out / hk_pad (hidden and hk_pad are multiples of 8: a piece is wholly in or out); one commit group.
-  auto load_chunk = [&](int c, int slot) {
-    const int k0 = c * kProjWgK;
-    for (int i = tid; i < kProjWgRows * 8; i += kProjWgThreads) {
-      const int r = i >> 3, ch = i & 7, row = m0 + r, col = k0 + ch * 8;
-      const bool ok = row < P && col < p.hidden;
-      cp_async16(a_base + slot * A_BYTES + (r * kProjWgLda + ch * 8) * 2, p.d + (ok ? (size_t)row * p.hidden + col : 0),
-                 ok);
-    }
-    for (int i = tid; i < BN * 8; i += kProjWgThreads) {
-      const int r = i >> 3, ch = i & 7, n = n0 + r, col = k0 + ch * 8;
-      const bool ok = n < p.C_out && col < p.hk_pad;
-      cp_async16(b_base + slot * B_BYTES + bf::panel_offset(r, ch), p.w_proj + (ok ? (size_t)n * p.hk_pad + col : 0),
-                 ok);
-    }
-    cp_async_commit();
-  };
+  if (tid == 0) {
 #pragma unroll
-  for (int s = 0; s < kProjWgStages - 1; ++s) {
-    if (s < chunks) load_chunk(s, s);
-    else cp_async_commit();  // empty groups keep the wait count uniform
+    for (int s = 0; s < S; ++s) bf::mbar_init(bars + 8 * s, 1);
+    bf::fence_barrier_init();
+    for (int s = 0; s < S && s < chunks; ++s) {  // the weights do not depend on the previous kernels
+      bf::mbar_arrive_expect_tx(bars + 8 * s, STAGE);
+      bf::tma_load_2d(base + s * STAGE, &tm_w, s * kProjWgK, n0, bars + 8 * s);
+    }
   }
+  __syncthreads();  // the barriers initialised
+  pdl::wait();      // D and the scale are the previous kernels' output
+  pdl::launch_dependents();
+  if (tid == 0)
+    for (int s = 0; s < S && s < chunks; ++s)
+      bf::tma_load_2d(base + s * STAGE + B_BYTES, &tm_d, s * kProjWgK, m0, bars + 8 * s);
 
   // This lane's two rows (the wgmma A / accumulator layout: row lane / 4 and + 8 of the warp's 16) and their images'
   // scale rows (rows past P read the last image's: their A is zero)
   const int q = lane & 3, r_lo = m0 + warp * 16 + (lane >> 2), r_hi = r_lo + 8;
   const float* s_lo = p.scale + (size_t)(min(r_lo, P - 1) / HW) * p.hid_pad;
   const float* s_hi = p.scale + (size_t)(min(r_hi, P - 1) / HW) * p.hid_pad;
-  // scales of chunk c, k16 step kk: [kk][0] (row lo, k..k+1), [1] (row hi, k..), [2] (lo, k+8..), [3] (hi, k+8..);
-  // D is zero past hidden, so the clamped columns' scales multiply zeros
+  // scales of chunk c, k16 step kk: [kk][0] (row lo, k..k+1), [1] (row hi, k..), [2] (lo, k+8..), [3] (hi, k+8..).
+  // A whole chunk reads at immediate offsets from two pointers; the last, partial one clamps its columns (D is zero
+  // past hidden, so the clamped columns' scales multiply zeros)
   auto load_scales = [&](int c, float2 (&sc)[4][4]) {
+    const int k0 = c * kProjWgK + 2 * q;
+    if (c * kProjWgK + kProjWgK <= p.hidden) {
+      const float *lo = s_lo + k0, *hi = s_hi + k0;
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) {
+        sc[kk][0] = __ldg(reinterpret_cast<const float2*>(lo + kk * 16));
+        sc[kk][1] = __ldg(reinterpret_cast<const float2*>(hi + kk * 16));
+        sc[kk][2] = __ldg(reinterpret_cast<const float2*>(lo + kk * 16 + 8));
+        sc[kk][3] = __ldg(reinterpret_cast<const float2*>(hi + kk * 16 + 8));
+      }
+      return;
+    }
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
-      const int k = c * kProjWgK + kk * 16 + 2 * q;
-      const int klo = min(k, p.hidden - 2), khi = min(k + 8, p.hidden - 2);
+      const int klo = min(k0 + kk * 16, p.hidden - 2), khi = min(k0 + kk * 16 + 8, p.hidden - 2);
       sc[kk][0] = __ldg(reinterpret_cast<const float2*>(s_lo + klo));
       sc[kk][1] = __ldg(reinterpret_cast<const float2*>(s_hi + klo));
       sc[kk][2] = __ldg(reinterpret_cast<const float2*>(s_lo + khi));
@@ -119,37 +129,41 @@ __global__ void __launch_bounds__(kProjWgThreads) project_wg_kernel(const Params
   };
   float2 sc[4][4];
   load_scales(0, sc);
+  // ldmatrix x4 of k16 step kk: lanes 0-15 address rows warp * 16 + lane of the first 8 columns, lanes 16-31 the
+  // second 8; row r's 16-byte piece j sits at r * 128 + ((j ^ r % 8) << 4)
+  const int a_row = warp * 16 + (lane & 15);
+  const uint32_t a_off = a_row * 128, a_xor = a_row & 7, a_half = lane >> 4;
 
   float acc[BN / 2];
 #pragma unroll
   for (int i = 0; i < BN / 2; ++i) acc[i] = 0.f;
   for (int c = 0; c < chunks; ++c) {
-    cp_async_wait<kProjWgStages - 2>();  // this thread's pieces of chunk c
-    bf::fence_proxy_async_smem();        // ... before the wgmma (async proxy) reads B
-    __syncthreads();                     // every thread's pieces; chunk c - 1's wgmmas done (waited below)
-    {
-      const int next = c + kProjWgStages - 1;  // into the slot chunk c - 1 used
-      if (next < chunks) load_chunk(next, next % kProjWgStages);
-      else cp_async_commit();
-    }
-    const int slot = c % kProjWgStages;
+    const int slot = c % S;
+    const uint32_t stage = base + slot * STAGE;
+    bf::mbar_wait(bars + 8 * slot, (c / S) & 1);
     uint32_t a[4][4];
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
-      ldmatrix_x4(a[kk], a_base + slot * A_BYTES + ((warp * 16 + (lane & 15)) * kProjWgLda + kk * 16 + (lane >> 4) * 8) * 2);
+      ldmatrix_x4(a[kk], stage + B_BYTES + a_off + (((2 * kk + a_half) ^ a_xor) << 4));
 #pragma unroll
       for (int j = 0; j < 4; ++j) a[kk][j] = scale_half2(a[kk][j], sc[kk][j]);
     }
-    if (c + 1 < chunks) load_scales(c + 1, sc);  // in flight during the MMAs and the next barrier
+    if (c + 1 < chunks) load_scales(c + 1, sc);  // in flight during the MMAs
     bf::fence_registers(acc);
     bf::fence_registers(a);
     bf::wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk)
-      wgmma_rs<BN>(acc, a[kk], bf::smem_desc_sw128(b_base + slot * B_BYTES + kk * 32));
+    for (int kk = 0; kk < 4; ++kk) wgmma_rs<BN>(acc, a[kk], bf::smem_desc_sw128(stage + kk * 32));
     bf::wgmma_commit();
     bf::wgmma_wait<0>();  // before a[] and this stage are reused
     bf::fence_registers(acc);
+    __syncthreads();  // every warp's ldmatrix and wgmma of this stage done: refill it with chunk c + S
+    if (tid == 0 && c + S < chunks) {
+      const uint32_t bar = bars + 8 * slot;
+      bf::mbar_arrive_expect_tx(bar, STAGE);
+      bf::tma_load_2d(stage, &tm_w, (c + S) * kProjWgK, n0, bar);
+      bf::tma_load_2d(stage + B_BYTES, &tm_d, (c + S) * kProjWgK, m0, bar);
+    }
   }
 
   // Epilogue: + bias (+ x), fp16, from the accumulator layout: acc[4 nb + 2 h + u] is row (h ? r_hi : r_lo), column
@@ -192,10 +206,15 @@ cudaError_t launch_project_wg_bn(const Params& p, cudaStream_t stream, bool pdl)
     sm90[dev] = true;
   }
   const int P = p.N * p.Ho * p.Wo;
-  const dim3 grid((P + kProjWgRows - 1) / kProjWgRows, (p.C_out + BN - 1) / BN);
+  CUtensorMap tm_d, tm_w;  // encoded on the host at each call (D moves between calls); passed by value
+  err = tmap::half_2d_sw128(&tm_d, p.d, P, p.hidden, p.hidden, kProjWgRows, kProjWgK);
+  if (err == cudaSuccess)
+    err = tmap::half_2d_sw128(&tm_w, p.w_proj, p.C_out, p.hk_pad, p.hk_pad, BN, kProjWgK);
+  if (err != cudaSuccess) return err;
+  const dim3 grid((P + kProjWgRows - 1) / kProjWgRows, p.C_out / BN);
   if (pdl && pdl::device_supports(dev))
-    return pdl::launch(kernel, grid, dim3(kProjWgThreads), project_wg_smem_bytes(BN), stream, p);
-  kernel<<<grid, kProjWgThreads, project_wg_smem_bytes(BN), stream>>>(p);
+    return pdl::launch(kernel, grid, dim3(kProjWgThreads), project_wg_smem_bytes(BN), stream, p, tm_d, tm_w);
+  kernel<<<grid, kProjWgThreads, project_wg_smem_bytes(BN), stream>>>(p, tm_d, tm_w);
   return cudaGetLastError();
 }
 

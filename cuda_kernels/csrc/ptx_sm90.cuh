@@ -47,6 +47,16 @@ __device__ __forceinline__ void bulk_copy_g2s(uint32_t dst, const void* src, uin
                : "memory");
 }
 
+// One box of a 2-D tensor map global -> shared (cp.async.bulk.tensor), completing its bytes on mbarrier `bar`;
+// (c0, c1) is the box's first element, innermost coordinate first. Elements outside the tensor arrive as zeros and
+// count toward the bytes. `map` is the address of a __grid_constant__ CUtensorMap kernel parameter.
+__device__ __forceinline__ void tma_load_2d(uint32_t dst, const void* map, int c0, int c1, uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
+      ::"r"(dst), "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar)
+      : "memory");
+}
+
 // Orders this thread's generic-proxy shared-memory writes (st.shared, cp.async) before
 // later async-proxy reads (wgmma operands, bulk copies).
 __device__ __forceinline__ void fence_proxy_async_smem() {
