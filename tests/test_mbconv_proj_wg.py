@@ -126,43 +126,67 @@ def _tma_box(src: np.ndarray, r0: int, c0: int, rows: int) -> np.ndarray:
     return buf
 
 
-def emulate_project_wg(d, scale, w_proj, b_proj, x, n_img, hw, hidden, c_out, residual):
-    """d [P, hidden] fp16 values, scale [N, hid_pad], w_proj [cout_pad, hk_pad] zero-padded, b_proj [cout_pad]."""
+def _cta_steps(cta: int, grid_x: int, tiles: int, chunks: int):
+    """The kernel's (tile, chunk) steps for CTA `cta` of `grid_x`: tiles cta, cta + grid_x, ...; each tile's chunks
+    from tile % chunks, wrapping (step_tile, step_chunk)."""
+    my_tiles = (tiles - 1 - cta) // grid_x + 1 if cta < tiles else 0
+    for j in range(my_tiles * chunks):
+        tile = cta + (j // chunks) * grid_x
+        c = j % chunks + tile % chunks
+        yield tile, (c if c < chunks else c - chunks)
+
+
+def test_persistent_steps_by_hand():
+    # 4 row tiles of 3 chunks on 3 CTAs: CTA 0 takes tiles 0 and 3, CTA 2 tile 2 from its chunk 2 % 3 = 2
+    assert list(_cta_steps(0, 3, 4, 3)) == [(0, 0), (0, 1), (0, 2), (3, 0), (3, 1), (3, 2)]
+    assert list(_cta_steps(1, 3, 4, 3)) == [(1, 1), (1, 2), (1, 0)]
+    assert list(_cta_steps(2, 3, 4, 3)) == [(2, 2), (2, 0), (2, 1)]
+    assert list(_cta_steps(5, 6, 4, 3)) == []  # more CTAs than tiles: none
+    assert "const int c = j % chunks + tile % chunks;" in SOURCE and "blockIdx.x + (j / chunks) * gridDim.x" in SOURCE
+
+
+def emulate_project_wg(d, scale, w_proj, b_proj, x, n_img, hw, hidden, c_out, residual, grid_x):
+    """d [P, hidden] fp16 values, scale [N, hid_pad], w_proj [cout_pad, hk_pad] zero-padded, b_proj [cout_pad];
+    grid_x persistent CTAs per column tile."""
     P = n_img * hw
     bn = mb.project_wg_bn(c_out)
     chunks = -(-hidden // 64)
+    tiles = -(-P // 64)
     out = np.full((P, c_out), np.nan)
     writes = np.zeros((P, c_out), dtype=np.int64)
-    for bx in range(-(-P // 64)):
-        for by in range(c_out // bn):
+    steps = [(b, t, c) for b in range(grid_x) for t, c in _cta_steps(b, grid_x, tiles, chunks)]
+    for by in range(c_out // bn):
+        for i, (cta, bx, c) in enumerate(steps):
             m0, n0 = bx * 64, by * bn
-            acc = np.zeros((64, bn))
-            for c in range(chunks):
-                k0 = c * 64
-                a_s = _tma_box(d, m0, k0, 64)  # tm_d: D [P, hidden]
-                b_s = _tma_box(w_proj[:c_out], n0, k0, bn)  # tm_w: V [C_out, hk_pad]
-                for warp in range(4):
-                    for lane in range(32):
-                        q, g = lane % 4, lane // 4
-                        r_lo, r_hi = m0 + warp * 16 + g, m0 + warp * 16 + g + 8
-                        img = [min(r, P - 1) // hw for r in (r_lo, r_hi)]
-                        for kk in range(4):
-                            # the scales: immediate offsets in a whole chunk, clamped columns in a partial one
-                            k = k0 + kk * 16 + 2 * q
-                            whole = k0 + 64 <= hidden
-                            klo = k if whole else min(k, hidden - 2)
-                            khi = k + 8 if whole else min(k + 8, hidden - 2)
-                            # a[kk][j]: j = 0 (lo, k), 1 (hi, k), 2 (lo, k + 8), 3 (hi, k + 8); columns c, c + 1,
-                            # read by ldmatrix from row lr's piece 2 kk + kc / 8 at the kernel's XOR-ed address
-                            for j, (h, kc, ks) in enumerate(((0, 0, klo), (1, 0, klo), (0, 8, khi), (1, 8, khi))):
-                                lr = warp * 16 + g + 8 * h
-                                piece = 2 * kk + kc // 8
-                                addr = lr * 128 + ((piece ^ (lr & 7)) << 4) + 4 * q
-                                for u in range(2):
-                                    col = kk * 16 + kc + 2 * q + u
-                                    a = _r16(a_s[addr // 2 + u] * scale[img[h], ks + u])
-                                    for nn in range(bn):
-                                        acc[lr, nn] += a * _descriptor_read(b_s, nn, col)
+            if i % chunks == 0:
+                acc = np.zeros((64, bn))
+            k0 = c * 64
+            a_s = _tma_box(d, m0, k0, 64)  # tm_d: D [P, hidden]
+            b_s = _tma_box(w_proj[:c_out], n0, k0, bn)  # tm_w: V [C_out, hk_pad]
+            for warp in range(4):
+                for lane in range(32):
+                    q, g = lane % 4, lane // 4
+                    r_lo, r_hi = m0 + warp * 16 + g, m0 + warp * 16 + g + 8
+                    img = [min(r, P - 1) // hw for r in (r_lo, r_hi)]
+                    for kk in range(4):
+                        # the scales: immediate offsets in a whole chunk, clamped columns in a partial one
+                        k = k0 + kk * 16 + 2 * q
+                        whole = k0 + 64 <= hidden
+                        klo = k if whole else min(k, hidden - 2)
+                        khi = k + 8 if whole else min(k + 8, hidden - 2)
+                        # a[kk][j]: j = 0 (lo, k), 1 (hi, k), 2 (lo, k + 8), 3 (hi, k + 8); columns c, c + 1,
+                        # read by ldmatrix from row lr's piece 2 kk + kc / 8 at the kernel's XOR-ed address
+                        for j, (h, kc, ks) in enumerate(((0, 0, klo), (1, 0, klo), (0, 8, khi), (1, 8, khi))):
+                            lr = warp * 16 + g + 8 * h
+                            piece = 2 * kk + kc // 8
+                            addr = lr * 128 + ((piece ^ (lr & 7)) << 4) + 4 * q
+                            for u in range(2):
+                                col = kk * 16 + kc + 2 * q + u
+                                a = _r16(a_s[addr // 2 + u] * scale[img[h], ks + u])
+                                for nn in range(bn):
+                                    acc[lr, nn] += a * _descriptor_read(b_s, nn, col)
+            if i % chunks != chunks - 1:
+                continue
             for lr in range(64):
                 row = m0 + lr
                 if row >= P:
@@ -176,13 +200,14 @@ def emulate_project_wg(d, scale, w_proj, b_proj, x, n_img, hw, hidden, c_out, re
     return out, writes
 
 
-@pytest.mark.parametrize("n_img,hw,hidden,c_out,hk_pad,residual", [
-    (2, 49, 72, 80, 80, True),     # 98 rows: a partial last tile; a partial last chunk (72 = 64 + 8)
-    (3, 5, 64, 320, 64, False),    # many images per tile; C_out 320 in two tiles of 160
-    (1, 7, 136, 88, 144, False),   # hk_pad > hidden: B's padding columns, A zero there
-    (1, 70, 32, 16, 32, True),     # features.1.0's widths: one chunk, half of it zero-filled; two row tiles
+@pytest.mark.parametrize("n_img,hw,hidden,c_out,hk_pad,residual,grid_x", [
+    (2, 49, 72, 80, 80, True, 2),     # 98 rows: a partial last tile; a partial last chunk (72 = 64 + 8)
+    (3, 5, 64, 320, 64, False, 1),    # many images per tile; C_out 320 in two tiles of 160
+    (1, 7, 136, 88, 144, False, 1),   # hk_pad > hidden: B's padding columns, A zero there
+    (1, 70, 32, 16, 32, True, 1),     # features.1.0's widths: one chunk, half of it zero-filled; one CTA, two tiles
+    (5, 49, 136, 24, 136, True, 3),   # 4 tiles on 3 persistent CTAs (CTA 0: tiles 0 and 3), 3 chunks rotated
 ])
-def test_transliteration_equals_the_direct_projection(n_img, hw, hidden, c_out, hk_pad, residual):
+def test_transliteration_equals_the_direct_projection(n_img, hw, hidden, c_out, hk_pad, residual, grid_x):
     rng = np.random.default_rng(n_img * 100 + hw)
     P = n_img * hw
     hid_pad = -(-hidden // 48) * 48
@@ -196,7 +221,7 @@ def test_transliteration_equals_the_direct_projection(n_img, hw, hidden, c_out, 
     b_proj[:c_out] = rng.standard_normal(c_out)
     x = _r16(rng.standard_normal((P, c_out)))
     # the scale past hidden is NaN (never written): an unclamped read would turn the zero A there into NaN
-    got, writes = emulate_project_wg(d, scale, w_proj, b_proj, x, n_img, hw, hidden, c_out, residual)
+    got, writes = emulate_project_wg(d, scale, w_proj, b_proj, x, n_img, hw, hidden, c_out, residual, grid_x)
     assert (writes == 1).all()
     img = np.arange(P) // hw
     a = _r16(d * scale[img, :hidden])

@@ -69,6 +69,10 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[BN / 2], const uint32_t (&a)
 #endif
 
 // tm_d: D [P, hidden] in 64 x 64 boxes; tm_w: V [cout_pad, hk_pad] in BN x 64 boxes (tensor_map.h half_2d_sw128).
+// Persistent: CTA b computes row tiles b, b + gridDim.x, ... of column tile blockIdx.y, its loads one flat sequence
+// of (tile, chunk) steps S ahead of the MMAs, so the next tile's first chunks arrive during this tile's last ones and
+// its epilogue. Each tile starts at chunk tile % chunks (and wraps): the CTAs in flight read different slices of V
+// at a time instead of all the same one (call 3: 98 CTAs on the same chunk of V held 6.1 at 1.8 TB/s out of L2).
 template <int BN>
 __global__ void __launch_bounds__(kProjWgThreads)
     project_wg_kernel(const Params p, const __grid_constant__ CUtensorMap tm_d, const __grid_constant__ CUtensorMap tm_w) {
@@ -79,111 +83,125 @@ __global__ void __launch_bounds__(kProjWgThreads)
   const uint32_t bars = base + S * STAGE;                       // stage s's mbarrier at bars + 8 s
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int HW = p.Ho * p.Wo, P = p.N * HW;
-  const int m0 = blockIdx.x * kProjWgRows, n0 = blockIdx.y * BN;
+  const int tiles = (P + kProjWgRows - 1) / kProjWgRows, n0 = blockIdx.y * BN;
   const int chunks = (p.hidden + kProjWgK - 1) / kProjWgK;
+  const int my_tiles = blockIdx.x < tiles ? (tiles - 1 - blockIdx.x) / gridDim.x + 1 : 0;
+  const int steps = my_tiles * chunks;  // (tile, chunk) steps of this CTA
+  // step j: this CTA's tile j / chunks, its chunk (j + tile) % chunks
+  auto step_tile = [&](int j) { return blockIdx.x + (j / chunks) * gridDim.x; };
+  auto step_chunk = [&](int j, int tile) {
+    const int c = j % chunks + tile % chunks;
+    return c < chunks ? c : c - chunks;
+  };
   if (tid == 0) {
 #pragma unroll
     for (int s = 0; s < S; ++s) bf::mbar_init(bars + 8 * s, 1);
     bf::fence_barrier_init();
-    for (int s = 0; s < S && s < chunks; ++s) {  // the weights do not depend on the previous kernels
-      bf::mbar_arrive_expect_tx(bars + 8 * s, STAGE);
-      bf::tma_load_2d(base + s * STAGE, &tm_w, s * kProjWgK, n0, bars + 8 * s);
+    for (int j = 0; j < S && j < steps; ++j) {  // the weights do not depend on the previous kernels
+      bf::mbar_arrive_expect_tx(bars + 8 * j, STAGE);
+      bf::tma_load_2d(base + j * STAGE, &tm_w, step_chunk(j, step_tile(j)) * kProjWgK, n0, bars + 8 * j);
     }
   }
   __syncthreads();  // the barriers initialised
   pdl::wait();      // D and the scale are the previous kernels' output
   pdl::launch_dependents();
   if (tid == 0)
-    for (int s = 0; s < S && s < chunks; ++s)
-      bf::tma_load_2d(base + s * STAGE + B_BYTES, &tm_d, s * kProjWgK, m0, bars + 8 * s);
+    for (int j = 0; j < S && j < steps; ++j) {
+      const int t = step_tile(j);
+      bf::tma_load_2d(base + j * STAGE + B_BYTES, &tm_d, step_chunk(j, t) * kProjWgK, t * kProjWgRows, bars + 8 * j);
+    }
 
-  // This lane's two rows (the wgmma A / accumulator layout: row lane / 4 and + 8 of the warp's 16) and their images'
-  // scale rows (rows past P read the last image's: their A is zero)
-  const int q = lane & 3, r_lo = m0 + warp * 16 + (lane >> 2), r_hi = r_lo + 8;
-  const float* s_lo = p.scale + (size_t)(min(r_lo, P - 1) / HW) * p.hid_pad;
-  const float* s_hi = p.scale + (size_t)(min(r_hi, P - 1) / HW) * p.hid_pad;
-  // scales of chunk c, k16 step kk: [kk][0] (row lo, k..k+1), [1] (row hi, k..), [2] (lo, k+8..), [3] (hi, k+8..).
-  // A whole chunk reads at immediate offsets from two pointers; the last, partial one clamps its columns (D is zero
-  // past hidden, so the clamped columns' scales multiply zeros)
-  auto load_scales = [&](int c, float2 (&sc)[4][4]) {
-    const int k0 = c * kProjWgK + 2 * q;
-    if (c * kProjWgK + kProjWgK <= p.hidden) {
-      const float *lo = s_lo + k0, *hi = s_hi + k0;
-#pragma unroll
-      for (int kk = 0; kk < 4; ++kk) {
-        sc[kk][0] = __ldg(reinterpret_cast<const float2*>(lo + kk * 16));
-        sc[kk][1] = __ldg(reinterpret_cast<const float2*>(hi + kk * 16));
-        sc[kk][2] = __ldg(reinterpret_cast<const float2*>(lo + kk * 16 + 8));
-        sc[kk][3] = __ldg(reinterpret_cast<const float2*>(hi + kk * 16 + 8));
-      }
-      return;
-    }
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {
-      const int klo = min(k0 + kk * 16, p.hidden - 2), khi = min(k0 + kk * 16 + 8, p.hidden - 2);
-      sc[kk][0] = __ldg(reinterpret_cast<const float2*>(s_lo + klo));
-      sc[kk][1] = __ldg(reinterpret_cast<const float2*>(s_hi + klo));
-      sc[kk][2] = __ldg(reinterpret_cast<const float2*>(s_lo + khi));
-      sc[kk][3] = __ldg(reinterpret_cast<const float2*>(s_hi + khi));
-    }
-  };
-  float2 sc[4][4];
-  load_scales(0, sc);
+  const int q = lane & 3;
   // ldmatrix x4 of k16 step kk: lanes 0-15 address rows warp * 16 + lane of the first 8 columns, lanes 16-31 the
   // second 8; row r's 16-byte piece j sits at r * 128 + ((j ^ r % 8) << 4)
   const int a_row = warp * 16 + (lane & 15);
   const uint32_t a_off = a_row * 128, a_xor = a_row & 7, a_half = lane >> 4;
-
   float acc[BN / 2];
+  float2 sc[4][4];
+  int j = 0;
+  for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+    // This lane's two rows (the wgmma A / accumulator layout: row lane / 4 and + 8 of the warp's 16) and their
+    // images' scale rows (rows past P read the last image's: their A is zero)
+    const int r_lo = t * kProjWgRows + warp * 16 + (lane >> 2), r_hi = r_lo + 8;
+    const float* s_lo = p.scale + (size_t)(min(r_lo, P - 1) / HW) * p.hid_pad;
+    const float* s_hi = p.scale + (size_t)(min(r_hi, P - 1) / HW) * p.hid_pad;
+    // scales of chunk c, k16 step kk: [kk][0] (row lo, k..k+1), [1] (row hi, k..), [2] (lo, k+8..), [3] (hi,
+    // k+8..). A whole chunk reads at immediate offsets from two pointers; the last, partial one clamps its columns
+    // (D is zero past hidden, so the clamped columns' scales multiply zeros)
+    auto load_scales = [&](int c) {
+      const int k0 = c * kProjWgK + 2 * q;
+      if (c * kProjWgK + kProjWgK <= p.hidden) {
+        const float *lo = s_lo + k0, *hi = s_hi + k0;
 #pragma unroll
-  for (int i = 0; i < BN / 2; ++i) acc[i] = 0.f;
-  for (int c = 0; c < chunks; ++c) {
-    const int slot = c % S;
-    const uint32_t stage = base + slot * STAGE;
-    bf::mbar_wait(bars + 8 * slot, (c / S) & 1);
-    uint32_t a[4][4];
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {
-      ldmatrix_x4(a[kk], stage + B_BYTES + a_off + (((2 * kk + a_half) ^ a_xor) << 4));
-#pragma unroll
-      for (int j = 0; j < 4; ++j) a[kk][j] = scale_half2(a[kk][j], sc[kk][j]);
-    }
-    if (c + 1 < chunks) load_scales(c + 1, sc);  // in flight during the MMAs
-    bf::fence_registers(acc);
-    bf::fence_registers(a);
-    bf::wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk) wgmma_rs<BN>(acc, a[kk], bf::smem_desc_sw128(stage + kk * 32));
-    bf::wgmma_commit();
-    bf::wgmma_wait<0>();  // before a[] and this stage are reused
-    bf::fence_registers(acc);
-    __syncthreads();  // every warp's ldmatrix and wgmma of this stage done: refill it with chunk c + S
-    if (tid == 0 && c + S < chunks) {
-      const uint32_t bar = bars + 8 * slot;
-      bf::mbar_arrive_expect_tx(bar, STAGE);
-      bf::tma_load_2d(stage, &tm_w, (c + S) * kProjWgK, n0, bar);
-      bf::tma_load_2d(stage + B_BYTES, &tm_d, (c + S) * kProjWgK, m0, bar);
-    }
-  }
-
-  // Epilogue: + bias (+ x), fp16, from the accumulator layout: acc[4 nb + 2 h + u] is row (h ? r_hi : r_lo), column
-  // n0 + 8 nb + 2 q + u
-#pragma unroll
-  for (int nb = 0; nb < BN / 8; ++nb) {
-    const int col = n0 + nb * 8 + 2 * q;
-    if (col >= p.C_out) continue;  // C_out is even: both columns or neither
-    const float2 bias = __ldg(reinterpret_cast<const float2*>(p.b_proj + col));
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int row = h ? r_hi : r_lo;
-      if (row >= P) continue;
-      float v0 = acc[4 * nb + 2 * h] + bias.x, v1 = acc[4 * nb + 2 * h + 1] + bias.y;
-      if (p.residual) {  // stride 1 and C_in == C_out: x has out's layout
-        const float2 xv = __half22float2(*reinterpret_cast<const __half2*>(p.x + (size_t)row * p.C_out + col));
-        v0 += xv.x;
-        v1 += xv.y;
+        for (int kk = 0; kk < 4; ++kk) {
+          sc[kk][0] = __ldg(reinterpret_cast<const float2*>(lo + kk * 16));
+          sc[kk][1] = __ldg(reinterpret_cast<const float2*>(hi + kk * 16));
+          sc[kk][2] = __ldg(reinterpret_cast<const float2*>(lo + kk * 16 + 8));
+          sc[kk][3] = __ldg(reinterpret_cast<const float2*>(hi + kk * 16 + 8));
+        }
+        return;
       }
-      *reinterpret_cast<__half2*>(p.out + (size_t)row * p.C_out + col) = __floats2half2_rn(v0, v1);
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) {
+        const int klo = min(k0 + kk * 16, p.hidden - 2), khi = min(k0 + kk * 16 + 8, p.hidden - 2);
+        sc[kk][0] = __ldg(reinterpret_cast<const float2*>(s_lo + klo));
+        sc[kk][1] = __ldg(reinterpret_cast<const float2*>(s_hi + klo));
+        sc[kk][2] = __ldg(reinterpret_cast<const float2*>(s_lo + khi));
+        sc[kk][3] = __ldg(reinterpret_cast<const float2*>(s_hi + khi));
+      }
+    };
+    const int c0 = t % chunks;  // this tile's first chunk
+    load_scales(c0);
+#pragma unroll
+    for (int i = 0; i < BN / 2; ++i) acc[i] = 0.f;
+    for (int i = 0; i < chunks; ++i, ++j) {
+      const int slot = j % S;
+      const uint32_t stage = base + slot * STAGE;
+      bf::mbar_wait(bars + 8 * slot, (j / S) & 1);
+      uint32_t a[4][4];
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) {
+        ldmatrix_x4(a[kk], stage + B_BYTES + a_off + (((2 * kk + a_half) ^ a_xor) << 4));
+#pragma unroll
+        for (int u = 0; u < 4; ++u) a[kk][u] = scale_half2(a[kk][u], sc[kk][u]);
+      }
+      if (i + 1 < chunks) load_scales(c0 + i + 1 < chunks ? c0 + i + 1 : c0 + i + 1 - chunks);  // during the MMAs
+      bf::fence_registers(acc);
+      bf::fence_registers(a);
+      bf::wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) wgmma_rs<BN>(acc, a[kk], bf::smem_desc_sw128(stage + kk * 32));
+      bf::wgmma_commit();
+      bf::wgmma_wait<0>();  // before a[] and this stage are reused
+      bf::fence_registers(acc);
+      __syncthreads();  // every warp's ldmatrix and wgmma of this stage done: refill it with step j + S
+      if (tid == 0 && j + S < steps) {
+        const uint32_t bar = bars + 8 * slot;
+        const int tn = step_tile(j + S), cn = step_chunk(j + S, tn);
+        bf::mbar_arrive_expect_tx(bar, STAGE);
+        bf::tma_load_2d(stage, &tm_w, cn * kProjWgK, n0, bar);
+        bf::tma_load_2d(stage + B_BYTES, &tm_d, cn * kProjWgK, tn * kProjWgRows, bar);
+      }
+    }
+
+    // Epilogue: + bias (+ x), fp16, from the accumulator layout: acc[4 nb + 2 h + u] is row (h ? r_hi : r_lo),
+    // column n0 + 8 nb + 2 q + u (BN divides C_out)
+#pragma unroll
+    for (int nb = 0; nb < BN / 8; ++nb) {
+      const int col = n0 + nb * 8 + 2 * q;
+      const float2 bias = __ldg(reinterpret_cast<const float2*>(p.b_proj + col));
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = h ? r_hi : r_lo;
+        if (row >= P) continue;
+        float v0 = acc[4 * nb + 2 * h] + bias.x, v1 = acc[4 * nb + 2 * h + 1] + bias.y;
+        if (p.residual) {  // stride 1 and C_in == C_out: x has out's layout
+          const float2 xv = __half22float2(*reinterpret_cast<const __half2*>(p.x + (size_t)row * p.C_out + col));
+          v0 += xv.x;
+          v1 += xv.y;
+        }
+        *reinterpret_cast<__half2*>(p.out + (size_t)row * p.C_out + col) = __floats2half2_rn(v0, v1);
+      }
     }
   }
 #endif
@@ -211,7 +229,10 @@ cudaError_t launch_project_wg_bn(const Params& p, cudaStream_t stream, bool pdl)
   if (err == cudaSuccess)
     err = tmap::half_2d_sw128(&tm_w, p.w_proj, p.C_out, p.hk_pad, p.hk_pad, BN, kProjWgK);
   if (err != cudaSuccess) return err;
-  const dim3 grid((P + kProjWgRows - 1) / kProjWgRows, p.C_out / BN);
+  const int tiles = (P + kProjWgRows - 1) / kProjWgRows, col_tiles = p.C_out / BN;
+  // persistent: at most as many CTAs as fit at once (each loops over row tiles)
+  const int fit = std::max(1, slots.ctas_per_sm[dev] * slots.sms[dev] / col_tiles);
+  const dim3 grid(std::min(tiles, fit), col_tiles);
   if (pdl && pdl::device_supports(dev))
     return pdl::launch(kernel, grid, dim3(kProjWgThreads), project_wg_smem_bytes(BN), stream, p, tm_d, tm_w);
   kernel<<<grid, kProjWgThreads, project_wg_smem_bytes(BN), stream>>>(p, tm_d, tm_w);
