@@ -44,17 +44,23 @@ from cuda_kernels import _pdl
 # Passed 106/106 GPU tests with either loader; bit for bit version 8. 10 (NOTES.md, "Session 13") is version 9 with
 # kernel 1's options on by default: items of 2 images where a band is the whole image (CUDA_KERNELS_K1_IMAGES=1 turns
 # it off) and the depthwise's taps summed in packed fp16 from zero, the bias added in fp32 (CUDA_KERNELS_K1_HFMA2=0
-# turns it off); examples/measurements/mbconv/s13/.
-VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10)
-KERNEL_VERSION = {1: 1, 2: 2, 3: 3, 4: 3, 5: 5, 6: 6, 7: 7, 8: 8, 9: 9, 10: 10}  # what the extension runs per version
+# turns it off); examples/measurements/mbconv/s13/. 11 (NOTES.md, "The projection on warpgroup MMAs, measured") is
+# version 10 with the projection on Hopper warpgroup MMAs where project_v9 does not apply (from stage 5 on in B0;
+# tensor-memory-accelerator loads, csrc/mbconv_proj_wg.cu; CUDA_KERNELS_PROJ_WG=off|all changes it) and version 3's
+# kernel 1 (features.1.0, 7.0) with its depthwise in HFMA2 (CUDA_KERNELS_K1_V3_HFMA2=0 turns it off);
+# examples/measurements/mbconv/s14/.
+VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11)
+KERNEL_VERSION = {1: 1, 2: 2, 3: 3, 4: 3, 5: 5, 6: 6, 7: 7, 8: 8, 9: 9, 10: 10, 11: 11}  # what the extension runs per version
 PROJECT_V7_MAX_HW = 400  # csrc/mbconv_v7.cu kP7MaxHW: project_v7 where Ho * Wo <= this
 # A version becomes the default only once it has passed the GPU tests (CUDA_KERNELS_MBCONV_VERSION
 # overrides): version 2 passed 67/67 on the H200 (examples/measurements/h200_call_2026-11-30b_log.txt),
 # version 3 76/76 (examples/measurements/mbconv/v3/mbconv_b0_h200_v3_log.txt), version 9 106/106 and then the
 # whole GPU suite with it as the default (examples/measurements/mbconv/v9/; version 3's kernel 1 at features.7.0,
 # kernel1_v9_takes_v3), version 10 100/100 of its own with the switches that make it (mbconv/s13/call4) and then the
-# MBConv suite as the default (mbconv/s13/call5)
-DEFAULT_VERSION = int(os.environ.get("CUDA_KERNELS_MBCONV_VERSION", "10"))
+# MBConv suite as the default (mbconv/s13/call5), version 11 its projection's tests (every B0 / B2 shape it serves at
+# batch 1 / 5 / 128, odd sizes, B0 on its own activations; mbconv/s14/call3-4) and version 3's HFMA2 kernel 1's
+# (mbconv/s14/call2)
+DEFAULT_VERSION = int(os.environ.get("CUDA_KERNELS_MBCONV_VERSION", "11"))
 KERNEL_SIZES = (3, 5)
 STRIDES = (1, 2)
 CHANNEL_MULTIPLE = 8  # 16-byte rows of every NHWC tensor and weight
@@ -93,7 +99,7 @@ def kernel1_v9_takes_v3(kernel_size: int, stride: int, out_h: int, out_w: int) -
 
 K1_IMAGES_SWITCH = "CUDA_KERNELS_K1_IMAGES"  # csrc/mbconv_v8.cuh kernel1_v8_images_requested: "1" / "2" (v10: 2)
 K1_HFMA2_SWITCH = "CUDA_KERNELS_K1_HFMA2"  # csrc/mbconv_v8.cuh kernel1_v8_hfma2_requested: "0" / "1" (v10: 1)
-K1_V3_HFMA2_SWITCH = "CUDA_KERNELS_K1_V3_HFMA2"  # csrc/mbconv.cuh kernel1_v3_hfma2_requested: "1" (off by default)
+K1_V3_HFMA2_SWITCH = "CUDA_KERNELS_K1_V3_HFMA2"  # csrc/mbconv.cuh kernel1_v3_hfma2_requested: "0" / "1" (v11: 1)
 V8_TWO_CTA_SMEM = 113 * 1024  # kV8TwoCtaSmem
 
 
@@ -208,7 +214,7 @@ def kernel1_smem_bytes(rows: int, height: int, width: int, kernel_size: int, str
     (version 8 only): items of that many images (kernel1_v8_images), X, E and the per-group sums that many times."""
     in_rows = (rows - 1) * stride + kernel_size
     m_pad = _round_up(min(height, in_rows) * width, 16)
-    if version in (9, 10):  # version 8's kernel 1, or version 3's where kernel1_v9_takes_v3
+    if version in (9, 10, 11):  # version 8's kernel 1, or version 3's where kernel1_v9_takes_v3
         out_h, out_w = output_size(height, stride), output_size(width, stride)
         version = 3 if kernel1_v9_takes_v3(kernel_size, stride, out_h, out_w) else 8
     if version == 8 and kernel1_v8_applies(expand, chunk):

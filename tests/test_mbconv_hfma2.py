@@ -28,8 +28,9 @@ SOURCE = (Path(cuda_kernels.__file__).resolve().parent / "csrc" / "mbconv_v8.cuh
 def test_version_10_is_registered_and_its_switches_are_the_ones_the_source_reads():
     assert 10 in mb.VERSIONS and mb.KERNEL_VERSION[10] == 10
     csrc = Path(cuda_kernels.__file__).resolve().parent / "csrc"
-    assert "const bool v9 = version == 9 || version == 10, v10 = version == 10;" in (csrc / "mbconv.cu").read_text()
-    assert "(version >= 5 && version <= 10)" in (csrc / "mbconv_bindings.cpp").read_text()
+    assert "const bool v9 = version >= 9 && version <= 11, v10 = version >= 10 && version <= 11, v11 = version == 11;" \
+        in (csrc / "mbconv.cu").read_text()
+    assert "(version >= 5 && version <= 11)" in (csrc / "mbconv_bindings.cpp").read_text()
     assert mb.K1_HFMA2_SWITCH == "CUDA_KERNELS_K1_HFMA2" and mb.K1_IMAGES_SWITCH == "CUDA_KERNELS_K1_IMAGES"
     assert 'kernel1_switch("CUDA_KERNELS_K1_HFMA2");\n  return v != nullptr ? v[0] == \'1\' : v10;' in SOURCE
     assert 'kernel1_switch("CUDA_KERNELS_K1_IMAGES");\n  return v != nullptr ? (v[0] == \'2\' ? 2 : 1) : (v10 ? 2 : 1);' \

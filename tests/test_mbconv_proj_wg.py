@@ -43,7 +43,7 @@ def test_mirrors_match_the_source():
         assert str(n) in gen
     assert 'std::getenv("CUDA_KERNELS_PROJ_WG")' in SOURCE and mb.PROJECT_WG_SWITCH == "CUDA_KERNELS_PROJ_WG"
     cu = (CSRC / "mbconv.cu").read_text()
-    assert "if (project_wg_applies(p, project_wg_mode())) return launch_project_wg(p, stream, pdl);" in cu
+    assert "if (project_wg_applies(p, project_wg_mode(v11))) return launch_project_wg(p, stream, pdl);" in cu
     from cuda_kernels._build import MBCONV_SOURCES
 
     assert "mbconv_proj_wg.cu" in MBCONV_SOURCES

@@ -273,7 +273,7 @@ def test_v3_numerics_stay_within_twice_pytorch_fp16(path):
     (28, 5, 1, 48, 48, True, 10, 10),   # k = 5 (80 registers, three CTAs at most): bands as in v3
 ])
 def test_version_4_sizes_bands_for_four_ctas_per_sm(size, ks, stride, k_pad, chunk, expand, rows_v3, rows_v4):
-    assert mb.KERNEL_VERSION[4] == 3 and mb.VERSIONS == (1, 2, 3, 4, 5, 6, 7, 8, 9, 10)
+    assert mb.KERNEL_VERSION[4] == 3 and mb.VERSIONS == (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11)
     assert mb.band_rows(size, size, ks, stride, k_pad, chunk, expand, 3) == rows_v3
     assert mb.band_rows(size, size, ks, stride, k_pad, chunk, expand, 4) == rows_v4
     smem = mb.kernel1_smem_bytes(rows_v4, size, size, ks, stride, k_pad, chunk, expand, 4)

@@ -55,7 +55,7 @@ def test_constants_mirror_the_sources():
         assert _source_constant("mbconv_v7.cu", name) == value
     assert "kP7LD = kP7BK + 8" in (CSRC / "mbconv_v7.cu").read_text()
     assert mb.KERNEL_VERSION[7] == 7 and 7 in mb.VERSIONS
-    assert 'os.environ.get("CUDA_KERNELS_MBCONV_VERSION", "10")' in Path(mb.__file__).read_text()  # not 7
+    assert 'os.environ.get("CUDA_KERNELS_MBCONV_VERSION", "11")' in Path(mb.__file__).read_text()  # not 7
     assert "version == 7" in (CSRC / "mbconv.cu").read_text()
     from cuda_kernels._build import MBCONV_SOURCES
 

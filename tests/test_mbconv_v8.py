@@ -43,21 +43,21 @@ def _segment_rows(ks: int) -> int:
 
 # ---- the switch ----
 
-def test_version_8_is_registered_and_version_10_is_the_default():
+def test_version_8_is_registered_and_version_11_is_the_default():
     assert 8 in mb.VERSIONS and mb.KERNEL_VERSION[8] == 8
-    assert 'os.environ.get("CUDA_KERNELS_MBCONV_VERSION", "10")' in Path(mb.__file__).read_text()
+    assert 'os.environ.get("CUDA_KERNELS_MBCONV_VERSION", "11")' in Path(mb.__file__).read_text()
     cu = (CSRC / "mbconv.cu").read_text()
-    # 9 and 10: v8's kernel 1 but where kernel1_v9_takes_v3 (10 with its options on by default)
-    assert "(version == 8 || (v9 && !v9_v3)) && p.ksize == 3) err = launch_expand_dw_v8_k3(p, chunk, stream, pdl, v10)" in cu
-    assert "(version == 8 || (v9 && !v9_v3)) && p.ksize == 5) err = launch_expand_dw_v8_k5(p, chunk, stream, pdl, v10)" in cu
+    # 9-11: v8's kernel 1 but where kernel1_v9_takes_v3 (10 and 11 with their options on by default)
+    assert "(version == 8 || (v9 && !v9_v3)) && p.ksize == 3) err = launch_expand_dw_v8_k3(p, chunk, stream, pdl, v10, v11)" in cu
+    assert "(version == 8 || (v9 && !v9_v3)) && p.ksize == 5) err = launch_expand_dw_v8_k5(p, chunk, stream, pdl, v10, v11)" in cu
     assert "version == 3 || version == 5 || version == 6 || version == 8" in cu  # version 3's SE and projection
-    assert "(version >= 5 && version <= 10)" in (CSRC / "mbconv_bindings.cpp").read_text()
+    assert "(version >= 5 && version <= 11)" in (CSRC / "mbconv_bindings.cpp").read_text()
     from cuda_kernels._build import MBCONV_SOURCES
 
     assert {"mbconv_v8_k3.cu", "mbconv_v8_k5.cu"} <= set(MBCONV_SOURCES)
 
 
-@pytest.mark.parametrize("value,expected", [(None, 10), ("9", 9), ("8", 8), ("3", 3)])
+@pytest.mark.parametrize("value,expected", [(None, 11), ("10", 10), ("9", 9), ("8", 8), ("3", 3)])
 def test_the_environment_switch(value, expected):
     env = {k: v for k, v in os.environ.items() if k != "CUDA_KERNELS_MBCONV_VERSION"}
     if value is not None:

@@ -34,11 +34,11 @@ def test_version_9_is_registered_and_wired():
     assert 9 in mb.VERSIONS and mb.KERNEL_VERSION[9] == 9
     cu = (CSRC / "mbconv.cu").read_text()
     assert "(version == 8 || (v9 && !v9_v3)) && p.ksize == 3) err = launch_expand_dw_v8_k3" in cu
-    assert "const bool v9 = version == 9 || version == 10, v10 = version == 10;" in cu
+    assert "const bool v9 = version >= 9 && version <= 11, v10 = version >= 10 && version <= 11, v11 = version == 11;" in cu
     assert "err = p.ksize == 3 ? launch_expand_dw_v3_k3(p, chunk, stream, pdl, v3_hf)" in " ".join(cu.split())
-    assert "const bool v3_hf = v9_v3 && kernel1_v3_hfma2_requested();" in cu
+    assert "const bool v3_hf = v9_v3 && kernel1_v3_hfma2_requested(v11);" in cu
     assert "return p9 ? launch_project_v9(p, stream, pdl) : launch_project_v3_only(p, stream, pdl);" in cu
-    assert "(version >= 5 && version <= 10)" in (CSRC / "mbconv_bindings.cpp").read_text()
+    assert "(version >= 5 && version <= 11)" in (CSRC / "mbconv_bindings.cpp").read_text()
     # kernel 1 of version 9 is version 8's: the same bands
     assert mb.band_rows(56, 56, 3, 1, 32, 48, True, 9, 24) == mb.band_rows(56, 56, 3, 1, 32, 48, True, 8, 24)
 

@@ -172,22 +172,23 @@ cudaError_t launch_mbconv(const Params& p, int chunk, int version, cudaStream_t 
   if ((version == 5 || version == 6) && p.ksize == 5) err = launch_expand_dw_v5_k5(p, chunk, stream);
   if (version == 7 && p.ksize == 3) err = launch_expand_dw_v7_k3(p, chunk, stream, pdl);
   if (version == 7 && p.ksize == 5) err = launch_expand_dw_v7_k5(p, chunk, stream, pdl);
-  // version 10: version 9 with version 8's kernel 1 options on (2-image items, the depthwise in HFMA2)
-  const bool v9 = version == 9 || version == 10, v10 = version == 10;
+  // version 10: version 9 with version 8's kernel 1 options on (2-image items, the depthwise in HFMA2); version 11:
+  // version 10 with version 3's kernel 1 in HFMA2 and the projection on warpgroup MMAs past stage 4 (late)
+  const bool v9 = version >= 9 && version <= 11, v10 = version >= 10 && version <= 11, v11 = version == 11;
   const bool v9_v3 = v9 && kernel1_v9_takes_v3(p.ksize, p.stride, p.Ho, p.Wo);  // version 3's kernel 1
-  const bool v3_hf = v9_v3 && kernel1_v3_hfma2_requested();
+  const bool v3_hf = v9_v3 && kernel1_v3_hfma2_requested(v11);
   if (v9_v3)
     err = p.ksize == 3 ? launch_expand_dw_v3_k3(p, chunk, stream, pdl, v3_hf)
                        : launch_expand_dw_v3_k5(p, chunk, stream, pdl, v3_hf);
-  if ((version == 8 || (v9 && !v9_v3)) && p.ksize == 3) err = launch_expand_dw_v8_k3(p, chunk, stream, pdl, v10);
-  if ((version == 8 || (v9 && !v9_v3)) && p.ksize == 5) err = launch_expand_dw_v8_k5(p, chunk, stream, pdl, v10);
+  if ((version == 8 || (v9 && !v9_v3)) && p.ksize == 3) err = launch_expand_dw_v8_k3(p, chunk, stream, pdl, v10, v11);
+  if ((version == 8 || (v9 && !v9_v3)) && p.ksize == 5) err = launch_expand_dw_v8_k5(p, chunk, stream, pdl, v10, v11);
   if (err != cudaSuccess) return err;
   if (version == 7)  // the SE ran in kernel 1's last CTA per image
     return project_v7_applies(p.Ho, p.Wo) ? launch_project_v7(p, stream, pdl) : launch_project_v3_only(p, stream, pdl);
   if (v9) {  // version 8's kernel 1, version 3's SE, then project_v9 where it applies
     err = launch_se_v3(p, stream, pdl);
     if (err != cudaSuccess) return err;
-    if (project_wg_applies(p, project_wg_mode())) return launch_project_wg(p, stream, pdl);  // off by default
+    if (project_wg_applies(p, project_wg_mode(v11))) return launch_project_wg(p, stream, pdl);  // v11: late
     const int pv10 = project_v10_mode();  // CUDA_KERNELS_PROJ_V10: auto by default
     const bool p9 = project_v9_applies(p.hidden, p.C_out);
     if (pv10 == 2 || (pv10 == 1 && !p9) || (pv10 == 3 && !p9 && project_v10_auto(p)))

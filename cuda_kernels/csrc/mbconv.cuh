@@ -66,12 +66,13 @@ cudaError_t launch_expand_dw_v2_k5(const Params& p, int chunk, cudaStream_t stre
 cudaError_t launch_expand_dw_v3_k3(const Params& p, int chunk, cudaStream_t stream, bool pdl = false,
                                    bool hf = false);  // mbconv_v2.cuh, V3
 cudaError_t launch_expand_dw_v3_k5(const Params& p, int chunk, cudaStream_t stream, bool pdl = false, bool hf = false);
-// CUDA_KERNELS_K1_V3_HFMA2=1 (read at every call; off by default until measured): version 3's kernel 1, where versions
-// 8-10 run it (blocks without an expand conv; in 9 and 10, k = 3 at stride 1 and <= 64 pixels too), its depthwise
-// in HFMA2.
-inline bool kernel1_v3_hfma2_requested() {
+// CUDA_KERNELS_K1_V3_HFMA2=0|1 (read at every call; on by default in version 11, else off): version 3's kernel 1,
+// where versions 8-11 run it (blocks without an expand conv; in 9-11, k = 3 at stride 1 and <= 64 pixels too), its
+// depthwise in HFMA2.
+inline bool kernel1_v3_hfma2_requested(bool v11 = false) {
   const char* v = std::getenv("CUDA_KERNELS_K1_V3_HFMA2");
-  return v != nullptr && v[0] == '1' && v[1] == '\0';
+  if (v == nullptr) return v11;
+  return v[0] == '1' && v[1] == '\0';
 }
 cudaError_t launch_expand_dw_v5_k3(const Params& p, int chunk, cudaStream_t stream);  // V3 + TC: the depthwise
 cudaError_t launch_expand_dw_v5_k5(const Params& p, int chunk, cudaStream_t stream);  // on tensor cores
@@ -85,8 +86,10 @@ cudaError_t launch_expand_dw_v7_k5(const Params& p, int chunk, cudaStream_t stre
 // atomic-free pool (mbconv_v8.cuh); version 3's kernel 1 for blocks without an expand conv; then version 3's SE and
 // projection.
 // v10: version 10's kernel 1 options by default (2-image items, the depthwise in HFMA2; mbconv_v8.cuh).
-cudaError_t launch_expand_dw_v8_k3(const Params& p, int chunk, cudaStream_t stream, bool pdl = false, bool v10 = false);
-cudaError_t launch_expand_dw_v8_k5(const Params& p, int chunk, cudaStream_t stream, bool pdl = false, bool v10 = false);
+cudaError_t launch_expand_dw_v8_k3(const Params& p, int chunk, cudaStream_t stream, bool pdl = false, bool v10 = false,
+                                   bool v11 = false);
+cudaError_t launch_expand_dw_v8_k5(const Params& p, int chunk, cudaStream_t stream, bool pdl = false, bool v10 = false,
+                                   bool v11 = false);
 // Version 9 (NOTES.md, "MBConv version 9"): version 8's kernel 1 and version 3's SE, then project_v9 (mbconv_v3.cu:
 // D streamed into the mma fragments by each warp, no shared memory for D) where project_v9_applies, else version 3's.
 bool project_v9_applies(int hidden, int c_out);
@@ -104,9 +107,9 @@ cudaError_t launch_project_v10(const Params& p, cudaStream_t stream, bool pdl);
 // 0: off, 1: where project_v9 does not apply, 2: every version-9 projection, 3 (the default): auto, project_v10_auto
 int project_v10_mode();
 // The projection on warpgroup MMAs (mbconv_proj_wg.cu, NOTES.md "The projection on warpgroup MMAs"; sm_90a): inside
-// versions 9 and 10 where project_wg_applies(p, project_wg_mode()) (CUDA_KERNELS_PROJ_WG=off | late | all; off by
-// default until measured).
-int project_wg_mode();
+// versions 9-11 where project_wg_applies(p, project_wg_mode(v11)) (CUDA_KERNELS_PROJ_WG=off | late | all; late by
+// default in version 11, else off).
+int project_wg_mode(bool v11 = false);
 bool project_wg_applies(const Params& p, int mode);
 cudaError_t launch_project_wg(const Params& p, cudaStream_t stream, bool pdl);
 bool project_v10_auto(const Params& p);  // project_v3 would have < 1.5 units per SM

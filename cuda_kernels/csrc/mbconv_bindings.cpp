@@ -55,8 +55,8 @@ torch::Tensor mbconv(torch::Tensor x, torch::Tensor w_exp, torch::Tensor b_exp, 
   TORCH_CHECK(version != 7 || p.N <= mb::kSECountMax, "version 7 takes at most ", mb::kSECountMax, " images");
   TORCH_CHECK(stride == 1 || stride == 2, "stride must be 1 or 2");
   TORCH_CHECK(chunk == 32 || chunk == 48, "chunk must be 32 or 48");
-  TORCH_CHECK((version >= 1 && version <= 3) || (version >= 5 && version <= 10),
-              "version must be 1, 2, 3, 5, 6, 7, 8, 9 or 10");
+  TORCH_CHECK((version >= 1 && version <= 3) || (version >= 5 && version <= 11),
+              "version must be 1, 2, 3, 5, 6, 7, 8, 9, 10 or 11");
   TORCH_CHECK(p.C_in % 8 == 0 && p.hidden % 8 == 0 && c_out % 8 == 0, "channel counts must be multiples of 8");
   TORCH_CHECK(p.hid_pad % chunk == 0 && p.hid_pad >= p.hidden, "b_dw must be padded to a multiple of the chunk");
   TORCH_CHECK(expand || p.hidden == p.C_in, "without an expand conv, hidden must equal C_in");

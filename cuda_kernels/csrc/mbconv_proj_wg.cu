@@ -75,7 +75,8 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[BN / 2], const uint32_t (&a)
 // at a time instead of all the same one (call 3: 98 CTAs on the same chunk of V held 6.1 at 1.8 TB/s out of L2).
 template <int BN>
 __global__ void __launch_bounds__(kProjWgThreads)
-    project_wg_kernel(const Params p, const __grid_constant__ CUtensorMap tm_d, const __grid_constant__ CUtensorMap tm_w) {
+    project_wg_kernel(const Params p, const __grid_constant__ CUtensorMap tm_d,
+                      const __grid_constant__ CUtensorMap tm_w) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int S = project_wg_stages(BN), B_BYTES = BN * 128, STAGE = B_BYTES + kProjWgRows * 128;
   extern __shared__ __align__(16) uint8_t smem_raw[];
@@ -239,12 +240,12 @@ cudaError_t launch_project_wg_bn(const Params& p, cudaStream_t stream, bool pdl)
   return cudaGetLastError();
 }
 
-// CUDA_KERNELS_PROJ_WG=off|late|all (read at every call; off by default until measured): the projection of versions 9
-// and 10 on warpgroup MMAs where project_wg_bn has a shape and (late) project_v9 does not apply, or (all) everywhere
-// it has one. 0 off, 1 late, 2 all.
-int project_wg_mode() {
+// CUDA_KERNELS_PROJ_WG=off|late|all (read at every call; late by default in version 11, else off): the projection of
+// versions 9-11 on warpgroup MMAs where project_wg_bn has a shape and (late) project_v9 does not apply, or (all)
+// everywhere it has one. 0 off, 1 late, 2 all.
+int project_wg_mode(bool v11) {
   const char* v = std::getenv("CUDA_KERNELS_PROJ_WG");
-  if (v == nullptr) return 0;
+  if (v == nullptr) return v11 ? 1 : 0;
   if (std::strcmp(v, "late") == 0) return 1;
   if (std::strcmp(v, "all") == 0) return 2;
   return 0;

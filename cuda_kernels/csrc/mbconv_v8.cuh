@@ -597,10 +597,10 @@ cudaError_t launch_expand_dw_v8_hf(const Params& p, cudaStream_t stream, bool pd
 }
 
 template <int KS>
-cudaError_t launch_expand_dw_v8_ks(const Params& p, int chunk, cudaStream_t stream, bool pdl, bool v10) {
+cudaError_t launch_expand_dw_v8_ks(const Params& p, int chunk, cudaStream_t stream, bool pdl, bool v10, bool v11) {
   if (p.w_exp == nullptr || chunk != 48)
-    return KS == 3 ? launch_expand_dw_v3_k3(p, chunk, stream, pdl, kernel1_v3_hfma2_requested())
-                   : launch_expand_dw_v3_k5(p, chunk, stream, pdl, kernel1_v3_hfma2_requested());
+    return KS == 3 ? launch_expand_dw_v3_k3(p, chunk, stream, pdl, kernel1_v3_hfma2_requested(v11))
+                   : launch_expand_dw_v3_k5(p, chunk, stream, pdl, kernel1_v3_hfma2_requested(v11));
   return kernel1_v8_hfma2_requested(v10) ? launch_expand_dw_v8_hf<KS, true>(p, stream, pdl, v10)
                                          : launch_expand_dw_v8_hf<KS, false>(p, stream, pdl, v10);
 }

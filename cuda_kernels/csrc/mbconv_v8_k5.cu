@@ -3,7 +3,7 @@
 #include "mbconv_v8.cuh"
 
 namespace mb {
-cudaError_t launch_expand_dw_v8_k5(const Params& p, int chunk, cudaStream_t stream, bool pdl, bool v10) {
-  return launch_expand_dw_v8_ks<5>(p, chunk, stream, pdl, v10);
+cudaError_t launch_expand_dw_v8_k5(const Params& p, int chunk, cudaStream_t stream, bool pdl, bool v10, bool v11) {
+  return launch_expand_dw_v8_ks<5>(p, chunk, stream, pdl, v10, v11);
 }
 }  // namespace mb
