@@ -2,10 +2,12 @@
 
     ncu --section SourceCounters -k regex:NAME -c 1 -o rep python prog.py
     ncu -i rep.ncu-rep --page source --csv --print-source sass > rep.csv
-    python -m cuda_kernels.sass_mix "PREFIX" rep.csv
+    python -m cuda_kernels.sass_mix "PREFIX" rep.csv [--lines N]
 
 prints one line: PREFIX, the kernel's warp instructions and stall samples, then the opcodes that execute most, each
-with its share of instructions and of stall samples (MUFU.TANH keeps its function; other opcodes drop modifiers).
+with its share of instructions and of stall samples (MUFU.TANH keeps its function; other opcodes drop modifiers);
+where the page has the per-reason columns (stall_long_sb, stall_barrier, ...), a second line with the reasons' shares
+of all samples; with --lines N, the N SASS lines with the most samples, each with its address and top reasons.
 """
 
 from __future__ import annotations
@@ -53,6 +55,41 @@ def mix(rows: list[dict[str, str]]) -> tuple[Counter, Counter]:
     return executed, stalls
 
 
+def _reason_columns(rows: list[dict[str, str]]) -> list[str]:
+    """The page's per-reason stall columns over all samples (stall_*, not the "(Not Issued)" ones)."""
+    return [k for k in (rows[0] if rows else {}) if k.strip().startswith("stall_") and "Not Issued" not in k]
+
+
+def reasons(rows: list[dict[str, str]]) -> Counter:
+    """Stall samples per reason (the name after stall_), summed over the kernel."""
+    total = Counter()
+    for key in _reason_columns(rows):
+        total[key.strip()[len("stall_"):]] = sum(_number(row[key]) for row in rows)
+    return total
+
+
+def top_lines(rows: list[dict[str, str]], n: int) -> list[str]:
+    """The n SASS lines with the most stall samples: 'address: source (samples; reason share, ...)'."""
+    if not rows:
+        return []
+    keys = list(rows[0])
+    src = next(k for k in keys if k.strip() == "Source")
+    address = next(k for k in keys if k.strip().lstrip("# ") == "Address")
+    samples = next((k for k in keys if k.strip().startswith("Warp Stall Sampling (All")), None)
+    if samples is None:
+        return []
+    columns = _reason_columns(rows)
+    out = []
+    for row in sorted(rows, key=lambda r: -_number(r[samples]))[:n]:
+        count = _number(row[samples])
+        if count <= 0:
+            break
+        why = sorted(((_number(row[k]), k.strip()[len("stall_"):]) for k in columns), reverse=True)[:3]
+        why_text = ", ".join(f"{name} {100 * v / count:.0f}%" for v, name in why if v > 0)
+        out.append(f"{row[address].strip()}: {' '.join(row[src].split())} ({count:.0f}; {why_text})")
+    return out
+
+
 def read_rows(path: str) -> list[dict[str, str]]:
     with open(path, newline="") as f:
         lines = [line for line in f if not line.startswith("==")]
@@ -68,8 +105,21 @@ def summary(prefix: str, executed: Counter, stalls: Counter, top: int = 14) -> s
 
 
 def main(argv: list[str] | None = None) -> int:
-    prefix, path = (argv if argv is not None else sys.argv[1:])[:2]
-    print(summary(prefix, *mix(read_rows(path))))
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("prefix")
+    parser.add_argument("csv")
+    parser.add_argument("--lines", type=int, default=0, help="also print the N lines with the most stall samples")
+    args = parser.parse_args(argv)
+    rows = read_rows(args.csv)
+    print(summary(args.prefix, *mix(rows)))
+    why = reasons(rows)
+    if sum(why.values()):
+        total = sum(why.values())
+        print(f"{args.prefix} stalls: " + ", ".join(f"{k} {100 * v / total:.1f}%" for k, v in why.most_common(8)))
+    for line in top_lines(rows, args.lines):
+        print(f"{args.prefix} line {line}")
     return 0
 
 

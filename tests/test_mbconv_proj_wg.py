@@ -42,6 +42,8 @@ def test_mirrors_match_the_source():
         assert f"void wgmma_m64n{n}k16_rs(float (&d)[{n // 2}]" in wrappers, n
         assert str(n) in gen
     assert 'std::getenv("CUDA_KERNELS_PROJ_WG")' in SOURCE and mb.PROJECT_WG_SWITCH == "CUDA_KERNELS_PROJ_WG"
+    assert 'std::getenv("CUDA_KERNELS_PROJ_WG_OPT")' in SOURCE and mb.PROJECT_WG_OPT_SWITCH == "CUDA_KERNELS_PROJ_WG_OPT"
+    assert (_constant("kProjWgPrefetchX"), _constant("kProjWgOverlap")) == (mb.PROJECT_WG_PREFETCH_X, mb.PROJECT_WG_OVERLAP)
     cu = (CSRC / "mbconv.cu").read_text()
     assert "if (project_wg_applies(p, project_wg_mode(v11))) return launch_project_wg(p, stream, pdl);" in cu
     from cuda_kernels._build import MBCONV_SOURCES
@@ -88,8 +90,8 @@ def test_compiles_without_spills():
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     report = result.stdout + result.stderr
-    entries = re.findall(r"Compiling entry function '_ZN2mb17project_wg_kernelILi(\d+)E", report)
-    assert sorted(int(n) for n in entries) == sorted(mb.PROJECT_WG_SHAPES)
+    entries = re.findall(r"Compiling entry function '_ZN2mb17project_wg_kernelILi(\d+)ELi(\d)E", report)
+    assert sorted((int(n), int(o)) for n, o in entries) == [(n, o) for n in sorted(mb.PROJECT_WG_SHAPES) for o in range(4)]
     assert "spill stores" in report and all(" 0 bytes spill stores, 0 bytes spill loads" in line
                                             for line in report.splitlines() if "spill stores" in line)
     assert "Potential Performance Loss" not in report  # ptxas serialising the wgmmas would say so
@@ -284,7 +286,8 @@ def test_runs_and_is_close_to_the_mma_sync_projections(path, batch, monkeypatch)
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("switches", [{"CUDA_KERNELS_PROJ_WG": "all"},
-                                      {"CUDA_KERNELS_PROJ_WG": "all", "CUDA_KERNELS_K1_V3_HFMA2": "1"}])
+                                      {"CUDA_KERNELS_PROJ_WG": "all", "CUDA_KERNELS_K1_V3_HFMA2": "1"},
+                                      {"CUDA_KERNELS_PROJ_WG": "all", "CUDA_KERNELS_PROJ_WG_OPT": "3"}])
 def test_efficientnet_b0_on_its_own_activations(switches, monkeypatch):
     """What `perfmodel bench --backend cuda_kernels` checks before timing: every MBConv of B0 (random weights,
     realistic BN) on the input it receives in the network, within 2x PyTorch fp16's error of float64 (bench.check_blocks
@@ -304,3 +307,37 @@ def test_efficientnet_b0_on_its_own_activations(switches, monkeypatch):
     assert info["fused_blocks"]["MBConv"] == 16 and info["fallback_count"] == 0
     assert info["check"]["blocks_checked"] == 16 and info["check"]["worst_error_ratio"] <= 2
     assert all(info["switches"].get(k) == v for k, v in switches.items())
+
+
+# ---- the options (CUDA_KERNELS_PROJ_WG_OPT, 0 by default until measured) ----
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("opt", [1, 2, 3])
+@pytest.mark.parametrize("path,batch", [("features.2.1", 128), ("features.4.1", 128), ("features.5.0", 128),
+                                        ("features.6.1", 128), ("features.7.0", 128), ("features.6.1", 1),
+                                        ("features.3.1", 5)])
+def test_options_give_option_0s_values(path, batch, opt, monkeypatch):
+    """Each option moves loads, not arithmetic: the same sums in the same order, so option 0's values (torch.equal;
+    a -0 may turn +0 where there is no shortcut), and the profiler shows the option's instantiation ran
+    (project_wg_kernel<BN, opt>): the check compares two different kernels."""
+    from mbconv_helpers import b0_prepared, run_profiled
+
+    params, weights, x = b0_prepared(path, batch)
+    monkeypatch.setenv(mb.PROJECT_WG_SWITCH, "all")
+    monkeypatch.setenv(mb.PROJECT_WG_OPT_SWITCH, "0")
+    base = mb.mbconv(x, params, weights, version=11)
+    monkeypatch.setenv(mb.PROJECT_WG_OPT_SWITCH, str(opt))
+    got, names = run_profiled(x, params, weights, base, 11)
+    bn = mb.project_wg_bn(params.out_channels)
+    assert re.search(rf"project_wg_kernel<{bn}, {opt}>", names), names[:600]
+    assert torch.equal(got, base)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("path,size,batch", [("features.5.1", 11, 3), ("features.6.1", 5, 7), ("features.7.0", 3, 9)])
+def test_options_odd_sizes(path, size, batch, monkeypatch):
+    from mbconv_helpers import check_b0_at_size
+
+    monkeypatch.setenv(mb.PROJECT_WG_SWITCH, "all")
+    monkeypatch.setenv(mb.PROJECT_WG_OPT_SWITCH, "3")
+    check_b0_at_size(path, size, batch, 11)

@@ -73,7 +73,15 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[BN / 2], const uint32_t (&a)
 // of (tile, chunk) steps S ahead of the MMAs, so the next tile's first chunks arrive during this tile's last ones and
 // its epilogue. Each tile starts at chunk tile % chunks (and wraps): the CTAs in flight read different slices of V
 // at a time instead of all the same one (call 3: 98 CTAs on the same chunk of V held 6.1 at 1.8 TB/s out of L2).
-template <int BN>
+// OPT (CUDA_KERNELS_PROJ_WG_OPT, project_wg_opt; 0 by default until measured), a bit mask:
+//   kProjWgPrefetchX: the epilogue loads the shortcut's values of 8 column groups at a time before their stores (read
+//     only, ld.global.nc) instead of one load per store: each load waited behind the previous store, which might
+//     alias it (session 14, call 2's stall samples: the epilogue's loads ~1/3 of 6.1's samples, long scoreboard);
+//   kProjWgOverlap: the next chunk's A (its mbarrier wait, ldmatrix and scale) is prepared while this chunk's wgmmas
+//     run (A double-buffered in registers); one wgmma group in flight across the preparation.
+constexpr int kProjWgPrefetchX = 1, kProjWgOverlap = 2;
+
+template <int BN, int OPT>
 __global__ void __launch_bounds__(kProjWgThreads)
     project_wg_kernel(const Params p, const __grid_constant__ CUtensorMap tm_d,
                       const __grid_constant__ CUtensorMap tm_w) {
@@ -152,67 +160,139 @@ __global__ void __launch_bounds__(kProjWgThreads)
       }
     };
     const int c0 = t % chunks;  // this tile's first chunk
-    load_scales(c0);
-#pragma unroll
-    for (int i = 0; i < BN / 2; ++i) acc[i] = 0.f;
-    for (int i = 0; i < chunks; ++i, ++j) {
-      const int slot = j % S;
-      const uint32_t stage = base + slot * STAGE;
-      bf::mbar_wait(bars + 8 * slot, (j / S) & 1);
-      uint32_t a[4][4];
+    auto chunk_after = [&](int i) { return c0 + i < chunks ? c0 + i : c0 + i - chunks; };  // the tile's i-th chunk
+    // A of the chunk in `stage`: ldmatrix into wgmma's register layout, scaled by sc
+    auto prepare = [&](uint32_t (&a)[4][4], uint32_t stage) {
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk) {
         ldmatrix_x4(a[kk], stage + B_BYTES + a_off + (((2 * kk + a_half) ^ a_xor) << 4));
 #pragma unroll
         for (int u = 0; u < 4; ++u) a[kk][u] = scale_half2(a[kk][u], sc[kk][u]);
       }
-      if (i + 1 < chunks) load_scales(c0 + i + 1 < chunks ? c0 + i + 1 : c0 + i + 1 - chunks);  // during the MMAs
+    };
+    auto issue = [&](const uint32_t (&a)[4][4], uint32_t stage) {
       bf::fence_registers(acc);
-      bf::fence_registers(a);
       bf::wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk) wgmma_rs<BN>(acc, a[kk], bf::smem_desc_sw128(stage + kk * 32));
       bf::wgmma_commit();
-      bf::wgmma_wait<0>();  // before a[] and this stage are reused
-      bf::fence_registers(acc);
-      __syncthreads();  // every warp's ldmatrix and wgmma of this stage done: refill it with step j + S
+    };
+    // after step j's wgmmas completed: every warp's reads of its stage done, refill it with step j + S
+    auto release = [&](int slot) {
+      __syncthreads();
       if (tid == 0 && j + S < steps) {
-        const uint32_t bar = bars + 8 * slot;
+        const uint32_t bar = bars + 8 * slot, stage = base + slot * STAGE;
         const int tn = step_tile(j + S), cn = step_chunk(j + S, tn);
         bf::mbar_arrive_expect_tx(bar, STAGE);
         bf::tma_load_2d(stage, &tm_w, cn * kProjWgK, n0, bar);
         bf::tma_load_2d(stage + B_BYTES, &tm_d, cn * kProjWgK, tn * kProjWgRows, bar);
       }
+    };
+    load_scales(c0);
+#pragma unroll
+    for (int i = 0; i < BN / 2; ++i) acc[i] = 0.f;
+    if constexpr ((OPT & kProjWgOverlap) == 0) {
+      for (int i = 0; i < chunks; ++i, ++j) {
+        const int slot = j % S;
+        const uint32_t stage = base + slot * STAGE;
+        bf::mbar_wait(bars + 8 * slot, (j / S) & 1);
+        uint32_t a[4][4];
+        prepare(a, stage);
+        if (i + 1 < chunks) load_scales(chunk_after(i + 1));  // during the MMAs
+        bf::fence_registers(a);
+        issue(a, stage);
+        bf::wgmma_wait<0>();  // before a[] and this stage are reused
+        bf::fence_registers(acc);
+        release(slot);
+      }
+    } else {
+      // step i: chunk i's A is in `cur` (prepared during step i - 1's MMAs, or here for i = 0); its wgmmas run while
+      // chunk i + 1's A goes into `nxt`
+      uint32_t a0[4][4], a1[4][4];
+      auto step = [&](int i, uint32_t (&cur)[4][4], uint32_t (&nxt)[4][4]) {
+        const int slot = j % S;
+        bf::fence_registers(cur);
+        issue(cur, base + slot * STAGE);
+        if (i + 1 < chunks) {
+          const int next = (j + 1) % S;
+          bf::mbar_wait(bars + 8 * next, ((j + 1) / S) & 1);
+          prepare(nxt, base + next * STAGE);
+          if (i + 2 < chunks) load_scales(chunk_after(i + 2));
+        }
+        bf::wgmma_wait<0>();  // chunk i's MMAs: before `cur` and this stage are reused
+        bf::fence_registers(acc);
+        release(slot);
+        ++j;
+      };
+      bf::mbar_wait(bars + 8 * (j % S), (j / S) & 1);
+      prepare(a0, base + (j % S) * STAGE);
+      if (chunks > 1) load_scales(chunk_after(1));
+      for (int i = 0; i < chunks; i += 2) {
+        step(i, a0, a1);
+        if (i + 1 < chunks) step(i + 1, a1, a0);
+      }
     }
 
     // Epilogue: + bias (+ x), fp16, from the accumulator layout: acc[4 nb + 2 h + u] is row (h ? r_hi : r_lo),
     // column n0 + 8 nb + 2 q + u (BN divides C_out)
+    if constexpr ((OPT & kProjWgPrefetchX) == 0) {
 #pragma unroll
-    for (int nb = 0; nb < BN / 8; ++nb) {
-      const int col = n0 + nb * 8 + 2 * q;
-      const float2 bias = __ldg(reinterpret_cast<const float2*>(p.b_proj + col));
+      for (int nb = 0; nb < BN / 8; ++nb) {
+        const int col = n0 + nb * 8 + 2 * q;
+        const float2 bias = __ldg(reinterpret_cast<const float2*>(p.b_proj + col));
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int row = h ? r_hi : r_lo;
-        if (row >= P) continue;
-        float v0 = acc[4 * nb + 2 * h] + bias.x, v1 = acc[4 * nb + 2 * h + 1] + bias.y;
-        if (p.residual) {  // stride 1 and C_in == C_out: x has out's layout
-          const float2 xv = __half22float2(*reinterpret_cast<const __half2*>(p.x + (size_t)row * p.C_out + col));
-          v0 += xv.x;
-          v1 += xv.y;
+        for (int h = 0; h < 2; ++h) {
+          const int row = h ? r_hi : r_lo;
+          if (row >= P) continue;
+          float v0 = acc[4 * nb + 2 * h] + bias.x, v1 = acc[4 * nb + 2 * h + 1] + bias.y;
+          if (p.residual) {  // stride 1 and C_in == C_out: x has out's layout
+            const float2 xv = __half22float2(*reinterpret_cast<const __half2*>(p.x + (size_t)row * p.C_out + col));
+            v0 += xv.x;
+            v1 += xv.y;
+          }
+          *reinterpret_cast<__half2*>(p.out + (size_t)row * p.C_out + col) = __floats2half2_rn(v0, v1);
         }
-        *reinterpret_cast<__half2*>(p.out + (size_t)row * p.C_out + col) = __floats2half2_rn(v0, v1);
+      }
+    } else {
+      constexpr int G = 8;  // column groups whose shortcut values are loaded before their stores
+#pragma unroll
+      for (int g0 = 0; g0 < BN / 8; g0 += G) {
+        __half2 xr[G][2];
+#pragma unroll
+        for (int g = 0; g < G; ++g)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int row = h ? r_hi : r_lo, col = n0 + (g0 + g) * 8 + 2 * q;
+            xr[g][h] = __float2half2_rn(0.f);
+            if (g0 + g < BN / 8 && p.residual && row < P)  // stride 1 and C_in == C_out: x has out's layout
+              xr[g][h] = __ldg(reinterpret_cast<const __half2*>(p.x + (size_t)row * p.C_out + col));
+          }
+#pragma unroll
+        for (int g = 0; g < G; ++g) {
+          const int nb = g0 + g;
+          if (nb >= BN / 8) break;
+          const int col = n0 + nb * 8 + 2 * q;
+          const float2 bias = __ldg(reinterpret_cast<const float2*>(p.b_proj + col));
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int row = h ? r_hi : r_lo;
+            if (row >= P) continue;
+            const float2 xv = __half22float2(xr[g][h]);  // zero without a shortcut
+            *reinterpret_cast<__half2*>(p.out + (size_t)row * p.C_out + col) =
+                __floats2half2_rn(acc[4 * nb + 2 * h] + bias.x + xv.x, acc[4 * nb + 2 * h + 1] + bias.y + xv.y);
+          }
+        }
       }
     }
   }
 #endif
 }
 
-template <int BN>
-cudaError_t launch_project_wg_bn(const Params& p, cudaStream_t stream, bool pdl) {
+template <int BN, int OPT>
+cudaError_t launch_project_wg_opt(const Params& p, cudaStream_t stream, bool pdl) {
   static DeviceSlots slots;
   static bool sm90[kMaxDevices] = {};
-  const auto kernel = project_wg_kernel<BN>;
+  const auto kernel = project_wg_kernel<BN, OPT>;
   int dev = 0;
   cudaError_t err = prepare(kernel, slots, project_wg_smem_bytes(BN), kProjWgThreads, dev);
   if (err != cudaSuccess) return err;
@@ -238,6 +318,22 @@ cudaError_t launch_project_wg_bn(const Params& p, cudaStream_t stream, bool pdl)
     return pdl::launch(kernel, grid, dim3(kProjWgThreads), project_wg_smem_bytes(BN), stream, p, tm_d, tm_w);
   kernel<<<grid, kProjWgThreads, project_wg_smem_bytes(BN), stream>>>(p, tm_d, tm_w);
   return cudaGetLastError();
+}
+
+// CUDA_KERNELS_PROJ_WG_OPT=0..3 (read at every call; 0 by default until measured): the kernel's OPT bits.
+int project_wg_opt() {
+  const char* v = std::getenv("CUDA_KERNELS_PROJ_WG_OPT");
+  return v != nullptr && v[0] >= '0' && v[0] <= '3' && v[1] == '\0' ? v[0] - '0' : 0;
+}
+
+template <int BN>
+cudaError_t launch_project_wg_bn(const Params& p, cudaStream_t stream, bool pdl) {
+  switch (project_wg_opt()) {
+    case 1: return launch_project_wg_opt<BN, 1>(p, stream, pdl);
+    case 2: return launch_project_wg_opt<BN, 2>(p, stream, pdl);
+    case 3: return launch_project_wg_opt<BN, 3>(p, stream, pdl);
+    default: return launch_project_wg_opt<BN, 0>(p, stream, pdl);
+  }
 }
 
 // CUDA_KERNELS_PROJ_WG=off|late|all (read at every call; late by default in version 11, else off): the projection of
