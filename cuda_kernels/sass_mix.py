@@ -86,7 +86,8 @@ def top_lines(rows: list[dict[str, str]], n: int) -> list[str]:
             break
         why = sorted(((_number(row[k]), k.strip()[len("stall_"):]) for k in columns), reverse=True)[:3]
         why_text = ", ".join(f"{name} {100 * v / count:.0f}%" for v, name in why if v > 0)
-        out.append(f"{row[address].strip()}: {' '.join(row[src].split())} ({count:.0f}; {why_text})")
+        detail = f"{count:.0f}; {why_text}" if why_text else f"{count:.0f}"
+        out.append(f"{row[address].strip()}: {' '.join(row[src].split())} ({detail})")
     return out
 
 

@@ -27,3 +27,28 @@ def test_mix_sums_per_opcode(tmp_path):
     line = sass_mix.summary("T", executed, stalls)
     # 1500 / 2100 = 71.4%, 10 / 40 = 25%; 500 / 2100 = 23.8%, 30 / 40 = 75%
     assert line.startswith("T inst 0.00M samples 40") and "FFMA 71.4%/25.0%" in line and "MUFU.TANH 23.8%/75.0%" in line
+
+
+REASONS = """"# Address","Source","Warp Stall Sampling (All Samples)","Instructions Executed","stall_long_sb","stall_barrier","stall_long_sb (Not Issued)"
+"0x10","LDG.E R2, desc[UR4][R4.64] ;","4","100","0","0","0"
+"0x20","HADD2.F32 R7, -RZ, R2.H0_H0 ;","50","100","45","0","40"
+"0x30","BAR.SYNC.DEFER_BLOCKING 0x0 ;","30","10","0","27","0"
+"0x40","EXIT ;","0","10","0","0","0"
+"""
+
+
+def test_reasons_and_the_most_stalled_lines(tmp_path, capsys):
+    path = tmp_path / "page.csv"
+    path.write_text(REASONS)
+    rows = sass_mix.read_rows(str(path))
+    # the "(Not Issued)" column is not a reason of its own
+    assert sass_mix.reasons(rows) == {"long_sb": 45, "barrier": 27}
+    lines = sass_mix.top_lines(rows, 3)
+    # by samples: 50, 30, 4; each line's reasons as shares of its samples (45 / 50 = 90%, 27 / 30 = 90%)
+    assert lines == ["0x20: HADD2.F32 R7, -RZ, R2.H0_H0 ; (50; long_sb 90%)",
+                     "0x30: BAR.SYNC.DEFER_BLOCKING 0x0 ; (30; barrier 90%)",
+                     "0x10: LDG.E R2, desc[UR4][R4.64] ; (4)"]
+    assert sass_mix.main(["T", str(path), "--lines", "1"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    # 45 / 72 = 62.5%, 27 / 72 = 37.5%
+    assert out[1] == "T stalls: long_sb 62.5%, barrier 37.5%" and out[2].startswith("T line 0x20: HADD2.F32")
