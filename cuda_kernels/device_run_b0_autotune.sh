@@ -8,11 +8,11 @@
 #   timeout 590 bash cuda_kernels/device_run_b0_autotune.sh OUTDIR
 set -uo pipefail
 out=${1:?output folder}
-source cuda_kernels/device_lib.sh  # step, mbconv_begin, B0_BENCH
+source cuda_kernels/device_lib.sh  # step, mbconv_begin, B0_BENCH, B0_FUSED
 mbconv_begin AUTO 575
 export TORCHINDUCTOR_CACHE_DIR="$PWD/.inductor_cache"
 mkdir -p "$TORCHINDUCTOR_CACHE_DIR"
-step fused 60 "${B0_BENCH[@]}" --backend cuda_kernels --compile-rest --freezing -o "$out/b0_fused.json"
+step fused 60 "${B0_FUSED[@]}" -o "$out/b0_fused.json"
 step inductor 90 "${B0_BENCH[@]}" --backend inductor --freezing -o "$out/b0_inductor.json"
 step autotune 480 "${B0_BENCH[@]}" --backend inductor --compile-mode max-autotune-no-cudagraphs --freezing \
   -o "$out/b0_inductor_max_autotune.json"

@@ -11,13 +11,13 @@
 # 70 -> ~45; B0 1.97 -> ~1.90 ms (late, option 3). Last line WG_OK=1|0.
 set -uo pipefail
 out=${1:?output folder}
-source cuda_kernels/device_lib.sh  # step, mbconv_begin, B0_BENCH
+source cuda_kernels/device_lib.sh  # step, mbconv_begin, B0_FUSED, PROJ_METRICS
 mbconv_begin WG 575
 step tests 170 python3 -m pytest -q -x -m cuda --tb=short -p no:cacheprovider tests/test_mbconv_proj_wg.py || ok=0
 blocks="features.2.1 features.3.1 features.4.1 features.5.1 features.6.1 features.7.0"
 for opt in 0 1 2 3; do
   step "ncu_opt$opt" 40 env CUDA_KERNELS_PROJ_WG=all CUDA_KERNELS_PROJ_WG_OPT=$opt ncu --clock-control none \
-    --cache-control all --print-units base -k regex:"project_wg" --metrics gpu__time_duration.sum,launch__grid_size,dram__bytes_read.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,smsp__issue_active.avg.pct_of_peak_sustained_active,smsp__inst_executed.sum \
+    --cache-control all --print-units base -k regex:"project_wg" --metrics "$PROJ_METRICS" \
     --csv --page raw --log-file "$out/proj_opt$opt.csv" python3 -m cuda_kernels.mbconv_profile $blocks
   python3 -m cuda_kernels.ncu_lines "PROJ opt$opt" "$out/proj_opt$opt.csv" project_wg $blocks 2>> "$log" | tee -a "$log"
 done
@@ -27,11 +27,9 @@ ncu -i /tmp/wg_6.1.ncu-rep --page source --csv --print-source sass > /tmp/wg_6.1
 python3 -m cuda_kernels.sass_mix "MIX features.6.1" /tmp/wg_6.1.csv --lines 12 2>> "$log" | tee -a "$log"
 if [ "$ok" = 1 ]; then
   for opt in 0 1 3; do
-    step "e2e_late_opt$opt" 60 env CUDA_KERNELS_PROJ_WG_OPT=$opt "${B0_BENCH[@]}" --backend cuda_kernels \
-      --compile-rest --freezing -o "$out/b0_late_opt$opt.json"
+    step "e2e_late_opt$opt" 60 env CUDA_KERNELS_PROJ_WG_OPT=$opt "${B0_FUSED[@]}" -o "$out/b0_late_opt$opt.json"
   done
-  step e2e_all_opt3 60 env CUDA_KERNELS_PROJ_WG=all CUDA_KERNELS_PROJ_WG_OPT=3 "${B0_BENCH[@]}" \
-    --backend cuda_kernels --compile-rest --freezing -o "$out/b0_all_opt3.json"
+  step e2e_all_opt3 60 env CUDA_KERNELS_PROJ_WG=all CUDA_KERNELS_PROJ_WG_OPT=3 "${B0_FUSED[@]}" -o "$out/b0_all_opt3.json"
 fi
 python3 -m cuda_kernels.bench_lines WG "$out" 2>> "$log" | tee -a "$log"
 grep -E "^== |passed|failed|Error|error:" "$log" | tail -12

@@ -234,53 +234,37 @@ __global__ void __launch_bounds__(kProjWgThreads)
     }
 
     // Epilogue: + bias (+ x), fp16, from the accumulator layout: acc[4 nb + 2 h + u] is row (h ? r_hi : r_lo),
-    // column n0 + 8 nb + 2 q + u (BN divides C_out)
-    if constexpr ((OPT & kProjWgPrefetchX) == 0) {
+    // column n0 + 8 nb + 2 q + u (BN divides C_out). The shortcut's values of G column groups are loaded before their
+    // stores: G = 1 with plain loads, or 8 with kProjWgPrefetchX (read-only loads, which the compiler may also move
+    // above earlier stores)
+    constexpr bool kPrefetch = (OPT & kProjWgPrefetchX) != 0;
+    constexpr int G = kPrefetch ? 8 : 1;
 #pragma unroll
-      for (int nb = 0; nb < BN / 8; ++nb) {
+    for (int g0 = 0; g0 < BN / 8; g0 += G) {
+      __half2 xr[G][2];
+#pragma unroll
+      for (int g = 0; g < G; ++g)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int row = h ? r_hi : r_lo, col = n0 + (g0 + g) * 8 + 2 * q;
+          const __half2* x = reinterpret_cast<const __half2*>(p.x + (size_t)row * p.C_out + col);
+          xr[g][h] = __float2half2_rn(0.f);
+          if (g0 + g < BN / 8 && p.residual && row < P)  // stride 1 and C_in == C_out: x has out's layout
+            xr[g][h] = kPrefetch ? __ldg(x) : *x;
+        }
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+        const int nb = g0 + g;
+        if (nb >= BN / 8) break;
         const int col = n0 + nb * 8 + 2 * q;
         const float2 bias = __ldg(reinterpret_cast<const float2*>(p.b_proj + col));
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const int row = h ? r_hi : r_lo;
           if (row >= P) continue;
-          float v0 = acc[4 * nb + 2 * h] + bias.x, v1 = acc[4 * nb + 2 * h + 1] + bias.y;
-          if (p.residual) {  // stride 1 and C_in == C_out: x has out's layout
-            const float2 xv = __half22float2(*reinterpret_cast<const __half2*>(p.x + (size_t)row * p.C_out + col));
-            v0 += xv.x;
-            v1 += xv.y;
-          }
-          *reinterpret_cast<__half2*>(p.out + (size_t)row * p.C_out + col) = __floats2half2_rn(v0, v1);
-        }
-      }
-    } else {
-      constexpr int G = 8;  // column groups whose shortcut values are loaded before their stores
-#pragma unroll
-      for (int g0 = 0; g0 < BN / 8; g0 += G) {
-        __half2 xr[G][2];
-#pragma unroll
-        for (int g = 0; g < G; ++g)
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const int row = h ? r_hi : r_lo, col = n0 + (g0 + g) * 8 + 2 * q;
-            xr[g][h] = __float2half2_rn(0.f);
-            if (g0 + g < BN / 8 && p.residual && row < P)  // stride 1 and C_in == C_out: x has out's layout
-              xr[g][h] = __ldg(reinterpret_cast<const __half2*>(p.x + (size_t)row * p.C_out + col));
-          }
-#pragma unroll
-        for (int g = 0; g < G; ++g) {
-          const int nb = g0 + g;
-          if (nb >= BN / 8) break;
-          const int col = n0 + nb * 8 + 2 * q;
-          const float2 bias = __ldg(reinterpret_cast<const float2*>(p.b_proj + col));
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const int row = h ? r_hi : r_lo;
-            if (row >= P) continue;
-            const float2 xv = __half22float2(xr[g][h]);  // zero without a shortcut
-            *reinterpret_cast<__half2*>(p.out + (size_t)row * p.C_out + col) =
-                __floats2half2_rn(acc[4 * nb + 2 * h] + bias.x + xv.x, acc[4 * nb + 2 * h + 1] + bias.y + xv.y);
-          }
+          const float2 xv = __half22float2(xr[g][h]);  // zero without a shortcut
+          *reinterpret_cast<__half2*>(p.out + (size_t)row * p.C_out + col) =
+              __floats2half2_rn(acc[4 * nb + 2 * h] + bias.x + xv.x, acc[4 * nb + 2 * h + 1] + bias.y + xv.y);
         }
       }
     }
