@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# MBConv version 11 as the default: the MBConv GPU suite under it, and the per-block table the issue's acceptance
+# reads (stride-1 blocks of stages 2-4 against torch.compile default and max-autotune-no-cudagraphs, one run).
+# Version 11 became the default in session 14 on its own tests (test_mbconv_proj_wg, the HFMA2 ones) and B0's
+# per-block check before timing; this is the whole suite under it. From the repository root (~9 minutes):
+#   timeout 590 bash cuda_kernels/device_run_mbconv_v11.sh OUTDIR
+# build -> GPU tests (MBCONV_TEST_VERSIONS=11: test_mbconv_kernels, hfma2, v10, proj_wg, pdl) -> B0 end to end:
+# version 11, 10, torch.compile default (freezing, CUDA graphs) -> per block (CUDA graphs): 2.1, 3.1, 4.1, 5.1, 6.1
+# with versions 10 and 11 and torch.compile default and max-autotune-no-cudagraphs. Last line V11_OK=1|0.
+set -uo pipefail
+out=${1:?output folder}
+source cuda_kernels/device_lib.sh  # step, mbconv_begin, B0_BENCH, B0_FUSED
+mbconv_begin V11 575
+step tests 200 env MBCONV_TEST_VERSIONS=11 python3 -m pytest -q -m cuda --tb=short -p no:cacheprovider \
+  tests/test_mbconv_kernels.py tests/test_mbconv_hfma2.py tests/test_mbconv_v10.py tests/test_mbconv_proj_wg.py \
+  tests/test_pdl.py || ok=0
+step e2e_v11 60 "${B0_FUSED[@]}" -o "$out/b0_v11.json"
+step e2e_v10 60 env CUDA_KERNELS_MBCONV_VERSION=10 "${B0_FUSED[@]}" -o "$out/b0_v10.json"
+step e2e_inductor 80 "${B0_BENCH[@]}" --backend inductor --freezing -o "$out/b0_inductor.json"
+step blocks 170 python3 -m cuda_kernels.mbconv_bench --budget-s 130 --compile-mode default \
+  --compile-mode max-autotune-no-cudagraphs --repeats 20 --block features.2.1 --block features.3.1 \
+  --block features.4.1 --block features.5.1 --block features.6.1 --out "$out/blocks.json" --version 10 --version 11
+python3 -m cuda_kernels.bench_lines V11 "$out" 2>> "$log" | tee -a "$log"
+grep -E "^== |passed|failed|Error|error:" "$log" | tail -12
+echo "V11_OK=$ok"
