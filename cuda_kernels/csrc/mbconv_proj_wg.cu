@@ -1,8 +1,9 @@
 // The MBConv projection on Hopper warpgroup MMAs (sm_90a; NOTES.md, "The projection on warpgroup MMAs"):
 // out = (D * s) V^T + b (+ x), D [P, hidden] from kernel 1, s [N, hid_pad] the SE scale, V [cout_pad, hk_pad].
 //
-// One warpgroup per CTA, one 64-row tile of D (rows across images where an image has fewer) times BN output channels
-// (C_out, or half of it past 256). The hidden dimension streams in 64-channel chunks through project_wg_stages(BN)
+// One warpgroup per CTA; a CTA computes 64-row tiles of D (rows across images where an image has fewer) times BN
+// output channels (C_out, or half of it past 256), persistent over row tiles (project_wg_kernel's comment). The
+// hidden dimension streams in 64-channel chunks through project_wg_stages(BN)
 // stages, each filled by two tensor-memory-accelerator boxes that one thread issues: A (D's 64 x 64) and B (V's
 // BN x 64), both 128-byte rows in the 128-byte swizzle (16-byte piece index XOR row % 8), zeros past P / hidden /
 // hk_pad, completing on the stage's mbarrier. Each warp reads its 16 rows of A with ldmatrix into the register
@@ -11,7 +12,7 @@
 // descriptor. The weights' first boxes are in flight before the wait on the previous kernel (PDL).
 // Session 13's first form loaded both operands with per-thread cp.async (16 pieces per thread per chunk): ncu showed
 // it issue-bound on the address arithmetic (650 instructions per warp per chunk at 6.1, 5.4 cycles apart with one
-// warp per scheduler), 3-4x its prediction.
+// warp per scheduler), 3-4x its prediction. Its epilogue's serial shortcut loads (OPT below) were found later.
 // Products and sums: each output is a sum over k of the same fp16 products as project_v3's, in another order (the
 // tensor core's k16 sums, then chunks): close, not bitwise.
 #include <algorithm>
