@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import os
+import warnings
 from dataclasses import dataclass, fields
 
 import torch
@@ -61,6 +62,10 @@ PROJECT_V7_MAX_HW = 400  # csrc/mbconv_v7.cu kP7MaxHW: project_v7 where Ho * Wo 
 # batch 1 / 5 / 128, odd sizes, B0 on its own activations; mbconv/s14/call3-4) and version 3's HFMA2 kernel 1's
 # (mbconv/s14/call2)
 DEFAULT_VERSION = int(os.environ.get("CUDA_KERNELS_MBCONV_VERSION", "11"))
+# Versions whose kernels need compute capability 9.0 (bulk copies and mbarriers; csrc/mbconv.cu version_needs_sm90):
+# on an older GPU the operator runs FALLBACK_VERSION instead, with a warning (runnable_version).
+SM90_VERSIONS = (6, 8, 9, 10, 11)
+FALLBACK_VERSION = 3
 KERNEL_SIZES = (3, 5)
 STRIDES = (1, 2)
 CHANNEL_MULTIPLE = 8  # 16-byte rows of every NHWC tensor and weight
@@ -462,10 +467,33 @@ def _extension():
     return load_mbconv_extension()
 
 
+@functools.lru_cache(maxsize=None)
+def _capability(index: int) -> tuple[int, int]:
+    return torch.cuda.get_device_capability(index)
+
+
+@functools.lru_cache(maxsize=None)
+def _warn_fallback(version: int, capability: tuple[int, int]) -> None:  # once per version and kind of GPU
+    warnings.warn(f"MBConv version {version} needs compute capability 9.0 (Hopper); this GPU is "
+                  f"{capability[0]}.{capability[1]}, so version {FALLBACK_VERSION} runs instead", stacklevel=3)
+
+
+def runnable_version(version: int, device: torch.device) -> int:
+    """`version`, or FALLBACK_VERSION where it needs a newer GPU than `device` (SM90_VERSIONS)."""
+    if version not in SM90_VERSIONS or device.type != "cuda":
+        return version
+    capability = _capability(device.index if device.index is not None else torch.cuda.current_device())
+    if capability >= (9, 0):
+        return version
+    _warn_fallback(version, capability)
+    return FALLBACK_VERSION
+
+
 def _launch(x: torch.Tensor, tensors: list[torch.Tensor], kernel_size: int, stride: int, out_channels: int,
             residual: bool, version: int = DEFAULT_VERSION, out: torch.Tensor | None = None) -> torch.Tensor:
     w_exp, hidden = tensors[0], tensors[6].shape[0]  # w_exp, w_se2
     check_input(x, x.shape[1])  # the channel count against the weights is the binding's check
+    version = runnable_version(version, x.device)
     expand = w_exp.numel() > 0
     chunk = chunk_for(hidden)
     _, _, height, width = x.shape

@@ -120,8 +120,15 @@ def fused_model(model: torch.nn.Module, inputs: list[torch.Tensor]) -> tuple[tor
                          lambda m: isinstance(m, cuda_kernels.FUSED_MODULES))
     # the kernel switches in effect (variants, widths, PDL): two runs differing only there stay distinguishable
     switches = {k: v for k, v in sorted(os.environ.items()) if k.startswith("CUDA_KERNELS_")}
-    return fused, {"fused_blocks": swap.fused, "fallback_blocks": dict(swap.fallback),
-                   "fallback_count": len(swap.fallback), "switches": switches, "check": check}
+    info = {"fused_blocks": swap.fused, "fallback_blocks": dict(swap.fallback),
+            "fallback_count": len(swap.fallback), "switches": switches, "check": check}
+    from cuda_kernels import mbconv
+
+    ran = sorted({mbconv.runnable_version(m.version, inputs[0].device) for m in fused.modules()
+                  if isinstance(m, mbconv.FusedMBConv)})
+    if ran:  # the MBConv implementation that ran on this GPU (its default, or the fallback on an older GPU)
+        info["mbconv_versions"] = ran
+    return fused, info
 
 
 def bench(spec: ModelSpec, *, backend: str = "eager", warmup: int = 10, repeats: int = 50,

@@ -1,6 +1,7 @@
 // Kernels 2 (squeeze-excitation) and 3 (scaled projection + shortcut) of the MBConv block, and
 // the launcher of all three (see mbconv.cuh).
 #include "mbconv.cuh"
+#include "mbconv_launch.cuh"
 #include "mbconv_ptx.cuh"
 
 namespace mb {
@@ -160,8 +161,35 @@ __global__ void __launch_bounds__(kProjectThreads) project_kernel(const Params p
   }
 }
 
+// Versions whose kernels use sm_90's bulk copies and mbarriers (version 6's projection, version 8's kernel 1 in 8-11;
+// csrc/ptx_sm90.cuh); cuda_kernels/mbconv.py SM90_VERSIONS mirrors it.
+constexpr bool version_needs_sm90(int version) { return version == 6 || (version >= 8 && version <= 11); }
+
+// Compute capability 9.0 or newer, per device (cached).
+static cudaError_t device_is_sm90(bool& yes) {
+  static int cached[kMaxDevices] = {};  // 0 unknown, 1 no, 2 yes
+  int dev = 0, major = 0;
+  cudaError_t err = cudaGetDevice(&dev);
+  if (err != cudaSuccess) return err;
+  if (dev < 0 || dev >= kMaxDevices) return cudaErrorInvalidDevice;
+  if (cached[dev] == 0) {
+    err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+    if (err != cudaSuccess) return err;
+    cached[dev] = major >= 9 ? 2 : 1;
+  }
+  yes = cached[dev] == 2;
+  return cudaSuccess;
+}
+
 cudaError_t launch_mbconv(const Params& p, int chunk, int version, cudaStream_t stream, bool pdl) {
   cudaError_t err = cudaErrorInvalidValue;
+  if (version_needs_sm90(version)) {  // their kernels trap on an older GPU (ptx_sm90.cuh): refuse before a launch
+    bool sm90 = false;
+    err = device_is_sm90(sm90);
+    if (err != cudaSuccess) return err;
+    if (!sm90) return cudaErrorNotSupported;
+    err = cudaErrorInvalidValue;
+  }
   if (version == 1 && p.ksize == 3) err = launch_expand_dw_k3(p, chunk, stream);
   if (version == 1 && p.ksize == 5) err = launch_expand_dw_k5(p, chunk, stream);
   if (version == 2 && p.ksize == 3) err = launch_expand_dw_v2_k3(p, chunk, stream);

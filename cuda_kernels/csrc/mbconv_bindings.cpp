@@ -109,6 +109,8 @@ torch::Tensor mbconv(torch::Tensor x, torch::Tensor w_exp, torch::Tensor b_exp, 
                                              c10::cuda::getCurrentCUDAStream(), pdl);  // pdl: CUDA_KERNELS_PDL
   TORCH_CHECK(err != cudaErrorInvalidConfiguration,
               "mbconv: the band of rows needs more shared memory per block than this GPU offers");
+  TORCH_CHECK(err != cudaErrorNotSupported, "mbconv: version ", version,
+              " needs compute capability 9.0 or newer (Hopper); versions 1-5 and 7 run on older GPUs");
   TORCH_CHECK(err == cudaSuccess, "mbconv launch failed: ", cudaGetErrorString(err));
   return out;
 }

@@ -6,29 +6,55 @@
 #pragma once
 #include <cstdint>
 
+// The mbarrier, bulk-copy and proxy-fence wrappers below exist on sm_90 and newer. An extension built for sm_80 as
+// well (the MBConv one) still compiles the kernels that call them; there the wrappers trap, and those kernels'
+// launchers refuse a device older than compute capability 9.0 before they launch one.
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+#define BF_SM90 1
+#else
+#define BF_SM90 0
+#endif
+
 namespace bf {
 
 __device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
+#if BF_SM90
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+#else
+  __trap();
+#endif
 }
 
 // Makes the initialised barriers visible to the async proxy (the copy engine).
 __device__ __forceinline__ void fence_barrier_init() {
+#if BF_SM90
   asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+#else
+  __trap();
+#endif
 }
 
 __device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+#if BF_SM90
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+#else
+  __trap();
+#endif
 }
 
 // Arrives and announces `bytes` more to come from the copy engine in the current phase.
 __device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
+#if BF_SM90
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+#else
+  __trap();
+#endif
 }
 
 // Waits until the phase of parity `parity` has completed. A fresh barrier is in phase 0,
 // so waiting on parity 1 returns at once (the "previous" phase counts as completed).
 __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+#if BF_SM90
   uint32_t done = 0;
   do {
     asm volatile(
@@ -37,30 +63,45 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
         : "r"(bar), "r"(parity)
         : "memory");
   } while (!done);
+#else
+  __trap();
+#endif
 }
 
 // One contiguous bulk copy global -> shared, completing `bytes` on mbarrier `bar`.
 // dst, src and bytes must be multiples of 16.
 __device__ __forceinline__ void bulk_copy_g2s(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
+#if BF_SM90
   asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"
                ::"r"(dst), "l"(src), "r"(bytes), "r"(bar)
                : "memory");
+#else
+  __trap();
+#endif
 }
 
 // One box of a 2-D tensor map global -> shared (cp.async.bulk.tensor), completing its bytes on mbarrier `bar`;
 // (c0, c1) is the box's first element, innermost coordinate first. Elements outside the tensor arrive as zeros and
 // count toward the bytes. `map` is the address of a __grid_constant__ CUtensorMap kernel parameter.
 __device__ __forceinline__ void tma_load_2d(uint32_t dst, const void* map, int c0, int c1, uint32_t bar) {
+#if BF_SM90
   asm volatile(
       "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
       ::"r"(dst), "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar)
       : "memory");
+#else
+  __trap();
+#endif
 }
 
 // Orders this thread's generic-proxy shared-memory writes (st.shared, cp.async) before
 // later async-proxy reads (wgmma operands, bulk copies).
 __device__ __forceinline__ void fence_proxy_async_smem() {
+#if BF_SM90
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#else
+  __trap();
+#endif
 }
 
 // Barrier over `threads` threads (a multiple of 32) under hardware barrier `id` (1..15).

@@ -1,0 +1,75 @@
+"""The MBConv extension on GPUs older than Hopper: the sm_90-only wrappers (csrc/ptx_sm90.cuh) compile for sm_80
+(where they trap, and the launcher refuses a device older than 9.0 before a launch), and the operator runs
+FALLBACK_VERSION there instead of a version that needs bulk copies, with a warning."""
+
+import os
+import re
+import subprocess
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+
+import cuda_kernels
+from cuda_kernels import mbconv as mb
+
+CSRC = Path(cuda_kernels.__file__).resolve().parent / "csrc"
+
+
+def test_sm90_versions_mirror_the_launcher():
+    cu = (CSRC / "mbconv.cu").read_text()
+    expr = re.search(r"constexpr bool version_needs_sm90\(int version\) \{ return (.*?); \}", cu).group(1)
+    needs = [v for v in range(1, 12) if eval(expr.replace("&&", " and ").replace("||", " or "), {"version": v})]
+    assert needs == [6, 8, 9, 10, 11] == list(mb.SM90_VERSIONS)
+    assert mb.FALLBACK_VERSION == 3 and mb.FALLBACK_VERSION not in mb.SM90_VERSIONS
+    assert "if (!sm90) return cudaErrorNotSupported;" in cu
+    assert "needs compute capability 9.0 or newer" in (CSRC / "mbconv_bindings.cpp").read_text()
+
+
+@pytest.mark.parametrize("capability,version,expected", [
+    ((8, 0), 11, 3), ((8, 6), 8, 3), ((8, 0), 6, 3),  # bulk copies: version 3 on an A100 / RTX 30x0
+    ((8, 0), 7, 7), ((8, 0), 3, 3), ((8, 0), 2, 2),   # mma.sync and cp.async only: as asked
+    ((9, 0), 11, 11), ((10, 0), 10, 10),              # Hopper and newer: as asked
+])
+def test_runnable_version(capability, version, expected, monkeypatch):
+    monkeypatch.setattr(mb, "_capability", lambda index: capability)
+    mb._warn_fallback.cache_clear()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert mb.runnable_version(version, torch.device("cuda", 0)) == expected
+    fell_back = [w for w in caught if "needs compute capability 9.0" in str(w.message)]
+    assert len(fell_back) == (expected != version)
+    if fell_back:
+        assert f"version {version} needs" in str(fell_back[0].message) and "version 3 runs instead" in str(
+            fell_back[0].message)
+
+
+def test_the_warning_is_given_once(monkeypatch):
+    monkeypatch.setattr(mb, "_capability", lambda index: (8, 0))
+    mb._warn_fallback.cache_clear()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            mb.runnable_version(11, torch.device("cuda", 0))
+    assert len(caught) == 1
+
+
+def test_cpu_tensors_keep_their_version():
+    assert mb.runnable_version(11, torch.device("cpu")) == 11  # check_input refuses them before a launch
+
+
+@pytest.mark.parametrize("source", ["mbconv_v8_k3.cu", "mbconv_v3.cu"])
+def test_sm90_kernels_compile_for_sm80(source):
+    """Before the guards, ptxas refused these for sm_80 ("cp.async.bulk requires .target sm_90"), so the MBConv
+    extension could not be built for an A100, nor with the default targets (sm_80 and sm_90) on a machine without
+    a GPU."""
+    nvcc = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "bin" / "nvcc"
+    if not nvcc.exists():
+        pytest.skip("nvcc not found (set CUDA_HOME)")
+    from torch.utils.cpp_extension import include_paths
+
+    cmd = [str(nvcc), "-std=c++17", "-O3", "-gencode=arch=compute_80,code=sm_80", f"-I{CSRC}",
+           *[f"-I{p}" for p in include_paths()], "-cubin", str(CSRC / source), "-o", "/dev/null"]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
