@@ -4,7 +4,8 @@
 # Version 11 became the default in session 14 on its own tests (test_mbconv_proj_wg, the HFMA2 ones) and B0's
 # per-block check before timing; this is the whole suite under it. From the repository root (~9 minutes):
 #   timeout 590 bash cuda_kernels/device_run_mbconv_v11.sh OUTDIR
-# build -> GPU tests (MBCONV_TEST_VERSIONS=11: test_mbconv_kernels, hfma2, v10, proj_wg, pdl) -> B0 end to end:
+# build -> GPU tests (MBCONV_TEST_VERSIONS=11: test_mbconv_kernels, hfma2, v10, arch, pdl; the projection's own in
+# device_run_mbconv_proj_wg5.sh) -> B0 end to end:
 # version 11, 10, torch.compile default (freezing, CUDA graphs) -> per block (CUDA graphs): 2.1, 3.1, 4.1, 5.1, 6.1
 # with versions 10 and 11 and torch.compile default and max-autotune-no-cudagraphs. Last line V11_OK=1|0.
 set -uo pipefail
@@ -12,7 +13,7 @@ out=${1:?output folder}
 source cuda_kernels/device_lib.sh  # step, mbconv_begin, B0_BENCH, B0_FUSED
 mbconv_begin V11 575
 step tests 200 env MBCONV_TEST_VERSIONS=11 python3 -m pytest -q -m cuda --tb=short -p no:cacheprovider \
-  tests/test_mbconv_kernels.py tests/test_mbconv_hfma2.py tests/test_mbconv_v10.py tests/test_mbconv_proj_wg.py \
+  tests/test_mbconv_kernels.py tests/test_mbconv_hfma2.py tests/test_mbconv_v10.py tests/test_mbconv_arch.py \
   tests/test_pdl.py || ok=0
 step e2e_v11 60 "${B0_FUSED[@]}" -o "$out/b0_v11.json"
 step e2e_v10 60 env CUDA_KERNELS_MBCONV_VERSION=10 "${B0_FUSED[@]}" -o "$out/b0_v10.json"
