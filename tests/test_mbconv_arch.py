@@ -73,3 +73,15 @@ def test_sm90_kernels_compile_for_sm80(source):
            *[f"-I{p}" for p in include_paths()], "-cubin", str(CSRC / source), "-o", "/dev/null"]
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
+
+
+@pytest.mark.cuda
+def test_hopper_runs_the_version_asked():
+    """On the H200 (compute capability 9.0) every version runs as asked, without the warning."""
+    mb._capability.cache_clear()
+    mb._warn_fallback.cache_clear()
+    device = torch.device("cuda", torch.cuda.current_device())
+    assert mb._capability(device.index) >= (9, 0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert [mb.runnable_version(v, device) for v in mb.VERSIONS] == list(mb.VERSIONS)
