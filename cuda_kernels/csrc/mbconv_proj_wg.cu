@@ -222,6 +222,7 @@ __global__ void __launch_bounds__(kProjWgThreads)
         }
         bf::wgmma_wait<0>();  // chunk i's MMAs: before `cur` and this stage are reused
         bf::fence_registers(acc);
+        bf::fence_registers(cur);  // cur live until here: its registers are not handed to nxt while the MMAs read them
         release(slot);
         ++j;
       };
