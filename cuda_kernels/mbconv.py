@@ -51,7 +51,8 @@ from cuda_kernels import _pdl
 # kernel 1 (features.1.0, 7.0) with its depthwise in HFMA2 (CUDA_KERNELS_K1_V3_HFMA2=0 turns it off);
 # examples/measurements/mbconv/s14/.
 VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11)
-KERNEL_VERSION = {1: 1, 2: 2, 3: 3, 4: 3, 5: 5, 6: 6, 7: 7, 8: 8, 9: 9, 10: 10, 11: 11}  # what the extension runs per version
+# what the extension runs per version (4 is version 3's kernels with other bands)
+KERNEL_VERSION = {1: 1, 2: 2, 3: 3, 4: 3, 5: 5, 6: 6, 7: 7, 8: 8, 9: 9, 10: 10, 11: 11}
 PROJECT_V7_MAX_HW = 400  # csrc/mbconv_v7.cu kP7MaxHW: project_v7 where Ho * Wo <= this
 # A version becomes the default only once it has passed the GPU tests (CUDA_KERNELS_MBCONV_VERSION
 # overrides): version 2 passed 67/67 on the H200 (examples/measurements/h200_call_2026-11-30b_log.txt),
