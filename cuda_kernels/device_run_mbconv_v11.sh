@@ -6,7 +6,8 @@
 #   timeout 590 bash cuda_kernels/device_run_mbconv_v11.sh OUTDIR
 # build -> GPU tests (MBCONV_TEST_VERSIONS=11: test_mbconv_kernels, hfma2, v10, arch, pdl; the projection's own in
 # device_run_mbconv_proj_wg5.sh) -> B0 end to end:
-# version 11, 10, torch.compile default (freezing, CUDA graphs) -> per block (CUDA graphs): 2.1, 3.1, 4.1, 5.1, 6.1
+# version 11, 10, torch.compile default (freezing, CUDA graphs); version 11's kernels one by one (the stem and head
+# of the compiled rest among them) -> per block (CUDA graphs): 2.1, 3.1, 4.1, 5.1, 6.1
 # with versions 10 and 11 and torch.compile default and max-autotune-no-cudagraphs. Last line V11_OK=1|0.
 set -uo pipefail
 out=${1:?output folder}
@@ -18,7 +19,9 @@ step tests 200 env MBCONV_TEST_VERSIONS=11 python3 -m pytest -q -m cuda --tb=sho
 step e2e_v11 60 "${B0_FUSED[@]}" -o "$out/b0_v11.json"
 step e2e_v10 60 env CUDA_KERNELS_MBCONV_VERSION=10 "${B0_FUSED[@]}" -o "$out/b0_v10.json"
 step e2e_inductor 80 "${B0_BENCH[@]}" --backend inductor --freezing -o "$out/b0_inductor.json"
-step blocks 170 python3 -m cuda_kernels.mbconv_bench --budget-s 130 --compile-mode default \
+# every kernel of the fused network (profiler, 3 passes): the compiled rest's stem and head beside the MBConv kernels
+step e2e_kernels 60 "${B0_FUSED[@]}" --per-kernel -o "$out/b0_v11_kernels.json"
+step blocks 150 python3 -m cuda_kernels.mbconv_bench --budget-s 110 --compile-mode default \
   --compile-mode max-autotune-no-cudagraphs --repeats 20 --block features.2.1 --block features.3.1 \
   --block features.4.1 --block features.5.1 --block features.6.1 --out "$out/blocks.json" --version 10 --version 11
 python3 -m cuda_kernels.bench_lines V11 "$out" 2>> "$log" | tee -a "$log"
