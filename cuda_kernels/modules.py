@@ -122,10 +122,13 @@ def replace_blocks(model: nn.Module) -> BlockSwap:
     A torchvision ``MBConv`` (EfficientNet; BN folded) becomes a ``FusedMBConv``, likewise.
     Unless ``CUDA_KERNELS_STEM=0``, a ConvFirstNet stem (two 3x3 stride-2 convolutions + ReLU, BN
     folded) becomes a ``FusedStem`` (stem.py), counted as "Stem" (a stem of other widths is listed).
+    With ``CUDA_KERNELS_EFFNET_STEM=1`` (off by default), EfficientNet's stem (3x3 stride-2 convolution + SiLU,
+    BN folded) becomes a ``FusedEffNetStem`` (effnet_stem.py), counted as "EffNetStem".
     """
     from cuda_kernels import convfirst_c512 as c512
     from cuda_kernels import convfirst_c768 as c768
     from cuda_kernels.convfirst_s2 import FusedConvFirstDown
+    from cuda_kernels import effnet_stem
     from cuda_kernels import stem as stem_kernel
     from cuda_kernels.mbconv import FusedMBConv
     from perfmodel.zoo.blocks import FFN, ConvFirstBlock
@@ -133,16 +136,21 @@ def replace_blocks(model: nn.Module) -> BlockSwap:
     fused = {"ConvFirstBlock": 0, "FFN": 0}  # other families are counted once the model has one
     fallback: dict[str, str] = {}
     families = ((ConvFirstBlock, FusedConvFirstBlock), (FFN, FusedFFN), (FusedMBConv.block_class(), FusedMBConv))
+    # stems: ConvFirstNet's unless CUDA_KERNELS_STEM=0, EfficientNet's with CUDA_KERNELS_EFFNET_STEM=1
+    stems = ((stem_kernel, stem_kernel.FusedStem, "Stem"), (effnet_stem, effnet_stem.FusedEffNetStem, "EffNetStem"))
 
     def visit(parent: nn.Module, prefix: str) -> None:
         for name, child in parent.named_children():
             path = f"{prefix}{name}"
-            if stem_kernel.enabled() and stem_kernel.is_stem(child):  # unless CUDA_KERNELS_STEM=0 (stem.py)
-                fused.setdefault("Stem", 0)
-                reason = stem_kernel.unsupported(child)
+            stem = next(((kernel, cls, kind) for kernel, cls, kind in stems if kernel.enabled() and kernel.is_stem(child)),
+                        None)
+            if stem is not None:
+                kernel, fused_cls, kind = stem
+                fused.setdefault(kind, 0)
+                reason = kernel.unsupported(child)
                 if reason is None:
-                    setattr(parent, name, stem_kernel.FusedStem.from_block(child))
-                    fused["Stem"] += 1
+                    setattr(parent, name, fused_cls.from_block(child))
+                    fused[kind] += 1
                 else:
                     fallback[path] = reason
                 continue

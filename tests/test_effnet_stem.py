@@ -1,0 +1,249 @@
+"""EfficientNet's fused stem (cuda_kernels/effnet_stem.py, csrc/effnet_stem.cu; CUDA_KERNELS_EFFNET_STEM=1, off by
+default until measured).
+
+CPU: which modules it takes (torchvision's B0 / B3 / B4 stems, folded) and why it refuses others, the switch, the
+mirrors of the source's constants, and the kernel transliterated in float64: the band's window (zero padding, even
+pitch), each thread's k-pair offsets into it (the pad pairs k >= 30 included), the mma fragments' rows and the
+epilogue's map, against the convolution computed directly. GPU (@pytest.mark.cuda): every width against float64
+(<= 2x PyTorch fp16's error, poisoned output), odd sizes, batch 1, W = 448, and B0 with the stem swapped in."""
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import torchvision
+from torch import nn
+
+import cuda_kernels
+from cuda_kernels import effnet_stem as es
+from cuda_kernels.stem import conv1_matrix
+
+CSRC = Path(cuda_kernels.__file__).resolve().parent / "csrc"
+HEADER = (CSRC / "effnet_stem.h").read_text()
+SOURCE = (CSRC / "effnet_stem.cu").read_text()
+
+
+def _folded_stem(name: str) -> nn.Module:
+    from perfmodel.zoo import fold_batchnorm
+
+    return fold_batchnorm(getattr(torchvision.models, name)().eval()).features[0]
+
+
+def test_mirrors_match_the_source():
+    assert re.search(r"kRows = (\d+);", HEADER).group(1) == str(es.BAND_ROWS) == "8"
+    assert re.search(r"kMaxWidth = (\d+);", HEADER).group(1) == str(es.MAX_WIDTH) == "448"
+    assert "return ((width + 2) * 3 + 1) & ~1;" in HEADER and "(2 * kRows + 1) * window_pitch(width) * 2" in HEADER
+    for c in es.WIDTHS:
+        assert f"if (C == {c}) return launch_nt<{c // 8}>" in SOURCE
+    # the transliteration's _pair_offset and _keep
+    assert "const int ky = k < 30 ? k / 10 : 2, t = k < 30 ? k - 10 * (k / 10) : 8;" in SOURCE
+    assert "keep[s][h] = k >= 30 ? 0u : (k % 10 == 8 ? 0x0000FFFFu : 0xFFFFFFFFu);" in SOURCE
+    assert "const int i = c - 3;" in SOURCE and "base[h] = 2 * oy * pitch + 6 * ox;" in SOURCE
+    # 224 wide: (226 x 3 = 678 halves) x 17 rows x 2 bytes; 448 wide still within 48 KB (no opt-in)
+    assert es.window_pitch(224) == 678 and es.smem_bytes(224) == 17 * 678 * 2 == 23_052
+    assert es.window_pitch(7) == 28 and es.smem_bytes(es.MAX_WIDTH) == 17 * 1350 * 2 <= 48 * 1024
+
+
+@pytest.mark.parametrize("name,width", [("efficientnet_b0", 32), ("efficientnet_b2", 32), ("efficientnet_b3", 40),
+                                        ("efficientnet_b4", 48)])
+def test_it_takes_torchvisions_stems(name, width):
+    stem = _folded_stem(name)
+    assert es.is_stem(stem) and es.unsupported(stem) is None and stem[0].out_channels == width
+    fused = es.FusedEffNetStem.from_block(stem)
+    assert fused.out_channels == width and fused.wb.numel() == width // 8 * 2 * 32 * 2
+
+
+def test_it_refuses_with_a_reason():
+    unfolded = torchvision.models.efficientnet_b0().features[0]
+    assert es.is_stem(unfolded) and "fold batchnorm" in es.unsupported(unfolded)
+    v2 = _folded_stem("efficientnet_v2_s")  # 3 -> 24
+    assert es.is_stem(v2) and es.unsupported(v2) == "C 3 -> 24 (the kernel has (32, 40, 48))"
+    mobilenet = torchvision.models.mobilenet_v3_small().features[0]  # Hardswish: not this stem
+    assert not es.is_stem(mobilenet)
+    head = _folded_stem("efficientnet_b0")
+    head[0] = nn.Conv2d(3, 32, 3, stride=1, padding=1)
+    assert "stride (1, 1)" in es.unsupported(head)
+    with pytest.raises(ValueError, match="cannot run this block"):
+        es.FusedEffNetStem.from_block(head)
+
+
+def test_the_switch_is_off_by_default(monkeypatch):
+    from perfmodel.zoo import fold_batchnorm
+
+    monkeypatch.delenv(es.SWITCH, raising=False)
+    model = fold_batchnorm(torchvision.models.efficientnet_b0().eval())
+    swap = cuda_kernels.replace_blocks(model)
+    assert "EffNetStem" not in swap.fused and not isinstance(model.features[0], es.FusedEffNetStem)
+    monkeypatch.setenv(es.SWITCH, "1")
+    model = fold_batchnorm(torchvision.models.efficientnet_b0().eval())
+    swap = cuda_kernels.replace_blocks(model)
+    assert swap.fused["EffNetStem"] == 1 and swap.fused["MBConv"] == 16 and not swap.fallback
+    assert isinstance(model.features[0], es.FusedEffNetStem)
+
+
+# ---- the kernel, transliterated ----
+
+def _pair_offset(k: int, pitch: int) -> int:
+    """effnet_stem.cu pair_offset."""
+    ky, t = (k // 10, k % 10) if k < 30 else (2, 8)
+    return ky * pitch + t
+
+
+def _keep(k: int) -> tuple[bool, bool]:
+    """Which halves of the A pair (k, k + 1) effnet_stem.cu keeps: none for k >= 30, the low one where k + 1 is a
+    row's pad (9, 19, 29)."""
+    return (k < 30, k < 30 and k % 10 != 8)
+
+
+def emulate(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """x [N, H, W, 3], w [C, 3, 3, 3] (fp16 values), b [C]: the kernel's output [N, Ho, Wo, C] before the SiLU and
+    rounding, and how often each output was written."""
+    n_img, H, W, _ = x.shape
+    C = w.shape[0]
+    Ho, Wo = (H + 1) // 2, (W + 1) // 2
+    R, pitch = es.BAND_ROWS, es.window_pitch(W)
+    bm = conv1_matrix(torch.from_numpy(w)).double().numpy()  # [C, 32]: the B matrix pack_conv1 packs
+    out = np.full((n_img, Ho, Wo, C), np.nan)
+    writes = np.zeros((n_img, Ho, Wo, C), dtype=np.int64)
+    for n in range(n_img):
+        for band in range(-(-Ho // R)):
+            oy0 = band * R
+            rows = min(R, Ho - oy0)
+            iy0 = 2 * oy0 - 1
+            win = np.full((2 * rows + 1) * pitch, np.nan)
+            for r in range(2 * rows + 1):
+                iy = iy0 + r
+                for c in range(pitch):
+                    i = c - 3
+                    win[r * pitch + c] = x[n, iy].reshape(-1)[i] if 0 <= iy < H and 0 <= i < 3 * W else 0.0
+            P = rows * Wo
+            for tile in range(-(-P // 16)):
+                for lane in range(32):
+                    g, q = lane // 4, lane % 4
+                    base = []
+                    for h in range(2):
+                        p = min(tile * 16 + g + 8 * h, P - 1)
+                        base.append(2 * (p // Wo) * pitch + 6 * (p % Wo))
+                    for h in range(2):  # the accumulator rows this lane stores
+                        p = tile * 16 + g + 8 * h
+                        if p >= P:
+                            continue
+                        oy, ox = p // Wo, p % Wo
+                        for nt in range(C // 8):
+                            for u in range(2):
+                                col = nt * 8 + 2 * q + u
+                                acc = 0.0
+                                # every k of the GEMM: the lanes of the quad hold pairs 2 q' (+ 8): all 32 k's
+                                for s in range(2):
+                                    for qq in range(4):
+                                        for hh in range(2):
+                                            k = 16 * s + 2 * qq + 8 * hh
+                                            o = base[h] + _pair_offset(k, pitch)
+                                            lo, hi = _keep(k)  # the A register's halves the kernel keeps
+                                            acc += (win[o] * bm[col, k] if lo else 0.0) + \
+                                                (win[o + 1] * bm[col, k + 1] if hi else 0.0)
+                                out[n, oy0 + oy, ox, col] = acc + b[col]
+                                writes[n, oy0 + oy, ox, col] += 1
+    return out, writes
+
+
+@pytest.mark.parametrize("n_img,H,W,C", [(1, 17, 9, 32), (2, 4, 5, 40), (1, 1, 1, 48), (1, 18, 3, 32)])
+def test_transliteration_equals_the_convolution(n_img, H, W, C):
+    rng = np.random.default_rng(H * 100 + W)
+    x = rng.standard_normal((n_img, H, W, 3)).astype(np.float16).astype(np.float64)
+    w = rng.standard_normal((C, 3, 3, 3)).astype(np.float16).astype(np.float64)
+    b = rng.standard_normal(C)
+    got, writes = emulate(x, w, b)
+    assert (writes == 1).all()
+    want = torch.nn.functional.conv2d(torch.from_numpy(x).permute(0, 3, 1, 2), torch.from_numpy(w),
+                                      torch.from_numpy(b), stride=2, padding=1).permute(0, 2, 3, 1).numpy()
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-10)
+
+
+def test_a_non_finite_pixel_reaches_only_the_outputs_whose_window_holds_it():
+    """The pad pair (8, 9) of output ox reads pixel 2 ox + 2's channel 0 (window half 6 ox + 9 = 3 (ix + 1) + ci),
+    outside its 3x3 window (2 ox - 1 .. 2 ox + 1): masked, so an Inf there stays out of ox (PyTorch's convolution
+    agrees) and reaches ox + 1, whose window holds it."""
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((1, 3, 9, 3)).astype(np.float16).astype(np.float64)
+    x[0, 1, 2, 0] = np.inf  # row 1, pixel 2, channel 0: read by output column 0's pad pair, in column 1's window
+    w = np.abs(rng.standard_normal((32, 3, 3, 3))).astype(np.float16).astype(np.float64)
+    b = rng.standard_normal(32)
+    got, _ = emulate(x, w, b)
+    want = torch.nn.functional.conv2d(torch.from_numpy(x).permute(0, 3, 1, 2), torch.from_numpy(w),
+                                      torch.from_numpy(b), stride=2, padding=1).permute(0, 2, 3, 1).numpy()
+    assert np.isfinite(got[0, :, 0]).all() and np.isinf(got[0, 0, 1]).all()
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-10)
+
+
+def test_the_pad_pairs_stay_in_the_window():
+    """The last pixel's last pair (k = 30: ky 2, t 8-9) at odd W reads the window row's padding half."""
+    for W in (1, 3, 223, 224, 447, 448):
+        pitch, Wo = es.window_pitch(W), (W + 1) // 2
+        last = 2 * (es.BAND_ROWS - 1) * pitch + 6 * (Wo - 1) + _pair_offset(30, pitch) + 1
+        assert last < (2 * es.BAND_ROWS + 1) * pitch
+        assert 6 * (Wo - 1) + 9 < pitch  # within its own row
+
+
+def test_compiles_without_spills():
+    import os
+    import subprocess
+
+    nvcc = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "bin" / "nvcc"
+    if not nvcc.exists():
+        pytest.skip("nvcc not found (set CUDA_HOME)")
+    cmd = [str(nvcc), "-std=c++17", "-O3", "-gencode=arch=compute_80,code=sm_80", "-gencode=arch=compute_90a,code=sm_90a",
+           "-Xptxas=-v", f"-I{CSRC}", "-c", str(CSRC / "effnet_stem.cu"), "-o", "/dev/null"]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = [line for line in (result.stdout + result.stderr).splitlines() if "spill stores" in line]
+    assert len(lines) >= 3 and all(" 0 bytes spill stores, 0 bytes spill loads" in line for line in lines)
+
+
+# ---- GPU ----
+
+def _gpu_case(C: int, n: int, H: int, W: int, seed: int = 0):
+    torch.manual_seed(seed)
+    conv = nn.Conv2d(3, C, 3, stride=2, padding=1).cuda()
+    with torch.no_grad():
+        conv.weight.mul_(2.0)
+    stem = nn.Sequential(conv, nn.Identity(), nn.SiLU())
+    x = torch.randn(n, 3, H, W, device="cuda", dtype=torch.float16).contiguous(memory_format=torch.channels_last)
+    return stem, x
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("C,n,H,W", [(32, 128, 224, 224), (32, 1, 224, 224), (40, 3, 300, 300), (48, 2, 380, 380),
+                                     (32, 5, 17, 23), (32, 1, 1, 1), (48, 2, 9, 448)])
+def test_against_float64(C, n, H, W):
+    from perfmodel.harness import relative_error
+
+    stem, x = _gpu_case(C, n, H, W)
+    weights = es.prepare_weights(stem[0].weight, stem[0].bias)
+    want = es.reference(x.double(), stem[0].weight.double(), stem[0].bias.double())
+    torch_fp16 = es.reference(x, stem[0].weight.half(), stem[0].bias.half())
+    out = torch.full_like(torch_fp16, float("nan")).contiguous(memory_format=torch.channels_last)
+    got = es.run(x, weights, out=out)
+    torch.cuda.synchronize()
+    assert got.data_ptr() == out.data_ptr() and torch.isfinite(got).all()
+    err, ref_err = relative_error(got, want), relative_error(torch_fp16, want)
+    assert err <= 2 * ref_err, (err, ref_err)
+    again = es.run(x, weights)
+    assert torch.equal(got, again)
+
+
+@pytest.mark.cuda
+def test_efficientnet_b0_with_the_stem_swapped_in(monkeypatch):
+    from perfmodel.bench import fused_model
+    from perfmodel.harness import randomize_batchnorm
+
+    monkeypatch.setenv(es.SWITCH, "1")
+    torch.manual_seed(0)
+    model = randomize_batchnorm(torchvision.models.efficientnet_b0()).eval().cuda().half()
+    model = model.to(memory_format=torch.channels_last)
+    x = torch.randn(8, 3, 224, 224, device="cuda", dtype=torch.float16).contiguous(memory_format=torch.channels_last)
+    _, info = fused_model(model, [x])
+    assert info["fused_blocks"]["EffNetStem"] == 1 and info["fallback_count"] == 0
+    assert info["check"]["blocks_checked"] == 17 and info["check"]["worst_error_ratio"] <= 2
