@@ -14,7 +14,7 @@ mbconv_begin STEM 575
 step build_stem 120 python3 -c "from cuda_kernels.effnet_stem import _extension as e; print('STEM so:', e().__file__)" \
   || ok=0
 step tests 120 python3 -m pytest -q -x -m cuda --tb=short -p no:cacheprovider tests/test_effnet_stem.py || ok=0
-step ncu 60 ncu --clock-control none --cache-control all --print-units base -k regex:"effstem" \
+step ncu 60 ncu --clock-control none --cache-control all --print-units base -k regex:"stem_kernel" \
   --metrics gpu__time_duration.sum,launch__grid_size,dram__bytes_read.sum,dram__bytes_write.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,smsp__issue_active.avg.pct_of_peak_sustained_active \
   --csv --page raw --log-file "$out/stem_ncu.csv" python3 -c "
 import torch
