@@ -75,3 +75,28 @@ def check_stride1_input(kernel: str, x: torch.Tensor, weights, out: torch.Tensor
     check_x_aligned(x)
     check_out(out, x, tuple(x.shape), "tiles read x (with halos) while others write their outputs")
     check_devices(x, weights)
+
+
+def check_out_apart(out: torch.Tensor | None, x: torch.Tensor, weights, shape: tuple[int, ...]) -> None:
+    """An output buffer of the stems (if given): channels_last float16 of `shape`, 4-byte aligned (half2 stores),
+    overlapping neither x nor a field of the `weights` dataclass, on x's device."""
+    if out is None:
+        return
+    if tuple(out.shape) != shape or out.dtype != torch.float16 or \
+            not out.is_contiguous(memory_format=torch.channels_last):
+        raise ValueError(f"out must be a channels_last float16 tensor of shape {shape}")
+    if out.data_ptr() % 4:
+        raise ValueError("out must be 4-byte aligned")
+    for name, t in (("x", x), *((f.name, getattr(weights, f.name)) for f in fields(weights))):
+        if overlaps(out, t):
+            raise ValueError(f"out must not overlap {name}")
+    if out.device != x.device:
+        raise ValueError(f"out is on {out.device}, x on {x.device}")
+
+
+def check_capability(x: torch.Tensor, minimum: tuple[int, int], kernel: str) -> None:
+    """x's GPU has compute capability `minimum` or newer (ValueError naming it otherwise)."""
+    cap = torch.cuda.get_device_capability(x.device)
+    if cap < minimum:
+        raise ValueError(f"{kernel} needs compute capability {minimum[0]}.{minimum[1]} or newer, "
+                         f"{torch.cuda.get_device_name(x.device)} is {cap[0]}.{cap[1]}")

@@ -22,7 +22,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from cuda_kernels import _pdl, _switches
-from cuda_kernels._checks import check_devices, check_nhwc_half, overlaps
+from cuda_kernels._checks import check_capability, check_devices, check_nhwc_half, check_out_apart
 from cuda_kernels._fused import OpBlock, fake_nhwc_output
 from cuda_kernels.stem import conv_size, pack_conv1
 
@@ -128,22 +128,9 @@ def check_input(x: torch.Tensor, weights: KernelWeights, out: torch.Tensor | Non
     shape = (n, weights.out_channels, conv_size(h), conv_size(w))
     if x.numel() >= 2**31 or n * shape[1] * shape[2] * shape[3] >= 2**31:
         raise ValueError(f"x of shape {tuple(x.shape)} is too large for 32-bit offsets")
-    if out is not None:
-        if tuple(out.shape) != shape or out.dtype != torch.float16 or \
-                not out.is_contiguous(memory_format=torch.channels_last):
-            raise ValueError(f"out must be a channels_last float16 tensor of shape {shape}")
-        if out.data_ptr() % 4:
-            raise ValueError("out must be 4-byte aligned")
-        for name, t in (("x", x), *((f.name, getattr(weights, f.name)) for f in fields(weights))):
-            if overlaps(out, t):
-                raise ValueError(f"out must not overlap {name}")
-        if out.device != x.device:
-            raise ValueError(f"out is on {out.device}, x on {x.device}")
+    check_out_apart(out, x, weights, shape)
     check_devices(x, weights)
-    cap = torch.cuda.get_device_capability(x.device)
-    if cap < MIN_CAPABILITY:
-        raise ValueError(f"the EfficientNet stem kernel needs compute capability 8.0 or newer, "
-                         f"{torch.cuda.get_device_name(x.device)} is {cap[0]}.{cap[1]}")
+    check_capability(x, MIN_CAPABILITY, "the EfficientNet stem kernel")
 
 
 @functools.lru_cache(maxsize=None)

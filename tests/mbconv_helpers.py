@@ -183,3 +183,15 @@ def b0_prepared(path: str, batch: int, seed: int = 1):
     block = fold_batchnorm(block_of("efficientnet_b0", path)).cuda()
     params = mb.block_params(block)
     return params, mb.prepare_weights(params), gpu_input(batch, mbconv_shapes("efficientnet_b0")[path])
+
+
+def fused_b0_info(batch: int = 8) -> dict:
+    """fused_model's record for EfficientNet-B0 (random weights, realistic BN statistics, fp16, channels-last) on a
+    random batch: what `perfmodel bench --backend cuda_kernels` checks before timing (set the switches first)."""
+    from perfmodel.bench import fused_model
+
+    torch.manual_seed(0)
+    model = randomize_batchnorm(torchvision.models.efficientnet_b0()).eval().cuda().half()
+    model = model.to(memory_format=torch.channels_last)
+    x = torch.randn(batch, 3, 224, 224, device="cuda", dtype=torch.float16).contiguous(memory_format=torch.channels_last)
+    return fused_model(model, [x])[1]

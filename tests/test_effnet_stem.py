@@ -236,14 +236,9 @@ def test_against_float64(C, n, H, W):
 
 @pytest.mark.cuda
 def test_efficientnet_b0_with_the_stem_swapped_in(monkeypatch):
-    from perfmodel.bench import fused_model
-    from perfmodel.harness import randomize_batchnorm
+    from mbconv_helpers import fused_b0_info
 
     monkeypatch.setenv(es.SWITCH, "1")
-    torch.manual_seed(0)
-    model = randomize_batchnorm(torchvision.models.efficientnet_b0()).eval().cuda().half()
-    model = model.to(memory_format=torch.channels_last)
-    x = torch.randn(8, 3, 224, 224, device="cuda", dtype=torch.float16).contiguous(memory_format=torch.channels_last)
-    _, info = fused_model(model, [x])
+    info = fused_b0_info()
     assert info["fused_blocks"]["EffNetStem"] == 1 and info["fallback_count"] == 0
     assert info["check"]["blocks_checked"] == 17 and info["check"]["worst_error_ratio"] <= 2

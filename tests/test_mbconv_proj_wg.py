@@ -292,18 +292,11 @@ def test_efficientnet_b0_on_its_own_activations(switches, monkeypatch):
     """What `perfmodel bench --backend cuda_kernels` checks before timing: every MBConv of B0 (random weights,
     realistic BN) on the input it receives in the network, within 2x PyTorch fp16's error of float64 (bench.check_blocks
     raises otherwise). Random-input tests once passed a kernel that this check refused (NOTES.md, "Session 13")."""
-    import torchvision
-
-    from perfmodel.bench import fused_model
-    from perfmodel.harness import randomize_batchnorm
+    from mbconv_helpers import fused_b0_info
 
     for name, value in switches.items():
         monkeypatch.setenv(name, value)
-    torch.manual_seed(0)
-    model = randomize_batchnorm(torchvision.models.efficientnet_b0()).eval().cuda().half()
-    model = model.to(memory_format=torch.channels_last)
-    x = torch.randn(8, 3, 224, 224, device="cuda", dtype=torch.float16).contiguous(memory_format=torch.channels_last)
-    _, info = fused_model(model, [x])
+    info = fused_b0_info()
     assert info["fused_blocks"]["MBConv"] == 16 and info["fallback_count"] == 0
     assert info["check"]["blocks_checked"] == 16 and info["check"]["worst_error_ratio"] <= 2
     assert info["mbconv_versions"] == [mb.DEFAULT_VERSION] == [11]  # on the H200: no fallback
