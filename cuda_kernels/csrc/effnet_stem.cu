@@ -88,7 +88,6 @@ __global__ void __launch_bounds__(kThreads) stem_kernel(const __half* __restrict
   pdl::launch_dependents();
 
   // 2-3. m16 tiles of the band's pixels (row-major), round robin over the warps
-  const uint32_t win_s = bf::smem_addr(win);
   const int P = rows * Wo, tiles = (P + 15) / 16;
   for (int tile = warp; tile < tiles; tile += kWarps) {
     int base[2];  // the first tap's window half of rows g and g + 8 (clamped into the band: not stored)
@@ -104,11 +103,8 @@ __global__ void __launch_bounds__(kThreads) stem_kernel(const __half* __restrict
     for (int s = 0; s < 2; ++s) {
       uint32_t a[4];  // (row g, k), (row g + 8, k), (row g, k + 8), (row g + 8, k + 8); k = 16 s + 2 q
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const uint32_t addr = win_s + 2 * (base[j & 1] + off[s][j >> 1]);
-        asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(a[j]) : "r"(addr));
-        a[j] &= keep[s][j >> 1];
-      }
+      for (int j = 0; j < 4; ++j)  // base and off are even: 4-byte aligned
+        a[j] = *reinterpret_cast<const uint32_t*>(win + base[j & 1] + off[s][j >> 1]) & keep[s][j >> 1];
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) bf::mma_m16n8k16(acc[nt], a, b[nt][s][0], b[nt][s][1]);
     }
