@@ -142,8 +142,8 @@ def replace_blocks(model: nn.Module) -> BlockSwap:
     def visit(parent: nn.Module, prefix: str) -> None:
         for name, child in parent.named_children():
             path = f"{prefix}{name}"
-            stem = next(((kernel, cls, kind) for kernel, cls, kind in stems if kernel.enabled() and kernel.is_stem(child)),
-                        None)
+            stem = next(((kernel, cls, kind) for kernel, cls, kind in stems
+                         if kernel.enabled() and kernel.is_stem(child)), None)
             if stem is not None:
                 kernel, fused_cls, kind = stem
                 fused.setdefault(kind, 0)
