@@ -5,7 +5,9 @@ torch.compile, and the end-to-end medians of every ``b0_*.json`` (``perfmodel be
     python -m cuda_kernels.bench_lines V10 OUTDIR [--kernels project,se_v3]
 
 prints ``V10 blocks_auto features.2.1 cuda_kernels_v9=197.2us`` (``| project_v9t_kernel=..`` with --kernels: the
-profiled kernel times whose names contain one of the words) and ``V10 e2e b0_inductor=3.135ms b0_v10_auto=2.282ms``.
+profiled kernel times whose names contain one of the words), ``V10 e2e b0_inductor=3.135ms b0_v10_auto=2.282ms``,
+and for an end-to-end file with per-kernel rows (``perfmodel bench --per-kernel``) the kernels that take the most
+time per pass, summed by name: ``V10 kernels b0_v11_kernels sum=1950us expand_dw_v8_kernel<48,3,1,1,true>=612.3 ..``.
 """
 
 from __future__ import annotations
@@ -37,6 +39,29 @@ def e2e_line(prefix: str, out: Path) -> str:
     return f"{prefix} e2e " + " ".join(f"{k}={v:.3f}ms" for k, v in medians.items())
 
 
+def short_kernel_name(name: str) -> str:
+    """'void mb::expand_dw_v8_kernel<48, 3, 1, 2, true>(mb::Params)' -> 'expand_dw_v8_kernel<48,3,1,2,true>'."""
+    head = name.split("(")[0].removeprefix("void ").replace(" ", "")
+    base, _, args = head.partition("<")
+    return base.split("::")[-1] + (f"<{args}" if args else "")
+
+
+def kernel_lines(prefix: str, out: Path, top: int = 12) -> list[str]:
+    lines = []
+    for f in sorted(out.glob("b0_*.json")):
+        rows = json.loads(f.read_text())["results"].get("kernels") or []
+        if not rows:
+            continue
+        by_name: dict[str, float] = {}
+        for row in rows:
+            key = short_kernel_name(row["name"])[:60]
+            by_name[key] = by_name.get(key, 0.0) + row["duration_ms"] * 1e3
+        ranked = sorted(by_name.items(), key=lambda kv: -kv[1])[:top]
+        lines.append(f"{prefix} kernels {f.stem} sum={sum(by_name.values()):.0f}us "
+                     + " ".join(f"{k}={v:.1f}" for k, v in ranked))
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("prefix")
@@ -46,6 +71,8 @@ def main(argv: list[str] | None = None) -> int:
     for line in block_lines(args.prefix, args.out, [w for w in args.kernels.split(",") if w]):
         print(line)
     print(e2e_line(args.prefix, args.out))
+    for line in kernel_lines(args.prefix, args.out):
+        print(line)
     return 0
 
 

@@ -1,6 +1,7 @@
 """cuda_kernels/bench_lines.py: the summary lines the device scripts print from their measurement files, checked on
 committed folders against the lines those calls printed with their own inline code (their log.txt)."""
 
+import json
 from pathlib import Path
 
 from cuda_kernels import bench_lines
@@ -32,3 +33,19 @@ def test_a_folder_with_one_blocks_file():
     lines = bench_lines.block_lines("V10", S12.parent / "s13" / "call5", [])
     assert "V10 blocks features.6.1 cuda_kernels_v9=138.3us cuda_kernels_v10=114.3us inductor_default=107.0us" in lines
     assert len(lines) == 4
+
+
+def test_the_kernels_of_a_per_kernel_file(tmp_path):
+    rows = [{"name": "void mb::expand_dw_v8_kernel<48, 3, 1, 2, true>(mb::Params)", "module": "", "duration_ms": 0.5,
+             "count": 1},
+            {"name": "void mb::expand_dw_v8_kernel<48, 3, 1, 2, true>(mb::Params)", "module": "", "duration_ms": 0.25,
+             "count": 1},
+            {"name": "triton_poi_fused_silu_0", "module": "", "duration_ms": 0.1, "count": 1},
+            {"name": "void mb::se_v3_kernel(mb::Params, int)", "module": "", "duration_ms": 0.3, "count": 2}]
+    (tmp_path / "b0_v11_kernels.json").write_text(json.dumps({"results": {"latency_ms": {"median": 1.2},
+                                                                          "kernels": rows}}))
+    (tmp_path / "b0_inductor.json").write_text(json.dumps({"results": {"latency_ms": {"median": 3.2}}}))
+    assert bench_lines.kernel_lines("T", tmp_path, top=2) == [
+        # summed by name: 0.5 + 0.25 ms = 750 us; 0.3 ms; 0.1 ms; total 1150 us
+        "T kernels b0_v11_kernels sum=1150us expand_dw_v8_kernel<48,3,1,2,true>=750.0 se_v3_kernel=300.0"]
+    assert bench_lines.short_kernel_name("triton_poi_fused_silu_0") == "triton_poi_fused_silu_0"
