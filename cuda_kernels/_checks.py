@@ -30,14 +30,18 @@ def check_x_aligned(x: torch.Tensor) -> None:
         raise ValueError("x must be 16-byte aligned (the kernel copies 16-byte chunks)")
 
 
+def _check_out_layout(out: torch.Tensor, shape: tuple[int, ...]) -> None:
+    if tuple(out.shape) != shape or out.dtype != torch.float16 or \
+            not out.is_contiguous(memory_format=torch.channels_last):
+        raise ValueError(f"out must be a channels_last float16 tensor of shape {shape}")
+
+
 def check_out(out: torch.Tensor | None, x: torch.Tensor, shape: tuple[int, ...], overlap_reason: str) -> None:
     """An output buffer (if given): channels_last float16 of `shape`, 16-byte aligned, apart from
     x (`overlap_reason` says why) and on x's device."""
     if out is None:
         return
-    if tuple(out.shape) != shape or out.dtype != torch.float16 or \
-            not out.is_contiguous(memory_format=torch.channels_last):
-        raise ValueError(f"out must be a channels_last float16 tensor of shape {shape}")
+    _check_out_layout(out, shape)
     if out.data_ptr() % 16:
         raise ValueError("out must be 16-byte aligned")
     if overlaps(out, x):
@@ -82,9 +86,7 @@ def check_out_apart(out: torch.Tensor | None, x: torch.Tensor, weights, shape: t
     overlapping neither x nor a field of the `weights` dataclass, on x's device."""
     if out is None:
         return
-    if tuple(out.shape) != shape or out.dtype != torch.float16 or \
-            not out.is_contiguous(memory_format=torch.channels_last):
-        raise ValueError(f"out must be a channels_last float16 tensor of shape {shape}")
+    _check_out_layout(out, shape)
     if out.data_ptr() % 4:
         raise ValueError("out must be 4-byte aligned")
     for name, t in (("x", x), *((f.name, getattr(weights, f.name)) for f in fields(weights))):
@@ -100,3 +102,18 @@ def check_capability(x: torch.Tensor, minimum: tuple[int, int], kernel: str) -> 
     if cap < minimum:
         raise ValueError(f"{kernel} needs compute capability {minimum[0]}.{minimum[1]} or newer, "
                          f"{torch.cuda.get_device_name(x.device)} is {cap[0]}.{cap[1]}")
+
+
+def check_stem_input(x: torch.Tensor, out_channels: int, output_size) -> tuple[int, int, int, int]:
+    """x is a non-empty 3-channel channels_last float16 [N, 3, H, W] whose stem output [N, out_channels,
+    output_size(H), output_size(W)] (returned) fits 32-bit offsets, as both stems' kernels index."""
+    check_nhwc_half(x)
+    n, c, h, w = x.shape
+    if c != 3:
+        raise ValueError(f"x has {c} channels, the stem takes 3")
+    if n < 1 or h < 1 or w < 1:
+        raise ValueError(f"x must not be empty, got {n}x{h}x{w}")
+    shape = (n, out_channels, output_size(h), output_size(w))
+    if x.numel() >= 2**31 or n * shape[1] * shape[2] * shape[3] >= 2**31:
+        raise ValueError(f"x of shape {tuple(x.shape)} is too large for 32-bit offsets")
+    return shape

@@ -22,7 +22,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from cuda_kernels import _pdl, _switches
-from cuda_kernels._checks import check_capability, check_devices, check_nhwc_half, check_out_apart
+from cuda_kernels._checks import check_capability, check_devices, check_out_apart, check_stem_input
 from cuda_kernels._fused import OpBlock, fake_nhwc_output
 from cuda_kernels.stem import conv_size, pack_conv1
 
@@ -117,17 +117,9 @@ def reference(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torc
 def check_input(x: torch.Tensor, weights: KernelWeights, out: torch.Tensor | None = None) -> None:
     """Raise ValueError for an input (or output buffer) the kernel cannot take; the device last, so that every
     other rule can be checked on CPU tensors."""
-    check_nhwc_half(x)
-    n, c, h, w = x.shape
-    if c != IN_CHANNELS:
-        raise ValueError(f"x has {c} channels, the stem takes {IN_CHANNELS}")
-    if n < 1 or h < 1 or w < 1:
-        raise ValueError(f"x must not be empty, got {n}x{h}x{w}")
-    if w > MAX_WIDTH:
-        raise ValueError(f"x is {w} pixels wide: the kernel's band window holds at most {MAX_WIDTH}")
-    shape = (n, weights.out_channels, conv_size(h), conv_size(w))
-    if x.numel() >= 2**31 or n * shape[1] * shape[2] * shape[3] >= 2**31:
-        raise ValueError(f"x of shape {tuple(x.shape)} is too large for 32-bit offsets")
+    shape = check_stem_input(x, weights.out_channels, conv_size)
+    if x.shape[3] > MAX_WIDTH:
+        raise ValueError(f"x is {x.shape[3]} pixels wide: the kernel's band window holds at most {MAX_WIDTH}")
     check_out_apart(out, x, weights, shape)
     check_devices(x, weights)
     check_capability(x, MIN_CAPABILITY, "the EfficientNet stem kernel")

@@ -38,7 +38,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from cuda_kernels import _pdl, _switches
-from cuda_kernels._checks import check_capability, check_devices, check_nhwc_half, check_out_apart
+from cuda_kernels._checks import check_capability, check_devices, check_out_apart, check_stem_input
 from cuda_kernels._fused import OpBlock, fake_nhwc_output
 
 SWITCH = "CUDA_KERNELS_STEM"
@@ -219,15 +219,7 @@ def prepare_weights(w: FoldedStem) -> KernelWeights:
 def check_input(x: torch.Tensor, weights: KernelWeights, out: torch.Tensor | None = None) -> None:
     """Raise ValueError for an input (or output buffer) the kernel cannot take. The device is
     checked last, so that every other rule can be checked on CPU tensors."""
-    check_nhwc_half(x)
-    n, c, h, w = x.shape
-    if c != IN_CHANNELS:
-        raise ValueError(f"x has {c} channels, the stem takes {IN_CHANNELS}")
-    if n < 1 or h < 1 or w < 1:
-        raise ValueError(f"x must not be empty, got {n}x{h}x{w}")
-    shape = (n, weights.out_channels, output_size(h), output_size(w))
-    if x.numel() >= 2**31 or n * shape[2] * shape[3] * shape[1] >= 2**31:
-        raise ValueError(f"x of shape {tuple(x.shape)} is too large for 32-bit offsets")
+    shape = check_stem_input(x, weights.out_channels, output_size)
     check_out_apart(out, x, weights, shape)
     reason = v2_only_reason(x, weights)
     if reason is not None:
