@@ -44,6 +44,7 @@ def test_mirrors_match_the_source():
     assert 'std::getenv("CUDA_KERNELS_PROJ_WG")' in SOURCE and mb.PROJECT_WG_SWITCH == "CUDA_KERNELS_PROJ_WG"
     assert 'std::getenv("CUDA_KERNELS_PROJ_WG_OPT")' in SOURCE and mb.PROJECT_WG_OPT_SWITCH == "CUDA_KERNELS_PROJ_WG_OPT"
     assert (_constant("kProjWgPrefetchX"), _constant("kProjWgOverlap")) == (mb.PROJECT_WG_PREFETCH_X, mb.PROJECT_WG_OVERLAP)
+    assert _constant("kProjWgOptDefault") == mb.PROJECT_WG_OPT_DEFAULT == 1
     cu = (CSRC / "mbconv.cu").read_text()
     assert "if (project_wg_applies(p, project_wg_mode(v11))) return launch_project_wg(p, stream, pdl);" in cu
     from cuda_kernels._build import MBCONV_SOURCES
@@ -303,7 +304,7 @@ def test_efficientnet_b0_on_its_own_activations(switches, monkeypatch):
     assert all(info["switches"].get(k) == v for k, v in switches.items())
 
 
-# ---- the options (CUDA_KERNELS_PROJ_WG_OPT, 0 by default until measured) ----
+# ---- the options (CUDA_KERNELS_PROJ_WG_OPT; 1 by default since session 15) ----
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("opt", [1, 2, 3])
@@ -313,10 +314,16 @@ def test_efficientnet_b0_on_its_own_activations(switches, monkeypatch):
 def test_options_give_option_0s_values(path, batch, opt, monkeypatch):
     """Each option moves loads, not arithmetic: the same sums in the same order, so option 0's values (torch.equal;
     a -0 may turn +0 where there is no shortcut), and the profiler shows the option's instantiation ran
-    (project_wg_kernel<BN, opt>): the check compares two different kernels."""
+    (project_wg_kernel<BN, opt>): the check compares two different kernels. Where version 11 runs version 3's kernel
+    1 (features.7.0), its pool adds through shared-memory atomics, so the SE scale, and the block's output, change
+    from run to run in the last bits (session 15's first call: torch.equal failed there for that reason): there the
+    option must agree with option 0 as closely as a second run of option 0 does, within 1e-3."""
     from mbconv_helpers import b0_prepared, run_profiled
 
     params, weights, x = b0_prepared(path, batch)
+    atomic_pool = mb.kernel1_v9_takes_v3(params.kernel_size, params.stride,
+                                         *(mb.output_size(s, params.stride) for s in x.shape[2:]))
+    assert atomic_pool == (path == "features.7.0")
     monkeypatch.setenv(mb.PROJECT_WG_SWITCH, "all")
     monkeypatch.setenv(mb.PROJECT_WG_OPT_SWITCH, "0")
     base = mb.mbconv(x, params, weights, version=11)
@@ -324,7 +331,13 @@ def test_options_give_option_0s_values(path, batch, opt, monkeypatch):
     got, names = run_profiled(x, params, weights, base, 11)
     bn = mb.project_wg_bn(params.out_channels)
     assert re.search(rf"project_wg_kernel<{bn}, {opt}>", names), names[:600]
-    assert torch.equal(got, base)
+    if not atomic_pool:
+        assert torch.equal(got, base)
+        return
+    monkeypatch.setenv(mb.PROJECT_WG_OPT_SWITCH, "0")
+    again = mb.mbconv(x, params, weights, version=11)
+    rel = [((y.double() - base.double()).norm() / base.double().norm()).item() for y in (got, again)]
+    assert rel[0] < 1e-3 and rel[1] < 1e-3, rel
 
 
 @pytest.mark.cuda

@@ -74,7 +74,7 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[BN / 2], const uint32_t (&a)
 // of (tile, chunk) steps S ahead of the MMAs, so the next tile's first chunks arrive during this tile's last ones and
 // its epilogue. Each tile starts at chunk tile % chunks (and wraps): the CTAs in flight read different slices of V
 // at a time instead of all the same one (call 3: 98 CTAs on the same chunk of V held 6.1 at 1.8 TB/s out of L2).
-// OPT (CUDA_KERNELS_PROJ_WG_OPT, project_wg_opt; 0 by default until measured), a bit mask:
+// OPT (CUDA_KERNELS_PROJ_WG_OPT, project_wg_opt; 1 by default since session 15), a bit mask:
 //   kProjWgPrefetchX: the epilogue loads the shortcut's values of 8 column groups at a time before their stores (read
 //     only, ld.global.nc) instead of one load per store: each load waited behind the previous store, which might
 //     alias it (session 14, call 2's stall samples: the epilogue's loads ~1/3 of 6.1's samples, long scoreboard);
@@ -306,10 +306,12 @@ cudaError_t launch_project_wg_opt(const Params& p, cudaStream_t stream, bool pdl
   return cudaGetLastError();
 }
 
-// CUDA_KERNELS_PROJ_WG_OPT=0..3 (read at every call; 0 by default until measured): the kernel's OPT bits.
+// CUDA_KERNELS_PROJ_WG_OPT=0..3 (read at every call): the kernel's OPT bits. 1 by default: measured the fastest
+// (session 15, ncu: 6.1 24.6 -> 21.4 us, 5.1 32.0 -> 26.3, 2.1 70.3 -> 63.9; 2 and 3 slower than 1).
+constexpr int kProjWgOptDefault = 1;
 int project_wg_opt() {
   const char* v = std::getenv("CUDA_KERNELS_PROJ_WG_OPT");
-  return v != nullptr && v[0] >= '0' && v[0] <= '3' && v[1] == '\0' ? v[0] - '0' : 0;
+  return v != nullptr && v[0] >= '0' && v[0] <= '3' && v[1] == '\0' ? v[0] - '0' : kProjWgOptDefault;
 }
 
 template <int BN>
