@@ -8,8 +8,9 @@ and 1 <= W <= 448. The convolution runs on mma.sync with the ConvFirstNet stem's
 (``stem.pack_conv1``); the output is written once, SiLU applied (Inductor writes the conv and reads it back for
 the activation, or runs cuDNN's implicit GEMM, which spends 147 us on B0's stem at batch 128 in eager).
 
-Off by default until measured on a GPU (``CUDA_KERNELS_EFFNET_STEM=1`` lets ``replace_blocks`` swap it in);
-compiled and CPU-tested (NOTES.md "EfficientNet's stem").
+On by default since session 15 (``CUDA_KERNELS_EFFNET_STEM=0`` keeps the stem in PyTorch): on the H200 it took
+EfficientNet-B0 from 1.959 to 1.834 ms end to end (the compiled rest's stem was a cuDNN convolution, 111 us, and a
+Triton bias + SiLU, 96 us; this kernel 72 us under Nsight Compute). NOTES.md "EfficientNet's stem".
 """
 
 from __future__ import annotations
@@ -35,9 +36,9 @@ MIN_CAPABILITY = (8, 0)  # mma.sync m16n8k16
 
 
 def enabled() -> bool:
-    """Whether replace_blocks swaps EfficientNet stems: only with ``CUDA_KERNELS_EFFNET_STEM=1`` (off by default
-    until measured)."""
-    return _switches.flag(SWITCH, False)
+    """Whether replace_blocks swaps EfficientNet stems: unless ``CUDA_KERNELS_EFFNET_STEM=0`` (on by default since
+    session 15's measurement)."""
+    return _switches.flag(SWITCH, True)
 
 
 def window_pitch(width: int) -> int:

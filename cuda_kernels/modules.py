@@ -122,8 +122,8 @@ def replace_blocks(model: nn.Module) -> BlockSwap:
     A torchvision ``MBConv`` (EfficientNet; BN folded) becomes a ``FusedMBConv``, likewise.
     Unless ``CUDA_KERNELS_STEM=0``, a ConvFirstNet stem (two 3x3 stride-2 convolutions + ReLU, BN
     folded) becomes a ``FusedStem`` (stem.py), counted as "Stem" (a stem of other widths is listed).
-    With ``CUDA_KERNELS_EFFNET_STEM=1`` (off by default), EfficientNet's stem (3x3 stride-2 convolution + SiLU,
-    BN folded) becomes a ``FusedEffNetStem`` (effnet_stem.py), counted as "EffNetStem".
+    Unless ``CUDA_KERNELS_EFFNET_STEM=0``, EfficientNet's stem (3x3 stride-2 convolution + SiLU, BN folded)
+    becomes a ``FusedEffNetStem`` (effnet_stem.py), counted as "EffNetStem".
     """
     from cuda_kernels import convfirst_c512 as c512
     from cuda_kernels import convfirst_c768 as c768
@@ -136,7 +136,7 @@ def replace_blocks(model: nn.Module) -> BlockSwap:
     fused = {"ConvFirstBlock": 0, "FFN": 0}  # other families are counted once the model has one
     fallback: dict[str, str] = {}
     families = ((ConvFirstBlock, FusedConvFirstBlock), (FFN, FusedFFN), (FusedMBConv.block_class(), FusedMBConv))
-    # stems: ConvFirstNet's unless CUDA_KERNELS_STEM=0, EfficientNet's with CUDA_KERNELS_EFFNET_STEM=1
+    # stems: ConvFirstNet's unless CUDA_KERNELS_STEM=0, EfficientNet's unless CUDA_KERNELS_EFFNET_STEM=0
     stems = ((stem_kernel, stem_kernel.FusedStem, "Stem"), (effnet_stem, effnet_stem.FusedEffNetStem, "EffNetStem"))
 
     def visit(parent: nn.Module, prefix: str) -> None:

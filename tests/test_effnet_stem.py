@@ -1,5 +1,5 @@
-"""EfficientNet's fused stem (cuda_kernels/effnet_stem.py, csrc/effnet_stem.cu; CUDA_KERNELS_EFFNET_STEM=1, off by
-default until measured).
+"""EfficientNet's fused stem (cuda_kernels/effnet_stem.py, csrc/effnet_stem.cu; on unless CUDA_KERNELS_EFFNET_STEM=0,
+since session 15's measurement).
 
 CPU: which modules it takes (torchvision's B0 / B3 / B4 stems, folded) and why it refuses others, the switch, the
 mirrors of the source's constants, and the kernel transliterated in float64: the band's window (zero padding, even
@@ -69,18 +69,18 @@ def test_it_refuses_with_a_reason():
         es.FusedEffNetStem.from_block(head)
 
 
-def test_the_switch_is_off_by_default(monkeypatch):
+def test_the_switch_is_on_by_default(monkeypatch):
     from perfmodel.zoo import fold_batchnorm
 
     monkeypatch.delenv(es.SWITCH, raising=False)
     model = fold_batchnorm(torchvision.models.efficientnet_b0().eval())
     swap = cuda_kernels.replace_blocks(model)
-    assert "EffNetStem" not in swap.fused and not isinstance(model.features[0], es.FusedEffNetStem)
-    monkeypatch.setenv(es.SWITCH, "1")
-    model = fold_batchnorm(torchvision.models.efficientnet_b0().eval())
-    swap = cuda_kernels.replace_blocks(model)
     assert swap.fused["EffNetStem"] == 1 and swap.fused["MBConv"] == 16 and not swap.fallback
     assert isinstance(model.features[0], es.FusedEffNetStem)
+    monkeypatch.setenv(es.SWITCH, "0")
+    model = fold_batchnorm(torchvision.models.efficientnet_b0().eval())
+    swap = cuda_kernels.replace_blocks(model)
+    assert "EffNetStem" not in swap.fused and not isinstance(model.features[0], es.FusedEffNetStem)
 
 
 # ---- the kernel, transliterated ----

@@ -60,7 +60,7 @@ def test_fold_batchnorm_keeps_efficientnet_b0_in_float64():
 def test_replace_blocks_swaps_every_mbconv_of_efficientnet_b0():
     net = fold_batchnorm(_model("efficientnet_b0"))
     swap = cuda_kernels.replace_blocks(net)
-    assert swap.fused == {"ConvFirstBlock": 0, "FFN": 0, "MBConv": 16} and swap.fallback == {}
+    assert swap.fused == {"ConvFirstBlock": 0, "FFN": 0, "MBConv": 16, "EffNetStem": 1} and swap.fallback == {}
     fused = dict((p, m) for p, m in net.named_modules() if isinstance(m, cuda_kernels.FusedMBConv))
     assert len(fused) == 16 and not any(isinstance(m, MBConv) for m in net.modules())
     # torchvision's B0 table: stages 1..7 with (kernel, stride of the first block, channels out)
@@ -77,7 +77,8 @@ def test_replace_blocks_swaps_every_mbconv_of_efficientnet_b0():
 def test_unfolded_and_training_blocks_fall_back_with_their_reason():
     net = _model("efficientnet_b0")
     swap = cuda_kernels.replace_blocks(copy.deepcopy(net))
-    assert swap.fused["MBConv"] == 0 and len(swap.fallback) == 16
+    assert swap.fused["MBConv"] == swap.fused["EffNetStem"] == 0 and len(swap.fallback) == 16 + 1  # + the stem
+    assert swap.fallback.pop("features.0") == "not in inference form (fold batchnorm first)"
     assert set(swap.fallback.values()) == {"depthwise: not in inference form (fold batchnorm first)",
                                            "expand: not in inference form (fold batchnorm first)"}
     block = fold_batchnorm(net.features[2][1]).train()
@@ -323,7 +324,7 @@ def test_efficientnet_b0_through_bench_fused_model():
     x = _gpu_input(4, (3, 224, 224))
     fused, info = fused_model(model, [x])
     assert info["fused_blocks"]["MBConv"] == 16 and info["fallback_count"] == 0
-    assert info["check"]["blocks_checked"] == 16
+    assert info["check"]["blocks_checked"] == 17  # 16 MBConv + the stem (effnet_stem, on by default)
     with torch.no_grad():
         expected = fold_batchnorm(model)(x)
         got = fused(x)
@@ -428,7 +429,10 @@ def test_bench_fused_model_swaps_and_checks_every_mbconv(monkeypatch):
     rounding points stay within 2x PyTorch fp16's error."""
     from perfmodel.bench import fused_model
 
+    from cuda_kernels import effnet_stem
+
     monkeypatch.setattr(cuda_kernels.FusedMBConv, "forward", _emulated_mbconv)
+    monkeypatch.setenv(effnet_stem.SWITCH, "0")  # the stem's kernel is emulated in test_effnet_stem.py
     model = _model("efficientnet_b0").half().to(memory_format=torch.channels_last)
     x = torch.randn(2, 3, 64, 64, generator=torch.Generator().manual_seed(3)).half()
     _, info = fused_model(model, [x.contiguous(memory_format=torch.channels_last)])
