@@ -9,7 +9,7 @@
 set -uo pipefail
 out=${1:?output folder}
 source cuda_kernels/device_lib.sh  # step, mbconv_begin, B0_BENCH, B0_FUSED
-mbconv_begin AUTO 575
+mbconv_begin AUTO 565
 export TORCHINDUCTOR_CACHE_DIR="$PWD/.inductor_cache"
 mkdir -p "$TORCHINDUCTOR_CACHE_DIR"
 step fused 60 "${B0_FUSED[@]}" -o "$out/b0_fused.json"
