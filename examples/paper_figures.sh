@@ -33,10 +33,10 @@ done
 e2e=$here/measurements/convfirstnet_e2e/run9
 perfmodel gap "$e2e"/h200_convfirstnet_{s,m,l}_*.json "$e2e"/h200_convfirstnet_h200_{fused,compile}_1.json \
   -H h200-sxm -o "$out/gap_h200_convfirstnet.png"
-# EfficientNet-B0 on the fused MBConv kernels (version 11, the rest compiled; session 14) beside every Inductor run,
-# with torch.compile (freezing, CUDA graphs) from the same call (mbconv/s14/call5/)
-s14=$here/measurements/mbconv/s14/call5
-perfmodel gap "$here"/measurements/h200_*[a-z0-9]_inductor.json "$s14"/b0_fused.json "$s14"/b0_inductor.json \
+# EfficientNet-B0 on the fused MBConv kernels and stem (version 11, the rest compiled; session 15) beside every
+# Inductor run, with torch.compile (freezing, CUDA graphs) from the same call (mbconv/s15/call4/)
+s15=$here/measurements/mbconv/s15/call4
+perfmodel gap "$here"/measurements/h200_*[a-z0-9]_inductor.json "$s15"/b0_fused.json "$s15"/b0_inductor.json \
   -H h200-sxm -o "$out/gap_h200_fused.png"
 # Predicted against measured, per module (eager, with Nsight Compute bytes)
 for m in resnet50 convnext_tiny efficientnet_b0; do
