@@ -11,6 +11,9 @@ the activation, or runs cuDNN's implicit GEMM, which spends 147 us on B0's stem 
 On by default since session 15 (``CUDA_KERNELS_EFFNET_STEM=0`` keeps the stem in PyTorch): on the H200 it took
 EfficientNet-B0 from 1.959 to 1.834 ms end to end (the compiled rest's stem was a cuDNN convolution, 111 us, and a
 Triton bias + SiLU, 96 us; this kernel 72 us under Nsight Compute). NOTES.md "EfficientNet's stem".
+
+Version 2 (``CUDA_KERNELS_EFFNET_STEM_V2=1``, off by default until measured; compiled and CPU-tested) copies the
+window in 16-byte pieces and stores the output through a staging tile in 16-byte pieces (csrc/effnet_stem.cu).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from cuda_kernels._fused import OpBlock, fake_nhwc_output
 from cuda_kernels.stem import conv_size, pack_conv1
 
 SWITCH = "CUDA_KERNELS_EFFNET_STEM"
+V2_SWITCH = "CUDA_KERNELS_EFFNET_STEM_V2"  # csrc/effnet_stem.cu version2_requested: "1" (off by default until measured)
 WIDTHS = (32, 40, 48)
 IN_CHANNELS = 3
 MAX_WIDTH = 448  # csrc/effnet_stem.h kMaxWidth
@@ -49,6 +53,29 @@ def window_pitch(width: int) -> int:
 def smem_bytes(width: int) -> int:
     """Shared memory of a CTA: the window of 2 BAND_ROWS + 1 input rows (effnet_stem.h smem_bytes)."""
     return (2 * BAND_ROWS + 1) * window_pitch(width) * 2
+
+
+WINDOW_OFFSET_V2 = 4  # kWindowOffsetV2: halves before window row r's half 0 (version 2)
+
+
+def window_pitch_v2(width: int) -> int:
+    """Version 2's halves per window row (effnet_stem.h): >= 3 W + 7, a multiple of 8 (16-byte aligned pieces)."""
+    return (3 * width + 7 + 7) & ~7
+
+
+def stage_words(c: int) -> int:
+    """32-bit words per pixel row of version 2's staging tile: C / 2 + 4 or + 8, whichever is 4 mod 8."""
+    return c // 2 + 4 if (c // 2 + 4) % 8 == 4 else c // 2 + 8
+
+
+def window_halves_v2(width: int) -> int:
+    """Version 2's window in halves: 2 BAND_ROWS + 1 rows and twice the offset (the last row's slack)."""
+    return (2 * BAND_ROWS + 1) * window_pitch_v2(width) + 2 * WINDOW_OFFSET_V2
+
+
+def smem_bytes_v2(width: int, c: int) -> int:
+    """Version 2's shared memory: the window, then 8 warps' staging tiles of 16 pixels."""
+    return window_halves_v2(width) * 2 + 8 * 16 * stage_words(c) * 4
 
 
 def _conv(module: nn.Module) -> nn.Conv2d | None:

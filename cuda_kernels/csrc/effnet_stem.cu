@@ -11,7 +11,17 @@
 //      shared load); the pad k's weights are zero, their loads stay in the window and are masked to zero; M = the
 //      band's pixels in m16 tiles over the warps, N = C;
 //   3. + bias, SiLU (tanh form, fp32), one fp16 rounding, stored as half2.
+// Version 2 (V2; CUDA_KERNELS_EFFNET_STEM_V2=1, off by default until measured). Version 1 ran 71.7 us at B0's shape
+// (session 15: DRAM 32% of peak, issue active 55%, ~3x the instructions planned): its window is copied one half per
+// lane (a 2-byte load, index tests and a 2-byte store per half), each tile divides by Wo four times, and its half2
+// stores fill half of each 32-byte sector. Version 2 copies each 16-byte piece of an image row with one 16-byte load
+// (and the next piece's first word), four byte permutes (the window sits 3 halves right of the image row) and one
+// 16-byte shared store (layout in effnet_stem.h); divides once per pixel row pair through a float reciprocal; and
+// stages each warp's 16 x C tile in shared memory so that it leaves as whole 16-byte pieces of the band's contiguous
+// output.
 #include "effnet_stem.h"
+
+#include <cstdlib>
 
 #include "pdl.h"
 #include "ptx.cuh"
@@ -35,13 +45,13 @@ __device__ __forceinline__ int pair_offset(int k, int pitch) {
 }
 
 // wb: conv's B fragments (stem.py pack_conv1: [nt][s][lane][r] words); bias [C] fp32; x [N, H, W, 3]; y [N, Ho, Wo, C].
-template <int NT>
+template <int NT, bool V2>
 __global__ void __launch_bounds__(kThreads) stem_kernel(const __half* __restrict__ x, const uint32_t* __restrict__ wb,
                                                        const float* __restrict__ bias, __half* __restrict__ y, int H,
                                                        int W, int Ho, int Wo, int bands) {
   constexpr int C = 8 * NT;
   extern __shared__ __align__(16) __half win[];
-  const int pitch = window_pitch(W);
+  const int pitch = V2 ? window_pitch_v2(W) : window_pitch(W), w0 = V2 ? kWindowOffsetV2 : 0;
   const int n = blockIdx.x / bands, band = blockIdx.x - n * bands;
   const int oy0 = band * kRows, rows = min(kRows, Ho - oy0), iy0 = 2 * oy0 - 1;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, q = lane & 3;
@@ -73,15 +83,44 @@ __global__ void __launch_bounds__(kThreads) stem_kernel(const __half* __restrict
     }
 
   pdl::wait();  // x may be the previous kernel's output
-  // 1. the window: row r is image row iy0 + r, half c is the image row's half c - 3 (column -1 is padding)
+  // 1. the window: row r is image row iy0 + r, half w0 + c is the image row's half c - 3 (column -1 is padding)
   const int win_rows = 2 * rows + 1;
-  for (int r = warp; r < win_rows; r += kWarps) {
-    const int iy = iy0 + r;
-    const bool row_in = iy >= 0 && iy < H;
-    const __half* src = x + ((size_t)n * H + (row_in ? iy : 0)) * W * 3;
-    for (int c = lane; c < pitch; c += 32) {
-      const int i = c - 3;
-      win[r * pitch + c] = row_in && i >= 0 && i < 3 * W ? src[i] : __float2half(0.f);
+  if (V2 && W % 8 == 0 && (reinterpret_cast<uintptr_t>(x) & 15) == 0) {
+    // 16-byte piece t of a row (halves 8 t .. 8 t + 7, words 4 t .. 4 t + 3) -> window words 4 t + 2 .. 4 t + 5 of
+    // the row (halves 8 t + 4 ..): window word j = (image half 2 j - 3, 2 j - 2) = (high of word j - 2, low of word
+    // j - 1); the row's first two words and the word after its last piece are written below
+    const int pieces = 3 * W / 8;
+    for (int i = tid; i < win_rows * pieces; i += kThreads) {
+      const int r = i / pieces, t = i - r * pieces, iy = iy0 + r;
+      uint4 v = make_uint4(0u, 0u, 0u, 0u);
+      uint32_t next = 0u;
+      if (iy >= 0 && iy < H) {
+        const uint32_t* src = reinterpret_cast<const uint32_t*>(x + ((size_t)n * H + iy) * W * 3) + 4 * t;
+        v = __ldg(reinterpret_cast<const uint4*>(src));
+        if (t + 1 < pieces) next = __ldg(src + 4);
+      }
+      const uint4 d = make_uint4(__byte_perm(v.x, v.y, 0x5432), __byte_perm(v.y, v.z, 0x5432),
+                                 __byte_perm(v.z, v.w, 0x5432), __byte_perm(v.w, next, 0x5432));
+      *reinterpret_cast<uint4*>(win + r * pitch + w0 + 8 * t + 4) = d;
+    }
+    for (int r = tid; r < win_rows; r += kThreads) {
+      const int iy = iy0 + r;
+      const uint32_t first = iy >= 0 && iy < H ? __half_as_ushort(x[((size_t)n * H + iy) * W * 3]) : 0u;
+      uint32_t* row = reinterpret_cast<uint32_t*>(win + r * pitch + w0);
+      row[0] = 0u;             // column -1's channels 0-1
+      row[1] = first << 16;    // column -1's channel 2, the image's half 0
+      row[3 * W / 2 + 2] = 0u; // column W's channels 1-2
+    }
+  } else {
+    const int row_halves = V2 ? 3 * W + 7 : pitch;  // V2: through the odd-W pad pair's last half
+    for (int r = warp; r < win_rows; r += kWarps) {
+      const int iy = iy0 + r;
+      const bool row_in = iy >= 0 && iy < H;
+      const __half* src = x + ((size_t)n * H + (row_in ? iy : 0)) * W * 3;
+      for (int c = lane; c < row_halves; c += 32) {
+        const int i = c - 3;
+        win[r * pitch + w0 + c] = row_in && i >= 0 && i < 3 * W ? src[i] : __float2half(0.f);
+      }
     }
   }
   __syncthreads();
@@ -89,12 +128,27 @@ __global__ void __launch_bounds__(kThreads) stem_kernel(const __half* __restrict
 
   // 2-3. m16 tiles of the band's pixels (row-major), round robin over the warps
   const int P = rows * Wo, tiles = (P + 15) / 16;
+  const float inv_wo = 1.f / static_cast<float>(Wo);
+  auto pixel = [&](int p, int& oy, int& ox) {  // oy = p / Wo, ox = p % Wo (p < 2^20: the float quotient is off by <= 1)
+    if constexpr (V2) {
+      oy = __float2int_rz(static_cast<float>(p) * inv_wo);
+      ox = p - oy * Wo;
+      if (ox < 0) --oy, ox += Wo;
+      else if (ox >= Wo) ++oy, ox -= Wo;
+    } else {
+      oy = p / Wo;
+      ox = p - oy * Wo;
+    }
+  };
+  uint32_t* stage = reinterpret_cast<uint32_t*>(win + window_halves_v2(W)) + warp * 16 * stage_words(C);
+  __half* y_band = y + ((size_t)n * Ho + oy0) * Wo * C;  // the band's output: rows x Wo x C, contiguous
   for (int tile = warp; tile < tiles; tile += kWarps) {
     int base[2];  // the first tap's window half of rows g and g + 8 (clamped into the band: not stored)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int p = min(tile * 16 + g + 8 * h, P - 1), oy = p / Wo, ox = p - oy * Wo;
-      base[h] = 2 * oy * pitch + 6 * ox;
+      int oy, ox;
+      pixel(min(tile * 16 + g + 8 * h, P - 1), oy, ox);
+      base[h] = w0 + 2 * oy * pitch + 6 * ox;
     }
     float acc[NT][4];
 #pragma unroll
@@ -108,46 +162,82 @@ __global__ void __launch_bounds__(kThreads) stem_kernel(const __half* __restrict
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) bf::mma_m16n8k16(acc[nt], a, b[nt][s][0], b[nt][s][1]);
     }
+    if constexpr (V2) {
+      // the tile's row g + 8 h, channels 8 nt + 2 q (+ 1) -> staging word (g + 8 h) stage_words + 4 nt + q
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int p = tile * 16 + g + 8 * h;
-      if (p >= P) continue;
-      const int oy = p / Wo, ox = p - oy * Wo;
-      __half* dst = y + (((size_t)n * Ho + oy0 + oy) * Wo + ox) * C + 2 * q;
+      for (int h = 0; h < 2; ++h)
 #pragma unroll
-      for (int nt = 0; nt < NT; ++nt)
-        *reinterpret_cast<__half2*>(dst + nt * 8) =
-            __floats2half2_rn(silu(acc[nt][2 * h] + bi[nt][0]), silu(acc[nt][2 * h + 1] + bi[nt][1]));
+        for (int nt = 0; nt < NT; ++nt) {
+          const __half2 v = __floats2half2_rn(silu(acc[nt][2 * h] + bi[nt][0]), silu(acc[nt][2 * h + 1] + bi[nt][1]));
+          stage[(g + 8 * h) * stage_words(C) + 4 * nt + q] = *reinterpret_cast<const uint32_t*>(&v);
+        }
+      __syncwarp();
+      // 16-byte piece c of the tile: pixel c / NT, channels 8 (c % NT) ..; the tile's pixels are consecutive
+      for (int c = lane; c < 16 * NT; c += 32) {
+        const int row = c / NT, part = c - row * NT, p = tile * 16 + row;
+        if (p < P)
+          *reinterpret_cast<uint4*>(y_band + (size_t)p * C + 8 * part) =
+              *reinterpret_cast<const uint4*>(stage + row * stage_words(C) + 4 * part);
+      }
+      __syncwarp();  // the stage is rewritten by the next tile
+    } else {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int p = tile * 16 + g + 8 * h;
+        if (p >= P) continue;
+        __half* dst = y_band + (size_t)p * C + 2 * q;
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+          *reinterpret_cast<__half2*>(dst + nt * 8) =
+              __floats2half2_rn(silu(acc[nt][2 * h] + bi[nt][0]), silu(acc[nt][2 * h + 1] + bi[nt][1]));
+      }
     }
   }
 }
 
 namespace {
 
-template <int NT>
+template <int NT, bool V2>
 cudaError_t launch_nt(const __half* x, const uint32_t* wb, const float* bias, __half* y, int N, int H, int W,
                       cudaStream_t stream, bool pdl) {
   const int Ho = (H + 1) / 2, Wo = (W + 1) / 2, bands = (Ho + kRows - 1) / kRows;
-  const int smem = smem_bytes(W);
-  const auto kernel = stem_kernel<NT>;
+  const int smem = V2 ? smem_bytes_v2(W, 8 * NT) : smem_bytes(W);
+  const auto kernel = stem_kernel<NT, V2>;
   int dev = 0;
   cudaError_t err = cudaGetDevice(&dev);
   if (err != cudaSuccess) return err;
+  if (smem > 48 * 1024) {  // version 2 past W ~ 330
+    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (err != cudaSuccess) return err;
+  }
   if (pdl && pdl::device_supports(dev))
     return pdl::launch(kernel, dim3(N * bands), dim3(kThreads), smem, stream, x, wb, bias, y, H, W, Ho, Wo, bands);
   kernel<<<N * bands, kThreads, smem, stream>>>(x, wb, bias, y, H, W, Ho, Wo, bands);
   return cudaGetLastError();
 }
 
+template <bool V2>
+cudaError_t launch_version(const __half* x, const uint32_t* wb, const float* bias, __half* y, int N, int H, int W,
+                           int C, cudaStream_t stream, bool pdl) {
+  if (C == 32) return launch_nt<4, V2>(x, wb, bias, y, N, H, W, stream, pdl);
+  if (C == 40) return launch_nt<5, V2>(x, wb, bias, y, N, H, W, stream, pdl);
+  if (C == 48) return launch_nt<6, V2>(x, wb, bias, y, N, H, W, stream, pdl);
+  return cudaErrorInvalidValue;
+}
+
 }  // namespace
+
+bool version2_requested() {
+  const char* v = std::getenv("CUDA_KERNELS_EFFNET_STEM_V2");
+  return v != nullptr && v[0] == '1' && v[1] == '\0';
+}
 
 cudaError_t launch(const __half* x, const uint32_t* wb, const float* bias, __half* y, int N, int H, int W, int C,
                    cudaStream_t stream, bool pdl) {
   if (W < 1 || W > kMaxWidth || H < 1 || N < 1) return cudaErrorInvalidValue;
-  if (C == 32) return launch_nt<4>(x, wb, bias, y, N, H, W, stream, pdl);
-  if (C == 40) return launch_nt<5>(x, wb, bias, y, N, H, W, stream, pdl);
-  if (C == 48) return launch_nt<6>(x, wb, bias, y, N, H, W, stream, pdl);
-  return cudaErrorInvalidValue;
+  if (version2_requested() && (reinterpret_cast<uintptr_t>(y) & 15) == 0)
+    return launch_version<true>(x, wb, bias, y, N, H, W, C, stream, pdl);
+  return launch_version<false>(x, wb, bias, y, N, H, W, C, stream, pdl);
 }
 
 }  // namespace effstem
