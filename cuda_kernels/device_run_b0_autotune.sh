@@ -8,27 +8,31 @@
 # compiled kernels) cannot come back; the timings can. From the repository root:
 #   timeout 580 bash cuda_kernels/device_run_b0_autotune.sh OUTDIR
 # returns OUTDIR/autotune_timings.tgz; unpack it here (tar xzf ... -C .) and give the next call
-# `carry: [".inductor_cache"]` until the max-autotune file appears. The fused network and torch.compile default are
-# timed in every call, so whichever call finishes has its baselines in the same run.
+# `carry: [".inductor_cache"]` until the max-autotune file appears. With timings carried, the fused network and
+# torch.compile default are timed first, so the call that finishes has every baseline in one run; without (the first
+# call) they are skipped: the whole call goes to autotuning, whose file could not be compared anyway.
 set -uo pipefail
 out=${1:?output folder}
 source cuda_kernels/device_lib.sh  # step, mbconv_begin, B0_BENCH, B0_FUSED
 mbconv_begin AUTO 565
 export TORCHINDUCTOR_CACHE_DIR="$PWD/.inductor_cache"
 mkdir -p "$TORCHINDUCTOR_CACHE_DIR"
-timings() {  # ops and choices in the autotuning timings cache
+timings() {  # (op, inputs) keys in the autotuning timings cache; prints the count last
   python3 - "$TORCHINDUCTOR_CACHE_DIR/cache" <<'PY'
 import json, pathlib, sys
 files = [f for f in pathlib.Path(sys.argv[1]).glob("*") if f.is_file()]
 caches = [json.loads(f.read_text()).get("cache", {}) for f in files]
 keys = sum(len(v) for c in caches for v in c.values())
 print(f"autotune timings: {len(files)} file(s), {keys} (op, inputs) keys")
+print(keys)
 PY
 }
-timings 2>> "$log" | tee -a "$log"
-step fused 90 "${B0_FUSED[@]}" -o "$out/b0_fused.json"
-step inductor 90 "${B0_BENCH[@]}" --backend inductor --freezing -o "$out/b0_inductor.json"
-step autotune 480 "${B0_BENCH[@]}" --backend inductor --compile-mode max-autotune-no-cudagraphs --freezing \
+carried=$(timings 2>> "$log" | tee -a "$log" | tail -1)
+if [ "${carried:-0}" -gt 0 ]; then
+  step fused 90 "${B0_FUSED[@]}" -o "$out/b0_fused.json"
+  step inductor 90 "${B0_BENCH[@]}" --backend inductor --freezing -o "$out/b0_inductor.json"
+fi
+step autotune 540 "${B0_BENCH[@]}" --backend inductor --compile-mode max-autotune-no-cudagraphs --freezing \
   -o "$out/b0_inductor_max_autotune.json"
 timings 2>> "$log" | tee -a "$log"
 tar czf "$out/autotune_timings.tgz" -C "$PWD" .inductor_cache/cache 2>> "$log"
