@@ -6,7 +6,7 @@
 # per op and input shapes, keyed by GPU name, CUDA and Triton: a later call on another H200 with the same software
 # finds them and skips the precompiling and benchmarking of every op already timed). The whole cache (72 MB of
 # compiled kernels) cannot come back; the timings can. From the repository root:
-#   timeout 580 bash cuda_kernels/device_run_b0_autotune.sh OUTDIR
+#   timeout 590 bash cuda_kernels/device_run_b0_autotune.sh OUTDIR   (AUTO_BUDGET=S: a shorter budget)
 # returns OUTDIR/autotune_timings.tgz; unpack it here (tar xzf ... -C .) and give the next call
 # `carry: [".inductor_cache"]` until the max-autotune file appears. With timings carried, the fused network and
 # torch.compile default are timed first, so the call that finishes has every baseline in one run; without (the first
@@ -14,7 +14,7 @@
 set -uo pipefail
 out=${1:?output folder}
 source cuda_kernels/device_lib.sh  # step, mbconv_begin, B0_BENCH, B0_FUSED
-mbconv_begin AUTO 565
+mbconv_begin AUTO "${AUTO_BUDGET:-565}"  # seconds; less where another script follows in the call
 export TORCHINDUCTOR_CACHE_DIR="$PWD/.inductor_cache"
 mkdir -p "$TORCHINDUCTOR_CACHE_DIR"
 timings() {  # (op, inputs) keys in the autotuning timings cache; prints the count last
