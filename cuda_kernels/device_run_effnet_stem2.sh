@@ -2,7 +2,7 @@
 # EfficientNet's stem, version 2 (CUDA_KERNELS_EFFNET_STEM_V2=1; session 15, compiled and CPU-tested, not yet run):
 # the window in 16-byte pieces, the output through a staging tile in 16-byte pieces, one float-reciprocal division per
 # pixel row. From the repository root (~4 minutes on one H200):
-#   timeout 300 bash cuda_kernels/device_run_effnet_stem2.sh OUTDIR
+#   timeout 280 bash cuda_kernels/device_run_effnet_stem2.sh OUTDIR
 # build (the stem's extension and the MBConv one) -> GPU tests (test_effnet_stem.py: both versions against float64,
 # version 2 equal to version 1 bit for bit with the profiler naming each; -x) -> Nsight Compute of both versions at
 # B0's shape (lines "STEM v1 / v2 ...") -> B0 end to end, fused, with version 1 and version 2.
@@ -12,7 +12,7 @@ set -uo pipefail
 out=${1:?output folder}
 source cuda_kernels/device_lib.sh  # step, mbconv_begin, B0_FUSED
 STEM_METRICS=gpu__time_duration.sum,launch__grid_size,dram__bytes_read.sum,dram__bytes_write.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,smsp__issue_active.avg.pct_of_peak_sustained_active,smsp__inst_executed.sum
-mbconv_begin STEM2 290
+mbconv_begin STEM2 270
 step build_stem 90 python3 -c "from cuda_kernels.effnet_stem import _extension as e; print('STEM2 so:', e().__file__)" \
   || ok=0
 step tests 80 python3 -m pytest -q -x -m cuda --tb=short -p no:cacheprovider tests/test_effnet_stem.py || ok=0
