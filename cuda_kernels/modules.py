@@ -123,7 +123,9 @@ def replace_blocks(model: nn.Module) -> BlockSwap:
     Unless ``CUDA_KERNELS_STEM=0``, a ConvFirstNet stem (two 3x3 stride-2 convolutions + ReLU, BN
     folded) becomes a ``FusedStem`` (stem.py), counted as "Stem" (a stem of other widths is listed).
     Unless ``CUDA_KERNELS_EFFNET_STEM=0``, EfficientNet's stem (3x3 stride-2 convolution + SiLU, BN folded)
-    becomes a ``FusedEffNetStem`` (effnet_stem.py), counted as "EffNetStem".
+    becomes a ``FusedEffNetStem`` (effnet_stem.py), counted as "EffNetStem"; with ``CUDA_KERNELS_EFFNET_STEM_DW=1``
+    the stem and the first MBConv become one ``FusedStemMBConv`` instead (stem_mbconv.py), counted as "StemMBConv"
+    (features.1.0 an identity).
     """
     from cuda_kernels import convfirst_c512 as c512
     from cuda_kernels import convfirst_c768 as c768
@@ -172,5 +174,14 @@ def replace_blocks(model: nn.Module) -> BlockSwap:
                 fallback[path] = reason
             visit(child, path + ".")
 
+    from cuda_kernels import stem_mbconv
+
+    if stem_mbconv.enabled():  # EfficientNet's stem and first block as one unit (before the stem alone is swapped)
+        reason = stem_mbconv.swap(model)
+        if reason is None:
+            fused["StemMBConv"] = 1
+        elif reason != "no stem and MBConv pair":
+            fused["StemMBConv"] = 0
+            fallback[stem_mbconv.STEM_PATH] = reason
     visit(model, "")
     return BlockSwap(fused, fallback)

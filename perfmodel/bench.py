@@ -48,9 +48,12 @@ def check_blocks(model: torch.nn.Module, reference: torch.nn.Module, inputs: lis
     blocks = dict(reference.named_modules())
     rows: dict[str, dict] = {}
 
-    def check(name: str):
+    def check(name: str, module: torch.nn.Module):
+        # a fused unit that replaces several blocks names them (reference_paths): they run in sequence
+        paths = getattr(module, "reference_paths", (name,))
+        ref_block = blocks[name] if len(paths) == 1 else torch.nn.Sequential(*(blocks[p] for p in paths))
+
         def hook(_module, args, out):
-            ref_block = blocks[name]
             with reference_precision():
                 exact = copy.deepcopy(ref_block).double()(*(a.double() for a in args))
             torch_error = relative_error(ref_block(*args), exact)
@@ -61,7 +64,7 @@ def check_blocks(model: torch.nn.Module, reference: torch.nn.Module, inputs: lis
                           "error_ratio": ratio, "passed": ratio <= ERROR_RATIO_LIMIT}
         return hook
 
-    handles = [m.register_forward_hook(check(name)) for name, m in model.named_modules()
+    handles = [m.register_forward_hook(check(name, m)) for name, m in model.named_modules()
                if is_fused(m)]
     try:
         with torch.inference_mode():

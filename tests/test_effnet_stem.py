@@ -276,7 +276,8 @@ def test_compiles_without_spills():
     if not nvcc.exists():
         pytest.skip("nvcc not found (set CUDA_HOME)")
     cmd = [str(nvcc), "-std=c++17", "-O3", "-gencode=arch=compute_80,code=sm_80",
-           "-gencode=arch=compute_90a,code=sm_90a", "-Xptxas=-v", f"-I{CSRC}", "-c", str(CSRC / "effnet_stem.cu"), "-o", "/dev/null"]
+           "-gencode=arch=compute_90a,code=sm_90a", "-Xptxas=-v", f"-I{CSRC}", "-c", str(CSRC / "effnet_stem.cu"),
+           "-o", "/dev/null"]
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     lines = [line for line in (result.stdout + result.stderr).splitlines() if "spill stores" in line]

@@ -3,6 +3,7 @@
 #include "mbconv.cuh"
 #include "mbconv_launch.cuh"
 #include "mbconv_ptx.cuh"
+#include "mbconv_stem_dw.h"
 
 namespace mb {
 
@@ -181,6 +182,25 @@ static cudaError_t device_is_sm90(bool& yes) {
   return cudaSuccess;
 }
 
+// Versions 9-11 after kernel 1: version 3's SE, then the projection each version picks.
+cudaError_t launch_se_project_v9(const Params& p, int version, cudaStream_t stream, bool pdl) {
+  if (version < 9 || version > 11) return cudaErrorInvalidValue;
+  cudaError_t err = launch_se_v3(p, stream, pdl);
+  if (err != cudaSuccess) return err;
+  if (project_wg_applies(p, project_wg_mode(version == 11))) return launch_project_wg(p, stream, pdl);  // v11: late
+  const int pv10 = project_v10_mode();  // CUDA_KERNELS_PROJ_V10: auto by default
+  const bool p9 = project_v9_applies(p.hidden, p.C_out);
+  if (pv10 == 2 || (pv10 == 1 && !p9) || (pv10 == 3 && !p9 && project_v10_auto(p)))
+    return launch_project_v10(p, stream, pdl);
+  return p9 ? launch_project_v9(p, stream, pdl) : launch_project_v3_only(p, stream, pdl);
+}
+
+cudaError_t launch_stem_mbconv(const Params& p, const StemDwParams& s, int version, cudaStream_t stream, bool pdl) {
+  if (version < 9 || version > 11) return cudaErrorInvalidValue;
+  const cudaError_t err = launch_stem_dw(p, s, stream, pdl);
+  return err != cudaSuccess ? err : launch_se_project_v9(p, version, stream, pdl);
+}
+
 cudaError_t launch_mbconv(const Params& p, int chunk, int version, cudaStream_t stream, bool pdl) {
   cudaError_t err = cudaErrorInvalidValue;
   if (version_needs_sm90(version)) {  // their kernels trap on an older GPU (ptx_sm90.cuh): refuse before a launch
@@ -213,16 +233,7 @@ cudaError_t launch_mbconv(const Params& p, int chunk, int version, cudaStream_t 
   if (err != cudaSuccess) return err;
   if (version == 7)  // the SE ran in kernel 1's last CTA per image
     return project_v7_applies(p.Ho, p.Wo) ? launch_project_v7(p, stream, pdl) : launch_project_v3_only(p, stream, pdl);
-  if (v9) {  // version 8's kernel 1, version 3's SE, then project_v9 where it applies
-    err = launch_se_v3(p, stream, pdl);
-    if (err != cudaSuccess) return err;
-    if (project_wg_applies(p, project_wg_mode(v11))) return launch_project_wg(p, stream, pdl);  // v11: late
-    const int pv10 = project_v10_mode();  // CUDA_KERNELS_PROJ_V10: auto by default
-    const bool p9 = project_v9_applies(p.hidden, p.C_out);
-    if (pv10 == 2 || (pv10 == 1 && !p9) || (pv10 == 3 && !p9 && project_v10_auto(p)))
-      return launch_project_v10(p, stream, pdl);
-    return p9 ? launch_project_v9(p, stream, pdl) : launch_project_v3_only(p, stream, pdl);
-  }
+  if (v9) return launch_se_project_v9(p, version, stream, pdl);
   if (version == 3 || version == 5 || version == 6 || version == 8)
     return launch_se_project_v3(p, stream, version == 6, (version == 3 || version == 8) && pdl);
   const int se_smem = (p.hid_pad + p.sq) * 4;
