@@ -22,7 +22,7 @@ from cuda_kernels.stem import conv1_matrix
 
 CSRC = Path(cuda_kernels.__file__).resolve().parent / "csrc"
 HEADER = (CSRC / "effnet_stem.h").read_text()
-SOURCE = (CSRC / "effnet_stem.cu").read_text()
+SOURCE = (CSRC / "effnet_stem.cu").read_text() + (CSRC / "effnet_stem.cuh").read_text()  # the kernel and its pieces
 
 
 def _folded_stem(name: str) -> nn.Module:

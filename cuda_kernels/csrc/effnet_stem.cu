@@ -23,26 +23,12 @@
 
 #include <cstdlib>
 
+#include "effnet_stem.cuh"
 #include "pdl.h"
-#include "ptx.cuh"
 
 namespace effstem {
 
 constexpr int kThreads = 256, kWarps = kThreads / 32;
-
-__device__ __forceinline__ float silu(float v) {  // v sigmoid(v) = h + h tanh(h), h = v / 2
-  const float h = 0.5f * v;
-  float t;
-  asm("tanh.approx.f32 %0, %1;" : "=f"(t) : "f"(h));
-  return fmaf(h, t, h);
-}
-
-// Window offset (halves) of the k pair (k, k + 1) from an output pixel's first tap: ky rows down, t = kx 3 + ci
-// along; the pad pairs k >= 30 read ky = 2's pair 8-9 (zero weights).
-__device__ __forceinline__ int pair_offset(int k, int pitch) {
-  const int ky = k < 30 ? k / 10 : 2, t = k < 30 ? k - 10 * (k / 10) : 8;
-  return ky * pitch + t;
-}
 
 // wb: conv's B fragments (stem.py pack_conv1: [nt][s][lane][r] words); bias [C] fp32; x [N, H, W, 3]; y [N, Ho, Wo, C].
 template <int NT, bool V2>
@@ -56,73 +42,15 @@ __global__ void __launch_bounds__(kThreads) stem_kernel(const __half* __restrict
   const int oy0 = band * kRows, rows = min(kRows, Ho - oy0), iy0 = 2 * oy0 - 1;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, q = lane & 3;
 
-  uint32_t b[NT][2][2];  // the weights' B fragments, constant over the band
-#pragma unroll
-  for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-    for (int s = 0; s < 2; ++s)
-#pragma unroll
-      for (int r = 0; r < 2; ++r) b[nt][s][r] = __ldg(wb + ((nt * 2 + s) * 32 + lane) * 2 + r);
-  float bi[NT][2];
-#pragma unroll
-  for (int nt = 0; nt < NT; ++nt) {
-    bi[nt][0] = __ldg(bias + nt * 8 + 2 * q);
-    bi[nt][1] = __ldg(bias + nt * 8 + 2 * q + 1);
-  }
-  // k pairs 16 s + 2 q (+ 8 h): their window offsets, and the halves they keep (the pad k = 9, 19, 29 and 30-31 read
-  // neighbouring pixels: zeroed in A as well as in B, so that an Inf or NaN there cannot reach this output)
-  int off[2][2];
-  uint32_t keep[2][2];
-#pragma unroll
-  for (int s = 0; s < 2; ++s)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int k = 16 * s + 2 * q + 8 * h;
-      off[s][h] = pair_offset(k, pitch);
-      keep[s][h] = k >= 30 ? 0u : (k % 10 == 8 ? 0x0000FFFFu : 0xFFFFFFFFu);
-    }
+  const StemLane<NT> lane_ops(wb, bias, lane, pitch);  // B fragments, bias, k-pair offsets and masks
 
   pdl::wait();  // x may be the previous kernel's output
   // 1. the window: row r is image row iy0 + r, half w0 + c is the image row's half c - 3 (column -1 is padding)
   const int win_rows = 2 * rows + 1;
-  if (V2 && W % 8 == 0 && (reinterpret_cast<uintptr_t>(x) & 15) == 0) {
-    // 16-byte piece t of a row (halves 8 t .. 8 t + 7, words 4 t .. 4 t + 3) -> window words 4 t + 2 .. 4 t + 5 of
-    // the row (halves 8 t + 4 ..): window word j = (image half 2 j - 3, 2 j - 2) = (high of word j - 2, low of word
-    // j - 1); the row's first two words and the word after its last piece are written below
-    const int pieces = 3 * W / 8;
-    for (int i = tid; i < win_rows * pieces; i += kThreads) {
-      const int r = i / pieces, t = i - r * pieces, iy = iy0 + r;
-      uint4 v = make_uint4(0u, 0u, 0u, 0u);
-      uint32_t next = 0u;
-      if (iy >= 0 && iy < H) {
-        const uint32_t* src = reinterpret_cast<const uint32_t*>(x + ((size_t)n * H + iy) * W * 3) + 4 * t;
-        v = __ldg(reinterpret_cast<const uint4*>(src));
-        if (t + 1 < pieces) next = __ldg(src + 4);
-      }
-      const uint4 d = make_uint4(__byte_perm(v.x, v.y, 0x5432), __byte_perm(v.y, v.z, 0x5432),
-                                 __byte_perm(v.z, v.w, 0x5432), __byte_perm(v.w, next, 0x5432));
-      *reinterpret_cast<uint4*>(win + r * pitch + w0 + 8 * t + 4) = d;
-    }
-    for (int r = tid; r < win_rows; r += kThreads) {
-      const int iy = iy0 + r;
-      const uint32_t first = iy >= 0 && iy < H ? __half_as_ushort(x[((size_t)n * H + iy) * W * 3]) : 0u;
-      uint32_t* row = reinterpret_cast<uint32_t*>(win + r * pitch + w0);
-      row[0] = 0u;             // column -1's channels 0-1
-      row[1] = first << 16;    // column -1's channel 2, the image's half 0
-      row[3 * W / 2 + 2] = 0u; // column W's channels 1-2
-    }
-  } else {
-    const int row_halves = V2 ? 3 * W + 7 : pitch;  // V2: through the odd-W pad pair's last half
-    for (int r = warp; r < win_rows; r += kWarps) {
-      const int iy = iy0 + r;
-      const bool row_in = iy >= 0 && iy < H;
-      const __half* src = x + ((size_t)n * H + (row_in ? iy : 0)) * W * 3;
-      for (int c = lane; c < row_halves; c += 32) {
-        const int i = c - 3;
-        win[r * pitch + w0 + c] = row_in && i >= 0 && i < 3 * W ? src[i] : __float2half(0.f);
-      }
-    }
-  }
+  if constexpr (V2)
+    copy_window_v2<kThreads>(win, x + (size_t)n * H * W * 3, H, W, iy0, win_rows, tid);
+  else
+    copy_window_halves<kThreads>(win, x + (size_t)n * H * W * 3, H, W, iy0, win_rows, tid, pitch, 0, pitch);
   __syncthreads();
   pdl::launch_dependents();
 
@@ -151,24 +79,14 @@ __global__ void __launch_bounds__(kThreads) stem_kernel(const __half* __restrict
       base[h] = w0 + 2 * oy * pitch + 6 * ox;
     }
     float acc[NT][4];
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
-#pragma unroll
-    for (int s = 0; s < 2; ++s) {
-      uint32_t a[4];  // (row g, k), (row g + 8, k), (row g, k + 8), (row g + 8, k + 8); k = 16 s + 2 q
-#pragma unroll
-      for (int j = 0; j < 4; ++j)  // base and off are even: 4-byte aligned
-        a[j] = *reinterpret_cast<const uint32_t*>(win + base[j & 1] + off[s][j >> 1]) & keep[s][j >> 1];
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt) bf::mma_m16n8k16(acc[nt], a, b[nt][s][0], b[nt][s][1]);
-    }
+    lane_ops.mma(acc, win, base);
     if constexpr (V2) {
       // the tile's row g + 8 h, channels 8 nt + 2 q (+ 1) -> staging word (g + 8 h) stage_words + 4 nt + q
 #pragma unroll
       for (int h = 0; h < 2; ++h)
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
-          const __half2 v = __floats2half2_rn(silu(acc[nt][2 * h] + bi[nt][0]), silu(acc[nt][2 * h + 1] + bi[nt][1]));
+          const __half2 v = lane_ops.act(acc, h, nt);
           stage[(g + 8 * h) * stage_words(C) + 4 * nt + q] = *reinterpret_cast<const uint32_t*>(&v);
         }
       __syncwarp();
@@ -188,8 +106,7 @@ __global__ void __launch_bounds__(kThreads) stem_kernel(const __half* __restrict
         __half* dst = y_band + (size_t)p * C + 2 * q;
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt)
-          *reinterpret_cast<__half2*>(dst + nt * 8) =
-              __floats2half2_rn(silu(acc[nt][2 * h] + bi[nt][0]), silu(acc[nt][2 * h + 1] + bi[nt][1]));
+          *reinterpret_cast<__half2*>(dst + nt * 8) = lane_ops.act(acc, h, nt);
       }
     }
   }

@@ -21,9 +21,9 @@
 
 #include "effnet_stem.h"
 #include "mbconv.cuh"
+#include "effnet_stem.cuh"
 #include "mbconv_stem_dw.h"
 #include "pdl.h"
-#include "ptx.cuh"
 
 namespace mb {
 
@@ -37,11 +37,6 @@ __device__ __forceinline__ float silu_half_arg(float h) {  // v sigmoid(v) for h
   float t;
   asm("tanh.approx.f32 %0, %1;" : "=f"(t) : "f"(h));
   return fmaf(h, t, h);
-}
-
-__device__ __forceinline__ int pair_offset(int k, int pitch) {  // effnet_stem.cu pair_offset
-  const int ky = k < 30 ? k / 10 : 2, t = k < 30 ? k - 10 * (k / 10) : 8;
-  return ky * pitch + t;
 }
 
 __device__ __forceinline__ int e_slot(int c) { return c ^ ((c >> 2) & 1); }  // E column c's pixel slot
@@ -62,68 +57,12 @@ __global__ void __launch_bounds__(kThreads, 2) stem_dw_kernel(const Params p, co
   const int oy0 = band * R, rows = min(R, Ho - oy0), sy0 = oy0 - 1, iy0 = 2 * sy0 - 1;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, q = lane & 3;
 
-  uint32_t b[NT][2][2];  // the stem's B fragments
-#pragma unroll
-  for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-    for (int k = 0; k < 2; ++k)
-#pragma unroll
-      for (int r = 0; r < 2; ++r) b[nt][k][r] = __ldg(s.wb + ((nt * 2 + k) * 32 + lane) * 2 + r);
-  float bi[NT][2];
-#pragma unroll
-  for (int nt = 0; nt < NT; ++nt) {
-    bi[nt][0] = __ldg(s.bias + nt * 8 + 2 * q);
-    bi[nt][1] = __ldg(s.bias + nt * 8 + 2 * q + 1);
-  }
-  int off[2][2];
-  uint32_t keep[2][2];
-#pragma unroll
-  for (int k = 0; k < 2; ++k)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int kk = 16 * k + 2 * q + 8 * h;
-      off[k][h] = pair_offset(kk, pitch);
-      keep[k][h] = kk >= 30 ? 0u : (kk % 10 == 8 ? 0x0000FFFFu : 0xFFFFFFFFu);
-    }
+  const effstem::StemLane<NT> lane_ops(s.wb, s.bias, lane, pitch);  // the stem's fragments, bias, offsets, masks
 
   pdl::wait();  // the image may be the previous kernel's output
   // 1. the window (effnet_stem.cu version 2's copy): row r is image row iy0 + r, half w0 + c the row's half c - 3
   const int win_rows = 2 * ER + 1;
-  const __half* img = s.img + (size_t)n * Himg * Wimg * 3;
-  if (Wimg % 8 == 0 && (reinterpret_cast<uintptr_t>(s.img) & 15) == 0) {
-    const int pieces = 3 * Wimg / 8;
-    for (int i = tid; i < win_rows * pieces; i += kThreads) {
-      const int r = i / pieces, t = i - r * pieces, iy = iy0 + r;
-      uint4 v = make_uint4(0u, 0u, 0u, 0u);
-      uint32_t next = 0u;
-      if (iy >= 0 && iy < Himg) {
-        const uint32_t* src = reinterpret_cast<const uint32_t*>(img + (size_t)iy * Wimg * 3) + 4 * t;
-        v = __ldg(reinterpret_cast<const uint4*>(src));
-        if (t + 1 < pieces) next = __ldg(src + 4);
-      }
-      const uint4 d = make_uint4(__byte_perm(v.x, v.y, 0x5432), __byte_perm(v.y, v.z, 0x5432),
-                                 __byte_perm(v.z, v.w, 0x5432), __byte_perm(v.w, next, 0x5432));
-      *reinterpret_cast<uint4*>(win + r * pitch + w0 + 8 * t + 4) = d;
-    }
-    for (int r = tid; r < win_rows; r += kThreads) {
-      const int iy = iy0 + r;
-      const uint32_t first = iy >= 0 && iy < Himg ? __half_as_ushort(img[(size_t)iy * Wimg * 3]) : 0u;
-      uint32_t* row = reinterpret_cast<uint32_t*>(win + r * pitch + w0);
-      row[0] = 0u;
-      row[1] = first << 16;
-      row[3 * Wimg / 2 + 2] = 0u;
-    }
-  } else {
-    for (int r = warp; r < win_rows; r += kWarps) {
-      const int iy = iy0 + r;
-      const bool row_in = iy >= 0 && iy < Himg;
-      const __half* src = img + (size_t)(row_in ? iy : 0) * Wimg * 3;
-      for (int c = lane; c < 3 * Wimg + 7; c += 32) {
-        const int i = c - 3;
-        win[r * pitch + w0 + c] = row_in && i >= 0 && i < 3 * Wimg ? src[i] : __float2half(0.f);
-      }
-    }
-  }
+  effstem::copy_window_v2<kThreads>(win, s.img + (size_t)n * Himg * Wimg * 3, Himg, Wimg, iy0, win_rows, tid);
   // E's columns outside the stem's output (0 and Wo + 1 .. WE - 1), every row: never written by the GEMM below
   for (int i = tid; i < ER * (WE - Wo) * PAIRS; i += kThreads) {
     const int r = i / ((WE - Wo) * PAIRS), rest = i - r * (WE - Wo) * PAIRS;
@@ -151,17 +90,7 @@ __global__ void __launch_bounds__(kThreads, 2) stem_dw_kernel(const Params p, co
         base[h] = w0 + 2 * er[h] * pitch + 6 * sx[h];
       }
       float acc[NT][4];
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
-#pragma unroll
-      for (int k = 0; k < 2; ++k) {
-        uint32_t a[4];
-#pragma unroll
-        for (int j = 0; j < 4; ++j)
-          a[j] = *reinterpret_cast<const uint32_t*>(win + base[j & 1] + off[k][j >> 1]) & keep[k][j >> 1];
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt) bf::mma_m16n8k16(acc[nt], a, b[nt][k][0], b[nt][k][1]);
-      }
+      lane_ops.mma(acc, win, base);
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         if (tile * 16 + g + 8 * h >= P) continue;
@@ -170,8 +99,7 @@ __global__ void __launch_bounds__(kThreads, 2) stem_dw_kernel(const Params p, co
         uint32_t* dst = reinterpret_cast<uint32_t*>(E + (er[h] * WE + e_slot(sx[h] + 1)) * C) + q;
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
-          const __half2 v = __floats2half2_rn(silu_half_arg(0.5f * (acc[nt][2 * h] + bi[nt][0])),
-                                              silu_half_arg(0.5f * (acc[nt][2 * h + 1] + bi[nt][1])));
+          const __half2 v = lane_ops.act(acc, h, nt);
           dst[4 * nt] = inside ? *reinterpret_cast<const uint32_t*>(&v) : 0u;
         }
       }
