@@ -195,3 +195,22 @@ def fused_b0_info(batch: int = 8) -> dict:
     model = model.to(memory_format=torch.channels_last)
     x = torch.randn(batch, 3, 224, 224, device="cuda", dtype=torch.float16).contiguous(memory_format=torch.channels_last)
     return fused_model(model, [x])[1]
+
+
+def emulated_mbconv(self, x):
+    """What the kernels compute, from the module's packed (zero-padded) weights: float32
+    arithmetic, rounded to fp16 where the kernels store (E, D, the scaled D, the output)."""
+    f = torch.nn.functional
+    hidden, c_out, k = self.w_se2.shape[0], self.out_channels, self.kernel_size
+    xf = x.float()
+    e = xf
+    if self.w_exp.numel():
+        w_exp = self.w_exp[:hidden, :x.shape[1]].float()[:, :, None, None]
+        e = f.silu(f.conv2d(xf, w_exp, self.b_exp[:hidden])).half().float()
+    w_dw = self.w_dw[:, :hidden].t().reshape(hidden, 1, k, k)
+    d = f.silu(f.conv2d(e, w_dw, self.b_dw[:hidden], self.stride, k // 2, groups=hidden)).half().float()
+    scale = torch.sigmoid(f.silu(d.mean((2, 3)) @ self.w_se1.t() + self.b_se1) @ self.w_se2.t() + self.b_se2)
+    scaled = (d * scale[:, :, None, None]).half().float()
+    y = f.conv2d(scaled, self.w_proj[:c_out, :hidden].float()[:, :, None, None], self.b_proj[:c_out])
+    y = y + xf if self.residual else y
+    return y.half().contiguous(memory_format=torch.channels_last)

@@ -4,24 +4,23 @@ float64 / float32 reference for every MBConv shape of EfficientNet-B0 and -B2, w
 PyTorch float16's own error, outputs poisoned with NaN first."""
 
 import copy
-import functools
 import os
 
 import pytest
 import torch
-import torchvision
 from torch import nn
 from torchvision.models.efficientnet import MBConv, MBConvConfig
 
 import cuda_kernels
 from cuda_kernels import mbconv as mb
-from perfmodel.harness import randomize_batchnorm, reference_precision, relative_error
+from perfmodel.harness import relative_error
 from perfmodel.zoo import fold_batchnorm
 
 from helpers import dynamo_graph
-from mbconv_helpers import DISTINCT, RESOLUTION, mbconv_shapes
+from mbconv_helpers import DISTINCT, mbconv_shapes
 from mbconv_helpers import block_of as _block
 from mbconv_helpers import check_on_gpu as _check_on_gpu
+from mbconv_helpers import emulated_mbconv
 from mbconv_helpers import fresh_model as _model
 from mbconv_helpers import gpu_input as _gpu_input
 
@@ -403,25 +402,6 @@ def test_v2_tiles_compute_the_padded_depthwise(size, ks, stride, rows):
     assert torch.allclose(got, expected, rtol=1e-12, atol=1e-12)
 
 
-def _emulated_mbconv(self, x):
-    """What the kernels compute, from the module's packed (zero-padded) weights: float32
-    arithmetic, rounded to fp16 where the kernels store (E, D, the scaled D, the output)."""
-    f = torch.nn.functional
-    hidden, c_out, k = self.w_se2.shape[0], self.out_channels, self.kernel_size
-    xf = x.float()
-    e = xf
-    if self.w_exp.numel():
-        w_exp = self.w_exp[:hidden, :x.shape[1]].float()[:, :, None, None]
-        e = f.silu(f.conv2d(xf, w_exp, self.b_exp[:hidden])).half().float()
-    w_dw = self.w_dw[:, :hidden].t().reshape(hidden, 1, k, k)
-    d = f.silu(f.conv2d(e, w_dw, self.b_dw[:hidden], self.stride, k // 2, groups=hidden)).half().float()
-    scale = torch.sigmoid(f.silu(d.mean((2, 3)) @ self.w_se1.t() + self.b_se1) @ self.w_se2.t() + self.b_se2)
-    scaled = (d * scale[:, :, None, None]).half().float()
-    y = f.conv2d(scaled, self.w_proj[:c_out, :hidden].float()[:, :, None, None], self.b_proj[:c_out])
-    y = y + xf if self.residual else y
-    return y.half().contiguous(memory_format=torch.channels_last)
-
-
 def test_bench_fused_model_swaps_and_checks_every_mbconv(monkeypatch):
     """`perfmodel bench --backend cuda_kernels` on EfficientNet-B0, on the CPU: BN folded, 16
     MBConvs swapped, each checked against its folded PyTorch block in float64. The kernels are
@@ -431,7 +411,7 @@ def test_bench_fused_model_swaps_and_checks_every_mbconv(monkeypatch):
 
     from cuda_kernels import effnet_stem
 
-    monkeypatch.setattr(cuda_kernels.FusedMBConv, "forward", _emulated_mbconv)
+    monkeypatch.setattr(cuda_kernels.FusedMBConv, "forward", emulated_mbconv)
     monkeypatch.setenv(effnet_stem.SWITCH, "0")  # the stem's kernel is emulated in test_effnet_stem.py
     model = _model("efficientnet_b0").half().to(memory_format=torch.channels_last)
     x = torch.randn(2, 3, 64, 64, generator=torch.Generator().manual_seed(3)).half()

@@ -46,7 +46,7 @@ def test_mirrors_match_the_source():
     assert (_constant("kProjWgPrefetchX"), _constant("kProjWgOverlap")) == (mb.PROJECT_WG_PREFETCH_X, mb.PROJECT_WG_OVERLAP)
     assert _constant("kProjWgOptDefault") == mb.PROJECT_WG_OPT_DEFAULT == 1
     cu = (CSRC / "mbconv.cu").read_text()
-    assert "if (project_wg_applies(p, project_wg_mode(v11))) return launch_project_wg(p, stream, pdl);" in cu
+    assert "if (project_wg_applies(p, project_wg_mode(version == 11))) return launch_project_wg(p, stream, pdl);" in cu
     from cuda_kernels._build import MBCONV_SOURCES
 
     assert "mbconv_proj_wg.cu" in MBCONV_SOURCES

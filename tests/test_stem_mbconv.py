@@ -124,12 +124,13 @@ def test_the_check_before_timing_compares_the_unit_with_both_blocks(monkeypatch)
     """`perfmodel bench --backend cuda_kernels` on the CPU with the unit emulated: check_blocks runs the unit's
     reference as features.0 then features.1.0 (reference_paths) in float64, so a unit computing only the stem, or
     the block without the stem, would fail it."""
+    from mbconv_helpers import emulated_mbconv
     from perfmodel.bench import fused_model
 
     monkeypatch.setenv(sm.SWITCH, "1")
     monkeypatch.setenv(es.SWITCH, "0")
     monkeypatch.setattr(sm.FusedStemMBConv, "forward", _emulated_unit)
-    monkeypatch.setattr(cuda_kernels.FusedMBConv, "forward", lambda self, x: _reference_block_forward(self, x))
+    monkeypatch.setattr(cuda_kernels.FusedMBConv, "forward", emulated_mbconv)  # the other 15, as test_mbconv_kernels
     from mbconv_helpers import fresh_model
 
     model = fresh_model("efficientnet_b0").half().to(memory_format=torch.channels_last)  # realistic BN statistics
@@ -140,13 +141,6 @@ def test_the_check_before_timing_compares_the_unit_with_both_blocks(monkeypatch)
     assert info["check"]["blocks_checked"] == 16 and "features.0" in rows
     assert 1e-4 < rows["features.0"]["torch_relative_error"] < 1e-2
     assert 0 < rows["features.0"]["relative_error"] <= 2 * rows["features.0"]["torch_relative_error"]
-
-
-def _reference_block_forward(self, x):
-    """The other 15 MBConvs, emulated as test_mbconv_kernels does."""
-    from test_mbconv_kernels import _emulated_mbconv
-
-    return _emulated_mbconv(self, x)
 
 
 def test_compiles_without_spills():
