@@ -27,7 +27,8 @@ for v in 0 1; do
   python3 -m cuda_kernels.ncu_lines "STEM v$((v + 1))" "$out/stem_v2_$v.csv" stem_kernel b0 2>> "$log" | tee -a "$log"
 done
 step ncu_unit 40 ncu --clock-control none --cache-control all --print-units base -k regex:"stem_dw|se_v3|project" \
-  --metrics "$STEM_METRICS" --csv --page raw --log-file "$out/unit.csv" python3 -m cuda_kernels.effnet_stem_profile --unit
+  --metrics "$STEM_METRICS" --csv --page raw --log-file "$out/unit.csv" \
+  python3 -m cuda_kernels.effnet_stem_profile --unit
 python3 -m cuda_kernels.ncu_lines "UNIT" "$out/unit.csv" "" b0 2>> "$log" | tee -a "$log"
 step e2e_v1 70 "${B0_FUSED[@]}" -o "$out/b0_fused_stem_v1.json"
 [ "$ok" = 1 ] && step e2e_v2 70 env CUDA_KERNELS_EFFNET_STEM_V2=1 "${B0_FUSED[@]}" -o "$out/b0_fused_stem_v2.json"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The issue's per-block table in one run: the stride-1 blocks of EfficientNet-B0's stages 2-6 on the fused kernels
-# (MBConv version 11, the default) against eager and torch.compile default and max-autotune-no-cudagraphs (freezing, CUDA
-# graphs for every backend). Session 15's table (mbconv/s15/call2) ran out of its 110 s compile budget after 4.1's
+# (MBConv version 11, the default) against eager and torch.compile default and max-autotune-no-cudagraphs (freezing,
+# CUDA graphs for every backend). Session 15's table (mbconv/s15/call2) ran out of its 110 s compile budget after 4.1's
 # default; this call gives the baselines the whole call, with Inductor's autotuning timings carried from the autotune
 # calls where there are any (device_run_b0_autotune.sh; `carry: [".inductor_cache"]`: the blocks' SE addmms and 1x1
 # convolutions are the network's). From the repository root (~9 minutes on one H200):
