@@ -120,6 +120,20 @@ def kernel1_v8_images(requested: int, row_blocks: int, height: int, width: int, 
     return requested if smem <= V8_TWO_CTA_SMEM else 1
 
 
+K1_3CTA_SWITCH = "CUDA_KERNELS_K1_3CTA"  # csrc/mbconv_v8.cuh kernel1_v8_3cta_requested: "0" / "1" (off by default)
+V8_THREE_CTA_SMEM = 74 * 1024  # kV8ThreeCtaSmem
+
+
+def kernel1_v8_3cta(requested: bool, row_blocks: int, height: int, width: int, kernel_size: int, stride: int,
+                    c_in: int, k_pad: int, rows: int, hf: bool) -> bool:
+    """Whether version 8's kernel 1 runs as expand_dw_v8_kernel_3cta (csrc/mbconv_v8.cuh kernel1_v8_3cta: three CTAs
+    per SM, 80 registers): asked for (CUDA_KERNELS_K1_3CTA), the depthwise in HFMA2, k = 5, stride 1, a band the
+    whole image, and one image's shared memory within a third of the SM's."""
+    return (requested and hf and kernel_size == 5 and stride == 1 and row_blocks == 1
+            and kernel1_smem_bytes(rows, height, width, kernel_size, stride, k_pad, 48, True, 8, c_in, 1)
+            <= V8_THREE_CTA_SMEM)
+
+
 def x_rows_padded_v8(c_in: int) -> bool:
     """Version 8's X layout (csrc/mbconv_v8.cuh x_padded_v8): version 3's padded rows (k_pad + 8 halves, one bulk
     copy per pixel) where the dense pitch (C_in halves) would put ldmatrix's 8 rows on shared 16-byte bank groups
