@@ -185,6 +185,17 @@ def b0_prepared(path: str, batch: int, seed: int = 1):
     return params, mb.prepare_weights(params), gpu_input(batch, mbconv_shapes("efficientnet_b0")[path])
 
 
+def check_fused_b0(monkeypatch, switches: dict[str, str], fused: dict[str, int], blocks_checked: int) -> dict:
+    """fused_b0_info under `switches` (environment variables), asserting the fused counts `fused` (by family), no
+    fallback, `blocks_checked` units checked and every one within 2x PyTorch fp16's error; returns the record."""
+    for name, value in switches.items():
+        monkeypatch.setenv(name, value)
+    info = fused_b0_info()
+    assert {k: info["fused_blocks"].get(k) for k in fused} == fused and info["fallback_count"] == 0, info
+    assert info["check"]["blocks_checked"] == blocks_checked and info["check"]["worst_error_ratio"] <= 2
+    return info
+
+
 def fused_b0_info(batch: int = 8) -> dict:
     """fused_model's record for EfficientNet-B0 (random weights, realistic BN statistics, fp16, channels-last) on a
     random batch: what `perfmodel bench --backend cuda_kernels` checks before timing (set the switches first)."""

@@ -323,12 +323,9 @@ def test_against_float64(C, n, H, W, version, monkeypatch):
 
 @pytest.mark.cuda
 def test_efficientnet_b0_with_the_stem_swapped_in(monkeypatch):
-    from mbconv_helpers import fused_b0_info
+    from mbconv_helpers import check_fused_b0
 
-    monkeypatch.setenv(es.SWITCH, "1")
-    info = fused_b0_info()
-    assert info["fused_blocks"]["EffNetStem"] == 1 and info["fallback_count"] == 0
-    assert info["check"]["blocks_checked"] == 17 and info["check"]["worst_error_ratio"] <= 2
+    check_fused_b0(monkeypatch, {es.SWITCH: "1"}, {"EffNetStem": 1}, 17)
 
 
 @pytest.mark.cuda

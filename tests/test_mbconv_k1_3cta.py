@@ -82,9 +82,6 @@ def test_three_ctas_give_the_two_cta_kernels_values(path, batch, monkeypatch):
 
 @pytest.mark.cuda
 def test_efficientnet_b0_on_its_own_activations(monkeypatch):
-    from mbconv_helpers import fused_b0_info
+    from mbconv_helpers import check_fused_b0
 
-    monkeypatch.setenv(mb.K1_3CTA_SWITCH, "1")
-    info = fused_b0_info()
-    assert info["fused_blocks"]["MBConv"] == 16 and info["fallback_count"] == 0
-    assert info["check"]["worst_error_ratio"] <= 2
+    check_fused_b0(monkeypatch, {mb.K1_3CTA_SWITCH: "1"}, {"MBConv": 16, "EffNetStem": 1}, 17)

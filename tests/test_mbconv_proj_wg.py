@@ -293,13 +293,9 @@ def test_efficientnet_b0_on_its_own_activations(switches, monkeypatch):
     """What `perfmodel bench --backend cuda_kernels` checks before timing: every MBConv of B0 (random weights,
     realistic BN) on the input it receives in the network, within 2x PyTorch fp16's error of float64 (bench.check_blocks
     raises otherwise). Random-input tests once passed a kernel that this check refused (NOTES.md, "Session 13")."""
-    from mbconv_helpers import fused_b0_info
+    from mbconv_helpers import check_fused_b0
 
-    for name, value in switches.items():
-        monkeypatch.setenv(name, value)
-    info = fused_b0_info()
-    assert info["fused_blocks"]["MBConv"] == 16 and info["fallback_count"] == 0
-    assert info["check"]["blocks_checked"] == 17 and info["check"]["worst_error_ratio"] <= 2  # + the stem
+    info = check_fused_b0(monkeypatch, switches, {"MBConv": 16}, 17)  # + the stem
     assert info["mbconv_versions"] == [mb.DEFAULT_VERSION] == [11]  # on the H200: no fallback
     assert all(info["switches"].get(k) == v for k, v in switches.items())
 

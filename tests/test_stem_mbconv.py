@@ -286,10 +286,6 @@ def test_against_float64(n, H, W):
 
 @pytest.mark.cuda
 def test_efficientnet_b0_with_the_unit_swapped_in(monkeypatch):
-    from mbconv_helpers import fused_b0_info
+    from mbconv_helpers import check_fused_b0
 
-    monkeypatch.setenv(sm.SWITCH, "1")
-    info = fused_b0_info()
-    assert info["fused_blocks"]["StemMBConv"] == 1 and info["fused_blocks"]["MBConv"] == 15
-    assert info["fallback_count"] == 0
-    assert info["check"]["blocks_checked"] == 16 and info["check"]["worst_error_ratio"] <= 2
+    check_fused_b0(monkeypatch, {sm.SWITCH: "1"}, {"StemMBConv": 1, "MBConv": 15}, 16)
