@@ -134,6 +134,30 @@ def kernel1_v8_3cta(requested: bool, row_blocks: int, height: int, width: int, k
             <= V8_THREE_CTA_SMEM)
 
 
+K1_V12_SWITCH = "CUDA_KERNELS_K1_V12"  # csrc/mbconv_v12.cuh kernel1_v12_requested: "0" / "1" (off by default)
+V12_TWO_CTA_SMEM = 113 * 1024  # kV12TwoCtaSmem
+V12_PRODUCERS, V12_CONSUMERS = 128, 256  # kV12Producers, kV12Consumers
+
+
+def kernel1_v12_smem_bytes(height: int, width: int, kernel_size: int, c_in: int, k_pad: int) -> int:
+    """Shared memory of the producer / consumer kernel 1 (csrc/mbconv_v12.cuh expand_dw_v12_smem_bytes): X (version
+    8's layout) for one image, U, two E tiles, two sets of per-group sums, the chunk's taps and bias, 5 mbarriers."""
+    e_rows, e_width = height + kernel_size - 1, _round_up(width, 4) - 1 + kernel_size
+    m_pad = _round_up(height * width, 16)
+    x_halves = m_pad * (k_pad + 8) if x_rows_padded_v8(c_in) else _round_up(m_pad * c_in + 8, 8)
+    groups = V12_CONSUMERS // 24
+    return (x_halves * 2 + 48 * (k_pad + 8) * 2 + 2 * e_rows * e_width * 60 * 2 + 2 * groups * 48 * 4
+            + kernel_size * kernel_size * 24 * 4 + 24 * 8 + 5 * 8)
+
+
+def kernel1_v12(requested: bool, row_blocks: int, height: int, width: int, kernel_size: int, stride: int, c_in: int,
+                k_pad: int, hf: bool) -> bool:
+    """Whether kernel 1 runs as the producer / consumer kernel (csrc/mbconv_v12.cuh kernel1_v12): asked for
+    (CUDA_KERNELS_K1_V12), the depthwise in HFMA2, k = 5, stride 1, a band the whole image, two CTAs per SM."""
+    return (requested and hf and kernel_size == 5 and stride == 1 and row_blocks == 1
+            and kernel1_v12_smem_bytes(height, width, kernel_size, c_in, k_pad) <= V12_TWO_CTA_SMEM)
+
+
 def x_rows_padded_v8(c_in: int) -> bool:
     """Version 8's X layout (csrc/mbconv_v8.cuh x_padded_v8): version 3's padded rows (k_pad + 8 halves, one bulk
     copy per pixel) where the dense pitch (C_in halves) would put ldmatrix's 8 rows on shared 16-byte bank groups

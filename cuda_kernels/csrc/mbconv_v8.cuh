@@ -624,9 +624,18 @@ inline bool kernel1_v8_3cta_requested() {
   return v != nullptr && v[0] == '1';
 }
 
+}  // namespace mb
+
+#include "mbconv_v12.cuh"  // kernel 1 with a producer and consumers (uses the definitions above)
+
+namespace mb {
+
 template <int KS, bool HF>
 cudaError_t launch_expand_dw_v8_hf(const Params& p, cudaStream_t stream, bool pdl, bool v10) {
   if (p.stride == 2) return launch_expand_dw_v8<48, KS, 2, 1, HF>(p, stream, pdl);
+  if constexpr (KS == 5 && HF)
+    if (kernel1_v12(kernel1_v12_requested(), p.row_blocks, p.H, p.W, KS, 1, p.C_in, p.k_pad, HF))
+      return launch_expand_dw_v12<KS>(p, stream, pdl);
   if constexpr (KS == 5 && HF)
     if (kernel1_v8_3cta(kernel1_v8_3cta_requested(), p.row_blocks, p.H, p.W, p.Wo, p.rows_per_tile, KS, 1, p.C_in,
                         p.k_pad, HF))
