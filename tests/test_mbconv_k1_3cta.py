@@ -12,7 +12,6 @@ import re
 from pathlib import Path
 
 import pytest
-import torch
 
 import cuda_kernels
 from cuda_kernels import mbconv as mb
@@ -68,16 +67,10 @@ def test_which_blocks_take_it():
 @pytest.mark.cuda
 @pytest.mark.parametrize("path,batch", [("features.6.1", 128), ("features.6.1", 5), ("features.6.3", 1)])
 def test_three_ctas_give_the_two_cta_kernels_values(path, batch, monkeypatch):
-    from mbconv_helpers import b0_prepared, run_profiled
+    from mbconv_helpers import assert_switch_keeps_the_bits
 
-    params, weights, x = b0_prepared(path, batch)
-    monkeypatch.setenv(mb.K1_IMAGES_SWITCH, "1")
-    monkeypatch.setenv(mb.K1_3CTA_SWITCH, "0")
-    base = mb.mbconv(x, params, weights, version=11)
-    monkeypatch.setenv(mb.K1_3CTA_SWITCH, "1")
-    got, names = run_profiled(x, params, weights, base, 11)
-    assert "expand_dw_v8_kernel_3cta<48, 5, 1, 1, true>" in names, names[:600]
-    assert torch.equal(got, base)
+    assert_switch_keeps_the_bits(monkeypatch, path, batch, mb.K1_3CTA_SWITCH,
+                                 "expand_dw_v8_kernel_3cta<48, 5, 1, 1, true>")
 
 
 @pytest.mark.cuda

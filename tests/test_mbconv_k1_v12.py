@@ -14,7 +14,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-import torch
 
 import cuda_kernels
 from cuda_kernels import mbconv as mb
@@ -167,16 +166,9 @@ def test_a_wrong_parity_is_caught():
 @pytest.mark.parametrize("path,batch", [("features.6.1", 128), ("features.6.1", 5), ("features.6.2", 1),
                                         ("features.6.3", 3)])
 def test_it_gives_the_one_image_kernels_values(path, batch, monkeypatch):
-    from mbconv_helpers import b0_prepared, run_profiled
+    from mbconv_helpers import assert_switch_keeps_the_bits
 
-    params, weights, x = b0_prepared(path, batch)
-    monkeypatch.setenv(mb.K1_IMAGES_SWITCH, "1")
-    monkeypatch.setenv(mb.K1_V12_SWITCH, "0")
-    base = mb.mbconv(x, params, weights, version=11)
-    monkeypatch.setenv(mb.K1_V12_SWITCH, "1")
-    got, names = run_profiled(x, params, weights, base, 11)
-    assert "expand_dw_v12_kernel<5>" in names, names[:600]
-    assert torch.equal(got, base)
+    assert_switch_keeps_the_bits(monkeypatch, path, batch, mb.K1_V12_SWITCH, "expand_dw_v12_kernel<5>")
 
 
 @pytest.mark.cuda
