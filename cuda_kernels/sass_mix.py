@@ -30,8 +30,9 @@ def opcode(sass: str) -> str:
     return ".".join(parts[:2]) if parts[0] in _KEEP_MODIFIER and len(parts) > 1 else parts[0]
 
 
-def _number(text: str) -> float:
-    text = text.replace(",", "").strip()
+def _number(text: str | None) -> float:
+    """A cell as a number: 0 where it is empty, not a number, or missing (the page's short trailing rows)."""
+    text = (text or "").replace(",", "").strip()
     try:
         return float(text)
     except ValueError:

@@ -52,3 +52,13 @@ def test_reasons_and_the_most_stalled_lines(tmp_path, capsys):
     out = capsys.readouterr().out.splitlines()
     # 45 / 72 = 62.5%, 27 / 72 = 37.5%
     assert out[1] == "T stalls: long_sb 62.5%, barrier 37.5%" and out[2].startswith("T line 0x20: HADD2.F32")
+
+
+def test_short_trailing_rows_count_as_zero(tmp_path):
+    """Nsight Compute 2025's source page ends with NOP rows that stop after the address and source (csv gives None
+    for the missing cells): they count as nothing, instead of stopping the summary."""
+    path = tmp_path / "page.csv"
+    path.write_text(PAGE + '"40","NOP"\n"50","NOP"\n')
+    executed, stalls = sass_mix.mix(sass_mix.read_rows(str(path)))
+    assert executed == {"FFMA": 1500, "MUFU.TANH": 500, "MUFU.EX2": 100, "NOP": 0}
+    assert stalls["NOP"] == 0 and sum(stalls.values()) == 40
