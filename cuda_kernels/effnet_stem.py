@@ -12,8 +12,9 @@ On by default since session 15 (``CUDA_KERNELS_EFFNET_STEM=0`` keeps the stem in
 EfficientNet-B0 from 1.959 to 1.834 ms end to end (the compiled rest's stem was a cuDNN convolution, 111 us, and a
 Triton bias + SiLU, 96 us; this kernel 72 us under Nsight Compute). NOTES.md "EfficientNet's stem".
 
-Version 2 (``CUDA_KERNELS_EFFNET_STEM_V2=1``, off by default until measured; compiled and CPU-tested) copies the
-window in 16-byte pieces and stores the output through a staging tile in 16-byte pieces (csrc/effnet_stem.cu).
+Version 2, the default since session 16 (``CUDA_KERNELS_EFFNET_STEM_V2=0`` runs version 1), copies the window in
+16-byte pieces and stores the output through a staging tile in 16-byte pieces (csrc/effnet_stem.cu): 70.2 -> 54.5 us
+under Nsight Compute, B0 1.833 -> 1.813 ms (``examples/measurements/mbconv/s16/call1``).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from cuda_kernels._fused import OpBlock, fake_nhwc_output
 from cuda_kernels.stem import conv_size, pack_conv1
 
 SWITCH = "CUDA_KERNELS_EFFNET_STEM"
-V2_SWITCH = "CUDA_KERNELS_EFFNET_STEM_V2"  # csrc/effnet_stem.cu version2_requested: "1" (off by default until measured)
+V2_SWITCH = "CUDA_KERNELS_EFFNET_STEM_V2"  # csrc/effnet_stem.cu version2_requested: on unless "0" (since session 16)
 WIDTHS = (32, 40, 48)
 IN_CHANNELS = 3
 MAX_WIDTH = 448  # csrc/effnet_stem.h kMaxWidth

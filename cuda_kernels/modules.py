@@ -123,9 +123,10 @@ def replace_blocks(model: nn.Module) -> BlockSwap:
     Unless ``CUDA_KERNELS_STEM=0``, a ConvFirstNet stem (two 3x3 stride-2 convolutions + ReLU, BN
     folded) becomes a ``FusedStem`` (stem.py), counted as "Stem" (a stem of other widths is listed).
     Unless ``CUDA_KERNELS_EFFNET_STEM=0``, EfficientNet's stem (3x3 stride-2 convolution + SiLU, BN folded)
-    becomes a ``FusedEffNetStem`` (effnet_stem.py), counted as "EffNetStem"; with ``CUDA_KERNELS_EFFNET_STEM_DW=1``
-    the stem and the first MBConv become one ``FusedStemMBConv`` instead (stem_mbconv.py), counted as "StemMBConv"
-    (features.1.0 an identity).
+    becomes a ``FusedEffNetStem`` (effnet_stem.py), counted as "EffNetStem"; where the kernel takes the pair
+    (B0, B2; unless ``CUDA_KERNELS_EFFNET_STEM_DW=0``) the stem and the first MBConv become one ``FusedStemMBConv``
+    instead (stem_mbconv.py), counted as "StemMBConv" (features.1.0 an identity); a pair it does not take is swapped
+    one by one (counted "StemMBConv": 0, not a fallback: nothing stays in PyTorch for it).
     """
     from cuda_kernels import convfirst_c512 as c512
     from cuda_kernels import convfirst_c768 as c768
@@ -181,7 +182,6 @@ def replace_blocks(model: nn.Module) -> BlockSwap:
         if reason is None:
             fused["StemMBConv"] = 1
         elif reason != "no stem and MBConv pair":
-            fused["StemMBConv"] = 0
-            fallback[stem_mbconv.STEM_PATH] = reason
+            fused["StemMBConv"] = 0  # the stem and the block are swapped one by one below
     visit(model, "")
     return BlockSwap(fused, fallback)

@@ -7,8 +7,11 @@
 One kernel computes E band by band in shared memory (with the depthwise's halo rows), the depthwise, D and the pool's
 sums; MBConv version 11's SE and projection follow. B0 and B2 have this pair (32 channels; B3 and B4's stems are 40
 and 48 wide: not built). ``replace_blocks`` swaps ``features.0`` for the unit and ``features.1.0`` for an identity
-where ``CUDA_KERNELS_EFFNET_STEM_DW=1`` (off by default until measured; compiled and CPU-tested); the check before
-timing compares the unit against the two PyTorch blocks in sequence (``reference_paths``).
+unless ``CUDA_KERNELS_EFFNET_STEM_DW=0`` or ``CUDA_KERNELS_EFFNET_STEM=0`` (on by default since session 16: B0 1.813
+-> 1.807 ms against the stem's version 2 alone, 1.833 against version 1, in one call;
+``examples/measurements/mbconv/s16/call1``); where the pair is not B0 / B2's, the MBConv version is not one of
+``VERSIONS`` or the GPU predates compute capability 9.0, the stem and the block are swapped one by one as before. The
+check before timing compares the unit against the two PyTorch blocks in sequence (``reference_paths``).
 """
 
 from __future__ import annotations
@@ -28,8 +31,20 @@ STEM_PATH, BLOCK_PATH = "features.0", "features.1.0"
 
 
 def enabled() -> bool:
-    """Whether replace_blocks fuses the pair: only with ``CUDA_KERNELS_EFFNET_STEM_DW=1`` (off until measured)."""
-    return _switches.flag(SWITCH, False)
+    """Whether replace_blocks fuses the pair: unless ``CUDA_KERNELS_EFFNET_STEM_DW=0``, and only where the stem is
+    swapped at all (``CUDA_KERNELS_EFFNET_STEM``, effnet_stem.enabled)."""
+    return _switches.flag(SWITCH, True) and es.enabled()
+
+
+def unavailable() -> str | None:
+    """Why this process cannot run the unit whatever the blocks (the MBConv version, the GPU), or None."""
+    if mb.DEFAULT_VERSION not in VERSIONS:
+        return f"MBConv version {mb.DEFAULT_VERSION} (the unit runs with versions {VERSIONS})"
+    if torch.cuda.is_available():
+        major, minor = torch.cuda.get_device_capability()
+        if (major, minor) < (9, 0):
+            return f"compute capability {major}.{minor} (the unit's SE and projection need 9.0)"
+    return None
 
 
 def e_cols(wo: int) -> int:
@@ -168,7 +183,7 @@ def swap(model: nn.Module) -> str | None:
         return "no stem and MBConv pair"
     if not (es.is_stem(stem) and isinstance(block, mb.FusedMBConv.block_class())):
         return "no stem and MBConv pair"
-    reason = unsupported(stem, block)
+    reason = unavailable() or unsupported(stem, block)
     if reason is not None:
         return reason
     features[0] = FusedStemMBConv(stem, block)

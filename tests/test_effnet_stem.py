@@ -53,6 +53,7 @@ def test_version_2_mirrors_match_the_source():
     assert "return (2 * kRows + 1) * window_pitch_v2(width) + 2 * kWindowOffsetV2;" in HEADER
     assert "return window_halves_v2(width) * 2 + 8 * 16 * stage_words(c) * 4;" in HEADER
     assert 'std::getenv("CUDA_KERNELS_EFFNET_STEM_V2")' in SOURCE and es.V2_SWITCH == "CUDA_KERNELS_EFFNET_STEM_V2"
+    assert "return v == nullptr || !(v[0] == '0' && v[1] == '\\0');" in SOURCE  # version 2 unless the switch is 0
     # 224 wide: 3 x 224 + 7 = 679 -> 680 halves a row; 17 rows + 8 halves, then 8 warps x 16 rows x 20 words
     assert es.window_pitch_v2(224) == 680 and es.smem_bytes_v2(224, 32) == (17 * 680 + 8) * 2 + 8 * 16 * 20 * 4 \
         == 33_376
@@ -93,9 +94,11 @@ def test_it_refuses_with_a_reason():
 
 
 def test_the_switch_is_on_by_default(monkeypatch):
+    from cuda_kernels import stem_mbconv
     from perfmodel.zoo import fold_batchnorm
 
     monkeypatch.delenv(es.SWITCH, raising=False)
+    monkeypatch.setenv(stem_mbconv.SWITCH, "0")  # the stem alone, not in one unit with block 1.0 (test_stem_mbconv)
     model = fold_batchnorm(torchvision.models.efficientnet_b0().eval())
     swap = cuda_kernels.replace_blocks(model)
     assert swap.fused["EffNetStem"] == 1 and swap.fused["MBConv"] == 16 and not swap.fallback
@@ -325,7 +328,7 @@ def test_against_float64(C, n, H, W, version, monkeypatch):
 def test_efficientnet_b0_with_the_stem_swapped_in(monkeypatch):
     from mbconv_helpers import check_fused_b0
 
-    check_fused_b0(monkeypatch, {es.SWITCH: "1"}, {"EffNetStem": 1}, 17)
+    check_fused_b0(monkeypatch, {es.SWITCH: "1", "CUDA_KERNELS_EFFNET_STEM_DW": "0"}, {"EffNetStem": 1}, 17)
 
 
 @pytest.mark.cuda

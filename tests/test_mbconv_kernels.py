@@ -56,7 +56,10 @@ def test_fold_batchnorm_keeps_efficientnet_b0_in_float64():
     assert relative_error(got, expected) < 1e-12
 
 
-def test_replace_blocks_swaps_every_mbconv_of_efficientnet_b0():
+def test_replace_blocks_swaps_every_mbconv_of_efficientnet_b0(monkeypatch):
+    from cuda_kernels import stem_mbconv
+
+    monkeypatch.setenv(stem_mbconv.SWITCH, "0")  # block 1.0 as an MBConv, not in one unit with the stem
     net = fold_batchnorm(_model("efficientnet_b0"))
     swap = cuda_kernels.replace_blocks(net)
     assert swap.fused == {"ConvFirstBlock": 0, "FFN": 0, "MBConv": 16, "EffNetStem": 1} and swap.fallback == {}
@@ -322,8 +325,9 @@ def test_efficientnet_b0_through_bench_fused_model():
     model = _model("efficientnet_b0").cuda().half().to(memory_format=torch.channels_last)
     x = _gpu_input(4, (3, 224, 224))
     fused, info = fused_model(model, [x])
-    assert info["fused_blocks"]["MBConv"] == 16 and info["fallback_count"] == 0
-    assert info["check"]["blocks_checked"] == 17  # 16 MBConv + the stem (effnet_stem, on by default)
+    assert info["fused_blocks"]["MBConv"] == 15 and info["fused_blocks"]["StemMBConv"] == 1
+    assert info["fallback_count"] == 0
+    assert info["check"]["blocks_checked"] == 16  # 15 MBConv + the stem with block 1.0 (stem_mbconv, on by default)
     with torch.no_grad():
         expected = fold_batchnorm(model)(x)
         got = fused(x)

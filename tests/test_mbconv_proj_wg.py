@@ -295,7 +295,7 @@ def test_efficientnet_b0_on_its_own_activations(switches, monkeypatch):
     raises otherwise). Random-input tests once passed a kernel that this check refused (NOTES.md, "Session 13")."""
     from mbconv_helpers import check_fused_b0
 
-    info = check_fused_b0(monkeypatch, switches, {"MBConv": 16}, 17)  # + the stem
+    info = check_fused_b0(monkeypatch, switches, {"StemMBConv": 1, "MBConv": 15}, 16)  # the stem with block 1.0
     assert info["mbconv_versions"] == [mb.DEFAULT_VERSION] == [11]  # on the H200: no fallback
     assert all(info["switches"].get(k) == v for k, v in switches.items())
 

@@ -1,5 +1,5 @@
 """EfficientNet's stem and first block as one unit (cuda_kernels/stem_mbconv.py, csrc/effnet_stem_dw.cu;
-CUDA_KERNELS_EFFNET_STEM_DW=1, off by default until measured).
+on by default since session 16; CUDA_KERNELS_EFFNET_STEM_DW=0 or CUDA_KERNELS_EFFNET_STEM=0 turns it off).
 
 CPU: the mirrors of the source's layout and shared memory (literal sums), which pairs it takes and why it refuses
 others, the swap in replace_blocks and the check before timing against the two PyTorch blocks in sequence, ptxas (no
@@ -68,18 +68,44 @@ def test_it_takes_b0_and_b2_and_refuses_with_a_reason():
         sm.FusedStemMBConv(b0.features[0], b0.features[2][0])
 
 
-def test_replace_blocks_swaps_the_pair_only_when_asked(monkeypatch):
+def test_replace_blocks_swaps_the_pair_by_default(monkeypatch):
     monkeypatch.delenv(sm.SWITCH, raising=False)
+    monkeypatch.delenv(es.SWITCH, raising=False)
     model = _b0()
     swap = cuda_kernels.replace_blocks(model)
-    assert "StemMBConv" not in swap.fused and swap.fused["MBConv"] == 16 and swap.fused["EffNetStem"] == 1
-    monkeypatch.setenv(sm.SWITCH, "1")
-    model = _b0()
-    swap = cuda_kernels.replace_blocks(model)
-    assert swap.fused["StemMBConv"] == 1 and swap.fused["MBConv"] == 15 and "EffNetStem" not in swap.fused
-    assert not swap.fallback
+    assert swap.fused == {"ConvFirstBlock": 0, "FFN": 0, "StemMBConv": 1, "MBConv": 15} and not swap.fallback
     assert isinstance(model.features[0], sm.FusedStemMBConv) and isinstance(model.features[1][0], nn.Identity)
     assert model.features[0].out_channels == 16
+    monkeypatch.setenv(sm.SWITCH, "0")  # the stem alone, then every MBConv
+    swap = cuda_kernels.replace_blocks(_b0())
+    assert swap.fused == {"ConvFirstBlock": 0, "FFN": 0, "EffNetStem": 1, "MBConv": 16} and not swap.fallback
+    monkeypatch.delenv(sm.SWITCH)
+    monkeypatch.setenv(es.SWITCH, "0")  # the stem kept in PyTorch: no unit either
+    swap = cuda_kernels.replace_blocks(_b0())
+    assert swap.fused == {"ConvFirstBlock": 0, "FFN": 0, "MBConv": 16} and not swap.fallback
+
+
+def test_a_pair_the_unit_does_not_take_is_swapped_one_by_one(monkeypatch):
+    """B3's 40-wide stem, or an MBConv version the unit does not follow: the stem and block 1.0 fused apart, nothing
+    left in PyTorch, so nothing listed as a fallback."""
+    monkeypatch.delenv(sm.SWITCH, raising=False)
+    monkeypatch.delenv(es.SWITCH, raising=False)
+    b3 = _b0("efficientnet_b3")
+    swap = cuda_kernels.replace_blocks(b3)
+    assert swap.fused == {"ConvFirstBlock": 0, "FFN": 0, "StemMBConv": 0, "EffNetStem": 1, "MBConv": 26}
+    assert not swap.fallback and isinstance(b3.features[0], es.FusedEffNetStem)
+    monkeypatch.setattr(sm.mb, "DEFAULT_VERSION", 8)
+    assert sm.unavailable() == "MBConv version 8 (the unit runs with versions (9, 10, 11))"
+    swap = cuda_kernels.replace_blocks(_b0())
+    assert swap.fused == {"ConvFirstBlock": 0, "FFN": 0, "StemMBConv": 0, "EffNetStem": 1, "MBConv": 16}
+
+
+def test_the_unit_needs_compute_capability_9(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (8, 0))
+    assert sm.unavailable() == "compute capability 8.0 (the unit's SE and projection need 9.0)"
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+    assert sm.unavailable() is None
     # a model without the pair is left alone, with no fallback entry
     resnet = fold_batchnorm(torchvision.models.resnet18().eval())
     assert cuda_kernels.replace_blocks(resnet).fallback == {}
@@ -127,8 +153,8 @@ def test_the_check_before_timing_compares_the_unit_with_both_blocks(monkeypatch)
     from mbconv_helpers import emulated_mbconv
     from perfmodel.bench import fused_model
 
-    monkeypatch.setenv(sm.SWITCH, "1")
-    monkeypatch.setenv(es.SWITCH, "0")
+    monkeypatch.delenv(sm.SWITCH, raising=False)  # on by default
+    monkeypatch.delenv(es.SWITCH, raising=False)
     monkeypatch.setattr(sm.FusedStemMBConv, "forward", _emulated_unit)
     monkeypatch.setattr(cuda_kernels.FusedMBConv, "forward", emulated_mbconv)  # the other 15, as test_mbconv_kernels
     from mbconv_helpers import fresh_model
@@ -289,3 +315,4 @@ def test_efficientnet_b0_with_the_unit_swapped_in(monkeypatch):
     from mbconv_helpers import check_fused_b0
 
     check_fused_b0(monkeypatch, {sm.SWITCH: "1"}, {"StemMBConv": 1, "MBConv": 15}, 16)
+    check_fused_b0(monkeypatch, {sm.SWITCH: "0"}, {"EffNetStem": 1, "MBConv": 16}, 17)

@@ -11,7 +11,8 @@
 //      shared load); the pad k's weights are zero, their loads stay in the window and are masked to zero; M = the
 //      band's pixels in m16 tiles over the warps, N = C;
 //   3. + bias, SiLU (tanh form, fp32), one fp16 rounding, stored as half2.
-// Version 2 (V2; CUDA_KERNELS_EFFNET_STEM_V2=1, off by default until measured). Version 1 ran 71.7 us at B0's shape
+// Version 2 (V2; the default since session 16, CUDA_KERNELS_EFFNET_STEM_V2=0 runs version 1): 70.2 -> 54.5 us at B0's
+// shape under Nsight Compute, B0 1.833 -> 1.813 ms (mbconv/s16/call1; predicted ~40 us). Version 1 ran 71.7 us
 // (session 15: DRAM 32% of peak, issue active 55%, ~3x the instructions planned): its window is copied one half per
 // lane (a 2-byte load, index tests and a 2-byte store per half), each tile divides by Wo four times, and its half2
 // stores fill half of each 32-byte sector. Version 2 copies each 16-byte piece of an image row with one 16-byte load
@@ -146,7 +147,7 @@ cudaError_t launch_version(const __half* x, const uint32_t* wb, const float* bia
 
 bool version2_requested() {
   const char* v = std::getenv("CUDA_KERNELS_EFFNET_STEM_V2");
-  return v != nullptr && v[0] == '1' && v[1] == '\0';
+  return v == nullptr || !(v[0] == '0' && v[1] == '\0');
 }
 
 cudaError_t launch(const __half* x, const uint32_t* wb, const float* bias, __half* y, int N, int H, int W, int C,
