@@ -93,10 +93,13 @@ def top_lines(rows: list[dict[str, str]], n: int) -> list[str]:
 
 
 def read_rows(path: str) -> list[dict[str, str]]:
+    """The source page's rows, of its first kernel section only: Nsight Compute 2025 can print the same launch's page
+    twice, each section after a "Kernel Name" line, and summing both would double every count."""
     with open(path, newline="") as f:
         lines = [line for line in f if not line.startswith("==")]
     start = next(i for i, line in enumerate(lines) if "Source" in line and "Instructions Executed" in line)
-    return list(csv.DictReader(lines[start:]))
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith('"Kernel Name"')), len(lines))
+    return list(csv.DictReader(lines[start:end]))
 
 
 def summary(prefix: str, executed: Counter, stalls: Counter, top: int = 14) -> str:

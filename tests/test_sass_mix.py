@@ -62,3 +62,13 @@ def test_short_trailing_rows_count_as_zero(tmp_path):
     executed, stalls = sass_mix.mix(sass_mix.read_rows(str(path)))
     assert executed == {"FFMA": 1500, "MUFU.TANH": 500, "MUFU.EX2": 100, "NOP": 0}
     assert stalls["NOP"] == 0 and sum(stalls.values()) == 40
+
+
+def test_only_the_first_kernel_section_counts(tmp_path):
+    """A page that prints the launch twice (each section after its "Kernel Name" line) counts it once."""
+    path = tmp_path / "page.csv"
+    section = '"Kernel Name","void k(int)",\n' + PAGE.split("\n", 1)[1]
+    path.write_text(section + section)
+    executed, stalls = sass_mix.mix(sass_mix.read_rows(str(path)))
+    assert executed == {"FFMA": 1500, "MUFU.TANH": 500, "MUFU.EX2": 100}
+    assert stalls == {"FFMA": 10, "MUFU.TANH": 30, "MUFU.EX2": 0}
