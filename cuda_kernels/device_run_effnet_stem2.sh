@@ -14,6 +14,8 @@
 # and consumers"): their GPU tests, Nsight Compute of 6.1's kernel 1 for each ("K1 ..."), B0 end to end (predicted
 # 6.1's kernel 1 59 -> ~45-50 us with three CTAs, ~32 with the producer; B0 -30 / -60 us). Last line STEM2_OK=1|0
 # UNIT_OK=1|0 K13_OK=1|0 V12_OK=1|0.
+# Ran once (session 16, mbconv/s16/call1) at commit 12111b6; the three-CTA and version-12 kernels it tests were
+# removed after it (both slower), so it reproduces at that commit only.
 set -uo pipefail
 out=${1:?output folder}
 source cuda_kernels/device_lib.sh  # step, mbconv_begin, B0_FUSED

@@ -6,6 +6,7 @@
 #    producer made 6.1's kernel 1 faster (stems call: 49.1 -> 55.4 and 52.7 us), so the "serial chain" diagnosis needs
 #    the stall reasons before the next design. OUTDIR/k1v11/ncu_mbconv_k1.tar.gz, OUTDIR/k1v12/ncu_mbconv_k1.tar.gz.
 # 2. The rest of the call: device_run_b0_autotune.sh (max-autotune's timings, carried to the next call).
+# (Version 12 was removed after this call: its part reproduces at commit b1abe2b only.)
 set -u
 out=${1:?output folder}
 BLOCKS="features.2.1 features.4.1 features.6.1" VERSION=11 timeout 170 \

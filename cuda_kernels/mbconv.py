@@ -120,42 +120,6 @@ def kernel1_v8_images(requested: int, row_blocks: int, height: int, width: int, 
     return requested if smem <= V8_TWO_CTA_SMEM else 1
 
 
-K1_3CTA_SWITCH = "CUDA_KERNELS_K1_3CTA"  # csrc/mbconv_v8.cuh kernel1_v8_3cta_requested: "0" / "1" (off by default)
-V8_THREE_CTA_SMEM = 74 * 1024  # kV8ThreeCtaSmem
-
-
-def kernel1_v8_3cta(requested: bool, row_blocks: int, height: int, width: int, kernel_size: int, stride: int,
-                    c_in: int, k_pad: int, rows: int, hf: bool) -> bool:
-    """Whether version 8's kernel 1 runs as expand_dw_v8_kernel_3cta (csrc/mbconv_v8.cuh kernel1_v8_3cta: three CTAs
-    per SM, 80 registers): asked for (CUDA_KERNELS_K1_3CTA), the depthwise in HFMA2, k = 5, stride 1, a band the
-    whole image, and one image's shared memory within a third of the SM's."""
-    return (requested and hf and kernel_size == 5 and stride == 1 and row_blocks == 1
-            and kernel1_smem_bytes(rows, height, width, kernel_size, stride, k_pad, 48, True, 8, c_in, 1)
-            <= V8_THREE_CTA_SMEM)
-
-
-K1_V12_SWITCH = "CUDA_KERNELS_K1_V12"  # csrc/mbconv_v12.cuh kernel1_v12_requested: "0" / "1" (off by default)
-V12_TWO_CTA_SMEM = 113 * 1024  # kV12TwoCtaSmem
-V12_PRODUCERS, V12_CONSUMERS = 128, 256  # kV12Producers, kV12Consumers
-
-
-def kernel1_v12_smem_bytes(height: int, width: int, kernel_size: int, c_in: int, k_pad: int) -> int:
-    """Shared memory of the producer / consumer kernel 1 (csrc/mbconv_v12.cuh expand_dw_v12_smem_bytes): X (version
-    8's layout) for one image, U, two E tiles, two sets of per-group sums, the chunk's taps and bias, 5 mbarriers."""
-    e_rows, e_width = height + kernel_size - 1, _round_up(width, 4) - 1 + kernel_size
-    m_pad = _round_up(height * width, 16)
-    x_halves = m_pad * (k_pad + 8) if x_rows_padded_v8(c_in) else _round_up(m_pad * c_in + 8, 8)
-    groups = V12_CONSUMERS // 24
-    return (x_halves * 2 + 48 * (k_pad + 8) * 2 + 2 * e_rows * e_width * 60 * 2 + 2 * groups * 48 * 4
-            + kernel_size * kernel_size * 24 * 4 + 24 * 8 + 5 * 8)
-
-
-def kernel1_v12(requested: bool, row_blocks: int, height: int, width: int, kernel_size: int, stride: int, c_in: int,
-                k_pad: int, hf: bool) -> bool:
-    """Whether kernel 1 runs as the producer / consumer kernel (csrc/mbconv_v12.cuh kernel1_v12): asked for
-    (CUDA_KERNELS_K1_V12), the depthwise in HFMA2, k = 5, stride 1, a band the whole image, two CTAs per SM."""
-    return (requested and hf and kernel_size == 5 and stride == 1 and row_blocks == 1
-            and kernel1_v12_smem_bytes(height, width, kernel_size, c_in, k_pad) <= V12_TWO_CTA_SMEM)
 
 
 def x_rows_padded_v8(c_in: int) -> bool:

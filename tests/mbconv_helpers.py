@@ -185,20 +185,6 @@ def b0_prepared(path: str, batch: int, seed: int = 1):
     return params, mb.prepare_weights(params), gpu_input(batch, mbconv_shapes("efficientnet_b0")[path])
 
 
-def assert_switch_keeps_the_bits(monkeypatch, path: str, batch: int, switch: str, kernel: str) -> None:
-    """Version 11 on B0's block `path` at `batch` with one image per kernel-1 item: switching `switch` on runs
-    `kernel` (the profiler names it) and gives the switch-off output bit for bit (the same arithmetic, other
-    scheduling)."""
-    params, weights, x = b0_prepared(path, batch)
-    monkeypatch.setenv(mb.K1_IMAGES_SWITCH, "1")
-    monkeypatch.setenv(switch, "0")
-    base = mb.mbconv(x, params, weights, version=11)
-    monkeypatch.setenv(switch, "1")
-    got, names = run_profiled(x, params, weights, base, 11)
-    assert kernel in names, names[:600]
-    assert torch.equal(got, base)
-
-
 def check_fused_b0(monkeypatch, switches: dict[str, str], fused: dict[str, int], blocks_checked: int) -> dict:
     """fused_b0_info under `switches` (environment variables), asserting the fused counts `fused` (by family), no
     fallback, `blocks_checked` units checked and every one within 2x PyTorch fp16's error; returns the record."""

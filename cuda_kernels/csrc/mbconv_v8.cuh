@@ -113,9 +113,9 @@ struct V8Item {
   }
 };
 
-// The kernel's body, inlined into two entry points that differ only in their register budget:
-// expand_dw_v8_kernel (two CTAs per SM, <= 128 registers) and expand_dw_v8_kernel_3cta (three, <= 80; see
-// kernel1_v8_3cta).
+// The kernel's body (expand_dw_v8_kernel: two CTAs per SM, <= 128 registers). Session 16 measured it at three CTAs
+// per SM (80 registers, one-image items; 6.1's kernel 1 49.1 -> 55.4 us) and removed that entry point (NOTES.md,
+// "Kernel 1's stall reasons").
 template <int HC, int KS, int S, int G, bool HF>
 __device__ __forceinline__ void expand_dw_v8_body(const Params& p) {
   using bf::cp_async16;
@@ -534,35 +534,13 @@ __global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel(const P
   expand_dw_v8_body<HC, KS, S, G, HF>(p);
 }
 
-// Three CTAs per SM (24 warps instead of 16) where one image's item fits a third of the SM's shared memory: from stage
-// 4 on kernel 1 is bound by each item's serial chain, not by DRAM, MUFU or issue (NOTES.md, "Kernel 1 against its
-// floors"), so more CTAs in flight should hide more of it. Built for k = 5, stride 1, one image per item, the
-// depthwise in HFMA2: the one instantiation that fits 80 registers without spilling (B0's features.6.1-6.3).
-// CUDA_KERNELS_K1_3CTA=1 (read at every call; off by default until measured); cuda_kernels/mbconv.py mirrors the rule.
-constexpr int kV8ThreeCtaSmem = 74 * 1024;
+// Persistent: as many CTAs as fit on the device (two per SM at <= 113 KB), at most one per item.
 template <int HC, int KS, int S, int G = 1, bool HF = false>
-__global__ void __launch_bounds__(kExpandThreads, 3) expand_dw_v8_kernel_3cta(const Params p) {
-  expand_dw_v8_body<HC, KS, S, G, HF>(p);
-}
-__host__ __device__ inline bool kernel1_v8_3cta(bool requested, int row_blocks, int H, int W, int Wo, int rows, int ks,
-                                                int stride, int C_in, int k_pad, bool hf) {
-  return requested && hf && ks == 5 && stride == 1 && row_blocks == 1 &&
-         expand_dw_v8_smem_bytes(H, W, Wo, rows, ks, stride, C_in, k_pad, 48, 1) <= kV8ThreeCtaSmem;
-}
-
-// Persistent: as many CTAs as fit on the device (two per SM at <= 113 KB; three for the _3cta kernel), at most one
-// per item.
-template <int HC, int KS, int S, int G = 1, bool HF = false, bool THREE = false>
 cudaError_t launch_expand_dw_v8(const Params& p, cudaStream_t stream, bool pdl) {
   constexpr int kMaxDevices = 64;
   static int configured[kMaxDevices] = {}, last_smem[kMaxDevices] = {}, last_ctas[kMaxDevices] = {},
              sms[kMaxDevices] = {};
-  const auto kernel = [] {  // (the _3cta kernel instantiated only where THREE asks for it)
-    if constexpr (THREE)
-      return expand_dw_v8_kernel_3cta<HC, KS, S, G, HF>;
-    else
-      return expand_dw_v8_kernel<HC, KS, S, G, HF>;
-  }();
+  const auto kernel = expand_dw_v8_kernel<HC, KS, S, G, HF>;
   const int smem = expand_dw_v8_smem_bytes(p.H, p.W, p.Wo, p.rows_per_tile, KS, S, p.C_in, p.k_pad, HC, G);
   int dev = 0;
   cudaError_t err = cudaGetDevice(&dev);
@@ -617,29 +595,9 @@ inline bool kernel1_v8_hfma2_requested(bool v10) {
   return v != nullptr ? v[0] == '1' : v10;
 }
 
-// CUDA_KERNELS_K1_3CTA=0|1 (read at every call; off by default until measured): expand_dw_v8_kernel_3cta where
-// kernel1_v8_3cta allows it (before the 2-image items: it runs one image per item).
-inline bool kernel1_v8_3cta_requested() {
-  const char* v = kernel1_switch("CUDA_KERNELS_K1_3CTA");
-  return v != nullptr && v[0] == '1';
-}
-
-}  // namespace mb
-
-#include "mbconv_v12.cuh"  // kernel 1 with a producer and consumers (uses the definitions above)
-
-namespace mb {
-
 template <int KS, bool HF>
 cudaError_t launch_expand_dw_v8_hf(const Params& p, cudaStream_t stream, bool pdl, bool v10) {
   if (p.stride == 2) return launch_expand_dw_v8<48, KS, 2, 1, HF>(p, stream, pdl);
-  if constexpr (KS == 5 && HF)
-    if (kernel1_v12(kernel1_v12_requested(), p.row_blocks, p.H, p.W, KS, 1, p.C_in, p.k_pad, HF))
-      return launch_expand_dw_v12<KS>(p, stream, pdl);
-  if constexpr (KS == 5 && HF)
-    if (kernel1_v8_3cta(kernel1_v8_3cta_requested(), p.row_blocks, p.H, p.W, p.Wo, p.rows_per_tile, KS, 1, p.C_in,
-                        p.k_pad, HF))
-      return launch_expand_dw_v8<48, KS, 1, 1, HF, true>(p, stream, pdl);
   if (kernel1_v8_images(kernel1_v8_images_requested(v10), p.row_blocks, p.H, p.W, p.Wo, p.rows_per_tile, KS, 1,
                         p.C_in, p.k_pad, 48) == 2)
     return launch_expand_dw_v8<48, KS, 1, 2, HF>(p, stream, pdl);
