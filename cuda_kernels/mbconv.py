@@ -120,6 +120,34 @@ def kernel1_v8_images(requested: int, row_blocks: int, height: int, width: int, 
     return requested if smem <= V8_TWO_CTA_SMEM else 1
 
 
+K1_TMA_X_SWITCH = "CUDA_KERNELS_K1_TMA_X"  # csrc/mbconv_v8.cuh kernel1_v8_tx_requested: "0" / "1" (off by default)
+V8_TX_COLS, V8_TX_MAX_ROWS = 64, 256  # kV8TxCols (channels per box: 128 bytes), kV8TxMaxRows (a box dimension's cap)
+
+
+def x_tx_bytes_v8(m_pad: int, k_pad: int) -> int:
+    """Shared memory of X by the tensor memory accelerator (csrc/mbconv_v8.cuh x_tx_bytes_v8): 1 KB of alignment
+    slack, then one box of m_pad pixels x 128 bytes per 64 channels."""
+    return 1024 + -(-k_pad // V8_TX_COLS) * m_pad * 128
+
+
+def x_tx_offset(row: int, k: int, m_pad: int) -> int:
+    """Half offset of X[row][k] (k a multiple of 8) from the first box (csrc/mbconv_v8.cuh x_tx_offset): box k // 64,
+    row `row` of 64 halves, its 16-byte piece (k % 64) // 8 at that piece XOR row % 8 (the 128-byte swizzle)."""
+    return (k // V8_TX_COLS) * m_pad * V8_TX_COLS + row * V8_TX_COLS + ((((k % V8_TX_COLS) // 8) ^ (row % 8)) * 8)
+
+
+def kernel1_v8_tx(requested: bool, height: int, width: int, kernel_size: int, stride: int, c_in: int, k_pad: int,
+                  rows: int, images: int, chunk: int = 48) -> bool:
+    """Whether version 8's kernel 1 takes X by the tensor memory accelerator (csrc/mbconv_v8.cuh kernel1_v8_tx; the
+    launcher also asks stride 1, the depthwise in HFMA2 and x 16-byte aligned): asked for (CUDA_KERNELS_K1_TMA_X), X's
+    rows padded otherwise (x_rows_padded_v8), at most V8_TX_MAX_ROWS pixels a box, and no fewer CTAs per SM."""
+    in_rows = (rows - 1) * stride + kernel_size
+    m_pad = _round_up(images * min(height, in_rows) * width, 16)
+    if not (requested and x_rows_padded_v8(c_in) and m_pad <= V8_TX_MAX_ROWS):
+        return False
+    args = (rows, height, width, kernel_size, stride, k_pad, chunk, True, 8, c_in, images)
+    tx = kernel1_smem_bytes(*args, tx=True)
+    return tx <= V8_TWO_CTA_SMEM or tx <= kernel1_smem_bytes(*args)
 
 
 def x_rows_padded_v8(c_in: int) -> bool:
@@ -216,13 +244,15 @@ def kernel1_v8_halo(width: int, kernel_size: int, stride: int, chunk: int = 48) 
 
 
 def kernel1_smem_bytes(rows: int, height: int, width: int, kernel_size: int, stride: int, k_pad: int, chunk: int,
-                       expand: bool, version: int = DEFAULT_VERSION, c_in: int | None = None, images: int = 1) -> int:
+                       expand: bool, version: int = DEFAULT_VERSION, c_in: int | None = None, images: int = 1,
+                       tx: bool = False) -> int:
     """Shared memory of kernel 1 for bands of `rows` output rows (mirrors csrc/mbconv.cuh
     ``expand_dw_smem_bytes``, csrc/mbconv_v2.cuh ``expand_dw_v2_smem_bytes`` and csrc/mbconv_v8.cuh
     ``expand_dw_v8_smem_bytes``): the X band and U chunk (expand only), E, the channel sums. Version 8
     (where kernel1_v8_applies) needs `c_in`: its X rows are dense (C_in halves) unless x_rows_padded_v8, E's
     pixel pitch is 60 halves, and it adds the per-group sums, the chunk's depthwise taps and an mbarrier; `images`
-    (version 8 only): items of that many images (kernel1_v8_images), X, E and the per-group sums that many times."""
+    (version 8 only): items of that many images (kernel1_v8_images), X, E and the per-group sums that many times;
+    `tx` (version 8 only): X by the tensor memory accelerator (kernel1_v8_tx, x_tx_bytes_v8)."""
     in_rows = (rows - 1) * stride + kernel_size
     m_pad = _round_up(min(height, in_rows) * width, 16)
     if version in (9, 10, 11):  # version 8's kernel 1, or version 3's where kernel1_v9_takes_v3
@@ -235,7 +265,7 @@ def kernel1_smem_bytes(rows: int, height: int, width: int, kernel_size: int, str
         groups, e_pitch = 256 // (chunk // 2), 60  # E's pixel pitch in halves (csrc/mbconv_v8.cuh V8Dw::LDE)
         m_pad = _round_up(images * min(height, in_rows) * width, 16)
         x_halves = m_pad * (k_pad + 8) if x_rows_padded_v8(c_in) else _round_up(m_pad * c_in + 8, 8)
-        return (x_halves * 2 + chunk * (k_pad + 8) * 2 + images * in_rows * e_width * e_pitch * 2
+        return ((x_tx_bytes_v8(m_pad, k_pad) if tx else x_halves * 2) + chunk * (k_pad + 8) * 2 + images * in_rows * e_width * e_pitch * 2
                 + images * groups * chunk * 4 + (kernel_size * kernel_size + 1) * chunk * 4 + 8)
     if version == 8:
         version = 3

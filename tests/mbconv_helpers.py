@@ -176,13 +176,29 @@ def se_fc1_float64(partial: torch.Tensor, hw: int, w1, b1, warps: int) -> list[f
     return squeezed
 
 
+def block_prepared(name: str, path: str, batch: int, seed: int = 1):
+    """(params, packed weights, GPU input at `batch`) of model `name`'s block `path`, BN folded."""
+    torch.manual_seed(seed)
+    block = fold_batchnorm(block_of(name, path)).cuda()
+    params = mb.block_params(block)
+    return params, mb.prepare_weights(params), gpu_input(batch, mbconv_shapes(name)[path])
+
 
 def b0_prepared(path: str, batch: int, seed: int = 1):
-    """(params, packed weights, GPU input at `batch`) of EfficientNet-B0's block `path`, BN folded."""
-    torch.manual_seed(seed)
-    block = fold_batchnorm(block_of("efficientnet_b0", path)).cuda()
-    params = mb.block_params(block)
-    return params, mb.prepare_weights(params), gpu_input(batch, mbconv_shapes("efficientnet_b0")[path])
+    """block_prepared for EfficientNet-B0."""
+    return block_prepared("efficientnet_b0", path, batch, seed)
+
+
+def assert_switch_keeps_the_bits(monkeypatch, name: str, path: str, batch: int, switch: str, kernel: str) -> None:
+    """Version 11 on block `path` of model `name` at `batch`: switching `switch` on runs `kernel` (the profiler names
+    it) and gives the switch-off output bit for bit (the same arithmetic, other data movement or scheduling)."""
+    params, weights, x = block_prepared(name, path, batch)
+    monkeypatch.setenv(switch, "0")
+    base = mb.mbconv(x, params, weights, version=11)
+    monkeypatch.setenv(switch, "1")
+    got, names = run_profiled(x, params, weights, base, 11)
+    assert kernel in names, names[:600]
+    assert torch.equal(got, base)
 
 
 def check_fused_b0(monkeypatch, switches: dict[str, str], fused: dict[str, int], blocks_checked: int) -> dict:

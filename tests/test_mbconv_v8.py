@@ -240,7 +240,8 @@ def _host_run(nvcc: str, source: Path) -> list[tuple[int, ...]]:
 
 def test_kernel1_v8_smem_in_cuda_equals_the_python_mirror(tmp_path):
     """csrc/mbconv_v8.cuh expand_dw_v8_smem_bytes (compiled for the host and run, no GPU) against
-    mb.kernel1_smem_bytes(version=8) at every B0 / B2 version-8 block and a few others."""
+    mb.kernel1_smem_bytes(version=8) at every B0 / B2 version-8 block and a few others; with X by the tensor memory
+    accelerator too, and its rule (kernel1_v8_tx, items of 1 and 2 images) and swizzled offsets (x_tx_offset)."""
     nvcc = _nvcc()
     if nvcc is None:
         pytest.skip("nvcc not found (set CUDA_HOME)")
@@ -262,15 +263,23 @@ int main() {{
   for (const auto& c : cases) {{
     const int wo = (c[1] - 1) / c[3] + 1, ow = c[3] == 1 ? 4 : 2;
     const int we = ((wo + ow - 1) / ow * ow - 1) * c[3] + c[2];
-    std::printf("%d %d %d\\n", mb::expand_dw_v8_smem_bytes(c[0], c[1], wo, c[6], c[2], c[3], c[4], c[5], 48),
-                mb::x_padded_v8(c[4]) ? 1 : 0, mb::halo_v8(we, c[2], c[3], 48) ? 1 : 0);
+    std::printf("%d %d %d %d %d %d\\n", mb::expand_dw_v8_smem_bytes(c[0], c[1], wo, c[6], c[2], c[3], c[4], c[5], 48),
+                mb::x_padded_v8(c[4]) ? 1 : 0, mb::halo_v8(we, c[2], c[3], 48) ? 1 : 0,
+                mb::expand_dw_v8_smem_bytes(c[0], c[1], wo, c[6], c[2], c[3], c[4], c[5], 48, 1, true),
+                mb::kernel1_v8_tx(true, c[0], c[1], wo, c[6], c[2], c[3], c[4], c[5], 48, 1) ? 1 : 0,
+                mb::kernel1_v8_tx(true, c[0], c[1], wo, c[6], c[2], c[3], c[4], c[5], 48, 2) ? 1 : 0);
   }}
+  for (int r = 0; r < 24; r += 5)
+    for (int k = 0; k < 208; k += 24) std::printf("%d %d %d\\n", r, k, mb::x_tx_offset(r, k, 112));
   return 0;
 }}
 """)
     got = _host_run(nvcc, tmp_path / "smem.cu")
     want = [(mb.kernel1_smem_bytes(r, h, w, ks, st, kp, HC, True, 8, c), int(mb.x_rows_padded_v8(c)),
-             int(mb.kernel1_v8_halo(w, ks, st, HC))) for h, w, ks, st, c, kp, r in cases]
+             int(mb.kernel1_v8_halo(w, ks, st, HC)), mb.kernel1_smem_bytes(r, h, w, ks, st, kp, HC, True, 8, c, tx=True),
+             int(mb.kernel1_v8_tx(True, h, w, ks, st, c, kp, r, 1)), int(mb.kernel1_v8_tx(True, h, w, ks, st, c, kp, r, 2)))
+            for h, w, ks, st, c, kp, r in cases]
+    want += [(r, k, mb.x_tx_offset(r, k, 112)) for r in range(0, 24, 5) for k in range(0, 208, 24)]
     assert got == want
 
 
@@ -290,7 +299,7 @@ def test_kernel1_v8_compiles_without_spills(tmp_path):
         report += result.stdout + result.stderr
     lines = report.splitlines()
     entries = [i for i, line in enumerate(lines) if "Compiling entry function" in line and "expand_dw_v8_kernel" in line]
-    assert len(entries) == 12, report
+    assert len(entries) == 12 + 4, report  # + expand_dw_v8_kernel_tx at k = 3 and 5, 1- and 2-image items (HFMA2)
     for i in entries:
         spill = next(line for line in lines[i:] if "spill stores" in line)
         used = next(line for line in lines[i:] if "Used" in line and "registers" in line)
@@ -574,9 +583,10 @@ def test_the_kernel_text_holds_the_modelled_expressions():
                  "*reinterpret_cast<uint2*>(Es + (m * e_tile + e) * LDE + c * 4) = make_uint2(0, 0);"):
         assert expr in SOURCE, expr
     v2 = (CSRC / "mbconv_v2.cuh").read_text()  # expand_k16: A rows m0 + a_row at pitch ldx, column k0 + a_k
-    assert "bf::ldmatrix_x4(a, bf::smem_addr(Xs + (m0 + a_row) * ldx + k0 + a_k));" in v2
+    assert "expand_k16_at<HC>(acc, bf::smem_addr(Xs + (m0 + a_row) * ldx + k0 + a_k), Us, ldu, k0, b_row, b_k);" in v2
     # the kernel's body (expand_dw_v8_body, which expand_dw_v8_kernel runs)
-    body = SOURCE.split("expand_dw_v8_body(const Params& p)")[1].split("expand_dw_v8_kernel(const Params p)")[0]
+    body = SOURCE.split("expand_dw_v8_body(const Params& p, const CUtensorMap* xmap = nullptr)")[1]
+    body = body.split("expand_dw_v8_kernel(const Params p)")[0]
     assert "atomicAdd" not in body
     # barrier A, barrier B per item, one after the loop; the mbarrier once per CTA
     assert body.count("__syncthreads()") == 4

@@ -31,6 +31,7 @@
 
 #include "mbconv_v2.cuh"
 #include "ptx_sm90.cuh"
+#include "tensor_map.h"
 
 namespace mb {
 
@@ -68,22 +69,44 @@ __host__ __device__ inline int x_halves_v8(int m_pad, int C_in, int k_pad) {
   return x_padded_v8(C_in) ? m_pad * (k_pad + 8) : round_up(m_pad * C_in + 8, 8);
 }
 
+// X by the tensor memory accelerator (CUDA_KERNELS_K1_TMA_X=1, off until measured; NOTES.md "Kernel 1's stall
+// reasons"): where the rows would be padded, the item's pixels arrive as boxes of m_pad pixels x 64 channels (128
+// bytes a pixel, the 128-byte swizzle), one per 64 channels, issued by one thread, instead of one bulk copy per pixel
+// (which the compiler issues one lane at a time: 5-10% of kernel 1's samples at 4.1-6.1). Box b holds channels
+// 64 b .. 64 b + 63 (past C_in: zeros) of m_pad pixels at 128 bytes each, 1024-aligned; the 16-byte piece j of
+// pixel r's row sits at piece j ^ (r % 8) (x_tx_offset), so ldmatrix's 8 rows of a k16 step fall on 8 distinct
+// 16-byte bank groups without padding. The expand reads the same values in the same order: D and the block's
+// output are the padded layout's bit for bit. Shared memory: 1 KB of alignment slack plus the boxes.
+constexpr int kV8TxCols = 64;   // channels per box (128 bytes: the swizzle's row)
+constexpr int kV8TxMaxRows = 256;  // a box dimension's limit
+__host__ __device__ inline int x_boxes_v8(int k_pad) { return (k_pad + kV8TxCols - 1) / kV8TxCols; }
+__host__ __device__ inline int x_tx_bytes_v8(int m_pad, int k_pad) { return 1024 + x_boxes_v8(k_pad) * m_pad * 128; }
+// The half offset of X[r][k] (k a multiple of 8) from the first box.
+__host__ __device__ inline int x_tx_offset(int r, int k, int m_pad) {
+  return (k / kV8TxCols) * m_pad * kV8TxCols + r * kV8TxCols + ((((k % kV8TxCols) / 8) ^ (r % 8)) * 8);
+}
+
 // Shared memory of version 8's kernel 1 (cuda_kernels/mbconv.py kernel1_smem_bytes(version=8) mirrors it):
 // X (x_halves_v8: dense [m_pad x C_in + 8 halves], the last row's k16 tail reading 8 halves past the band, or
 // padded [m_pad x (k_pad + 8)]), U chunk
 // [HC x (k_pad + 8)], E tile [e_rows x WE x LDE] (V8Dw::LDE), the pool's per-group sums [GROUPS x HC] fp32, the chunk's
 // depthwise taps and bias, halved, as float2 per channel pair [(k k + 1) x HC / 2], one mbarrier.
 // images: G images per item (kernel1_v8_images; 1 otherwise): X, E and the per-group sums G times.
+// tx: X by the tensor memory accelerator (x_tx_bytes_v8 in place of X's halves).
+__host__ __device__ inline int expand_dw_v8_m_pad(int H, int W, int rows, int ks, int stride, int images) {
+  const int e_rows = (rows - 1) * stride + ks;
+  return round_up(images * (e_rows < H ? e_rows : H) * W, 16);
+}
 __host__ __device__ inline int expand_dw_v8_smem_bytes(int H, int W, int Wo, int rows, int ks, int stride, int C_in,
-                                                      int k_pad, int chunk, int images = 1) {
+                                                      int k_pad, int chunk, int images = 1, bool tx = false) {
   const int ow = stride == 1 ? 4 : 2;
   const int e_rows = (rows - 1) * stride + ks;
   const int we = (round_up(Wo, ow) - 1) * stride + ks;
-  const int m_pad = round_up(images * (e_rows < H ? e_rows : H) * W, 16);
+  const int m_pad = expand_dw_v8_m_pad(H, W, rows, ks, stride, images);
   const int groups = kExpandThreads / (chunk / 2);
   const int lde = 60;  // V8Dw::LDE
-  return x_halves_v8(m_pad, C_in, k_pad) * 2 + chunk * (k_pad + 8) * 2 + images * e_rows * we * lde * 2 +
-         images * groups * chunk * 4 + (ks * ks + 1) * chunk * 4 + 8;
+  return (tx ? x_tx_bytes_v8(m_pad, k_pad) : x_halves_v8(m_pad, C_in, k_pad) * 2) + chunk * (k_pad + 8) * 2 +
+         images * e_rows * we * lde * 2 + images * groups * chunk * 4 + (ks * ks + 1) * chunk * 4 + 8;
 }
 
 // Items of G images (NOTES.md, "Design sketch: kernel 1 items of G images"; CUDA_KERNELS_K1_IMAGES, 1 by default):
@@ -101,6 +124,17 @@ __host__ __device__ inline int kernel1_v8_images(int requested, int row_blocks, 
              ? requested : 1;
 }
 
+// Whether a launch takes X by the tensor memory accelerator (mbconv.py kernel1_v8_tx mirrors it): asked for, X's
+// rows padded otherwise, a box's m_pad rows within the limit, and no fewer CTAs per SM than the padded layout allows.
+__host__ __device__ inline bool kernel1_v8_tx(bool requested, int H, int W, int Wo, int rows, int ks, int stride,
+                                              int C_in, int k_pad, int chunk, int images) {
+  if (!requested || !x_padded_v8(C_in) || expand_dw_v8_m_pad(H, W, rows, ks, stride, images) > kV8TxMaxRows)
+    return false;
+  const int tx = expand_dw_v8_smem_bytes(H, W, Wo, rows, ks, stride, C_in, k_pad, chunk, images, true);
+  return tx <= kV8TwoCtaSmem ||
+         tx <= expand_dw_v8_smem_bytes(H, W, Wo, rows, ks, stride, C_in, k_pad, chunk, images, false);
+}
+
 // Item i of the launch: chunk c, image n, band b with i = (c * N + n) * bands + b.
 struct V8Item {
   int chunk, n, band;
@@ -116,8 +150,16 @@ struct V8Item {
 // The kernel's body (expand_dw_v8_kernel: two CTAs per SM, <= 128 registers). Session 16 measured it at three CTAs
 // per SM (80 registers, one-image items; 6.1's kernel 1 49.1 -> 55.4 us) and removed that entry point (NOTES.md,
 // "Kernel 1's stall reasons").
-template <int HC, int KS, int S, int G, bool HF>
-__device__ __forceinline__ void expand_dw_v8_body(const Params& p) {
+// expand_k16 (mbconv_v2.cuh) with A from X's swizzled boxes (x_tx_offset): the same fragments, so the same sums.
+template <int HC>
+__device__ __forceinline__ void expand_k16_tx(float (&acc)[HC / 8][4], const __half* Xs, int m_pad, const __half* Us,
+                                              int ldu, int m0, int k0, int a_row, int a_k, int b_row, int b_k) {
+  expand_k16_at<HC>(acc, bf::smem_addr(Xs + x_tx_offset(m0 + a_row, k0 + a_k, m_pad)), Us, ldu, k0, b_row, b_k);
+}
+
+// TX: X by the tensor memory accelerator through the tensor map at xmap (kernel1_v8_tx; null otherwise).
+template <int HC, int KS, int S, int G, bool HF, bool TX = false>
+__device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtensorMap* xmap = nullptr) {
   using bf::cp_async16;
   using bf::smem_addr;
   extern __shared__ __align__(16) uint8_t smem[];
@@ -148,9 +190,11 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p) {
   const int rows_max = (p.rows_per_tile - 1) * S + KS;
   const int m_pad = round_up(G * min(rows_max, p.H) * p.W, 16);
   const bool x_padded = x_padded_v8(p.C_in);
-  const int x_halves = x_halves_v8(m_pad, p.C_in, p.k_pad), ldx = x_padded ? p.k_pad + 8 : p.C_in;
+  const int x_halves = TX ? (x_tx_bytes_v8(m_pad, p.k_pad) - 1024) / 2 : x_halves_v8(m_pad, p.C_in, p.k_pad);
+  const int ldx = x_padded ? p.k_pad + 8 : p.C_in;
   const int ldu = p.k_pad + 8;
-  __half* Xs = reinterpret_cast<__half*>(smem);
+  // TX: the boxes from the first 1024-byte boundary (the swizzle's period), within the 1 KB of slack
+  __half* Xs = reinterpret_cast<__half*>(smem + (TX ? (1024 - smem_addr(smem) % 1024) % 1024 : 0));
   __half* Us = Xs + x_halves;
   __half* Es = Us + HC * ldu;
   const int e_tile = rows_max * WE;  // pixels of one image's E tile (G tiles stacked where G > 1)
@@ -215,6 +259,15 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p) {
     expand_rows(it.band, cont, ih_lo, ih_hi);
     // 0: a continuing band below the image's last row; G > 1: the group's images (one band each) are one range
     const int npix = max(0, ih_hi - ih_lo + 1) * p.W * (G > 1 ? min(G, p.N - G * it.n) : 1);
+    if constexpr (TX) {  // m_pad pixels from the item's first (past the item: finite, unused; past x: zeros)
+      if (tid == 0) {
+        const int pix0 = ((G > 1 ? G * it.n : it.n) * p.H + ih_lo) * p.W, boxes = npix > 0 ? x_boxes_v8(p.k_pad) : 0;
+        bf::mbar_arrive_expect_tx(bar, (uint32_t)(boxes * m_pad * 128));
+        for (int b = 0; b < boxes; ++b)
+          bf::tma_load_2d(smem_addr(Xs + b * m_pad * kV8TxCols), xmap, b * kV8TxCols, pix0, bar);
+      }
+      return;
+    }
     const __half* src = p.x + ((size_t)(G > 1 ? G * it.n : it.n) * p.H + ih_lo) * p.W * p.C_in;
     if (tid == 0) {
       bf::mbar_arrive_expect_tx(bar, (uint32_t)(npix * p.C_in * 2));
@@ -349,7 +402,12 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p) {
           for (int b = 0; b < 4; ++b) acc[a][b] = 0.f;
         // k = 5: not unrolled (unrolled, its fragment loads in flight took the registers the depthwise needs: spills)
 #pragma unroll (KS == 3 ? 2 : 1)
-        for (int k0 = 0; k0 < p.k_pad; k0 += 16) expand_k16<HC>(acc, Xs, ldx, Us, ldu, mt * 16, k0, a_row, a_k, b_row, b_k);
+        for (int k0 = 0; k0 < p.k_pad; k0 += 16) {
+          if constexpr (TX)
+            expand_k16_tx<HC>(acc, Xs, m_pad, Us, ldu, mt * 16, k0, a_row, a_k, b_row, b_k);
+          else
+            expand_k16<HC>(acc, Xs, ldx, Us, ldu, mt * 16, k0, a_row, a_k, b_row, b_k);
+        }
         __half* ep[2];
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
@@ -533,15 +591,26 @@ template <int HC, int KS, int S, int G = 1, bool HF = false>
 __global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel(const Params p) {
   expand_dw_v8_body<HC, KS, S, G, HF>(p);
 }
+// X by the tensor memory accelerator (kernel1_v8_tx): x as a [N H W, C_in] matrix in boxes of m_pad x 64.
+template <int HC, int KS, int S, int G = 1, bool HF = false>
+__global__ void __launch_bounds__(kExpandThreads, 2)
+    expand_dw_v8_kernel_tx(const Params p, const __grid_constant__ CUtensorMap xmap) {
+  expand_dw_v8_body<HC, KS, S, G, HF, true>(p, &xmap);
+}
 
 // Persistent: as many CTAs as fit on the device (two per SM at <= 113 KB), at most one per item.
-template <int HC, int KS, int S, int G = 1, bool HF = false>
+template <int HC, int KS, int S, int G = 1, bool HF = false, bool TX = false>
 cudaError_t launch_expand_dw_v8(const Params& p, cudaStream_t stream, bool pdl) {
   constexpr int kMaxDevices = 64;
   static int configured[kMaxDevices] = {}, last_smem[kMaxDevices] = {}, last_ctas[kMaxDevices] = {},
              sms[kMaxDevices] = {};
-  const auto kernel = expand_dw_v8_kernel<HC, KS, S, G, HF>;
-  const int smem = expand_dw_v8_smem_bytes(p.H, p.W, p.Wo, p.rows_per_tile, KS, S, p.C_in, p.k_pad, HC, G);
+  const auto kernel = [] {  // (the TX kernel instantiated only where TX asks for it)
+    if constexpr (TX)
+      return expand_dw_v8_kernel_tx<HC, KS, S, G, HF>;
+    else
+      return expand_dw_v8_kernel<HC, KS, S, G, HF>;
+  }();
+  const int smem = expand_dw_v8_smem_bytes(p.H, p.W, p.Wo, p.rows_per_tile, KS, S, p.C_in, p.k_pad, HC, G, TX);
   int dev = 0;
   cudaError_t err = cudaGetDevice(&dev);
   if (err != cudaSuccess) return err;
@@ -567,9 +636,19 @@ cudaError_t launch_expand_dw_v8(const Params& p, cudaStream_t stream, bool pdl) 
   const long long total = (long long)(p.hid_pad / HC) * ((p.N + G - 1) / G) * p.row_blocks;
   if (total >= (1ll << 31)) return cudaErrorInvalidValue;
   const int grid = (int)std::min<long long>(total, (long long)last_ctas[dev] * sms[dev]);
-  if (pdl && pdl::device_supports(dev))
-    return pdl::launch(kernel, dim3(grid), dim3(kExpandThreads), smem, stream, p);
-  kernel<<<grid, kExpandThreads, smem, stream>>>(p);
+  if constexpr (TX) {
+    CUtensorMap xmap;  // encoded at each call (x moves between calls); passed by value
+    const int m_pad = expand_dw_v8_m_pad(p.H, p.W, p.rows_per_tile, KS, S, G);
+    err = tmap::half_2d_sw128(&xmap, p.x, (unsigned long long)p.N * p.H * p.W, p.C_in, p.C_in, m_pad, kV8TxCols);
+    if (err != cudaSuccess) return err;
+    if (pdl && pdl::device_supports(dev))
+      return pdl::launch(kernel, dim3(grid), dim3(kExpandThreads), smem, stream, p, xmap);
+    kernel<<<grid, kExpandThreads, smem, stream>>>(p, xmap);
+  } else {
+    if (pdl && pdl::device_supports(dev))
+      return pdl::launch(kernel, dim3(grid), dim3(kExpandThreads), smem, stream, p);
+    kernel<<<grid, kExpandThreads, smem, stream>>>(p);
+  }
   return cudaGetLastError();
 }
 
@@ -595,12 +674,24 @@ inline bool kernel1_v8_hfma2_requested(bool v10) {
   return v != nullptr ? v[0] == '1' : v10;
 }
 
+// CUDA_KERNELS_K1_TMA_X=0|1 (read at every call; off by default until measured): X by the tensor memory accelerator
+// where kernel1_v8_tx allows it, x 16-byte aligned; built for stride 1 with the depthwise in HFMA2 (versions 10, 11).
+inline bool kernel1_v8_tx_requested() {
+  const char* v = kernel1_switch("CUDA_KERNELS_K1_TMA_X");
+  return v != nullptr && v[0] == '1';
+}
+
 template <int KS, bool HF>
 cudaError_t launch_expand_dw_v8_hf(const Params& p, cudaStream_t stream, bool pdl, bool v10) {
   if (p.stride == 2) return launch_expand_dw_v8<48, KS, 2, 1, HF>(p, stream, pdl);
-  if (kernel1_v8_images(kernel1_v8_images_requested(v10), p.row_blocks, p.H, p.W, p.Wo, p.rows_per_tile, KS, 1,
-                        p.C_in, p.k_pad, 48) == 2)
-    return launch_expand_dw_v8<48, KS, 1, 2, HF>(p, stream, pdl);
+  const int g = kernel1_v8_images(kernel1_v8_images_requested(v10), p.row_blocks, p.H, p.W, p.Wo, p.rows_per_tile,
+                                  KS, 1, p.C_in, p.k_pad, 48);
+  if constexpr (HF)
+    if (kernel1_v8_tx(kernel1_v8_tx_requested(), p.H, p.W, p.Wo, p.rows_per_tile, KS, 1, p.C_in, p.k_pad, 48, g) &&
+        reinterpret_cast<uintptr_t>(p.x) % 16 == 0)
+      return g == 2 ? launch_expand_dw_v8<48, KS, 1, 2, HF, true>(p, stream, pdl)
+                    : launch_expand_dw_v8<48, KS, 1, 1, HF, true>(p, stream, pdl);
+  if (g == 2) return launch_expand_dw_v8<48, KS, 1, 2, HF>(p, stream, pdl);
   return launch_expand_dw_v8<48, KS, 1, 1, HF>(p, stream, pdl);
 }
 

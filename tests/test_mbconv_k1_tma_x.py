@@ -1,0 +1,125 @@
+"""Version 8's kernel 1 with X by the tensor memory accelerator (csrc/mbconv_v8.cuh expand_dw_v8_kernel_tx,
+CUDA_KERNELS_K1_TMA_X=1; off by default until measured; NOTES.md "Kernel 1's stall reasons").
+
+CPU: the swizzled offsets against the 128-byte swizzle as CUTLASS writes it (Swizzle<3, 4, 3>: byte address bits 4-6
+XOR bits 7-9), X placed box by box as the copy engine would (zeros past C_in) and read back at the kernel's offsets,
+ldmatrix's 8 rows on 8 distinct bank groups, which blocks take it (shared memory summed by hand). The C++ mirrors and
+ptxas are test_mbconv_v8.py's (test_kernel1_v8_smem_in_cuda_equals_the_python_mirror,
+test_kernel1_v8_compiles_without_spills). GPU (@pytest.mark.cuda): the block's output equal to the padded layout's bit
+for bit (the same values reach the same MMAs) with the profiler naming the kernel, at B0 / B2 shapes and batches 1,
+5 and 128, odd sizes against float64, and B0 with it through the check before timing."""
+
+from pathlib import Path
+
+import pytest
+import torch
+
+import cuda_kernels
+from cuda_kernels import mbconv as mb
+
+SOURCE = (Path(cuda_kernels.__file__).resolve().parent / "csrc" / "mbconv_v8.cuh").read_text()
+
+
+def _swizzled(byte: int) -> int:
+    """Where the copy engine's 128-byte swizzle puts the byte at `byte` of a 1024-aligned box (Swizzle<3, 4, 3>)."""
+    return byte ^ (((byte >> 7) & 7) << 4)
+
+
+@pytest.mark.parametrize("m_pad", [16, 112, 208])
+def test_offsets_follow_the_128_byte_swizzle(m_pad):
+    for row in range(m_pad):
+        for k in range(0, 256, 8):
+            plain = (k // 64) * m_pad * 128 + row * 128 + (k % 64) * 2  # box k // 64, row `row`, 128 bytes a row
+            assert 2 * mb.x_tx_offset(row, k, m_pad) == _swizzled(plain), (row, k)
+
+
+def test_the_boxes_read_back_as_x_and_ldmatrix_does_not_conflict():
+    """X (98 pixels x 192 channels, an item of two 7 x 7 images) placed as three swizzled boxes of 112 rows (rows past
+    the item and channels past C_in: zeros), read at x_tx_offset: every (row, 8-channel piece) is X's; each k16 step's
+    8-row ldmatrix phases touch 8 distinct 16-byte bank groups."""
+    m_pad, c_in = 112, 192
+    x = torch.arange(98 * c_in, dtype=torch.int64).reshape(98, c_in) + 1
+    boxes = -(-c_in // 64)
+    smem = torch.zeros(boxes * m_pad * 64, dtype=torch.int64)  # in halves
+    for b in range(boxes):
+        for row in range(m_pad):
+            for k in range(64):
+                value = x[row, 64 * b + k] if row < 98 and 64 * b + k < c_in else 0
+                smem[_swizzled(b * m_pad * 128 + row * 128 + 2 * k) // 2] = value
+    for row in range(m_pad):
+        for k in range(0, boxes * 64, 8):
+            at = mb.x_tx_offset(row, k, m_pad)
+            want = x[row, k:k + 8] if row < 98 and k < c_in else torch.zeros(8, dtype=torch.int64)
+            assert torch.equal(smem[at:at + 8], want), (row, k)
+    for m0 in range(0, m_pad, 16):
+        for k0 in range(0, c_in, 16):
+            for half in (0, 8):  # one 8 x 16-byte phase of ldmatrix.x4: rows m0 + half .. + 7 at one k piece
+                for kk in (k0, k0 + 8):
+                    groups = {(mb.x_tx_offset(m0 + half + r, kk, m_pad) * 2 // 16) % 8 for r in range(8)}
+                    assert len(groups) == 8, (m0, k0, half, kk)
+
+
+def test_which_blocks_take_it():
+    """Shared memory summed by hand (X boxes + 1 KB slack, U, E, the per-group sums, taps, the mbarrier) against the
+    two-CTA limit of 113 KB = 115,712 bytes."""
+    args = dict(kernel_size=3, stride=1, c_in=80, k_pad=80, rows=14, images=1)
+    # B0 features.4.1 (14 x 14, C_in 80): X 1024 + 2 boxes x 208 x 128, U 48 x 88 x 2, E 16 x 18 x 60 x 2,
+    # sums 10 x 48 x 4, taps (9 + 1) x 48 x 4, 8
+    assert mb.kernel1_smem_bytes(14, 14, 14, 3, 1, 80, 48, True, 8, 80, 1, tx=True) == \
+        1024 + 2 * 208 * 128 + 48 * 88 * 2 + 16 * 18 * 60 * 2 + 10 * 48 * 4 + 10 * 48 * 4 + 8 == 101_128
+    assert mb.kernel1_v8_tx(True, 14, 14, **args) and not mb.kernel1_v8_tx(False, 14, 14, **args)
+    # features.6.1 (7 x 7, C_in 192, two images an item): X 1024 + 3 boxes x 112 x 128, U 48 x 200 x 2,
+    # E 2 x 11 x 12 x 60 x 2, sums 2 x 10 x 48 x 4, taps 26 x 48 x 4, 8: less than the padded rows' 104,520
+    assert mb.kernel1_smem_bytes(7, 7, 7, 5, 1, 192, 48, True, 8, 192, 2, tx=True) == \
+        1024 + 3 * 112 * 128 + 48 * 200 * 2 + 2 * 11 * 12 * 60 * 2 + 2 * 10 * 48 * 4 + 26 * 48 * 4 + 8 == 103_752
+    assert mb.kernel1_v8_tx(True, 7, 7, 5, 1, 192, 192, 7, 2)
+    # features.5.1 (C_in 112): 1024 + 2 x 208 x 128 + 48 x 120 x 2 + 18 x 20 x 60 x 2 + 1,920 + 4,992 + 8 = 115,912:
+    # over the limit and over the padded rows' 111,560, so it keeps them
+    assert mb.kernel1_smem_bytes(14, 14, 14, 5, 1, 112, 48, True, 8, 112, 1, tx=True) == 115_912 > 113 * 1024
+    assert not mb.kernel1_v8_tx(True, 14, 14, 5, 1, 112, 112, 14, 1)
+    # features.2.1 (C_in 24): dense X rows, one copy an item already
+    assert not mb.x_rows_padded_v8(24) and not mb.kernel1_v8_tx(True, 56, 56, 3, 1, 24, 32, 8, 1)
+    # more than 256 pixels a box: 20 x 20 at C_in 80
+    assert not mb.kernel1_v8_tx(True, 20, 20, 3, 1, 80, 80, 20, 1)
+
+
+def test_the_launch_encodes_the_boxes_it_expects():
+    assert "half_2d_sw128(&xmap, p.x, (unsigned long long)p.N * p.H * p.W, p.C_in, p.C_in, m_pad, kV8TxCols)" in SOURCE
+    assert "bf::mbar_arrive_expect_tx(bar, (uint32_t)(boxes * m_pad * 128));" in SOURCE
+    assert 'kernel1_switch("CUDA_KERNELS_K1_TMA_X")' in SOURCE and mb.K1_TMA_X_SWITCH == "CUDA_KERNELS_K1_TMA_X"
+    assert "reinterpret_cast<uintptr_t>(p.x) % 16 == 0" in SOURCE  # the copy engine's global alignment
+
+
+# ---- GPU ----
+
+GPU_CASES = [("efficientnet_b0", "features.4.1", 128), ("efficientnet_b0", "features.4.1", 1),
+             ("efficientnet_b0", "features.5.0", 5), ("efficientnet_b0", "features.6.1", 128),
+             ("efficientnet_b0", "features.6.1", 5), ("efficientnet_b0", "features.6.1", 1),
+             ("efficientnet_b2", "features.6.1", 3), ("efficientnet_b2", "features.7.1", 3)]
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("name,path,batch", GPU_CASES)
+def test_the_output_is_the_padded_layouts(name, path, batch, monkeypatch):
+    """The same X values reach the same MMAs in the same order: equal bits, and the profiler shows the TX kernel ran
+    (B2's 7.1 has two bands per image: the second band's copy starts under the halo)."""
+    from mbconv_helpers import assert_switch_keeps_the_bits
+
+    assert_switch_keeps_the_bits(monkeypatch, name, path, batch, mb.K1_TMA_X_SWITCH, "expand_dw_v8_kernel_tx")
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("path,size,batch", [("features.4.1", 13, 3), ("features.6.1", 9, 2),
+                                             ("features.6.1", 5, 1), ("features.5.0", 11, 4)])
+def test_odd_sizes_against_float64(path, size, batch, monkeypatch):
+    from mbconv_helpers import check_b0_at_size
+
+    monkeypatch.setenv(mb.K1_TMA_X_SWITCH, "1")
+    check_b0_at_size(path, size, batch, 11)
+
+
+@pytest.mark.cuda
+def test_efficientnet_b0_with_it(monkeypatch):
+    from mbconv_helpers import check_fused_b0
+
+    check_fused_b0(monkeypatch, {mb.K1_TMA_X_SWITCH: "1"}, {"StemMBConv": 1, "MBConv": 15}, 16)
