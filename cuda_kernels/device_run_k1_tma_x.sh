@@ -5,8 +5,9 @@
 # build -> GPU tests (test_mbconv_k1_tma_x.py: bits equal to the padded rows' at B0 / B2 shapes, odd sizes against
 # float64, B0 through the check before timing; -x) -> Nsight Compute of kernel 1 at features.4.1, 5.0 and 6.1 with
 # the switch off and on (lines "K1 TX=0|1": time, issue, instructions, stalls) -> B0 end to end, off / on / off / on
-# (the pairs from one call). Predicted (NOTES.md): 4.1's kernel 1 45.7 -> ~40 us, 6.1's 49.2 -> ~45; B0 -30 to
-# -40 us. Files: OUTDIR/log.txt, OUTDIR/k1_tx.tgz (the Nsight Compute CSVs), OUTDIR/b0_tx*.json. Last line TX_OK=1|0.
+# (the pairs from one call), then the stride-2 blocks' kernel 1 sampled per instruction. Predicted (NOTES.md):
+# 4.1's kernel 1 45.7 -> ~40 us, 6.1's 49.2 -> ~45; B0 -30 to -40 us. Files: OUTDIR/log.txt, OUTDIR/k1_tx.tgz (the
+# Nsight Compute CSVs), OUTDIR/b0_tx*.json (4), OUTDIR/s2/ncu_mbconv_k1.tar.gz and its log. Last line TX_OK=1|0.
 set -uo pipefail
 out=${1:?output folder}
 source cuda_kernels/device_lib.sh  # step, mbconv_begin, B0_FUSED
@@ -31,5 +32,9 @@ if [ "$ok" = 1 ]; then
   done
 fi
 python3 -m cuda_kernels.bench_lines TX "$out" 2>> "$log" | tee -a "$log"
+# the stride-2 blocks' kernel 1 (2.0: ~190 us in the network, the costliest kernel; 3.0), never sampled per
+# instruction: the full set and SASS source pages, for the next design (OUTDIR/s2/ncu_mbconv_k1.tar.gz)
+[ "$(left)" -gt 100 ] && BLOCKS="features.2.0 features.3.0" VERSION=11 timeout $(($(left) - 5)) \
+  bash cuda_kernels/device_run_ncu_mbconv_k1.sh "$out/s2" > /dev/null 2>&1 && rm -f "$out"/s2/*.csv
 grep -E "^== |passed|failed|Error|error:" "$log" | tail -12
 echo "TX_OK=$ok"
