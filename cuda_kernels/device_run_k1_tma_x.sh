@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# Kernel 1 with X by the tensor memory accelerator (CUDA_KERNELS_K1_TMA_X=1; session 16, compiled and CPU-tested, not
-# yet run; NOTES.md "Kernel 1's stall reasons"). From the repository root (~7 minutes on one H200):
+# Kernel 1 with X by the tensor memory accelerator (CUDA_KERNELS_K1_TMA_X=1) and with its expand on warpgroup MMAs
+# (CUDA_KERNELS_K1_WGMMA=1); session 16, compiled and CPU-tested, not yet run; NOTES.md "Kernel 1's stall reasons".
+# From the repository root (~8 minutes on one H200):
 #   timeout 590 bash cuda_kernels/device_run_k1_tma_x.sh OUTDIR
-# build -> GPU tests (test_mbconv_k1_tma_x.py: bits equal to the padded rows' at B0 / B2 shapes, odd sizes against
-# float64, B0 through the check before timing; -x) -> Nsight Compute of kernel 1 at features.4.1, 5.0 and 6.1 with
-# the switch off and on (lines "K1 TX=0|1": time, issue, instructions, stalls) -> B0 end to end, off / on / off / on
-# (the pairs from one call), then the stride-2 blocks' kernel 1 sampled per instruction. Predicted (NOTES.md):
-# 4.1's kernel 1 45.7 -> ~40 us, 6.1's 49.2 -> ~45; B0 -30 to -40 us. Files: OUTDIR/log.txt, OUTDIR/k1_tx.tgz (the
-# Nsight Compute CSVs), OUTDIR/b0_tx*.json (4), OUTDIR/s2/ncu_mbconv_k1.tar.gz and its log. Last line TX_OK=1|0.
+# build -> GPU tests (test_mbconv_k1_tma_x.py: TX's bits equal to the padded rows' at B0 / B2 shapes, odd sizes
+# against float64, the wgmma expand against float64 and close to TX, B0 with each through the check before timing;
+# -x) -> Nsight Compute of kernel 1 at features.4.1, 5.0 and 6.1: off, TX, WG (lines "K1 ...": time, issue,
+# instructions, stalls) -> B0 end to end, off / TX / WG twice (from one call), then the stride-2 blocks' kernel 1
+# sampled per instruction. Predicted (NOTES.md): TX 4.1's kernel 1 45.7 -> ~40 us, 6.1's 49.2 -> ~45, B0 -30 to
+# -40 us; WG 6.1 -> ~35, 4.1 -> ~32, B0 ~-0.1 ms. Files: OUTDIR/log.txt, OUTDIR/k1_tx.tgz (the Nsight Compute CSVs
+# and B0's files), OUTDIR/s2/ncu_mbconv_k1.tar.gz and its log. Last line TX_OK=1|0.
 set -uo pipefail
 out=${1:?output folder}
 source cuda_kernels/device_lib.sh  # step, mbconv_begin, B0_FUSED
@@ -17,21 +19,25 @@ for r in wait barrier long_scoreboard; do METRICS+=,smsp__average_warps_issue_st
 mbconv_begin TX 575
 mkdir -p "$out/ncu"
 step tests 150 python3 -m pytest -q -x -m cuda --tb=short -p no:cacheprovider tests/test_mbconv_k1_tma_x.py || ok=0
-for tx in 0 1; do
-  step "ncu_tx$tx" 60 env CUDA_KERNELS_K1_TMA_X=$tx ncu --clock-control none --cache-control all --print-units base \
-    -k regex:"expand_dw" --metrics "$METRICS" --csv --page raw --log-file "$out/ncu/k1_tx$tx.csv" \
+variants=(off "CUDA_KERNELS_K1_TMA_X=1" "CUDA_KERNELS_K1_WGMMA=1")
+for v in "${variants[@]}"; do
+  tag=${v%%=*}; tag=${tag#CUDA_KERNELS_K1_}  # off, TMA_X, WGMMA
+  step "ncu_$tag" 60 env ${v/off/CUDA_KERNELS_K1_TMA_X=0} ncu --clock-control none --cache-control all \
+    --print-units base -k regex:"expand_dw" --metrics "$METRICS" --csv --page raw --log-file "$out/ncu/k1_$tag.csv" \
     python3 -m cuda_kernels.mbconv_profile features.4.1 features.5.0 features.6.1
-  python3 -m cuda_kernels.ncu_lines "K1 TX=$tx" "$out/ncu/k1_tx$tx.csv" expand_dw features.4.1 features.5.0 \
+  python3 -m cuda_kernels.ncu_lines "K1 $tag" "$out/ncu/k1_$tag.csv" expand_dw features.4.1 features.5.0 \
     features.6.1 2>> "$log" | tee -a "$log"
 done
-tar czf "$out/k1_tx.tgz" -C "$out" ncu && rm -rf "$out/ncu"
 if [ "$ok" = 1 ]; then
   for run in a b; do
-    step "e2e_off_$run" 70 env CUDA_KERNELS_K1_TMA_X=0 "${B0_FUSED[@]}" -o "$out/b0_tx0_$run.json"
-    step "e2e_on_$run" 70 env CUDA_KERNELS_K1_TMA_X=1 "${B0_FUSED[@]}" -o "$out/b0_tx1_$run.json"
+    for v in "${variants[@]}"; do
+      tag=${v%%=*}; tag=${tag#CUDA_KERNELS_K1_}
+      step "e2e_${tag}_$run" 70 env ${v/off/CUDA_KERNELS_K1_TMA_X=0} "${B0_FUSED[@]}" -o "$out/ncu/b0_${tag}_$run.json"
+    done
   done
 fi
-python3 -m cuda_kernels.bench_lines TX "$out" 2>> "$log" | tee -a "$log"
+python3 -m cuda_kernels.bench_lines TX "$out/ncu" 2>> "$log" | tee -a "$log"
+tar czf "$out/k1_tx.tgz" -C "$out" ncu && rm -rf "$out/ncu"
 # the stride-2 blocks' kernel 1 (2.0: ~190 us in the network, the costliest kernel; 3.0), never sampled per
 # instruction: the full set and SASS source pages, for the next design (OUTDIR/s2/ncu_mbconv_k1.tar.gz)
 [ "$(left)" -gt 100 ] && BLOCKS="features.2.0 features.3.0" VERSION=11 timeout $(($(left) - 5)) \

@@ -136,17 +136,28 @@ def x_tx_offset(row: int, k: int, m_pad: int) -> int:
     return (k // V8_TX_COLS) * m_pad * V8_TX_COLS + row * V8_TX_COLS + ((((k % V8_TX_COLS) // 8) ^ (row % 8)) * 8)
 
 
+K1_WGMMA_SWITCH = "CUDA_KERNELS_K1_WGMMA"  # csrc/mbconv_v8.cuh kernel1_v8_wg_requested: "0" / "1" (off by default)
+V8_WG_ROWS = 64  # kV8WgRows: pixels per warpgroup tile of the wgmma expand
+
+
+def u_bytes_v8(k_pad: int, chunk: int, wg: bool) -> int:
+    """Shared memory of U, the chunk's expand weights (csrc/mbconv_v8.cuh u_bytes_v8): version 3's padded rows, or
+    with the wgmma expand X's swizzled layout (one 128-byte row per channel and 64 k, x_tx_offset with m_pad = chunk)."""
+    return -(-k_pad // V8_TX_COLS) * chunk * 128 if wg else chunk * (k_pad + 8) * 2
+
+
 def kernel1_v8_tx(requested: bool, height: int, width: int, kernel_size: int, stride: int, c_in: int, k_pad: int,
-                  rows: int, images: int, chunk: int = 48) -> bool:
+                  rows: int, images: int, chunk: int = 48, wg: bool = False) -> bool:
     """Whether version 8's kernel 1 takes X by the tensor memory accelerator (csrc/mbconv_v8.cuh kernel1_v8_tx; the
-    launcher also asks stride 1, the depthwise in HFMA2 and x 16-byte aligned): asked for (CUDA_KERNELS_K1_TMA_X), X's
-    rows padded otherwise (x_rows_padded_v8), at most V8_TX_MAX_ROWS pixels a box, and no fewer CTAs per SM."""
+    launcher also asks stride 1, the depthwise in HFMA2 and x 16-byte aligned): asked for (CUDA_KERNELS_K1_TMA_X, or
+    CUDA_KERNELS_K1_WGMMA, whose U layout `wg` counts), X's rows padded otherwise (x_rows_padded_v8), at most
+    V8_TX_MAX_ROWS pixels a box, and no fewer CTAs per SM."""
     in_rows = (rows - 1) * stride + kernel_size
     m_pad = _round_up(images * min(height, in_rows) * width, 16)
     if not (requested and x_rows_padded_v8(c_in) and m_pad <= V8_TX_MAX_ROWS):
         return False
     args = (rows, height, width, kernel_size, stride, k_pad, chunk, True, 8, c_in, images)
-    tx = kernel1_smem_bytes(*args, tx=True)
+    tx = kernel1_smem_bytes(*args, tx=True, wg=wg)
     return tx <= V8_TWO_CTA_SMEM or tx <= kernel1_smem_bytes(*args)
 
 
@@ -245,14 +256,15 @@ def kernel1_v8_halo(width: int, kernel_size: int, stride: int, chunk: int = 48) 
 
 def kernel1_smem_bytes(rows: int, height: int, width: int, kernel_size: int, stride: int, k_pad: int, chunk: int,
                        expand: bool, version: int = DEFAULT_VERSION, c_in: int | None = None, images: int = 1,
-                       tx: bool = False) -> int:
+                       tx: bool = False, wg: bool = False) -> int:
     """Shared memory of kernel 1 for bands of `rows` output rows (mirrors csrc/mbconv.cuh
     ``expand_dw_smem_bytes``, csrc/mbconv_v2.cuh ``expand_dw_v2_smem_bytes`` and csrc/mbconv_v8.cuh
     ``expand_dw_v8_smem_bytes``): the X band and U chunk (expand only), E, the channel sums. Version 8
     (where kernel1_v8_applies) needs `c_in`: its X rows are dense (C_in halves) unless x_rows_padded_v8, E's
     pixel pitch is 60 halves, and it adds the per-group sums, the chunk's depthwise taps and an mbarrier; `images`
     (version 8 only): items of that many images (kernel1_v8_images), X, E and the per-group sums that many times;
-    `tx` (version 8 only): X by the tensor memory accelerator (kernel1_v8_tx, x_tx_bytes_v8)."""
+    `tx` (version 8 only): X by the tensor memory accelerator (kernel1_v8_tx, x_tx_bytes_v8); `wg`: U in the wgmma
+    expand's layout (u_bytes_v8)."""
     in_rows = (rows - 1) * stride + kernel_size
     m_pad = _round_up(min(height, in_rows) * width, 16)
     if version in (9, 10, 11):  # version 8's kernel 1, or version 3's where kernel1_v9_takes_v3
@@ -265,7 +277,7 @@ def kernel1_smem_bytes(rows: int, height: int, width: int, kernel_size: int, str
         groups, e_pitch = 256 // (chunk // 2), 60  # E's pixel pitch in halves (csrc/mbconv_v8.cuh V8Dw::LDE)
         m_pad = _round_up(images * min(height, in_rows) * width, 16)
         x_halves = m_pad * (k_pad + 8) if x_rows_padded_v8(c_in) else _round_up(m_pad * c_in + 8, 8)
-        return ((x_tx_bytes_v8(m_pad, k_pad) if tx else x_halves * 2) + chunk * (k_pad + 8) * 2 + images * in_rows * e_width * e_pitch * 2
+        return ((x_tx_bytes_v8(m_pad, k_pad) if tx else x_halves * 2) + u_bytes_v8(k_pad, chunk, wg) + images * in_rows * e_width * e_pitch * 2
                 + images * groups * chunk * 4 + (kernel_size * kernel_size + 1) * chunk * 4 + 8)
     if version == 8:
         version = 3

@@ -1,5 +1,6 @@
 """Version 8's kernel 1 with X by the tensor memory accelerator (csrc/mbconv_v8.cuh expand_dw_v8_kernel_tx,
-CUDA_KERNELS_K1_TMA_X=1; off by default until measured; NOTES.md "Kernel 1's stall reasons").
+CUDA_KERNELS_K1_TMA_X=1), and with its expand on warpgroup MMAs over those boxes (CUDA_KERNELS_K1_WGMMA=1); both off by
+default until measured (NOTES.md "Kernel 1's stall reasons").
 
 CPU: the swizzled offsets against the 128-byte swizzle as CUTLASS writes it (Swizzle<3, 4, 3>: byte address bits 4-6
 XOR bits 7-9), X placed box by box as the copy engine would (zeros past C_in) and read back at the kernel's offsets,
@@ -25,7 +26,7 @@ def _swizzled(byte: int) -> int:
     return byte ^ (((byte >> 7) & 7) << 4)
 
 
-@pytest.mark.parametrize("m_pad", [16, 112, 208])
+@pytest.mark.parametrize("m_pad", [16, 48, 112, 208])  # 48: U's rows under the wgmma expand
 def test_offsets_follow_the_128_byte_swizzle(m_pad):
     for row in range(m_pad):
         for k in range(0, 256, 8):
@@ -83,6 +84,49 @@ def test_which_blocks_take_it():
     assert not mb.kernel1_v8_tx(True, 20, 20, 3, 1, 80, 80, 20, 1)
 
 
+def test_the_wgmma_operands_start_32_bytes_further_per_k16_step():
+    """The wgmma expand's descriptors (ptx_sm90.cuh smem_desc_sw128: K-major, 128-byte swizzle, 8-row groups 1024
+    bytes apart) start at a 1024-aligned box plus the tile's first row plus 32 bytes per 16-wide k step: what the
+    kernel passes (2 x_tx_offset of the tile's first row) is that address, for X's 64-pixel tiles and U's 48 rows."""
+    for m_pad in (64, 112, 208, 256):
+        assert (m_pad * 128) % 1024 == 0  # every box (and U after the boxes) 1024-aligned
+        for m64 in range(-(-m_pad // 64)):
+            for k0 in range(0, 352, 16):
+                assert 2 * mb.x_tx_offset(64 * m64, k0, m_pad) == \
+                    (k0 // 64) * m_pad * 128 + 64 * m64 * 128 + (k0 % 64) // 16 * 32
+    for k0 in range(0, 352, 16):
+        assert 2 * mb.x_tx_offset(0, k0, 48) == (k0 // 64) * 48 * 128 + (k0 % 64) // 16 * 32
+
+
+def test_the_wgmma_expand_fits_where_its_u_does():
+    """U in the swizzled layout: 2 boxes x 48 rows x 128 bytes at C_in 80 (against 48 x 88 x 2 padded)."""
+    assert mb.u_bytes_v8(80, 48, True) == 2 * 48 * 128 == 12_288 and mb.u_bytes_v8(80, 48, False) == 8_448
+    # features.4.1: 101,128 - 8,448 + 12,288 = 104,968, two CTAs; 5.0 (k = 5): 112,840 + 3,840 = 116,680 > 115,712
+    assert mb.kernel1_smem_bytes(14, 14, 14, 3, 1, 80, 48, True, 8, 80, 1, tx=True, wg=True) == 104_968
+    assert mb.kernel1_v8_tx(True, 14, 14, 3, 1, 80, 80, 14, 1, wg=True)
+    assert mb.kernel1_smem_bytes(14, 14, 14, 5, 1, 80, 48, True, 8, 80, 1, tx=True, wg=True) == 116_680
+    assert mb.kernel1_v8_tx(True, 14, 14, 5, 1, 80, 80, 14, 1) and not mb.kernel1_v8_tx(True, 14, 14, 5, 1, 80, 80, 14,
+                                                                                       1, wg=True)
+    # features.6.1, two images: U 3 x 48 x 128 = 18,432 against 48 x 200 x 2 = 19,200
+    assert mb.kernel1_smem_bytes(7, 7, 7, 5, 1, 192, 48, True, 8, 192, 2, tx=True, wg=True) == 103_752 - 768
+
+
+@pytest.mark.parametrize("arch,defined", [("9.0", True), ("8.0", False), ("8.0;9.0", True)])
+def test_the_build_tells_the_launchers_that_wgmma_is_built(arch, defined, monkeypatch):
+    """sm90a_build (mbconv_v8.cuh) reads BF_SM90A in .cu host code: the build must pass it to nvcc, not only to the
+    C++ compiler of the bindings."""
+    import torch.utils.cpp_extension as ext
+
+    from cuda_kernels import _build
+
+    seen = {}
+    monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", arch)
+    monkeypatch.setattr(ext, "load", lambda **kwargs: seen.update(kwargs))
+    _build._load("probe", ("mbconv_v8_k3.cu",), False)
+    assert ("-DBF_SM90A" in seen["extra_cuda_cflags"]) == defined
+    assert ("-DBF_SM90A" in seen["extra_cflags"]) == defined
+
+
 def test_the_launch_encodes_the_boxes_it_expects():
     assert "half_2d_sw128(&xmap, p.x, (unsigned long long)p.N * p.H * p.W, p.C_in, p.C_in, m_pad, kV8TxCols)" in SOURCE
     assert "bf::mbar_arrive_expect_tx(bar, (uint32_t)(boxes * m_pad * 128));" in SOURCE
@@ -119,7 +163,38 @@ def test_odd_sizes_against_float64(path, size, batch, monkeypatch):
 
 
 @pytest.mark.cuda
-def test_efficientnet_b0_with_it(monkeypatch):
+@pytest.mark.parametrize("switch", [mb.K1_TMA_X_SWITCH, mb.K1_WGMMA_SWITCH])
+def test_efficientnet_b0_with_it(switch, monkeypatch):
     from mbconv_helpers import check_fused_b0
 
-    check_fused_b0(monkeypatch, {mb.K1_TMA_X_SWITCH: "1"}, {"StemMBConv": 1, "MBConv": 15}, 16)
+    check_fused_b0(monkeypatch, {switch: "1"}, {"StemMBConv": 1, "MBConv": 15}, 16)
+
+
+WG_CASES = [("efficientnet_b0", "features.4.1", 128, "<48, 3, 1, 1, true, true>"),
+            ("efficientnet_b0", "features.4.1", 1, "<48, 3, 1, 1, true, true>"),
+            ("efficientnet_b0", "features.6.1", 128, "<48, 5, 1, 2, true, true>"),
+            ("efficientnet_b0", "features.6.1", 5, "<48, 5, 1, 2, true, true>"),
+            ("efficientnet_b2", "features.6.1", 3, "<48, 5, 1, 1, true, true>"),
+            ("efficientnet_b2", "features.7.1", 3, "<48, 3, 1, 1, true, true>")]
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("name,path,batch,instance", WG_CASES)
+def test_the_wgmma_expand(name, path, batch, instance, monkeypatch):
+    """Against float64 (<= 2x PyTorch fp16's error, output poisoned), the profiler naming the wgmma instantiation, and
+    within a few fp16 ulps of the mma.sync expand over the same boxes (the same k16 steps in the same order; within a
+    step the hardware may add in another order, so E can round the other way)."""
+    from mbconv_helpers import block_of, block_prepared, check_on_gpu, run_profiled
+
+    from perfmodel.harness import relative_error
+
+    monkeypatch.setenv(mb.K1_WGMMA_SWITCH, "1")
+    params, weights, x = block_prepared(name, path, batch)
+    check_on_gpu(block_of(name, path), x, 11)
+    monkeypatch.setenv(mb.K1_WGMMA_SWITCH, "0")
+    monkeypatch.setenv(mb.K1_TMA_X_SWITCH, "1")
+    mma = mb.mbconv(x, params, weights, version=11)
+    monkeypatch.setenv(mb.K1_WGMMA_SWITCH, "1")
+    got, names = run_profiled(x, params, weights, mma, 11)
+    assert f"expand_dw_v8_kernel_tx{instance}" in names, names[:600]
+    assert relative_error(got, mma.double()) < 2e-3

@@ -263,11 +263,14 @@ int main() {{
   for (const auto& c : cases) {{
     const int wo = (c[1] - 1) / c[3] + 1, ow = c[3] == 1 ? 4 : 2;
     const int we = ((wo + ow - 1) / ow * ow - 1) * c[3] + c[2];
-    std::printf("%d %d %d %d %d %d\\n", mb::expand_dw_v8_smem_bytes(c[0], c[1], wo, c[6], c[2], c[3], c[4], c[5], 48),
+    std::printf("%d %d %d %d %d %d %d %d\\n",
+                mb::expand_dw_v8_smem_bytes(c[0], c[1], wo, c[6], c[2], c[3], c[4], c[5], 48),
                 mb::x_padded_v8(c[4]) ? 1 : 0, mb::halo_v8(we, c[2], c[3], 48) ? 1 : 0,
                 mb::expand_dw_v8_smem_bytes(c[0], c[1], wo, c[6], c[2], c[3], c[4], c[5], 48, 1, true),
                 mb::kernel1_v8_tx(true, c[0], c[1], wo, c[6], c[2], c[3], c[4], c[5], 48, 1) ? 1 : 0,
-                mb::kernel1_v8_tx(true, c[0], c[1], wo, c[6], c[2], c[3], c[4], c[5], 48, 2) ? 1 : 0);
+                mb::kernel1_v8_tx(true, c[0], c[1], wo, c[6], c[2], c[3], c[4], c[5], 48, 2) ? 1 : 0,
+                mb::expand_dw_v8_smem_bytes(c[0], c[1], wo, c[6], c[2], c[3], c[4], c[5], 48, 2, true, true),
+                mb::kernel1_v8_tx(true, c[0], c[1], wo, c[6], c[2], c[3], c[4], c[5], 48, 2, true) ? 1 : 0);
   }}
   for (int r = 0; r < 24; r += 5)
     for (int k = 0; k < 208; k += 24) std::printf("%d %d %d\\n", r, k, mb::x_tx_offset(r, k, 112));
@@ -277,7 +280,9 @@ int main() {{
     got = _host_run(nvcc, tmp_path / "smem.cu")
     want = [(mb.kernel1_smem_bytes(r, h, w, ks, st, kp, HC, True, 8, c), int(mb.x_rows_padded_v8(c)),
              int(mb.kernel1_v8_halo(w, ks, st, HC)), mb.kernel1_smem_bytes(r, h, w, ks, st, kp, HC, True, 8, c, tx=True),
-             int(mb.kernel1_v8_tx(True, h, w, ks, st, c, kp, r, 1)), int(mb.kernel1_v8_tx(True, h, w, ks, st, c, kp, r, 2)))
+             int(mb.kernel1_v8_tx(True, h, w, ks, st, c, kp, r, 1)), int(mb.kernel1_v8_tx(True, h, w, ks, st, c, kp, r, 2)),
+             mb.kernel1_smem_bytes(r, h, w, ks, st, kp, HC, True, 8, c, 2, tx=True, wg=True),
+             int(mb.kernel1_v8_tx(True, h, w, ks, st, c, kp, r, 2, wg=True)))
             for h, w, ks, st, c, kp, r in cases]
     want += [(r, k, mb.x_tx_offset(r, k, 112)) for r in range(0, 24, 5) for k in range(0, 208, 24)]
     assert got == want
@@ -299,7 +304,8 @@ def test_kernel1_v8_compiles_without_spills(tmp_path):
         report += result.stdout + result.stderr
     lines = report.splitlines()
     entries = [i for i, line in enumerate(lines) if "Compiling entry function" in line and "expand_dw_v8_kernel" in line]
-    assert len(entries) == 12 + 4, report  # + expand_dw_v8_kernel_tx at k = 3 and 5, 1- and 2-image items (HFMA2)
+    # + expand_dw_v8_kernel_tx at k = 3 and 5, 1- and 2-image items (HFMA2), the expand on mma.sync and on wgmma
+    assert len(entries) == 12 + 8, report
     for i in entries:
         spill = next(line for line in lines[i:] if "spill stores" in line)
         used = next(line for line in lines[i:] if "Used" in line and "registers" in line)

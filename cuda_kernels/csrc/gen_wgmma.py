@@ -9,9 +9,10 @@ operands to write by hand; this script spells them out. Two forms:
 scale_d = 0 makes the instruction ignore (zero) the accumulator.
 """
 
-# rs: the FFN's second stage (64, 128, 256) and the MBConv projection's output tiles (mbconv_proj_wg.cu: C_out, or
-# half of it past 256, for every block of EfficientNet-B0 / B2)
-SHAPES = {"ss": (64, 128), "rs": (64, 128, 256, 16, 24, 40, 48, 80, 88, 112, 120, 160, 176, 192, 208)}
+# ss: the FFN's first stage (64, 128) and MBConv kernel 1's expand over a 48-channel chunk (mbconv_v8.cuh, X and U
+# in swizzled boxes); rs: the FFN's second stage (64, 128, 256) and the MBConv projection's output tiles
+# (mbconv_proj_wg.cu: C_out, or half of it past 256, for every block of EfficientNet-B0 / B2)
+SHAPES = {"ss": (64, 128, 48), "rs": (64, 128, 256, 16, 24, 40, 48, 80, 88, 112, 120, 160, 176, 192, 208)}
 
 
 def wrapper(form: str, n: int) -> str:

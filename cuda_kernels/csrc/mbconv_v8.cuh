@@ -32,6 +32,7 @@
 #include "mbconv_v2.cuh"
 #include "ptx_sm90.cuh"
 #include "tensor_map.h"
+#include "wgmma.cuh"
 
 namespace mb {
 
@@ -86,6 +87,20 @@ __host__ __device__ inline int x_tx_offset(int r, int k, int m_pad) {
   return (k / kV8TxCols) * m_pad * kV8TxCols + r * kV8TxCols + ((((k % kV8TxCols) / 8) ^ (r % 8)) * 8);
 }
 
+// The expand on warpgroup MMAs (CUDA_KERNELS_K1_WGMMA=1, off until measured; with X by the tensor memory accelerator):
+// each of the two warpgroups runs m64n48k16 wgmmas over 64-pixel tiles of the item, A = X's boxes and B = U, both
+// K-major in the 128-byte swizzle (matrix descriptors, ptx_sm90.cuh smem_desc_sw128), committed and waited once per
+// tile, instead of each warp's chain of ldmatrix -> mma.sync steps over 16-pixel tiles (14-15% of kernel 1's samples
+// at 4.1-6.1, NOTES.md "Kernel 1's stall reasons"). U then sits in X's layout with HC rows (u_offset_wg: row r,
+// channel k at x_tx_offset(r, k, HC)), 1024-aligned after X's boxes. The accumulators of an m64n48 tile hold, per
+// warp of the warpgroup, the 16 rows 16 (warp % 4) .. + 15 in mma.sync's m16n8 layout per 8 columns, so the expand's
+// epilogue runs unchanged on them. The products are summed in k16 steps in the same order; within a step the
+// hardware's order may differ from mma.sync's, so the GPU tests ask float64's closeness, not bits.
+constexpr int kV8WgRows = 64;  // pixels per warpgroup tile
+__host__ __device__ inline int u_bytes_v8(int k_pad, int chunk, bool wg) {
+  return wg ? x_boxes_v8(k_pad) * chunk * 128 : chunk * (k_pad + 8) * 2;
+}
+
 // Shared memory of version 8's kernel 1 (cuda_kernels/mbconv.py kernel1_smem_bytes(version=8) mirrors it):
 // X (x_halves_v8: dense [m_pad x C_in + 8 halves], the last row's k16 tail reading 8 halves past the band, or
 // padded [m_pad x (k_pad + 8)]), U chunk
@@ -98,14 +113,15 @@ __host__ __device__ inline int expand_dw_v8_m_pad(int H, int W, int rows, int ks
   return round_up(images * (e_rows < H ? e_rows : H) * W, 16);
 }
 __host__ __device__ inline int expand_dw_v8_smem_bytes(int H, int W, int Wo, int rows, int ks, int stride, int C_in,
-                                                      int k_pad, int chunk, int images = 1, bool tx = false) {
+                                                      int k_pad, int chunk, int images = 1, bool tx = false,
+                                                      bool wg = false) {
   const int ow = stride == 1 ? 4 : 2;
   const int e_rows = (rows - 1) * stride + ks;
   const int we = (round_up(Wo, ow) - 1) * stride + ks;
   const int m_pad = expand_dw_v8_m_pad(H, W, rows, ks, stride, images);
   const int groups = kExpandThreads / (chunk / 2);
   const int lde = 60;  // V8Dw::LDE
-  return (tx ? x_tx_bytes_v8(m_pad, k_pad) : x_halves_v8(m_pad, C_in, k_pad) * 2) + chunk * (k_pad + 8) * 2 +
+  return (tx ? x_tx_bytes_v8(m_pad, k_pad) : x_halves_v8(m_pad, C_in, k_pad) * 2) + u_bytes_v8(k_pad, chunk, wg) +
          images * e_rows * we * lde * 2 + images * groups * chunk * 4 + (ks * ks + 1) * chunk * 4 + 8;
 }
 
@@ -125,12 +141,13 @@ __host__ __device__ inline int kernel1_v8_images(int requested, int row_blocks, 
 }
 
 // Whether a launch takes X by the tensor memory accelerator (mbconv.py kernel1_v8_tx mirrors it): asked for, X's
-// rows padded otherwise, a box's m_pad rows within the limit, and no fewer CTAs per SM than the padded layout allows.
+// rows padded otherwise, a box's m_pad rows within the limit, and no fewer CTAs per SM than the padded layout allows;
+// wg: with the expand on warpgroup MMAs (its U layout counted).
 __host__ __device__ inline bool kernel1_v8_tx(bool requested, int H, int W, int Wo, int rows, int ks, int stride,
-                                              int C_in, int k_pad, int chunk, int images) {
+                                              int C_in, int k_pad, int chunk, int images, bool wg = false) {
   if (!requested || !x_padded_v8(C_in) || expand_dw_v8_m_pad(H, W, rows, ks, stride, images) > kV8TxMaxRows)
     return false;
-  const int tx = expand_dw_v8_smem_bytes(H, W, Wo, rows, ks, stride, C_in, k_pad, chunk, images, true);
+  const int tx = expand_dw_v8_smem_bytes(H, W, Wo, rows, ks, stride, C_in, k_pad, chunk, images, true, wg);
   return tx <= kV8TwoCtaSmem ||
          tx <= expand_dw_v8_smem_bytes(H, W, Wo, rows, ks, stride, C_in, k_pad, chunk, images, false);
 }
@@ -157,9 +174,11 @@ __device__ __forceinline__ void expand_k16_tx(float (&acc)[HC / 8][4], const __h
   expand_k16_at<HC>(acc, bf::smem_addr(Xs + x_tx_offset(m0 + a_row, k0 + a_k, m_pad)), Us, ldu, k0, b_row, b_k);
 }
 
-// TX: X by the tensor memory accelerator through the tensor map at xmap (kernel1_v8_tx; null otherwise).
-template <int HC, int KS, int S, int G, bool HF, bool TX = false>
+// TX: X by the tensor memory accelerator through the tensor map at xmap (kernel1_v8_tx; null otherwise); WG (with
+// TX): the expand on warpgroup MMAs.
+template <int HC, int KS, int S, int G, bool HF, bool TX = false, bool WG = false>
 __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtensorMap* xmap = nullptr) {
+  static_assert(!WG || TX, "the wgmma expand reads X's swizzled boxes");
   using bf::cp_async16;
   using bf::smem_addr;
   extern __shared__ __align__(16) uint8_t smem[];
@@ -195,7 +214,7 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtenso
   const int ldu = p.k_pad + 8;
   // TX: the boxes from the first 1024-byte boundary (the swizzle's period), within the 1 KB of slack
   __half* Xs = reinterpret_cast<__half*>(smem + (TX ? (1024 - smem_addr(smem) % 1024) % 1024 : 0));
-  __half* Us = Xs + x_halves;
+  __half* Us = Xs + x_halves;  // WG: 1024-aligned (the boxes are m_pad x 128 bytes, m_pad a multiple of 16)
   __half* Es = Us + HC * ldu;
   const int e_tile = rows_max * WE;  // pixels of one image's E tile (G tiles stacked where G > 1)
   float* red = reinterpret_cast<float*>(Es + G * e_tile * LDE);  // [G][GROUPS][HC]
@@ -283,7 +302,8 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtenso
     const __half* usrc = p.w_exp + (size_t)c0 * p.k_pad;
     for (int i = tid; i < HC * kch; i += kExpandThreads) {
       const int r = div_small(i, inv_kch), c = i - r * kch;
-      cp_async16(smem_addr(Us + r * ldu + c * 8), usrc + (size_t)r * p.k_pad + c * 8, true);
+      cp_async16(smem_addr(Us + (WG ? x_tx_offset(r, c * 8, HC) : r * ldu + c * 8)), usrc + (size_t)r * p.k_pad + c * 8,
+                 true);
     }
     bf::cp_async_commit();
   };
@@ -344,6 +364,7 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtenso
       }
     }
     bf::cp_async_wait<0>();  // U of a new chunk (an empty wait otherwise)
+    if constexpr (WG) bf::fence_proxy_async_smem();  // U's cp.async writes before the wgmmas read them
     bf::mbar_wait(bar, phase);
     phase ^= 1;
     __syncthreads();  // barrier A: X and U in place; E and red free (the previous item's depthwise is done)
@@ -393,21 +414,8 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtenso
       const float inv_w = 1.f / p.W, inv_hw = 1.f / (p.H * p.W);
       const int a_row = lane & 15, a_k = (lane >> 4) * 8;
       const int b_row = (lane & 7) + ((lane >> 4) << 3), b_k = ((lane >> 3) & 1) * 8;
-      const int mtiles = (npix + 15) / 16;
-      for (int mt = warp; mt < mtiles; mt += kExpandThreads / 32) {
-        float acc[NT][4];
-#pragma unroll
-        for (int a = 0; a < NT; ++a)
-#pragma unroll
-          for (int b = 0; b < 4; ++b) acc[a][b] = 0.f;
-        // k = 5: not unrolled (unrolled, its fragment loads in flight took the registers the depthwise needs: spills)
-#pragma unroll (KS == 3 ? 2 : 1)
-        for (int k0 = 0; k0 < p.k_pad; k0 += 16) {
-          if constexpr (TX)
-            expand_k16_tx<HC>(acc, Xs, m_pad, Us, ldu, mt * 16, k0, a_row, a_k, b_row, b_k);
-          else
-            expand_k16<HC>(acc, Xs, ldx, Us, ldu, mt * 16, k0, a_row, a_k, b_row, b_k);
-        }
+      // E = SiLU(acc / 2 + a / 2) of the 16-pixel m-tile mt, stored at the pixels' E positions
+      auto store_tile = [&](int mt, const float (&acc)[NT][4]) {
         __half* ep[2];
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
@@ -435,6 +443,50 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtenso
           epilogue(std::true_type{});
         else
           epilogue(std::false_type{});
+      };
+      if constexpr (WG) {  // warpgroup w: 64-pixel tiles w, w + 2, ...; its warp i stores the tile's rows 16 i ..
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+        const uint64_t a_desc = bf::smem_desc_sw128(smem_addr(Xs)), b_desc = bf::smem_desc_sw128(smem_addr(Us));
+        for (int m64 = warp / 4; m64 * kV8WgRows < npix; m64 += kExpandThreads / 128) {
+          float acc[NT][4];
+#pragma unroll
+          for (int a = 0; a < NT; ++a)
+#pragma unroll
+            for (int b = 0; b < 4; ++b) acc[a][b] = 0.f;
+          float(&d)[NT * 4] = reinterpret_cast<float(&)[NT * 4]>(acc);
+          bf::wgmma_fence();
+#pragma unroll 1
+          for (int k0 = 0; k0 < p.k_pad; k0 += 16)
+            bf::wgmma_m64n48k16_ss(d, bf::desc_advance(a_desc, 2 * x_tx_offset(m64 * kV8WgRows, k0, m_pad)),
+                                   bf::desc_advance(b_desc, 2 * x_tx_offset(0, k0, HC)), 1);
+          bf::wgmma_commit();
+          bf::wgmma_wait<0>();
+          bf::fence_registers(d);
+          const int mt = m64 * (kV8WgRows / 16) + warp % 4;
+          if (mt * 16 < npix) store_tile(mt, acc);
+        }
+#else
+        __trap();  // sm_90a only (kernel1_v8_wg_requested is honoured on a Hopper GPU only)
+#endif
+      } else {
+        const int mtiles = (npix + 15) / 16;
+        for (int mt = warp; mt < mtiles; mt += kExpandThreads / 32) {
+          float acc[NT][4];
+#pragma unroll
+          for (int a = 0; a < NT; ++a)
+#pragma unroll
+            for (int b = 0; b < 4; ++b) acc[a][b] = 0.f;
+          // k = 5: not unrolled (unrolled, its fragment loads in flight took the registers the depthwise needs:
+          // spills)
+#pragma unroll (KS == 3 ? 2 : 1)
+          for (int k0 = 0; k0 < p.k_pad; k0 += 16) {
+            if constexpr (TX)
+              expand_k16_tx<HC>(acc, Xs, m_pad, Us, ldu, mt * 16, k0, a_row, a_k, b_row, b_k);
+            else
+              expand_k16<HC>(acc, Xs, ldx, Us, ldu, mt * 16, k0, a_row, a_k, b_row, b_k);
+          }
+          store_tile(mt, acc);
+        }
       }
     }
     __syncthreads();  // barrier B: E complete; X and U dead; the previous item's red read
@@ -591,26 +643,27 @@ template <int HC, int KS, int S, int G = 1, bool HF = false>
 __global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel(const Params p) {
   expand_dw_v8_body<HC, KS, S, G, HF>(p);
 }
-// X by the tensor memory accelerator (kernel1_v8_tx): x as a [N H W, C_in] matrix in boxes of m_pad x 64.
-template <int HC, int KS, int S, int G = 1, bool HF = false>
+// X by the tensor memory accelerator (kernel1_v8_tx): x as a [N H W, C_in] matrix in boxes of m_pad x 64; WG: the
+// expand on warpgroup MMAs.
+template <int HC, int KS, int S, int G = 1, bool HF = false, bool WG = false>
 __global__ void __launch_bounds__(kExpandThreads, 2)
     expand_dw_v8_kernel_tx(const Params p, const __grid_constant__ CUtensorMap xmap) {
-  expand_dw_v8_body<HC, KS, S, G, HF, true>(p, &xmap);
+  expand_dw_v8_body<HC, KS, S, G, HF, true, WG>(p, &xmap);
 }
 
 // Persistent: as many CTAs as fit on the device (two per SM at <= 113 KB), at most one per item.
-template <int HC, int KS, int S, int G = 1, bool HF = false, bool TX = false>
+template <int HC, int KS, int S, int G = 1, bool HF = false, bool TX = false, bool WG = false>
 cudaError_t launch_expand_dw_v8(const Params& p, cudaStream_t stream, bool pdl) {
   constexpr int kMaxDevices = 64;
   static int configured[kMaxDevices] = {}, last_smem[kMaxDevices] = {}, last_ctas[kMaxDevices] = {},
              sms[kMaxDevices] = {};
   const auto kernel = [] {  // (the TX kernel instantiated only where TX asks for it)
     if constexpr (TX)
-      return expand_dw_v8_kernel_tx<HC, KS, S, G, HF>;
+      return expand_dw_v8_kernel_tx<HC, KS, S, G, HF, WG>;
     else
       return expand_dw_v8_kernel<HC, KS, S, G, HF>;
   }();
-  const int smem = expand_dw_v8_smem_bytes(p.H, p.W, p.Wo, p.rows_per_tile, KS, S, p.C_in, p.k_pad, HC, G, TX);
+  const int smem = expand_dw_v8_smem_bytes(p.H, p.W, p.Wo, p.rows_per_tile, KS, S, p.C_in, p.k_pad, HC, G, TX, WG);
   int dev = 0;
   cudaError_t err = cudaGetDevice(&dev);
   if (err != cudaSuccess) return err;
@@ -680,17 +733,38 @@ inline bool kernel1_v8_tx_requested() {
   const char* v = kernel1_switch("CUDA_KERNELS_K1_TMA_X");
   return v != nullptr && v[0] == '1';
 }
+// CUDA_KERNELS_K1_WGMMA=0|1 (read at every call; off by default until measured): the expand on warpgroup MMAs, with X
+// by the tensor memory accelerator (asked for or not) where kernel1_v8_tx allows it, in an sm_90a build (version 8's
+// kernel 1 runs on Hopper GPUs only: mbconv.py runnable_version).
+inline bool kernel1_v8_wg_requested() {
+  const char* v = kernel1_switch("CUDA_KERNELS_K1_WGMMA");
+  return v != nullptr && v[0] == '1';
+}
+inline bool sm90a_build() {  // the extension defines BF_SM90A where it builds for sm_90a (cuda_kernels/_build.py)
+#ifdef BF_SM90A
+  return true;
+#else
+  return false;
+#endif
+}
 
 template <int KS, bool HF>
 cudaError_t launch_expand_dw_v8_hf(const Params& p, cudaStream_t stream, bool pdl, bool v10) {
   if (p.stride == 2) return launch_expand_dw_v8<48, KS, 2, 1, HF>(p, stream, pdl);
   const int g = kernel1_v8_images(kernel1_v8_images_requested(v10), p.row_blocks, p.H, p.W, p.Wo, p.rows_per_tile,
                                   KS, 1, p.C_in, p.k_pad, 48);
-  if constexpr (HF)
-    if (kernel1_v8_tx(kernel1_v8_tx_requested(), p.H, p.W, p.Wo, p.rows_per_tile, KS, 1, p.C_in, p.k_pad, 48, g) &&
-        reinterpret_cast<uintptr_t>(p.x) % 16 == 0)
+  if constexpr (HF) {
+    const bool wg = kernel1_v8_wg_requested() && sm90a_build();
+    if (kernel1_v8_tx(kernel1_v8_tx_requested() || wg, p.H, p.W, p.Wo, p.rows_per_tile, KS, 1, p.C_in, p.k_pad, 48, g,
+                      wg) &&
+        reinterpret_cast<uintptr_t>(p.x) % 16 == 0) {
+      if (wg)
+        return g == 2 ? launch_expand_dw_v8<48, KS, 1, 2, HF, true, true>(p, stream, pdl)
+                      : launch_expand_dw_v8<48, KS, 1, 1, HF, true, true>(p, stream, pdl);
       return g == 2 ? launch_expand_dw_v8<48, KS, 1, 2, HF, true>(p, stream, pdl)
                     : launch_expand_dw_v8<48, KS, 1, 1, HF, true>(p, stream, pdl);
+    }
+  }
   if (g == 2) return launch_expand_dw_v8<48, KS, 1, 2, HF>(p, stream, pdl);
   return launch_expand_dw_v8<48, KS, 1, 1, HF>(p, stream, pdl);
 }
