@@ -176,6 +176,37 @@ def se_fc1_float64(partial: torch.Tensor, hw: int, w1, b1, warps: int) -> list[f
     return squeezed
 
 
+def nvcc_path() -> str | None:
+    """nvcc under CUDA_HOME / CUDA_PATH (else /usr/local/cuda), or on PATH; None where there is none."""
+    import os
+    import shutil
+
+    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH") or "/usr/local/cuda"
+    candidate = os.path.join(home, "bin", "nvcc")
+    return candidate if os.path.exists(candidate) else shutil.which("nvcc")
+
+
+def torch_includes() -> list[str]:
+    from torch.utils import cpp_extension
+
+    return [f"-I{p}" for p in cpp_extension.include_paths()]
+
+
+def host_run(nvcc: str, source) -> list[tuple[int, ...]]:
+    """Compile `source` (a Path; the kernels' headers on the include path) for the host, run it, and return its
+    output lines as tuples of integers."""
+    import subprocess
+    from pathlib import Path
+
+    csrc = Path(mb.__file__).resolve().parent / "csrc"
+    exe = source.with_suffix("")
+    cmd = [nvcc, "-std=c++17", "-O1", "-DBF_SM90A", f"-I{csrc}", *torch_includes(), str(source), "-o", str(exe)]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout
+    return [tuple(map(int, line.split())) for line in out.split("\n") if line]
+
+
 def block_prepared(name: str, path: str, batch: int, seed: int = 1):
     """(params, packed weights, GPU input at `batch`) of model `name`'s block `path`, BN folded."""
     torch.manual_seed(seed)

@@ -127,6 +127,70 @@ def test_the_build_tells_the_launchers_that_wgmma_is_built(arch, defined, monkey
     assert ("-DBF_SM90A" in seen["extra_cflags"]) == defined
 
 
+SMEM_CASES = [  # (H, W, k, rows, C_in, images): B0 4.1, 5.0, 6.1 (2 images), B2 6.1, 7.1 (2 bands), 2.1 (dense X)
+    (14, 14, 3, 14, 80, 1), (14, 14, 5, 14, 80, 1), (7, 7, 5, 7, 192, 2), (9, 9, 5, 9, 208, 1), (9, 9, 3, 5, 352, 1),
+    (56, 56, 3, 8, 24, 1)]
+
+
+def test_the_shared_memory_regions_hold_what_the_kernel_writes(tmp_path):
+    """csrc/mbconv_v8.cuh v8_smem (compiled for the host and run): for each layout (padded or dense X, the boxes, the
+    boxes with the wgmma expand's U) every region is at least as long as what the kernel writes there, counted here
+    from the layouts (X's rows or boxes, U's rows or swizzled rows: the largest x_tx_offset + 8, E's G tiles, the
+    per-group sums, the taps), U 1024-aligned under the wgmma expand (its descriptors), and the shared memory the
+    launch asks for covers it all. (The wgmma expand first put E at the padded U's end: U's swizzled rows ran 3.8
+    KB into E at C_in 80.)"""
+    from mbconv_helpers import host_run, nvcc_path
+
+    nvcc = nvcc_path()
+    if nvcc is None:
+        pytest.skip("nvcc not found (set CUDA_HOME)")
+    layouts = [(False, False), (True, False), (True, True)]
+    lines = []
+    for h, w, k, rows, c_in, g in SMEM_CASES:
+        for tx, wg in layouts:
+            lines.append(f"  {{{h}, {w}, {k}, {rows}, {c_in}, {g}, {int(tx)}, {int(wg)}}},")
+    body = "\n".join(lines)
+    (tmp_path / "regions.cu").write_text(f"""#include <cstdio>
+#include "mbconv_v8.cuh"
+int main() {{
+  const int cases[][8] = {{
+{body}
+  }};
+  for (const auto& c : cases) {{
+    const int h = c[0], w = c[1], k = c[2], rows = c[3], c_in = c[4], g = c[5];
+    const int k_pad = (c_in + 15) / 16 * 16, wo = w, we = ((wo + 3) / 4 * 4 - 1) + k, e_rows = rows - 1 + k;
+    const int m_pad = mb::expand_dw_v8_m_pad(h, w, rows, k, 1, g);
+    const mb::V8Smem r = mb::v8_smem(m_pad, c_in, k_pad, e_rows * we, g, k, 48, c[6], c[7]);
+    std::printf("%d %d %d %d %d %d %d %d\\n", m_pad, r.u, r.e, r.red, r.wdw, r.bar, r.end,
+                mb::expand_dw_v8_smem_bytes(h, w, wo, rows, k, 1, c_in, k_pad, 48, g, c[6], c[7]));
+  }}
+  return 0;
+}}
+""")
+    got = iter(host_run(nvcc, tmp_path / "regions.cu"))
+    for h, w, k, rows, c_in, g in SMEM_CASES:
+        k_pad = -(-c_in // 16) * 16
+        e_tile = (rows - 1 + k) * ((-(-w // 4) * 4 - 1) + k)
+        for tx, wg in layouts:
+            m_pad, u, e, red, wdw, bar, end, smem = next(got)
+            if tx:
+                x_len = -(-k_pad // 64) * m_pad * 128
+            elif mb.x_rows_padded_v8(c_in):
+                x_len = m_pad * (k_pad + 8) * 2
+            else:
+                x_len = m_pad * c_in * 2 + 16  # the last row's k16 step reads 8 halves past the band
+            u_len = (max(mb.x_tx_offset(r, 8 * c, 48) for r in range(48) for c in range(k_pad // 8)) + 8) * 2 if wg \
+                else 48 * (k_pad + 8) * 2
+            assert u >= x_len and e - u >= u_len, (h, w, c_in, tx, wg)
+            assert red - e >= g * e_tile * 60 * 2 and wdw - red >= g * 10 * 48 * 4, (h, w, c_in, tx, wg)
+            assert bar - wdw >= (k * k + 1) * 48 * 4 and bar % 8 == 0 and end == bar + 8
+            assert smem == end + (1024 if tx else 0)
+            if wg:
+                assert u % 1024 == 0  # U's descriptors (X's boxes start 1024-aligned in the kernel)
+    # the kernel carves with these offsets where it takes the boxes
+    assert "__half* Es = TX ? reinterpret_cast<__half*>(base + L.e) : Us + HC * ldu;" in SOURCE
+
+
 def test_the_launch_encodes_the_boxes_it_expects():
     assert "half_2d_sw128(&xmap, p.x, (unsigned long long)p.N * p.H * p.W, p.C_in, p.C_in, m_pad, kV8TxCols)" in SOURCE
     assert "bf::mbar_arrive_expect_tx(bar, (uint32_t)(boxes * m_pad * 128));" in SOURCE

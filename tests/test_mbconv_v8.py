@@ -214,28 +214,21 @@ def test_shared_memory_of_every_v8_block_fits_two_ctas_and_falls_back_like_versi
 
 
 def _nvcc():
-    import shutil
+    from mbconv_helpers import nvcc_path
 
-    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH") or "/usr/local/cuda"
-    candidate = os.path.join(home, "bin", "nvcc")
-    return candidate if os.path.exists(candidate) else shutil.which("nvcc")
+    return nvcc_path()
 
 
 def _torch_includes() -> list[str]:
-    from torch.utils import cpp_extension
+    from mbconv_helpers import torch_includes
 
-    return [f"-I{p}" for p in cpp_extension.include_paths()]
+    return torch_includes()
 
 
 def _host_run(nvcc: str, source: Path) -> list[tuple[int, ...]]:
-    """Compile `source` (the kernels' headers on the include path) for the host, run it, and return its output lines
-    as tuples of integers."""
-    exe = source.with_suffix("")
-    cmd = [nvcc, "-std=c++17", "-O1", "-DBF_SM90A", f"-I{CSRC}", *_torch_includes(), str(source), "-o", str(exe)]
-    result = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
-    out = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout
-    return [tuple(map(int, line.split())) for line in out.split("\n") if line]
+    from mbconv_helpers import host_run
+
+    return host_run(nvcc, source)
 
 
 def test_kernel1_v8_smem_in_cuda_equals_the_python_mirror(tmp_path):

@@ -107,7 +107,24 @@ __host__ __device__ inline int u_bytes_v8(int k_pad, int chunk, bool wg) {
 // [HC x (k_pad + 8)], E tile [e_rows x WE x LDE] (V8Dw::LDE), the pool's per-group sums [GROUPS x HC] fp32, the chunk's
 // depthwise taps and bias, halved, as float2 per channel pair [(k k + 1) x HC / 2], one mbarrier.
 // images: G images per item (kernel1_v8_images; 1 otherwise): X, E and the per-group sums G times.
-// tx: X by the tensor memory accelerator (x_tx_bytes_v8 in place of X's halves).
+// tx: X by the tensor memory accelerator (x_tx_bytes_v8 in place of X's halves); wg: U in the wgmma expand's layout.
+// The regions' byte offsets from X's first byte (v8_smem; the kernel carves its shared memory with it): X, U, E (G
+// tiles of e_tile pixels at V8Dw::LDE = 60 halves), the per-group sums, the taps and bias, the mbarrier; X starts at
+// the dynamic shared memory's base or, with tx, at its first 1024-byte boundary within 1 KB of slack.
+struct V8Smem {
+  int u, e, red, wdw, bar, end;
+};
+__host__ __device__ inline V8Smem v8_smem(int m_pad, int C_in, int k_pad, int e_tile, int images, int ks, int chunk,
+                                          bool tx, bool wg) {
+  V8Smem r;
+  r.u = tx ? x_tx_bytes_v8(m_pad, k_pad) - 1024 : x_halves_v8(m_pad, C_in, k_pad) * 2;
+  r.e = r.u + u_bytes_v8(k_pad, chunk, wg);
+  r.red = r.e + images * e_tile * 60 * 2;
+  r.wdw = r.red + images * (kExpandThreads / (chunk / 2)) * chunk * 4;
+  r.bar = r.wdw + (ks * ks + 1) * chunk * 4;
+  r.end = r.bar + 8;
+  return r;
+}
 __host__ __device__ inline int expand_dw_v8_m_pad(int H, int W, int rows, int ks, int stride, int images) {
   const int e_rows = (rows - 1) * stride + ks;
   return round_up(images * (e_rows < H ? e_rows : H) * W, 16);
@@ -119,10 +136,7 @@ __host__ __device__ inline int expand_dw_v8_smem_bytes(int H, int W, int Wo, int
   const int e_rows = (rows - 1) * stride + ks;
   const int we = (round_up(Wo, ow) - 1) * stride + ks;
   const int m_pad = expand_dw_v8_m_pad(H, W, rows, ks, stride, images);
-  const int groups = kExpandThreads / (chunk / 2);
-  const int lde = 60;  // V8Dw::LDE
-  return (tx ? x_tx_bytes_v8(m_pad, k_pad) : x_halves_v8(m_pad, C_in, k_pad) * 2) + u_bytes_v8(k_pad, chunk, wg) +
-         images * e_rows * we * lde * 2 + images * groups * chunk * 4 + (ks * ks + 1) * chunk * 4 + 8;
+  return (tx ? 1024 : 0) + v8_smem(m_pad, C_in, k_pad, e_rows * we, images, ks, chunk, tx, wg).end;
 }
 
 // Items of G images (NOTES.md, "Design sketch: kernel 1 items of G images"; CUDA_KERNELS_K1_IMAGES, 1 by default):
@@ -209,14 +223,17 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtenso
   const int rows_max = (p.rows_per_tile - 1) * S + KS;
   const int m_pad = round_up(G * min(rows_max, p.H) * p.W, 16);
   const bool x_padded = x_padded_v8(p.C_in);
-  const int x_halves = TX ? (x_tx_bytes_v8(m_pad, p.k_pad) - 1024) / 2 : x_halves_v8(m_pad, p.C_in, p.k_pad);
+  const int e_tile = rows_max * WE;  // pixels of one image's E tile (G tiles stacked where G > 1)
+  static_assert(LDE == 60, "v8_smem counts E's pixels at 60 halves");
+  const V8Smem L = v8_smem(m_pad, p.C_in, p.k_pad, e_tile, G, KS, HC, TX, WG);  // (TX only: the regions' offsets)
+  const int x_halves = TX ? L.u / 2 : x_halves_v8(m_pad, p.C_in, p.k_pad);
   const int ldx = x_padded ? p.k_pad + 8 : p.C_in;
   const int ldu = p.k_pad + 8;
   // TX: the boxes from the first 1024-byte boundary (the swizzle's period), within the 1 KB of slack
-  __half* Xs = reinterpret_cast<__half*>(smem + (TX ? (1024 - smem_addr(smem) % 1024) % 1024 : 0));
-  __half* Us = Xs + x_halves;  // WG: 1024-aligned (the boxes are m_pad x 128 bytes, m_pad a multiple of 16)
-  __half* Es = Us + HC * ldu;
-  const int e_tile = rows_max * WE;  // pixels of one image's E tile (G tiles stacked where G > 1)
+  uint8_t* const base = smem + (TX ? (1024 - smem_addr(smem) % 1024) % 1024 : 0);
+  __half* Xs = reinterpret_cast<__half*>(base);
+  __half* Us = Xs + x_halves;  // TX: 1024-aligned (the boxes are m_pad x 128 bytes each)
+  __half* Es = TX ? reinterpret_cast<__half*>(base + L.e) : Us + HC * ldu;  // (WG: U's swizzled rows are longer)
   float* red = reinterpret_cast<float*>(Es + G * e_tile * LDE);  // [G][GROUPS][HC]
   float2* wdw = reinterpret_cast<float2*>(red + G * GROUPS * HC);  // [KK + 1][PAIRS]: taps, then the bias
   const uint32_t bar = smem_addr(wdw + (KK + 1) * PAIRS);
@@ -302,8 +319,8 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtenso
     const __half* usrc = p.w_exp + (size_t)c0 * p.k_pad;
     for (int i = tid; i < HC * kch; i += kExpandThreads) {
       const int r = div_small(i, inv_kch), c = i - r * kch;
-      cp_async16(smem_addr(Us + (WG ? x_tx_offset(r, c * 8, HC) : r * ldu + c * 8)), usrc + (size_t)r * p.k_pad + c * 8,
-                 true);
+      __half* dst = WG ? Us + x_tx_offset(r, c * 8, HC) : Us + r * ldu + c * 8;
+      cp_async16(smem_addr(dst), usrc + (size_t)r * p.k_pad + c * 8, true);
     }
     bf::cp_async_commit();
   };
@@ -414,37 +431,39 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtenso
       const float inv_w = 1.f / p.W, inv_hw = 1.f / (p.H * p.W);
       const int a_row = lane & 15, a_k = (lane >> 4) * 8;
       const int b_row = (lane & 7) + ((lane >> 4) << 3), b_k = ((lane >> 3) & 1) * 8;
-      // E = SiLU(acc / 2 + a / 2) of the 16-pixel m-tile mt, stored at the pixels' E positions
-      auto store_tile = [&](int mt, const float (&acc)[NT][4]) {
-        __half* ep[2];
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          int q = mt * 16 + (lane >> 2) + h * 8, m = 0;  // G > 1: pixel q of the group is image m's q - m H W
-          if constexpr (G > 1) {
-            m = div_small(q, inv_hw);
-            q -= m * p.H * p.W;
-          }
-          const int row = div_small(q, inv_w);
-          ep[h] = Es + (m * e_tile + e_off + row * WE + (q - row * p.W)) * LDE + (lane & 3) * 2;
-        }
-        auto epilogue = [&](auto full) {  // full: all 16 rows are pixels of the band (every m-tile but the last)
-          const int left = npix - mt * 16;
+      if constexpr (WG) {  // warpgroup w: 64-pixel tiles w, w + 2, ...; its warp i stores the tile's rows 16 i ..
+        // E = SiLU(acc / 2 + a / 2) of the 16-pixel m-tile mt, stored at the pixels' E positions: the mma.sync
+        // loop's epilogue below, kept apart so that the default kernels' SASS stays as measured (fold the two when
+        // the wgmma expand becomes the default or goes)
+        auto store_tile = [&](int mt, const float (&acc)[NT][4]) {
+          __half* ep[2];
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
-            if (!decltype(full)::value && (lane >> 2) + h * 8 >= left) continue;
-#pragma unroll
-            for (int nt = 0; nt < NT; ++nt)
-              *reinterpret_cast<__half2*>(ep[h] + nt * 8) =
-                  __floats2half2_rn(silu_of_half(fmaf(acc[nt][2 * h], 0.5f, hbias[nt][0])),
-                                    silu_of_half(fmaf(acc[nt][2 * h + 1], 0.5f, hbias[nt][1])));
+            int q = mt * 16 + (lane >> 2) + h * 8, m = 0;  // G > 1: pixel q of the group is image m's q - m H W
+            if constexpr (G > 1) {
+              m = div_small(q, inv_hw);
+              q -= m * p.H * p.W;
+            }
+            const int row = div_small(q, inv_w);
+            ep[h] = Es + (m * e_tile + e_off + row * WE + (q - row * p.W)) * LDE + (lane & 3) * 2;
           }
+          auto epilogue = [&](auto full) {  // full: all 16 rows are pixels of the band (every m-tile but the last)
+            const int left = npix - mt * 16;
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              if (!decltype(full)::value && (lane >> 2) + h * 8 >= left) continue;
+#pragma unroll
+              for (int nt = 0; nt < NT; ++nt)
+                *reinterpret_cast<__half2*>(ep[h] + nt * 8) =
+                    __floats2half2_rn(silu_of_half(fmaf(acc[nt][2 * h], 0.5f, hbias[nt][0])),
+                                      silu_of_half(fmaf(acc[nt][2 * h + 1], 0.5f, hbias[nt][1])));
+            }
+          };
+          if (mt * 16 + 16 <= npix)
+            epilogue(std::true_type{});
+          else
+            epilogue(std::false_type{});
         };
-        if (mt * 16 + 16 <= npix)
-          epilogue(std::true_type{});
-        else
-          epilogue(std::false_type{});
-      };
-      if constexpr (WG) {  // warpgroup w: 64-pixel tiles w, w + 2, ...; its warp i stores the tile's rows 16 i ..
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
         const uint64_t a_desc = bf::smem_desc_sw128(smem_addr(Xs)), b_desc = bf::smem_desc_sw128(smem_addr(Us));
         for (int m64 = warp / 4; m64 * kV8WgRows < npix; m64 += kExpandThreads / 128) {
@@ -485,7 +504,33 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtenso
             else
               expand_k16<HC>(acc, Xs, ldx, Us, ldu, mt * 16, k0, a_row, a_k, b_row, b_k);
           }
-          store_tile(mt, acc);
+          __half* ep[2];
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            int q = mt * 16 + (lane >> 2) + h * 8, m = 0;  // G > 1: pixel q of the group is image m's q - m H W
+            if constexpr (G > 1) {
+              m = div_small(q, inv_hw);
+              q -= m * p.H * p.W;
+            }
+            const int row = div_small(q, inv_w);
+            ep[h] = Es + (m * e_tile + e_off + row * WE + (q - row * p.W)) * LDE + (lane & 3) * 2;
+          }
+          auto epilogue = [&](auto full) {  // full: all 16 rows are pixels of the band (every m-tile but the last)
+            const int left = npix - mt * 16;
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              if (!decltype(full)::value && (lane >> 2) + h * 8 >= left) continue;
+#pragma unroll
+              for (int nt = 0; nt < NT; ++nt)
+                *reinterpret_cast<__half2*>(ep[h] + nt * 8) =
+                    __floats2half2_rn(silu_of_half(fmaf(acc[nt][2 * h], 0.5f, hbias[nt][0])),
+                                      silu_of_half(fmaf(acc[nt][2 * h + 1], 0.5f, hbias[nt][1])));
+            }
+          };
+          if (mt * 16 + 16 <= npix)
+            epilogue(std::true_type{});
+          else
+            epilogue(std::false_type{});
         }
       }
     }
