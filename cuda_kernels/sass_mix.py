@@ -7,7 +7,10 @@
 prints one line: PREFIX, the kernel's warp instructions and stall samples, then the opcodes that execute most, each
 with its share of instructions and of stall samples (MUFU.TANH keeps its function; other opcodes drop modifiers);
 where the page has the per-reason columns (stall_long_sb, stall_barrier, ...), a second line with the reasons' shares
-of all samples; with --lines N, the N SASS lines with the most samples, each with its address and top reasons.
+of all samples; with --lines N, the N SASS lines with the most samples, each with its address and top reasons; with
+--regions BYTES, the kernel cut into address ranges of that many bytes (0x200: 32 instructions), each range that
+holds at least 1.5% of the samples or of the instructions with both shares and its commonest opcodes, which is how a
+kernel's phases (the expand's MMA loop, a barrier, the depthwise) show up in session 16's NOTES.md table.
 """
 
 from __future__ import annotations
@@ -102,6 +105,39 @@ def read_rows(path: str) -> list[dict[str, str]]:
     return list(csv.DictReader(lines[start:end]))
 
 
+def regions(rows: list[dict[str, str]], step: int, floor: float = 0.015) -> list[str]:
+    """'+0x7a00 samples 15.1% inst 12.8%: HMMA 27%, LDSM 18%, ...' per address range of `step` bytes from the
+    kernel's first instruction, for the ranges with at least `floor` of the samples or of the instructions."""
+    if not rows:
+        return []
+    keys = list(rows[0])
+    src = next(k for k in keys if k.strip() == "Source")
+    address = next(k for k in keys if k.strip().lstrip("# ") == "Address")
+    inst = next(k for k in keys if k.strip() == "Instructions Executed")
+    samples = next((k for k in keys if k.strip().startswith("Warp Stall Sampling (All")), None)
+    lines = [(int(r[address].strip(), 16), r) for r in rows if (r[address] or "").strip().startswith("0x")]
+    if not lines:
+        return []
+    first = min(a for a, _ in lines)
+    per = {}
+    for a, r in lines:
+        bucket = per.setdefault((a - first) // step, [0.0, 0.0, Counter()])
+        executed = _number(r[inst])
+        bucket[0] += executed
+        bucket[1] += _number(r[samples]) if samples else 0.0
+        bucket[2][opcode(r[src])] += executed
+    total_i = sum(v[0] for v in per.values()) or 1.0
+    total_s = sum(v[1] for v in per.values()) or 1.0
+    out = []
+    for k in sorted(per):
+        n, s, ops = per[k]
+        if n / total_i < floor and s / total_s < floor:
+            continue
+        mix_text = ", ".join(f"{op} {100 * c / n:.0f}%" for op, c in ops.most_common(6)) if n else ""
+        out.append(f"+{hex(k * step)} samples {100 * s / total_s:.1f}% inst {100 * n / total_i:.1f}%: {mix_text}")
+    return out
+
+
 def summary(prefix: str, executed: Counter, stalls: Counter, top: int = 14) -> str:
     total, total_s = sum(executed.values()), sum(stalls.values())
     parts = [f"{op} {100 * n / total:.1f}%/{100 * stalls[op] / total_s if total_s else 0:.1f}%"
@@ -116,6 +152,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("prefix")
     parser.add_argument("csv")
     parser.add_argument("--lines", type=int, default=0, help="also print the N lines with the most stall samples")
+    parser.add_argument("--regions", type=lambda t: int(t, 0), default=0, metavar="BYTES",
+                        help="also print samples and instructions per address range of BYTES (e.g. 0x200)")
     args = parser.parse_args(argv)
     rows = read_rows(args.csv)
     print(summary(args.prefix, *mix(rows)))
@@ -125,6 +163,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{args.prefix} stalls: " + ", ".join(f"{k} {100 * v / total:.1f}%" for k, v in why.most_common(8)))
     for line in top_lines(rows, args.lines):
         print(f"{args.prefix} line {line}")
+    if args.regions > 0:
+        for line in regions(rows, args.regions):
+            print(f"{args.prefix} region {line}")
     return 0
 
 

@@ -72,3 +72,17 @@ def test_only_the_first_kernel_section_counts(tmp_path):
     executed, stalls = sass_mix.mix(sass_mix.read_rows(str(path)))
     assert executed == {"FFMA": 1500, "MUFU.TANH": 500, "MUFU.EX2": 100}
     assert stalls == {"FFMA": 10, "MUFU.TANH": 30, "MUFU.EX2": 0}
+
+
+def test_regions_cut_the_kernel_by_address(tmp_path):
+    """Two 0x20-byte ranges from the first address: 0x100-0x11f (FFMA 1000 + MUFU 500 executed, 10 + 30 samples) and
+    0x120-0x13f (FFMA 500, 0 samples; MUFU.EX2 100, no samples): 1500 / 2100 = 71.4% and 40 / 40 of the samples, then
+    600 / 2100 = 28.6% and none."""
+    path = tmp_path / "page.csv"
+    rows = PAGE.split("\n")
+    for i, address in zip(range(2, 6), ("0x100", "0x110", "0x120", "0x130")):
+        rows[i] = f'"{address}"' + rows[i][rows[i].index(","):]
+    path.write_text("\n".join(rows))
+    lines = sass_mix.regions(sass_mix.read_rows(str(path)), 0x20)
+    assert lines == ["+0x0 samples 100.0% inst 71.4%: FFMA 67%, MUFU.TANH 33%",
+                     "+0x20 samples 0.0% inst 28.6%: FFMA 83%, MUFU.EX2 17%"]
