@@ -91,8 +91,8 @@ __host__ __device__ inline int x_tx_offset(int r, int k, int m_pad) {
 // each of the two warpgroups runs m64n48k16 wgmmas over 64-pixel tiles of the item, A = X's boxes and B = U, both
 // K-major in the 128-byte swizzle (matrix descriptors, ptx_sm90.cuh smem_desc_sw128), committed and waited once per
 // tile, instead of each warp's chain of ldmatrix -> mma.sync steps over 16-pixel tiles (14-15% of kernel 1's samples
-// at 4.1-6.1, NOTES.md "Kernel 1's stall reasons"). U then sits in X's layout with HC rows (u_offset_wg: row r,
-// channel k at x_tx_offset(r, k, HC)), 1024-aligned after X's boxes. The accumulators of an m64n48 tile hold, per
+// at 4.1-6.1, NOTES.md "Kernel 1's stall reasons"). U then sits in X's layout with HC rows (row r, channel k at
+// x_tx_offset(r, k, HC)), 1024-aligned after X's boxes. The accumulators of an m64n48 tile hold, per
 // warp of the warpgroup, the 16 rows 16 (warp % 4) .. + 15 in mma.sync's m16n8 layout per 8 columns, so the expand's
 // epilogue runs unchanged on them. The products are summed in k16 steps in the same order; within a step the
 // hardware's order may differ from mma.sync's, so the GPU tests ask float64's closeness, not bits.
@@ -178,9 +178,6 @@ struct V8Item {
   }
 };
 
-// The kernel's body (expand_dw_v8_kernel: two CTAs per SM, <= 128 registers). Session 16 measured it at three CTAs
-// per SM (80 registers, one-image items; 6.1's kernel 1 49.1 -> 55.4 us) and removed that entry point (NOTES.md,
-// "Kernel 1's stall reasons").
 // expand_k16 (mbconv_v2.cuh) with A from X's swizzled boxes (x_tx_offset): the same fragments, so the same sums.
 template <int HC>
 __device__ __forceinline__ void expand_k16_tx(float (&acc)[HC / 8][4], const __half* Xs, int m_pad, const __half* Us,
@@ -188,8 +185,10 @@ __device__ __forceinline__ void expand_k16_tx(float (&acc)[HC / 8][4], const __h
   expand_k16_at<HC>(acc, bf::smem_addr(Xs + x_tx_offset(m0 + a_row, k0 + a_k, m_pad)), Us, ldu, k0, b_row, b_k);
 }
 
-// TX: X by the tensor memory accelerator through the tensor map at xmap (kernel1_v8_tx; null otherwise); WG (with
-// TX): the expand on warpgroup MMAs.
+// The kernel's body (expand_dw_v8_kernel and expand_dw_v8_kernel_tx: two CTAs per SM, <= 128 registers; session 16
+// measured it at three CTAs per SM, 80 registers and one-image items, 6.1's kernel 1 49.1 -> 55.4 us, and removed
+// that entry point: NOTES.md, "Kernel 1's stall reasons"). TX: X by the tensor memory accelerator through the tensor
+// map at xmap (kernel1_v8_tx; null otherwise); WG (with TX): the expand on warpgroup MMAs.
 template <int HC, int KS, int S, int G, bool HF, bool TX = false, bool WG = false>
 __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtensorMap* xmap = nullptr) {
   static_assert(!WG || TX, "the wgmma expand reads X's swizzled boxes");
