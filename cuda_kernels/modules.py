@@ -126,7 +126,9 @@ def replace_blocks(model: nn.Module) -> BlockSwap:
     becomes a ``FusedEffNetStem`` (effnet_stem.py), counted as "EffNetStem"; where the kernel takes the pair
     (B0, B2; unless ``CUDA_KERNELS_EFFNET_STEM_DW=0``) the stem and the first MBConv become one ``FusedStemMBConv``
     instead (stem_mbconv.py), counted as "StemMBConv" (features.1.0 an identity); a pair it does not take is swapped
-    one by one (counted "StemMBConv": 0, not a fallback: nothing stays in PyTorch for it).
+    one by one (counted "StemMBConv": 0, not a fallback: nothing stays in PyTorch for it). torchvision's
+    ``FusedMBConv`` (EfficientNetV2's first stages) has no kernel yet: each one is listed as a fallback, so that a
+    benchmark of efficientnet_v2_s says which of its blocks ran in PyTorch.
     """
     from cuda_kernels import convfirst_c512 as c512
     from cuda_kernels import convfirst_c768 as c768
@@ -142,9 +144,15 @@ def replace_blocks(model: nn.Module) -> BlockSwap:
     # stems: ConvFirstNet's unless CUDA_KERNELS_STEM=0, EfficientNet's unless CUDA_KERNELS_EFFNET_STEM=0
     stems = ((stem_kernel, stem_kernel.FusedStem, "Stem"), (effnet_stem, effnet_stem.FusedEffNetStem, "EffNetStem"))
 
+    from torchvision.models.efficientnet import FusedMBConv as TorchvisionFusedMBConv
+
     def visit(parent: nn.Module, prefix: str) -> None:
         for name, child in parent.named_children():
             path = f"{prefix}{name}"
+            if isinstance(child, TorchvisionFusedMBConv):  # a known block family without a kernel
+                fused.setdefault("FusedMBConv", 0)
+                fallback[path] = "no fused kernel for FusedMBConv (3x3 convolution expand + 1x1 project) yet"
+                continue
             stem = next(((kernel, cls, kind) for kernel, cls, kind in stems
                          if kernel.enabled() and kernel.is_stem(child)), None)
             if stem is not None:

@@ -76,6 +76,18 @@ def test_replace_blocks_swaps_every_mbconv_of_efficientnet_b0(monkeypatch):
     assert fused["features.1.0"].w_exp.numel() == 0  # expand ratio 1: no expand conv
 
 
+def test_efficientnet_v2s_fusedmbconv_blocks_are_listed_as_fallbacks():
+    """EfficientNetV2-S (torchvision's table): FusedMBConv stages of 2, 4 and 4 blocks, no kernel for them yet, each
+    listed with the reason; MBConv stages of 6, 9 and 15 blocks, all fused; its 3 -> 24 stem has no kernel either."""
+    net = fold_batchnorm(_model("efficientnet_v2_s"))
+    swap = cuda_kernels.replace_blocks(net)
+    assert swap.fused["FusedMBConv"] == 0 and swap.fused["MBConv"] == 6 + 9 + 15
+    fallback = dict(swap.fallback)
+    assert fallback.pop("features.0") == "C 3 -> 24 (the kernel has (32, 40, 48))"
+    assert sorted(fallback) == [f"features.{stage}.{i}" for stage, n in ((1, 2), (2, 4), (3, 4)) for i in range(n)]
+    assert set(fallback.values()) == {"no fused kernel for FusedMBConv (3x3 convolution expand + 1x1 project) yet"}
+
+
 def test_unfolded_and_training_blocks_fall_back_with_their_reason():
     net = _model("efficientnet_b0")
     swap = cuda_kernels.replace_blocks(copy.deepcopy(net))
