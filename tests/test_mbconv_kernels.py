@@ -438,3 +438,23 @@ def test_bench_fused_model_swaps_and_checks_every_mbconv(monkeypatch):
     for row in check["blocks"].values():
         assert 1e-4 < row["torch_relative_error"] < 1e-2
         assert 0 < row["relative_error"] <= 2 * row["torch_relative_error"] and row["passed"]
+
+
+def test_the_block_table_shows_the_graph_ratio_against_the_best_compile_mode():
+    """mbconv_bench's text table: the CUDA-graph column of torch.compile is the best of its modes (200.0 us, not the
+    first mode's 250.0) and "x graph" is the best baseline over the fused time (200 / 100); launched one by one the
+    small block's ratio reads 5.00 (launch overhead)."""
+    from cuda_kernels.mbconv_bench import table
+
+    def timing(launched_ms, graph_ms):
+        return {"latency_ms": {"median": launched_ms}, "graph_latency_ms": {"median": graph_ms}}
+
+    row = {"path": "features.4.1", "c": 80, "c_out": 80, "k": 3, "stride": 1, "h": 14, "block_t_min_us": 4.1,
+           "speedup_vs_best_baseline": 5.0, "graph_speedup_vs_best_baseline": 2.0,
+           "backends": {"cuda_kernels": {**timing(0.1, 0.1), "tflops": 1.0, "fraction_of_block_bound": 0.041,
+                                         "version": 11},
+                        "eager": timing(0.6, 0.3), "inductor_default": timing(0.5, 0.25),
+                        "inductor_max-autotune-no-cudagraphs": timing(0.55, 0.2)}}
+    line = table([row], ["default", "max-autotune-no-cudagraphs"]).splitlines()[1]
+    assert line.split()[-5:] == ["100.0", "300.0", "200.0", "2.00", "v11;"]
+    assert " 5.00 " in line
