@@ -146,14 +146,19 @@ def u_bytes_v8(k_pad: int, chunk: int, wg: bool) -> int:
     return -(-k_pad // V8_TX_COLS) * chunk * 128 if wg else chunk * (k_pad + 8) * 2
 
 
+def kernel1_v8_m_pad(height: int, width: int, kernel_size: int, stride: int, rows: int, images: int = 1) -> int:
+    """Pixels of version 8's X for one item, rounded up to 16 (csrc/mbconv_v8.cuh expand_dw_v8_m_pad): `images`
+    images of the band's input rows (at most the image)."""
+    return _round_up(images * min(height, (rows - 1) * stride + kernel_size) * width, 16)
+
+
 def kernel1_v8_tx(requested: bool, height: int, width: int, kernel_size: int, stride: int, c_in: int, k_pad: int,
                   rows: int, images: int, chunk: int = 48, wg: bool = False) -> bool:
     """Whether version 8's kernel 1 takes X by the tensor memory accelerator (csrc/mbconv_v8.cuh kernel1_v8_tx; the
     launcher also asks stride 1, the depthwise in HFMA2 and x 16-byte aligned): asked for (CUDA_KERNELS_K1_TMA_X, or
     CUDA_KERNELS_K1_WGMMA, whose U layout `wg` counts), X's rows padded otherwise (x_rows_padded_v8), at most
     V8_TX_MAX_ROWS pixels a box, and no fewer CTAs per SM."""
-    in_rows = (rows - 1) * stride + kernel_size
-    m_pad = _round_up(images * min(height, in_rows) * width, 16)
+    m_pad = kernel1_v8_m_pad(height, width, kernel_size, stride, rows, images)
     if not (requested and x_rows_padded_v8(c_in) and m_pad <= V8_TX_MAX_ROWS):
         return False
     args = (rows, height, width, kernel_size, stride, k_pad, chunk, True, 8, c_in, images)
@@ -275,7 +280,7 @@ def kernel1_smem_bytes(rows: int, height: int, width: int, kernel_size: int, str
             raise ValueError("kernel1_smem_bytes: version 8 needs c_in")
         e_width = (_round_up(output_size(width, stride), 4 if stride == 1 else 2) - 1) * stride + kernel_size
         groups, e_pitch = 256 // (chunk // 2), 60  # E's pixel pitch in halves (csrc/mbconv_v8.cuh V8Dw::LDE)
-        m_pad = _round_up(images * min(height, in_rows) * width, 16)
+        m_pad = kernel1_v8_m_pad(height, width, kernel_size, stride, rows, images)
         x_halves = m_pad * (k_pad + 8) if x_rows_padded_v8(c_in) else _round_up(m_pad * c_in + 8, 8)
         return ((x_tx_bytes_v8(m_pad, k_pad) if tx else x_halves * 2) + u_bytes_v8(k_pad, chunk, wg) + images * in_rows * e_width * e_pitch * 2
                 + images * groups * chunk * 4 + (kernel_size * kernel_size + 1) * chunk * 4 + 8)

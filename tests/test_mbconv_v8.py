@@ -26,6 +26,7 @@ from torch.nn import functional as F
 
 import cuda_kernels
 from cuda_kernels import mbconv as mb
+from mbconv_helpers import host_run as _host_run, nvcc_path as _nvcc, torch_includes as _torch_includes
 
 ROOT = Path(__file__).resolve().parents[1]
 CSRC = Path(cuda_kernels.__file__).resolve().parent / "csrc"
@@ -211,24 +212,6 @@ def test_shared_memory_of_every_v8_block_fits_two_ctas_and_falls_back_like_versi
             assert rows8 == mb.band_rows(h, w, ks, stride, k_pad, chunk, expand, 3)
     with pytest.raises(ValueError, match="c_in"):
         mb.kernel1_smem_bytes(4, 14, 14, 3, 1, 32, 48, True, 8)
-
-
-def _nvcc():
-    from mbconv_helpers import nvcc_path
-
-    return nvcc_path()
-
-
-def _torch_includes() -> list[str]:
-    from mbconv_helpers import torch_includes
-
-    return torch_includes()
-
-
-def _host_run(nvcc: str, source: Path) -> list[tuple[int, ...]]:
-    from mbconv_helpers import host_run
-
-    return host_run(nvcc, source)
 
 
 def test_kernel1_v8_smem_in_cuda_equals_the_python_mirror(tmp_path):
