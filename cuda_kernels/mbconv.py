@@ -120,7 +120,7 @@ def kernel1_v8_images(requested: int, row_blocks: int, height: int, width: int, 
     return requested if smem <= V8_TWO_CTA_SMEM else 1
 
 
-K1_TMA_X_SWITCH = "CUDA_KERNELS_K1_TMA_X"  # csrc/mbconv_v8.cuh kernel1_v8_tx_requested: "0" / "1" (off by default)
+K1_TMA_X_SWITCH = "CUDA_KERNELS_K1_TMA_X"  # csrc/mbconv_v8.cuh kernel1_v8_tx_requested: "0" / "1" (on by default)
 V8_TX_COLS, V8_TX_MAX_ROWS = 64, 256  # kV8TxCols (channels per box: 128 bytes), kV8TxMaxRows (a box dimension's cap)
 
 
@@ -136,7 +136,7 @@ def x_tx_offset(row: int, k: int, m_pad: int) -> int:
     return (k // V8_TX_COLS) * m_pad * V8_TX_COLS + row * V8_TX_COLS + ((((k % V8_TX_COLS) // 8) ^ (row % 8)) * 8)
 
 
-K1_WGMMA_SWITCH = "CUDA_KERNELS_K1_WGMMA"  # csrc/mbconv_v8.cuh kernel1_v8_wg_requested: "0" / "1" (off by default)
+K1_WGMMA_SWITCH = "CUDA_KERNELS_K1_WGMMA"  # csrc/mbconv_v8.cuh kernel1_v8_wg_requested: "0" / "1" (on by default)
 V8_WG_ROWS = 64  # kV8WgRows: pixels per warpgroup tile of the wgmma expand
 
 
@@ -155,8 +155,8 @@ def kernel1_v8_m_pad(height: int, width: int, kernel_size: int, stride: int, row
 def kernel1_v8_tx(requested: bool, height: int, width: int, kernel_size: int, stride: int, c_in: int, k_pad: int,
                   rows: int, images: int, chunk: int = 48, wg: bool = False) -> bool:
     """Whether version 8's kernel 1 takes X by the tensor memory accelerator (csrc/mbconv_v8.cuh kernel1_v8_tx; the
-    launcher also asks stride 1, the depthwise in HFMA2 and x 16-byte aligned): asked for (CUDA_KERNELS_K1_TMA_X, or
-    CUDA_KERNELS_K1_WGMMA, whose U layout `wg` counts), X's rows padded otherwise (x_rows_padded_v8), at most
+    launcher also asks stride 1, the depthwise in HFMA2 and x 16-byte aligned): asked for (CUDA_KERNELS_K1_TMA_X; with
+    the wgmma expand, `wg`, its U layout counts), X's rows padded otherwise (x_rows_padded_v8), at most
     V8_TX_MAX_ROWS pixels a box, and no fewer CTAs per SM."""
     m_pad = kernel1_v8_m_pad(height, width, kernel_size, stride, rows, images)
     if not (requested and x_rows_padded_v8(c_in) and m_pad <= V8_TX_MAX_ROWS):
@@ -164,6 +164,18 @@ def kernel1_v8_tx(requested: bool, height: int, width: int, kernel_size: int, st
     args = (rows, height, width, kernel_size, stride, k_pad, chunk, True, 8, c_in, images)
     tx = kernel1_smem_bytes(*args, tx=True, wg=wg)
     return tx <= V8_TWO_CTA_SMEM or tx <= kernel1_smem_bytes(*args)
+
+
+def kernel1_v8_expand(tx: bool, wg: bool, height: int, width: int, kernel_size: int, stride: int, c_in: int,
+                      k_pad: int, rows: int, images: int) -> str:
+    """What a stride-1 HFMA2 launch of version 8's kernel 1 runs (csrc/mbconv_v8.cuh launch_expand_dw_v8_hf, x 16-byte
+    aligned, an sm_90a build): "wgmma" (the expand on warpgroup MMAs over the TMA X), "tma" (mma.sync over the TMA X)
+    or "ldmatrix" (X by bulk copies); `tx`, `wg`: CUDA_KERNELS_K1_TMA_X and CUDA_KERNELS_K1_WGMMA (both on by
+    default; the wgmma expand needs the TMA X)."""
+    args = (height, width, kernel_size, stride, c_in, k_pad, rows, images)
+    if tx and wg and kernel1_v8_tx(True, *args, wg=True):
+        return "wgmma"
+    return "tma" if tx and kernel1_v8_tx(True, *args) else "ldmatrix"
 
 
 def x_rows_padded_v8(c_in: int) -> bool:

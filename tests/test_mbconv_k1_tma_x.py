@@ -1,6 +1,6 @@
 """Version 8's kernel 1 with X by the tensor memory accelerator (csrc/mbconv_v8.cuh expand_dw_v8_kernel_tx,
-CUDA_KERNELS_K1_TMA_X=1), and with its expand on warpgroup MMAs over those boxes (CUDA_KERNELS_K1_WGMMA=1); both off by
-default until measured (NOTES.md "Kernel 1's stall reasons").
+CUDA_KERNELS_K1_TMA_X), and with its expand on warpgroup MMAs over those boxes (CUDA_KERNELS_K1_WGMMA); both on by
+default since they were measured in session 17 (NOTES.md "Kernel 1's stall reasons", "Session 17").
 
 CPU: the swizzled offsets against the 128-byte swizzle as CUTLASS writes it (Swizzle<3, 4, 3>: byte address bits 4-6
 XOR bits 7-9), X placed box by box as the copy engine would (zeros past C_in) and read back at the kernel's offsets,
@@ -111,6 +111,23 @@ def test_the_wgmma_expand_fits_where_its_u_does():
     assert mb.kernel1_smem_bytes(7, 7, 7, 5, 1, 192, 48, True, 8, 192, 2, tx=True, wg=True) == 103_752 - 768
 
 
+def test_each_b0_block_runs_the_expand_that_fits():
+    """Under the defaults (both switches on) the wgmma expand where its U layout fits two CTAs, mma.sync over the TMA
+    X where only that fits (5.0), bulk copies where X's rows are dense or the boxes do not fit (2.1, 5.1); a switch
+    off takes its path away, and the wgmma expand never runs without the TMA X."""
+    b0 = {"features.2.1": (56, 56, 3, 1, 24, 32, 8, 1), "features.4.1": (14, 14, 3, 1, 80, 80, 14, 1),
+          "features.5.0": (14, 14, 5, 1, 80, 80, 14, 1), "features.5.1": (14, 14, 5, 1, 112, 112, 14, 1),
+          "features.6.1": (7, 7, 5, 1, 192, 192, 7, 2)}
+    routes = {path: mb.kernel1_v8_expand(True, True, *shape) for path, shape in b0.items()}
+    assert routes == {"features.2.1": "ldmatrix", "features.4.1": "wgmma", "features.5.0": "tma",
+                      "features.5.1": "ldmatrix", "features.6.1": "wgmma"}
+    assert mb.kernel1_v8_expand(True, False, *b0["features.4.1"]) == "tma"
+    assert mb.kernel1_v8_expand(False, True, *b0["features.4.1"]) == "ldmatrix"
+    assert "tx = kernel1_v8_tx_requested(), wg = tx && kernel1_v8_wg_requested() && sm90a_build();" in SOURCE
+    for name in ("CUDA_KERNELS_K1_TMA_X", "CUDA_KERNELS_K1_WGMMA"):  # unset: on
+        assert f'const char* v = kernel1_switch("{name}");\n  return v == nullptr || v[0] == \'1\';' in SOURCE
+
+
 @pytest.mark.parametrize("arch,defined", [("9.0", True), ("8.0", False), ("8.0;9.0", True)])
 def test_the_build_tells_the_launchers_that_wgmma_is_built(arch, defined, monkeypatch):
     """sm90a_build (mbconv_v8.cuh) reads BF_SM90A in .cu host code: the build must pass it to nvcc, not only to the
@@ -213,25 +230,31 @@ def test_the_output_is_the_padded_layouts(name, path, batch, monkeypatch):
     (B2's 7.1 has two bands per image: the second band's copy starts under the halo)."""
     from mbconv_helpers import assert_switch_keeps_the_bits
 
+    monkeypatch.setenv(mb.K1_WGMMA_SWITCH, "0")  # mma.sync over the boxes
     assert_switch_keeps_the_bits(monkeypatch, name, path, batch, mb.K1_TMA_X_SWITCH, "expand_dw_v8_kernel_tx")
 
 
 @pytest.mark.cuda
+@pytest.mark.parametrize("wg", ["0", "1"])
 @pytest.mark.parametrize("path,size,batch", [("features.4.1", 13, 3), ("features.6.1", 9, 2),
                                              ("features.6.1", 5, 1), ("features.5.0", 11, 4)])
-def test_odd_sizes_against_float64(path, size, batch, monkeypatch):
+def test_odd_sizes_against_float64(path, size, batch, wg, monkeypatch):
     from mbconv_helpers import check_b0_at_size
 
     monkeypatch.setenv(mb.K1_TMA_X_SWITCH, "1")
+    monkeypatch.setenv(mb.K1_WGMMA_SWITCH, wg)
     check_b0_at_size(path, size, batch, 11)
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("switch", [mb.K1_TMA_X_SWITCH, mb.K1_WGMMA_SWITCH])
-def test_efficientnet_b0_with_it(switch, monkeypatch):
+@pytest.mark.parametrize("switches", [{}, {mb.K1_WGMMA_SWITCH: "0"}, {mb.K1_TMA_X_SWITCH: "0"}])
+def test_efficientnet_b0_with_it(switches, monkeypatch):
+    """The defaults (wgmma and TMA X), mma.sync over the TMA X, and bulk copies: every block checked, none falls back."""
     from mbconv_helpers import check_fused_b0
 
-    check_fused_b0(monkeypatch, {switch: "1"}, {"StemMBConv": 1, "MBConv": 15}, 16)
+    for name in (mb.K1_TMA_X_SWITCH, mb.K1_WGMMA_SWITCH):
+        monkeypatch.delenv(name, raising=False)
+    check_fused_b0(monkeypatch, switches, {"StemMBConv": 1, "MBConv": 15}, 16)
 
 
 WG_CASES = [("efficientnet_b0", "features.4.1", 128, "<48, 3, 1, 1, true, true>"),

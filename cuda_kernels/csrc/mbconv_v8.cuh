@@ -771,18 +771,20 @@ inline bool kernel1_v8_hfma2_requested(bool v10) {
   return v != nullptr ? v[0] == '1' : v10;
 }
 
-// CUDA_KERNELS_K1_TMA_X=0|1 (read at every call; off by default until measured): X by the tensor memory accelerator
-// where kernel1_v8_tx allows it, x 16-byte aligned; built for stride 1 with the depthwise in HFMA2 (versions 10, 11).
+// CUDA_KERNELS_K1_TMA_X=0|1 (read at every call; on by default since session 17: 4.1's kernel 1 45.3 -> 40.4 us, B0
+// 1.798 -> 1.772 ms): X by the tensor memory accelerator where kernel1_v8_tx allows it, x 16-byte aligned; built for
+// stride 1 with the depthwise in HFMA2 (versions 10, 11).
 inline bool kernel1_v8_tx_requested() {
   const char* v = kernel1_switch("CUDA_KERNELS_K1_TMA_X");
-  return v != nullptr && v[0] == '1';
+  return v == nullptr || v[0] == '1';
 }
-// CUDA_KERNELS_K1_WGMMA=0|1 (read at every call; off by default until measured): the expand on warpgroup MMAs, with X
-// by the tensor memory accelerator (asked for or not) where kernel1_v8_tx allows it, in an sm_90a build (version 8's
-// kernel 1 runs on Hopper GPUs only: mbconv.py runnable_version).
+// CUDA_KERNELS_K1_WGMMA=0|1 (read at every call; on by default since session 17: 6.1's kernel 1 46.2 -> 43.9 us over
+// the TMA X): the expand on warpgroup MMAs over the TMA X (so not with CUDA_KERNELS_K1_TMA_X=0) where kernel1_v8_tx
+// allows it with the wgmma U layout, in an sm_90a build (version 8's kernel 1 runs on Hopper GPUs only:
+// mbconv.py runnable_version); the mma.sync expand over the TMA X where only that fits (5.0: U's swizzled rows do not).
 inline bool kernel1_v8_wg_requested() {
   const char* v = kernel1_switch("CUDA_KERNELS_K1_WGMMA");
-  return v != nullptr && v[0] == '1';
+  return v == nullptr || v[0] == '1';
 }
 inline bool sm90a_build() {  // the extension defines BF_SM90A where it builds for sm_90a (cuda_kernels/_build.py)
 #ifdef BF_SM90A
@@ -798,16 +800,14 @@ cudaError_t launch_expand_dw_v8_hf(const Params& p, cudaStream_t stream, bool pd
   const int g = kernel1_v8_images(kernel1_v8_images_requested(v10), p.row_blocks, p.H, p.W, p.Wo, p.rows_per_tile,
                                   KS, 1, p.C_in, p.k_pad, 48);
   if constexpr (HF) {
-    const bool wg = kernel1_v8_wg_requested() && sm90a_build();
-    if (kernel1_v8_tx(kernel1_v8_tx_requested() || wg, p.H, p.W, p.Wo, p.rows_per_tile, KS, 1, p.C_in, p.k_pad, 48, g,
-                      wg) &&
-        reinterpret_cast<uintptr_t>(p.x) % 16 == 0) {
-      if (wg)
-        return g == 2 ? launch_expand_dw_v8<48, KS, 1, 2, HF, true, true>(p, stream, pdl)
-                      : launch_expand_dw_v8<48, KS, 1, 1, HF, true, true>(p, stream, pdl);
+    const bool tx = kernel1_v8_tx_requested(), wg = tx && kernel1_v8_wg_requested() && sm90a_build();
+    const bool aligned = reinterpret_cast<uintptr_t>(p.x) % 16 == 0;
+    if (wg && aligned && kernel1_v8_tx(true, p.H, p.W, p.Wo, p.rows_per_tile, KS, 1, p.C_in, p.k_pad, 48, g, true))
+      return g == 2 ? launch_expand_dw_v8<48, KS, 1, 2, HF, true, true>(p, stream, pdl)
+                    : launch_expand_dw_v8<48, KS, 1, 1, HF, true, true>(p, stream, pdl);
+    if (tx && aligned && kernel1_v8_tx(true, p.H, p.W, p.Wo, p.rows_per_tile, KS, 1, p.C_in, p.k_pad, 48, g))
       return g == 2 ? launch_expand_dw_v8<48, KS, 1, 2, HF, true>(p, stream, pdl)
                     : launch_expand_dw_v8<48, KS, 1, 1, HF, true>(p, stream, pdl);
-    }
   }
   if (g == 2) return launch_expand_dw_v8<48, KS, 1, 2, HF>(p, stream, pdl);
   return launch_expand_dw_v8<48, KS, 1, 1, HF>(p, stream, pdl);
