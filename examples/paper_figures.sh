@@ -33,12 +33,12 @@ done
 e2e=$here/measurements/convfirstnet_e2e/run9
 perfmodel gap "$e2e"/h200_convfirstnet_{s,m,l}_*.json "$e2e"/h200_convfirstnet_h200_{fused,compile}_1.json \
   -H h200-sxm -o "$out/gap_h200_convfirstnet.png"
-# EfficientNet-B0 on the fused MBConv kernels and stem (version 11, the stem inside block 1.0's kernel, the rest
-# compiled; session 16) beside every Inductor run, with torch.compile default and max-autotune-no-cudagraphs
-# (freezing, CUDA graphs) from the same call (mbconv/s16/call3/)
-s16=$here/measurements/mbconv/s16/call3
-perfmodel gap "$here"/measurements/h200_*[a-z0-9]_inductor.json "$s16"/b0_fused.json "$s16"/b0_inductor.json \
-  "$s16"/b0_inductor_max_autotune.json \
+# EfficientNet-B0 on the fused MBConv kernels and stem (version 11, the stem inside block 1.0's kernel, kernel 1's X by
+# the tensor memory accelerator and its expand on wgmma, the rest compiled; session 17) beside every Inductor run, with
+# torch.compile default and max-autotune-no-cudagraphs (freezing, CUDA graphs) from the same call (mbconv/s17/call3/)
+s17=$here/measurements/mbconv/s17/call3
+perfmodel gap "$here"/measurements/h200_*[a-z0-9]_inductor.json "$s17"/b0_fused.json "$s17"/b0_inductor.json \
+  "$s17"/b0_inductor_max_autotune.json \
   -H h200-sxm -o "$out/gap_h200_fused.png"
 # Predicted against measured, per module (eager, with Nsight Compute bytes)
 for m in resnet50 convnext_tiny efficientnet_b0; do
