@@ -146,6 +146,12 @@ def u_bytes_v8(k_pad: int, chunk: int, wg: bool) -> int:
     return -(-k_pad // V8_TX_COLS) * chunk * 128 if wg else chunk * (k_pad + 8) * 2
 
 
+def v8_segment_rows(kernel_size: int, stride: int) -> int:
+    """Output rows per depthwise segment of version 8's kernel 1 (csrc/mbconv_v8.cuh V8Seg): 4 at k = 3, stride 1,
+    else 2 (a stride-2 band is short: B0's 2.0 has 2 output rows a band)."""
+    return 4 if kernel_size == 3 and stride == 1 else 2
+
+
 def kernel1_v8_m_pad(height: int, width: int, kernel_size: int, stride: int, rows: int, images: int = 1) -> int:
     """Pixels of version 8's X for one item, rounded up to 16 (csrc/mbconv_v8.cuh expand_dw_v8_m_pad): `images`
     images of the band's input rows (at most the image)."""

@@ -38,10 +38,6 @@ POOL_ORDER_REL_ERROR = 1e-4  # as tests/test_mbconv_kernels.py: the same sums in
 SMEM_PER_SM, SMEM_RESERVED = 228 * 1024, 1024
 
 
-def _segment_rows(ks: int) -> int:
-    return 4 if ks == 3 else 2
-
-
 # ---- the switch ----
 
 def test_version_8_is_registered_and_version_11_is_the_default():
@@ -99,7 +95,7 @@ def test_kernel1_v8_applies_mirrors_the_launcher():
     assert "if (p.w_exp == nullptr || chunk != 48)" in SOURCE  # launch_expand_dw_v8_ks: else version 3's kernel 1
     assert mb.kernel1_v8_applies(True, 48)
     assert not mb.kernel1_v8_applies(False, 48) and not mb.kernel1_v8_applies(True, 32)
-    assert "static constexpr int LDE = 60;" in SOURCE and "KS == 3 ? 4 : 2" in SOURCE
+    assert "static constexpr int LDE = 60;" in SOURCE and "KS == 3 && S == 1 ? 4 : 2" in SOURCE
 
 
 def _b0_b2_blocks():
@@ -309,7 +305,7 @@ def emulate_kernel1_v8(x, w_exp, b_exp, w_dw, b_dw, hidden, ks, stride, rows_per
     n_img, h, w, c_in = x.shape
     hid_pad, k_pad = w_exp.shape
     pad, ow_n = ks // 2, 4 if stride == 1 else 2
-    inn, r_seg = (ow_n - 1) * stride + ks, _segment_rows(ks)
+    inn, r_seg = (ow_n - 1) * stride + ks, mb.v8_segment_rows(ks, stride)
     seg_e = (r_seg - 1) * stride + ks
     ho, wo = mb.output_size(h, stride), mb.output_size(w, stride)
     bands = -(-ho // rows_per_tile)
@@ -469,6 +465,15 @@ def emulate_kernel1_v8(x, w_exp, b_exp, w_dw, b_dw, hidden, ks, stride, rows_per
     return d, partial, writes
 
 
+def test_segment_rows_follow_the_band():
+    """4 output rows a segment at k = 3, stride 1; 2 elsewhere: at stride 2 a k = 3 band is short (B0's 2.0: 2 rows),
+    and a segment of 4 summed 4 rows for 2 valid ones. The kernel's rule is the mirror's."""
+    assert [mb.v8_segment_rows(k, s) for k, s in ((3, 1), (3, 2), (5, 1), (5, 2))] == [4, 2, 2, 2]
+    assert mb.band_rows(112, 112, 3, 2, 16, 48, True, 11, 16) == 2  # B0 features.2.0
+    source = (Path(cuda_kernels.__file__).resolve().parent / "csrc" / "mbconv_v8.cuh").read_text()
+    assert "static constexpr int R = KS == 3 && S == 1 ? 4 : 2;" in source
+
+
 @pytest.mark.parametrize("n,h,w,c_in,hidden,ks,stride,rows,grid", [
     (2, 14, 14, 24, 96, 3, 1, 5, 3),   # bands of 5 rows: a short last segment (R = 4), two chunks, stale X rows
     (2, 13, 13, 16, 48, 5, 1, 3, 2),   # R = 2: segments of 2 and 1 rows
@@ -483,6 +488,7 @@ def emulate_kernel1_v8(x, w_exp, b_exp, w_dw, b_dw, hidden, ks, stride, rows_per
     (2, 16, 9, 24, 48, 3, 1, 2, 2),    # the halo over 8 bands of 2 rows (k = 3)
     (2, 15, 7, 24, 96, 3, 2, 1, 3),    # the halo at stride 2, one row per band, an odd height
     (2, 13, 10, 16, 48, 5, 2, 2, 2),   # the halo at k = 5, stride 2 (3 rows kept), bands below the image's end
+    (2, 12, 10, 16, 48, 3, 2, 3, 2),   # k = 3, stride 2: segments of 2 rows (v8_segment_rows), a short last one
     (1, 14, 6, 16, 48, 5, 1, 13, 1),   # k = 5, stride 1 (no halo): a one-row last band
 ])
 def test_kernel1_v8_transliterated_equals_the_direct_convolution(n, h, w, c_in, hidden, ks, stride, rows, grid):

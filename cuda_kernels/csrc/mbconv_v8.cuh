@@ -45,10 +45,12 @@ struct V8Dw {
   static_assert(HC == 48, "version 8 runs chunks of 48 (launch_expand_dw_v8_ks)");
 };
 
-// Output rows per depthwise segment: 4 at k = 3, 2 at k = 5 (NOTES.md, "Next: kernel 1 version 8", item 4).
-template <int KS>
+// Output rows per depthwise segment (mbconv.py v8_segment_rows mirrors it): 4 at k = 3, stride 1, else 2 (NOTES.md,
+// "Next: kernel 1 version 8", item 4). At stride 2 and k = 3 the bands are short (B0's 2.0: 2 output rows, E 113
+// pixels wide), and a segment of 4 summed 4 rows for 2 valid ones: half of 2.0's HFMA2s (session 17).
+template <int KS, int S>
 struct V8Seg {
-  static constexpr int R = KS == 3 ? 4 : 2;
+  static constexpr int R = KS == 3 && S == 1 ? 4 : 2;
 };
 
 // E's halo rows kept between consecutive bands of one (chunk, image) in a CTA (item 2): the k - s input rows under
@@ -196,7 +198,7 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtenso
   using bf::smem_addr;
   extern __shared__ __align__(16) uint8_t smem[];
   constexpr int LDE = V8Dw<HC>::LDE, PAD = KS / 2, OW = DwTile<S>::OW, IN = (OW - 1) * S + KS, ECH = HC / 4;
-  constexpr int R = V8Seg<KS>::R, SEG_E = (R - 1) * S + KS;  // a segment's output rows, its E rows
+  constexpr int R = V8Seg<KS, S>::R, SEG_E = (R - 1) * S + KS;  // a segment's output rows, its E rows
   constexpr int KH = KS - S;  // E rows shared by consecutive bands
   constexpr bool HALO = !(KS == 5 && S == 1) && G == 1;  // halo_v8's static part (G > 1: one band per image)
   constexpr int NT = HC / 8, KK = KS * KS;
