@@ -138,8 +138,6 @@ def x_tx_offset(row: int, k: int, m_pad: int) -> int:
 
 K1_WGMMA_SWITCH = "CUDA_KERNELS_K1_WGMMA"  # csrc/mbconv_v8.cuh kernel1_v8_wg_requested: "0" / "1" (on by default)
 V8_WG_ROWS = 64  # kV8WgRows: pixels per warpgroup tile of the wgmma expand
-# csrc/mbconv_v8.cuh kernel1_v8_sh_requested: "0" / "1" (off by default): E's SiLU in packed fp16 (HFMA2 kernels only)
-K1_SILU_H2_SWITCH = "CUDA_KERNELS_K1_SILU_H2"
 
 
 def u_bytes_v8(k_pad: int, chunk: int, wg: bool) -> int:

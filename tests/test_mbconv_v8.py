@@ -276,9 +276,8 @@ def test_kernel1_v8_compiles_without_spills(tmp_path):
         report += result.stdout + result.stderr
     lines = report.splitlines()
     entries = [i for i, line in enumerate(lines) if "Compiling entry function" in line and "expand_dw_v8_kernel" in line]
-    # + expand_dw_v8_kernel_tx at k = 3 and 5, 1- and 2-image items (HFMA2), the expand on mma.sync and on wgmma;
-    # + E's SiLU in packed fp16 (_sh, _tx_sh) for each HFMA2 kernel: 7 a kernel size
-    assert len(entries) == 12 + 8 + 14, report
+    # + expand_dw_v8_kernel_tx at k = 3 and 5, 1- and 2-image items (HFMA2), the expand on mma.sync and on wgmma
+    assert len(entries) == 12 + 8, report
     for i in entries:
         spill = next(line for line in lines[i:] if "spill stores" in line)
         used = next(line for line in lines[i:] if "Used" in line and "registers" in line)
@@ -745,7 +744,7 @@ def test_k1_images_switch_and_rule():
     assert 'kernel1_switch("CUDA_KERNELS_K1_IMAGES")' in src and mb.K1_IMAGES_SWITCH == "CUDA_KERNELS_K1_IMAGES"
     assert "if (requested <= 1 || row_blocks != 1 || stride != 1) return 1;" in src
     assert f"constexpr int kV8TwoCtaSmem = {mb.V8_TWO_CTA_SMEM // 1024} * 1024;" in src
-    assert "if (g == 2) return launch_expand_dw_v8<48, KS, 1, 2, HF, false, false, SH>(p, stream, pdl);" in src
+    assert "if (g == 2) return launch_expand_dw_v8<48, KS, 1, 2, HF>(p, stream, pdl);" in src
     # B0's features.6.1 at G = 2, by hand: X padded 112 rows (2 x 49 -> 16s) x 200 halves, U 48 x 200, E 2 x 11 x 12
     # pixels x 60 halves, the per-group sums 2 x 10 x 48 fp32, the taps and bias 26 x 48 fp32, the mbarrier
     six_one = 112 * 200 * 2 + 48 * 200 * 2 + 2 * 11 * 12 * 60 * 2 + 2 * 10 * 48 * 4 + 26 * 48 * 4 + 8

@@ -36,13 +36,6 @@ __device__ __forceinline__ float silu_of_half(float h) {
   return fmaf(h, t, h);
 }
 
-// tanh of both halves (tanh.approx.f16x2; sm_90 issues it as two MUFU.TANH.F16): kernel 1's packed SiLU.
-__device__ __forceinline__ __half2 tanh_h2(__half2 h) {
-  uint32_t in = *reinterpret_cast<uint32_t*>(&h), out;
-  asm("tanh.approx.f16x2 %0, %1;" : "=r"(out) : "r"(in));
-  return *reinterpret_cast<__half2*>(&out);
-}
-
 // q / d for 0 <= q, 0 < d, q + d < 2^22: (q + 1/2) / d lies at least 1 / (2d) from an integer,
 // farther than the float product's error ((q / d + 1) 2^-23); inv_d = 1.f / d.
 __device__ __forceinline__ int div_small(int q, float inv_d) { return __float2int_rz((q + 0.5f) * inv_d); }

@@ -191,7 +191,7 @@ __device__ __forceinline__ void expand_k16_tx(float (&acc)[HC / 8][4], const __h
 // measured it at three CTAs per SM, 80 registers and one-image items, 6.1's kernel 1 49.1 -> 55.4 us, and removed
 // that entry point: NOTES.md, "Kernel 1's stall reasons"). TX: X by the tensor memory accelerator through the tensor
 // map at xmap (kernel1_v8_tx; null otherwise); WG (with TX): the expand on warpgroup MMAs.
-template <int HC, int KS, int S, int G, bool HF, bool TX = false, bool WG = false, bool SH = false>
+template <int HC, int KS, int S, int G, bool HF, bool TX = false, bool WG = false>
 __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtensorMap* xmap = nullptr) {
   static_assert(!WG || TX, "the wgmma expand reads X's swizzled boxes");
   using bf::cp_async16;
@@ -422,27 +422,19 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtenso
     // The expand: E = SiLU(X U^T + a) (version 3's fragments and rounding; X rows at pitch C_in)
     {
       // this lane's expand biases, halved, once per item (version 3 loaded them per m-tile; held across the whole
-      // item loop, with the depthwise's taps, k = 5 spilled); SH: as half2
-      float hbias[SH ? 1 : NT][2];
-      __half2 hbias2[SH ? NT : 1];
+      // item loop, with the depthwise's taps, k = 5 spilled)
+      float hbias[NT][2];
 #pragma unroll
-      for (int nt = 0; nt < NT; ++nt) {
-        const float b0 = 0.5f * __ldg(p.b_exp + c0 + nt * 8 + (lane & 3) * 2),
-                    b1 = 0.5f * __ldg(p.b_exp + c0 + nt * 8 + (lane & 3) * 2 + 1);
-        if constexpr (SH) {
-          hbias2[nt] = __floats2half2_rn(b0, b1);
-        } else {
-          hbias[nt][0] = b0;
-          hbias[nt][1] = b1;
-        }
-      }
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int u = 0; u < 2; ++u) hbias[nt][u] = 0.5f * __ldg(p.b_exp + c0 + nt * 8 + (lane & 3) * 2 + u);
       const int e_off = (ih_first - r0) * WE + PAD;  // E position of the first pixel expanded
       const float inv_w = 1.f / p.W, inv_hw = 1.f / (p.H * p.W);
       const int a_row = lane & 15, a_k = (lane >> 4) * 8;
       const int b_row = (lane & 7) + ((lane >> 4) << 3), b_k = ((lane >> 3) & 1) * 8;
       // E = SiLU(acc / 2 + a / 2) of the 16-pixel m-tile mt (mma.sync's accumulator layout, which wgmma's per-warp
-      // accumulators share), stored at the pixels' E positions. SH: in packed fp16 (the pair rounded to half2, then
-      // h = pair / 2 + a / 2, tanh.approx.f16x2 and h + h t in half2: 6 instructions a pair instead of 8).
+      // accumulators share), stored at the pixels' E positions. (In packed fp16, tanh.approx.f16x2 and HFMA2: 7
+      // SASS instructions a pair against 8, but slower: B0 1.745 -> 1.752 ms, session 17 call 4; removed.)
       auto store_tile = [&](int mt, const float (&acc)[NT][4]) {
         __half* ep[2];
 #pragma unroll
@@ -461,18 +453,10 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtenso
           for (int h = 0; h < 2; ++h) {
             if (!decltype(full)::value && (lane >> 2) + h * 8 >= left) continue;
 #pragma unroll
-            for (int nt = 0; nt < NT; ++nt) {
-              __half2 e;
-              if constexpr (SH) {
-                const __half2 hh = __hfma2(__floats2half2_rn(acc[nt][2 * h], acc[nt][2 * h + 1]),
-                                           __float2half2_rn(0.5f), hbias2[nt]);
-                e = __hfma2(hh, tanh_h2(hh), hh);
-              } else {
-                e = __floats2half2_rn(silu_of_half(fmaf(acc[nt][2 * h], 0.5f, hbias[nt][0])),
-                                      silu_of_half(fmaf(acc[nt][2 * h + 1], 0.5f, hbias[nt][1])));
-              }
-              *reinterpret_cast<__half2*>(ep[h] + nt * 8) = e;
-            }
+            for (int nt = 0; nt < NT; ++nt)
+              *reinterpret_cast<__half2*>(ep[h] + nt * 8) =
+                  __floats2half2_rn(silu_of_half(fmaf(acc[nt][2 * h], 0.5f, hbias[nt][0])),
+                                    silu_of_half(fmaf(acc[nt][2 * h + 1], 0.5f, hbias[nt][1])));
           }
         };
         if (mt * 16 + 16 <= npix)
@@ -686,31 +670,16 @@ __global__ void __launch_bounds__(kExpandThreads, 2)
     expand_dw_v8_kernel_tx(const Params p, const __grid_constant__ CUtensorMap xmap) {
   expand_dw_v8_body<HC, KS, S, G, HF, true, WG>(p, &xmap);
 }
-// E's SiLU in packed fp16 (CUDA_KERNELS_K1_SILU_H2): the same kernels under their own names (the profiler and Nsight
-// Compute tell them apart; the default kernels' names unchanged).
-template <int HC, int KS, int S, int G = 1, bool HF = false>
-__global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel_sh(const Params p) {
-  expand_dw_v8_body<HC, KS, S, G, HF, false, false, true>(p);
-}
-template <int HC, int KS, int S, int G = 1, bool HF = false, bool WG = false>
-__global__ void __launch_bounds__(kExpandThreads, 2)
-    expand_dw_v8_kernel_tx_sh(const Params p, const __grid_constant__ CUtensorMap xmap) {
-  expand_dw_v8_body<HC, KS, S, G, HF, true, WG, true>(p, &xmap);
-}
 
 // Persistent: as many CTAs as fit on the device (two per SM at <= 113 KB), at most one per item.
-template <int HC, int KS, int S, int G = 1, bool HF = false, bool TX = false, bool WG = false, bool SH = false>
+template <int HC, int KS, int S, int G = 1, bool HF = false, bool TX = false, bool WG = false>
 cudaError_t launch_expand_dw_v8(const Params& p, cudaStream_t stream, bool pdl) {
   constexpr int kMaxDevices = 64;
   static int configured[kMaxDevices] = {}, last_smem[kMaxDevices] = {}, last_ctas[kMaxDevices] = {},
              sms[kMaxDevices] = {};
   const auto kernel = [] {  // (the TX kernel instantiated only where TX asks for it)
-    if constexpr (TX && SH)
-      return expand_dw_v8_kernel_tx_sh<HC, KS, S, G, HF, WG>;
-    else if constexpr (TX)
+    if constexpr (TX)
       return expand_dw_v8_kernel_tx<HC, KS, S, G, HF, WG>;
-    else if constexpr (SH)
-      return expand_dw_v8_kernel_sh<HC, KS, S, G, HF>;
     else
       return expand_dw_v8_kernel<HC, KS, S, G, HF>;
   }();
@@ -793,12 +762,6 @@ inline bool kernel1_v8_wg_requested() {
   const char* v = kernel1_switch("CUDA_KERNELS_K1_WGMMA");
   return v == nullptr || v[0] == '1';
 }
-// CUDA_KERNELS_K1_SILU_H2=0|1 (read at every call; off by default until measured): E's SiLU in packed fp16 in the
-// kernels whose depthwise is in HFMA2 (versions 10, 11).
-inline bool kernel1_v8_sh_requested() {
-  const char* v = kernel1_switch("CUDA_KERNELS_K1_SILU_H2");
-  return v != nullptr && v[0] == '1';
-}
 inline bool sm90a_build() {  // the extension defines BF_SM90A where it builds for sm_90a (cuda_kernels/_build.py)
 #ifdef BF_SM90A
   return true;
@@ -807,30 +770,23 @@ inline bool sm90a_build() {  // the extension defines BF_SM90A where it builds f
 #endif
 }
 
-template <int KS, bool HF, bool SH>
-cudaError_t launch_expand_dw_v8_sh(const Params& p, cudaStream_t stream, bool pdl, bool v10) {
-  if (p.stride == 2) return launch_expand_dw_v8<48, KS, 2, 1, HF, false, false, SH>(p, stream, pdl);
+template <int KS, bool HF>
+cudaError_t launch_expand_dw_v8_hf(const Params& p, cudaStream_t stream, bool pdl, bool v10) {
+  if (p.stride == 2) return launch_expand_dw_v8<48, KS, 2, 1, HF>(p, stream, pdl);
   const int g = kernel1_v8_images(kernel1_v8_images_requested(v10), p.row_blocks, p.H, p.W, p.Wo, p.rows_per_tile,
                                   KS, 1, p.C_in, p.k_pad, 48);
   if constexpr (HF) {
     const bool tx = kernel1_v8_tx_requested(), wg = tx && kernel1_v8_wg_requested() && sm90a_build();
     const bool aligned = reinterpret_cast<uintptr_t>(p.x) % 16 == 0;
     if (wg && aligned && kernel1_v8_tx(true, p.H, p.W, p.Wo, p.rows_per_tile, KS, 1, p.C_in, p.k_pad, 48, g, true))
-      return g == 2 ? launch_expand_dw_v8<48, KS, 1, 2, HF, true, true, SH>(p, stream, pdl)
-                    : launch_expand_dw_v8<48, KS, 1, 1, HF, true, true, SH>(p, stream, pdl);
+      return g == 2 ? launch_expand_dw_v8<48, KS, 1, 2, HF, true, true>(p, stream, pdl)
+                    : launch_expand_dw_v8<48, KS, 1, 1, HF, true, true>(p, stream, pdl);
     if (tx && aligned && kernel1_v8_tx(true, p.H, p.W, p.Wo, p.rows_per_tile, KS, 1, p.C_in, p.k_pad, 48, g))
-      return g == 2 ? launch_expand_dw_v8<48, KS, 1, 2, HF, true, false, SH>(p, stream, pdl)
-                    : launch_expand_dw_v8<48, KS, 1, 1, HF, true, false, SH>(p, stream, pdl);
+      return g == 2 ? launch_expand_dw_v8<48, KS, 1, 2, HF, true>(p, stream, pdl)
+                    : launch_expand_dw_v8<48, KS, 1, 1, HF, true>(p, stream, pdl);
   }
-  if (g == 2) return launch_expand_dw_v8<48, KS, 1, 2, HF, false, false, SH>(p, stream, pdl);
-  return launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, SH>(p, stream, pdl);
-}
-// SH (E's SiLU in packed fp16) with the HFMA2 depthwise only
-template <int KS, bool HF>
-cudaError_t launch_expand_dw_v8_hf(const Params& p, cudaStream_t stream, bool pdl, bool v10) {
-  if constexpr (HF)
-    if (kernel1_v8_sh_requested()) return launch_expand_dw_v8_sh<KS, true, true>(p, stream, pdl, v10);
-  return launch_expand_dw_v8_sh<KS, HF, false>(p, stream, pdl, v10);
+  if (g == 2) return launch_expand_dw_v8<48, KS, 1, 2, HF>(p, stream, pdl);
+  return launch_expand_dw_v8<48, KS, 1, 1, HF>(p, stream, pdl);
 }
 
 template <int KS>
