@@ -31,12 +31,24 @@ FIELDS = {
 }
 
 
+# Nsight Compute's units (the raw page's second row) -> the base unit's multiple; a file written without
+# --print-units base says "us" or "Mbyte" where the scripts' own files say "ns" and "byte"
+TO_BASE = {"ns": 1, "us": 1e3, "ms": 1e6, "s": 1e9, "nsecond": 1, "usecond": 1e3, "msecond": 1e6, "second": 1e9,
+           "byte": 1, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9}
+
+
 def second_launches(path: Path, name_filter: str, blocks: int) -> list[list[dict]]:
     """Per block, the rows of its second run's kernels whose name contains `name_filter` (each run of a block
-    launches the same kernels, so a run is len(rows) / (2 blocks) rows)."""
+    launches the same kernels, so a run is len(rows) / (2 blocks) rows), durations in ns and sizes in bytes whatever
+    units the file was written in."""
     lines = [line for line in path.read_text().splitlines() if line.startswith('"')]
-    rows = [r for r in csv.DictReader(lines)  # (the units row has no kernel name)
-            if r.get("Kernel Name") and name_filter in r["Kernel Name"]]
+    table = list(csv.DictReader(lines))
+    units = next((r for r in table if not r.get("Kernel Name")), {})  # the units row has no kernel name
+    scale = {k: TO_BASE[u] for k, u in units.items() if u in TO_BASE and TO_BASE[u] != 1}
+    rows = [r for r in table if r.get("Kernel Name") and name_filter in r["Kernel Name"]]
+    for r in rows:
+        for k, f in scale.items():
+            r[k] = str(value(r, k) * f)
     per = len(rows) // (2 * blocks) if blocks else 0
     return [rows[(2 * i + 1) * per:(2 * i + 2) * per] for i in range(blocks)]
 

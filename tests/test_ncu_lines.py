@@ -35,3 +35,18 @@ def test_a_missing_file_is_said_not_raised(capsys, tmp_path):
     assert ncu_lines.main(["K", str(tmp_path / "none.csv"), "x", "features.1.0"]) == 0
     assert "no file" in capsys.readouterr().out
     assert ncu_lines.main(["K"]) == 2
+
+
+def test_units_other_than_base_are_converted(capsys, tmp_path):
+    """A file written without --print-units base (device_run_ncu_mbconv_k1.sh's raw page) gives microseconds and
+    megabytes: 2.0's kernel 1 of session 17's call 1 read 192.352 us and 56.55936 Mbyte."""
+    rows = ['"ID","Kernel Name","gpu__time_duration.sum","dram__bytes_read.sum","launch__grid_size"',
+            '"","","us","Mbyte",""']
+    for i, (t, b) in enumerate([("190.0", "50.0"), ("192.352000", "56.559360")]):
+        rows.append(f'"{i}","void mb::expand_dw_v8_kernel<48, 3, 2, 1, true>(mb::Params)","{t}","{b}","264"')
+    (tmp_path / "raw.csv").write_text("\n".join(rows) + "\n")
+    [[row]] = ncu_lines.second_launches(tmp_path / "raw.csv", "expand_dw", 1)
+    assert ncu_lines.value(row, "gpu__time_duration.sum") == 192_352.0
+    assert ncu_lines.value(row, "dram__bytes_read.sum") == 56_559_360.0
+    assert ncu_lines.main(["S2", str(tmp_path / "raw.csv"), "expand_dw", "features.2.0"]) == 0
+    assert "S2 features.2.0 expand_dw_v8_kernel<48, 3, 2, 1, true> 192.4us grid 264 read 56.6MB" in capsys.readouterr().out
