@@ -51,3 +51,16 @@ B0_BENCH=(python3 cli.py bench efficientnet_b0 --repeats 30 --warmup 5 --cuda-gr
 PROJ_METRICS=gpu__time_duration.sum,launch__grid_size,dram__bytes_read.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,smsp__issue_active.avg.pct_of_peak_sustained_active,smsp__inst_executed.sum
 # B0_FUSED  B0_BENCH for the fused network (the rest compiled, freezing): step NAME S "${B0_FUSED[@]}" -o FILE
 B0_FUSED=("${B0_BENCH[@]}" --backend cuda_kernels --compile-rest --freezing)
+# b0_runs DIR OFF V...  B0_FUSED for each variant V ("default", or NAME=VALUE), twice (runs a and b, the variants
+#                       interleaved); "default" runs under OFF (the switch at its off value: an exported setting cannot
+#                       leak in); files DIR/b0_TAG_RUN.json, TAG = NAME without CUDA_KERNELS_K1_ (step names e2e_TAG_RUN)
+b0_runs() {
+  local dir=$1 off=$2 run v tag
+  shift 2
+  for run in a b; do
+    for v in "$@"; do
+      tag=${v%%=*}; tag=${tag#CUDA_KERNELS_K1_}
+      step "e2e_${tag}_$run" 60 env ${v/default/$off} "${B0_FUSED[@]}" -o "$dir/b0_${tag}_$run.json"
+    done
+  done
+}

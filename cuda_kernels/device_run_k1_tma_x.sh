@@ -34,12 +34,7 @@ for v in "${profiled[@]}"; do
     features.6.1 2>> "$log" | tee -a "$log"
 done
 if [ "${#variants[@]}" -gt 1 ]; then
-  for run in a b; do
-    for v in "${variants[@]}"; do
-      tag=${v%%=*}; tag=${tag#CUDA_KERNELS_K1_}
-      step "e2e_${tag}_$run" 70 env ${v/off/CUDA_KERNELS_K1_TMA_X=0} "${B0_FUSED[@]}" -o "$out/ncu/b0_${tag}_$run.json"
-    done
-  done
+  b0_runs "$out/ncu" CUDA_KERNELS_K1_TMA_X=0 "${variants[@]}"
 fi
 python3 -m cuda_kernels.bench_lines TX "$out/ncu" 2>> "$log" | tee -a "$log"
 tar czf "$out/k1_tx.tgz" -C "$out" ncu && rm -rf "$out/ncu"

@@ -9,6 +9,7 @@
 # packed, twice -> B0 under max-autotune-no-cudagraphs (freezing, CUDA graphs). Predicted (NOTES.md "Session 17"):
 # 2.0's kernel 1 192 -> ~170 us with the segments, B0 1.769 -> ~1.745 ms; the packed SiLU a further -10..-15 us.
 # Files: OUTDIR/log.txt, OUTDIR/s17c4.tgz (Nsight Compute CSVs, B0's files). Last line C4_OK=1|0.
+# (The packed SiLU was removed after this call, measured slower; run again, its steps find no switch or tests.)
 set -uo pipefail
 out=${1:?output folder}
 source cuda_kernels/device_lib.sh  # step, mbconv_begin, B0_FUSED, B0_BENCH
@@ -29,12 +30,7 @@ for v in default "CUDA_KERNELS_K1_SILU_H2=1"; do
   python3 -m cuda_kernels.ncu_lines "K1 $tag" "$out/c4/k1_$tag.csv" expand_dw features.2.0 features.3.0 features.4.0 \
     features.6.0 features.4.1 features.6.1 2>> "$log" | tee -a "$log"
 done
-for run in a b; do
-  for v in "${variants[@]}"; do
-    tag=${v%%=*}; tag=${tag#CUDA_KERNELS_K1_}
-    step "e2e_${tag}_$run" 60 env ${v/default/CUDA_KERNELS_K1_SILU_H2=0} "${B0_FUSED[@]}" -o "$out/c4/b0_${tag}_$run.json"
-  done
-done
+b0_runs "$out/c4" CUDA_KERNELS_K1_SILU_H2=0 "${variants[@]}"
 step autotune 300 "${B0_BENCH[@]}" --backend inductor --compile-mode max-autotune-no-cudagraphs --freezing \
   -o "$out/c4/b0_inductor_max_autotune.json"
 python3 -m cuda_kernels.bench_lines C4 "$out/c4" 2>> "$log" | tee -a "$log"

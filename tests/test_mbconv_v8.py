@@ -276,8 +276,9 @@ def test_kernel1_v8_compiles_without_spills(tmp_path):
         report += result.stdout + result.stderr
     lines = report.splitlines()
     entries = [i for i, line in enumerate(lines) if "Compiling entry function" in line and "expand_dw_v8_kernel" in line]
-    # + expand_dw_v8_kernel_tx at k = 3 and 5, 1- and 2-image items (HFMA2), the expand on mma.sync and on wgmma
-    assert len(entries) == 12 + 8, report
+    # + expand_dw_v8_kernel_tx at k = 3 and 5, 1- and 2-image items (HFMA2), the expand on mma.sync and on wgmma;
+    # + the bias in the MMA at stride 2 (expand_dw_v8_kernel_bc, HFMA2) at k = 3 and 5
+    assert len(entries) == 12 + 8 + 2, report
     for i in entries:
         spill = next(line for line in lines[i:] if "spill stores" in line)
         used = next(line for line in lines[i:] if "Used" in line and "registers" in line)
@@ -571,13 +572,15 @@ def test_the_kernel_text_holds_the_modelled_expressions():
                  "*reinterpret_cast<uint2*>(Es + (m * e_tile + e) * LDE + c * 4) = make_uint2(0, 0);"):
         assert expr in SOURCE, expr
     v2 = (CSRC / "mbconv_v2.cuh").read_text()  # expand_k16: A rows m0 + a_row at pitch ldx, column k0 + a_k
-    assert "expand_k16_at<HC>(acc, bf::smem_addr(Xs + (m0 + a_row) * ldx + k0 + a_k), Us, ldu, k0, b_row, b_k);" in v2
+    assert "expand_k16_at<HC>(acc, bf::smem_addr(Xs + (m0 + a_row) * ldx + k0 + a_k), Us, ldu, k0, b_row, b_k, c);" in v2
     # the kernel's body (expand_dw_v8_body, which expand_dw_v8_kernel runs)
     body = SOURCE.split("expand_dw_v8_body(const Params& p, const CUtensorMap* xmap = nullptr)")[1]
     body = body.split("expand_dw_v8_kernel(const Params p)")[0]
     assert "atomicAdd" not in body
-    # barrier A, barrier B per item, one after the loop; the mbarrier once per CTA
-    assert body.count("__syncthreads()") == 4
+    # barrier A, barrier B per item, one after the loop; the mbarrier once per CTA; with the bias in the MMA
+    # (CUDA_KERNELS_K1_BIAS_C, stride 2) one more per chunk, after U is halved
+    assert body.count("__syncthreads()") == 5
+    assert body.split("if constexpr (BC) {  // U halved")[1].split("// E rows above")[0].count("__syncthreads()") == 1
 
 
 def test_bank_pattern_of_the_depthwise_loads():

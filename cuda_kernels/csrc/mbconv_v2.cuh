@@ -55,23 +55,30 @@ struct DwTile {
 // m0 + 15 (pitch ldx halves) at column k0, B = the HC rows of U (pitch ldu) at k0, accumulated into acc; (a_row, a_k)
 // and (b_row, b_k) are the lane's ldmatrix row and column offsets. expand_k16_at: the same step with the lane's A
 // row address given (version 8's swizzled X, mbconv_v8.cuh expand_k16_tx).
+// c (non-null): the step starts from C = c's per-column values instead of acc (mbconv_v8.cuh, the bias in the MMA).
 template <int HC>
 __device__ __forceinline__ void expand_k16_at(float (&acc)[HC / 8][4], uint32_t a_addr, const __half* Us, int ldu,
-                                              int k0, int b_row, int b_k) {
+                                              int k0, int b_row, int b_k, const float (*c)[2] = nullptr) {
   uint32_t a[4];
   bf::ldmatrix_x4(a, a_addr);
 #pragma unroll
   for (int np = 0; np < HC / 16; ++np) {
     uint32_t b[4];
     bf::ldmatrix_x4(b, bf::smem_addr(Us + (np * 16 + b_row) * ldu + k0 + b_k));
-    bf::mma_m16n8k16(acc[2 * np], a, b[0], b[1]);
-    bf::mma_m16n8k16(acc[2 * np + 1], a, b[2], b[3]);
+    if (c != nullptr) {
+      bf::mma_m16n8k16_c(acc[2 * np], a, b[0], b[1], c[2 * np][0], c[2 * np][1]);
+      bf::mma_m16n8k16_c(acc[2 * np + 1], a, b[2], b[3], c[2 * np + 1][0], c[2 * np + 1][1]);
+    } else {
+      bf::mma_m16n8k16(acc[2 * np], a, b[0], b[1]);
+      bf::mma_m16n8k16(acc[2 * np + 1], a, b[2], b[3]);
+    }
   }
 }
 template <int HC>
 __device__ __forceinline__ void expand_k16(float (&acc)[HC / 8][4], const __half* Xs, int ldx, const __half* Us, int ldu,
-                                           int m0, int k0, int a_row, int a_k, int b_row, int b_k) {
-  expand_k16_at<HC>(acc, bf::smem_addr(Xs + (m0 + a_row) * ldx + k0 + a_k), Us, ldu, k0, b_row, b_k);
+                                           int m0, int k0, int a_row, int a_k, int b_row, int b_k,
+                                           const float (*c)[2] = nullptr) {
+  expand_k16_at<HC>(acc, bf::smem_addr(Xs + (m0 + a_row) * ldx + k0 + a_k), Us, ldu, k0, b_row, b_k, c);
 }
 
 // Shared memory of version 2's kernel 1: X band [m_pad x (k_pad + 8)] and U chunk (expand only),

@@ -183,17 +183,19 @@ struct V8Item {
 // expand_k16 (mbconv_v2.cuh) with A from X's swizzled boxes (x_tx_offset): the same fragments, so the same sums.
 template <int HC>
 __device__ __forceinline__ void expand_k16_tx(float (&acc)[HC / 8][4], const __half* Xs, int m_pad, const __half* Us,
-                                              int ldu, int m0, int k0, int a_row, int a_k, int b_row, int b_k) {
-  expand_k16_at<HC>(acc, bf::smem_addr(Xs + x_tx_offset(m0 + a_row, k0 + a_k, m_pad)), Us, ldu, k0, b_row, b_k);
+                                              int ldu, int m0, int k0, int a_row, int a_k, int b_row, int b_k,
+                                              const float (*c)[2] = nullptr) {
+  expand_k16_at<HC>(acc, bf::smem_addr(Xs + x_tx_offset(m0 + a_row, k0 + a_k, m_pad)), Us, ldu, k0, b_row, b_k, c);
 }
 
 // The kernel's body (expand_dw_v8_kernel and expand_dw_v8_kernel_tx: two CTAs per SM, <= 128 registers; session 16
 // measured it at three CTAs per SM, 80 registers and one-image items, 6.1's kernel 1 49.1 -> 55.4 us, and removed
 // that entry point: NOTES.md, "Kernel 1's stall reasons"). TX: X by the tensor memory accelerator through the tensor
 // map at xmap (kernel1_v8_tx; null otherwise); WG (with TX): the expand on warpgroup MMAs.
-template <int HC, int KS, int S, int G, bool HF, bool TX = false, bool WG = false>
+template <int HC, int KS, int S, int G, bool HF, bool TX = false, bool WG = false, bool BC = false>
 __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtensorMap* xmap = nullptr) {
   static_assert(!WG || TX, "the wgmma expand reads X's swizzled boxes");
+  static_assert(!BC || (S == 2 && !TX), "the bias in the MMA is built for the stride-2 kernels (bulk-copied X)");
   using bf::cp_async16;
   using bf::smem_addr;
   extern __shared__ __align__(16) uint8_t smem[];
@@ -404,6 +406,20 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtenso
           wdw[j] = make_float2(0.5f * __ldg(src), 0.5f * __ldg(src + 1));
       }
 
+    if constexpr (BC) {  // U halved in place once per chunk (its cp.async copies landed before barrier A)
+      if (new_chunk) {
+        const __half2 half = __float2half2_rn(0.5f);
+        for (int j = tid; j < (int)(Es - Us) / 8; j += kExpandThreads) {
+          uint4 v = reinterpret_cast<uint4*>(Us)[j];
+          __half2* h = reinterpret_cast<__half2*>(&v);
+#pragma unroll
+          for (int k = 0; k < 4; ++k) h[k] = __hmul2(h[k], half);
+          reinterpret_cast<uint4*>(Us)[j] = v;
+        }
+        __syncthreads();
+      }
+    }
+
     // E rows above / below the image (whole rows, at the top and bottom bands only; G > 1: written once per CTA,
     // above: the per-item form of this loop over the G tiles stored past E at k = 3 under compute-sanitizer, at
     // bounds the source does not give; its SASS recomputes the trip count with a max over H itself, not -H; not
@@ -432,7 +448,8 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtenso
       const float inv_w = 1.f / p.W, inv_hw = 1.f / (p.H * p.W);
       const int a_row = lane & 15, a_k = (lane >> 4) * 8;
       const int b_row = (lane & 7) + ((lane >> 4) << 3), b_k = ((lane >> 3) & 1) * 8;
-      // E = SiLU(acc / 2 + a / 2) of the 16-pixel m-tile mt (mma.sync's accumulator layout, which wgmma's per-warp
+      // E = SiLU(acc / 2 + a / 2) (BC: SiLU(acc), U halved and acc started from a / 2: CUDA_KERNELS_K1_BIAS_C) of the
+      // 16-pixel m-tile mt (mma.sync's accumulator layout, which wgmma's per-warp
       // accumulators share), stored at the pixels' E positions. (In packed fp16, tanh.approx.f16x2 and HFMA2: 7
       // SASS instructions a pair against 8, but slower: B0 1.745 -> 1.752 ms, session 17 call 4; removed.)
       auto store_tile = [&](int mt, const float (&acc)[NT][4]) {
@@ -453,10 +470,15 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtenso
           for (int h = 0; h < 2; ++h) {
             if (!decltype(full)::value && (lane >> 2) + h * 8 >= left) continue;
 #pragma unroll
-            for (int nt = 0; nt < NT; ++nt)
-              *reinterpret_cast<__half2*>(ep[h] + nt * 8) =
-                  __floats2half2_rn(silu_of_half(fmaf(acc[nt][2 * h], 0.5f, hbias[nt][0])),
-                                    silu_of_half(fmaf(acc[nt][2 * h + 1], 0.5f, hbias[nt][1])));
+            for (int nt = 0; nt < NT; ++nt) {
+              __half2 e;
+              if constexpr (BC)  // acc = X U / 2 + a / 2 already
+                e = __floats2half2_rn(silu_of_half(acc[nt][2 * h]), silu_of_half(acc[nt][2 * h + 1]));
+              else
+                e = __floats2half2_rn(silu_of_half(fmaf(acc[nt][2 * h], 0.5f, hbias[nt][0])),
+                                      silu_of_half(fmaf(acc[nt][2 * h + 1], 0.5f, hbias[nt][1])));
+              *reinterpret_cast<__half2*>(ep[h] + nt * 8) = e;
+            }
           }
         };
         if (mt * 16 + 16 <= npix)
@@ -492,14 +514,20 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtenso
         const int mtiles = (npix + 15) / 16;
         for (int mt = warp; mt < mtiles; mt += kExpandThreads / 32) {
           float acc[NT][4];
+          int k0 = 0;
+          if constexpr (BC) {  // the first k16 step from C = the halved bias (read from hbias: no copies, no zeros)
+            expand_k16<HC>(acc, Xs, ldx, Us, ldu, mt * 16, 0, a_row, a_k, b_row, b_k, hbias);
+            k0 = 16;
+          } else {
 #pragma unroll
-          for (int a = 0; a < NT; ++a)
+            for (int a = 0; a < NT; ++a)
 #pragma unroll
-            for (int b = 0; b < 4; ++b) acc[a][b] = 0.f;
+              for (int b = 0; b < 4; ++b) acc[a][b] = 0.f;
+          }
           // k = 5: not unrolled (unrolled, its fragment loads in flight took the registers the depthwise needs:
           // spills)
 #pragma unroll (KS == 3 ? 2 : 1)
-          for (int k0 = 0; k0 < p.k_pad; k0 += 16) {
+          for (; k0 < p.k_pad; k0 += 16) {
             if constexpr (TX)
               expand_k16_tx<HC>(acc, Xs, m_pad, Us, ldu, mt * 16, k0, a_row, a_k, b_row, b_k);
             else
@@ -671,8 +699,15 @@ __global__ void __launch_bounds__(kExpandThreads, 2)
   expand_dw_v8_body<HC, KS, S, G, HF, true, WG>(p, &xmap);
 }
 
+// The expand's bias and halving in the MMA (CUDA_KERNELS_K1_BIAS_C, stride 2): the same kernel under its own name
+// (the profiler and Nsight Compute tell them apart; the default kernels' names unchanged).
+template <int HC, int KS, int S, int G = 1, bool HF = false>
+__global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel_bc(const Params p) {
+  expand_dw_v8_body<HC, KS, S, G, HF, false, false, true>(p);
+}
+
 // Persistent: as many CTAs as fit on the device (two per SM at <= 113 KB), at most one per item.
-template <int HC, int KS, int S, int G = 1, bool HF = false, bool TX = false, bool WG = false>
+template <int HC, int KS, int S, int G = 1, bool HF = false, bool TX = false, bool WG = false, bool BC = false>
 cudaError_t launch_expand_dw_v8(const Params& p, cudaStream_t stream, bool pdl) {
   constexpr int kMaxDevices = 64;
   static int configured[kMaxDevices] = {}, last_smem[kMaxDevices] = {}, last_ctas[kMaxDevices] = {},
@@ -680,6 +715,8 @@ cudaError_t launch_expand_dw_v8(const Params& p, cudaStream_t stream, bool pdl) 
   const auto kernel = [] {  // (the TX kernel instantiated only where TX asks for it)
     if constexpr (TX)
       return expand_dw_v8_kernel_tx<HC, KS, S, G, HF, WG>;
+    else if constexpr (BC)
+      return expand_dw_v8_kernel_bc<HC, KS, S, G, HF>;
     else
       return expand_dw_v8_kernel<HC, KS, S, G, HF>;
   }();
@@ -762,6 +799,14 @@ inline bool kernel1_v8_wg_requested() {
   const char* v = kernel1_switch("CUDA_KERNELS_K1_WGMMA");
   return v == nullptr || v[0] == '1';
 }
+// CUDA_KERNELS_K1_BIAS_C=0|1 (read at every call; off by default until measured): the expand's bias and halving in
+// the MMA (U halved in shared memory once per chunk, each m-tile's first k16 step from C = the halved bias; no
+// zeroing, no FFMA per E element) at stride 2, with the depthwise in HFMA2 (versions 10, 11): where the expand is
+// 4 pixels per output (at k = 3, stride 1 the peeled step spilled 8-48 bytes).
+inline bool kernel1_v8_bc_requested() {
+  const char* v = kernel1_switch("CUDA_KERNELS_K1_BIAS_C");
+  return v != nullptr && v[0] == '1';
+}
 inline bool sm90a_build() {  // the extension defines BF_SM90A where it builds for sm_90a (cuda_kernels/_build.py)
 #ifdef BF_SM90A
   return true;
@@ -772,7 +817,11 @@ inline bool sm90a_build() {  // the extension defines BF_SM90A where it builds f
 
 template <int KS, bool HF>
 cudaError_t launch_expand_dw_v8_hf(const Params& p, cudaStream_t stream, bool pdl, bool v10) {
-  if (p.stride == 2) return launch_expand_dw_v8<48, KS, 2, 1, HF>(p, stream, pdl);
+  if (p.stride == 2) {
+    if constexpr (HF)
+      if (kernel1_v8_bc_requested()) return launch_expand_dw_v8<48, KS, 2, 1, HF, false, false, true>(p, stream, pdl);
+    return launch_expand_dw_v8<48, KS, 2, 1, HF>(p, stream, pdl);
+  }
   const int g = kernel1_v8_images(kernel1_v8_images_requested(v10), p.row_blocks, p.H, p.W, p.Wo, p.rows_per_tile,
                                   KS, 1, p.C_in, p.k_pad, 48);
   if constexpr (HF) {
