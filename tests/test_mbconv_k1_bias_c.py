@@ -35,7 +35,6 @@ def test_the_switch_builds_the_bias_into_the_first_mma():
 # ---- GPU ----
 
 def _stride2():
-    import torchvision  # noqa: F401  (mbconv_helpers builds the models)
     from mbconv_helpers import DISTINCT, block_of
 
     return [(n, p) for n, p in DISTINCT if block_of(n, p).block[-3][0].stride[0] == 2]
