@@ -449,9 +449,9 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtenso
       const int a_row = lane & 15, a_k = (lane >> 4) * 8;
       const int b_row = (lane & 7) + ((lane >> 4) << 3), b_k = ((lane >> 3) & 1) * 8;
       // E = SiLU(acc / 2 + a / 2) (BC: SiLU(acc), U halved and acc started from a / 2: CUDA_KERNELS_K1_BIAS_C) of the
-      // 16-pixel m-tile mt (mma.sync's accumulator layout, which wgmma's per-warp
-      // accumulators share), stored at the pixels' E positions. (In packed fp16, tanh.approx.f16x2 and HFMA2: 7
-      // SASS instructions a pair against 8, but slower: B0 1.745 -> 1.752 ms, session 17 call 4; removed.)
+      // 16-pixel m-tile mt (mma.sync's accumulator layout, which wgmma's per-warp accumulators share), stored at the
+      // pixels' E positions. (In packed fp16, tanh.approx.f16x2 and HFMA2: 7 SASS instructions a pair against 8, but
+      // slower: B0 1.745 -> 1.752 ms, session 17 call 4; removed.)
       auto store_tile = [&](int mt, const float (&acc)[NT][4]) {
         __half* ep[2];
 #pragma unroll
