@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Kernel 1 with X by the tensor memory accelerator (CUDA_KERNELS_K1_TMA_X=1) and with its expand on warpgroup MMAs
-# (CUDA_KERNELS_K1_WGMMA=1); session 16, compiled and CPU-tested, not yet run; NOTES.md "Kernel 1's stall reasons".
+# (CUDA_KERNELS_K1_WGMMA=1); built in session 16, run as session 17's first call (examples/measurements/mbconv/s17/
+# call1), after which both became the defaults: run again now, its TMA X variant also takes the wgmma expand (add
+# CUDA_KERNELS_K1_WGMMA=0 to it for the TMA X alone). NOTES.md "Kernel 1's stall reasons".
 # From the repository root (~8 minutes on one H200):
 #   timeout 590 bash cuda_kernels/device_run_k1_tma_x.sh OUTDIR
 # build -> GPU tests (test_mbconv_k1_tma_x.py: TX's bits equal to the padded rows' at B0 / B2 shapes, odd sizes
