@@ -138,8 +138,8 @@ def x_tx_offset(row: int, k: int, m_pad: int) -> int:
 
 K1_WGMMA_SWITCH = "CUDA_KERNELS_K1_WGMMA"  # csrc/mbconv_v8.cuh kernel1_v8_wg_requested: "0" / "1" (on by default)
 V8_WG_ROWS = 64  # kV8WgRows: pixels per warpgroup tile of the wgmma expand
-# csrc/mbconv_v8.cuh kernel1_v8_bc_requested: "0" / "1" (off by default): the expand's bias and halving in the MMA, at
-# stride 2 (expand_dw_v8_kernel_bc)
+# csrc/mbconv_v8.cuh kernel1_v8_bc_requested: "0" / "1" (on by default since session 18): the expand's bias and
+# halving in the MMA, at stride 2 (expand_dw_v8_kernel_bc)
 K1_BIAS_C_SWITCH = "CUDA_KERNELS_K1_BIAS_C"
 
 
