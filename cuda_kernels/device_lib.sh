@@ -53,13 +53,15 @@ PROJ_METRICS=gpu__time_duration.sum,launch__grid_size,dram__bytes_read.sum,dram_
 B0_FUSED=("${B0_BENCH[@]}" --backend cuda_kernels --compile-rest --freezing)
 # b0_runs DIR OFF V...  B0_FUSED for each variant V ("default", or NAME=VALUE), twice (runs a and b, the variants
 #                       interleaved); "default" runs under OFF (the switch at its off value: an exported setting cannot
-#                       leak in); files DIR/b0_TAG_RUN.json, TAG = NAME without CUDA_KERNELS_K1_ (step names e2e_TAG_RUN)
+#                       leak in); files DIR/b0_TAG_RUN.json, TAG = NAME without CUDA_KERNELS_ and K1_, then _VALUE
+#                       where VALUE is not 1 (step names e2e_TAG_RUN)
 b0_runs() {
   local dir=$1 off=$2 run v tag
   shift 2
   for run in a b; do
     for v in "$@"; do
-      tag=${v%%=*}; tag=${tag#CUDA_KERNELS_K1_}
+      tag=${v%%=*}; tag=${tag#CUDA_KERNELS_}; tag=${tag#K1_}
+      [ "$v" != default ] && [ "${v#*=}" != 1 ] && tag+="_${v#*=}"
       step "e2e_${tag}_$run" 60 env ${v/default/$off} "${B0_FUSED[@]}" -o "$dir/b0_${tag}_$run.json"
     done
   done

@@ -100,6 +100,13 @@ __host__ __device__ inline bool kernel1_v9_takes_v3(int ksize, int stride, int h
   return ksize == 3 && stride == 1 && ho * wo <= 64;
 }
 cudaError_t launch_se_v3(const Params& p, cudaStream_t stream, bool pdl);
+// The SE as two batched products (mbconv_se_v4.cu, NOTES.md "The SE as two batched products"): inside versions 9-11
+// where se_v4_applies(p, se_v4_mode()) (CUDA_KERNELS_SE_V4=0 | 1 | all: off by default until measured; 1 where hidden
+// >= 480). Its FC1 partial products live after the scale: the scale buffer holds N * hid_pad + se_v4_scratch_floats.
+int se_v4_mode();
+bool se_v4_applies(const Params& p, int mode);
+size_t se_v4_scratch_floats(int n, int hidden, int sq);
+cudaError_t launch_se_v4(const Params& p, cudaStream_t stream, bool pdl);
 cudaError_t launch_project_v9(const Params& p, cudaStream_t stream, bool pdl);
 // Version 10's projection (mbconv_v3.cu, NOTES.md "MBConv version 10"): 64-row tiles, 8 warps, each k step split
 // between two warps; inside version 9 where project_v10_mode() says (CUDA_KERNELS_PROJ_V10=off | late | all | auto).

@@ -93,7 +93,8 @@ Prepared prepare(const torch::Tensor& like, int64_t n, int64_t h, int64_t w, int
   r.out = out;
   r.d = torch::empty({p.N, p.Ho, p.Wo, p.hidden}, half);
   r.partial = torch::empty({p.N, p.row_blocks, p.hid_pad}, f32);
-  r.scale = torch::empty({p.N, p.hid_pad}, f32);
+  // the SE scale [N, hid_pad], then SE version 4's FC1 partial products (mbconv_se_v4.cu)
+  r.scale = torch::empty({(int64_t)p.N * p.hid_pad + (int64_t)mb::se_v4_scratch_floats(p.N, p.hidden, p.sq)}, f32);
   p.d = reinterpret_cast<__half*>(r.d.data_ptr<at::Half>());
   p.out = reinterpret_cast<__half*>(out.data_ptr<at::Half>());
   p.w_exp = expand ? reinterpret_cast<const __half*>(w_exp.data_ptr<at::Half>()) : nullptr;
