@@ -7,7 +7,8 @@ CPU: the decomposition (slices, image groups, the slice-order sum) against the d
 hidden and sq, the shared memory from literal sums, the switch and the scratch's allocation in the sources. GPU
 (@pytest.mark.cuda): every distinct MBConv of B0 and B2 at batches 1, 5 and 128 against float64 (<= 2x PyTorch fp16's
 error, output and scratch poisoned), the profiler naming both kernels, the output within 2e-3 of se_v3's (the same
-products summed in another order), repeatable bit for bit (no atomics); B0 through the check before timing."""
+products summed in another order), repeatable bit for bit where kernel 1 is (the SE has no atomics); B0 through the
+check before timing."""
 
 from pathlib import Path
 
@@ -100,7 +101,11 @@ def test_every_block_against_float64(name, path, batch, monkeypatch):
     got, names = run_profiled(x, params, weights, base, 11)
     assert "se_v4_fc1_kernel" in names and "se_v4_fc2_kernel" in names and "se_v3" not in names, names[:600]
     assert relative_error(got, base.double()) < 2e-3
-    assert_repeatable(got, x, params, weights, 11)
+    # repeatable where kernel 1 is: version 3's kernel 1 (no expand conv, or 7 x 7 at k = 3) pools through shared-memory
+    # atomics, whose order moves the pool by an ulp (s18 call 3: those 8 cases differed run to run, the rest were equal)
+    v3 = params.expand_w is None or mb.kernel1_v9_takes_v3(params.kernel_size, params.stride, *got.shape[2:])
+    if not v3:
+        assert_repeatable(got, x, params, weights, 11)
 
 
 @pytest.mark.cuda
