@@ -41,26 +41,57 @@ __host__ __device__ constexpr int se_v4_fc2_smem(int sq) {
   return (kSeV4C * se_v4_pitch2(sq) + kSeV4Images2 * sq) * 4;
 }
 
+// Loads are issued in batches (every load of a batch before its first use): a loop of one load and one store per
+// iteration waits out L2's latency each time (the first build's W1 copy: 24 round trips, ~9 us of its 9 at hidden 1152).
+constexpr int kSeV4Batch = 8;
+
 __global__ void __launch_bounds__(kSeV4Threads1) se_v4_fc1_kernel(const Params p) {
   extern __shared__ __align__(16) float se4_smem1[];
   constexpr int ld = kSeV4K + 1;  // W1's slice rows: lanes reading rows j, j + 1, ... hit distinct banks
+  constexpr int q = kSeV4K / 4;   // float4s per slice row
   float* w1s = se4_smem1;                    // [sq][ld]
   float* pooled = se4_smem1 + p.sq * ld;     // [kSeV4Images1][kSeV4K]
-  const int tid = threadIdx.x, slice = blockIdx.x, k0 = slice * kSeV4K, kw = min(kSeV4K, p.hidden - k0);
+  const int tid = threadIdx.x, slice = blockIdx.x, k0 = slice * kSeV4K, kw4 = min(kSeV4K, p.hidden - k0) / 4;
   const int n0 = blockIdx.y * kSeV4Images1;
-  for (int i = tid; i < p.sq * kSeV4K; i += kSeV4Threads1) {  // weights only: ahead of the wait
-    const int j = i / kSeV4K, c = i % kSeV4K;
-    w1s[j * ld + c] = c < kw ? __ldg(p.w_se1 + (size_t)j * p.hidden + k0 + c) : 0.f;
+  // weights only: ahead of the wait. Row j's slice is q float4s from w_se1 + j * hidden + k0 (16-byte aligned: hidden
+  // and k0 are multiples of 8); kw4 < q in the last slice, zeros past it.
+  for (int base = tid; base < p.sq * q; base += kSeV4Batch * kSeV4Threads1) {
+    float4 v[kSeV4Batch];
+#pragma unroll
+    for (int u = 0; u < kSeV4Batch; ++u) {
+      const int i = base + u * kSeV4Threads1, j = i / q, c4 = i % q;
+      v[u] = i < p.sq * q && c4 < kw4
+                 ? __ldg(reinterpret_cast<const float4*>(p.w_se1 + (size_t)j * p.hidden + k0) + c4)
+                 : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+#pragma unroll
+    for (int u = 0; u < kSeV4Batch; ++u) {
+      const int i = base + u * kSeV4Threads1, j = i / q, c4 = i % q;
+      if (i < p.sq * q) {
+        float* d = w1s + j * ld + 4 * c4;
+        d[0] = v[u].x, d[1] = v[u].y, d[2] = v[u].z, d[3] = v[u].w;
+      }
+    }
   }
   pdl::wait();  // kernel 1's partial sums
   pdl::launch_dependents();
-  const float inv = 1.f / float(p.Ho * p.Wo);
-  for (int i = tid; i < kSeV4Images1 * kSeV4K; i += kSeV4Threads1) {
-    const int m = i / kSeV4K, c = i % kSeV4K, n = n0 + m;
-    float s = 0.f;
-    if (n < p.N && c < kw)
-      for (int b = 0; b < p.row_blocks; ++b) s += p.partial[((size_t)n * p.row_blocks + b) * p.hid_pad + k0 + c];
-    pooled[i] = s * inv;
+  // the pool: thread (image m, float4 c4) sums its 4 channels over the bands, in band order
+  static_assert(kSeV4Threads1 == kSeV4Images1 * q, "one float4 of the pool per thread");
+  {
+    const int m = tid / q, c4 = tid % q, n = n0 + m;
+    float4 s = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (n < p.N && c4 < kw4) {
+      const float4* src = reinterpret_cast<const float4*>(p.partial + (size_t)n * p.row_blocks * p.hid_pad + k0) + c4;
+      const int step = p.hid_pad / 4;  // hid_pad is a multiple of the chunk (32 or 48)
+#pragma unroll 4
+      for (int b = 0; b < p.row_blocks; ++b) {
+        const float4 v = src[(size_t)b * step];
+        s.x += v.x, s.y += v.y, s.z += v.z, s.w += v.w;
+      }
+    }
+    const float inv = 1.f / float(p.Ho * p.Wo);
+    float* d = pooled + m * kSeV4K + 4 * c4;
+    d[0] = s.x * inv, d[1] = s.y * inv, d[2] = s.z * inv, d[3] = s.w * inv;
   }
   __syncthreads();
   float* hpart = p.scale + (size_t)p.N * p.hid_pad;
@@ -86,40 +117,71 @@ __global__ void __launch_bounds__(kSeV4Threads2) se_v4_fc2_kernel(const Params p
   float* h = se4_smem2 + kSeV4C * ld;          // [kSeV4Images2][sq]
   const int tid = threadIdx.x, c0 = blockIdx.x * kSeV4C, cw = min(kSeV4C, p.hidden - c0);
   const int n0 = blockIdx.y * kSeV4Images2;
-  for (int i = tid; i < cw * p.sq; i += kSeV4Threads2) {  // W2's rows c0 .. c0 + cw - 1 are contiguous
-    const int r = i / p.sq, j = i % p.sq;
-    w2s[r * ld + j] = __ldg(p.w_se2 + (size_t)c0 * p.sq + i);
+  // W2's rows c0 .. c0 + cw - 1: cw * sq contiguous floats (16-byte aligned, a multiple of 4: cw % 8 == 0)
+  const int n4 = cw * p.sq / 4;
+  const float4* src = reinterpret_cast<const float4*>(p.w_se2 + (size_t)c0 * p.sq);
+  for (int base = tid; base < n4; base += kSeV4Batch * kSeV4Threads2) {
+    float4 v[kSeV4Batch];
+#pragma unroll
+    for (int u = 0; u < kSeV4Batch; ++u) {
+      const int i = base + u * kSeV4Threads2;
+      v[u] = i < n4 ? __ldg(src + i) : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+#pragma unroll
+    for (int u = 0; u < kSeV4Batch; ++u) {
+      const int i = base + u * kSeV4Threads2;
+      if (i < n4) {
+        const float e[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
+#pragma unroll
+        for (int t = 0; t < 4; ++t) w2s[(4 * i + t) / p.sq * ld + (4 * i + t) % p.sq] = e[t];
+      }
+    }
   }
   pdl::wait();  // se_v4_fc1's partial products
   pdl::launch_dependents();
+  // h: the group's images' sq values are contiguous in each slice ([slice][n][sq]); thread tid sums values tid + 256u
+  // over the slices, in slice order, all of a slice's loads before its adds
   const float* hpart = p.scale + (size_t)p.N * p.hid_pad;
-  const int slices = se_v4_slices(p.hidden);
-  for (int o = tid; o < kSeV4Images2 * p.sq; o += kSeV4Threads2) {
-    const int m = o / p.sq, j = o % p.sq, n = n0 + m;
-    float s = 0.f;
-    if (n < p.N)
-      for (int k = 0; k < slices; ++k) s += hpart[((size_t)k * p.N + n) * p.sq + j];
-    const float v = s + p.b_se1[j];
-    h[o] = v / (1.f + expf(-v));
+  const int slices = se_v4_slices(p.hidden), count = min(kSeV4Images2, p.N - n0) * p.sq;
+  constexpr int kH = kSeV4Images2 * kSeV4MaxSq / kSeV4Threads2;
+  float acc[kH];
+#pragma unroll
+  for (int u = 0; u < kH; ++u) acc[u] = 0.f;
+#pragma unroll 2
+  for (int k = 0; k < slices; ++k) {
+    const float* row = hpart + ((size_t)k * p.N + n0) * p.sq;
+#pragma unroll
+    for (int u = 0; u < kH; ++u) {
+      const int o = tid + u * kSeV4Threads2;
+      if (o < count) acc[u] += row[o];
+    }
+  }
+#pragma unroll
+  for (int u = 0; u < kH; ++u) {
+    const int o = tid + u * kSeV4Threads2;
+    if (o < kSeV4Images2 * p.sq) {
+      const float v = acc[u] + p.b_se1[o % p.sq];  // images past N: finite values, never stored
+      h[o] = v / (1.f + expf(-v));
+    }
   }
   __syncthreads();
   const int c = tid % kSeV4C, lane = tid / kSeV4C;
   if (c >= cw) return;
   constexpr int kPer = kSeV4Images2 / kSeV4Lanes2;
-  float acc[kPer];
+  float out[kPer];
 #pragma unroll
-  for (int i = 0; i < kPer; ++i) acc[i] = 0.f;
+  for (int i = 0; i < kPer; ++i) out[i] = 0.f;
   const float* w = w2s + c * ld;
   for (int j = 0; j < p.sq; ++j) {
     const float wj = w[j];
 #pragma unroll
-    for (int i = 0; i < kPer; ++i) acc[i] = fmaf(wj, h[(lane + kSeV4Lanes2 * i) * p.sq + j], acc[i]);
+    for (int i = 0; i < kPer; ++i) out[i] = fmaf(wj, h[(lane + kSeV4Lanes2 * i) * p.sq + j], out[i]);
   }
   const float b = __ldg(p.b_se2 + c0 + c);
 #pragma unroll
   for (int i = 0; i < kPer; ++i) {
     const int n = n0 + lane + kSeV4Lanes2 * i;
-    if (n < p.N) p.scale[(size_t)n * p.hid_pad + c0 + c] = 1.f / (1.f + expf(-(acc[i] + b)));
+    if (n < p.N) p.scale[(size_t)n * p.hid_pad + c0 + c] = 1.f / (1.f + expf(-(out[i] + b)));
   }
 }
 
