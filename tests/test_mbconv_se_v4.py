@@ -1,5 +1,5 @@
 """SE version 4: the squeeze-excitation as two batched products (csrc/mbconv_se_v4.cu, CUDA_KERNELS_SE_V4=0|1|all;
-off by default until measured; NOTES.md "The SE as two batched products"). se_v4_fc1 (CTA: 64 hidden channels x 8
+on by default where hidden >= 480 since session 18; NOTES.md "The SE as two batched products"). se_v4_fc1 (CTA: 64 hidden channels x 8
 images) writes FC1's partial products per slice, se_v4_fc2 (CTA: 64 channels x 16 images) sums them in slice order,
 applies SiLU, FC2 and the sigmoid: each SE weight is read once per image group instead of once per image.
 
@@ -73,7 +73,8 @@ def test_the_switch_and_the_scratch():
     se, dispatch = (CSRC / "mbconv_se_v4.cu").read_text(), (CSRC / "mbconv.cu").read_text()
     binding = (CSRC / "mbconv_bindings.cpp").read_text()
     assert mb.SE_V4_SWITCH == "CUDA_KERNELS_SE_V4"
-    assert 'std::getenv("CUDA_KERNELS_SE_V4");\n  if (v == nullptr) return 0;' in se  # off unset
+    assert 'std::getenv("CUDA_KERNELS_SE_V4");\n  if (v == nullptr) return 1;' in se  # mode 1 unset
+    assert "return mode == 2 || p.hidden >= kSeV4MinHidden;" in se and "kSeV4MinHidden = 480;" in se
     assert "se_v4_applies(p, se_v4_mode()) ? launch_se_v4(p, stream, pdl) : launch_se_v3(p, stream, pdl)" in dispatch
     # the partial products after the scale: slices x N x sq floats
     assert "p.N * p.hid_pad + (int64_t)mb::se_v4_scratch_floats(p.N, p.hidden, p.sq)" in binding

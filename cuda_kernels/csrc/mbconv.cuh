@@ -101,8 +101,8 @@ __host__ __device__ inline bool kernel1_v9_takes_v3(int ksize, int stride, int h
 }
 cudaError_t launch_se_v3(const Params& p, cudaStream_t stream, bool pdl);
 // The SE as two batched products (mbconv_se_v4.cu, NOTES.md "The SE as two batched products"): inside versions 9-11
-// where se_v4_applies(p, se_v4_mode()) (CUDA_KERNELS_SE_V4=0 | 1 | all: off by default until measured; 1 where hidden
-// >= 480). Its FC1 partial products live after the scale: the scale buffer holds N * hid_pad + se_v4_scratch_floats.
+// where se_v4_applies(p, se_v4_mode()) (CUDA_KERNELS_SE_V4=0 | 1 | all: 1 by default since session 18, B0 1.738 -> 1.710 ms;
+// 1: where hidden >= 480). Its FC1 partial products live after the scale: the scale buffer holds N * hid_pad + se_v4_scratch_floats.
 int se_v4_mode();
 bool se_v4_applies(const Params& p, int mode);
 size_t se_v4_scratch_floats(int n, int hidden, int sq);
