@@ -232,6 +232,20 @@ def assert_switch_keeps_the_bits(monkeypatch, name: str, path: str, batch: int, 
     assert torch.equal(got, base)
 
 
+def switched_against_float64(monkeypatch, name: str, path: str, batch: int, switch: str, on: str, off: str = "0"):
+    """Version 11 on block `path` of model `name` at `batch` with `switch` = `on`: check_shape (float64, poisoned), then
+    the same input with the switch `off` and `on` again under the profiler. Returns (on's output, off's output, the
+    kernels' names, params, weights, x) for the caller's closeness and which-kernel-ran checks."""
+    monkeypatch.setenv(switch, on)
+    check_shape(name, path, batch, 11)
+    params, weights, x = block_prepared(name, path, batch)
+    monkeypatch.setenv(switch, off)
+    base = mb.mbconv(x, params, weights, version=11)
+    monkeypatch.setenv(switch, on)
+    got, names = run_profiled(x, params, weights, base, 11)
+    return got, base, names, params, weights, x
+
+
 def check_fused_b0(monkeypatch, switches: dict[str, str], fused: dict[str, int], blocks_checked: int) -> dict:
     """fused_b0_info under `switches` (environment variables), asserting the fused counts `fused` (by family), no
     fallback, `blocks_checked` units checked and every one within 2x PyTorch fp16's error; returns the record."""

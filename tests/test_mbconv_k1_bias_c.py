@@ -44,17 +44,11 @@ def _stride2():
 @pytest.mark.parametrize("batch", [1, 5, 128])
 @pytest.mark.parametrize("name,path", _stride2())
 def test_stride2_blocks_against_float64(name, path, batch, monkeypatch):
-    from mbconv_helpers import block_prepared, check_shape, run_profiled
+    from mbconv_helpers import switched_against_float64
 
     from perfmodel.harness import relative_error
 
-    monkeypatch.setenv(mb.K1_BIAS_C_SWITCH, "1")
-    check_shape(name, path, batch, 11)
-    params, weights, x = block_prepared(name, path, batch)
-    monkeypatch.setenv(mb.K1_BIAS_C_SWITCH, "0")
-    default = mb.mbconv(x, params, weights, version=11)
-    monkeypatch.setenv(mb.K1_BIAS_C_SWITCH, "1")
-    got, names = run_profiled(x, params, weights, default, 11)
+    got, default, names, *_ = switched_against_float64(monkeypatch, name, path, batch, mb.K1_BIAS_C_SWITCH, "1")
     assert "expand_dw_v8_kernel_bc<" in names, names[:600]
     assert relative_error(got, default.double()) < 1e-3
 

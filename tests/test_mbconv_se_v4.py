@@ -89,17 +89,12 @@ def test_the_switch_and_the_scratch():
 @pytest.mark.parametrize("batch", [1, 5, 128])
 @pytest.mark.parametrize("name,path", DISTINCT)
 def test_every_block_against_float64(name, path, batch, monkeypatch):
-    from mbconv_helpers import assert_repeatable, block_prepared, check_shape, run_profiled
+    from mbconv_helpers import assert_repeatable, switched_against_float64
 
     from perfmodel.harness import relative_error
 
-    monkeypatch.setenv(mb.SE_V4_SWITCH, "all")
-    check_shape(name, path, batch, 11)
-    params, weights, x = block_prepared(name, path, batch)
-    monkeypatch.setenv(mb.SE_V4_SWITCH, "0")
-    base = mb.mbconv(x, params, weights, version=11)
-    monkeypatch.setenv(mb.SE_V4_SWITCH, "all")
-    got, names = run_profiled(x, params, weights, base, 11)
+    got, base, names, params, weights, x = switched_against_float64(monkeypatch, name, path, batch, mb.SE_V4_SWITCH,
+                                                                    "all")
     assert "se_v4_fc1_kernel" in names and "se_v4_fc2_kernel" in names and "se_v3" not in names, names[:600]
     assert relative_error(got, base.double()) < 2e-3
     # repeatable where kernel 1 is: version 3's kernel 1 (no expand conv, or 7 x 7 at k = 3) pools through shared-memory
