@@ -75,7 +75,8 @@ def test_the_switch_and_the_scratch():
     assert mb.SE_V4_SWITCH == "CUDA_KERNELS_SE_V4"
     assert 'std::getenv("CUDA_KERNELS_SE_V4");\n  if (v == nullptr) return 1;' in se  # mode 1 unset
     assert "return mode == 2 || p.hidden >= kSeV4MinHidden;" in se and "kSeV4MinHidden = 480;" in se
-    assert "se_v4_applies(p, se_v4_mode()) ? launch_se_v4(p, stream, pdl) : launch_se_v3(p, stream, pdl)" in dispatch
+    assert "!se_v4_applies(p, se_v4_mode())         ? launch_se_v3(p, stream, pdl)" in dispatch
+    assert ": launch_se_v4(p, stream, pdl);" in dispatch  # SE version 5 only where asked for (test_mbconv_se_v5.py)
     # the partial products after the scale: slices x N x sq floats
     assert "p.N * p.hid_pad + (int64_t)mb::se_v4_scratch_floats(p.N, p.hidden, p.sq)" in binding
     assert "return (size_t)se_v4_slices(hidden) * n * sq;" in se

@@ -186,7 +186,9 @@ static cudaError_t device_is_sm90(bool& yes) {
 // picks.
 cudaError_t launch_se_project_v9(const Params& p, int version, cudaStream_t stream, bool pdl) {
   if (version < 9 || version > 11) return cudaErrorInvalidValue;
-  cudaError_t err = se_v4_applies(p, se_v4_mode()) ? launch_se_v4(p, stream, pdl) : launch_se_v3(p, stream, pdl);
+  cudaError_t err = !se_v4_applies(p, se_v4_mode())         ? launch_se_v3(p, stream, pdl)
+                    : se_v5_requested() && se_v5_fits(p) ? launch_se_v5(p, stream, pdl)
+                                                          : launch_se_v4(p, stream, pdl);
   if (err != cudaSuccess) return err;
   if (project_wg_applies(p, project_wg_mode(version == 11))) return launch_project_wg(p, stream, pdl);  // v11: late
   const int pv10 = project_v10_mode();  // CUDA_KERNELS_PROJ_V10: auto by default

@@ -1,0 +1,193 @@
+// SE version 5: the squeeze-excitation in one kernel, one cluster of 8 CTAs per group of 8 images (NOTES.md "Current
+// state", session 18, next 1; built and CPU-checked, off until measured: CUDA_KERNELS_SE_V5=1 where SE version 4
+// applies).
+//
+// SE version 4 measured ~16 us at hidden 1152 (fc1 ~6, fc2 ~10): FC1's partial products made a round trip through
+// global memory and fc2's warps each summed 18 slices of them in a long serial stream. Here CTA r of a cluster owns the
+// hidden channels [r sw, (r + 1) sw) (sw = hidden / 8 rounded up to 8) of the cluster's 8 images:
+//   before the wait: W1's columns and W2's rows of its channels into shared memory (float4 batches);
+//   its images' pool over its channels (kernel 1's per-band partials, in band order, x 1 / (Ho Wo));
+//   FC1's partial product over its channels, part[m][j], in its own shared memory;
+//   cluster barrier; h[m][j] = SiLU(b1[j] + the 8 CTAs' parts summed in rank order, read through distributed shared
+//   memory) - every CTA computes the same bits; FC2 and the sigmoid for its channels and images;
+//   the cluster barrier's wait before exit (a CTA's part stays readable until every CTA has read it).
+// No atomics, no scratch in global memory; every sum in a fixed order.
+#include <cstdlib>
+#include <cstring>
+
+#include "mbconv.cuh"
+#include "mbconv_launch.cuh"
+#include "mbconv_ptx.cuh"
+#include "pdl.h"
+
+namespace mb {
+
+namespace {
+
+constexpr int kSeV5Cluster = 8, kSeV5Threads = 256, kSeV5Images = 8, kSeV5Batch = 8;
+constexpr int kSeV5MaxSmem = 227 * 1024;  // Hopper's opt-in limit (B2's 7.x: 201,344 bytes)
+
+__host__ __device__ constexpr int se_v5_width(int hidden) {  // channels per CTA, a multiple of 8
+  return ((hidden + kSeV5Cluster - 1) / kSeV5Cluster + 7) / 8 * 8;
+}
+struct SeV5Layout {  // shared memory, in floats: W1's columns [sq][sw + 1], W2's rows [sw][sq | 1], pool, part, h
+  int sw, ld1, ld2, w1, w2, pooled, part, h, floats;
+  __host__ __device__ SeV5Layout(int hidden, int sq)
+      : sw(se_v5_width(hidden)), ld1(sw + 1), ld2(sq | 1), w1(0), w2(sq * ld1), pooled(w2 + sw * ld2),
+        part(pooled + kSeV5Images * sw), h(part + kSeV5Images * sq), floats(h + kSeV5Images * sq) {}
+};
+
+__device__ __forceinline__ float ld_cluster(uint32_t local, int rank) {
+  uint32_t remote;
+  float v;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(local), "r"(rank));
+  asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(v) : "r"(remote) : "memory");
+  return v;
+}
+
+__global__ void __launch_bounds__(kSeV5Threads) se_v5_kernel(const Params p) {
+  extern __shared__ __align__(16) float se5_smem[];
+  const SeV5Layout L(p.hidden, p.sq);
+  float *w1s = se5_smem + L.w1, *w2s = se5_smem + L.w2, *pooled = se5_smem + L.pooled;
+  float *part = se5_smem + L.part, *h = se5_smem + L.h;
+  const int tid = threadIdx.x, rank = blockIdx.x, n0 = blockIdx.y * kSeV5Images;
+  const int c0 = rank * L.sw, cw = max(0, min(L.sw, p.hidden - c0)), q = cw / 4;  // cw % 8 == 0
+  // W1's columns c0 .. c0 + cw of every row j, and W2's rows c0 .. c0 + cw (cw * sq contiguous floats): weights only,
+  // ahead of the wait
+  for (int base = tid; base < p.sq * q; base += kSeV5Batch * kSeV5Threads) {
+    float4 v[kSeV5Batch];
+#pragma unroll
+    for (int u = 0; u < kSeV5Batch; ++u) {
+      const int i = base + u * kSeV5Threads;
+      v[u] = i < p.sq * q ? __ldg(reinterpret_cast<const float4*>(p.w_se1 + (size_t)(i / q) * p.hidden + c0) + i % q)
+                          : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+#pragma unroll
+    for (int u = 0; u < kSeV5Batch; ++u) {
+      const int i = base + u * kSeV5Threads;
+      if (i < p.sq * q) {
+        float* d = w1s + (i / q) * L.ld1 + 4 * (i % q);
+        d[0] = v[u].x, d[1] = v[u].y, d[2] = v[u].z, d[3] = v[u].w;
+      }
+    }
+  }
+  const int n4 = cw * p.sq / 4;
+  const float4* w2src = reinterpret_cast<const float4*>(p.w_se2 + (size_t)c0 * p.sq);
+  for (int base = tid; base < n4; base += kSeV5Batch * kSeV5Threads) {
+    float4 v[kSeV5Batch];
+#pragma unroll
+    for (int u = 0; u < kSeV5Batch; ++u) {
+      const int i = base + u * kSeV5Threads;
+      v[u] = i < n4 ? __ldg(w2src + i) : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+#pragma unroll
+    for (int u = 0; u < kSeV5Batch; ++u) {
+      const int i = base + u * kSeV5Threads;
+      if (i < n4) {
+        const float e[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
+#pragma unroll
+        for (int t = 0; t < 4; ++t) w2s[(4 * i + t) / p.sq * L.ld2 + (4 * i + t) % p.sq] = e[t];
+      }
+    }
+  }
+  pdl::wait();  // kernel 1's partial sums
+  pdl::launch_dependents();
+  // the pool: (image m, float4 c4 of this CTA's channels) summed over the bands in band order
+  const float inv = 1.f / float(p.Ho * p.Wo);
+  for (int i = tid; i < kSeV5Images * q; i += kSeV5Threads) {
+    const int m = i / q, c4 = i % q, n = n0 + m;
+    float4 s = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (n < p.N) {
+      const float4* src = reinterpret_cast<const float4*>(p.partial + (size_t)n * p.row_blocks * p.hid_pad + c0) + c4;
+#pragma unroll 4
+      for (int b = 0; b < p.row_blocks; ++b) {
+        const float4 v = src[(size_t)b * (p.hid_pad / 4)];
+        s.x += v.x, s.y += v.y, s.z += v.z, s.w += v.w;
+      }
+    }
+    float* d = pooled + m * L.sw + 4 * c4;
+    d[0] = s.x * inv, d[1] = s.y * inv, d[2] = s.z * inv, d[3] = s.w * inv;
+  }
+  __syncthreads();
+  // FC1's partial product over this CTA's channels (four chains, summed in a fixed order)
+  for (int o = tid; o < kSeV5Images * p.sq; o += kSeV5Threads) {
+    const int m = o / p.sq, j = o % p.sq;
+    const float* w = w1s + j * L.ld1;
+    const float* x = pooled + m * L.sw;
+    float a[4] = {0.f, 0.f, 0.f, 0.f};
+    for (int c = 0; c < cw; c += 4) {  // cw % 8 == 0
+#pragma unroll
+      for (int t = 0; t < 4; ++t) a[t] = fmaf(w[c + t], x[c + t], a[t]);
+    }
+    part[o] = (a[0] + a[1]) + (a[2] + a[3]);
+  }
+  // release this CTA's part to the cluster, acquire the others'
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+  for (int o = tid; o < kSeV5Images * p.sq; o += kSeV5Threads) {
+    const uint32_t local = smem_addr(part + o);
+    float v[kSeV5Cluster];
+#pragma unroll
+    for (int r = 0; r < kSeV5Cluster; ++r) v[r] = ld_cluster(local, r);
+    float s = 0.f;
+#pragma unroll
+    for (int r = 0; r < kSeV5Cluster; ++r) s += v[r];
+    const float z = s + p.b_se1[o % p.sq];
+    h[o] = z / (1.f + expf(-z));
+  }
+  // this CTA has read every part it needs: arrive now, wait before exit (no CTA leaves while its part is read)
+  asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
+  __syncthreads();
+  // FC2 and the sigmoid for this CTA's channels and the cluster's images
+  for (int o = tid; o < kSeV5Images * cw; o += kSeV5Threads) {
+    const int m = o / cw, c = o % cw, n = n0 + m;
+    const float* w = w2s + c * L.ld2;
+    const float* x = h + m * p.sq;
+    float a0 = 0.f, a1 = 0.f;
+    int j = 0;
+    for (; j + 1 < p.sq; j += 2) {
+      a0 = fmaf(w[j], x[j], a0);
+      a1 = fmaf(w[j + 1], x[j + 1], a1);
+    }
+    if (j < p.sq) a0 = fmaf(w[j], x[j], a0);
+    if (n < p.N) p.scale[(size_t)n * p.hid_pad + c0 + c] = 1.f / (1.f + expf(-(a0 + a1 + __ldg(p.b_se2 + c0 + c))));
+  }
+  asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+
+}  // namespace
+
+bool se_v5_requested() {
+  const char* v = std::getenv("CUDA_KERNELS_SE_V5");
+  return v != nullptr && std::strcmp(v, "1") == 0;
+}
+
+bool se_v5_fits(const Params& p) {
+  return p.sq >= 1 && p.hidden % 8 == 0 && p.hidden >= 8 && SeV5Layout(p.hidden, p.sq).floats * 4 <= kSeV5MaxSmem;
+}
+
+cudaError_t launch_se_v5(const Params& p, cudaStream_t stream, bool pdl) {
+  if (!se_v5_fits(p)) return cudaErrorInvalidValue;
+  static DeviceSlots slots;
+  const int smem = SeV5Layout(p.hidden, p.sq).floats * 4;
+  int dev = 0;
+  cudaError_t err = prepare(se_v5_kernel, slots, smem, kSeV5Threads, dev);
+  if (err != cudaSuccess) return err;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(kSeV5Cluster, (p.N + kSeV5Images - 1) / kSeV5Images);
+  config.blockDim = dim3(kSeV5Threads);
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  cudaLaunchAttribute attribute[2];
+  attribute[0].id = cudaLaunchAttributeClusterDimension;
+  attribute[0].val.clusterDim.x = kSeV5Cluster;
+  attribute[0].val.clusterDim.y = 1;
+  attribute[0].val.clusterDim.z = 1;
+  unsigned count = 1;
+  pdl::add_attribute(attribute, count, pdl && pdl::device_supports(dev));
+  config.attrs = attribute;
+  config.numAttrs = count;
+  err = cudaLaunchKernelEx(&config, se_v5_kernel, p);
+  return err != cudaSuccess ? err : cudaGetLastError();
+}
+
+}  // namespace mb

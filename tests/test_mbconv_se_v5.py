@@ -1,0 +1,107 @@
+"""SE version 5: the squeeze-excitation in one kernel, a cluster of 8 CTAs per group of 8 images (csrc/mbconv_se_v5.cu,
+CUDA_KERNELS_SE_V5=1 where SE version 4 applies; off by default until measured; NOTES.md "Current state", next 1). CTA
+r owns hidden channels [r sw, (r + 1) sw): its images' pool over them and FC1's partial product; after a cluster
+barrier every CTA sums the 8 partial products in rank order through distributed shared memory (the same h in each),
+then FC2 and the sigmoid for its channels.
+
+CPU: the decomposition against the direct SE in float64 (hidden not a multiple of 64, CTAs without channels, odd
+batches), the shared memory of B0's and B2's largest blocks from literal sums, the switch and its dispatch in the
+sources. GPU (@pytest.mark.cuda): every distinct MBConv of B0 and B2 at batches 1, 5 and 128 against float64 (<= 2x
+PyTorch fp16's error, output poisoned), the profiler naming se_v5_kernel and no other SE, within 2e-3 of SE version
+4; B0 through the check before timing."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import cuda_kernels
+from cuda_kernels import mbconv as mb
+from mbconv_helpers import DISTINCT
+
+CSRC = Path(cuda_kernels.__file__).resolve().parent / "csrc"
+CLUSTER, IMAGES = 8, 8  # kSeV5Cluster, kSeV5Images
+
+
+def width(hidden: int) -> int:  # se_v5_width: hidden / 8 rounded up to a multiple of 8
+    return -(-(-(-hidden // CLUSTER)) // 8) * 8
+
+
+def se_cluster(partial: np.ndarray, hw: int, w1, b1, w2, b2) -> np.ndarray:
+    """The scale as the kernel computes it, cluster by cluster and CTA by CTA: partial [N, bands, hidden]."""
+    n_img, _, hidden = partial.shape
+    sw = width(hidden)
+    scale = np.full((n_img, hidden), np.nan)
+    for g in range(-(-n_img // IMAGES)):
+        images = range(g * IMAGES, min(n_img, (g + 1) * IMAGES))
+        parts = []
+        for r in range(CLUSTER):  # each CTA's pool and FC1 partial over its channels
+            ch = slice(r * sw, min(hidden, (r + 1) * sw))
+            pooled = partial[list(images)][:, :, ch].sum(axis=1) / hw
+            parts.append(pooled @ w1[:, ch].T)
+        v = sum(parts) + b1  # rank order
+        h = v / (1 + np.exp(-v))
+        for r in range(CLUSTER):
+            ch = slice(r * sw, min(hidden, (r + 1) * sw))
+            scale[list(images), ch] = 1 / (1 + np.exp(-(h @ w2[ch].T + b2[ch])))
+    return scale
+
+
+@pytest.mark.parametrize("hidden,sq,bands,n", [(480, 20, 1, 8), (1152, 48, 1, 17), (2112, 88, 1, 5), (96, 4, 28, 3),
+                                                (1392, 58, 2, 9)])
+def test_the_cluster_decomposition_is_the_se(hidden, sq, bands, n):
+    rng = np.random.default_rng(hidden + n)
+    partial = rng.standard_normal((n, bands, hidden))
+    w1, b1 = rng.standard_normal((sq, hidden)) / 30, rng.standard_normal(sq)
+    w2, b2 = rng.standard_normal((hidden, sq)) / 8, rng.standard_normal(hidden)
+    hw = 49 * bands
+    v = partial.sum(axis=1) / hw @ w1.T + b1
+    direct = 1 / (1 + np.exp(-((v / (1 + np.exp(-v))) @ w2.T + b2)))
+    np.testing.assert_allclose(se_cluster(partial, hw, w1, b1, w2, b2), direct, rtol=1e-12, atol=1e-12)
+
+
+def test_widths_and_shared_memory():
+    assert width(1152) == 144 and width(480) == 64 and width(96) == 16 and width(2112) == 264
+    # W1's columns sq x (sw + 1), W2's rows sw x (sq | 1), pool 8 x sw, part and h 8 x sq; floats x 4
+    assert (48 * 145 + 144 * 49 + 8 * 144 + 2 * 8 * 48) * 4 == 63_744  # B0's 6.x-7.0
+    assert (88 * 265 + 264 * 89 + 8 * 264 + 2 * 8 * 88) * 4 == 201_344 <= 227 * 1024  # B2's 7.x
+    se = (CSRC / "mbconv_se_v5.cu").read_text()
+    assert "sw(se_v5_width(hidden)), ld1(sw + 1), ld2(sq | 1), w1(0), w2(sq * ld1), pooled(w2 + sw * ld2)," in se
+    assert "part(pooled + kSeV5Images * sw), h(part + kSeV5Images * sq), floats(h + kSeV5Images * sq)" in se
+    assert "constexpr int kSeV5Cluster = 8, kSeV5Threads = 256, kSeV5Images = 8" in se
+
+
+def test_the_switch_and_its_dispatch():
+    se, dispatch = (CSRC / "mbconv_se_v5.cu").read_text(), (CSRC / "mbconv.cu").read_text()
+    assert mb.SE_V5_SWITCH == "CUDA_KERNELS_SE_V5"
+    assert 'std::getenv("CUDA_KERNELS_SE_V5");\n  return v != nullptr && std::strcmp(v, "1") == 0;' in se  # off unset
+    assert ": se_v5_requested() && se_v5_fits(p) ? launch_se_v5(p, stream, pdl)" in dispatch
+    # the parts are read only after the barrier that releases them, and no CTA exits before every CTA has read
+    first = se.index("barrier.cluster.arrive.release.aligned;\\nbarrier.cluster.wait.acquire.aligned;")
+    assert first < se.index("ld_cluster(local, r)") < se.index('asm volatile("barrier.cluster.arrive.release.aligned;\\n"')
+    kernel = se[se.index("se_v5_kernel(const Params p)"):se.index("}  // namespace\n\nbool se_v5_requested")]
+    assert kernel.rstrip().endswith('asm volatile("barrier.cluster.wait.acquire.aligned;\\n" ::: "memory");\n}')
+    assert kernel.index("p.scale[") < kernel.rindex("barrier.cluster.wait.acquire")
+
+
+# ---- GPU ----
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("batch", [1, 5, 128])
+@pytest.mark.parametrize("name,path", DISTINCT)
+def test_every_block_against_float64(name, path, batch, monkeypatch):
+    from mbconv_helpers import switched_against_float64
+
+    from perfmodel.harness import relative_error
+
+    monkeypatch.setenv(mb.SE_V4_SWITCH, "all")  # SE version 5 where version 4 applies: every block
+    got, base, names, *_ = switched_against_float64(monkeypatch, name, path, batch, mb.SE_V5_SWITCH, "1")
+    assert "se_v5_kernel" in names and "se_v4" not in names and "se_v3" not in names, names[:600]
+    assert relative_error(got, base.double()) < 2e-3
+
+
+@pytest.mark.cuda
+def test_efficientnet_b0_with_it(monkeypatch):
+    from mbconv_helpers import check_fused_b0
+
+    check_fused_b0(monkeypatch, {mb.SE_V5_SWITCH: "1"}, {"StemMBConv": 1, "MBConv": 15}, 16)
