@@ -144,8 +144,8 @@ K1_BIAS_C_SWITCH = "CUDA_KERNELS_K1_BIAS_C"
 # csrc/mbconv_se_v4.cu se_v4_mode: "0" / "1" / "all" ("1" by default since session 18): the SE as two batched
 # products (1: where hidden >= 480)
 SE_V4_SWITCH = "CUDA_KERNELS_SE_V4"
-# csrc/mbconv_se_v5.cu se_v5_requested: "1" (off by default): the SE in one kernel on clusters of 8 CTAs, where SE
-# version 4 applies
+# csrc/mbconv_se_v5.cu se_v5_requested: on unless "0" (since session 18): the SE in one kernel on clusters of 8 CTAs,
+# where SE version 4 applies
 SE_V5_SWITCH = "CUDA_KERNELS_SE_V5"
 
 

@@ -1,5 +1,5 @@
 """SE version 5: the squeeze-excitation in one kernel, a cluster of 8 CTAs per group of 8 images (csrc/mbconv_se_v5.cu,
-CUDA_KERNELS_SE_V5=1 where SE version 4 applies; off by default until measured; NOTES.md "Current state", next 1). CTA
+on where SE version 4 applies unless CUDA_KERNELS_SE_V5=0, since session 18; NOTES.md "Current state"). CTA
 r owns hidden channels [r sw, (r + 1) sw): its images' pool over them and FC1's partial product; after a cluster
 barrier every CTA sums the 8 partial products in rank order through distributed shared memory (the same h in each),
 then FC2 and the sigmoid for its channels.
@@ -74,7 +74,7 @@ def test_widths_and_shared_memory():
 def test_the_switch_and_its_dispatch():
     se, dispatch = (CSRC / "mbconv_se_v5.cu").read_text(), (CSRC / "mbconv.cu").read_text()
     assert mb.SE_V5_SWITCH == "CUDA_KERNELS_SE_V5"
-    assert 'std::getenv("CUDA_KERNELS_SE_V5");\n  return v != nullptr && std::strcmp(v, "1") == 0;' in se  # off unset
+    assert 'std::getenv("CUDA_KERNELS_SE_V5");\n  return v == nullptr || std::strcmp(v, "0") != 0;' in se  # on unset
     assert ": se_v5_requested() && se_v5_fits(p) ? launch_se_v5(p, stream, pdl)" in dispatch
     # the parts are read only after the barrier that releases them, and no CTA exits before every CTA has read
     first = se.index("barrier.cluster.arrive.release.aligned;\\nbarrier.cluster.wait.acquire.aligned;")
@@ -104,4 +104,4 @@ def test_every_block_against_float64(name, path, batch, monkeypatch):
 def test_efficientnet_b0_with_it(monkeypatch):
     from mbconv_helpers import check_fused_b0
 
-    check_fused_b0(monkeypatch, {mb.SE_V5_SWITCH: "1"}, {"StemMBConv": 1, "MBConv": 15}, 16)
+    check_fused_b0(monkeypatch, {mb.SE_V4_SWITCH: "all", mb.SE_V5_SWITCH: "1"}, {"StemMBConv": 1, "MBConv": 15}, 16)

@@ -108,7 +108,7 @@ bool se_v4_applies(const Params& p, int mode);
 size_t se_v4_scratch_floats(int n, int hidden, int sq);
 cudaError_t launch_se_v4(const Params& p, cudaStream_t stream, bool pdl);
 // SE version 5 (mbconv_se_v5.cu): one kernel, a cluster of 8 CTAs per 8 images, FC1's partial products summed through
-// distributed shared memory; where SE version 4 applies and CUDA_KERNELS_SE_V5=1 (off by default until measured).
+// distributed shared memory; where SE version 4 applies, unless CUDA_KERNELS_SE_V5=0 (on by default since session 18).
 bool se_v5_requested();
 bool se_v5_fits(const Params& p);
 cudaError_t launch_se_v5(const Params& p, cudaStream_t stream, bool pdl);

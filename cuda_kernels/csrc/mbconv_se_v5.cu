@@ -1,6 +1,5 @@
 // SE version 5: the squeeze-excitation in one kernel, one cluster of 8 CTAs per group of 8 images (NOTES.md "Current
-// state", session 18, next 1; built and CPU-checked, off until measured: CUDA_KERNELS_SE_V5=1 where SE version 4
-// applies).
+// state", session 18; where SE version 4 applies, on unless CUDA_KERNELS_SE_V5=0: s18 call 7, B0 1.716 -> 1.695 ms).
 //
 // SE version 4 measured ~16 us at hidden 1152 (fc1 ~6, fc2 ~10): FC1's partial products made a round trip through
 // global memory and fc2's warps each summed 18 slices of them in a long serial stream. Here CTA r of a cluster owns the
@@ -156,9 +155,9 @@ __global__ void __launch_bounds__(kSeV5Threads) se_v5_kernel(const Params p) {
 
 }  // namespace
 
-bool se_v5_requested() {
+bool se_v5_requested() {  // on unless "0" since session 18 (s18 call 7: B0 1.716 -> 1.695 ms)
   const char* v = std::getenv("CUDA_KERNELS_SE_V5");
-  return v != nullptr && std::strcmp(v, "1") == 0;
+  return v == nullptr || std::strcmp(v, "0") != 0;
 }
 
 bool se_v5_fits(const Params& p) {
