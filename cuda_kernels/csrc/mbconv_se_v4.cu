@@ -18,6 +18,7 @@
 
 #include "mbconv.cuh"
 #include "mbconv_launch.cuh"
+#include "mbconv_se.cuh"
 #include "pdl.h"
 
 namespace mb {
@@ -41,9 +42,7 @@ __host__ __device__ constexpr int se_v4_fc2_smem(int sq) {
   return (kSeV4C * se_v4_pitch2(sq) + kSeV4Images2 * sq) * 4;
 }
 
-// Loads are issued in batches (every load of a batch before its first use): a loop of one load and one store per
-// iteration waits out L2's latency each time (the first build's W1 copy: 24 round trips, ~9 us of its 9 at hidden 1152).
-constexpr int kSeV4Batch = 8;
+constexpr int kSeV4Batch = 8;  // loads in flight per batch (mbconv_se.cuh)
 
 __global__ void __launch_bounds__(kSeV4Threads1) se_v4_fc1_kernel(const Params p) {
   extern __shared__ __align__(16) float se4_smem1[];
@@ -55,40 +54,14 @@ __global__ void __launch_bounds__(kSeV4Threads1) se_v4_fc1_kernel(const Params p
   const int n0 = blockIdx.y * kSeV4Images1;
   // weights only: ahead of the wait. Row j's slice is q float4s from w_se1 + j * hidden + k0 (16-byte aligned: hidden
   // and k0 are multiples of 8); kw4 < q in the last slice, zeros past it.
-  for (int base = tid; base < p.sq * q; base += kSeV4Batch * kSeV4Threads1) {
-    float4 v[kSeV4Batch];
-#pragma unroll
-    for (int u = 0; u < kSeV4Batch; ++u) {
-      const int i = base + u * kSeV4Threads1, j = i / q, c4 = i % q;
-      v[u] = i < p.sq * q && c4 < kw4
-                 ? __ldg(reinterpret_cast<const float4*>(p.w_se1 + (size_t)j * p.hidden + k0) + c4)
-                 : make_float4(0.f, 0.f, 0.f, 0.f);
-    }
-#pragma unroll
-    for (int u = 0; u < kSeV4Batch; ++u) {
-      const int i = base + u * kSeV4Threads1, j = i / q, c4 = i % q;
-      if (i < p.sq * q) {
-        float* d = w1s + j * ld + 4 * c4;
-        d[0] = v[u].x, d[1] = v[u].y, d[2] = v[u].z, d[3] = v[u].w;
-      }
-    }
-  }
+  se_copy_columns<kSeV4Threads1, kSeV4Batch, true>(w1s, ld, p.w_se1, p.hidden, k0, q, kw4, p.sq, tid);
   pdl::wait();  // kernel 1's partial sums
   pdl::launch_dependents();
   // the pool: thread (image m, float4 c4) sums its 4 channels over the bands, in band order
   static_assert(kSeV4Threads1 == kSeV4Images1 * q, "one float4 of the pool per thread");
   {
     const int m = tid / q, c4 = tid % q, n = n0 + m;
-    float4 s = make_float4(0.f, 0.f, 0.f, 0.f);
-    if (n < p.N && c4 < kw4) {
-      const float4* src = reinterpret_cast<const float4*>(p.partial + (size_t)n * p.row_blocks * p.hid_pad + k0) + c4;
-      const int step = p.hid_pad / 4;  // hid_pad is a multiple of the chunk (32 or 48)
-#pragma unroll 4
-      for (int b = 0; b < p.row_blocks; ++b) {
-        const float4 v = src[(size_t)b * step];
-        s.x += v.x, s.y += v.y, s.z += v.z, s.w += v.w;
-      }
-    }
+    const float4 s = n < p.N && c4 < kw4 ? se_pool4(p, n, k0, c4) : make_float4(0.f, 0.f, 0.f, 0.f);
     const float inv = 1.f / float(p.Ho * p.Wo);
     float* d = pooled + m * kSeV4K + 4 * c4;
     d[0] = s.x * inv, d[1] = s.y * inv, d[2] = s.z * inv, d[3] = s.w * inv;
@@ -118,25 +91,7 @@ __global__ void __launch_bounds__(kSeV4Threads2) se_v4_fc2_kernel(const Params p
   const int tid = threadIdx.x, c0 = blockIdx.x * kSeV4C, cw = min(kSeV4C, p.hidden - c0);
   const int n0 = blockIdx.y * kSeV4Images2;
   // W2's rows c0 .. c0 + cw - 1: cw * sq contiguous floats (16-byte aligned, a multiple of 4: cw % 8 == 0)
-  const int n4 = cw * p.sq / 4;
-  const float4* src = reinterpret_cast<const float4*>(p.w_se2 + (size_t)c0 * p.sq);
-  for (int base = tid; base < n4; base += kSeV4Batch * kSeV4Threads2) {
-    float4 v[kSeV4Batch];
-#pragma unroll
-    for (int u = 0; u < kSeV4Batch; ++u) {
-      const int i = base + u * kSeV4Threads2;
-      v[u] = i < n4 ? __ldg(src + i) : make_float4(0.f, 0.f, 0.f, 0.f);
-    }
-#pragma unroll
-    for (int u = 0; u < kSeV4Batch; ++u) {
-      const int i = base + u * kSeV4Threads2;
-      if (i < n4) {
-        const float e[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
-#pragma unroll
-        for (int t = 0; t < 4; ++t) w2s[(4 * i + t) / p.sq * ld + (4 * i + t) % p.sq] = e[t];
-      }
-    }
-  }
+  se_copy_rows<kSeV4Threads2, kSeV4Batch>(w2s, ld, p.w_se2 + (size_t)c0 * p.sq, cw * p.sq / 4, p.sq, tid);
   pdl::wait();  // se_v4_fc1's partial products
   pdl::launch_dependents();
   // h: the group's images' sq values are contiguous in each slice ([slice][n][sq]); thread tid sums values tid + 256u

@@ -17,6 +17,7 @@
 #include "mbconv.cuh"
 #include "mbconv_launch.cuh"
 #include "mbconv_ptx.cuh"
+#include "mbconv_se.cuh"
 #include "pdl.h"
 
 namespace mb {
@@ -53,57 +54,15 @@ __global__ void __launch_bounds__(kSeV5Threads) se_v5_kernel(const Params p) {
   const int c0 = rank * L.sw, cw = max(0, min(L.sw, p.hidden - c0)), q = cw / 4;  // cw % 8 == 0
   // W1's columns c0 .. c0 + cw of every row j, and W2's rows c0 .. c0 + cw (cw * sq contiguous floats): weights only,
   // ahead of the wait
-  for (int base = tid; base < p.sq * q; base += kSeV5Batch * kSeV5Threads) {
-    float4 v[kSeV5Batch];
-#pragma unroll
-    for (int u = 0; u < kSeV5Batch; ++u) {
-      const int i = base + u * kSeV5Threads;
-      v[u] = i < p.sq * q ? __ldg(reinterpret_cast<const float4*>(p.w_se1 + (size_t)(i / q) * p.hidden + c0) + i % q)
-                          : make_float4(0.f, 0.f, 0.f, 0.f);
-    }
-#pragma unroll
-    for (int u = 0; u < kSeV5Batch; ++u) {
-      const int i = base + u * kSeV5Threads;
-      if (i < p.sq * q) {
-        float* d = w1s + (i / q) * L.ld1 + 4 * (i % q);
-        d[0] = v[u].x, d[1] = v[u].y, d[2] = v[u].z, d[3] = v[u].w;
-      }
-    }
-  }
-  const int n4 = cw * p.sq / 4;
-  const float4* w2src = reinterpret_cast<const float4*>(p.w_se2 + (size_t)c0 * p.sq);
-  for (int base = tid; base < n4; base += kSeV5Batch * kSeV5Threads) {
-    float4 v[kSeV5Batch];
-#pragma unroll
-    for (int u = 0; u < kSeV5Batch; ++u) {
-      const int i = base + u * kSeV5Threads;
-      v[u] = i < n4 ? __ldg(w2src + i) : make_float4(0.f, 0.f, 0.f, 0.f);
-    }
-#pragma unroll
-    for (int u = 0; u < kSeV5Batch; ++u) {
-      const int i = base + u * kSeV5Threads;
-      if (i < n4) {
-        const float e[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
-#pragma unroll
-        for (int t = 0; t < 4; ++t) w2s[(4 * i + t) / p.sq * L.ld2 + (4 * i + t) % p.sq] = e[t];
-      }
-    }
-  }
+  se_copy_columns<kSeV5Threads, kSeV5Batch, false>(w1s, L.ld1, p.w_se1, p.hidden, c0, q, q, p.sq, tid);
+  se_copy_rows<kSeV5Threads, kSeV5Batch>(w2s, L.ld2, p.w_se2 + (size_t)c0 * p.sq, cw * p.sq / 4, p.sq, tid);
   pdl::wait();  // kernel 1's partial sums
   pdl::launch_dependents();
   // the pool: (image m, float4 c4 of this CTA's channels) summed over the bands in band order
   const float inv = 1.f / float(p.Ho * p.Wo);
   for (int i = tid; i < kSeV5Images * q; i += kSeV5Threads) {
     const int m = i / q, c4 = i % q, n = n0 + m;
-    float4 s = make_float4(0.f, 0.f, 0.f, 0.f);
-    if (n < p.N) {
-      const float4* src = reinterpret_cast<const float4*>(p.partial + (size_t)n * p.row_blocks * p.hid_pad + c0) + c4;
-#pragma unroll 4
-      for (int b = 0; b < p.row_blocks; ++b) {
-        const float4 v = src[(size_t)b * (p.hid_pad / 4)];
-        s.x += v.x, s.y += v.y, s.z += v.z, s.w += v.w;
-      }
-    }
+    const float4 s = n < p.N ? se_pool4(p, n, c0, c4) : make_float4(0.f, 0.f, 0.f, 0.f);
     float* d = pooled + m * L.sw + 4 * c4;
     d[0] = s.x * inv, d[1] = s.y * inv, d[2] = s.z * inv, d[3] = s.w * inv;
   }
