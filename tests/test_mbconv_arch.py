@@ -59,7 +59,7 @@ def test_cpu_tensors_keep_their_version():
     assert mb.runnable_version(11, torch.device("cpu")) == 11  # check_input refuses them before a launch
 
 
-@pytest.mark.parametrize("source", ["mbconv_v8_k3.cu", "mbconv_v3.cu"])
+@pytest.mark.parametrize("source", ["mbconv_v8_k3.cu", "mbconv_v3.cu", "mbconv_se_v4.cu", "mbconv_se_v5.cu"])
 def test_sm90_kernels_compile_for_sm80(source):
     """Before the guards, ptxas refused these for sm_80 ("cp.async.bulk requires .target sm_90"), so the MBConv
     extension could not be built for an A100, nor with the default targets (sm_80 and sm_90) on a machine without

@@ -80,7 +80,7 @@ def test_the_switch_and_its_dispatch():
     first = se.index("barrier.cluster.arrive.release.aligned;\\nbarrier.cluster.wait.acquire.aligned;")
     assert first < se.index("ld_cluster(local, r)") < se.index('asm volatile("barrier.cluster.arrive.release.aligned;\\n"')
     kernel = se[se.index("se_v5_kernel(const Params p)"):se.index("}  // namespace\n\nbool se_v5_requested")]
-    assert kernel.rstrip().endswith('asm volatile("barrier.cluster.wait.acquire.aligned;\\n" ::: "memory");\n}')
+    assert kernel.rstrip().endswith('asm volatile("barrier.cluster.wait.acquire.aligned;\\n" ::: "memory");\n#endif\n}')
     assert kernel.index("p.scale[") < kernel.rindex("barrier.cluster.wait.acquire")
 
 

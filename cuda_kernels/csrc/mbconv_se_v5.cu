@@ -19,6 +19,7 @@
 #include "mbconv_ptx.cuh"
 #include "mbconv_se.cuh"
 #include "pdl.h"
+#include "ptx_sm90.cuh"  // BF_SM90: clusters exist from sm_90 on
 
 namespace mb {
 
@@ -38,14 +39,24 @@ struct SeV5Layout {  // shared memory, in floats: W1's columns [sq][sw + 1], W2'
 };
 
 __device__ __forceinline__ float ld_cluster(uint32_t local, int rank) {
+#if BF_SM90
   uint32_t remote;
   float v;
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(local), "r"(rank));
   asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(v) : "r"(remote) : "memory");
   return v;
+#else
+  __trap();
+  return 0.f;
+#endif
 }
 
+// An extension built for sm_80 as well compiles the kernel to a trap there (no clusters); versions 9-11, the only ones
+// that launch it, are refused on such a device before any launch (mbconv.cu version_needs_sm90).
 __global__ void __launch_bounds__(kSeV5Threads) se_v5_kernel(const Params p) {
+#if !BF_SM90
+  __trap();
+#else
   extern __shared__ __align__(16) float se5_smem[];
   const SeV5Layout L(p.hidden, p.sq);
   float *w1s = se5_smem + L.w1, *w2s = se5_smem + L.w2, *pooled = se5_smem + L.pooled;
@@ -110,6 +121,7 @@ __global__ void __launch_bounds__(kSeV5Threads) se_v5_kernel(const Params p) {
     if (n < p.N) p.scale[(size_t)n * p.hid_pad + c0 + c] = 1.f / (1.f + expf(-(a0 + a1 + __ldg(p.b_se2 + c0 + c))));
   }
   asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+#endif
 }
 
 }  // namespace
