@@ -173,8 +173,9 @@ def test_hfma2_runs_and_is_close_to_fp32_sums(path, batch, images, monkeypatch):
         monkeypatch.setenv(mb.K1_HFMA2_SWITCH, "1")
     got, names = run_profiled(x, params, weights, base, version)
     two = images == "2" and path in ("features.6.1", "features.7.0")  # kernel1_v8_images: whole-image bands
-    # 6.1 takes X by the tensor memory accelerator by default (expand_dw_v8_kernel_tx<48, 5, 1, 2, true, true>)
-    assert re.search(rf"expand_dw_v8_kernel(_tx)?<48, \d, \d, {2 if two else 1}, true\b", names), names[:500]
+    # 6.1 takes X by the tensor memory accelerator by default (expand_dw_v8_kernel_tx<48, 5, 1, 2, true, true>), 2.0
+    # the expand's bias in the MMA (expand_dw_v8_kernel_bc<48, 3, 2, 1, true>, CUDA_KERNELS_K1_BIAS_C)
+    assert re.search(rf"expand_dw_v8_kernel(_tx|_bc)?<48, \d, \d, {2 if two else 1}, true\b", names), names[:500]
     assert 0 < relative_error(got, base.double()) < 5e-3
     assert_repeatable(got, x, params, weights, version)
 

@@ -266,6 +266,7 @@ def test_v9_equals_v8_bit_for_bit_and_runs_its_own_projection(path, batch, monke
     from mbconv_helpers import b0_prepared, run_profiled
 
     monkeypatch.setenv("CUDA_KERNELS_PROJ_V10", "off")  # project_v3 where project_v9 does not apply (test_mbconv_v10)
+    monkeypatch.setenv(mb.SE_V4_SWITCH, "0")  # version 8's SE: versions 9-11 take SE version 4 / 5 at hidden >= 480
     params, weights, x = b0_prepared(path, batch)
     v8 = mb.mbconv(x, params, weights, version=8)
     first, names = run_profiled(x, params, weights, v8, 9)
