@@ -147,6 +147,9 @@ SE_V4_SWITCH = "CUDA_KERNELS_SE_V4"
 # csrc/mbconv_se_v5.cu se_v5_requested: on unless "0" (since session 18): the SE in one kernel on clusters of 8 CTAs,
 # where SE version 4 applies
 SE_V5_SWITCH = "CUDA_KERNELS_SE_V5"
+# csrc/mbconv_se_v5.cu se_v6_requested: "1" (off until measured): version 5's cluster with its products
+# register-blocked over the 8 images, where version 5 would run
+SE_V6_SWITCH = "CUDA_KERNELS_SE_V6"
 
 
 def u_bytes_v8(k_pad: int, chunk: int, wg: bool) -> int:

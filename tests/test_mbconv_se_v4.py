@@ -95,6 +95,7 @@ def test_every_block_against_float64(name, path, batch, monkeypatch):
     from perfmodel.harness import relative_error
 
     monkeypatch.setenv(mb.SE_V5_SWITCH, "0")  # version 4's own kernels: version 5 takes over where it applies
+    monkeypatch.setenv(mb.SE_V6_SWITCH, "0")  # and version 6 where asked for
     got, base, names, params, weights, x = switched_against_float64(monkeypatch, name, path, batch, mb.SE_V4_SWITCH,
                                                                     "all")
     assert "se_v4_fc1_kernel" in names and "se_v4_fc2_kernel" in names and "se_v3" not in names, names[:600]
@@ -110,4 +111,5 @@ def test_every_block_against_float64(name, path, batch, monkeypatch):
 def test_efficientnet_b0_with_it(monkeypatch):
     from mbconv_helpers import check_fused_b0
 
-    check_fused_b0(monkeypatch, {mb.SE_V4_SWITCH: "all", mb.SE_V5_SWITCH: "0"}, {"StemMBConv": 1, "MBConv": 15}, 16)
+    check_fused_b0(monkeypatch, {mb.SE_V4_SWITCH: "all", mb.SE_V5_SWITCH: "0", mb.SE_V6_SWITCH: "0"},
+                   {"StemMBConv": 1, "MBConv": 15}, 16)

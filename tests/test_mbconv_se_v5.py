@@ -8,7 +8,12 @@ CPU: the decomposition against the direct SE in float64 (hidden not a multiple o
 batches), the shared memory of B0's and B2's largest blocks from literal sums, the switch and its dispatch in the
 sources. GPU (@pytest.mark.cuda): every distinct MBConv of B0 and B2 at batches 1, 5 and 128 against float64 (<= 2x
 PyTorch fp16's error, output poisoned), the profiler naming se_v5_kernel and no other SE, within 2e-3 of SE version
-4; B0 through the check before timing."""
+4; B0 through the check before timing.
+
+SE version 6 (same file and cluster, CUDA_KERNELS_SE_V6=1): FC1 and FC2 register-blocked over the 8 images, each CTA's
+products split over threads (FC1 over channel ranges, FC2 over squeeze-output ranges) and the splits summed in order.
+CPU: that decomposition against the direct SE in float64, its shared memory from literal sums. GPU: as version 5's
+(float64, the profiler naming se_v6_kernel only, within 2e-3 of version 5), and B0 through the check."""
 
 from pathlib import Path
 
@@ -60,6 +65,67 @@ def test_the_cluster_decomposition_is_the_se(hidden, sq, bands, n):
     np.testing.assert_allclose(se_cluster(partial, hw, w1, b1, w2, b2), direct, rtol=1e-12, atol=1e-12)
 
 
+def splits(n: int, threads: int = 512) -> int:  # se_v6_splits
+    return 1 if n >= threads else threads // n
+
+
+def se_v6_cluster(partial: np.ndarray, hw: int, w1, b1, w2, b2) -> np.ndarray:
+    """The scale as SE version 6 computes it: per CTA, FC1 over split s of its channels [s kc, (s + 1) kc) (kc =
+    ceil(cw / splits(sq))), the splits summed in order, the CTAs' parts in rank order; FC2 over split s of the squeeze
+    outputs [s kj, (s + 1) kj) (kj = ceil(sq / splits(sw))), the splits summed in order."""
+    n_img, _, hidden = partial.shape
+    sq, sw = w1.shape[0], width(hidden)
+    s1, s2 = splits(sq), splits(sw)
+    scale = np.full((n_img, hidden), np.nan)
+    for g in range(-(-n_img // IMAGES)):
+        images = list(range(g * IMAGES, min(n_img, (g + 1) * IMAGES)))
+        parts, ranges = [], []
+        for r in range(CLUSTER):
+            c0, cw = r * sw, max(0, min(sw, hidden - r * sw))
+            ranges.append((c0, cw))
+            pooled = partial[images][:, :, c0:c0 + cw].sum(axis=1) / hw
+            kc = -(-cw // s1) if cw else 0
+            split_sums = [pooled[:, s * kc:min(cw, (s + 1) * kc)] @ w1[:, c0 + s * kc:c0 + min(cw, (s + 1) * kc)].T
+                          for s in range(s1)]
+            parts.append(sum(split_sums))
+        v = sum(parts) + b1
+        h = v / (1 + np.exp(-v))
+        kj = -(-sq // s2)
+        for c0, cw in ranges:
+            ch = slice(c0, c0 + cw)
+            z = sum(h[:, s * kj:min(sq, (s + 1) * kj)] @ w2[ch, s * kj:min(sq, (s + 1) * kj)].T for s in range(s2))
+            scale[images, ch] = 1 / (1 + np.exp(-(z + b2[ch])))
+    return scale
+
+
+@pytest.mark.parametrize("hidden,sq,bands,n", [(480, 20, 1, 8), (1152, 48, 1, 17), (2112, 88, 1, 5), (96, 4, 28, 3),
+                                                (1392, 58, 2, 9), (32, 8, 56, 2),
+                                                (4104, 600, 1, 3)])
+def test_version_6s_split_decomposition_is_the_se(hidden, sq, bands, n):
+    """Hidden 32: most CTAs without channels and FC2 split 8 ways over 8 outputs; sq 600 > 512 threads: one split."""
+    rng = np.random.default_rng(hidden + n)
+    partial = rng.standard_normal((n, bands, hidden))
+    w1, b1 = rng.standard_normal((sq, hidden)) / 30, rng.standard_normal(sq)
+    w2, b2 = rng.standard_normal((hidden, sq)) / 8, rng.standard_normal(hidden)
+    hw = 49 * bands
+    v = partial.sum(axis=1) / hw @ w1.T + b1
+    direct = 1 / (1 + np.exp(-((v / (1 + np.exp(-v))) @ w2.T + b2)))
+    np.testing.assert_allclose(se_v6_cluster(partial, hw, w1, b1, w2, b2), direct, rtol=1e-12, atol=1e-12)
+
+
+def test_version_6s_shared_memory():
+    assert (splits(48), splits(144), splits(88), splits(264), splits(600)) == (10, 3, 5, 1, 1)
+    # W1 sq x 145 and W2 144 x 49 (version 5's), the pool from a 16-byte boundary (14,016 floats already), pool 8 x
+    # 144, part and h 8 x 48, then the splits' sums 8 x max(10 x 48, 3 x 144)
+    assert (48 * 145 + 144 * 49 + 8 * 144 + 2 * 8 * 48 + 8 * 480) * 4 == 79_104  # B0's 6.x-7.0
+    # B2's 7.x: 88 x 265 + 264 x 89 = 46,816 (a multiple of 4), splits 8 x max(5 x 88, 1 x 264)
+    assert (88 * 265 + 264 * 89 + 8 * 264 + 2 * 8 * 88 + 8 * 440) * 4 == 215_424 <= 227 * 1024
+    se = (CSRC / "mbconv_se_v5.cu").read_text()
+    assert "pooled((w2 + sw * ld2 + 3) / 4 * 4)" in se and "floats(scratch + kSeV5Images * max(s1 * sq, s2 * sw))" in se
+    assert "constexpr int kSeV6Threads = 512;" in se
+    assert "return n >= threads ? 1 : threads / n;" in se
+
+
 def test_widths_and_shared_memory():
     assert width(1152) == 144 and width(480) == 64 and width(96) == 16 and width(2112) == 264
     # W1's columns sq x (sw + 1), W2's rows sw x (sq | 1), pool 8 x sw, part and h 8 x sq; floats x 4
@@ -76,12 +142,22 @@ def test_the_switch_and_its_dispatch():
     assert mb.SE_V5_SWITCH == "CUDA_KERNELS_SE_V5"
     assert 'std::getenv("CUDA_KERNELS_SE_V5");\n  return v == nullptr || std::strcmp(v, "0") != 0;' in se  # on unset
     assert ": se_v5_requested() && se_v5_fits(p) ? launch_se_v5(p, stream, pdl)" in dispatch
+    # version 6 ahead of version 5, on its own switch, off unless "1"
+    assert mb.SE_V6_SWITCH == "CUDA_KERNELS_SE_V6"
+    assert 'std::getenv("CUDA_KERNELS_SE_V6");\n  return v != nullptr && std::strcmp(v, "1") == 0;' in se
+    assert dispatch.index(": se_v6_requested() && se_v6_fits(p) ? launch_se_v6(p, stream, pdl)") < dispatch.index(
+        ": se_v5_requested()")
     # the parts are read only after the barrier that releases them, and no CTA exits before every CTA has read
     first = se.index("barrier.cluster.arrive.release.aligned;\\nbarrier.cluster.wait.acquire.aligned;")
     assert first < se.index("ld_cluster(local, r)") < se.index('asm volatile("barrier.cluster.arrive.release.aligned;\\n"')
-    kernel = se[se.index("se_v5_kernel(const Params p)"):se.index("}  // namespace\n\nbool se_v5_requested")]
-    assert kernel.rstrip().endswith('asm volatile("barrier.cluster.wait.acquire.aligned;\\n" ::: "memory");\n#endif\n}')
-    assert kernel.index("p.scale[") < kernel.rindex("barrier.cluster.wait.acquire")
+    for name, end in (("se_v5_kernel", "// 8 images' fp32 values"), ("se_v6_kernel", "}  // namespace\n\nbool se_v5_")):
+        kernel = se[se.index(f"{name}(const Params p)"):se.index(end)]
+        tail = 'asm volatile("barrier.cluster.wait.acquire.aligned;\\n" ::: "memory");\n#endif\n}'
+        assert kernel.rstrip().endswith(tail), name
+        assert kernel.index("p.scale[") < kernel.rindex("barrier.cluster.wait.acquire"), name
+        first = kernel.index("barrier.cluster.arrive.release.aligned;\\nbarrier.cluster.wait.acquire.aligned;")
+        assert first < kernel.index("ld_cluster(local, r)") < kernel.index(
+            'asm volatile("barrier.cluster.arrive.release.aligned;\\n"'), name
 
 
 # ---- GPU ----
@@ -95,6 +171,7 @@ def test_every_block_against_float64(name, path, batch, monkeypatch):
     from perfmodel.harness import relative_error
 
     monkeypatch.setenv(mb.SE_V4_SWITCH, "all")  # SE version 5 where version 4 applies: every block
+    monkeypatch.setenv(mb.SE_V6_SWITCH, "0")  # version 5's own kernel
     got, base, names, *_ = switched_against_float64(monkeypatch, name, path, batch, mb.SE_V5_SWITCH, "1")
     assert "se_v5_kernel" in names and "se_v4" not in names and "se_v3" not in names, names[:600]
     assert relative_error(got, base.double()) < 2e-3
@@ -104,4 +181,27 @@ def test_every_block_against_float64(name, path, batch, monkeypatch):
 def test_efficientnet_b0_with_it(monkeypatch):
     from mbconv_helpers import check_fused_b0
 
-    check_fused_b0(monkeypatch, {mb.SE_V4_SWITCH: "all", mb.SE_V5_SWITCH: "1"}, {"StemMBConv": 1, "MBConv": 15}, 16)
+    check_fused_b0(monkeypatch, {mb.SE_V4_SWITCH: "all", mb.SE_V5_SWITCH: "1", mb.SE_V6_SWITCH: "0"},
+                   {"StemMBConv": 1, "MBConv": 15}, 16)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("batch", [1, 5, 128])
+@pytest.mark.parametrize("name,path", DISTINCT)
+def test_version_6_every_block_against_float64(name, path, batch, monkeypatch):
+    from mbconv_helpers import switched_against_float64
+
+    from perfmodel.harness import relative_error
+
+    monkeypatch.setenv(mb.SE_V4_SWITCH, "all")  # where version 5 runs: every block
+    got, base, names, *_ = switched_against_float64(monkeypatch, name, path, batch, mb.SE_V6_SWITCH, "1")
+    assert "se_v6_kernel" in names and "se_v5" not in names and "se_v4" not in names and "se_v3" not in names, \
+        names[:600]
+    assert relative_error(got, base.double()) < 2e-3
+
+
+@pytest.mark.cuda
+def test_efficientnet_b0_with_version_6(monkeypatch):
+    from mbconv_helpers import check_fused_b0
+
+    check_fused_b0(monkeypatch, {mb.SE_V4_SWITCH: "all", mb.SE_V6_SWITCH: "1"}, {"StemMBConv": 1, "MBConv": 15}, 16)

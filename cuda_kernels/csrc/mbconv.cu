@@ -187,6 +187,7 @@ static cudaError_t device_is_sm90(bool& yes) {
 cudaError_t launch_se_project_v9(const Params& p, int version, cudaStream_t stream, bool pdl) {
   if (version < 9 || version > 11) return cudaErrorInvalidValue;
   cudaError_t err = !se_v4_applies(p, se_v4_mode())         ? launch_se_v3(p, stream, pdl)
+                    : se_v6_requested() && se_v6_fits(p) ? launch_se_v6(p, stream, pdl)
                     : se_v5_requested() && se_v5_fits(p) ? launch_se_v5(p, stream, pdl)
                                                           : launch_se_v4(p, stream, pdl);
   if (err != cudaSuccess) return err;

@@ -112,6 +112,10 @@ cudaError_t launch_se_v4(const Params& p, cudaStream_t stream, bool pdl);
 bool se_v5_requested();
 bool se_v5_fits(const Params& p);
 cudaError_t launch_se_v5(const Params& p, cudaStream_t stream, bool pdl);
+// SE version 6 (mbconv_se_v5.cu): version 5's cluster with its products register-blocked over the 8 images
+bool se_v6_requested();
+bool se_v6_fits(const Params& p);
+cudaError_t launch_se_v6(const Params& p, cudaStream_t stream, bool pdl);
 cudaError_t launch_project_v9(const Params& p, cudaStream_t stream, bool pdl);
 // Version 10's projection (mbconv_v3.cu, NOTES.md "MBConv version 10"): 64-row tiles, 8 warps, each k step split
 // between two warps; inside version 9 where project_v10_mode() says (CUDA_KERNELS_PROJ_V10=off | late | all | auto).

@@ -51,8 +51,14 @@ __device__ __forceinline__ void se_copy_rows(float* dst, int ld, const float* sr
       const int i = base + u * THREADS;
       if (i < n4) {
         const float e[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
+        if (row_len % 4 == 0) {  // the float4 within one row: one division
+          const int r = 4 * i / row_len;
+          float* d = dst + r * ld + 4 * i - r * row_len;
+          d[0] = e[0], d[1] = e[1], d[2] = e[2], d[3] = e[3];
+        } else {
 #pragma unroll
-        for (int t = 0; t < 4; ++t) dst[(4 * i + t) / row_len * ld + (4 * i + t) % row_len] = e[t];
+          for (int t = 0; t < 4; ++t) dst[(4 * i + t) / row_len * ld + (4 * i + t) % row_len] = e[t];
+        }
       }
     }
   }
