@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# SE version 6's two-CTAs-per-SM build (CUDA_KERNELS_SE_V6=2) and how many clusters of 8 the H200 holds at once
+# SE version 6 built for two CTAs an SM (session 19 call 5 ran it as CUDA_KERNELS_SE_V6=2; since then the only build, =1) and how many clusters of 8 the H200 holds at once
 # (csrc/probe_clusters.cu): session 19's call 4 found versions 5 and 6 active on each SM for about half the kernel's
 # time (6.1: version 6 17.5 K cycles of 20 us), as if the 16 clusters ran in two waves. From the repository root
 # (~5 minutes on an H200, the extension built):
@@ -13,10 +13,10 @@ mkdir -p "$out/se6b"
 step probe 60 bash -c "nvcc -std=c++17 -arch=sm_90a cuda_kernels/csrc/probe_clusters.cu -o /tmp/probe_clusters && /tmp/probe_clusters"
 variants=(default)
 step tests 60 python3 -m pytest -q -m cuda --tb=short -p no:cacheprovider tests/test_mbconv_se_v5.py \
-  -k version_6 && variants+=("CUDA_KERNELS_SE_V6=2") || ok=0
+  -k version_6 && variants+=("CUDA_KERNELS_SE_V6=1") || ok=0
 b0_runs "$out/se6b" CUDA_KERNELS_SE_V6=0 "${variants[@]}"
 if [ ${#variants[@]} -gt 1 ]; then
-  step b0_pdl0_se6b 90 env CUDA_KERNELS_PDL=0 CUDA_KERNELS_SE_V6=2 "${B0_FUSED[@]}" --per-kernel \
+  step b0_pdl0_se6b 90 env CUDA_KERNELS_PDL=0 CUDA_KERNELS_SE_V6=1 "${B0_FUSED[@]}" --per-kernel \
     --trace "$out/se6b/b0_pdl0_se6b.trace.json.gz" -o "$out/se6b/b0_pdl0_se6b.json" || ok=0
 fi
 python3 -m cuda_kernels.bench_lines SE6B "$out/se6b" 2>> "$log" | tee -a "$log"

@@ -149,8 +149,9 @@ __device__ __forceinline__ void se_load8(float (&x)[kSeV5Images], const float* v
   x[0] = a.x, x[1] = a.y, x[2] = a.z, x[3] = a.w, x[4] = b.x, x[5] = b.y, x[6] = b.z, x[7] = b.w;
 }
 
-template <int MIN_CTAS>  // CTAs per SM the registers must allow (2: at most 64 registers)
-__global__ void __launch_bounds__(kSeV6Threads, MIN_CTAS) se_v6_kernel(const Params p) {
+// Two CTAs an SM (at most 64 registers): with one, 15 clusters of 8 fit the H200 at once and the 16th of batch 128 ran
+// in a second wave (s19 call 5, csrc/probe_clusters.cu; B0's 6.1 19.3 -> 14.0 us without PDL).
+__global__ void __launch_bounds__(kSeV6Threads, 2) se_v6_kernel(const Params p) {
 #if !BF_SM90
   __trap();
 #else
@@ -248,12 +249,10 @@ bool se_v5_fits(const Params& p) {
   return p.sq >= 1 && p.hidden % 8 == 0 && p.hidden >= 8 && SeV5Layout(p.hidden, p.sq).floats * 4 <= kSeV5MaxSmem;
 }
 
-int se_v6_mode() {  // "1": SE version 6 where version 5 would run, "2": its two-CTAs-per-SM build (off until measured)
+bool se_v6_requested() {  // "1": SE version 6 where version 5 would run (off: s19 call 5, B0 1.689 -> 1.685 ms)
   const char* v = std::getenv("CUDA_KERNELS_SE_V6");
-  return v == nullptr ? 0 : std::strcmp(v, "1") == 0 ? 1 : std::strcmp(v, "2") == 0 ? 2 : 0;
+  return v != nullptr && std::strcmp(v, "1") == 0;
 }
-
-bool se_v6_requested() { return se_v6_mode() != 0; }
 
 bool se_v6_fits(const Params& p) {
   return p.sq >= 1 && p.hidden % 8 == 0 && p.hidden >= 8 && SeV6Layout(p.hidden, p.sq).floats * 4 <= kSeV5MaxSmem;
@@ -296,10 +295,8 @@ cudaError_t launch_se_v5(const Params& p, cudaStream_t stream, bool pdl) {
 
 cudaError_t launch_se_v6(const Params& p, cudaStream_t stream, bool pdl) {
   if (!se_v6_fits(p)) return cudaErrorInvalidValue;
-  static DeviceSlots slots[2];
-  const int smem = SeV6Layout(p.hidden, p.sq).floats * 4;
-  return se_v6_mode() == 2 ? launch_se_cluster(se_v6_kernel<2>, slots[1], smem, kSeV6Threads, p, stream, pdl)
-                           : launch_se_cluster(se_v6_kernel<1>, slots[0], smem, kSeV6Threads, p, stream, pdl);
+  static DeviceSlots slots;
+  return launch_se_cluster(se_v6_kernel, slots, SeV6Layout(p.hidden, p.sq).floats * 4, kSeV6Threads, p, stream, pdl);
 }
 
 }  // namespace mb
