@@ -150,6 +150,9 @@ SE_V5_SWITCH = "CUDA_KERNELS_SE_V5"
 # csrc/mbconv_se_v5.cu se_v6_requested: "1" (off until measured): version 5's cluster with its products
 # register-blocked over the 8 images, where version 5 would run
 SE_V6_SWITCH = "CUDA_KERNELS_SE_V6"
+# csrc/mbconv_v3.cu launch_project_v9_nt: "1" (off until measured): project_v9t's tasks by one bulk copy each
+# (project_v9b_kernel)
+PROJ_V9_BULK_SWITCH = "CUDA_KERNELS_PROJ_V9_BULK"
 
 
 def u_bytes_v8(k_pad: int, chunk: int, wg: bool) -> int:

@@ -85,3 +85,15 @@ def test_hopper_runs_the_version_asked():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert [mb.runnable_version(v, device) for v in mb.VERSIONS] == list(mb.VERSIONS)
+
+
+@pytest.mark.parametrize("source", ["probe_stream.cu", "probe_clusters.cu"])
+def test_the_standalone_probes_build(source, tmp_path):
+    """The device probes (how many clusters fit; the projections' read pattern) are programs built with nvcc alone on
+    the GPU machine: they must compile and link against the CUDA runtime with the repository's headers."""
+    nvcc = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "bin" / "nvcc"
+    if not nvcc.exists():
+        pytest.skip("nvcc not found (set CUDA_HOME)")
+    cmd = [str(nvcc), "-std=c++17", "-O3", "-arch=sm_90a", f"-I{CSRC}", str(CSRC / source), "-o", str(tmp_path / "p")]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]

@@ -554,17 +554,22 @@ __global__ void __launch_bounds__(kProjV9Threads) project_v9_kernel(const Params
 // address order into its own half of a two-task ring in shared memory, and computes the current task from there
 // (8-byte shared loads of the same fragments). No CTA barrier after the prologue: the warp waits for its own copies
 // (cp.async.wait_group) and __syncwarp.
-__host__ __device__ constexpr int project_v9t_smem_bytes(int hidden, int c_out) {
-  return project_v9_smem_bytes(hidden, c_out) + kProjV9Warps * 2 * 16 * hidden * 2;
+// BULK (CUDA_KERNELS_PROJ_V9_BULK=1, off until measured; NOTES.md "Session 19: the projections' read pattern"): each
+// task by one bulk copy (lane 0, cp.async.bulk) completing on the slot's mbarrier, two per warp after the rings,
+// instead of nine 16-byte cp.async a lane.
+__host__ __device__ constexpr int project_v9t_smem_bytes(int hidden, int c_out, bool bulk = false) {
+  return project_v9_smem_bytes(hidden, c_out) + kProjV9Warps * 2 * 16 * hidden * 2 + (bulk ? kProjV9Warps * 16 : 0);
 }
 
-template <int NT>
-__global__ void __launch_bounds__(kProjV9Threads) project_v9t_kernel(const Params p) {
+template <int NT, bool BULK>
+__device__ __forceinline__ void project_v9t_body(const Params& p) {
   extern __shared__ __align__(16) uint8_t smem9[];
   __half* b_s = reinterpret_cast<__half*>(smem9);
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
   const int ldb = project_v9_ldb(p.hidden), task_halves = 16 * p.hidden;
   __half* mine = reinterpret_cast<__half*>(smem9 + project_v9_smem_bytes(p.hidden, p.C_out)) + warp * 2 * task_halves;
+  // BULK: the warp's two mbarriers, after every warp's ring
+  const uint32_t bars = smem_addr(smem9 + project_v9t_smem_bytes(p.hidden, p.C_out)) + warp * 16;
   float2 bias[NT];
   v9_prologue<NT>(p, b_s, ldb, bias, tid, t);
 
@@ -572,8 +577,22 @@ __global__ void __launch_bounds__(kProjV9Threads) project_v9t_kernel(const Param
   const int step = (int)gridDim.x * kProjV9Warps;
   int task = (int)blockIdx.x * kProjV9Warps + warp;
   if (task >= tasks) return;
+  if constexpr (BULK) {
+    if (lane < 2) bf::mbar_init(bars + 8 * lane, 1);
+    bf::fence_barrier_init();
+    __syncwarp();
+  }
   // the task's rows (fewer past P: the stale rows of the buffer feed only outputs that are never stored)
   auto issue = [&](int tk, int slot) {
+    if constexpr (BULK) {
+      if (lane == 0 && tk < tasks) {
+        const uint32_t bytes = (uint32_t)(min(16, P - tk * 16) * p.hidden * 2), bar = bars + 8 * slot;
+        bf::fence_proxy_async_smem();  // the lanes' reads of the slot (before the last __syncwarp) first
+        bf::mbar_arrive_expect_tx(bar, bytes);
+        bf::bulk_copy_g2s(smem_addr(mine + slot * task_halves), p.d + (size_t)tk * task_halves, bytes, bar);
+      }
+      return;
+    }
     if (tk < tasks) {
       const int pieces = min(16, P - tk * 16) * p.hidden / 8;
       const __half* src = p.d + (size_t)tk * task_halves;
@@ -591,8 +610,12 @@ __global__ void __launch_bounds__(kProjV9Threads) project_v9t_kernel(const Param
   for (int k = 0;; ++k) {
     issue(task + step, (k + 1) & 1);
     v9_task_start<NT>(p, task, g, t, hw, P, s_lo, s_hi, res);
-    cp_async_wait<1>();
-    __syncwarp();
+    if constexpr (BULK) {
+      bf::mbar_wait(bars + 8 * (k & 1), (k >> 1) & 1);  // slot k & 1's (k >> 1)-th copy
+    } else {
+      cp_async_wait<1>();
+      __syncwarp();
+    }
     const __half* a_lo = mine + (k & 1) * task_halves + g * p.hidden + 4 * t;
     const __half* a_hi = a_lo + 8 * p.hidden;
 #pragma unroll 3
@@ -604,7 +627,17 @@ __global__ void __launch_bounds__(kProjV9Threads) project_v9t_kernel(const Param
     task += step;
     if (task >= tasks) break;
   }
-  cp_async_wait<0>();
+  if constexpr (!BULK) cp_async_wait<0>();  // (BULK: every copy issued was for a task this loop waited on)
+}
+
+template <int NT>
+__global__ void __launch_bounds__(kProjV9Threads) project_v9t_kernel(const Params p) {
+  project_v9t_body<NT, false>(p);
+}
+
+template <int NT>
+__global__ void __launch_bounds__(kProjV9Threads) project_v9b_kernel(const Params p) {  // the bulk-copy loader
+  project_v9t_body<NT, true>(p);
 }
 
 // One block per image: pool, FC1 -> SiLU, FC2 -> sigmoid. Shared memory: pooled [hid_pad],
@@ -766,10 +799,11 @@ cudaError_t launch_project_v9_nt_depth(const Params& p, cudaStream_t stream, boo
   return launch_v9(project_v9_kernel<NT, DEPTH>, slots, project_v9_smem_bytes(p.hidden, p.C_out), p, stream, pdl);
 }
 
-template <int NT>
+template <int NT, bool BULK>
 cudaError_t launch_project_v9t_nt(const Params& p, cudaStream_t stream, bool pdl) {
   static DeviceSlots slots;
-  return launch_v9(project_v9t_kernel<NT>, slots, project_v9t_smem_bytes(p.hidden, p.C_out), p, stream, pdl);
+  const auto kernel = BULK ? project_v9b_kernel<NT> : project_v9t_kernel<NT>;
+  return launch_v9(kernel, slots, project_v9t_smem_bytes(p.hidden, p.C_out, BULK), p, stream, pdl);
 }
 
 template <int NT>
@@ -778,7 +812,10 @@ cudaError_t launch_project_v9_nt(const Params& p, cudaStream_t stream, bool pdl)
   // CUDA_KERNELS_PROJ_V9_LOAD=ring keeps the ring of loads in registers
   const char* load = std::getenv("CUDA_KERNELS_PROJ_V9_LOAD");
   const bool ring = load != nullptr && std::strcmp(load, "ring") == 0;
-  if (!ring && project_v9t_smem_bytes(p.hidden, p.C_out) <= kProjV9TMaxSmem) return launch_project_v9t_nt<NT>(p, stream, pdl);
+  const char* bulk_env = std::getenv("CUDA_KERNELS_PROJ_V9_BULK");  // "1": the bulk-copy loader (off until measured)
+  const bool bulk = bulk_env != nullptr && std::strcmp(bulk_env, "1") == 0;
+  if (!ring && project_v9t_smem_bytes(p.hidden, p.C_out, bulk) <= kProjV9TMaxSmem)
+    return bulk ? launch_project_v9t_nt<NT, true>(p, stream, pdl) : launch_project_v9t_nt<NT, false>(p, stream, pdl);
   const char* depth = std::getenv("CUDA_KERNELS_PROJ_V9_DEPTH");
   if (depth != nullptr && std::strcmp(depth, "16") == 0) return launch_project_v9_nt_depth<NT, 16>(p, stream, pdl);
   return launch_project_v9_nt_depth<NT, kProjV9Depth>(p, stream, pdl);
