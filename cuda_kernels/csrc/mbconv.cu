@@ -1,5 +1,8 @@
 // Kernels 2 (squeeze-excitation) and 3 (scaled projection + shortcut) of the MBConv block, and
 // the launcher of all three (see mbconv.cuh).
+#include <cstdlib>
+#include <cstring>
+
 #include "mbconv.cuh"
 #include "mbconv_launch.cuh"
 #include "mbconv_ptx.cuh"
@@ -182,15 +185,30 @@ static cudaError_t device_is_sm90(bool& yes) {
   return cudaSuccess;
 }
 
+// CUDA_KERNELS_ABLATE (a diagnostic, read at every call; versions 9-11): a comma-separated subset of "kernel1", "se"
+// and "project" whose launches are skipped, so that a timed network shows what each part costs on its critical path
+// (cuda_kernels/ablate_b0.py). The blocks' outputs are then wrong: it is never set for a run whose output matters
+// (ablate_b0 checks the blocks first, without it).
+static bool ablated(const char* part) {
+  const char* v = std::getenv("CUDA_KERNELS_ABLATE");
+  if (v == nullptr) return false;
+  const size_t n = std::strlen(part);
+  for (const char* s = v; (s = std::strstr(s, part)) != nullptr; s += n)
+    if ((s == v || s[-1] == ',') && (s[n] == '\0' || s[n] == ',')) return true;
+  return false;
+}
+
 // Versions 9-11 after kernel 1: version 3's SE (or SE version 4 where it applies), then the projection each version
 // picks.
 cudaError_t launch_se_project_v9(const Params& p, int version, cudaStream_t stream, bool pdl) {
   if (version < 9 || version > 11) return cudaErrorInvalidValue;
-  cudaError_t err = !se_v4_applies(p, se_v4_mode())         ? launch_se_v3(p, stream, pdl)
+  cudaError_t err = ablated("se")                            ? cudaSuccess
+                    : !se_v4_applies(p, se_v4_mode())         ? launch_se_v3(p, stream, pdl)
                     : se_v6_requested() && se_v6_fits(p) ? launch_se_v6(p, stream, pdl)
                     : se_v5_requested() && se_v5_fits(p) ? launch_se_v5(p, stream, pdl)
                                                           : launch_se_v4(p, stream, pdl);
   if (err != cudaSuccess) return err;
+  if (ablated("project")) return cudaSuccess;
   if (project_wg_applies(p, project_wg_mode(version == 11))) return launch_project_wg(p, stream, pdl);  // v11: late
   const int pv10 = project_v10_mode();  // CUDA_KERNELS_PROJ_V10: auto by default
   const bool p9 = project_v9_applies(p.hidden, p.C_out);
@@ -201,7 +219,7 @@ cudaError_t launch_se_project_v9(const Params& p, int version, cudaStream_t stre
 
 cudaError_t launch_stem_mbconv(const Params& p, const StemDwParams& s, int version, cudaStream_t stream, bool pdl) {
   if (version < 9 || version > 11) return cudaErrorInvalidValue;
-  const cudaError_t err = launch_stem_dw(p, s, stream, pdl);
+  const cudaError_t err = ablated("kernel1") ? cudaSuccess : launch_stem_dw(p, s, stream, pdl);
   return err != cudaSuccess ? err : launch_se_project_v9(p, version, stream, pdl);
 }
 
@@ -229,6 +247,7 @@ cudaError_t launch_mbconv(const Params& p, int chunk, int version, cudaStream_t 
   const bool v9 = version >= 9 && version <= 11, v10 = version >= 10 && version <= 11, v11 = version == 11;
   const bool v9_v3 = v9 && kernel1_v9_takes_v3(p.ksize, p.stride, p.Ho, p.Wo);  // version 3's kernel 1
   const bool v3_hf = v9_v3 && kernel1_v3_hfma2_requested(v11);
+  if (v9 && ablated("kernel1")) return launch_se_project_v9(p, version, stream, pdl);  // CUDA_KERNELS_ABLATE
   if (v9_v3)
     err = p.ksize == 3 ? launch_expand_dw_v3_k3(p, chunk, stream, pdl, v3_hf)
                        : launch_expand_dw_v3_k5(p, chunk, stream, pdl, v3_hf);

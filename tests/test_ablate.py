@@ -1,0 +1,95 @@
+"""The ablation switch (csrc/mbconv.cu `ablated`, CUDA_KERNELS_ABLATE: a diagnostic) and its driver
+(cuda_kernels/ablate_b0.py): skipping kernel 1, the SE or the projection of versions 9-11 so that a timed network
+shows what each part costs on its critical path.
+
+CPU: the switch guards exactly the three launch points, its token parsing (compiled with the host compiler from the
+source itself), the driver refusing to start with the switch already set. GPU (@pytest.mark.cuda): with each value,
+the profiler shows only the parts left, and with the switch unset the block's output is the default's bit for bit."""
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import torch
+
+import cuda_kernels
+from cuda_kernels import ablate_b0
+from cuda_kernels import mbconv as mb
+
+CSRC = Path(cuda_kernels.__file__).resolve().parent / "csrc"
+LAUNCHER = (CSRC / "mbconv.cu").read_text()
+
+
+def test_the_switch_guards_the_three_parts():
+    assert 'const char* v = std::getenv("CUDA_KERNELS_ABLATE");' in LAUNCHER
+    assert ablate_b0.ABLATE == "CUDA_KERNELS_ABLATE"
+    assert len(re.findall(r'ablated\("kernel1"\)', LAUNCHER)) == 2  # version 9-11's kernel 1 and the stem + 1.0 kernel
+    assert 'if (v9 && ablated("kernel1")) return launch_se_project_v9(p, version, stream, pdl);' in LAUNCHER
+    assert 'ablated("kernel1") ? cudaSuccess : launch_stem_dw(p, s, stream, pdl)' in LAUNCHER
+    assert 'cudaError_t err = ablated("se")                            ? cudaSuccess' in LAUNCHER
+    assert 'if (ablated("project")) return cudaSuccess;' in LAUNCHER
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="no host C++ compiler")
+def test_token_parsing(tmp_path):
+    """The function itself, cut from the source and compiled on the host: whole comma-separated tokens only."""
+    body = LAUNCHER[LAUNCHER.index("static bool ablated(const char* part) {"):]
+    body = body[:body.index("\n}\n") + 3]
+    program = tmp_path / "ablated.cpp"
+    program.write_text("#include <cstdio>\n#include <cstdlib>\n#include <cstring>\n" + body + r"""
+int main(int argc, char** argv) {
+  for (int i = 2; i < argc; ++i) std::printf("%d", ablated(argv[i]) ? 1 : 0);
+  return 0;
+}
+""")
+    subprocess.run(["g++", "-std=c++17", "-O1", str(program), "-o", str(tmp_path / "a")], check=True)
+
+    def flags(value):
+        env = {} if value is None else {"CUDA_KERNELS_ABLATE": value}
+        out = subprocess.run([str(tmp_path / "a"), "x", "kernel1", "se", "project"], env=env, capture_output=True,
+                             text=True, check=True)
+        return out.stdout
+
+    assert flags(None) == "000" and flags("") == "000"
+    assert flags("se") == "010" and flags("project") == "001" and flags("kernel1") == "100"
+    assert flags("se,project") == "011" and flags("project,kernel1,se") == "111"
+    assert flags("sex") == "000" and flags("xse,project1") == "000" and flags("kernel") == "000"
+
+
+def test_the_driver_refuses_a_preset_switch(monkeypatch):
+    monkeypatch.setenv("CUDA_KERNELS_ABLATE", "se")
+    import perfmodel.harness as harness
+
+    monkeypatch.setattr(harness, "require_cuda", lambda: None)
+    with pytest.raises(SystemExit) as exc:
+        ablate_b0.main(["--runs", "1"])
+    assert exc.value.code == 2
+
+
+# ---- GPU ----
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("path", ["features.2.1", "features.6.1"])
+@pytest.mark.parametrize("value,present,absent", [
+    ("se", ["expand_dw", "project"], ["se_v"]),
+    ("project", ["expand_dw", "se_v"], ["project"]),
+    ("kernel1", ["se_v", "project"], ["expand_dw"]),
+    ("se,project", ["expand_dw"], ["se_v", "project"]),
+])
+def test_each_value_skips_its_parts(path, value, present, absent, monkeypatch):
+    from torch.profiler import ProfilerActivity, profile
+
+    from mbconv_helpers import b0_prepared
+
+    params, weights, x = b0_prepared(path, 8)
+    base = mb.mbconv(x, params, weights, version=11)
+    monkeypatch.setenv("CUDA_KERNELS_ABLATE", value)
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        mb.mbconv(x, params, weights, version=11)
+        torch.cuda.synchronize()
+    names = " ".join(e.name for e in prof.events())
+    assert all(k in names for k in present) and not any(k in names for k in absent), names[:600]
+    monkeypatch.delenv("CUDA_KERNELS_ABLATE")
+    assert torch.equal(mb.mbconv(x, params, weights, version=11), base)
