@@ -7,6 +7,7 @@ package needs no GPU and no compiler.
 from cuda_kernels.convfirst_c512 import FusedConvFirstC512
 from cuda_kernels.convfirst_c768 import FusedConvFirstC768
 from cuda_kernels.convfirst_s2 import FusedConvFirstDown
+from cuda_kernels.effnet_head import FusedEffNetHead
 from cuda_kernels.effnet_stem import FusedEffNetStem
 from cuda_kernels.mbconv import FusedMBConv
 from cuda_kernels.stem import FusedStem
@@ -26,11 +27,11 @@ from cuda_kernels.ops import (
 
 # every module replace_blocks can put in a network: what bench.fused_model checks
 FUSED_MODULES = (FusedConvFirstBlock, FusedConvFirstDown, FusedConvFirstC512, FusedConvFirstC768, FusedFFN, FusedMBConv,
-                 FusedStem, FusedEffNetStem, FusedStemMBConv)
+                 FusedStem, FusedEffNetStem, FusedStemMBConv, FusedEffNetHead)
 
 __all__ = [
     "FUSED_MODULES",
     "SUPPORTED_CHANNELS", "SUPPORTED_EXPANSIONS", "SUPPORTED_SIZES", "BlockSwap", "BlockWeights", "FusedConvFirstBlock",
     "FusedConvFirstC512", "FusedConvFirstC768", "FusedConvFirstDown", "FusedFFN", "convfirst_block", "ffn", "pack_conv_weight", "prepare_weights", "replace_blocks",
-    "run_block", "FusedMBConv", "FusedStem", "FusedEffNetStem", "FusedStemMBConv",
+    "run_block", "FusedMBConv", "FusedStem", "FusedEffNetStem", "FusedStemMBConv", "FusedEffNetHead",
 ]

@@ -12,17 +12,17 @@ export PYTHONUNBUFFERED=1 PYTHONPATH=. TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LI
 if [ -z "${CUDA_HOME:-}" ] && [ -d /usr/local/cuda-13.0 ]; then
   export CUDA_HOME=/usr/local/cuda-13.0 PATH=/usr/local/cuda-13.0/bin:$PATH
 fi
-exts="bf mb s2 c512 c768 s2w stem"
+exts="bf mb s2 c512 c768 s2w stem estem ehead"
 start=$(date +%s)
 for ext in $exts; do
   timeout 300 python3 - "$ext" "$out" > "$out/build_$ext.log" 2>&1 <<'PY' &
 import sys
-from cuda_kernels import _build, stem
+from cuda_kernels import _build, effnet_head, effnet_stem, stem
 ext, out = sys.argv[1], sys.argv[2]
 load = {"bf": _build.load_extension, "mb": _build.load_mbconv_extension,
         "s2": _build.load_convfirst_s2_extension, "c512": _build.load_convfirst_c512_extension,
         "c768": _build.load_convfirst_c768_extension, "s2w": _build.load_convfirst_s2_wgmma_extension,
-        "stem": stem._extension}[ext]
+        "stem": stem._extension, "estem": effnet_stem._extension, "ehead": effnet_head._extension}[ext]
 m = load()
 open(f"{out}/so_{ext}.txt", "w").write(m.__file__)
 print("built", ext, m.__file__)

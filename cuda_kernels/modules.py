@@ -126,7 +126,9 @@ def replace_blocks(model: nn.Module) -> BlockSwap:
     becomes a ``FusedEffNetStem`` (effnet_stem.py), counted as "EffNetStem"; where the kernel takes the pair
     (B0, B2; unless ``CUDA_KERNELS_EFFNET_STEM_DW=0``) the stem and the first MBConv become one ``FusedStemMBConv``
     instead (stem_mbconv.py), counted as "StemMBConv" (features.1.0 an identity); a pair it does not take is swapped
-    one by one (counted "StemMBConv": 0, not a fallback: nothing stays in PyTorch for it). torchvision's
+    one by one (counted "StemMBConv": 0, not a fallback: nothing stays in PyTorch for it). With
+    ``CUDA_KERNELS_EFFNET_HEAD=1``, EfficientNet's last layer and its avgpool become one ``FusedEffNetHead``
+    (effnet_head.py), counted as "EffNetHead" (a head the kernel cannot take is a fallback). torchvision's
     ``FusedMBConv`` (EfficientNetV2's first stages) has no kernel yet: each one is listed as a fallback, so that a
     benchmark of efficientnet_v2_s says which of its blocks ran in PyTorch.
     """
@@ -191,5 +193,13 @@ def replace_blocks(model: nn.Module) -> BlockSwap:
             fused["StemMBConv"] = 1
         elif reason != "no stem and MBConv pair":
             fused["StemMBConv"] = 0  # the stem and the block are swapped one by one below
+    from cuda_kernels import effnet_head
+
+    if effnet_head.enabled():  # EfficientNet's head and its pool (before visit: the layer is then a fused module)
+        path, reason = effnet_head.swap(model)
+        if path is not None:
+            fused["EffNetHead"] = int(reason is None)
+            if reason is not None:
+                fallback[path] = reason
     visit(model, "")
     return BlockSwap(fused, fallback)
