@@ -18,7 +18,7 @@ for m in $models; do
   echo "== $m $(date +%T)" | tee -a "$log"
   rep="$out/ncu_$m"
   timeout 150 ncu --profile-from-start off --clock-control none --cache-control none \
-    -k regex:"stem|convfirst|block_fusion|ffn|expand_dw|se_kernel|se_v[0-9]|project" $sections -f -o "$rep" \
+    -k regex:"stem|convfirst|block_fusion|ffn|expand_dw|se_kernel|se_v[0-9]|project|effnet_head" $sections -f -o "$rep" \
     python3 -m cuda_kernels.profile_network "$m" >> "$log" 2>&1
   echo "   ncu exit $?" | tee -a "$log"
   ncu --import "$rep.ncu-rep" --csv --page details > "$out/ncu_$m.csv" 2>> "$log"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The projections' read pattern (csrc/probe_stream.cu) and project_v9t's tasks by bulk copies (project_v9b_kernel,
+# The projections' read pattern (probes/probe_stream.cu) and project_v9t's tasks by bulk copies (project_v9b_kernel,
 # CUDA_KERNELS_PROJ_V9_BULK=1; NOTES.md "Session 19: the projections' read pattern"). From the repository root (~6
 # minutes on an H200, the extension rebuilt):
 #   timeout 590 bash cuda_kernels/device_run_proj_v9b.sh OUTDIR
@@ -13,7 +13,7 @@ out=${1:?output folder}
 source cuda_kernels/device_lib.sh  # step, mbconv_begin, b0_runs, PROJ_METRICS
 mbconv_begin V9B 575
 mkdir -p "$out/v9b"
-step probe 90 bash -c "nvcc -std=c++17 -O3 -arch=sm_90a -Icuda_kernels/csrc cuda_kernels/csrc/probe_stream.cu \
+step probe 90 bash -c "nvcc -std=c++17 -O3 -arch=sm_90a -Icuda_kernels/csrc cuda_kernels/probes/probe_stream.cu \
   -o /tmp/probe_stream && /tmp/probe_stream | tee $out/v9b/probe_stream.txt" || ok=0
 variants=(default)
 step tests 150 python3 -m pytest -q -m cuda --tb=short -p no:cacheprovider tests/test_mbconv_proj_v9b.py \

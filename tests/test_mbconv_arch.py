@@ -94,6 +94,7 @@ def test_the_standalone_probes_build(source, tmp_path):
     nvcc = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "bin" / "nvcc"
     if not nvcc.exists():
         pytest.skip("nvcc not found (set CUDA_HOME)")
-    cmd = [str(nvcc), "-std=c++17", "-O3", "-arch=sm_90a", f"-I{CSRC}", str(CSRC / source), "-o", str(tmp_path / "p")]
+    probe = CSRC.parent / "probes" / source  # not extension sources: cuda_kernels/probes/, the headers from csrc/
+    cmd = [str(nvcc), "-std=c++17", "-O3", "-arch=sm_90a", f"-I{CSRC}", str(probe), "-o", str(tmp_path / "p")]
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]

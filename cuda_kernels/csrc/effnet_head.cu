@@ -15,7 +15,7 @@ __device__ __forceinline__ float silu(float v) {  // v sigmoid(v) = h + h tanh(h
   return fmaf(h, t, h);
 }
 
-__global__ void __launch_bounds__(kThreads) bias_silu_mean_kernel(const __half2* __restrict__ y,
+__global__ void __launch_bounds__(kThreads) effnet_head_pool_kernel(const __half2* __restrict__ y,
                                                                    const float2* __restrict__ bias,
                                                                    __half2* __restrict__ out, int hw, int pairs) {
   const int p = blockIdx.x * kThreads + threadIdx.x, m = blockIdx.y;
@@ -51,7 +51,7 @@ cudaError_t launch(const __half* y, const float* bias, __half* out, int n, int h
   if (n < 1 || hw < 1 || c < 2 || c % 2 || n > 65535) return cudaErrorInvalidValue;
   const int pairs = c / 2;
   const dim3 grid((pairs + kThreads - 1) / kThreads, n);
-  bias_silu_mean_kernel<<<grid, kThreads, 0, stream>>>(reinterpret_cast<const __half2*>(y),
+  effnet_head_pool_kernel<<<grid, kThreads, 0, stream>>>(reinterpret_cast<const __half2*>(y),
                                                        reinterpret_cast<const float2*>(bias),
                                                        reinterpret_cast<__half2*>(out), hw, pairs);
   return cudaGetLastError();

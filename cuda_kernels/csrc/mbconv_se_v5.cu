@@ -150,7 +150,7 @@ __device__ __forceinline__ void se_load8(float (&x)[kSeV5Images], const float* v
 }
 
 // Two CTAs an SM (at most 64 registers): with one, 15 clusters of 8 fit the H200 at once and the 16th of batch 128 ran
-// in a second wave (s19 call 5, csrc/probe_clusters.cu; B0's 6.1 19.3 -> 14.0 us without PDL).
+// in a second wave (s19 call 5, probes/probe_clusters.cu; B0's 6.1 19.3 -> 14.0 us without PDL).
 __global__ void __launch_bounds__(kSeV6Threads, 2) se_v6_kernel(const Params p) {
 #if !BF_SM90
   __trap();

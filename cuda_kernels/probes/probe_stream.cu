@@ -4,7 +4,7 @@
 // against the same tasks by one bulk copy each (cp.async.bulk on an mbarrier per slot), with and without the
 // projection's writes (16 x C_out halves a task) and shortcut reads. No tensor cores: what is left is the memory
 // system's side. A standalone program (no PyTorch); on the GPU machine:
-//   nvcc -std=c++17 -O3 -arch=sm_90a -Icuda_kernels/csrc cuda_kernels/csrc/probe_stream.cu -o /tmp/probe_stream
+//   nvcc -std=c++17 -O3 -arch=sm_90a -Icuda_kernels/csrc cuda_kernels/probes/probe_stream.cu -o /tmp/probe_stream
 //   /tmp/probe_stream            (one line per case: bytes moved, median time of 15 with L2 flushed, GB/s)
 #include <algorithm>
 #include <cstdlib>

@@ -1,7 +1,7 @@
 // How many clusters of a given size the GPU holds at once (cudaOccupancyMaxActiveClusters), for CTAs shaped like the
 // SE kernels: threads and dynamic shared memory set so that 1, 2 or 3 CTAs fit an SM. If fewer clusters fit than a
 // kernel launches (16 at batch 128), the rest run in a second wave. Build and run on the GPU machine:
-//   nvcc -std=c++17 -arch=sm_90a cuda_kernels/csrc/probe_clusters.cu -o /tmp/probe_clusters && /tmp/probe_clusters
+//   nvcc -std=c++17 -arch=sm_90a cuda_kernels/probes/probe_clusters.cu -o /tmp/probe_clusters && /tmp/probe_clusters
 #include <cstdio>
 
 #include <cuda_runtime.h>
