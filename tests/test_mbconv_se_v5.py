@@ -52,9 +52,9 @@ def se_cluster(partial: np.ndarray, hw: int, w1, b1, w2, b2) -> np.ndarray:
     return scale
 
 
-@pytest.mark.parametrize("hidden,sq,bands,n", [(480, 20, 1, 8), (1152, 48, 1, 17), (2112, 88, 1, 5), (96, 4, 28, 3),
-                                                (1392, 58, 2, 9)])
-def test_the_cluster_decomposition_is_the_se(hidden, sq, bands, n):
+def random_se(hidden: int, sq: int, bands: int, n: int):
+    """Kernel 1's per-band partial sums, the SE's weights and the scale computed directly: (partial, hw, w1, b1, w2,
+    b2, direct)."""
     rng = np.random.default_rng(hidden + n)
     partial = rng.standard_normal((n, bands, hidden))
     w1, b1 = rng.standard_normal((sq, hidden)) / 30, rng.standard_normal(sq)
@@ -62,7 +62,14 @@ def test_the_cluster_decomposition_is_the_se(hidden, sq, bands, n):
     hw = 49 * bands
     v = partial.sum(axis=1) / hw @ w1.T + b1
     direct = 1 / (1 + np.exp(-((v / (1 + np.exp(-v))) @ w2.T + b2)))
-    np.testing.assert_allclose(se_cluster(partial, hw, w1, b1, w2, b2), direct, rtol=1e-12, atol=1e-12)
+    return partial, hw, w1, b1, w2, b2, direct
+
+
+@pytest.mark.parametrize("hidden,sq,bands,n", [(480, 20, 1, 8), (1152, 48, 1, 17), (2112, 88, 1, 5), (96, 4, 28, 3),
+                                                (1392, 58, 2, 9)])
+def test_the_cluster_decomposition_is_the_se(hidden, sq, bands, n):
+    *args, direct = random_se(hidden, sq, bands, n)
+    np.testing.assert_allclose(se_cluster(*args), direct, rtol=1e-12, atol=1e-12)
 
 
 def splits(n: int, threads: int = 512) -> int:  # se_v6_splits
@@ -103,14 +110,8 @@ def se_v6_cluster(partial: np.ndarray, hw: int, w1, b1, w2, b2) -> np.ndarray:
                                                 (4104, 600, 1, 3)])
 def test_version_6s_split_decomposition_is_the_se(hidden, sq, bands, n):
     """Hidden 32: most CTAs without channels and FC2 split 8 ways over 8 outputs; sq 600 > 512 threads: one split."""
-    rng = np.random.default_rng(hidden + n)
-    partial = rng.standard_normal((n, bands, hidden))
-    w1, b1 = rng.standard_normal((sq, hidden)) / 30, rng.standard_normal(sq)
-    w2, b2 = rng.standard_normal((hidden, sq)) / 8, rng.standard_normal(hidden)
-    hw = 49 * bands
-    v = partial.sum(axis=1) / hw @ w1.T + b1
-    direct = 1 / (1 + np.exp(-((v / (1 + np.exp(-v))) @ w2.T + b2)))
-    np.testing.assert_allclose(se_v6_cluster(partial, hw, w1, b1, w2, b2), direct, rtol=1e-12, atol=1e-12)
+    *args, direct = random_se(hidden, sq, bands, n)
+    np.testing.assert_allclose(se_v6_cluster(*args), direct, rtol=1e-12, atol=1e-12)
 
 
 def test_version_6s_shared_memory():
@@ -149,16 +150,16 @@ def test_the_switch_and_its_dispatch():
     assert 'std::getenv("CUDA_KERNELS_SE_V6");\n  return v != nullptr && std::strcmp(v, "1") == 0;' in se
     assert dispatch.index(": se_v6_requested() && se_v6_fits(p) ? launch_se_v6(p, stream, pdl)") < dispatch.index(
         ": se_v5_requested()")
-    # the parts are read only after the barrier that releases them, and no CTA exits before every CTA has read
-    first = se.index("barrier.cluster.arrive.release.aligned;\\nbarrier.cluster.wait.acquire.aligned;")
-    assert first < se.index("ld_cluster(local, r)") < se.index('asm volatile("barrier.cluster.arrive.release.aligned;\\n"')
+    # the parts are read (cluster_sum: each CTA's value, in rank order) only after the barrier that releases them, and
+    # no CTA exits before every CTA has read
+    assert "for (int r = 0; r < kSeV5Cluster; ++r) v[r] = ld_cluster(addr, r);" in se
     for name, end in (("se_v5_kernel", "// 8 images' fp32 values"), ("se_v6_kernel", "}  // namespace\n\nbool se_v5_")):
         kernel = se[se.index(f"{name}(const Params p)"):se.index(end)]
         tail = 'asm volatile("barrier.cluster.wait.acquire.aligned;\\n" ::: "memory");\n#endif\n}'
         assert kernel.rstrip().endswith(tail), name
         assert kernel.index("p.scale[") < kernel.rindex("barrier.cluster.wait.acquire"), name
         first = kernel.index("barrier.cluster.arrive.release.aligned;\\nbarrier.cluster.wait.acquire.aligned;")
-        assert first < kernel.index("ld_cluster(local, r)") < kernel.index(
+        assert first < kernel.index("cluster_sum(part") < kernel.index(
             'asm volatile("barrier.cluster.arrive.release.aligned;\\n"'), name
 
 

@@ -70,6 +70,19 @@ __device__ __forceinline__ float ld_cluster(uint32_t local, int rank) {
 #endif
 }
 
+// The value at `local` (this CTA's shared memory) in each CTA of the cluster, summed in rank order: every CTA gets the
+// same bits. Read only between the cluster barrier that releases the values and the arrive that frees them.
+__device__ __forceinline__ float cluster_sum(const float* local) {
+  const uint32_t addr = smem_addr(local);
+  float v[kSeV5Cluster];
+#pragma unroll
+  for (int r = 0; r < kSeV5Cluster; ++r) v[r] = ld_cluster(addr, r);
+  float s = 0.f;
+#pragma unroll
+  for (int r = 0; r < kSeV5Cluster; ++r) s += v[r];
+  return s;
+}
+
 // An extension built for sm_80 as well compiles the kernel to a trap there (no clusters); versions 9-11, the only ones
 // that launch it, are refused on such a device before any launch (mbconv.cu version_needs_sm90).
 __global__ void __launch_bounds__(kSeV5Threads) se_v5_kernel(const Params p) {
@@ -112,14 +125,7 @@ __global__ void __launch_bounds__(kSeV5Threads) se_v5_kernel(const Params p) {
   // release this CTA's part to the cluster, acquire the others'
   asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
   for (int o = tid; o < kSeV5Images * p.sq; o += kSeV5Threads) {
-    const uint32_t local = smem_addr(part + o);
-    float v[kSeV5Cluster];
-#pragma unroll
-    for (int r = 0; r < kSeV5Cluster; ++r) v[r] = ld_cluster(local, r);
-    float s = 0.f;
-#pragma unroll
-    for (int r = 0; r < kSeV5Cluster; ++r) s += v[r];
-    const float z = s + p.b_se1[o % p.sq];
+    const float z = cluster_sum(part + o) + p.b_se1[o % p.sq];
     h[o] = z / (1.f + expf(-z));
   }
   // this CTA has read every part it needs: arrive now, wait before exit (no CTA leaves while its part is read)
@@ -149,6 +155,28 @@ __device__ __forceinline__ void se_load8(float (&x)[kSeV5Images], const float* v
   x[0] = a.x, x[1] = a.y, x[2] = a.z, x[3] = a.w, x[4] = b.x, x[5] = b.y, x[6] = b.z, x[7] = b.w;
 }
 
+// Thread (o, s) of n_out x splits: output o's sums for the 8 images over inputs [s k, (s + 1) k), k = ceil(k_total /
+// splits) (one W load and two float4 loads of x's [input][image] per 8 FMAs); w's row o at w + o ld; the sums to
+// scratch[(s 8 + m) n_out + o], for the caller to add over s in order.
+__device__ __forceinline__ void se_v6_split_product(float* scratch, const float* w, int ld, const float* x, int n_out,
+                                                    int k_total, int splits, int tid) {
+  constexpr int G = kSeV5Images;
+  const int k = (k_total + splits - 1) / splits;
+  for (int t = tid; t < n_out * splits; t += kSeV6Threads) {
+    const int o = t % n_out, s = t / n_out, end = min(k_total, (s + 1) * k);
+    float a[G] = {}, xv[G];
+    const float* wo = w + o * ld;
+    for (int i = s * k; i < end; ++i) {
+      const float wi = wo[i];
+      se_load8(xv, x + i * G);
+#pragma unroll
+      for (int m = 0; m < G; ++m) a[m] = fmaf(wi, xv[m], a[m]);
+    }
+#pragma unroll
+    for (int m = 0; m < G; ++m) scratch[(s * G + m) * n_out + o] = a[m];
+  }
+}
+
 // Two CTAs an SM (at most 64 registers): with one, 15 clusters of 8 fit the H200 at once and the 16th of batch 128 ran
 // in a second wave (s19 call 5, probes/probe_clusters.cu; B0's 6.1 19.3 -> 14.0 us without PDL).
 __global__ void __launch_bounds__(kSeV6Threads, 2) se_v6_kernel(const Params p) {
@@ -175,21 +203,7 @@ __global__ void __launch_bounds__(kSeV6Threads, 2) se_v6_kernel(const Params p) 
     d[0] = s.x * inv, d[G] = s.y * inv, d[2 * G] = s.z * inv, d[3 * G] = s.w * inv;
   }
   __syncthreads();
-  // FC1: thread (j, s) sums output j of the 8 images over channels [s kc, (s + 1) kc) of this CTA's
-  const int kc = (cw + L.s1 - 1) / L.s1;
-  for (int t = tid; t < sq * L.s1; t += kSeV6Threads) {
-    const int j = t % sq, s = t / sq, c_end = min(cw, (s + 1) * kc);
-    float a[G] = {}, x[G];
-    const float* w = w1s + j * L.ld1;
-    for (int c = s * kc; c < c_end; ++c) {
-      const float wc = w[c];
-      se_load8(x, pooled + c * G);
-#pragma unroll
-      for (int m = 0; m < G; ++m) a[m] = fmaf(wc, x[m], a[m]);
-    }
-#pragma unroll
-    for (int m = 0; m < G; ++m) scratch[(s * G + m) * sq + j] = a[m];
-  }
+  se_v6_split_product(scratch, w1s, L.ld1, pooled, sq, cw, L.s1, tid);  // FC1 over this CTA's channels
   __syncthreads();
   for (int o = tid; o < G * sq; o += kSeV6Threads) {  // the splits in order: this CTA's part [image][j]
     float v = 0.f;
@@ -199,34 +213,13 @@ __global__ void __launch_bounds__(kSeV6Threads, 2) se_v6_kernel(const Params p) 
   // release this CTA's part to the cluster, acquire the others'
   asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
   for (int o = tid; o < G * sq; o += kSeV6Threads) {  // o = j G + m: h's [j][image]
-    const uint32_t local = smem_addr(part + (o % G) * sq + o / G);
-    float v[kSeV5Cluster];
-#pragma unroll
-    for (int r = 0; r < kSeV5Cluster; ++r) v[r] = ld_cluster(local, r);
-    float s = 0.f;
-#pragma unroll
-    for (int r = 0; r < kSeV5Cluster; ++r) s += v[r];
-    const float z = s + p.b_se1[o / G];
+    const float z = cluster_sum(part + (o % G) * sq + o / G) + p.b_se1[o / G];
     h[o] = z / (1.f + expf(-z));
   }
   // this CTA has read every part it needs: arrive now, wait before exit (no CTA leaves while its part is read)
   asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
   __syncthreads();
-  // FC2: thread (c, s) sums channel c of the 8 images over squeeze outputs [s kj, (s + 1) kj)
-  const int kj = (sq + L.s2 - 1) / L.s2;
-  for (int t = tid; t < cw * L.s2; t += kSeV6Threads) {
-    const int c = t % cw, s = t / cw, j_end = min(sq, (s + 1) * kj);
-    float a[G] = {}, x[G];
-    const float* w = w2s + c * L.ld2;
-    for (int j = s * kj; j < j_end; ++j) {
-      const float wj = w[j];
-      se_load8(x, h + j * G);
-#pragma unroll
-      for (int m = 0; m < G; ++m) a[m] = fmaf(wj, x[m], a[m]);
-    }
-#pragma unroll
-    for (int m = 0; m < G; ++m) scratch[(s * G + m) * cw + c] = a[m];
-  }
+  se_v6_split_product(scratch, w2s, L.ld2, h, cw, sq, L.s2, tid);  // FC2 for this CTA's channels
   __syncthreads();
   for (int o = tid; o < G * cw; o += kSeV6Threads) {  // the splits in order, the bias, the sigmoid
     const int m = o / cw, c = o % cw, n = n0 + m;
