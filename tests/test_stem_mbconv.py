@@ -197,9 +197,11 @@ def _keep(k: int) -> tuple[bool, bool]:
     return (k < 30, k < 30 and k % 10 != 8)
 
 
-def emulate(x, w, b, w_dw, b_dw):
+def emulate(x, w, b, w_dw, b_dw, seg=4):
     """x [N, H, W, 3], w [32, 3, 3, 3], b [32], w_dw [32, 3, 3], b_dw [32] (float64): the kernel's D [N, Ho, Wo,
-    32] (SiLU in float64, no rounding), how often each D value was written, and partial [N, bands, 32]."""
+    32] (SiLU in float64, no rounding), how often each D value was written, and partial [N, bands, 32]; depthwise
+    items of `seg` output rows (4, or 8: the whole band, CUDA_KERNELS_STEM_DW_SEG=8) and slots as each form computes
+    them."""
     n_img, H, W, _ = x.shape
     C, R, ER = 32, sm.ROWS, sm.ROWS + 2
     Ho, Wo = (H + 1) // 2, (W + 1) // 2
@@ -236,16 +238,17 @@ def emulate(x, w, b, w_dw, b_dw):
                         o = base + _pair_offset(k, pitch)
                         acc += (win[o] * bm[c, k] if lo else 0.0) + (win[o + 1] * bm[c, k + 1] if hi else 0.0)
                     E[(er * WE + sm.e_slot(sx + 1)) * C + c] = silu(acc + b[c]) if 0 <= sy < Ho else 0.0
-            ngroups, nseg = -(-Wo // 4), -(-rows // 4)  # 3. the depthwise's items, thread (pair, group)
+            ngroups, nseg = -(-Wo // 4), -(-rows // seg)  # 3. the depthwise's items, thread (pair, group)
             red = np.zeros((16, C))
             for group in range(16):
                 for item in range(group, nseg * ngroups, 16):
-                    seg, og = divmod(item, ngroups)
-                    orow0, ow0 = 4 * seg, 4 * og
-                    vrows, valid = min(4, rows - orow0), min(4, Wo - ow0)
-                    block = np.array([[E[((orow0 + er) * WE + sm.e_slot(ow0 + xx)) * C:
-                                         ((orow0 + er) * WE + sm.e_slot(ow0 + xx)) * C + C]
-                                       for xx in range(6)] for er in range(6)])  # every value the thread reads
+                    s_i, og = divmod(item, ngroups)
+                    orow0, ow0 = seg * s_i, 4 * og
+                    vrows, valid = min(seg, rows - orow0), min(4, Wo - ow0)
+                    # the slot of column ow0 + xx: e_slot, or (whole-band items) ow0 + (xx ^ (og & 1 ^ xx >> 2))
+                    slot = [sm.e_slot(ow0 + xx) if seg == 4 else ow0 + (xx ^ ((og & 1) ^ (xx >> 2))) for xx in range(6)]
+                    block = np.array([[E[((orow0 + er) * WE + slot[xx]) * C: ((orow0 + er) * WE + slot[xx]) * C + C]
+                                       for xx in range(6)] for er in range(seg + 2)])  # every value the thread reads
                     assert not np.isnan(block).any()
                     for o in range(vrows):
                         for u in range(valid):
@@ -257,13 +260,14 @@ def emulate(x, w, b, w_dw, b_dw):
     return D, writes, partial
 
 
+@pytest.mark.parametrize("seg", [4, 8])
 @pytest.mark.parametrize("n_img,H,W", [(1, 16, 16), (2, 17, 9), (1, 21, 30), (1, 40, 8)])
-def test_transliteration_equals_the_convolutions(n_img, H, W):
+def test_transliteration_equals_the_convolutions(n_img, H, W, seg):
     rng = np.random.default_rng(H * 100 + W)
     x = rng.standard_normal((n_img, H, W, 3)).astype(np.float16).astype(np.float64)
     w = rng.standard_normal((32, 3, 3, 3)).astype(np.float16).astype(np.float64)
     b, w_dw, b_dw = rng.standard_normal(32), rng.standard_normal((32, 3, 3)), rng.standard_normal(32)
-    D, writes, partial = emulate(x, w, b, w_dw, b_dw)
+    D, writes, partial = emulate(x, w, b, w_dw, b_dw, seg)
     assert (writes == 1).all()
     f = torch.nn.functional
     xt = torch.from_numpy(x).permute(0, 3, 1, 2)
@@ -274,6 +278,31 @@ def test_transliteration_equals_the_convolutions(n_img, H, W):
     Ho = want.shape[1]
     for band in range(partial.shape[1]):
         np.testing.assert_allclose(partial[:, band], want[:, 8 * band: min(8 * band + 8, Ho)].sum((1, 2)), atol=1e-9)
+
+
+def test_the_two_options_in_the_source():
+    """CUDA_KERNELS_STEM_DW_BC=1 (the stem's bias and halving in its MMA) and CUDA_KERNELS_STEM_DW_SEG=8 (whole-band
+    depthwise items), each off unless set; the four builds; the BC form's algebra and the whole-band slot formula."""
+    src = (CSRC / "effnet_stem_dw.cu").read_text()
+    lane = (CSRC / "effnet_stem.cuh").read_text()
+    assert 'std::getenv("CUDA_KERNELS_STEM_DW_BC")' in src and 'std::getenv("CUDA_KERNELS_STEM_DW_SEG")' in src
+    assert 'const bool bc = bc_env != nullptr && std::strcmp(bc_env, "1") == 0;' in src
+    assert 'const bool band = seg_env != nullptr && std::strcmp(seg_env, "8") == 0;' in src
+    for bc in ("true", "false"):
+        for seg in ("kStemDwRows", "4"):
+            assert f"stem_dw_kernel<4, {bc}, {seg}>" in src
+    # BC: B and the bias halved, the first k step's C the halved bias, SiLU(v) as h + h tanh(h) of h = v / 2
+    first_step = "if (BC && s == 0)\n          bf::mma_m16n8k16_c(acc[nt], a, b[nt][s][0], b[nt][s][1], bi[nt][0], bi[nt][1]);"
+    assert first_step in lane
+    assert "bi[nt][0] *= 0.5f;" in lane and "w = __hmul2(w, half);" in lane
+    v = np.linspace(-12, 12, 97)
+    h = v / 2
+    np.testing.assert_allclose(h + h * np.tanh(h), v / (1 + np.exp(-v)), rtol=1e-12, atol=1e-15)
+    # whole-band items: column ow0 + x (ow0 = 4 og) sits in slot ow0 + (x ^ (og & 1 ^ x >> 2)), e_slot's value
+    assert "ow0 + (x ^ (sbit ^ (x >> 2)))" in src and "const int sbit = og & 1;" in src
+    for og in range(64):
+        for x in range(6):
+            assert 4 * og + (x ^ ((og & 1) ^ (x >> 2))) == sm.e_slot(4 * og + x)
 
 
 # ---- GPU ----
@@ -289,11 +318,16 @@ def _pair_case(n: int, H: int, W: int, seed: int = 0):
 
 
 @pytest.mark.cuda
+@pytest.mark.parametrize("options", [{}, {"CUDA_KERNELS_STEM_DW_BC": "1"}, {"CUDA_KERNELS_STEM_DW_SEG": "8"},
+                                     {"CUDA_KERNELS_STEM_DW_BC": "1", "CUDA_KERNELS_STEM_DW_SEG": "8"}],
+                         ids=["default", "bc", "seg8", "bc_seg8"])
 @pytest.mark.parametrize("n,H,W", [(128, 224, 224), (1, 224, 224), (3, 17, 23), (2, 16, 448), (5, 33, 40)])
-def test_against_float64(n, H, W):
+def test_against_float64(n, H, W, options, monkeypatch):
     from perfmodel.harness import relative_error
     from torch.profiler import ProfilerActivity, profile
 
+    for name, value in options.items():
+        monkeypatch.setenv(name, value)
     stem, block, x = _pair_case(n, H, W)
     unit = sm.FusedStemMBConv(stem, block).cuda()
     pair = nn.Sequential(copy.deepcopy(stem), copy.deepcopy(block))
@@ -304,7 +338,9 @@ def test_against_float64(n, H, W):
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
             got = sm.run(x, unit, out=out)
             torch.cuda.synchronize()
-    assert "stem_dw_kernel" in " ".join(e.name for e in prof.events())
+    names = " ".join(e.name for e in prof.events())
+    bc, seg = "CUDA_KERNELS_STEM_DW_BC" in options, 8 if "CUDA_KERNELS_STEM_DW_SEG" in options else 4
+    assert f"stem_dw_kernel<4, {str(bc).lower()}, {seg}>" in names, names[:400]
     assert got.data_ptr() == out.data_ptr() and torch.isfinite(got).all()
     err, ref_err = relative_error(got, want), relative_error(torch_fp16, want)
     assert ref_err > 0 and err <= 2 * ref_err, (err, ref_err)

@@ -18,6 +18,12 @@ __device__ __forceinline__ float silu(float v) {  // v sigmoid(v) = h + h tanh(h
   return fmaf(h, t, h);
 }
 
+__device__ __forceinline__ float silu_of_half(float h) {  // SiLU(v) for h = v / 2: h + h tanh(h)
+  float t;
+  asm("tanh.approx.f32 %0, %1;" : "=f"(t) : "f"(h));
+  return fmaf(h, t, h);
+}
+
 // Window offset (halves) of the k pair (k, k + 1) from an output pixel's first tap: ky rows down, t = kx 3 + ci
 // along; the pad pairs k >= 30 read ky = 2's pair 8-9 (zero weights).
 __device__ __forceinline__ int pair_offset(int k, int pitch) {
@@ -64,10 +70,14 @@ struct StemLane {
     return __floats2half2_rn(silu(acc[nt][2 * h] + bi[nt][0]), silu(acc[nt][2 * h + 1] + bi[nt][1]));
   }
 
-  // acc = the conv of the m16 tile whose rows g and g + 8 have their first tap at window halves base[0], base[1]
+  // acc = the conv of the m16 tile whose rows g and g + 8 have their first tap at window halves base[0], base[1];
+  // BC: the first k step's C the bias (halve() first: acc = (conv + b) / 2, act_bc's argument)
+  template <bool BC = false>
   __device__ __forceinline__ void mma(float (&acc)[NT][4], const __half* win, const int (&base)[2]) const {
+    if constexpr (!BC) {
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
+      for (int nt = 0; nt < NT; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
+    }
 #pragma unroll
     for (int s = 0; s < 2; ++s) {
       uint32_t a[4];  // (row g, k), (row g + 8, k), (row g, k + 8), (row g + 8, k + 8); k = 16 s + 2 q
@@ -75,8 +85,37 @@ struct StemLane {
       for (int j = 0; j < 4; ++j)  // base and off are even: 4-byte aligned
         a[j] = *reinterpret_cast<const uint32_t*>(win + base[j & 1] + off[s][j >> 1]) & keep[s][j >> 1];
 #pragma unroll
-      for (int nt = 0; nt < NT; ++nt) bf::mma_m16n8k16(acc[nt], a, b[nt][s][0], b[nt][s][1]);
+      for (int nt = 0; nt < NT; ++nt) {
+        if (BC && s == 0)
+          bf::mma_m16n8k16_c(acc[nt], a, b[nt][s][0], b[nt][s][1], bi[nt][0], bi[nt][1]);
+        else
+          bf::mma_m16n8k16(acc[nt], a, b[nt][s][0], b[nt][s][1]);
+      }
     }
+  }
+
+  // The BC form (the stem + block 1.0 kernel, CUDA_KERNELS_STEM_DW_BC): B and the bias halved once (halving an fp16
+  // value is exact above 2^-13), so that mma<true> leaves h = (conv + b) / 2 in acc and SiLU is h + h tanh(h): two
+  // instructions an output (act_bc) instead of four (act: the bias add, the halving, tanh, the FMA).
+  __device__ __forceinline__ void halve() {
+    const __half2 half = __float2half2_rn(0.5f);
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+#pragma unroll
+      for (int s = 0; s < 2; ++s)
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          __half2 w = *reinterpret_cast<const __half2*>(&b[nt][s][r]);
+          w = __hmul2(w, half);
+          b[nt][s][r] = *reinterpret_cast<const uint32_t*>(&w);
+        }
+      bi[nt][0] *= 0.5f;
+      bi[nt][1] *= 0.5f;
+    }
+  }
+
+  __device__ __forceinline__ __half2 act_bc(const float (&acc)[NT][4], int h, int nt) const {
+    return __floats2half2_rn(silu_of_half(acc[nt][2 * h]), silu_of_half(acc[nt][2 * h + 1]));
   }
 };
 

@@ -18,6 +18,8 @@
 //      bias added in fp32, silu_of_half): D stored, the pair's sums per group to red[group][C]; after a barrier, C
 //      threads add the groups' sums in order into partial.
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 
 #include "effnet_stem.h"
 #include "mbconv.cuh"
@@ -31,20 +33,20 @@ namespace {
 
 constexpr int kThreads = 256, kWarps = kThreads / 32;
 constexpr int R = kStemDwRows, ER = R + 2;  // output rows per band, E rows per band
-constexpr int SEG = 4, OW = 4;              // a depthwise item: 4 output rows x 4 output columns
-
-__device__ __forceinline__ float silu_half_arg(float h) {  // v sigmoid(v) for h = v / 2: h + h tanh(h)
-  float t;
-  asm("tanh.approx.f32 %0, %1;" : "=f"(t) : "f"(h));
-  return fmaf(h, t, h);
-}
+constexpr int OW = 4;                       // a depthwise item: SEG output rows x 4 output columns
+using effstem::silu_of_half;
 
 __device__ __forceinline__ int e_slot(int c) { return c ^ ((c >> 2) & 1); }  // E column c's pixel slot
 
 // p: block 1.0's Params (x unused: the block's input is E; H = Ho, W = Wo the stem's output size; C_in = hidden = C;
 // d, partial, w_dw [9, hid_pad], b_dw [hid_pad], rows_per_tile = R, row_blocks = bands); s: the image and the stem.
-template <int NT>
+// BC (CUDA_KERNELS_STEM_DW_BC=1, off until measured): the stem's bias and halving in its MMA (StemLane::halve,
+// mma<true>, act_bc). SEG (CUDA_KERNELS_STEM_DW_SEG=8, off until measured): output rows per depthwise item, 4 or the
+// whole band (8): each E row loaded once per band instead of once per 4-row segment plus its 2 halo rows, and the
+// item's fixed path (its division, addresses, branches) over 32 outputs instead of 16.
+template <int NT, bool BC, int SEG>
 __global__ void __launch_bounds__(kThreads, 2) stem_dw_kernel(const Params p, const StemDwParams s) {
+  static_assert(SEG == 4 || SEG == kStemDwRows, "items of 4 rows or of the whole band");
   constexpr int C = 8 * NT, PAIRS = C / 2, GROUPS = kThreads / PAIRS;
   extern __shared__ __align__(16) __half smem_h[];
   const int Wimg = s.W, Himg = s.H, Ho = p.Ho, Wo = p.Wo;
@@ -57,7 +59,8 @@ __global__ void __launch_bounds__(kThreads, 2) stem_dw_kernel(const Params p, co
   const int oy0 = band * R, rows = min(R, Ho - oy0), sy0 = oy0 - 1, iy0 = 2 * sy0 - 1;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, q = lane & 3;
 
-  const effstem::StemLane<NT> lane_ops(s.wb, s.bias, lane, pitch);  // the stem's fragments, bias, offsets, masks
+  effstem::StemLane<NT> lane_ops(s.wb, s.bias, lane, pitch);  // the stem's fragments, bias, offsets, masks
+  if constexpr (BC) lane_ops.halve();
 
   pdl::wait();  // the image may be the previous kernel's output
   // 1. the window (effnet_stem.cu version 2's copy): row r is image row iy0 + r, half w0 + c the row's half c - 3
@@ -90,7 +93,7 @@ __global__ void __launch_bounds__(kThreads, 2) stem_dw_kernel(const Params p, co
         base[h] = w0 + 2 * er[h] * pitch + 6 * sx[h];
       }
       float acc[NT][4];
-      lane_ops.mma(acc, win, base);
+      lane_ops.template mma<BC>(acc, win, base);
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         if (tile * 16 + g + 8 * h >= P) continue;
@@ -99,7 +102,7 @@ __global__ void __launch_bounds__(kThreads, 2) stem_dw_kernel(const Params p, co
         uint32_t* dst = reinterpret_cast<uint32_t*>(E + (er[h] * WE + e_slot(sx[h] + 1)) * C) + q;
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
-          const __half2 v = lane_ops.act(acc, h, nt);
+          const __half2 v = BC ? lane_ops.act_bc(acc, h, nt) : lane_ops.act(acc, h, nt);
           dst[4 * nt] = inside ? *reinterpret_cast<const uint32_t*>(&v) : 0u;
         }
       }
@@ -120,13 +123,19 @@ __global__ void __launch_bounds__(kThreads, 2) stem_dw_kernel(const Params p, co
     const int seg = item / ngroups, og = item - seg * ngroups;
     const int orow0 = seg * SEG, ow0 = og * OW;
     const int valid_rows = min(SEG, rows - orow0), valid = min(OW, Wo - ow0);
+    // whole-band items: D's pixel stride the compile-time C (the launcher requires hidden == C), so that a row's four
+    // stores take immediate offsets from one address; the E slots' swizzle bit once per item (ow0 % 4 == 0: slot of
+    // column ow0 + x is ow0 + (x ^ bit), bit = (og + x / 4) & 1)
+    const int dstride = SEG == kStemDwRows ? C : p.hidden;
+    const int sbit = og & 1;
     __half2 acc[SEG][OW];
 #pragma unroll
-    for (int er = 0; er < SEG + 2; ++er) {  // E rows orow0 .. orow0 + 5 (output row o reads E rows o .. o + 2)
+    for (int er = 0; er < SEG + 2; ++er) {  // E rows orow0 .. orow0 + SEG + 1 (output row o reads E rows o .. o + 2)
       __half2 e[OW + 2];
 #pragma unroll
       for (int x = 0; x < OW + 2; ++x)
-        e[x] = *reinterpret_cast<const __half2*>(E + ((orow0 + er) * WE + e_slot(ow0 + x)) * C + ch);
+        e[x] = *reinterpret_cast<const __half2*>(
+            E + ((orow0 + er) * WE + (SEG == kStemDwRows ? ow0 + (x ^ (sbit ^ (x >> 2))) : e_slot(ow0 + x))) * C + ch);
 #pragma unroll
       for (int o = 0; o < SEG; ++o) {
         const int dy = er - o;
@@ -139,13 +148,13 @@ __global__ void __launch_bounds__(kThreads, 2) stem_dw_kernel(const Params p, co
 #pragma unroll
           for (int dx = 0; dx < 3; ++dx) acc[o][u] = __hfma2(e[u + dx], wh[dy * 3 + dx], acc[o][u]);
         if (dy == 2 && o < valid_rows) {
-          __half* d = p.d + (((size_t)n * Ho + oy0 + orow0 + o) * Wo + ow0) * p.hidden + ch;
+          __half* d = p.d + (((size_t)n * Ho + oy0 + orow0 + o) * Wo + ow0) * dstride + ch;
 #pragma unroll
           for (int u = 0; u < OW; ++u) {
             if (u >= valid) break;
             const float2 f = __half22float2(acc[o][u]);
-            const float s0 = silu_half_arg(f.x + db0), s1 = silu_half_arg(f.y + db1);
-            *reinterpret_cast<__half2*>(d + (size_t)u * p.hidden) = __floats2half2_rn(s0, s1);
+            const float s0 = silu_of_half(f.x + db0), s1 = silu_of_half(f.y + db1);
+            *reinterpret_cast<__half2*>(d + (size_t)u * dstride) = __floats2half2_rn(s0, s1);
             sum0 += s0;
             sum1 += s1;
           }
@@ -169,7 +178,12 @@ cudaError_t launch_stem_dw(const Params& p, const StemDwParams& s, cudaStream_t 
   if (p.C_in != 32 || p.hidden != 32 || p.ksize != 3 || p.stride != 1 || p.rows_per_tile != kStemDwRows ||
       p.Ho != (s.H + 1) / 2 || p.Wo != (s.W + 1) / 2 || s.W < 1 || s.W > effstem::kMaxWidth)
     return cudaErrorInvalidValue;
-  const auto kernel = stem_dw_kernel<4>;
+  const char* bc_env = std::getenv("CUDA_KERNELS_STEM_DW_BC");    // "1": the stem's bias in its MMA
+  const char* seg_env = std::getenv("CUDA_KERNELS_STEM_DW_SEG");  // "8": whole-band depthwise items
+  const bool bc = bc_env != nullptr && std::strcmp(bc_env, "1") == 0;
+  const bool band = seg_env != nullptr && std::strcmp(seg_env, "8") == 0;
+  const auto kernel = bc ? (band ? stem_dw_kernel<4, true, kStemDwRows> : stem_dw_kernel<4, true, 4>)
+                         : (band ? stem_dw_kernel<4, false, kStemDwRows> : stem_dw_kernel<4, false, 4>);
   const int smem = stem_dw_smem_bytes(s.W, p.Wo, 32);
   int dev = 0;
   cudaError_t err = cudaGetDevice(&dev);
