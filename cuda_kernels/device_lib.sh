@@ -51,17 +51,24 @@ B0_BENCH=(python3 cli.py bench efficientnet_b0 --repeats 30 --warmup 5 --cuda-gr
 PROJ_METRICS=gpu__time_duration.sum,launch__grid_size,dram__bytes_read.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,smsp__issue_active.avg.pct_of_peak_sustained_active,smsp__inst_executed.sum
 # B0_FUSED  B0_BENCH for the fused network (the rest compiled, freezing): step NAME S "${B0_FUSED[@]}" -o FILE
 B0_FUSED=("${B0_BENCH[@]}" --backend cuda_kernels --compile-rest --freezing)
-# b0_runs DIR OFF V...  B0_FUSED for each variant V ("default", or NAME=VALUE), twice (runs a and b, the variants
-#                       interleaved); "default" runs under OFF (the switch at its off value: an exported setting cannot
-#                       leak in); files DIR/b0_TAG_RUN.json, TAG = NAME without CUDA_KERNELS_ and K1_, then _VALUE
-#                       where VALUE is not 1 (step names e2e_TAG_RUN)
+# b0_runs DIR OFF V...  B0_FUSED for each variant V ("default", or NAME=VALUE, or several "N1=V1 N2=V2"), twice (runs a
+#                       and b, the variants interleaved); "default" runs under OFF (the switches at their off values: an
+#                       exported setting cannot leak in); files DIR/b0_TAG_RUN.json, TAG = NAME without CUDA_KERNELS_
+#                       and K1_, then _VALUE where VALUE is not 1, several joined by "+" (step names e2e_TAG_RUN)
 b0_runs() {
   local dir=$1 off=$2 run v tag
   shift 2
   for run in a b; do
     for v in "$@"; do
-      tag=${v%%=*}; tag=${tag#CUDA_KERNELS_}; tag=${tag#K1_}
-      [ "$v" != default ] && [ "${v#*=}" != 1 ] && tag+="_${v#*=}"
+      tag=default
+      if [ "$v" != default ]; then  # each NAME=VALUE of the variant, joined by "+"
+        tag=""
+        for a in $v; do
+          t=${a%%=*}; t=${t#CUDA_KERNELS_}; t=${t#K1_}
+          [ "${a#*=}" != 1 ] && t+="_${a#*=}"
+          tag+="${tag:++}$t"
+        done
+      fi
       step "e2e_${tag}_$run" 60 env ${v/default/$off} "${B0_FUSED[@]}" -o "$dir/b0_${tag}_$run.json"
     done
   done

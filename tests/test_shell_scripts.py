@@ -27,3 +27,20 @@ def test_a_syntax_error_is_caught(tmp_path):
     broken = tmp_path / "broken.sh"
     broken.write_text("if true; then\n  echo unclosed\n")  # no `fi`
     assert subprocess.run(["bash", "-n", str(broken)], capture_output=True).returncode != 0
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="no bash on this machine")
+def test_b0_runs_names_each_variant(tmp_path):
+    """device_lib.sh's b0_runs: each variant's file tag (the switch without CUDA_KERNELS_ / K1_, _VALUE unless 1, a
+    variant of several switches joined by '+'), runs a and b interleaved, and "default" under the off settings."""
+    script = f"""source {ROOT / 'cuda_kernels' / 'device_lib.sh'}
+step() {{ echo "$1|${{@:3}}"; }}
+B0_FUSED=(bench)
+b0_runs D "A=0 B=4" default CUDA_KERNELS_K1_IMAGES=2 CUDA_KERNELS_SE_V5=1 "CUDA_KERNELS_X=1 CUDA_KERNELS_Y=8"
+"""
+    out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True).stdout.splitlines()
+    assert out[:4] == ["e2e_default_a|env A=0 B=4 bench -o D/b0_default_a.json",
+                       "e2e_IMAGES_2_a|env CUDA_KERNELS_K1_IMAGES=2 bench -o D/b0_IMAGES_2_a.json",
+                       "e2e_SE_V5_a|env CUDA_KERNELS_SE_V5=1 bench -o D/b0_SE_V5_a.json",
+                       "e2e_X+Y_8_a|env CUDA_KERNELS_X=1 CUDA_KERNELS_Y=8 bench -o D/b0_X+Y_8_a.json"]
+    assert len(out) == 8 and out[4].startswith("e2e_default_b|")
