@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Session 20's first call: what session 19 built without a GPU, measured in one run (NOTES.md "Current state",
-# session 19). From the repository root (~8 minutes on an H200, every extension rebuilt):
+# session 19). From the repository root (~9 minutes on an H200, every extension rebuilt):
 #   timeout 590 bash cuda_kernels/device_run_s20_first.sh OUTDIR
-# build -> the read-pattern probe (probes/probe_stream.cu) -> GPU tests of project_v9b, the fused head and the ablation
-# switch -> B0 default / PROJ_V9_BULK=1 / EFFNET_HEAD=1, twice, interleaved (a variant whose tests failed is not
-# timed) -> the ablation (what kernel 1, the SE and the projections cost on the critical path).
+# build -> the read-pattern probe (probes/probe_stream.cu) -> GPU tests of project_v9b, the fused head, the ablation
+# switch and the stem + 1.0 kernel's options -> B0 under the launch-time switches in one process (b0_switches.py:
+# bulk loader, the stem options alone and together, SE version 6, and the ablation; a switch whose tests failed is
+# left out) -> B0 default / EFFNET_HEAD=1 (a switch read when the network is swapped: perfmodel bench runs), twice.
 # Files: OUTDIR/log.txt, OUTDIR/s20.tgz. Last line S20_OK=1|0.
 set -uo pipefail
 out=${1:?output folder}
@@ -13,16 +14,19 @@ mbconv_begin S20 580
 mkdir -p "$out/s20"
 step probe 60 bash -c "nvcc -std=c++17 -O3 -arch=sm_90a -Icuda_kernels/csrc cuda_kernels/probes/probe_stream.cu \
   -o /tmp/probe_stream && /tmp/probe_stream | tee $out/s20/probe_stream.txt" || ok=0
-variants=(default)
-step tests_v9b 120 python3 -m pytest -q -m cuda --tb=short -p no:cacheprovider tests/test_mbconv_proj_v9b.py \
-  && variants+=("CUDA_KERNELS_PROJ_V9_BULK=1") || ok=0
-step tests_head 90 python3 -m pytest -q -m cuda --tb=short -p no:cacheprovider tests/test_effnet_head.py \
-  && variants+=("CUDA_KERNELS_EFFNET_HEAD=1") || ok=0
-step tests_ablate 60 python3 -m pytest -q -m cuda --tb=short -p no:cacheprovider tests/test_ablate.py || ok=0
-# "default" runs with both new switches off (an exported value cannot leak in)
-b0_runs "$out/s20" "CUDA_KERNELS_PROJ_V9_BULK=0 CUDA_KERNELS_EFFNET_HEAD=0" "${variants[@]}"
-step ablate 150 python3 -m cuda_kernels.ablate_b0 -o "$out/s20/ablate.json" || ok=0
+tests() { step "tests_$1" "$2" python3 -m pytest -q -m cuda --tb=short -p no:cacheprovider "tests/$3"; }
+switches=("CUDA_KERNELS_SE_V6=1")
+tests v9b 90 test_mbconv_proj_v9b.py && switches+=("CUDA_KERNELS_PROJ_V9_BULK=1") || ok=0
+tests stem 90 test_stem_mbconv.py && switches+=("CUDA_KERNELS_STEM_DW_BC=1" "CUDA_KERNELS_STEM_DW_SEG=8" \
+  "CUDA_KERNELS_STEM_DW_BC=1 CUDA_KERNELS_STEM_DW_SEG=8") || ok=0
+ablation=()
+tests ablate 60 test_ablate.py && ablation=(--ablation) || ok=0
+head=(default)
+tests head 60 test_effnet_head.py && head+=("CUDA_KERNELS_EFFNET_HEAD=1") || ok=0
+step switches 150 python3 -m cuda_kernels.b0_switches "${switches[@]}" "${ablation[@]}" -o "$out/s20/switches.json" \
+  || ok=0
+b0_runs "$out/s20" CUDA_KERNELS_EFFNET_HEAD=0 "${head[@]}"
 python3 -m cuda_kernels.bench_lines S20 "$out/s20" 2>> "$log" | tee -a "$log"
 tar czf "$out/s20.tgz" -C "$out" s20 && rm -rf "$out/s20"
-grep -E "^== |^ABLATE |passed|failed|Error|error:" "$log" | tail -24
+grep -E "^== |^SWITCHES |passed|failed|Error|error:" "$log" | tail -30
 echo "S20_OK=$ok"

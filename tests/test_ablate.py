@@ -1,10 +1,11 @@
-"""The ablation switch (csrc/mbconv.cu `ablated`, CUDA_KERNELS_ABLATE: a diagnostic) and its driver
-(cuda_kernels/ablate_b0.py): skipping kernel 1, the SE or the projection of versions 9-11 so that a timed network
-shows what each part costs on its critical path.
+"""The ablation switch (csrc/mbconv.cu `ablated`, CUDA_KERNELS_ABLATE: a diagnostic) and the driver that times B0
+under several switch settings in one process (cuda_kernels/b0_switches.py, `--ablation`): skipping kernel 1, the SE or
+the projection of versions 9-11 so that a timed network shows what each part costs on its critical path.
 
 CPU: the switch guards exactly the three launch points, its token parsing (compiled with the host compiler from the
-source itself), the driver refusing to start with the switch already set. GPU (@pytest.mark.cuda): with each value,
-the profiler shows only the parts left, and with the switch unset the block's output is the default's bit for bit."""
+source itself), the driver's variant parsing and its refusal to start with the switch already set. GPU
+(@pytest.mark.cuda): with each value, the profiler shows only the parts left, and with the switch unset the block's
+output is the default's bit for bit."""
 
 import re
 import shutil
@@ -15,7 +16,7 @@ import pytest
 import torch
 
 import cuda_kernels
-from cuda_kernels import ablate_b0
+from cuda_kernels import b0_switches
 from cuda_kernels import mbconv as mb
 
 CSRC = Path(cuda_kernels.__file__).resolve().parent / "csrc"
@@ -24,7 +25,7 @@ LAUNCHER = (CSRC / "mbconv.cu").read_text()
 
 def test_the_switch_guards_the_three_parts():
     assert 'const char* v = std::getenv("CUDA_KERNELS_ABLATE");' in LAUNCHER
-    assert ablate_b0.ABLATE == "CUDA_KERNELS_ABLATE"
+    assert b0_switches.ABLATE == "CUDA_KERNELS_ABLATE"
     assert len(re.findall(r'ablated\("kernel1"\)', LAUNCHER)) == 2  # version 9-11's kernel 1 and the stem + 1.0 kernel
     assert 'if (v9 && ablated("kernel1")) return launch_se_project_v9(p, version, stream, pdl);' in LAUNCHER
     assert 'ablated("kernel1") ? cudaSuccess : launch_stem_dw(p, s, stream, pdl)' in LAUNCHER
@@ -60,11 +61,20 @@ int main(int argc, char** argv) {
 
 def test_the_driver_refuses_a_preset_switch(monkeypatch):
     monkeypatch.setenv("CUDA_KERNELS_ABLATE", "se")
-    import perfmodel.harness as harness
-
-    monkeypatch.setattr(harness, "require_cuda", lambda: None)
     with pytest.raises(SystemExit) as exc:
-        ablate_b0.main(["--runs", "1"])
+        b0_switches.main(["--ablation", "--runs", "1"])
+    assert exc.value.code == 2
+
+
+def test_the_drivers_variants():
+    got = b0_switches.parse_variant("CUDA_KERNELS_A=1 CUDA_KERNELS_B=8")
+    assert got == {"CUDA_KERNELS_A": "1", "CUDA_KERNELS_B": "8"}
+    assert b0_switches.label({}) == "as is" and b0_switches.label({"CUDA_KERNELS_A": "1"}) == "CUDA_KERNELS_A=1"
+    for bad in ("CUDA_KERNELS_A", "PATH=/x", "CUDA_KERNELS_A=1 B=2"):
+        with pytest.raises(ValueError):
+            b0_switches.parse_variant(bad)
+    with pytest.raises(SystemExit) as exc:  # a bad variant is a usage error before anything is built
+        b0_switches.main(["PATH=/x"])
     assert exc.value.code == 2
 
 
