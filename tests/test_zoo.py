@@ -33,6 +33,8 @@ def test_zoo_is_large():
     assert len(ZOO) >= 70
 
 
+# AlexNet and the VGGs have no residual block: their block plan is the layer plan, with a warning that says so
+@pytest.mark.filterwarnings("ignore:block plan. no module matched the default block classes")
 @pytest.mark.parametrize("name", ZOO)
 def test_macs_match_torchvision_and_plans_are_consistent(name):
     crops = crops_with_ops(name)
