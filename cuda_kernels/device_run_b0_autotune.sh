@@ -6,7 +6,8 @@
 # per op and input shapes, keyed by GPU name, CUDA and Triton: a later call on another H200 with the same software
 # finds them and skips the precompiling and benchmarking of every op already timed). The whole cache (72 MB of
 # compiled kernels) cannot come back; the timings can. From the repository root:
-#   timeout 590 bash cuda_kernels/device_run_b0_autotune.sh OUTDIR   (AUTO_BUDGET=S: a shorter budget)
+#   timeout 590 bash cuda_kernels/device_run_b0_autotune.sh OUTDIR   (AUTO_BUDGET=S: a shorter budget; INDUCTOR_CODE=1:
+#   also the compiled rest's generated code, in log.txt)
 # returns OUTDIR/autotune_timings.tgz; unpack it here (tar xzf ... -C .) and give the next call
 # `carry: [".inductor_cache"]` until the max-autotune file appears. With timings carried, the fused network and
 # torch.compile default are timed first, so the call that finishes has every baseline in one run; without (the first
@@ -30,6 +31,15 @@ PY
 carried=$(timings 2>> "$log" | tee -a "$log" | tail -1)
 if [ "${carried:-0}" -gt 0 ]; then
   step fused 90 "${B0_FUSED[@]}" -o "$out/b0_fused.json"
+  # the compiled rest's own kernels around the fused blocks (session 19: 0.7-1.0 us Triton kernels named
+  # triton_poi_fused_mbconv_1 / _2 / _stem_mbconv_0 before blocks 1.0, 2.0, 2.1 and 3.0, each also a break in the
+  # PDL chain): Inductor's generated code says what they are (INDUCTOR_CODE=1)
+  if [ "${INDUCTOR_CODE:-0}" = 1 ]; then
+    step inductor_code 120 bash -c "TORCH_LOGS=output_code TORCHINDUCTOR_FORCE_DISABLE_CACHES=1 python3 cli.py bench \
+      efficientnet_b0 --repeats 2 --warmup 1 --backend cuda_kernels --compile-rest --freezing \
+      -o $out/b0_fused_code_run.json > $out/inductor_code.txt 2>&1"
+    gzip -f "$out/inductor_code.txt"
+  fi
   step inductor 90 "${B0_BENCH[@]}" --backend inductor --freezing -o "$out/b0_inductor.json"
 fi
 step autotune 540 "${B0_BENCH[@]}" --backend inductor --compile-mode max-autotune-no-cudagraphs --freezing \
