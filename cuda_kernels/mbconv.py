@@ -487,7 +487,7 @@ class MBConvWeights:
     w_dw: torch.Tensor  # [k*k, hid_pad] fp32
     b_dw: torch.Tensor  # [hid_pad] fp32
     w_se1: torch.Tensor  # [squeeze, hidden] fp32
-    b_se1: torch.Tensor
+    b_se1: torch.Tensor  # [max(squeeze, SE1_BIAS_MIN)] fp32, zero past squeeze
     w_se2: torch.Tensor  # [hidden, squeeze] fp32
     b_se2: torch.Tensor
     w_proj: torch.Tensor  # [cout_pad, hk_pad] fp16
@@ -498,6 +498,10 @@ class MBConvWeights:
 
 
 WEIGHT_FIELDS = tuple(f.name for f in fields(MBConvWeights))
+# b_se1 is padded to at least this many floats: torch.compile with freezing materialises a constant of at most 8
+# elements with a kernel of its own at every call (one warp; before B0's blocks 1.0, 2.0, 2.1 and 3.0, whose squeeze
+# widths are 8, 4, 6 and 6: three 0.7-1.0 us Triton kernels in s19 call 2, each also a break in the PDL chain)
+SE1_BIAS_MIN = 16
 
 
 def prepare_weights(p: MBConvParams) -> MBConvWeights:
@@ -521,7 +525,8 @@ def prepare_weights(p: MBConvParams) -> MBConvWeights:
     return MBConvWeights(
         w_exp, b_exp,
         padded(p.dw_w.reshape(hidden, k * k).t(), (k * k, hid_pad), f32), padded(p.dw_b, (hid_pad,), f32),
-        p.se1_w.detach().reshape(-1, hidden).to(f32).contiguous(), p.se1_b.detach().to(f32).contiguous(),
+        p.se1_w.detach().reshape(-1, hidden).to(f32).contiguous(),
+        padded(p.se1_b, (max(p.se1_b.numel(), SE1_BIAS_MIN),), f32),
         p.se2_w.detach().reshape(hidden, -1).to(f32).contiguous(), p.se2_b.detach().to(f32).contiguous(),
         padded(p.project_w.reshape(c_out, hidden), (cout_pad, _round_up(hidden, PROJECT_TILE_K)), torch.float16),
         padded(p.project_b, (cout_pad,), f32),

@@ -281,7 +281,8 @@ def emulated_mbconv(self, x):
         e = f.silu(f.conv2d(xf, w_exp, self.b_exp[:hidden])).half().float()
     w_dw = self.w_dw[:, :hidden].t().reshape(hidden, 1, k, k)
     d = f.silu(f.conv2d(e, w_dw, self.b_dw[:hidden], self.stride, k // 2, groups=hidden)).half().float()
-    scale = torch.sigmoid(f.silu(d.mean((2, 3)) @ self.w_se1.t() + self.b_se1) @ self.w_se2.t() + self.b_se2)
+    b_se1 = self.b_se1[: self.w_se1.shape[0]]  # padded past the squeeze width (mbconv.SE1_BIAS_MIN)
+    scale = torch.sigmoid(f.silu(d.mean((2, 3)) @ self.w_se1.t() + b_se1) @ self.w_se2.t() + self.b_se2)
     scaled = (d * scale[:, :, None, None]).half().float()
     y = f.conv2d(scaled, self.w_proj[:c_out, :hidden].float()[:, :, None, None], self.b_proj[:c_out])
     y = y + xf if self.residual else y

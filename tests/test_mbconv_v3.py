@@ -244,7 +244,7 @@ def _emulated_v3(x: torch.Tensor, p: "mb.MBConvParams", w: "mb.MBConvWeights", t
     w_dw = w.w_dw[:, :hidden].t().reshape(hidden, 1, k, k)
     d32 = silu(f.conv2d(e, w_dw, w.b_dw[:hidden], p.stride, k // 2, groups=hidden))
     d = d32.half().float()
-    scale = torch.sigmoid(f.silu(d32.mean((2, 3)) @ w.w_se1.t() + w.b_se1) @ w.w_se2.t() + w.b_se2)
+    scale = torch.sigmoid(f.silu(d32.mean((2, 3)) @ w.w_se1.t() + w.b_se1[: w.w_se1.shape[0]]) @ w.w_se2.t() + w.b_se2)
     y = f.conv2d((d * scale[:, :, None, None]).half().float(), w.w_proj[:c_out, :hidden].float()[:, :, None, None],
                  w.b_proj[:c_out])
     return (y + xf if p.residual else y).half()

@@ -326,7 +326,7 @@ def _emulated_v7(x, p, w, tanh_rel_err=2.0 ** -11):
         partial = torch.zeros(-(-ho // rows), hid_pad, dtype=torch.float64)
         for band in range(partial.shape[0]):
             partial[band, :hidden] = d32[i, :, band * rows:(band + 1) * rows].sum((1, 2))
-        scale[i] = _se_in_last_cta(partial, ho * wo, w.w_se1.double(), w.b_se1.double(), w.w_se2.double(),
+        scale[i] = _se_in_last_cta(partial, ho * wo, w.w_se1.double(), w.b_se1[: w.w_se1.shape[0]].double(), w.w_se2.double(),
                                    w.b_se2.double(), hid_pad, 1 << 20)
     d_rows = d.permute(0, 2, 3, 1).reshape(n * ho * wo, hidden)
     x_rows = xf.permute(0, 2, 3, 1).reshape(n * ho * wo, c_out) if p.residual else None

@@ -140,7 +140,8 @@ def _emulated_unit(self, x):
     hidden, c_out = self.w_se2.shape[0], self.out_channels
     w_dw = self.w_dw[:, :hidden].t().reshape(hidden, 1, 3, 3)
     d = f.silu(f.conv2d(e, w_dw, self.b_dw[:hidden], 1, 1, groups=hidden)).half().float()
-    scale = torch.sigmoid(f.silu(d.mean((2, 3)) @ self.w_se1.t() + self.b_se1) @ self.w_se2.t() + self.b_se2)
+    b_se1 = self.b_se1[: self.w_se1.shape[0]]  # padded past the squeeze width (mbconv.SE1_BIAS_MIN)
+    scale = torch.sigmoid(f.silu(d.mean((2, 3)) @ self.w_se1.t() + b_se1) @ self.w_se2.t() + self.b_se2)
     scaled = (d * scale[:, :, None, None]).half().float()
     y = f.conv2d(scaled, self.w_proj[:c_out, :hidden].float()[:, :, None, None], self.b_proj[:c_out])
     return y.half().contiguous(memory_format=torch.channels_last)
@@ -292,7 +293,8 @@ def test_the_two_options_in_the_source():
         for seg in ("kStemDwRows", "4"):
             assert f"stem_dw_kernel<4, {bc}, {seg}>" in src
     # BC: B and the bias halved, the first k step's C the halved bias, SiLU(v) as h + h tanh(h) of h = v / 2
-    first_step = "if (BC && s == 0)\n          bf::mma_m16n8k16_c(acc[nt], a, b[nt][s][0], b[nt][s][1], bi[nt][0], bi[nt][1]);"
+    first_step = ("if (BC && s == 0)\n          bf::mma_m16n8k16_c(acc[nt], a, b[nt][s][0], b[nt][s][1], bi[nt][0], "
+                  "bi[nt][1]);")
     assert first_step in lane
     assert "bi[nt][0] *= 0.5f;" in lane and "w = __hmul2(w, half);" in lane
     v = np.linspace(-12, 12, 97)

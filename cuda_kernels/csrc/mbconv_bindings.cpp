@@ -14,8 +14,8 @@ namespace {
 // The Params of a block whose input is [N, H, W, C_in] fp16 NHWC on `like`'s device (x itself, or, for the stem's
 // fused kernel 1, the image: the block's input then never exists), with d, partial and scale allocated and `out`
 // checked or allocated. Weights as cuda_kernels.mbconv.prepare_weights packs them: w_exp [hid_pad, k_pad] fp16 or
-// empty (expand ratio 1), b_exp [hid_pad], w_dw [k*k, hid_pad], b_dw [hid_pad], w_se1 [sq, hidden], b_se1 [sq],
-// w_se2 [hidden, sq], b_se2 [hidden] (fp32), w_proj [cout_pad, hk_pad] fp16, b_proj [cout_pad] fp32.
+// empty (expand ratio 1), b_exp [hid_pad], w_dw [k*k, hid_pad], b_dw [hid_pad], w_se1 [sq, hidden], b_se1 [>= sq]
+// (zero-padded), w_se2 [hidden, sq], b_se2 [hidden] (fp32), w_proj [cout_pad, hk_pad] fp16, b_proj [cout_pad] fp32.
 struct Prepared {
   mb::Params p{};
   torch::Tensor out, d, partial, scale;
@@ -67,7 +67,7 @@ Prepared prepare(const torch::Tensor& like, int64_t n, int64_t h, int64_t w, int
   TORCH_CHECK(!expand || (w_exp.size(0) == p.hid_pad && p.k_pad % 16 == 0 && p.k_pad >= p.C_in), "w_exp shape");
   TORCH_CHECK(b_exp.numel() == (expand ? p.hid_pad : 0), "b_exp shape");
   TORCH_CHECK(w_dw.numel() == ksize * ksize * p.hid_pad, "w_dw shape");
-  TORCH_CHECK(w_se1.size(1) == p.hidden && b_se1.numel() == p.sq && w_se2.size(1) == p.sq &&
+  TORCH_CHECK(w_se1.size(1) == p.hidden && b_se1.numel() >= p.sq && w_se2.size(1) == p.sq &&
                   b_se2.numel() == p.hidden, "SE weight shapes");
   TORCH_CHECK(w_proj.size(0) % mb::kProjectBN == 0 && w_proj.size(0) >= c_out && p.hk_pad % mb::kProjectBK == 0 &&
                   p.hk_pad >= p.hidden && b_proj.numel() == w_proj.size(0), "w_proj / b_proj shapes");
