@@ -1,10 +1,11 @@
-"""EfficientNet-B0's fused network timed under several settings of the kernel switches that the launchers read at every
-launch (``CUDA_KERNELS_*`` environment variables read in C++), in one process: the network is built, swapped and
-checked once (fused_model's check before timing, under the settings the process started with), compiled once (the
-rest by Inductor with freezing), then captured in one CUDA graph per variant (the launchers read the switches while the
-graph is captured, so each capture keeps its variant's kernels) and the graphs are timed interleaved, ``--runs`` times.
-One process instead of one per variant: each variant costs seconds, not a ~35-second ``perfmodel bench`` run, and
-every variant runs the same compiled graph.
+"""Time EfficientNet-B0's fused network under several settings of the launch-time kernel switches, in one process.
+
+The switches are ``CUDA_KERNELS_*`` environment variables that the launchers read in C++ at every launch. The
+network is built, swapped and checked once (fused_model's check before timing, under the settings the process started
+with), compiled once (the rest by Inductor with freezing), then captured in one CUDA graph per variant (the launchers
+read the switches while the graph is captured, so each capture keeps its variant's kernels) and the graphs are timed
+interleaved, ``--runs`` times. One process instead of one per variant: each variant costs seconds, not a ~35-second
+``perfmodel bench`` run, and every variant runs the same compiled graph.
 
     python -m cuda_kernels.b0_switches CUDA_KERNELS_SE_V6=1 "CUDA_KERNELS_STEM_DW_BC=1 CUDA_KERNELS_STEM_DW_SEG=8"
     python -m cuda_kernels.b0_switches --ablation        # what kernel 1, the SE and the projection cost
@@ -68,7 +69,12 @@ def main(argv: list[str] | None = None) -> int:
                                    require_cuda)
     from perfmodel.spec import load_spec
 
-    require_cuda()
+    from perfmodel.errors import InputError
+
+    try:
+        require_cuda()
+    except InputError as exc:
+        parser.exit(2, f"error: {exc}\n")
     torch.backends.cudnn.benchmark = True
     spec = load_spec(args.model)
     model = build_cuda_model(spec)
