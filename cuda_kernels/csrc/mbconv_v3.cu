@@ -556,7 +556,7 @@ __global__ void __launch_bounds__(kProjV9Threads) project_v9_kernel(const Params
 // (cp.async.wait_group) and __syncwarp.
 // BULK (CUDA_KERNELS_PROJ_V9_BULK=1, off until measured; NOTES.md "Session 19: the projections' read pattern"): each
 // task by one bulk copy (lane 0, cp.async.bulk) completing on the slot's mbarrier, two per warp after the rings,
-// instead of nine 16-byte cp.async a lane.
+// instead of hidden / 16 16-byte cp.async a lane (nine at B0's 2.1).
 __host__ __device__ constexpr int project_v9t_smem_bytes(int hidden, int c_out, bool bulk = false) {
   return project_v9_smem_bytes(hidden, c_out) + kProjV9Warps * 2 * 16 * hidden * 2 + (bulk ? kProjV9Warps * 16 : 0);
 }
