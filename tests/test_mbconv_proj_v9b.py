@@ -7,7 +7,8 @@ CPU: the switch and its dispatch, the shared memory (two mbarriers a warp after 
 sizes (multiples of 16 bytes, as cp.async.bulk requires, at every task of every block it runs), the mbarrier parity
 walk, and that project_v9t's SASS is untouched (its own kernel name). GPU (@pytest.mark.cuda): every distinct B0 / B2
 block where project_v9t runs, at batches 1, 5 and 128, against float64 (poisoned outputs) and bit for bit the
-cp.async loader's output, the profiler naming project_v9b_kernel; odd sizes (a partial last task)."""
+cp.async loader's output (within 1e-4 where kernel 1 pools with atomics: the blocks without an expand), the profiler
+naming project_v9b_kernel; odd sizes (a partial last task)."""
 
 from pathlib import Path
 
@@ -95,9 +96,14 @@ def test_mbarrier_parity_walk():
 def test_every_block_against_float64_and_the_cp_async_loader(name, path, batch, monkeypatch):
     from mbconv_helpers import switched_against_float64
 
+    from perfmodel.harness import relative_error
+
     got, base, names, *_ = switched_against_float64(monkeypatch, name, path, batch, mb.PROJ_V9_BULK_SWITCH, "1")
     assert "project_v9b_kernel" in names and "project_v9t_kernel" not in names, names[:600]
-    assert torch.equal(got, base)  # the same fragments from shared memory: the same products in the same order
+    if path.startswith("features.1."):  # no expand: version 3's kernel 1, whose pool adds with atomics (test_mbconv_v8)
+        assert relative_error(got, base.double()) < 1e-4  # as POOL_ORDER_REL_ERROR in test_mbconv_v8
+    else:  # the same fragments from shared memory: the same products in the same order
+        assert torch.equal(got, base)
 
 
 @pytest.mark.cuda
