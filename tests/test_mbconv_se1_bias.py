@@ -3,6 +3,9 @@ elements a kernel of its own at every call (s19 call 2: one-warp Triton kernels 
 3.0, whose squeeze widths are 8, 4, 6 and 6; none before 3.1, 10). The premise checked on Inductor's CPU backend (the
 same lowering of constants), the padding checked on B0's blocks."""
 
+import shutil
+
+import pytest
 import torch
 from torch import nn
 
@@ -38,6 +41,8 @@ def kernels_for_a_constant_of(n: int) -> int:
     return sum(1 for line in code[0].splitlines() if line.strip().startswith("cpp_fused_") and "(" in line)
 
 
+@pytest.mark.skipif(shutil.which("g++") is None and shutil.which("c++") is None,
+                    reason="Inductor's CPU backend needs a C++ compiler")
 def test_inductor_gives_a_small_constant_a_kernel():
     assert kernels_for_a_constant_of(6) >= 1  # what B0's early blocks had
     assert kernels_for_a_constant_of(mb.SE1_BIAS_MIN) == 0
