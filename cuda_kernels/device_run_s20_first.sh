@@ -17,12 +17,12 @@ step probe 60 bash -c "nvcc -std=c++17 -O3 -arch=sm_90a -Icuda_kernels/csrc cuda
   -o /tmp/probe_stream && /tmp/probe_stream | tee $out/s20/probe_stream.txt" || ok=0
 tests() { step "tests_$1" "$2" python3 -m pytest -q -m cuda --tb=short -p no:cacheprovider "tests/$3"; }
 switches=("CUDA_KERNELS_SE_V6=1")
-tests v9b 90 test_mbconv_proj_v9b.py && switches+=("CUDA_KERNELS_PROJ_V9_BULK=1") || ok=0
-tests stem 90 test_stem_mbconv.py && switches+=("CUDA_KERNELS_STEM_DW_BC=1" "CUDA_KERNELS_STEM_DW_SEG=8" \
+tests v9b 120 test_mbconv_proj_v9b.py && switches+=("CUDA_KERNELS_PROJ_V9_BULK=1") || ok=0
+tests stem 150 test_stem_mbconv.py && switches+=("CUDA_KERNELS_STEM_DW_BC=1" "CUDA_KERNELS_STEM_DW_SEG=8" \
   "CUDA_KERNELS_STEM_DW_BC=1 CUDA_KERNELS_STEM_DW_SEG=8") || ok=0
 ablation=()
 tests ablate 60 test_ablate.py && ablation=(--ablation) || ok=0
-tests head 60 test_effnet_head.py || ok=0  # timed in the B0-against-torch.compile call (FUSED_VARIANTS)
+tests head 90 test_effnet_head.py || ok=0  # timed in the B0-against-torch.compile call (FUSED_VARIANTS)
 step switches 240 python3 -m cuda_kernels.b0_switches "${switches[@]}" "${ablation[@]}" -o "$out/s20/switches.json" \
   || ok=0
 python3 -m cuda_kernels.bench_lines S20 "$out/s20" 2>> "$log" | tee -a "$log"
