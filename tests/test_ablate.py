@@ -7,6 +7,7 @@ source itself), the driver's variant parsing and its refusal to start with the s
 (@pytest.mark.cuda): with each value, the profiler shows only the parts left, and with the switch unset the block's
 output is the default's bit for bit."""
 
+import os
 import re
 import shutil
 import subprocess
@@ -103,3 +104,67 @@ def test_each_value_skips_its_parts(path, value, present, absent, monkeypatch):
     assert all(k in names for k in present) and not any(k in names for k in absent), names[:600]
     monkeypatch.delenv("CUDA_KERNELS_ABLATE")
     assert torch.equal(mb.mbconv(x, params, weights, version=11), base)
+
+
+def test_the_driver_captures_each_variant_under_its_settings(monkeypatch, tmp_path, capsys):
+    """b0_switches.main with the GPU parts replaced: each variant's capture sees its settings (and only it), the
+    environment is as started after each capture, the timings come back per variant in order, and the file says what
+    was run."""
+    import contextlib
+    import json
+
+    import perfmodel.bench
+    import perfmodel.harness as harness
+
+    monkeypatch.delenv("CUDA_KERNELS_ABLATE", raising=False)
+    monkeypatch.setenv("CUDA_KERNELS_X", "0")  # set as the process starts: restored after the variant that changes it
+    monkeypatch.delenv("CUDA_KERNELS_Y", raising=False)
+    seen, captures = [], []
+
+    class Graph:
+        def __init__(self):
+            self.env = None
+
+        def replay(self):
+            seen.append(self.env)
+
+    @contextlib.contextmanager
+    def graph(g):
+        g.env = tuple(os.environ.get(f"CUDA_KERNELS_{n}") for n in ("X", "Y", "ABLATE"))
+        captures.append(g.env)
+        yield
+
+    class Timer:
+        def __init__(self, warmup, repeats):
+            pass
+
+        def describe(self):
+            return {"timer": "fake"}
+
+        def __call__(self, fn):
+            fn()
+            return {"median": 1.0 + 0.001 * len(seen)}
+
+    monkeypatch.setattr(harness, "require_cuda", lambda: None)
+    monkeypatch.setattr(harness, "build_cuda_model", lambda spec: torch.nn.Identity())
+    monkeypatch.setattr(harness, "example_input", lambda meta: torch.zeros(1))
+    monkeypatch.setattr(harness, "compiled_runner", lambda model, mode, freezing: model)
+    monkeypatch.setattr(harness, "Timer", Timer)
+    monkeypatch.setattr(harness, "environment", lambda: {"gpu": "fake"})
+    monkeypatch.setattr(perfmodel.bench, "fused_model", lambda model, inputs: (model, {"fused_blocks": {}}))
+    monkeypatch.setattr(torch.cuda, "CUDAGraph", Graph)
+    monkeypatch.setattr(torch.cuda, "graph", graph)
+    out = tmp_path / "s.json"
+    assert b0_switches.main(["CUDA_KERNELS_X=1", "CUDA_KERNELS_X=1 CUDA_KERNELS_Y=8", "--ablation", "--runs", "2",
+                             "-o", str(out)]) == 0
+    assert captures == [("0", None, None), ("1", None, None), ("1", "8", None), ("0", None, "se"),
+                        ("0", None, "project"), ("0", None, "kernel1"), ("0", None, "se,project")]
+    assert os.environ["CUDA_KERNELS_X"] == "0" and "CUDA_KERNELS_Y" not in os.environ
+    assert "CUDA_KERNELS_ABLATE" not in os.environ
+    assert seen == captures * 2  # two runs, the variants interleaved
+    lines = [l for l in capsys.readouterr().out.splitlines() if l.startswith("SWITCHES ")]
+    assert lines[0].startswith("SWITCHES as is: median 1.001 / 1.008 ms") and "+1.0 us against as is" in lines[1]
+    record = json.loads(out.read_text())
+    assert [r["variant"] for r in record["results"]][:3] == ["as is", "CUDA_KERNELS_X=1",
+                                                             "CUDA_KERNELS_X=1 CUDA_KERNELS_Y=8"]
+    assert record["results"][6]["settings"] == {"CUDA_KERNELS_ABLATE": "se,project"} and record["method"]["runs"] == 2
