@@ -258,24 +258,10 @@ template <typename Kernel>
 cudaError_t launch_se_cluster(Kernel kernel, DeviceSlots& slots, int smem, int threads, const Params& p,
                               cudaStream_t stream, bool pdl) {
   int dev = 0;
-  cudaError_t err = prepare(kernel, slots, smem, threads, dev);
+  const cudaError_t err = prepare(kernel, slots, smem, threads, dev);
   if (err != cudaSuccess) return err;
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(kSeV5Cluster, (p.N + kSeV5Images - 1) / kSeV5Images);
-  config.blockDim = dim3(threads);
-  config.dynamicSmemBytes = smem;
-  config.stream = stream;
-  cudaLaunchAttribute attribute[2];
-  attribute[0].id = cudaLaunchAttributeClusterDimension;
-  attribute[0].val.clusterDim.x = kSeV5Cluster;
-  attribute[0].val.clusterDim.y = 1;
-  attribute[0].val.clusterDim.z = 1;
-  unsigned count = 1;
-  pdl::add_attribute(attribute, count, pdl && pdl::device_supports(dev));
-  config.attrs = attribute;
-  config.numAttrs = count;
-  err = cudaLaunchKernelEx(&config, kernel, p);
-  return err != cudaSuccess ? err : cudaGetLastError();
+  return pdl::launch_ex(kernel, dim3(kSeV5Cluster, (p.N + kSeV5Images - 1) / kSeV5Images), dim3(threads), smem, stream,
+                        dim3(kSeV5Cluster, 1, 1), pdl && pdl::device_supports(dev), p);
 }
 
 }  // namespace

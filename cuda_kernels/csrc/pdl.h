@@ -51,22 +51,37 @@ inline void add_attribute(cudaLaunchAttribute* attrs, unsigned& count, bool on) 
   ++count;
 }
 
-// A plain launch (no other attribute) with the attribute: the <<<grid, block, smem, stream>>> equivalent.
+// cudaLaunchKernelEx of `kernel` on grid x block threads with smem bytes on stream: in clusters of `cluster` CTAs
+// (no cluster attribute where it is 1 x 1 x 1) and with the PDL attribute where `on`.
 template <typename... KArgs, typename... Args>
-cudaError_t launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
-                   Args&&... args) {
+cudaError_t launch_ex(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, dim3 cluster,
+                      bool on, Args&&... args) {
   cudaLaunchConfig_t config = {};
   config.gridDim = grid;
   config.blockDim = block;
   config.dynamicSmemBytes = smem;
   config.stream = stream;
-  cudaLaunchAttribute attribute[1];
+  cudaLaunchAttribute attribute[2];
   unsigned count = 0;
-  add_attribute(attribute, count, true);
+  if (cluster.x * cluster.y * cluster.z > 1) {
+    attribute[0].id = cudaLaunchAttributeClusterDimension;
+    attribute[0].val.clusterDim.x = cluster.x;
+    attribute[0].val.clusterDim.y = cluster.y;
+    attribute[0].val.clusterDim.z = cluster.z;
+    count = 1;
+  }
+  add_attribute(attribute, count, on);
   config.attrs = attribute;
   config.numAttrs = count;
   const cudaError_t err = cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
   return err != cudaSuccess ? err : cudaGetLastError();
+}
+
+// A plain launch (no other attribute) with the attribute: the <<<grid, block, smem, stream>>> equivalent.
+template <typename... KArgs, typename... Args>
+cudaError_t launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                   Args&&... args) {
+  return launch_ex(kernel, grid, block, smem, stream, dim3(1, 1, 1), true, std::forward<Args>(args)...);
 }
 
 }  // namespace pdl
