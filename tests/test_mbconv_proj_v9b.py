@@ -21,15 +21,14 @@ from mbconv_helpers import DISTINCT
 
 CSRC = Path(cuda_kernels.__file__).resolve().parent / "csrc"
 SOURCE = (CSRC / "mbconv_v3.cu").read_text()
-WARPS, V9T_MAX = 8, 200 * 1024  # kProjV9Warps, kProjV9TMaxSmem
 
 
 def v9t_bytes(hidden: int, c_out: int, bulk: bool) -> int:  # project_v9t_smem_bytes
-    return mb.project_v9_smem_bytes(hidden, c_out) + WARPS * 2 * 16 * hidden * 2 + (WARPS * 16 if bulk else 0)
+    return mb.project_v9t_smem_bytes(hidden, c_out, bulk=bulk)
 
 
 def runs_v9b(hidden: int, c_out: int) -> bool:
-    return mb.project_v9_applies(hidden, c_out) and v9t_bytes(hidden, c_out, True) <= V9T_MAX
+    return mb.project_v9_applies(hidden, c_out) and v9t_bytes(hidden, c_out, True) <= mb.PROJECT_V9T_MAX_SMEM
 
 
 def block_widths(name: str, path: str) -> tuple[int, int]:
@@ -59,6 +58,7 @@ def test_shared_memory():
     assert mb.project_v9_smem_bytes(144, 24) == 24 * 208 * 2 == 9_984
     assert v9t_bytes(144, 24, True) == 9_984 + 73_728 + 128 == 83_840
     assert "(bulk ? kProjV9Warps * 16 : 0)" in SOURCE
+    assert "constexpr int kProjV9TMaxSmem = 200 * 1024;" in SOURCE and mb.PROJECT_V9T_MAX_SMEM == 204_800
     # 3.1 (hidden 240, C_out 40) and 4.0 (240, 80) fit; 4.1 (480, 80) does not: the ring loader there
     assert runs_v9b(240, 40) and runs_v9b(240, 80) and not runs_v9b(480, 80)
     assert {path for name, path in BULK_BLOCKS if name == "efficientnet_b0"} == {

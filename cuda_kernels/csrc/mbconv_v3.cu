@@ -454,12 +454,11 @@ __device__ __forceinline__ void v9_task_start(const Params& p, int task, int g, 
                                    : 0u;
 }
 
-// One unit (16 channels, k permuted): lo / hi = D's channels 16 u + 4t .. + 3 of rows g and g + 8.
+// One unit (16 channels, k permuted): lo / hi = D's channels 16 u + 4t .. + 3 of rows g and g + 8, sl / sh their
+// SE scales.
 template <int NT>
-__device__ __forceinline__ void v9_unit(float (&acc)[NT][4], uint2 lo, uint2 hi, const float* s_lo, const float* s_hi,
-                                        const __half* b_s, int ldb, int u, int g, int t) {
-  const float4 sl = __ldg(reinterpret_cast<const float4*>(s_lo + u * 16));
-  const float4 sh = __ldg(reinterpret_cast<const float4*>(s_hi + u * 16));
+__device__ __forceinline__ void v9_unit_scaled(float (&acc)[NT][4], uint2 lo, uint2 hi, float4 sl, float4 sh,
+                                               const __half* b_s, int ldb, int u, int g, int t) {
   uint32_t a[4];  // (row g, k 2t..), (row g + 8, k 2t..), (row g, k 2t + 8..), (row g + 8, k 2t + 8..)
   a[0] = scale_half2(lo.x, make_float2(sl.x, sl.y));
   a[1] = scale_half2(hi.x, make_float2(sh.x, sh.y));
@@ -471,6 +470,15 @@ __device__ __forceinline__ void v9_unit(float (&acc)[NT][4], uint2 lo, uint2 hi,
     const uint2 b = *reinterpret_cast<const uint2*>(b_row + nt * 8 * ldb);
     mma_m16n8k16(acc[nt], a, b.x, b.y);
   }
+}
+
+// v9_unit_scaled with the scales read from global memory (s_lo / s_hi: the scale rows of rows g and g + 8, at 4t).
+template <int NT>
+__device__ __forceinline__ void v9_unit(float (&acc)[NT][4], uint2 lo, uint2 hi, const float* s_lo, const float* s_hi,
+                                        const __half* b_s, int ldb, int u, int g, int t) {
+  const float4 sl = __ldg(reinterpret_cast<const float4*>(s_lo + u * 16));
+  const float4 sh = __ldg(reinterpret_cast<const float4*>(s_hi + u * 16));
+  v9_unit_scaled<NT>(acc, lo, hi, sl, sh, b_s, ldb, u, g, t);
 }
 
 // The task's epilogue: + bias (+ x), fp16 store of the rows < P; zeroes acc.
@@ -557,12 +565,18 @@ __global__ void __launch_bounds__(kProjV9Threads) project_v9_kernel(const Params
 // BULK (CUDA_KERNELS_PROJ_V9_BULK=1, off until measured; NOTES.md "Session 19: the projections' read pattern"): each
 // task by one bulk copy (lane 0, cp.async.bulk) completing on the slot's mbarrier, two per warp after the rings,
 // instead of hidden / 16 16-byte cp.async a lane (nine at B0's 2.1).
-__host__ __device__ constexpr int project_v9t_smem_bytes(int hidden, int c_out, bool bulk = false) {
-  return project_v9_smem_bytes(hidden, c_out) + kProjV9Warps * 2 * 16 * hidden * 2 + (bulk ? kProjV9Warps * 16 : 0);
+// SS (CUDA_KERNELS_PROJ_V9_SS=1, off until measured; NOTES.md "Session 20: the projections wait on their scale
+// loads"): the task's SE scale row copied with its D rows (cp.async, the same group) into a per-slot row after the
+// rings, and read from there, instead of two global float4 loads a unit that the unit's multiplies wait on. Where
+// H x W is a multiple of 16, so that a task lies in one image (project_v9s_applies).
+__host__ __device__ constexpr int project_v9t_smem_bytes(int hidden, int c_out, bool bulk = false, bool ss = false) {
+  return project_v9_smem_bytes(hidden, c_out) + kProjV9Warps * 2 * 16 * hidden * 2 + (bulk ? kProjV9Warps * 16 : 0) +
+         (ss ? kProjV9Warps * 2 * hidden * 4 : 0);
 }
 
-template <int NT, bool BULK>
+template <int NT, bool BULK, bool SS = false>
 __device__ __forceinline__ void project_v9t_body(const Params& p) {
+  static_assert(!(BULK && SS), "the staged scale rides on the cp.async loader");
   extern __shared__ __align__(16) uint8_t smem9[];
   __half* b_s = reinterpret_cast<__half*>(smem9);
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
@@ -570,6 +584,8 @@ __device__ __forceinline__ void project_v9t_body(const Params& p) {
   __half* mine = reinterpret_cast<__half*>(smem9 + project_v9_smem_bytes(p.hidden, p.C_out)) + warp * 2 * task_halves;
   // BULK: the warp's two mbarriers, after every warp's ring
   const uint32_t bars = smem_addr(smem9 + project_v9t_smem_bytes(p.hidden, p.C_out)) + warp * 16;
+  // SS: the warp's two scale rows, after every warp's ring (where BULK's mbarriers would be)
+  float* scales = reinterpret_cast<float*>(smem9 + project_v9t_smem_bytes(p.hidden, p.C_out)) + warp * 2 * p.hidden;
   float2 bias[NT];
   v9_prologue<NT>(p, b_s, ldb, bias, tid, t);
 
@@ -598,6 +614,11 @@ __device__ __forceinline__ void project_v9t_body(const Params& p) {
       const __half* src = p.d + (size_t)tk * task_halves;
       const uint32_t dst = smem_addr(mine + slot * task_halves);
       for (int i = lane; i < pieces; i += 32) cp_async16(dst + i * 16, src + i * 8, true);
+      if constexpr (SS) {  // the image's scale row (the task lies in one image)
+        const float* row = p.scale + (size_t)(tk * 16 / hw) * p.hid_pad;
+        const uint32_t to = smem_addr(scales + slot * p.hidden);
+        for (int i = lane; i < p.hidden / 4; i += 32) cp_async16(to + i * 16, row + i * 4, true);
+      }
     }
     bf::cp_async_commit();  // a group per task, empty past the last: the wait below counts one behind
   };
@@ -618,10 +639,20 @@ __device__ __forceinline__ void project_v9t_body(const Params& p) {
     }
     const __half* a_lo = mine + (k & 1) * task_halves + g * p.hidden + 4 * t;
     const __half* a_hi = a_lo + 8 * p.hidden;
+    if constexpr (SS) {
+      const float* s_row = scales + (k & 1) * p.hidden + 4 * t;
 #pragma unroll 3
-    for (int u = 0; u < units; ++u)
-      v9_unit<NT>(acc, *reinterpret_cast<const uint2*>(a_lo + u * 16), *reinterpret_cast<const uint2*>(a_hi + u * 16),
-                  s_lo, s_hi, b_s, ldb, u, g, t);
+      for (int u = 0; u < units; ++u) {
+        const float4 s = *reinterpret_cast<const float4*>(s_row + u * 16);
+        v9_unit_scaled<NT>(acc, *reinterpret_cast<const uint2*>(a_lo + u * 16),
+                           *reinterpret_cast<const uint2*>(a_hi + u * 16), s, s, b_s, ldb, u, g, t);
+      }
+    } else {
+#pragma unroll 3
+      for (int u = 0; u < units; ++u)
+        v9_unit<NT>(acc, *reinterpret_cast<const uint2*>(a_lo + u * 16), *reinterpret_cast<const uint2*>(a_hi + u * 16),
+                    s_lo, s_hi, b_s, ldb, u, g, t);
+    }
     v9_epilogue<NT>(p, acc, bias, res, task, g, t, P);
     __syncwarp();  // every lane has read this slot before the copy issued next iteration refills it
     task += step;
@@ -638,6 +669,11 @@ __global__ void __launch_bounds__(kProjV9Threads) project_v9t_kernel(const Param
 template <int NT>
 __global__ void __launch_bounds__(kProjV9Threads) project_v9b_kernel(const Params p) {  // the bulk-copy loader
   project_v9t_body<NT, true>(p);
+}
+
+template <int NT>
+__global__ void __launch_bounds__(kProjV9Threads) project_v9s_kernel(const Params p) {  // the staged scale rows
+  project_v9t_body<NT, false, true>(p);
 }
 
 // One block per image: pool, FC1 -> SiLU, FC2 -> sigmoid. Shared memory: pooled [hid_pad],
@@ -807,6 +843,20 @@ cudaError_t launch_project_v9t_nt(const Params& p, cudaStream_t stream, bool pdl
 }
 
 template <int NT>
+cudaError_t launch_project_v9s_nt(const Params& p, cudaStream_t stream, bool pdl) {
+  static DeviceSlots slots;
+  return launch_v9(project_v9s_kernel<NT>, slots, project_v9t_smem_bytes(p.hidden, p.C_out, false, true), p, stream,
+                   pdl);
+}
+
+// project_v9s where requested (CUDA_KERNELS_PROJ_V9_SS=1), its tasks in one image each and its shared memory fits.
+bool project_v9s_runs(const Params& p) {
+  const char* v = std::getenv("CUDA_KERNELS_PROJ_V9_SS");
+  return v != nullptr && std::strcmp(v, "1") == 0 && (p.Ho * p.Wo) % 16 == 0 &&
+         project_v9t_smem_bytes(p.hidden, p.C_out, false, true) <= kProjV9TMaxSmem;
+}
+
+template <int NT>
 cudaError_t launch_project_v9_nt(const Params& p, cudaStream_t stream, bool pdl) {
   // the task-staged loader where it fits (B0 2.347 ms against the ring's 2.406, examples/measurements/mbconv/v9/call3);
   // CUDA_KERNELS_PROJ_V9_LOAD=ring keeps the ring of loads in registers
@@ -814,6 +864,7 @@ cudaError_t launch_project_v9_nt(const Params& p, cudaStream_t stream, bool pdl)
   const bool ring = load != nullptr && std::strcmp(load, "ring") == 0;
   const char* bulk_env = std::getenv("CUDA_KERNELS_PROJ_V9_BULK");  // "1": the bulk-copy loader (off until measured)
   const bool bulk = bulk_env != nullptr && std::strcmp(bulk_env, "1") == 0;
+  if (!ring && !bulk && project_v9s_runs(p)) return launch_project_v9s_nt<NT>(p, stream, pdl);
   if (!ring && project_v9t_smem_bytes(p.hidden, p.C_out, bulk) <= kProjV9TMaxSmem)
     return bulk ? launch_project_v9t_nt<NT, true>(p, stream, pdl) : launch_project_v9t_nt<NT, false>(p, stream, pdl);
   const char* depth = std::getenv("CUDA_KERNELS_PROJ_V9_DEPTH");

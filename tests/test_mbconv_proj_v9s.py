@@ -1,0 +1,114 @@
+"""project_v9t with the SE scale staged (csrc/mbconv_v3.cu project_v9s_kernel, CUDA_KERNELS_PROJ_V9_SS=1, off until
+measured; NOTES.md "Session 20: the projections wait on their scale loads"): each warp copies its next task's scale
+row (the task's image: H x W a multiple of 16) with its D rows, in the same cp.async group, into a per-slot row of
+shared memory, and its units read the scales from there instead of two global float4 loads each.
+
+CPU: the switch and its dispatch, the shared memory from literal sums, which blocks of B0 / B2 run it (and that a
+spatial size that is not a multiple of 16 keeps project_v9t), and that every kernel that existed before keeps its
+source body. GPU (@pytest.mark.cuda): every distinct B0 / B2 block where it runs, at batches 1, 5 and 128, against
+float64 (poisoned outputs) and bit for bit against project_v9t (the same fp32 scales multiply the same fragments;
+within 1e-4 where kernel 1 pools with atomics), the profiler naming project_v9s_kernel; odd sizes fall back to
+project_v9t; B0 end to end."""
+
+from pathlib import Path
+
+import pytest
+import torch
+
+import cuda_kernels
+from cuda_kernels import mbconv as mb
+from mbconv_helpers import DISTINCT, mbconv_shapes
+
+SOURCE = (Path(cuda_kernels.__file__).resolve().parent / "csrc" / "mbconv_v3.cu").read_text()
+
+
+def block_widths(name: str, path: str) -> tuple[int, int, int]:
+    """(hidden, C_out, output H x W) of model `name`'s block `path`."""
+    from mbconv_helpers import block_of
+    from perfmodel.zoo import fold_batchnorm
+
+    params = mb.block_params(fold_batchnorm(block_of(name, path)))
+    _, h, w = mbconv_shapes(name)[path]
+    stride = params.stride
+    return params.hidden, params.out_channels, -(-h // stride) * -(-w // stride)
+
+
+STAGED_BLOCKS = [(name, path) for name, path in DISTINCT if mb.project_v9s_applies(*block_widths(name, path))]
+
+
+def test_the_switch_and_its_dispatch():
+    assert mb.PROJ_V9_SS_SWITCH == "CUDA_KERNELS_PROJ_V9_SS"
+    assert 'const char* v = std::getenv("CUDA_KERNELS_PROJ_V9_SS");' in SOURCE
+    assert "return v != nullptr && std::strcmp(v, \"1\") == 0 && (p.Ho * p.Wo) % 16 == 0 &&" in SOURCE
+    assert "if (!ring && !bulk && project_v9s_runs(p)) return launch_project_v9s_nt<NT>(p, stream, pdl);" in SOURCE
+    assert "project_v9s_kernel(const Params p) {  // the staged scale rows\n  project_v9t_body<NT, false, true>(p);" in SOURCE
+    # the kernels that were there keep their bodies (their SASS was compared unchanged when this was added)
+    assert "project_v9t_kernel(const Params p) {\n  project_v9t_body<NT, false>(p);\n}" in SOURCE
+    assert "template <int NT, bool BULK, bool SS = false>\n__device__ __forceinline__ void project_v9t_body" in SOURCE
+
+
+def test_shared_memory():
+    # B0's 2.1: V 24 x (192 + 16) halves, rings 8 warps x 2 tasks x 16 x 144 halves, 8 warps x 2 rows x 144 floats
+    assert mb.project_v9t_smem_bytes(144, 24, staged_scale=True) == 9_984 + 73_728 + 9_216 == 92_928
+    # hidden 240, C_out 80 (B0's 4.0 widths): 80 x 272 halves + 8 x 2 x 16 x 240 halves + 8 x 2 x 240 floats
+    assert mb.project_v9t_smem_bytes(240, 80, staged_scale=True) == 43_520 + 122_880 + 15_360 == 181_760 < 204_800
+    assert "(ss ? kProjV9Warps * 2 * hidden * 4 : 0)" in SOURCE
+
+
+def test_which_blocks_run_it():
+    # B0: 112 x 112, 56 x 56 and 28 x 28 outputs; 4.0's 14 x 14 (196 pixels) keeps project_v9t
+    assert {path for name, path in STAGED_BLOCKS if name == "efficientnet_b0"} == {
+        "features.1.0", "features.2.0", "features.2.1", "features.3.0", "features.3.1"}
+    # B2 at 288 x 288: 144, 72 and 36 a side; its 4.0 / 4.1 (18 x 18 = 324 pixels) keep project_v9t
+    assert {path for name, path in STAGED_BLOCKS if name == "efficientnet_b2"} == {
+        "features.1.0", "features.1.1", "features.2.0", "features.2.1", "features.3.0", "features.3.1"}
+    assert mb.project_v9_applies(240, 80) and not mb.project_v9s_applies(240, 80, 14 * 14)
+    assert mb.project_v9_applies(144, 24) and not mb.project_v9s_applies(144, 24, 57 * 57)
+    assert mb.project_v9s_applies(144, 24, 56 * 56) and mb.project_v9s_applies(96, 24, 4 * 4)
+
+
+def test_a_task_lies_in_one_image():
+    """The staged row is the image of the task's first row; with H x W a multiple of 16 every row of the task (16
+    task .. 16 task + 15) is in that image, and there are no rows past P."""
+    assert "const float* row = p.scale + (size_t)(tk * 16 / hw) * p.hid_pad;" in SOURCE
+    for n, hw in [(1, 16), (3, 784), (5, 3136), (2, 12544)]:
+        P = n * hw
+        assert P % 16 == 0
+        for task in range(P // 16):
+            assert len({(16 * task + r) // hw for r in range(16)}) == 1
+
+
+# ---- GPU ----
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("batch", [1, 5, 128])
+@pytest.mark.parametrize("name,path", STAGED_BLOCKS)
+def test_every_block_against_float64_and_project_v9t(name, path, batch, monkeypatch):
+    from mbconv_helpers import switched_against_float64
+
+    from perfmodel.harness import relative_error
+
+    got, base, names, *_ = switched_against_float64(monkeypatch, name, path, batch, mb.PROJ_V9_SS_SWITCH, "1")
+    assert "project_v9s_kernel" in names and "project_v9t_kernel" not in names, names[:600]
+    if path.startswith("features.1."):  # no expand: version 3's kernel 1, whose pool adds with atomics (test_mbconv_v8)
+        assert relative_error(got, base.double()) < 1e-4  # as POOL_ORDER_REL_ERROR in test_mbconv_v8
+    else:  # the same fp32 scales on the same fragments, the same products in the same order
+        assert torch.equal(got, base)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("path,size,batch", [("features.2.0", 9, 5), ("features.2.1", 57, 3), ("features.3.1", 2, 9),
+                                             ("features.2.1", 8, 3), ("features.3.0", 16, 5)])
+def test_odd_sizes(path, size, batch, monkeypatch):
+    """Sizes whose H x W is not a multiple of 16 keep project_v9t; 8 x 8 and 3.0's 8 x 8 output run project_v9s."""
+    from mbconv_helpers import check_b0_at_size
+
+    monkeypatch.setenv(mb.PROJ_V9_SS_SWITCH, "1")
+    check_b0_at_size(path, size, batch, 11)
+
+
+@pytest.mark.cuda
+def test_efficientnet_b0_with_it(monkeypatch):
+    from mbconv_helpers import check_fused_b0
+
+    check_fused_b0(monkeypatch, {mb.PROJ_V9_SS_SWITCH: "1"}, {"StemMBConv": 1, "MBConv": 15}, 16)
