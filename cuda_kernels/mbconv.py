@@ -153,8 +153,8 @@ SE_V6_SWITCH = "CUDA_KERNELS_SE_V6"
 # csrc/mbconv_v3.cu launch_project_v9_nt: "1" (off until measured): project_v9t's tasks by one bulk copy each
 # (project_v9b_kernel)
 PROJ_V9_BULK_SWITCH = "CUDA_KERNELS_PROJ_V9_BULK"
-# csrc/mbconv_v3.cu project_v9s_runs: "1" (off until measured): project_v9t with each task's SE scale row staged in
-# shared memory beside its D rows (project_v9s_kernel), where H x W is a multiple of 16
+# csrc/mbconv_v3.cu project_v9s_runs: on unless "0" (since session 20): project_v9t with each task's SE scale row (and
+# shortcut rows) staged in shared memory beside its D rows (project_v9s_kernel), where H x W is a multiple of 16
 PROJ_V9_SS_SWITCH = "CUDA_KERNELS_PROJ_V9_SS"
 
 
@@ -227,22 +227,26 @@ def project_v9_applies(hidden: int, c_out: int) -> bool:
             and project_v9_smem_bytes(hidden, c_out) <= PROJECT_V9_MAX_SMEM)
 
 
-PROJECT_V9T_MAX_SMEM, PROJECT_V9_WARPS = 200 * 1024, 8  # kProjV9TMaxSmem, kProjV9Warps
+PROJECT_V9_WARPS = 8  # kProjV9Warps
+PROJECT_V9T_MAX_SMEM, PROJECT_V9S_MAX_SMEM = 200 * 1024, 227 * 1024  # kProjV9TMaxSmem, kProjV9SMaxSmem
 
 
-def project_v9t_smem_bytes(hidden: int, c_out: int, bulk: bool = False, staged_scale: bool = False) -> int:
+def project_v9t_smem_bytes(hidden: int, c_out: int, bulk: bool = False, staged: bool = False,
+                           residual: bool = False) -> int:
     """Shared memory of project_v9t (csrc/mbconv_v3.cu project_v9t_smem_bytes): V, each warp's ring of two 16-row
-    tasks, and either loader option's extra: two mbarriers a warp (bulk) or two fp32 scale rows a warp (staged)."""
+    tasks, and either loader option's extra: two mbarriers a warp (bulk), or two fp32 scale rows a warp and with a
+    shortcut two slots of 16 rows of x (staged, project_v9s)."""
     extra = PROJECT_V9_WARPS * 16 if bulk else 0
-    extra += PROJECT_V9_WARPS * 2 * hidden * 4 if staged_scale else 0
+    extra += PROJECT_V9_WARPS * 2 * hidden * 4 if staged else 0
+    extra += PROJECT_V9_WARPS * 2 * 16 * c_out * 2 if staged and residual else 0
     return project_v9_smem_bytes(hidden, c_out) + PROJECT_V9_WARPS * 2 * 16 * hidden * 2 + extra
 
 
-def project_v9s_applies(hidden: int, c_out: int, hw: int) -> bool:
-    """Whether CUDA_KERNELS_PROJ_V9_SS=1 runs project_v9s (csrc/mbconv_v3.cu project_v9s_runs): where project_v9
-    does, each 16-row task in one image (H x W a multiple of 16) and the staged rows within the shared-memory cap."""
+def project_v9s_applies(hidden: int, c_out: int, hw: int, residual: bool) -> bool:
+    """Whether project_v9s runs (csrc/mbconv_v3.cu project_v9s_runs; unless CUDA_KERNELS_PROJ_V9_SS=0): where project_v9
+    does, each 16-row task in one image (H x W a multiple of 16) and the staged rows within its shared-memory cap."""
     return (project_v9_applies(hidden, c_out) and hw % 16 == 0
-            and project_v9t_smem_bytes(hidden, c_out, staged_scale=True) <= PROJECT_V9T_MAX_SMEM)
+            and project_v9t_smem_bytes(hidden, c_out, staged=True, residual=residual) <= PROJECT_V9S_MAX_SMEM)
 
 
 PROJECT_V10_MODES = ("off", "late", "all", "auto")  # CUDA_KERNELS_PROJ_V10 (csrc/mbconv_v3.cu project_v10_mode)

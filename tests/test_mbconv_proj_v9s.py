@@ -1,7 +1,8 @@
-"""project_v9t with the SE scale staged (csrc/mbconv_v3.cu project_v9s_kernel, CUDA_KERNELS_PROJ_V9_SS=1, off until
-measured; NOTES.md "Session 20: the projections wait on their scale loads"): each warp copies its next task's scale
-row (the task's image: H x W a multiple of 16) with its D rows, in the same cp.async group, into a per-slot row of
-shared memory, and its units read the scales from there instead of two global float4 loads each.
+"""project_v9t with the SE scale staged (csrc/mbconv_v3.cu project_v9s_kernel; on unless CUDA_KERNELS_PROJ_V9_SS=0,
+the default since session 20; NOTES.md "Session 20: the projections wait on their scale loads"): each warp copies its next task's scale
+row (the task's image: H x W a multiple of 16) and, with a shortcut, its 16 rows of x with its D rows, in the same
+cp.async group, into per-slot rows of shared memory; its units read the scales from there instead of two global
+float4 loads each, its epilogue the shortcut instead of global loads.
 
 CPU: the switch and its dispatch, the shared memory from literal sums, which blocks of B0 / B2 run it (and that a
 spatial size that is not a multiple of 16 keeps project_v9t), and that every kernel that existed before keeps its
@@ -22,15 +23,15 @@ from mbconv_helpers import DISTINCT, mbconv_shapes
 SOURCE = (Path(cuda_kernels.__file__).resolve().parent / "csrc" / "mbconv_v3.cu").read_text()
 
 
-def block_widths(name: str, path: str) -> tuple[int, int, int]:
-    """(hidden, C_out, output H x W) of model `name`'s block `path`."""
+def block_widths(name: str, path: str) -> tuple[int, int, int, bool]:
+    """(hidden, C_out, output H x W, shortcut or not) of model `name`'s block `path`."""
     from mbconv_helpers import block_of
     from perfmodel.zoo import fold_batchnorm
 
     params = mb.block_params(fold_batchnorm(block_of(name, path)))
     _, h, w = mbconv_shapes(name)[path]
     stride = params.stride
-    return params.hidden, params.out_channels, -(-h // stride) * -(-w // stride)
+    return params.hidden, params.out_channels, -(-h // stride) * -(-w // stride), params.residual
 
 
 STAGED_BLOCKS = [(name, path) for name, path in DISTINCT if mb.project_v9s_applies(*block_widths(name, path))]
@@ -39,7 +40,7 @@ STAGED_BLOCKS = [(name, path) for name, path in DISTINCT if mb.project_v9s_appli
 def test_the_switch_and_its_dispatch():
     assert mb.PROJ_V9_SS_SWITCH == "CUDA_KERNELS_PROJ_V9_SS"
     assert 'const char* v = std::getenv("CUDA_KERNELS_PROJ_V9_SS");' in SOURCE
-    assert "return v != nullptr && std::strcmp(v, \"1\") == 0 && (p.Ho * p.Wo) % 16 == 0 &&" in SOURCE
+    assert "return (v == nullptr || std::strcmp(v, \"0\") != 0) && (p.Ho * p.Wo) % 16 == 0 &&" in SOURCE
     assert "if (!ring && !bulk && project_v9s_runs(p)) return launch_project_v9s_nt<NT>(p, stream, pdl);" in SOURCE
     assert "project_v9s_kernel(const Params p) {  // the staged scale rows\n  project_v9t_body<NT, false, true>(p);" in SOURCE
     # the kernels that were there keep their bodies (their SASS was compared unchanged when this was added)
@@ -48,11 +49,16 @@ def test_the_switch_and_its_dispatch():
 
 
 def test_shared_memory():
-    # B0's 2.1: V 24 x (192 + 16) halves, rings 8 warps x 2 tasks x 16 x 144 halves, 8 warps x 2 rows x 144 floats
-    assert mb.project_v9t_smem_bytes(144, 24, staged_scale=True) == 9_984 + 73_728 + 9_216 == 92_928
-    # hidden 240, C_out 80 (B0's 4.0 widths): 80 x 272 halves + 8 x 2 x 16 x 240 halves + 8 x 2 x 240 floats
-    assert mb.project_v9t_smem_bytes(240, 80, staged_scale=True) == 43_520 + 122_880 + 15_360 == 181_760 < 204_800
-    assert "(ss ? kProjV9Warps * 2 * hidden * 4 : 0)" in SOURCE
+    # B0's 2.0 (no shortcut): V 24 x (128 + 16) halves, rings 8 warps x 2 tasks x 16 x 96 halves, 8 x 2 x 96 floats
+    assert mb.project_v9t_smem_bytes(96, 24, staged=True) == 6_912 + 49_152 + 6_144 == 62_208  # 3 CTAs an SM
+    # B0's 2.1: V 24 x (192 + 16) halves, rings 8 x 2 x 16 x 144 halves, scales 8 x 2 x 144 floats, x 8 x 2 x 16 x 24
+    assert mb.project_v9t_smem_bytes(144, 24, staged=True, residual=True) == 9_984 + 73_728 + 9_216 + 12_288 == 105_216
+    # B2's 3.1 (288 -> 48 with a shortcut): 48 x 336 halves + 8 x 2 x 16 x 288 halves + 8 x 2 x 288 floats + 8 x 2 x
+    # 16 x 48 halves: over project_v9t's 200 KB, within the 227 KB a CTA may have
+    assert mb.project_v9t_smem_bytes(288, 48, staged=True, residual=True) == 32_256 + 147_456 + 18_432 + 24_576
+    assert 204_800 < 222_720 <= mb.PROJECT_V9S_MAX_SMEM == 232_448
+    assert "(ss ? kProjV9Warps * 2 * hidden * 4 : 0) + (ss && residual ? kProjV9Warps * 2 * 16 * c_out * 2 : 0)" in SOURCE
+    assert "constexpr int kProjV9SMaxSmem = 227 * 1024;" in SOURCE
 
 
 def test_which_blocks_run_it():
@@ -62,15 +68,16 @@ def test_which_blocks_run_it():
     # B2 at 288 x 288: 144, 72 and 36 a side; its 4.0 / 4.1 (18 x 18 = 324 pixels) keep project_v9t
     assert {path for name, path in STAGED_BLOCKS if name == "efficientnet_b2"} == {
         "features.1.0", "features.1.1", "features.2.0", "features.2.1", "features.3.0", "features.3.1"}
-    assert mb.project_v9_applies(240, 80) and not mb.project_v9s_applies(240, 80, 14 * 14)
-    assert mb.project_v9_applies(144, 24) and not mb.project_v9s_applies(144, 24, 57 * 57)
-    assert mb.project_v9s_applies(144, 24, 56 * 56) and mb.project_v9s_applies(96, 24, 4 * 4)
+    assert mb.project_v9_applies(240, 80) and not mb.project_v9s_applies(240, 80, 14 * 14, False)
+    assert mb.project_v9_applies(144, 24) and not mb.project_v9s_applies(144, 24, 57 * 57, True)
+    assert mb.project_v9s_applies(144, 24, 56 * 56, True) and mb.project_v9s_applies(96, 24, 4 * 4, False)
 
 
 def test_a_task_lies_in_one_image():
     """The staged row is the image of the task's first row; with H x W a multiple of 16 every row of the task (16
     task .. 16 task + 15) is in that image, and there are no rows past P."""
     assert "const float* row = p.scale + (size_t)(tk * 16 / hw) * p.hid_pad;" in SOURCE
+    assert "const __half* xs = p.x + (size_t)tk * 16 * p.C_out;" in SOURCE  # 16 whole rows: no partial task
     for n, hw in [(1, 16), (3, 784), (5, 3136), (2, 12544)]:
         P = n * hw
         assert P % 16 == 0

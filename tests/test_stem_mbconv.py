@@ -282,13 +282,14 @@ def test_transliteration_equals_the_convolutions(n_img, H, W, seg):
 
 
 def test_the_two_options_in_the_source():
-    """CUDA_KERNELS_STEM_DW_BC=1 (the stem's bias and halving in its MMA) and CUDA_KERNELS_STEM_DW_SEG=8 (whole-band
-    depthwise items), each off unless set; the four builds; the BC form's algebra and the whole-band slot formula."""
+    """CUDA_KERNELS_STEM_DW_BC=1 (the stem's bias and halving in its MMA, off unless set) and CUDA_KERNELS_STEM_DW_SEG
+    (whole-band depthwise items unless "4": the default since session 20); the four builds; the BC form's algebra and
+    the whole-band slot formula."""
     src = (CSRC / "effnet_stem_dw.cu").read_text()
     lane = (CSRC / "effnet_stem.cuh").read_text()
     assert 'std::getenv("CUDA_KERNELS_STEM_DW_BC")' in src and 'std::getenv("CUDA_KERNELS_STEM_DW_SEG")' in src
     assert 'const bool bc = bc_env != nullptr && std::strcmp(bc_env, "1") == 0;' in src
-    assert 'const bool band = seg_env != nullptr && std::strcmp(seg_env, "8") == 0;' in src
+    assert 'const bool band = seg_env == nullptr || std::strcmp(seg_env, "4") != 0;' in src
     for bc in ("true", "false"):
         for seg in ("kStemDwRows", "4"):
             assert f"stem_dw_kernel<4, {bc}, {seg}>" in src
@@ -320,9 +321,9 @@ def _pair_case(n: int, H: int, W: int, seed: int = 0):
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("options", [{}, {"CUDA_KERNELS_STEM_DW_BC": "1"}, {"CUDA_KERNELS_STEM_DW_SEG": "8"},
-                                     {"CUDA_KERNELS_STEM_DW_BC": "1", "CUDA_KERNELS_STEM_DW_SEG": "8"}],
-                         ids=["default", "bc", "seg8", "bc_seg8"])
+@pytest.mark.parametrize("options", [{}, {"CUDA_KERNELS_STEM_DW_BC": "1"}, {"CUDA_KERNELS_STEM_DW_SEG": "4"},
+                                     {"CUDA_KERNELS_STEM_DW_BC": "1", "CUDA_KERNELS_STEM_DW_SEG": "4"}],
+                         ids=["default", "bc", "seg4", "bc_seg4"])
 @pytest.mark.parametrize("n,H,W", [(128, 224, 224), (1, 224, 224), (3, 17, 23), (2, 16, 448), (5, 33, 40)])
 def test_against_float64(n, H, W, options, monkeypatch):
     from perfmodel.harness import relative_error
@@ -341,7 +342,7 @@ def test_against_float64(n, H, W, options, monkeypatch):
             got = sm.run(x, unit, out=out)
             torch.cuda.synchronize()
     names = " ".join(e.name for e in prof.events())
-    bc, seg = "CUDA_KERNELS_STEM_DW_BC" in options, 8 if "CUDA_KERNELS_STEM_DW_SEG" in options else 4
+    bc, seg = "CUDA_KERNELS_STEM_DW_BC" in options, 4 if "CUDA_KERNELS_STEM_DW_SEG" in options else 8
     assert f"stem_dw_kernel<4, {str(bc).lower()}, {seg}>" in names, names[:400]
     assert got.data_ptr() == out.data_ptr() and torch.isfinite(got).all()
     err, ref_err = relative_error(got, want), relative_error(torch_fp16, want)

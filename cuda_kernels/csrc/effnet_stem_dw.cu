@@ -40,9 +40,9 @@ __device__ __forceinline__ int e_slot(int c) { return c ^ ((c >> 2) & 1); }  // 
 
 // p: block 1.0's Params (x unused: the block's input is E; H = Ho, W = Wo the stem's output size; C_in = hidden = C;
 // d, partial, w_dw [9, hid_pad], b_dw [hid_pad], rows_per_tile = R, row_blocks = bands); s: the image and the stem.
-// BC (CUDA_KERNELS_STEM_DW_BC=1, off until measured): the stem's bias and halving in its MMA (StemLane::halve,
-// mma<true>, act_bc). SEG (CUDA_KERNELS_STEM_DW_SEG=8, off until measured): output rows per depthwise item, 4 or the
-// whole band (8): each E row loaded once per band instead of once per 4-row segment plus its 2 halo rows, and the
+// BC (CUDA_KERNELS_STEM_DW_BC=1, off: B0 +6.1 us in s20 call 1): the stem's bias and halving in its MMA
+// (StemLane::halve, mma<true>, act_bc). SEG (CUDA_KERNELS_STEM_DW_SEG=4, or 8 by default since session 20): output
+// rows per depthwise item, 4 or the whole band (8): each E row loaded once per band instead of once per 4-row segment plus its 2 halo rows, and the
 // item's fixed path (its division, addresses, branches) over 32 outputs instead of 16.
 template <int NT, bool BC, int SEG>
 __global__ void __launch_bounds__(kThreads, 2) stem_dw_kernel(const Params p, const StemDwParams s) {
@@ -179,9 +179,10 @@ cudaError_t launch_stem_dw(const Params& p, const StemDwParams& s, cudaStream_t 
       p.Ho != (s.H + 1) / 2 || p.Wo != (s.W + 1) / 2 || s.W < 1 || s.W > effstem::kMaxWidth)
     return cudaErrorInvalidValue;
   const char* bc_env = std::getenv("CUDA_KERNELS_STEM_DW_BC");    // "1": the stem's bias in its MMA
-  const char* seg_env = std::getenv("CUDA_KERNELS_STEM_DW_SEG");  // "8": whole-band depthwise items
+  // whole-band depthwise items unless "4" (default since session 20: B0 -5.2 / -5.6 us in s20 calls 1 and 3)
+  const char* seg_env = std::getenv("CUDA_KERNELS_STEM_DW_SEG");
   const bool bc = bc_env != nullptr && std::strcmp(bc_env, "1") == 0;
-  const bool band = seg_env != nullptr && std::strcmp(seg_env, "8") == 0;
+  const bool band = seg_env == nullptr || std::strcmp(seg_env, "4") != 0;
   const auto kernel = bc ? (band ? stem_dw_kernel<4, true, kStemDwRows> : stem_dw_kernel<4, true, 4>)
                          : (band ? stem_dw_kernel<4, false, kStemDwRows> : stem_dw_kernel<4, false, 4>);
   const int smem = stem_dw_smem_bytes(s.W, p.Wo, 32);

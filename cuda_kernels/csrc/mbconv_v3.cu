@@ -408,6 +408,7 @@ constexpr int kProjV9Threads = 256, kProjV9Warps = kProjV9Threads / 32, kProjV9D
 // (the experiment of NOTES.md, "MBConv version 9: measured"); 8 otherwise.
 constexpr int kProjV9MaxSmem = 110 * 1024;
 constexpr int kProjV9TMaxSmem = 200 * 1024;  // project_v9t: V and the warps' task rings
+constexpr int kProjV9SMaxSmem = 227 * 1024;  // project_v9s: with the staged rows (the most a CTA may have)
 
 // V's row pitch in halves: 2 * pitch = 32 mod 128 bytes, so that the 8-byte loads of a quarter warp (rows g .. g +
 // 3, 32 bytes each) fall into distinct banks.
@@ -565,13 +566,16 @@ __global__ void __launch_bounds__(kProjV9Threads) project_v9_kernel(const Params
 // BULK (CUDA_KERNELS_PROJ_V9_BULK=1, off until measured; NOTES.md "Session 19: the projections' read pattern"): each
 // task by one bulk copy (lane 0, cp.async.bulk) completing on the slot's mbarrier, two per warp after the rings,
 // instead of hidden / 16 16-byte cp.async a lane (nine at B0's 2.1).
-// SS (CUDA_KERNELS_PROJ_V9_SS=1, off until measured; NOTES.md "Session 20: the projections wait on their scale
+// SS (project_v9s, on unless CUDA_KERNELS_PROJ_V9_SS=0; NOTES.md "Session 20: the projections wait on their scale
 // loads"): the task's SE scale row copied with its D rows (cp.async, the same group) into a per-slot row after the
-// rings, and read from there, instead of two global float4 loads a unit that the unit's multiplies wait on. Where
-// H x W is a multiple of 16, so that a task lies in one image (project_v9s_applies).
-__host__ __device__ constexpr int project_v9t_smem_bytes(int hidden, int c_out, bool bulk = false, bool ss = false) {
+// rings, and read from there, instead of two global float4 loads a unit that the unit's multiplies wait on; with a
+// shortcut, the task's 16 rows of x likewise (one contiguous range: x has out's layout), after the scale rows,
+// instead of global loads that the epilogue waits on. Where H x W is a multiple of 16, so that a task lies in one
+// image and no task is partial (project_v9s_runs).
+__host__ __device__ constexpr int project_v9t_smem_bytes(int hidden, int c_out, bool bulk = false, bool ss = false,
+                                                         bool residual = false) {
   return project_v9_smem_bytes(hidden, c_out) + kProjV9Warps * 2 * 16 * hidden * 2 + (bulk ? kProjV9Warps * 16 : 0) +
-         (ss ? kProjV9Warps * 2 * hidden * 4 : 0);
+         (ss ? kProjV9Warps * 2 * hidden * 4 : 0) + (ss && residual ? kProjV9Warps * 2 * 16 * c_out * 2 : 0);
 }
 
 template <int NT, bool BULK, bool SS = false>
@@ -586,6 +590,9 @@ __device__ __forceinline__ void project_v9t_body(const Params& p) {
   const uint32_t bars = smem_addr(smem9 + project_v9t_smem_bytes(p.hidden, p.C_out)) + warp * 16;
   // SS: the warp's two scale rows, after every warp's ring (where BULK's mbarriers would be)
   float* scales = reinterpret_cast<float*>(smem9 + project_v9t_smem_bytes(p.hidden, p.C_out)) + warp * 2 * p.hidden;
+  // SS with a shortcut: the warp's two slots of 16 rows of x, after every warp's scale rows
+  __half* res_s = reinterpret_cast<__half*>(smem9 + project_v9t_smem_bytes(p.hidden, p.C_out, false, true)) +
+                  warp * 2 * 16 * p.C_out;
   float2 bias[NT];
   v9_prologue<NT>(p, b_s, ldb, bias, tid, t);
 
@@ -618,6 +625,11 @@ __device__ __forceinline__ void project_v9t_body(const Params& p) {
         const float* row = p.scale + (size_t)(tk * 16 / hw) * p.hid_pad;
         const uint32_t to = smem_addr(scales + slot * p.hidden);
         for (int i = lane; i < p.hidden / 4; i += 32) cp_async16(to + i * 16, row + i * 4, true);
+        if (p.residual) {  // the task's 16 rows of x: 2 C_out 16-byte pieces
+          const __half* xs = p.x + (size_t)tk * 16 * p.C_out;
+          const uint32_t xd = smem_addr(res_s + slot * 16 * p.C_out);
+          for (int i = lane; i < 2 * p.C_out; i += 32) cp_async16(xd + i * 16, xs + i * 8, true);
+        }
       }
     }
     bf::cp_async_commit();  // a group per task, empty past the last: the wait below counts one behind
@@ -630,7 +642,7 @@ __device__ __forceinline__ void project_v9t_body(const Params& p) {
   for (int nt = 0; nt < NT; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
   for (int k = 0;; ++k) {
     issue(task + step, (k + 1) & 1);
-    v9_task_start<NT>(p, task, g, t, hw, P, s_lo, s_hi, res);
+    if constexpr (!SS) v9_task_start<NT>(p, task, g, t, hw, P, s_lo, s_hi, res);
     if constexpr (BULK) {
       bf::mbar_wait(bars + 8 * (k & 1), (k >> 1) & 1);  // slot k & 1's (k >> 1)-th copy
     } else {
@@ -652,6 +664,16 @@ __device__ __forceinline__ void project_v9t_body(const Params& p) {
       for (int u = 0; u < units; ++u)
         v9_unit<NT>(acc, *reinterpret_cast<const uint2*>(a_lo + u * 16), *reinterpret_cast<const uint2*>(a_hi + u * 16),
                     s_lo, s_hi, b_s, ldb, u, g, t);
+    }
+    if constexpr (SS) {
+      if (p.residual) {  // the lane's shortcut values from the staged rows (rows g and g + 8, columns nt 8 + 2t ..)
+        const __half* xr = res_s + (k & 1) * 16 * p.C_out + g * p.C_out + 2 * t;
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+          for (int nt = 0; nt < NT; ++nt)
+            res[h][nt] = *reinterpret_cast<const uint32_t*>(xr + 8 * h * p.C_out + nt * 8);
+      }
     }
     v9_epilogue<NT>(p, acc, bias, res, task, g, t, P);
     __syncwarp();  // every lane has read this slot before the copy issued next iteration refills it
@@ -845,15 +867,16 @@ cudaError_t launch_project_v9t_nt(const Params& p, cudaStream_t stream, bool pdl
 template <int NT>
 cudaError_t launch_project_v9s_nt(const Params& p, cudaStream_t stream, bool pdl) {
   static DeviceSlots slots;
-  return launch_v9(project_v9s_kernel<NT>, slots, project_v9t_smem_bytes(p.hidden, p.C_out, false, true), p, stream,
-                   pdl);
+  return launch_v9(project_v9s_kernel<NT>, slots, project_v9t_smem_bytes(p.hidden, p.C_out, false, true, p.residual), p,
+                   stream, pdl);
 }
 
-// project_v9s where requested (CUDA_KERNELS_PROJ_V9_SS=1), its tasks in one image each and its shared memory fits.
+// project_v9s unless CUDA_KERNELS_PROJ_V9_SS=0 (default since session 20: B0 1.685 -> 1.635 ms in s20 call 3), where
+// its tasks lie in one image each and its shared memory fits.
 bool project_v9s_runs(const Params& p) {
   const char* v = std::getenv("CUDA_KERNELS_PROJ_V9_SS");
-  return v != nullptr && std::strcmp(v, "1") == 0 && (p.Ho * p.Wo) % 16 == 0 &&
-         project_v9t_smem_bytes(p.hidden, p.C_out, false, true) <= kProjV9TMaxSmem;
+  return (v == nullptr || std::strcmp(v, "0") != 0) && (p.Ho * p.Wo) % 16 == 0 &&
+         project_v9t_smem_bytes(p.hidden, p.C_out, false, true, p.residual) <= kProjV9SMaxSmem;
 }
 
 template <int NT>
