@@ -153,9 +153,12 @@ SE_V6_SWITCH = "CUDA_KERNELS_SE_V6"
 # csrc/mbconv_v3.cu launch_project_v9_nt: "1" (off until measured): project_v9t's tasks by one bulk copy each
 # (project_v9b_kernel)
 PROJ_V9_BULK_SWITCH = "CUDA_KERNELS_PROJ_V9_BULK"
-# csrc/mbconv_v3.cu project_v9s_runs: on unless "0" (since session 20): project_v9t with each task's SE scale row (and
-# shortcut rows) staged in shared memory beside its D rows (project_v9s_kernel), where H x W is a multiple of 16
+# csrc/mbconv_v3.cu project_v9s_runs: on unless "0" (since session 20): project_v9t with each task's SE scale row
+# staged in shared memory beside its D rows (project_v9s_kernel), where H x W is a multiple of 16
 PROJ_V9_SS_SWITCH = "CUDA_KERNELS_PROJ_V9_SS"
+# csrc/mbconv_v3.cu project_v9sx_requested: "1" (off: neutral in session 20): project_v9s with the shortcut's 16 rows
+# of each task staged too (project_v9sx_kernel)
+PROJ_V9_SX_SWITCH = "CUDA_KERNELS_PROJ_V9_SX"
 
 
 def u_bytes_v8(k_pad: int, chunk: int, wg: bool) -> int:
@@ -242,11 +245,12 @@ def project_v9t_smem_bytes(hidden: int, c_out: int, bulk: bool = False, staged: 
     return project_v9_smem_bytes(hidden, c_out) + PROJECT_V9_WARPS * 2 * 16 * hidden * 2 + extra
 
 
-def project_v9s_applies(hidden: int, c_out: int, hw: int, residual: bool) -> bool:
+def project_v9s_applies(hidden: int, c_out: int, hw: int, staged_shortcut: bool = False) -> bool:
     """Whether project_v9s runs (csrc/mbconv_v3.cu project_v9s_runs; unless CUDA_KERNELS_PROJ_V9_SS=0): where project_v9
-    does, each 16-row task in one image (H x W a multiple of 16) and the staged rows within its shared-memory cap."""
+    does, each 16-row task in one image (H x W a multiple of 16) and the staged rows within its shared-memory cap
+    (staged_shortcut: a block with a shortcut under CUDA_KERNELS_PROJ_V9_SX=1)."""
     return (project_v9_applies(hidden, c_out) and hw % 16 == 0
-            and project_v9t_smem_bytes(hidden, c_out, staged=True, residual=residual) <= PROJECT_V9S_MAX_SMEM)
+            and project_v9t_smem_bytes(hidden, c_out, staged=True, residual=staged_shortcut) <= PROJECT_V9S_MAX_SMEM)
 
 
 PROJECT_V10_MODES = ("off", "late", "all", "auto")  # CUDA_KERNELS_PROJ_V10 (csrc/mbconv_v3.cu project_v10_mode)

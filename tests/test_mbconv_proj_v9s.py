@@ -1,8 +1,8 @@
 """project_v9t with the SE scale staged (csrc/mbconv_v3.cu project_v9s_kernel; on unless CUDA_KERNELS_PROJ_V9_SS=0,
 the default since session 20; NOTES.md "Session 20: the projections wait on their scale loads"): each warp copies its next task's scale
-row (the task's image: H x W a multiple of 16) and, with a shortcut, its 16 rows of x with its D rows, in the same
-cp.async group, into per-slot rows of shared memory; its units read the scales from there instead of two global
-float4 loads each, its epilogue the shortcut instead of global loads.
+row (the task's image: H x W a multiple of 16) with its D rows, in the same cp.async group, into a per-slot row of
+shared memory; its units read the scales from there instead of two global float4 loads each. CUDA_KERNELS_PROJ_V9_SX=1
+(off, project_v9sx_kernel) stages the shortcut's 16 rows of a task too, for the epilogue.
 
 CPU: the switch and its dispatch, the shared memory from literal sums, which blocks of B0 / B2 run it (and that a
 spatial size that is not a multiple of 16 keeps project_v9t), and that every kernel that existed before keeps its
@@ -23,15 +23,15 @@ from mbconv_helpers import DISTINCT, mbconv_shapes
 SOURCE = (Path(cuda_kernels.__file__).resolve().parent / "csrc" / "mbconv_v3.cu").read_text()
 
 
-def block_widths(name: str, path: str) -> tuple[int, int, int, bool]:
-    """(hidden, C_out, output H x W, shortcut or not) of model `name`'s block `path`."""
+def block_widths(name: str, path: str) -> tuple[int, int, int]:
+    """(hidden, C_out, output H x W) of model `name`'s block `path`."""
     from mbconv_helpers import block_of
     from perfmodel.zoo import fold_batchnorm
 
     params = mb.block_params(fold_batchnorm(block_of(name, path)))
     _, h, w = mbconv_shapes(name)[path]
     stride = params.stride
-    return params.hidden, params.out_channels, -(-h // stride) * -(-w // stride), params.residual
+    return params.hidden, params.out_channels, -(-h // stride) * -(-w // stride)
 
 
 STAGED_BLOCKS = [(name, path) for name, path in DISTINCT if mb.project_v9s_applies(*block_widths(name, path))]
@@ -41,11 +41,14 @@ def test_the_switch_and_its_dispatch():
     assert mb.PROJ_V9_SS_SWITCH == "CUDA_KERNELS_PROJ_V9_SS"
     assert 'const char* v = std::getenv("CUDA_KERNELS_PROJ_V9_SS");' in SOURCE
     assert "return (v == nullptr || std::strcmp(v, \"0\") != 0) && (p.Ho * p.Wo) % 16 == 0 &&" in SOURCE
-    assert "if (!ring && !bulk && project_v9s_runs(p)) return launch_project_v9s_nt<NT>(p, stream, pdl);" in SOURCE
+    assert "if (!ring && !bulk && project_v9s_runs(p))\n    return project_v9sx_requested() ?" in SOURCE
+    assert mb.PROJ_V9_SX_SWITCH == "CUDA_KERNELS_PROJ_V9_SX" and 'std::getenv("CUDA_KERNELS_PROJ_V9_SX");' in SOURCE
+    assert "const auto kernel = SX ? project_v9sx_kernel<NT> : project_v9s_kernel<NT>;" in SOURCE
     assert "project_v9s_kernel(const Params p) {  // the staged scale rows\n  project_v9t_body<NT, false, true>(p);" in SOURCE
     # the kernels that were there keep their bodies (their SASS was compared unchanged when this was added)
     assert "project_v9t_kernel(const Params p) {\n  project_v9t_body<NT, false>(p);\n}" in SOURCE
-    assert "template <int NT, bool BULK, bool SS = false>\n__device__ __forceinline__ void project_v9t_body" in SOURCE
+    assert ("template <int NT, bool BULK, bool SS = false, bool SX = false>\n__device__ __forceinline__ void "
+            "project_v9t_body") in SOURCE
 
 
 def test_shared_memory():
@@ -53,8 +56,8 @@ def test_shared_memory():
     assert mb.project_v9t_smem_bytes(96, 24, staged=True) == 6_912 + 49_152 + 6_144 == 62_208  # 3 CTAs an SM
     # B0's 2.1: V 24 x (192 + 16) halves, rings 8 x 2 x 16 x 144 halves, scales 8 x 2 x 144 floats, x 8 x 2 x 16 x 24
     assert mb.project_v9t_smem_bytes(144, 24, staged=True, residual=True) == 9_984 + 73_728 + 9_216 + 12_288 == 105_216
-    # B2's 3.1 (288 -> 48 with a shortcut): 48 x 336 halves + 8 x 2 x 16 x 288 halves + 8 x 2 x 288 floats + 8 x 2 x
-    # 16 x 48 halves: over project_v9t's 200 KB, within the 227 KB a CTA may have
+    # B2's 3.1 (288 -> 48 with a shortcut) with x staged (SX): 48 x 336 halves + 8 x 2 x 16 x 288 halves + 8 x 2 x 288
+    # floats + 8 x 2 x 16 x 48 halves: over project_v9t's 200 KB, within the 227 KB a CTA may have
     assert mb.project_v9t_smem_bytes(288, 48, staged=True, residual=True) == 32_256 + 147_456 + 18_432 + 24_576
     assert 204_800 < 222_720 <= mb.PROJECT_V9S_MAX_SMEM == 232_448
     assert "(ss ? kProjV9Warps * 2 * hidden * 4 : 0) + (ss && residual ? kProjV9Warps * 2 * 16 * c_out * 2 : 0)" in SOURCE
@@ -70,7 +73,8 @@ def test_which_blocks_run_it():
         "features.1.0", "features.1.1", "features.2.0", "features.2.1", "features.3.0", "features.3.1"}
     assert mb.project_v9_applies(240, 80) and not mb.project_v9s_applies(240, 80, 14 * 14, False)
     assert mb.project_v9_applies(144, 24) and not mb.project_v9s_applies(144, 24, 57 * 57, True)
-    assert mb.project_v9s_applies(144, 24, 56 * 56, True) and mb.project_v9s_applies(96, 24, 4 * 4, False)
+    assert mb.project_v9s_applies(144, 24, 56 * 56, True) and mb.project_v9s_applies(96, 24, 4 * 4)
+    assert mb.project_v9s_applies(288, 48, 36 * 36, True)  # B2's 3.1 with x staged: under the 227 KB cap
 
 
 def test_a_task_lies_in_one_image():
@@ -100,6 +104,26 @@ def test_every_block_against_float64_and_project_v9t(name, path, batch, monkeypa
     if path.startswith("features.1."):  # no expand: version 3's kernel 1, whose pool adds with atomics (test_mbconv_v8)
         assert relative_error(got, base.double()) < 1e-4  # as POOL_ORDER_REL_ERROR in test_mbconv_v8
     else:  # the same fp32 scales on the same fragments, the same products in the same order
+        assert torch.equal(got, base)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("batch", [1, 128])
+@pytest.mark.parametrize("name,path", [(n, p) for n, p in STAGED_BLOCKS if n == "efficientnet_b0" or p == "features.3.1"])
+def test_the_staged_shortcut_against_project_v9t(name, path, batch, monkeypatch):
+    """CUDA_KERNELS_PROJ_V9_SX=1: project_v9sx (the shortcut's rows staged as well) where the block has a shortcut,
+    project_v9s where not; either way project_v9t's output bit for bit (1e-4 at the blocks without an expand)."""
+    from mbconv_helpers import switched_against_float64
+
+    from perfmodel.harness import relative_error
+
+    monkeypatch.setenv(mb.PROJ_V9_SX_SWITCH, "1")
+    got, base, names, params, *_ = switched_against_float64(monkeypatch, name, path, batch, mb.PROJ_V9_SS_SWITCH, "1")
+    kernel = "project_v9sx_kernel" if params.residual else "project_v9s_kernel"
+    assert kernel in names and "project_v9t_kernel" not in names, names[:600]
+    if path.startswith("features.1."):
+        assert relative_error(got, base.double()) < 1e-4
+    else:
         assert torch.equal(got, base)
 
 

@@ -568,19 +568,20 @@ __global__ void __launch_bounds__(kProjV9Threads) project_v9_kernel(const Params
 // instead of hidden / 16 16-byte cp.async a lane (nine at B0's 2.1).
 // SS (project_v9s, on unless CUDA_KERNELS_PROJ_V9_SS=0; NOTES.md "Session 20: the projections wait on their scale
 // loads"): the task's SE scale row copied with its D rows (cp.async, the same group) into a per-slot row after the
-// rings, and read from there, instead of two global float4 loads a unit that the unit's multiplies wait on; with a
-// shortcut, the task's 16 rows of x likewise (one contiguous range: x has out's layout), after the scale rows,
-// instead of global loads that the epilogue waits on. Where H x W is a multiple of 16, so that a task lies in one
-// image and no task is partial (project_v9s_runs).
+// rings, and read from there, instead of two global float4 loads a unit that the unit's multiplies wait on. SX
+// (CUDA_KERNELS_PROJ_V9_SX=1, off: neutral in s20 call 4, 2.1 40.4 -> 43.2 us, 3.1 22.4 -> 21.3): with a shortcut,
+// the task's 16 rows of x staged likewise (one contiguous range: x has out's layout), after the scale rows, instead
+// of global loads that the epilogue waits on. Where H x W is a multiple of 16, so that a task lies in one image and
+// no task is partial (project_v9s_runs).
 __host__ __device__ constexpr int project_v9t_smem_bytes(int hidden, int c_out, bool bulk = false, bool ss = false,
                                                          bool residual = false) {
   return project_v9_smem_bytes(hidden, c_out) + kProjV9Warps * 2 * 16 * hidden * 2 + (bulk ? kProjV9Warps * 16 : 0) +
          (ss ? kProjV9Warps * 2 * hidden * 4 : 0) + (ss && residual ? kProjV9Warps * 2 * 16 * c_out * 2 : 0);
 }
 
-template <int NT, bool BULK, bool SS = false>
+template <int NT, bool BULK, bool SS = false, bool SX = false>
 __device__ __forceinline__ void project_v9t_body(const Params& p) {
-  static_assert(!(BULK && SS), "the staged scale rides on the cp.async loader");
+  static_assert(!(BULK && SS) && (SS || !SX), "the staged rows ride on the cp.async loader");
   extern __shared__ __align__(16) uint8_t smem9[];
   __half* b_s = reinterpret_cast<__half*>(smem9);
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
@@ -625,7 +626,7 @@ __device__ __forceinline__ void project_v9t_body(const Params& p) {
         const float* row = p.scale + (size_t)(tk * 16 / hw) * p.hid_pad;
         const uint32_t to = smem_addr(scales + slot * p.hidden);
         for (int i = lane; i < p.hidden / 4; i += 32) cp_async16(to + i * 16, row + i * 4, true);
-        if (p.residual) {  // the task's 16 rows of x: 2 C_out 16-byte pieces
+        if (SX && p.residual) {  // the task's 16 rows of x: 2 C_out 16-byte pieces
           const __half* xs = p.x + (size_t)tk * 16 * p.C_out;
           const uint32_t xd = smem_addr(res_s + slot * 16 * p.C_out);
           for (int i = lane; i < 2 * p.C_out; i += 32) cp_async16(xd + i * 16, xs + i * 8, true);
@@ -642,7 +643,11 @@ __device__ __forceinline__ void project_v9t_body(const Params& p) {
   for (int nt = 0; nt < NT; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
   for (int k = 0;; ++k) {
     issue(task + step, (k + 1) & 1);
-    if constexpr (!SS) v9_task_start<NT>(p, task, g, t, hw, P, s_lo, s_hi, res);
+    if constexpr (!SS) {
+      v9_task_start<NT>(p, task, g, t, hw, P, s_lo, s_hi, res);
+    } else if constexpr (!SX) {
+      v9_task_start<NT>(p, task, g, t, hw, P, s_lo, s_hi, res);  // the shortcut's loads (s_lo, s_hi unused)
+    }
     if constexpr (BULK) {
       bf::mbar_wait(bars + 8 * (k & 1), (k >> 1) & 1);  // slot k & 1's (k >> 1)-th copy
     } else {
@@ -665,7 +670,7 @@ __device__ __forceinline__ void project_v9t_body(const Params& p) {
         v9_unit<NT>(acc, *reinterpret_cast<const uint2*>(a_lo + u * 16), *reinterpret_cast<const uint2*>(a_hi + u * 16),
                     s_lo, s_hi, b_s, ldb, u, g, t);
     }
-    if constexpr (SS) {
+    if constexpr (SX) {
       if (p.residual) {  // the lane's shortcut values from the staged rows (rows g and g + 8, columns nt 8 + 2t ..)
         const __half* xr = res_s + (k & 1) * 16 * p.C_out + g * p.C_out + 2 * t;
 #pragma unroll
@@ -696,6 +701,11 @@ __global__ void __launch_bounds__(kProjV9Threads) project_v9b_kernel(const Param
 template <int NT>
 __global__ void __launch_bounds__(kProjV9Threads) project_v9s_kernel(const Params p) {  // the staged scale rows
   project_v9t_body<NT, false, true>(p);
+}
+
+template <int NT>
+__global__ void __launch_bounds__(kProjV9Threads) project_v9sx_kernel(const Params p) {  // and the shortcut's rows
+  project_v9t_body<NT, false, true, true>(p);
 }
 
 // One block per image: pool, FC1 -> SiLU, FC2 -> sigmoid. Shared memory: pooled [hid_pad],
@@ -864,11 +874,17 @@ cudaError_t launch_project_v9t_nt(const Params& p, cudaStream_t stream, bool pdl
   return launch_v9(kernel, slots, project_v9t_smem_bytes(p.hidden, p.C_out, BULK), p, stream, pdl);
 }
 
-template <int NT>
+bool project_v9sx_requested() {  // "1": the shortcut's rows staged too (project_v9sx_kernel)
+  const char* v = std::getenv("CUDA_KERNELS_PROJ_V9_SX");
+  return v != nullptr && std::strcmp(v, "1") == 0;
+}
+
+template <int NT, bool SX>
 cudaError_t launch_project_v9s_nt(const Params& p, cudaStream_t stream, bool pdl) {
   static DeviceSlots slots;
-  return launch_v9(project_v9s_kernel<NT>, slots, project_v9t_smem_bytes(p.hidden, p.C_out, false, true, p.residual), p,
-                   stream, pdl);
+  const auto kernel = SX ? project_v9sx_kernel<NT> : project_v9s_kernel<NT>;
+  return launch_v9(kernel, slots, project_v9t_smem_bytes(p.hidden, p.C_out, false, true, SX && p.residual), p, stream,
+                   pdl);
 }
 
 // project_v9s unless CUDA_KERNELS_PROJ_V9_SS=0 (default since session 20: B0 1.685 -> 1.635 ms in s20 call 3), where
@@ -876,7 +892,8 @@ cudaError_t launch_project_v9s_nt(const Params& p, cudaStream_t stream, bool pdl
 bool project_v9s_runs(const Params& p) {
   const char* v = std::getenv("CUDA_KERNELS_PROJ_V9_SS");
   return (v == nullptr || std::strcmp(v, "0") != 0) && (p.Ho * p.Wo) % 16 == 0 &&
-         project_v9t_smem_bytes(p.hidden, p.C_out, false, true, p.residual) <= kProjV9SMaxSmem;
+         project_v9t_smem_bytes(p.hidden, p.C_out, false, true, p.residual && project_v9sx_requested()) <=
+             kProjV9SMaxSmem;
 }
 
 template <int NT>
@@ -887,7 +904,9 @@ cudaError_t launch_project_v9_nt(const Params& p, cudaStream_t stream, bool pdl)
   const bool ring = load != nullptr && std::strcmp(load, "ring") == 0;
   const char* bulk_env = std::getenv("CUDA_KERNELS_PROJ_V9_BULK");  // "1": the bulk-copy loader (off until measured)
   const bool bulk = bulk_env != nullptr && std::strcmp(bulk_env, "1") == 0;
-  if (!ring && !bulk && project_v9s_runs(p)) return launch_project_v9s_nt<NT>(p, stream, pdl);
+  if (!ring && !bulk && project_v9s_runs(p))
+    return project_v9sx_requested() ? launch_project_v9s_nt<NT, true>(p, stream, pdl)
+                                    : launch_project_v9s_nt<NT, false>(p, stream, pdl);
   if (!ring && project_v9t_smem_bytes(p.hidden, p.C_out, bulk) <= kProjV9TMaxSmem)
     return bulk ? launch_project_v9t_nt<NT, true>(p, stream, pdl) : launch_project_v9t_nt<NT, false>(p, stream, pdl);
   const char* depth = std::getenv("CUDA_KERNELS_PROJ_V9_DEPTH");
