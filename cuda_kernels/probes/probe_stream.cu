@@ -158,9 +158,12 @@ void run_tasks(const char* name, Kernel kernel, int slots, const Buffers& b, lon
                bool writes, int warps, int extra_smem, int sms) {
   Job j{b.d, writes ? b.res : nullptr, writes ? b.out : nullptr, tasks, per, out_per, b.sink};
   const int smem = warps * slots * per * 16 + warps * slots * 8 + extra_smem;  // ring, the bulk kernel's mbarriers
-  CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  int per_sm = 0;
-  CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, warps * 32, smem));
+  int per_sm = 0, optin = 0;  // a ring over the most a CTA may have cannot be asked for (s20 call 1 stopped there)
+  CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
+  if (smem <= optin) {
+    CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, warps * 32, smem));
+  }
   if (per_sm == 0) {
     std::printf("%-10s slots %d warps %2d task %5d B: does not fit (%d B of shared memory)\n", name, slots, warps,
                 per * 16, smem);
