@@ -159,6 +159,9 @@ PROJ_V9_SS_SWITCH = "CUDA_KERNELS_PROJ_V9_SS"
 # csrc/mbconv_v3.cu project_v9sx_requested: "1" (off: neutral in session 20): project_v9s with the shortcut's 16 rows
 # of each task staged too (project_v9sx_kernel)
 PROJ_V9_SX_SWITCH = "CUDA_KERNELS_PROJ_V9_SX"
+# csrc/mbconv_v3.cu project_v9sr_requested: "1" (off until measured): project_v9s with the shortcut's values loaded
+# into registers one task ahead (project_v9sr_kernel), at blocks with a shortcut
+PROJ_V9_RX_SWITCH = "CUDA_KERNELS_PROJ_V9_RX"
 
 
 def u_bytes_v8(k_pad: int, chunk: int, wg: bool) -> int:

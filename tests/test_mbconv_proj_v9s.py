@@ -23,12 +23,16 @@ from mbconv_helpers import DISTINCT, mbconv_shapes
 SOURCE = (Path(cuda_kernels.__file__).resolve().parent / "csrc" / "mbconv_v3.cu").read_text()
 
 
-def block_widths(name: str, path: str) -> tuple[int, int, int]:
-    """(hidden, C_out, output H x W) of model `name`'s block `path`."""
+def folded_params(name: str, path: str):
     from mbconv_helpers import block_of
     from perfmodel.zoo import fold_batchnorm
 
-    params = mb.block_params(fold_batchnorm(block_of(name, path)))
+    return mb.block_params(fold_batchnorm(block_of(name, path)))
+
+
+def block_widths(name: str, path: str) -> tuple[int, int, int]:
+    """(hidden, C_out, output H x W) of model `name`'s block `path`."""
+    params = folded_params(name, path)
     _, h, w = mbconv_shapes(name)[path]
     stride = params.stride
     return params.hidden, params.out_channels, -(-h // stride) * -(-w // stride)
@@ -41,14 +45,15 @@ def test_the_switch_and_its_dispatch():
     assert mb.PROJ_V9_SS_SWITCH == "CUDA_KERNELS_PROJ_V9_SS"
     assert 'const char* v = std::getenv("CUDA_KERNELS_PROJ_V9_SS");' in SOURCE
     assert "return (v == nullptr || std::strcmp(v, \"0\") != 0) && (p.Ho * p.Wo) % 16 == 0 &&" in SOURCE
-    assert "if (!ring && !bulk && project_v9s_runs(p))\n    return project_v9sx_requested() ?" in SOURCE
+    assert "if (project_v9sx_requested()) return launch_project_v9s_nt<NT, true>(p, stream, pdl);" in SOURCE
+    assert "if (!ring && !bulk && project_v9s_runs(p)) {" in SOURCE
     assert mb.PROJ_V9_SX_SWITCH == "CUDA_KERNELS_PROJ_V9_SX" and 'std::getenv("CUDA_KERNELS_PROJ_V9_SX");' in SOURCE
     assert "const auto kernel = SX ? project_v9sx_kernel<NT> : project_v9s_kernel<NT>;" in SOURCE
     assert "project_v9s_kernel(const Params p) {  // the staged scale rows\n  project_v9t_body<NT, false, true>(p);" in SOURCE
     # the kernels that were there keep their bodies (their SASS was compared unchanged when this was added)
     assert "project_v9t_kernel(const Params p) {\n  project_v9t_body<NT, false>(p);\n}" in SOURCE
-    assert ("template <int NT, bool BULK, bool SS = false, bool SX = false>\n__device__ __forceinline__ void "
-            "project_v9t_body") in SOURCE
+    assert ("template <int NT, bool BULK, bool SS = false, bool SX = false, bool RX = false>\n__device__ "
+            "__forceinline__ void project_v9t_body") in SOURCE
 
 
 def test_shared_memory():
@@ -142,3 +147,50 @@ def test_efficientnet_b0_with_it(monkeypatch):
     from mbconv_helpers import check_fused_b0
 
     check_fused_b0(monkeypatch, {mb.PROJ_V9_SS_SWITCH: "1"}, {"StemMBConv": 1, "MBConv": 15}, 16)
+
+
+# ---- the shortcut one task ahead (CUDA_KERNELS_PROJ_V9_RX=1, project_v9sr_kernel, off until measured) ----
+
+def test_the_shortcut_a_task_ahead_in_the_source():
+    """The next task's shortcut is requested right after its copy is issued and moved into the current registers after
+    the epilogue; past the last task the row guard (r + 8 h < P) loads nothing; only blocks with a shortcut run it."""
+    assert mb.PROJ_V9_RX_SWITCH == "CUDA_KERNELS_PROJ_V9_RX" and 'std::getenv("CUDA_KERNELS_PROJ_V9_RX");' in SOURCE
+    assert "v9_shortcut_load<NT>(p, task + step, g, t, P, res_next);" in SOURCE
+    assert "for (int nt = 0; nt < NT; ++nt) res[h][nt] = res_next[h][nt];" in SOURCE
+    assert "if (project_v9sr_requested() && p.residual) return launch_project_v9sr_nt<NT>(p, stream, pdl);" in SOURCE
+    assert "res[h][nt] = r + 8 * h < P ? __ldcs(" in SOURCE
+    # a warp's tasks: task, task + step, ...; the load for task + step happens in the iteration of task
+    tasks, step = 100, 24
+    for first in range(step):
+        mine = list(range(first, tasks, step))
+        loaded = [first] + [t + step for t in mine]  # before the loop, then one a task ahead
+        assert loaded[:len(mine)] == mine and all(t >= tasks for t in loaded[len(mine):])
+
+
+RESIDUAL_BLOCKS = [(name, path) for name, path in STAGED_BLOCKS if folded_params(name, path).residual]
+
+
+def test_which_blocks_have_a_shortcut():
+    assert RESIDUAL_BLOCKS == [("efficientnet_b0", "features.2.1"), ("efficientnet_b0", "features.3.1"),
+                               ("efficientnet_b2", "features.1.1"), ("efficientnet_b2", "features.2.1"),
+                               ("efficientnet_b2", "features.3.1")]
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("batch", [1, 5, 128])
+@pytest.mark.parametrize("name,path", RESIDUAL_BLOCKS)
+def test_the_shortcut_a_task_ahead_against_project_v9t(name, path, batch, monkeypatch):
+    """project_v9sr gives project_v9t's output bit for bit (the same sums; only when the shortcut is loaded moves)."""
+    from mbconv_helpers import switched_against_float64
+
+    monkeypatch.setenv(mb.PROJ_V9_RX_SWITCH, "1")
+    got, base, names, *_ = switched_against_float64(monkeypatch, name, path, batch, mb.PROJ_V9_SS_SWITCH, "1")
+    assert "project_v9sr_kernel" in names and "project_v9t_kernel" not in names, names[:600]
+    assert torch.equal(got, base)
+
+
+@pytest.mark.cuda
+def test_efficientnet_b0_with_the_shortcut_a_task_ahead(monkeypatch):
+    from mbconv_helpers import check_fused_b0
+
+    check_fused_b0(monkeypatch, {mb.PROJ_V9_RX_SWITCH: "1"}, {"StemMBConv": 1, "MBConv": 15}, 16)

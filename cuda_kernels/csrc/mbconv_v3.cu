@@ -437,14 +437,11 @@ __device__ __forceinline__ void v9_prologue(const Params& p, __half* b_s, int ld
   pdl::launch_dependents();
 }
 
-// At a task's start: the scale rows of the lane's two rows (rows past P: any image; they are never stored) and the
-// shortcut's values of its outputs, requested now and added in the epilogue.
+// The shortcut's values of the lane's outputs of `task` (rows g and g + 8, columns nt 8 + 2t ..), requested now and
+// added in the epilogue.
 template <int NT>
-__device__ __forceinline__ void v9_task_start(const Params& p, int task, int g, int t, int hw, int P, const float*& s_lo,
-                                              const float*& s_hi, uint32_t (&res)[2][NT]) {
+__device__ __forceinline__ void v9_shortcut_load(const Params& p, int task, int g, int t, int P, uint32_t (&res)[2][NT]) {
   const int r = task * 16 + g;
-  s_lo = p.scale + (size_t)min(r / hw, p.N - 1) * p.hid_pad + 4 * t;
-  s_hi = p.scale + (size_t)min((r + 8) / hw, p.N - 1) * p.hid_pad + 4 * t;
   if (p.residual)  // stride 1 and C_in == C_out: x has out's layout
 #pragma unroll
     for (int h = 0; h < 2; ++h)
@@ -453,6 +450,17 @@ __device__ __forceinline__ void v9_task_start(const Params& p, int task, int g, 
         res[h][nt] = r + 8 * h < P ? __ldcs(reinterpret_cast<const unsigned int*>(p.x + (size_t)(r + 8 * h) * p.C_out +
                                                                                  nt * 8 + 2 * t))
                                    : 0u;
+}
+
+// At a task's start: the scale rows of the lane's two rows (rows past P: any image; they are never stored) and the
+// shortcut's values of its outputs.
+template <int NT>
+__device__ __forceinline__ void v9_task_start(const Params& p, int task, int g, int t, int hw, int P, const float*& s_lo,
+                                              const float*& s_hi, uint32_t (&res)[2][NT]) {
+  const int r = task * 16 + g;
+  s_lo = p.scale + (size_t)min(r / hw, p.N - 1) * p.hid_pad + 4 * t;
+  s_hi = p.scale + (size_t)min((r + 8) / hw, p.N - 1) * p.hid_pad + 4 * t;
+  v9_shortcut_load<NT>(p, task, g, t, P, res);
 }
 
 // One unit (16 channels, k permuted): lo / hi = D's channels 16 u + 4t .. + 3 of rows g and g + 8, sl / sh their
@@ -571,17 +579,20 @@ __global__ void __launch_bounds__(kProjV9Threads) project_v9_kernel(const Params
 // rings, and read from there, instead of two global float4 loads a unit that the unit's multiplies wait on. SX
 // (CUDA_KERNELS_PROJ_V9_SX=1, off: neutral in s20 call 4, 2.1 40.4 -> 43.2 us, 3.1 22.4 -> 21.3): with a shortcut,
 // the task's 16 rows of x staged likewise (one contiguous range: x has out's layout), after the scale rows, instead
-// of global loads that the epilogue waits on. Where H x W is a multiple of 16, so that a task lies in one image and
-// no task is partial (project_v9s_runs).
+// of global loads that the epilogue waits on. RX (CUDA_KERNELS_PROJ_V9_RX=1, off until measured): the shortcut's
+// values loaded into registers one task ahead instead (2 NT words a lane), so that a task's epilogue finds the loads
+// issued a whole task earlier. Where H x W is a multiple of 16, so that a task lies in one image and no task is
+// partial (project_v9s_runs).
 __host__ __device__ constexpr int project_v9t_smem_bytes(int hidden, int c_out, bool bulk = false, bool ss = false,
                                                          bool residual = false) {
   return project_v9_smem_bytes(hidden, c_out) + kProjV9Warps * 2 * 16 * hidden * 2 + (bulk ? kProjV9Warps * 16 : 0) +
          (ss ? kProjV9Warps * 2 * hidden * 4 : 0) + (ss && residual ? kProjV9Warps * 2 * 16 * c_out * 2 : 0);
 }
 
-template <int NT, bool BULK, bool SS = false, bool SX = false>
+template <int NT, bool BULK, bool SS = false, bool SX = false, bool RX = false>
 __device__ __forceinline__ void project_v9t_body(const Params& p) {
   static_assert(!(BULK && SS) && (SS || !SX), "the staged rows ride on the cp.async loader");
+  static_assert(!RX || (SS && !SX), "the shortcut one task ahead is project_v9s's option");
   extern __shared__ __align__(16) uint8_t smem9[];
   __half* b_s = reinterpret_cast<__half*>(smem9);
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
@@ -637,7 +648,8 @@ __device__ __forceinline__ void project_v9t_body(const Params& p) {
   };
   issue(task, 0);
   const float *s_lo, *s_hi;
-  uint32_t res[2][NT];
+  uint32_t res[2][NT], res_next[2][NT];  // RX: the next task's shortcut values
+  if constexpr (RX) v9_shortcut_load<NT>(p, task, g, t, P, res);
   float acc[NT][4];
 #pragma unroll
   for (int nt = 0; nt < NT; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
@@ -645,6 +657,8 @@ __device__ __forceinline__ void project_v9t_body(const Params& p) {
     issue(task + step, (k + 1) & 1);
     if constexpr (!SS) {
       v9_task_start<NT>(p, task, g, t, hw, P, s_lo, s_hi, res);
+    } else if constexpr (RX) {
+      v9_shortcut_load<NT>(p, task + step, g, t, P, res_next);  // past the last task: rows past P, nothing loaded
     } else if constexpr (!SX) {
       v9_task_start<NT>(p, task, g, t, hw, P, s_lo, s_hi, res);  // the shortcut's loads (s_lo, s_hi unused)
     }
@@ -681,6 +695,12 @@ __device__ __forceinline__ void project_v9t_body(const Params& p) {
       }
     }
     v9_epilogue<NT>(p, acc, bias, res, task, g, t, P);
+    if constexpr (RX) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) res[h][nt] = res_next[h][nt];
+    }
     __syncwarp();  // every lane has read this slot before the copy issued next iteration refills it
     task += step;
     if (task >= tasks) break;
@@ -706,6 +726,11 @@ __global__ void __launch_bounds__(kProjV9Threads) project_v9s_kernel(const Param
 template <int NT>
 __global__ void __launch_bounds__(kProjV9Threads) project_v9sx_kernel(const Params p) {  // and the shortcut's rows
   project_v9t_body<NT, false, true, true>(p);
+}
+
+template <int NT>
+__global__ void __launch_bounds__(kProjV9Threads) project_v9sr_kernel(const Params p) {  // the shortcut a task ahead
+  project_v9t_body<NT, false, true, false, true>(p);
 }
 
 // One block per image: pool, FC1 -> SiLU, FC2 -> sigmoid. Shared memory: pooled [hid_pad],
@@ -879,6 +904,18 @@ bool project_v9sx_requested() {  // "1": the shortcut's rows staged too (project
   return v != nullptr && std::strcmp(v, "1") == 0;
 }
 
+bool project_v9sr_requested() {  // "1": the shortcut in registers one task ahead (project_v9sr_kernel)
+  const char* v = std::getenv("CUDA_KERNELS_PROJ_V9_RX");
+  return v != nullptr && std::strcmp(v, "1") == 0;
+}
+
+template <int NT>
+cudaError_t launch_project_v9sr_nt(const Params& p, cudaStream_t stream, bool pdl) {
+  static DeviceSlots slots;
+  return launch_v9(project_v9sr_kernel<NT>, slots, project_v9t_smem_bytes(p.hidden, p.C_out, false, true), p, stream,
+                   pdl);
+}
+
 template <int NT, bool SX>
 cudaError_t launch_project_v9s_nt(const Params& p, cudaStream_t stream, bool pdl) {
   static DeviceSlots slots;
@@ -904,9 +941,11 @@ cudaError_t launch_project_v9_nt(const Params& p, cudaStream_t stream, bool pdl)
   const bool ring = load != nullptr && std::strcmp(load, "ring") == 0;
   const char* bulk_env = std::getenv("CUDA_KERNELS_PROJ_V9_BULK");  // "1": the bulk-copy loader (off until measured)
   const bool bulk = bulk_env != nullptr && std::strcmp(bulk_env, "1") == 0;
-  if (!ring && !bulk && project_v9s_runs(p))
-    return project_v9sx_requested() ? launch_project_v9s_nt<NT, true>(p, stream, pdl)
-                                    : launch_project_v9s_nt<NT, false>(p, stream, pdl);
+  if (!ring && !bulk && project_v9s_runs(p)) {
+    if (project_v9sx_requested()) return launch_project_v9s_nt<NT, true>(p, stream, pdl);
+    if (project_v9sr_requested() && p.residual) return launch_project_v9sr_nt<NT>(p, stream, pdl);
+    return launch_project_v9s_nt<NT, false>(p, stream, pdl);
+  }
   if (!ring && project_v9t_smem_bytes(p.hidden, p.C_out, bulk) <= kProjV9TMaxSmem)
     return bulk ? launch_project_v9t_nt<NT, true>(p, stream, pdl) : launch_project_v9t_nt<NT, false>(p, stream, pdl);
   const char* depth = std::getenv("CUDA_KERNELS_PROJ_V9_DEPTH");
