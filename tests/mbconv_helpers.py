@@ -248,7 +248,11 @@ def switched_against_float64(monkeypatch, name: str, path: str, batch: int, swit
 
 def check_fused_b0(monkeypatch, switches: dict[str, str], fused: dict[str, int], blocks_checked: int) -> dict:
     """fused_b0_info under `switches` (environment variables), asserting the fused counts `fused` (by family), no
-    fallback, `blocks_checked` units checked and every one within 2x PyTorch fp16's error; returns the record."""
+    fallback, `blocks_checked` units checked and every one within 2x PyTorch fp16's error; returns the record. The
+    fused head is off unless `switches` turn it on, so that the counts do not follow its default."""
+    from cuda_kernels import effnet_head
+
+    monkeypatch.setenv(effnet_head.SWITCH, "0")
     for name, value in switches.items():
         monkeypatch.setenv(name, value)
     info = fused_b0_info()
