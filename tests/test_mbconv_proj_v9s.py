@@ -14,7 +14,6 @@ project_v9t; B0 end to end."""
 from pathlib import Path
 
 import pytest
-import torch
 
 import cuda_kernels
 from cuda_kernels import mbconv as mb
@@ -100,16 +99,11 @@ def test_a_task_lies_in_one_image():
 @pytest.mark.parametrize("batch", [1, 5, 128])
 @pytest.mark.parametrize("name,path", STAGED_BLOCKS)
 def test_every_block_against_float64_and_project_v9t(name, path, batch, monkeypatch):
-    from mbconv_helpers import switched_against_float64
-
-    from perfmodel.harness import relative_error
+    from mbconv_helpers import assert_loader_output_kept, switched_against_float64
 
     got, base, names, *_ = switched_against_float64(monkeypatch, name, path, batch, mb.PROJ_V9_SS_SWITCH, "1")
     assert "project_v9s_kernel" in names and "project_v9t_kernel" not in names, names[:600]
-    if path.startswith("features.1."):  # no expand: version 3's kernel 1, whose pool adds with atomics (test_mbconv_v8)
-        assert relative_error(got, base.double()) < 1e-4  # as POOL_ORDER_REL_ERROR in test_mbconv_v8
-    else:  # the same fp32 scales on the same fragments, the same products in the same order
-        assert torch.equal(got, base)
+    assert_loader_output_kept(got, base, path)  # the same fp32 scales on the same fragments
 
 
 @pytest.mark.cuda
@@ -118,17 +112,12 @@ def test_every_block_against_float64_and_project_v9t(name, path, batch, monkeypa
 def test_the_staged_shortcut_against_project_v9t(name, path, batch, monkeypatch):
     """CUDA_KERNELS_PROJ_V9_SX=1: project_v9sx (the shortcut's rows staged as well, where the block has one: the same
     kernel without a shortcut stages none); project_v9t's output bit for bit (1e-4 at the blocks without an expand)."""
-    from mbconv_helpers import switched_against_float64
-
-    from perfmodel.harness import relative_error
+    from mbconv_helpers import assert_loader_output_kept, switched_against_float64
 
     monkeypatch.setenv(mb.PROJ_V9_SX_SWITCH, "1")
     got, base, names, *_ = switched_against_float64(monkeypatch, name, path, batch, mb.PROJ_V9_SS_SWITCH, "1")
     assert "project_v9sx_kernel" in names and "project_v9t_kernel" not in names, names[:600]
-    if path.startswith("features.1."):
-        assert relative_error(got, base.double()) < 1e-4
-    else:
-        assert torch.equal(got, base)
+    assert_loader_output_kept(got, base, path)
 
 
 @pytest.mark.cuda
@@ -180,13 +169,14 @@ def test_which_blocks_have_a_shortcut():
 @pytest.mark.parametrize("batch", [1, 5, 128])
 @pytest.mark.parametrize("name,path", RESIDUAL_BLOCKS)
 def test_the_shortcut_a_task_ahead_against_project_v9t(name, path, batch, monkeypatch):
-    """project_v9sr gives project_v9t's output bit for bit (the same sums; only when the shortcut is loaded moves)."""
-    from mbconv_helpers import switched_against_float64
+    """project_v9sr keeps project_v9t's output (the same sums; only when the shortcut is loaded moves): bit for bit, or
+    within 1e-4 at B2's 1.1 (no expand: kernel 1 pools with atomics)."""
+    from mbconv_helpers import assert_loader_output_kept, switched_against_float64
 
     monkeypatch.setenv(mb.PROJ_V9_RX_SWITCH, "1")
     got, base, names, *_ = switched_against_float64(monkeypatch, name, path, batch, mb.PROJ_V9_SS_SWITCH, "1")
     assert "project_v9sr_kernel" in names and "project_v9t_kernel" not in names, names[:600]
-    assert torch.equal(got, base)
+    assert_loader_output_kept(got, base, path)
 
 
 @pytest.mark.cuda
