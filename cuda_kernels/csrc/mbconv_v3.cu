@@ -660,7 +660,7 @@ __device__ __forceinline__ void project_v9t_body(const Params& p) {
     } else if constexpr (RX) {
       v9_shortcut_load<NT>(p, task + step, g, t, P, res_next);  // past the last task: rows past P, nothing loaded
     } else if constexpr (!SX) {
-      v9_task_start<NT>(p, task, g, t, hw, P, s_lo, s_hi, res);  // the shortcut's loads (s_lo, s_hi unused)
+      v9_shortcut_load<NT>(p, task, g, t, P, res);  // the scales come from the staged rows
     }
     if constexpr (BULK) {
       bf::mbar_wait(bars + 8 * (k & 1), (k >> 1) & 1);  // slot k & 1's (k >> 1)-th copy
