@@ -7,8 +7,9 @@ as cuBLAS's product of the pixels' rows with the weight (``torch.mm``, no bias) 
 applies SiLU and averages each image's rows in fp32 (the product's output is read once, from L2). Under
 torch.compile, Inductor runs the same product and then a Triton reduction for bias + SiLU + mean, 19.3 us at
 EfficientNet-B0's batch 128 (``examples/measurements/mbconv/s19/call2``) for 16 MB it could read in ~4 us; the
-model's ``avgpool`` then averages one pixel. Off until measured (``CUDA_KERNELS_EFFNET_HEAD=1`` turns it on; NOTES.md
-"Session 19: EfficientNet's head").
+model's ``avgpool`` then averages one pixel. On by default since session 21 (B0 -12.5 us measured in
+``examples/measurements/mbconv/s20/call4``); ``CUDA_KERNELS_EFFNET_HEAD=0`` turns it off (NOTES.md "Session 19:
+EfficientNet's head").
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ NOT_A_HEAD = "no EfficientNet head (features[-1] a 1x1 convolution + SiLU, then 
 
 
 def enabled() -> bool:
-    """Whether replace_blocks fuses EfficientNet's head: with ``CUDA_KERNELS_EFFNET_HEAD=1`` (off until measured)."""
-    return _switches.flag(SWITCH, False)
+    """Whether replace_blocks fuses EfficientNet's head: unless ``CUDA_KERNELS_EFFNET_HEAD=0``."""
+    return _switches.flag(SWITCH, True)
 
 
 def _conv(module: nn.Module) -> nn.Conv2d | None:

@@ -126,8 +126,8 @@ def replace_blocks(model: nn.Module) -> BlockSwap:
     becomes a ``FusedEffNetStem`` (effnet_stem.py), counted as "EffNetStem"; where the kernel takes the pair
     (B0, B2; unless ``CUDA_KERNELS_EFFNET_STEM_DW=0``) the stem and the first MBConv become one ``FusedStemMBConv``
     instead (stem_mbconv.py), counted as "StemMBConv" (features.1.0 an identity); a pair it does not take is swapped
-    one by one (counted "StemMBConv": 0, not a fallback: nothing stays in PyTorch for it). With
-    ``CUDA_KERNELS_EFFNET_HEAD=1``, EfficientNet's last layer and its avgpool become one ``FusedEffNetHead``
+    one by one (counted "StemMBConv": 0, not a fallback: nothing stays in PyTorch for it). Unless
+    ``CUDA_KERNELS_EFFNET_HEAD=0``, EfficientNet's last layer and its avgpool become one ``FusedEffNetHead``
     (effnet_head.py), counted as "EffNetHead" (a head the kernel cannot take is a fallback). torchvision's
     ``FusedMBConv`` (EfficientNetV2's first stages) has no kernel yet: each one is listed as a fallback, so that a
     benchmark of efficientnet_v2_s says which of its blocks ran in PyTorch.

@@ -1,5 +1,5 @@
-"""EfficientNet's head with its pool fused (cuda_kernels/effnet_head.py, csrc/effnet_head.cu; CUDA_KERNELS_EFFNET_HEAD=1,
-off until measured): the last 1x1 convolution by cuBLAS without its bias, then one kernel for bias + SiLU + the mean
+"""EfficientNet's head with its pool fused (cuda_kernels/effnet_head.py, csrc/effnet_head.cu; on by default since
+session 21, CUDA_KERNELS_EFFNET_HEAD=0 turns it off): the last 1x1 convolution by cuBLAS without its bias, then one kernel for bias + SiLU + the mean
 over each image's pixels.
 
 CPU: which models have the head (torchvision's EfficientNets B0 / B2 / V2-S; not a ResNet), what the kernel refuses
@@ -73,12 +73,12 @@ class TinyEffNet(nn.Module):  # torchvision's EfficientNet layout, small
 
 
 def test_replace_blocks_counts_the_head_under_its_switch(monkeypatch):
-    monkeypatch.delenv(eh.SWITCH, raising=False)
+    monkeypatch.setenv(eh.SWITCH, "0")
     model = TinyEffNet()
     swap = replace_blocks(model)
-    assert "EffNetHead" not in swap.fused and not isinstance(model.features[0], eh.FusedEffNetHead)  # off by default
-    monkeypatch.setenv(eh.SWITCH, "1")
-    swap = replace_blocks(model)
+    assert "EffNetHead" not in swap.fused and not isinstance(model.features[0], eh.FusedEffNetHead)  # switched off
+    monkeypatch.delenv(eh.SWITCH)
+    swap = replace_blocks(model)  # on by default
     assert swap.fused["EffNetHead"] == 1 and isinstance(model.features[0], eh.FusedEffNetHead)
     odd = TinyEffNet(15)
     swap = replace_blocks(odd)

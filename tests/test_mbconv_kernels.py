@@ -62,7 +62,8 @@ def test_replace_blocks_swaps_every_mbconv_of_efficientnet_b0(monkeypatch):
     monkeypatch.setenv(stem_mbconv.SWITCH, "0")  # block 1.0 as an MBConv, not in one unit with the stem
     net = fold_batchnorm(_model("efficientnet_b0"))
     swap = cuda_kernels.replace_blocks(net)
-    assert swap.fused == {"ConvFirstBlock": 0, "FFN": 0, "MBConv": 16, "EffNetStem": 1} and swap.fallback == {}
+    assert swap.fused == {"ConvFirstBlock": 0, "FFN": 0, "MBConv": 16, "EffNetStem": 1,
+                          "EffNetHead": 1} and swap.fallback == {}
     fused = dict((p, m) for p, m in net.named_modules() if isinstance(m, cuda_kernels.FusedMBConv))
     assert len(fused) == 16 and not any(isinstance(m, MBConv) for m in net.modules())
     # torchvision's B0 table: stages 1..7 with (kernel, stride of the first block, channels out)

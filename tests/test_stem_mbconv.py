@@ -19,6 +19,7 @@ import torchvision
 from torch import nn
 
 import cuda_kernels
+from cuda_kernels import effnet_head as eh
 from cuda_kernels import effnet_stem as es
 from cuda_kernels import stem_mbconv as sm
 from cuda_kernels.stem import conv1_matrix
@@ -73,16 +74,18 @@ def test_replace_blocks_swaps_the_pair_by_default(monkeypatch):
     monkeypatch.delenv(es.SWITCH, raising=False)
     model = _b0()
     swap = cuda_kernels.replace_blocks(model)
-    assert swap.fused == {"ConvFirstBlock": 0, "FFN": 0, "StemMBConv": 1, "MBConv": 15} and not swap.fallback
+    assert swap.fused == {"ConvFirstBlock": 0, "FFN": 0, "StemMBConv": 1, "MBConv": 15, "EffNetHead": 1}
+    assert not swap.fallback
     assert isinstance(model.features[0], sm.FusedStemMBConv) and isinstance(model.features[1][0], nn.Identity)
     assert model.features[0].out_channels == 16
     monkeypatch.setenv(sm.SWITCH, "0")  # the stem alone, then every MBConv
     swap = cuda_kernels.replace_blocks(_b0())
-    assert swap.fused == {"ConvFirstBlock": 0, "FFN": 0, "EffNetStem": 1, "MBConv": 16} and not swap.fallback
+    assert swap.fused == {"ConvFirstBlock": 0, "FFN": 0, "EffNetStem": 1, "MBConv": 16, "EffNetHead": 1}
+    assert not swap.fallback
     monkeypatch.delenv(sm.SWITCH)
     monkeypatch.setenv(es.SWITCH, "0")  # the stem kept in PyTorch: no unit either
     swap = cuda_kernels.replace_blocks(_b0())
-    assert swap.fused == {"ConvFirstBlock": 0, "FFN": 0, "MBConv": 16} and not swap.fallback
+    assert swap.fused == {"ConvFirstBlock": 0, "FFN": 0, "MBConv": 16, "EffNetHead": 1} and not swap.fallback
 
 
 def test_a_pair_the_unit_does_not_take_is_swapped_one_by_one(monkeypatch):
@@ -92,12 +95,14 @@ def test_a_pair_the_unit_does_not_take_is_swapped_one_by_one(monkeypatch):
     monkeypatch.delenv(es.SWITCH, raising=False)
     b3 = _b0("efficientnet_b3")
     swap = cuda_kernels.replace_blocks(b3)
-    assert swap.fused == {"ConvFirstBlock": 0, "FFN": 0, "StemMBConv": 0, "EffNetStem": 1, "MBConv": 26}
+    assert swap.fused == {"ConvFirstBlock": 0, "FFN": 0, "StemMBConv": 0, "EffNetStem": 1, "MBConv": 26,
+                          "EffNetHead": 1}
     assert not swap.fallback and isinstance(b3.features[0], es.FusedEffNetStem)
     monkeypatch.setattr(sm.mb, "DEFAULT_VERSION", 8)
     assert sm.unavailable() == "MBConv version 8 (the unit runs with versions (9, 10, 11))"
     swap = cuda_kernels.replace_blocks(_b0())
-    assert swap.fused == {"ConvFirstBlock": 0, "FFN": 0, "StemMBConv": 0, "EffNetStem": 1, "MBConv": 16}
+    assert swap.fused == {"ConvFirstBlock": 0, "FFN": 0, "StemMBConv": 0, "EffNetStem": 1, "MBConv": 16,
+                          "EffNetHead": 1}
 
 
 def test_the_unit_needs_compute_capability_9(monkeypatch):
@@ -156,6 +161,7 @@ def test_the_check_before_timing_compares_the_unit_with_both_blocks(monkeypatch)
 
     monkeypatch.delenv(sm.SWITCH, raising=False)  # on by default
     monkeypatch.delenv(es.SWITCH, raising=False)
+    monkeypatch.setenv(eh.SWITCH, "0")  # the fused head has no CPU emulation here
     monkeypatch.setattr(sm.FusedStemMBConv, "forward", _emulated_unit)
     monkeypatch.setattr(cuda_kernels.FusedMBConv, "forward", emulated_mbconv)  # the other 15, as test_mbconv_kernels
     from mbconv_helpers import fresh_model
