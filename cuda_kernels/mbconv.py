@@ -256,6 +256,14 @@ def project_v9s_applies(hidden: int, c_out: int, hw: int, staged_shortcut: bool 
             and project_v9t_smem_bytes(hidden, c_out, staged=True, residual=staged_shortcut) <= PROJECT_V9S_MAX_SMEM)
 
 
+def project_v9_runs_ring(hidden: int, c_out: int, hw: int) -> bool:
+    """Whether project_v9 runs its ring of loads in registers (csrc/mbconv_v3.cu project_v9_runs_ring, with the
+    loader switches at their defaults): where it applies and neither project_v9s nor project_v9t fits (B0's 4.1 and
+    4.2, where CUDA_KERNELS_PROJ_WG=ring runs project_wg instead)."""
+    return (project_v9_applies(hidden, c_out) and not project_v9s_applies(hidden, c_out, hw)
+            and project_v9t_smem_bytes(hidden, c_out) > PROJECT_V9T_MAX_SMEM)
+
+
 PROJECT_V10_MODES = ("off", "late", "all", "auto")  # CUDA_KERNELS_PROJ_V10 (csrc/mbconv_v3.cu project_v10_mode)
 PROJECT_V10_BM, PROJECT_V3_STAGES, PROJECT_V3_LD = 64, 4, 40  # kProjV10BM, kProjV3Stages, kProjV3LD
 
@@ -282,7 +290,8 @@ def project_v10_auto(rows: int, c_out: int, sms: int) -> bool:
     return 2 * units < 3 * sms
 
 
-PROJECT_WG_MODES = ("off", "late", "all")  # CUDA_KERNELS_PROJ_WG (csrc/mbconv_proj_wg.cu project_wg_mode)
+PROJECT_WG_MODES = ("off", "late", "all", "ring")  # CUDA_KERNELS_PROJ_WG (csrc/mbconv_proj_wg.cu project_wg_mode)
+PROJECT_WG_SPLIT_SWITCH = "CUDA_KERNELS_PROJ_WG_SPLIT"  # "1": project_wg_sk_kernel (off until measured)
 PROJECT_WG_SWITCH = "CUDA_KERNELS_PROJ_WG"
 PROJECT_WG_OPT_SWITCH = "CUDA_KERNELS_PROJ_WG_OPT"  # csrc/mbconv_proj_wg.cu project_wg_opt: "0".."3"
 PROJECT_WG_OPT_DEFAULT = 1  # kProjWgOptDefault: the fastest in session 15's Nsight Compute runs
@@ -298,17 +307,20 @@ def project_wg_bn(c_out: int) -> int:
     return bn if bn in PROJECT_WG_SHAPES else 0
 
 
-def project_wg_stages(bn: int) -> int:
+def project_wg_stages(bn: int, ks: int = 1) -> int:
     """Pipeline stages of the wgmma projection (csrc/mbconv_proj_wg.cu project_wg_stages): 4, and 3 from bn = 160 on
-    (two CTAs per SM)."""
-    return 3 if bn >= 160 else 4
+    (two CTAs per SM); with the hidden dimension split over ks = 2 warpgroups, each warpgroup's ring: 2 up to bn = 120,
+    else 3."""
+    if ks == 1:
+        return 3 if bn >= 160 else 4
+    return 3 if bn > 120 else 2
 
 
-def project_wg_smem_bytes(bn: int) -> int:
+def project_wg_smem_bytes(bn: int, ks: int = 1) -> int:
     """Shared memory of the wgmma projection (csrc/mbconv_proj_wg.cu project_wg_smem_bytes): 1 KB of alignment slack,
     then per stage B (bn rows of 128 bytes) and A (64 rows of 128 bytes), both in the 128-byte swizzle the tensor
-    memory accelerator writes, and the stage's 8-byte mbarrier."""
-    return 1024 + project_wg_stages(bn) * ((bn + PROJECT_WG_ROWS) * 128 + 8)
+    memory accelerator writes, and the stage's 8-byte mbarrier; ks rings of them."""
+    return 1024 + ks * project_wg_stages(bn, ks) * ((bn + PROJECT_WG_ROWS) * 128 + 8)
 
 
 V8_HALO_MAX = 12  # csrc/mbconv_v8.cuh kV8HaloMax: 8-byte pieces of E's halo rows per thread

@@ -31,7 +31,7 @@ def _constant(name: str) -> int:
 
 def test_mirrors_match_the_source():
     assert (_constant("kProjWgRows"), _constant("kProjWgK")) == (mb.PROJECT_WG_ROWS, mb.PROJECT_WG_K) == (64, 64)
-    assert "return bn >= 160 ? 3 : 4;" in SOURCE  # project_wg_stages
+    assert "return ks == 1 ? (bn >= 160 ? 3 : 4) : (bn > 120 ? 3 : 2);" in SOURCE  # project_wg_stages
     assert "(bn + kProjWgRows) * 128 + 8" in SOURCE  # project_wg_smem_bytes
     built = tuple(int(n) for n in re.findall(r"bn == (\d+)", SOURCE))
     assert built == mb.PROJECT_WG_SHAPES
@@ -43,6 +43,10 @@ def test_mirrors_match_the_source():
         assert str(n) in gen
     assert 'std::getenv("CUDA_KERNELS_PROJ_WG")' in SOURCE and mb.PROJECT_WG_SWITCH == "CUDA_KERNELS_PROJ_WG"
     assert 'std::getenv("CUDA_KERNELS_PROJ_WG_OPT")' in SOURCE and mb.PROJECT_WG_OPT_SWITCH == "CUDA_KERNELS_PROJ_WG_OPT"
+    assert 'std::getenv("CUDA_KERNELS_PROJ_WG_SPLIT")' in SOURCE
+    assert mb.PROJECT_WG_SPLIT_SWITCH == "CUDA_KERNELS_PROJ_WG_SPLIT"
+    modes = re.findall(r'std::strcmp\(v, "(\w+)"\) == 0\) return (\d)', SOURCE)
+    assert [m for m, _ in modes] == list(mb.PROJECT_WG_MODES[1:]) and [int(i) for _, i in modes] == [1, 2, 3]
     assert (_constant("kProjWgPrefetchX"), _constant("kProjWgOverlap")) == (mb.PROJECT_WG_PREFETCH_X, mb.PROJECT_WG_OVERLAP)
     assert _constant("kProjWgOptDefault") == mb.PROJECT_WG_OPT_DEFAULT == 1
     cu = (CSRC / "mbconv.cu").read_text()
@@ -61,6 +65,15 @@ def test_tile_widths_and_shared_memory_by_hand():
     assert mb.project_wg_smem_bytes(80) == 1024 + 4 * (80 * 128 + 64 * 128 + 8) == 74_784
     for n in mb.PROJECT_WG_SHAPES:  # two CTAs per SM (228 KB, 1 KB reserved per CTA); the swizzle's 1024-byte blocks
         assert 2 * (mb.project_wg_smem_bytes(n) + 1024) <= 228 * 1024 and (n * 128) % 1024 == 0
+    # split over two warpgroups: two rings of 2 stages up to bn = 120, of 3 past it
+    assert mb.project_wg_smem_bytes(112, 2) == 1024 + 2 * 2 * (112 * 128 + 64 * 128 + 8) == 91_168
+    assert mb.project_wg_smem_bytes(192, 2) == 1024 + 2 * 3 * (192 * 128 + 64 * 128 + 8) == 197_680
+    for n in mb.PROJECT_WG_SHAPES:
+        smem = mb.project_wg_smem_bytes(n, 2)
+        assert smem + 1024 <= 228 * 1024  # one CTA fits (the reduction's bn / 2 x 128 floats fit in its stages)
+        assert n * 256 <= smem - 1024 - 2 * mb.project_wg_stages(n, 2) * 8
+        if n <= 112:  # __launch_bounds__(256, 2): two CTAs of two warpgroups
+            assert 2 * (smem + 1024) <= 228 * 1024
 
 
 def test_which_blocks_it_serves():
@@ -68,15 +81,22 @@ def test_which_blocks_it_serves():
     from mbconv_helpers import block_of, mbconv_shapes
     from perfmodel.zoo import fold_batchnorm
 
-    late, every = set(), set()
-    for path in mbconv_shapes("efficientnet_b0"):
+    late, ring, every = set(), set(), set()
+    for path, (_, h, w) in mbconv_shapes("efficientnet_b0").items():
         params = mb.block_params(fold_batchnorm(block_of("efficientnet_b0", path)))
+        hw = mb.output_size(h, params.stride) * mb.output_size(w, params.stride)
         if mb.project_wg_bn(params.out_channels):
             every.add(path)
             if not mb.project_v9_applies(params.hidden, params.out_channels):
                 late.add(path)
+            elif mb.project_v9_runs_ring(params.hidden, params.out_channels, hw):
+                ring.add(path)
     assert late == {"features.5.0", "features.5.1", "features.5.2", "features.6.0", "features.6.1", "features.6.2",
                     "features.6.3", "features.7.0"}
+    # ring: also where project_v9's task-staged loaders do not fit: hidden 480 -> 80 at 14 x 14, 77 KB of V and
+    # 8 warps x 2 tasks x 16 rows x 480 halves = 240 KB of rings (4.0's hidden 240 fits: project_v9t)
+    assert ring == {"features.4.1", "features.4.2"}
+    assert mb.project_v9t_smem_bytes(480, 80) > mb.PROJECT_V9T_MAX_SMEM >= mb.project_v9t_smem_bytes(240, 80)
     assert every == set(mbconv_shapes("efficientnet_b0"))
 
 
@@ -93,6 +113,8 @@ def test_compiles_without_spills():
     report = result.stdout + result.stderr
     entries = re.findall(r"Compiling entry function '_ZN2mb17project_wg_kernelILi(\d+)ELi(\d)E", report)
     assert sorted((int(n), int(o)) for n, o in entries) == [(n, o) for n in sorted(mb.PROJECT_WG_SHAPES) for o in range(4)]
+    split = re.findall(r"Compiling entry function '_ZN2mb20project_wg_sk_kernelILi(\d+)E", report)
+    assert sorted(int(n) for n in split) == sorted(mb.PROJECT_WG_SHAPES)
     assert "spill stores" in report and all(" 0 bytes spill stores, 0 bytes spill loads" in line
                                             for line in report.splitlines() if "spill stores" in line)
     assert "Potential Performance Loss" not in report  # ptxas serialising the wgmmas would say so
@@ -129,13 +151,14 @@ def _tma_box(src: np.ndarray, r0: int, c0: int, rows: int) -> np.ndarray:
     return buf
 
 
-def _cta_steps(cta: int, grid_x: int, tiles: int, chunks: int):
-    """The kernel's (tile, chunk) steps for CTA `cta` of `grid_x`: tiles cta, cta + grid_x, ...; each tile's chunks
-    from tile % chunks, wrapping (step_tile, step_chunk)."""
+def _cta_steps(cta: int, grid_x: int, tiles: int, chunks: int, wg: int = 0, ks: int = 1):
+    """The kernel's (tile, chunk) steps for warpgroup `wg` of `ks` in CTA `cta` of `grid_x`: tiles cta, cta + grid_x,
+    ...; of each tile the chunks tile % chunks + wg, + ks, ..., wrapping (step_tile, step_chunk)."""
+    mine = (chunks - wg + ks - 1) // ks
     my_tiles = (tiles - 1 - cta) // grid_x + 1 if cta < tiles else 0
-    for j in range(my_tiles * chunks):
-        tile = cta + (j // chunks) * grid_x
-        c = j % chunks + tile % chunks
+    for j in range(my_tiles * mine):
+        tile = cta + (j // mine) * grid_x
+        c = ks * (j % mine) + wg + tile % chunks
         yield tile, (c if c < chunks else c - chunks)
 
 
@@ -145,7 +168,20 @@ def test_persistent_steps_by_hand():
     assert list(_cta_steps(1, 3, 4, 3)) == [(1, 1), (1, 2), (1, 0)]
     assert list(_cta_steps(2, 3, 4, 3)) == [(2, 2), (2, 0), (2, 1)]
     assert list(_cta_steps(5, 6, 4, 3)) == []  # more CTAs than tiles: none
-    assert "const int c = j % chunks + tile % chunks;" in SOURCE and "blockIdx.x + (j / chunks) * gridDim.x" in SOURCE
+    assert "const int c = KS * (j % mine) + wg + tile % chunks;" in SOURCE
+    assert "blockIdx.x + (j / mine) * gridDim.x" in SOURCE and "const int mine = (chunks - wg + KS - 1) / KS;" in SOURCE
+
+
+def test_split_steps_by_hand():
+    """Two warpgroups, one tile a CTA: tile 3 of 11 chunks (B0's 5.x: 672 / 64 rounded up) from chunk 3; warpgroup 0
+    takes 3, 5, 7, 9, 0, 2 and warpgroup 1 4, 6, 8, 10, 1: every chunk once. One chunk: warpgroup 1 has none."""
+    assert list(_cta_steps(3, 8, 8, 11, wg=0, ks=2)) == [(3, 3), (3, 5), (3, 7), (3, 9), (3, 0), (3, 2)]
+    assert list(_cta_steps(3, 8, 8, 11, wg=1, ks=2)) == [(3, 4), (3, 6), (3, 8), (3, 10), (3, 1)]
+    for tile in range(20):
+        for chunks in (1, 2, 7, 8, 18):
+            got = [c for wg in (0, 1) for _, c in _cta_steps(tile, 20, 20, chunks, wg, 2)]
+            assert sorted(got) == list(range(chunks)), (tile, chunks)
+    assert list(_cta_steps(0, 1, 1, 1, wg=1, ks=2)) == []
 
 
 def emulate_project_wg(d, scale, w_proj, b_proj, x, n_img, hw, hidden, c_out, residual, grid_x):
@@ -344,3 +380,80 @@ def test_options_odd_sizes(path, size, batch, monkeypatch):
     monkeypatch.setenv(mb.PROJECT_WG_SWITCH, "all")
     monkeypatch.setenv(mb.PROJECT_WG_OPT_SWITCH, "3")
     check_b0_at_size(path, size, batch, 11)
+
+
+# ---- the hidden dimension over two warpgroups (CUDA_KERNELS_PROJ_WG_SPLIT=1) and the ring mode ----
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("batch", [1, 5, 128])
+@pytest.mark.parametrize("name,path", _served())
+def test_split_every_shape_it_serves(name, path, batch, monkeypatch):
+    from mbconv_helpers import check_shape
+
+    monkeypatch.setenv(mb.PROJECT_WG_SWITCH, "all")
+    monkeypatch.setenv(mb.PROJECT_WG_SPLIT_SWITCH, "1")
+    check_shape(name, path, batch, 11)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("path,size,batch", [("features.5.1", 11, 3), ("features.6.1", 5, 7), ("features.7.0", 3, 9),
+                                             ("features.4.1", 13, 2), ("features.6.0", 9, 1)])
+def test_split_odd_sizes(path, size, batch, monkeypatch):
+    from mbconv_helpers import check_b0_at_size
+
+    monkeypatch.setenv(mb.PROJECT_WG_SWITCH, "all")
+    monkeypatch.setenv(mb.PROJECT_WG_SPLIT_SWITCH, "1")
+    check_b0_at_size(path, size, batch, 11)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("path,batch", [("features.4.1", 128), ("features.5.1", 128), ("features.6.1", 128),
+                                        ("features.7.0", 128), ("features.6.1", 1), ("features.1.0", 5)])
+def test_split_is_close_to_one_warpgroup(path, batch, monkeypatch):
+    """The split adds each warpgroup's partial sums once at the end: within 5e-4 of one warpgroup's sums, not equal to
+    them where kernel 1 is repeatable at batch 128 (proof that another summation ran), and the profiler names
+    project_wg_sk_kernel<BN> and no other projection."""
+    from mbconv_helpers import b0_prepared, run_profiled
+    from perfmodel.harness import relative_error
+
+    params, weights, x = b0_prepared(path, batch)
+    monkeypatch.setenv(mb.PROJECT_WG_SWITCH, "all")
+    monkeypatch.delenv(mb.PROJECT_WG_SPLIT_SWITCH, raising=False)
+    base = mb.mbconv(x, params, weights, version=11)
+    monkeypatch.setenv(mb.PROJECT_WG_SPLIT_SWITCH, "1")
+    got, names = run_profiled(x, params, weights, base, 11)
+    bn = mb.project_wg_bn(params.out_channels)
+    assert re.search(rf"project_wg_sk_kernel<{bn}>", names), names[:600]
+    assert not re.search(r"project_wg_kernel<|project_v\d+\w*_kernel", names), names[:600]
+    assert relative_error(got, base.double()) < 5e-4
+    repeatable = not mb.kernel1_v9_takes_v3(params.kernel_size, params.stride, got.shape[2], got.shape[3])
+    if batch == 128 and repeatable:
+        assert not torch.equal(got, base)
+
+
+@pytest.mark.cuda
+def test_ring_mode_takes_the_ring_blocks_only(monkeypatch):
+    """CUDA_KERNELS_PROJ_WG=ring: project_wg at 4.1 (project_v9's ring there), with "all"'s bits (the same kernel);
+    4.0 keeps project_v9t (its task-staged loader fits)."""
+    from mbconv_helpers import b0_prepared, run_profiled
+
+    params, weights, x = b0_prepared("features.4.1", 128)
+    monkeypatch.setenv(mb.PROJECT_WG_SWITCH, "all")
+    base = mb.mbconv(x, params, weights, version=11)
+    monkeypatch.setenv(mb.PROJECT_WG_SWITCH, "ring")
+    got, names = run_profiled(x, params, weights, base, 11)
+    assert "project_wg_kernel<80, 1>" in names and "project_v9" not in names, names[:600]
+    assert torch.equal(got, base)
+    params, weights, x = b0_prepared("features.4.0", 128)
+    _, names = run_profiled(x, params, weights, mb.mbconv(x, params, weights, version=11), 11)
+    assert "project_v9t_kernel" in names and "project_wg" not in names, names[:600]
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("switches", [{"CUDA_KERNELS_PROJ_WG": "ring"}, {"CUDA_KERNELS_PROJ_WG_SPLIT": "1"},
+                                      {"CUDA_KERNELS_PROJ_WG": "ring", "CUDA_KERNELS_PROJ_WG_SPLIT": "1"}])
+def test_efficientnet_b0_with_the_split_and_ring(switches, monkeypatch):
+    from mbconv_helpers import check_fused_b0
+
+    info = check_fused_b0(monkeypatch, switches, {"StemMBConv": 1, "MBConv": 15}, 16)
+    assert all(info["switches"].get(k) == v for k, v in switches.items())

@@ -32,13 +32,18 @@ namespace mb {
 constexpr int kProjWgRows = 64, kProjWgK = 64;
 constexpr int kProjWgThreads = 128;
 
-// Stages: 4, and 3 from BN = 160 on, so that two CTAs fit on an SM (the late blocks have few row tiles).
-__host__ __device__ constexpr int project_wg_stages(int bn) { return bn >= 160 ? 3 : 4; }
+// Stages: 4, and 3 from BN = 160 on, so that two CTAs fit on an SM (the late blocks have few row tiles). With the
+// hidden dimension split over KS = 2 warpgroups (project_wg_sk_kernel), each warpgroup's own ring: 2 stages up to
+// BN = 120 (two CTAs an SM), else 3 (one CTA an SM).
+__host__ __device__ constexpr int project_wg_stages(int bn, int ks = 1) {
+  return ks == 1 ? (bn >= 160 ? 3 : 4) : (bn > 120 ? 3 : 2);
+}
 
 // Shared memory (cuda_kernels/mbconv.py project_wg_smem_bytes mirrors it): 1 KB of alignment slack, the stages
-// (B: BN rows of 128 bytes, then A: 64 rows of 128 bytes; 1024-aligned for the swizzle), one 8-byte mbarrier each.
-__host__ __device__ constexpr int project_wg_smem_bytes(int bn) {
-  return 1024 + project_wg_stages(bn) * ((bn + kProjWgRows) * 128 + 8);
+// (B: BN rows of 128 bytes, then A: 64 rows of 128 bytes; 1024-aligned for the swizzle), one 8-byte mbarrier each;
+// KS rings of them.
+__host__ __device__ constexpr int project_wg_smem_bytes(int bn, int ks = 1) {
+  return 1024 + ks * project_wg_stages(bn, ks) * ((bn + kProjWgRows) * 128 + 8);
 }
 
 // The output tile width for C_out: C_out itself up to 256, else half of it (a multiple of 8); 0 where no wgmma shape
@@ -82,25 +87,33 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[BN / 2], const uint32_t (&a)
 //     run (A double-buffered in registers); one wgmma group in flight across the preparation.
 constexpr int kProjWgPrefetchX = 1, kProjWgOverlap = 2;
 
-template <int BN, int OPT>
-__global__ void __launch_bounds__(kProjWgThreads)
-    project_wg_kernel(const Params p, const __grid_constant__ CUtensorMap tm_d,
-                      const __grid_constant__ CUtensorMap tm_w) {
+// The kernel's body for KS warpgroups. KS = 1: project_wg_kernel. KS = 2 (project_wg_sk_kernel, OPT without
+// kProjWgOverlap, one row tile per CTA): warpgroup g takes the tile's chunks g, g + 2, ... through its own ring of
+// stages and mbarriers (a named barrier per warpgroup where KS = 1 has __syncthreads), so that each warpgroup's chain
+// of chunk steps is half as long; at the end each warpgroup hands the other the accumulators of the other's half of
+// the column groups through shared memory (the stages, free by then), adds the other's partial sums for its own half
+// (fp32: the two halves' sums added once, so close to KS = 1's values, not bitwise) and stores that half.
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  constexpr int S = project_wg_stages(BN), B_BYTES = BN * 128, STAGE = B_BYTES + kProjWgRows * 128;
+template <int BN, int OPT, int KS>
+__device__ __forceinline__ void project_wg_body(const Params& p, const CUtensorMap& tm_d, const CUtensorMap& tm_w) {
+  static_assert(KS == 1 || (KS == 2 && (OPT & kProjWgOverlap) == 0), "the split runs the plain chunk loop");
+  constexpr int S = project_wg_stages(BN, KS), B_BYTES = BN * 128, STAGE = B_BYTES + kProjWgRows * 128;
   extern __shared__ __align__(16) uint8_t smem_raw[];
-  const uint32_t base = (smem_addr(smem_raw) + 1023) & ~1023u;  // stage s: B at base + s STAGE, A after it
-  const uint32_t bars = base + S * STAGE;                       // stage s's mbarrier at bars + 8 s
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int tid_cta = threadIdx.x, wg = KS == 1 ? 0 : tid_cta / kProjWgThreads;
+  const int tid = KS == 1 ? tid_cta : tid_cta % kProjWgThreads, lane = tid & 31, warp = tid >> 5;
+  const uint32_t smem0 = (smem_addr(smem_raw) + 1023) & ~1023u;
+  // warpgroup wg's ring: stage s's B at base + s STAGE, A after it; its mbarrier at bars + 8 s (after every ring)
+  const uint32_t base = smem0 + wg * S * STAGE, bars = smem0 + KS * S * STAGE + wg * 8 * S;
   const int HW = p.Ho * p.Wo, P = p.N * HW;
   const int tiles = (P + kProjWgRows - 1) / kProjWgRows, n0 = blockIdx.y * BN;
   const int chunks = (p.hidden + kProjWgK - 1) / kProjWgK;
+  const int mine = (chunks - wg + KS - 1) / KS;  // chunks of a tile that this warpgroup computes
   const int my_tiles = blockIdx.x < tiles ? (tiles - 1 - blockIdx.x) / gridDim.x + 1 : 0;
-  const int steps = my_tiles * chunks;  // (tile, chunk) steps of this CTA
-  // step j: this CTA's tile j / chunks, its chunk (j + tile) % chunks
-  auto step_tile = [&](int j) { return blockIdx.x + (j / chunks) * gridDim.x; };
+  const int steps = my_tiles * mine;  // (tile, chunk) steps of this warpgroup
+  // step j: this CTA's tile j / mine, its chunk (KS (j % mine) + wg + tile) % chunks
+  auto step_tile = [&](int j) { return blockIdx.x + (j / mine) * gridDim.x; };
   auto step_chunk = [&](int j, int tile) {
-    const int c = j % chunks + tile % chunks;
+    const int c = KS * (j % mine) + wg + tile % chunks;
     return c < chunks ? c : c - chunks;
   };
   if (tid == 0) {
@@ -160,8 +173,9 @@ __global__ void __launch_bounds__(kProjWgThreads)
         sc[kk][3] = __ldg(reinterpret_cast<const float2*>(s_hi + khi));
       }
     };
-    const int c0 = t % chunks;  // this tile's first chunk
-    auto chunk_after = [&](int i) { return c0 + i < chunks ? c0 + i : c0 + i - chunks; };  // the tile's i-th chunk
+    const int c0 = t % chunks + wg;  // this warpgroup's first chunk of the tile (c0 < 2 chunks)
+    // the warpgroup's i-th chunk of the tile
+    auto chunk_after = [&](int i) { return c0 + KS * i < chunks ? c0 + KS * i : c0 + KS * i - chunks; };
     // A of the chunk in `stage`: ldmatrix into wgmma's register layout, scaled by sc
     auto prepare = [&](uint32_t (&a)[4][4], uint32_t stage) {
 #pragma unroll
@@ -180,7 +194,8 @@ __global__ void __launch_bounds__(kProjWgThreads)
     };
     // after step j's wgmmas completed: every warp's reads of its stage done, refill it with step j + S
     auto release = [&](int slot) {
-      __syncthreads();
+      if constexpr (KS == 1) __syncthreads();
+      else bf::named_barrier_sync(1 + wg, kProjWgThreads);
       if (tid == 0 && j + S < steps) {
         const uint32_t bar = bars + 8 * slot, stage = base + slot * STAGE;
         const int tn = step_tile(j + S), cn = step_chunk(j + S, tn);
@@ -189,17 +204,18 @@ __global__ void __launch_bounds__(kProjWgThreads)
         bf::tma_load_2d(stage + B_BYTES, &tm_d, cn * kProjWgK, tn * kProjWgRows, bar);
       }
     };
-    load_scales(c0);
+    if (KS == 1) load_scales(c0);
+    else if (mine > 0) load_scales(chunk_after(0));  // (c0 may be chunks there)
 #pragma unroll
     for (int i = 0; i < BN / 2; ++i) acc[i] = 0.f;
     if constexpr ((OPT & kProjWgOverlap) == 0) {
-      for (int i = 0; i < chunks; ++i, ++j) {
+      for (int i = 0; i < mine; ++i, ++j) {
         const int slot = j % S;
         const uint32_t stage = base + slot * STAGE;
         bf::mbar_wait(bars + 8 * slot, (j / S) & 1);
         uint32_t a[4][4];
         prepare(a, stage);
-        if (i + 1 < chunks) load_scales(chunk_after(i + 1));  // during the MMAs
+        if (i + 1 < mine) load_scales(chunk_after(i + 1));  // during the MMAs
         bf::fence_registers(a);
         issue(a, stage);
         bf::wgmma_wait<0>();  // before a[] and this stage are reused
@@ -240,7 +256,20 @@ __global__ void __launch_bounds__(kProjWgThreads)
     // stores: G = 1 with plain loads, or 8 with kProjWgPrefetchX (read-only loads, which the compiler may also move
     // above earlier stores)
     constexpr bool kPrefetch = (OPT & kProjWgPrefetchX) != 0;
-    constexpr int G = kPrefetch ? 8 : 1;
+    constexpr int G = kPrefetch ? (KS == 1 ? 8 : 4) : 1;
+    // KS = 2: warpgroup 0 stores column groups nb < BN / 16, warpgroup 1 the rest
+    auto owns = [&](int nb) { return KS == 1 || (nb < BN / 16) == (wg == 0); };
+    if constexpr (KS == 2) {  // (one tile per CTA: every stage's copy was waited on, the rings are free)
+      float* red = reinterpret_cast<float*>(smem_raw + (smem0 - smem_addr(smem_raw)));  // [BN / 2][128]
+      __syncthreads();  // both warpgroups' MMAs done and their stage reads finished
+#pragma unroll
+      for (int i = 0; i < BN / 2; ++i)
+        if (!owns(i / 4)) red[i * kProjWgThreads + tid] = acc[i];
+      __syncthreads();
+#pragma unroll
+      for (int i = 0; i < BN / 2; ++i)
+        if (owns(i / 4)) acc[i] += red[i * kProjWgThreads + tid];
+    }
 #pragma unroll
     for (int g0 = 0; g0 < BN / 8; g0 += G) {
       __half2 xr[G][2];
@@ -251,13 +280,14 @@ __global__ void __launch_bounds__(kProjWgThreads)
           const int row = h ? r_hi : r_lo, col = n0 + (g0 + g) * 8 + 2 * q;
           const __half2* x = reinterpret_cast<const __half2*>(p.x + (size_t)row * p.C_out + col);
           xr[g][h] = __float2half2_rn(0.f);
-          if (g0 + g < BN / 8 && p.residual && row < P)  // stride 1 and C_in == C_out: x has out's layout
+          if (g0 + g < BN / 8 && owns(g0 + g) && p.residual && row < P)  // stride 1, C_in == C_out: out's layout
             xr[g][h] = kPrefetch ? __ldg(x) : *x;
         }
 #pragma unroll
       for (int g = 0; g < G; ++g) {
         const int nb = g0 + g;
         if (nb >= BN / 8) break;
+        if (!owns(nb)) continue;
         const int col = n0 + nb * 8 + 2 * q;
         const float2 bias = __ldg(reinterpret_cast<const float2*>(p.b_proj + col));
 #pragma unroll
@@ -271,16 +301,39 @@ __global__ void __launch_bounds__(kProjWgThreads)
       }
     }
   }
+}
+#endif
+
+template <int BN, int OPT>
+__global__ void __launch_bounds__(kProjWgThreads)
+    project_wg_kernel(const Params p, const __grid_constant__ CUtensorMap tm_d,
+                      const __grid_constant__ CUtensorMap tm_w) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  project_wg_body<BN, OPT, 1>(p, tm_d, tm_w);
 #endif
 }
 
-template <int BN, int OPT>
-cudaError_t launch_project_wg_opt(const Params& p, cudaStream_t stream, bool pdl) {
-  static DeviceSlots slots;
-  static bool sm90[kMaxDevices] = {};
-  const auto kernel = project_wg_kernel<BN, OPT>;
+// The hidden dimension split over two warpgroups (project_wg_body, KS = 2), one row tile per CTA
+// (CUDA_KERNELS_PROJ_WG_SPLIT=1, off until measured). project_wg_kernel's time is each tile's serial chain of chunk
+// steps (s21 call 1: 5.1 26.6 us with warps active 10% and issue 22%, 392 tiles on 264 CTAs of one warpgroup; 6.1 20.5
+// us, 98 tiles, one warp per scheduler); here each warpgroup's chain is half as long, and up to BN = 112 two CTAs of
+// two warpgroups fit an SM (128 registers, 2 stages a ring): twice the warps at 5.x, at 6.x on the same 98 SMs.
+template <int BN>
+__global__ void __launch_bounds__(2 * kProjWgThreads, BN <= 112 ? 2 : 1)
+    project_wg_sk_kernel(const Params p, const __grid_constant__ CUtensorMap tm_d,
+                         const __grid_constant__ CUtensorMap tm_w) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  project_wg_body<BN, kProjWgPrefetchX, 2>(p, tm_d, tm_w);
+#endif
+}
+
+// One launcher for both kernels: persistent (project_wg_kernel: at most as many CTAs as fit at once, each looping over
+// row tiles) or one row tile per CTA (project_wg_sk_kernel, whose reduction reuses the stages).
+template <typename Kernel>
+cudaError_t launch_wg(Kernel kernel, DeviceSlots& slots, bool (&sm90)[kMaxDevices], int bn, int smem, int threads,
+                      bool persistent, const Params& p, cudaStream_t stream, bool pdl) {
   int dev = 0;
-  cudaError_t err = prepare(kernel, slots, project_wg_smem_bytes(BN), kProjWgThreads, dev);
+  cudaError_t err = prepare(kernel, slots, smem, threads, dev);
   if (err != cudaSuccess) return err;
   if (!sm90[dev]) {  // the kernel's body exists for sm_90a only (wgmma); elsewhere it would do nothing
     int major = 0, minor = 0;
@@ -294,16 +347,31 @@ cudaError_t launch_project_wg_opt(const Params& p, cudaStream_t stream, bool pdl
   CUtensorMap tm_d, tm_w;  // encoded on the host at each call (D moves between calls); passed by value
   err = tmap::half_2d_sw128(&tm_d, p.d, P, p.hidden, p.hidden, kProjWgRows, kProjWgK);
   if (err == cudaSuccess)
-    err = tmap::half_2d_sw128(&tm_w, p.w_proj, p.C_out, p.hk_pad, p.hk_pad, BN, kProjWgK);
+    err = tmap::half_2d_sw128(&tm_w, p.w_proj, p.C_out, p.hk_pad, p.hk_pad, bn, kProjWgK);
   if (err != cudaSuccess) return err;
-  const int tiles = (P + kProjWgRows - 1) / kProjWgRows, col_tiles = p.C_out / BN;
-  // persistent: at most as many CTAs as fit at once (each loops over row tiles)
+  const int tiles = (P + kProjWgRows - 1) / kProjWgRows, col_tiles = p.C_out / bn;
   const int fit = std::max(1, slots.ctas_per_sm[dev] * slots.sms[dev] / col_tiles);
-  const dim3 grid(std::min(tiles, fit), col_tiles);
+  const dim3 grid(persistent ? std::min(tiles, fit) : tiles, col_tiles);
   if (pdl && pdl::device_supports(dev))
-    return pdl::launch(kernel, grid, dim3(kProjWgThreads), project_wg_smem_bytes(BN), stream, p, tm_d, tm_w);
-  kernel<<<grid, kProjWgThreads, project_wg_smem_bytes(BN), stream>>>(p, tm_d, tm_w);
+    return pdl::launch(kernel, grid, dim3(threads), smem, stream, p, tm_d, tm_w);
+  kernel<<<grid, threads, smem, stream>>>(p, tm_d, tm_w);
   return cudaGetLastError();
+}
+
+template <int BN, int OPT>
+cudaError_t launch_project_wg_opt(const Params& p, cudaStream_t stream, bool pdl) {
+  static DeviceSlots slots;
+  static bool sm90[kMaxDevices] = {};
+  return launch_wg(project_wg_kernel<BN, OPT>, slots, sm90, BN, project_wg_smem_bytes(BN), kProjWgThreads, true, p,
+                   stream, pdl);
+}
+
+template <int BN>
+cudaError_t launch_project_wg_sk(const Params& p, cudaStream_t stream, bool pdl) {
+  static DeviceSlots slots;
+  static bool sm90[kMaxDevices] = {};
+  return launch_wg(project_wg_sk_kernel<BN>, slots, sm90, BN, project_wg_smem_bytes(BN, 2), 2 * kProjWgThreads, false,
+                   p, stream, pdl);
 }
 
 // CUDA_KERNELS_PROJ_WG_OPT=0..3 (read at every call): the kernel's OPT bits. 1 by default: measured the fastest
@@ -314,8 +382,16 @@ int project_wg_opt() {
   return v != nullptr && v[0] >= '0' && v[0] <= '3' && v[1] == '\0' ? v[0] - '0' : kProjWgOptDefault;
 }
 
+// CUDA_KERNELS_PROJ_WG_SPLIT=1 (read at every call; off until measured): project_wg_sk_kernel, the hidden dimension
+// split over two warpgroups, instead of project_wg_kernel<BN, OPT>.
+bool project_wg_split() {
+  const char* v = std::getenv("CUDA_KERNELS_PROJ_WG_SPLIT");
+  return v != nullptr && std::strcmp(v, "1") == 0;
+}
+
 template <int BN>
 cudaError_t launch_project_wg_bn(const Params& p, cudaStream_t stream, bool pdl) {
+  if (project_wg_split()) return launch_project_wg_sk<BN>(p, stream, pdl);
   switch (project_wg_opt()) {
     case 1: return launch_project_wg_opt<BN, 1>(p, stream, pdl);
     case 2: return launch_project_wg_opt<BN, 2>(p, stream, pdl);
@@ -324,20 +400,23 @@ cudaError_t launch_project_wg_bn(const Params& p, cudaStream_t stream, bool pdl)
   }
 }
 
-// CUDA_KERNELS_PROJ_WG=off|late|all (read at every call; late by default in version 11, else off): the projection of
-// versions 9-11 on warpgroup MMAs where project_wg_bn has a shape and (late) project_v9 does not apply, or (all)
-// everywhere it has one. 0 off, 1 late, 2 all.
+// CUDA_KERNELS_PROJ_WG=off|late|all|ring (read at every call; late by default in version 11, else off): the
+// projection of versions 9-11 on warpgroup MMAs where project_wg_bn has a shape and (late) project_v9 does not apply,
+// (ring) late or project_v9 would run its ring of loads in registers (B0's 4.1 / 4.2: 45 us in s19 call 2 against
+// 27 us for 5.1's project_wg with a larger D), or (all) everywhere it has one. 0 off, 1 late, 2 all, 3 ring.
 int project_wg_mode(bool v11) {
   const char* v = std::getenv("CUDA_KERNELS_PROJ_WG");
   if (v == nullptr) return v11 ? 1 : 0;
   if (std::strcmp(v, "late") == 0) return 1;
   if (std::strcmp(v, "all") == 0) return 2;
+  if (std::strcmp(v, "ring") == 0) return 3;
   return 0;
 }
 
 bool project_wg_applies(const Params& p, int mode) {
   if (mode == 0 || project_wg_bn(p.C_out) == 0 || p.hidden % 8 || p.hidden < 8 || p.hk_pad % 8) return false;
-  return mode == 2 || !project_v9_applies(p.hidden, p.C_out);
+  if (mode == 2 || !project_v9_applies(p.hidden, p.C_out)) return true;
+  return mode == 3 && project_v9_runs_ring(p);
 }
 
 cudaError_t launch_project_wg(const Params& p, cudaStream_t stream, bool pdl) {

@@ -933,27 +933,39 @@ bool project_v9s_runs(const Params& p) {
              kProjV9SMaxSmem;
 }
 
+bool project_v9_bulk_requested() {  // "1": the bulk-copy loader (off: measured +0.4 us on B0 in s20 call 1)
+  const char* v = std::getenv("CUDA_KERNELS_PROJ_V9_BULK");
+  return v != nullptr && std::strcmp(v, "1") == 0;
+}
+
 template <int NT>
 cudaError_t launch_project_v9_nt(const Params& p, cudaStream_t stream, bool pdl) {
-  // the task-staged loader where it fits (B0 2.347 ms against the ring's 2.406, examples/measurements/mbconv/v9/call3);
-  // CUDA_KERNELS_PROJ_V9_LOAD=ring keeps the ring of loads in registers
-  const char* load = std::getenv("CUDA_KERNELS_PROJ_V9_LOAD");
-  const bool ring = load != nullptr && std::strcmp(load, "ring") == 0;
-  const char* bulk_env = std::getenv("CUDA_KERNELS_PROJ_V9_BULK");  // "1": the bulk-copy loader (off until measured)
-  const bool bulk = bulk_env != nullptr && std::strcmp(bulk_env, "1") == 0;
-  if (!ring && !bulk && project_v9s_runs(p)) {
-    if (project_v9sx_requested()) return launch_project_v9s_nt<NT, true>(p, stream, pdl);
-    if (project_v9sr_requested() && p.residual) return launch_project_v9sr_nt<NT>(p, stream, pdl);
-    return launch_project_v9s_nt<NT, false>(p, stream, pdl);
-  }
-  if (!ring && project_v9t_smem_bytes(p.hidden, p.C_out, bulk) <= kProjV9TMaxSmem)
+  const bool bulk = project_v9_bulk_requested();
+  if (!project_v9_runs_ring(p)) {
+    if (!bulk && project_v9s_runs(p)) {
+      if (project_v9sx_requested()) return launch_project_v9s_nt<NT, true>(p, stream, pdl);
+      if (project_v9sr_requested() && p.residual) return launch_project_v9sr_nt<NT>(p, stream, pdl);
+      return launch_project_v9s_nt<NT, false>(p, stream, pdl);
+    }
     return bulk ? launch_project_v9t_nt<NT, true>(p, stream, pdl) : launch_project_v9t_nt<NT, false>(p, stream, pdl);
+  }
   const char* depth = std::getenv("CUDA_KERNELS_PROJ_V9_DEPTH");
   if (depth != nullptr && std::strcmp(depth, "16") == 0) return launch_project_v9_nt_depth<NT, 16>(p, stream, pdl);
   return launch_project_v9_nt_depth<NT, kProjV9Depth>(p, stream, pdl);
 }
 
 }  // namespace
+
+// Whether project_v9 runs its ring of loads in registers (project_v9_kernel): where the task-staged loaders
+// (project_v9s / v9t) do not fit, or with CUDA_KERNELS_PROJ_V9_LOAD=ring. They fit where the ring lost (B0 2.347 ms
+// against the ring's 2.406, examples/measurements/mbconv/v9/call3).
+bool project_v9_runs_ring(const Params& p) {
+  const char* load = std::getenv("CUDA_KERNELS_PROJ_V9_LOAD");
+  if (load != nullptr && std::strcmp(load, "ring") == 0) return true;
+  const bool bulk = project_v9_bulk_requested();
+  if (!bulk && project_v9s_runs(p)) return false;
+  return project_v9t_smem_bytes(p.hidden, p.C_out, bulk) > kProjV9TMaxSmem;
+}
 
 bool project_bulk_applies(int hidden, int hk_pad, int c_out) {
   return hidden % 16 == 0 && project_bulk_smem_bytes(hidden, hk_pad, project_v3_bn(c_out)) <= kProjBulkMaxSmem;
