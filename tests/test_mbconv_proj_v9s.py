@@ -45,7 +45,7 @@ def test_the_switch_and_its_dispatch():
     assert 'const char* v = std::getenv("CUDA_KERNELS_PROJ_V9_SS");' in SOURCE
     assert "return (v == nullptr || std::strcmp(v, \"0\") != 0) && (p.Ho * p.Wo) % 16 == 0 &&" in SOURCE
     assert "if (project_v9sx_requested()) return launch_project_v9s_nt<NT, true>(p, stream, pdl);" in SOURCE
-    assert "if (!ring && !bulk && project_v9s_runs(p)) {" in SOURCE
+    assert "if (!project_v9_runs_ring(p)) {\n    if (!bulk && project_v9s_runs(p)) {" in SOURCE
     assert mb.PROJ_V9_SX_SWITCH == "CUDA_KERNELS_PROJ_V9_SX" and 'std::getenv("CUDA_KERNELS_PROJ_V9_SX");' in SOURCE
     assert "const auto kernel = SX ? project_v9sx_kernel<NT> : project_v9s_kernel<NT>;" in SOURCE
     assert "project_v9s_kernel(const Params p) {  // the staged scale rows\n  project_v9t_body<NT, false, true>(p);" in SOURCE
