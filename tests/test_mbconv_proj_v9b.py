@@ -44,7 +44,7 @@ BULK_BLOCKS = [(name, path) for name, path in DISTINCT if runs_v9b(*block_widths
 def test_the_switch_and_its_dispatch():
     assert mb.PROJ_V9_BULK_SWITCH == "CUDA_KERNELS_PROJ_V9_BULK"
     assert 'std::getenv("CUDA_KERNELS_PROJ_V9_BULK");' in SOURCE
-    assert 'const bool bulk = bulk_env != nullptr && std::strcmp(bulk_env, "1") == 0;' in SOURCE
+    assert "const bool bulk = project_v9_bulk_requested();" in SOURCE  # the launcher and project_v9_runs_ring
     assert "return bulk ? launch_project_v9t_nt<NT, true>(p, stream, pdl) : launch_project_v9t_nt<NT, false>" in SOURCE
     assert "const auto kernel = BULK ? project_v9b_kernel<NT> : project_v9t_kernel<NT>;" in SOURCE
     # the default kernel keeps its name and body: project_v9t_body<NT, false>
