@@ -92,8 +92,10 @@ def test_efficientnet_v2s_fusedmbconv_blocks_are_listed_as_fallbacks():
 def test_unfolded_and_training_blocks_fall_back_with_their_reason():
     net = _model("efficientnet_b0")
     swap = cuda_kernels.replace_blocks(copy.deepcopy(net))
-    assert swap.fused["MBConv"] == swap.fused["EffNetStem"] == 0 and len(swap.fallback) == 16 + 1  # + the stem
+    assert swap.fused["MBConv"] == swap.fused["EffNetStem"] == swap.fused["EffNetHead"] == 0
+    assert len(swap.fallback) == 16 + 2  # + the stem and the head
     assert swap.fallback.pop("features.0") == "not in inference form (fold batchnorm first)"
+    assert swap.fallback.pop("features.8") == "not in inference form (fold batchnorm first)"
     assert set(swap.fallback.values()) == {"depthwise: not in inference form (fold batchnorm first)",
                                            "expand: not in inference form (fold batchnorm first)"}
     block = fold_batchnorm(net.features[2][1]).train()
