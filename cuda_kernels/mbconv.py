@@ -46,8 +46,9 @@ from cuda_kernels import _pdl
 # kernel 1's options on by default: items of 2 images where a band is the whole image (CUDA_KERNELS_K1_IMAGES=1 turns
 # it off) and the depthwise's taps summed in packed fp16 from zero, the bias added in fp32 (CUDA_KERNELS_K1_HFMA2=0
 # turns it off); examples/measurements/mbconv/s13/. 11 (NOTES.md, "The projection on warpgroup MMAs, measured") is
-# version 10 with the projection on Hopper warpgroup MMAs where project_v9 does not apply (from stage 5 on in B0;
-# tensor-memory-accelerator loads, csrc/mbconv_proj_wg.cu; CUDA_KERNELS_PROJ_WG=off|all changes it) and version 3's
+# version 10 with the projection on Hopper warpgroup MMAs where project_v9 does not apply or would run its ring of loads
+# (from stage 4's second block on in B0; tensor-memory-accelerator loads, csrc/mbconv_proj_wg.cu; CUDA_KERNELS_PROJ_WG=
+# off|late|all changes it; over two warpgroups where its tiles are at most the SMs, CUDA_KERNELS_PROJ_WG_SPLIT) and version 3's
 # kernel 1 (features.1.0, 7.0) with its depthwise in HFMA2 (CUDA_KERNELS_K1_V3_HFMA2=0 turns it off);
 # examples/measurements/mbconv/s14/.
 VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11)
@@ -291,7 +292,14 @@ def project_v10_auto(rows: int, c_out: int, sms: int) -> bool:
 
 
 PROJECT_WG_MODES = ("off", "late", "all", "ring")  # CUDA_KERNELS_PROJ_WG (csrc/mbconv_proj_wg.cu project_wg_mode)
-PROJECT_WG_SPLIT_SWITCH = "CUDA_KERNELS_PROJ_WG_SPLIT"  # "1": project_wg_sk_kernel (off until measured)
+PROJECT_WG_DEFAULT_MODE = "ring"  # version 11's, since session 21 (project_wg_mode)
+PROJECT_WG_SPLIT_SWITCH = "CUDA_KERNELS_PROJ_WG_SPLIT"  # 0 | 1 | auto (the default): project_wg_sk_kernel
+
+
+def project_wg_splits(rows: int, c_out: int, sms: int) -> bool:
+    """Whether project_wg runs over two warpgroups under CUDA_KERNELS_PROJ_WG_SPLIT=auto (csrc/mbconv_proj_wg.cu
+    project_wg_split): where its 64-row tiles times its column tiles are at most the SMs."""
+    return -(-rows // PROJECT_WG_ROWS) * (c_out // project_wg_bn(c_out)) <= sms
 PROJECT_WG_SWITCH = "CUDA_KERNELS_PROJ_WG"
 PROJECT_WG_OPT_SWITCH = "CUDA_KERNELS_PROJ_WG_OPT"  # csrc/mbconv_proj_wg.cu project_wg_opt: "0".."3"
 PROJECT_WG_OPT_DEFAULT = 1  # kProjWgOptDefault: the fastest in session 15's Nsight Compute runs

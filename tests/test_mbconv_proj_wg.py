@@ -1,5 +1,6 @@
-"""The MBConv projection on Hopper warpgroup MMAs (csrc/mbconv_proj_wg.cu; CUDA_KERNELS_PROJ_WG=off|late|all, off by
-default until measured; NOTES.md, "The projection on warpgroup MMAs").
+"""The MBConv projection on Hopper warpgroup MMAs (csrc/mbconv_proj_wg.cu; CUDA_KERNELS_PROJ_WG=off|late|all|ring, ring
+in version 11; CUDA_KERNELS_PROJ_WG_SPLIT=0|1|auto, auto: over two warpgroups where its tiles are at most the SMs;
+NOTES.md, "The projection on warpgroup MMAs" and "Session 21").
 
 CPU: the Python mirrors against the source's constants and literal arithmetic, which blocks of B0 / B2 it serves,
 ptxas (no spills, the wgmma shapes present), and the kernel transliterated in float64: every CTA's chunks as the
@@ -45,12 +46,14 @@ def test_mirrors_match_the_source():
     assert 'std::getenv("CUDA_KERNELS_PROJ_WG_OPT")' in SOURCE and mb.PROJECT_WG_OPT_SWITCH == "CUDA_KERNELS_PROJ_WG_OPT"
     assert 'std::getenv("CUDA_KERNELS_PROJ_WG_SPLIT")' in SOURCE
     assert mb.PROJECT_WG_SPLIT_SWITCH == "CUDA_KERNELS_PROJ_WG_SPLIT"
+    assert "return tiles * (p.C_out / bn) <= sms[dev];" in SOURCE  # project_wg_splits mirrors it
     modes = re.findall(r'std::strcmp\(v, "(\w+)"\) == 0\) return (\d)', SOURCE)
     assert [m for m, _ in modes] == list(mb.PROJECT_WG_MODES[1:]) and [int(i) for _, i in modes] == [1, 2, 3]
     assert (_constant("kProjWgPrefetchX"), _constant("kProjWgOverlap")) == (mb.PROJECT_WG_PREFETCH_X, mb.PROJECT_WG_OVERLAP)
     assert _constant("kProjWgOptDefault") == mb.PROJECT_WG_OPT_DEFAULT == 1
     cu = (CSRC / "mbconv.cu").read_text()
     assert "if (project_wg_applies(p, project_wg_mode(version == 11))) return launch_project_wg(p, stream, pdl);" in cu
+    assert "if (v == nullptr) return v11 ? 3 : 0;" in SOURCE and mb.PROJECT_WG_DEFAULT_MODE == mb.PROJECT_WG_MODES[3]
     from cuda_kernels._build import MBCONV_SOURCES
 
     assert "mbconv_proj_wg.cu" in MBCONV_SOURCES
@@ -96,6 +99,10 @@ def test_which_blocks_it_serves():
     # ring: also where project_v9's task-staged loaders do not fit: hidden 480 -> 80 at 14 x 14, 77 KB of V and
     # 8 warps x 2 tasks x 16 rows x 480 halves = 240 KB of rings (4.0's hidden 240 fits: project_v9t)
     assert ring == {"features.4.1", "features.4.2"}
+    # split over two warpgroups by default (auto) on an H200's 132 SMs at batch 128: 6.x, 128 x 7 x 7 rows = 98 tiles
+    # of C_out 192; not 7.0 (98 tiles x two columns of 160), 5.x (128 x 14 x 14 / 64 = 392 tiles)
+    assert [mb.project_wg_splits(128 * hw, c, 132) for hw, c in ((49, 192), (49, 320), (196, 112), (196, 80))] == \
+        [True, False, False, False]
     assert mb.project_v9t_smem_bytes(480, 80) > mb.PROJECT_V9T_MAX_SMEM >= mb.project_v9t_smem_bytes(240, 80)
     assert every == set(mbconv_shapes("efficientnet_b0"))
 
@@ -315,7 +322,7 @@ def test_runs_and_is_close_to_the_mma_sync_projections(path, batch, monkeypatch)
     base = mb.mbconv(x, params, weights, version=10)
     monkeypatch.setenv(mb.PROJECT_WG_SWITCH, "all")
     got, names = run_profiled(x, params, weights, base, 10)
-    assert "project_wg_kernel" in names and not re.search(r"project_v\d+t?_kernel", names), names[:600]
+    assert re.search(r"project_wg(_sk)?_kernel", names) and not re.search(r"project_v\d+t?_kernel", names), names[:600]
     assert relative_error(got, base.double()) < 5e-4
     if not mb.kernel1_v9_takes_v3(params.kernel_size, params.stride, got.shape[2], got.shape[3]):
         assert_repeatable(got, x, params, weights, 10)
@@ -357,6 +364,7 @@ def test_options_give_option_0s_values(path, batch, opt, monkeypatch):
                                          *(mb.output_size(s, params.stride) for s in x.shape[2:]))
     assert atomic_pool == (path == "features.7.0")
     monkeypatch.setenv(mb.PROJECT_WG_SWITCH, "all")
+    monkeypatch.setenv(mb.PROJECT_WG_SPLIT_SWITCH, "0")  # the options are the one-warpgroup kernel's
     monkeypatch.setenv(mb.PROJECT_WG_OPT_SWITCH, "0")
     base = mb.mbconv(x, params, weights, version=11)
     monkeypatch.setenv(mb.PROJECT_WG_OPT_SWITCH, str(opt))
@@ -378,6 +386,7 @@ def test_options_odd_sizes(path, size, batch, monkeypatch):
     from mbconv_helpers import check_b0_at_size
 
     monkeypatch.setenv(mb.PROJECT_WG_SWITCH, "all")
+    monkeypatch.setenv(mb.PROJECT_WG_SPLIT_SWITCH, "0")
     monkeypatch.setenv(mb.PROJECT_WG_OPT_SWITCH, "3")
     check_b0_at_size(path, size, batch, 11)
 
@@ -418,7 +427,7 @@ def test_split_is_close_to_one_warpgroup(path, batch, monkeypatch):
 
     params, weights, x = b0_prepared(path, batch)
     monkeypatch.setenv(mb.PROJECT_WG_SWITCH, "all")
-    monkeypatch.delenv(mb.PROJECT_WG_SPLIT_SWITCH, raising=False)
+    monkeypatch.setenv(mb.PROJECT_WG_SPLIT_SWITCH, "0")
     base = mb.mbconv(x, params, weights, version=11)
     monkeypatch.setenv(mb.PROJECT_WG_SPLIT_SWITCH, "1")
     got, names = run_profiled(x, params, weights, base, 11)
@@ -447,6 +456,28 @@ def test_ring_mode_takes_the_ring_blocks_only(monkeypatch):
     params, weights, x = b0_prepared("features.4.0", 128)
     _, names = run_profiled(x, params, weights, mb.mbconv(x, params, weights, version=11), 11)
     assert "project_v9t_kernel" in names and "project_wg" not in names, names[:600]
+    monkeypatch.delenv(mb.PROJECT_WG_SWITCH)  # ring: version 11's default
+    params, weights, x = b0_prepared("features.4.2", 128)
+    _, names = run_profiled(x, params, weights, mb.mbconv(x, params, weights, version=11), 11)
+    assert "project_wg_kernel<80, 1>" in names, names[:600]
+
+
+@pytest.mark.cuda
+def test_split_by_default_where_the_tiles_fit_the_sms(monkeypatch):
+    """CUDA_KERNELS_PROJ_WG_SPLIT unset (auto): B0's 6.1 at batch 128 (98 tiles) over two warpgroups, 5.1 (392) on
+    one; the split kernel's output equals CUDA_KERNELS_PROJ_WG_SPLIT=1's bit for bit (the same kernel)."""
+    from mbconv_helpers import b0_prepared, run_profiled
+
+    monkeypatch.delenv(mb.PROJECT_WG_SPLIT_SWITCH, raising=False)
+    assert torch.cuda.get_device_properties(0).multi_processor_count >= 98
+    for path, kernel in (("features.6.1", "project_wg_sk_kernel<192>"), ("features.5.1", "project_wg_kernel<112, 1>")):
+        params, weights, x = b0_prepared(path, 128)
+        monkeypatch.setenv(mb.PROJECT_WG_SPLIT_SWITCH, "1")
+        split = mb.mbconv(x, params, weights, version=11)
+        monkeypatch.delenv(mb.PROJECT_WG_SPLIT_SWITCH)
+        got, names = run_profiled(x, params, weights, split, 11)
+        assert kernel in names, names[:600]
+        assert torch.equal(got, split) == (path == "features.6.1")
 
 
 @pytest.mark.cuda

@@ -209,7 +209,7 @@ cudaError_t launch_se_project_v9(const Params& p, int version, cudaStream_t stre
                                                           : launch_se_v4(p, stream, pdl);
   if (err != cudaSuccess) return err;
   if (ablated("project")) return cudaSuccess;
-  if (project_wg_applies(p, project_wg_mode(version == 11))) return launch_project_wg(p, stream, pdl);  // v11: late
+  if (project_wg_applies(p, project_wg_mode(version == 11))) return launch_project_wg(p, stream, pdl);  // v11: ring
   const int pv10 = project_v10_mode();  // CUDA_KERNELS_PROJ_V10: auto by default
   const bool p9 = project_v9_applies(p.hidden, p.C_out);
   if (pv10 == 2 || (pv10 == 1 && !p9) || (pv10 == 3 && !p9 && project_v10_auto(p)))

@@ -124,8 +124,9 @@ cudaError_t launch_project_v10(const Params& p, cudaStream_t stream, bool pdl);
 // 0: off, 1: where project_v9 does not apply, 2: every version-9 projection, 3 (the default): auto, project_v10_auto
 int project_v10_mode();
 // The projection on warpgroup MMAs (mbconv_proj_wg.cu, NOTES.md "The projection on warpgroup MMAs"; sm_90a): inside
-// versions 9-11 where project_wg_applies(p, project_wg_mode(v11)) (CUDA_KERNELS_PROJ_WG=off | late | all | ring; late
-// by default in version 11, else off); CUDA_KERNELS_PROJ_WG_SPLIT=1: the hidden dimension over two warpgroups.
+// versions 9-11 where project_wg_applies(p, project_wg_mode(v11)) (CUDA_KERNELS_PROJ_WG=off | late | all | ring; ring
+// by default in version 11, else off); CUDA_KERNELS_PROJ_WG_SPLIT=0 | 1 | auto: the hidden dimension over two
+// warpgroups (auto, the default: where the tiles are at most the SMs).
 int project_wg_mode(bool v11 = false);
 bool project_wg_applies(const Params& p, int mode);
 cudaError_t launch_project_wg(const Params& p, cudaStream_t stream, bool pdl);

@@ -314,7 +314,7 @@ __global__ void __launch_bounds__(kProjWgThreads)
 }
 
 // The hidden dimension split over two warpgroups (project_wg_body, KS = 2), one row tile per CTA
-// (CUDA_KERNELS_PROJ_WG_SPLIT=1, off until measured). project_wg_kernel's time is each tile's serial chain of chunk
+// (CUDA_KERNELS_PROJ_WG_SPLIT, project_wg_split). project_wg_kernel's time is each tile's serial chain of chunk
 // steps (s21 call 1: 5.1 26.6 us with warps active 10% and issue 22%, 392 tiles on 264 CTAs of one warpgroup; 6.1 20.5
 // us, 98 tiles, one warp per scheduler); here each warpgroup's chain is half as long, and up to BN = 112 two CTAs of
 // two warpgroups fit an SM (128 registers, 2 stages a ring): twice the warps at 5.x, at 6.x on the same 98 SMs.
@@ -382,16 +382,25 @@ int project_wg_opt() {
   return v != nullptr && v[0] >= '0' && v[0] <= '3' && v[1] == '\0' ? v[0] - '0' : kProjWgOptDefault;
 }
 
-// CUDA_KERNELS_PROJ_WG_SPLIT=1 (read at every call; off until measured): project_wg_sk_kernel, the hidden dimension
-// split over two warpgroups, instead of project_wg_kernel<BN, OPT>.
-bool project_wg_split() {
+// CUDA_KERNELS_PROJ_WG_SPLIT=0|1|auto (read at every call; auto by default since session 21): project_wg_sk_kernel,
+// the hidden dimension split over two warpgroups, instead of project_wg_kernel<BN, OPT>: never, always, or (auto)
+// where the row tiles times the column tiles are at most the SMs, i.e. where one warpgroup an SM left SMs idle (s21
+// call 2, Nsight Compute: 6.1's 98 tiles 21.4 -> 16.8 us; 4.1's 392 tiles 16.5 -> 19.8 and 7.0's 196 21.3 -> 27.1).
+bool project_wg_split(const Params& p, int bn) {
   const char* v = std::getenv("CUDA_KERNELS_PROJ_WG_SPLIT");
-  return v != nullptr && std::strcmp(v, "1") == 0;
+  if (v != nullptr && std::strcmp(v, "0") == 0) return false;
+  if (v != nullptr && std::strcmp(v, "1") == 0) return true;
+  static int sms[kMaxDevices] = {};
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev >= kMaxDevices) return false;
+  if (sms[dev] == 0 && cudaDeviceGetAttribute(&sms[dev], cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) return false;
+  const long long tiles = ((long long)p.N * p.Ho * p.Wo + kProjWgRows - 1) / kProjWgRows;
+  return tiles * (p.C_out / bn) <= sms[dev];
 }
 
 template <int BN>
 cudaError_t launch_project_wg_bn(const Params& p, cudaStream_t stream, bool pdl) {
-  if (project_wg_split()) return launch_project_wg_sk<BN>(p, stream, pdl);
+  if (project_wg_split(p, BN)) return launch_project_wg_sk<BN>(p, stream, pdl);
   switch (project_wg_opt()) {
     case 1: return launch_project_wg_opt<BN, 1>(p, stream, pdl);
     case 2: return launch_project_wg_opt<BN, 2>(p, stream, pdl);
@@ -400,13 +409,13 @@ cudaError_t launch_project_wg_bn(const Params& p, cudaStream_t stream, bool pdl)
   }
 }
 
-// CUDA_KERNELS_PROJ_WG=off|late|all|ring (read at every call; late by default in version 11, else off): the
-// projection of versions 9-11 on warpgroup MMAs where project_wg_bn has a shape and (late) project_v9 does not apply,
-// (ring) late or project_v9 would run its ring of loads in registers (B0's 4.1 / 4.2: 45 us in s19 call 2 against
-// 27 us for 5.1's project_wg with a larger D), or (all) everywhere it has one. 0 off, 1 late, 2 all, 3 ring.
+// CUDA_KERNELS_PROJ_WG=off|late|all|ring (read at every call; ring by default in version 11 since session 21, else
+// off): the projection of versions 9-11 on warpgroup MMAs where project_wg_bn has a shape and (late) project_v9 does
+// not apply, (ring) late or project_v9 would run its ring of loads in registers (B0's 4.1 / 4.2: s21 call 2, 45.8 ->
+// 16.5 us, B0 -34.4 us), or (all) everywhere it has one. 0 off, 1 late, 2 all, 3 ring.
 int project_wg_mode(bool v11) {
   const char* v = std::getenv("CUDA_KERNELS_PROJ_WG");
-  if (v == nullptr) return v11 ? 1 : 0;
+  if (v == nullptr) return v11 ? 3 : 0;
   if (std::strcmp(v, "late") == 0) return 1;
   if (std::strcmp(v, "all") == 0) return 2;
   if (std::strcmp(v, "ring") == 0) return 3;
