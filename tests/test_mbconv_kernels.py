@@ -342,7 +342,8 @@ def test_efficientnet_b0_through_bench_fused_model():
     fused, info = fused_model(model, [x])
     assert info["fused_blocks"]["MBConv"] == 15 and info["fused_blocks"]["StemMBConv"] == 1
     assert info["fallback_count"] == 0
-    assert info["check"]["blocks_checked"] == 16  # 15 MBConv + the stem with block 1.0 (stem_mbconv, on by default)
+    assert info["fused_blocks"]["EffNetHead"] == 1  # effnet_head, on by default since session 21
+    assert info["check"]["blocks_checked"] == 17  # 15 MBConv + the stem with block 1.0 (stem_mbconv) + the head
     with torch.no_grad():
         expected = fold_batchnorm(model)(x)
         got = fused(x)
@@ -430,8 +431,11 @@ def test_bench_fused_model_swaps_and_checks_every_mbconv(monkeypatch):
 
     from cuda_kernels import effnet_stem
 
+    from cuda_kernels import effnet_head
+
     monkeypatch.setattr(cuda_kernels.FusedMBConv, "forward", emulated_mbconv)
     monkeypatch.setenv(effnet_stem.SWITCH, "0")  # the stem's kernel is emulated in test_effnet_stem.py
+    monkeypatch.setenv(effnet_head.SWITCH, "0")  # the head's decomposition is checked in test_effnet_head.py
     model = _model("efficientnet_b0").half().to(memory_format=torch.channels_last)
     x = torch.randn(2, 3, 64, 64, generator=torch.Generator().manual_seed(3)).half()
     _, info = fused_model(model, [x.contiguous(memory_format=torch.channels_last)])

@@ -724,7 +724,8 @@ model = fresh_model("efficientnet_b0").cuda().half().to(memory_format=torch.chan
 x = gpu_input(4, (3, 224, 224))
 fused, info = fused_model(model, [x])
 assert info["fused_blocks"]["MBConv"] == 16 and info["fallback_count"] == 0, info
-assert info["check"]["blocks_checked"] == 17  # 16 MBConv + the stem (the unit with block 1.0 follows versions 9-11)
+assert info["check"]["blocks_checked"] == 18  # 16 MBConv + the stem (the unit with block 1.0 follows versions 9-11)
+# + the fused head (effnet_head, on by default)
 versions = {m.version for m in fused.modules() if isinstance(m, mb.FusedMBConv)}
 assert versions == {8}, versions
 with torch.no_grad():

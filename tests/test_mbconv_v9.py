@@ -317,7 +317,7 @@ x = gpu_input(4, (3, 224, 224))
 fused, info = fused_model(model, [x])
 assert info["fused_blocks"]["MBConv"] == 15 and info["fused_blocks"]["StemMBConv"] == 1, info
 assert info["fallback_count"] == 0, info
-assert info["check"]["blocks_checked"] == 16  # 15 MBConv + the stem with block 1.0 (stem_mbconv, on by default)
+assert info["check"]["blocks_checked"] == 17  # 15 MBConv + the stem with block 1.0 (stem_mbconv) + the head
 with torch.no_grad():
     expected = fold_batchnorm(model)(x)
     got = fused(x)
