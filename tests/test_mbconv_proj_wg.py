@@ -288,21 +288,25 @@ def _served():
 @pytest.mark.cuda
 @pytest.mark.parametrize("batch", [1, 5, 128])
 @pytest.mark.parametrize("name,path", _served())
-def test_every_shape_it_serves(name, path, batch, monkeypatch):
+@pytest.mark.parametrize("split", ["0", "1"])  # one warpgroup a tile, or two (CUDA_KERNELS_PROJ_WG_SPLIT)
+def test_every_shape_it_serves(name, path, batch, split, monkeypatch):
     from mbconv_helpers import check_shape
 
     monkeypatch.setenv(mb.PROJECT_WG_SWITCH, "all")
-    check_shape(name, path, batch, 10)
+    monkeypatch.setenv(mb.PROJECT_WG_SPLIT_SWITCH, split)
+    check_shape(name, path, batch, 11)
 
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("path,size,batch", [("features.5.1", 11, 3), ("features.6.1", 5, 7), ("features.7.0", 3, 9),
                                              ("features.4.1", 13, 2), ("features.6.0", 9, 1)])
-def test_odd_sizes(path, size, batch, monkeypatch):
+@pytest.mark.parametrize("split", ["0", "1"])
+def test_odd_sizes(path, size, batch, split, monkeypatch):
     from mbconv_helpers import check_b0_at_size
 
     monkeypatch.setenv(mb.PROJECT_WG_SWITCH, "all")
-    check_b0_at_size(path, size, batch, 10)
+    monkeypatch.setenv(mb.PROJECT_WG_SPLIT_SWITCH, split)
+    check_b0_at_size(path, size, batch, 11)
 
 
 @pytest.mark.cuda
@@ -392,28 +396,6 @@ def test_options_odd_sizes(path, size, batch, monkeypatch):
 
 
 # ---- the hidden dimension over two warpgroups (CUDA_KERNELS_PROJ_WG_SPLIT=1) and the ring mode ----
-
-@pytest.mark.cuda
-@pytest.mark.parametrize("batch", [1, 5, 128])
-@pytest.mark.parametrize("name,path", _served())
-def test_split_every_shape_it_serves(name, path, batch, monkeypatch):
-    from mbconv_helpers import check_shape
-
-    monkeypatch.setenv(mb.PROJECT_WG_SWITCH, "all")
-    monkeypatch.setenv(mb.PROJECT_WG_SPLIT_SWITCH, "1")
-    check_shape(name, path, batch, 11)
-
-
-@pytest.mark.cuda
-@pytest.mark.parametrize("path,size,batch", [("features.5.1", 11, 3), ("features.6.1", 5, 7), ("features.7.0", 3, 9),
-                                             ("features.4.1", 13, 2), ("features.6.0", 9, 1)])
-def test_split_odd_sizes(path, size, batch, monkeypatch):
-    from mbconv_helpers import check_b0_at_size
-
-    monkeypatch.setenv(mb.PROJECT_WG_SWITCH, "all")
-    monkeypatch.setenv(mb.PROJECT_WG_SPLIT_SWITCH, "1")
-    check_b0_at_size(path, size, batch, 11)
-
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("path,batch", [("features.4.1", 128), ("features.5.1", 128), ("features.6.1", 128),
