@@ -151,6 +151,18 @@ SE_V5_SWITCH = "CUDA_KERNELS_SE_V5"
 # csrc/mbconv_se_v5.cu se_v6_requested: "1" (off until measured): version 5's cluster with its products
 # register-blocked over the 8 images, where version 5 would run
 SE_V6_SWITCH = "CUDA_KERNELS_SE_V6"
+# csrc/mbconv_v3.cu se_v3_pre: "1" (off until measured): SE version 3 with W1 and W2 copied into shared memory before
+# the wait on kernel 1 (se_v3p_kernel), where se_v3_pre_smem_bytes <= SE_V3_PRE_MAX_SMEM
+SE_V3_PRE_SWITCH = "CUDA_KERNELS_SE_V3_PRE"
+SE_V3_PRE_MAX_SMEM = 100 * 1024  # kSEV3PreMaxSmem
+
+
+def se_v3_pre_smem_bytes(hid_pad: int, sq: int, hidden: int) -> int:
+    """se_v3p_kernel's shared memory (csrc/mbconv_v3.cu se_v3_pre_smem_bytes): pooled [hid_pad], squeezed [sq rounded
+    up to 4], W1 [sq][hidden] and W2 [hidden][sq], floats."""
+    return (hid_pad + -(-sq // 4) * 4 + 2 * sq * hidden) * 4
+
+
 # csrc/mbconv_v3.cu launch_project_v9_nt: "1" (off until measured): project_v9t's tasks by one bulk copy each
 # (project_v9b_kernel)
 PROJ_V9_BULK_SWITCH = "CUDA_KERNELS_PROJ_V9_BULK"

@@ -735,13 +735,29 @@ __global__ void __launch_bounds__(kProjV9Threads) project_v9sr_kernel(const Para
 
 // One block per image: pool, FC1 -> SiLU, FC2 -> sigmoid. Shared memory: pooled [hid_pad],
 // squeezed [sq rounded to 4], then 32 rows of W2 per FC2 warp ([fc2_warps][32 * sq]).
-__global__ void __launch_bounds__(kSEV3Threads) se_v3_kernel(const Params p, int fc2_warps) {
+// PRE (se_v3p_kernel, CUDA_KERNELS_SE_V3_PRE=1, off until measured): W1 [sq][hidden] and W2 [hidden][sq] copied whole
+// into shared memory after `squeezed` by cp.async before the wait on kernel 1 (they do not depend on it; SE version 5
+// does the same), so that FC1 and FC2 read shared memory where they waited on global loads after the pool: the same
+// products in the same order (the same bits). Where both fit se_v3_pre_fits (B0's 1.0-4.0, the blocks that run
+// se_v3 in versions 9-11).
+template <bool PRE>
+__device__ __forceinline__ void se_v3_body(const Params& p, int fc2_warps) {
   extern __shared__ __align__(16) float se3_smem[];
   float* pooled = se3_smem;
   float* squeezed = pooled + p.hid_pad;
   float* stage = squeezed + round_up(p.sq, 4);
   const int n = blockIdx.x, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const float inv = 1.f / float(p.Ho * p.Wo);
+  float* const w1s = stage;                    // PRE: W1 [sq][hidden]
+  float* const w2s = stage + p.sq * p.hidden;  // PRE: W2 [hidden][sq] (hidden % 8 == 0: 16-byte aligned)
+  if constexpr (PRE) {
+    const int n4 = p.sq * p.hidden / 4;
+    for (int i = tid; i < n4; i += kSEV3Threads) {
+      cp_async16(smem_addr(w1s + 4 * i), p.w_se1 + 4 * i, true);
+      cp_async16(smem_addr(w2s + 4 * i), p.w_se2 + 4 * i, true);
+    }
+    bf::cp_async_commit();
+  }
   // PDL (pdl.h): the pool reads kernel 1's partial sums at once: the wait leads; one CTA per image, the
   // trigger follows.
   pdl::wait();
@@ -751,6 +767,7 @@ __global__ void __launch_bounds__(kSEV3Threads) se_v3_kernel(const Params p, int
     for (int b = 0; b < p.row_blocks; ++b) s += p.partial[((size_t)n * p.row_blocks + b) * p.hid_pad + c];
     pooled[c] = s * inv;
   }
+  if constexpr (PRE) cp_async_wait<0>();  // this thread's copies of W1 and W2; the barrier makes them everyone's
   __syncthreads();
 
   // FC1: warp w owns rows w, w + 16, w + 32, w + 48 of W1 (of each group of 64); lanes stride
@@ -766,8 +783,12 @@ __global__ void __launch_bounds__(kSEV3Threads) se_v3_kernel(const Params p, int
 #pragma unroll
         for (int u = 0; u < 4; ++u) {
           const int j = jb + warp + u * kSEV3Warps, c = c0 + t * 32;
-          w[t][u] = j < p.sq && c < h4 ? __ldg(reinterpret_cast<const float4*>(p.w_se1 + (size_t)j * p.hidden) + c)
-                                       : make_float4(0.f, 0.f, 0.f, 0.f);
+          if constexpr (PRE)
+            w[t][u] = j < p.sq && c < h4 ? reinterpret_cast<const float4*>(w1s + j * p.hidden)[c]
+                                         : make_float4(0.f, 0.f, 0.f, 0.f);
+          else
+            w[t][u] = j < p.sq && c < h4 ? __ldg(reinterpret_cast<const float4*>(p.w_se1 + (size_t)j * p.hidden) + c)
+                                         : make_float4(0.f, 0.f, 0.f, 0.f);
         }
 #pragma unroll
       for (int t = 0; t < 2; ++t) {
@@ -799,14 +820,19 @@ __global__ void __launch_bounds__(kSEV3Threads) se_v3_kernel(const Params p, int
   float4* ws4 = reinterpret_cast<float4*>(ws);
   for (int c0 = warp * 32; c0 < p.hidden; c0 += fc2_warps * 32) {
     const int rows = min(32, p.hidden - c0), n4 = rows * p.sq / 4;  // hidden % 8 == 0: rows * sq % 4 == 0
-    const float4* src = reinterpret_cast<const float4*>(p.w_se2 + (size_t)c0 * p.sq);
-    for (int i0 = lane; i0 < n4; i0 += 8 * 32) {
-      float4 v[8];
+    if constexpr (PRE) {
+      ws = w2s + c0 * p.sq;  // the rows are in shared memory already
+    } else {
+      const float4* src = reinterpret_cast<const float4*>(p.w_se2 + (size_t)c0 * p.sq);
+      for (int i0 = lane; i0 < n4; i0 += 8 * 32) {
+        float4 v[8];
 #pragma unroll
-      for (int u = 0; u < 8; ++u) v[u] = i0 + u * 32 < n4 ? __ldg(src + i0 + u * 32) : make_float4(0.f, 0.f, 0.f, 0.f);
+        for (int u = 0; u < 8; ++u)
+          v[u] = i0 + u * 32 < n4 ? __ldg(src + i0 + u * 32) : make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll
-      for (int u = 0; u < 8; ++u)
-        if (i0 + u * 32 < n4) ws4[i0 + u * 32] = v[u];
+        for (int u = 0; u < 8; ++u)
+          if (i0 + u * 32 < n4) ws4[i0 + u * 32] = v[u];
+      }
     }
     __syncwarp();
     if (lane < rows) {
@@ -822,6 +848,14 @@ __global__ void __launch_bounds__(kSEV3Threads) se_v3_kernel(const Params p, int
     }
     __syncwarp();  // the next rows overwrite ws
   }
+}
+
+__global__ void __launch_bounds__(kSEV3Threads) se_v3_kernel(const Params p, int fc2_warps) {
+  se_v3_body<false>(p, fc2_warps);
+}
+
+__global__ void __launch_bounds__(kSEV3Threads) se_v3p_kernel(const Params p, int fc2_warps) {  // W1, W2 prefetched
+  se_v3_body<true>(p, fc2_warps);
 }
 
 // BN of project_v3 for C_out: the fewest 64-wide N tiles, then the narrowest multiple of 16
@@ -1037,8 +1071,30 @@ cudaError_t launch_project_v10(const Params& p, cudaStream_t stream, bool pdl) {
   }
 }
 
+// se_v3p_kernel's shared memory: pooled, squeezed, W1 and W2 whole (se_v3_body's PRE).
+int se_v3_pre_smem_bytes(const Params& p) { return (p.hid_pad + round_up(p.sq, 4) + 2 * p.sq * p.hidden) * 4; }
+
+// CUDA_KERNELS_SE_V3_PRE=1 (read at every call; off until measured): se_v3p_kernel where its shared memory is at most
+// kSEV3PreMaxSmem (B0's 1.0-4.0: 1.5-20 KB; not hidden 1152's 443 KB).
+constexpr int kSEV3PreMaxSmem = 100 * 1024;
+bool se_v3_pre(const Params& p) {
+  const char* v = std::getenv("CUDA_KERNELS_SE_V3_PRE");
+  return v != nullptr && std::strcmp(v, "1") == 0 && se_v3_pre_smem_bytes(p) <= kSEV3PreMaxSmem;
+}
+
 cudaError_t launch_se_v3(const Params& p, cudaStream_t stream, bool pdl) {
   if (p.hidden % 8 || p.hidden < 8 || p.sq < 1) return cudaErrorInvalidValue;
+  if (se_v3_pre(p)) {
+    static DeviceSlots pre_slots;
+    const int smem = se_v3_pre_smem_bytes(p), fc2_warps = kSEV3Warps;
+    int dev = 0;
+    cudaError_t err = prepare(se_v3p_kernel, pre_slots, smem, kSEV3Threads, dev);
+    if (err != cudaSuccess) return err;
+    if (pdl && pdl::device_supports(dev))
+      return pdl::launch(se_v3p_kernel, dim3(p.N), dim3(kSEV3Threads), smem, stream, p, fc2_warps);
+    se_v3p_kernel<<<p.N, kSEV3Threads, smem, stream>>>(p, fc2_warps);
+    return cudaGetLastError();
+  }
   static DeviceSlots slots;
   const int base = (p.hid_pad + round_up(p.sq, 4)) * 4, per_warp = 32 * p.sq * 4;
   const int fc2_warps = std::max(1, std::min(kSEV3Warps, (110 * 1024 - base) / per_warp));
