@@ -170,9 +170,12 @@ def strip_comments(source: str) -> str:
 
 
 def kernel_body(source: str, name: str) -> str:
-    """The body of the __global__ function `name` in CUDA `source`, from its opening brace to the matching one."""
-    start = source.index(name + "(", source.index("__global__", source.index(name) - 200))
-    open_ = source.index("{", start)
+    """The body of the __global__ (or __device__) function `name` in CUDA `source`, from its opening brace to the
+    matching one."""
+    match = re.search(r"(?:__global__|__device__)[^;{}]*?\b" + re.escape(name) + r"\s*\(", source)
+    if match is None:
+        raise ValueError(f"no __global__ or __device__ function {name}")
+    open_ = source.index("{", match.end())
     depth = 0
     for i in range(open_, len(source)):
         depth += {"{": 1, "}": -1}.get(source[i], 0)

@@ -255,7 +255,7 @@ KERNELS = [
     ("stem.cu", "stem_kernel_v2", ["load_window_v2<", "p.x", "p.out"]),
     # MBConv version 3: kernel 1 (expand + depthwise + the pool's partial sums), SE, projection
     ("mbconv_v2.cuh", "expand_dw_v2_kernel", ["p.x", "xsrc", "p.partial", "p.d"]),
-    ("mbconv_v3.cu", "se_v3_kernel", ["p.partial", "p.scale"]),
+    ("mbconv_v3.cu", "se_v3_body", ["p.partial", "p.scale"]),  # se_v3_kernel and se_v3p_kernel's body
     ("mbconv_v3.cu", "project_v3_kernel", ["issue()", "p.scale", "p.out", "p.x"]),
     # MBConv version 7: kernel 1's SE in its last CTA per image (counters, partials, scale), the projection
     ("mbconv_v2.cuh", "expand_dw_v2_kernel", ["se_in_last_cta<"]),
