@@ -1,28 +1,36 @@
 #!/usr/bin/env bash
-# Session 22's first call (NOTES.md "Current state", session 21): SE version 3 with its weights copied before the wait
-# (CUDA_KERNELS_SE_V3_PRE=1) tested and timed on B0 in one process; Nsight Compute's per-instruction stalls of
-# project_wg at 5.1 with one warpgroup and with two (the split, which bought nothing there in s21 call 2); test_pdl
-# under session 21's defaults. From the repository root (~6 minutes on an H200, every extension rebuilt):
-#   timeout 560 bash cuda_kernels/device_run_s22_first.sh OUTDIR
+# Session 22's first call (NOTES.md "Current state", session 21): two switches built in session 21 without a GPU,
+# tested and timed - SE version 3 with its weights copied before the wait (CUDA_KERNELS_SE_V3_PRE=1) and project_wg
+# with each tile's D prefetched into L2 as one contiguous request (CUDA_KERNELS_PROJ_WG_OPT=5) - then Nsight Compute
+# of the projections at 4.1 / 5.0 / 5.1 under options 1 and 5 (L2 flushed), 5.1's per-instruction stalls, and
+# test_pdl under session 21's defaults with the time left. From the repository root (~9 minutes on an H200):
+#   timeout 580 bash cuda_kernels/device_run_s22_first.sh OUTDIR
 # Files: OUTDIR/log.txt, OUTDIR/s22.tgz. Last line S22_OK=1|0.
 set -uo pipefail
 out=${1:?output folder}
-source cuda_kernels/device_lib.sh  # step, mbconv_begin
-mbconv_begin S22 550
+source cuda_kernels/device_lib.sh  # step, mbconv_begin, PROJ_METRICS
+mbconv_begin S22 570
 mkdir -p "$out/s22"
-step tests 100 python3 -m pytest -q -m cuda --tb=short -p no:cacheprovider tests/test_mbconv_se_v3_pre.py || ok=0
-step switches 90 python3 -m cuda_kernels.b0_switches CUDA_KERNELS_SE_V3_PRE=1 -o "$out/s22/switches.json" || ok=0
-for split in 0 1; do
-  step "ncu_split$split" 90 env CUDA_KERNELS_PROJ_WG_SPLIT=$split ncu --clock-control none --cache-control none \
-    --set full --import-source no -k regex:project_wg -c 2 -f -o "$out/s22/wg$split" python3 -m cuda_kernels.mbconv_profile \
+step tests 150 python3 -m pytest -q -m cuda --tb=short -p no:cacheprovider tests/test_mbconv_se_v3_pre.py \
+  tests/test_mbconv_proj_wg.py -k "pre or bits or options or own_activations" || ok=0
+step switches 100 python3 -m cuda_kernels.b0_switches CUDA_KERNELS_SE_V3_PRE=1 CUDA_KERNELS_PROJ_WG_OPT=5 \
+  "CUDA_KERNELS_SE_V3_PRE=1 CUDA_KERNELS_PROJ_WG_OPT=5" -o "$out/s22/switches.json" || ok=0
+for opt in 1 5; do
+  step "ncu_opt$opt" 60 env CUDA_KERNELS_PROJ_WG_OPT=$opt ncu --clock-control none --cache-control all \
+    --print-units base -k regex:project_wg --metrics "$PROJ_METRICS" --csv --page raw \
+    --log-file "$out/s22/proj_opt$opt.csv" python3 -m cuda_kernels.mbconv_profile features.4.1 features.5.0 \
     features.5.1 || ok=0
-  ncu --import "$out/s22/wg$split.ncu-rep" --page raw --csv > "$out/s22/raw_wg$split.csv" 2>> "$log"
-  timeout 60 ncu --import "$out/s22/wg$split.ncu-rep" --page source --csv --print-source sass --launch-skip 1 \
-    --launch-count 1 > "$out/s22/source_wg$split.csv" 2>> "$log"
-  python3 -m cuda_kernels.sass_mix "wg5.1_split$split" "$out/s22/source_wg$split.csv" --lines 8 2>> "$log" | tee -a "$log"
+  python3 -m cuda_kernels.ncu_lines "PROJ opt$opt" "$out/s22/proj_opt$opt.csv" project_wg features.4.1 features.5.0 \
+    features.5.1 2>> "$log" | tee -a "$log"
 done
+step ncu_src 90 ncu --clock-control none --cache-control none --set full --import-source no -k regex:project_wg -c 2 \
+  -f -o "$out/s22/wg51" python3 -m cuda_kernels.mbconv_profile features.5.1 || ok=0
+ncu --import "$out/s22/wg51.ncu-rep" --page raw --csv > "$out/s22/raw_wg51.csv" 2>> "$log"
+timeout 60 ncu --import "$out/s22/wg51.ncu-rep" --page source --csv --print-source sass --launch-skip 1 \
+  --launch-count 1 > "$out/s22/source_wg51.csv" 2>> "$log"
+python3 -m cuda_kernels.sass_mix wg5.1 "$out/s22/source_wg51.csv" --lines 8 2>> "$log" | tee -a "$log"
 rm -f "$out"/s22/*.ncu-rep
-step pdl 200 python3 -m pytest -q -m cuda --tb=short -p no:cacheprovider tests/test_pdl.py || ok=0
+step pdl 300 python3 -m pytest -q -m cuda --tb=short -p no:cacheprovider tests/test_pdl.py || ok=0
 tar czf "$out/s22.tgz" -C "$out" s22 && rm -rf "$out/s22"
-grep -E "^== |^SWITCHES |passed|failed" "$log" | tail -16
+grep -E "^== |^SWITCHES |^PROJ |passed|failed" "$log" | tail -20
 echo "S22_OK=$ok"

@@ -49,7 +49,11 @@ def test_mirrors_match_the_source():
     assert "return tiles * (p.C_out / bn) <= sms[dev];" in SOURCE  # project_wg_splits mirrors it
     modes = re.findall(r'std::strcmp\(v, "(\w+)"\) == 0\) return (\d)', SOURCE)
     assert [m for m, _ in modes] == list(mb.PROJECT_WG_MODES[1:]) and [int(i) for _, i in modes] == [1, 2, 3]
-    assert (_constant("kProjWgPrefetchX"), _constant("kProjWgOverlap")) == (mb.PROJECT_WG_PREFETCH_X, mb.PROJECT_WG_OVERLAP)
+    assert (_constant("kProjWgPrefetchX"), _constant("kProjWgOverlap"), _constant("kProjWgPrefetchL2")) == \
+        (mb.PROJECT_WG_PREFETCH_X, mb.PROJECT_WG_OVERLAP, mb.PROJECT_WG_PREFETCH_L2)
+    assert [int(o) for o in re.findall(r"case (\d): return launch_project_wg_opt<BN, \1>", SOURCE)] == \
+        sorted(mb.PROJECT_WG_OPTIONS[1:])
+    assert 'asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\\n"' in (CSRC / "ptx_sm90.cuh").read_text()
     assert _constant("kProjWgOptDefault") == mb.PROJECT_WG_OPT_DEFAULT == 1
     cu = (CSRC / "mbconv.cu").read_text()
     assert "if (project_wg_applies(p, project_wg_mode(version == 11))) return launch_project_wg(p, stream, pdl);" in cu
@@ -119,7 +123,8 @@ def test_compiles_without_spills():
     assert result.returncode == 0, result.stderr[-3000:]
     report = result.stdout + result.stderr
     entries = re.findall(r"Compiling entry function '_ZN2mb17project_wg_kernelILi(\d+)ELi(\d)E", report)
-    assert sorted((int(n), int(o)) for n, o in entries) == [(n, o) for n in sorted(mb.PROJECT_WG_SHAPES) for o in range(4)]
+    assert sorted((int(n), int(o)) for n, o in entries) == \
+        [(n, o) for n in sorted(mb.PROJECT_WG_SHAPES) for o in mb.PROJECT_WG_OPTIONS]
     split = re.findall(r"Compiling entry function '_ZN2mb20project_wg_sk_kernelILi(\d+)E", report)
     assert sorted(int(n) for n in split) == sorted(mb.PROJECT_WG_SHAPES)
     assert "spill stores" in report and all(" 0 bytes spill stores, 0 bytes spill loads" in line
@@ -335,7 +340,8 @@ def test_runs_and_is_close_to_the_mma_sync_projections(path, batch, monkeypatch)
 @pytest.mark.cuda
 @pytest.mark.parametrize("switches", [{"CUDA_KERNELS_PROJ_WG": "all"},
                                       {"CUDA_KERNELS_PROJ_WG": "all", "CUDA_KERNELS_K1_V3_HFMA2": "1"},
-                                      {"CUDA_KERNELS_PROJ_WG": "all", "CUDA_KERNELS_PROJ_WG_OPT": "3"}])
+                                      {"CUDA_KERNELS_PROJ_WG": "all", "CUDA_KERNELS_PROJ_WG_OPT": "3"},
+                                      {"CUDA_KERNELS_PROJ_WG_OPT": "5"}])
 def test_efficientnet_b0_on_its_own_activations(switches, monkeypatch):
     """What `perfmodel bench --backend cuda_kernels` checks before timing: every MBConv of B0 (random weights,
     realistic BN) on the input it receives in the network, within 2x PyTorch fp16's error of float64 (bench.check_blocks
@@ -350,7 +356,7 @@ def test_efficientnet_b0_on_its_own_activations(switches, monkeypatch):
 # ---- the options (CUDA_KERNELS_PROJ_WG_OPT; 1 by default since session 15) ----
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("opt", [1, 2, 3])
+@pytest.mark.parametrize("opt", [1, 2, 3, 5])
 @pytest.mark.parametrize("path,batch", [("features.2.1", 128), ("features.4.1", 128), ("features.5.0", 128),
                                         ("features.6.1", 128), ("features.7.0", 128), ("features.6.1", 1),
                                         ("features.3.1", 5)])

@@ -85,7 +85,12 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[BN / 2], const uint32_t (&a)
 //     alias it (session 14, call 2's stall samples: the epilogue's loads ~1/3 of 6.1's samples, long scoreboard);
 //   kProjWgOverlap: the next chunk's A (its mbarrier wait, ldmatrix and scale) is prepared while this chunk's wgmmas
 //     run (A double-buffered in registers); one wgmma group in flight across the preparation.
-constexpr int kProjWgPrefetchX = 1, kProjWgOverlap = 2;
+//   kProjWgPrefetchL2 (option 5 = 1 | 4 only; off until measured): one thread asks L2 for each tile's rows of D as one
+//     contiguous range (64 x hidden halves, cp.async.bulk.prefetch.L2) before its boxes are loaded: the first tile's
+//     after the wait, the next tile's at each tile's start. The boxes read D 128 bytes a row at a time, 64 rows
+//     1,344 bytes apart at 5.1, from many tiles at once: s21 call 2 saw 5.1 at 30% of DRAM's peak with one warpgroup
+//     or two (twice the warps bought nothing), so the read pattern is the suspect, as it was for project_v9's ring.
+constexpr int kProjWgPrefetchX = 1, kProjWgOverlap = 2, kProjWgPrefetchL2 = 4;
 
 // The kernel's body for KS warpgroups. KS = 1: project_wg_kernel. KS = 2 (project_wg_sk_kernel, OPT without
 // kProjWgOverlap, one row tile per CTA): warpgroup g takes the tile's chunks g, g + 2, ... through its own ring of
@@ -94,9 +99,18 @@ constexpr int kProjWgPrefetchX = 1, kProjWgOverlap = 2;
 // the column groups through shared memory (the stages, free by then), adds the other's partial sums for its own half
 // (fp32: the two halves' sums added once, so close to KS = 1's values, not bitwise) and stores that half.
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// kProjWgPrefetchL2: row tile t's rows of D (P rows in all) into L2 as one request
+__device__ __forceinline__ void prefetch_tile_l2(const Params& p, int t, int P) {
+  if (t * kProjWgRows < P) {
+    const int rows = min(kProjWgRows, P - t * kProjWgRows);
+    bf::bulk_prefetch_l2(p.d + (size_t)t * kProjWgRows * p.hidden, (uint32_t)(rows * p.hidden * 2));
+  }
+}
+
 template <int BN, int OPT, int KS>
 __device__ __forceinline__ void project_wg_body(const Params& p, const CUtensorMap& tm_d, const CUtensorMap& tm_w) {
   static_assert(KS == 1 || (KS == 2 && (OPT & kProjWgOverlap) == 0), "the split runs the plain chunk loop");
+  static_assert((OPT & kProjWgPrefetchL2) == 0 || (KS == 1 && (OPT & kProjWgOverlap) == 0), "built as option 5 only");
   constexpr int S = project_wg_stages(BN, KS), B_BYTES = BN * 128, STAGE = B_BYTES + kProjWgRows * 128;
   extern __shared__ __align__(16) uint8_t smem_raw[];
   const int tid_cta = threadIdx.x, wg = KS == 1 ? 0 : tid_cta / kProjWgThreads;
@@ -128,6 +142,8 @@ __device__ __forceinline__ void project_wg_body(const Params& p, const CUtensorM
   __syncthreads();  // the barriers initialised
   pdl::wait();      // D and the scale are the previous kernels' output
   pdl::launch_dependents();
+  if constexpr ((OPT & kProjWgPrefetchL2) != 0)
+    if (tid == 0) prefetch_tile_l2(p, blockIdx.x, P);
   if (tid == 0)
     for (int j = 0; j < S && j < steps; ++j) {
       const int t = step_tile(j);
@@ -143,6 +159,8 @@ __device__ __forceinline__ void project_wg_body(const Params& p, const CUtensorM
   float2 sc[4][4];
   int j = 0;
   for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+    if constexpr ((OPT & kProjWgPrefetchL2) != 0)
+      if (tid == 0) prefetch_tile_l2(p, t + gridDim.x, P);  // this CTA's next tile
     // This lane's two rows (the wgmma A / accumulator layout: row lane / 4 and + 8 of the warp's 16) and their
     // images' scale rows (rows past P read the last image's: their A is zero)
     const int r_lo = t * kProjWgRows + warp * 16 + (lane >> 2), r_hi = r_lo + 8;
@@ -374,12 +392,14 @@ cudaError_t launch_project_wg_sk(const Params& p, cudaStream_t stream, bool pdl)
                    p, stream, pdl);
 }
 
-// CUDA_KERNELS_PROJ_WG_OPT=0..3 (read at every call): the kernel's OPT bits. 1 by default: measured the fastest
-// (session 15, ncu: 6.1 24.6 -> 21.4 us, 5.1 32.0 -> 26.3, 2.1 70.3 -> 63.9; 2 and 3 slower than 1).
+// CUDA_KERNELS_PROJ_WG_OPT=0..3 or 5 (read at every call): the kernel's OPT bits. 1 by default: measured the fastest
+// (session 15, ncu: 6.1 24.6 -> 21.4 us, 5.1 32.0 -> 26.3, 2.1 70.3 -> 63.9; 2 and 3 slower than 1); 5 is 1 with
+// kProjWgPrefetchL2 (off until measured).
 constexpr int kProjWgOptDefault = 1;
 int project_wg_opt() {
   const char* v = std::getenv("CUDA_KERNELS_PROJ_WG_OPT");
-  return v != nullptr && v[0] >= '0' && v[0] <= '3' && v[1] == '\0' ? v[0] - '0' : kProjWgOptDefault;
+  const bool known = v != nullptr && ((v[0] >= '0' && v[0] <= '3') || v[0] == '5') && v[1] == '\0';
+  return known ? v[0] - '0' : kProjWgOptDefault;
 }
 
 // CUDA_KERNELS_PROJ_WG_SPLIT=0|1|auto (read at every call; auto by default since session 21): project_wg_sk_kernel,
@@ -405,6 +425,7 @@ cudaError_t launch_project_wg_bn(const Params& p, cudaStream_t stream, bool pdl)
     case 1: return launch_project_wg_opt<BN, 1>(p, stream, pdl);
     case 2: return launch_project_wg_opt<BN, 2>(p, stream, pdl);
     case 3: return launch_project_wg_opt<BN, 3>(p, stream, pdl);
+    case 5: return launch_project_wg_opt<BN, 5>(p, stream, pdl);
     default: return launch_project_wg_opt<BN, 0>(p, stream, pdl);
   }
 }

@@ -104,6 +104,16 @@ __device__ __forceinline__ void fence_proxy_async_smem() {
 #endif
 }
 
+// Asks L2 to fetch `bytes` (a multiple of 16) of global memory from `src` (16-byte aligned), one contiguous request;
+// nothing waits for it (a hint: later loads of the range may find it in L2).
+__device__ __forceinline__ void bulk_prefetch_l2(const void* src, uint32_t bytes) {
+#if BF_SM90
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(src), "r"(bytes) : "memory");
+#else
+  __trap();
+#endif
+}
+
 // Barrier over `threads` threads (a multiple of 32) under hardware barrier `id` (1..15).
 __device__ __forceinline__ void named_barrier_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
