@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Session 22's first call (NOTES.md "Current state", session 21): two switches built in session 21 without a GPU,
-# tested and timed - SE version 3 with its weights copied before the wait (CUDA_KERNELS_SE_V3_PRE=1) and project_wg
-# with each tile's D prefetched into L2 as one contiguous request (CUDA_KERNELS_PROJ_WG_OPT=5) - then Nsight Compute
-# of the projections at 4.1 / 5.0 / 5.1 under options 1 and 5 (L2 flushed), 5.1's per-instruction stalls, and
+# Session 22's first call (NOTES.md "Current state", session 21): three switches built in session 21 without a GPU,
+# tested and timed - SE version 3 with its weights copied before the wait (CUDA_KERNELS_SE_V3_PRE=1), project_wg
+# with each tile's D prefetched into L2 as one contiguous request (CUDA_KERNELS_PROJ_WG_OPT=5), project_wg wherever
+# project_v9s does not run (CUDA_KERNELS_PROJ_WG=unstaged: B0's 4.0) - then Nsight Compute of the projections at 4.0
+# / 4.1 / 5.0 / 5.1 under options 1 and 5 and 4.0 under unstaged (L2 flushed), 5.1's per-instruction stalls, and
 # test_pdl under session 21's defaults with the time left. From the repository root (~9 minutes on an H200):
 #   timeout 580 bash cuda_kernels/device_run_s22_first.sh OUTDIR
 # Files: OUTDIR/log.txt, OUTDIR/s22.tgz. Last line S22_OK=1|0.
@@ -12,16 +13,17 @@ source cuda_kernels/device_lib.sh  # step, mbconv_begin, PROJ_METRICS
 mbconv_begin S22 570
 mkdir -p "$out/s22"
 step tests 150 python3 -m pytest -q -m cuda --tb=short -p no:cacheprovider tests/test_mbconv_se_v3_pre.py \
-  tests/test_mbconv_proj_wg.py -k "pre or bits or options or own_activations" || ok=0
-step switches 100 python3 -m cuda_kernels.b0_switches CUDA_KERNELS_SE_V3_PRE=1 CUDA_KERNELS_PROJ_WG_OPT=5 \
-  "CUDA_KERNELS_SE_V3_PRE=1 CUDA_KERNELS_PROJ_WG_OPT=5" -o "$out/s22/switches.json" || ok=0
-for opt in 1 5; do
-  step "ncu_opt$opt" 60 env CUDA_KERNELS_PROJ_WG_OPT=$opt ncu --clock-control none --cache-control all \
-    --print-units base -k regex:project_wg --metrics "$PROJ_METRICS" --csv --page raw \
-    --log-file "$out/s22/proj_opt$opt.csv" python3 -m cuda_kernels.mbconv_profile features.4.1 features.5.0 \
-    features.5.1 || ok=0
-  python3 -m cuda_kernels.ncu_lines "PROJ opt$opt" "$out/s22/proj_opt$opt.csv" project_wg features.4.1 features.5.0 \
-    features.5.1 2>> "$log" | tee -a "$log"
+  tests/test_mbconv_proj_wg.py -k "pre or bits or options or own_activations or unstaged" || ok=0
+step switches 120 python3 -m cuda_kernels.b0_switches CUDA_KERNELS_SE_V3_PRE=1 CUDA_KERNELS_PROJ_WG_OPT=5 \
+  CUDA_KERNELS_PROJ_WG=unstaged "CUDA_KERNELS_SE_V3_PRE=1 CUDA_KERNELS_PROJ_WG_OPT=5 CUDA_KERNELS_PROJ_WG=unstaged" \
+  -o "$out/s22/switches.json" || ok=0
+blocks=(features.4.0 features.4.1 features.5.0 features.5.1)
+for v in "CUDA_KERNELS_PROJ_WG_OPT=1" "CUDA_KERNELS_PROJ_WG_OPT=5" "CUDA_KERNELS_PROJ_WG=unstaged"; do
+  tag=$(echo "$v" | tr '=' '-')
+  step "ncu_$tag" 60 env $v ncu --clock-control none --cache-control all \
+    --print-units base -k regex:project --metrics "$PROJ_METRICS" --csv --page raw \
+    --log-file "$out/s22/proj_$tag.csv" python3 -m cuda_kernels.mbconv_profile "${blocks[@]}" || ok=0
+  python3 -m cuda_kernels.ncu_lines "PROJ $tag" "$out/s22/proj_$tag.csv" project "${blocks[@]}" 2>> "$log" | tee -a "$log"
 done
 step ncu_src 90 ncu --clock-control none --cache-control none --set full --import-source no -k regex:project_wg -c 2 \
   -f -o "$out/s22/wg51" python3 -m cuda_kernels.mbconv_profile features.5.1 || ok=0

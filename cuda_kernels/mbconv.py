@@ -303,7 +303,7 @@ def project_v10_auto(rows: int, c_out: int, sms: int) -> bool:
     return 2 * units < 3 * sms
 
 
-PROJECT_WG_MODES = ("off", "late", "all", "ring")  # CUDA_KERNELS_PROJ_WG (csrc/mbconv_proj_wg.cu project_wg_mode)
+PROJECT_WG_MODES = ("off", "late", "all", "ring", "unstaged")  # CUDA_KERNELS_PROJ_WG (csrc/mbconv_proj_wg.cu)
 PROJECT_WG_DEFAULT_MODE = "ring"  # version 11's, since session 21 (project_wg_mode)
 PROJECT_WG_SPLIT_SWITCH = "CUDA_KERNELS_PROJ_WG_SPLIT"  # 0 | 1 | auto (the default): project_wg_sk_kernel
 

@@ -48,7 +48,8 @@ def test_mirrors_match_the_source():
     assert mb.PROJECT_WG_SPLIT_SWITCH == "CUDA_KERNELS_PROJ_WG_SPLIT"
     assert "return tiles * (p.C_out / bn) <= sms[dev];" in SOURCE  # project_wg_splits mirrors it
     modes = re.findall(r'std::strcmp\(v, "(\w+)"\) == 0\) return (\d)', SOURCE)
-    assert [m for m, _ in modes] == list(mb.PROJECT_WG_MODES[1:]) and [int(i) for _, i in modes] == [1, 2, 3]
+    assert [m for m, _ in modes] == list(mb.PROJECT_WG_MODES[1:]) and [int(i) for _, i in modes] == [1, 2, 3, 4]
+    assert "(mode == 4 && !project_v9_runs_v9s(p))" in SOURCE
     assert (_constant("kProjWgPrefetchX"), _constant("kProjWgOverlap"), _constant("kProjWgPrefetchL2")) == \
         (mb.PROJECT_WG_PREFETCH_X, mb.PROJECT_WG_OVERLAP, mb.PROJECT_WG_PREFETCH_L2)
     assert [int(o) for o in re.findall(r"case (\d): return launch_project_wg_opt<BN, \1>", SOURCE)] == \
@@ -88,7 +89,7 @@ def test_which_blocks_it_serves():
     from mbconv_helpers import block_of, mbconv_shapes
     from perfmodel.zoo import fold_batchnorm
 
-    late, ring, every = set(), set(), set()
+    late, ring, unstaged, every = set(), set(), set(), set()
     for path, (_, h, w) in mbconv_shapes("efficientnet_b0").items():
         params = mb.block_params(fold_batchnorm(block_of("efficientnet_b0", path)))
         hw = mb.output_size(h, params.stride) * mb.output_size(w, params.stride)
@@ -98,6 +99,8 @@ def test_which_blocks_it_serves():
                 late.add(path)
             elif mb.project_v9_runs_ring(params.hidden, params.out_channels, hw):
                 ring.add(path)
+            if not mb.project_v9s_applies(params.hidden, params.out_channels, hw):
+                unstaged.add(path)
     assert late == {"features.5.0", "features.5.1", "features.5.2", "features.6.0", "features.6.1", "features.6.2",
                     "features.6.3", "features.7.0"}
     # ring: also where project_v9's task-staged loaders do not fit: hidden 480 -> 80 at 14 x 14, 77 KB of V and
@@ -108,6 +111,9 @@ def test_which_blocks_it_serves():
     assert [mb.project_wg_splits(128 * hw, c, 132) for hw, c in ((49, 192), (49, 320), (196, 112), (196, 80))] == \
         [True, False, False, False]
     assert mb.project_v9t_smem_bytes(480, 80) > mb.PROJECT_V9T_MAX_SMEM >= mb.project_v9t_smem_bytes(240, 80)
+    # unstaged: wherever project_v9s does not run - also 4.0 (14 x 14 = 196 rows an image: tasks of 16 rows would
+    # span two images), which runs project_v9t
+    assert unstaged == late | ring | {"features.4.0"} and 196 % 16 == 4
     assert every == set(mbconv_shapes("efficientnet_b0"))
 
 
@@ -451,6 +457,24 @@ def test_ring_mode_takes_the_ring_blocks_only(monkeypatch):
 
 
 @pytest.mark.cuda
+def test_unstaged_mode_takes_4_0_and_leaves_the_staged_blocks(monkeypatch):
+    """CUDA_KERNELS_PROJ_WG=unstaged: project_wg at 4.0 (project_v9t there), with "all"'s bits (the same kernel); 3.1
+    keeps project_v9s."""
+    from mbconv_helpers import b0_prepared, run_profiled
+
+    params, weights, x = b0_prepared("features.4.0", 128)
+    monkeypatch.setenv(mb.PROJECT_WG_SWITCH, "all")
+    base = mb.mbconv(x, params, weights, version=11)
+    monkeypatch.setenv(mb.PROJECT_WG_SWITCH, "unstaged")
+    got, names = run_profiled(x, params, weights, base, 11)
+    assert "project_wg_kernel<80, 1>" in names and "project_v9" not in names, names[:600]
+    assert torch.equal(got, base)
+    params, weights, x = b0_prepared("features.3.1", 128)
+    _, names = run_profiled(x, params, weights, mb.mbconv(x, params, weights, version=11), 11)
+    assert "project_v9s_kernel" in names and "project_wg" not in names, names[:600]
+
+
+@pytest.mark.cuda
 def test_split_by_default_where_the_tiles_fit_the_sms(monkeypatch):
     """CUDA_KERNELS_PROJ_WG_SPLIT unset (auto): B0's 6.1 at batch 128 (98 tiles) over two warpgroups, 5.1 (392) on
     one; the split kernel's output equals CUDA_KERNELS_PROJ_WG_SPLIT=1's bit for bit (the same kernel)."""
@@ -470,7 +494,8 @@ def test_split_by_default_where_the_tiles_fit_the_sms(monkeypatch):
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("switches", [{"CUDA_KERNELS_PROJ_WG": "ring"}, {"CUDA_KERNELS_PROJ_WG_SPLIT": "1"},
-                                      {"CUDA_KERNELS_PROJ_WG": "ring", "CUDA_KERNELS_PROJ_WG_SPLIT": "1"}])
+                                      {"CUDA_KERNELS_PROJ_WG": "ring", "CUDA_KERNELS_PROJ_WG_SPLIT": "1"},
+                                      {"CUDA_KERNELS_PROJ_WG": "unstaged"}])
 def test_efficientnet_b0_with_the_split_and_ring(switches, monkeypatch):
     from mbconv_helpers import check_fused_b0
 

@@ -1001,6 +1001,11 @@ bool project_v9_runs_ring(const Params& p) {
   return project_v9t_smem_bytes(p.hidden, p.C_out, bulk) > kProjV9TMaxSmem;
 }
 
+// Whether project_v9 runs project_v9s (the task-staged loader with the scale rows staged) where it applies.
+bool project_v9_runs_v9s(const Params& p) {
+  return !project_v9_runs_ring(p) && !project_v9_bulk_requested() && project_v9s_runs(p);
+}
+
 bool project_bulk_applies(int hidden, int hk_pad, int c_out) {
   return hidden % 16 == 0 && project_bulk_smem_bytes(hidden, hk_pad, project_v3_bn(c_out)) <= kProjBulkMaxSmem;
 }
