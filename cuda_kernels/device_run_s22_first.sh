@@ -13,7 +13,7 @@ source cuda_kernels/device_lib.sh  # step, mbconv_begin, PROJ_METRICS
 mbconv_begin S22 570
 mkdir -p "$out/s22"
 step tests 150 python3 -m pytest -q -m cuda --tb=short -p no:cacheprovider tests/test_mbconv_se_v3_pre.py \
-  tests/test_mbconv_proj_wg.py -k "pre or bits or options or own_activations or unstaged" || ok=0
+  tests/test_mbconv_proj_wg.py -k "pre or bits or options or own_activations or modes or default" || ok=0
 step switches 120 python3 -m cuda_kernels.b0_switches CUDA_KERNELS_SE_V3_PRE=1 CUDA_KERNELS_PROJ_WG_OPT=5 \
   CUDA_KERNELS_PROJ_WG=unstaged "CUDA_KERNELS_SE_V3_PRE=1 CUDA_KERNELS_PROJ_WG_OPT=5 CUDA_KERNELS_PROJ_WG=unstaged" \
   -o "$out/s22/switches.json" || ok=0

@@ -435,43 +435,33 @@ def test_split_is_close_to_one_warpgroup(path, batch, monkeypatch):
 
 
 @pytest.mark.cuda
-def test_ring_mode_takes_the_ring_blocks_only(monkeypatch):
-    """CUDA_KERNELS_PROJ_WG=ring: project_wg at 4.1 (project_v9's ring there), with "all"'s bits (the same kernel);
-    4.0 keeps project_v9t (its task-staged loader fits)."""
+@pytest.mark.parametrize("mode,taken,kept,kept_kernel", [("ring", "features.4.1", "features.4.0", "project_v9t_kernel"),
+                                                         ("unstaged", "features.4.0", "features.3.1", "project_v9s_kernel")])
+def test_modes_take_their_blocks_only(mode, taken, kept, kept_kernel, monkeypatch):
+    """CUDA_KERNELS_PROJ_WG=ring: project_wg at 4.1 (project_v9's ring there), not at 4.0 (project_v9t); unstaged: at
+    4.0 too, not at 3.1 (project_v9s). Where taken, "all"'s bits (the same kernel)."""
     from mbconv_helpers import b0_prepared, run_profiled
 
-    params, weights, x = b0_prepared("features.4.1", 128)
+    params, weights, x = b0_prepared(taken, 128)
     monkeypatch.setenv(mb.PROJECT_WG_SWITCH, "all")
     base = mb.mbconv(x, params, weights, version=11)
-    monkeypatch.setenv(mb.PROJECT_WG_SWITCH, "ring")
+    monkeypatch.setenv(mb.PROJECT_WG_SWITCH, mode)
     got, names = run_profiled(x, params, weights, base, 11)
     assert "project_wg_kernel<80, 1>" in names and "project_v9" not in names, names[:600]
     assert torch.equal(got, base)
-    params, weights, x = b0_prepared("features.4.0", 128)
+    params, weights, x = b0_prepared(kept, 128)
     _, names = run_profiled(x, params, weights, mb.mbconv(x, params, weights, version=11), 11)
-    assert "project_v9t_kernel" in names and "project_wg" not in names, names[:600]
-    monkeypatch.delenv(mb.PROJECT_WG_SWITCH)  # ring: version 11's default
-    params, weights, x = b0_prepared("features.4.2", 128)
-    _, names = run_profiled(x, params, weights, mb.mbconv(x, params, weights, version=11), 11)
-    assert "project_wg_kernel<80, 1>" in names, names[:600]
+    assert kept_kernel in names and "project_wg" not in names, names[:600]
 
 
 @pytest.mark.cuda
-def test_unstaged_mode_takes_4_0_and_leaves_the_staged_blocks(monkeypatch):
-    """CUDA_KERNELS_PROJ_WG=unstaged: project_wg at 4.0 (project_v9t there), with "all"'s bits (the same kernel); 3.1
-    keeps project_v9s."""
+def test_ring_is_version_11s_default(monkeypatch):
     from mbconv_helpers import b0_prepared, run_profiled
 
-    params, weights, x = b0_prepared("features.4.0", 128)
-    monkeypatch.setenv(mb.PROJECT_WG_SWITCH, "all")
-    base = mb.mbconv(x, params, weights, version=11)
-    monkeypatch.setenv(mb.PROJECT_WG_SWITCH, "unstaged")
-    got, names = run_profiled(x, params, weights, base, 11)
-    assert "project_wg_kernel<80, 1>" in names and "project_v9" not in names, names[:600]
-    assert torch.equal(got, base)
-    params, weights, x = b0_prepared("features.3.1", 128)
+    monkeypatch.delenv(mb.PROJECT_WG_SWITCH, raising=False)
+    params, weights, x = b0_prepared("features.4.2", 128)
     _, names = run_profiled(x, params, weights, mb.mbconv(x, params, weights, version=11), 11)
-    assert "project_v9s_kernel" in names and "project_wg" not in names, names[:600]
+    assert "project_wg_kernel<80, 1>" in names, names[:600]
 
 
 @pytest.mark.cuda
