@@ -92,12 +92,6 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[BN / 2], const uint32_t (&a)
 //     or two (twice the warps bought nothing), so the read pattern is the suspect, as it was for project_v9's ring.
 constexpr int kProjWgPrefetchX = 1, kProjWgOverlap = 2, kProjWgPrefetchL2 = 4;
 
-// The kernel's body for KS warpgroups. KS = 1: project_wg_kernel. KS = 2 (project_wg_sk_kernel, OPT without
-// kProjWgOverlap, one row tile per CTA): warpgroup g takes the tile's chunks g, g + 2, ... through its own ring of
-// stages and mbarriers (a named barrier per warpgroup where KS = 1 has __syncthreads), so that each warpgroup's chain
-// of chunk steps is half as long; at the end each warpgroup hands the other the accumulators of the other's half of
-// the column groups through shared memory (the stages, free by then), adds the other's partial sums for its own half
-// (fp32: the two halves' sums added once, so close to KS = 1's values, not bitwise) and stores that half.
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // kProjWgPrefetchL2: row tile t's rows of D (P rows in all) into L2 as one request
 __device__ __forceinline__ void prefetch_tile_l2(const Params& p, int t, int P) {
@@ -106,7 +100,15 @@ __device__ __forceinline__ void prefetch_tile_l2(const Params& p, int t, int P) 
     bf::bulk_prefetch_l2(p.d + (size_t)t * kProjWgRows * p.hidden, (uint32_t)(rows * p.hidden * 2));
   }
 }
+#endif
 
+// The kernel's body for KS warpgroups. KS = 1: project_wg_kernel. KS = 2 (project_wg_sk_kernel, OPT without
+// kProjWgOverlap, one row tile per CTA): warpgroup g takes the tile's chunks g, g + 2, ... through its own ring of
+// stages and mbarriers (a named barrier per warpgroup where KS = 1 has __syncthreads), so that each warpgroup's chain
+// of chunk steps is half as long; at the end each warpgroup hands the other the accumulators of the other's half of
+// the column groups through shared memory (the stages, free by then), adds the other's partial sums for its own half
+// (fp32: the two halves' sums added once, so close to KS = 1's values, not bitwise) and stores that half.
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 template <int BN, int OPT, int KS>
 __device__ __forceinline__ void project_wg_body(const Params& p, const CUtensorMap& tm_d, const CUtensorMap& tm_w) {
   static_assert(KS == 1 || (KS == 2 && (OPT & kProjWgOverlap) == 0), "the split runs the plain chunk loop");
