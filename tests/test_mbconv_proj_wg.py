@@ -49,7 +49,7 @@ def test_mirrors_match_the_source():
     assert "return tiles * (p.C_out / bn) <= sms[dev];" in SOURCE  # project_wg_splits mirrors it
     modes = re.findall(r'std::strcmp\(v, "(\w+)"\) == 0\) return (\d)', SOURCE)
     assert [m for m, _ in modes] == list(mb.PROJECT_WG_MODES[1:]) and [int(i) for _, i in modes] == [1, 2, 3, 4]
-    assert "(mode == 4 && !project_v9_runs_v9s(p))" in SOURCE
+    assert "return (mode == 3 && !project_v9_staged_fits(p)) || (mode == 4 && !project_v9_runs_v9s(p));" in SOURCE
     assert (_constant("kProjWgPrefetchX"), _constant("kProjWgOverlap"), _constant("kProjWgPrefetchL2")) == \
         (mb.PROJECT_WG_PREFETCH_X, mb.PROJECT_WG_OVERLAP, mb.PROJECT_WG_PREFETCH_L2)
     assert [int(o) for o in re.findall(r"case (\d): return launch_project_wg_opt<BN, \1>", SOURCE)] == \

@@ -95,6 +95,7 @@ cudaError_t launch_expand_dw_v8_k5(const Params& p, int chunk, cudaStream_t stre
 bool project_v9_applies(int hidden, int c_out);
 bool project_v9_runs_ring(const Params& p);  // project_v9 where it applies: the ring of loads in registers
 bool project_v9_runs_v9s(const Params& p);   // project_v9 where it applies: project_v9s
+bool project_v9_staged_fits(const Params& p);  // project_v9s or project_v9t fits (the loader switches ignored)
 // Version 9 runs version 3's kernel 1 where version 8's was measured slower: k = 3, stride 1 and at most 64 output
 // pixels per image (B0's features.7.0, 7 x 7: 132.3 against 145.3 us per block, examples/measurements/mbconv/v8/
 // mb8_blocks.json; one band per image, so version 8's halo reuse buys nothing there). mbconv.py mirrors it.

@@ -452,7 +452,9 @@ int project_wg_mode(bool v11) {
 bool project_wg_applies(const Params& p, int mode) {
   if (mode == 0 || project_wg_bn(p.C_out) == 0 || p.hidden % 8 || p.hidden < 8 || p.hk_pad % 8) return false;
   if (mode == 2 || !project_v9_applies(p.hidden, p.C_out)) return true;
-  return (mode == 3 && project_v9_runs_ring(p)) || (mode == 4 && !project_v9_runs_v9s(p));
+  // ring: where project_v9's task-staged loaders do not fit (not following CUDA_KERNELS_PROJ_V9_LOAD=ring, which
+  // asks project_v9 itself for its ring)
+  return (mode == 3 && !project_v9_staged_fits(p)) || (mode == 4 && !project_v9_runs_v9s(p));
 }
 
 cudaError_t launch_project_wg(const Params& p, cudaStream_t stream, bool pdl) {

@@ -1001,6 +1001,12 @@ bool project_v9_runs_ring(const Params& p) {
   return project_v9t_smem_bytes(p.hidden, p.C_out, bulk) > kProjV9TMaxSmem;
 }
 
+// Whether one of project_v9's task-staged loaders fits (project_v9s, or project_v9t with the loader switches at
+// their defaults): structural, unlike project_v9_runs_ring, which also follows CUDA_KERNELS_PROJ_V9_LOAD=ring.
+bool project_v9_staged_fits(const Params& p) {
+  return project_v9s_runs(p) || project_v9t_smem_bytes(p.hidden, p.C_out) <= kProjV9TMaxSmem;
+}
+
 // Whether project_v9 runs project_v9s (the task-staged loader with the scale rows staged) where it applies.
 bool project_v9_runs_v9s(const Params& p) {
   return !project_v9_runs_ring(p) && !project_v9_bulk_requested() && project_v9s_runs(p);
