@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Session 22's first call (NOTES.md "Current state", session 21): three switches built in session 21 without a GPU,
+# Session 22's first call (NOTES.md "Current state", session 21): four switches built in session 21 without a GPU,
 # tested and timed - SE version 3 with its weights copied before the wait (CUDA_KERNELS_SE_V3_PRE=1), project_wg
 # with each tile's D prefetched into L2 as one contiguous request (CUDA_KERNELS_PROJ_WG_OPT=5), project_wg wherever
-# project_v9s does not run (CUDA_KERNELS_PROJ_WG=unstaged: B0's 4.0) - then Nsight Compute of the projections at 4.0
-# / 4.1 / 5.0 / 5.1 under options 1 and 5 and 4.0 under unstaged (L2 flushed), 5.1's per-instruction stalls, and
-# test_pdl under session 21's defaults with the time left. From the repository root (~9 minutes on an H200):
+# project_v9s does not run (CUDA_KERNELS_PROJ_WG=unstaged: B0's 4.0), project_wg on 128-row tiles
+# (CUDA_KERNELS_PROJ_WG_M128=1) - then Nsight Compute of the projections at 4.0 / 4.1 / 5.0 / 5.1 under each (L2
+# flushed), 5.1's per-instruction stalls, and test_pdl under session 21's defaults with the time left. From the repository root (~9 minutes on an H200):
 #   timeout 580 bash cuda_kernels/device_run_s22_first.sh OUTDIR
 # Files: OUTDIR/log.txt, OUTDIR/s22.tgz. Last line S22_OK=1|0.
 set -uo pipefail
@@ -13,12 +13,13 @@ source cuda_kernels/device_lib.sh  # step, mbconv_begin, PROJ_METRICS
 mbconv_begin S22 570
 mkdir -p "$out/s22"
 step tests 150 python3 -m pytest -q -m cuda --tb=short -p no:cacheprovider tests/test_mbconv_se_v3_pre.py \
-  tests/test_mbconv_proj_wg.py -k "pre or bits or options or own_activations or modes or default" || ok=0
+  tests/test_mbconv_proj_wg.py -k "pre or bits or options or own_activations or modes or default or m128" || ok=0
 step switches 120 python3 -m cuda_kernels.b0_switches CUDA_KERNELS_SE_V3_PRE=1 CUDA_KERNELS_PROJ_WG_OPT=5 \
-  CUDA_KERNELS_PROJ_WG=unstaged "CUDA_KERNELS_SE_V3_PRE=1 CUDA_KERNELS_PROJ_WG_OPT=5 CUDA_KERNELS_PROJ_WG=unstaged" \
-  -o "$out/s22/switches.json" || ok=0
+  CUDA_KERNELS_PROJ_WG=unstaged CUDA_KERNELS_PROJ_WG_M128=1 \
+  "CUDA_KERNELS_SE_V3_PRE=1 CUDA_KERNELS_PROJ_WG_OPT=5 CUDA_KERNELS_PROJ_WG=unstaged" -o "$out/s22/switches.json" || ok=0
 blocks=(features.4.0 features.4.1 features.5.0 features.5.1)
-for v in "CUDA_KERNELS_PROJ_WG_OPT=1" "CUDA_KERNELS_PROJ_WG_OPT=5" "CUDA_KERNELS_PROJ_WG=unstaged"; do
+for v in "CUDA_KERNELS_PROJ_WG_OPT=1" "CUDA_KERNELS_PROJ_WG_OPT=5" "CUDA_KERNELS_PROJ_WG=unstaged" \
+         "CUDA_KERNELS_PROJ_WG_M128=1"; do
   tag=$(echo "$v" | tr '=' '-')
   step "ncu_$tag" 60 env $v ncu --clock-control none --cache-control all \
     --print-units base -k regex:project --metrics "$PROJ_METRICS" --csv --page raw \

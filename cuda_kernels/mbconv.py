@@ -306,6 +306,7 @@ def project_v10_auto(rows: int, c_out: int, sms: int) -> bool:
 PROJECT_WG_MODES = ("off", "late", "all", "ring", "unstaged")  # CUDA_KERNELS_PROJ_WG (csrc/mbconv_proj_wg.cu)
 PROJECT_WG_DEFAULT_MODE = "ring"  # version 11's, since session 21 (project_wg_mode)
 PROJECT_WG_SPLIT_SWITCH = "CUDA_KERNELS_PROJ_WG_SPLIT"  # 0 | 1 | auto (the default): project_wg_sk_kernel
+PROJECT_WG_M128_SWITCH = "CUDA_KERNELS_PROJ_WG_M128"  # "1": project_wg_m2_kernel, 128-row tiles (off until measured)
 
 
 def project_wg_splits(rows: int, c_out: int, sms: int) -> bool:
@@ -328,20 +329,22 @@ def project_wg_bn(c_out: int) -> int:
     return bn if bn in PROJECT_WG_SHAPES else 0
 
 
-def project_wg_stages(bn: int, ks: int = 1) -> int:
+def project_wg_stages(bn: int, ks: int = 1, mw: int = 1) -> int:
     """Pipeline stages of the wgmma projection (csrc/mbconv_proj_wg.cu project_wg_stages): 4, and 3 from bn = 160 on
     (two CTAs per SM); with the hidden dimension split over ks = 2 warpgroups, each warpgroup's ring: 2 up to bn = 120,
-    else 3."""
+    else 3; with 128-row tiles on mw = 2 warpgroups, 4."""
+    if mw == 2:
+        return 4
     if ks == 1:
         return 3 if bn >= 160 else 4
     return 3 if bn > 120 else 2
 
 
-def project_wg_smem_bytes(bn: int, ks: int = 1) -> int:
+def project_wg_smem_bytes(bn: int, ks: int = 1, mw: int = 1) -> int:
     """Shared memory of the wgmma projection (csrc/mbconv_proj_wg.cu project_wg_smem_bytes): 1 KB of alignment slack,
-    then per stage B (bn rows of 128 bytes) and A (64 rows of 128 bytes), both in the 128-byte swizzle the tensor
+    then per stage B (bn rows of 128 bytes) and A (64 mw rows of 128 bytes), both in the 128-byte swizzle the tensor
     memory accelerator writes, and the stage's 8-byte mbarrier; ks rings of them."""
-    return 1024 + ks * project_wg_stages(bn, ks) * ((bn + PROJECT_WG_ROWS) * 128 + 8)
+    return 1024 + ks * project_wg_stages(bn, ks, mw) * ((bn + mw * PROJECT_WG_ROWS) * 128 + 8)
 
 
 V8_HALO_MAX = 12  # csrc/mbconv_v8.cuh kV8HaloMax: 8-byte pieces of E's halo rows per thread

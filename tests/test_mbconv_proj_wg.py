@@ -32,8 +32,9 @@ def _constant(name: str) -> int:
 
 def test_mirrors_match_the_source():
     assert (_constant("kProjWgRows"), _constant("kProjWgK")) == (mb.PROJECT_WG_ROWS, mb.PROJECT_WG_K) == (64, 64)
-    assert "return ks == 1 ? (bn >= 160 ? 3 : 4) : (bn > 120 ? 3 : 2);" in SOURCE  # project_wg_stages
-    assert "(bn + kProjWgRows) * 128 + 8" in SOURCE  # project_wg_smem_bytes
+    assert "return mw == 2 ? 4 : ks == 1 ? (bn >= 160 ? 3 : 4) : (bn > 120 ? 3 : 2);" in SOURCE  # project_wg_stages
+    assert "(bn + mw * kProjWgRows) * 128 + 8" in SOURCE  # project_wg_smem_bytes
+    assert 'std::getenv("CUDA_KERNELS_PROJ_WG_M128")' in SOURCE and mb.PROJECT_WG_M128_SWITCH == "CUDA_KERNELS_PROJ_WG_M128"
     built = tuple(int(n) for n in re.findall(r"bn == (\d+)", SOURCE))
     assert built == mb.PROJECT_WG_SHAPES
     gen = (CSRC / "gen_wgmma.py").read_text()
@@ -82,6 +83,9 @@ def test_tile_widths_and_shared_memory_by_hand():
         assert n * 256 <= smem - 1024 - 2 * mb.project_wg_stages(n, 2) * 8
         if n <= 112:  # __launch_bounds__(256, 2): two CTAs of two warpgroups
             assert 2 * (smem + 1024) <= 228 * 1024
+    # 128-row tiles: one ring of 4 stages of B and 128 rows of A
+    assert mb.project_wg_smem_bytes(112, 1, 2) == 1024 + 4 * ((112 + 128) * 128 + 8) == 123_936
+    assert all(mb.project_wg_smem_bytes(n, 1, 2) + 1024 <= 228 * 1024 for n in mb.PROJECT_WG_SHAPES)
 
 
 def test_which_blocks_it_serves():
@@ -131,8 +135,9 @@ def test_compiles_without_spills():
     entries = re.findall(r"Compiling entry function '_ZN2mb17project_wg_kernelILi(\d+)ELi(\d)E", report)
     assert sorted((int(n), int(o)) for n, o in entries) == \
         [(n, o) for n in sorted(mb.PROJECT_WG_SHAPES) for o in mb.PROJECT_WG_OPTIONS]
-    split = re.findall(r"Compiling entry function '_ZN2mb20project_wg_sk_kernelILi(\d+)E", report)
-    assert sorted(int(n) for n in split) == sorted(mb.PROJECT_WG_SHAPES)
+    for kernel in ("project_wg_sk_kernel", "project_wg_m2_kernel"):
+        found = re.findall(rf"Compiling entry function '_ZN2mb{len(kernel)}{kernel}ILi(\d+)E", report)
+        assert sorted(int(n) for n in found) == sorted(mb.PROJECT_WG_SHAPES), kernel
     assert "spill stores" in report and all(" 0 bytes spill stores, 0 bytes spill loads" in line
                                             for line in report.splitlines() if "spill stores" in line)
     assert "Potential Performance Loss" not in report  # ptxas serialising the wgmmas would say so
@@ -296,27 +301,34 @@ def _served():
             if mb.project_wg_bn(mb.block_params(fold_batchnorm(block_of(name, path))).out_channels)]
 
 
+# the kernels: one warpgroup a 64-row tile; the hidden dimension over two; 128-row tiles on two
+KERNELS = {"one": {"CUDA_KERNELS_PROJ_WG_SPLIT": "0"}, "split": {"CUDA_KERNELS_PROJ_WG_SPLIT": "1"},
+           "m128": {"CUDA_KERNELS_PROJ_WG_SPLIT": "0", "CUDA_KERNELS_PROJ_WG_M128": "1"}}
+
+
 @pytest.mark.cuda
 @pytest.mark.parametrize("batch", [1, 5, 128])
 @pytest.mark.parametrize("name,path", _served())
-@pytest.mark.parametrize("split", ["0", "1"])  # one warpgroup a tile, or two (CUDA_KERNELS_PROJ_WG_SPLIT)
-def test_every_shape_it_serves(name, path, batch, split, monkeypatch):
+@pytest.mark.parametrize("kernel", list(KERNELS))
+def test_every_shape_it_serves(name, path, batch, kernel, monkeypatch):
     from mbconv_helpers import check_shape
 
     monkeypatch.setenv(mb.PROJECT_WG_SWITCH, "all")
-    monkeypatch.setenv(mb.PROJECT_WG_SPLIT_SWITCH, split)
+    for switch, value in KERNELS[kernel].items():
+        monkeypatch.setenv(switch, value)
     check_shape(name, path, batch, 11)
 
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("path,size,batch", [("features.5.1", 11, 3), ("features.6.1", 5, 7), ("features.7.0", 3, 9),
                                              ("features.4.1", 13, 2), ("features.6.0", 9, 1)])
-@pytest.mark.parametrize("split", ["0", "1"])
-def test_odd_sizes(path, size, batch, split, monkeypatch):
+@pytest.mark.parametrize("kernel", list(KERNELS))
+def test_odd_sizes(path, size, batch, kernel, monkeypatch):
     from mbconv_helpers import check_b0_at_size
 
     monkeypatch.setenv(mb.PROJECT_WG_SWITCH, "all")
-    monkeypatch.setenv(mb.PROJECT_WG_SPLIT_SWITCH, split)
+    for switch, value in KERNELS[kernel].items():
+        monkeypatch.setenv(switch, value)
     check_b0_at_size(path, size, batch, 11)
 
 
@@ -412,10 +424,11 @@ def test_options_odd_sizes(path, size, batch, monkeypatch):
 @pytest.mark.cuda
 @pytest.mark.parametrize("path,batch", [("features.4.1", 128), ("features.5.1", 128), ("features.6.1", 128),
                                         ("features.7.0", 128), ("features.6.1", 1), ("features.1.0", 5)])
-def test_split_is_close_to_one_warpgroup(path, batch, monkeypatch):
-    """The split adds each warpgroup's partial sums once at the end: within 5e-4 of one warpgroup's sums, not equal to
-    them where kernel 1 is repeatable at batch 128 (proof that another summation ran), and the profiler names
-    project_wg_sk_kernel<BN> and no other projection."""
+@pytest.mark.parametrize("kernel", ["split", "m128"])
+def test_split_and_m128_are_close_to_one_warpgroup(path, batch, kernel, monkeypatch):
+    """The split adds each warpgroup's partial sums once at the end; 128-row tiles start their chunks where the
+    128-row tile does: within 5e-4 of one warpgroup's sums, not equal to them where kernel 1 is repeatable at batch
+    128 (proof that another summation ran), and the profiler names the kernel and no other projection."""
     from mbconv_helpers import b0_prepared, run_profiled
     from perfmodel.harness import relative_error
 
@@ -423,10 +436,12 @@ def test_split_is_close_to_one_warpgroup(path, batch, monkeypatch):
     monkeypatch.setenv(mb.PROJECT_WG_SWITCH, "all")
     monkeypatch.setenv(mb.PROJECT_WG_SPLIT_SWITCH, "0")
     base = mb.mbconv(x, params, weights, version=11)
-    monkeypatch.setenv(mb.PROJECT_WG_SPLIT_SWITCH, "1")
+    for switch, value in KERNELS[kernel].items():
+        monkeypatch.setenv(switch, value)
     got, names = run_profiled(x, params, weights, base, 11)
     bn = mb.project_wg_bn(params.out_channels)
-    assert re.search(rf"project_wg_sk_kernel<{bn}>", names), names[:600]
+    name = {"split": "project_wg_sk_kernel", "m128": "project_wg_m2_kernel"}[kernel]
+    assert re.search(rf"{name}<{bn}>", names), names[:600]
     assert not re.search(r"project_wg_kernel<|project_v\d+\w*_kernel", names), names[:600]
     assert relative_error(got, base.double()) < 5e-4
     repeatable = not mb.kernel1_v9_takes_v3(params.kernel_size, params.stride, got.shape[2], got.shape[3])
@@ -485,7 +500,7 @@ def test_split_by_default_where_the_tiles_fit_the_sms(monkeypatch):
 @pytest.mark.cuda
 @pytest.mark.parametrize("switches", [{"CUDA_KERNELS_PROJ_WG": "ring"}, {"CUDA_KERNELS_PROJ_WG_SPLIT": "1"},
                                       {"CUDA_KERNELS_PROJ_WG": "ring", "CUDA_KERNELS_PROJ_WG_SPLIT": "1"},
-                                      {"CUDA_KERNELS_PROJ_WG": "unstaged"}])
+                                      {"CUDA_KERNELS_PROJ_WG": "unstaged"}, {"CUDA_KERNELS_PROJ_WG_M128": "1"}])
 def test_efficientnet_b0_with_the_split_and_ring(switches, monkeypatch):
     from mbconv_helpers import check_fused_b0
 

@@ -35,15 +35,15 @@ constexpr int kProjWgThreads = 128;
 // Stages: 4, and 3 from BN = 160 on, so that two CTAs fit on an SM (the late blocks have few row tiles). With the
 // hidden dimension split over KS = 2 warpgroups (project_wg_sk_kernel), each warpgroup's own ring: 2 stages up to
 // BN = 120 (two CTAs an SM), else 3 (one CTA an SM).
-__host__ __device__ constexpr int project_wg_stages(int bn, int ks = 1) {
-  return ks == 1 ? (bn >= 160 ? 3 : 4) : (bn > 120 ? 3 : 2);
+__host__ __device__ constexpr int project_wg_stages(int bn, int ks = 1, int mw = 1) {
+  return mw == 2 ? 4 : ks == 1 ? (bn >= 160 ? 3 : 4) : (bn > 120 ? 3 : 2);
 }
 
 // Shared memory (cuda_kernels/mbconv.py project_wg_smem_bytes mirrors it): 1 KB of alignment slack, the stages
 // (B: BN rows of 128 bytes, then A: 64 rows of 128 bytes; 1024-aligned for the swizzle), one 8-byte mbarrier each;
-// KS rings of them.
-__host__ __device__ constexpr int project_wg_smem_bytes(int bn, int ks = 1) {
-  return 1024 + ks * project_wg_stages(bn, ks) * ((bn + kProjWgRows) * 128 + 8);
+// KS rings of them; MW = 2 (project_wg_m2_kernel): A of 128 rows, one ring of 4 stages.
+__host__ __device__ constexpr int project_wg_smem_bytes(int bn, int ks = 1, int mw = 1) {
+  return 1024 + ks * project_wg_stages(bn, ks, mw) * ((bn + mw * kProjWgRows) * 128 + 8);
 }
 
 // The output tile width for C_out: C_out itself up to 256, else half of it (a multiple of 8); 0 where no wgmma shape
@@ -109,19 +109,24 @@ __device__ __forceinline__ void prefetch_tile_l2(const Params& p, int t, int P) 
 // the column groups through shared memory (the stages, free by then), adds the other's partial sums for its own half
 // (fp32: the two halves' sums added once, so close to KS = 1's values, not bitwise) and stores that half.
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-template <int BN, int OPT, int KS>
+template <int BN, int OPT, int KS, int MW = 1>
 __device__ __forceinline__ void project_wg_body(const Params& p, const CUtensorMap& tm_d, const CUtensorMap& tm_w) {
   static_assert(KS == 1 || (KS == 2 && (OPT & kProjWgOverlap) == 0), "the split runs the plain chunk loop");
   static_assert((OPT & kProjWgPrefetchL2) == 0 || (KS == 1 && (OPT & kProjWgOverlap) == 0), "built as option 5 only");
-  constexpr int S = project_wg_stages(BN, KS), B_BYTES = BN * 128, STAGE = B_BYTES + kProjWgRows * 128;
+  static_assert(MW == 1 || (MW == 2 && KS == 1 && OPT == kProjWgPrefetchX), "128-row tiles: one ring, option 1");
+  // TM rows a tile: MW warpgroups, warpgroup mw on rows 64 mw .. 64 mw + 63 of each stage's A, all on its B
+  constexpr int TM = MW * kProjWgRows;
+  constexpr int S = project_wg_stages(BN, KS, MW), B_BYTES = BN * 128, STAGE = B_BYTES + TM * 128;
   extern __shared__ __align__(16) uint8_t smem_raw[];
-  const int tid_cta = threadIdx.x, wg = KS == 1 ? 0 : tid_cta / kProjWgThreads;
-  const int tid = KS == 1 ? tid_cta : tid_cta % kProjWgThreads, lane = tid & 31, warp = tid >> 5;
+  const int tid_cta = threadIdx.x, grp = KS == 1 && MW == 1 ? 0 : tid_cta / kProjWgThreads;
+  const int wg = KS == 1 ? 0 : grp, mw = MW == 1 ? 0 : grp;
+  const int tid = KS == 1 && MW == 1 ? tid_cta : tid_cta % kProjWgThreads, lane = tid & 31, warp = tid >> 5;
+  const bool leader = MW == 1 ? tid == 0 : tid_cta == 0;  // issues its ring's copies (one ring a warpgroup where KS = 2)
   const uint32_t smem0 = (smem_addr(smem_raw) + 1023) & ~1023u;
   // warpgroup wg's ring: stage s's B at base + s STAGE, A after it; its mbarrier at bars + 8 s (after every ring)
   const uint32_t base = smem0 + wg * S * STAGE, bars = smem0 + KS * S * STAGE + wg * 8 * S;
   const int HW = p.Ho * p.Wo, P = p.N * HW;
-  const int tiles = (P + kProjWgRows - 1) / kProjWgRows, n0 = blockIdx.y * BN;
+  const int tiles = (P + TM - 1) / TM, n0 = blockIdx.y * BN;
   const int chunks = (p.hidden + kProjWgK - 1) / kProjWgK;
   const int mine = (chunks - wg + KS - 1) / KS;  // chunks of a tile that this warpgroup computes
   const int my_tiles = blockIdx.x < tiles ? (tiles - 1 - blockIdx.x) / gridDim.x + 1 : 0;
@@ -132,7 +137,7 @@ __device__ __forceinline__ void project_wg_body(const Params& p, const CUtensorM
     const int c = KS * (j % mine) + wg + tile % chunks;
     return c < chunks ? c : c - chunks;
   };
-  if (tid == 0) {
+  if (leader) {
 #pragma unroll
     for (int s = 0; s < S; ++s) bf::mbar_init(bars + 8 * s, 1);
     bf::fence_barrier_init();
@@ -146,16 +151,16 @@ __device__ __forceinline__ void project_wg_body(const Params& p, const CUtensorM
   pdl::launch_dependents();
   if constexpr ((OPT & kProjWgPrefetchL2) != 0)
     if (tid == 0) prefetch_tile_l2(p, blockIdx.x, P);
-  if (tid == 0)
+  if (leader)
     for (int j = 0; j < S && j < steps; ++j) {
       const int t = step_tile(j);
-      bf::tma_load_2d(base + j * STAGE + B_BYTES, &tm_d, step_chunk(j, t) * kProjWgK, t * kProjWgRows, bars + 8 * j);
+      bf::tma_load_2d(base + j * STAGE + B_BYTES, &tm_d, step_chunk(j, t) * kProjWgK, t * TM, bars + 8 * j);
     }
 
   const int q = lane & 3;
   // ldmatrix x4 of k16 step kk: lanes 0-15 address rows warp * 16 + lane of the first 8 columns, lanes 16-31 the
   // second 8; row r's 16-byte piece j sits at r * 128 + ((j ^ r % 8) << 4)
-  const int a_row = warp * 16 + (lane & 15);
+  const int a_row = mw * kProjWgRows + warp * 16 + (lane & 15);
   const uint32_t a_off = a_row * 128, a_xor = a_row & 7, a_half = lane >> 4;
   float acc[BN / 2];
   float2 sc[4][4];
@@ -165,7 +170,7 @@ __device__ __forceinline__ void project_wg_body(const Params& p, const CUtensorM
       if (tid == 0) prefetch_tile_l2(p, t + gridDim.x, P);  // this CTA's next tile
     // This lane's two rows (the wgmma A / accumulator layout: row lane / 4 and + 8 of the warp's 16) and their
     // images' scale rows (rows past P read the last image's: their A is zero)
-    const int r_lo = t * kProjWgRows + warp * 16 + (lane >> 2), r_hi = r_lo + 8;
+    const int r_lo = t * TM + mw * kProjWgRows + warp * 16 + (lane >> 2), r_hi = r_lo + 8;
     const float* s_lo = p.scale + (size_t)(min(r_lo, P - 1) / HW) * p.hid_pad;
     const float* s_hi = p.scale + (size_t)(min(r_hi, P - 1) / HW) * p.hid_pad;
     // scales of chunk c, k16 step kk: [kk][0] (row lo, k..k+1), [1] (row hi, k..), [2] (lo, k+8..), [3] (hi,
@@ -216,12 +221,12 @@ __device__ __forceinline__ void project_wg_body(const Params& p, const CUtensorM
     auto release = [&](int slot) {
       if constexpr (KS == 1) __syncthreads();
       else bf::named_barrier_sync(1 + wg, kProjWgThreads);
-      if (tid == 0 && j + S < steps) {
+      if (leader && j + S < steps) {
         const uint32_t bar = bars + 8 * slot, stage = base + slot * STAGE;
         const int tn = step_tile(j + S), cn = step_chunk(j + S, tn);
         bf::mbar_arrive_expect_tx(bar, STAGE);
         bf::tma_load_2d(stage, &tm_w, cn * kProjWgK, n0, bar);
-        bf::tma_load_2d(stage + B_BYTES, &tm_d, cn * kProjWgK, tn * kProjWgRows, bar);
+        bf::tma_load_2d(stage + B_BYTES, &tm_d, cn * kProjWgK, tn * TM, bar);
       }
     };
     if (KS == 1) load_scales(c0);
@@ -347,11 +352,25 @@ __global__ void __launch_bounds__(2 * kProjWgThreads, BN <= 112 ? 2 : 1)
 #endif
 }
 
-// One launcher for both kernels: persistent (project_wg_kernel: at most as many CTAs as fit at once, each looping over
-// row tiles) or one row tile per CTA (project_wg_sk_kernel, whose reduction reuses the stages).
+// 128-row tiles on two warpgroups that share each stage's B (CUDA_KERNELS_PROJ_WG_M128=1, off until measured): V
+// crosses from L2 once per 128 rows instead of once per 64 (at B0's 5.1, 59 of the 97 MB the boxes read in s21 call 1
+// were V, re-read by each of 392 tiles). Each warpgroup's rows get the same products and chunk order as a 64-row tile
+// starting at the 128-row tile's first chunk: close to project_wg_kernel's values, not bitwise.
+template <int BN>
+__global__ void __launch_bounds__(2 * kProjWgThreads)
+    project_wg_m2_kernel(const Params p, const __grid_constant__ CUtensorMap tm_d,
+                         const __grid_constant__ CUtensorMap tm_w) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  project_wg_body<BN, kProjWgPrefetchX, 1, 2>(p, tm_d, tm_w);
+#endif
+}
+
+// One launcher for the three kernels: persistent (project_wg_kernel, project_wg_m2_kernel: at most as many CTAs as
+// fit at once, each looping over row tiles of `rows`) or one row tile per CTA (project_wg_sk_kernel, whose reduction
+// reuses the stages).
 template <typename Kernel>
 cudaError_t launch_wg(Kernel kernel, DeviceSlots& slots, bool (&sm90)[kMaxDevices], int bn, int smem, int threads,
-                      bool persistent, const Params& p, cudaStream_t stream, bool pdl) {
+                      bool persistent, const Params& p, cudaStream_t stream, bool pdl, int rows = kProjWgRows) {
   int dev = 0;
   cudaError_t err = prepare(kernel, slots, smem, threads, dev);
   if (err != cudaSuccess) return err;
@@ -365,11 +384,11 @@ cudaError_t launch_wg(Kernel kernel, DeviceSlots& slots, bool (&sm90)[kMaxDevice
   }
   const int P = p.N * p.Ho * p.Wo;
   CUtensorMap tm_d, tm_w;  // encoded on the host at each call (D moves between calls); passed by value
-  err = tmap::half_2d_sw128(&tm_d, p.d, P, p.hidden, p.hidden, kProjWgRows, kProjWgK);
+  err = tmap::half_2d_sw128(&tm_d, p.d, P, p.hidden, p.hidden, rows, kProjWgK);
   if (err == cudaSuccess)
     err = tmap::half_2d_sw128(&tm_w, p.w_proj, p.C_out, p.hk_pad, p.hk_pad, bn, kProjWgK);
   if (err != cudaSuccess) return err;
-  const int tiles = (P + kProjWgRows - 1) / kProjWgRows, col_tiles = p.C_out / bn;
+  const int tiles = (P + rows - 1) / rows, col_tiles = p.C_out / bn;
   const int fit = std::max(1, slots.ctas_per_sm[dev] * slots.sms[dev] / col_tiles);
   const dim3 grid(persistent ? std::min(tiles, fit) : tiles, col_tiles);
   if (pdl && pdl::device_supports(dev))
@@ -384,6 +403,14 @@ cudaError_t launch_project_wg_opt(const Params& p, cudaStream_t stream, bool pdl
   static bool sm90[kMaxDevices] = {};
   return launch_wg(project_wg_kernel<BN, OPT>, slots, sm90, BN, project_wg_smem_bytes(BN), kProjWgThreads, true, p,
                    stream, pdl);
+}
+
+template <int BN>
+cudaError_t launch_project_wg_m2(const Params& p, cudaStream_t stream, bool pdl) {
+  static DeviceSlots slots;
+  static bool sm90[kMaxDevices] = {};
+  return launch_wg(project_wg_m2_kernel<BN>, slots, sm90, BN, project_wg_smem_bytes(BN, 1, 2), 2 * kProjWgThreads,
+                   true, p, stream, pdl, 2 * kProjWgRows);
 }
 
 template <int BN>
@@ -420,9 +447,15 @@ bool project_wg_split(const Params& p, int bn) {
   return tiles * (p.C_out / bn) <= sms[dev];
 }
 
+bool project_wg_m128() {  // CUDA_KERNELS_PROJ_WG_M128=1 (read at every call; off until measured): project_wg_m2_kernel
+  const char* v = std::getenv("CUDA_KERNELS_PROJ_WG_M128");
+  return v != nullptr && std::strcmp(v, "1") == 0;
+}
+
 template <int BN>
 cudaError_t launch_project_wg_bn(const Params& p, cudaStream_t stream, bool pdl) {
   if (project_wg_split(p, BN)) return launch_project_wg_sk<BN>(p, stream, pdl);
+  if (project_wg_m128()) return launch_project_wg_m2<BN>(p, stream, pdl);
   switch (project_wg_opt()) {
     case 1: return launch_project_wg_opt<BN, 1>(p, stream, pdl);
     case 2: return launch_project_wg_opt<BN, 2>(p, stream, pdl);
