@@ -1093,30 +1093,28 @@ bool se_v3_pre(const Params& p) {
   return v != nullptr && std::strcmp(v, "1") == 0 && se_v3_pre_smem_bytes(p) <= kSEV3PreMaxSmem;
 }
 
+// One CTA per image of se_v3_kernel or se_v3p_kernel (the same signature) with `smem` bytes and `fc2_warps`.
+cudaError_t launch_se_v3_kernel(void (*kernel)(const Params, int), DeviceSlots& slots, int smem, int fc2_warps,
+                                const Params& p, cudaStream_t stream, bool pdl) {
+  int dev = 0;
+  const cudaError_t err = prepare(kernel, slots, smem, kSEV3Threads, dev);
+  if (err != cudaSuccess) return err;
+  if (pdl && pdl::device_supports(dev))
+    return pdl::launch(kernel, dim3(p.N), dim3(kSEV3Threads), smem, stream, p, fc2_warps);
+  kernel<<<p.N, kSEV3Threads, smem, stream>>>(p, fc2_warps);
+  return cudaGetLastError();
+}
+
 cudaError_t launch_se_v3(const Params& p, cudaStream_t stream, bool pdl) {
   if (p.hidden % 8 || p.hidden < 8 || p.sq < 1) return cudaErrorInvalidValue;
   if (se_v3_pre(p)) {
     static DeviceSlots pre_slots;
-    const int smem = se_v3_pre_smem_bytes(p), fc2_warps = kSEV3Warps;
-    int dev = 0;
-    cudaError_t err = prepare(se_v3p_kernel, pre_slots, smem, kSEV3Threads, dev);
-    if (err != cudaSuccess) return err;
-    if (pdl && pdl::device_supports(dev))
-      return pdl::launch(se_v3p_kernel, dim3(p.N), dim3(kSEV3Threads), smem, stream, p, fc2_warps);
-    se_v3p_kernel<<<p.N, kSEV3Threads, smem, stream>>>(p, fc2_warps);
-    return cudaGetLastError();
+    return launch_se_v3_kernel(se_v3p_kernel, pre_slots, se_v3_pre_smem_bytes(p), kSEV3Warps, p, stream, pdl);
   }
   static DeviceSlots slots;
   const int base = (p.hid_pad + round_up(p.sq, 4)) * 4, per_warp = 32 * p.sq * 4;
   const int fc2_warps = std::max(1, std::min(kSEV3Warps, (110 * 1024 - base) / per_warp));
-  const int smem = base + fc2_warps * per_warp;
-  int dev = 0;
-  cudaError_t err = prepare(se_v3_kernel, slots, smem, kSEV3Threads, dev);
-  if (err != cudaSuccess) return err;
-  if (pdl && pdl::device_supports(dev))
-    return pdl::launch(se_v3_kernel, dim3(p.N), dim3(kSEV3Threads), smem, stream, p, fc2_warps);
-  se_v3_kernel<<<p.N, kSEV3Threads, smem, stream>>>(p, fc2_warps);
-  return cudaGetLastError();
+  return launch_se_v3_kernel(se_v3_kernel, slots, base + fc2_warps * per_warp, fc2_warps, p, stream, pdl);
 }
 
 cudaError_t launch_se_project_v3(const Params& p, cudaStream_t stream, bool bulk, bool pdl) {
