@@ -46,9 +46,9 @@ from cuda_kernels import _pdl
 # kernel 1's options on by default: items of 2 images where a band is the whole image (CUDA_KERNELS_K1_IMAGES=1 turns
 # it off) and the depthwise's taps summed in packed fp16 from zero, the bias added in fp32 (CUDA_KERNELS_K1_HFMA2=0
 # turns it off); examples/measurements/mbconv/s13/. 11 (NOTES.md, "The projection on warpgroup MMAs, measured") is
-# version 10 with the projection on Hopper warpgroup MMAs where project_v9 does not apply or would run its ring of loads
-# (from stage 4's second block on in B0; tensor-memory-accelerator loads, csrc/mbconv_proj_wg.cu; CUDA_KERNELS_PROJ_WG=
-# off|late|all changes it; over two warpgroups where its tiles are at most the SMs, CUDA_KERNELS_PROJ_WG_SPLIT) and version 3's
+# version 10 with the projection on Hopper warpgroup MMAs where project_v9 does not apply or project_v9s does not fit
+# (from stage 4 on in B0; tensor-memory-accelerator loads, csrc/mbconv_proj_wg.cu; CUDA_KERNELS_PROJ_WG=
+# off|late|all|ring changes it; over two warpgroups where its tiles are at most the SMs, CUDA_KERNELS_PROJ_WG_SPLIT) and version 3's
 # kernel 1 (features.1.0, 7.0) with its depthwise in HFMA2 (CUDA_KERNELS_K1_V3_HFMA2=0 turns it off);
 # examples/measurements/mbconv/s14/.
 VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11)
@@ -151,8 +151,8 @@ SE_V5_SWITCH = "CUDA_KERNELS_SE_V5"
 # csrc/mbconv_se_v5.cu se_v6_requested: "1" (off until measured): version 5's cluster with its products
 # register-blocked over the 8 images, where version 5 would run
 SE_V6_SWITCH = "CUDA_KERNELS_SE_V6"
-# csrc/mbconv_v3.cu se_v3_pre: "1" (off until measured): SE version 3 with W1 and W2 copied into shared memory before
-# the wait on kernel 1 (se_v3p_kernel), where se_v3_pre_smem_bytes <= SE_V3_PRE_MAX_SMEM
+# csrc/mbconv_v3.cu se_v3_pre: on unless "0" (since session 22: B0 -5.6 us): SE version 3 with W1 and W2 copied into
+# shared memory before the wait on kernel 1 (se_v3p_kernel), where se_v3_pre_smem_bytes <= SE_V3_PRE_MAX_SMEM
 SE_V3_PRE_SWITCH = "CUDA_KERNELS_SE_V3_PRE"
 SE_V3_PRE_MAX_SMEM = 100 * 1024  # kSEV3PreMaxSmem
 
@@ -304,7 +304,7 @@ def project_v10_auto(rows: int, c_out: int, sms: int) -> bool:
 
 
 PROJECT_WG_MODES = ("off", "late", "all", "ring", "unstaged")  # CUDA_KERNELS_PROJ_WG (csrc/mbconv_proj_wg.cu)
-PROJECT_WG_DEFAULT_MODE = "ring"  # version 11's, since session 21 (project_wg_mode)
+PROJECT_WG_DEFAULT_MODE = "unstaged"  # version 11's, since session 22 (project_wg_mode; ring in session 21)
 PROJECT_WG_SPLIT_SWITCH = "CUDA_KERNELS_PROJ_WG_SPLIT"  # 0 | 1 | auto (the default): project_wg_sk_kernel
 PROJECT_WG_M128_SWITCH = "CUDA_KERNELS_PROJ_WG_M128"  # "1": project_wg_m2_kernel, 128-row tiles (off until measured)
 

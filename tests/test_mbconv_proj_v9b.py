@@ -95,6 +95,8 @@ def test_mbarrier_parity_walk():
 def test_every_block_against_float64_and_the_cp_async_loader(name, path, batch, monkeypatch):
     from mbconv_helpers import assert_loader_output_kept, switched_against_float64
 
+    # project_v9 where its task-staged loaders fit (version 11 runs project_wg where project_v9s does not: 4.0)
+    monkeypatch.setenv(mb.PROJECT_WG_SWITCH, "ring")
     got, base, names, *_ = switched_against_float64(monkeypatch, name, path, batch, mb.PROJ_V9_BULK_SWITCH, "1")
     assert "project_v9b_kernel" in names and "project_v9t_kernel" not in names, names[:600]
     assert_loader_output_kept(got, base, path)  # the same fragments from shared memory

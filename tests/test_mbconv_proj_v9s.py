@@ -43,7 +43,8 @@ STAGED_BLOCKS = [(name, path) for name, path in DISTINCT if mb.project_v9s_appli
 def test_the_switch_and_its_dispatch():
     assert mb.PROJ_V9_SS_SWITCH == "CUDA_KERNELS_PROJ_V9_SS"
     assert 'const char* v = std::getenv("CUDA_KERNELS_PROJ_V9_SS");' in SOURCE
-    assert "return (v == nullptr || std::strcmp(v, \"0\") != 0) && (p.Ho * p.Wo) % 16 == 0 &&" in SOURCE
+    assert "return (v == nullptr || std::strcmp(v, \"0\") != 0) && project_v9s_fits(p, p.residual && " in SOURCE
+    assert "bool project_v9s_fits(const Params& p, bool staged_shortcut) {\n  return (p.Ho * p.Wo) % 16 == 0 &&" in SOURCE
     assert "if (project_v9sx_requested()) return launch_project_v9s_nt<NT, true>(p, stream, pdl);" in SOURCE
     assert "if (!project_v9_runs_ring(p)) {\n    if (!bulk && project_v9s_runs(p)) {" in SOURCE
     assert mb.PROJ_V9_SX_SWITCH == "CUDA_KERNELS_PROJ_V9_SX" and 'std::getenv("CUDA_KERNELS_PROJ_V9_SX");' in SOURCE

@@ -1,5 +1,5 @@
-"""The MBConv projection on Hopper warpgroup MMAs (csrc/mbconv_proj_wg.cu; CUDA_KERNELS_PROJ_WG=off|late|all|ring, ring
-in version 11; CUDA_KERNELS_PROJ_WG_SPLIT=0|1|auto, auto: over two warpgroups where its tiles are at most the SMs;
+"""The MBConv projection on Hopper warpgroup MMAs (csrc/mbconv_proj_wg.cu; CUDA_KERNELS_PROJ_WG=off|late|all|ring|
+unstaged, unstaged in version 11; CUDA_KERNELS_PROJ_WG_SPLIT=0|1|auto, auto: over two warpgroups where its tiles are at most the SMs;
 NOTES.md, "The projection on warpgroup MMAs" and "Session 21").
 
 CPU: the Python mirrors against the source's constants and literal arithmetic, which blocks of B0 / B2 it serves,
@@ -50,7 +50,7 @@ def test_mirrors_match_the_source():
     assert "return tiles * (p.C_out / bn) <= sms[dev];" in SOURCE  # project_wg_splits mirrors it
     modes = re.findall(r'std::strcmp\(v, "(\w+)"\) == 0\) return (\d)', SOURCE)
     assert [m for m, _ in modes] == list(mb.PROJECT_WG_MODES[1:]) and [int(i) for _, i in modes] == [1, 2, 3, 4]
-    assert "return (mode == 3 && !project_v9_staged_fits(p)) || (mode == 4 && !project_v9_runs_v9s(p));" in SOURCE
+    assert "return (mode == 3 && !project_v9_staged_fits(p)) || (mode == 4 && !project_v9s_fits(p));" in SOURCE
     assert (_constant("kProjWgPrefetchX"), _constant("kProjWgOverlap"), _constant("kProjWgPrefetchL2")) == \
         (mb.PROJECT_WG_PREFETCH_X, mb.PROJECT_WG_OVERLAP, mb.PROJECT_WG_PREFETCH_L2)
     assert [int(o) for o in re.findall(r"case (\d): return launch_project_wg_opt<BN, \1>", SOURCE)] == \
@@ -59,7 +59,7 @@ def test_mirrors_match_the_source():
     assert _constant("kProjWgOptDefault") == mb.PROJECT_WG_OPT_DEFAULT == 1
     cu = (CSRC / "mbconv.cu").read_text()
     assert "if (project_wg_applies(p, project_wg_mode(version == 11))) return launch_project_wg(p, stream, pdl);" in cu
-    assert "if (v == nullptr) return v11 ? 3 : 0;" in SOURCE and mb.PROJECT_WG_DEFAULT_MODE == mb.PROJECT_WG_MODES[3]
+    assert "if (v == nullptr) return v11 ? 4 : 0;" in SOURCE and mb.PROJECT_WG_DEFAULT_MODE == mb.PROJECT_WG_MODES[4]
     from cuda_kernels._build import MBCONV_SOURCES
 
     assert "mbconv_proj_wg.cu" in MBCONV_SOURCES
@@ -470,13 +470,31 @@ def test_modes_take_their_blocks_only(mode, taken, kept, kept_kernel, monkeypatc
 
 
 @pytest.mark.cuda
-def test_ring_is_version_11s_default(monkeypatch):
+@pytest.mark.parametrize("path,kernel", [("features.4.0", "project_wg_kernel<80, 1>"),
+                                         ("features.4.2", "project_wg_kernel<80, 1>"),
+                                         ("features.3.1", "project_v9s_kernel")])
+def test_unstaged_is_version_11s_default(path, kernel, monkeypatch):
+    """Unset, version 11 runs project_wg where project_v9s does not fit (4.0: 196 rows an image; 4.2: V and the
+    rings too large) and project_v9s where it does (3.1)."""
     from mbconv_helpers import b0_prepared, run_profiled
 
     monkeypatch.delenv(mb.PROJECT_WG_SWITCH, raising=False)
-    params, weights, x = b0_prepared("features.4.2", 128)
+    params, weights, x = b0_prepared(path, 128)
     _, names = run_profiled(x, params, weights, mb.mbconv(x, params, weights, version=11), 11)
-    assert "project_wg_kernel<80, 1>" in names, names[:600]
+    assert kernel in names, names[:600]
+
+
+@pytest.mark.cuda
+def test_unstaged_leaves_project_v9s_blocks_to_the_loader_switches(monkeypatch):
+    """Unstaged is structural: with CUDA_KERNELS_PROJ_V9_SS=0 at 3.1 (where project_v9s fits) project_v9 runs
+    project_v9t as asked, not project_wg."""
+    from mbconv_helpers import b0_prepared, run_profiled
+
+    monkeypatch.delenv(mb.PROJECT_WG_SWITCH, raising=False)
+    monkeypatch.setenv(mb.PROJ_V9_SS_SWITCH, "0")
+    params, weights, x = b0_prepared("features.3.1", 128)
+    _, names = run_profiled(x, params, weights, mb.mbconv(x, params, weights, version=11), 11)
+    assert "project_v9t_kernel" in names and "project_wg" not in names, names[:600]
 
 
 @pytest.mark.cuda

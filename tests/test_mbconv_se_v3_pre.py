@@ -1,5 +1,5 @@
 """SE version 3 with its weights copied before the wait on kernel 1 (csrc/mbconv_v3.cu se_v3p_kernel,
-CUDA_KERNELS_SE_V3_PRE=1, off until measured; NOTES.md "Session 21"): W1 and W2 land in shared memory by cp.async while
+CUDA_KERNELS_SE_V3_PRE on unless "0", since session 22: B0 -5.6 us; NOTES.md "Session 21"): W1 and W2 land in shared memory by cp.async while
 the kernel waits (PDL) for kernel 1's partial sums, so that FC1 and FC2 read shared memory instead of waiting on
 global loads after the pool; the same products in the same order.
 
@@ -25,6 +25,7 @@ def test_the_switch_and_its_launch():
     body = SOURCE[SOURCE.index("void se_v3_body("):SOURCE.index("__global__ void __launch_bounds__(kSEV3Threads) se_v3_kernel")]
     assert body.index("cp_async16(smem_addr(w1s + 4 * i)") < body.index("pdl::wait();") < body.index("cp_async_wait<0>()")
     assert "se_v3_kernel(const Params p, int fc2_warps) {\n  se_v3_body<false>(p, fc2_warps);\n}" in SOURCE
+    assert 'return (v == nullptr || std::strcmp(v, "0") != 0) && se_v3_pre_smem_bytes(p) <= kSEV3PreMaxSmem;' in SOURCE
 
 
 def test_which_blocks_fit_by_hand():
@@ -67,3 +68,18 @@ def test_efficientnet_b0_with_it(monkeypatch):
 
     info = check_fused_b0(monkeypatch, {mb.SE_V3_PRE_SWITCH: "1"}, {"StemMBConv": 1, "MBConv": 15}, 16)
     assert info["switches"].get(mb.SE_V3_PRE_SWITCH) == "1"
+
+
+@pytest.mark.cuda
+def test_the_default(monkeypatch):
+    """Unset, version 11 runs se_v3p_kernel at 2.1 (hidden 144) and se_v3_kernel with the switch at "0"."""
+    from mbconv_helpers import b0_prepared, run_profiled
+
+    params, weights, x = b0_prepared("features.2.1", 128)
+    for value, kernel, other in ((None, "se_v3p_kernel", "se_v3_kernel"), ("0", "se_v3_kernel", "se_v3p_kernel")):
+        if value is None:
+            monkeypatch.delenv(mb.SE_V3_PRE_SWITCH, raising=False)
+        else:
+            monkeypatch.setenv(mb.SE_V3_PRE_SWITCH, value)
+        _, names = run_profiled(x, params, weights, mb.mbconv(x, params, weights, version=11), 11)
+        assert kernel in names and other not in names, names[:600]

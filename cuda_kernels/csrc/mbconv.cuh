@@ -94,7 +94,8 @@ cudaError_t launch_expand_dw_v8_k5(const Params& p, int chunk, cudaStream_t stre
 // D streamed into the mma fragments by each warp, no shared memory for D) where project_v9_applies, else version 3's.
 bool project_v9_applies(int hidden, int c_out);
 bool project_v9_runs_ring(const Params& p);  // project_v9 where it applies: the ring of loads in registers
-bool project_v9_runs_v9s(const Params& p);   // project_v9 where it applies: project_v9s
+// project_v9s's tasks lie in one image each and its shared memory fits (structural: the loader switches ignored)
+bool project_v9s_fits(const Params& p, bool staged_shortcut = false);
 bool project_v9_staged_fits(const Params& p);  // project_v9s or project_v9t fits (the loader switches ignored)
 // Version 9 runs version 3's kernel 1 where version 8's was measured slower: k = 3, stride 1 and at most 64 output
 // pixels per image (B0's features.7.0, 7 x 7: 132.3 against 145.3 us per block, examples/measurements/mbconv/v8/
@@ -127,8 +128,7 @@ cudaError_t launch_project_v10(const Params& p, cudaStream_t stream, bool pdl);
 int project_v10_mode();
 // The projection on warpgroup MMAs (mbconv_proj_wg.cu, NOTES.md "The projection on warpgroup MMAs"; sm_90a): inside
 // versions 9-11 where project_wg_applies(p, project_wg_mode(v11)) (CUDA_KERNELS_PROJ_WG=off | late | all | ring |
-// unstaged; ring
-// by default in version 11, else off); CUDA_KERNELS_PROJ_WG_SPLIT=0 | 1 | auto: the hidden dimension over two
+// unstaged; unstaged by default in version 11, else off); CUDA_KERNELS_PROJ_WG_SPLIT=0 | 1 | auto: the hidden dimension over two
 // warpgroups (auto, the default: where the tiles are at most the SMs).
 int project_wg_mode(bool v11 = false);
 bool project_wg_applies(const Params& p, int mode);

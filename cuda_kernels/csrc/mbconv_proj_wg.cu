@@ -465,16 +465,15 @@ cudaError_t launch_project_wg_bn(const Params& p, cudaStream_t stream, bool pdl)
   }
 }
 
-// CUDA_KERNELS_PROJ_WG=off|late|all|ring (read at every call; ring by default in version 11 since session 21, else
-// off): the projection of versions 9-11 on warpgroup MMAs where project_wg_bn has a shape and (late) project_v9 does
-// not apply, (ring) late or project_v9 would run its ring of loads in registers (B0's 4.1 / 4.2: s21 call 2, 45.8 ->
-// 16.5 us, B0 -34.4 us), (unstaged, off until measured) wherever project_v9 would not run project_v9s (ring, and
-// project_v9t where H x W is not a multiple of 16: B0's 4.0, 18.0 us for 12 MB of D in s19 call 2; at 2.1 project_wg
-// beat project_v9t before project_v9s existed, ~64 against 73.5 us), or (all) everywhere it has one. 0 off, 1 late,
-// 2 all, 3 ring, 4 unstaged.
+// CUDA_KERNELS_PROJ_WG=off|late|all|ring|unstaged (read at every call; unstaged by default in version 11 since
+// session 22, else off): the projection of versions 9-11 on warpgroup MMAs where project_wg_bn has a shape and (late)
+// project_v9 does not apply, (ring) late or project_v9 would run its ring of loads in registers (B0's 4.1 / 4.2: s21
+// call 2, 45.8 -> 16.5 us, B0 -34.4 us), (unstaged) late or project_v9s does not fit (ring, and project_v9t where
+// H x W is not a multiple of 16: B0's 4.0, s22 call 1: 18.2 -> 11.6 us, B0 -5.3 us), or (all) everywhere it has one.
+// 0 off, 1 late, 2 all, 3 ring, 4 unstaged.
 int project_wg_mode(bool v11) {
   const char* v = std::getenv("CUDA_KERNELS_PROJ_WG");
-  if (v == nullptr) return v11 ? 3 : 0;
+  if (v == nullptr) return v11 ? 4 : 0;
   if (std::strcmp(v, "late") == 0) return 1;
   if (std::strcmp(v, "all") == 0) return 2;
   if (std::strcmp(v, "ring") == 0) return 3;
@@ -485,9 +484,9 @@ int project_wg_mode(bool v11) {
 bool project_wg_applies(const Params& p, int mode) {
   if (mode == 0 || project_wg_bn(p.C_out) == 0 || p.hidden % 8 || p.hidden < 8 || p.hk_pad % 8) return false;
   if (mode == 2 || !project_v9_applies(p.hidden, p.C_out)) return true;
-  // ring: where project_v9's task-staged loaders do not fit (not following CUDA_KERNELS_PROJ_V9_LOAD=ring, which
-  // asks project_v9 itself for its ring)
-  return (mode == 3 && !project_v9_staged_fits(p)) || (mode == 4 && !project_v9_runs_v9s(p));
+  // ring: where project_v9's task-staged loaders do not fit; unstaged: where project_v9s does not (both structural:
+  // CUDA_KERNELS_PROJ_V9_LOAD / _SS / _BULK ask project_v9 itself for another loader where it runs)
+  return (mode == 3 && !project_v9_staged_fits(p)) || (mode == 4 && !project_v9s_fits(p));
 }
 
 cudaError_t launch_project_wg(const Params& p, cudaStream_t stream, bool pdl) {

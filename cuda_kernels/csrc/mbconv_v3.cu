@@ -735,7 +735,7 @@ __global__ void __launch_bounds__(kProjV9Threads) project_v9sr_kernel(const Para
 
 // One block per image: pool, FC1 -> SiLU, FC2 -> sigmoid. Shared memory: pooled [hid_pad],
 // squeezed [sq rounded to 4], then 32 rows of W2 per FC2 warp ([fc2_warps][32 * sq]).
-// PRE (se_v3p_kernel, CUDA_KERNELS_SE_V3_PRE=1, off until measured): W1 [sq][hidden] and W2 [hidden][sq] copied whole
+// PRE (se_v3p_kernel, CUDA_KERNELS_SE_V3_PRE on unless "0", since session 22): W1 [sq][hidden] and W2 [hidden][sq] copied whole
 // into shared memory after `squeezed` by cp.async before the wait on kernel 1 (they do not depend on it; SE version 5
 // does the same), so that FC1 and FC2 read shared memory where they waited on global loads after the pool: the same
 // products in the same order (the same bits). Where both fit se_v3_pre_fits (B0's 1.0-4.0, the blocks that run
@@ -962,9 +962,7 @@ cudaError_t launch_project_v9s_nt(const Params& p, cudaStream_t stream, bool pdl
 // its tasks lie in one image each and its shared memory fits.
 bool project_v9s_runs(const Params& p) {
   const char* v = std::getenv("CUDA_KERNELS_PROJ_V9_SS");
-  return (v == nullptr || std::strcmp(v, "0") != 0) && (p.Ho * p.Wo) % 16 == 0 &&
-         project_v9t_smem_bytes(p.hidden, p.C_out, false, true, p.residual && project_v9sx_requested()) <=
-             kProjV9SMaxSmem;
+  return (v == nullptr || std::strcmp(v, "0") != 0) && project_v9s_fits(p, p.residual && project_v9sx_requested());
 }
 
 bool project_v9_bulk_requested() {  // "1": the bulk-copy loader (off: measured +0.4 us on B0 in s20 call 1)
@@ -1001,16 +999,17 @@ bool project_v9_runs_ring(const Params& p) {
   return project_v9t_smem_bytes(p.hidden, p.C_out, bulk) > kProjV9TMaxSmem;
 }
 
+bool project_v9s_fits(const Params& p, bool staged_shortcut) {
+  return (p.Ho * p.Wo) % 16 == 0 &&
+         project_v9t_smem_bytes(p.hidden, p.C_out, false, true, staged_shortcut) <= kProjV9SMaxSmem;
+}
+
 // Whether one of project_v9's task-staged loaders fits (project_v9s, or project_v9t with the loader switches at
 // their defaults): structural, unlike project_v9_runs_ring, which also follows CUDA_KERNELS_PROJ_V9_LOAD=ring.
 bool project_v9_staged_fits(const Params& p) {
   return project_v9s_runs(p) || project_v9t_smem_bytes(p.hidden, p.C_out) <= kProjV9TMaxSmem;
 }
 
-// Whether project_v9 runs project_v9s (the task-staged loader with the scale rows staged) where it applies.
-bool project_v9_runs_v9s(const Params& p) {
-  return !project_v9_runs_ring(p) && !project_v9_bulk_requested() && project_v9s_runs(p);
-}
 
 bool project_bulk_applies(int hidden, int hk_pad, int c_out) {
   return hidden % 16 == 0 && project_bulk_smem_bytes(hidden, hk_pad, project_v3_bn(c_out)) <= kProjBulkMaxSmem;
@@ -1085,12 +1084,12 @@ cudaError_t launch_project_v10(const Params& p, cudaStream_t stream, bool pdl) {
 // se_v3p_kernel's shared memory: pooled, squeezed, W1 and W2 whole (se_v3_body's PRE).
 int se_v3_pre_smem_bytes(const Params& p) { return (p.hid_pad + round_up(p.sq, 4) + 2 * p.sq * p.hidden) * 4; }
 
-// CUDA_KERNELS_SE_V3_PRE=1 (read at every call; off until measured): se_v3p_kernel where its shared memory is at most
-// kSEV3PreMaxSmem (B0's 1.0-4.0: 1.5-20 KB; not hidden 1152's 443 KB).
+// CUDA_KERNELS_SE_V3_PRE, on unless "0" (read at every call; default since session 22: B0 -5.6 us in s22 call 1):
+// se_v3p_kernel where its shared memory is at most kSEV3PreMaxSmem (B0's 1.0-4.0: 1.5-20 KB; not hidden 1152's 443 KB).
 constexpr int kSEV3PreMaxSmem = 100 * 1024;
 bool se_v3_pre(const Params& p) {
   const char* v = std::getenv("CUDA_KERNELS_SE_V3_PRE");
-  return v != nullptr && std::strcmp(v, "1") == 0 && se_v3_pre_smem_bytes(p) <= kSEV3PreMaxSmem;
+  return (v == nullptr || std::strcmp(v, "0") != 0) && se_v3_pre_smem_bytes(p) <= kSEV3PreMaxSmem;
 }
 
 // One CTA per image of se_v3_kernel or se_v3p_kernel (the same signature) with `smem` bytes and `fc2_warps`.
