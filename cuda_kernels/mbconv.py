@@ -316,8 +316,9 @@ def project_wg_splits(rows: int, c_out: int, sms: int) -> bool:
 PROJECT_WG_SWITCH = "CUDA_KERNELS_PROJ_WG"
 PROJECT_WG_OPT_SWITCH = "CUDA_KERNELS_PROJ_WG_OPT"  # csrc/mbconv_proj_wg.cu project_wg_opt: "0".."3"
 PROJECT_WG_OPT_DEFAULT = 1  # kProjWgOptDefault: the fastest in session 15's Nsight Compute runs
-PROJECT_WG_PREFETCH_X, PROJECT_WG_OVERLAP, PROJECT_WG_PREFETCH_L2 = 1, 2, 4  # its bits (kProjWg...)
-PROJECT_WG_OPTIONS = (0, 1, 2, 3, 5)  # the values built (5: 1 with each tile's D prefetched into L2, off until measured)
+PROJECT_WG_PREFETCH_X, PROJECT_WG_OVERLAP, PROJECT_WG_PREFETCH_L2, PROJECT_WG_STAGES3 = 1, 2, 4, 8  # its bits
+# the values built (5: 1 with each tile's D prefetched into L2, measured slower; 9: 1 with 3 stages, off until measured)
+PROJECT_WG_OPTIONS = (0, 1, 2, 3, 5, 9)
 PROJECT_WG_ROWS, PROJECT_WG_K = 64, 64  # kProjWgRows, kProjWgK
 PROJECT_WG_SHAPES = (16, 24, 40, 48, 80, 88, 112, 120, 160, 176, 192, 208)  # wgmma m64nNk16 shapes built (csrc/gen_wgmma.py)
 
@@ -329,22 +330,22 @@ def project_wg_bn(c_out: int) -> int:
     return bn if bn in PROJECT_WG_SHAPES else 0
 
 
-def project_wg_stages(bn: int, ks: int = 1, mw: int = 1) -> int:
+def project_wg_stages(bn: int, ks: int = 1, mw: int = 1, opt: int = 0) -> int:
     """Pipeline stages of the wgmma projection (csrc/mbconv_proj_wg.cu project_wg_stages): 4, and 3 from bn = 160 on
-    (two CTAs per SM); with the hidden dimension split over ks = 2 warpgroups, each warpgroup's ring: 2 up to bn = 120,
-    else 3; with 128-row tiles on mw = 2 warpgroups, 4."""
+    (two CTAs per SM) or with the option bit PROJECT_WG_STAGES3; with the hidden dimension split over ks = 2
+    warpgroups, each warpgroup's ring: 2 up to bn = 120, else 3; with 128-row tiles on mw = 2 warpgroups, 4."""
     if mw == 2:
         return 4
     if ks == 1:
-        return 3 if bn >= 160 else 4
+        return 3 if bn >= 160 or opt & PROJECT_WG_STAGES3 else 4
     return 3 if bn > 120 else 2
 
 
-def project_wg_smem_bytes(bn: int, ks: int = 1, mw: int = 1) -> int:
+def project_wg_smem_bytes(bn: int, ks: int = 1, mw: int = 1, opt: int = 0) -> int:
     """Shared memory of the wgmma projection (csrc/mbconv_proj_wg.cu project_wg_smem_bytes): 1 KB of alignment slack,
     then per stage B (bn rows of 128 bytes) and A (64 mw rows of 128 bytes), both in the 128-byte swizzle the tensor
     memory accelerator writes, and the stage's 8-byte mbarrier; ks rings of them."""
-    return 1024 + ks * project_wg_stages(bn, ks, mw) * ((bn + mw * PROJECT_WG_ROWS) * 128 + 8)
+    return 1024 + ks * project_wg_stages(bn, ks, mw, opt) * ((bn + mw * PROJECT_WG_ROWS) * 128 + 8)
 
 
 V8_HALO_MAX = 12  # csrc/mbconv_v8.cuh kV8HaloMax: 8-byte pieces of E's halo rows per thread

@@ -32,7 +32,7 @@ def _constant(name: str) -> int:
 
 def test_mirrors_match_the_source():
     assert (_constant("kProjWgRows"), _constant("kProjWgK")) == (mb.PROJECT_WG_ROWS, mb.PROJECT_WG_K) == (64, 64)
-    assert "return mw == 2 ? 4 : ks == 1 ? (bn >= 160 ? 3 : 4) : (bn > 120 ? 3 : 2);" in SOURCE  # project_wg_stages
+    assert "return mw == 2 ? 4 : ks == 1 ? (bn >= 160 || (opt & kProjWgStages3) ? 3 : 4) : (bn > 120 ? 3 : 2);" in SOURCE  # project_wg_stages
     assert "(bn + mw * kProjWgRows) * 128 + 8" in SOURCE  # project_wg_smem_bytes
     assert 'std::getenv("CUDA_KERNELS_PROJ_WG_M128")' in SOURCE and mb.PROJECT_WG_M128_SWITCH == "CUDA_KERNELS_PROJ_WG_M128"
     built = tuple(int(n) for n in re.findall(r"bn == (\d+)", SOURCE))
@@ -51,8 +51,9 @@ def test_mirrors_match_the_source():
     modes = re.findall(r'std::strcmp\(v, "(\w+)"\) == 0\) return (\d)', SOURCE)
     assert [m for m, _ in modes] == list(mb.PROJECT_WG_MODES[1:]) and [int(i) for _, i in modes] == [1, 2, 3, 4]
     assert "return (mode == 3 && !project_v9_staged_fits(p)) || (mode == 4 && !project_v9s_fits(p));" in SOURCE
-    assert (_constant("kProjWgPrefetchX"), _constant("kProjWgOverlap"), _constant("kProjWgPrefetchL2")) == \
-        (mb.PROJECT_WG_PREFETCH_X, mb.PROJECT_WG_OVERLAP, mb.PROJECT_WG_PREFETCH_L2)
+    assert (_constant("kProjWgPrefetchX"), _constant("kProjWgOverlap"), _constant("kProjWgPrefetchL2"),
+            _constant("kProjWgStages3")) == \
+        (mb.PROJECT_WG_PREFETCH_X, mb.PROJECT_WG_OVERLAP, mb.PROJECT_WG_PREFETCH_L2, mb.PROJECT_WG_STAGES3)
     assert [int(o) for o in re.findall(r"case (\d): return launch_project_wg_opt<BN, \1>", SOURCE)] == \
         sorted(mb.PROJECT_WG_OPTIONS[1:])
     assert 'asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\\n"' in (CSRC / "ptx_sm90.cuh").read_text()
@@ -83,6 +84,12 @@ def test_tile_widths_and_shared_memory_by_hand():
         assert n * 256 <= smem - 1024 - 2 * mb.project_wg_stages(n, 2) * 8
         if n <= 112:  # __launch_bounds__(256, 2): two CTAs of two warpgroups
             assert 2 * (smem + 1024) <= 228 * 1024
+    # option 9 (3 stages): at 5.x (bn = 112) three CTAs an SM fit where two did (228 KB, 1 KB reserved per CTA), and
+    # 3 x 158 registers x 128 threads (rounded to 160 a thread) fit 65,536: 392 row tiles in one wave of 396 CTAs
+    assert mb.project_wg_smem_bytes(112, 1, 1, 9) == 1024 + 3 * (112 * 128 + 64 * 128 + 8) == 68_632
+    assert 3 * (68_632 + 1024) <= 228 * 1024 < 3 * (mb.project_wg_smem_bytes(112) + 1024)
+    assert 3 * 160 * 128 <= 65_536 and -(-128 * 196 // 64) == 392 <= 3 * 132
+    assert mb.project_wg_stages(192, opt=9) == mb.project_wg_stages(192) == 3  # from bn = 160 on: 3 already
     # 128-row tiles: one ring of 4 stages of B and 128 rows of A
     assert mb.project_wg_smem_bytes(112, 1, 2) == 1024 + 4 * ((112 + 128) * 128 + 8) == 123_936
     assert all(mb.project_wg_smem_bytes(n, 1, 2) + 1024 <= 228 * 1024 for n in mb.PROJECT_WG_SHAPES)
@@ -374,14 +381,14 @@ def test_efficientnet_b0_on_its_own_activations(switches, monkeypatch):
 # ---- the options (CUDA_KERNELS_PROJ_WG_OPT; 1 by default since session 15) ----
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("opt", [1, 2, 3, 5])
+@pytest.mark.parametrize("opt", [1, 2, 3, 5, 9])
 @pytest.mark.parametrize("path,batch", [("features.2.1", 128), ("features.4.1", 128), ("features.5.0", 128),
                                         ("features.6.1", 128), ("features.7.0", 128), ("features.6.1", 1),
                                         ("features.3.1", 5)])
 def test_options_give_option_0s_values(path, batch, opt, monkeypatch):
-    """Each option moves loads, not arithmetic: the same sums in the same order, so option 0's values (torch.equal;
-    a -0 may turn +0 where there is no shortcut), and the profiler shows the option's instantiation ran
-    (project_wg_kernel<BN, opt>): the check compares two different kernels. Where version 11 runs version 3's kernel
+    """Each option moves loads (or sizes the ring: 9), not arithmetic: the same sums in the same order, so option 0's
+    values (torch.equal; a -0 may turn +0 where there is no shortcut), and the profiler shows the option's
+    instantiation ran (project_wg_kernel<BN, opt>): the check compares two different kernels. Where version 11 runs version 3's kernel
     1 (features.7.0), its pool adds through shared-memory atomics, so the SE scale, and the block's output, change
     from run to run in the last bits (session 15's first call: torch.equal failed there for that reason): there the
     option must agree with option 0 as closely as a second run of option 0 does, within 1e-3."""
@@ -409,13 +416,14 @@ def test_options_give_option_0s_values(path, batch, opt, monkeypatch):
 
 
 @pytest.mark.cuda
+@pytest.mark.parametrize("opt", ["3", "9"])
 @pytest.mark.parametrize("path,size,batch", [("features.5.1", 11, 3), ("features.6.1", 5, 7), ("features.7.0", 3, 9)])
-def test_options_odd_sizes(path, size, batch, monkeypatch):
+def test_options_odd_sizes(path, size, batch, opt, monkeypatch):
     from mbconv_helpers import check_b0_at_size
 
     monkeypatch.setenv(mb.PROJECT_WG_SWITCH, "all")
     monkeypatch.setenv(mb.PROJECT_WG_SPLIT_SWITCH, "0")
-    monkeypatch.setenv(mb.PROJECT_WG_OPT_SWITCH, "3")
+    monkeypatch.setenv(mb.PROJECT_WG_OPT_SWITCH, opt)
     check_b0_at_size(path, size, batch, 11)
 
 

@@ -32,18 +32,20 @@ namespace mb {
 constexpr int kProjWgRows = 64, kProjWgK = 64;
 constexpr int kProjWgThreads = 128;
 
-// Stages: 4, and 3 from BN = 160 on, so that two CTAs fit on an SM (the late blocks have few row tiles). With the
-// hidden dimension split over KS = 2 warpgroups (project_wg_sk_kernel), each warpgroup's own ring: 2 stages up to
-// BN = 120 (two CTAs an SM), else 3 (one CTA an SM).
-__host__ __device__ constexpr int project_wg_stages(int bn, int ks = 1, int mw = 1) {
-  return mw == 2 ? 4 : ks == 1 ? (bn >= 160 ? 3 : 4) : (bn > 120 ? 3 : 2);
+constexpr int kProjWgPrefetchX = 1, kProjWgOverlap = 2, kProjWgPrefetchL2 = 4, kProjWgStages3 = 8;  // OPT's bits
+
+// Stages: 4, and 3 from BN = 160 on, so that two CTAs fit on an SM (the late blocks have few row tiles), or with
+// kProjWgStages3 (OPT below). With the hidden dimension split over KS = 2 warpgroups (project_wg_sk_kernel), each
+// warpgroup's own ring: 2 stages up to BN = 120 (two CTAs an SM), else 3 (one CTA an SM).
+__host__ __device__ constexpr int project_wg_stages(int bn, int ks = 1, int mw = 1, int opt = 0) {
+  return mw == 2 ? 4 : ks == 1 ? (bn >= 160 || (opt & kProjWgStages3) ? 3 : 4) : (bn > 120 ? 3 : 2);
 }
 
 // Shared memory (cuda_kernels/mbconv.py project_wg_smem_bytes mirrors it): 1 KB of alignment slack, the stages
 // (B: BN rows of 128 bytes, then A: 64 rows of 128 bytes; 1024-aligned for the swizzle), one 8-byte mbarrier each;
 // KS rings of them; MW = 2 (project_wg_m2_kernel): A of 128 rows, one ring of 4 stages.
-__host__ __device__ constexpr int project_wg_smem_bytes(int bn, int ks = 1, int mw = 1) {
-  return 1024 + ks * project_wg_stages(bn, ks, mw) * ((bn + mw * kProjWgRows) * 128 + 8);
+__host__ __device__ constexpr int project_wg_smem_bytes(int bn, int ks = 1, int mw = 1, int opt = 0) {
+  return 1024 + ks * project_wg_stages(bn, ks, mw, opt) * ((bn + mw * kProjWgRows) * 128 + 8);
 }
 
 // The output tile width for C_out: C_out itself up to 256, else half of it (a multiple of 8); 0 where no wgmma shape
@@ -90,7 +92,10 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[BN / 2], const uint32_t (&a)
 //     after the wait, the next tile's at each tile's start. The boxes read D 128 bytes a row at a time, 64 rows
 //     1,344 bytes apart at 5.1, from many tiles at once: s21 call 2 saw 5.1 at 30% of DRAM's peak with one warpgroup
 //     or two (twice the warps bought nothing), so the read pattern is the suspect, as it was for project_v9's ring.
-constexpr int kProjWgPrefetchX = 1, kProjWgOverlap = 2, kProjWgPrefetchL2 = 4;
+//     Measured slower (s22 call 1: 5.1 26.8 -> 30.9 us); kept for the record.
+//   kProjWgStages3 (option 9 = 1 | 8 only; off until measured): 3 stages where BN < 160 has 4, so that three CTAs fit
+//     an SM at 5.x (BN = 112: 68,632 bytes of shared memory, 158 registers): its 392 row tiles in one wave of 396
+//     CTAs instead of 264 CTAs of which 128 take two tiles each (22 chunk steps on the longest CTA instead of 11).
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // kProjWgPrefetchL2: row tile t's rows of D (P rows in all) into L2 as one request
@@ -114,9 +119,10 @@ __device__ __forceinline__ void project_wg_body(const Params& p, const CUtensorM
   static_assert(KS == 1 || (KS == 2 && (OPT & kProjWgOverlap) == 0), "the split runs the plain chunk loop");
   static_assert((OPT & kProjWgPrefetchL2) == 0 || (KS == 1 && (OPT & kProjWgOverlap) == 0), "built as option 5 only");
   static_assert(MW == 1 || (MW == 2 && KS == 1 && OPT == kProjWgPrefetchX), "128-row tiles: one ring, option 1");
+  static_assert((OPT & kProjWgStages3) == 0 || OPT == (kProjWgPrefetchX | kProjWgStages3), "built as option 9 only");
   // TM rows a tile: MW warpgroups, warpgroup mw on rows 64 mw .. 64 mw + 63 of each stage's A, all on its B
   constexpr int TM = MW * kProjWgRows;
-  constexpr int S = project_wg_stages(BN, KS, MW), B_BYTES = BN * 128, STAGE = B_BYTES + TM * 128;
+  constexpr int S = project_wg_stages(BN, KS, MW, OPT), B_BYTES = BN * 128, STAGE = B_BYTES + TM * 128;
   extern __shared__ __align__(16) uint8_t smem_raw[];
   const int tid_cta = threadIdx.x, grp = KS == 1 && MW == 1 ? 0 : tid_cta / kProjWgThreads;
   const int wg = KS == 1 ? 0 : grp, mw = MW == 1 ? 0 : grp;
@@ -401,8 +407,8 @@ template <int BN, int OPT>
 cudaError_t launch_project_wg_opt(const Params& p, cudaStream_t stream, bool pdl) {
   static DeviceSlots slots;
   static bool sm90[kMaxDevices] = {};
-  return launch_wg(project_wg_kernel<BN, OPT>, slots, sm90, BN, project_wg_smem_bytes(BN), kProjWgThreads, true, p,
-                   stream, pdl);
+  return launch_wg(project_wg_kernel<BN, OPT>, slots, sm90, BN, project_wg_smem_bytes(BN, 1, 1, OPT), kProjWgThreads,
+                   true, p, stream, pdl);
 }
 
 template <int BN>
@@ -421,13 +427,13 @@ cudaError_t launch_project_wg_sk(const Params& p, cudaStream_t stream, bool pdl)
                    p, stream, pdl);
 }
 
-// CUDA_KERNELS_PROJ_WG_OPT=0..3 or 5 (read at every call): the kernel's OPT bits. 1 by default: measured the fastest
-// (session 15, ncu: 6.1 24.6 -> 21.4 us, 5.1 32.0 -> 26.3, 2.1 70.3 -> 63.9; 2 and 3 slower than 1); 5 is 1 with
-// kProjWgPrefetchL2 (off until measured).
+// CUDA_KERNELS_PROJ_WG_OPT=0..3, 5 or 9 (read at every call): the kernel's OPT bits. 1 by default: measured the
+// fastest (session 15, ncu: 6.1 24.6 -> 21.4 us, 5.1 32.0 -> 26.3, 2.1 70.3 -> 63.9; 2 and 3 slower than 1); 5 is 1
+// with kProjWgPrefetchL2 (measured slower in s22 call 1), 9 is 1 with kProjWgStages3 (off until measured).
 constexpr int kProjWgOptDefault = 1;
 int project_wg_opt() {
   const char* v = std::getenv("CUDA_KERNELS_PROJ_WG_OPT");
-  const bool known = v != nullptr && ((v[0] >= '0' && v[0] <= '3') || v[0] == '5') && v[1] == '\0';
+  const bool known = v != nullptr && ((v[0] >= '0' && v[0] <= '3') || v[0] == '5' || v[0] == '9') && v[1] == '\0';
   return known ? v[0] - '0' : kProjWgOptDefault;
 }
 
@@ -461,6 +467,7 @@ cudaError_t launch_project_wg_bn(const Params& p, cudaStream_t stream, bool pdl)
     case 2: return launch_project_wg_opt<BN, 2>(p, stream, pdl);
     case 3: return launch_project_wg_opt<BN, 3>(p, stream, pdl);
     case 5: return launch_project_wg_opt<BN, 5>(p, stream, pdl);
+    case 9: return launch_project_wg_opt<BN, 9>(p, stream, pdl);
     default: return launch_project_wg_opt<BN, 0>(p, stream, pdl);
   }
 }
