@@ -32,7 +32,8 @@ def _constant(name: str) -> int:
 
 def test_mirrors_match_the_source():
     assert (_constant("kProjWgRows"), _constant("kProjWgK")) == (mb.PROJECT_WG_ROWS, mb.PROJECT_WG_K) == (64, 64)
-    assert "return mw == 2 ? 4 : ks == 1 ? (bn >= 160 || (opt & kProjWgStages3) ? 3 : 4) : (bn > 120 ? 3 : 2);" in SOURCE  # project_wg_stages
+    stages = "return mw == 2 ? 4 : ks == 1 ? (bn >= 160 || (opt & kProjWgStages3) ? 3 : 4) : (bn > 120 ? 3 : 2);"
+    assert stages in SOURCE  # project_wg_stages
     assert "(bn + mw * kProjWgRows) * 128 + 8" in SOURCE  # project_wg_smem_bytes
     assert 'std::getenv("CUDA_KERNELS_PROJ_WG_M128")' in SOURCE and mb.PROJECT_WG_M128_SWITCH == "CUDA_KERNELS_PROJ_WG_M128"
     built = tuple(int(n) for n in re.findall(r"bn == (\d+)", SOURCE))
