@@ -315,9 +315,9 @@ def project_wg_splits(rows: int, c_out: int, sms: int) -> bool:
     return -(-rows // PROJECT_WG_ROWS) * (c_out // project_wg_bn(c_out)) <= sms
 PROJECT_WG_SWITCH = "CUDA_KERNELS_PROJ_WG"
 PROJECT_WG_OPT_SWITCH = "CUDA_KERNELS_PROJ_WG_OPT"  # csrc/mbconv_proj_wg.cu project_wg_opt: "0".."3"
-PROJECT_WG_OPT_DEFAULT = 1  # kProjWgOptDefault: the fastest in session 15's Nsight Compute runs
+PROJECT_WG_OPT_DEFAULT = 9  # kProjWgOptDefault: 1 with 3 stages, since session 22 (1 before)
 PROJECT_WG_PREFETCH_X, PROJECT_WG_OVERLAP, PROJECT_WG_PREFETCH_L2, PROJECT_WG_STAGES3 = 1, 2, 4, 8  # its bits
-# the values built (5: 1 with each tile's D prefetched into L2, measured slower; 9: 1 with 3 stages, off until measured)
+# the values built (5: 1 with each tile's D prefetched into L2, measured slower; 9: 1 with 3 stages, the default)
 PROJECT_WG_OPTIONS = (0, 1, 2, 3, 5, 9)
 PROJECT_WG_ROWS, PROJECT_WG_K = 64, 64  # kProjWgRows, kProjWgK
 PROJECT_WG_SHAPES = (16, 24, 40, 48, 80, 88, 112, 120, 160, 176, 192, 208)  # wgmma m64nNk16 shapes built (csrc/gen_wgmma.py)

@@ -58,7 +58,7 @@ def test_mirrors_match_the_source():
     assert [int(o) for o in re.findall(r"case (\d): return launch_project_wg_opt<BN, \1>", SOURCE)] == \
         sorted(mb.PROJECT_WG_OPTIONS[1:])
     assert 'asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\\n"' in (CSRC / "ptx_sm90.cuh").read_text()
-    assert _constant("kProjWgOptDefault") == mb.PROJECT_WG_OPT_DEFAULT == 1
+    assert _constant("kProjWgOptDefault") == mb.PROJECT_WG_OPT_DEFAULT == 9
     cu = (CSRC / "mbconv.cu").read_text()
     assert "if (project_wg_applies(p, project_wg_mode(version == 11))) return launch_project_wg(p, stream, pdl);" in cu
     assert "if (v == nullptr) return v11 ? 4 : 0;" in SOURCE and mb.PROJECT_WG_DEFAULT_MODE == mb.PROJECT_WG_MODES[4]
@@ -471,7 +471,7 @@ def test_modes_take_their_blocks_only(mode, taken, kept, kept_kernel, monkeypatc
     base = mb.mbconv(x, params, weights, version=11)
     monkeypatch.setenv(mb.PROJECT_WG_SWITCH, mode)
     got, names = run_profiled(x, params, weights, base, 11)
-    assert "project_wg_kernel<80, 1>" in names and "project_v9" not in names, names[:600]
+    assert f"project_wg_kernel<80, {mb.PROJECT_WG_OPT_DEFAULT}>" in names and "project_v9" not in names, names[:600]
     assert torch.equal(got, base)
     params, weights, x = b0_prepared(kept, 128)
     _, names = run_profiled(x, params, weights, mb.mbconv(x, params, weights, version=11), 11)
@@ -479,8 +479,8 @@ def test_modes_take_their_blocks_only(mode, taken, kept, kept_kernel, monkeypatc
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("path,kernel", [("features.4.0", "project_wg_kernel<80, 1>"),
-                                         ("features.4.2", "project_wg_kernel<80, 1>"),
+@pytest.mark.parametrize("path,kernel", [("features.4.0", "project_wg_kernel<80, 9>"),
+                                         ("features.4.2", "project_wg_kernel<80, 9>"),
                                          ("features.3.1", "project_v9s_kernel")])
 def test_unstaged_is_version_11s_default(path, kernel, monkeypatch):
     """Unset, version 11 runs project_wg where project_v9s does not fit (4.0: 196 rows an image; 4.2: V and the
@@ -514,7 +514,7 @@ def test_split_by_default_where_the_tiles_fit_the_sms(monkeypatch):
 
     monkeypatch.delenv(mb.PROJECT_WG_SPLIT_SWITCH, raising=False)
     assert torch.cuda.get_device_properties(0).multi_processor_count >= 98
-    for path, kernel in (("features.6.1", "project_wg_sk_kernel<192>"), ("features.5.1", "project_wg_kernel<112, 1>")):
+    for path, kernel in (("features.6.1", "project_wg_sk_kernel<192>"), ("features.5.1", "project_wg_kernel<112, 9>")):
         params, weights, x = b0_prepared(path, 128)
         monkeypatch.setenv(mb.PROJECT_WG_SPLIT_SWITCH, "1")
         split = mb.mbconv(x, params, weights, version=11)

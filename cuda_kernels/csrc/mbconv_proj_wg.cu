@@ -81,21 +81,22 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[BN / 2], const uint32_t (&a)
 // of (tile, chunk) steps S ahead of the MMAs, so the next tile's first chunks arrive during this tile's last ones and
 // its epilogue. Each tile starts at chunk tile % chunks (and wraps): the CTAs in flight read different slices of V
 // at a time instead of all the same one (call 3: 98 CTAs on the same chunk of V held 6.1 at 1.8 TB/s out of L2).
-// OPT (CUDA_KERNELS_PROJ_WG_OPT, project_wg_opt; 1 by default since session 15), a bit mask:
+// OPT (CUDA_KERNELS_PROJ_WG_OPT, project_wg_opt; 9 by default since session 22, 1 before), a bit mask:
 //   kProjWgPrefetchX: the epilogue loads the shortcut's values of 8 column groups at a time before their stores (read
 //     only, ld.global.nc) instead of one load per store: each load waited behind the previous store, which might
 //     alias it (session 14, call 2's stall samples: the epilogue's loads ~1/3 of 6.1's samples, long scoreboard);
 //   kProjWgOverlap: the next chunk's A (its mbarrier wait, ldmatrix and scale) is prepared while this chunk's wgmmas
 //     run (A double-buffered in registers); one wgmma group in flight across the preparation.
-//   kProjWgPrefetchL2 (option 5 = 1 | 4 only; off until measured): one thread asks L2 for each tile's rows of D as one
+//   kProjWgPrefetchL2 (option 5 = 1 | 4 only; measured slower, off): one thread asks L2 for each tile's rows of D as one
 //     contiguous range (64 x hidden halves, cp.async.bulk.prefetch.L2) before its boxes are loaded: the first tile's
 //     after the wait, the next tile's at each tile's start. The boxes read D 128 bytes a row at a time, 64 rows
 //     1,344 bytes apart at 5.1, from many tiles at once: s21 call 2 saw 5.1 at 30% of DRAM's peak with one warpgroup
 //     or two (twice the warps bought nothing), so the read pattern is the suspect, as it was for project_v9's ring.
 //     Measured slower (s22 call 1: 5.1 26.8 -> 30.9 us); kept for the record.
-//   kProjWgStages3 (option 9 = 1 | 8 only; off until measured): 3 stages where BN < 160 has 4, so that three CTAs fit
-//     an SM at 5.x (BN = 112: 68,632 bytes of shared memory, 158 registers): its 392 row tiles in one wave of 396
-//     CTAs instead of 264 CTAs of which 128 take two tiles each (22 chunk steps on the longest CTA instead of 11).
+//   kProjWgStages3 (option 9 = 1 | 8 only; the default since session 22): 3 stages where BN < 160 has 4, so that
+//     three CTAs fit an SM at 5.x (BN = 112: 68,632 bytes of shared memory, 158 registers): its 392 row tiles in one
+//     wave of 396 CTAs instead of 264 CTAs of which 128 take two tiles each (22 chunk steps on the longest CTA instead
+//     of 11; predicted 5.1 27 -> ~17 us, measured 22.9: the chunk steps got slower with 12 warps an SM instead of 8).
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // kProjWgPrefetchL2: row tile t's rows of D (P rows in all) into L2 as one request
@@ -427,10 +428,11 @@ cudaError_t launch_project_wg_sk(const Params& p, cudaStream_t stream, bool pdl)
                    p, stream, pdl);
 }
 
-// CUDA_KERNELS_PROJ_WG_OPT=0..3, 5 or 9 (read at every call): the kernel's OPT bits. 1 by default: measured the
-// fastest (session 15, ncu: 6.1 24.6 -> 21.4 us, 5.1 32.0 -> 26.3, 2.1 70.3 -> 63.9; 2 and 3 slower than 1); 5 is 1
-// with kProjWgPrefetchL2 (measured slower in s22 call 1), 9 is 1 with kProjWgStages3 (off until measured).
-constexpr int kProjWgOptDefault = 1;
+// CUDA_KERNELS_PROJ_WG_OPT=0..3, 5 or 9 (read at every call): the kernel's OPT bits. 9 by default since session 22:
+// 1 with kProjWgStages3 (s22 call 2, Nsight Compute, L2 flushed: 5.0 21.8 -> 17.8 us, 5.1 27.5 -> 22.9, 4.1 17.7 ->
+// 15.9; B0 -19.9 us). 1 was the fastest of 0-3 (session 15, ncu: 6.1 24.6 -> 21.4 us, 5.1 32.0 -> 26.3, 2.1 70.3 ->
+// 63.9); 5 is 1 with kProjWgPrefetchL2 (slower, s22 call 1).
+constexpr int kProjWgOptDefault = 9;
 int project_wg_opt() {
   const char* v = std::getenv("CUDA_KERNELS_PROJ_WG_OPT");
   const bool known = v != nullptr && ((v[0] >= '0' && v[0] <= '3') || v[0] == '5' || v[0] == '9') && v[1] == '\0';
