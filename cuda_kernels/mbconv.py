@@ -316,11 +316,9 @@ def project_wg_splits(rows: int, c_out: int, sms: int) -> bool:
 PROJECT_WG_SWITCH = "CUDA_KERNELS_PROJ_WG"
 PROJECT_WG_OPT_SWITCH = "CUDA_KERNELS_PROJ_WG_OPT"  # csrc/mbconv_proj_wg.cu project_wg_opt: "0".."3"
 PROJECT_WG_OPT_DEFAULT = 9  # kProjWgOptDefault: 1 with 3 stages, since session 22 (1 before)
-PROJECT_WG_PREFETCH_X, PROJECT_WG_OVERLAP, PROJECT_WG_PREFETCH_L2 = 1, 2, 4  # its bits (kProjWg...)
-PROJECT_WG_STAGES3, PROJECT_WG_STAGES2_WIDE = 8, 16
-# the values built (5: 1 with each tile's D prefetched into L2, measured slower; 9: 1 with 3 stages below bn = 160, the
-# default; 25: 9 with 2 stages from bn = 160 on, built there only, off until measured)
-PROJECT_WG_OPTIONS = (0, 1, 2, 3, 5, 9, 25)
+PROJECT_WG_PREFETCH_X, PROJECT_WG_OVERLAP, PROJECT_WG_PREFETCH_L2, PROJECT_WG_STAGES3 = 1, 2, 4, 8  # its bits
+# the values built (5: 1 with each tile's D prefetched into L2, measured slower; 9: 1 with 3 stages, the default)
+PROJECT_WG_OPTIONS = (0, 1, 2, 3, 5, 9)
 PROJECT_WG_ROWS, PROJECT_WG_K = 64, 64  # kProjWgRows, kProjWgK
 PROJECT_WG_SHAPES = (16, 24, 40, 48, 80, 88, 112, 120, 160, 176, 192, 208)  # wgmma m64nNk16 shapes built (csrc/gen_wgmma.py)
 
@@ -334,15 +332,12 @@ def project_wg_bn(c_out: int) -> int:
 
 def project_wg_stages(bn: int, ks: int = 1, mw: int = 1, opt: int = 0) -> int:
     """Pipeline stages of the wgmma projection (csrc/mbconv_proj_wg.cu project_wg_stages): 4, and 3 from bn = 160 on
-    (two CTAs per SM); 3 below 160 with the option bit PROJECT_WG_STAGES3, 2 from 160 on with PROJECT_WG_STAGES2_WIDE;
-    with the hidden dimension split over ks = 2 warpgroups, each warpgroup's ring: 2 up to bn = 120, else 3; with
-    128-row tiles on mw = 2 warpgroups, 4."""
+    (two CTAs per SM) or with the option bit PROJECT_WG_STAGES3; with the hidden dimension split over ks = 2
+    warpgroups, each warpgroup's ring: 2 up to bn = 120, else 3; with 128-row tiles on mw = 2 warpgroups, 4."""
     if mw == 2:
         return 4
-    if ks == 1 and bn >= 160:
-        return 2 if opt & PROJECT_WG_STAGES2_WIDE else 3
     if ks == 1:
-        return 3 if opt & PROJECT_WG_STAGES3 else 4
+        return 3 if bn >= 160 or opt & PROJECT_WG_STAGES3 else 4
     return 3 if bn > 120 else 2
 
 

@@ -36,11 +36,11 @@ perfmodel gap "$e2e"/h200_convfirstnet_{s,m,l}_*.json "$e2e"/h200_convfirstnet_h
 # EfficientNet-B0 on the fused MBConv kernels, stem and head (version 11, the stem inside block 1.0's kernel, kernel 1's
 # X by the tensor memory accelerator and its expand on wgmma, the SE on clusters of 8 CTAs, the early projections with
 # the SE scale staged beside D, the later ones on wgmma, over two warpgroups at 6.x; the head's pool fused; the rest
-# compiled; session 21) beside every Inductor run, with torch.compile max-autotune-no-cudagraphs (freezing, CUDA
-# graphs) from the same call (mbconv/s21/call4/; torch.compile default, 3.218 ms there, was slower)
-b0=$here/measurements/mbconv/s21/call4
+# compiled; session 22) beside every Inductor run, with torch.compile default (freezing, CUDA graphs) from the same
+# call (mbconv/s22/call3/; torch.compile max-autotune-no-cudagraphs, 3.157 ms there, was slower)
+b0=$here/measurements/mbconv/s22/call3
 perfmodel gap "$here"/measurements/h200_*[a-z0-9]_inductor.json "$b0"/b0_fused.json \
-  "$b0"/b0_inductor_max_autotune.json \
+  "$b0"/b0_inductor.json \
   -H h200-sxm -o "$out/gap_h200_fused.png"
 # Predicted against measured, per module (eager, with Nsight Compute bytes)
 for m in resnet50 convnext_tiny efficientnet_b0; do

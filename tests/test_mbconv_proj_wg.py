@@ -32,11 +32,8 @@ def _constant(name: str) -> int:
 
 def test_mirrors_match_the_source():
     assert (_constant("kProjWgRows"), _constant("kProjWgK")) == (mb.PROJECT_WG_ROWS, mb.PROJECT_WG_K) == (64, 64)
-    stages = ("  return mw == 2    ? 4\n         : ks == 2  ? (bn > 120 ? 3 : 2)\n"
-              "         : bn >= 160 ? ((opt & kProjWgStages2Wide) ? 2 : 3)\n"
-              "                     : ((opt & kProjWgStages3) ? 3 : 4);")
+    stages = "return mw == 2 ? 4 : ks == 1 ? (bn >= 160 || (opt & kProjWgStages3) ? 3 : 4) : (bn > 120 ? 3 : 2);"
     assert stages in SOURCE  # project_wg_stages
-    assert "for (int opt : {0, 1, 2, 3, 5, 9, 25})" in SOURCE and mb.PROJECT_WG_OPTIONS == (0, 1, 2, 3, 5, 9, 25)
     assert "(bn + mw * kProjWgRows) * 128 + 8" in SOURCE  # project_wg_smem_bytes
     assert 'std::getenv("CUDA_KERNELS_PROJ_WG_M128")' in SOURCE and mb.PROJECT_WG_M128_SWITCH == "CUDA_KERNELS_PROJ_WG_M128"
     built = tuple(int(n) for n in re.findall(r"bn == (\d+)", SOURCE))
@@ -56,13 +53,10 @@ def test_mirrors_match_the_source():
     assert [m for m, _ in modes] == list(mb.PROJECT_WG_MODES[1:]) and [int(i) for _, i in modes] == [1, 2, 3, 4]
     assert "return (mode == 3 && !project_v9_staged_fits(p)) || (mode == 4 && !project_v9s_fits(p));" in SOURCE
     assert (_constant("kProjWgPrefetchX"), _constant("kProjWgOverlap"), _constant("kProjWgPrefetchL2"),
-            _constant("kProjWgStages3"), _constant("kProjWgStages2Wide")) == \
-        (mb.PROJECT_WG_PREFETCH_X, mb.PROJECT_WG_OVERLAP, mb.PROJECT_WG_PREFETCH_L2, mb.PROJECT_WG_STAGES3,
-         mb.PROJECT_WG_STAGES2_WIDE)
+            _constant("kProjWgStages3")) == \
+        (mb.PROJECT_WG_PREFETCH_X, mb.PROJECT_WG_OVERLAP, mb.PROJECT_WG_PREFETCH_L2, mb.PROJECT_WG_STAGES3)
     assert [int(o) for o in re.findall(r"case (\d): return launch_project_wg_opt<BN, \1>", SOURCE)] == \
-        sorted(mb.PROJECT_WG_OPTIONS[1:-1])
-    assert "if constexpr (BN >= 160) return launch_project_wg_opt<BN, 25>(p, stream, pdl);\n      " \
-           "else return launch_project_wg_opt<BN, 9>(p, stream, pdl);" in SOURCE
+        sorted(mb.PROJECT_WG_OPTIONS[1:])
     assert 'asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\\n"' in (CSRC / "ptx_sm90.cuh").read_text()
     assert _constant("kProjWgOptDefault") == mb.PROJECT_WG_OPT_DEFAULT == 9
     cu = (CSRC / "mbconv.cu").read_text()
@@ -97,10 +91,6 @@ def test_tile_widths_and_shared_memory_by_hand():
     assert 3 * (68_632 + 1024) <= 228 * 1024 < 3 * (mb.project_wg_smem_bytes(112) + 1024)
     assert 3 * 160 * 128 <= 65_536 and -(-128 * 196 // 64) == 392 <= 3 * 132
     assert mb.project_wg_stages(192, opt=9) == mb.project_wg_stages(192) == 3  # from bn = 160 on: 3 already
-    # option 25 from bn = 160 on: 2 stages, three CTAs an SM at B0's 7.0 (bn 160, 168 registers: 21 x 256 a warp)
-    assert mb.project_wg_smem_bytes(160, 1, 1, 25) == 1024 + 2 * (160 * 128 + 64 * 128 + 8) == 58_384
-    assert 3 * (58_384 + 1024) <= 228 * 1024 < 3 * (mb.project_wg_smem_bytes(160) + 1024)
-    assert 3 * 4 * 168 * 32 <= 65_536 and mb.project_wg_stages(112, opt=25) == 3
     # 128-row tiles: one ring of 4 stages of B and 128 rows of A
     assert mb.project_wg_smem_bytes(112, 1, 2) == 1024 + 4 * ((112 + 128) * 128 + 8) == 123_936
     assert all(mb.project_wg_smem_bytes(n, 1, 2) + 1024 <= 228 * 1024 for n in mb.PROJECT_WG_SHAPES)
@@ -150,9 +140,9 @@ def test_compiles_without_spills():
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     report = result.stdout + result.stderr
-    entries = re.findall(r"Compiling entry function '_ZN2mb17project_wg_kernelILi(\d+)ELi(\d+)E", report)
+    entries = re.findall(r"Compiling entry function '_ZN2mb17project_wg_kernelILi(\d+)ELi(\d)E", report)
     assert sorted((int(n), int(o)) for n, o in entries) == \
-        [(n, o) for n in sorted(mb.PROJECT_WG_SHAPES) for o in mb.PROJECT_WG_OPTIONS if o != 25 or n >= 160]
+        [(n, o) for n in sorted(mb.PROJECT_WG_SHAPES) for o in mb.PROJECT_WG_OPTIONS]
     for kernel in ("project_wg_sk_kernel", "project_wg_m2_kernel"):
         found = re.findall(rf"Compiling entry function '_ZN2mb{len(kernel)}{kernel}ILi(\d+)E", report)
         assert sorted(int(n) for n in found) == sorted(mb.PROJECT_WG_SHAPES), kernel
@@ -392,7 +382,7 @@ def test_efficientnet_b0_on_its_own_activations(switches, monkeypatch):
 # ---- the options (CUDA_KERNELS_PROJ_WG_OPT; 1 by default since session 15) ----
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("opt", [1, 2, 3, 5, 9, 25])
+@pytest.mark.parametrize("opt", [1, 2, 3, 5, 9])
 @pytest.mark.parametrize("path,batch", [("features.2.1", 128), ("features.4.1", 128), ("features.5.0", 128),
                                         ("features.6.1", 128), ("features.7.0", 128), ("features.6.1", 1),
                                         ("features.3.1", 5)])
@@ -416,8 +406,7 @@ def test_options_give_option_0s_values(path, batch, opt, monkeypatch):
     monkeypatch.setenv(mb.PROJECT_WG_OPT_SWITCH, str(opt))
     got, names = run_profiled(x, params, weights, base, 11)
     bn = mb.project_wg_bn(params.out_channels)
-    ran = 9 if opt == 25 and bn < 160 else opt  # option 25 is 9's kernel below bn = 160
-    assert re.search(rf"project_wg_kernel<{bn}, {ran}>", names), names[:600]
+    assert re.search(rf"project_wg_kernel<{bn}, {opt}>", names), names[:600]
     if not atomic_pool:
         assert torch.equal(got, base)
         return
@@ -428,7 +417,7 @@ def test_options_give_option_0s_values(path, batch, opt, monkeypatch):
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("opt", ["3", "9", "25"])
+@pytest.mark.parametrize("opt", ["3", "9"])
 @pytest.mark.parametrize("path,size,batch", [("features.5.1", 11, 3), ("features.6.1", 5, 7), ("features.7.0", 3, 9)])
 def test_options_odd_sizes(path, size, batch, opt, monkeypatch):
     from mbconv_helpers import check_b0_at_size

@@ -18,7 +18,6 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <string>
 
 #include "mbconv.cuh"
 #include "mbconv_launch.cuh"
@@ -33,18 +32,13 @@ namespace mb {
 constexpr int kProjWgRows = 64, kProjWgK = 64;
 constexpr int kProjWgThreads = 128;
 
-constexpr int kProjWgPrefetchX = 1, kProjWgOverlap = 2, kProjWgPrefetchL2 = 4;  // OPT's bits (below)
-constexpr int kProjWgStages3 = 8, kProjWgStages2Wide = 16;
+constexpr int kProjWgPrefetchX = 1, kProjWgOverlap = 2, kProjWgPrefetchL2 = 4, kProjWgStages3 = 8;  // OPT's bits
 
-// Stages: 4, and 3 from BN = 160 on, so that two CTAs fit on an SM (the late blocks have few row tiles); 3 below 160
-// with kProjWgStages3, 2 from 160 on with kProjWgStages2Wide (OPT below). With the hidden dimension split over KS = 2
-// warpgroups (project_wg_sk_kernel), each warpgroup's own ring: 2 stages up to BN = 120 (two CTAs an SM), else 3 (one
-// CTA an SM).
+// Stages: 4, and 3 from BN = 160 on, so that two CTAs fit on an SM (the late blocks have few row tiles), or with
+// kProjWgStages3 (OPT below). With the hidden dimension split over KS = 2 warpgroups (project_wg_sk_kernel), each
+// warpgroup's own ring: 2 stages up to BN = 120 (two CTAs an SM), else 3 (one CTA an SM).
 __host__ __device__ constexpr int project_wg_stages(int bn, int ks = 1, int mw = 1, int opt = 0) {
-  return mw == 2    ? 4
-         : ks == 2  ? (bn > 120 ? 3 : 2)
-         : bn >= 160 ? ((opt & kProjWgStages2Wide) ? 2 : 3)
-                     : ((opt & kProjWgStages3) ? 3 : 4);
+  return mw == 2 ? 4 : ks == 1 ? (bn >= 160 || (opt & kProjWgStages3) ? 3 : 4) : (bn > 120 ? 3 : 2);
 }
 
 // Shared memory (cuda_kernels/mbconv.py project_wg_smem_bytes mirrors it): 1 KB of alignment slack, the stages
@@ -103,9 +97,6 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[BN / 2], const uint32_t (&a)
 //     three CTAs fit an SM at 5.x (BN = 112: 68,632 bytes of shared memory, 158 registers): its 392 row tiles in one
 //     wave of 396 CTAs instead of 264 CTAs of which 128 take two tiles each (22 chunk steps on the longest CTA instead
 //     of 11; predicted 5.1 27 -> ~17 us, measured 22.9: the chunk steps got slower with 12 warps an SM instead of 8).
-//   kProjWgStages2Wide (option 25 = 9 | 16 only, from BN = 160 on; off until measured): 2 stages there, so that three
-//     CTAs fit an SM (58,384 bytes, 168 registers) where two did: B0's 7.0 (196 row tiles x 2 column tiles of 160) in
-//     one wave of 396 CTAs instead of 264. Below BN = 160 option 25 runs option 9's kernel.
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // kProjWgPrefetchL2: row tile t's rows of D (P rows in all) into L2 as one request
@@ -129,8 +120,7 @@ __device__ __forceinline__ void project_wg_body(const Params& p, const CUtensorM
   static_assert(KS == 1 || (KS == 2 && (OPT & kProjWgOverlap) == 0), "the split runs the plain chunk loop");
   static_assert((OPT & kProjWgPrefetchL2) == 0 || (KS == 1 && (OPT & kProjWgOverlap) == 0), "built as option 5 only");
   static_assert(MW == 1 || (MW == 2 && KS == 1 && OPT == kProjWgPrefetchX), "128-row tiles: one ring, option 1");
-  static_assert((OPT & kProjWgStages3) == 0 || (OPT | kProjWgStages2Wide) == 25, "built as options 9 and 25 only");
-  static_assert((OPT & kProjWgStages2Wide) == 0 || (OPT == 25 && BN >= 160), "option 25 from BN = 160 on");
+  static_assert((OPT & kProjWgStages3) == 0 || OPT == (kProjWgPrefetchX | kProjWgStages3), "built as option 9 only");
   // TM rows a tile: MW warpgroups, warpgroup mw on rows 64 mw .. 64 mw + 63 of each stage's A, all on its B
   constexpr int TM = MW * kProjWgRows;
   constexpr int S = project_wg_stages(BN, KS, MW, OPT), B_BYTES = BN * 128, STAGE = B_BYTES + TM * 128;
@@ -438,18 +428,15 @@ cudaError_t launch_project_wg_sk(const Params& p, cudaStream_t stream, bool pdl)
                    p, stream, pdl);
 }
 
-// CUDA_KERNELS_PROJ_WG_OPT=0..3, 5, 9 or 25 (read at every call): the kernel's OPT bits. 9 by default since session 22:
+// CUDA_KERNELS_PROJ_WG_OPT=0..3, 5 or 9 (read at every call): the kernel's OPT bits. 9 by default since session 22:
 // 1 with kProjWgStages3 (s22 call 2, Nsight Compute, L2 flushed: 5.0 21.8 -> 17.8 us, 5.1 27.5 -> 22.9, 4.1 17.7 ->
 // 15.9; B0 -19.9 us). 1 was the fastest of 0-3 (session 15, ncu: 6.1 24.6 -> 21.4 us, 5.1 32.0 -> 26.3, 2.1 70.3 ->
-// 63.9); 5 is 1 with kProjWgPrefetchL2 (slower, s22 call 1); 25 is 9 with 2 stages from BN = 160 on (off until
-// measured).
+// 63.9); 5 is 1 with kProjWgPrefetchL2 (slower, s22 call 1).
 constexpr int kProjWgOptDefault = 9;
 int project_wg_opt() {
   const char* v = std::getenv("CUDA_KERNELS_PROJ_WG_OPT");
-  if (v == nullptr) return kProjWgOptDefault;
-  for (int opt : {0, 1, 2, 3, 5, 9, 25})
-    if (std::strcmp(v, std::to_string(opt).c_str()) == 0) return opt;
-  return kProjWgOptDefault;
+  const bool known = v != nullptr && ((v[0] >= '0' && v[0] <= '3') || v[0] == '5' || v[0] == '9') && v[1] == '\0';
+  return known ? v[0] - '0' : kProjWgOptDefault;
 }
 
 // CUDA_KERNELS_PROJ_WG_SPLIT=0|1|auto (read at every call; auto by default since session 21): project_wg_sk_kernel,
@@ -483,9 +470,6 @@ cudaError_t launch_project_wg_bn(const Params& p, cudaStream_t stream, bool pdl)
     case 3: return launch_project_wg_opt<BN, 3>(p, stream, pdl);
     case 5: return launch_project_wg_opt<BN, 5>(p, stream, pdl);
     case 9: return launch_project_wg_opt<BN, 9>(p, stream, pdl);
-    case 25:
-      if constexpr (BN >= 160) return launch_project_wg_opt<BN, 25>(p, stream, pdl);
-      else return launch_project_wg_opt<BN, 9>(p, stream, pdl);
     default: return launch_project_wg_opt<BN, 0>(p, stream, pdl);
   }
 }
