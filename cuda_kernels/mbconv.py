@@ -316,9 +316,11 @@ def project_wg_splits(rows: int, c_out: int, sms: int) -> bool:
 PROJECT_WG_SWITCH = "CUDA_KERNELS_PROJ_WG"
 PROJECT_WG_OPT_SWITCH = "CUDA_KERNELS_PROJ_WG_OPT"  # csrc/mbconv_proj_wg.cu project_wg_opt: "0".."3"
 PROJECT_WG_OPT_DEFAULT = 9  # kProjWgOptDefault: 1 with 3 stages, since session 22 (1 before)
-PROJECT_WG_PREFETCH_X, PROJECT_WG_OVERLAP, PROJECT_WG_PREFETCH_L2, PROJECT_WG_STAGES3 = 1, 2, 4, 8  # its bits
-# the values built (5: 1 with each tile's D prefetched into L2, measured slower; 9: 1 with 3 stages, the default)
-PROJECT_WG_OPTIONS = (0, 1, 2, 3, 5, 9)
+PROJECT_WG_PREFETCH_X, PROJECT_WG_OVERLAP, PROJECT_WG_PREFETCH_L2 = 1, 2, 4  # its bits (kProjWg...)
+PROJECT_WG_STAGES3, PROJECT_WG_SCALE_H2 = 8, 16
+# the values built (5: 1 with each tile's D prefetched into L2, measured slower; 9: 1 with 3 stages, the default; 25:
+# 9 with A scaled by one HMUL2 by the scale rounded to fp16, off until measured)
+PROJECT_WG_OPTIONS = (0, 1, 2, 3, 5, 9, 25)
 PROJECT_WG_ROWS, PROJECT_WG_K = 64, 64  # kProjWgRows, kProjWgK
 PROJECT_WG_SHAPES = (16, 24, 40, 48, 80, 88, 112, 120, 160, 176, 192, 208)  # wgmma m64nNk16 shapes built (csrc/gen_wgmma.py)
 

@@ -53,9 +53,15 @@ def test_mirrors_match_the_source():
     assert [m for m, _ in modes] == list(mb.PROJECT_WG_MODES[1:]) and [int(i) for _, i in modes] == [1, 2, 3, 4]
     assert "return (mode == 3 && !project_v9_staged_fits(p)) || (mode == 4 && !project_v9s_fits(p));" in SOURCE
     assert (_constant("kProjWgPrefetchX"), _constant("kProjWgOverlap"), _constant("kProjWgPrefetchL2"),
-            _constant("kProjWgStages3")) == \
-        (mb.PROJECT_WG_PREFETCH_X, mb.PROJECT_WG_OVERLAP, mb.PROJECT_WG_PREFETCH_L2, mb.PROJECT_WG_STAGES3)
-    assert [int(o) for o in re.findall(r"case (\d): return launch_project_wg_opt<BN, \1>", SOURCE)] == \
+            _constant("kProjWgStages3"), _constant("kProjWgScaleH2")) == \
+        (mb.PROJECT_WG_PREFETCH_X, mb.PROJECT_WG_OVERLAP, mb.PROJECT_WG_PREFETCH_L2, mb.PROJECT_WG_STAGES3,
+         mb.PROJECT_WG_SCALE_H2)
+    assert "for (int opt : {0, 1, 2, 3, 5, 9, 25})" in SOURCE and mb.PROJECT_WG_OPTIONS == (0, 1, 2, 3, 5, 9, 25)
+    # option 25 scales A by an HMUL2 with the scale rounded to fp16; every other option by the fp32 product
+    assert "(OPT & kProjWgScaleH2) ? scale_half2_h2(a[kk][u], sc[kk][u]) : scale_half2(a[kk][u], sc[kk][u]);" in SOURCE
+    assert "__hmul2(*reinterpret_cast<const __half2*>(&v), __float22half2_rn(s));" in \
+        (CSRC / "mbconv_ptx.cuh").read_text()
+    assert [int(o) for o in re.findall(r"case (\d+): return launch_project_wg_opt<BN, \1>", SOURCE)] == \
         sorted(mb.PROJECT_WG_OPTIONS[1:])
     assert 'asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\\n"' in (CSRC / "ptx_sm90.cuh").read_text()
     assert _constant("kProjWgOptDefault") == mb.PROJECT_WG_OPT_DEFAULT == 9
@@ -91,6 +97,7 @@ def test_tile_widths_and_shared_memory_by_hand():
     assert 3 * (68_632 + 1024) <= 228 * 1024 < 3 * (mb.project_wg_smem_bytes(112) + 1024)
     assert 3 * 160 * 128 <= 65_536 and -(-128 * 196 // 64) == 392 <= 3 * 132
     assert mb.project_wg_stages(192, opt=9) == mb.project_wg_stages(192) == 3  # from bn = 160 on: 3 already
+    assert mb.project_wg_smem_bytes(112, 1, 1, 25) == mb.project_wg_smem_bytes(112, 1, 1, 9)  # 25 is 9's ring
     # 128-row tiles: one ring of 4 stages of B and 128 rows of A
     assert mb.project_wg_smem_bytes(112, 1, 2) == 1024 + 4 * ((112 + 128) * 128 + 8) == 123_936
     assert all(mb.project_wg_smem_bytes(n, 1, 2) + 1024 <= 228 * 1024 for n in mb.PROJECT_WG_SHAPES)
@@ -140,7 +147,7 @@ def test_compiles_without_spills():
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     report = result.stdout + result.stderr
-    entries = re.findall(r"Compiling entry function '_ZN2mb17project_wg_kernelILi(\d+)ELi(\d)E", report)
+    entries = re.findall(r"Compiling entry function '_ZN2mb17project_wg_kernelILi(\d+)ELi(\d+)E", report)
     assert sorted((int(n), int(o)) for n, o in entries) == \
         [(n, o) for n in sorted(mb.PROJECT_WG_SHAPES) for o in mb.PROJECT_WG_OPTIONS]
     for kernel in ("project_wg_sk_kernel", "project_wg_m2_kernel"):
@@ -309,9 +316,11 @@ def _served():
             if mb.project_wg_bn(mb.block_params(fold_batchnorm(block_of(name, path))).out_channels)]
 
 
-# the kernels: one warpgroup a 64-row tile; the hidden dimension over two; 128-row tiles on two
+# the kernels: one warpgroup a 64-row tile; the hidden dimension over two; 128-row tiles on two; one warpgroup with
+# A scaled in fp16 (option 25)
 KERNELS = {"one": {"CUDA_KERNELS_PROJ_WG_SPLIT": "0"}, "split": {"CUDA_KERNELS_PROJ_WG_SPLIT": "1"},
-           "m128": {"CUDA_KERNELS_PROJ_WG_SPLIT": "0", "CUDA_KERNELS_PROJ_WG_M128": "1"}}
+           "m128": {"CUDA_KERNELS_PROJ_WG_SPLIT": "0", "CUDA_KERNELS_PROJ_WG_M128": "1"},
+           "h2": {"CUDA_KERNELS_PROJ_WG_SPLIT": "0", "CUDA_KERNELS_PROJ_WG_OPT": "25"}}
 
 
 @pytest.mark.cuda
@@ -428,6 +437,31 @@ def test_options_odd_sizes(path, size, batch, opt, monkeypatch):
     check_b0_at_size(path, size, batch, 11)
 
 
+@pytest.mark.cuda
+@pytest.mark.parametrize("path,batch", [("features.4.1", 128), ("features.5.1", 128), ("features.7.0", 128),
+                                        ("features.6.1", 1), ("features.1.0", 5)])
+def test_option_25_is_close_to_option_9(path, batch, monkeypatch):
+    """Option 25 multiplies A by the scale rounded to fp16 (one HMUL2) where option 9 rounds the fp32 product once:
+    some A values differ by an fp16 ulp, so the block's output is within 1e-3 of option 9's and, at batch 128 where
+    kernel 1 is repeatable, not equal to it (proof that the other product ran); the profiler names
+    project_wg_kernel<BN, 25>. Against float64: test_every_shape_it_serves and test_odd_sizes (kernel "h2")."""
+    from mbconv_helpers import b0_prepared, run_profiled
+    from perfmodel.harness import relative_error
+
+    params, weights, x = b0_prepared(path, batch)
+    monkeypatch.setenv(mb.PROJECT_WG_SWITCH, "all")
+    monkeypatch.setenv(mb.PROJECT_WG_SPLIT_SWITCH, "0")
+    monkeypatch.setenv(mb.PROJECT_WG_OPT_SWITCH, "9")
+    base = mb.mbconv(x, params, weights, version=11)
+    monkeypatch.setenv(mb.PROJECT_WG_OPT_SWITCH, "25")
+    got, names = run_profiled(x, params, weights, base, 11)
+    assert f"project_wg_kernel<{mb.project_wg_bn(params.out_channels)}, 25>" in names, names[:600]
+    assert relative_error(got, base.double()) < 1e-3
+    repeatable = not mb.kernel1_v9_takes_v3(params.kernel_size, params.stride, got.shape[2], got.shape[3])
+    if batch == 128 and repeatable:
+        assert not torch.equal(got, base)
+
+
 # ---- the hidden dimension over two warpgroups (CUDA_KERNELS_PROJ_WG_SPLIT=1) and the ring mode ----
 
 @pytest.mark.cuda
@@ -527,7 +561,8 @@ def test_split_by_default_where_the_tiles_fit_the_sms(monkeypatch):
 @pytest.mark.cuda
 @pytest.mark.parametrize("switches", [{"CUDA_KERNELS_PROJ_WG": "ring"}, {"CUDA_KERNELS_PROJ_WG_SPLIT": "1"},
                                       {"CUDA_KERNELS_PROJ_WG": "ring", "CUDA_KERNELS_PROJ_WG_SPLIT": "1"},
-                                      {"CUDA_KERNELS_PROJ_WG": "unstaged"}, {"CUDA_KERNELS_PROJ_WG_M128": "1"}])
+                                      {"CUDA_KERNELS_PROJ_WG": "unstaged"}, {"CUDA_KERNELS_PROJ_WG_M128": "1"},
+                                      {"CUDA_KERNELS_PROJ_WG_OPT": "25"}])
 def test_efficientnet_b0_with_the_split_and_ring(switches, monkeypatch):
     from mbconv_helpers import check_fused_b0
 

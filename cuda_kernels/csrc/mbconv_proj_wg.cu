@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "mbconv.cuh"
 #include "mbconv_launch.cuh"
@@ -32,7 +33,8 @@ namespace mb {
 constexpr int kProjWgRows = 64, kProjWgK = 64;
 constexpr int kProjWgThreads = 128;
 
-constexpr int kProjWgPrefetchX = 1, kProjWgOverlap = 2, kProjWgPrefetchL2 = 4, kProjWgStages3 = 8;  // OPT's bits
+constexpr int kProjWgPrefetchX = 1, kProjWgOverlap = 2, kProjWgPrefetchL2 = 4;  // OPT's bits (below)
+constexpr int kProjWgStages3 = 8, kProjWgScaleH2 = 16;
 
 // Stages: 4, and 3 from BN = 160 on, so that two CTAs fit on an SM (the late blocks have few row tiles), or with
 // kProjWgStages3 (OPT below). With the hidden dimension split over KS = 2 warpgroups (project_wg_sk_kernel), each
@@ -97,6 +99,12 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[BN / 2], const uint32_t (&a)
 //     three CTAs fit an SM at 5.x (BN = 112: 68,632 bytes of shared memory, 158 registers): its 392 row tiles in one
 //     wave of 396 CTAs instead of 264 CTAs of which 128 take two tiles each (22 chunk steps on the longest CTA instead
 //     of 11; predicted 5.1 27 -> ~17 us, measured 22.9: the chunk steps got slower with 12 warps an SM instead of 8).
+//   kProjWgScaleH2 (option 25 = 9 | 16 only; off until measured): A scaled by one HMUL2 a register with the scale
+//     rounded to fp16 (scale_half2_h2: PyTorch's own fp16 product) instead of the fp32 product rounded once
+//     (scale_half2: two HADD2.F32 conversions, two FMULs and an F2FP pack). At 5.1 those were a third of the
+//     kernel's instructions (s22 call 1: HADD2 14.2%, FMUL 12.3%, F2FP 7.1%), on each chunk's path from the stage's
+//     arrival to its wgmmas: 80 -> 32 instructions a warp a chunk (16 F2FP + 16 HMUL2). Close to option 9's values,
+//     not bitwise.
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // kProjWgPrefetchL2: row tile t's rows of D (P rows in all) into L2 as one request
@@ -120,7 +128,8 @@ __device__ __forceinline__ void project_wg_body(const Params& p, const CUtensorM
   static_assert(KS == 1 || (KS == 2 && (OPT & kProjWgOverlap) == 0), "the split runs the plain chunk loop");
   static_assert((OPT & kProjWgPrefetchL2) == 0 || (KS == 1 && (OPT & kProjWgOverlap) == 0), "built as option 5 only");
   static_assert(MW == 1 || (MW == 2 && KS == 1 && OPT == kProjWgPrefetchX), "128-row tiles: one ring, option 1");
-  static_assert((OPT & kProjWgStages3) == 0 || OPT == (kProjWgPrefetchX | kProjWgStages3), "built as option 9 only");
+  static_assert((OPT & kProjWgStages3) == 0 || (OPT | kProjWgScaleH2) == 25, "built as options 9 and 25 only");
+  static_assert((OPT & kProjWgScaleH2) == 0 || OPT == 25, "built as option 25 only");
   // TM rows a tile: MW warpgroups, warpgroup mw on rows 64 mw .. 64 mw + 63 of each stage's A, all on its B
   constexpr int TM = MW * kProjWgRows;
   constexpr int S = project_wg_stages(BN, KS, MW, OPT), B_BYTES = BN * 128, STAGE = B_BYTES + TM * 128;
@@ -214,7 +223,8 @@ __device__ __forceinline__ void project_wg_body(const Params& p, const CUtensorM
       for (int kk = 0; kk < 4; ++kk) {
         ldmatrix_x4(a[kk], stage + B_BYTES + a_off + (((2 * kk + a_half) ^ a_xor) << 4));
 #pragma unroll
-        for (int u = 0; u < 4; ++u) a[kk][u] = scale_half2(a[kk][u], sc[kk][u]);
+        for (int u = 0; u < 4; ++u)
+          a[kk][u] = (OPT & kProjWgScaleH2) ? scale_half2_h2(a[kk][u], sc[kk][u]) : scale_half2(a[kk][u], sc[kk][u]);
       }
     };
     auto issue = [&](const uint32_t (&a)[4][4], uint32_t stage) {
@@ -428,15 +438,17 @@ cudaError_t launch_project_wg_sk(const Params& p, cudaStream_t stream, bool pdl)
                    p, stream, pdl);
 }
 
-// CUDA_KERNELS_PROJ_WG_OPT=0..3, 5 or 9 (read at every call): the kernel's OPT bits. 9 by default since session 22:
+// CUDA_KERNELS_PROJ_WG_OPT=0..3, 5, 9 or 25 (read at every call): the kernel's OPT bits. 9 by default since session 22:
 // 1 with kProjWgStages3 (s22 call 2, Nsight Compute, L2 flushed: 5.0 21.8 -> 17.8 us, 5.1 27.5 -> 22.9, 4.1 17.7 ->
 // 15.9; B0 -19.9 us). 1 was the fastest of 0-3 (session 15, ncu: 6.1 24.6 -> 21.4 us, 5.1 32.0 -> 26.3, 2.1 70.3 ->
-// 63.9); 5 is 1 with kProjWgPrefetchL2 (slower, s22 call 1).
+// 63.9); 5 is 1 with kProjWgPrefetchL2 (slower, s22 call 1); 25 is 9 with kProjWgScaleH2 (off until measured).
 constexpr int kProjWgOptDefault = 9;
 int project_wg_opt() {
   const char* v = std::getenv("CUDA_KERNELS_PROJ_WG_OPT");
-  const bool known = v != nullptr && ((v[0] >= '0' && v[0] <= '3') || v[0] == '5' || v[0] == '9') && v[1] == '\0';
-  return known ? v[0] - '0' : kProjWgOptDefault;
+  if (v == nullptr) return kProjWgOptDefault;
+  for (int opt : {0, 1, 2, 3, 5, 9, 25})
+    if (std::strcmp(v, std::to_string(opt).c_str()) == 0) return opt;
+  return kProjWgOptDefault;
 }
 
 // CUDA_KERNELS_PROJ_WG_SPLIT=0|1|auto (read at every call; auto by default since session 21): project_wg_sk_kernel,
@@ -470,6 +482,7 @@ cudaError_t launch_project_wg_bn(const Params& p, cudaStream_t stream, bool pdl)
     case 3: return launch_project_wg_opt<BN, 3>(p, stream, pdl);
     case 5: return launch_project_wg_opt<BN, 5>(p, stream, pdl);
     case 9: return launch_project_wg_opt<BN, 9>(p, stream, pdl);
+    case 25: return launch_project_wg_opt<BN, 25>(p, stream, pdl);
     default: return launch_project_wg_opt<BN, 0>(p, stream, pdl);
   }
 }
