@@ -175,6 +175,9 @@ PROJ_V9_SX_SWITCH = "CUDA_KERNELS_PROJ_V9_SX"
 # csrc/mbconv_v3.cu project_v9sr_requested: "1" (off until measured): project_v9s with the shortcut's values loaded
 # into registers one task ahead (project_v9sr_kernel), at blocks with a shortcut
 PROJ_V9_RX_SWITCH = "CUDA_KERNELS_PROJ_V9_RX"
+# csrc/mbconv_v3.cu project_v9sh_requested: "1" (off until measured): project_v9s with A scaled by HMUL2 by the scales
+# rounded to fp16 (project_v9sh_kernel; close to project_v9s, not bitwise)
+PROJ_V9_H2_SWITCH = "CUDA_KERNELS_PROJ_V9_H2"
 
 
 def u_bytes_v8(k_pad: int, chunk: int, wg: bool) -> int:

@@ -59,8 +59,7 @@ def test_mirrors_match_the_source():
     assert "for (int opt : {0, 1, 2, 3, 5, 9, 25})" in SOURCE and mb.PROJECT_WG_OPTIONS == (0, 1, 2, 3, 5, 9, 25)
     # option 25 scales A by an HMUL2 with the scale rounded to fp16; every other option by the fp32 product
     assert "(OPT & kProjWgScaleH2) ? scale_half2_h2(a[kk][u], sc[kk][u]) : scale_half2(a[kk][u], sc[kk][u]);" in SOURCE
-    assert "__hmul2(*reinterpret_cast<const __half2*>(&v), __float22half2_rn(s));" in \
-        (CSRC / "mbconv_ptx.cuh").read_text()
+    assert "{ return hmul_half2(v, __float22half2_rn(s)); }" in (CSRC / "mbconv_ptx.cuh").read_text()
     assert [int(o) for o in re.findall(r"case (\d+): return launch_project_wg_opt<BN, \1>", SOURCE)] == \
         sorted(mb.PROJECT_WG_OPTIONS[1:])
     assert 'asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\\n"' in (CSRC / "ptx_sm90.cuh").read_text()
