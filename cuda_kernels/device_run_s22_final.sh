@@ -10,18 +10,14 @@
 # files), OUTDIR/blocks.json. Last line FINAL_OK=1|0.
 set -uo pipefail
 out=${1:?output folder}
-source cuda_kernels/device_lib.sh  # step, mbconv_begin, PROJ_METRICS
+source cuda_kernels/device_lib.sh  # step, mbconv_begin, proj_ncu
 mbconv_begin FINAL 580
 mkdir -p "$out/s22c"
 step tests 60 python3 -m pytest -q -m cuda --tb=short -p no:cacheprovider tests/test_mbconv_proj_wg.py \
   -k "options and 25" || ok=0
 step switches 60 python3 -m cuda_kernels.b0_switches CUDA_KERNELS_PROJ_WG_OPT=25 -o "$out/s22c/switches.json" || ok=0
 for v in "CUDA_KERNELS_PROJ_WG_OPT=9" "CUDA_KERNELS_PROJ_WG_OPT=25"; do
-  tag=$(echo "$v" | tr '=' '-')
-  step "ncu_$tag" 40 env $v ncu --clock-control none --cache-control all \
-    --print-units base -k regex:project --metrics "$PROJ_METRICS" --csv --page raw \
-    --log-file "$out/s22c/proj_$tag.csv" python3 -m cuda_kernels.mbconv_profile features.7.0 || ok=0
-  python3 -m cuda_kernels.ncu_lines "PROJ $tag" "$out/s22c/proj_$tag.csv" project features.7.0 2>> "$log" | tee -a "$log"
+  proj_ncu "$out/s22c" "$v" features.7.0
 done
 tar czf "$out/s22c.tgz" -C "$out" s22c && rm -rf "$out/s22c"
 FUSED_VARIANTS="CUDA_KERNELS_PROJ_WG_OPT=25" AUTO_BUDGET=$(( $(left) - 170 )) \

@@ -9,7 +9,7 @@
 # Files: OUTDIR/log.txt, OUTDIR/s22.tgz. Last line S22_OK=1|0.
 set -uo pipefail
 out=${1:?output folder}
-source cuda_kernels/device_lib.sh  # step, mbconv_begin, PROJ_METRICS
+source cuda_kernels/device_lib.sh  # step, mbconv_begin, proj_ncu
 mbconv_begin S22 570
 mkdir -p "$out/s22"
 step tests 150 python3 -m pytest -q -m cuda --tb=short -p no:cacheprovider tests/test_mbconv_se_v3_pre.py \
@@ -20,11 +20,7 @@ step switches 120 python3 -m cuda_kernels.b0_switches CUDA_KERNELS_SE_V3_PRE=1 C
 blocks=(features.4.0 features.4.1 features.5.0 features.5.1)
 for v in "CUDA_KERNELS_PROJ_WG_OPT=1" "CUDA_KERNELS_PROJ_WG_OPT=5" "CUDA_KERNELS_PROJ_WG=unstaged" \
          "CUDA_KERNELS_PROJ_WG_M128=1"; do
-  tag=$(echo "$v" | tr '=' '-')
-  step "ncu_$tag" 60 env $v ncu --clock-control none --cache-control all \
-    --print-units base -k regex:project --metrics "$PROJ_METRICS" --csv --page raw \
-    --log-file "$out/s22/proj_$tag.csv" python3 -m cuda_kernels.mbconv_profile "${blocks[@]}" || ok=0
-  python3 -m cuda_kernels.ncu_lines "PROJ $tag" "$out/s22/proj_$tag.csv" project "${blocks[@]}" 2>> "$log" | tee -a "$log"
+  proj_ncu "$out/s22" "$v" "${blocks[@]}"
 done
 step ncu_src 90 ncu --clock-control none --cache-control none --set full --import-source no -k regex:project_wg -c 2 \
   -f -o "$out/s22/wg51" python3 -m cuda_kernels.mbconv_profile features.5.1 || ok=0

@@ -7,7 +7,7 @@
 # Files: OUTDIR/log.txt, OUTDIR/s22b.tgz. Last line S22B_OK=1|0.
 set -uo pipefail
 out=${1:?output folder}
-source cuda_kernels/device_lib.sh  # step, mbconv_begin, PROJ_METRICS
+source cuda_kernels/device_lib.sh  # step, mbconv_begin, proj_ncu
 mbconv_begin S22B 390
 mkdir -p "$out/s22b"
 step tests 150 python3 -m pytest -q -m cuda --tb=short -p no:cacheprovider tests/test_mbconv_se_v3_pre.py \
@@ -17,11 +17,7 @@ step switches 120 python3 -m cuda_kernels.b0_switches CUDA_KERNELS_PROJ_WG_OPT=9
   "CUDA_KERNELS_SE_V3_PRE=0 CUDA_KERNELS_PROJ_WG=ring" -o "$out/s22b/switches.json" || ok=0
 blocks=(features.4.0 features.4.1 features.5.0 features.5.1)
 for v in "CUDA_KERNELS_PROJ_WG_OPT=1" "CUDA_KERNELS_PROJ_WG_OPT=9"; do
-  tag=$(echo "$v" | tr '=' '-')
-  step "ncu_$tag" 60 env $v ncu --clock-control none --cache-control all \
-    --print-units base -k regex:project --metrics "$PROJ_METRICS" --csv --page raw \
-    --log-file "$out/s22b/proj_$tag.csv" python3 -m cuda_kernels.mbconv_profile "${blocks[@]}" || ok=0
-  python3 -m cuda_kernels.ncu_lines "PROJ $tag" "$out/s22b/proj_$tag.csv" project "${blocks[@]}" 2>> "$log" | tee -a "$log"
+  proj_ncu "$out/s22b" "$v" "${blocks[@]}"
 done
 tar czf "$out/s22b.tgz" -C "$out" s22b && rm -rf "$out/s22b"
 grep -E "^== |^SWITCHES |^PROJ |passed|failed" "$log" | tail -24

@@ -8,7 +8,7 @@
 # Files: OUTDIR/log.txt, OUTDIR/s23.tgz. Last line S23_OK=1|0.
 set -uo pipefail
 out=${1:?output folder}
-source cuda_kernels/device_lib.sh  # step, mbconv_begin, PROJ_METRICS
+source cuda_kernels/device_lib.sh  # step, mbconv_begin, proj_ncu
 mbconv_begin S23 410
 mkdir -p "$out/s23"
 step tests 150 python3 -m pytest -q -m cuda --tb=short -p no:cacheprovider tests/test_mbconv_proj_v9s.py \
@@ -17,11 +17,7 @@ step switches 120 python3 -m cuda_kernels.b0_switches CUDA_KERNELS_PROJ_WG_OPT=2
   "CUDA_KERNELS_PROJ_WG_OPT=25 CUDA_KERNELS_PROJ_V9_H2=1" -o "$out/s23/switches.json" || ok=0
 blocks=(features.2.1 features.3.1 features.4.1 features.5.1)
 for v in "CUDA_KERNELS_PROJ_V9_H2=0" "CUDA_KERNELS_PROJ_WG_OPT=25 CUDA_KERNELS_PROJ_V9_H2=1"; do
-  tag=$(echo "$v" | tr '= ' '-_')
-  step "ncu_$tag" 60 env $v ncu --clock-control none --cache-control all \
-    --print-units base -k regex:project --metrics "$PROJ_METRICS" --csv --page raw \
-    --log-file "$out/s23/proj_$tag.csv" python3 -m cuda_kernels.mbconv_profile "${blocks[@]}" || ok=0
-  python3 -m cuda_kernels.ncu_lines "PROJ $tag" "$out/s23/proj_$tag.csv" project "${blocks[@]}" 2>> "$log" | tee -a "$log"
+  proj_ncu "$out/s23" "$v" "${blocks[@]}"
 done
 tar czf "$out/s23.tgz" -C "$out" s23 && rm -rf "$out/s23"
 grep -E "^== |^SWITCHES |^PROJ |passed|failed" "$log" | tail -24

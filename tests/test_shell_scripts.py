@@ -44,3 +44,23 @@ b0_runs D "A=0 B=4" default CUDA_KERNELS_K1_IMAGES=2 CUDA_KERNELS_SE_V5=1 "CUDA_
                        "e2e_SE_V5_a|env CUDA_KERNELS_SE_V5=1 bench -o D/b0_SE_V5_a.json",
                        "e2e_X+Y_8_a|env CUDA_KERNELS_X=1 CUDA_KERNELS_Y=8 bench -o D/b0_X+Y_8_a.json"]
     assert len(out) == 8 and out[4].startswith("e2e_default_b|")
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="no bash on this machine")
+def test_proj_ncu_names_its_files_after_the_variant(tmp_path):
+    """device_lib.sh's proj_ncu: the step and CSV named after the variant ('=' -> '-', ' ' -> '_'), every switch of the
+    variant in the profiled command's environment, the blocks passed to both the profile and ncu_lines."""
+    script = f"""source {ROOT / 'cuda_kernels' / 'device_lib.sh'}
+step() {{ echo "$1|${{@:3}}"; }}
+python3() {{ echo "lines|$*"; }}
+log={tmp_path}/log.txt; ok=1
+proj_ncu D "CUDA_KERNELS_A=1 CUDA_KERNELS_B=9" features.2.1 features.5.1
+"""
+    out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True).stdout.splitlines()
+    name, command = out[0].split("|")
+    assert name == "ncu_CUDA_KERNELS_A-1_CUDA_KERNELS_B-9"
+    assert command.startswith("env CUDA_KERNELS_A=1 CUDA_KERNELS_B=9 ncu --clock-control none --cache-control all ")
+    assert command.endswith("--log-file D/proj_CUDA_KERNELS_A-1_CUDA_KERNELS_B-9.csv python3 -m "
+                            "cuda_kernels.mbconv_profile features.2.1 features.5.1")
+    assert out[1] == ("lines|-m cuda_kernels.ncu_lines PROJ CUDA_KERNELS_A-1_CUDA_KERNELS_B-9 "
+                      "D/proj_CUDA_KERNELS_A-1_CUDA_KERNELS_B-9.csv project features.2.1 features.5.1")
