@@ -148,8 +148,8 @@ SE_V4_SWITCH = "CUDA_KERNELS_SE_V4"
 # csrc/mbconv_se_v5.cu se_v5_requested: on unless "0" (since session 18): the SE in one kernel on clusters of 8 CTAs,
 # where SE version 4 applies
 SE_V5_SWITCH = "CUDA_KERNELS_SE_V5"
-# csrc/mbconv_se_v5.cu se_v6_requested: "1" (off until measured): version 5's cluster with its products
-# register-blocked over the 8 images, where version 5 would run
+# csrc/mbconv_se_v5.cu se_v6_requested: "1" (measured in session 19, off: B0 -4 us, noise): version 5's cluster with its
+# products register-blocked over the 8 images, where version 5 would run
 SE_V6_SWITCH = "CUDA_KERNELS_SE_V6"
 # csrc/mbconv_v3.cu se_v3_pre: on unless "0" (since session 22: B0 -5.6 us): SE version 3 with W1 and W2 copied into
 # shared memory before the wait on kernel 1 (se_v3p_kernel), where se_v3_pre_smem_bytes <= SE_V3_PRE_MAX_SMEM
@@ -163,8 +163,8 @@ def se_v3_pre_smem_bytes(hid_pad: int, sq: int, hidden: int) -> int:
     return (hid_pad + -(-sq // 4) * 4 + 2 * sq * hidden) * 4
 
 
-# csrc/mbconv_v3.cu launch_project_v9_nt: "1" (off until measured): project_v9t's tasks by one bulk copy each
-# (project_v9b_kernel)
+# csrc/mbconv_v3.cu launch_project_v9_nt: "1" (measured in session 20, off: B0 +0.4 us): project_v9t's tasks by one bulk
+# copy each (project_v9b_kernel)
 PROJ_V9_BULK_SWITCH = "CUDA_KERNELS_PROJ_V9_BULK"
 # csrc/mbconv_v3.cu project_v9s_runs: on unless "0" (since session 20): project_v9t with each task's SE scale row
 # staged in shared memory beside its D rows (project_v9s_kernel), where H x W is a multiple of 16
@@ -172,8 +172,8 @@ PROJ_V9_SS_SWITCH = "CUDA_KERNELS_PROJ_V9_SS"
 # csrc/mbconv_v3.cu project_v9sx_requested: "1" (off: neutral in session 20): project_v9s with the shortcut's 16 rows
 # of each task staged too (project_v9sx_kernel)
 PROJ_V9_SX_SWITCH = "CUDA_KERNELS_PROJ_V9_SX"
-# csrc/mbconv_v3.cu project_v9sr_requested: "1" (off until measured): project_v9s with the shortcut's values loaded
-# into registers one task ahead (project_v9sr_kernel), at blocks with a shortcut
+# csrc/mbconv_v3.cu project_v9sr_requested: "1" (measured in session 21, off: 2.1 40.9 -> 43.0 us): project_v9s with the
+# shortcut's values loaded into registers one task ahead (project_v9sr_kernel), at blocks with a shortcut
 PROJ_V9_RX_SWITCH = "CUDA_KERNELS_PROJ_V9_RX"
 # csrc/mbconv_v3.cu project_v9sh_requested: "1" (off until measured): project_v9s with A scaled by HMUL2 by the scales
 # rounded to fp16 (project_v9sh_kernel; close to project_v9s, not bitwise)
@@ -309,7 +309,7 @@ def project_v10_auto(rows: int, c_out: int, sms: int) -> bool:
 PROJECT_WG_MODES = ("off", "late", "all", "ring", "unstaged")  # CUDA_KERNELS_PROJ_WG (csrc/mbconv_proj_wg.cu)
 PROJECT_WG_DEFAULT_MODE = "unstaged"  # version 11's, since session 22 (project_wg_mode; ring in session 21)
 PROJECT_WG_SPLIT_SWITCH = "CUDA_KERNELS_PROJ_WG_SPLIT"  # 0 | 1 | auto (the default): project_wg_sk_kernel
-PROJECT_WG_M128_SWITCH = "CUDA_KERNELS_PROJ_WG_M128"  # "1": project_wg_m2_kernel, 128-row tiles (off until measured)
+PROJECT_WG_M128_SWITCH = "CUDA_KERNELS_PROJ_WG_M128"  # "1": project_wg_m2_kernel, 128-row tiles (measured: off)
 
 
 def project_wg_splits(rows: int, c_out: int, sms: int) -> bool:

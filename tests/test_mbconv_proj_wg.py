@@ -1,6 +1,6 @@
 """The MBConv projection on Hopper warpgroup MMAs (csrc/mbconv_proj_wg.cu; CUDA_KERNELS_PROJ_WG=off|late|all|ring|
-unstaged, unstaged in version 11; CUDA_KERNELS_PROJ_WG_SPLIT=0|1|auto, auto: over two warpgroups where its tiles are at most the SMs;
-NOTES.md, "The projection on warpgroup MMAs" and "Session 21").
+unstaged, unstaged in version 11; CUDA_KERNELS_PROJ_WG_SPLIT=0|1|auto, auto: over two warpgroups where its tiles are at
+most the SMs; NOTES.md, "The projection on warpgroup MMAs" and "Session 21").
 
 CPU: the Python mirrors against the source's constants and literal arithmetic, which blocks of B0 / B2 it serves,
 ptxas (no spills, the wgmma shapes present), and the kernel transliterated in float64: every CTA's chunks as the
@@ -396,11 +396,11 @@ def test_efficientnet_b0_on_its_own_activations(switches, monkeypatch):
                                         ("features.3.1", 5)])
 def test_options_give_option_0s_values(path, batch, opt, monkeypatch):
     """Each option moves loads (or sizes the ring: 9), not arithmetic: the same sums in the same order, so option 0's
-    values (torch.equal; a -0 may turn +0 where there is no shortcut), and the profiler shows the option's
-    instantiation ran (project_wg_kernel<BN, opt>): the check compares two different kernels. Where version 11 runs version 3's kernel
-    1 (features.7.0), its pool adds through shared-memory atomics, so the SE scale, and the block's output, change
-    from run to run in the last bits (session 15's first call: torch.equal failed there for that reason): there the
-    option must agree with option 0 as closely as a second run of option 0 does, within 1e-3."""
+    values (torch.equal; a -0 may turn +0 where there is no shortcut), and the profiler shows the option's instantiation
+    ran (project_wg_kernel<BN, opt>): the check compares two different kernels. Where version 11 runs version 3's kernel
+    1 (features.7.0), its pool adds through shared-memory atomics, so the SE scale, and the block's output, change from
+    run to run in the last bits (session 15's first call: torch.equal failed there for that reason): there the option
+    must agree with option 0 as closely as a second run of option 0 does, within 1e-3."""
     from mbconv_helpers import b0_prepared, run_profiled
 
     params, weights, x = b0_prepared(path, batch)

@@ -1,7 +1,7 @@
 """SE version 3 with its weights copied before the wait on kernel 1 (csrc/mbconv_v3.cu se_v3p_kernel,
-CUDA_KERNELS_SE_V3_PRE on unless "0", since session 22: B0 -5.6 us; NOTES.md "Session 21"): W1 and W2 land in shared memory by cp.async while
-the kernel waits (PDL) for kernel 1's partial sums, so that FC1 and FC2 read shared memory instead of waiting on
-global loads after the pool; the same products in the same order.
+CUDA_KERNELS_SE_V3_PRE on unless "0", since session 22: B0 -5.6 us; NOTES.md "Session 21"): W1 and W2 land in shared
+memory by cp.async while the kernel waits (PDL) for kernel 1's partial sums, so that FC1 and FC2 read shared memory
+instead of waiting on global loads after the pool; the same products in the same order.
 
 CPU: the switch and its launch, which blocks it serves (the shared memory from literal sums). GPU
 (@pytest.mark.cuda): at every B0 / B2 block that runs se_v3 in version 11, batches 1, 5 and 128, the profiler names

@@ -89,8 +89,8 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[BN / 2], const uint32_t (&a)
 //     alias it (session 14, call 2's stall samples: the epilogue's loads ~1/3 of 6.1's samples, long scoreboard);
 //   kProjWgOverlap: the next chunk's A (its mbarrier wait, ldmatrix and scale) is prepared while this chunk's wgmmas
 //     run (A double-buffered in registers); one wgmma group in flight across the preparation.
-//   kProjWgPrefetchL2 (option 5 = 1 | 4 only; measured slower, off): one thread asks L2 for each tile's rows of D as one
-//     contiguous range (64 x hidden halves, cp.async.bulk.prefetch.L2) before its boxes are loaded: the first tile's
+//   kProjWgPrefetchL2 (option 5 = 1 | 4 only; measured slower, off): one thread asks L2 for each tile's rows of D as
+//     one contiguous range (64 x hidden halves, cp.async.bulk.prefetch.L2) before its boxes are loaded: the first tile's
 //     after the wait, the next tile's at each tile's start. The boxes read D 128 bytes a row at a time, 64 rows
 //     1,344 bytes apart at 5.1, from many tiles at once: s21 call 2 saw 5.1 at 30% of DRAM's peak with one warpgroup
 //     or two (twice the warps bought nothing), so the read pattern is the suspect, as it was for project_v9's ring.
@@ -369,7 +369,7 @@ __global__ void __launch_bounds__(2 * kProjWgThreads, BN <= 112 ? 2 : 1)
 #endif
 }
 
-// 128-row tiles on two warpgroups that share each stage's B (CUDA_KERNELS_PROJ_WG_M128=1, off until measured): V
+// 128-row tiles on two warpgroups that share each stage's B (CUDA_KERNELS_PROJ_WG_M128=1, measured slower, off): V
 // crosses from L2 once per 128 rows instead of once per 64 (at B0's 5.1, 59 of the 97 MB the boxes read in s21 call 1
 // were V, re-read by each of 392 tiles). Each warpgroup's rows get the same products and chunk order as a 64-row tile
 // starting at the 128-row tile's first chunk: close to project_wg_kernel's values, not bitwise.
@@ -467,7 +467,7 @@ bool project_wg_split(const Params& p, int bn) {
   return tiles * (p.C_out / bn) <= sms[dev];
 }
 
-bool project_wg_m128() {  // CUDA_KERNELS_PROJ_WG_M128=1 (read at every call; off until measured): project_wg_m2_kernel
+bool project_wg_m128() {  // CUDA_KERNELS_PROJ_WG_M128=1 (read at every call; off, s22 call 1): project_wg_m2_kernel
   const char* v = std::getenv("CUDA_KERNELS_PROJ_WG_M128");
   return v != nullptr && std::strcmp(v, "1") == 0;
 }

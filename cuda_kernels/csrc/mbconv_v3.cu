@@ -763,9 +763,9 @@ __global__ void __launch_bounds__(kProjV9Threads) project_v9sh_kernel(const Para
 
 // One block per image: pool, FC1 -> SiLU, FC2 -> sigmoid. Shared memory: pooled [hid_pad],
 // squeezed [sq rounded to 4], then 32 rows of W2 per FC2 warp ([fc2_warps][32 * sq]).
-// PRE (se_v3p_kernel, CUDA_KERNELS_SE_V3_PRE on unless "0", since session 22): W1 [sq][hidden] and W2 [hidden][sq] copied whole
-// into shared memory after `squeezed` by cp.async before the wait on kernel 1 (they do not depend on it; SE version 5
-// does the same), so that FC1 and FC2 read shared memory where they waited on global loads after the pool: the same
+// PRE (se_v3p_kernel, CUDA_KERNELS_SE_V3_PRE on unless "0", since session 22): W1 [sq][hidden] and W2 [hidden][sq]
+// copied whole into shared memory after `squeezed` by cp.async before the wait on kernel 1 (they do not depend on it;
+// SE version 5 does the same), so that FC1 and FC2 read shared memory where they waited on global loads after the pool: the same
 // products in the same order (the same bits). Where both fit se_v3_pre_fits (B0's 1.0-4.0, the blocks that run
 // se_v3 in versions 9-11).
 template <bool PRE>
