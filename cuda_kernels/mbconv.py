@@ -310,6 +310,10 @@ PROJECT_WG_MODES = ("off", "late", "all", "ring", "unstaged")  # CUDA_KERNELS_PR
 PROJECT_WG_DEFAULT_MODE = "unstaged"  # version 11's, since session 22 (project_wg_mode; ring in session 21)
 PROJECT_WG_SPLIT_SWITCH = "CUDA_KERNELS_PROJ_WG_SPLIT"  # 0 | 1 | auto (the default): project_wg_sk_kernel
 PROJECT_WG_M128_SWITCH = "CUDA_KERNELS_PROJ_WG_M128"  # "1": project_wg_m2_kernel, 128-row tiles (measured: off)
+# "1": project_wg_vr_kernel, V resident in shared memory, PROJECT_WG_VR_GROUPS warpgroups each on its own row tiles
+# (off until measured), where project_wg_vr_stages > 0
+PROJECT_WG_VR_SWITCH = "CUDA_KERNELS_PROJ_WG_VR"
+PROJECT_WG_VR_GROUPS, PROJECT_WG_VR_MAX_SMEM = 3, 227 * 1024  # kProjWgVrGroups, kProjWgVrMaxSmem
 
 
 def project_wg_splits(rows: int, c_out: int, sms: int) -> bool:
@@ -351,6 +355,23 @@ def project_wg_smem_bytes(bn: int, ks: int = 1, mw: int = 1, opt: int = 0) -> in
     then per stage B (bn rows of 128 bytes) and A (64 mw rows of 128 bytes), both in the 128-byte swizzle the tensor
     memory accelerator writes, and the stage's 8-byte mbarrier; ks rings of them."""
     return 1024 + ks * project_wg_stages(bn, ks, mw, opt) * ((bn + mw * PROJECT_WG_ROWS) * 128 + 8)
+
+
+def project_wg_vr_smem_bytes(bn: int, chunks: int, vs: int) -> int:
+    """Shared memory of project_wg_vr_kernel (csrc/mbconv_proj_wg.cu project_wg_vr_smem_bytes): 1 KB of alignment
+    slack, V's `chunks` 64-channel chunks of bn rows x 128 bytes, PROJECT_WG_VR_GROUPS rings of vs stages of A (64 rows
+    x 128 bytes and an 8-byte mbarrier each), V's 8-byte mbarrier."""
+    return 1024 + chunks * bn * 128 + PROJECT_WG_VR_GROUPS * vs * (PROJECT_WG_ROWS * 128 + 8) + 8
+
+
+def project_wg_vr_stages(hidden: int, c_out: int) -> int:
+    """Stages a ring of project_wg_vr_kernel gets (csrc/mbconv_proj_wg.cu project_wg_vr_stages): 3 where they fit
+    PROJECT_WG_VR_MAX_SMEM, else 2; 0 where V does not fit with 2, C_out needs two column tiles or bn is past 120."""
+    bn = project_wg_bn(c_out)
+    if bn != c_out or bn > 120:
+        return 0
+    chunks = -(-hidden // PROJECT_WG_K)
+    return next((vs for vs in (3, 2) if project_wg_vr_smem_bytes(bn, chunks, vs) <= PROJECT_WG_VR_MAX_SMEM), 0)
 
 
 V8_HALO_MAX = 12  # csrc/mbconv_v8.cuh kV8HaloMax: 8-byte pieces of E's halo rows per thread

@@ -152,6 +152,10 @@ def test_compiles_without_spills():
     for kernel in ("project_wg_sk_kernel", "project_wg_m2_kernel"):
         found = re.findall(rf"Compiling entry function '_ZN2mb{len(kernel)}{kernel}ILi(\d+)E", report)
         assert sorted(int(n) for n in found) == sorted(mb.PROJECT_WG_SHAPES), kernel
+    # V resident: 2 and 3 stages a ring, built up to bn = 120
+    found = re.findall(r"Compiling entry function '_ZN2mb20project_wg_vr_kernelILi(\d+)ELi(\d)E", report)
+    assert sorted((int(n), int(s)) for n, s in found) == [(n, s) for n in sorted(mb.PROJECT_WG_SHAPES) if n <= 120
+                                                          for s in (2, 3)]
     assert "spill stores" in report and all(" 0 bytes spill stores, 0 bytes spill loads" in line
                                             for line in report.splitlines() if "spill stores" in line)
     assert "Potential Performance Loss" not in report  # ptxas serialising the wgmmas would say so
@@ -206,7 +210,8 @@ def test_persistent_steps_by_hand():
     assert list(_cta_steps(2, 3, 4, 3)) == [(2, 2), (2, 0), (2, 1)]
     assert list(_cta_steps(5, 6, 4, 3)) == []  # more CTAs than tiles: none
     assert "const int c = KS * (j % mine) + wg + tile % chunks;" in SOURCE
-    assert "blockIdx.x + (j / mine) * gridDim.x" in SOURCE and "const int mine = (chunks - wg + KS - 1) / KS;" in SOURCE
+    assert "auto step_tile = [&](int j) { return first_tile() + (j / mine) * tile_step(); };" in SOURCE
+    assert "const int mine = (chunks - wg + KS - 1) / KS;" in SOURCE
 
 
 def test_split_steps_by_hand():
@@ -305,6 +310,58 @@ def test_transliteration_equals_the_direct_projection(n_img, hw, hidden, c_out, 
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-10)
 
 
+# ---- V resident in shared memory (CUDA_KERNELS_PROJ_WG_VR=1, project_wg_vr_kernel) ----
+
+def test_v_resident_mirrors_and_shared_memory_by_hand():
+    assert 'std::getenv("CUDA_KERNELS_PROJ_WG_VR")' in SOURCE and mb.PROJECT_WG_VR_SWITCH == "CUDA_KERNELS_PROJ_WG_VR"
+    assert (_constant("kProjWgVrGroups"), mb.PROJECT_WG_VR_GROUPS) == (3, 3)
+    assert "constexpr int kProjWgVrMaxSmem = 227 * 1024;" in SOURCE and mb.PROJECT_WG_VR_MAX_SMEM == 232_448
+    assert "return 1024 + chunks * bn * 128 + kProjWgVrGroups * vs * (kProjWgRows * 128 + 8) + 8;" in SOURCE
+    assert "project_wg_body<BN, kProjWgPrefetchX, 1, 1, VS>(p, tm_d, tm_w);" in SOURCE
+    # B0's 5.1: hidden 672 = 11 chunks of V at 112 x 128 bytes; three rings of 3 stages do not fit, of 2 do
+    assert mb.project_wg_vr_smem_bytes(112, 11, 3) == 1024 + 11 * 14_336 + 9 * 8_200 + 8 == 232_528 > 232_448
+    assert mb.project_wg_vr_smem_bytes(112, 11, 2) == 1024 + 157_696 + 6 * 8_200 + 8 == 207_928
+    assert mb.project_wg_vr_stages(672, 112) == 2
+    # 5.0 (480 -> 112): 8 chunks, 3 stages; 4.0 / 4.1 (240 / 480 -> 80): 4 / 8 chunks of 10,240 bytes, 3 stages
+    assert mb.project_wg_vr_smem_bytes(112, 8, 3) == 1024 + 114_688 + 73_800 + 8 == 189_520
+    assert mb.project_wg_vr_stages(480, 112) == mb.project_wg_vr_stages(480, 80) == mb.project_wg_vr_stages(240, 80) == 3
+    # not: 6.x (1152 -> 192: 18 chunks of 24 KB), 7.0 (C_out 320: two column tiles of 160), B2's 5.x (720 -> 120:
+    # 12 chunks of 15,360 bytes, 234,552 with 2 stages)
+    assert mb.project_wg_vr_stages(1152, 192) == mb.project_wg_vr_stages(1152, 320) == 0
+    assert mb.project_wg_vr_smem_bytes(120, 12, 2) == 234_552 and mb.project_wg_vr_stages(720, 120) == 0
+
+
+@pytest.mark.parametrize("tiles,sms", [(392, 132), (13, 2), (98, 132), (5, 1)])
+def test_v_resident_schedule_by_hand(tiles, sms):
+    """A CTA's warpgroup vg takes row tiles 3 b + vg, 3 b + vg + 3 grid, ... (grid = min(ceil(tiles / 3), CTAs that
+    fit: one an SM)): every tile once; at B0's 4.x-5.x (392 tiles, 132 SMs) one tile a warpgroup, 131 CTAs."""
+    groups = mb.PROJECT_WG_VR_GROUPS
+    grid = min(-(-tiles // groups), sms)
+    taken = [t for b in range(grid) for vg in range(groups) for t in range(b * groups + vg, tiles, grid * groups)]
+    assert sorted(taken) == list(range(tiles))
+    if (tiles, sms) == (392, 132):
+        assert grid == 131 and len(taken) == 392 and grid * groups == 393
+    assert "const dim3 grid(persistent ? std::min((tiles + groups - 1) / groups, fit) : tiles, col_tiles);" in SOURCE
+    assert "auto first_tile = [&]() { return kVR ? blockIdx.x * kProjWgVrGroups + vg : blockIdx.x; };" in SOURCE
+    assert "auto tile_step = [&]() { return kVR ? gridDim.x * kProjWgVrGroups : gridDim.x; };" in SOURCE
+
+
+def test_which_b0_blocks_keep_v_resident():
+    """Under version 11's defaults project_wg runs from 4.0 on; V resident where it fits and the split does not run
+    (6.x): 4.0-5.2."""
+    from mbconv_helpers import block_of, mbconv_shapes
+    from perfmodel.zoo import fold_batchnorm
+
+    fits = set()
+    for path, (_, h, w) in mbconv_shapes("efficientnet_b0").items():
+        params = mb.block_params(fold_batchnorm(block_of("efficientnet_b0", path)))
+        rows = 128 * mb.output_size(h, params.stride) * mb.output_size(w, params.stride)
+        if path >= "features.4" and mb.project_wg_vr_stages(params.hidden, params.out_channels) and \
+                not mb.project_wg_splits(rows, params.out_channels, 132):
+            fits.add(path)
+    assert fits == {"features.4.0", "features.4.1", "features.4.2", "features.5.0", "features.5.1", "features.5.2"}
+
+
 # ---- GPU ----
 
 def _served():
@@ -319,7 +376,8 @@ def _served():
 # A scaled in fp16 (option 25)
 KERNELS = {"one": {"CUDA_KERNELS_PROJ_WG_SPLIT": "0"}, "split": {"CUDA_KERNELS_PROJ_WG_SPLIT": "1"},
            "m128": {"CUDA_KERNELS_PROJ_WG_SPLIT": "0", "CUDA_KERNELS_PROJ_WG_M128": "1"},
-           "h2": {"CUDA_KERNELS_PROJ_WG_SPLIT": "0", "CUDA_KERNELS_PROJ_WG_OPT": "25"}}
+           "h2": {"CUDA_KERNELS_PROJ_WG_SPLIT": "0", "CUDA_KERNELS_PROJ_WG_OPT": "25"},
+           "vr": {"CUDA_KERNELS_PROJ_WG_SPLIT": "0", "CUDA_KERNELS_PROJ_WG_VR": "1"}}
 
 
 @pytest.mark.cuda
@@ -461,6 +519,28 @@ def test_option_25_is_close_to_option_9(path, batch, monkeypatch):
         assert not torch.equal(got, base)
 
 
+@pytest.mark.cuda
+@pytest.mark.parametrize("path,batch", [("features.4.0", 128), ("features.4.1", 128), ("features.5.0", 128),
+                                        ("features.5.1", 128), ("features.5.1", 1), ("features.4.1", 5),
+                                        ("features.3.1", 5)])
+def test_v_resident_gives_option_1s_values(path, batch, monkeypatch):
+    """project_wg_vr_kernel reads the same chunks of each tile in the same order as project_wg_kernel<BN, 1> (only
+    where B comes from): its bits (torch.equal); the profiler names project_wg_vr_kernel<BN, stages> - two different
+    kernels compared. 3.1 runs project_wg with CUDA_KERNELS_PROJ_WG=all (as here everywhere)."""
+    from mbconv_helpers import b0_prepared, run_profiled
+
+    params, weights, x = b0_prepared(path, batch)
+    monkeypatch.setenv(mb.PROJECT_WG_SWITCH, "all")
+    monkeypatch.setenv(mb.PROJECT_WG_SPLIT_SWITCH, "0")
+    monkeypatch.setenv(mb.PROJECT_WG_OPT_SWITCH, "1")
+    base = mb.mbconv(x, params, weights, version=11)
+    monkeypatch.setenv(mb.PROJECT_WG_VR_SWITCH, "1")
+    got, names = run_profiled(x, params, weights, base, 11)
+    bn, vs = mb.project_wg_bn(params.out_channels), mb.project_wg_vr_stages(params.hidden, params.out_channels)
+    assert vs in (2, 3) and f"project_wg_vr_kernel<{bn}, {vs}>" in names, names[:600]
+    assert torch.equal(got, base)
+
+
 # ---- the hidden dimension over two warpgroups (CUDA_KERNELS_PROJ_WG_SPLIT=1) and the ring mode ----
 
 @pytest.mark.cuda
@@ -561,7 +641,7 @@ def test_split_by_default_where_the_tiles_fit_the_sms(monkeypatch):
 @pytest.mark.parametrize("switches", [{"CUDA_KERNELS_PROJ_WG": "ring"}, {"CUDA_KERNELS_PROJ_WG_SPLIT": "1"},
                                       {"CUDA_KERNELS_PROJ_WG": "ring", "CUDA_KERNELS_PROJ_WG_SPLIT": "1"},
                                       {"CUDA_KERNELS_PROJ_WG": "unstaged"}, {"CUDA_KERNELS_PROJ_WG_M128": "1"},
-                                      {"CUDA_KERNELS_PROJ_WG_OPT": "25"}])
+                                      {"CUDA_KERNELS_PROJ_WG_OPT": "25"}, {"CUDA_KERNELS_PROJ_WG_VR": "1"}])
 def test_efficientnet_b0_with_the_split_and_ring(switches, monkeypatch):
     from mbconv_helpers import check_fused_b0
 

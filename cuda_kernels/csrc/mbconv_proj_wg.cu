@@ -32,6 +32,7 @@ namespace mb {
 
 constexpr int kProjWgRows = 64, kProjWgK = 64;
 constexpr int kProjWgThreads = 128;
+constexpr int kProjWgVrGroups = 3;  // project_wg_vr_kernel's warpgroups, each on its own row tiles
 
 constexpr int kProjWgPrefetchX = 1, kProjWgOverlap = 2, kProjWgPrefetchL2 = 4;  // OPT's bits (below)
 constexpr int kProjWgStages3 = 8, kProjWgScaleH2 = 16;
@@ -123,32 +124,46 @@ __device__ __forceinline__ void prefetch_tile_l2(const Params& p, int t, int P) 
 // the column groups through shared memory (the stages, free by then), adds the other's partial sums for its own half
 // (fp32: the two halves' sums added once, so close to KS = 1's values, not bitwise) and stores that half.
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-template <int BN, int OPT, int KS, int MW = 1>
+template <int BN, int OPT, int KS, int MW = 1, int VS = 0>
 __device__ __forceinline__ void project_wg_body(const Params& p, const CUtensorMap& tm_d, const CUtensorMap& tm_w) {
   static_assert(KS == 1 || (KS == 2 && (OPT & kProjWgOverlap) == 0), "the split runs the plain chunk loop");
   static_assert((OPT & kProjWgPrefetchL2) == 0 || (KS == 1 && (OPT & kProjWgOverlap) == 0), "built as option 5 only");
   static_assert(MW == 1 || (MW == 2 && KS == 1 && OPT == kProjWgPrefetchX), "128-row tiles: one ring, option 1");
   static_assert((OPT & kProjWgStages3) == 0 || (OPT | kProjWgScaleH2) == 25, "built as options 9 and 25 only");
   static_assert((OPT & kProjWgScaleH2) == 0 || OPT == 25, "built as option 25 only");
+  static_assert(VS == 0 || (KS == 1 && MW == 1 && OPT == kProjWgPrefetchX), "V resident: one warpgroup a tile");
+  // V resident (project_wg_vr_kernel, VS stages a ring): V whole in shared memory, kProjWgVrGroups warpgroups each on
+  // its own row tiles with its own ring of A stages
+  constexpr bool kVR = VS > 0;
   // TM rows a tile: MW warpgroups, warpgroup mw on rows 64 mw .. 64 mw + 63 of each stage's A, all on its B
   constexpr int TM = MW * kProjWgRows;
-  constexpr int S = project_wg_stages(BN, KS, MW, OPT), B_BYTES = BN * 128, STAGE = B_BYTES + TM * 128;
+  constexpr int S = kVR ? VS : project_wg_stages(BN, KS, MW, OPT), B_BYTES = BN * 128;
+  constexpr int A_OFF = kVR ? 0 : B_BYTES, STAGE = A_OFF + TM * 128;  // a stage: B (not with V resident), then A
   extern __shared__ __align__(16) uint8_t smem_raw[];
-  const int tid_cta = threadIdx.x, grp = KS == 1 && MW == 1 ? 0 : tid_cta / kProjWgThreads;
-  const int wg = KS == 1 ? 0 : grp, mw = MW == 1 ? 0 : grp;
-  const int tid = KS == 1 && MW == 1 ? tid_cta : tid_cta % kProjWgThreads, lane = tid & 31, warp = tid >> 5;
+  const int tid_cta = threadIdx.x, grp = KS == 1 && MW == 1 && !kVR ? 0 : tid_cta / kProjWgThreads;
+  const int wg = KS == 1 ? 0 : grp, mw = MW == 1 ? 0 : grp, vg = kVR ? grp : 0;
+  const int tid = KS == 1 && MW == 1 && !kVR ? tid_cta : tid_cta % kProjWgThreads, lane = tid & 31, warp = tid >> 5;
   const bool leader = MW == 1 ? tid == 0 : tid_cta == 0;  // issues its ring's copies (one ring a warpgroup where KS = 2)
   const uint32_t smem0 = (smem_addr(smem_raw) + 1023) & ~1023u;
   // warpgroup wg's ring: stage s's B at base + s STAGE, A after it; its mbarrier at bars + 8 s (after every ring)
-  const uint32_t base = smem0 + wg * S * STAGE, bars = smem0 + KS * S * STAGE + wg * 8 * S;
+  const uint32_t wg_base = smem0 + wg * S * STAGE, wg_bars = smem0 + KS * S * STAGE + wg * 8 * S;
   const int HW = p.Ho * p.Wo, P = p.N * HW;
   const int tiles = (P + TM - 1) / TM, n0 = blockIdx.y * BN;
   const int chunks = (p.hidden + kProjWgK - 1) / kProjWgK;
+  // V resident: V's chunk c at smem0 + c B_BYTES (1024-aligned), then warpgroup vg's ring of A stages and mbarriers,
+  // V's mbarrier (vbar) after every ring's
+  const uint32_t rings0 = smem0 + (kVR ? chunks * B_BYTES : 0), vbar = rings0 + kProjWgVrGroups * S * (STAGE + 8);
+  const uint32_t base = kVR ? rings0 + vg * S * STAGE : wg_base;
+  const uint32_t bars = kVR ? rings0 + kProjWgVrGroups * S * STAGE + vg * 8 * S : wg_bars;
+  const int ring = kVR ? vg : wg;
   const int mine = (chunks - wg + KS - 1) / KS;  // chunks of a tile that this warpgroup computes
-  const int my_tiles = blockIdx.x < tiles ? (tiles - 1 - blockIdx.x) / gridDim.x + 1 : 0;
+  // this warpgroup's row tiles: first_tile(), + tile_step(), ... (V resident: one of kProjWgVrGroups a CTA's slot)
+  auto first_tile = [&]() { return kVR ? blockIdx.x * kProjWgVrGroups + vg : blockIdx.x; };
+  auto tile_step = [&]() { return kVR ? gridDim.x * kProjWgVrGroups : gridDim.x; };
+  const int my_tiles = first_tile() < tiles ? (tiles - 1 - first_tile()) / tile_step() + 1 : 0;
   const int steps = my_tiles * mine;  // (tile, chunk) steps of this warpgroup
-  // step j: this CTA's tile j / mine, its chunk (KS (j % mine) + wg + tile) % chunks
-  auto step_tile = [&](int j) { return blockIdx.x + (j / mine) * gridDim.x; };
+  // step j: this warpgroup's tile j / mine, its chunk (KS (j % mine) + wg + tile) % chunks
+  auto step_tile = [&](int j) { return first_tile() + (j / mine) * tile_step(); };
   auto step_chunk = [&](int j, int tile) {
     const int c = KS * (j % mine) + wg + tile % chunks;
     return c < chunks ? c : c - chunks;
@@ -156,10 +171,18 @@ __device__ __forceinline__ void project_wg_body(const Params& p, const CUtensorM
   if (leader) {
 #pragma unroll
     for (int s = 0; s < S; ++s) bf::mbar_init(bars + 8 * s, 1);
+    if (kVR && vg == 0) bf::mbar_init(vbar, 1);
     bf::fence_barrier_init();
-    for (int j = 0; j < S && j < steps; ++j) {  // the weights do not depend on the previous kernels
-      bf::mbar_arrive_expect_tx(bars + 8 * j, STAGE);
-      bf::tma_load_2d(base + j * STAGE, &tm_w, step_chunk(j, step_tile(j)) * kProjWgK, n0, bars + 8 * j);
+    if constexpr (kVR) {  // V whole, once a CTA (the weights do not depend on the previous kernels)
+      if (vg == 0) {
+        bf::mbar_arrive_expect_tx(vbar, chunks * B_BYTES);
+        for (int c = 0; c < chunks; ++c) bf::tma_load_2d(smem0 + c * B_BYTES, &tm_w, c * kProjWgK, n0, vbar);
+      }
+    } else {
+      for (int j = 0; j < S && j < steps; ++j) {  // the weights do not depend on the previous kernels
+        bf::mbar_arrive_expect_tx(bars + 8 * j, STAGE);
+        bf::tma_load_2d(base + j * STAGE, &tm_w, step_chunk(j, step_tile(j)) * kProjWgK, n0, bars + 8 * j);
+      }
     }
   }
   __syncthreads();  // the barriers initialised
@@ -170,8 +193,10 @@ __device__ __forceinline__ void project_wg_body(const Params& p, const CUtensorM
   if (leader)
     for (int j = 0; j < S && j < steps; ++j) {
       const int t = step_tile(j);
-      bf::tma_load_2d(base + j * STAGE + B_BYTES, &tm_d, step_chunk(j, t) * kProjWgK, t * TM, bars + 8 * j);
+      if constexpr (kVR) bf::mbar_arrive_expect_tx(bars + 8 * j, STAGE);
+      bf::tma_load_2d(base + j * STAGE + A_OFF, &tm_d, step_chunk(j, t) * kProjWgK, t * TM, bars + 8 * j);
     }
+  if constexpr (kVR) bf::mbar_wait(vbar, 0);  // V in shared memory before any wgmma reads it
 
   const int q = lane & 3;
   // ldmatrix x4 of k16 step kk: lanes 0-15 address rows warp * 16 + lane of the first 8 columns, lanes 16-31 the
@@ -181,7 +206,7 @@ __device__ __forceinline__ void project_wg_body(const Params& p, const CUtensorM
   float acc[BN / 2];
   float2 sc[4][4];
   int j = 0;
-  for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+  for (int t = first_tile(); t < tiles; t += tile_step()) {
     if constexpr ((OPT & kProjWgPrefetchL2) != 0)
       if (tid == 0) prefetch_tile_l2(p, t + gridDim.x, P);  // this CTA's next tile
     // This lane's two rows (the wgmma A / accumulator layout: row lane / 4 and + 8 of the warp's 16) and their
@@ -221,29 +246,29 @@ __device__ __forceinline__ void project_wg_body(const Params& p, const CUtensorM
     auto prepare = [&](uint32_t (&a)[4][4], uint32_t stage) {
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk) {
-        ldmatrix_x4(a[kk], stage + B_BYTES + a_off + (((2 * kk + a_half) ^ a_xor) << 4));
+        ldmatrix_x4(a[kk], stage + A_OFF + a_off + (((2 * kk + a_half) ^ a_xor) << 4));
 #pragma unroll
         for (int u = 0; u < 4; ++u)
           a[kk][u] = (OPT & kProjWgScaleH2) ? scale_half2_h2(a[kk][u], sc[kk][u]) : scale_half2(a[kk][u], sc[kk][u]);
       }
     };
-    auto issue = [&](const uint32_t (&a)[4][4], uint32_t stage) {
+    auto issue = [&](const uint32_t (&a)[4][4], uint32_t b_at) {  // B at b_at: the stage's, or V's chunk
       bf::fence_registers(acc);
       bf::wgmma_fence();
 #pragma unroll
-      for (int kk = 0; kk < 4; ++kk) wgmma_rs<BN>(acc, a[kk], bf::smem_desc_sw128(stage + kk * 32));
+      for (int kk = 0; kk < 4; ++kk) wgmma_rs<BN>(acc, a[kk], bf::smem_desc_sw128(b_at + kk * 32));
       bf::wgmma_commit();
     };
     // after step j's wgmmas completed: every warp's reads of its stage done, refill it with step j + S
     auto release = [&](int slot) {
-      if constexpr (KS == 1) __syncthreads();
-      else bf::named_barrier_sync(1 + wg, kProjWgThreads);
+      if constexpr (KS == 1 && !kVR) __syncthreads();
+      else bf::named_barrier_sync(1 + ring, kProjWgThreads);
       if (leader && j + S < steps) {
         const uint32_t bar = bars + 8 * slot, stage = base + slot * STAGE;
         const int tn = step_tile(j + S), cn = step_chunk(j + S, tn);
         bf::mbar_arrive_expect_tx(bar, STAGE);
-        bf::tma_load_2d(stage, &tm_w, cn * kProjWgK, n0, bar);
-        bf::tma_load_2d(stage + B_BYTES, &tm_d, cn * kProjWgK, tn * TM, bar);
+        if constexpr (!kVR) bf::tma_load_2d(stage, &tm_w, cn * kProjWgK, n0, bar);
+        bf::tma_load_2d(stage + A_OFF, &tm_d, cn * kProjWgK, tn * TM, bar);
       }
     };
     if (KS == 1) load_scales(c0);
@@ -259,7 +284,7 @@ __device__ __forceinline__ void project_wg_body(const Params& p, const CUtensorM
         prepare(a, stage);
         if (i + 1 < mine) load_scales(chunk_after(i + 1));  // during the MMAs
         bf::fence_registers(a);
-        issue(a, stage);
+        issue(a, kVR ? smem0 + chunk_after(i) * B_BYTES : stage);
         bf::wgmma_wait<0>();  // before a[] and this stage are reused
         bf::fence_registers(acc);
         release(slot);
@@ -382,14 +407,49 @@ __global__ void __launch_bounds__(2 * kProjWgThreads)
 #endif
 }
 
+// V resident in shared memory (CUDA_KERNELS_PROJ_WG_VR=1, off until measured; NOTES.md "Current state", session 22,
+// item 1b): one CTA an SM of kProjWgVrGroups warpgroups that copies V's BN x hidden once and keeps it, each warpgroup
+// on its own row tiles through its own ring of VS stages of A, so that V crosses from L2 once per CTA instead of once
+// per row tile (project_wg's box traffic at 4.x-5.x, most of it V, moved at 3.4-4.7 TB/s whatever the grid). The same
+// chunks of each tile in the same order as project_wg_kernel: its values bit for bit.
+template <int BN, int VS>
+__global__ void __launch_bounds__(kProjWgVrGroups * kProjWgThreads, 1)
+    project_wg_vr_kernel(const Params p, const __grid_constant__ CUtensorMap tm_d,
+                         const __grid_constant__ CUtensorMap tm_w) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  project_wg_body<BN, kProjWgPrefetchX, 1, 1, VS>(p, tm_d, tm_w);
+#endif
+}
+
+// Shared memory of project_wg_vr_kernel (cuda_kernels/mbconv.py project_wg_vr_smem_bytes mirrors it): 1 KB of alignment
+// slack, V's `chunks` chunks of BN rows x 128 bytes, kProjWgVrGroups rings of VS stages of A (64 rows x 128 bytes and an
+// 8-byte mbarrier each), V's mbarrier.
+__host__ __device__ constexpr int project_wg_vr_smem_bytes(int bn, int chunks, int vs) {
+  return 1024 + chunks * bn * 128 + kProjWgVrGroups * vs * (kProjWgRows * 128 + 8) + 8;
+}
+constexpr int kProjWgVrMaxSmem = 227 * 1024;  // an H100 / H200 CTA's opt-in maximum
+
+// The stages a ring of project_wg_vr_kernel gets for this block: 3 where they fit, else 2; 0 where V does not fit
+// with two (or C_out needs two column tiles, or BN is past 120: no instance).
+int project_wg_vr_stages(const Params& p, int bn) {
+  if (bn != p.C_out || bn > 120) return 0;
+  const int chunks = (p.hidden + kProjWgK - 1) / kProjWgK;
+  for (int vs = 3; vs >= 2; --vs)
+    if (project_wg_vr_smem_bytes(bn, chunks, vs) <= kProjWgVrMaxSmem) return vs;
+  return 0;
+}
+
 // One launcher for the three kernels: persistent (project_wg_kernel, project_wg_m2_kernel: at most as many CTAs as
 // fit at once, each looping over row tiles of `rows`) or one row tile per CTA (project_wg_sk_kernel, whose reduction
 // reuses the stages).
+// groups: row tiles a persistent CTA takes at once (project_wg_vr_kernel: one a warpgroup); its shared memory varies
+// with the block (V whole), so its occupancy is asked at every call.
 template <typename Kernel>
 cudaError_t launch_wg(Kernel kernel, DeviceSlots& slots, bool (&sm90)[kMaxDevices], int bn, int smem, int threads,
-                      bool persistent, const Params& p, cudaStream_t stream, bool pdl, int rows = kProjWgRows) {
+                      bool persistent, const Params& p, cudaStream_t stream, bool pdl, int rows = kProjWgRows,
+                      int groups = 1) {
   int dev = 0;
-  cudaError_t err = prepare(kernel, slots, smem, threads, dev);
+  cudaError_t err = prepare(kernel, slots, smem, threads, dev, groups > 1);
   if (err != cudaSuccess) return err;
   if (!sm90[dev]) {  // the kernel's body exists for sm_90a only (wgmma); elsewhere it would do nothing
     int major = 0, minor = 0;
@@ -407,7 +467,7 @@ cudaError_t launch_wg(Kernel kernel, DeviceSlots& slots, bool (&sm90)[kMaxDevice
   if (err != cudaSuccess) return err;
   const int tiles = (P + rows - 1) / rows, col_tiles = p.C_out / bn;
   const int fit = std::max(1, slots.ctas_per_sm[dev] * slots.sms[dev] / col_tiles);
-  const dim3 grid(persistent ? std::min(tiles, fit) : tiles, col_tiles);
+  const dim3 grid(persistent ? std::min((tiles + groups - 1) / groups, fit) : tiles, col_tiles);
   if (pdl && pdl::device_supports(dev))
     return pdl::launch(kernel, grid, dim3(threads), smem, stream, p, tm_d, tm_w);
   kernel<<<grid, threads, smem, stream>>>(p, tm_d, tm_w);
@@ -428,6 +488,15 @@ cudaError_t launch_project_wg_m2(const Params& p, cudaStream_t stream, bool pdl)
   static bool sm90[kMaxDevices] = {};
   return launch_wg(project_wg_m2_kernel<BN>, slots, sm90, BN, project_wg_smem_bytes(BN, 1, 2), 2 * kProjWgThreads,
                    true, p, stream, pdl, 2 * kProjWgRows);
+}
+
+template <int BN, int VS>
+cudaError_t launch_project_wg_vr(const Params& p, cudaStream_t stream, bool pdl) {
+  static DeviceSlots slots;
+  static bool sm90[kMaxDevices] = {};
+  const int smem = project_wg_vr_smem_bytes(BN, (p.hidden + kProjWgK - 1) / kProjWgK, VS);
+  return launch_wg(project_wg_vr_kernel<BN, VS>, slots, sm90, BN, smem, kProjWgVrGroups * kProjWgThreads, true, p,
+                   stream, pdl, kProjWgRows, kProjWgVrGroups);
 }
 
 template <int BN>
@@ -467,6 +536,11 @@ bool project_wg_split(const Params& p, int bn) {
   return tiles * (p.C_out / bn) <= sms[dev];
 }
 
+bool project_wg_vr_requested() {  // CUDA_KERNELS_PROJ_WG_VR=1 (read at every call; off until measured)
+  const char* v = std::getenv("CUDA_KERNELS_PROJ_WG_VR");
+  return v != nullptr && std::strcmp(v, "1") == 0;
+}
+
 bool project_wg_m128() {  // CUDA_KERNELS_PROJ_WG_M128=1 (read at every call; off, s22 call 1): project_wg_m2_kernel
   const char* v = std::getenv("CUDA_KERNELS_PROJ_WG_M128");
   return v != nullptr && std::strcmp(v, "1") == 0;
@@ -476,6 +550,13 @@ template <int BN>
 cudaError_t launch_project_wg_bn(const Params& p, cudaStream_t stream, bool pdl) {
   if (project_wg_split(p, BN)) return launch_project_wg_sk<BN>(p, stream, pdl);
   if (project_wg_m128()) return launch_project_wg_m2<BN>(p, stream, pdl);
+  if constexpr (BN <= 120) {
+    if (project_wg_vr_requested()) {
+      const int vs = project_wg_vr_stages(p, BN);
+      if (vs == 3) return launch_project_wg_vr<BN, 3>(p, stream, pdl);
+      if (vs == 2) return launch_project_wg_vr<BN, 2>(p, stream, pdl);
+    }
+  }
   switch (project_wg_opt()) {
     case 1: return launch_project_wg_opt<BN, 1>(p, stream, pdl);
     case 2: return launch_project_wg_opt<BN, 2>(p, stream, pdl);
