@@ -445,7 +445,22 @@ def test_efficientnet_b0_on_its_own_activations(switches, monkeypatch):
     assert all(info["switches"].get(k) == v for k, v in switches.items())
 
 
-# ---- the options (CUDA_KERNELS_PROJ_WG_OPT; 1 by default since session 15) ----
+# ---- the options (CUDA_KERNELS_PROJ_WG_OPT; 9 by default since session 22) ----
+
+def _one_warpgroup_then(path: str, batch: int, monkeypatch, opt: str, switch: str, value: str):
+    """B0's block `path` at `batch`: version 11's output with project_wg everywhere on one warpgroup at option `opt`
+    (the base), then, under the profiler, with `switch` = `value`: (got, base, names, params, weights, x)."""
+    from mbconv_helpers import b0_prepared, run_profiled
+
+    params, weights, x = b0_prepared(path, batch)
+    monkeypatch.setenv(mb.PROJECT_WG_SWITCH, "all")
+    monkeypatch.setenv(mb.PROJECT_WG_SPLIT_SWITCH, "0")  # the options are the one-warpgroup kernel's
+    monkeypatch.setenv(mb.PROJECT_WG_OPT_SWITCH, opt)
+    base = mb.mbconv(x, params, weights, version=11)
+    monkeypatch.setenv(switch, value)
+    got, names = run_profiled(x, params, weights, base, 11)
+    return got, base, names, params, weights, x
+
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("opt", [1, 2, 3, 5, 9])
@@ -459,18 +474,10 @@ def test_options_give_option_0s_values(path, batch, opt, monkeypatch):
     1 (features.7.0), its pool adds through shared-memory atomics, so the SE scale, and the block's output, change from
     run to run in the last bits (session 15's first call: torch.equal failed there for that reason): there the option
     must agree with option 0 as closely as a second run of option 0 does, within 1e-3."""
-    from mbconv_helpers import b0_prepared, run_profiled
-
-    params, weights, x = b0_prepared(path, batch)
-    atomic_pool = mb.kernel1_v9_takes_v3(params.kernel_size, params.stride,
-                                         *(mb.output_size(s, params.stride) for s in x.shape[2:]))
+    got, base, names, params, weights, x = _one_warpgroup_then(path, batch, monkeypatch, "0", mb.PROJECT_WG_OPT_SWITCH,
+                                                               str(opt))
+    atomic_pool = mb.kernel1_v9_takes_v3(params.kernel_size, params.stride, got.shape[2], got.shape[3])
     assert atomic_pool == (path == "features.7.0")
-    monkeypatch.setenv(mb.PROJECT_WG_SWITCH, "all")
-    monkeypatch.setenv(mb.PROJECT_WG_SPLIT_SWITCH, "0")  # the options are the one-warpgroup kernel's
-    monkeypatch.setenv(mb.PROJECT_WG_OPT_SWITCH, "0")
-    base = mb.mbconv(x, params, weights, version=11)
-    monkeypatch.setenv(mb.PROJECT_WG_OPT_SWITCH, str(opt))
-    got, names = run_profiled(x, params, weights, base, 11)
     bn = mb.project_wg_bn(params.out_channels)
     assert re.search(rf"project_wg_kernel<{bn}, {opt}>", names), names[:600]
     if not atomic_pool:
@@ -502,16 +509,9 @@ def test_option_25_is_close_to_option_9(path, batch, monkeypatch):
     some A values differ by an fp16 ulp, so the block's output is within 1e-3 of option 9's and, at batch 128 where
     kernel 1 is repeatable, not equal to it (proof that the other product ran); the profiler names
     project_wg_kernel<BN, 25>. Against float64: test_every_shape_it_serves and test_odd_sizes (kernel "h2")."""
-    from mbconv_helpers import b0_prepared, run_profiled
     from perfmodel.harness import relative_error
 
-    params, weights, x = b0_prepared(path, batch)
-    monkeypatch.setenv(mb.PROJECT_WG_SWITCH, "all")
-    monkeypatch.setenv(mb.PROJECT_WG_SPLIT_SWITCH, "0")
-    monkeypatch.setenv(mb.PROJECT_WG_OPT_SWITCH, "9")
-    base = mb.mbconv(x, params, weights, version=11)
-    monkeypatch.setenv(mb.PROJECT_WG_OPT_SWITCH, "25")
-    got, names = run_profiled(x, params, weights, base, 11)
+    got, base, names, params, *_ = _one_warpgroup_then(path, batch, monkeypatch, "9", mb.PROJECT_WG_OPT_SWITCH, "25")
     assert f"project_wg_kernel<{mb.project_wg_bn(params.out_channels)}, 25>" in names, names[:600]
     assert relative_error(got, base.double()) < 1e-3
     repeatable = not mb.kernel1_v9_takes_v3(params.kernel_size, params.stride, got.shape[2], got.shape[3])
@@ -527,15 +527,7 @@ def test_v_resident_gives_option_1s_values(path, batch, monkeypatch):
     """project_wg_vr_kernel reads the same chunks of each tile in the same order as project_wg_kernel<BN, 1> (only
     where B comes from): its bits (torch.equal); the profiler names project_wg_vr_kernel<BN, stages> - two different
     kernels compared. 3.1 runs project_wg with CUDA_KERNELS_PROJ_WG=all (as here everywhere)."""
-    from mbconv_helpers import b0_prepared, run_profiled
-
-    params, weights, x = b0_prepared(path, batch)
-    monkeypatch.setenv(mb.PROJECT_WG_SWITCH, "all")
-    monkeypatch.setenv(mb.PROJECT_WG_SPLIT_SWITCH, "0")
-    monkeypatch.setenv(mb.PROJECT_WG_OPT_SWITCH, "1")
-    base = mb.mbconv(x, params, weights, version=11)
-    monkeypatch.setenv(mb.PROJECT_WG_VR_SWITCH, "1")
-    got, names = run_profiled(x, params, weights, base, 11)
+    got, base, names, params, *_ = _one_warpgroup_then(path, batch, monkeypatch, "1", mb.PROJECT_WG_VR_SWITCH, "1")
     bn, vs = mb.project_wg_bn(params.out_channels), mb.project_wg_vr_stages(params.hidden, params.out_channels)
     assert vs in (2, 3) and f"project_wg_vr_kernel<{bn}, {vs}>" in names, names[:600]
     assert torch.equal(got, base)
