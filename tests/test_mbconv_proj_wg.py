@@ -331,6 +331,30 @@ def test_v_resident_mirrors_and_shared_memory_by_hand():
     assert mb.project_wg_vr_smem_bytes(120, 12, 2) == 234_552 and mb.project_wg_vr_stages(720, 120) == 0
 
 
+@pytest.mark.parametrize("bn,hidden", [(80, 240), (80, 480), (112, 480), (112, 672), (16, 32), (120, 520)])
+def test_v_resident_layout_by_hand(bn, hidden):
+    """The kernel's carving of its shared memory (project_wg_body, V resident): V's chunks from the 1024-aligned base,
+    then three rings of A stages, their mbarriers, V's mbarrier - every region inside the bytes asked for (after up to
+    1,023 bytes of alignment), the TMA destinations 1024-aligned for the 128-byte swizzle, no two regions overlapping."""
+    chunks, vs = -(-hidden // 64), mb.project_wg_vr_stages(hidden, bn)
+    assert vs in (2, 3)
+    b_bytes, stage, groups = bn * 128, 64 * 128, mb.PROJECT_WG_VR_GROUPS
+    assert "const uint32_t rings0 = smem0 + (kVR ? chunks * B_BYTES : 0), vbar = rings0 + kProjWgVrGroups * S * " \
+           "(STAGE + 8);" in SOURCE
+    assert "const uint32_t base = kVR ? rings0 + vg * S * STAGE : wg_base;" in SOURCE
+    assert "const uint32_t bars = kVR ? rings0 + kProjWgVrGroups * S * STAGE + vg * 8 * S : wg_bars;" in SOURCE
+    rings0 = chunks * b_bytes  # offsets from the aligned base
+    regions = [(c * b_bytes, b_bytes) for c in range(chunks)]  # V's chunks
+    regions += [(rings0 + (g * vs + s) * stage, stage) for g in range(groups) for s in range(vs)]  # A stages
+    regions += [(rings0 + groups * vs * stage + (g * vs + s) * 8, 8) for g in range(groups) for s in range(vs)]
+    vbar = rings0 + groups * vs * (stage + 8)
+    regions.append((vbar, 8))
+    assert all(o % 1024 == 0 for o, n in regions if n >= 1024) and all(o % 8 == 0 for o, _ in regions)
+    regions.sort()
+    assert all(a + n <= b for (a, n), (b, _) in zip(regions, regions[1:]))
+    assert 1023 + regions[-1][0] + regions[-1][1] <= mb.project_wg_vr_smem_bytes(bn, chunks, vs)
+
+
 @pytest.mark.parametrize("tiles,sms", [(392, 132), (13, 2), (98, 132), (5, 1)])
 def test_v_resident_schedule_by_hand(tiles, sms):
     """A CTA's warpgroup vg takes row tiles 3 b + vg, 3 b + vg + 3 grid, ... (grid = min(ceil(tiles / 3), CTAs that
