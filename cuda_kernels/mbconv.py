@@ -314,6 +314,9 @@ PROJECT_WG_M128_SWITCH = "CUDA_KERNELS_PROJ_WG_M128"  # "1": project_wg_m2_kerne
 # (off until measured), where project_wg_vr_stages > 0
 PROJECT_WG_VR_SWITCH = "CUDA_KERNELS_PROJ_WG_VR"
 PROJECT_WG_VR_GROUPS, PROJECT_WG_VR_MAX_SMEM = 3, 227 * 1024  # kProjWgVrGroups, kProjWgVrMaxSmem
+# "1" with PROJECT_WG_VR_SWITCH (off until measured): the SE computed in project_wg_vr_kernel's prologue, no SE kernel
+# (csrc/mbconv_proj_wg.cu project_wg_vr_se_stages; project_wg_vr_se_runs mirrors where)
+PROJECT_WG_VR_SE_SWITCH = "CUDA_KERNELS_PROJ_WG_VR_SE"
 
 
 def project_wg_splits(rows: int, c_out: int, sms: int) -> bool:
@@ -357,21 +360,42 @@ def project_wg_smem_bytes(bn: int, ks: int = 1, mw: int = 1, opt: int = 0) -> in
     return 1024 + ks * project_wg_stages(bn, ks, mw, opt) * ((bn + mw * PROJECT_WG_ROWS) * 128 + 8)
 
 
-def project_wg_vr_smem_bytes(bn: int, chunks: int, vs: int) -> int:
+def project_wg_vr_smem_bytes(bn: int, chunks: int, vs: int, se_floats: int = 0) -> int:
     """Shared memory of project_wg_vr_kernel (csrc/mbconv_proj_wg.cu project_wg_vr_smem_bytes): 1 KB of alignment
     slack, V's `chunks` 64-channel chunks of bn rows x 128 bytes, PROJECT_WG_VR_GROUPS rings of vs stages of A (64 rows
-    x 128 bytes and an 8-byte mbarrier each), V's 8-byte mbarrier."""
-    return 1024 + chunks * bn * 128 + PROJECT_WG_VR_GROUPS * vs * (PROJECT_WG_ROWS * 128 + 8) + 8
+    x 128 bytes and an 8-byte mbarrier each), V's 8-byte mbarrier; with the SE folded in, 8 bytes of alignment and
+    se_floats floats (project_wg_vr_se_floats)."""
+    se = 8 + 4 * se_floats if se_floats else 0
+    return 1024 + chunks * bn * 128 + PROJECT_WG_VR_GROUPS * vs * (PROJECT_WG_ROWS * 128 + 8) + 8 + se
 
 
-def project_wg_vr_stages(hidden: int, c_out: int) -> int:
+def project_wg_vr_se_floats(hid_pad: int, sq: int) -> int:
+    """The folded SE's shared floats: two images' pool / scale rows and their squeezed vectors (sq rounded up to 4)."""
+    return 2 * hid_pad + 2 * (-(-sq // 4) * 4)
+
+
+def project_wg_vr_stages(hidden: int, c_out: int, se_floats: int = 0) -> int:
     """Stages a ring of project_wg_vr_kernel gets (csrc/mbconv_proj_wg.cu project_wg_vr_stages): 3 where they fit
     PROJECT_WG_VR_MAX_SMEM, else 2; 0 where V does not fit with 2, C_out needs two column tiles or bn is past 120."""
     bn = project_wg_bn(c_out)
     if bn != c_out or bn > 120:
         return 0
     chunks = -(-hidden // PROJECT_WG_K)
-    return next((vs for vs in (3, 2) if project_wg_vr_smem_bytes(bn, chunks, vs) <= PROJECT_WG_VR_MAX_SMEM), 0)
+    fits = [vs for vs in (3, 2) if project_wg_vr_smem_bytes(bn, chunks, vs, se_floats) <= PROJECT_WG_VR_MAX_SMEM]
+    return fits[0] if fits else 0
+
+
+def project_wg_vr_se_runs(hidden: int, c_out: int, hid_pad: int, sq: int, n: int, hw: int, sms: int) -> int:
+    """Stages of project_wg_vr_kernel with the SE folded in where it runs under CUDA_KERNELS_PROJ_WG_VR=1 and
+    CUDA_KERNELS_PROJ_WG_VR_SE=1 (csrc/mbconv_proj_wg.cu project_wg_vr_se_stages, the split and 128-row switches at
+    their defaults), else 0: an image of at least a CTA's 192 rows, one row tile a warpgroup (ceil(tiles / 3) <= sms)
+    and no split."""
+    tiles = -(-n * hw // PROJECT_WG_ROWS)
+    bn = project_wg_bn(c_out)
+    if not bn or hw < PROJECT_WG_VR_GROUPS * PROJECT_WG_ROWS or -(-tiles // PROJECT_WG_VR_GROUPS) > sms or \
+            project_wg_splits(n * hw, c_out, sms):
+        return 0
+    return project_wg_vr_stages(hidden, c_out, project_wg_vr_se_floats(hid_pad, sq))
 
 
 V8_HALO_MAX = 12  # csrc/mbconv_v8.cuh kV8HaloMax: 8-byte pieces of E's halo rows per thread

@@ -65,7 +65,8 @@ def test_mirrors_match_the_source():
     assert 'asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\\n"' in (CSRC / "ptx_sm90.cuh").read_text()
     assert _constant("kProjWgOptDefault") == mb.PROJECT_WG_OPT_DEFAULT == 9
     cu = (CSRC / "mbconv.cu").read_text()
-    assert "if (project_wg_applies(p, project_wg_mode(version == 11))) return launch_project_wg(p, stream, pdl);" in cu
+    assert "const bool wg = project_wg_applies(p, project_wg_mode(version == 11));" in cu
+    assert "if (wg) return launch_project_wg(p, stream, pdl);" in cu
     assert "if (v == nullptr) return v11 ? 4 : 0;" in SOURCE and mb.PROJECT_WG_DEFAULT_MODE == mb.PROJECT_WG_MODES[4]
     from cuda_kernels._build import MBCONV_SOURCES
 
@@ -153,9 +154,9 @@ def test_compiles_without_spills():
         found = re.findall(rf"Compiling entry function '_ZN2mb{len(kernel)}{kernel}ILi(\d+)E", report)
         assert sorted(int(n) for n in found) == sorted(mb.PROJECT_WG_SHAPES), kernel
     # V resident: 2 and 3 stages a ring, built up to bn = 120
-    found = re.findall(r"Compiling entry function '_ZN2mb20project_wg_vr_kernelILi(\d+)ELi(\d)E", report)
-    assert sorted((int(n), int(s)) for n, s in found) == [(n, s) for n in sorted(mb.PROJECT_WG_SHAPES) if n <= 120
-                                                          for s in (2, 3)]
+    found = re.findall(r"Compiling entry function '_ZN2mb20project_wg_vr_kernelILi(\d+)ELi(\d)ELb(\d)E", report)
+    assert sorted((int(n), int(s), int(f)) for n, s, f in found) == \
+        [(n, s, f) for n in sorted(mb.PROJECT_WG_SHAPES) if n <= 120 for s in (2, 3) for f in (0, 1)]
     assert "spill stores" in report and all(" 0 bytes spill stores, 0 bytes spill loads" in line
                                             for line in report.splitlines() if "spill stores" in line)
     assert "Potential Performance Loss" not in report  # ptxas serialising the wgmmas would say so
@@ -316,8 +317,9 @@ def test_v_resident_mirrors_and_shared_memory_by_hand():
     assert 'std::getenv("CUDA_KERNELS_PROJ_WG_VR")' in SOURCE and mb.PROJECT_WG_VR_SWITCH == "CUDA_KERNELS_PROJ_WG_VR"
     assert (_constant("kProjWgVrGroups"), mb.PROJECT_WG_VR_GROUPS) == (3, 3)
     assert "constexpr int kProjWgVrMaxSmem = 227 * 1024;" in SOURCE and mb.PROJECT_WG_VR_MAX_SMEM == 232_448
-    assert "return 1024 + chunks * bn * 128 + kProjWgVrGroups * vs * (kProjWgRows * 128 + 8) + 8;" in SOURCE
-    assert "project_wg_body<BN, kProjWgPrefetchX, 1, 1, VS>(p, tm_d, tm_w);" in SOURCE
+    assert "return 1024 + chunks * bn * 128 + kProjWgVrGroups * vs * (kProjWgRows * 128 + 8) + 8 + (se_floats ? 8 : 0) " \
+           "+\n         4 * se_floats;" in SOURCE
+    assert "project_wg_body<BN, kProjWgPrefetchX, 1, 1, VS, SEF>(p, tm_d, tm_w);" in SOURCE
     # B0's 5.1: hidden 672 = 11 chunks of V at 112 x 128 bytes; three rings of 3 stages do not fit, of 2 do
     assert mb.project_wg_vr_smem_bytes(112, 11, 3) == 1024 + 11 * 14_336 + 9 * 8_200 + 8 == 232_528 > 232_448
     assert mb.project_wg_vr_smem_bytes(112, 11, 2) == 1024 + 157_696 + 6 * 8_200 + 8 == 207_928
@@ -353,6 +355,42 @@ def test_v_resident_layout_by_hand(bn, hidden):
     regions.sort()
     assert all(a + n <= b for (a, n), (b, _) in zip(regions, regions[1:]))
     assert 1023 + regions[-1][0] + regions[-1][1] <= mb.project_wg_vr_smem_bytes(bn, chunks, vs)
+
+
+def test_se_folded_into_v_resident_by_hand():
+    """CUDA_KERNELS_PROJ_WG_VR_SE=1: the SE in project_wg_vr_kernel's prologue (no SE kernel). Its shared rows, where
+    it runs on B0 at batch 128 (4.0-5.2: 196 rows an image >= a CTA's 192, 392 tiles on 131 CTAs of an H200's 132
+    SMs), and the launcher skipping the SE kernel exactly where the projection folds it."""
+    assert 'std::getenv("CUDA_KERNELS_PROJ_WG_VR_SE")' in SOURCE
+    assert mb.PROJECT_WG_VR_SE_SWITCH == "CUDA_KERNELS_PROJ_WG_VR_SE"
+    assert "int project_wg_vr_se_floats(const Params& p) { return 2 * p.hid_pad + 2 * round_up(p.sq, 4); }" in SOURCE
+    # 5.1: hid_pad 672, squeeze 28: 2 x 672 + 2 x 28 floats after V, the rings (2 stages) and 8 + 8 bytes
+    assert mb.project_wg_vr_se_floats(672, 28) == 1_400
+    assert mb.project_wg_vr_smem_bytes(112, 11, 2, 1_400) == 207_928 + 8 + 5_600 == 213_536
+    assert mb.project_wg_vr_se_runs(672, 112, 672, 28, 128, 196, 132) == 2
+    assert mb.project_wg_vr_se_runs(480, 80, 480, 20, 128, 196, 132) == 3  # 4.1
+    assert mb.project_wg_vr_se_runs(240, 80, 240, 10, 128, 196, 132) == 3  # 4.0
+    # batch 1: 4 tiles - the split over two warpgroups takes them by default (auto: tiles <= SMs)
+    assert mb.project_wg_vr_se_runs(480, 80, 480, 20, 1, 196, 132) == 0 and mb.project_wg_splits(196, 80, 132)
+    # not: 7 x 7 images (49 rows: a CTA's 192 rows would span 4+ images), more than one tile a warpgroup (400 CTAs'
+    # worth of tiles on 132 SMs), the split's blocks
+    assert mb.project_wg_vr_se_runs(1152, 192, 1152, 48, 128, 49, 132) == 0
+    assert mb.project_wg_vr_se_runs(480, 80, 480, 20, 400, 196, 132) == 0
+    cu = (CSRC / "mbconv.cu").read_text()
+    assert "const bool se_folded = wg && !ablated(\"project\") && project_wg_vr_se_stages(p) > 0;" in cu
+    assert "cudaError_t err = ablated(\"se\") || se_folded" in cu
+    # launch_project_wg_bn asks the same function first, so that the SE is skipped only where it is folded
+    assert SOURCE.index("const int se_vs = project_wg_vr_se_stages(p);") < \
+        SOURCE.index("if (vs == 3) return launch_project_wg_vr<BN, 3, false>(p, stream, pdl);")
+    # the kernel's rows: a CTA's 192 rows in images img0 .. img1; the pool from the partial sums, SiLU, sigmoid
+    assert "img0 = row0 / HW;" in SOURCE and "const int img1 = min((row0 + kProjWgVrGroups * kProjWgRows - 1) / HW, " \
+        "p.N - 1);" in SOURCE
+    assert "squeezed[k * sq4 + j] = v / (1.f + expf(-v));" in SOURCE
+    assert "se_rows[k * p.hid_pad + c] = 1.f / (1.f + expf(-acc));" in SOURCE
+    for n, hw in ((128, 196), (1, 196), (3, 225), (2, 192)):  # every CTA's rows lie in at most two images
+        for cta in range(-(-(-(-n * hw // 64)) // 3)):
+            rows = range(192 * cta, min(192 * cta + 192, n * hw))
+            assert len({r // hw for r in rows}) <= 2
 
 
 @pytest.mark.parametrize("tiles,sms", [(392, 132), (13, 2), (98, 132), (5, 1)])
@@ -555,6 +593,40 @@ def test_v_resident_gives_option_1s_values(path, batch, monkeypatch):
     bn, vs = mb.project_wg_bn(params.out_channels), mb.project_wg_vr_stages(params.hidden, params.out_channels)
     assert vs in (2, 3) and f"project_wg_vr_kernel<{bn}, {vs}>" in names, names[:600]
     assert torch.equal(got, base)
+
+
+SE_FOLDED = {"CUDA_KERNELS_PROJ_WG_VR": "1", "CUDA_KERNELS_PROJ_WG_VR_SE": "1", "CUDA_KERNELS_PROJ_WG_SPLIT": "0"}
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("batch", [1, 5, 128])
+@pytest.mark.parametrize("path", ["features.4.0", "features.4.1", "features.5.0", "features.5.1"])
+def test_se_folded_against_float64_and_the_se_kernel(path, batch, monkeypatch):
+    """The SE folded into project_wg_vr_kernel: within 2x PyTorch fp16's error of float64 (check_shape, poisoned
+    output), within 1e-3 of V resident with the SE kernel (another order of the SE's sums: not bitwise), and the
+    profiler names project_wg_vr_kernel<BN, VS, true> and no SE kernel."""
+    from mbconv_helpers import b0_prepared, check_shape, run_profiled
+    from perfmodel.harness import relative_error
+
+    for switch, value in SE_FOLDED.items():
+        monkeypatch.setenv(switch, value)
+    check_shape("efficientnet_b0", path, batch, 11)
+    params, weights, x = b0_prepared(path, batch)
+    monkeypatch.setenv(mb.PROJECT_WG_VR_SE_SWITCH, "0")
+    base = mb.mbconv(x, params, weights, version=11)
+    monkeypatch.setenv(mb.PROJECT_WG_VR_SE_SWITCH, "1")
+    got, names = run_profiled(x, params, weights, base, 11)
+    bn = mb.project_wg_bn(params.out_channels)
+    assert re.search(rf"project_wg_vr_kernel<{bn}, [23], true>", names) and "se_v" not in names, names[:600]
+    assert relative_error(got, base.double()) < 1e-3
+
+
+@pytest.mark.cuda
+def test_efficientnet_b0_with_the_se_folded(monkeypatch):
+    from mbconv_helpers import check_fused_b0
+
+    info = check_fused_b0(monkeypatch, SE_FOLDED, {"StemMBConv": 1, "MBConv": 15}, 16)
+    assert all(info["switches"].get(k) == v for k, v in SE_FOLDED.items())
 
 
 # ---- the hidden dimension over two warpgroups (CUDA_KERNELS_PROJ_WG_SPLIT=1) and the ring mode ----

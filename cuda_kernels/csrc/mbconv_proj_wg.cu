@@ -124,7 +124,7 @@ __device__ __forceinline__ void prefetch_tile_l2(const Params& p, int t, int P) 
 // the column groups through shared memory (the stages, free by then), adds the other's partial sums for its own half
 // (fp32: the two halves' sums added once, so close to KS = 1's values, not bitwise) and stores that half.
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-template <int BN, int OPT, int KS, int MW = 1, int VS = 0>
+template <int BN, int OPT, int KS, int MW = 1, int VS = 0, bool SEF = false>
 __device__ __forceinline__ void project_wg_body(const Params& p, const CUtensorMap& tm_d, const CUtensorMap& tm_w) {
   static_assert(KS == 1 || (KS == 2 && (OPT & kProjWgOverlap) == 0), "the split runs the plain chunk loop");
   static_assert((OPT & kProjWgPrefetchL2) == 0 || (KS == 1 && (OPT & kProjWgOverlap) == 0), "built as option 5 only");
@@ -132,6 +132,7 @@ __device__ __forceinline__ void project_wg_body(const Params& p, const CUtensorM
   static_assert((OPT & kProjWgStages3) == 0 || (OPT | kProjWgScaleH2) == 25, "built as options 9 and 25 only");
   static_assert((OPT & kProjWgScaleH2) == 0 || OPT == 25, "built as option 25 only");
   static_assert(VS == 0 || (KS == 1 && MW == 1 && OPT == kProjWgPrefetchX), "V resident: one warpgroup a tile");
+  static_assert(!SEF || VS > 0, "the SE folded in rides on V resident (at most two images a CTA)");
   // V resident (project_wg_vr_kernel, VS stages a ring): V whole in shared memory, kProjWgVrGroups warpgroups each on
   // its own row tiles with its own ring of A stages
   constexpr bool kVR = VS > 0;
@@ -196,6 +197,49 @@ __device__ __forceinline__ void project_wg_body(const Params& p, const CUtensorM
       if constexpr (kVR) bf::mbar_arrive_expect_tx(bars + 8 * j, STAGE);
       bf::tma_load_2d(base + j * STAGE + A_OFF, &tm_d, step_chunk(j, t) * kProjWgK, t * TM, bars + 8 * j);
     }
+  // SEF (project_wg_vr_se): the SE of the CTA's images, here instead of in a kernel of its own. The host runs it only
+  // where each warpgroup has one row tile and an image has at least the CTA's 192 rows, so the CTA's rows lie in
+  // images img0 and img1 (maybe the same): the pool from kernel 1's partial sums, FC1 -> SiLU, FC2 -> sigmoid (SE
+  // version 3's arithmetic), the two scale rows in shared memory after V's mbarrier, where load_scales reads them.
+  float* se_rows = nullptr;  // SEF: [2][hid_pad] the pools, then the scales; then squeezed [2][round_up(sq, 4)]
+  int img0 = 0;
+  if constexpr (SEF) {
+    constexpr int kThreads = kProjWgVrGroups * kProjWgThreads;
+    se_rows = reinterpret_cast<float*>(smem_raw + (vbar + 16 - smem_addr(smem_raw)));
+    const int sq4 = round_up(p.sq, 4), row0 = (int)blockIdx.x * kProjWgVrGroups * kProjWgRows;
+    float* squeezed = se_rows + 2 * p.hid_pad;
+    img0 = row0 / HW;
+    const int img1 = min((row0 + kProjWgVrGroups * kProjWgRows - 1) / HW, p.N - 1);
+    const float inv = 1.f / float(HW);
+    for (int i = tid_cta; i < 2 * p.hidden; i += kThreads) {
+      const int k = i >= p.hidden, c = i - k * p.hidden, n = k ? img1 : img0;
+      float sum = 0.f;
+      for (int b = 0; b < p.row_blocks; ++b) sum += __ldcg(p.partial + ((size_t)n * p.row_blocks + b) * p.hid_pad + c);
+      se_rows[k * p.hid_pad + c] = sum * inv;
+    }
+    __syncthreads();
+    for (int o = tid_cta >> 5; o < 2 * p.sq; o += kThreads / 32) {  // FC1: a warp an output, lanes along hidden
+      const int k = o >= p.sq, j = o - k * p.sq;
+      const float *w = p.w_se1 + (size_t)j * p.hidden, *x = se_rows + k * p.hid_pad;
+      float acc = 0.f;
+      for (int c = lane; c < p.hidden; c += 32) acc = fmaf(__ldg(w + c), x[c], acc);
+#pragma unroll
+      for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
+      if (lane == 0) {
+        const float v = acc + __ldg(p.b_se1 + j);
+        squeezed[k * sq4 + j] = v / (1.f + expf(-v));
+      }
+    }
+    __syncthreads();
+    for (int i = tid_cta; i < 2 * p.hidden; i += kThreads) {  // FC2: a thread an output
+      const int k = i >= p.hidden, c = i - k * p.hidden;
+      const float* w = p.w_se2 + (size_t)c * p.sq;
+      float acc = __ldg(p.b_se2 + c);
+      for (int j = 0; j < p.sq; ++j) acc = fmaf(__ldg(w + j), squeezed[k * sq4 + j], acc);
+      se_rows[k * p.hid_pad + c] = 1.f / (1.f + expf(-acc));
+    }
+    __syncthreads();
+  }
   if constexpr (kVR) bf::mbar_wait(vbar, 0);  // V in shared memory before any wgmma reads it
 
   const int q = lane & 3;
@@ -212,8 +256,15 @@ __device__ __forceinline__ void project_wg_body(const Params& p, const CUtensorM
     // This lane's two rows (the wgmma A / accumulator layout: row lane / 4 and + 8 of the warp's 16) and their
     // images' scale rows (rows past P read the last image's: their A is zero)
     const int r_lo = t * TM + mw * kProjWgRows + warp * 16 + (lane >> 2), r_hi = r_lo + 8;
-    const float* s_lo = p.scale + (size_t)(min(r_lo, P - 1) / HW) * p.hid_pad;
-    const float* s_hi = p.scale + (size_t)(min(r_hi, P - 1) / HW) * p.hid_pad;
+    const float* s_lo = SEF ? se_rows + (min(r_lo, P - 1) / HW - img0) * p.hid_pad
+                            : p.scale + (size_t)(min(r_lo, P - 1) / HW) * p.hid_pad;
+    const float* s_hi = SEF ? se_rows + (min(r_hi, P - 1) / HW - img0) * p.hid_pad
+                            : p.scale + (size_t)(min(r_hi, P - 1) / HW) * p.hid_pad;
+    // SEF: the rows are in shared memory (plain loads), else the read-only global path
+    auto ld2 = [](const float* a) {
+      if constexpr (SEF) return *reinterpret_cast<const float2*>(a);
+      else return __ldg(reinterpret_cast<const float2*>(a));
+    };
     // scales of chunk c, k16 step kk: [kk][0] (row lo, k..k+1), [1] (row hi, k..), [2] (lo, k+8..), [3] (hi,
     // k+8..). A whole chunk reads at immediate offsets from two pointers; the last, partial one clamps its columns
     // (D is zero past hidden, so the clamped columns' scales multiply zeros)
@@ -223,20 +274,20 @@ __device__ __forceinline__ void project_wg_body(const Params& p, const CUtensorM
         const float *lo = s_lo + k0, *hi = s_hi + k0;
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk) {
-          sc[kk][0] = __ldg(reinterpret_cast<const float2*>(lo + kk * 16));
-          sc[kk][1] = __ldg(reinterpret_cast<const float2*>(hi + kk * 16));
-          sc[kk][2] = __ldg(reinterpret_cast<const float2*>(lo + kk * 16 + 8));
-          sc[kk][3] = __ldg(reinterpret_cast<const float2*>(hi + kk * 16 + 8));
+          sc[kk][0] = ld2(lo + kk * 16);
+          sc[kk][1] = ld2(hi + kk * 16);
+          sc[kk][2] = ld2(lo + kk * 16 + 8);
+          sc[kk][3] = ld2(hi + kk * 16 + 8);
         }
         return;
       }
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk) {
         const int klo = min(k0 + kk * 16, p.hidden - 2), khi = min(k0 + kk * 16 + 8, p.hidden - 2);
-        sc[kk][0] = __ldg(reinterpret_cast<const float2*>(s_lo + klo));
-        sc[kk][1] = __ldg(reinterpret_cast<const float2*>(s_hi + klo));
-        sc[kk][2] = __ldg(reinterpret_cast<const float2*>(s_lo + khi));
-        sc[kk][3] = __ldg(reinterpret_cast<const float2*>(s_hi + khi));
+        sc[kk][0] = ld2(s_lo + klo);
+        sc[kk][1] = ld2(s_hi + klo);
+        sc[kk][2] = ld2(s_lo + khi);
+        sc[kk][3] = ld2(s_hi + khi);
       }
     };
     const int c0 = t % chunks + wg;  // this warpgroup's first chunk of the tile (c0 < 2 chunks)
@@ -412,30 +463,34 @@ __global__ void __launch_bounds__(2 * kProjWgThreads)
 // on its own row tiles through its own ring of VS stages of A, so that V crosses from L2 once per CTA instead of once
 // per row tile (project_wg's box traffic at 4.x-5.x, most of it V, moved at 3.4-4.7 TB/s whatever the grid). The same
 // chunks of each tile in the same order as project_wg_kernel: its values bit for bit.
-template <int BN, int VS>
+// SEF: the SE computed in the kernel's prologue (project_wg_vr_se, below).
+template <int BN, int VS, bool SEF>
 __global__ void __launch_bounds__(kProjWgVrGroups * kProjWgThreads, 1)
     project_wg_vr_kernel(const Params p, const __grid_constant__ CUtensorMap tm_d,
                          const __grid_constant__ CUtensorMap tm_w) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  project_wg_body<BN, kProjWgPrefetchX, 1, 1, VS>(p, tm_d, tm_w);
+  project_wg_body<BN, kProjWgPrefetchX, 1, 1, VS, SEF>(p, tm_d, tm_w);
 #endif
 }
 
 // Shared memory of project_wg_vr_kernel (cuda_kernels/mbconv.py project_wg_vr_smem_bytes mirrors it): 1 KB of alignment
 // slack, V's `chunks` chunks of BN rows x 128 bytes, kProjWgVrGroups rings of VS stages of A (64 rows x 128 bytes and an
 // 8-byte mbarrier each), V's mbarrier.
-__host__ __device__ constexpr int project_wg_vr_smem_bytes(int bn, int chunks, int vs) {
-  return 1024 + chunks * bn * 128 + kProjWgVrGroups * vs * (kProjWgRows * 128 + 8) + 8;
+// With the SE folded in (se_floats > 0: 2 hid_pad + 2 round_up(sq, 4)), its rows after 8 bytes of alignment.
+__host__ __device__ constexpr int project_wg_vr_smem_bytes(int bn, int chunks, int vs, int se_floats = 0) {
+  return 1024 + chunks * bn * 128 + kProjWgVrGroups * vs * (kProjWgRows * 128 + 8) + 8 + (se_floats ? 8 : 0) +
+         4 * se_floats;
 }
+int project_wg_vr_se_floats(const Params& p) { return 2 * p.hid_pad + 2 * round_up(p.sq, 4); }
 constexpr int kProjWgVrMaxSmem = 227 * 1024;  // an H100 / H200 CTA's opt-in maximum
 
 // The stages a ring of project_wg_vr_kernel gets for this block: 3 where they fit, else 2; 0 where V does not fit
 // with two (or C_out needs two column tiles, or BN is past 120: no instance).
-int project_wg_vr_stages(const Params& p, int bn) {
+int project_wg_vr_stages(const Params& p, int bn, int se_floats = 0) {
   if (bn != p.C_out || bn > 120) return 0;
   const int chunks = (p.hidden + kProjWgK - 1) / kProjWgK;
   for (int vs = 3; vs >= 2; --vs)
-    if (project_wg_vr_smem_bytes(bn, chunks, vs) <= kProjWgVrMaxSmem) return vs;
+    if (project_wg_vr_smem_bytes(bn, chunks, vs, se_floats) <= kProjWgVrMaxSmem) return vs;
   return 0;
 }
 
@@ -490,13 +545,14 @@ cudaError_t launch_project_wg_m2(const Params& p, cudaStream_t stream, bool pdl)
                    true, p, stream, pdl, 2 * kProjWgRows);
 }
 
-template <int BN, int VS>
+template <int BN, int VS, bool SEF>
 cudaError_t launch_project_wg_vr(const Params& p, cudaStream_t stream, bool pdl) {
   static DeviceSlots slots;
   static bool sm90[kMaxDevices] = {};
-  const int smem = project_wg_vr_smem_bytes(BN, (p.hidden + kProjWgK - 1) / kProjWgK, VS);
-  return launch_wg(project_wg_vr_kernel<BN, VS>, slots, sm90, BN, smem, kProjWgVrGroups * kProjWgThreads, true, p,
-                   stream, pdl, kProjWgRows, kProjWgVrGroups);
+  const int smem = project_wg_vr_smem_bytes(BN, (p.hidden + kProjWgK - 1) / kProjWgK, VS,
+                                            SEF ? project_wg_vr_se_floats(p) : 0);
+  return launch_wg(project_wg_vr_kernel<BN, VS, SEF>, slots, sm90, BN, smem, kProjWgVrGroups * kProjWgThreads, true,
+                   p, stream, pdl, kProjWgRows, kProjWgVrGroups);
 }
 
 template <int BN>
@@ -541,6 +597,28 @@ bool project_wg_vr_requested() {  // CUDA_KERNELS_PROJ_WG_VR=1 (read at every ca
   return v != nullptr && std::strcmp(v, "1") == 0;
 }
 
+bool project_wg_m128();
+
+// CUDA_KERNELS_PROJ_WG_VR_SE=1 with CUDA_KERNELS_PROJ_WG_VR=1 (read at every call; off until measured; NOTES.md
+// "Current state", session 22, Next 3): the SE computed in project_wg_vr_kernel's prologue instead of by an SE kernel
+// of its own (launch_se_project_v9 launches none), where the V-resident kernel runs with one row tile a warpgroup
+// (ceil(tiles / 3) CTAs at most the SMs: V resident runs one CTA an SM) and an image has at least a CTA's 192 rows,
+// so that a CTA's rows lie in at most two images. The ring's stages where V, the rings and the SE's rows fit; 0
+// where it does not run.
+int project_wg_vr_se_stages(const Params& p) {
+  const char* v = std::getenv("CUDA_KERNELS_PROJ_WG_VR_SE");
+  if (v == nullptr || std::strcmp(v, "1") != 0 || !project_wg_vr_requested() || project_wg_m128()) return 0;
+  const int bn = project_wg_bn(p.C_out), HW = p.Ho * p.Wo;
+  if (!bn || HW < kProjWgVrGroups * kProjWgRows || project_wg_split(p, bn)) return 0;
+  int dev = 0, sms = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) !=
+                                               cudaSuccess)
+    return 0;
+  const long long tiles = ((long long)p.N * HW + kProjWgRows - 1) / kProjWgRows;
+  if ((tiles + kProjWgVrGroups - 1) / kProjWgVrGroups > sms) return 0;
+  return project_wg_vr_stages(p, bn, project_wg_vr_se_floats(p));
+}
+
 bool project_wg_m128() {  // CUDA_KERNELS_PROJ_WG_M128=1 (read at every call; off, s22 call 1): project_wg_m2_kernel
   const char* v = std::getenv("CUDA_KERNELS_PROJ_WG_M128");
   return v != nullptr && std::strcmp(v, "1") == 0;
@@ -551,10 +629,13 @@ cudaError_t launch_project_wg_bn(const Params& p, cudaStream_t stream, bool pdl)
   if (project_wg_split(p, BN)) return launch_project_wg_sk<BN>(p, stream, pdl);
   if (project_wg_m128()) return launch_project_wg_m2<BN>(p, stream, pdl);
   if constexpr (BN <= 120) {
+    const int se_vs = project_wg_vr_se_stages(p);  // the SE folded in: launch_se_project_v9 launched no SE kernel
+    if (se_vs == 3) return launch_project_wg_vr<BN, 3, true>(p, stream, pdl);
+    if (se_vs == 2) return launch_project_wg_vr<BN, 2, true>(p, stream, pdl);
     if (project_wg_vr_requested()) {
       const int vs = project_wg_vr_stages(p, BN);
-      if (vs == 3) return launch_project_wg_vr<BN, 3>(p, stream, pdl);
-      if (vs == 2) return launch_project_wg_vr<BN, 2>(p, stream, pdl);
+      if (vs == 3) return launch_project_wg_vr<BN, 3, false>(p, stream, pdl);
+      if (vs == 2) return launch_project_wg_vr<BN, 2, false>(p, stream, pdl);
     }
   }
   switch (project_wg_opt()) {
