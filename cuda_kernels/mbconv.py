@@ -48,8 +48,9 @@ from cuda_kernels import _pdl
 # turns it off); examples/measurements/mbconv/s13/. 11 (NOTES.md, "The projection on warpgroup MMAs, measured") is
 # version 10 with the projection on Hopper warpgroup MMAs where project_v9 does not apply or project_v9s does not fit
 # (from stage 4 on in B0; tensor-memory-accelerator loads, csrc/mbconv_proj_wg.cu; CUDA_KERNELS_PROJ_WG=
-# off|late|all|ring changes it; over two warpgroups where its tiles are at most the SMs, CUDA_KERNELS_PROJ_WG_SPLIT) and version 3's
-# kernel 1 (features.1.0, 7.0) with its depthwise in HFMA2 (CUDA_KERNELS_K1_V3_HFMA2=0 turns it off);
+# off|late|all|ring changes it from unstaged; over two warpgroups where its tiles are at most the SMs,
+# CUDA_KERNELS_PROJ_WG_SPLIT) and version 3's kernel 1 (features.1.0, 7.0) with its depthwise in HFMA2
+# (CUDA_KERNELS_K1_V3_HFMA2=0 turns it off);
 # examples/measurements/mbconv/s14/.
 VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11)
 # what the extension runs per version (4 is version 3's kernels with other bands)
@@ -324,7 +325,7 @@ def project_wg_splits(rows: int, c_out: int, sms: int) -> bool:
     project_wg_split): where its 64-row tiles times its column tiles are at most the SMs."""
     return -(-rows // PROJECT_WG_ROWS) * (c_out // project_wg_bn(c_out)) <= sms
 PROJECT_WG_SWITCH = "CUDA_KERNELS_PROJ_WG"
-PROJECT_WG_OPT_SWITCH = "CUDA_KERNELS_PROJ_WG_OPT"  # csrc/mbconv_proj_wg.cu project_wg_opt: "0".."3"
+PROJECT_WG_OPT_SWITCH = "CUDA_KERNELS_PROJ_WG_OPT"  # csrc/mbconv_proj_wg.cu project_wg_opt: PROJECT_WG_OPTIONS
 PROJECT_WG_OPT_DEFAULT = 9  # kProjWgOptDefault: 1 with 3 stages, since session 22 (1 before)
 PROJECT_WG_PREFETCH_X, PROJECT_WG_OVERLAP, PROJECT_WG_PREFETCH_L2 = 1, 2, 4  # its bits (kProjWg...)
 PROJECT_WG_STAGES3, PROJECT_WG_SCALE_H2 = 8, 16
