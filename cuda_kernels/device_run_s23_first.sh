@@ -16,9 +16,10 @@ mkdir -p "$out/s23"
 step tests 150 python3 -m pytest -q -m cuda --tb=short -p no:cacheprovider tests/test_mbconv_proj_v9s.py \
   tests/test_mbconv_proj_wg.py tests/test_ablate.py \
   -k "fp16_scale or option_25 or h2 or vr or v_resident or se_folded or efficientnet_b0_with_the_split" || ok=0
-step switches 150 python3 -m cuda_kernels.b0_switches CUDA_KERNELS_PROJ_WG_VR=1 \
+step switches 170 python3 -m cuda_kernels.b0_switches CUDA_KERNELS_PROJ_WG_VR=1 \
   "CUDA_KERNELS_PROJ_WG_VR=1 CUDA_KERNELS_PROJ_WG_VR_SE=1" CUDA_KERNELS_PROJ_WG_OPT=25 CUDA_KERNELS_PROJ_V9_H2=1 \
-  "CUDA_KERNELS_PROJ_WG_OPT=25 CUDA_KERNELS_PROJ_V9_H2=1" -o "$out/s23/switches.json" || ok=0
+  "CUDA_KERNELS_PROJ_WG_OPT=25 CUDA_KERNELS_PROJ_V9_H2=1" \
+  "CUDA_KERNELS_PROJ_WG_VR=1 CUDA_KERNELS_PROJ_WG_VR_SE=1 CUDA_KERNELS_PROJ_V9_H2=1" -o "$out/s23/switches.json" || ok=0
 blocks=(features.2.1 features.3.1 features.4.0 features.4.1 features.5.0 features.5.1)
 for v in "CUDA_KERNELS_PROJ_V9_H2=0" "CUDA_KERNELS_PROJ_WG_VR=1" "CUDA_KERNELS_PROJ_WG_OPT=25 CUDA_KERNELS_PROJ_V9_H2=1"; do
   proj_ncu "$out/s23" "$v" "${blocks[@]}"
