@@ -591,7 +591,7 @@ def test_v_resident_gives_option_1s_values(path, batch, monkeypatch):
     kernels compared. 3.1 runs project_wg with CUDA_KERNELS_PROJ_WG=all (as here everywhere)."""
     got, base, names, params, *_ = _one_warpgroup_then(path, batch, monkeypatch, "1", mb.PROJECT_WG_VR_SWITCH, "1")
     bn, vs = mb.project_wg_bn(params.out_channels), mb.project_wg_vr_stages(params.hidden, params.out_channels)
-    assert vs in (2, 3) and f"project_wg_vr_kernel<{bn}, {vs}>" in names, names[:600]
+    assert vs in (2, 3) and f"project_wg_vr_kernel<{bn}, {vs}, false>" in names, names[:600]
     assert torch.equal(got, base)
 
 
