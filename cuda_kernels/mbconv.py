@@ -176,9 +176,6 @@ PROJ_V9_SX_SWITCH = "CUDA_KERNELS_PROJ_V9_SX"
 # csrc/mbconv_v3.cu project_v9sr_requested: "1" (measured in session 21, off: 2.1 40.9 -> 43.0 us): project_v9s with the
 # shortcut's values loaded into registers one task ahead (project_v9sr_kernel), at blocks with a shortcut
 PROJ_V9_RX_SWITCH = "CUDA_KERNELS_PROJ_V9_RX"
-# csrc/mbconv_v3.cu project_v9sh_requested: "1" (off until measured): project_v9s with A scaled by HMUL2 by the scales
-# rounded to fp16 (project_v9sh_kernel; close to project_v9s, not bitwise)
-PROJ_V9_H2_SWITCH = "CUDA_KERNELS_PROJ_V9_H2"
 
 
 def u_bytes_v8(k_pad: int, chunk: int, wg: bool) -> int:
@@ -311,13 +308,6 @@ PROJECT_WG_MODES = ("off", "late", "all", "ring", "unstaged")  # CUDA_KERNELS_PR
 PROJECT_WG_DEFAULT_MODE = "unstaged"  # version 11's, since session 22 (project_wg_mode; ring in session 21)
 PROJECT_WG_SPLIT_SWITCH = "CUDA_KERNELS_PROJ_WG_SPLIT"  # 0 | 1 | auto (the default): project_wg_sk_kernel
 PROJECT_WG_M128_SWITCH = "CUDA_KERNELS_PROJ_WG_M128"  # "1": project_wg_m2_kernel, 128-row tiles (measured: off)
-# "1": project_wg_vr_kernel, V resident in shared memory, PROJECT_WG_VR_GROUPS warpgroups each on its own row tiles
-# (off until measured), where project_wg_vr_stages > 0
-PROJECT_WG_VR_SWITCH = "CUDA_KERNELS_PROJ_WG_VR"
-PROJECT_WG_VR_GROUPS, PROJECT_WG_VR_MAX_SMEM = 3, 227 * 1024  # kProjWgVrGroups, kProjWgVrMaxSmem
-# "1" with PROJECT_WG_VR_SWITCH (off until measured): the SE computed in project_wg_vr_kernel's prologue, no SE kernel
-# (csrc/mbconv_proj_wg.cu project_wg_vr_se_stages; project_wg_vr_se_runs mirrors where)
-PROJECT_WG_VR_SE_SWITCH = "CUDA_KERNELS_PROJ_WG_VR_SE"
 
 
 def project_wg_splits(rows: int, c_out: int, sms: int) -> bool:
@@ -327,11 +317,9 @@ def project_wg_splits(rows: int, c_out: int, sms: int) -> bool:
 PROJECT_WG_SWITCH = "CUDA_KERNELS_PROJ_WG"
 PROJECT_WG_OPT_SWITCH = "CUDA_KERNELS_PROJ_WG_OPT"  # csrc/mbconv_proj_wg.cu project_wg_opt: PROJECT_WG_OPTIONS
 PROJECT_WG_OPT_DEFAULT = 9  # kProjWgOptDefault: 1 with 3 stages, since session 22 (1 before)
-PROJECT_WG_PREFETCH_X, PROJECT_WG_OVERLAP, PROJECT_WG_PREFETCH_L2 = 1, 2, 4  # its bits (kProjWg...)
-PROJECT_WG_STAGES3, PROJECT_WG_SCALE_H2 = 8, 16
-# the values built (5: 1 with each tile's D prefetched into L2, measured slower; 9: 1 with 3 stages, the default; 25:
-# 9 with A scaled by one HMUL2 by the scale rounded to fp16, off until measured)
-PROJECT_WG_OPTIONS = (0, 1, 2, 3, 5, 9, 25)
+PROJECT_WG_PREFETCH_X, PROJECT_WG_OVERLAP, PROJECT_WG_PREFETCH_L2, PROJECT_WG_STAGES3 = 1, 2, 4, 8  # its bits
+# the values built (5: 1 with each tile's D prefetched into L2, measured slower; 9: 1 with 3 stages, the default)
+PROJECT_WG_OPTIONS = (0, 1, 2, 3, 5, 9)
 PROJECT_WG_ROWS, PROJECT_WG_K = 64, 64  # kProjWgRows, kProjWgK
 PROJECT_WG_SHAPES = (16, 24, 40, 48, 80, 88, 112, 120, 160, 176, 192, 208)  # wgmma m64nNk16 shapes built (csrc/gen_wgmma.py)
 
@@ -359,44 +347,6 @@ def project_wg_smem_bytes(bn: int, ks: int = 1, mw: int = 1, opt: int = 0) -> in
     then per stage B (bn rows of 128 bytes) and A (64 mw rows of 128 bytes), both in the 128-byte swizzle the tensor
     memory accelerator writes, and the stage's 8-byte mbarrier; ks rings of them."""
     return 1024 + ks * project_wg_stages(bn, ks, mw, opt) * ((bn + mw * PROJECT_WG_ROWS) * 128 + 8)
-
-
-def project_wg_vr_smem_bytes(bn: int, chunks: int, vs: int, se_floats: int = 0) -> int:
-    """Shared memory of project_wg_vr_kernel (csrc/mbconv_proj_wg.cu project_wg_vr_smem_bytes): 1 KB of alignment
-    slack, V's `chunks` 64-channel chunks of bn rows x 128 bytes, PROJECT_WG_VR_GROUPS rings of vs stages of A (64 rows
-    x 128 bytes and an 8-byte mbarrier each), V's 8-byte mbarrier; with the SE folded in, 8 bytes of alignment and
-    se_floats floats (project_wg_vr_se_floats)."""
-    se = 8 + 4 * se_floats if se_floats else 0
-    return 1024 + chunks * bn * 128 + PROJECT_WG_VR_GROUPS * vs * (PROJECT_WG_ROWS * 128 + 8) + 8 + se
-
-
-def project_wg_vr_se_floats(hid_pad: int, sq: int) -> int:
-    """The folded SE's shared floats: two images' pool / scale rows and their squeezed vectors (sq rounded up to 4)."""
-    return 2 * hid_pad + 2 * (-(-sq // 4) * 4)
-
-
-def project_wg_vr_stages(hidden: int, c_out: int, se_floats: int = 0) -> int:
-    """Stages a ring of project_wg_vr_kernel gets (csrc/mbconv_proj_wg.cu project_wg_vr_stages): 3 where they fit
-    PROJECT_WG_VR_MAX_SMEM, else 2; 0 where V does not fit with 2, C_out needs two column tiles or bn is past 120."""
-    bn = project_wg_bn(c_out)
-    if bn != c_out or bn > 120:
-        return 0
-    chunks = -(-hidden // PROJECT_WG_K)
-    fits = [vs for vs in (3, 2) if project_wg_vr_smem_bytes(bn, chunks, vs, se_floats) <= PROJECT_WG_VR_MAX_SMEM]
-    return fits[0] if fits else 0
-
-
-def project_wg_vr_se_runs(hidden: int, c_out: int, hid_pad: int, sq: int, n: int, hw: int, sms: int) -> int:
-    """Stages of project_wg_vr_kernel with the SE folded in where it runs under CUDA_KERNELS_PROJ_WG_VR=1 and
-    CUDA_KERNELS_PROJ_WG_VR_SE=1 (csrc/mbconv_proj_wg.cu project_wg_vr_se_stages, the split and 128-row switches at
-    their defaults), else 0: an image of at least a CTA's 192 rows, one row tile a warpgroup (ceil(tiles / 3) <= sms)
-    and no split."""
-    tiles = -(-n * hw // PROJECT_WG_ROWS)
-    bn = project_wg_bn(c_out)
-    if not bn or hw < PROJECT_WG_VR_GROUPS * PROJECT_WG_ROWS or -(-tiles // PROJECT_WG_VR_GROUPS) > sms or \
-            project_wg_splits(n * hw, c_out, sms):
-        return 0
-    return project_wg_vr_stages(hidden, c_out, project_wg_vr_se_floats(hid_pad, sq))
 
 
 V8_HALO_MAX = 12  # csrc/mbconv_v8.cuh kV8HaloMax: 8-byte pieces of E's halo rows per thread

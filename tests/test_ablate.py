@@ -30,7 +30,7 @@ def test_the_switch_guards_the_three_parts():
     assert len(re.findall(r'ablated\("kernel1"\)', LAUNCHER)) == 2  # version 9-11's kernel 1 and the stem + 1.0 kernel
     assert 'if (v9 && ablated("kernel1")) return launch_se_project_v9(p, version, stream, pdl);' in LAUNCHER
     assert 'ablated("kernel1") ? cudaSuccess : launch_stem_dw(p, s, stream, pdl)' in LAUNCHER
-    assert 'cudaError_t err = ablated("se") || se_folded               ? cudaSuccess' in LAUNCHER
+    assert 'cudaError_t err = ablated("se")                            ? cudaSuccess' in LAUNCHER
     assert 'if (ablated("project")) return cudaSuccess;' in LAUNCHER
 
 

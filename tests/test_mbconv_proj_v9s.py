@@ -9,8 +9,7 @@ spatial size that is not a multiple of 16 keeps project_v9t), and that every ker
 source body. GPU (@pytest.mark.cuda): every distinct B0 / B2 block where it runs, at batches 1, 5 and 128, against
 float64 (poisoned outputs) and bit for bit against project_v9t (the same fp32 scales multiply the same fragments;
 within 1e-4 where kernel 1 pools with atomics), the profiler naming project_v9s_kernel; odd sizes fall back to
-project_v9t; B0 end to end. CUDA_KERNELS_PROJ_V9_H2=1 (off until measured, project_v9sh_kernel) scales each
-unit's A by HMUL2 by the scales rounded to fp16: against float64 at every block, close to project_v9s, not bitwise."""
+project_v9t; B0 end to end."""
 
 from pathlib import Path
 
@@ -53,8 +52,8 @@ def test_the_switch_and_its_dispatch():
     assert "project_v9s_kernel(const Params p) {  // the staged scale rows\n  project_v9t_body<NT, false, true>(p);" in SOURCE
     # the kernels that were there keep their bodies (their SASS was compared unchanged when this was added)
     assert "project_v9t_kernel(const Params p) {\n  project_v9t_body<NT, false>(p);\n}" in SOURCE
-    assert ("template <int NT, bool BULK, bool SS = false, bool SX = false, bool RX = false, bool H2 = false>\n"
-            "__device__ __forceinline__ void project_v9t_body") in SOURCE
+    assert ("template <int NT, bool BULK, bool SS = false, bool SX = false, bool RX = false>\n__device__ "
+            "__forceinline__ void project_v9t_body") in SOURCE
 
 
 def test_shared_memory():
@@ -186,42 +185,3 @@ def test_efficientnet_b0_with_the_shortcut_a_task_ahead(monkeypatch):
     from mbconv_helpers import check_fused_b0
 
     check_fused_b0(monkeypatch, {mb.PROJ_V9_RX_SWITCH: "1"}, {"StemMBConv": 1, "MBConv": 15}, 16)
-
-
-# ---- A scaled in fp16 (CUDA_KERNELS_PROJ_V9_H2=1, project_v9sh_kernel) ----
-
-def test_the_fp16_scale_switch_and_its_unit():
-    assert mb.PROJ_V9_H2_SWITCH == "CUDA_KERNELS_PROJ_V9_H2" and 'std::getenv("CUDA_KERNELS_PROJ_V9_H2");' in SOURCE
-    assert "if (project_v9sh_requested()) return launch_project_v9sh_nt<NT>(p, stream, pdl);" in SOURCE
-    assert "project_v9sh_kernel(const Params p) {  // A scaled in fp16\n  " \
-           "project_v9t_body<NT, false, true, false, false, true>(p);\n}" in SOURCE
-    # one HMUL2 a register by the unit's two scale pairs rounded to fp16 (both rows lie in the task's image)
-    assert ("const uint32_t a[4] = {hmul_half2(lo.x, s01), hmul_half2(hi.x, s01), hmul_half2(lo.y, s23), "
-            "hmul_half2(hi.y, s23)};") in SOURCE
-    assert "__floats2half2_rn(s.x, s.y),\n                                __floats2half2_rn(s.z, s.w)" in SOURCE
-
-
-@pytest.mark.cuda
-@pytest.mark.parametrize("batch", [1, 5, 128])
-@pytest.mark.parametrize("name,path", STAGED_BLOCKS)
-def test_the_fp16_scale_against_float64_and_project_v9s(name, path, batch, monkeypatch):
-    """project_v9sh within 2x PyTorch fp16's error of float64 (check_shape, poisoned output), within 1e-3 of
-    project_v9s, and at batch 128 where kernel 1 is repeatable (every block with an expand) not equal to it: some A
-    values differ by an fp16 ulp, proof that the other product ran; the profiler names project_v9sh_kernel."""
-    import torch
-    from mbconv_helpers import switched_against_float64
-
-    from perfmodel.harness import relative_error
-
-    got, base, names, *_ = switched_against_float64(monkeypatch, name, path, batch, mb.PROJ_V9_H2_SWITCH, "1")
-    assert "project_v9sh_kernel" in names and "project_v9s_kernel" not in names, names[:600]
-    assert relative_error(got, base.double()) < 1e-3
-    if batch == 128 and not path.startswith("features.1."):
-        assert not torch.equal(got, base)
-
-
-@pytest.mark.cuda
-def test_efficientnet_b0_with_the_fp16_scale(monkeypatch):
-    from mbconv_helpers import check_fused_b0
-
-    check_fused_b0(monkeypatch, {mb.PROJ_V9_H2_SWITCH: "1"}, {"StemMBConv": 1, "MBConv": 15}, 16)

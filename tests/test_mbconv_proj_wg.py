@@ -53,20 +53,14 @@ def test_mirrors_match_the_source():
     assert [m for m, _ in modes] == list(mb.PROJECT_WG_MODES[1:]) and [int(i) for _, i in modes] == [1, 2, 3, 4]
     assert "return (mode == 3 && !project_v9_staged_fits(p)) || (mode == 4 && !project_v9s_fits(p));" in SOURCE
     assert (_constant("kProjWgPrefetchX"), _constant("kProjWgOverlap"), _constant("kProjWgPrefetchL2"),
-            _constant("kProjWgStages3"), _constant("kProjWgScaleH2")) == \
-        (mb.PROJECT_WG_PREFETCH_X, mb.PROJECT_WG_OVERLAP, mb.PROJECT_WG_PREFETCH_L2, mb.PROJECT_WG_STAGES3,
-         mb.PROJECT_WG_SCALE_H2)
-    assert "for (int opt : {0, 1, 2, 3, 5, 9, 25})" in SOURCE and mb.PROJECT_WG_OPTIONS == (0, 1, 2, 3, 5, 9, 25)
-    # option 25 scales A by an HMUL2 with the scale rounded to fp16; every other option by the fp32 product
-    assert "(OPT & kProjWgScaleH2) ? scale_half2_h2(a[kk][u], sc[kk][u]) : scale_half2(a[kk][u], sc[kk][u]);" in SOURCE
-    assert "{ return hmul_half2(v, __float22half2_rn(s)); }" in (CSRC / "mbconv_ptx.cuh").read_text()
-    assert [int(o) for o in re.findall(r"case (\d+): return launch_project_wg_opt<BN, \1>", SOURCE)] == \
+            _constant("kProjWgStages3")) == \
+        (mb.PROJECT_WG_PREFETCH_X, mb.PROJECT_WG_OVERLAP, mb.PROJECT_WG_PREFETCH_L2, mb.PROJECT_WG_STAGES3)
+    assert [int(o) for o in re.findall(r"case (\d): return launch_project_wg_opt<BN, \1>", SOURCE)] == \
         sorted(mb.PROJECT_WG_OPTIONS[1:])
     assert 'asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\\n"' in (CSRC / "ptx_sm90.cuh").read_text()
     assert _constant("kProjWgOptDefault") == mb.PROJECT_WG_OPT_DEFAULT == 9
     cu = (CSRC / "mbconv.cu").read_text()
-    assert "const bool wg = project_wg_applies(p, project_wg_mode(version == 11));" in cu
-    assert "if (wg) return launch_project_wg(p, stream, pdl);" in cu
+    assert "if (project_wg_applies(p, project_wg_mode(version == 11))) return launch_project_wg(p, stream, pdl);" in cu
     assert "if (v == nullptr) return v11 ? 4 : 0;" in SOURCE and mb.PROJECT_WG_DEFAULT_MODE == mb.PROJECT_WG_MODES[4]
     from cuda_kernels._build import MBCONV_SOURCES
 
@@ -97,7 +91,6 @@ def test_tile_widths_and_shared_memory_by_hand():
     assert 3 * (68_632 + 1024) <= 228 * 1024 < 3 * (mb.project_wg_smem_bytes(112) + 1024)
     assert 3 * 160 * 128 <= 65_536 and -(-128 * 196 // 64) == 392 <= 3 * 132
     assert mb.project_wg_stages(192, opt=9) == mb.project_wg_stages(192) == 3  # from bn = 160 on: 3 already
-    assert mb.project_wg_smem_bytes(112, 1, 1, 25) == mb.project_wg_smem_bytes(112, 1, 1, 9)  # 25 is 9's ring
     # 128-row tiles: one ring of 4 stages of B and 128 rows of A
     assert mb.project_wg_smem_bytes(112, 1, 2) == 1024 + 4 * ((112 + 128) * 128 + 8) == 123_936
     assert all(mb.project_wg_smem_bytes(n, 1, 2) + 1024 <= 228 * 1024 for n in mb.PROJECT_WG_SHAPES)
@@ -147,16 +140,12 @@ def test_compiles_without_spills():
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     report = result.stdout + result.stderr
-    entries = re.findall(r"Compiling entry function '_ZN2mb17project_wg_kernelILi(\d+)ELi(\d+)E", report)
+    entries = re.findall(r"Compiling entry function '_ZN2mb17project_wg_kernelILi(\d+)ELi(\d)E", report)
     assert sorted((int(n), int(o)) for n, o in entries) == \
         [(n, o) for n in sorted(mb.PROJECT_WG_SHAPES) for o in mb.PROJECT_WG_OPTIONS]
     for kernel in ("project_wg_sk_kernel", "project_wg_m2_kernel"):
         found = re.findall(rf"Compiling entry function '_ZN2mb{len(kernel)}{kernel}ILi(\d+)E", report)
         assert sorted(int(n) for n in found) == sorted(mb.PROJECT_WG_SHAPES), kernel
-    # V resident: 2 and 3 stages a ring, built up to bn = 120
-    found = re.findall(r"Compiling entry function '_ZN2mb20project_wg_vr_kernelILi(\d+)ELi(\d)ELb(\d)E", report)
-    assert sorted((int(n), int(s), int(f)) for n, s, f in found) == \
-        [(n, s, f) for n in sorted(mb.PROJECT_WG_SHAPES) if n <= 120 for s in (2, 3) for f in (0, 1)]
     assert "spill stores" in report and all(" 0 bytes spill stores, 0 bytes spill loads" in line
                                             for line in report.splitlines() if "spill stores" in line)
     assert "Potential Performance Loss" not in report  # ptxas serialising the wgmmas would say so
@@ -211,8 +200,7 @@ def test_persistent_steps_by_hand():
     assert list(_cta_steps(2, 3, 4, 3)) == [(2, 2), (2, 0), (2, 1)]
     assert list(_cta_steps(5, 6, 4, 3)) == []  # more CTAs than tiles: none
     assert "const int c = KS * (j % mine) + wg + tile % chunks;" in SOURCE
-    assert "auto step_tile = [&](int j) { return first_tile() + (j / mine) * tile_step(); };" in SOURCE
-    assert "const int mine = (chunks - wg + KS - 1) / KS;" in SOURCE
+    assert "blockIdx.x + (j / mine) * gridDim.x" in SOURCE and "const int mine = (chunks - wg + KS - 1) / KS;" in SOURCE
 
 
 def test_split_steps_by_hand():
@@ -311,119 +299,6 @@ def test_transliteration_equals_the_direct_projection(n_img, hw, hidden, c_out, 
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-10)
 
 
-# ---- V resident in shared memory (CUDA_KERNELS_PROJ_WG_VR=1, project_wg_vr_kernel) ----
-
-def test_v_resident_mirrors_and_shared_memory_by_hand():
-    assert 'std::getenv("CUDA_KERNELS_PROJ_WG_VR")' in SOURCE and mb.PROJECT_WG_VR_SWITCH == "CUDA_KERNELS_PROJ_WG_VR"
-    assert (_constant("kProjWgVrGroups"), mb.PROJECT_WG_VR_GROUPS) == (3, 3)
-    assert "constexpr int kProjWgVrMaxSmem = 227 * 1024;" in SOURCE and mb.PROJECT_WG_VR_MAX_SMEM == 232_448
-    assert "return 1024 + chunks * bn * 128 + kProjWgVrGroups * vs * (kProjWgRows * 128 + 8) + 8 + (se_floats ? 8 : 0) " \
-           "+\n         4 * se_floats;" in SOURCE
-    assert "project_wg_body<BN, kProjWgPrefetchX, 1, 1, VS, SEF>(p, tm_d, tm_w);" in SOURCE
-    # B0's 5.1: hidden 672 = 11 chunks of V at 112 x 128 bytes; three rings of 3 stages do not fit, of 2 do
-    assert mb.project_wg_vr_smem_bytes(112, 11, 3) == 1024 + 11 * 14_336 + 9 * 8_200 + 8 == 232_528 > 232_448
-    assert mb.project_wg_vr_smem_bytes(112, 11, 2) == 1024 + 157_696 + 6 * 8_200 + 8 == 207_928
-    assert mb.project_wg_vr_stages(672, 112) == 2
-    # 5.0 (480 -> 112): 8 chunks, 3 stages; 4.0 / 4.1 (240 / 480 -> 80): 4 / 8 chunks of 10,240 bytes, 3 stages
-    assert mb.project_wg_vr_smem_bytes(112, 8, 3) == 1024 + 114_688 + 73_800 + 8 == 189_520
-    assert mb.project_wg_vr_stages(480, 112) == mb.project_wg_vr_stages(480, 80) == mb.project_wg_vr_stages(240, 80) == 3
-    # not: 6.x (1152 -> 192: 18 chunks of 24 KB), 7.0 (C_out 320: two column tiles of 160), B2's 5.x (720 -> 120:
-    # 12 chunks of 15,360 bytes, 234,552 with 2 stages)
-    assert mb.project_wg_vr_stages(1152, 192) == mb.project_wg_vr_stages(1152, 320) == 0
-    assert mb.project_wg_vr_smem_bytes(120, 12, 2) == 234_552 and mb.project_wg_vr_stages(720, 120) == 0
-
-
-@pytest.mark.parametrize("bn,hidden", [(80, 240), (80, 480), (112, 480), (112, 672), (16, 32), (120, 520)])
-def test_v_resident_layout_by_hand(bn, hidden):
-    """The kernel's carving of its shared memory (project_wg_body, V resident): V's chunks from the 1024-aligned base,
-    then three rings of A stages, their mbarriers, V's mbarrier - every region inside the bytes asked for (after up to
-    1,023 bytes of alignment), the TMA destinations 1024-aligned for the 128-byte swizzle, no two regions overlapping."""
-    chunks, vs = -(-hidden // 64), mb.project_wg_vr_stages(hidden, bn)
-    assert vs in (2, 3)
-    b_bytes, stage, groups = bn * 128, 64 * 128, mb.PROJECT_WG_VR_GROUPS
-    assert "const uint32_t rings0 = smem0 + (kVR ? chunks * B_BYTES : 0), vbar = rings0 + kProjWgVrGroups * S * " \
-           "(STAGE + 8);" in SOURCE
-    assert "const uint32_t base = kVR ? rings0 + vg * S * STAGE : wg_base;" in SOURCE
-    assert "const uint32_t bars = kVR ? rings0 + kProjWgVrGroups * S * STAGE + vg * 8 * S : wg_bars;" in SOURCE
-    rings0 = chunks * b_bytes  # offsets from the aligned base
-    regions = [(c * b_bytes, b_bytes) for c in range(chunks)]  # V's chunks
-    regions += [(rings0 + (g * vs + s) * stage, stage) for g in range(groups) for s in range(vs)]  # A stages
-    regions += [(rings0 + groups * vs * stage + (g * vs + s) * 8, 8) for g in range(groups) for s in range(vs)]
-    vbar = rings0 + groups * vs * (stage + 8)
-    regions.append((vbar, 8))
-    assert all(o % 1024 == 0 for o, n in regions if n >= 1024) and all(o % 8 == 0 for o, _ in regions)
-    regions.sort()
-    assert all(a + n <= b for (a, n), (b, _) in zip(regions, regions[1:]))
-    assert 1023 + regions[-1][0] + regions[-1][1] <= mb.project_wg_vr_smem_bytes(bn, chunks, vs)
-
-
-def test_se_folded_into_v_resident_by_hand():
-    """CUDA_KERNELS_PROJ_WG_VR_SE=1: the SE in project_wg_vr_kernel's prologue (no SE kernel). Its shared rows, where
-    it runs on B0 at batch 128 (4.0-5.2: 196 rows an image >= a CTA's 192, 392 tiles on 131 CTAs of an H200's 132
-    SMs), and the launcher skipping the SE kernel exactly where the projection folds it."""
-    assert 'std::getenv("CUDA_KERNELS_PROJ_WG_VR_SE")' in SOURCE
-    assert mb.PROJECT_WG_VR_SE_SWITCH == "CUDA_KERNELS_PROJ_WG_VR_SE"
-    assert "int project_wg_vr_se_floats(const Params& p) { return 2 * p.hid_pad + 2 * round_up(p.sq, 4); }" in SOURCE
-    # 5.1: hid_pad 672, squeeze 28: 2 x 672 + 2 x 28 floats after V, the rings (2 stages) and 8 + 8 bytes
-    assert mb.project_wg_vr_se_floats(672, 28) == 1_400
-    assert mb.project_wg_vr_smem_bytes(112, 11, 2, 1_400) == 207_928 + 8 + 5_600 == 213_536
-    assert mb.project_wg_vr_se_runs(672, 112, 672, 28, 128, 196, 132) == 2
-    assert mb.project_wg_vr_se_runs(480, 80, 480, 20, 128, 196, 132) == 3  # 4.1
-    assert mb.project_wg_vr_se_runs(240, 80, 240, 10, 128, 196, 132) == 3  # 4.0
-    # batch 1: 4 tiles - the split over two warpgroups takes them by default (auto: tiles <= SMs)
-    assert mb.project_wg_vr_se_runs(480, 80, 480, 20, 1, 196, 132) == 0 and mb.project_wg_splits(196, 80, 132)
-    # not: 7 x 7 images (49 rows: a CTA's 192 rows would span 4+ images), more than one tile a warpgroup (400 CTAs'
-    # worth of tiles on 132 SMs), the split's blocks
-    assert mb.project_wg_vr_se_runs(1152, 192, 1152, 48, 128, 49, 132) == 0
-    assert mb.project_wg_vr_se_runs(480, 80, 480, 20, 400, 196, 132) == 0
-    cu = (CSRC / "mbconv.cu").read_text()
-    assert "const bool se_folded = wg && !ablated(\"project\") && project_wg_vr_se_stages(p) > 0;" in cu
-    assert "cudaError_t err = ablated(\"se\") || se_folded" in cu
-    # launch_project_wg_bn asks the same function first, so that the SE is skipped only where it is folded
-    assert SOURCE.index("const int se_vs = project_wg_vr_se_stages(p);") < \
-        SOURCE.index("if (vs == 3) return launch_project_wg_vr<BN, 3, false>(p, stream, pdl);")
-    # the kernel's rows: a CTA's 192 rows in images img0 .. img1; the pool from the partial sums, SiLU, sigmoid
-    assert "img0 = row0 / HW;" in SOURCE and "const int img1 = min((row0 + kProjWgVrGroups * kProjWgRows - 1) / HW, " \
-        "p.N - 1);" in SOURCE
-    assert "squeezed[k * sq4 + j] = v / (1.f + expf(-v));" in SOURCE
-    assert "se_rows[k * p.hid_pad + c] = 1.f / (1.f + expf(-acc));" in SOURCE
-    for n, hw in ((128, 196), (1, 196), (3, 225), (2, 192)):  # every CTA's rows lie in at most two images
-        for cta in range(-(-(-(-n * hw // 64)) // 3)):
-            rows = range(192 * cta, min(192 * cta + 192, n * hw))
-            assert len({r // hw for r in rows}) <= 2
-
-
-@pytest.mark.parametrize("tiles,sms", [(392, 132), (13, 2), (98, 132), (5, 1)])
-def test_v_resident_schedule_by_hand(tiles, sms):
-    """A CTA's warpgroup vg takes row tiles 3 b + vg, 3 b + vg + 3 grid, ... (grid = min(ceil(tiles / 3), CTAs that
-    fit: one an SM)): every tile once; at B0's 4.x-5.x (392 tiles, 132 SMs) one tile a warpgroup, 131 CTAs."""
-    groups = mb.PROJECT_WG_VR_GROUPS
-    grid = min(-(-tiles // groups), sms)
-    taken = [t for b in range(grid) for vg in range(groups) for t in range(b * groups + vg, tiles, grid * groups)]
-    assert sorted(taken) == list(range(tiles))
-    if (tiles, sms) == (392, 132):
-        assert grid == 131 and len(taken) == 392 and grid * groups == 393
-    assert "const dim3 grid(persistent ? std::min((tiles + groups - 1) / groups, fit) : tiles, col_tiles);" in SOURCE
-    assert "auto first_tile = [&]() { return kVR ? blockIdx.x * kProjWgVrGroups + vg : blockIdx.x; };" in SOURCE
-    assert "auto tile_step = [&]() { return kVR ? gridDim.x * kProjWgVrGroups : gridDim.x; };" in SOURCE
-
-
-def test_which_b0_blocks_keep_v_resident():
-    """Under version 11's defaults project_wg runs from 4.0 on; V resident where it fits and the split does not run
-    (6.x): 4.0-5.2."""
-    from mbconv_helpers import block_of, mbconv_shapes
-    from perfmodel.zoo import fold_batchnorm
-
-    fits = set()
-    for path, (_, h, w) in mbconv_shapes("efficientnet_b0").items():
-        params = mb.block_params(fold_batchnorm(block_of("efficientnet_b0", path)))
-        rows = 128 * mb.output_size(h, params.stride) * mb.output_size(w, params.stride)
-        if path >= "features.4" and mb.project_wg_vr_stages(params.hidden, params.out_channels) and \
-                not mb.project_wg_splits(rows, params.out_channels, 132):
-            fits.add(path)
-    assert fits == {"features.4.0", "features.4.1", "features.4.2", "features.5.0", "features.5.1", "features.5.2"}
-
-
 # ---- GPU ----
 
 def _served():
@@ -434,12 +309,9 @@ def _served():
             if mb.project_wg_bn(mb.block_params(fold_batchnorm(block_of(name, path))).out_channels)]
 
 
-# the kernels: one warpgroup a 64-row tile; the hidden dimension over two; 128-row tiles on two; one warpgroup with
-# A scaled in fp16 (option 25)
+# the kernels: one warpgroup a 64-row tile; the hidden dimension over two; 128-row tiles on two
 KERNELS = {"one": {"CUDA_KERNELS_PROJ_WG_SPLIT": "0"}, "split": {"CUDA_KERNELS_PROJ_WG_SPLIT": "1"},
-           "m128": {"CUDA_KERNELS_PROJ_WG_SPLIT": "0", "CUDA_KERNELS_PROJ_WG_M128": "1"},
-           "h2": {"CUDA_KERNELS_PROJ_WG_SPLIT": "0", "CUDA_KERNELS_PROJ_WG_OPT": "25"},
-           "vr": {"CUDA_KERNELS_PROJ_WG_SPLIT": "0", "CUDA_KERNELS_PROJ_WG_VR": "1"}}
+           "m128": {"CUDA_KERNELS_PROJ_WG_SPLIT": "0", "CUDA_KERNELS_PROJ_WG_M128": "1"}}
 
 
 @pytest.mark.cuda
@@ -563,72 +435,6 @@ def test_options_odd_sizes(path, size, batch, opt, monkeypatch):
     check_b0_at_size(path, size, batch, 11)
 
 
-@pytest.mark.cuda
-@pytest.mark.parametrize("path,batch", [("features.4.1", 128), ("features.5.1", 128), ("features.7.0", 128),
-                                        ("features.6.1", 1), ("features.1.0", 5)])
-def test_option_25_is_close_to_option_9(path, batch, monkeypatch):
-    """Option 25 multiplies A by the scale rounded to fp16 (one HMUL2) where option 9 rounds the fp32 product once:
-    some A values differ by an fp16 ulp, so the block's output is within 1e-3 of option 9's and, at batch 128 where
-    kernel 1 is repeatable, not equal to it (proof that the other product ran); the profiler names
-    project_wg_kernel<BN, 25>. Against float64: test_every_shape_it_serves and test_odd_sizes (kernel "h2")."""
-    from perfmodel.harness import relative_error
-
-    got, base, names, params, *_ = _one_warpgroup_then(path, batch, monkeypatch, "9", mb.PROJECT_WG_OPT_SWITCH, "25")
-    assert f"project_wg_kernel<{mb.project_wg_bn(params.out_channels)}, 25>" in names, names[:600]
-    assert relative_error(got, base.double()) < 1e-3
-    repeatable = not mb.kernel1_v9_takes_v3(params.kernel_size, params.stride, got.shape[2], got.shape[3])
-    if batch == 128 and repeatable:
-        assert not torch.equal(got, base)
-
-
-@pytest.mark.cuda
-@pytest.mark.parametrize("path,batch", [("features.4.0", 128), ("features.4.1", 128), ("features.5.0", 128),
-                                        ("features.5.1", 128), ("features.5.1", 1), ("features.4.1", 5),
-                                        ("features.3.1", 5)])
-def test_v_resident_gives_option_1s_values(path, batch, monkeypatch):
-    """project_wg_vr_kernel reads the same chunks of each tile in the same order as project_wg_kernel<BN, 1> (only
-    where B comes from): its bits (torch.equal); the profiler names project_wg_vr_kernel<BN, stages> - two different
-    kernels compared. 3.1 runs project_wg with CUDA_KERNELS_PROJ_WG=all (as here everywhere)."""
-    got, base, names, params, *_ = _one_warpgroup_then(path, batch, monkeypatch, "1", mb.PROJECT_WG_VR_SWITCH, "1")
-    bn, vs = mb.project_wg_bn(params.out_channels), mb.project_wg_vr_stages(params.hidden, params.out_channels)
-    assert vs in (2, 3) and f"project_wg_vr_kernel<{bn}, {vs}, false>" in names, names[:600]
-    assert torch.equal(got, base)
-
-
-SE_FOLDED = {"CUDA_KERNELS_PROJ_WG_VR": "1", "CUDA_KERNELS_PROJ_WG_VR_SE": "1", "CUDA_KERNELS_PROJ_WG_SPLIT": "0"}
-
-
-@pytest.mark.cuda
-@pytest.mark.parametrize("batch", [1, 5, 128])
-@pytest.mark.parametrize("path", ["features.4.0", "features.4.1", "features.5.0", "features.5.1"])
-def test_se_folded_against_float64_and_the_se_kernel(path, batch, monkeypatch):
-    """The SE folded into project_wg_vr_kernel: within 2x PyTorch fp16's error of float64 (check_shape, poisoned
-    output), within 1e-3 of V resident with the SE kernel (another order of the SE's sums: not bitwise), and the
-    profiler names project_wg_vr_kernel<BN, VS, true> and no SE kernel."""
-    from mbconv_helpers import b0_prepared, check_shape, run_profiled
-    from perfmodel.harness import relative_error
-
-    for switch, value in SE_FOLDED.items():
-        monkeypatch.setenv(switch, value)
-    check_shape("efficientnet_b0", path, batch, 11)
-    params, weights, x = b0_prepared(path, batch)
-    monkeypatch.setenv(mb.PROJECT_WG_VR_SE_SWITCH, "0")
-    base = mb.mbconv(x, params, weights, version=11)
-    monkeypatch.setenv(mb.PROJECT_WG_VR_SE_SWITCH, "1")
-    got, names = run_profiled(x, params, weights, base, 11)
-    bn = mb.project_wg_bn(params.out_channels)
-    assert re.search(rf"project_wg_vr_kernel<{bn}, [23], true>", names) and "se_v" not in names, names[:600]
-    assert relative_error(got, base.double()) < 1e-3
-
-
-@pytest.mark.cuda
-def test_efficientnet_b0_with_the_se_folded(monkeypatch):
-    from mbconv_helpers import check_fused_b0
-
-    info = check_fused_b0(monkeypatch, SE_FOLDED, {"StemMBConv": 1, "MBConv": 15}, 16)
-    assert all(info["switches"].get(k) == v for k, v in SE_FOLDED.items())
-
-
 # ---- the hidden dimension over two warpgroups (CUDA_KERNELS_PROJ_WG_SPLIT=1) and the ring mode ----
 
 @pytest.mark.cuda
@@ -728,8 +534,7 @@ def test_split_by_default_where_the_tiles_fit_the_sms(monkeypatch):
 @pytest.mark.cuda
 @pytest.mark.parametrize("switches", [{"CUDA_KERNELS_PROJ_WG": "ring"}, {"CUDA_KERNELS_PROJ_WG_SPLIT": "1"},
                                       {"CUDA_KERNELS_PROJ_WG": "ring", "CUDA_KERNELS_PROJ_WG_SPLIT": "1"},
-                                      {"CUDA_KERNELS_PROJ_WG": "unstaged"}, {"CUDA_KERNELS_PROJ_WG_M128": "1"},
-                                      {"CUDA_KERNELS_PROJ_WG_OPT": "25"}, {"CUDA_KERNELS_PROJ_WG_VR": "1"}])
+                                      {"CUDA_KERNELS_PROJ_WG": "unstaged"}, {"CUDA_KERNELS_PROJ_WG_M128": "1"}])
 def test_efficientnet_b0_with_the_split_and_ring(switches, monkeypatch):
     from mbconv_helpers import check_fused_b0
 

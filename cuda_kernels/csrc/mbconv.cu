@@ -202,17 +202,14 @@ static bool ablated(const char* part) {
 // picks.
 cudaError_t launch_se_project_v9(const Params& p, int version, cudaStream_t stream, bool pdl) {
   if (version < 9 || version > 11) return cudaErrorInvalidValue;
-  const bool wg = project_wg_applies(p, project_wg_mode(version == 11));
-  // CUDA_KERNELS_PROJ_WG_VR_SE=1: the projection computes the SE itself (mbconv_proj_wg.cu project_wg_vr_se_stages)
-  const bool se_folded = wg && !ablated("project") && project_wg_vr_se_stages(p) > 0;
-  cudaError_t err = ablated("se") || se_folded               ? cudaSuccess
+  cudaError_t err = ablated("se")                            ? cudaSuccess
                     : !se_v4_applies(p, se_v4_mode())         ? launch_se_v3(p, stream, pdl)
                     : se_v6_requested() && se_v6_fits(p) ? launch_se_v6(p, stream, pdl)
                     : se_v5_requested() && se_v5_fits(p) ? launch_se_v5(p, stream, pdl)
                                                           : launch_se_v4(p, stream, pdl);
   if (err != cudaSuccess) return err;
   if (ablated("project")) return cudaSuccess;
-  if (wg) return launch_project_wg(p, stream, pdl);  // v11: unstaged
+  if (project_wg_applies(p, project_wg_mode(version == 11))) return launch_project_wg(p, stream, pdl);  // v11: ring
   const int pv10 = project_v10_mode();  // CUDA_KERNELS_PROJ_V10: auto by default
   const bool p9 = project_v9_applies(p.hidden, p.C_out);
   if (pv10 == 2 || (pv10 == 1 && !p9) || (pv10 == 3 && !p9 && project_v10_auto(p)))

@@ -133,9 +133,6 @@ int project_v10_mode();
 int project_wg_mode(bool v11 = false);
 bool project_wg_applies(const Params& p, int mode);
 cudaError_t launch_project_wg(const Params& p, cudaStream_t stream, bool pdl);
-// CUDA_KERNELS_PROJ_WG_VR_SE=1: the stages of project_wg_vr_kernel with the SE folded in where launch_project_wg runs
-// it (then no SE kernel is launched), else 0
-int project_wg_vr_se_stages(const Params& p);
 bool project_v10_auto(const Params& p);  // project_v3 would have < 1.5 units per SM
 bool project_v7_applies(int ho, int wo);
 cudaError_t launch_project_v7(const Params& p, cudaStream_t stream, bool pdl = false);

@@ -18,7 +18,6 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <string>
 
 #include "mbconv.cuh"
 #include "mbconv_launch.cuh"
@@ -32,10 +31,8 @@ namespace mb {
 
 constexpr int kProjWgRows = 64, kProjWgK = 64;
 constexpr int kProjWgThreads = 128;
-constexpr int kProjWgVrGroups = 3;  // project_wg_vr_kernel's warpgroups, each on its own row tiles
 
-constexpr int kProjWgPrefetchX = 1, kProjWgOverlap = 2, kProjWgPrefetchL2 = 4;  // OPT's bits (below)
-constexpr int kProjWgStages3 = 8, kProjWgScaleH2 = 16;
+constexpr int kProjWgPrefetchX = 1, kProjWgOverlap = 2, kProjWgPrefetchL2 = 4, kProjWgStages3 = 8;  // OPT's bits
 
 // Stages: 4, and 3 from BN = 160 on, so that two CTAs fit on an SM (the late blocks have few row tiles), or with
 // kProjWgStages3 (OPT below). With the hidden dimension split over KS = 2 warpgroups (project_wg_sk_kernel), each
@@ -100,12 +97,6 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[BN / 2], const uint32_t (&a)
 //     three CTAs fit an SM at 5.x (BN = 112: 68,632 bytes of shared memory, 158 registers): its 392 row tiles in one
 //     wave of 396 CTAs instead of 264 CTAs of which 128 take two tiles each (22 chunk steps on the longest CTA instead
 //     of 11; predicted 5.1 27 -> ~17 us, measured 22.9: the chunk steps got slower with 12 warps an SM instead of 8).
-//   kProjWgScaleH2 (option 25 = 9 | 16 only; off until measured): A scaled by one HMUL2 a register with the scale
-//     rounded to fp16 (scale_half2_h2: PyTorch's own fp16 product) instead of the fp32 product rounded once
-//     (scale_half2: two HADD2.F32 conversions, two FMULs and an F2FP pack). At 5.1 those were a third of the
-//     kernel's instructions (s22 call 1: HADD2 14.2%, FMUL 12.3%, F2FP 7.1%), on each chunk's path from the stage's
-//     arrival to its wgmmas: 80 -> 32 instructions a warp a chunk (16 F2FP + 16 HMUL2). Close to option 9's values,
-//     not bitwise.
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // kProjWgPrefetchL2: row tile t's rows of D (P rows in all) into L2 as one request
@@ -124,47 +115,31 @@ __device__ __forceinline__ void prefetch_tile_l2(const Params& p, int t, int P) 
 // the column groups through shared memory (the stages, free by then), adds the other's partial sums for its own half
 // (fp32: the two halves' sums added once, so close to KS = 1's values, not bitwise) and stores that half.
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-template <int BN, int OPT, int KS, int MW = 1, int VS = 0, bool SEF = false>
+template <int BN, int OPT, int KS, int MW = 1>
 __device__ __forceinline__ void project_wg_body(const Params& p, const CUtensorMap& tm_d, const CUtensorMap& tm_w) {
   static_assert(KS == 1 || (KS == 2 && (OPT & kProjWgOverlap) == 0), "the split runs the plain chunk loop");
   static_assert((OPT & kProjWgPrefetchL2) == 0 || (KS == 1 && (OPT & kProjWgOverlap) == 0), "built as option 5 only");
   static_assert(MW == 1 || (MW == 2 && KS == 1 && OPT == kProjWgPrefetchX), "128-row tiles: one ring, option 1");
-  static_assert((OPT & kProjWgStages3) == 0 || (OPT | kProjWgScaleH2) == 25, "built as options 9 and 25 only");
-  static_assert((OPT & kProjWgScaleH2) == 0 || OPT == 25, "built as option 25 only");
-  static_assert(VS == 0 || (KS == 1 && MW == 1 && OPT == kProjWgPrefetchX), "V resident: one warpgroup a tile");
-  static_assert(!SEF || VS > 0, "the SE folded in rides on V resident (at most two images a CTA)");
-  // V resident (project_wg_vr_kernel, VS stages a ring): V whole in shared memory, kProjWgVrGroups warpgroups each on
-  // its own row tiles with its own ring of A stages
-  constexpr bool kVR = VS > 0;
+  static_assert((OPT & kProjWgStages3) == 0 || OPT == (kProjWgPrefetchX | kProjWgStages3), "built as option 9 only");
   // TM rows a tile: MW warpgroups, warpgroup mw on rows 64 mw .. 64 mw + 63 of each stage's A, all on its B
   constexpr int TM = MW * kProjWgRows;
-  constexpr int S = kVR ? VS : project_wg_stages(BN, KS, MW, OPT), B_BYTES = BN * 128;
-  constexpr int A_OFF = kVR ? 0 : B_BYTES, STAGE = A_OFF + TM * 128;  // a stage: B (not with V resident), then A
+  constexpr int S = project_wg_stages(BN, KS, MW, OPT), B_BYTES = BN * 128, STAGE = B_BYTES + TM * 128;
   extern __shared__ __align__(16) uint8_t smem_raw[];
-  const int tid_cta = threadIdx.x, grp = KS == 1 && MW == 1 && !kVR ? 0 : tid_cta / kProjWgThreads;
-  const int wg = KS == 1 ? 0 : grp, mw = MW == 1 ? 0 : grp, vg = kVR ? grp : 0;
-  const int tid = KS == 1 && MW == 1 && !kVR ? tid_cta : tid_cta % kProjWgThreads, lane = tid & 31, warp = tid >> 5;
+  const int tid_cta = threadIdx.x, grp = KS == 1 && MW == 1 ? 0 : tid_cta / kProjWgThreads;
+  const int wg = KS == 1 ? 0 : grp, mw = MW == 1 ? 0 : grp;
+  const int tid = KS == 1 && MW == 1 ? tid_cta : tid_cta % kProjWgThreads, lane = tid & 31, warp = tid >> 5;
   const bool leader = MW == 1 ? tid == 0 : tid_cta == 0;  // issues its ring's copies (one ring a warpgroup where KS = 2)
   const uint32_t smem0 = (smem_addr(smem_raw) + 1023) & ~1023u;
   // warpgroup wg's ring: stage s's B at base + s STAGE, A after it; its mbarrier at bars + 8 s (after every ring)
-  const uint32_t wg_base = smem0 + wg * S * STAGE, wg_bars = smem0 + KS * S * STAGE + wg * 8 * S;
+  const uint32_t base = smem0 + wg * S * STAGE, bars = smem0 + KS * S * STAGE + wg * 8 * S;
   const int HW = p.Ho * p.Wo, P = p.N * HW;
   const int tiles = (P + TM - 1) / TM, n0 = blockIdx.y * BN;
   const int chunks = (p.hidden + kProjWgK - 1) / kProjWgK;
-  // V resident: V's chunk c at smem0 + c B_BYTES (1024-aligned), then warpgroup vg's ring of A stages and mbarriers,
-  // V's mbarrier (vbar) after every ring's
-  const uint32_t rings0 = smem0 + (kVR ? chunks * B_BYTES : 0), vbar = rings0 + kProjWgVrGroups * S * (STAGE + 8);
-  const uint32_t base = kVR ? rings0 + vg * S * STAGE : wg_base;
-  const uint32_t bars = kVR ? rings0 + kProjWgVrGroups * S * STAGE + vg * 8 * S : wg_bars;
-  const int ring = kVR ? vg : wg;
   const int mine = (chunks - wg + KS - 1) / KS;  // chunks of a tile that this warpgroup computes
-  // this warpgroup's row tiles: first_tile(), + tile_step(), ... (V resident: one of kProjWgVrGroups a CTA's slot)
-  auto first_tile = [&]() { return kVR ? blockIdx.x * kProjWgVrGroups + vg : blockIdx.x; };
-  auto tile_step = [&]() { return kVR ? gridDim.x * kProjWgVrGroups : gridDim.x; };
-  const int my_tiles = first_tile() < tiles ? (tiles - 1 - first_tile()) / tile_step() + 1 : 0;
+  const int my_tiles = blockIdx.x < tiles ? (tiles - 1 - blockIdx.x) / gridDim.x + 1 : 0;
   const int steps = my_tiles * mine;  // (tile, chunk) steps of this warpgroup
-  // step j: this warpgroup's tile j / mine, its chunk (KS (j % mine) + wg + tile) % chunks
-  auto step_tile = [&](int j) { return first_tile() + (j / mine) * tile_step(); };
+  // step j: this CTA's tile j / mine, its chunk (KS (j % mine) + wg + tile) % chunks
+  auto step_tile = [&](int j) { return blockIdx.x + (j / mine) * gridDim.x; };
   auto step_chunk = [&](int j, int tile) {
     const int c = KS * (j % mine) + wg + tile % chunks;
     return c < chunks ? c : c - chunks;
@@ -172,18 +147,10 @@ __device__ __forceinline__ void project_wg_body(const Params& p, const CUtensorM
   if (leader) {
 #pragma unroll
     for (int s = 0; s < S; ++s) bf::mbar_init(bars + 8 * s, 1);
-    if (kVR && vg == 0) bf::mbar_init(vbar, 1);
     bf::fence_barrier_init();
-    if constexpr (kVR) {  // V whole, once a CTA (the weights do not depend on the previous kernels)
-      if (vg == 0) {
-        bf::mbar_arrive_expect_tx(vbar, chunks * B_BYTES);
-        for (int c = 0; c < chunks; ++c) bf::tma_load_2d(smem0 + c * B_BYTES, &tm_w, c * kProjWgK, n0, vbar);
-      }
-    } else {
-      for (int j = 0; j < S && j < steps; ++j) {  // the weights do not depend on the previous kernels
-        bf::mbar_arrive_expect_tx(bars + 8 * j, STAGE);
-        bf::tma_load_2d(base + j * STAGE, &tm_w, step_chunk(j, step_tile(j)) * kProjWgK, n0, bars + 8 * j);
-      }
+    for (int j = 0; j < S && j < steps; ++j) {  // the weights do not depend on the previous kernels
+      bf::mbar_arrive_expect_tx(bars + 8 * j, STAGE);
+      bf::tma_load_2d(base + j * STAGE, &tm_w, step_chunk(j, step_tile(j)) * kProjWgK, n0, bars + 8 * j);
     }
   }
   __syncthreads();  // the barriers initialised
@@ -194,53 +161,8 @@ __device__ __forceinline__ void project_wg_body(const Params& p, const CUtensorM
   if (leader)
     for (int j = 0; j < S && j < steps; ++j) {
       const int t = step_tile(j);
-      if constexpr (kVR) bf::mbar_arrive_expect_tx(bars + 8 * j, STAGE);
-      bf::tma_load_2d(base + j * STAGE + A_OFF, &tm_d, step_chunk(j, t) * kProjWgK, t * TM, bars + 8 * j);
+      bf::tma_load_2d(base + j * STAGE + B_BYTES, &tm_d, step_chunk(j, t) * kProjWgK, t * TM, bars + 8 * j);
     }
-  // SEF (project_wg_vr_se): the SE of the CTA's images, here instead of in a kernel of its own. The host runs it only
-  // where each warpgroup has one row tile and an image has at least the CTA's 192 rows, so the CTA's rows lie in
-  // images img0 and img1 (maybe the same): the pool from kernel 1's partial sums, FC1 -> SiLU, FC2 -> sigmoid (SE
-  // version 3's arithmetic), the two scale rows in shared memory after V's mbarrier, where load_scales reads them.
-  float* se_rows = nullptr;  // SEF: [2][hid_pad] the pools, then the scales; then squeezed [2][round_up(sq, 4)]
-  int img0 = 0;
-  if constexpr (SEF) {
-    constexpr int kThreads = kProjWgVrGroups * kProjWgThreads;
-    se_rows = reinterpret_cast<float*>(smem_raw + (vbar + 16 - smem_addr(smem_raw)));
-    const int sq4 = round_up(p.sq, 4), row0 = (int)blockIdx.x * kProjWgVrGroups * kProjWgRows;
-    float* squeezed = se_rows + 2 * p.hid_pad;
-    img0 = row0 / HW;
-    const int img1 = min((row0 + kProjWgVrGroups * kProjWgRows - 1) / HW, p.N - 1);
-    const float inv = 1.f / float(HW);
-    for (int i = tid_cta; i < 2 * p.hidden; i += kThreads) {
-      const int k = i >= p.hidden, c = i - k * p.hidden, n = k ? img1 : img0;
-      float sum = 0.f;
-      for (int b = 0; b < p.row_blocks; ++b) sum += __ldcg(p.partial + ((size_t)n * p.row_blocks + b) * p.hid_pad + c);
-      se_rows[k * p.hid_pad + c] = sum * inv;
-    }
-    __syncthreads();
-    for (int o = tid_cta >> 5; o < 2 * p.sq; o += kThreads / 32) {  // FC1: a warp an output, lanes along hidden
-      const int k = o >= p.sq, j = o - k * p.sq;
-      const float *w = p.w_se1 + (size_t)j * p.hidden, *x = se_rows + k * p.hid_pad;
-      float acc = 0.f;
-      for (int c = lane; c < p.hidden; c += 32) acc = fmaf(__ldg(w + c), x[c], acc);
-#pragma unroll
-      for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
-      if (lane == 0) {
-        const float v = acc + __ldg(p.b_se1 + j);
-        squeezed[k * sq4 + j] = v / (1.f + expf(-v));
-      }
-    }
-    __syncthreads();
-    for (int i = tid_cta; i < 2 * p.hidden; i += kThreads) {  // FC2: a thread an output
-      const int k = i >= p.hidden, c = i - k * p.hidden;
-      const float* w = p.w_se2 + (size_t)c * p.sq;
-      float acc = __ldg(p.b_se2 + c);
-      for (int j = 0; j < p.sq; ++j) acc = fmaf(__ldg(w + j), squeezed[k * sq4 + j], acc);
-      se_rows[k * p.hid_pad + c] = 1.f / (1.f + expf(-acc));
-    }
-    __syncthreads();
-  }
-  if constexpr (kVR) bf::mbar_wait(vbar, 0);  // V in shared memory before any wgmma reads it
 
   const int q = lane & 3;
   // ldmatrix x4 of k16 step kk: lanes 0-15 address rows warp * 16 + lane of the first 8 columns, lanes 16-31 the
@@ -250,21 +172,14 @@ __device__ __forceinline__ void project_wg_body(const Params& p, const CUtensorM
   float acc[BN / 2];
   float2 sc[4][4];
   int j = 0;
-  for (int t = first_tile(); t < tiles; t += tile_step()) {
+  for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
     if constexpr ((OPT & kProjWgPrefetchL2) != 0)
       if (tid == 0) prefetch_tile_l2(p, t + gridDim.x, P);  // this CTA's next tile
     // This lane's two rows (the wgmma A / accumulator layout: row lane / 4 and + 8 of the warp's 16) and their
     // images' scale rows (rows past P read the last image's: their A is zero)
     const int r_lo = t * TM + mw * kProjWgRows + warp * 16 + (lane >> 2), r_hi = r_lo + 8;
-    const float* s_lo = SEF ? se_rows + (min(r_lo, P - 1) / HW - img0) * p.hid_pad
-                            : p.scale + (size_t)(min(r_lo, P - 1) / HW) * p.hid_pad;
-    const float* s_hi = SEF ? se_rows + (min(r_hi, P - 1) / HW - img0) * p.hid_pad
-                            : p.scale + (size_t)(min(r_hi, P - 1) / HW) * p.hid_pad;
-    // SEF: the rows are in shared memory (plain loads), else the read-only global path
-    auto ld2 = [](const float* a) {
-      if constexpr (SEF) return *reinterpret_cast<const float2*>(a);
-      else return __ldg(reinterpret_cast<const float2*>(a));
-    };
+    const float* s_lo = p.scale + (size_t)(min(r_lo, P - 1) / HW) * p.hid_pad;
+    const float* s_hi = p.scale + (size_t)(min(r_hi, P - 1) / HW) * p.hid_pad;
     // scales of chunk c, k16 step kk: [kk][0] (row lo, k..k+1), [1] (row hi, k..), [2] (lo, k+8..), [3] (hi,
     // k+8..). A whole chunk reads at immediate offsets from two pointers; the last, partial one clamps its columns
     // (D is zero past hidden, so the clamped columns' scales multiply zeros)
@@ -274,20 +189,20 @@ __device__ __forceinline__ void project_wg_body(const Params& p, const CUtensorM
         const float *lo = s_lo + k0, *hi = s_hi + k0;
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk) {
-          sc[kk][0] = ld2(lo + kk * 16);
-          sc[kk][1] = ld2(hi + kk * 16);
-          sc[kk][2] = ld2(lo + kk * 16 + 8);
-          sc[kk][3] = ld2(hi + kk * 16 + 8);
+          sc[kk][0] = __ldg(reinterpret_cast<const float2*>(lo + kk * 16));
+          sc[kk][1] = __ldg(reinterpret_cast<const float2*>(hi + kk * 16));
+          sc[kk][2] = __ldg(reinterpret_cast<const float2*>(lo + kk * 16 + 8));
+          sc[kk][3] = __ldg(reinterpret_cast<const float2*>(hi + kk * 16 + 8));
         }
         return;
       }
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk) {
         const int klo = min(k0 + kk * 16, p.hidden - 2), khi = min(k0 + kk * 16 + 8, p.hidden - 2);
-        sc[kk][0] = ld2(s_lo + klo);
-        sc[kk][1] = ld2(s_hi + klo);
-        sc[kk][2] = ld2(s_lo + khi);
-        sc[kk][3] = ld2(s_hi + khi);
+        sc[kk][0] = __ldg(reinterpret_cast<const float2*>(s_lo + klo));
+        sc[kk][1] = __ldg(reinterpret_cast<const float2*>(s_hi + klo));
+        sc[kk][2] = __ldg(reinterpret_cast<const float2*>(s_lo + khi));
+        sc[kk][3] = __ldg(reinterpret_cast<const float2*>(s_hi + khi));
       }
     };
     const int c0 = t % chunks + wg;  // this warpgroup's first chunk of the tile (c0 < 2 chunks)
@@ -297,29 +212,28 @@ __device__ __forceinline__ void project_wg_body(const Params& p, const CUtensorM
     auto prepare = [&](uint32_t (&a)[4][4], uint32_t stage) {
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk) {
-        ldmatrix_x4(a[kk], stage + A_OFF + a_off + (((2 * kk + a_half) ^ a_xor) << 4));
+        ldmatrix_x4(a[kk], stage + B_BYTES + a_off + (((2 * kk + a_half) ^ a_xor) << 4));
 #pragma unroll
-        for (int u = 0; u < 4; ++u)
-          a[kk][u] = (OPT & kProjWgScaleH2) ? scale_half2_h2(a[kk][u], sc[kk][u]) : scale_half2(a[kk][u], sc[kk][u]);
+        for (int u = 0; u < 4; ++u) a[kk][u] = scale_half2(a[kk][u], sc[kk][u]);
       }
     };
-    auto issue = [&](const uint32_t (&a)[4][4], uint32_t b_at) {  // B at b_at: the stage's, or V's chunk
+    auto issue = [&](const uint32_t (&a)[4][4], uint32_t stage) {
       bf::fence_registers(acc);
       bf::wgmma_fence();
 #pragma unroll
-      for (int kk = 0; kk < 4; ++kk) wgmma_rs<BN>(acc, a[kk], bf::smem_desc_sw128(b_at + kk * 32));
+      for (int kk = 0; kk < 4; ++kk) wgmma_rs<BN>(acc, a[kk], bf::smem_desc_sw128(stage + kk * 32));
       bf::wgmma_commit();
     };
     // after step j's wgmmas completed: every warp's reads of its stage done, refill it with step j + S
     auto release = [&](int slot) {
-      if constexpr (KS == 1 && !kVR) __syncthreads();
-      else bf::named_barrier_sync(1 + ring, kProjWgThreads);
+      if constexpr (KS == 1) __syncthreads();
+      else bf::named_barrier_sync(1 + wg, kProjWgThreads);
       if (leader && j + S < steps) {
         const uint32_t bar = bars + 8 * slot, stage = base + slot * STAGE;
         const int tn = step_tile(j + S), cn = step_chunk(j + S, tn);
         bf::mbar_arrive_expect_tx(bar, STAGE);
-        if constexpr (!kVR) bf::tma_load_2d(stage, &tm_w, cn * kProjWgK, n0, bar);
-        bf::tma_load_2d(stage + A_OFF, &tm_d, cn * kProjWgK, tn * TM, bar);
+        bf::tma_load_2d(stage, &tm_w, cn * kProjWgK, n0, bar);
+        bf::tma_load_2d(stage + B_BYTES, &tm_d, cn * kProjWgK, tn * TM, bar);
       }
     };
     if (KS == 1) load_scales(c0);
@@ -335,7 +249,7 @@ __device__ __forceinline__ void project_wg_body(const Params& p, const CUtensorM
         prepare(a, stage);
         if (i + 1 < mine) load_scales(chunk_after(i + 1));  // during the MMAs
         bf::fence_registers(a);
-        issue(a, kVR ? smem0 + chunk_after(i) * B_BYTES : stage);
+        issue(a, stage);
         bf::wgmma_wait<0>();  // before a[] and this stage are reused
         bf::fence_registers(acc);
         release(slot);
@@ -458,53 +372,14 @@ __global__ void __launch_bounds__(2 * kProjWgThreads)
 #endif
 }
 
-// V resident in shared memory (CUDA_KERNELS_PROJ_WG_VR=1, off until measured; NOTES.md "Current state", session 22,
-// item 1b): one CTA an SM of kProjWgVrGroups warpgroups that copies V's BN x hidden once and keeps it, each warpgroup
-// on its own row tiles through its own ring of VS stages of A, so that V crosses from L2 once per CTA instead of once
-// per row tile (project_wg's box traffic at 4.x-5.x, most of it V, moved at 3.4-4.7 TB/s whatever the grid). The same
-// chunks of each tile in the same order as project_wg_kernel: its values bit for bit.
-// SEF: the SE computed in the kernel's prologue (project_wg_vr_se, below).
-template <int BN, int VS, bool SEF>
-__global__ void __launch_bounds__(kProjWgVrGroups * kProjWgThreads, 1)
-    project_wg_vr_kernel(const Params p, const __grid_constant__ CUtensorMap tm_d,
-                         const __grid_constant__ CUtensorMap tm_w) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  project_wg_body<BN, kProjWgPrefetchX, 1, 1, VS, SEF>(p, tm_d, tm_w);
-#endif
-}
-
-// Shared memory of project_wg_vr_kernel (cuda_kernels/mbconv.py project_wg_vr_smem_bytes mirrors it): 1 KB of alignment
-// slack, V's `chunks` chunks of BN rows x 128 bytes, kProjWgVrGroups rings of VS stages of A (64 rows x 128 bytes and an
-// 8-byte mbarrier each), V's mbarrier.
-// With the SE folded in (se_floats > 0: 2 hid_pad + 2 round_up(sq, 4)), its rows after 8 bytes of alignment.
-__host__ __device__ constexpr int project_wg_vr_smem_bytes(int bn, int chunks, int vs, int se_floats = 0) {
-  return 1024 + chunks * bn * 128 + kProjWgVrGroups * vs * (kProjWgRows * 128 + 8) + 8 + (se_floats ? 8 : 0) +
-         4 * se_floats;
-}
-int project_wg_vr_se_floats(const Params& p) { return 2 * p.hid_pad + 2 * round_up(p.sq, 4); }
-constexpr int kProjWgVrMaxSmem = 227 * 1024;  // an H100 / H200 CTA's opt-in maximum
-
-// The stages a ring of project_wg_vr_kernel gets for this block: 3 where they fit, else 2; 0 where V does not fit
-// with two (or C_out needs two column tiles, or BN is past 120: no instance).
-int project_wg_vr_stages(const Params& p, int bn, int se_floats = 0) {
-  if (bn != p.C_out || bn > 120) return 0;
-  const int chunks = (p.hidden + kProjWgK - 1) / kProjWgK;
-  for (int vs = 3; vs >= 2; --vs)
-    if (project_wg_vr_smem_bytes(bn, chunks, vs, se_floats) <= kProjWgVrMaxSmem) return vs;
-  return 0;
-}
-
 // One launcher for the three kernels: persistent (project_wg_kernel, project_wg_m2_kernel: at most as many CTAs as
 // fit at once, each looping over row tiles of `rows`) or one row tile per CTA (project_wg_sk_kernel, whose reduction
 // reuses the stages).
-// groups: row tiles a persistent CTA takes at once (project_wg_vr_kernel: one a warpgroup); its shared memory varies
-// with the block (V whole), so its occupancy is asked at every call.
 template <typename Kernel>
 cudaError_t launch_wg(Kernel kernel, DeviceSlots& slots, bool (&sm90)[kMaxDevices], int bn, int smem, int threads,
-                      bool persistent, const Params& p, cudaStream_t stream, bool pdl, int rows = kProjWgRows,
-                      int groups = 1) {
+                      bool persistent, const Params& p, cudaStream_t stream, bool pdl, int rows = kProjWgRows) {
   int dev = 0;
-  cudaError_t err = prepare(kernel, slots, smem, threads, dev, groups > 1);
+  cudaError_t err = prepare(kernel, slots, smem, threads, dev);
   if (err != cudaSuccess) return err;
   if (!sm90[dev]) {  // the kernel's body exists for sm_90a only (wgmma); elsewhere it would do nothing
     int major = 0, minor = 0;
@@ -522,7 +397,7 @@ cudaError_t launch_wg(Kernel kernel, DeviceSlots& slots, bool (&sm90)[kMaxDevice
   if (err != cudaSuccess) return err;
   const int tiles = (P + rows - 1) / rows, col_tiles = p.C_out / bn;
   const int fit = std::max(1, slots.ctas_per_sm[dev] * slots.sms[dev] / col_tiles);
-  const dim3 grid(persistent ? std::min((tiles + groups - 1) / groups, fit) : tiles, col_tiles);
+  const dim3 grid(persistent ? std::min(tiles, fit) : tiles, col_tiles);
   if (pdl && pdl::device_supports(dev))
     return pdl::launch(kernel, grid, dim3(threads), smem, stream, p, tm_d, tm_w);
   kernel<<<grid, threads, smem, stream>>>(p, tm_d, tm_w);
@@ -545,16 +420,6 @@ cudaError_t launch_project_wg_m2(const Params& p, cudaStream_t stream, bool pdl)
                    true, p, stream, pdl, 2 * kProjWgRows);
 }
 
-template <int BN, int VS, bool SEF>
-cudaError_t launch_project_wg_vr(const Params& p, cudaStream_t stream, bool pdl) {
-  static DeviceSlots slots;
-  static bool sm90[kMaxDevices] = {};
-  const int smem = project_wg_vr_smem_bytes(BN, (p.hidden + kProjWgK - 1) / kProjWgK, VS,
-                                            SEF ? project_wg_vr_se_floats(p) : 0);
-  return launch_wg(project_wg_vr_kernel<BN, VS, SEF>, slots, sm90, BN, smem, kProjWgVrGroups * kProjWgThreads, true,
-                   p, stream, pdl, kProjWgRows, kProjWgVrGroups);
-}
-
 template <int BN>
 cudaError_t launch_project_wg_sk(const Params& p, cudaStream_t stream, bool pdl) {
   static DeviceSlots slots;
@@ -563,17 +428,15 @@ cudaError_t launch_project_wg_sk(const Params& p, cudaStream_t stream, bool pdl)
                    p, stream, pdl);
 }
 
-// CUDA_KERNELS_PROJ_WG_OPT=0..3, 5, 9 or 25 (read at every call): the kernel's OPT bits. 9 by default since session 22:
+// CUDA_KERNELS_PROJ_WG_OPT=0..3, 5 or 9 (read at every call): the kernel's OPT bits. 9 by default since session 22:
 // 1 with kProjWgStages3 (s22 call 2, Nsight Compute, L2 flushed: 5.0 21.8 -> 17.8 us, 5.1 27.5 -> 22.9, 4.1 17.7 ->
 // 15.9; B0 -19.9 us). 1 was the fastest of 0-3 (session 15, ncu: 6.1 24.6 -> 21.4 us, 5.1 32.0 -> 26.3, 2.1 70.3 ->
-// 63.9); 5 is 1 with kProjWgPrefetchL2 (slower, s22 call 1); 25 is 9 with kProjWgScaleH2 (off until measured).
+// 63.9); 5 is 1 with kProjWgPrefetchL2 (slower, s22 call 1).
 constexpr int kProjWgOptDefault = 9;
 int project_wg_opt() {
   const char* v = std::getenv("CUDA_KERNELS_PROJ_WG_OPT");
-  if (v == nullptr) return kProjWgOptDefault;
-  for (int opt : {0, 1, 2, 3, 5, 9, 25})
-    if (std::strcmp(v, std::to_string(opt).c_str()) == 0) return opt;
-  return kProjWgOptDefault;
+  const bool known = v != nullptr && ((v[0] >= '0' && v[0] <= '3') || v[0] == '5' || v[0] == '9') && v[1] == '\0';
+  return known ? v[0] - '0' : kProjWgOptDefault;
 }
 
 // CUDA_KERNELS_PROJ_WG_SPLIT=0|1|auto (read at every call; auto by default since session 21): project_wg_sk_kernel,
@@ -592,33 +455,6 @@ bool project_wg_split(const Params& p, int bn) {
   return tiles * (p.C_out / bn) <= sms[dev];
 }
 
-bool project_wg_vr_requested() {  // CUDA_KERNELS_PROJ_WG_VR=1 (read at every call; off until measured)
-  const char* v = std::getenv("CUDA_KERNELS_PROJ_WG_VR");
-  return v != nullptr && std::strcmp(v, "1") == 0;
-}
-
-bool project_wg_m128();
-
-// CUDA_KERNELS_PROJ_WG_VR_SE=1 with CUDA_KERNELS_PROJ_WG_VR=1 (read at every call; off until measured; NOTES.md
-// "Current state", session 22, Next 3): the SE computed in project_wg_vr_kernel's prologue instead of by an SE kernel
-// of its own (launch_se_project_v9 launches none), where the V-resident kernel runs with one row tile a warpgroup
-// (ceil(tiles / 3) CTAs at most the SMs: V resident runs one CTA an SM) and an image has at least a CTA's 192 rows,
-// so that a CTA's rows lie in at most two images. The ring's stages where V, the rings and the SE's rows fit; 0
-// where it does not run.
-int project_wg_vr_se_stages(const Params& p) {
-  const char* v = std::getenv("CUDA_KERNELS_PROJ_WG_VR_SE");
-  if (v == nullptr || std::strcmp(v, "1") != 0 || !project_wg_vr_requested() || project_wg_m128()) return 0;
-  const int bn = project_wg_bn(p.C_out), HW = p.Ho * p.Wo;
-  if (!bn || HW < kProjWgVrGroups * kProjWgRows || project_wg_split(p, bn)) return 0;
-  int dev = 0, sms = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) !=
-                                               cudaSuccess)
-    return 0;
-  const long long tiles = ((long long)p.N * HW + kProjWgRows - 1) / kProjWgRows;
-  if ((tiles + kProjWgVrGroups - 1) / kProjWgVrGroups > sms) return 0;
-  return project_wg_vr_stages(p, bn, project_wg_vr_se_floats(p));
-}
-
 bool project_wg_m128() {  // CUDA_KERNELS_PROJ_WG_M128=1 (read at every call; off, s22 call 1): project_wg_m2_kernel
   const char* v = std::getenv("CUDA_KERNELS_PROJ_WG_M128");
   return v != nullptr && std::strcmp(v, "1") == 0;
@@ -628,23 +464,12 @@ template <int BN>
 cudaError_t launch_project_wg_bn(const Params& p, cudaStream_t stream, bool pdl) {
   if (project_wg_split(p, BN)) return launch_project_wg_sk<BN>(p, stream, pdl);
   if (project_wg_m128()) return launch_project_wg_m2<BN>(p, stream, pdl);
-  if constexpr (BN <= 120) {
-    const int se_vs = project_wg_vr_se_stages(p);  // the SE folded in: launch_se_project_v9 launched no SE kernel
-    if (se_vs == 3) return launch_project_wg_vr<BN, 3, true>(p, stream, pdl);
-    if (se_vs == 2) return launch_project_wg_vr<BN, 2, true>(p, stream, pdl);
-    if (project_wg_vr_requested()) {
-      const int vs = project_wg_vr_stages(p, BN);
-      if (vs == 3) return launch_project_wg_vr<BN, 3, false>(p, stream, pdl);
-      if (vs == 2) return launch_project_wg_vr<BN, 2, false>(p, stream, pdl);
-    }
-  }
   switch (project_wg_opt()) {
     case 1: return launch_project_wg_opt<BN, 1>(p, stream, pdl);
     case 2: return launch_project_wg_opt<BN, 2>(p, stream, pdl);
     case 3: return launch_project_wg_opt<BN, 3>(p, stream, pdl);
     case 5: return launch_project_wg_opt<BN, 5>(p, stream, pdl);
     case 9: return launch_project_wg_opt<BN, 9>(p, stream, pdl);
-    case 25: return launch_project_wg_opt<BN, 25>(p, stream, pdl);
     default: return launch_project_wg_opt<BN, 0>(p, stream, pdl);
   }
 }

@@ -20,12 +20,4 @@ __device__ __forceinline__ uint32_t scale_half2(uint32_t v, float2 s) {
   return *reinterpret_cast<const uint32_t*>(&r);
 }
 
-// The same product as PyTorch's fp16 block computes it: the scale rounded to fp16, then one HMUL2 (a correctly
-// rounded fp16 product of the two fp16 values) instead of two conversions, two FMULs and a pack.
-__device__ __forceinline__ uint32_t hmul_half2(uint32_t v, __half2 s) {
-  const __half2 r = __hmul2(*reinterpret_cast<const __half2*>(&v), s);
-  return *reinterpret_cast<const uint32_t*>(&r);
-}
-__device__ __forceinline__ uint32_t scale_half2_h2(uint32_t v, float2 s) { return hmul_half2(v, __float22half2_rn(s)); }
-
 }  // namespace mb

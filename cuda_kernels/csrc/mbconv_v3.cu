@@ -481,20 +481,6 @@ __device__ __forceinline__ void v9_unit_scaled(float (&acc)[NT][4], uint2 lo, ui
   }
 }
 
-// v9_unit_scaled with A scaled in fp16 (project_v9sh): s01 / s23 the scales of channels 4t, 4t + 1 / 4t + 2, 4t + 3 of
-// both rows' image (the task lies in one image), rounded to fp16; one HMUL2 a register (hmul_half2).
-template <int NT>
-__device__ __forceinline__ void v9_unit_scaled_h2(float (&acc)[NT][4], uint2 lo, uint2 hi, __half2 s01, __half2 s23,
-                                                  const __half* b_s, int ldb, int u, int g, int t) {
-  const uint32_t a[4] = {hmul_half2(lo.x, s01), hmul_half2(hi.x, s01), hmul_half2(lo.y, s23), hmul_half2(hi.y, s23)};
-  const __half* b_row = b_s + g * ldb + u * 16 + 4 * t;
-#pragma unroll
-  for (int nt = 0; nt < NT; ++nt) {
-    const uint2 b = *reinterpret_cast<const uint2*>(b_row + nt * 8 * ldb);
-    mma_m16n8k16(acc[nt], a, b.x, b.y);
-  }
-}
-
 // v9_unit_scaled with the scales read from global memory (s_lo / s_hi: the scale rows of rows g and g + 8, at 4t).
 template <int NT>
 __device__ __forceinline__ void v9_unit(float (&acc)[NT][4], uint2 lo, uint2 hi, const float* s_lo, const float* s_hi,
@@ -595,22 +581,18 @@ __global__ void __launch_bounds__(kProjV9Threads) project_v9_kernel(const Params
 // the task's 16 rows of x staged likewise (one contiguous range: x has out's layout), after the scale rows, instead
 // of global loads that the epilogue waits on. RX (CUDA_KERNELS_PROJ_V9_RX=1, off until measured): the shortcut's
 // values loaded into registers one task ahead instead (2 NT words a lane), so that a task's epilogue finds the loads
-// issued a whole task earlier. H2 (project_v9sh, CUDA_KERNELS_PROJ_V9_H2=1, off until measured): project_v9s with
-// each unit's A scaled by HMUL2 by the scales rounded to fp16 (PyTorch's fp16 product) instead of the fp32 product
-// rounded once: 20 -> 6 instructions a unit (2 F2FP + 4 HMUL2 for 4 x (2 HADD2.F32 + 2 FMUL + F2FP)), the largest
-// share of the unit's path besides its NT mmas. Close to project_v9s, not bitwise. Where H x W is a multiple of 16,
-// so that a task lies in one image and no task is partial (project_v9s_runs).
+// issued a whole task earlier. Where H x W is a multiple of 16, so that a task lies in one image and no task is
+// partial (project_v9s_runs).
 __host__ __device__ constexpr int project_v9t_smem_bytes(int hidden, int c_out, bool bulk = false, bool ss = false,
                                                          bool residual = false) {
   return project_v9_smem_bytes(hidden, c_out) + kProjV9Warps * 2 * 16 * hidden * 2 + (bulk ? kProjV9Warps * 16 : 0) +
          (ss ? kProjV9Warps * 2 * hidden * 4 : 0) + (ss && residual ? kProjV9Warps * 2 * 16 * c_out * 2 : 0);
 }
 
-template <int NT, bool BULK, bool SS = false, bool SX = false, bool RX = false, bool H2 = false>
+template <int NT, bool BULK, bool SS = false, bool SX = false, bool RX = false>
 __device__ __forceinline__ void project_v9t_body(const Params& p) {
   static_assert(!(BULK && SS) && (SS || !SX), "the staged rows ride on the cp.async loader");
   static_assert(!RX || (SS && !SX), "the shortcut one task ahead is project_v9s's option");
-  static_assert(!H2 || (SS && !SX && !RX), "the fp16 scale is project_v9s's option");
   extern __shared__ __align__(16) uint8_t smem9[];
   __half* b_s = reinterpret_cast<__half*>(smem9);
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
@@ -693,13 +675,8 @@ __device__ __forceinline__ void project_v9t_body(const Params& p) {
 #pragma unroll 3
       for (int u = 0; u < units; ++u) {
         const float4 s = *reinterpret_cast<const float4*>(s_row + u * 16);
-        if constexpr (H2)
-          v9_unit_scaled_h2<NT>(acc, *reinterpret_cast<const uint2*>(a_lo + u * 16),
-                                *reinterpret_cast<const uint2*>(a_hi + u * 16), __floats2half2_rn(s.x, s.y),
-                                __floats2half2_rn(s.z, s.w), b_s, ldb, u, g, t);
-        else
-          v9_unit_scaled<NT>(acc, *reinterpret_cast<const uint2*>(a_lo + u * 16),
-                             *reinterpret_cast<const uint2*>(a_hi + u * 16), s, s, b_s, ldb, u, g, t);
+        v9_unit_scaled<NT>(acc, *reinterpret_cast<const uint2*>(a_lo + u * 16),
+                           *reinterpret_cast<const uint2*>(a_hi + u * 16), s, s, b_s, ldb, u, g, t);
       }
     } else {
 #pragma unroll 3
@@ -754,11 +731,6 @@ __global__ void __launch_bounds__(kProjV9Threads) project_v9sx_kernel(const Para
 template <int NT>
 __global__ void __launch_bounds__(kProjV9Threads) project_v9sr_kernel(const Params p) {  // the shortcut a task ahead
   project_v9t_body<NT, false, true, false, true>(p);
-}
-
-template <int NT>
-__global__ void __launch_bounds__(kProjV9Threads) project_v9sh_kernel(const Params p) {  // A scaled in fp16
-  project_v9t_body<NT, false, true, false, false, true>(p);
 }
 
 // One block per image: pool, FC1 -> SiLU, FC2 -> sigmoid. Shared memory: pooled [hid_pad],
@@ -971,18 +943,6 @@ bool project_v9sr_requested() {  // "1": the shortcut in registers one task ahea
   return v != nullptr && std::strcmp(v, "1") == 0;
 }
 
-bool project_v9sh_requested() {  // "1": A scaled in fp16 (project_v9sh_kernel; off until measured)
-  const char* v = std::getenv("CUDA_KERNELS_PROJ_V9_H2");
-  return v != nullptr && std::strcmp(v, "1") == 0;
-}
-
-template <int NT>
-cudaError_t launch_project_v9sh_nt(const Params& p, cudaStream_t stream, bool pdl) {
-  static DeviceSlots slots;
-  return launch_v9(project_v9sh_kernel<NT>, slots, project_v9t_smem_bytes(p.hidden, p.C_out, false, true), p, stream,
-                   pdl);
-}
-
 template <int NT>
 cudaError_t launch_project_v9sr_nt(const Params& p, cudaStream_t stream, bool pdl) {
   static DeviceSlots slots;
@@ -1017,7 +977,6 @@ cudaError_t launch_project_v9_nt(const Params& p, cudaStream_t stream, bool pdl)
     if (!bulk && project_v9s_runs(p)) {
       if (project_v9sx_requested()) return launch_project_v9s_nt<NT, true>(p, stream, pdl);
       if (project_v9sr_requested() && p.residual) return launch_project_v9sr_nt<NT>(p, stream, pdl);
-      if (project_v9sh_requested()) return launch_project_v9sh_nt<NT>(p, stream, pdl);
       return launch_project_v9s_nt<NT, false>(p, stream, pdl);
     }
     return bulk ? launch_project_v9t_nt<NT, true>(p, stream, pdl) : launch_project_v9t_nt<NT, false>(p, stream, pdl);
