@@ -49,17 +49,24 @@ B0_BENCH=(python3 cli.py bench efficientnet_b0 --repeats 30 --warmup 5 --cuda-gr
 # PROJ_METRICS  the Nsight Compute metrics behind ncu_lines' projection lines ("PROJ ...": time, grid, DRAM read and
 #               throughput, issue active, instructions)
 PROJ_METRICS=gpu__time_duration.sum,launch__grid_size,dram__bytes_read.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,smsp__issue_active.avg.pct_of_peak_sustained_active,smsp__inst_executed.sum
-# proj_ncu DIR "VARIANT" BLOCK...  Nsight Compute (L2 flushed) of the projections of BLOCK... under VARIANT ("NAME=VALUE
-#                                  ..."), the CSV in DIR/proj_TAG.csv (TAG: VARIANT with "=" -> "-", " " -> "_"), and
-#                                  ncu_lines' "PROJ TAG" lines on stdout and in $log; a failure sets ok=0
-proj_ncu() {
-  local dir=$1 v=$2 tag
-  shift 2
+# kernel_ncu DIR LABEL REGEX "VARIANT" BLOCK...  Nsight Compute (L2 flushed) of the kernels matching REGEX in BLOCK...
+#                                               under VARIANT ("NAME=VALUE ..."), the CSV in DIR/label_TAG.csv (label:
+#                                               LABEL in lower case; TAG: VARIANT with "=" -> "-", " " -> "_"), and
+#                                               ncu_lines' "LABEL TAG" lines on stdout and in $log; a failure sets ok=0
+kernel_ncu() {
+  local dir=$1 label=$2 regex=$3 v=$4 tag csv
+  shift 4
   tag=$(echo "$v" | tr '= ' '-_')
-  step "ncu_$tag" 60 env $v ncu --clock-control none --cache-control all --print-units base -k regex:project \
-    --metrics "$PROJ_METRICS" --csv --page raw --log-file "$dir/proj_$tag.csv" python3 -m cuda_kernels.mbconv_profile \
-    "$@" || ok=0
-  python3 -m cuda_kernels.ncu_lines "PROJ $tag" "$dir/proj_$tag.csv" project "$@" 2>> "$log" | tee -a "$log"
+  csv="$dir/$(echo "$label" | tr 'A-Z' 'a-z')_$tag.csv"
+  step "ncu_$tag" 60 env $v ncu --clock-control none --cache-control all --print-units base -k "regex:$regex" \
+    --metrics "$PROJ_METRICS" --csv --page raw --log-file "$csv" python3 -m cuda_kernels.mbconv_profile "$@" || ok=0
+  python3 -m cuda_kernels.ncu_lines "$label $tag" "$csv" "$regex" "$@" 2>> "$log" | tee -a "$log"
+}
+# proj_ncu DIR "VARIANT" BLOCK...  kernel_ncu of the projections: DIR/proj_TAG.csv, "PROJ TAG" lines
+proj_ncu() {
+  local dir=$1 v=$2
+  shift 2
+  kernel_ncu "$dir" PROJ project "$v" "$@"
 }
 # B0_FUSED  B0_BENCH for the fused network (the rest compiled, freezing): step NAME S "${B0_FUSED[@]}" -o FILE
 B0_FUSED=("${B0_BENCH[@]}" --backend cuda_kernels --compile-rest --freezing)

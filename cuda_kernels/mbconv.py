@@ -143,6 +143,9 @@ V8_WG_ROWS = 64  # kV8WgRows: pixels per warpgroup tile of the wgmma expand
 # csrc/mbconv_v8.cuh kernel1_v8_bc_requested: "0" / "1" (on by default since session 18): the expand's bias and
 # halving in the MMA, at stride 2 (expand_dw_v8_kernel_bc)
 K1_BIAS_C_SWITCH = "CUDA_KERNELS_K1_BIAS_C"
+# csrc/mbconv_v8.cuh kernel1_v8_dh_requested: "0" / "1" (off until measured, session 23): D's epilogue in packed fp16
+# with the HFMA2 depthwise (expand_dw_v8_kernel_dh / _txdh / _bcdh)
+K1_DH2_SWITCH = "CUDA_KERNELS_K1_DH2"
 # csrc/mbconv_se_v4.cu se_v4_mode: "0" / "1" / "all" ("1" by default since session 18): the SE as two batched
 # products (1: where hidden >= 480)
 SE_V4_SWITCH = "CUDA_KERNELS_SE_V4"

@@ -301,3 +301,93 @@ def emulated_mbconv(self, x):
     y = f.conv2d(scaled, self.w_proj[:c_out, :hidden].float()[:, :, None, None], self.b_proj[:c_out])
     y = y + xf if self.residual else y
     return y.half().contiguous(memory_format=torch.channels_last)
+
+
+# ---- float64 models of kernel 1's depthwise numerics (tests/test_mbconv_hfma2.py, test_mbconv_k1_dh2.py) ----
+
+def r16(t: torch.Tensor) -> torch.Tensor:
+    """t rounded to fp16, kept in float64."""
+    return t.half().double()
+
+
+def depthwise_fp16_taps(e, w, b, stride: int, from_bias: bool):
+    """The kernel's order: taps dy outer, dx inner, each fma rounded to fp16 (w, b already fp16); the sum starts from
+    zero and the bias is added (unrounded) at the end, or it starts from the bias (the first form)."""
+    import torch.nn.functional as F
+
+    ks = w.shape[-1]
+    pad = ks // 2
+    n, c, h, wd = e.shape
+    ho, wo = (h + 2 * pad - ks) // stride + 1, (wd + 2 * pad - ks) // stride + 1
+    ep = F.pad(e, (pad,) * 4)
+    bias = b.view(1, -1, 1, 1).expand(n, c, ho, wo)
+    acc = bias.clone() if from_bias else torch.zeros_like(bias)
+    for dy in range(ks):
+        for dx in range(ks):
+            win = ep[:, :, dy:dy + stride * (ho - 1) + 1:stride, dx:dx + stride * (wo - 1) + 1:stride]
+            acc = r16(acc + win * w[:, 0, dy, dx].view(1, -1, 1, 1))
+    return acc if from_bias else acc + bias
+
+
+def row_sums_fp16(d: torch.Tensor, ow: int = 4) -> torch.Tensor:
+    """Per image and channel, the sum over pixels of d as kernel 1's packed-fp16 epilogue forms it: each output row's
+    runs of `ow` columns summed left to right in fp16, the runs' sums added in float64."""
+    import torch.nn.functional as F
+
+    w = d.shape[-1]
+    runs = F.pad(d, (0, -w % ow)).unflatten(-1, (-1, ow))
+    s = runs[..., 0]
+    for u in range(1, ow):
+        s = r16(s + runs[..., u])
+    return s.sum((2, 3))
+
+
+@functools.lru_cache(maxsize=None)
+def b0_block_inputs() -> tuple[nn.Module, dict]:
+    """EfficientNet-B0 (random weights, realistic BN statistics) in float64 on one random image: the model and the
+    inputs of blocks 2.1, 3.0 and 3.1."""
+    torch.manual_seed(0)
+    model = randomize_batchnorm(torchvision.models.efficientnet_b0()).eval().double()
+    seen = {}
+    for path in ("features.3.0", "features.3.1", "features.2.1"):
+        model.get_submodule(path).register_forward_pre_hook(lambda m, a, path=path: seen.__setitem__(path, a[0]))
+    with torch.no_grad():
+        model(torch.randn(1, 3, 224, 224, dtype=torch.float64))
+    return model, seen
+
+
+def depthwise_model_error(path: str, depthwise: str) -> float:
+    """The block's relative error against float64 on its real input (b0_block_inputs) with every op's output rounded
+    to fp16 as `depthwise` says: "pytorch" (PyTorch fp16: fp32 sums inside each conv, each output rounded), "fp32"
+    (the kernel's depthwise in fp32), "fp16" (HFMA2 sums from zero, the bias, SiLU and pool in fp32: the default),
+    "fp16_from_bias" (HFMA2 sums started from the bias) or "dh2" (HFMA2 sums from zero, the bias added and rounded to
+    fp16, SiLU(2h) = h + h tanh(h) with tanh rounded to fp16 and one rounding of the fma, the pool over fp16 row runs:
+    CUDA_KERNELS_K1_DH2)."""
+    import torch.nn.functional as F
+
+    model, seen = b0_block_inputs()
+    blk = fold_batchnorm(model.get_submodule(path))
+    exp, dw, se1, se2, proj = [m for m in blk.modules() if isinstance(m, nn.Conv2d)]
+    x = r16(seen[path])
+    pytorch = depthwise == "pytorch"
+    with torch.no_grad():
+        ref = blk(x)
+        h = F.conv2d(x, r16(exp.weight), r16(exp.bias))
+        e = r16(F.silu(r16(h) if pytorch else h))
+        wd, bd = r16(dw.weight), r16(dw.bias)
+        if depthwise in ("pytorch", "fp32"):
+            a = F.conv2d(e, wd, bd, dw.stride, dw.padding, groups=dw.groups)
+            a = r16(a) if pytorch else a
+        else:
+            a = depthwise_fp16_taps(e, wd, bd, dw.stride[0], depthwise == "fp16_from_bias")
+        if depthwise == "dh2":
+            half = r16(a) / 2  # the kernel's halved pre-activation (halving is exact in fp16)
+            d = r16(half + half * r16(torch.tanh(half)))
+            pool = row_sums_fp16(d).view(*d.shape[:2], 1, 1) / (d.shape[2] * d.shape[3])
+        else:
+            d = r16(F.silu(a))
+            pool = d.mean((2, 3), keepdim=True)
+        s = torch.sigmoid(se2(F.silu(se1(pool))))
+        ds = r16(r16(s) * d) if pytorch else r16(d * s)
+        y = F.conv2d(ds, r16(proj.weight), r16(proj.bias))
+        return relative_error(r16(y + x if blk.use_res_connect else y), ref)

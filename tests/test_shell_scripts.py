@@ -64,3 +64,22 @@ proj_ncu D "CUDA_KERNELS_A=1 CUDA_KERNELS_B=9" features.2.1 features.5.1
                             "cuda_kernels.mbconv_profile features.2.1 features.5.1")
     assert out[1] == ("lines|-m cuda_kernels.ncu_lines PROJ CUDA_KERNELS_A-1_CUDA_KERNELS_B-9 "
                       "D/proj_CUDA_KERNELS_A-1_CUDA_KERNELS_B-9.csv project features.2.1 features.5.1")
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="no bash on this machine")
+def test_kernel_ncu_names_its_csv_after_the_label(tmp_path):
+    """device_lib.sh's kernel_ncu: the label in lower case before the variant's tag in the CSV's name, the regex given
+    to both Nsight Compute and ncu_lines."""
+    script = f"""source {ROOT / 'cuda_kernels' / 'device_lib.sh'}
+step() {{ echo "$1|${{@:3}}"; }}
+python3() {{ echo "lines|$*"; }}
+log={tmp_path}/log.txt; ok=1
+kernel_ncu D K1 expand_dw CUDA_KERNELS_K1_DH2=1 features.2.1
+"""
+    out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True).stdout.splitlines()
+    name, command = out[0].split("|")
+    assert name == "ncu_CUDA_KERNELS_K1_DH2-1" and " -k regex:expand_dw " in command
+    assert command.endswith("--log-file D/k1_CUDA_KERNELS_K1_DH2-1.csv python3 -m cuda_kernels.mbconv_profile "
+                            "features.2.1")
+    assert out[1] == ("lines|-m cuda_kernels.ncu_lines K1 CUDA_KERNELS_K1_DH2-1 D/k1_CUDA_KERNELS_K1_DH2-1.csv "
+                      "expand_dw features.2.1")

@@ -36,6 +36,14 @@ __device__ __forceinline__ float silu_of_half(float h) {
   return fmaf(h, t, h);
 }
 
+// The same in packed fp16 (kernel 1's D epilogue under CUDA_KERNELS_K1_DH2, mbconv_v8.cuh): h + h tanh(h) for both
+// halves, tanh.approx.f16x2 (two MUFU.TANH.F16 on sm_90) and one HFMA2, rounded once to fp16 as D is stored.
+__device__ __forceinline__ __half2 silu_of_half_h2(__half2 h) {
+  uint32_t t;
+  asm("tanh.approx.f16x2 %0, %1;" : "=r"(t) : "r"(*reinterpret_cast<const uint32_t*>(&h)));
+  return __hfma2(h, *reinterpret_cast<const __half2*>(&t), h);
+}
+
 // q / d for 0 <= q, 0 < d, q + d < 2^22: (q + 1/2) / d lies at least 1 / (2d) from an integer,
 // farther than the float product's error ((q / d + 1) 2^-23); inv_d = 1.f / d.
 __device__ __forceinline__ int div_small(int q, float inv_d) { return __float2int_rz((q + 0.5f) * inv_d); }

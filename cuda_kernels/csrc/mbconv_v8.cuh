@@ -192,9 +192,10 @@ __device__ __forceinline__ void expand_k16_tx(float (&acc)[HC / 8][4], const __h
 // measured it at three CTAs per SM, 80 registers and one-image items, 6.1's kernel 1 49.1 -> 55.4 us, and removed
 // that entry point: NOTES.md, "Kernel 1's stall reasons"). TX: X by the tensor memory accelerator through the tensor
 // map at xmap (kernel1_v8_tx; null otherwise); WG (with TX): the expand on warpgroup MMAs.
-template <int HC, int KS, int S, int G, bool HF, bool TX = false, bool WG = false, bool BC = false>
+template <int HC, int KS, int S, int G, bool HF, bool TX = false, bool WG = false, bool BC = false, bool DH = false>
 __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtensorMap* xmap = nullptr) {
   static_assert(!WG || TX, "the wgmma expand reads X's swizzled boxes");
+  static_assert(!DH || HF, "D's epilogue in packed fp16 takes the HFMA2 depthwise's fp16 sums");
   static_assert(!BC || (S == 2 && !TX), "the bias in the MMA is built for the stride-2 kernels (bulk-copied X)");
   using bf::cp_async16;
   using bf::smem_addr;
@@ -572,6 +573,7 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtenso
       }
       const float2 db = wdw[KK * PAIRS + pair];
       const float dbias0 = db.x, dbias1 = db.y;
+      const __half2 dbias_h = DH ? __floats2half2_rn(dbias0, dbias1) : __half2{};  // DH: the bias rounded to fp16
       const bool store = ch < p.hidden;
       float sum0 = 0.f, sum1 = 0.f;
       const int rows = oh1 - oh0, nseg = (rows + R - 1) / R;
@@ -653,23 +655,38 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtenso
               }
             if (dy == KS - 1 && o < valid_rows) {  // output row o is complete
               int dofs = d0 + o * p.Wo * p.hidden;
+              if constexpr (DH) {  // packed fp16: the bias, SiLU and the row's pool sum on half2 (silu_of_half_h2)
+                __half2 row_sum;
 #pragma unroll
-              for (int u = 0; u < OW; ++u) {
-                if (valid < OW && u >= valid) break;
-                float h0, h1;  // the pre-activation, halved (HF: the fp16 sums, widened)
-                if constexpr (HF) {
-                  const float2 f = __half22float2(acch[o][u]);
-                  h0 = f.x + dbias0;
-                  h1 = f.y + dbias1;
-                } else {
-                  h0 = acc0[o][u];
-                  h1 = acc1[o][u];
+                for (int u = 0; u < OW; ++u) {
+                  if (valid < OW && u >= valid) break;
+                  const __half2 s = silu_of_half_h2(__hadd2(acch[o][u], dbias_h));
+                  if (store) *reinterpret_cast<__half2*>(p.d + dofs) = s;
+                  dofs += p.hidden;
+                  row_sum = u == 0 ? s : __hadd2(row_sum, s);
                 }
-                const float s0 = silu_of_half(h0), s1 = silu_of_half(h1);
-                if (store) *reinterpret_cast<__half2*>(p.d + dofs) = __floats2half2_rn(s0, s1);
-                dofs += p.hidden;
-                sum0 += s0;
-                sum1 += s1;
+                const float2 f = __half22float2(row_sum);
+                sum0 += f.x;
+                sum1 += f.y;
+              } else {
+#pragma unroll
+                for (int u = 0; u < OW; ++u) {
+                  if (valid < OW && u >= valid) break;
+                  float h0, h1;  // the pre-activation, halved (HF: the fp16 sums, widened)
+                  if constexpr (HF) {
+                    const float2 f = __half22float2(acch[o][u]);
+                    h0 = f.x + dbias0;
+                    h1 = f.y + dbias1;
+                  } else {
+                    h0 = acc0[o][u];
+                    h1 = acc1[o][u];
+                  }
+                  const float s0 = silu_of_half(h0), s1 = silu_of_half(h1);
+                  if (store) *reinterpret_cast<__half2*>(p.d + dofs) = __floats2half2_rn(s0, s1);
+                  dofs += p.hidden;
+                  sum0 += s0;
+                  sum1 += s1;
+                }
               }
             }
           }
@@ -706,17 +723,41 @@ __global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel_bc(cons
   expand_dw_v8_body<HC, KS, S, G, HF, false, false, true>(p);
 }
 
+// D's epilogue in packed fp16 (CUDA_KERNELS_K1_DH2, off until measured; NOTES.md "Session 23"): the three entry
+// points above with DH, under their own names (the default kernels' names and code unchanged).
+template <int HC, int KS, int S, int G = 1>
+__global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel_dh(const Params p) {
+  expand_dw_v8_body<HC, KS, S, G, true, false, false, false, true>(p);
+}
+template <int HC, int KS, int S, int G = 1, bool WG = false>
+__global__ void __launch_bounds__(kExpandThreads, 2)
+    expand_dw_v8_kernel_txdh(const Params p, const __grid_constant__ CUtensorMap xmap) {
+  expand_dw_v8_body<HC, KS, S, G, true, true, WG, false, true>(p, &xmap);
+}
+template <int HC, int KS, int S, int G = 1>
+__global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel_bcdh(const Params p) {
+  expand_dw_v8_body<HC, KS, S, G, true, false, false, true, true>(p);
+}
+
 // Persistent: as many CTAs as fit on the device (two per SM at <= 113 KB), at most one per item.
-template <int HC, int KS, int S, int G = 1, bool HF = false, bool TX = false, bool WG = false, bool BC = false>
+template <int HC, int KS, int S, int G = 1, bool HF = false, bool TX = false, bool WG = false, bool BC = false,
+          bool DH = false>
 cudaError_t launch_expand_dw_v8(const Params& p, cudaStream_t stream, bool pdl) {
+  static_assert(!DH || HF, "D's epilogue in packed fp16 takes the HFMA2 depthwise");
   constexpr int kMaxDevices = 64;
   static int configured[kMaxDevices] = {}, last_smem[kMaxDevices] = {}, last_ctas[kMaxDevices] = {},
              sms[kMaxDevices] = {};
   const auto kernel = [] {  // (the TX kernel instantiated only where TX asks for it)
-    if constexpr (TX)
+    if constexpr (TX && DH)
+      return expand_dw_v8_kernel_txdh<HC, KS, S, G, WG>;
+    else if constexpr (TX)
       return expand_dw_v8_kernel_tx<HC, KS, S, G, HF, WG>;
+    else if constexpr (BC && DH)
+      return expand_dw_v8_kernel_bcdh<HC, KS, S, G>;
     else if constexpr (BC)
       return expand_dw_v8_kernel_bc<HC, KS, S, G, HF>;
+    else if constexpr (DH)
+      return expand_dw_v8_kernel_dh<HC, KS, S, G>;
     else
       return expand_dw_v8_kernel<HC, KS, S, G, HF>;
   }();
@@ -807,6 +848,14 @@ inline bool kernel1_v8_bc_requested() {
   const char* v = kernel1_switch("CUDA_KERNELS_K1_BIAS_C");
   return v == nullptr || v[0] == '1';
 }
+// CUDA_KERNELS_K1_DH2=0|1 (read at every call; off until measured, NOTES.md "Session 23"): D's epilogue in packed fp16
+// with the HFMA2 depthwise - the bias added to the fp16 sums in fp16 (one rounding, as PyTorch's fp16 conv output),
+// SiLU by tanh.approx.f16x2 and one HFMA2 (D was rounded to fp16 after an fp32 SiLU), each output row's pool sum of
+// OW values in fp16 before it joins the fp32 sums: 12 -> ~8 instructions an output pair.
+inline bool kernel1_v8_dh_requested() {
+  const char* v = kernel1_switch("CUDA_KERNELS_K1_DH2");
+  return v != nullptr && v[0] == '1';
+}
 inline bool sm90a_build() {  // the extension defines BF_SM90A where it builds for sm_90a (cuda_kernels/_build.py)
 #ifdef BF_SM90A
   return true;
@@ -815,12 +864,15 @@ inline bool sm90a_build() {  // the extension defines BF_SM90A where it builds f
 #endif
 }
 
-template <int KS, bool HF>
+template <int KS, bool HF, bool DH = false>
 cudaError_t launch_expand_dw_v8_hf(const Params& p, cudaStream_t stream, bool pdl, bool v10) {
+  if constexpr (HF && !DH)
+    if (kernel1_v8_dh_requested()) return launch_expand_dw_v8_hf<KS, true, true>(p, stream, pdl, v10);
   if (p.stride == 2) {
     if constexpr (HF)
-      if (kernel1_v8_bc_requested()) return launch_expand_dw_v8<48, KS, 2, 1, HF, false, false, true>(p, stream, pdl);
-    return launch_expand_dw_v8<48, KS, 2, 1, HF>(p, stream, pdl);
+      if (kernel1_v8_bc_requested())
+        return launch_expand_dw_v8<48, KS, 2, 1, HF, false, false, true, DH>(p, stream, pdl);
+    return launch_expand_dw_v8<48, KS, 2, 1, HF, false, false, false, DH>(p, stream, pdl);
   }
   const int g = kernel1_v8_images(kernel1_v8_images_requested(v10), p.row_blocks, p.H, p.W, p.Wo, p.rows_per_tile,
                                   KS, 1, p.C_in, p.k_pad, 48);
@@ -828,14 +880,14 @@ cudaError_t launch_expand_dw_v8_hf(const Params& p, cudaStream_t stream, bool pd
     const bool tx = kernel1_v8_tx_requested(), wg = tx && kernel1_v8_wg_requested() && sm90a_build();
     const bool aligned = reinterpret_cast<uintptr_t>(p.x) % 16 == 0;
     if (wg && aligned && kernel1_v8_tx(true, p.H, p.W, p.Wo, p.rows_per_tile, KS, 1, p.C_in, p.k_pad, 48, g, true))
-      return g == 2 ? launch_expand_dw_v8<48, KS, 1, 2, HF, true, true>(p, stream, pdl)
-                    : launch_expand_dw_v8<48, KS, 1, 1, HF, true, true>(p, stream, pdl);
+      return g == 2 ? launch_expand_dw_v8<48, KS, 1, 2, HF, true, true, false, DH>(p, stream, pdl)
+                    : launch_expand_dw_v8<48, KS, 1, 1, HF, true, true, false, DH>(p, stream, pdl);
     if (tx && aligned && kernel1_v8_tx(true, p.H, p.W, p.Wo, p.rows_per_tile, KS, 1, p.C_in, p.k_pad, 48, g))
-      return g == 2 ? launch_expand_dw_v8<48, KS, 1, 2, HF, true>(p, stream, pdl)
-                    : launch_expand_dw_v8<48, KS, 1, 1, HF, true>(p, stream, pdl);
+      return g == 2 ? launch_expand_dw_v8<48, KS, 1, 2, HF, true, false, false, DH>(p, stream, pdl)
+                    : launch_expand_dw_v8<48, KS, 1, 1, HF, true, false, false, DH>(p, stream, pdl);
   }
-  if (g == 2) return launch_expand_dw_v8<48, KS, 1, 2, HF>(p, stream, pdl);
-  return launch_expand_dw_v8<48, KS, 1, 1, HF>(p, stream, pdl);
+  if (g == 2) return launch_expand_dw_v8<48, KS, 1, 2, HF, false, false, false, DH>(p, stream, pdl);
+  return launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, DH>(p, stream, pdl);
 }
 
 template <int KS>

@@ -1,0 +1,98 @@
+"""Kernel 1 with D's epilogue in packed fp16 (csrc/mbconv_v8.cuh, CUDA_KERNELS_K1_DH2=1, off until measured; NOTES.md
+"Session 23"): the HFMA2 depthwise's fp16 sums get the bias in fp16 (one rounding, where PyTorch's fp16 conv rounds
+its output), SiLU(2h) = h + h tanh(h) by tanh.approx.f16x2 and one HFMA2, and each output row's OW values are summed
+in fp16 before they join the pool's fp32 sums: 12 -> ~8 instructions an output pair (the widening, two fp32 bias adds,
+two fp32 FMAs, a pack and two pool adds gone).
+
+CPU: the switch as the source reads it, the epilogue, the fp16 row sums by literal arithmetic, and the float64 model
+of the block's error on the activations B0 really sees (within 10% of the default epilogue's, and not equal to it).
+GPU (@pytest.mark.cuda): every distinct MBConv of B0 and B2 at batches 1, 5 and 128 against float64 (<= 2x PyTorch
+fp16's error, output poisoned) with the switch on, the profiler naming a _dh kernel wherever version 8's kernel 1
+runs, the output within 2e-3 of the default epilogue's and not equal to it at batch 128; B0 through the check before
+timing."""
+
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+import cuda_kernels
+from cuda_kernels import mbconv as mb
+
+CSRC = Path(cuda_kernels.__file__).resolve().parent / "csrc"
+
+
+def test_the_switch_is_off_unless_set_and_selects_the_dh_kernels():
+    v8 = (CSRC / "mbconv_v8.cuh").read_text()
+    assert mb.K1_DH2_SWITCH == "CUDA_KERNELS_K1_DH2"
+    assert 'kernel1_switch("CUDA_KERNELS_K1_DH2");\n  return v != nullptr && v[0] == \'1\';' in v8  # off unset
+    assert "if (kernel1_v8_dh_requested()) return launch_expand_dw_v8_hf<KS, true, true>(p, stream, pdl, v10);" in v8
+    for entry in ("expand_dw_v8_kernel_txdh<HC, KS, S, G, WG>", "expand_dw_v8_kernel_bcdh<HC, KS, S, G>",
+                  "expand_dw_v8_kernel_dh<HC, KS, S, G>"):
+        assert f"return {entry};" in v8
+
+
+def test_the_epilogue_adds_the_bias_and_takes_silu_in_fp16():
+    v2, v8 = (CSRC / "mbconv_v2.cuh").read_text(), (CSRC / "mbconv_v8.cuh").read_text()
+    assert 'asm("tanh.approx.f16x2 %0, %1;"' in v2 and "return __hfma2(h, *reinterpret_cast<const __half2*>(&t), h);" in v2
+    assert "silu_of_half_h2(__hadd2(acch[o][u], dbias_h));" in v8
+    assert "row_sum = u == 0 ? s : __hadd2(row_sum, s);" in v8
+
+
+def test_row_sums_in_fp16_by_hand():
+    from mbconv_helpers import row_sums_fp16
+
+    d = torch.tensor([1.0, 2.0, 3.0, 4.0, 5.0], dtype=torch.float64).view(1, 1, 1, 5)
+    assert row_sums_fp16(d).item() == 15.0  # runs [1 2 3 4] and [5]
+    # 2048 + 1 rounds to 2048 in fp16 (its ulp there is 2), twice: the run sums to 2048, not 2050
+    d = torch.tensor([2048.0, 1.0, 1.0, 0.0], dtype=torch.float64).view(1, 1, 1, 4)
+    assert row_sums_fp16(d).item() == 2048.0
+    d = torch.tensor([[1.0, 1.0], [2.0, 0.5]], dtype=torch.float64).view(1, 1, 2, 2)
+    assert row_sums_fp16(d, ow=2).item() == 4.5
+
+
+@pytest.mark.parametrize("path", ["features.2.1", "features.3.0", "features.3.1"])
+def test_the_model_puts_the_error_near_the_default_epilogues(path):
+    from mbconv_helpers import depthwise_model_error
+
+    torch_err, default = depthwise_model_error(path, "pytorch"), depthwise_model_error(path, "fp16")
+    dh2 = depthwise_model_error(path, "dh2")
+    assert dh2 != default  # the model rounds differently, or it is blind
+    assert dh2 <= 1.1 * default and dh2 <= 1.5 * torch_err, (dh2, default, torch_err)
+
+
+# ---- GPU ----
+
+def _distinct():
+    from mbconv_helpers import DISTINCT
+
+    return DISTINCT
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("batch", [1, 5, 128])
+@pytest.mark.parametrize("name,path", _distinct())
+def test_every_shape_against_float64(name, path, batch, monkeypatch):
+    from mbconv_helpers import switched_against_float64
+
+    from perfmodel.harness import relative_error
+
+    got, default, names, params, *_ = switched_against_float64(monkeypatch, name, path, batch, mb.K1_DH2_SWITCH, "1")
+    # version 8's kernel 1: every expand block of B0 and B2 (chunks of 48) but 7 x 7 at k = 3, stride 1 (features.7.0)
+    v8 = params.expand_w is not None and not mb.kernel1_v9_takes_v3(params.kernel_size, params.stride, got.shape[2],
+                                                                     got.shape[3])
+    if v8:
+        assert re.search(r"expand_dw_v8_kernel_(tx|bc)?dh<", names), names[:600]
+        assert relative_error(got, default.double()) < 2e-3
+        if batch == 128:
+            assert not torch.equal(got, default)  # another epilogue ran
+    else:  # version 3's kernel 1 (no expand, or features.7.0): the switch changes nothing there
+        assert "dh<" not in names
+
+
+@pytest.mark.cuda
+def test_efficientnet_b0_with_it(monkeypatch):
+    from mbconv_helpers import check_fused_b0
+
+    check_fused_b0(monkeypatch, {mb.K1_DH2_SWITCH: "1"}, {"StemMBConv": 1, "MBConv": 15}, 16)
