@@ -200,17 +200,18 @@ def kernel1_v8_m_pad(height: int, width: int, kernel_size: int, stride: int, row
 
 
 def kernel1_v8_tx(requested: bool, height: int, width: int, kernel_size: int, stride: int, c_in: int, k_pad: int,
-                  rows: int, images: int, chunk: int = 48, wg: bool = False) -> bool:
+                  rows: int, images: int, chunk: int = 48, wg: bool = False, dh: bool = False) -> bool:
     """Whether version 8's kernel 1 takes X by the tensor memory accelerator (csrc/mbconv_v8.cuh kernel1_v8_tx; the
     launcher also asks stride 1, the depthwise in HFMA2 and x 16-byte aligned): asked for (CUDA_KERNELS_K1_TMA_X; with
     the wgmma expand, `wg`, its U layout counts), X's rows padded otherwise (x_rows_padded_v8), at most
-    V8_TX_MAX_ROWS pixels a box, and no fewer CTAs per SM."""
+    V8_TX_MAX_ROWS pixels a box, and no fewer CTAs per SM; `dh`: with the packed-fp16 epilogue's smaller taps
+    (CUDA_KERNELS_K1_DH2)."""
     m_pad = kernel1_v8_m_pad(height, width, kernel_size, stride, rows, images)
     if not (requested and x_rows_padded_v8(c_in) and m_pad <= V8_TX_MAX_ROWS):
         return False
     args = (rows, height, width, kernel_size, stride, k_pad, chunk, True, 8, c_in, images)
-    tx = kernel1_smem_bytes(*args, tx=True, wg=wg)
-    return tx <= V8_TWO_CTA_SMEM or tx <= kernel1_smem_bytes(*args)
+    tx = kernel1_smem_bytes(*args, tx=True, wg=wg, dh=dh)
+    return tx <= V8_TWO_CTA_SMEM or tx <= kernel1_smem_bytes(*args, dh=dh)
 
 
 def kernel1_v8_expand(tx: bool, wg: bool, height: int, width: int, kernel_size: int, stride: int, c_in: int,
@@ -367,7 +368,7 @@ def kernel1_v8_halo(width: int, kernel_size: int, stride: int, chunk: int = 48) 
 
 def kernel1_smem_bytes(rows: int, height: int, width: int, kernel_size: int, stride: int, k_pad: int, chunk: int,
                        expand: bool, version: int = DEFAULT_VERSION, c_in: int | None = None, images: int = 1,
-                       tx: bool = False, wg: bool = False) -> int:
+                       tx: bool = False, wg: bool = False, dh: bool = False) -> int:
     """Shared memory of kernel 1 for bands of `rows` output rows (mirrors csrc/mbconv.cuh
     ``expand_dw_smem_bytes``, csrc/mbconv_v2.cuh ``expand_dw_v2_smem_bytes`` and csrc/mbconv_v8.cuh
     ``expand_dw_v8_smem_bytes``): the X band and U chunk (expand only), E, the channel sums. Version 8
@@ -375,7 +376,8 @@ def kernel1_smem_bytes(rows: int, height: int, width: int, kernel_size: int, str
     pixel pitch is 60 halves, and it adds the per-group sums, the chunk's depthwise taps and an mbarrier; `images`
     (version 8 only): items of that many images (kernel1_v8_images), X, E and the per-group sums that many times;
     `tx` (version 8 only): X by the tensor memory accelerator (kernel1_v8_tx, x_tx_bytes_v8); `wg`: U in the wgmma
-    expand's layout (u_bytes_v8)."""
+    expand's layout (u_bytes_v8); `dh`: the packed-fp16 epilogue's taps, half2 with the fp32 bias after them
+    (CUDA_KERNELS_K1_DH2: k k chunk x 2 bytes less)."""
     in_rows = (rows - 1) * stride + kernel_size
     m_pad = _round_up(min(height, in_rows) * width, 16)
     if version in (9, 10, 11):  # version 8's kernel 1, or version 3's where kernel1_v9_takes_v3
@@ -388,8 +390,10 @@ def kernel1_smem_bytes(rows: int, height: int, width: int, kernel_size: int, str
         groups, e_pitch = 256 // (chunk // 2), 60  # E's pixel pitch in halves (csrc/mbconv_v8.cuh V8Dw::LDE)
         m_pad = kernel1_v8_m_pad(height, width, kernel_size, stride, rows, images)
         x_halves = m_pad * (k_pad + 8) if x_rows_padded_v8(c_in) else _round_up(m_pad * c_in + 8, 8)
+        kk = kernel_size * kernel_size
+        taps = kk * chunk * 2 + chunk * 4 if dh else (kk + 1) * chunk * 4
         return ((x_tx_bytes_v8(m_pad, k_pad) if tx else x_halves * 2) + u_bytes_v8(k_pad, chunk, wg) + images * in_rows * e_width * e_pitch * 2
-                + images * groups * chunk * 4 + (kernel_size * kernel_size + 1) * chunk * 4 + 8)
+                + images * groups * chunk * 4 + taps + 8)
     if version == 8:
         version = 3
     x_and_u = (m_pad + chunk) * (k_pad + 8) * 2 if expand else 0

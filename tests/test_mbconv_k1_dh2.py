@@ -96,3 +96,31 @@ def test_efficientnet_b0_with_it(monkeypatch):
     from mbconv_helpers import check_fused_b0
 
     check_fused_b0(monkeypatch, {mb.K1_DH2_SWITCH: "1"}, {"StemMBConv": 1, "MBConv": 15}, 16)
+
+
+def test_its_smaller_taps_let_x_come_by_tma_at_stage_5():
+    """The taps as half2 with the bias after them (v8_smem's dh) take k k x 48 x 2 bytes less: at B0's 5.1 (14 x 14,
+    C_in = k_pad = 112, k = 5, one band of 14 rows) X by the tensor memory accelerator needs 115,912 bytes, 200 over
+    two CTAs' 115,712, and 113,512 with them; with the wgmma expand's U 116,680 -> 114,280 (5.0 too)."""
+    v8 = (CSRC / "mbconv_v8.cuh").read_text()
+    assert "r.bar = r.wdw + (dh ? ks * ks * chunk * 2 + chunk * 4 : (ks * ks + 1) * chunk * 4);" in v8
+    assert "kernel1_v8_tx(true, p.H, p.W, p.Wo, p.rows_per_tile, KS, 1, p.C_in, p.k_pad, 48, g, true, DH)" in v8
+    args = (14, 14, 14, 5, 1, 112, 48, True, 11, 112, 1)
+    assert mb.kernel1_smem_bytes(*args, tx=True) == 115_912 > mb.V8_TWO_CTA_SMEM == 115_712
+    assert mb.kernel1_smem_bytes(*args, tx=True, dh=True) == 115_912 - 25 * 48 * 2 == 113_512
+    assert mb.kernel1_smem_bytes(*args, tx=True, wg=True, dh=True) == 116_680 - 2_400
+    assert not mb.kernel1_v8_tx(True, 14, 14, 5, 1, 112, 112, 14, 1)
+    assert mb.kernel1_v8_tx(True, 14, 14, 5, 1, 112, 112, 14, 1, wg=True, dh=True)
+    assert not mb.kernel1_v8_tx(True, 14, 14, 5, 1, 80, 80, 14, 1, wg=True)  # 5.0: the wgmma expand only with dh
+    assert mb.kernel1_v8_tx(True, 14, 14, 5, 1, 80, 80, 14, 1, wg=True, dh=True)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("path", ["features.5.0", "features.5.1"])
+def test_stage_5_runs_x_by_tma_and_the_wgmma_expand(path, monkeypatch):
+    """With the switch, B0's 5.0 and 5.1 run kernel 1 with X by the tensor memory accelerator and the expand on
+    warpgroup MMAs (expand_dw_v8_kernel_txdh<48, 5, 1, 1, true>), within 2x PyTorch fp16's error of float64."""
+    from mbconv_helpers import switched_against_float64
+
+    *_, names, _, _, _ = switched_against_float64(monkeypatch, "efficientnet_b0", path, 128, mb.K1_DH2_SWITCH, "1")
+    assert "expand_dw_v8_kernel_txdh<48, 5, 1, 1, true>" in names, names[:600]

@@ -113,17 +113,20 @@ __host__ __device__ inline int u_bytes_v8(int k_pad, int chunk, bool wg) {
 // The regions' byte offsets from X's first byte (v8_smem; the kernel carves its shared memory with it): X, U, E (G
 // tiles of e_tile pixels at V8Dw::LDE = 60 halves), the per-group sums, the taps and bias, the mbarrier; X starts at
 // the dynamic shared memory's base or, with tx, at its first 1024-byte boundary within 1 KB of slack.
+// dh (D's epilogue in packed fp16, CUDA_KERNELS_K1_DH2): the taps as half2 [k k x HC / 2], the bias right after them as
+// float2 [HC / 2] (the HFMA2 kernels use only the first half of a float2 tap's slot): k k HC x 2 bytes less, which lets
+// X come by the tensor memory accelerator (and the expand run on wgmma) at B0's 5.0-5.2 within two CTAs an SM.
 struct V8Smem {
   int u, e, red, wdw, bar, end;
 };
 __host__ __device__ inline V8Smem v8_smem(int m_pad, int C_in, int k_pad, int e_tile, int images, int ks, int chunk,
-                                          bool tx, bool wg) {
+                                          bool tx, bool wg, bool dh = false) {
   V8Smem r;
   r.u = tx ? x_tx_bytes_v8(m_pad, k_pad) - 1024 : x_halves_v8(m_pad, C_in, k_pad) * 2;
   r.e = r.u + u_bytes_v8(k_pad, chunk, wg);
   r.red = r.e + images * e_tile * 60 * 2;
   r.wdw = r.red + images * (kExpandThreads / (chunk / 2)) * chunk * 4;
-  r.bar = r.wdw + (ks * ks + 1) * chunk * 4;
+  r.bar = r.wdw + (dh ? ks * ks * chunk * 2 + chunk * 4 : (ks * ks + 1) * chunk * 4);
   r.end = r.bar + 8;
   return r;
 }
@@ -133,12 +136,12 @@ __host__ __device__ inline int expand_dw_v8_m_pad(int H, int W, int rows, int ks
 }
 __host__ __device__ inline int expand_dw_v8_smem_bytes(int H, int W, int Wo, int rows, int ks, int stride, int C_in,
                                                       int k_pad, int chunk, int images = 1, bool tx = false,
-                                                      bool wg = false) {
+                                                      bool wg = false, bool dh = false) {
   const int ow = stride == 1 ? 4 : 2;
   const int e_rows = (rows - 1) * stride + ks;
   const int we = (round_up(Wo, ow) - 1) * stride + ks;
   const int m_pad = expand_dw_v8_m_pad(H, W, rows, ks, stride, images);
-  return (tx ? 1024 : 0) + v8_smem(m_pad, C_in, k_pad, e_rows * we, images, ks, chunk, tx, wg).end;
+  return (tx ? 1024 : 0) + v8_smem(m_pad, C_in, k_pad, e_rows * we, images, ks, chunk, tx, wg, dh).end;
 }
 
 // Items of G images (NOTES.md, "Design sketch: kernel 1 items of G images"; CUDA_KERNELS_K1_IMAGES, 1 by default):
@@ -158,14 +161,15 @@ __host__ __device__ inline int kernel1_v8_images(int requested, int row_blocks, 
 
 // Whether a launch takes X by the tensor memory accelerator (mbconv.py kernel1_v8_tx mirrors it): asked for, X's
 // rows padded otherwise, a box's m_pad rows within the limit, and no fewer CTAs per SM than the padded layout allows;
-// wg: with the expand on warpgroup MMAs (its U layout counted).
+// wg: with the expand on warpgroup MMAs (its U layout counted); dh: the packed-fp16 epilogue's smaller taps (v8_smem).
 __host__ __device__ inline bool kernel1_v8_tx(bool requested, int H, int W, int Wo, int rows, int ks, int stride,
-                                              int C_in, int k_pad, int chunk, int images, bool wg = false) {
+                                              int C_in, int k_pad, int chunk, int images, bool wg = false,
+                                              bool dh = false) {
   if (!requested || !x_padded_v8(C_in) || expand_dw_v8_m_pad(H, W, rows, ks, stride, images) > kV8TxMaxRows)
     return false;
-  const int tx = expand_dw_v8_smem_bytes(H, W, Wo, rows, ks, stride, C_in, k_pad, chunk, images, true, wg);
+  const int tx = expand_dw_v8_smem_bytes(H, W, Wo, rows, ks, stride, C_in, k_pad, chunk, images, true, wg, dh);
   return tx <= kV8TwoCtaSmem ||
-         tx <= expand_dw_v8_smem_bytes(H, W, Wo, rows, ks, stride, C_in, k_pad, chunk, images, false);
+         tx <= expand_dw_v8_smem_bytes(H, W, Wo, rows, ks, stride, C_in, k_pad, chunk, images, false, false, dh);
 }
 
 // Item i of the launch: chunk c, image n, band b with i = (c * N + n) * bands + b.
@@ -229,7 +233,7 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtenso
   const bool x_padded = x_padded_v8(p.C_in);
   const int e_tile = rows_max * WE;  // pixels of one image's E tile (G tiles stacked where G > 1)
   static_assert(LDE == 60, "v8_smem counts E's pixels at 60 halves");
-  const V8Smem L = v8_smem(m_pad, p.C_in, p.k_pad, e_tile, G, KS, HC, TX, WG);  // (TX only: the regions' offsets)
+  const V8Smem L = v8_smem(m_pad, p.C_in, p.k_pad, e_tile, G, KS, HC, TX, WG, DH);  // (TX: the regions' offsets)
   const int x_halves = TX ? L.u / 2 : x_halves_v8(m_pad, p.C_in, p.k_pad);
   const int ldx = x_padded ? p.k_pad + 8 : p.C_in;
   const int ldu = p.k_pad + 8;
@@ -240,7 +244,10 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtenso
   __half* Es = TX ? reinterpret_cast<__half*>(base + L.e) : Us + HC * ldu;  // (WG: U's swizzled rows are longer)
   float* red = reinterpret_cast<float*>(Es + G * e_tile * LDE);  // [G][GROUPS][HC]
   float2* wdw = reinterpret_cast<float2*>(red + G * GROUPS * HC);  // [KK + 1][PAIRS]: taps, then the bias
-  const uint32_t bar = smem_addr(wdw + (KK + 1) * PAIRS);
+  // DH: the taps as half2 [KK][PAIRS], the bias after them (v8_smem)
+  float2* const wdw_bias =
+      DH ? reinterpret_cast<float2*>(reinterpret_cast<__half2*>(wdw) + KK * PAIRS) : wdw + KK * PAIRS;
+  const uint32_t bar = smem_addr(wdw_bias + PAIRS);
 
   // Once per CTA: X zeroed (every value the expand reads is finite), E's side columns (never written by the
   // expand, which stores columns PAD .. PAD + W - 1 only), the mbarrier.
@@ -403,6 +410,8 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtenso
         const float* src = t < KK ? p.w_dw + (size_t)t * p.hid_pad + ch : p.b_dw + ch;
         if (HF && t < KK)  // HF: the taps (halved: exact) as half2 in the first half of their rows; the bias as before
           reinterpret_cast<__half2*>(wdw)[j] = __floats2half2_rn(0.5f * __ldg(src), 0.5f * __ldg(src + 1));
+        else if (DH)  // the bias after the half2 taps
+          wdw_bias[j - KK * PAIRS] = make_float2(0.5f * __ldg(src), 0.5f * __ldg(src + 1));
         else
           wdw[j] = make_float2(0.5f * __ldg(src), 0.5f * __ldg(src + 1));
       }
@@ -571,7 +580,7 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtenso
           w1[t] = w.y;
         }
       }
-      const float2 db = wdw[KK * PAIRS + pair];
+      const float2 db = DH ? wdw_bias[pair] : wdw[KK * PAIRS + pair];
       const float dbias0 = db.x, dbias1 = db.y;
       const __half2 dbias_h = DH ? __floats2half2_rn(dbias0, dbias1) : __half2{};  // DH: the bias rounded to fp16
       const bool store = ch < p.hidden;
@@ -761,7 +770,8 @@ cudaError_t launch_expand_dw_v8(const Params& p, cudaStream_t stream, bool pdl) 
     else
       return expand_dw_v8_kernel<HC, KS, S, G, HF>;
   }();
-  const int smem = expand_dw_v8_smem_bytes(p.H, p.W, p.Wo, p.rows_per_tile, KS, S, p.C_in, p.k_pad, HC, G, TX, WG);
+  const int smem =
+      expand_dw_v8_smem_bytes(p.H, p.W, p.Wo, p.rows_per_tile, KS, S, p.C_in, p.k_pad, HC, G, TX, WG, DH);
   int dev = 0;
   cudaError_t err = cudaGetDevice(&dev);
   if (err != cudaSuccess) return err;
@@ -879,10 +889,10 @@ cudaError_t launch_expand_dw_v8_hf(const Params& p, cudaStream_t stream, bool pd
   if constexpr (HF) {
     const bool tx = kernel1_v8_tx_requested(), wg = tx && kernel1_v8_wg_requested() && sm90a_build();
     const bool aligned = reinterpret_cast<uintptr_t>(p.x) % 16 == 0;
-    if (wg && aligned && kernel1_v8_tx(true, p.H, p.W, p.Wo, p.rows_per_tile, KS, 1, p.C_in, p.k_pad, 48, g, true))
+    if (wg && aligned && kernel1_v8_tx(true, p.H, p.W, p.Wo, p.rows_per_tile, KS, 1, p.C_in, p.k_pad, 48, g, true, DH))
       return g == 2 ? launch_expand_dw_v8<48, KS, 1, 2, HF, true, true, false, DH>(p, stream, pdl)
                     : launch_expand_dw_v8<48, KS, 1, 1, HF, true, true, false, DH>(p, stream, pdl);
-    if (tx && aligned && kernel1_v8_tx(true, p.H, p.W, p.Wo, p.rows_per_tile, KS, 1, p.C_in, p.k_pad, 48, g))
+    if (tx && aligned && kernel1_v8_tx(true, p.H, p.W, p.Wo, p.rows_per_tile, KS, 1, p.C_in, p.k_pad, 48, g, false, DH))
       return g == 2 ? launch_expand_dw_v8<48, KS, 1, 2, HF, true, false, false, DH>(p, stream, pdl)
                     : launch_expand_dw_v8<48, KS, 1, 1, HF, true, false, false, DH>(p, stream, pdl);
   }
