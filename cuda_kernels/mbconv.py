@@ -143,8 +143,8 @@ V8_WG_ROWS = 64  # kV8WgRows: pixels per warpgroup tile of the wgmma expand
 # csrc/mbconv_v8.cuh kernel1_v8_bc_requested: "0" / "1" (on by default since session 18): the expand's bias and
 # halving in the MMA, at stride 2 (expand_dw_v8_kernel_bc)
 K1_BIAS_C_SWITCH = "CUDA_KERNELS_K1_BIAS_C"
-# csrc/mbconv_v8.cuh kernel1_v8_dh_requested: "0" / "1" (off until measured, session 23): D's epilogue in packed fp16
-# with the HFMA2 depthwise (expand_dw_v8_kernel_dh / _txdh / _bcdh)
+# csrc/mbconv_v8.cuh kernel1_v8_dh_requested: "0" / "1" (on by default in version 11 since session 23: B0 -16.6 us): D's
+# epilogue in packed fp16 with the HFMA2 depthwise, its taps as half2 (expand_dw_v8_kernel_dh / _txdh / _bcdh)
 K1_DH2_SWITCH = "CUDA_KERNELS_K1_DH2"
 # csrc/mbconv_se_v4.cu se_v4_mode: "0" / "1" / "all" ("1" by default since session 18): the SE as two batched
 # products (1: where hidden >= 480)
@@ -215,15 +215,16 @@ def kernel1_v8_tx(requested: bool, height: int, width: int, kernel_size: int, st
 
 
 def kernel1_v8_expand(tx: bool, wg: bool, height: int, width: int, kernel_size: int, stride: int, c_in: int,
-                      k_pad: int, rows: int, images: int) -> str:
+                      k_pad: int, rows: int, images: int, dh: bool = False) -> str:
     """What a stride-1 HFMA2 launch of version 8's kernel 1 runs (csrc/mbconv_v8.cuh launch_expand_dw_v8_hf, x 16-byte
     aligned, an sm_90a build): "wgmma" (the expand on warpgroup MMAs over the TMA X), "tma" (mma.sync over the TMA X)
     or "ldmatrix" (X by bulk copies); `tx`, `wg`: CUDA_KERNELS_K1_TMA_X and CUDA_KERNELS_K1_WGMMA (both on by
-    default; the wgmma expand needs the TMA X)."""
+    default; the wgmma expand needs the TMA X); `dh`: CUDA_KERNELS_K1_DH2 (on by default in version 11), whose
+    smaller taps make room."""
     args = (height, width, kernel_size, stride, c_in, k_pad, rows, images)
-    if tx and wg and kernel1_v8_tx(True, *args, wg=True):
+    if tx and wg and kernel1_v8_tx(True, *args, wg=True, dh=dh):
         return "wgmma"
-    return "tma" if tx and kernel1_v8_tx(True, *args) else "ldmatrix"
+    return "tma" if tx and kernel1_v8_tx(True, *args, dh=dh) else "ldmatrix"
 
 
 def x_rows_padded_v8(c_in: int) -> bool:

@@ -112,15 +112,19 @@ def test_the_wgmma_expand_fits_where_its_u_does():
 
 
 def test_each_b0_block_runs_the_expand_that_fits():
-    """Under the defaults (both switches on) the wgmma expand where its U layout fits two CTAs, mma.sync over the TMA
-    X where only that fits (5.0), bulk copies where X's rows are dense or the boxes do not fit (2.1, 5.1); a switch
-    off takes its path away, and the wgmma expand never runs without the TMA X."""
+    """With both switches on the wgmma expand where its U layout fits two CTAs, mma.sync over the TMA X where only that
+    fits (5.0), bulk copies where X's rows are dense or the boxes do not fit (2.1, 5.1); version 11's packed-fp16
+    epilogue (CUDA_KERNELS_K1_DH2, on there by default) has smaller taps, so 5.0 and 5.1 take the wgmma expand too; a
+    switch off takes its path away, and the wgmma expand never runs without the TMA X."""
     b0 = {"features.2.1": (56, 56, 3, 1, 24, 32, 8, 1), "features.4.1": (14, 14, 3, 1, 80, 80, 14, 1),
           "features.5.0": (14, 14, 5, 1, 80, 80, 14, 1), "features.5.1": (14, 14, 5, 1, 112, 112, 14, 1),
           "features.6.1": (7, 7, 5, 1, 192, 192, 7, 2)}
     routes = {path: mb.kernel1_v8_expand(True, True, *shape) for path, shape in b0.items()}
     assert routes == {"features.2.1": "ldmatrix", "features.4.1": "wgmma", "features.5.0": "tma",
                       "features.5.1": "ldmatrix", "features.6.1": "wgmma"}
+    routes = {path: mb.kernel1_v8_expand(True, True, *shape, dh=True) for path, shape in b0.items()}
+    assert routes == {"features.2.1": "ldmatrix", "features.4.1": "wgmma", "features.5.0": "wgmma",
+                      "features.5.1": "wgmma", "features.6.1": "wgmma"}
     assert mb.kernel1_v8_expand(True, False, *b0["features.4.1"]) == "tma"
     assert mb.kernel1_v8_expand(False, True, *b0["features.4.1"]) == "ldmatrix"
     assert "tx = kernel1_v8_tx_requested(), wg = tx && kernel1_v8_wg_requested() && sm90a_build();" in SOURCE
@@ -275,6 +279,7 @@ def test_the_wgmma_expand(name, path, batch, instance, monkeypatch):
 
     from perfmodel.harness import relative_error
 
+    monkeypatch.setenv(mb.K1_DH2_SWITCH, "0")  # the instantiations named here (the packed-fp16 epilogue's: _txdh)
     monkeypatch.setenv(mb.K1_WGMMA_SWITCH, "1")
     params, weights, x = block_prepared(name, path, batch)
     check_on_gpu(block_of(name, path), x, 11)

@@ -858,13 +858,14 @@ inline bool kernel1_v8_bc_requested() {
   const char* v = kernel1_switch("CUDA_KERNELS_K1_BIAS_C");
   return v == nullptr || v[0] == '1';
 }
-// CUDA_KERNELS_K1_DH2=0|1 (read at every call; off until measured, NOTES.md "Session 23"): D's epilogue in packed fp16
-// with the HFMA2 depthwise - the bias added to the fp16 sums in fp16 (one rounding, as PyTorch's fp16 conv output),
-// SiLU by tanh.approx.f16x2 and one HFMA2 (D was rounded to fp16 after an fp32 SiLU), each output row's pool sum of
-// OW values in fp16 before it joins the fp32 sums: 12 -> ~8 instructions an output pair.
-inline bool kernel1_v8_dh_requested() {
+// CUDA_KERNELS_K1_DH2=0|1 (read at every call; on by default in version 11 since session 23: B0 -16.6 us, 5.1's kernel 1
+// 73.6 -> 65.8 us; NOTES.md "Session 23"): D's epilogue in packed fp16 with the HFMA2 depthwise - the bias added to
+// the fp16 sums in fp16 (one rounding, as PyTorch's fp16 conv output), SiLU by tanh.approx.f16x2 and one HFMA2 (D was
+// rounded to fp16 after an fp32 SiLU), each output row's pool sum of OW values in fp16 before it joins the fp32 sums
+// (12 -> ~8 instructions an output pair), and the taps as half2 (v8_smem's dh), which lets X come by TMA at 5.x.
+inline bool kernel1_v8_dh_requested(bool v11) {
   const char* v = kernel1_switch("CUDA_KERNELS_K1_DH2");
-  return v != nullptr && v[0] == '1';
+  return v != nullptr ? v[0] == '1' : v11;
 }
 inline bool sm90a_build() {  // the extension defines BF_SM90A where it builds for sm_90a (cuda_kernels/_build.py)
 #ifdef BF_SM90A
@@ -875,9 +876,9 @@ inline bool sm90a_build() {  // the extension defines BF_SM90A where it builds f
 }
 
 template <int KS, bool HF, bool DH = false>
-cudaError_t launch_expand_dw_v8_hf(const Params& p, cudaStream_t stream, bool pdl, bool v10) {
+cudaError_t launch_expand_dw_v8_hf(const Params& p, cudaStream_t stream, bool pdl, bool v10, bool v11) {
   if constexpr (HF && !DH)
-    if (kernel1_v8_dh_requested()) return launch_expand_dw_v8_hf<KS, true, true>(p, stream, pdl, v10);
+    if (kernel1_v8_dh_requested(v11)) return launch_expand_dw_v8_hf<KS, true, true>(p, stream, pdl, v10, v11);
   if (p.stride == 2) {
     if constexpr (HF)
       if (kernel1_v8_bc_requested())
@@ -905,8 +906,8 @@ cudaError_t launch_expand_dw_v8_ks(const Params& p, int chunk, cudaStream_t stre
   if (p.w_exp == nullptr || chunk != 48)
     return KS == 3 ? launch_expand_dw_v3_k3(p, chunk, stream, pdl, kernel1_v3_hfma2_requested(v11))
                    : launch_expand_dw_v3_k5(p, chunk, stream, pdl, kernel1_v3_hfma2_requested(v11));
-  return kernel1_v8_hfma2_requested(v10) ? launch_expand_dw_v8_hf<KS, true>(p, stream, pdl, v10)
-                                         : launch_expand_dw_v8_hf<KS, false>(p, stream, pdl, v10);
+  return kernel1_v8_hfma2_requested(v10) ? launch_expand_dw_v8_hf<KS, true>(p, stream, pdl, v10, v11)
+                                         : launch_expand_dw_v8_hf<KS, false>(p, stream, pdl, v10, v11);
 }
 
 }  // namespace mb
