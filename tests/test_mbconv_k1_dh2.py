@@ -108,7 +108,8 @@ def test_its_smaller_taps_let_x_come_by_tma_at_stage_5():
     two CTAs' 115,712, and 113,512 with them; with the wgmma expand's U 116,680 -> 114,280 (5.0 too)."""
     v8 = (CSRC / "mbconv_v8.cuh").read_text()
     assert "r.bar = r.wdw + (dh ? ks * ks * chunk * 2 + chunk * 4 : (ks * ks + 1) * chunk * 4);" in v8
-    assert "kernel1_v8_tx(true, p.H, p.W, p.Wo, p.rows_per_tile, KS, 1, p.C_in, p.k_pad, 48, g, true, DH)" in v8
+    assert "kernel1_v8_tx(true, p.H, p.W, p.Wo, p.rows_per_tile, KS, 1, p.C_in, p.k_pad, 48, g, with_wg, DH)" in v8
+    assert "if (wg && aligned && tx_fits(true))" in v8 and "if (tx && aligned && tx_fits(false))" in v8
     args = (14, 14, 14, 5, 1, 112, 48, True, 11, 112, 1)
     assert mb.kernel1_smem_bytes(*args, tx=True) == 115_912 > mb.V8_TWO_CTA_SMEM == 115_712
     assert mb.kernel1_smem_bytes(*args, tx=True, dh=True) == 115_912 - 25 * 48 * 2 == 113_512

@@ -732,8 +732,8 @@ __global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel_bc(cons
   expand_dw_v8_body<HC, KS, S, G, HF, false, false, true>(p);
 }
 
-// D's epilogue in packed fp16 (CUDA_KERNELS_K1_DH2, off until measured; NOTES.md "Session 23"): the three entry
-// points above with DH, under their own names (the default kernels' names and code unchanged).
+// D's epilogue in packed fp16 (CUDA_KERNELS_K1_DH2, kernel1_v8_dh_requested; NOTES.md "Session 23"): the three entry
+// points above with DH, under their own names (the fp32 epilogue's kernels, names and code unchanged).
 template <int HC, int KS, int S, int G = 1>
 __global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel_dh(const Params p) {
   expand_dw_v8_body<HC, KS, S, G, true, false, false, false, true>(p);
@@ -858,11 +858,12 @@ inline bool kernel1_v8_bc_requested() {
   const char* v = kernel1_switch("CUDA_KERNELS_K1_BIAS_C");
   return v == nullptr || v[0] == '1';
 }
-// CUDA_KERNELS_K1_DH2=0|1 (read at every call; on by default in version 11 since session 23: B0 -16.6 us, 5.1's kernel 1
-// 73.6 -> 65.8 us; NOTES.md "Session 23"): D's epilogue in packed fp16 with the HFMA2 depthwise - the bias added to
-// the fp16 sums in fp16 (one rounding, as PyTorch's fp16 conv output), SiLU by tanh.approx.f16x2 and one HFMA2 (D was
-// rounded to fp16 after an fp32 SiLU), each output row's pool sum of OW values in fp16 before it joins the fp32 sums
-// (12 -> ~8 instructions an output pair), and the taps as half2 (v8_smem's dh), which lets X come by TMA at 5.x.
+// CUDA_KERNELS_K1_DH2=0|1 (read at every call; on by default in version 11 since session 23: B0 -16.6 us, 5.1's
+// kernel 1 73.6 -> 65.8 us; NOTES.md "Session 23"): D's epilogue in packed fp16 with the HFMA2 depthwise - the bias
+// added to the fp16 sums in fp16 (one rounding, as PyTorch's fp16 conv output), SiLU by tanh.approx.f16x2 and one
+// HFMA2 (D was rounded to fp16 after an fp32 SiLU), each output row's pool sum of OW values in fp16 before it joins the
+// fp32 sums (12 -> ~8 instructions an output pair), and the taps as half2 (v8_smem's dh), which lets X come by TMA
+// at 5.x.
 inline bool kernel1_v8_dh_requested(bool v11) {
   const char* v = kernel1_switch("CUDA_KERNELS_K1_DH2");
   return v != nullptr ? v[0] == '1' : v11;
@@ -890,10 +891,13 @@ cudaError_t launch_expand_dw_v8_hf(const Params& p, cudaStream_t stream, bool pd
   if constexpr (HF) {
     const bool tx = kernel1_v8_tx_requested(), wg = tx && kernel1_v8_wg_requested() && sm90a_build();
     const bool aligned = reinterpret_cast<uintptr_t>(p.x) % 16 == 0;
-    if (wg && aligned && kernel1_v8_tx(true, p.H, p.W, p.Wo, p.rows_per_tile, KS, 1, p.C_in, p.k_pad, 48, g, true, DH))
+    const auto tx_fits = [&](bool with_wg) {
+      return kernel1_v8_tx(true, p.H, p.W, p.Wo, p.rows_per_tile, KS, 1, p.C_in, p.k_pad, 48, g, with_wg, DH);
+    };
+    if (wg && aligned && tx_fits(true))
       return g == 2 ? launch_expand_dw_v8<48, KS, 1, 2, HF, true, true, false, DH>(p, stream, pdl)
                     : launch_expand_dw_v8<48, KS, 1, 1, HF, true, true, false, DH>(p, stream, pdl);
-    if (tx && aligned && kernel1_v8_tx(true, p.H, p.W, p.Wo, p.rows_per_tile, KS, 1, p.C_in, p.k_pad, 48, g, false, DH))
+    if (tx && aligned && tx_fits(false))
       return g == 2 ? launch_expand_dw_v8<48, KS, 1, 2, HF, true, false, false, DH>(p, stream, pdl)
                     : launch_expand_dw_v8<48, KS, 1, 1, HF, true, false, false, DH>(p, stream, pdl);
   }
