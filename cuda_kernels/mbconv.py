@@ -146,6 +146,9 @@ K1_BIAS_C_SWITCH = "CUDA_KERNELS_K1_BIAS_C"
 # csrc/mbconv_v8.cuh kernel1_v8_dh_requested: "0" / "1" (on by default in version 11 since session 23: B0 -16.6 us): D's
 # epilogue in packed fp16 with the HFMA2 depthwise, its taps as half2 (expand_dw_v8_kernel_dh / _txdh / _bcdh)
 K1_DH2_SWITCH = "CUDA_KERNELS_K1_DH2"
+# csrc/mbconv_v8.cuh kernel1_v8_tg_requested: "1" (off until measured, session 23): at stride 2, k = 5, in version 11
+# the taps and bias from global memory (expand_dw_v8_kernel_bcdhg) and band_rows' taller bands that their room allows
+K1_TAPS_G_SWITCH = "CUDA_KERNELS_K1_TAPS_G"
 # csrc/mbconv_se_v4.cu se_v4_mode: "0" / "1" / "all" ("1" by default since session 18): the SE as two batched
 # products (1: where hidden >= 480)
 SE_V4_SWITCH = "CUDA_KERNELS_SE_V4"
@@ -369,7 +372,7 @@ def kernel1_v8_halo(width: int, kernel_size: int, stride: int, chunk: int = 48) 
 
 def kernel1_smem_bytes(rows: int, height: int, width: int, kernel_size: int, stride: int, k_pad: int, chunk: int,
                        expand: bool, version: int = DEFAULT_VERSION, c_in: int | None = None, images: int = 1,
-                       tx: bool = False, wg: bool = False, dh: bool = False) -> int:
+                       tx: bool = False, wg: bool = False, dh: bool = False, tg: bool = False) -> int:
     """Shared memory of kernel 1 for bands of `rows` output rows (mirrors csrc/mbconv.cuh
     ``expand_dw_smem_bytes``, csrc/mbconv_v2.cuh ``expand_dw_v2_smem_bytes`` and csrc/mbconv_v8.cuh
     ``expand_dw_v8_smem_bytes``): the X band and U chunk (expand only), E, the channel sums. Version 8
@@ -378,7 +381,7 @@ def kernel1_smem_bytes(rows: int, height: int, width: int, kernel_size: int, str
     (version 8 only): items of that many images (kernel1_v8_images), X, E and the per-group sums that many times;
     `tx` (version 8 only): X by the tensor memory accelerator (kernel1_v8_tx, x_tx_bytes_v8); `wg`: U in the wgmma
     expand's layout (u_bytes_v8); `dh`: the packed-fp16 epilogue's taps, half2 with the fp32 bias after them
-    (CUDA_KERNELS_K1_DH2: k k chunk x 2 bytes less)."""
+    (CUDA_KERNELS_K1_DH2: k k chunk x 2 bytes less); `tg`: no taps or bias in shared memory (CUDA_KERNELS_K1_TAPS_G)."""
     in_rows = (rows - 1) * stride + kernel_size
     m_pad = _round_up(min(height, in_rows) * width, 16)
     if version in (9, 10, 11):  # version 8's kernel 1, or version 3's where kernel1_v9_takes_v3
@@ -392,7 +395,7 @@ def kernel1_smem_bytes(rows: int, height: int, width: int, kernel_size: int, str
         m_pad = kernel1_v8_m_pad(height, width, kernel_size, stride, rows, images)
         x_halves = m_pad * (k_pad + 8) if x_rows_padded_v8(c_in) else _round_up(m_pad * c_in + 8, 8)
         kk = kernel_size * kernel_size
-        taps = kk * chunk * 2 + chunk * 4 if dh else (kk + 1) * chunk * 4
+        taps = 0 if tg else kk * chunk * 2 + chunk * 4 if dh else (kk + 1) * chunk * 4
         return ((x_tx_bytes_v8(m_pad, k_pad) if tx else x_halves * 2) + u_bytes_v8(k_pad, chunk, wg) + images * in_rows * e_width * e_pitch * 2
                 + images * groups * chunk * 4 + taps + 8)
     if version == 8:
@@ -410,11 +413,22 @@ def output_size(size: int, stride: int) -> int:
     return (size - 1) // stride + 1
 
 
+def kernel1_taps_global(version: int, stride: int, kernel_size: int) -> bool:
+    """Whether version 8's kernel 1 takes its taps from global memory (csrc/mbconv_v8.cuh launch_expand_dw_v8_hf):
+    CUDA_KERNELS_K1_TAPS_G=1 at stride 2, k = 5, in version 11 with the packed-fp16 epilogue, the HFMA2 depthwise
+    and the bias in the MMA (CUDA_KERNELS_K1_DH2, _HFMA2, _BIAS_C: on unless 0 there), read at every call."""
+    on = [os.environ.get(name) != "0" for name in (K1_DH2_SWITCH, K1_HFMA2_SWITCH, K1_BIAS_C_SWITCH)]
+    return (version == 11 and stride == 2 and kernel_size == 5 and os.environ.get(K1_TAPS_G_SWITCH) == "1"
+            and all(on))
+
+
 @functools.lru_cache(maxsize=4096)
 def band_rows(height: int, width: int, kernel_size: int, stride: int, k_pad: int, chunk: int,
-              expand: bool, version: int = DEFAULT_VERSION, c_in: int | None = None) -> int:
+              expand: bool, version: int = DEFAULT_VERSION, c_in: int | None = None,
+              taps_global: bool = False) -> int:
     """Output rows per band of kernel 1: the tallest band that fits the budget, then evened
-    out over the bands. Raises ValueError when one row does not fit."""
+    out over the bands. Raises ValueError when one row does not fit. `taps_global`: version 8's kernel 1 without its
+    shared taps (CUDA_KERNELS_K1_TAPS_G, which the launcher honours at stride 2 with the packed-fp16 epilogue)."""
     out_h = output_size(height, stride)
     budgets = (SMEM_BUDGET, SMEM_MAX)
     if version == 4 and kernel_size == 3:
@@ -422,7 +436,7 @@ def band_rows(height: int, width: int, kernel_size: int, stride: int, k_pad: int
     for budget in budgets:
         fits = [r for r in range(1, out_h + 1)
                 if kernel1_smem_bytes(r, height, width, kernel_size, stride, k_pad, chunk, expand, version,
-                                      c_in) <= budget]
+                                      c_in, dh=taps_global, tg=taps_global) <= budget]
         if fits:
             bands = -(-out_h // max(fits))
             return -(-out_h // bands)
@@ -665,7 +679,7 @@ def _launch(x: torch.Tensor, tensors: list[torch.Tensor], kernel_size: int, stri
     chunk = chunk_for(hidden)
     _, _, height, width = x.shape
     rows = band_rows(height, width, kernel_size, stride, w_exp.shape[1] if expand else 0, chunk, expand, version,
-                     x.shape[1])
+                     x.shape[1], kernel1_taps_global(version, stride, kernel_size))
     out_nhwc = torch.empty(0, dtype=x.dtype, device=x.device) if out is None else out.permute(0, 2, 3, 1)
     y = _extension().mbconv(x.permute(0, 2, 3, 1), *tensors, kernel_size, stride, out_channels, rows, chunk,
                             residual, out_nhwc, KERNEL_VERSION[version], _pdl.enabled())

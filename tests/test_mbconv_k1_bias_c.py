@@ -24,8 +24,8 @@ def test_the_switch_builds_the_bias_into_the_first_mma():
     assert mb.K1_BIAS_C_SWITCH == "CUDA_KERNELS_K1_BIAS_C"
     assert 'kernel1_switch("CUDA_KERNELS_K1_BIAS_C");\n  return v == nullptr || v[0] == \'1\';' in v8  # on unset
     # stride 2 only, with the HFMA2 depthwise
-    assert ("if (kernel1_v8_bc_requested())\n        return launch_expand_dw_v8<48, KS, 2, 1, HF, false, false, true, "
-            "DH>(" in v8)
+    assert "if (kernel1_v8_bc_requested()) {" in v8
+    assert "return launch_expand_dw_v8<48, KS, 2, 1, HF, false, false, true, DH>(p, stream, pdl);" in v8
     # D = A B + C with C's two per-lane values repeated over the fragment's two rows
     assert '"{%10,%11,%10,%11};\\n"' in ptx and '"=f"(d[0])' in ptx
     assert "expand_k16<HC>(acc, Xs, ldx, Us, ldu, mt * 16, 0, a_row, a_k, b_row, b_k, hbias);" in v8

@@ -107,7 +107,7 @@ def test_its_smaller_taps_let_x_come_by_tma_at_stage_5():
     C_in = k_pad = 112, k = 5, one band of 14 rows) X by the tensor memory accelerator needs 115,912 bytes, 200 over
     two CTAs' 115,712, and 113,512 with them; with the wgmma expand's U 116,680 -> 114,280 (5.0 too)."""
     v8 = (CSRC / "mbconv_v8.cuh").read_text()
-    assert "r.bar = r.wdw + (dh ? ks * ks * chunk * 2 + chunk * 4 : (ks * ks + 1) * chunk * 4);" in v8
+    assert "dh ? ks * ks * chunk * 2 + chunk * 4 : (ks * ks + 1) * chunk * 4);" in v8
     assert "kernel1_v8_tx(true, p.H, p.W, p.Wo, p.rows_per_tile, KS, 1, p.C_in, p.k_pad, 48, g, with_wg, DH)" in v8
     assert "if (wg && aligned && tx_fits(true))" in v8 and "if (tx && aligned && tx_fits(false))" in v8
     args = (14, 14, 14, 5, 1, 112, 48, True, 11, 112, 1)
@@ -129,3 +129,67 @@ def test_stage_5_runs_x_by_tma_and_the_wgmma_expand(path, monkeypatch):
 
     *_, names, _, _, _ = switched_against_float64(monkeypatch, "efficientnet_b0", path, 128, mb.K1_DH2_SWITCH, "1")
     assert "expand_dw_v8_kernel_txdh<48, 5, 1, 1, true>" in names, names[:600]
+
+
+# ---- the taps from global memory at stride 2 (CUDA_KERNELS_K1_TAPS_G=1, off until measured) ----
+
+def test_taps_from_global_memory_let_3_0_run_bands_of_4_rows():
+    """Without the taps' shared copy (2,400 bytes of half2 taps and 192 of fp32 bias at k = 5) kernel 1 fits bands of
+    4 output rows at B0's 3.0 (56 x 56, C_in 24 -> k_pad 32, k = 5, stride 2) in two CTAs: 116,208 bytes with the
+    shared taps, 496 over 115,712, and 113,616 without; band_rows then takes 7 bands of 4 for 10 of 3 (the last of 1)."""
+    v8 = (CSRC / "mbconv_v8.cuh").read_text()
+    assert 'kernel1_switch("CUDA_KERNELS_K1_TAPS_G");\n  return v != nullptr && v[0] == \'1\';' in v8  # off unset
+    assert "return launch_expand_dw_v8<48, KS, 2, 1, HF, false, false, true, DH, true>(p, stream, pdl);" in v8
+    assert "r.bar = r.wdw + (tg ? 0 : dh ? ks * ks * chunk * 2 + chunk * 4 : (ks * ks + 1) * chunk * 4);" in v8
+    # the same values the shared copy held: halved in fp32, then rounded to half2
+    assert "wh[t] = __floats2half2_rn(0.5f * w.x, 0.5f * w.y);" in v8
+    args = (4, 56, 56, 5, 2, 32, 48, True, 11, 24)
+    assert mb.kernel1_smem_bytes(*args, dh=True) == 116_208 > mb.V8_TWO_CTA_SMEM
+    assert mb.kernel1_smem_bytes(*args, dh=True, tg=True) == 116_208 - 25 * 48 * 2 - 48 * 4 == 113_616
+    assert mb.band_rows(56, 56, 5, 2, 32, 48, True, 11, 24) == 3
+    assert mb.band_rows(56, 56, 5, 2, 32, 48, True, 11, 24, taps_global=True) == 4
+    assert "if constexpr (DH && KS == 5)" in v8  # k = 3 (2.0, 4.0): no taller band fits anyway
+    assert mb.band_rows(112, 112, 3, 2, 16, 48, True, 11, 16, taps_global=True) == 2  # 2.0: 3 rows need 125 KB
+
+
+def test_the_launcher_and_band_rows_agree_on_when(monkeypatch):
+    for name in (mb.K1_DH2_SWITCH, mb.K1_HFMA2_SWITCH, mb.K1_BIAS_C_SWITCH, mb.K1_TAPS_G_SWITCH):
+        monkeypatch.delenv(name, raising=False)
+    assert not mb.kernel1_taps_global(11, 2, 5)  # off unless set
+    monkeypatch.setenv(mb.K1_TAPS_G_SWITCH, "1")
+    assert mb.kernel1_taps_global(11, 2, 5)
+    assert not any(mb.kernel1_taps_global(*args) for args in ((11, 1, 5), (10, 2, 5), (11, 2, 3)))
+    for name in (mb.K1_DH2_SWITCH, mb.K1_HFMA2_SWITCH, mb.K1_BIAS_C_SWITCH):  # the kernel it needs switched off
+        monkeypatch.setenv(name, "0")
+        assert not mb.kernel1_taps_global(11, 2, 5)
+        monkeypatch.delenv(name)
+
+
+def _stride2_k5():
+    from mbconv_helpers import DISTINCT, block_of
+
+    dws = [(n, p, block_of(n, p).block[-3][0]) for n, p in DISTINCT]
+    return [(n, p) for n, p, dw in dws if dw.stride[0] == 2 and dw.kernel_size[0] == 5]
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("batch", [1, 5, 128])
+@pytest.mark.parametrize("name,path", _stride2_k5())
+def test_taps_from_global_memory_against_float64(name, path, batch, monkeypatch):
+    """Every stride-2, k = 5 MBConv of B0 and B2 with the switch: within 2x PyTorch fp16's error of float64 (poisoned
+    output), the profiler naming expand_dw_v8_kernel_bcdhg, and within 1e-3 of the shared taps' kernel (D's values are
+    the same; taller bands add the pool in another order)."""
+    from mbconv_helpers import switched_against_float64
+
+    from perfmodel.harness import relative_error
+
+    got, default, names, *_ = switched_against_float64(monkeypatch, name, path, batch, mb.K1_TAPS_G_SWITCH, "1")
+    assert "expand_dw_v8_kernel_bcdhg<48, " in names, names[:600]
+    assert relative_error(got, default.double()) < 1e-3
+
+
+@pytest.mark.cuda
+def test_efficientnet_b0_with_the_taps_from_global_memory(monkeypatch):
+    from mbconv_helpers import check_fused_b0
+
+    check_fused_b0(monkeypatch, {mb.K1_TAPS_G_SWITCH: "1"}, {"StemMBConv": 1, "MBConv": 15}, 16)

@@ -116,17 +116,19 @@ __host__ __device__ inline int u_bytes_v8(int k_pad, int chunk, bool wg) {
 // dh (D's epilogue in packed fp16, CUDA_KERNELS_K1_DH2): the taps as half2 [k k x HC / 2], the bias right after them as
 // float2 [HC / 2] (the HFMA2 kernels use only the first half of a float2 tap's slot): k k HC x 2 bytes less, which lets
 // X come by the tensor memory accelerator (and the expand run on wgmma) at B0's 5.0-5.2 within two CTAs an SM.
+// tg (with dh; CUDA_KERNELS_K1_TAPS_G, off until measured): no taps and bias in shared memory at all - each thread
+// loads its pair's from global memory (L1) per item - so that taller stride-2 bands fit two CTAs (B0's 3.0: 4 rows).
 struct V8Smem {
   int u, e, red, wdw, bar, end;
 };
 __host__ __device__ inline V8Smem v8_smem(int m_pad, int C_in, int k_pad, int e_tile, int images, int ks, int chunk,
-                                          bool tx, bool wg, bool dh = false) {
+                                          bool tx, bool wg, bool dh = false, bool tg = false) {
   V8Smem r;
   r.u = tx ? x_tx_bytes_v8(m_pad, k_pad) - 1024 : x_halves_v8(m_pad, C_in, k_pad) * 2;
   r.e = r.u + u_bytes_v8(k_pad, chunk, wg);
   r.red = r.e + images * e_tile * 60 * 2;
   r.wdw = r.red + images * (kExpandThreads / (chunk / 2)) * chunk * 4;
-  r.bar = r.wdw + (dh ? ks * ks * chunk * 2 + chunk * 4 : (ks * ks + 1) * chunk * 4);
+  r.bar = r.wdw + (tg ? 0 : dh ? ks * ks * chunk * 2 + chunk * 4 : (ks * ks + 1) * chunk * 4);
   r.end = r.bar + 8;
   return r;
 }
@@ -136,12 +138,12 @@ __host__ __device__ inline int expand_dw_v8_m_pad(int H, int W, int rows, int ks
 }
 __host__ __device__ inline int expand_dw_v8_smem_bytes(int H, int W, int Wo, int rows, int ks, int stride, int C_in,
                                                       int k_pad, int chunk, int images = 1, bool tx = false,
-                                                      bool wg = false, bool dh = false) {
+                                                      bool wg = false, bool dh = false, bool tg = false) {
   const int ow = stride == 1 ? 4 : 2;
   const int e_rows = (rows - 1) * stride + ks;
   const int we = (round_up(Wo, ow) - 1) * stride + ks;
   const int m_pad = expand_dw_v8_m_pad(H, W, rows, ks, stride, images);
-  return (tx ? 1024 : 0) + v8_smem(m_pad, C_in, k_pad, e_rows * we, images, ks, chunk, tx, wg, dh).end;
+  return (tx ? 1024 : 0) + v8_smem(m_pad, C_in, k_pad, e_rows * we, images, ks, chunk, tx, wg, dh, tg).end;
 }
 
 // Items of G images (NOTES.md, "Design sketch: kernel 1 items of G images"; CUDA_KERNELS_K1_IMAGES, 1 by default):
@@ -196,10 +198,12 @@ __device__ __forceinline__ void expand_k16_tx(float (&acc)[HC / 8][4], const __h
 // measured it at three CTAs per SM, 80 registers and one-image items, 6.1's kernel 1 49.1 -> 55.4 us, and removed
 // that entry point: NOTES.md, "Kernel 1's stall reasons"). TX: X by the tensor memory accelerator through the tensor
 // map at xmap (kernel1_v8_tx; null otherwise); WG (with TX): the expand on warpgroup MMAs.
-template <int HC, int KS, int S, int G, bool HF, bool TX = false, bool WG = false, bool BC = false, bool DH = false>
+template <int HC, int KS, int S, int G, bool HF, bool TX = false, bool WG = false, bool BC = false, bool DH = false,
+          bool TG = false>
 __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtensorMap* xmap = nullptr) {
   static_assert(!WG || TX, "the wgmma expand reads X's swizzled boxes");
   static_assert(!DH || HF, "D's epilogue in packed fp16 takes the HFMA2 depthwise's fp16 sums");
+  static_assert(!TG || DH, "the taps from global memory are built on the packed-fp16 epilogue's kernels");
   static_assert(!BC || (S == 2 && !TX), "the bias in the MMA is built for the stride-2 kernels (bulk-copied X)");
   using bf::cp_async16;
   using bf::smem_addr;
@@ -233,7 +237,7 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtenso
   const bool x_padded = x_padded_v8(p.C_in);
   const int e_tile = rows_max * WE;  // pixels of one image's E tile (G tiles stacked where G > 1)
   static_assert(LDE == 60, "v8_smem counts E's pixels at 60 halves");
-  const V8Smem L = v8_smem(m_pad, p.C_in, p.k_pad, e_tile, G, KS, HC, TX, WG, DH);  // (TX: the regions' offsets)
+  const V8Smem L = v8_smem(m_pad, p.C_in, p.k_pad, e_tile, G, KS, HC, TX, WG, DH, TG);  // (TX: the regions' offsets)
   const int x_halves = TX ? L.u / 2 : x_halves_v8(m_pad, p.C_in, p.k_pad);
   const int ldx = x_padded ? p.k_pad + 8 : p.C_in;
   const int ldu = p.k_pad + 8;
@@ -247,7 +251,7 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtenso
   // DH: the taps as half2 [KK][PAIRS], the bias after them (v8_smem)
   float2* const wdw_bias =
       DH ? reinterpret_cast<float2*>(reinterpret_cast<__half2*>(wdw) + KK * PAIRS) : wdw + KK * PAIRS;
-  const uint32_t bar = smem_addr(wdw_bias + PAIRS);
+  const uint32_t bar = smem_addr(TG ? wdw : wdw_bias + PAIRS);  // TG: no taps region
 
   // Once per CTA: X zeroed (every value the expand reads is finite), E's side columns (never written by the
   // expand, which stores columns PAD .. PAD + W - 1 only), the mbarrier.
@@ -404,7 +408,7 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtenso
         if (j < hcount) *reinterpret_cast<uint2*>(Es + pix * LDE + (j - pix * ECH) * 4) = hv[k];
       }
     }
-    if (new_chunk)  // the previous chunk's depthwise is done (barrier A); read after barrier B
+    if (!TG && new_chunk)  // the previous chunk's depthwise is done (barrier A); read after barrier B
       for (int j = tid; j < (KK + 1) * PAIRS; j += kExpandThreads) {
         const int t = j / PAIRS, ch = c0 + 2 * (j - t * PAIRS);
         const float* src = t < KK ? p.w_dw + (size_t)t * p.hid_pad + ch : p.b_dw + ch;
@@ -568,7 +572,13 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtenso
       // error, 2.09x PyTorch's at features.3.0 in s13 call 3; from zero, as fp32 sums in a float64 model)
       float w0[HF ? 1 : KK], w1[HF ? 1 : KK];
       __half2 wh[HF ? KK : 1];
-      if constexpr (HF) {
+      if constexpr (TG) {  // the values the shared copy holds, from global memory (L1): halved, then rounded
+#pragma unroll
+        for (int t = 0; t < KK; ++t) {
+          const float2 w = __ldg(reinterpret_cast<const float2*>(p.w_dw + (size_t)t * p.hid_pad + ch));
+          wh[t] = __floats2half2_rn(0.5f * w.x, 0.5f * w.y);
+        }
+      } else if constexpr (HF) {
         const __half2* wdh = reinterpret_cast<const __half2*>(wdw);
 #pragma unroll
         for (int t = 0; t < KK; ++t) wh[t] = wdh[t * PAIRS + pair];
@@ -580,7 +590,9 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtenso
           w1[t] = w.y;
         }
       }
-      const float2 db = DH ? wdw_bias[pair] : wdw[KK * PAIRS + pair];
+      const float2 db = TG   ? make_float2(0.5f * __ldg(p.b_dw + ch), 0.5f * __ldg(p.b_dw + ch + 1))
+                        : DH ? wdw_bias[pair]
+                             : wdw[KK * PAIRS + pair];
       const float dbias0 = db.x, dbias1 = db.y;
       const __half2 dbias_h = DH ? __floats2half2_rn(dbias0, dbias1) : __half2{};  // DH: the bias rounded to fp16
       const bool store = ch < p.hidden;
@@ -747,12 +759,18 @@ template <int HC, int KS, int S, int G = 1>
 __global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel_bcdh(const Params p) {
   expand_dw_v8_body<HC, KS, S, G, true, false, false, true, true>(p);
 }
+// ... and _bcdh with the taps from global memory (CUDA_KERNELS_K1_TAPS_G, off until measured; v8_smem's tg).
+template <int HC, int KS, int S, int G = 1>
+__global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel_bcdhg(const Params p) {
+  expand_dw_v8_body<HC, KS, S, G, true, false, false, true, true, true>(p);
+}
 
 // Persistent: as many CTAs as fit on the device (two per SM at <= 113 KB), at most one per item.
 template <int HC, int KS, int S, int G = 1, bool HF = false, bool TX = false, bool WG = false, bool BC = false,
-          bool DH = false>
+          bool DH = false, bool TG = false>
 cudaError_t launch_expand_dw_v8(const Params& p, cudaStream_t stream, bool pdl) {
   static_assert(!DH || HF, "D's epilogue in packed fp16 takes the HFMA2 depthwise");
+  static_assert(!TG || (BC && DH), "the taps from global memory: the stride-2 packed-fp16 kernel only");
   constexpr int kMaxDevices = 64;
   static int configured[kMaxDevices] = {}, last_smem[kMaxDevices] = {}, last_ctas[kMaxDevices] = {},
              sms[kMaxDevices] = {};
@@ -761,6 +779,8 @@ cudaError_t launch_expand_dw_v8(const Params& p, cudaStream_t stream, bool pdl) 
       return expand_dw_v8_kernel_txdh<HC, KS, S, G, WG>;
     else if constexpr (TX)
       return expand_dw_v8_kernel_tx<HC, KS, S, G, HF, WG>;
+    else if constexpr (TG)
+      return expand_dw_v8_kernel_bcdhg<HC, KS, S, G>;
     else if constexpr (BC && DH)
       return expand_dw_v8_kernel_bcdh<HC, KS, S, G>;
     else if constexpr (BC)
@@ -771,7 +791,7 @@ cudaError_t launch_expand_dw_v8(const Params& p, cudaStream_t stream, bool pdl) 
       return expand_dw_v8_kernel<HC, KS, S, G, HF>;
   }();
   const int smem =
-      expand_dw_v8_smem_bytes(p.H, p.W, p.Wo, p.rows_per_tile, KS, S, p.C_in, p.k_pad, HC, G, TX, WG, DH);
+      expand_dw_v8_smem_bytes(p.H, p.W, p.Wo, p.rows_per_tile, KS, S, p.C_in, p.k_pad, HC, G, TX, WG, DH, TG);
   int dev = 0;
   cudaError_t err = cudaGetDevice(&dev);
   if (err != cudaSuccess) return err;
@@ -868,6 +888,14 @@ inline bool kernel1_v8_dh_requested(bool v11) {
   const char* v = kernel1_switch("CUDA_KERNELS_K1_DH2");
   return v != nullptr ? v[0] == '1' : v11;
 }
+// CUDA_KERNELS_K1_TAPS_G=0|1 (read at every call; off until measured, NOTES.md "Current state", session 23, next 3b):
+// at stride 2, k = 5, with the packed-fp16 epilogue and the bias in the MMA, the taps and bias from global memory
+// instead of a shared copy (expand_dw_v8_kernel_bcdhg), 2.6 KB less, for the taller bands mbconv.py band_rows then
+// chooses (mbconv.py kernel1_taps_global mirrors when).
+inline bool kernel1_v8_tg_requested() {
+  const char* v = kernel1_switch("CUDA_KERNELS_K1_TAPS_G");
+  return v != nullptr && v[0] == '1';
+}
 inline bool sm90a_build() {  // the extension defines BF_SM90A where it builds for sm_90a (cuda_kernels/_build.py)
 #ifdef BF_SM90A
   return true;
@@ -882,8 +910,12 @@ cudaError_t launch_expand_dw_v8_hf(const Params& p, cudaStream_t stream, bool pd
     if (kernel1_v8_dh_requested(v11)) return launch_expand_dw_v8_hf<KS, true, true>(p, stream, pdl, v10, v11);
   if (p.stride == 2) {
     if constexpr (HF)
-      if (kernel1_v8_bc_requested())
+      if (kernel1_v8_bc_requested()) {
+        if constexpr (DH && KS == 5)  // (k = 3: 2.0's and 4.0's bands would not grow; it spilled 8 bytes there)
+          if (kernel1_v8_tg_requested())
+            return launch_expand_dw_v8<48, KS, 2, 1, HF, false, false, true, DH, true>(p, stream, pdl);
         return launch_expand_dw_v8<48, KS, 2, 1, HF, false, false, true, DH>(p, stream, pdl);
+      }
     return launch_expand_dw_v8<48, KS, 2, 1, HF, false, false, false, DH>(p, stream, pdl);
   }
   const int g = kernel1_v8_images(kernel1_v8_images_requested(v10), p.row_blocks, p.H, p.W, p.Wo, p.rows_per_tile,
