@@ -136,7 +136,8 @@ def test_stage_5_runs_x_by_tma_and_the_wgmma_expand(path, monkeypatch):
 def test_taps_from_global_memory_let_3_0_run_bands_of_4_rows():
     """Without the taps' shared copy (2,400 bytes of half2 taps and 192 of fp32 bias at k = 5) kernel 1 fits bands of
     4 output rows at B0's 3.0 (56 x 56, C_in 24 -> k_pad 32, k = 5, stride 2) in two CTAs: 116,208 bytes with the
-    shared taps, 496 over 115,712, and 113,616 without; band_rows then takes 7 bands of 4 for 10 of 3 (the last of 1)."""
+    shared taps, 496 over 115,712, and 113,616 without; band_rows then takes 7 bands of 4 for 10 of 3 (the last
+    of 1)."""
     v8 = (CSRC / "mbconv_v8.cuh").read_text()
     assert 'kernel1_switch("CUDA_KERNELS_K1_TAPS_G");\n  return v != nullptr && v[0] == \'1\';' in v8  # off unset
     assert "return launch_expand_dw_v8<48, KS, 2, 1, HF, false, false, true, DH, true>(p, stream, pdl);" in v8
