@@ -149,6 +149,10 @@ K1_DH2_SWITCH = "CUDA_KERNELS_K1_DH2"
 # csrc/mbconv_v8.cuh kernel1_v8_tg_requested: "1" (off until measured, session 23): at stride 2, k = 5, in version 11
 # the taps and bias from global memory (expand_dw_v8_kernel_bcdhg) and band_rows' taller bands that their room allows
 K1_TAPS_G_SWITCH = "CUDA_KERNELS_K1_TAPS_G"
+# csrc/mbconv_v8.cuh kernel1_v8_ow2_requested: "1" (off until measured, session 23): the depthwise 2 outputs wide where
+# kernel 1 runs the TMA X, the wgmma expand and the packed-fp16 epilogue on one image an item and Wo % 4 == 2 (B0's
+# 14 x 14 blocks; expand_dw_v8_kernel_txdhw2)
+K1_OW2_SWITCH = "CUDA_KERNELS_K1_OW2"
 # csrc/mbconv_se_v4.cu se_v4_mode: "0" / "1" / "all" ("1" by default since session 18): the SE as two batched
 # products (1: where hidden >= 480)
 SE_V4_SWITCH = "CUDA_KERNELS_SE_V4"

@@ -194,3 +194,51 @@ def test_efficientnet_b0_with_the_taps_from_global_memory(monkeypatch):
     from mbconv_helpers import check_fused_b0
 
     check_fused_b0(monkeypatch, {mb.K1_TAPS_G_SWITCH: "1"}, {"StemMBConv": 1, "MBConv": 15}, 16)
+
+
+# ---- the depthwise 2 outputs wide at 14 x 14 (CUDA_KERNELS_K1_OW2=1, off until measured) ----
+
+def test_two_wide_outputs_cover_14_columns_exactly():
+    """At 14 x 14 the depthwise's 4-wide tiles cover 16 columns (4 groups) and its units round up to 2 rounds of 10
+    thread groups at 4.1 (k = 3: 4 x 4 = 16 units); 2-wide tiles cover 14 (7 groups): 7 x 4 = 28 units in 3 rounds.
+    E is then 16 pixels wide for 18 at k = 3: 16 rows x 2 pixels x 120 bytes less."""
+    v8 = (CSRC / "mbconv_v8.cuh").read_text()
+    assert mb.K1_OW2_SWITCH == "CUDA_KERNELS_K1_OW2"
+    assert 'kernel1_switch("CUDA_KERNELS_K1_OW2");\n  return v != nullptr && v[0] == \'1\';' in v8  # off unset
+    assert "tx_fits(true) && g == 1 && p.Wo % 4 == 2 && kernel1_v8_ow2_requested())" in v8
+    assert "OW = OWT ? OWT : DwTile<S>::OW" in v8 and "ow = ow ? ow : stride == 1 ? 4 : 2;" in v8
+    groups = {ow: -(-14 // ow) for ow in (4, 2)}
+    units = {ow: groups[ow] * -(-14 // mb.v8_segment_rows(3, 1)) for ow in (4, 2)}
+    assert groups == {4: 4, 2: 7} and units == {4: 16, 2: 28}
+    e_width = {ow: (groups[ow] * ow - 1) + 3 for ow in (4, 2)}
+    assert e_width == {4: 18, 2: 16} and (e_width[4] - e_width[2]) * 16 * 120 == 3_840
+
+
+def _two_mod_four_wide():
+    from mbconv_helpers import DISTINCT, mbconv_shapes
+
+    return [(n, p) for n, p in DISTINCT if mbconv_shapes(n)[p][2] % 4 == 2]
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("batch", [1, 5, 128])
+@pytest.mark.parametrize("name,path", _two_mod_four_wide())
+def test_two_wide_outputs_against_float64(name, path, batch, monkeypatch):
+    """Every B0 / B2 block whose input is 2 (mod 4) wide, with the switch: within 2x PyTorch fp16's error of float64
+    (poisoned output) and within 1e-3 of 4-wide tiles (each D value the same; the pool's per-thread sums in another
+    order); at B0's 14 x 14 stride-1 blocks (4.1-5.2) the profiler names expand_dw_v8_kernel_txdhw2."""
+    from mbconv_helpers import switched_against_float64
+
+    from perfmodel.harness import relative_error
+
+    got, default, names, params, *_ = switched_against_float64(monkeypatch, name, path, batch, mb.K1_OW2_SWITCH, "1")
+    if name == "efficientnet_b0" and path.split(".")[1] in ("4", "5") and params.stride == 1:
+        assert "expand_dw_v8_kernel_txdhw2<48, " in names, names[:600]
+    assert relative_error(got, default.double()) < 1e-3
+
+
+@pytest.mark.cuda
+def test_efficientnet_b0_with_two_wide_outputs(monkeypatch):
+    from mbconv_helpers import check_fused_b0
+
+    check_fused_b0(monkeypatch, {mb.K1_OW2_SWITCH: "1"}, {"StemMBConv": 1, "MBConv": 15}, 16)
