@@ -95,13 +95,6 @@ def test_every_shape_against_float64(name, path, batch, monkeypatch):
         assert "dh<" not in names
 
 
-@pytest.mark.cuda
-def test_efficientnet_b0_with_it(monkeypatch):
-    from mbconv_helpers import check_fused_b0
-
-    check_fused_b0(monkeypatch, {mb.K1_DH2_SWITCH: "1"}, {"StemMBConv": 1, "MBConv": 15}, 16)
-
-
 def test_its_smaller_taps_let_x_come_by_tma_at_stage_5():
     """The taps as half2 with the bias after them (v8_smem's dh) take k k x 48 x 2 bytes less: at B0's 5.1 (14 x 14,
     C_in = k_pad = 112, k = 5, one band of 14 rows) X by the tensor memory accelerator needs 115,912 bytes, 200 over
@@ -189,13 +182,6 @@ def test_taps_from_global_memory_against_float64(name, path, batch, monkeypatch)
     assert relative_error(got, default.double()) < 1e-3
 
 
-@pytest.mark.cuda
-def test_efficientnet_b0_with_the_taps_from_global_memory(monkeypatch):
-    from mbconv_helpers import check_fused_b0
-
-    check_fused_b0(monkeypatch, {mb.K1_TAPS_G_SWITCH: "1"}, {"StemMBConv": 1, "MBConv": 15}, 16)
-
-
 # ---- the depthwise 2 outputs wide at 14 x 14 (CUDA_KERNELS_K1_OW2=1, off until measured) ----
 
 def test_two_wide_outputs_cover_14_columns_exactly():
@@ -237,8 +223,13 @@ def test_two_wide_outputs_against_float64(name, path, batch, monkeypatch):
     assert relative_error(got, default.double()) < 1e-3
 
 
+# ---- EfficientNet-B0 end to end under each switch (ids: the device scripts select them with -k) ----
+
 @pytest.mark.cuda
-def test_efficientnet_b0_with_two_wide_outputs(monkeypatch):
+@pytest.mark.parametrize("switch", [mb.K1_DH2_SWITCH, mb.K1_TAPS_G_SWITCH, mb.K1_OW2_SWITCH],
+                         ids=["dh2", "taps", "two_wide"])
+def test_efficientnet_b0_with_it(switch, monkeypatch):
+    """B0 through the check before timing (every fused block within 2x PyTorch fp16's error; none falls back)."""
     from mbconv_helpers import check_fused_b0
 
-    check_fused_b0(monkeypatch, {mb.K1_OW2_SWITCH: "1"}, {"StemMBConv": 1, "MBConv": 15}, 16)
+    check_fused_b0(monkeypatch, {switch: "1"}, {"StemMBConv": 1, "MBConv": 15}, 16)
