@@ -146,13 +146,10 @@ K1_BIAS_C_SWITCH = "CUDA_KERNELS_K1_BIAS_C"
 # csrc/mbconv_v8.cuh kernel1_v8_dh_requested: "0" / "1" (on by default in version 11 since session 23: B0 -16.6 us): D's
 # epilogue in packed fp16 with the HFMA2 depthwise, its taps as half2 (expand_dw_v8_kernel_dh / _txdh / _bcdh)
 K1_DH2_SWITCH = "CUDA_KERNELS_K1_DH2"
-# csrc/mbconv_v8.cuh kernel1_v8_tg_requested: "1" (off until measured, session 23): at stride 2, k = 5, in version 11
-# the taps and bias from global memory (expand_dw_v8_kernel_bcdhg) and band_rows' taller bands that their room allows
+# csrc/mbconv_v8.cuh kernel1_v8_tg_requested: "0" / "1" (on by default in version 11 since session 24: B0's 3.0 kernel 1
+# 99.5 -> 93.2 us, B0 -5.2 us): at stride 2, k = 5, the taps and bias from global memory (expand_dw_v8_kernel_bcdhg)
+# and band_rows' taller bands that their room allows
 K1_TAPS_G_SWITCH = "CUDA_KERNELS_K1_TAPS_G"
-# csrc/mbconv_v8.cuh kernel1_v8_ow2_requested: "1" (off until measured, session 23): the depthwise 2 outputs wide where
-# kernel 1 runs the TMA X, the wgmma expand and the packed-fp16 epilogue on one image an item and Wo % 4 == 2 (B0's
-# 14 x 14 blocks; expand_dw_v8_kernel_txdhw2)
-K1_OW2_SWITCH = "CUDA_KERNELS_K1_OW2"
 # csrc/mbconv_se_v4.cu se_v4_mode: "0" / "1" / "all" ("1" by default since session 18): the SE as two batched
 # products (1: where hidden >= 480)
 SE_V4_SWITCH = "CUDA_KERNELS_SE_V4"
@@ -419,11 +416,10 @@ def output_size(size: int, stride: int) -> int:
 
 def kernel1_taps_global(version: int, stride: int, kernel_size: int) -> bool:
     """Whether version 8's kernel 1 takes its taps from global memory (csrc/mbconv_v8.cuh launch_expand_dw_v8_hf):
-    CUDA_KERNELS_K1_TAPS_G=1 at stride 2, k = 5, in version 11 with the packed-fp16 epilogue, the HFMA2 depthwise
-    and the bias in the MMA (CUDA_KERNELS_K1_DH2, _HFMA2, _BIAS_C: on unless 0 there), read at every call."""
-    on = [os.environ.get(name) != "0" for name in (K1_DH2_SWITCH, K1_HFMA2_SWITCH, K1_BIAS_C_SWITCH)]
-    return (version == 11 and stride == 2 and kernel_size == 5 and os.environ.get(K1_TAPS_G_SWITCH) == "1"
-            and all(on))
+    at stride 2, k = 5, in version 11 with the packed-fp16 epilogue, the HFMA2 depthwise and the bias in the MMA
+    (CUDA_KERNELS_K1_TAPS_G, _DH2, _HFMA2, _BIAS_C: on unless 0 there), read at every call."""
+    switches = (K1_TAPS_G_SWITCH, K1_DH2_SWITCH, K1_HFMA2_SWITCH, K1_BIAS_C_SWITCH)
+    return version == 11 and stride == 2 and kernel_size == 5 and all(os.environ.get(s) != "0" for s in switches)
 
 
 @functools.lru_cache(maxsize=4096)

@@ -116,7 +116,7 @@ __host__ __device__ inline int u_bytes_v8(int k_pad, int chunk, bool wg) {
 // dh (D's epilogue in packed fp16, CUDA_KERNELS_K1_DH2): the taps as half2 [k k x HC / 2], the bias right after them as
 // float2 [HC / 2] (the HFMA2 kernels use only the first half of a float2 tap's slot): k k HC x 2 bytes less, which lets
 // X come by the tensor memory accelerator (and the expand run on wgmma) at B0's 5.0-5.2 within two CTAs an SM.
-// tg (with dh; CUDA_KERNELS_K1_TAPS_G, off until measured): no taps and bias in shared memory at all - each thread
+// tg (with dh; CUDA_KERNELS_K1_TAPS_G, on by default in version 11): no taps and bias in shared memory at all - each thread
 // loads its pair's from global memory (L1) per item - so that taller stride-2 bands fit two CTAs (B0's 3.0: 4 rows).
 struct V8Smem {
   int u, e, red, wdw, bar, end;
@@ -138,9 +138,8 @@ __host__ __device__ inline int expand_dw_v8_m_pad(int H, int W, int rows, int ks
 }
 __host__ __device__ inline int expand_dw_v8_smem_bytes(int H, int W, int Wo, int rows, int ks, int stride, int C_in,
                                                       int k_pad, int chunk, int images = 1, bool tx = false,
-                                                      bool wg = false, bool dh = false, bool tg = false,
-                                                      int ow = 0) {
-  ow = ow ? ow : stride == 1 ? 4 : 2;
+                                                      bool wg = false, bool dh = false, bool tg = false) {
+  const int ow = stride == 1 ? 4 : 2;
   const int e_rows = (rows - 1) * stride + ks;
   const int we = (round_up(Wo, ow) - 1) * stride + ks;
   const int m_pad = expand_dw_v8_m_pad(H, W, rows, ks, stride, images);
@@ -200,7 +199,7 @@ __device__ __forceinline__ void expand_k16_tx(float (&acc)[HC / 8][4], const __h
 // that entry point: NOTES.md, "Kernel 1's stall reasons"). TX: X by the tensor memory accelerator through the tensor
 // map at xmap (kernel1_v8_tx; null otherwise); WG (with TX): the expand on warpgroup MMAs.
 template <int HC, int KS, int S, int G, bool HF, bool TX = false, bool WG = false, bool BC = false, bool DH = false,
-          bool TG = false, int OWT = 0>
+          bool TG = false>
 __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtensorMap* xmap = nullptr) {
   static_assert(!WG || TX, "the wgmma expand reads X's swizzled boxes");
   static_assert(!DH || HF, "D's epilogue in packed fp16 takes the HFMA2 depthwise's fp16 sums");
@@ -209,8 +208,7 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtenso
   using bf::cp_async16;
   using bf::smem_addr;
   extern __shared__ __align__(16) uint8_t smem[];
-  // OWT: the depthwise's outputs per thread along a row, if not DwTile's (CUDA_KERNELS_K1_OW2)
-  constexpr int LDE = V8Dw<HC>::LDE, PAD = KS / 2, OW = OWT ? OWT : DwTile<S>::OW, IN = (OW - 1) * S + KS, ECH = HC / 4;
+  constexpr int LDE = V8Dw<HC>::LDE, PAD = KS / 2, OW = DwTile<S>::OW, IN = (OW - 1) * S + KS, ECH = HC / 4;
   constexpr int R = V8Seg<KS, S>::R, SEG_E = (R - 1) * S + KS;  // a segment's output rows, its E rows
   constexpr int KH = KS - S;  // E rows shared by consecutive bands
   constexpr bool HALO = !(KS == 5 && S == 1) && G == 1;  // halo_v8's static part (G > 1: one band per image)
@@ -761,13 +759,7 @@ template <int HC, int KS, int S, int G = 1>
 __global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel_bcdh(const Params p) {
   expand_dw_v8_body<HC, KS, S, G, true, false, false, true, true>(p);
 }
-// ... and _txdh with the depthwise 2 outputs wide (CUDA_KERNELS_K1_OW2, off until measured)
-template <int HC, int KS, int S, int G = 1, bool WG = false>
-__global__ void __launch_bounds__(kExpandThreads, 2)
-    expand_dw_v8_kernel_txdhw2(const Params p, const __grid_constant__ CUtensorMap xmap) {
-  expand_dw_v8_body<HC, KS, S, G, true, true, WG, false, true, false, 2>(p, &xmap);
-}
-// ... and _bcdh with the taps from global memory (CUDA_KERNELS_K1_TAPS_G, off until measured; v8_smem's tg).
+// ... and _bcdh with the taps from global memory (CUDA_KERNELS_K1_TAPS_G, on by default in version 11; v8_smem's tg).
 template <int HC, int KS, int S, int G = 1>
 __global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel_bcdhg(const Params p) {
   expand_dw_v8_body<HC, KS, S, G, true, false, false, true, true, true>(p);
@@ -775,18 +767,15 @@ __global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel_bcdhg(c
 
 // Persistent: as many CTAs as fit on the device (two per SM at <= 113 KB), at most one per item.
 template <int HC, int KS, int S, int G = 1, bool HF = false, bool TX = false, bool WG = false, bool BC = false,
-          bool DH = false, bool TG = false, int OWT = 0>
+          bool DH = false, bool TG = false>
 cudaError_t launch_expand_dw_v8(const Params& p, cudaStream_t stream, bool pdl) {
-  static_assert(!OWT || (TX && DH), "2-wide depthwise outputs: the TMA X packed-fp16 kernel only");
   static_assert(!DH || HF, "D's epilogue in packed fp16 takes the HFMA2 depthwise");
   static_assert(!TG || (BC && DH), "the taps from global memory: the stride-2 packed-fp16 kernel only");
   constexpr int kMaxDevices = 64;
   static int configured[kMaxDevices] = {}, last_smem[kMaxDevices] = {}, last_ctas[kMaxDevices] = {},
              sms[kMaxDevices] = {};
   const auto kernel = [] {  // (the TX kernel instantiated only where TX asks for it)
-    if constexpr (OWT)
-      return expand_dw_v8_kernel_txdhw2<HC, KS, S, G, WG>;
-    else if constexpr (TX && DH)
+    if constexpr (TX && DH)
       return expand_dw_v8_kernel_txdh<HC, KS, S, G, WG>;
     else if constexpr (TX)
       return expand_dw_v8_kernel_tx<HC, KS, S, G, HF, WG>;
@@ -802,7 +791,7 @@ cudaError_t launch_expand_dw_v8(const Params& p, cudaStream_t stream, bool pdl) 
       return expand_dw_v8_kernel<HC, KS, S, G, HF>;
   }();
   const int smem =
-      expand_dw_v8_smem_bytes(p.H, p.W, p.Wo, p.rows_per_tile, KS, S, p.C_in, p.k_pad, HC, G, TX, WG, DH, TG, OWT);
+      expand_dw_v8_smem_bytes(p.H, p.W, p.Wo, p.rows_per_tile, KS, S, p.C_in, p.k_pad, HC, G, TX, WG, DH, TG);
   int dev = 0;
   cudaError_t err = cudaGetDevice(&dev);
   if (err != cudaSuccess) return err;
@@ -899,21 +888,13 @@ inline bool kernel1_v8_dh_requested(bool v11) {
   const char* v = kernel1_switch("CUDA_KERNELS_K1_DH2");
   return v != nullptr ? v[0] == '1' : v11;
 }
-// CUDA_KERNELS_K1_TAPS_G=0|1 (read at every call; off until measured, NOTES.md "Current state", session 23, next 3b):
-// at stride 2, k = 5, with the packed-fp16 epilogue and the bias in the MMA, the taps and bias from global memory
-// instead of a shared copy (expand_dw_v8_kernel_bcdhg), 2.6 KB less, for the taller bands mbconv.py band_rows then
-// chooses (mbconv.py kernel1_taps_global mirrors when).
-inline bool kernel1_v8_tg_requested() {
+// CUDA_KERNELS_K1_TAPS_G=0|1 (read at every call; on by default in version 11 since session 24: B0's 3.0 kernel 1
+// 99.5 -> 93.2 us, B0 -5.2 us; NOTES.md "Session 24"): at stride 2, k = 5, with the packed-fp16 epilogue and the bias
+// in the MMA, the taps and bias from global memory instead of a shared copy (expand_dw_v8_kernel_bcdhg), 2.6 KB less,
+// for the taller bands mbconv.py band_rows then chooses (mbconv.py kernel1_taps_global mirrors when).
+inline bool kernel1_v8_tg_requested(bool v11) {
   const char* v = kernel1_switch("CUDA_KERNELS_K1_TAPS_G");
-  return v != nullptr && v[0] == '1';
-}
-// CUDA_KERNELS_K1_OW2=0|1 (read at every call; off until measured, NOTES.md "Current state", session 23, next 1b):
-// where the TMA X, the wgmma expand and the packed-fp16 epilogue run one image an item and the output is 2 (mod 4)
-// wide (B0's 14 x 14 blocks, 4.1-5.2), the depthwise 2 outputs wide (expand_dw_v8_kernel_txdhw2): its 4-wide tiles
-// cover 16 columns of 14 and round up to fewer, larger units per item.
-inline bool kernel1_v8_ow2_requested() {
-  const char* v = kernel1_switch("CUDA_KERNELS_K1_OW2");
-  return v != nullptr && v[0] == '1';
+  return v != nullptr ? v[0] == '1' : v11;
 }
 inline bool sm90a_build() {  // the extension defines BF_SM90A where it builds for sm_90a (cuda_kernels/_build.py)
 #ifdef BF_SM90A
@@ -931,7 +912,7 @@ cudaError_t launch_expand_dw_v8_hf(const Params& p, cudaStream_t stream, bool pd
     if constexpr (HF)
       if (kernel1_v8_bc_requested()) {
         if constexpr (DH && KS == 5)  // (k = 3: 2.0's and 4.0's bands would not grow; it spilled 8 bytes there)
-          if (kernel1_v8_tg_requested())
+          if (kernel1_v8_tg_requested(v11))
             return launch_expand_dw_v8<48, KS, 2, 1, HF, false, false, true, DH, true>(p, stream, pdl);
         return launch_expand_dw_v8<48, KS, 2, 1, HF, false, false, true, DH>(p, stream, pdl);
       }
@@ -945,9 +926,6 @@ cudaError_t launch_expand_dw_v8_hf(const Params& p, cudaStream_t stream, bool pd
     const auto tx_fits = [&](bool with_wg) {
       return kernel1_v8_tx(true, p.H, p.W, p.Wo, p.rows_per_tile, KS, 1, p.C_in, p.k_pad, 48, g, with_wg, DH);
     };
-    if constexpr (DH)
-      if (wg && aligned && tx_fits(true) && g == 1 && p.Wo % 4 == 2 && kernel1_v8_ow2_requested())
-        return launch_expand_dw_v8<48, KS, 1, 1, HF, true, true, false, DH, false, 2>(p, stream, pdl);
     if (wg && aligned && tx_fits(true))
       return g == 2 ? launch_expand_dw_v8<48, KS, 1, 2, HF, true, true, false, DH>(p, stream, pdl)
                     : launch_expand_dw_v8<48, KS, 1, 1, HF, true, true, false, DH>(p, stream, pdl);
