@@ -34,13 +34,13 @@ e2e=$here/measurements/convfirstnet_e2e/run9
 perfmodel gap "$e2e"/h200_convfirstnet_{s,m,l}_*.json "$e2e"/h200_convfirstnet_h200_{fused,compile}_1.json \
   -H h200-sxm -o "$out/gap_h200_convfirstnet.png"
 # EfficientNet-B0 on the fused MBConv kernels, stem and head (version 11, the stem inside block 1.0's kernel, kernel 1's
-# X by the tensor memory accelerator and its expand on wgmma, the SE on clusters of 8 CTAs, the early projections with
-# the SE scale staged beside D, the later ones on wgmma, over two warpgroups at 6.x; the head's pool fused; the rest
-# compiled; session 22) beside every Inductor run, with torch.compile default (freezing, CUDA graphs) from the same
-# call (mbconv/s22/call3/; torch.compile max-autotune-no-cudagraphs, 3.157 ms there, was slower)
-b0=$here/measurements/mbconv/s22/call3
+# depthwise and epilogue in packed fp16, its X by the tensor memory accelerator and its expand on wgmma from stage 4,
+# the SE on clusters of 8 CTAs, the early projections with the SE scale staged beside D, the later ones on wgmma; the
+# head's pool fused; the rest compiled; session 24) beside every Inductor run, with both torch.compile modes (freezing,
+# CUDA graphs) from the same call (mbconv/s24/call2/: max-autotune-no-cudagraphs 3.085 ms, default 3.146)
+b0=$here/measurements/mbconv/s24/call2/auto
 perfmodel gap "$here"/measurements/h200_*[a-z0-9]_inductor.json "$b0"/b0_fused.json \
-  "$b0"/b0_inductor.json \
+  "$b0"/b0_inductor.json "$b0"/b0_inductor_max_autotune.json \
   -H h200-sxm -o "$out/gap_h200_fused.png"
 # Predicted against measured, per module (eager, with Nsight Compute bytes)
 for m in resnet50 convnext_tiny efficientnet_b0; do
