@@ -150,9 +150,6 @@ K1_DH2_SWITCH = "CUDA_KERNELS_K1_DH2"
 # 99.5 -> 93.2 us, B0 -5.2 us): at stride 2, k = 5, the taps and bias from global memory (expand_dw_v8_kernel_bcdhg)
 # and band_rows' taller bands that their room allows
 K1_TAPS_G_SWITCH = "CUDA_KERNELS_K1_TAPS_G"
-# csrc/mbconv_v8.cuh kernel1_v8_wu_requested: "1" (off until measured, session 24): the packed-fp16 kernel's wgmma expand
-# with its k loop unrolled within each 64-channel box, its descriptors uniform (expand_dw_v8_kernel_txdhu)
-K1_WG_LOOP_SWITCH = "CUDA_KERNELS_K1_WG_LOOP"
 # csrc/mbconv_se_v4.cu se_v4_mode: "0" / "1" / "all" ("1" by default since session 18): the SE as two batched
 # products (1: where hidden >= 480)
 SE_V4_SWITCH = "CUDA_KERNELS_SE_V4"

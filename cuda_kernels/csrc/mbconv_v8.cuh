@@ -199,10 +199,9 @@ __device__ __forceinline__ void expand_k16_tx(float (&acc)[HC / 8][4], const __h
 // that entry point: NOTES.md, "Kernel 1's stall reasons"). TX: X by the tensor memory accelerator through the tensor
 // map at xmap (kernel1_v8_tx; null otherwise); WG (with TX): the expand on warpgroup MMAs.
 template <int HC, int KS, int S, int G, bool HF, bool TX = false, bool WG = false, bool BC = false, bool DH = false,
-          bool TG = false, bool WU = false>
+          bool TG = false>
 __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtensorMap* xmap = nullptr) {
   static_assert(!WG || TX, "the wgmma expand reads X's swizzled boxes");
-  static_assert(!WU || WG, "the unrolled wgmma loop is the wgmma expand's");
   static_assert(!DH || HF, "D's epilogue in packed fp16 takes the HFMA2 depthwise's fp16 sums");
   static_assert(!TG || DH, "the taps from global memory are built on the packed-fp16 epilogue's kernels");
   static_assert(!BC || (S == 2 && !TX), "the bias in the MMA is built for the stride-2 kernels (bulk-copied X)");
@@ -501,13 +500,14 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtenso
         else
           epilogue(std::false_type{});
       };
-      if constexpr (WU) {  // the same tiles and wgmmas, each descriptor one add to a uniform value (below)
+      if constexpr (WG) {  // warpgroup w: 64-pixel tiles w, w + 2, ...; its warp i stores the tile's rows 16 i ..
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
         const uint64_t a_desc = bf::smem_desc_sw128(smem_addr(Xs)), b_desc = bf::smem_desc_sw128(smem_addr(Us));
         // The warpgroup's index through a shuffle, which the compiler knows to be warp-uniform (as CUTLASS's
-        // canonical_warp_group_idx): from warp / 4 each k step's descriptor was rebuilt in vector registers and
-        // moved over, ~27 instructions a wgmma. X's and U's boxes are 64 channels wide, so the k16 steps within a
-        // box are constant offsets from the box's descriptor (k_pad % 16 == 0).
+        // canonical_warp_group_idx): from warp / 4 each k step's descriptors were rebuilt in vector registers and
+        // moved over, ~27 instructions a wgmma (session 24: 4.1's kernel 1 39.0 -> 36.8 us, B0 -23 us). X's and U's
+        // boxes are 64 channels wide, so the k16 steps within a box are constant offsets from the box's descriptors
+        // (x_tx_offset(64 m64, k0, m_pad): no swizzle term at a multiple of 8 rows; k_pad % 16 == 0).
         const int wgi = __shfl_sync(0xffffffffu, warp / 4, 0);
         const uint32_t a_box = 2u * m_pad * kV8TxCols, b_box = 2u * HC * kV8TxCols;
         for (int m64 = wgi; m64 * kV8WgRows < npix; m64 += kExpandThreads / 128) {
@@ -531,30 +531,6 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtenso
 #pragma unroll 1
           for (int kk = 0; kb + kk < p.k_pad; kk += 16)
             bf::wgmma_m64n48k16_ss(d, bf::desc_advance(ad, 2 * kk), bf::desc_advance(bd, 2 * kk), 1);
-          bf::wgmma_commit();
-          bf::wgmma_wait<0>();
-          bf::fence_registers(d);
-          const int mt = m64 * (kV8WgRows / 16) + warp % 4;
-          if (mt * 16 < npix) store_tile(mt, acc);
-        }
-#else
-        __trap();
-#endif
-      } else if constexpr (WG) {  // warpgroup w: 64-pixel tiles w, w + 2, ...; its warp i stores the tile's rows 16 i ..
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-        const uint64_t a_desc = bf::smem_desc_sw128(smem_addr(Xs)), b_desc = bf::smem_desc_sw128(smem_addr(Us));
-        for (int m64 = warp / 4; m64 * kV8WgRows < npix; m64 += kExpandThreads / 128) {
-          float acc[NT][4];
-#pragma unroll
-          for (int a = 0; a < NT; ++a)
-#pragma unroll
-            for (int b = 0; b < 4; ++b) acc[a][b] = 0.f;
-          float(&d)[NT * 4] = reinterpret_cast<float(&)[NT * 4]>(acc);
-          bf::wgmma_fence();
-#pragma unroll 1
-          for (int k0 = 0; k0 < p.k_pad; k0 += 16)
-            bf::wgmma_m64n48k16_ss(d, bf::desc_advance(a_desc, 2 * x_tx_offset(m64 * kV8WgRows, k0, m_pad)),
-                                   bf::desc_advance(b_desc, 2 * x_tx_offset(0, k0, HC)), 1);
           bf::wgmma_commit();
           bf::wgmma_wait<0>();
           bf::fence_registers(d);
@@ -799,13 +775,6 @@ template <int HC, int KS, int S, int G = 1>
 __global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel_bcdh(const Params p) {
   expand_dw_v8_body<HC, KS, S, G, true, false, false, true, true>(p);
 }
-// ... and _txdh (wgmma) with the expand's k loop unrolled over each 64-channel box, its descriptors uniform
-// (CUDA_KERNELS_K1_WG_LOOP, off until measured)
-template <int HC, int KS, int S, int G = 1>
-__global__ void __launch_bounds__(kExpandThreads, 2)
-    expand_dw_v8_kernel_txdhu(const Params p, const __grid_constant__ CUtensorMap xmap) {
-  expand_dw_v8_body<HC, KS, S, G, true, true, true, false, true, false, true>(p, &xmap);
-}
 // ... and _bcdh with the taps from global memory (CUDA_KERNELS_K1_TAPS_G, on by default in version 11; v8_smem's tg).
 template <int HC, int KS, int S, int G = 1>
 __global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel_bcdhg(const Params p) {
@@ -814,18 +783,15 @@ __global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel_bcdhg(c
 
 // Persistent: as many CTAs as fit on the device (two per SM at <= 113 KB), at most one per item.
 template <int HC, int KS, int S, int G = 1, bool HF = false, bool TX = false, bool WG = false, bool BC = false,
-          bool DH = false, bool TG = false, bool WU = false>
+          bool DH = false, bool TG = false>
 cudaError_t launch_expand_dw_v8(const Params& p, cudaStream_t stream, bool pdl) {
-  static_assert(!WU || (TX && WG && DH), "the unrolled wgmma loop: the TMA X packed-fp16 wgmma kernel only");
   static_assert(!DH || HF, "D's epilogue in packed fp16 takes the HFMA2 depthwise");
   static_assert(!TG || (BC && DH), "the taps from global memory: the stride-2 packed-fp16 kernel only");
   constexpr int kMaxDevices = 64;
   static int configured[kMaxDevices] = {}, last_smem[kMaxDevices] = {}, last_ctas[kMaxDevices] = {},
              sms[kMaxDevices] = {};
   const auto kernel = [] {  // (the TX kernel instantiated only where TX asks for it)
-    if constexpr (WU)
-      return expand_dw_v8_kernel_txdhu<HC, KS, S, G>;
-    else if constexpr (TX && DH)
+    if constexpr (TX && DH)
       return expand_dw_v8_kernel_txdh<HC, KS, S, G, WG>;
     else if constexpr (TX)
       return expand_dw_v8_kernel_tx<HC, KS, S, G, HF, WG>;
@@ -946,13 +912,6 @@ inline bool kernel1_v8_tg_requested(bool v11) {
   const char* v = kernel1_switch("CUDA_KERNELS_K1_TAPS_G");
   return v != nullptr ? v[0] == '1' : v11;
 }
-// CUDA_KERNELS_K1_WG_LOOP=0|1 (read at every call; off until measured, NOTES.md "Session 24"): the wgmma expand of
-// the packed-fp16 kernel (expand_dw_v8_kernel_txdhu) with its k loop unrolled within each 64-channel box and its
-// descriptors built from uniform values: ~5 instructions a wgmma for ~27 (14% of 4.1's kernel-1 instructions).
-inline bool kernel1_v8_wu_requested() {
-  const char* v = kernel1_switch("CUDA_KERNELS_K1_WG_LOOP");
-  return v != nullptr && v[0] == '1';
-}
 inline bool sm90a_build() {  // the extension defines BF_SM90A where it builds for sm_90a (cuda_kernels/_build.py)
 #ifdef BF_SM90A
   return true;
@@ -983,10 +942,6 @@ cudaError_t launch_expand_dw_v8_hf(const Params& p, cudaStream_t stream, bool pd
     const auto tx_fits = [&](bool with_wg) {
       return kernel1_v8_tx(true, p.H, p.W, p.Wo, p.rows_per_tile, KS, 1, p.C_in, p.k_pad, 48, g, with_wg, DH);
     };
-    if constexpr (DH)
-      if (wg && aligned && tx_fits(true) && kernel1_v8_wu_requested())
-        return g == 2 ? launch_expand_dw_v8<48, KS, 1, 2, HF, true, true, false, DH, false, true>(p, stream, pdl)
-                      : launch_expand_dw_v8<48, KS, 1, 1, HF, true, true, false, DH, false, true>(p, stream, pdl);
     if (wg && aligned && tx_fits(true))
       return g == 2 ? launch_expand_dw_v8<48, KS, 1, 2, HF, true, true, false, DH>(p, stream, pdl)
                     : launch_expand_dw_v8<48, KS, 1, 1, HF, true, true, false, DH>(p, stream, pdl);
