@@ -37,8 +37,8 @@ perfmodel gap "$e2e"/h200_convfirstnet_{s,m,l}_*.json "$e2e"/h200_convfirstnet_h
 # depthwise and epilogue in packed fp16, its X by the tensor memory accelerator and its expand on wgmma from stage 4,
 # the SE on clusters of 8 CTAs, the early projections with the SE scale staged beside D, the later ones on wgmma; the
 # head's pool fused; the rest compiled; session 24) beside every Inductor run, with both torch.compile modes (freezing,
-# CUDA graphs) from the same call (mbconv/s24/call2/: max-autotune-no-cudagraphs 3.085 ms, default 3.146)
-b0=$here/measurements/mbconv/s24/call2/auto
+# CUDA graphs) from the same call (mbconv/s24/call4/: max-autotune-no-cudagraphs 3.088 ms, default 3.319)
+b0=$here/measurements/mbconv/s24/call4/auto
 perfmodel gap "$here"/measurements/h200_*[a-z0-9]_inductor.json "$b0"/b0_fused.json \
   "$b0"/b0_inductor.json "$b0"/b0_inductor_max_autotune.json \
   -H h200-sxm -o "$out/gap_h200_fused.png"
