@@ -86,3 +86,27 @@ def test_regions_cut_the_kernel_by_address(tmp_path):
     lines = sass_mix.regions(sass_mix.read_rows(str(path)), 0x20)
     assert lines == ["+0x0 samples 100.0% inst 71.4%: FFMA 67%, MUFU.TANH 33%",
                      "+0x20 samples 0.0% inst 28.6%: FFMA 83%, MUFU.EX2 17%"]
+
+
+BLOCKS = """"# Address","Source","Warp Stall Sampling (All Samples)","Instructions Executed"
+"0x00","MOV R1, R2 ;","1","10"
+"0x10","UMOV UR4, UR5 ;","6","400"
+"0x20","R2UR UR6, R7 ;","2","400"
+"0x30","HGMMA.64x48x16.F32 R24, gdesc[UR4], R24 ;","2","400"
+"0x40","HFMA2 R1, R2, R3, R1 ;","4","300"
+"0x50","HFMA2 R1, R2, R3, R1 ;","4","300"
+"0x60","NOP ;","0","0"
+"""
+
+
+def test_blocks_rank_runs_of_equal_counts_by_instructions(tmp_path, capsys):
+    path = tmp_path / "page.csv"
+    path.write_text(BLOCKS)
+    rows = sass_mix.read_rows(str(path))
+    # runs: 0x00 1 x 10, 0x10 3 x 400 = 1200, 0x40 2 x 300 = 600 (the NOP, never executed, is no run); of 1810
+    # instructions 1200 = 66.3%, 600 = 33.1%; samples 10 and 8 of 19
+    assert sass_mix.blocks(rows, 2) == [
+        "0x10: 3 lines x 400 = 66.3% of instructions, 52.6% of samples: UMOV 1, R2UR 1, HGMMA 1",
+        "0x40: 2 lines x 300 = 33.1% of instructions, 42.1% of samples: HFMA2 2"]
+    assert sass_mix.main(["T", str(path), "--blocks", "1"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].startswith("T block 0x10: 3 lines x 400")

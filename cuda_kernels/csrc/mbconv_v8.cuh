@@ -199,9 +199,10 @@ __device__ __forceinline__ void expand_k16_tx(float (&acc)[HC / 8][4], const __h
 // that entry point: NOTES.md, "Kernel 1's stall reasons"). TX: X by the tensor memory accelerator through the tensor
 // map at xmap (kernel1_v8_tx; null otherwise); WG (with TX): the expand on warpgroup MMAs.
 template <int HC, int KS, int S, int G, bool HF, bool TX = false, bool WG = false, bool BC = false, bool DH = false,
-          bool TG = false>
+          bool TG = false, int UR = 0>
 __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtensorMap* xmap = nullptr) {
   static_assert(!WG || TX, "the wgmma expand reads X's swizzled boxes");
+  static_assert(!UR || (!TX && !BC), "U in registers: the bulk-copied X's mma.sync expand from zeros");
   static_assert(!DH || HF, "D's epilogue in packed fp16 takes the HFMA2 depthwise's fp16 sums");
   static_assert(!TG || DH, "the taps from global memory are built on the packed-fp16 epilogue's kernels");
   static_assert(!BC || (S == 2 && !TX), "the bias in the MMA is built for the stride-2 kernels (bulk-copied X)");
@@ -540,6 +541,34 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtenso
 #else
         __trap();  // sm_90a only (kernel1_v8_wg_requested is honoured on a Hopper GPU only)
 #endif
+      } else if constexpr (UR > 0) {  // U's fragments in registers, loaded once an item (k_pad == 16 UR)
+        // B of every k16 step and 16-channel pair, as expand_k16_at loads it per m-tile: the warp's m-tiles then
+        // wait for their A fragments only (2.1: 28 m-tiles on 8 warps read U 3.5 times a warp an item)
+        uint32_t ub[UR][HC / 16][4];
+#pragma unroll
+        for (int ks = 0; ks < UR; ++ks)
+#pragma unroll
+          for (int np = 0; np < HC / 16; ++np)
+            bf::ldmatrix_x4(ub[ks][np], bf::smem_addr(Us + (np * 16 + b_row) * ldu + ks * 16 + b_k));
+        const int mtiles = (npix + 15) / 16;
+        for (int mt = warp; mt < mtiles; mt += kExpandThreads / 32) {
+          float acc[NT][4];
+#pragma unroll
+          for (int a = 0; a < NT; ++a)
+#pragma unroll
+            for (int b = 0; b < 4; ++b) acc[a][b] = 0.f;
+#pragma unroll
+          for (int ks = 0; ks < UR; ++ks) {
+            uint32_t a[4];
+            bf::ldmatrix_x4(a, bf::smem_addr(Xs + (mt * 16 + a_row) * ldx + ks * 16 + a_k));
+#pragma unroll
+            for (int np = 0; np < HC / 16; ++np) {
+              bf::mma_m16n8k16(acc[2 * np], a, ub[ks][np][0], ub[ks][np][1]);
+              bf::mma_m16n8k16(acc[2 * np + 1], a, ub[ks][np][2], ub[ks][np][3]);
+            }
+          }
+          store_tile(mt, acc);
+        }
       } else {
         const int mtiles = (npix + 15) / 16;
         for (int mt = warp; mt < mtiles; mt += kExpandThreads / 32) {
@@ -775,6 +804,11 @@ template <int HC, int KS, int S, int G = 1>
 __global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel_bcdh(const Params p) {
   expand_dw_v8_body<HC, KS, S, G, true, false, false, true, true>(p);
 }
+// ... and _dh with U's fragments in registers, UR k16 steps (CUDA_KERNELS_K1_U_REG, off until measured)
+template <int HC, int KS, int S, int G = 1, int UR = 2>
+__global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel_dhur(const Params p) {
+  expand_dw_v8_body<HC, KS, S, G, true, false, false, false, true, false, UR>(p);
+}
 // ... and _bcdh with the taps from global memory (CUDA_KERNELS_K1_TAPS_G, on by default in version 11; v8_smem's tg).
 template <int HC, int KS, int S, int G = 1>
 __global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel_bcdhg(const Params p) {
@@ -783,15 +817,18 @@ __global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel_bcdhg(c
 
 // Persistent: as many CTAs as fit on the device (two per SM at <= 113 KB), at most one per item.
 template <int HC, int KS, int S, int G = 1, bool HF = false, bool TX = false, bool WG = false, bool BC = false,
-          bool DH = false, bool TG = false>
+          bool DH = false, bool TG = false, int UR = 0>
 cudaError_t launch_expand_dw_v8(const Params& p, cudaStream_t stream, bool pdl) {
+  static_assert(!UR || (DH && !TX && !BC), "U in registers: the bulk-copied X's packed-fp16 kernel only");
   static_assert(!DH || HF, "D's epilogue in packed fp16 takes the HFMA2 depthwise");
   static_assert(!TG || (BC && DH), "the taps from global memory: the stride-2 packed-fp16 kernel only");
   constexpr int kMaxDevices = 64;
   static int configured[kMaxDevices] = {}, last_smem[kMaxDevices] = {}, last_ctas[kMaxDevices] = {},
              sms[kMaxDevices] = {};
   const auto kernel = [] {  // (the TX kernel instantiated only where TX asks for it)
-    if constexpr (TX && DH)
+    if constexpr (UR > 0)
+      return expand_dw_v8_kernel_dhur<HC, KS, S, G, UR>;
+    else if constexpr (TX && DH)
       return expand_dw_v8_kernel_txdh<HC, KS, S, G, WG>;
     else if constexpr (TX)
       return expand_dw_v8_kernel_tx<HC, KS, S, G, HF, WG>;
@@ -912,6 +949,14 @@ inline bool kernel1_v8_tg_requested(bool v11) {
   const char* v = kernel1_switch("CUDA_KERNELS_K1_TAPS_G");
   return v != nullptr ? v[0] == '1' : v11;
 }
+// CUDA_KERNELS_K1_U_REG=0|1 (read at every call; off until measured, NOTES.md "Session 24"): where the packed-fp16
+// kernel runs the mma.sync expand over bulk-copied X at stride 1, one image an item, k = 3 with k_pad = 32 (B0's and
+// B2's 2.1: C_in 24) or k = 5 with k_pad = 48 (3.1: C_in 40, 48), U's fragments in registers (24 and 36), loaded
+// once an item instead of once an m-tile (expand_dw_v8_kernel_dhur).
+inline bool kernel1_v8_ur_requested() {
+  const char* v = kernel1_switch("CUDA_KERNELS_K1_U_REG");
+  return v != nullptr && v[0] == '1';
+}
 inline bool sm90a_build() {  // the extension defines BF_SM90A where it builds for sm_90a (cuda_kernels/_build.py)
 #ifdef BF_SM90A
   return true;
@@ -950,6 +995,12 @@ cudaError_t launch_expand_dw_v8_hf(const Params& p, cudaStream_t stream, bool pd
                     : launch_expand_dw_v8<48, KS, 1, 1, HF, true, false, false, DH>(p, stream, pdl);
   }
   if (g == 2) return launch_expand_dw_v8<48, KS, 1, 2, HF, false, false, false, DH>(p, stream, pdl);
+  if constexpr (DH && KS == 3)
+    if (p.k_pad == 32 && kernel1_v8_ur_requested())
+      return launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, DH, false, 2>(p, stream, pdl);
+  if constexpr (DH && KS == 5)
+    if (p.k_pad == 48 && kernel1_v8_ur_requested())
+      return launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, DH, false, 3>(p, stream, pdl);
   return launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, DH>(p, stream, pdl);
 }
 
