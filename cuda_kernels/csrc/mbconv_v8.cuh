@@ -194,6 +194,15 @@ __device__ __forceinline__ void expand_k16_tx(float (&acc)[HC / 8][4], const __h
   expand_k16_at<HC>(acc, bf::smem_addr(Xs + x_tx_offset(m0 + a_row, k0 + a_k, m_pad)), Us, ldu, k0, b_row, b_k, c);
 }
 
+// An MMA tile's accumulators set to zero (the expand's m-tiles before their first k16 step).
+template <int NT>
+__device__ __forceinline__ void zero_acc(float (&acc)[NT][4]) {
+#pragma unroll
+  for (int a = 0; a < NT; ++a)
+#pragma unroll
+    for (int b = 0; b < 4; ++b) acc[a][b] = 0.f;
+}
+
 // The kernel's body (expand_dw_v8_kernel and expand_dw_v8_kernel_tx: two CTAs per SM, <= 128 registers; session 16
 // measured it at three CTAs per SM, 80 registers and one-image items, 6.1's kernel 1 49.1 -> 55.4 us, and removed
 // that entry point: NOTES.md, "Kernel 1's stall reasons"). TX: X by the tensor memory accelerator through the tensor
@@ -513,10 +522,7 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtenso
         const uint32_t a_box = 2u * m_pad * kV8TxCols, b_box = 2u * HC * kV8TxCols;
         for (int m64 = wgi; m64 * kV8WgRows < npix; m64 += kExpandThreads / 128) {
           float acc[NT][4];
-#pragma unroll
-          for (int a = 0; a < NT; ++a)
-#pragma unroll
-            for (int b = 0; b < 4; ++b) acc[a][b] = 0.f;
+          zero_acc(acc);
           float(&d)[NT * 4] = reinterpret_cast<float(&)[NT * 4]>(acc);
           uint64_t ad = bf::desc_advance(a_desc, 2u * m64 * kV8WgRows * kV8TxCols), bd = b_desc;
           bf::wgmma_fence();
@@ -553,10 +559,7 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtenso
         const int mtiles = (npix + 15) / 16;
         for (int mt = warp; mt < mtiles; mt += kExpandThreads / 32) {
           float acc[NT][4];
-#pragma unroll
-          for (int a = 0; a < NT; ++a)
-#pragma unroll
-            for (int b = 0; b < 4; ++b) acc[a][b] = 0.f;
+          zero_acc(acc);
 #pragma unroll
           for (int ks = 0; ks < UR; ++ks) {
             uint32_t a[4];
@@ -578,10 +581,7 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtenso
             expand_k16<HC>(acc, Xs, ldx, Us, ldu, mt * 16, 0, a_row, a_k, b_row, b_k, hbias);
             k0 = 16;
           } else {
-#pragma unroll
-            for (int a = 0; a < NT; ++a)
-#pragma unroll
-              for (int b = 0; b < 4; ++b) acc[a][b] = 0.f;
+            zero_acc(acc);
           }
           // k = 5: not unrolled (unrolled, its fragment loads in flight took the registers the depthwise needs:
           // spills)
