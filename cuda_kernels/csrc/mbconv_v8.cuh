@@ -116,8 +116,9 @@ __host__ __device__ inline int u_bytes_v8(int k_pad, int chunk, bool wg) {
 // dh (D's epilogue in packed fp16, CUDA_KERNELS_K1_DH2): the taps as half2 [k k x HC / 2], the bias right after them as
 // float2 [HC / 2] (the HFMA2 kernels use only the first half of a float2 tap's slot): k k HC x 2 bytes less, which lets
 // X come by the tensor memory accelerator (and the expand run on wgmma) at B0's 5.0-5.2 within two CTAs an SM.
-// tg (with dh; CUDA_KERNELS_K1_TAPS_G, on by default in version 11): no taps and bias in shared memory at all - each thread
-// loads its pair's from global memory (L1) per item - so that taller stride-2 bands fit two CTAs (B0's 3.0: 4 rows).
+// tg (with dh; CUDA_KERNELS_K1_TAPS_G, on by default in version 11): no taps and bias in shared memory at all - each
+// thread loads its pair's from global memory (L1) per item - so that taller stride-2 bands fit two CTAs (B0's 3.0: 4
+// rows).
 struct V8Smem {
   int u, e, red, wdw, bar, end;
 };
