@@ -150,7 +150,8 @@ K1_DH2_SWITCH = "CUDA_KERNELS_K1_DH2"
 # 99.5 -> 93.2 us, B0 -5.2 us): at stride 2, k = 5, the taps and bias from global memory (expand_dw_v8_kernel_bcdhg)
 # and band_rows' taller bands that their room allows
 K1_TAPS_G_SWITCH = "CUDA_KERNELS_K1_TAPS_G"
-# csrc/mbconv_v8.cuh kernel1_v8_ur_requested: "1" (off until measured, session 24): at stride 1, k = 3 with k_pad 32
+# csrc/mbconv_v8.cuh kernel1_v8_ur_requested: "0" / "1" (on by default in version 11 since session 25: 2.1's kernel 1
+# 117.2 -> 110.4 us, B0 -13.0 us): at stride 1, k = 3 with k_pad 32
 # (2.1) or k = 5 with k_pad 48 (3.1), the packed-fp16 kernel's mma.sync expand with U's fragments in registers, loaded
 # once an item (expand_dw_v8_kernel_dhur)
 K1_U_REG_SWITCH = "CUDA_KERNELS_K1_U_REG"

@@ -1,5 +1,6 @@
 """Kernel 1's mma.sync expand with U's fragments in registers (csrc/mbconv_v8.cuh expand_dw_v8_kernel_dhur,
-CUDA_KERNELS_K1_U_REG; off until measured, NOTES.md "Session 24"). At 2.1 (56 x 56, C_in 24 -> k_pad 32, k = 3) each
+CUDA_KERNELS_K1_U_REG; on by default in version 11 since session 25: 2.1's kernel 1 117.2 -> 110.4 us, 3.1's
+80.9 -> 76.1, B0 -13.0 us; NOTES.md "Session 25"). At 2.1 (56 x 56, C_in 24 -> k_pad 32, k = 3) each
 warp runs ~3.5 16-pixel m-tiles an item and loaded U's B fragments for each (6 ldmatrix.x4 of 8 per m-tile; the
 expand's loop was 14% of 2.1's kernel-1 instructions and 17% of its stall samples in session 21's profile, the HMMAs
 waiting on the loads). The variant loads them once an item (24 registers; 36 at 3.1, k = 5, k_pad 48) and each m-tile
@@ -22,14 +23,14 @@ from cuda_kernels import mbconv as mb
 SOURCE = (Path(cuda_kernels.__file__).resolve().parent / "csrc" / "mbconv_v8.cuh").read_text()
 
 
-def test_the_switch_is_off_unless_1_and_takes_k_pad_32_at_k_3_and_48_at_k_5():
+def test_the_switch_is_on_in_version_11_unless_0_and_takes_k_pad_32_at_k_3_and_48_at_k_5():
     assert mb.K1_U_REG_SWITCH == "CUDA_KERNELS_K1_U_REG"
-    assert 'kernel1_switch("CUDA_KERNELS_K1_U_REG");\n  return v != nullptr && v[0] == \'1\';' in SOURCE
+    assert 'kernel1_switch("CUDA_KERNELS_K1_U_REG");\n  return v != nullptr ? v[0] == \'1\' : v11;' in SOURCE
     assert """  if constexpr (DH && KS == 3)
-    if (p.k_pad == 32 && kernel1_v8_ur_requested())
+    if (p.k_pad == 32 && kernel1_v8_ur_requested(v11))
       return launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, DH, false, 2>(p, stream, pdl);
   if constexpr (DH && KS == 5)
-    if (p.k_pad == 48 && kernel1_v8_ur_requested())
+    if (p.k_pad == 48 && kernel1_v8_ur_requested(v11))
       return launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, DH, false, 3>(p, stream, pdl);""" in SOURCE
     assert "return expand_dw_v8_kernel_dhur<HC, KS, S, G, UR>;" in SOURCE
     # the m-tile reads A only; B from the item's registers

@@ -805,7 +805,7 @@ template <int HC, int KS, int S, int G = 1>
 __global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel_bcdh(const Params p) {
   expand_dw_v8_body<HC, KS, S, G, true, false, false, true, true>(p);
 }
-// ... and _dh with U's fragments in registers, UR k16 steps (CUDA_KERNELS_K1_U_REG, off until measured)
+// ... and _dh with U's fragments in registers, UR k16 steps (CUDA_KERNELS_K1_U_REG, on by default in version 11)
 template <int HC, int KS, int S, int G = 1, int UR = 2>
 __global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel_dhur(const Params p) {
   expand_dw_v8_body<HC, KS, S, G, true, false, false, false, true, false, UR>(p);
@@ -950,13 +950,14 @@ inline bool kernel1_v8_tg_requested(bool v11) {
   const char* v = kernel1_switch("CUDA_KERNELS_K1_TAPS_G");
   return v != nullptr ? v[0] == '1' : v11;
 }
-// CUDA_KERNELS_K1_U_REG=0|1 (read at every call; off until measured, NOTES.md "Session 24"): where the packed-fp16
-// kernel runs the mma.sync expand over bulk-copied X at stride 1, one image an item, k = 3 with k_pad = 32 (B0's and
-// B2's 2.1: C_in 24) or k = 5 with k_pad = 48 (3.1: C_in 40, 48), U's fragments in registers (24 and 36), loaded
-// once an item instead of once an m-tile (expand_dw_v8_kernel_dhur).
-inline bool kernel1_v8_ur_requested() {
+// CUDA_KERNELS_K1_U_REG=0|1 (read at every call; on by default in version 11 since session 25: 2.1's kernel 1
+// 117.2 -> 110.4 us, 3.1's 80.9 -> 76.1, B0 -13.0 us; NOTES.md "Session 25"): where the packed-fp16 kernel runs the
+// mma.sync expand over bulk-copied X at stride 1, one image an item, k = 3 with k_pad = 32 (B0's and B2's 2.1: C_in
+// 24) or k = 5 with k_pad = 48 (3.1: C_in 40, 48), U's fragments in registers (24 and 36), loaded once an item
+// instead of once an m-tile (expand_dw_v8_kernel_dhur).
+inline bool kernel1_v8_ur_requested(bool v11) {
   const char* v = kernel1_switch("CUDA_KERNELS_K1_U_REG");
-  return v != nullptr && v[0] == '1';
+  return v != nullptr ? v[0] == '1' : v11;
 }
 inline bool sm90a_build() {  // the extension defines BF_SM90A where it builds for sm_90a (cuda_kernels/_build.py)
 #ifdef BF_SM90A
@@ -997,10 +998,10 @@ cudaError_t launch_expand_dw_v8_hf(const Params& p, cudaStream_t stream, bool pd
   }
   if (g == 2) return launch_expand_dw_v8<48, KS, 1, 2, HF, false, false, false, DH>(p, stream, pdl);
   if constexpr (DH && KS == 3)
-    if (p.k_pad == 32 && kernel1_v8_ur_requested())
+    if (p.k_pad == 32 && kernel1_v8_ur_requested(v11))
       return launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, DH, false, 2>(p, stream, pdl);
   if constexpr (DH && KS == 5)
-    if (p.k_pad == 48 && kernel1_v8_ur_requested())
+    if (p.k_pad == 48 && kernel1_v8_ur_requested(v11))
       return launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, DH, false, 3>(p, stream, pdl);
   return launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, DH>(p, stream, pdl);
 }
