@@ -29,6 +29,7 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "fastdiv.h"
 #include "mbconv_v2.cuh"
 #include "ptx_sm90.cuh"
 #include "tensor_map.h"
@@ -185,6 +186,22 @@ struct V8Item {
     n = r / bands;
     band = r - n * bands;
   }
+  // the same with the divisions by N bands and by bands as multiplies (V8Div)
+  __device__ V8Item(int i, int N, int bands, const FastDiv& by_per_chunk, const FastDiv& by_bands) {
+    chunk = by_per_chunk.div(i);
+    const int r = i - chunk * (N * bands);
+    n = by_bands.div(r);
+    band = r - n * bands;
+  }
+};
+
+// The per-item divisors of a launch as multipliers (CUDA_KERNELS_K1_FASTDIV, off until measured; NOTES.md "Session
+// 25"): N bands and bands (V8Item), the grid (the end of a CTA's item range) and the depthwise's column groups. Each
+// division by one of them was ~20 dependent instructions that every warp ran before barrier A, several times an item
+// (session 23's 3.1 profile: ~110 instructions a warp an item in the item's head, 4% of the stall samples beside the
+// barrier's). launch_expand_dw_v8 fills it (v8_div) where (ctaid + 1) total < 2^31.
+struct V8Div {
+  FastDiv per_chunk, bands, grid, ngroups;
 };
 
 // expand_k16 (mbconv_v2.cuh) with A from X's swizzled boxes (x_tx_offset): the same fragments, so the same sums.
@@ -209,8 +226,9 @@ __device__ __forceinline__ void zero_acc(float (&acc)[NT][4]) {
 // that entry point: NOTES.md, "Kernel 1's stall reasons"). TX: X by the tensor memory accelerator through the tensor
 // map at xmap (kernel1_v8_tx; null otherwise); WG (with TX): the expand on warpgroup MMAs.
 template <int HC, int KS, int S, int G, bool HF, bool TX = false, bool WG = false, bool BC = false, bool DH = false,
-          bool TG = false, int UR = 0>
-__device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtensorMap* xmap = nullptr) {
+          bool TG = false, int UR = 0, bool FD = false>
+__device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtensorMap* xmap = nullptr,
+                                                  const V8Div* fd = nullptr) {
   static_assert(!WG || TX, "the wgmma expand reads X's swizzled boxes");
   static_assert(!UR || (!TX && !BC), "U in registers: the bulk-copied X's mma.sync expand from zeros");
   static_assert(!DH || HF, "D's epilogue in packed fp16 takes the HFMA2 depthwise's fp16 sums");
@@ -239,7 +257,16 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtenso
   auto items_end = [&]() {
     uint32_t b;
     asm volatile("mov.u32 %0, %%ctaid.x;" : "=r"(b));
-    return (int)((long long)(b + 1) * total / gridDim.x);
+    if constexpr (FD)
+      return fd->grid.div((int)((b + 1) * (uint32_t)total));
+    else
+      return (int)((long long)(b + 1) * total / gridDim.x);
+  };
+  auto item_at = [&](int i) {
+    if constexpr (FD)
+      return V8Item(i, NI(), bands, fd->per_chunk, fd->bands);
+    else
+      return V8Item(i, NI(), bands);
   };
   const int ngroups = (p.Wo + OW - 1) / OW;
   const int WE = (ngroups * OW - 1) * S + KS;  // E tile width: column c holds input column c - PAD
@@ -316,7 +343,7 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtenso
     ih_first = cont ? band * p.rows_per_tile * S - PAD + KH : ih_lo;
   };
   auto issue_x = [&](int i, bool cont) {
-    const V8Item it(i, NI(), bands);
+    const V8Item it = item_at(i);
     int ih_lo, ih_hi;
     expand_rows(it.band, cont, ih_lo, ih_hi);
     // 0: a continuing band below the image's last row; G > 1: the group's images (one band each) are one range
@@ -353,7 +380,7 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtenso
   // The pool's sums of item i: channel tid of the chunk, the groups' sums added in group order.
   auto pool_store = [&](int i) {
     if (tid < HC) {
-      const V8Item it(i, NI(), bands);
+      const V8Item it = item_at(i);
       if constexpr (G == 1) {
         float s = 0.f;
 #pragma unroll
@@ -373,7 +400,7 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtenso
 
   if (i_begin >= items_end()) return;
   issue_x(i_begin, false);
-  issue_u(V8Item(i_begin, NI(), bands).chunk * HC);
+  issue_u(item_at(i_begin).chunk * HC);
 
   const int pair = tid % PAIRS, group = tid / PAIRS;
   // The chunk's depthwise taps and bias, halved (version 3's values), live in wdw (written after barrier A of the
@@ -381,7 +408,7 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtenso
   uint32_t phase = 0;
   for (int i = i_begin;; ++i) {
     const bool last = i + 1 == items_end();
-    const V8Item it(i, NI(), bands);
+    const V8Item it = item_at(i);
     const int ng = G > 1 ? min(G, p.N - G * it.n) : 1;  // images of this item
     const int c0 = it.chunk * HC;
     const bool new_chunk = i == i_begin || (it.n == 0 && it.band == 0);  // chunk-major: a chunk starts at (0, 0)
@@ -599,9 +626,9 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtenso
     }
     __syncthreads();  // barrier B: E complete; X and U dead; the previous item's red read
     if (!last) {  // the next item's X (and U, for a new chunk) land during the depthwise
-      const V8Item nx(i + 1, NI(), bands);
+      const V8Item nx = item_at(i + 1);
       issue_x(i + 1, halo && nx.band > 0);
-      const int next_chunk = V8Item(i + 1, NI(), bands).chunk;
+      const int next_chunk = item_at(i + 1).chunk;
       if (next_chunk != it.chunk) issue_u(next_chunk * HC);
     }
 
@@ -645,8 +672,8 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtenso
       float sum0 = 0.f, sum1 = 0.f;
       const int rows = oh1 - oh0, nseg = (rows + R - 1) / R;
       const int items = nseg * ngroups * ng;  // G > 1: the images' segments one after another
-      const int dq = GROUPS / ngroups, dr = GROUPS - dq * ngroups;
-      int seg = group / ngroups, og = group - seg * ngroups;
+      const int dq = FD ? fd->ngroups.div(GROUPS) : GROUPS / ngroups, dr = GROUPS - dq * ngroups;
+      int seg = FD ? fd->ngroups.div(group) : group / ngroups, og = group - seg * ngroups;
       int m = 0, m_sum = 0;  // G > 1: the image of the item, and of the sums in sum0 / sum1
       if constexpr (G > 1) {
         while (seg >= nseg) {
@@ -810,24 +837,51 @@ template <int HC, int KS, int S, int G = 1, int UR = 2>
 __global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel_dhur(const Params p) {
   expand_dw_v8_body<HC, KS, S, G, true, false, false, false, true, false, UR>(p);
 }
+// ... _dhur and the wgmma _txdh with the per-item divisions as multiplies (CUDA_KERNELS_K1_FASTDIV, off until measured;
+// V8Div)
+template <int HC, int KS, int S, int G = 1, int UR = 2>
+__global__ void __launch_bounds__(kExpandThreads, 2)
+    expand_dw_v8_kernel_dhurf(const Params p, const __grid_constant__ V8Div dv) {
+  expand_dw_v8_body<HC, KS, S, G, true, false, false, false, true, false, UR, true>(p, nullptr, &dv);
+}
+template <int HC, int KS, int S, int G = 1, bool WG = true>
+__global__ void __launch_bounds__(kExpandThreads, 2)
+    expand_dw_v8_kernel_txdhf(const Params p, const __grid_constant__ CUtensorMap xmap, const __grid_constant__ V8Div dv) {
+  expand_dw_v8_body<HC, KS, S, G, true, true, WG, false, true, false, 0, true>(p, &xmap, &dv);
+}
 // ... and _bcdh with the taps from global memory (CUDA_KERNELS_K1_TAPS_G, on by default in version 11; v8_smem's tg).
 template <int HC, int KS, int S, int G = 1>
 __global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel_bcdhg(const Params p) {
   expand_dw_v8_body<HC, KS, S, G, true, false, false, true, true, true>(p);
 }
 
+// V8Div of a launch of `grid` CTAs with the depthwise's column groups of OW outputs (expand_dw_v8_body's divisors).
+inline V8Div v8_div(const Params& p, int G, int OW, int grid) {
+  V8Div d;
+  d.per_chunk = FastDiv::of((uint32_t)(((p.N + G - 1) / G) * p.row_blocks));
+  d.bands = FastDiv::of((uint32_t)p.row_blocks);
+  d.grid = FastDiv::of((uint32_t)grid);
+  d.ngroups = FastDiv::of((uint32_t)((p.Wo + OW - 1) / OW));
+  return d;
+}
+
 // Persistent: as many CTAs as fit on the device (two per SM at <= 113 KB), at most one per item.
 template <int HC, int KS, int S, int G = 1, bool HF = false, bool TX = false, bool WG = false, bool BC = false,
-          bool DH = false, bool TG = false, int UR = 0>
+          bool DH = false, bool TG = false, int UR = 0, bool FD = false>
 cudaError_t launch_expand_dw_v8(const Params& p, cudaStream_t stream, bool pdl) {
   static_assert(!UR || (DH && !TX && !BC), "U in registers: the bulk-copied X's packed-fp16 kernel only");
+  static_assert(!FD || (G == 1 && DH && (UR > 0 || (TX && WG))), "the multiplies: _dhur and the wgmma _txdh only");
   static_assert(!DH || HF, "D's epilogue in packed fp16 takes the HFMA2 depthwise");
   static_assert(!TG || (BC && DH), "the taps from global memory: the stride-2 packed-fp16 kernel only");
   constexpr int kMaxDevices = 64;
   static int configured[kMaxDevices] = {}, last_smem[kMaxDevices] = {}, last_ctas[kMaxDevices] = {},
              sms[kMaxDevices] = {};
   const auto kernel = [] {  // (the TX kernel instantiated only where TX asks for it)
-    if constexpr (UR > 0)
+    if constexpr (FD && UR > 0)
+      return expand_dw_v8_kernel_dhurf<HC, KS, S, G, UR>;
+    else if constexpr (FD)
+      return expand_dw_v8_kernel_txdhf<HC, KS, S, G, WG>;
+    else if constexpr (UR > 0)
       return expand_dw_v8_kernel_dhur<HC, KS, S, G, UR>;
     else if constexpr (TX && DH)
       return expand_dw_v8_kernel_txdh<HC, KS, S, G, WG>;
@@ -871,20 +925,28 @@ cudaError_t launch_expand_dw_v8(const Params& p, cudaStream_t stream, bool pdl) 
   const long long total = (long long)(p.hid_pad / HC) * ((p.N + G - 1) / G) * p.row_blocks;
   if (total >= (1ll << 31)) return cudaErrorInvalidValue;
   const int grid = (int)std::min<long long>(total, (long long)last_ctas[dev] * sms[dev]);
+  if (FD && total * grid >= (1ll << 31)) return cudaErrorInvalidValue;  // V8Div's dividends (the launcher checks)
+  const auto go = [&](const auto&... args) {
+    if (pdl && pdl::device_supports(dev))
+      return pdl::launch(kernel, dim3(grid), dim3(kExpandThreads), smem, stream, args...);
+    kernel<<<grid, kExpandThreads, smem, stream>>>(args...);
+    return cudaGetLastError();
+  };
   if constexpr (TX) {
     CUtensorMap xmap;  // encoded at each call (x moves between calls); passed by value
     const int m_pad = expand_dw_v8_m_pad(p.H, p.W, p.rows_per_tile, KS, S, G);
     err = tmap::half_2d_sw128(&xmap, p.x, (unsigned long long)p.N * p.H * p.W, p.C_in, p.C_in, m_pad, kV8TxCols);
     if (err != cudaSuccess) return err;
-    if (pdl && pdl::device_supports(dev))
-      return pdl::launch(kernel, dim3(grid), dim3(kExpandThreads), smem, stream, p, xmap);
-    kernel<<<grid, kExpandThreads, smem, stream>>>(p, xmap);
+    if constexpr (FD)
+      return go(p, xmap, v8_div(p, G, DwTile<S>::OW, grid));
+    else
+      return go(p, xmap);
   } else {
-    if (pdl && pdl::device_supports(dev))
-      return pdl::launch(kernel, dim3(grid), dim3(kExpandThreads), smem, stream, p);
-    kernel<<<grid, kExpandThreads, smem, stream>>>(p);
+    if constexpr (FD)
+      return go(p, v8_div(p, G, DwTile<S>::OW, grid));
+    else
+      return go(p);
   }
-  return cudaGetLastError();
 }
 
 // Version 8 where it applies (kernel1_v8_applies: an expand conv and chunks of 48 channels, i.e. every expand
@@ -959,6 +1021,14 @@ inline bool kernel1_v8_ur_requested(bool v11) {
   const char* v = kernel1_switch("CUDA_KERNELS_K1_U_REG");
   return v != nullptr ? v[0] == '1' : v11;
 }
+// CUDA_KERNELS_K1_FASTDIV=0|1 (read at every call; off until measured, NOTES.md "Session 25"): where version 11 runs
+// _dhur (2.1, 3.1) or the wgmma _txdh with one image an item (4.x-6.x at stride 1), their per-item divisions as
+// multiplies (V8Div; expand_dw_v8_kernel_dhurf / _txdhf), where the dividends stay below 2^31.
+inline bool kernel1_v8_fd_requested(const Params& p, int g) {
+  const char* v = kernel1_switch("CUDA_KERNELS_K1_FASTDIV");
+  const long long total = (long long)(p.hid_pad / 48) * p.N * p.row_blocks;  // items at one image an item
+  return v != nullptr && v[0] == '1' && g == 1 && total * total < (1ll << 31);  // (grid <= total)
+}
 inline bool sm90a_build() {  // the extension defines BF_SM90A where it builds for sm_90a (cuda_kernels/_build.py)
 #ifdef BF_SM90A
   return true;
@@ -989,9 +1059,13 @@ cudaError_t launch_expand_dw_v8_hf(const Params& p, cudaStream_t stream, bool pd
     const auto tx_fits = [&](bool with_wg) {
       return kernel1_v8_tx(true, p.H, p.W, p.Wo, p.rows_per_tile, KS, 1, p.C_in, p.k_pad, 48, g, with_wg, DH);
     };
-    if (wg && aligned && tx_fits(true))
+    if (wg && aligned && tx_fits(true)) {
+      if constexpr (DH)
+        if (kernel1_v8_fd_requested(p, g))
+          return launch_expand_dw_v8<48, KS, 1, 1, HF, true, true, false, DH, false, 0, true>(p, stream, pdl);
       return g == 2 ? launch_expand_dw_v8<48, KS, 1, 2, HF, true, true, false, DH>(p, stream, pdl)
                     : launch_expand_dw_v8<48, KS, 1, 1, HF, true, true, false, DH>(p, stream, pdl);
+    }
     if (tx && aligned && tx_fits(false))
       return g == 2 ? launch_expand_dw_v8<48, KS, 1, 2, HF, true, false, false, DH>(p, stream, pdl)
                     : launch_expand_dw_v8<48, KS, 1, 1, HF, true, false, false, DH>(p, stream, pdl);
@@ -999,10 +1073,14 @@ cudaError_t launch_expand_dw_v8_hf(const Params& p, cudaStream_t stream, bool pd
   if (g == 2) return launch_expand_dw_v8<48, KS, 1, 2, HF, false, false, false, DH>(p, stream, pdl);
   if constexpr (DH && KS == 3)
     if (p.k_pad == 32 && kernel1_v8_ur_requested(v11))
-      return launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, DH, false, 2>(p, stream, pdl);
+      return kernel1_v8_fd_requested(p, 1)
+                 ? launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, DH, false, 2, true>(p, stream, pdl)
+                 : launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, DH, false, 2>(p, stream, pdl);
   if constexpr (DH && KS == 5)
     if (p.k_pad == 48 && kernel1_v8_ur_requested(v11))
-      return launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, DH, false, 3>(p, stream, pdl);
+      return kernel1_v8_fd_requested(p, 1)
+                 ? launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, DH, false, 3, true>(p, stream, pdl)
+                 : launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, DH, false, 3>(p, stream, pdl);
   return launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, DH>(p, stream, pdl);
 }
 

@@ -1,0 +1,88 @@
+"""Kernel 1's per-item divisions as multiplies (csrc/mbconv_v8.cuh V8Div, csrc/fastdiv.h; CUDA_KERNELS_K1_FASTDIV, off
+until measured, NOTES.md "Session 25"). Every warp decodes each item (chunk, image, band) from its index, finds the end
+of its CTA's item range and splits the depthwise's segments over the column groups - divisions by N bands, bands,
+the grid and the column groups, each ~20 dependent SASS instructions, several times an item, before barrier A
+(session 23's 3.1 profile: ~110 instructions a warp an item in that head, 4% of the stall samples). With the switch
+the host passes each divisor's multiplier and shift (V8Div) and each division is 3 instructions. The same items in
+the same order: the output is the default's bit for bit.
+
+CPU: the switch, its routes and the kernels' entry points as the source reads them; fastdiv.h itself in
+test_fastdiv.py. ptxas (no spills) is test_mbconv_v8.py's spill test. GPU (@pytest.mark.cuda): every distinct B0 / B2
+block at batches 1, 5, 128 against float64 (poisoned output), bit for bit the default's output where the new kernels
+ran, the profiler naming them at 2.1, 3.1 and (batch 128) 4.1; B0 end to end."""
+
+from pathlib import Path
+
+import pytest
+import torch
+
+import cuda_kernels
+from cuda_kernels import mbconv as mb
+
+SOURCE = (Path(cuda_kernels.__file__).resolve().parent / "csrc" / "mbconv_v8.cuh").read_text()
+
+
+def test_the_switch_is_off_unless_1_and_routes_dhur_and_the_wgmma_txdh():
+    assert mb.K1_FASTDIV_SWITCH == "CUDA_KERNELS_K1_FASTDIV"
+    assert 'kernel1_switch("CUDA_KERNELS_K1_FASTDIV");' in SOURCE
+    assert "return v != nullptr && v[0] == '1' && g == 1 && total * total < (1ll << 31);  // (grid <= total)" in SOURCE
+    assert """        if (kernel1_v8_fd_requested(p, g))
+          return launch_expand_dw_v8<48, KS, 1, 1, HF, true, true, false, DH, false, 0, true>(p, stream, pdl);""" in SOURCE
+    for ur in (2, 3):
+        assert f"""      return kernel1_v8_fd_requested(p, 1)
+                 ? launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, DH, false, {ur}, true>(p, stream, pdl)
+                 : launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, DH, false, {ur}>(p, stream, pdl);""" in SOURCE
+    assert "return expand_dw_v8_kernel_dhurf<HC, KS, S, G, UR>;" in SOURCE
+    assert "return expand_dw_v8_kernel_txdhf<HC, KS, S, G, WG>;" in SOURCE
+
+
+def test_the_divisors_of_b0_2_1():
+    """2.1 at batch 128: 144 channels = 3 chunks, 56 output rows in bands of 8 -> 7 bands: 3 x 128 x 7 = 2,688 items,
+    N bands = 896 a chunk; 14 column groups of 4 outputs; the grid 264 (two CTAs on each of 132 SMs). The largest
+    dividend, 264 x 2,688 = 709,632, is far below 2^31 (the switch asks total^2 < 2^31: 7,225,344)."""
+    assert 144 // 48 * 128 * 7 == 2688 and 128 * 7 == 896 and -(-56 // 4) == 14
+    assert 264 * 2688 == 709_632 and 2688**2 == 7_225_344 < 2**31
+    assert "d.per_chunk = FastDiv::of((uint32_t)(((p.N + G - 1) / G) * p.row_blocks));" in SOURCE
+    assert "d.ngroups = FastDiv::of((uint32_t)((p.Wo + OW - 1) / OW));" in SOURCE
+    # each division the item's head ran, now a multiply: V8Item, the range's end, the depthwise's split
+    assert "return fd->grid.div((int)((b + 1) * (uint32_t)total));" in SOURCE
+    assert "return V8Item(i, NI(), bands, fd->per_chunk, fd->bands);" in SOURCE
+    assert "const int dq = FD ? fd->ngroups.div(GROUPS) : GROUPS / ngroups, dr = GROUPS - dq * ngroups;" in SOURCE
+    assert "int seg = FD ? fd->ngroups.div(group) : group / ngroups, og = group - seg * ngroups;" in SOURCE
+
+
+# ---- GPU ----
+
+def _distinct():
+    from mbconv_helpers import DISTINCT
+
+    return DISTINCT
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("batch", [1, 5, 128])
+@pytest.mark.parametrize("name,path", _distinct())
+def test_every_shape_bit_for_bit(name, path, batch, monkeypatch):
+    from mbconv_helpers import switched_against_float64
+
+    from perfmodel.harness import relative_error
+
+    got, default, names, *_ = switched_against_float64(monkeypatch, name, path, batch, mb.K1_FASTDIV_SWITCH, "1")
+    if path == "features.2.1":
+        assert "expand_dw_v8_kernel_dhurf<48, 3, 1, 1, 2>" in names, names[:600]
+    if path == "features.3.1":
+        assert "expand_dw_v8_kernel_dhurf<48, 5, 1, 1, 3>" in names, names[:600]
+    if path == "features.4.1" and batch == 128:
+        assert "expand_dw_v8_kernel_txdhf<48, 3, 1, 1, true>" in names, names[:600]
+    if "expand_dw_v8_kernel_dhurf<" in names or "expand_dw_v8_kernel_txdhf<" in names:
+        assert torch.equal(got, default)  # the same items in the same order
+    else:  # the switch changes nothing here (version 3's kernel 1 pools with atomics: last bits differ run to run)
+        assert relative_error(got, default.double()) < 1e-4
+
+
+@pytest.mark.cuda
+def test_efficientnet_b0_with_it(monkeypatch):
+    """B0 through the check before timing (every fused block within 2x PyTorch fp16's error; none falls back)."""
+    from mbconv_helpers import check_fused_b0
+
+    check_fused_b0(monkeypatch, {mb.K1_FASTDIV_SWITCH: "1"}, {"StemMBConv": 1, "MBConv": 15}, 16)
