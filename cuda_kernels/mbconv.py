@@ -155,9 +155,9 @@ K1_TAPS_G_SWITCH = "CUDA_KERNELS_K1_TAPS_G"
 # (2.1) or k = 5 with k_pad 48 (3.1), the packed-fp16 kernel's mma.sync expand with U's fragments in registers, loaded
 # once an item (expand_dw_v8_kernel_dhur)
 K1_U_REG_SWITCH = "CUDA_KERNELS_K1_U_REG"
-# csrc/mbconv_v8.cuh kernel1_v8_fd_requested: "1" (off until measured, session 25): where version 11 runs _dhur (2.1,
-# 3.1) or the wgmma _txdh with one image an item, kernel 1's per-item divisions as multiplies (csrc/fastdiv.h;
-# expand_dw_v8_kernel_dhurf / _txdhf)
+# csrc/mbconv_v8.cuh kernel1_v8_fd_requested: "0" / "1" (on by default in version 11 since session 25: 2.1's kernel 1
+# 110.5 -> 102.6 us, 3.1's 75.6 -> 71.7): where version 11 runs _dhur (2.1, 3.1), kernel 1's per-item divisions as
+# multiplies (csrc/fastdiv.h; expand_dw_v8_kernel_dhurf)
 K1_FASTDIV_SWITCH = "CUDA_KERNELS_K1_FASTDIV"
 # csrc/mbconv_se_v4.cu se_v4_mode: "0" / "1" / "all" ("1" by default since session 18): the SE as two batched
 # products (1: where hidden >= 480)

@@ -26,12 +26,12 @@ SOURCE = (Path(cuda_kernels.__file__).resolve().parent / "csrc" / "mbconv_v8.cuh
 def test_the_switch_is_on_in_version_11_unless_0_and_takes_k_pad_32_at_k_3_and_48_at_k_5():
     assert mb.K1_U_REG_SWITCH == "CUDA_KERNELS_K1_U_REG"
     assert 'kernel1_switch("CUDA_KERNELS_K1_U_REG");\n  return v != nullptr ? v[0] == \'1\' : v11;' in SOURCE
-    assert """  if constexpr (DH && KS == 3)
-    if (p.k_pad == 32 && kernel1_v8_ur_requested(v11))
-      return launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, DH, false, 2>(p, stream, pdl);
-  if constexpr (DH && KS == 5)
-    if (p.k_pad == 48 && kernel1_v8_ur_requested(v11))
-      return launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, DH, false, 3>(p, stream, pdl);""" in SOURCE
+    for ks, k_pad, ur in ((3, 32, 2), (5, 48, 3)):  # (with the item's divisions as multiplies by default: FASTDIV)
+        assert f"""  if constexpr (DH && KS == {ks})
+    if (p.k_pad == {k_pad} && kernel1_v8_ur_requested(v11))
+      return kernel1_v8_fd_requested(p, v11)
+                 ? launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, DH, false, {ur}, true>(p, stream, pdl)
+                 : launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, DH, false, {ur}>(p, stream, pdl);""" in SOURCE
     assert "return expand_dw_v8_kernel_dhur<HC, KS, S, G, UR>;" in SOURCE
     # the m-tile reads A only; B from the item's registers
     assert "bf::mma_m16n8k16(acc[2 * np], a, ub[ks][np][0], ub[ks][np][1]);" in SOURCE
@@ -63,6 +63,7 @@ def test_every_shape_bit_for_bit(name, path, batch, monkeypatch):
 
     from perfmodel.harness import relative_error
 
+    monkeypatch.setenv(mb.K1_FASTDIV_SWITCH, "0")  # _dhur itself (with the multiplies, the default, it is _dhurf)
     got, default, names, *_ = switched_against_float64(monkeypatch, name, path, batch, mb.K1_U_REG_SWITCH, "1")
     if path == "features.2.1":  # B0's and B2's: C_in 24, stride 1, k = 3
         assert "expand_dw_v8_kernel_dhur<48, 3, 1, 1, 2>" in names, names[:600]
@@ -79,4 +80,5 @@ def test_efficientnet_b0_with_it(monkeypatch):
     """B0 through the check before timing (every fused block within 2x PyTorch fp16's error; none falls back)."""
     from mbconv_helpers import check_fused_b0
 
-    check_fused_b0(monkeypatch, {mb.K1_U_REG_SWITCH: "1"}, {"StemMBConv": 1, "MBConv": 15}, 16)
+    check_fused_b0(monkeypatch, {mb.K1_U_REG_SWITCH: "1", mb.K1_FASTDIV_SWITCH: "0"}, {"StemMBConv": 1, "MBConv": 15},
+                   16)

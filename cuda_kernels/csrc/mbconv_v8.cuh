@@ -195,11 +195,11 @@ struct V8Item {
   }
 };
 
-// The per-item divisors of a launch as multipliers (CUDA_KERNELS_K1_FASTDIV, off until measured; NOTES.md "Session
-// 25"): N bands and bands (V8Item), the grid (the end of a CTA's item range) and the depthwise's column groups. Each
-// division by one of them was ~20 dependent instructions that every warp ran before barrier A, several times an item
-// (session 23's 3.1 profile: ~110 instructions a warp an item in the item's head, 4% of the stall samples beside the
-// barrier's). launch_expand_dw_v8 fills it (v8_div) where (ctaid + 1) total < 2^31.
+// The per-item divisors of a launch as multipliers (CUDA_KERNELS_K1_FASTDIV, on by default in version 11 where _dhur
+// runs; NOTES.md "Session 25"): N bands and bands (V8Item), the grid (the end of a CTA's item range) and the
+// depthwise's column groups. Each division by one of them was ~20 dependent instructions that every warp ran before
+// barrier A, several times an item (session 23's 3.1 profile: ~110 instructions a warp an item in the item's head, 4%
+// of the stall samples beside the barrier's). launch_expand_dw_v8 fills it (v8_div) where (ctaid + 1) total < 2^31.
 struct V8Div {
   FastDiv per_chunk, bands, grid, ngroups;
 };
@@ -837,17 +837,11 @@ template <int HC, int KS, int S, int G = 1, int UR = 2>
 __global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel_dhur(const Params p) {
   expand_dw_v8_body<HC, KS, S, G, true, false, false, false, true, false, UR>(p);
 }
-// ... _dhur and the wgmma _txdh with the per-item divisions as multiplies (CUDA_KERNELS_K1_FASTDIV, off until measured;
-// V8Div)
+// ... _dhur with the per-item divisions as multiplies (CUDA_KERNELS_K1_FASTDIV, on by default in version 11; V8Div)
 template <int HC, int KS, int S, int G = 1, int UR = 2>
 __global__ void __launch_bounds__(kExpandThreads, 2)
     expand_dw_v8_kernel_dhurf(const Params p, const __grid_constant__ V8Div dv) {
   expand_dw_v8_body<HC, KS, S, G, true, false, false, false, true, false, UR, true>(p, nullptr, &dv);
-}
-template <int HC, int KS, int S, int G = 1, bool WG = true>
-__global__ void __launch_bounds__(kExpandThreads, 2)
-    expand_dw_v8_kernel_txdhf(const Params p, const __grid_constant__ CUtensorMap xmap, const __grid_constant__ V8Div dv) {
-  expand_dw_v8_body<HC, KS, S, G, true, true, WG, false, true, false, 0, true>(p, &xmap, &dv);
 }
 // ... and _bcdh with the taps from global memory (CUDA_KERNELS_K1_TAPS_G, on by default in version 11; v8_smem's tg).
 template <int HC, int KS, int S, int G = 1>
@@ -870,17 +864,15 @@ template <int HC, int KS, int S, int G = 1, bool HF = false, bool TX = false, bo
           bool DH = false, bool TG = false, int UR = 0, bool FD = false>
 cudaError_t launch_expand_dw_v8(const Params& p, cudaStream_t stream, bool pdl) {
   static_assert(!UR || (DH && !TX && !BC), "U in registers: the bulk-copied X's packed-fp16 kernel only");
-  static_assert(!FD || (G == 1 && DH && (UR > 0 || (TX && WG))), "the multiplies: _dhur and the wgmma _txdh only");
+  static_assert(!FD || (G == 1 && UR > 0), "the multiplies: _dhur only (the wgmma _txdh's were slower at k = 5)");
   static_assert(!DH || HF, "D's epilogue in packed fp16 takes the HFMA2 depthwise");
   static_assert(!TG || (BC && DH), "the taps from global memory: the stride-2 packed-fp16 kernel only");
   constexpr int kMaxDevices = 64;
   static int configured[kMaxDevices] = {}, last_smem[kMaxDevices] = {}, last_ctas[kMaxDevices] = {},
              sms[kMaxDevices] = {};
   const auto kernel = [] {  // (the TX kernel instantiated only where TX asks for it)
-    if constexpr (FD && UR > 0)
+    if constexpr (FD)
       return expand_dw_v8_kernel_dhurf<HC, KS, S, G, UR>;
-    else if constexpr (FD)
-      return expand_dw_v8_kernel_txdhf<HC, KS, S, G, WG>;
     else if constexpr (UR > 0)
       return expand_dw_v8_kernel_dhur<HC, KS, S, G, UR>;
     else if constexpr (TX && DH)
@@ -937,10 +929,7 @@ cudaError_t launch_expand_dw_v8(const Params& p, cudaStream_t stream, bool pdl) 
     const int m_pad = expand_dw_v8_m_pad(p.H, p.W, p.rows_per_tile, KS, S, G);
     err = tmap::half_2d_sw128(&xmap, p.x, (unsigned long long)p.N * p.H * p.W, p.C_in, p.C_in, m_pad, kV8TxCols);
     if (err != cudaSuccess) return err;
-    if constexpr (FD)
-      return go(p, xmap, v8_div(p, G, DwTile<S>::OW, grid));
-    else
-      return go(p, xmap);
+    return go(p, xmap);
   } else {
     if constexpr (FD)
       return go(p, v8_div(p, G, DwTile<S>::OW, grid));
@@ -1021,13 +1010,14 @@ inline bool kernel1_v8_ur_requested(bool v11) {
   const char* v = kernel1_switch("CUDA_KERNELS_K1_U_REG");
   return v != nullptr ? v[0] == '1' : v11;
 }
-// CUDA_KERNELS_K1_FASTDIV=0|1 (read at every call; off until measured, NOTES.md "Session 25"): where version 11 runs
-// _dhur (2.1, 3.1) or the wgmma _txdh with one image an item (4.x-6.x at stride 1), their per-item divisions as
-// multiplies (V8Div; expand_dw_v8_kernel_dhurf / _txdhf), where the dividends stay below 2^31.
-inline bool kernel1_v8_fd_requested(const Params& p, int g) {
+// CUDA_KERNELS_K1_FASTDIV=0|1 (read at every call; on by default in version 11 since session 25: 2.1's kernel 1
+// 110.5 -> 102.6 us, 3.1's 75.6 -> 71.7; NOTES.md "Session 25"): where version 11 runs _dhur (2.1, 3.1), its per-item
+// divisions as multiplies (V8Div; expand_dw_v8_kernel_dhurf), where the dividends stay below 2^31. (The wgmma _txdh's
+// were measured too: 4.1 36.7 -> 36.0 us, 5.1 61.9 -> 63.9; not kept.)
+inline bool kernel1_v8_fd_requested(const Params& p, bool v11) {
   const char* v = kernel1_switch("CUDA_KERNELS_K1_FASTDIV");
   const long long total = (long long)(p.hid_pad / 48) * p.N * p.row_blocks;  // items at one image an item
-  return v != nullptr && v[0] == '1' && g == 1 && total * total < (1ll << 31);  // (grid <= total)
+  return (v != nullptr ? v[0] == '1' : v11) && total * total < (1ll << 31);  // (grid <= total)
 }
 inline bool sm90a_build() {  // the extension defines BF_SM90A where it builds for sm_90a (cuda_kernels/_build.py)
 #ifdef BF_SM90A
@@ -1059,13 +1049,9 @@ cudaError_t launch_expand_dw_v8_hf(const Params& p, cudaStream_t stream, bool pd
     const auto tx_fits = [&](bool with_wg) {
       return kernel1_v8_tx(true, p.H, p.W, p.Wo, p.rows_per_tile, KS, 1, p.C_in, p.k_pad, 48, g, with_wg, DH);
     };
-    if (wg && aligned && tx_fits(true)) {
-      if constexpr (DH)
-        if (kernel1_v8_fd_requested(p, g))
-          return launch_expand_dw_v8<48, KS, 1, 1, HF, true, true, false, DH, false, 0, true>(p, stream, pdl);
+    if (wg && aligned && tx_fits(true))
       return g == 2 ? launch_expand_dw_v8<48, KS, 1, 2, HF, true, true, false, DH>(p, stream, pdl)
                     : launch_expand_dw_v8<48, KS, 1, 1, HF, true, true, false, DH>(p, stream, pdl);
-    }
     if (tx && aligned && tx_fits(false))
       return g == 2 ? launch_expand_dw_v8<48, KS, 1, 2, HF, true, false, false, DH>(p, stream, pdl)
                     : launch_expand_dw_v8<48, KS, 1, 1, HF, true, false, false, DH>(p, stream, pdl);
@@ -1073,12 +1059,12 @@ cudaError_t launch_expand_dw_v8_hf(const Params& p, cudaStream_t stream, bool pd
   if (g == 2) return launch_expand_dw_v8<48, KS, 1, 2, HF, false, false, false, DH>(p, stream, pdl);
   if constexpr (DH && KS == 3)
     if (p.k_pad == 32 && kernel1_v8_ur_requested(v11))
-      return kernel1_v8_fd_requested(p, 1)
+      return kernel1_v8_fd_requested(p, v11)
                  ? launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, DH, false, 2, true>(p, stream, pdl)
                  : launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, DH, false, 2>(p, stream, pdl);
   if constexpr (DH && KS == 5)
     if (p.k_pad == 48 && kernel1_v8_ur_requested(v11))
-      return kernel1_v8_fd_requested(p, 1)
+      return kernel1_v8_fd_requested(p, v11)
                  ? launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, DH, false, 3, true>(p, stream, pdl)
                  : launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, DH, false, 3>(p, stream, pdl);
   return launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, DH>(p, stream, pdl);
