@@ -159,6 +159,10 @@ K1_U_REG_SWITCH = "CUDA_KERNELS_K1_U_REG"
 # 110.5 -> 102.6 us, 3.1's 75.6 -> 71.7): where version 11 runs _dhur (2.1, 3.1), kernel 1's per-item divisions as
 # multiplies (csrc/fastdiv.h; expand_dw_v8_kernel_dhurf)
 K1_FASTDIV_SWITCH = "CUDA_KERNELS_K1_FASTDIV"
+# csrc/mbconv_v8.cuh kernel1_v8_whole_requested: "1" (off until measured, session 25): version 11's kernel 1 with the
+# depthwise's whole units (all outputs inside the image, real channels) on their own path, without clamps and
+# per-output tests (expand_dw_v8_kernel_dhurfw / _txdhw / _bcdhw / _bcdhgw)
+K1_WHOLE_SWITCH = "CUDA_KERNELS_K1_WHOLE"
 # csrc/mbconv_se_v4.cu se_v4_mode: "0" / "1" / "all" ("1" by default since session 18): the SE as two batched
 # products (1: where hidden >= 480)
 SE_V4_SWITCH = "CUDA_KERNELS_SE_V4"

@@ -135,7 +135,7 @@ def test_taps_from_global_memory_let_3_0_run_bands_of_4_rows():
     v8 = (CSRC / "mbconv_v8.cuh").read_text()
     assert 'kernel1_switch("CUDA_KERNELS_K1_TAPS_G");\n  return v != nullptr ? v[0] == \'1\' : v11;' in v8  # v11: on
     assert "if (kernel1_v8_tg_requested(v11))" in v8
-    assert "return launch_expand_dw_v8<48, KS, 2, 1, HF, false, false, true, DH, true>(p, stream, pdl);" in v8
+    assert ": launch_expand_dw_v8<48, KS, 2, 1, HF, false, false, true, DH, true>(p, stream, pdl);" in v8
     assert "r.bar = r.wdw + (tg ? 0 : dh ? ks * ks * chunk * 2 + chunk * 4 : (ks * ks + 1) * chunk * 4);" in v8
     # the same values the shared copy held: halved in fp32, then rounded to half2
     assert "wh[t] = __floats2half2_rn(0.5f * w.x, 0.5f * w.y);" in v8

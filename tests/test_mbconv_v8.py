@@ -282,7 +282,8 @@ def test_kernel1_v8_compiles_without_spills(tmp_path):
     # + its stride-2 kernel with the taps from global memory (CUDA_KERNELS_K1_TAPS_G) at k = 5
     # + its stride-1 kernel with U's fragments in registers (CUDA_KERNELS_K1_U_REG) at k = 3 and 5
     # + that kernel with the item's divisions as multiplies (CUDA_KERNELS_K1_FASTDIV: _dhurf) at k = 3 and 5
-    assert len(entries) == 12 + 8 + 2 + 16 + 1 + 2 + 2, report
+    # + where every depthwise unit is whole (CUDA_KERNELS_K1_WHOLE): _dhurfw at k = 3 and 5, _bcdhw at 3, _bcdhgw at 5
+    assert len(entries) == 12 + 8 + 2 + 16 + 1 + 2 + 2 + 4, report
     for i in entries:
         spill = next(line for line in lines[i:] if "spill stores" in line)
         used = next(line for line in lines[i:] if "Used" in line and "registers" in line)
@@ -297,6 +298,10 @@ def test_kernel1_v8_compiles_without_spills(tmp_path):
         if "expand_dw_v8_kernel_dhurfILi48ELi3ELi1ELi1ELi2E" in lines[i]:  # ... with the multiplies (2.1's default
             # since session 25): 6 values stored before the item loop and loaded once an item, 24 bytes, allowed
             assert " 24 bytes spill stores, 24 bytes spill loads" in spill, (lines[i], spill)
+            continue
+        if "expand_dw_v8_kernel_dhurfwILi48ELi3ELi1ELi1ELi2E" in lines[i]:  # ... where every unit is whole (off
+            # until measured): 5 values stored before the item loop and loaded once an item, 20 bytes, allowed
+            assert " 20 bytes spill stores, 20 bytes spill loads" in spill, (lines[i], spill)
             continue
         assert spill.split()[0] == "0" and " 0 bytes spill stores, 0 bytes spill loads" in spill, (lines[i], spill)
         assert int(re.search(r"Used (\d+) registers", used).group(1)) <= 128, used  # two CTAs of 256 threads per SM
@@ -565,10 +570,12 @@ def test_the_kernel_text_holds_the_modelled_expressions():
                  "ep[h] = Es + (m * e_tile + e_off + row * WE + (q - row * p.W)) * LDE + (lane & 3) * 2;",
                  "if (mt * 16 + 16 <= npix)",
                  "const int valid_rows = min(R, rows - orow0), e_last = (valid_rows - 1) * S + KS - 1;",
-                 "const __half* erow = ebase + min(er, e_last) * WE * LDE;",
-                 "if (dy == KS - 1 && o < valid_rows) {",
+                 # (W: the launch-constant whole units, CUDA_KERNELS_K1_WHOLE; false by default)
+                 "const __half* erow = ebase + (W ? er : min(er, e_last)) * WE * LDE;",
+                 "if (dy == KS - 1 && (W || o < valid_rows)) {",
                  "for (int g = 0; g < GROUPS; ++g) s += red[g * HC + tid];",
-                 "const int dq = GROUPS / ngroups, dr = GROUPS - dq * ngroups;",
+                 # (FD: the divisions as multiplies, CUDA_KERNELS_K1_FASTDIV; the same quotients)
+                 "const int dq = FD ? fd->ngroups.div(GROUPS) : GROUPS / ngroups, dr = GROUPS - dq * ngroups;",
                  "const bool cont = halo && i > i_begin && it.band > 0;",
                  "ih_first = cont ? band * p.rows_per_tile * S - PAD + KH : ih_lo;",
                  "const int npix = max(0, ih_hi - ih_first + 1) * p.W * ng;",
@@ -590,7 +597,7 @@ def test_the_kernel_text_holds_the_modelled_expressions():
     v2 = (CSRC / "mbconv_v2.cuh").read_text()  # expand_k16: A rows m0 + a_row at pitch ldx, column k0 + a_k
     assert "expand_k16_at<HC>(acc, bf::smem_addr(Xs + (m0 + a_row) * ldx + k0 + a_k), Us, ldu, k0, b_row, b_k, c);" in v2
     # the kernel's body (expand_dw_v8_body, which expand_dw_v8_kernel runs)
-    body = SOURCE.split("expand_dw_v8_body(const Params& p, const CUtensorMap* xmap = nullptr)")[1]
+    body = SOURCE.split("expand_dw_v8_body(const Params& p, const CUtensorMap* xmap = nullptr,")[1]
     body = body.split("expand_dw_v8_kernel(const Params p)")[0]
     assert "atomicAdd" not in body
     # barrier A, barrier B per item, one after the loop; the mbarrier once per CTA; with the bias in the MMA

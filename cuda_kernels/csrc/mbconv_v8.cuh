@@ -226,7 +226,7 @@ __device__ __forceinline__ void zero_acc(float (&acc)[NT][4]) {
 // that entry point: NOTES.md, "Kernel 1's stall reasons"). TX: X by the tensor memory accelerator through the tensor
 // map at xmap (kernel1_v8_tx; null otherwise); WG (with TX): the expand on warpgroup MMAs.
 template <int HC, int KS, int S, int G, bool HF, bool TX = false, bool WG = false, bool BC = false, bool DH = false,
-          bool TG = false, int UR = 0, bool FD = false>
+          bool TG = false, int UR = 0, bool FD = false, bool WU = false>
 __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtensorMap* xmap = nullptr,
                                                   const V8Div* fd = nullptr) {
   static_assert(!WG || TX, "the wgmma expand reads X's swizzled boxes");
@@ -684,6 +684,10 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtenso
           *reinterpret_cast<float2*>(red + (k * GROUPS + group) * HC + 2 * pair) = make_float2(0.f, 0.f);
         m_sum = m;
       }
+      // WU: every unit of the launch is whole - its OW x R outputs inside the image, its channels real (the launcher
+      // asks it of the geometry: kernel1_v8_all_whole) - so no clamp of its E rows and no test before each output
+      // (CUDA_KERNELS_K1_WHOLE, off until measured; NOTES.md "Session 25")
+      constexpr bool W = WU;
       for (int j = group; j < items; j += GROUPS) {
         const int orow0 = seg * R, ow0 = og * OW, mi = m;
         seg += dq;
@@ -712,7 +716,7 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtenso
         __half2 acch[HF ? R : 1][OW];
 #pragma unroll
         for (int er = 0; er < SEG_E; ++er) {
-          const __half* erow = ebase + min(er, e_last) * WE * LDE;
+          const __half* erow = ebase + (W ? er : min(er, e_last)) * WE * LDE;
           float2 e[HF ? 1 : IN];
           __half2 eh[HF ? IN : 1];
 #pragma unroll
@@ -747,15 +751,15 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtenso
                   acc1[o][u] = fmaf(e[u * S + dx].y, w1[dy * KS + dx], acc1[o][u]);
                 }
               }
-            if (dy == KS - 1 && o < valid_rows) {  // output row o is complete
+            if (dy == KS - 1 && (W || o < valid_rows)) {  // output row o is complete
               int dofs = d0 + o * p.Wo * p.hidden;
               if constexpr (DH) {  // packed fp16: the bias, SiLU and the row's pool sum on half2 (silu_of_half_h2)
                 __half2 row_sum;
 #pragma unroll
                 for (int u = 0; u < OW; ++u) {
-                  if (valid < OW && u >= valid) break;
+                  if (!W && valid < OW && u >= valid) break;
                   const __half2 s = silu_of_half_h2(__hadd2(acch[o][u], dbias_h));
-                  if (store) *reinterpret_cast<__half2*>(p.d + dofs) = s;
+                  if (W || store) *reinterpret_cast<__half2*>(p.d + dofs) = s;
                   dofs += p.hidden;
                   row_sum = u == 0 ? s : __hadd2(row_sum, s);
                 }
@@ -765,7 +769,7 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtenso
               } else {
 #pragma unroll
                 for (int u = 0; u < OW; ++u) {
-                  if (valid < OW && u >= valid) break;
+                  if (!W && valid < OW && u >= valid) break;
                   float h0, h1;  // the pre-activation, halved (HF: the fp16 sums, widened)
                   if constexpr (HF) {
                     const float2 f = __half22float2(acch[o][u]);
@@ -776,7 +780,7 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtenso
                     h1 = acc1[o][u];
                   }
                   const float s0 = silu_of_half(h0), s1 = silu_of_half(h1);
-                  if (store) *reinterpret_cast<__half2*>(p.d + dofs) = __floats2half2_rn(s0, s1);
+                  if (W || store) *reinterpret_cast<__half2*>(p.d + dofs) = __floats2half2_rn(s0, s1);
                   dofs += p.hidden;
                   sum0 += s0;
                   sum1 += s1;
@@ -848,6 +852,21 @@ template <int HC, int KS, int S, int G = 1>
 __global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel_bcdhg(const Params p) {
   expand_dw_v8_body<HC, KS, S, G, true, false, false, true, true, true>(p);
 }
+// Version 11's defaults where every depthwise unit is whole (CUDA_KERNELS_K1_WHOLE, off until measured;
+// kernel1_v8_all_whole): _dhurf, _bcdh and _bcdhg, each with a w.
+template <int HC, int KS, int S, int G = 1, int UR = 2>
+__global__ void __launch_bounds__(kExpandThreads, 2)
+    expand_dw_v8_kernel_dhurfw(const Params p, const __grid_constant__ V8Div dv) {
+  expand_dw_v8_body<HC, KS, S, G, true, false, false, false, true, false, UR, true, true>(p, nullptr, &dv);
+}
+template <int HC, int KS, int S, int G = 1>
+__global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel_bcdhw(const Params p) {
+  expand_dw_v8_body<HC, KS, S, G, true, false, false, true, true, false, 0, false, true>(p);
+}
+template <int HC, int KS, int S, int G = 1>
+__global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel_bcdhgw(const Params p) {
+  expand_dw_v8_body<HC, KS, S, G, true, false, false, true, true, true, 0, false, true>(p);
+}
 
 // V8Div of a launch of `grid` CTAs with the depthwise's column groups of OW outputs (expand_dw_v8_body's divisors).
 inline V8Div v8_div(const Params& p, int G, int OW, int grid) {
@@ -861,8 +880,9 @@ inline V8Div v8_div(const Params& p, int G, int OW, int grid) {
 
 // Persistent: as many CTAs as fit on the device (two per SM at <= 113 KB), at most one per item.
 template <int HC, int KS, int S, int G = 1, bool HF = false, bool TX = false, bool WG = false, bool BC = false,
-          bool DH = false, bool TG = false, int UR = 0, bool FD = false>
+          bool DH = false, bool TG = false, int UR = 0, bool FD = false, bool WU = false>
 cudaError_t launch_expand_dw_v8(const Params& p, cudaStream_t stream, bool pdl) {
+  static_assert(!WU || (DH && G == 1 && !TX && (UR > 0 ? FD : BC)), "whole units: version 11's _dhurf, _bcdh(g)");
   static_assert(!UR || (DH && !TX && !BC), "U in registers: the bulk-copied X's packed-fp16 kernel only");
   static_assert(!FD || (G == 1 && UR > 0), "the multiplies: _dhur only (the wgmma _txdh's were slower at k = 5)");
   static_assert(!DH || HF, "D's epilogue in packed fp16 takes the HFMA2 depthwise");
@@ -871,7 +891,13 @@ cudaError_t launch_expand_dw_v8(const Params& p, cudaStream_t stream, bool pdl) 
   static int configured[kMaxDevices] = {}, last_smem[kMaxDevices] = {}, last_ctas[kMaxDevices] = {},
              sms[kMaxDevices] = {};
   const auto kernel = [] {  // (the TX kernel instantiated only where TX asks for it)
-    if constexpr (FD)
+    if constexpr (WU && UR > 0)
+      return expand_dw_v8_kernel_dhurfw<HC, KS, S, G, UR>;
+    else if constexpr (WU && TG)
+      return expand_dw_v8_kernel_bcdhgw<HC, KS, S, G>;
+    else if constexpr (WU)
+      return expand_dw_v8_kernel_bcdhw<HC, KS, S, G>;
+    else if constexpr (FD)
       return expand_dw_v8_kernel_dhurf<HC, KS, S, G, UR>;
     else if constexpr (UR > 0)
       return expand_dw_v8_kernel_dhur<HC, KS, S, G, UR>;
@@ -1019,6 +1045,18 @@ inline bool kernel1_v8_fd_requested(const Params& p, bool v11) {
   const long long total = (long long)(p.hid_pad / 48) * p.N * p.row_blocks;  // items at one image an item
   return (v != nullptr ? v[0] == '1' : v11) && total * total < (1ll << 31);  // (grid <= total)
 }
+// CUDA_KERNELS_K1_WHOLE=0|1 (read at every call; off until measured, NOTES.md "Session 25"): where version 11 runs
+// _dhurf (2.1, 3.1), _bcdh at k = 3 or _bcdhg (stride 2) and every depthwise unit of the launch is whole - the
+// column groups of OW outputs fill Wo, the segments of R rows fill every band, the channels are all real - the
+// kernel without the clamp of each E row and the tests before each output (expand_dw_v8_kernel_*w). B0: 2.0, 2.1,
+// 3.0, 3.1 (4.x-6.x: 14 and 7 columns are not multiples of 4).
+template <int KS, int S>
+inline bool kernel1_v8_all_whole(const Params& p) {
+  const char* v = kernel1_switch("CUDA_KERNELS_K1_WHOLE");
+  constexpr int OW = DwTile<S>::OW, R = V8Seg<KS, S>::R;
+  return v != nullptr && v[0] == '1' && p.Wo % OW == 0 && p.rows_per_tile % R == 0 &&
+         p.Ho % p.rows_per_tile % R == 0 && p.hidden == p.hid_pad;
+}
 inline bool sm90a_build() {  // the extension defines BF_SM90A where it builds for sm_90a (cuda_kernels/_build.py)
 #ifdef BF_SM90A
   return true;
@@ -1036,7 +1074,13 @@ cudaError_t launch_expand_dw_v8_hf(const Params& p, cudaStream_t stream, bool pd
       if (kernel1_v8_bc_requested()) {
         if constexpr (DH && KS == 5)  // (k = 3: 2.0's and 4.0's bands would not grow; it spilled 8 bytes there)
           if (kernel1_v8_tg_requested(v11))
-            return launch_expand_dw_v8<48, KS, 2, 1, HF, false, false, true, DH, true>(p, stream, pdl);
+            return kernel1_v8_all_whole<KS, 2>(p)
+                       ? launch_expand_dw_v8<48, KS, 2, 1, HF, false, false, true, DH, true, 0, false, true>(p, stream,
+                                                                                                          pdl)
+                       : launch_expand_dw_v8<48, KS, 2, 1, HF, false, false, true, DH, true>(p, stream, pdl);
+        if constexpr (DH && KS == 3)
+          if (kernel1_v8_all_whole<KS, 2>(p))
+            return launch_expand_dw_v8<48, KS, 2, 1, HF, false, false, true, DH, false, 0, false, true>(p, stream, pdl);
         return launch_expand_dw_v8<48, KS, 2, 1, HF, false, false, true, DH>(p, stream, pdl);
       }
     return launch_expand_dw_v8<48, KS, 2, 1, HF, false, false, false, DH>(p, stream, pdl);
@@ -1059,14 +1103,18 @@ cudaError_t launch_expand_dw_v8_hf(const Params& p, cudaStream_t stream, bool pd
   if (g == 2) return launch_expand_dw_v8<48, KS, 1, 2, HF, false, false, false, DH>(p, stream, pdl);
   if constexpr (DH && KS == 3)
     if (p.k_pad == 32 && kernel1_v8_ur_requested(v11))
-      return kernel1_v8_fd_requested(p, v11)
-                 ? launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, DH, false, 2, true>(p, stream, pdl)
-                 : launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, DH, false, 2>(p, stream, pdl);
+      return !kernel1_v8_fd_requested(p, v11)
+                 ? launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, DH, false, 2>(p, stream, pdl)
+             : kernel1_v8_all_whole<KS, 1>(p)
+                 ? launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, DH, false, 2, true, true>(p, stream, pdl)
+                 : launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, DH, false, 2, true>(p, stream, pdl);
   if constexpr (DH && KS == 5)
     if (p.k_pad == 48 && kernel1_v8_ur_requested(v11))
-      return kernel1_v8_fd_requested(p, v11)
-                 ? launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, DH, false, 3, true>(p, stream, pdl)
-                 : launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, DH, false, 3>(p, stream, pdl);
+      return !kernel1_v8_fd_requested(p, v11)
+                 ? launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, DH, false, 3>(p, stream, pdl)
+             : kernel1_v8_all_whole<KS, 1>(p)
+                 ? launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, DH, false, 3, true, true>(p, stream, pdl)
+                 : launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, DH, false, 3, true>(p, stream, pdl);
   return launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, DH>(p, stream, pdl);
 }
 
