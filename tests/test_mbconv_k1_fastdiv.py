@@ -31,7 +31,7 @@ def test_the_switch_is_on_in_version_11_unless_0_and_routes_dhur():
     for ur in (2, 3):
         assert f"""      return !kernel1_v8_fd_requested(p, v11)
                  ? launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, DH, false, {ur}>(p, stream, pdl)
-             : kernel1_v8_whole_requested()
+             : kernel1_v8_all_whole<KS, 1>(p)
                  ? launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, DH, false, {ur}, true, true>(p, stream, pdl)
                  : launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, DH, false, {ur}, true>(p, stream, pdl);""" in SOURCE
     assert "return expand_dw_v8_kernel_dhurf<HC, KS, S, G, UR>;" in SOURCE
