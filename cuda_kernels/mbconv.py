@@ -163,6 +163,10 @@ K1_FASTDIV_SWITCH = "CUDA_KERNELS_K1_FASTDIV"
 # depthwise's whole units (all outputs inside the image, real channels) on their own path, without clamps and
 # per-output tests (expand_dw_v8_kernel_dhurfw / _txdhw / _bcdhw / _bcdhgw)
 K1_WHOLE_SWITCH = "CUDA_KERNELS_K1_WHOLE"
+# csrc/mbconv_v8.cuh kernel1_v8_whole_first_requested: "1" (off until measured, session 25): where version 11 runs the
+# wgmma _txdh with one image an item (4.x-6.x), each item's whole depthwise units first, on the path without edge
+# handling, then its partial ones (expand_dw_v8_kernel_txdhp; the pool's sums in another order)
+K1_WHOLE_FIRST_SWITCH = "CUDA_KERNELS_K1_WHOLE_FIRST"
 # csrc/mbconv_se_v4.cu se_v4_mode: "0" / "1" / "all" ("1" by default since session 18): the SE as two batched
 # products (1: where hidden >= 480)
 SE_V4_SWITCH = "CUDA_KERNELS_SE_V4"

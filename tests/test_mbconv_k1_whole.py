@@ -35,8 +35,8 @@ def test_the_switch_is_off_unless_1_and_asks_the_geometry():
           if (kernel1_v8_all_whole<KS, 2>(p))
             return launch_expand_dw_v8<48, KS, 2, 1, HF, false, false, true, DH, false, 0, false, true>(p, stream, pdl);""" \
         in SOURCE
-    # no clamp, no test: the launch's constant W
-    assert "      constexpr bool W = WU;" in SOURCE
+    # no clamp, no test: W, the launch's constant WU (or, with CUDA_KERNELS_K1_WHOLE_FIRST, the first pass)
+    assert "        const bool W = WU || (WP && pass == 0);" in SOURCE
     assert "const __half* erow = ebase + (W ? er : min(er, e_last)) * WE * LDE;" in SOURCE
     assert "if (!W && valid < OW && u >= valid) break;" in SOURCE
 

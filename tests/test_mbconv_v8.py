@@ -283,7 +283,8 @@ def test_kernel1_v8_compiles_without_spills(tmp_path):
     # + its stride-1 kernel with U's fragments in registers (CUDA_KERNELS_K1_U_REG) at k = 3 and 5
     # + that kernel with the item's divisions as multiplies (CUDA_KERNELS_K1_FASTDIV: _dhurf) at k = 3 and 5
     # + where every depthwise unit is whole (CUDA_KERNELS_K1_WHOLE): _dhurfw at k = 3 and 5, _bcdhw at 3, _bcdhgw at 5
-    assert len(entries) == 12 + 8 + 2 + 16 + 1 + 2 + 2 + 4, report
+    # + each item's whole units first (CUDA_KERNELS_K1_WHOLE_FIRST): _txdhp at k = 3
+    assert len(entries) == 12 + 8 + 2 + 16 + 1 + 2 + 2 + 4 + 1, report
     for i in entries:
         spill = next(line for line in lines[i:] if "spill stores" in line)
         used = next(line for line in lines[i:] if "Used" in line and "registers" in line)

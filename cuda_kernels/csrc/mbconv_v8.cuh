@@ -226,7 +226,7 @@ __device__ __forceinline__ void zero_acc(float (&acc)[NT][4]) {
 // that entry point: NOTES.md, "Kernel 1's stall reasons"). TX: X by the tensor memory accelerator through the tensor
 // map at xmap (kernel1_v8_tx; null otherwise); WG (with TX): the expand on warpgroup MMAs.
 template <int HC, int KS, int S, int G, bool HF, bool TX = false, bool WG = false, bool BC = false, bool DH = false,
-          bool TG = false, int UR = 0, bool FD = false, bool WU = false>
+          bool TG = false, int UR = 0, bool FD = false, bool WU = false, bool WP = false>
 __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtensorMap* xmap = nullptr,
                                                   const V8Div* fd = nullptr) {
   static_assert(!WG || TX, "the wgmma expand reads X's swizzled boxes");
@@ -234,6 +234,7 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtenso
   static_assert(!DH || HF, "D's epilogue in packed fp16 takes the HFMA2 depthwise's fp16 sums");
   static_assert(!TG || DH, "the taps from global memory are built on the packed-fp16 epilogue's kernels");
   static_assert(!BC || (S == 2 && !TX), "the bias in the MMA is built for the stride-2 kernels (bulk-copied X)");
+  static_assert(!WP || (G == 1 && !WU && !FD), "whole units first: one image an item, units not all whole");
   using bf::cp_async16;
   using bf::smem_addr;
   extern __shared__ __align__(16) uint8_t smem[];
@@ -686,15 +687,36 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtenso
       }
       // WU: every unit of the launch is whole - its OW x R outputs inside the image, its channels real (the launcher
       // asks it of the geometry: kernel1_v8_all_whole) - so no clamp of its E rows and no test before each output
-      // (CUDA_KERNELS_K1_WHOLE, off until measured; NOTES.md "Session 25")
-      constexpr bool W = WU;
-      for (int j = group; j < items; j += GROUPS) {
-        const int orow0 = seg * R, ow0 = og * OW, mi = m;
-        seg += dq;
-        og += dr;
-        if (og >= ngroups) {
-          og -= ngroups;
-          ++seg;
+      // (CUDA_KERNELS_K1_WHOLE, off until measured; NOTES.md "Session 25"). WP: the item's whole units first (pass 0:
+      // the whole segments x the whole column groups, in the same round robin over the thread groups), on that path,
+      // then its partial ones (pass 1: the right column of groups, then the bottom row of segments) on the other
+      // (CUDA_KERNELS_K1_WHOLE_FIRST, off until measured).
+      const int ngroups_w = WP ? p.Wo / OW : ngroups, count_w = WP ? rows / R * ngroups_w : 0;
+      const int dq_w = WP ? GROUPS / ngroups_w : dq, dr_w = WP ? GROUPS - dq_w * ngroups_w : dr;
+      if constexpr (WP) {
+        seg = group / ngroups_w;
+        og = group - seg * ngroups_w;
+      }
+      int j = group;
+#pragma unroll
+      for (int pass = 0; pass < (WP ? 2 : 1); ++pass)  // (one pass without WP: the loop below as it always was)
+      for (; j < (WP && pass == 0 ? count_w : items); j += GROUPS) {
+        const bool W = WU || (WP && pass == 0);
+        int orow0, ow0;
+        const int mi = m;
+        if (WP && pass == 1) {  // partial unit k: the right column's (k < right), else the bottom row's
+          const int k = j - count_w, right = ngroups_w < ngroups ? rows / R : 0;
+          orow0 = (k < right ? k : nseg - 1) * R;
+          ow0 = (k < right ? ngroups - 1 : k - right) * OW;
+        } else {
+          orow0 = seg * R;
+          ow0 = og * OW;
+          seg += dq_w;
+          og += dr_w;
+          if (og >= ngroups_w) {
+            og -= ngroups_w;
+            ++seg;
+          }
         }
         if constexpr (G > 1) {
           while (seg >= nseg) {
@@ -859,6 +881,13 @@ __global__ void __launch_bounds__(kExpandThreads, 2)
     expand_dw_v8_kernel_dhurfw(const Params p, const __grid_constant__ V8Div dv) {
   expand_dw_v8_body<HC, KS, S, G, true, false, false, false, true, false, UR, true, true>(p, nullptr, &dv);
 }
+// ... the wgmma _txdh with each item's whole depthwise units first, on their own path, then its partial ones
+// (CUDA_KERNELS_K1_WHOLE_FIRST, off until measured: 4.x-6.x, where units are partial at the right and bottom)
+template <int HC, int KS, int S, int G = 1, bool WG = true>
+__global__ void __launch_bounds__(kExpandThreads, 2)
+    expand_dw_v8_kernel_txdhp(const Params p, const __grid_constant__ CUtensorMap xmap) {
+  expand_dw_v8_body<HC, KS, S, G, true, true, WG, false, true, false, 0, false, false, true>(p, &xmap);
+}
 template <int HC, int KS, int S, int G = 1>
 __global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel_bcdhw(const Params p) {
   expand_dw_v8_body<HC, KS, S, G, true, false, false, true, true, false, 0, false, true>(p);
@@ -880,8 +909,9 @@ inline V8Div v8_div(const Params& p, int G, int OW, int grid) {
 
 // Persistent: as many CTAs as fit on the device (two per SM at <= 113 KB), at most one per item.
 template <int HC, int KS, int S, int G = 1, bool HF = false, bool TX = false, bool WG = false, bool BC = false,
-          bool DH = false, bool TG = false, int UR = 0, bool FD = false, bool WU = false>
+          bool DH = false, bool TG = false, int UR = 0, bool FD = false, bool WU = false, bool WP = false>
 cudaError_t launch_expand_dw_v8(const Params& p, cudaStream_t stream, bool pdl) {
+  static_assert(!WP || (TX && WG && DH && G == 1), "whole units first: the wgmma _txdh of one-image items");
   static_assert(!WU || (DH && G == 1 && !TX && (UR > 0 ? FD : BC)), "whole units: version 11's _dhurf, _bcdh(g)");
   static_assert(!UR || (DH && !TX && !BC), "U in registers: the bulk-copied X's packed-fp16 kernel only");
   static_assert(!FD || (G == 1 && UR > 0), "the multiplies: _dhur only (the wgmma _txdh's were slower at k = 5)");
@@ -891,7 +921,9 @@ cudaError_t launch_expand_dw_v8(const Params& p, cudaStream_t stream, bool pdl) 
   static int configured[kMaxDevices] = {}, last_smem[kMaxDevices] = {}, last_ctas[kMaxDevices] = {},
              sms[kMaxDevices] = {};
   const auto kernel = [] {  // (the TX kernel instantiated only where TX asks for it)
-    if constexpr (WU && UR > 0)
+    if constexpr (WP)
+      return expand_dw_v8_kernel_txdhp<HC, KS, S, G, WG>;
+    else if constexpr (WU && UR > 0)
       return expand_dw_v8_kernel_dhurfw<HC, KS, S, G, UR>;
     else if constexpr (WU && TG)
       return expand_dw_v8_kernel_bcdhgw<HC, KS, S, G>;
@@ -1057,6 +1089,17 @@ inline bool kernel1_v8_all_whole(const Params& p) {
   return v != nullptr && v[0] == '1' && p.Wo % OW == 0 && p.rows_per_tile % R == 0 &&
          p.Ho % p.rows_per_tile % R == 0 && p.hidden == p.hid_pad;
 }
+// CUDA_KERNELS_K1_WHOLE_FIRST=0|1 (read at every call; off until measured, NOTES.md "Session 25"): where version 11
+// runs the wgmma _txdh with one image an item at k = 3 (B0's 4.1, 4.2), each item's whole depthwise units first on a
+// path without edge handling, then its partial ones (expand_dw_v8_kernel_txdhp). The units fall to other thread groups
+// than by default, so the pool's sums are added in another order: close to the default's output, not bitwise. Not at
+// k = 5: a warp whose two thread groups straddle the whole / partial boundary in a round runs both paths one after
+// the other, and at 5.x (21 whole units of 28 on 10 groups) and 6.x (3 of 8) that round makes the slowest warp slower
+// than the default's (by static counts, 5.1: 3 x 347 + 417 against 3 x 420 instructions).
+inline bool kernel1_v8_whole_first_requested() {
+  const char* v = kernel1_switch("CUDA_KERNELS_K1_WHOLE_FIRST");
+  return v != nullptr && v[0] == '1';
+}
 inline bool sm90a_build() {  // the extension defines BF_SM90A where it builds for sm_90a (cuda_kernels/_build.py)
 #ifdef BF_SM90A
   return true;
@@ -1093,9 +1136,14 @@ cudaError_t launch_expand_dw_v8_hf(const Params& p, cudaStream_t stream, bool pd
     const auto tx_fits = [&](bool with_wg) {
       return kernel1_v8_tx(true, p.H, p.W, p.Wo, p.rows_per_tile, KS, 1, p.C_in, p.k_pad, 48, g, with_wg, DH);
     };
-    if (wg && aligned && tx_fits(true))
+    if (wg && aligned && tx_fits(true)) {
+      if constexpr (DH && KS == 3)  // (k = 5: see kernel1_v8_whole_first_requested)
+        if (g == 1 && kernel1_v8_whole_first_requested())
+          return launch_expand_dw_v8<48, KS, 1, 1, HF, true, true, false, DH, false, 0, false, false, true>(p, stream,
+                                                                                                          pdl);
       return g == 2 ? launch_expand_dw_v8<48, KS, 1, 2, HF, true, true, false, DH>(p, stream, pdl)
                     : launch_expand_dw_v8<48, KS, 1, 1, HF, true, true, false, DH>(p, stream, pdl);
+    }
     if (tx && aligned && tx_fits(false))
       return g == 2 ? launch_expand_dw_v8<48, KS, 1, 2, HF, true, false, false, DH>(p, stream, pdl)
                     : launch_expand_dw_v8<48, KS, 1, 1, HF, true, false, false, DH>(p, stream, pdl);
