@@ -25,7 +25,8 @@ d="$out/$name"
 mkdir -p "$d"
 # shellcheck disable=SC2086  # (the test files: one word each)
 step tests $(( 60 + 40 * $(wc -w <<< "$tests") )) python3 -m pytest -q -m cuda --tb=short -p no:cacheprovider $tests
-step switches $(( 80 + 20 * ${#variants[@]} )) python3 -m cuda_kernels.b0_switches "${variants[@]}" -o "$d/switches.json"
+step switches $(( 80 + 20 * ${#variants[@]} )) \
+  python3 -m cuda_kernels.b0_switches "${variants[@]}" -o "$d/switches.json"
 for v in "${off% }" "$switch"; do
   kernel_ncu "$d" K1 "${KERNEL_REGEX:-expand_dw}" "$v" "$@"
 done
