@@ -30,7 +30,7 @@ GROUPS = 10  # 256 threads / 24 channel pairs (V8Dw)
 def test_the_switch_is_off_unless_1_and_routes_the_wgmma_kernel():
     assert mb.K1_WHOLE_FIRST_SWITCH == "CUDA_KERNELS_K1_WHOLE_FIRST"
     assert 'kernel1_switch("CUDA_KERNELS_K1_WHOLE_FIRST");\n  return v != nullptr && v[0] == \'1\';' in SOURCE
-    assert """        if (g == 1 && kernel1_v8_whole_first_requested())
+    assert """        if (g == 1 && p.Wo >= DwTile<1>::OW && kernel1_v8_whole_first_requested())  // (a whole column group)
           return launch_expand_dw_v8<48, KS, 1, 1, HF, true, true, false, DH, false, 0, false, false, true>(p, stream,""" \
         in SOURCE
     assert "return expand_dw_v8_kernel_txdhp<HC, KS, S, G, WG>;" in SOURCE

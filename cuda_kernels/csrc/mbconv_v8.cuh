@@ -1138,7 +1138,7 @@ cudaError_t launch_expand_dw_v8_hf(const Params& p, cudaStream_t stream, bool pd
     };
     if (wg && aligned && tx_fits(true)) {
       if constexpr (DH && KS == 3)  // (k = 5: see kernel1_v8_whole_first_requested)
-        if (g == 1 && kernel1_v8_whole_first_requested())
+        if (g == 1 && p.Wo >= DwTile<1>::OW && kernel1_v8_whole_first_requested())  // (a whole column group)
           return launch_expand_dw_v8<48, KS, 1, 1, HF, true, true, false, DH, false, 0, false, false, true>(p, stream,
                                                                                                           pdl);
       return g == 2 ? launch_expand_dw_v8<48, KS, 1, 2, HF, true, true, false, DH>(p, stream, pdl)
