@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import warnings
 from dataclasses import dataclass, fields
 
@@ -167,6 +168,10 @@ K1_WHOLE_SWITCH = "CUDA_KERNELS_K1_WHOLE"
 # wgmma _txdh with one image an item (4.x-6.x), each item's whole depthwise units first, on the path without edge
 # handling, then its partial ones (expand_dw_v8_kernel_txdhp; the pool's sums in another order)
 K1_WHOLE_FIRST_SWITCH = "CUDA_KERNELS_K1_WHOLE_FIRST"
+# an experiment switch, read at every launch (rows_override): "HxWkKsS=R[,...]" caps kernel 1's output rows per band
+# at R for inputs of H x W with a k x k depthwise at stride S (e.g. "28x28k5s1=7": B0's 3.1 in 4 bands of 7 instead
+# of 3 of 10, 8 rounds of items on 264 CTAs -> 10 shorter ones; NOTES.md "Current state", next 6)
+K1_ROWS_SWITCH = "CUDA_KERNELS_K1_ROWS"
 # csrc/mbconv_se_v4.cu se_v4_mode: "0" / "1" / "all" ("1" by default since session 18): the SE as two batched
 # products (1: where hidden >= 480)
 SE_V4_SWITCH = "CUDA_KERNELS_SE_V4"
@@ -439,19 +444,33 @@ def kernel1_taps_global(version: int, stride: int, kernel_size: int) -> bool:
     return version == 11 and stride == 2 and kernel_size == 5 and all(os.environ.get(s) != "0" for s in switches)
 
 
+def rows_override(height: int, width: int, kernel_size: int, stride: int) -> int | None:
+    """The cap CUDA_KERNELS_K1_ROWS sets on kernel 1's band rows for this input shape, or None (unset, or another
+    shape). ValueError for an entry that is not HxWkKsS=R with R >= 1."""
+    text = os.environ.get(K1_ROWS_SWITCH, "").strip()
+    for entry in filter(None, (e.strip() for e in text.split(","))):
+        key, sep, value = entry.partition("=")
+        if not (sep and re.fullmatch(r"\d+x\d+k\d+s\d+", key) and value.isdigit() and int(value) >= 1):
+            raise ValueError(f"{K1_ROWS_SWITCH}: {entry!r}: expected HxWkKsS=ROWS, e.g. 28x28k5s1=7")
+        if key == f"{height}x{width}k{kernel_size}s{stride}":
+            return int(value)
+    return None
+
+
 @functools.lru_cache(maxsize=4096)
 def band_rows(height: int, width: int, kernel_size: int, stride: int, k_pad: int, chunk: int,
               expand: bool, version: int = DEFAULT_VERSION, c_in: int | None = None,
-              taps_global: bool = False) -> int:
-    """Output rows per band of kernel 1: the tallest band that fits the budget, then evened
+              taps_global: bool = False, rows_max: int | None = None) -> int:
+    """Output rows per band of kernel 1: the tallest band that fits the budget (and `rows_max`), then evened
     out over the bands. Raises ValueError when one row does not fit. `taps_global`: version 8's kernel 1 without its
     shared taps (CUDA_KERNELS_K1_TAPS_G, which the launcher honours at stride 2 with the packed-fp16 epilogue)."""
     out_h = output_size(height, stride)
+    out_h_cap = out_h if rows_max is None else min(out_h, rows_max)
     budgets = (SMEM_BUDGET, SMEM_MAX)
     if version == 4 and kernel_size == 3:
         budgets = (SMEM_BUDGET_4_CTAS, *budgets)
     for budget in budgets:
-        fits = [r for r in range(1, out_h + 1)
+        fits = [r for r in range(1, out_h_cap + 1)
                 if kernel1_smem_bytes(r, height, width, kernel_size, stride, k_pad, chunk, expand, version,
                                       c_in, dh=taps_global, tg=taps_global) <= budget]
         if fits:
@@ -696,7 +715,8 @@ def _launch(x: torch.Tensor, tensors: list[torch.Tensor], kernel_size: int, stri
     chunk = chunk_for(hidden)
     _, _, height, width = x.shape
     rows = band_rows(height, width, kernel_size, stride, w_exp.shape[1] if expand else 0, chunk, expand, version,
-                     x.shape[1], kernel1_taps_global(version, stride, kernel_size))
+                     x.shape[1], kernel1_taps_global(version, stride, kernel_size),
+                     rows_override(height, width, kernel_size, stride))
     out_nhwc = torch.empty(0, dtype=x.dtype, device=x.device) if out is None else out.permute(0, 2, 3, 1)
     y = _extension().mbconv(x.permute(0, 2, 3, 1), *tensors, kernel_size, stride, out_channels, rows, chunk,
                             residual, out_nhwc, KERNEL_VERSION[version], _pdl.enabled())
