@@ -4,8 +4,8 @@
 # (default expand_dw: kernel 1) under Nsight Compute (L2 flushed) with the switches off and on at the named blocks.
 # From the repository root:
 #   timeout 330 bash cuda_kernels/device_run_switch.sh OUTDIR TAG "NAME=VALUE [NAME=VALUE...]" "TEST_FILE..." BLOCK...
-# (SWITCH_BUDGET=S: seconds, 320 unless set.) Files: OUTDIR/log.txt, OUTDIR/tag.tgz (switches.json, the CSVs; tag: TAG
-# in lower case). Last line TAG_OK=1|0.
+# (SWITCH_BUDGET=S: seconds, 320 unless set; EXTRA_VARIANTS: see below.) Files: OUTDIR/log.txt, OUTDIR/tag.tgz
+# (switches.json, the CSVs; tag: TAG in lower case). Last line TAG_OK=1|0.
 set -uo pipefail
 out=${1:?output folder}
 tag=${2:?tag}
@@ -14,6 +14,9 @@ tests=${4:?test file}
 read -ra settings <<< "$switch"
 variants=("${settings[@]}")
 (( ${#settings[@]} > 1 )) && variants+=("$switch")  # each alone, then all together
+# EXTRA_VARIANTS="N=V[ N=V...][;...]": more B0 variants in the same process (not profiled, not tested here)
+IFS=';' read -ra extra <<< "${EXTRA_VARIANTS:-}"
+(( ${#extra[@]} )) && variants+=("${extra[@]}")
 off=$(for s in "${settings[@]}"; do printf '%s=0 ' "${s%%=*}"; done)
 shift 4
 (( $# )) || { echo "device_run_switch.sh: name at least one block (features.2.1 ...)" >&2; exit 2; }
