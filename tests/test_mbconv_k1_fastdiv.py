@@ -27,12 +27,11 @@ def test_the_switch_is_on_in_version_11_unless_0_and_routes_dhur():
     assert mb.K1_FASTDIV_SWITCH == "CUDA_KERNELS_K1_FASTDIV"
     assert 'kernel1_switch("CUDA_KERNELS_K1_FASTDIV");' in SOURCE
     assert "return (v != nullptr ? v[0] == '1' : v11) && total * total < (1ll << 31);  // (grid <= total)" in SOURCE
-    for ur in (2, 3):
-        assert f"""      return !kernel1_v8_fd_requested(p, v11)
-                 ? launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, DH, false, {ur}>(p, stream, pdl)
-             : kernel1_v8_all_whole<KS, 1>(p)
-                 ? launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, DH, false, {ur}, true, true>(p, stream, pdl)
-                 : launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, DH, false, {ur}, true>(p, stream, pdl);""" in SOURCE
+    # launch_expand_dw_v8_ur (UR = 2 at k = 3, k_pad 32; 3 at k = 5, k_pad 48): without the multiplies, _dhur
+    assert """  if (!kernel1_v8_fd_requested(p, v11))
+    return launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, true, false, UR>(p, stream, pdl);""" in SOURCE
+    assert "if (p.k_pad == 32 && kernel1_v8_ur_requested(v11)) return launch_expand_dw_v8_ur<KS, 2, HF>(" in SOURCE
+    assert "if (p.k_pad == 48 && kernel1_v8_ur_requested(v11)) return launch_expand_dw_v8_ur<KS, 3, HF>(" in SOURCE
     assert "return expand_dw_v8_kernel_dhurf<HC, KS, S, G, UR>;" in SOURCE
     assert "txdhf" not in SOURCE  # measured and removed
 

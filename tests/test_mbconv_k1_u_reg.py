@@ -25,11 +25,9 @@ SOURCE = (Path(cuda_kernels.__file__).resolve().parent / "csrc" / "mbconv_v8.cuh
 def test_the_switch_is_on_in_version_11_unless_0_and_takes_k_pad_32_at_k_3_and_48_at_k_5():
     assert mb.K1_U_REG_SWITCH == "CUDA_KERNELS_K1_U_REG"
     assert 'kernel1_switch("CUDA_KERNELS_K1_U_REG");\n  return v != nullptr ? v[0] == \'1\' : v11;' in SOURCE
-    for ks, k_pad, ur in ((3, 32, 2), (5, 48, 3)):  # (with the item's divisions as multiplies by default: FASTDIV)
+    for ks, k_pad, ur in ((3, 32, 2), (5, 48, 3)):  # (launch_expand_dw_v8_ur: the multiplies by default, FASTDIV)
         assert f"""  if constexpr (DH && KS == {ks})
-    if (p.k_pad == {k_pad} && kernel1_v8_ur_requested(v11))
-      return !kernel1_v8_fd_requested(p, v11)
-                 ? launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, DH, false, {ur}>(p, stream, pdl)""" in SOURCE
+    if (p.k_pad == {k_pad} && kernel1_v8_ur_requested(v11)) return launch_expand_dw_v8_ur<KS, {ur}, HF>(""" in SOURCE
     assert "return expand_dw_v8_kernel_dhur<HC, KS, S, G, UR>;" in SOURCE
     # the m-tile reads A only; B from the item's registers
     assert "bf::mma_m16n8k16(acc[2 * np], a, ub[ks][np][0], ub[ks][np][1]);" in SOURCE

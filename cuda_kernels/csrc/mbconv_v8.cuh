@@ -226,7 +226,7 @@ __device__ __forceinline__ void zero_acc(float (&acc)[NT][4]) {
 // that entry point: NOTES.md, "Kernel 1's stall reasons"). TX: X by the tensor memory accelerator through the tensor
 // map at xmap (kernel1_v8_tx; null otherwise); WG (with TX): the expand on warpgroup MMAs.
 template <int HC, int KS, int S, int G, bool HF, bool TX = false, bool WG = false, bool BC = false, bool DH = false,
-          bool TG = false, int UR = 0, bool FD = false, bool WU = false, bool WP = false>
+          bool TG = false, int UR = 0, bool FD = false, bool WU = false, bool WP = false, bool HT = false>
 __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtensorMap* xmap = nullptr,
                                                   const V8Div* fd = nullptr) {
   static_assert(!WG || TX, "the wgmma expand reads X's swizzled boxes");
@@ -235,6 +235,7 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtenso
   static_assert(!TG || DH, "the taps from global memory are built on the packed-fp16 epilogue's kernels");
   static_assert(!BC || (S == 2 && !TX), "the bias in the MMA is built for the stride-2 kernels (bulk-copied X)");
   static_assert(!WP || (G == 1 && !WU && !FD), "whole units first: one image an item, units not all whole");
+  static_assert(!HT || UR > 0, "half m-tiles: the U-in-registers loop only");
   using bf::cp_async16;
   using bf::smem_addr;
   extern __shared__ __align__(16) uint8_t smem[];
@@ -505,10 +506,13 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtenso
       // 16-pixel m-tile mt (mma.sync's accumulator layout, which wgmma's per-warp accumulators share), stored at the
       // pixels' E positions. (In packed fp16, tanh.approx.f16x2 and HFMA2: 7 SASS instructions a pair against 8, but
       // slower: B0 1.745 -> 1.752 ms, session 17 call 4; removed.)
+      // HT (CUDA_KERNELS_K1_HALF_TILES): the accumulator row half (h) that a half m-tile stores; -1: both
+      int h_only = -1;
       auto store_tile = [&](int mt, const float (&acc)[NT][4]) {
         __half* ep[2];
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
+          if (HT && h_only >= 0 && h != h_only) continue;
           int q = mt * 16 + (lane >> 2) + h * 8, m = 0;  // G > 1: pixel q of the group is image m's q - m H W
           if constexpr (G > 1) {
             m = div_small(q, inv_hw);
@@ -522,6 +526,7 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtenso
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
             if (!decltype(full)::value && (lane >> 2) + h * 8 >= left) continue;
+            if (HT && h_only >= 0 && h != h_only) continue;
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt) {
               __half2 e;
@@ -586,7 +591,18 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtenso
           for (int np = 0; np < HC / 16; ++np)
             bf::ldmatrix_x4(ub[ks][np], bf::smem_addr(Us + (np * 16 + b_row) * ldu + ks * 16 + b_k));
         const int mtiles = (npix + 15) / 16;
-        for (int mt = warp; mt < mtiles; mt += kExpandThreads / 32) {
+        // HT: where the item's last round of m-tiles holds at most 4 (2.1's continuing bands: 28 = 3 x 8 + 4), each
+        // of those tiles goes to two warps, both running its MMAs and each storing one of its two row halves (the
+        // epilogue is most of a tile's instructions): the slowest warp's last tile costs about half
+        constexpr int kWarps = kExpandThreads / 32;
+        const int tail = mtiles % kWarps, mfull = HT && tail > 0 && 2 * tail <= kWarps ? mtiles - tail : mtiles;
+        for (int v = warp; v < (HT ? mfull + (mfull < mtiles ? 2 * tail : 0) : mtiles); v += kWarps) {
+          int mt = v;
+          if constexpr (HT)
+            if (v >= mfull) {  // the first round past mfull: v - mfull is the warp, < 2 tail
+              mt = mfull + (v - mfull) / 2;
+              h_only = (v - mfull) % 2;
+            }
           float acc[NT][4];
           zero_acc(acc);
 #pragma unroll
@@ -881,6 +897,18 @@ __global__ void __launch_bounds__(kExpandThreads, 2)
     expand_dw_v8_kernel_dhurfw(const Params p, const __grid_constant__ V8Div dv) {
   expand_dw_v8_body<HC, KS, S, G, true, false, false, false, true, false, UR, true, true>(p, nullptr, &dv);
 }
+// ... _dhurf / _dhurfw with the last round's m-tiles split in row halves over two warps each (CUDA_KERNELS_K1_HALF_TILES,
+// off until measured)
+template <int HC, int KS, int S, int G = 1, int UR = 2>
+__global__ void __launch_bounds__(kExpandThreads, 2)
+    expand_dw_v8_kernel_dhurfh(const Params p, const __grid_constant__ V8Div dv) {
+  expand_dw_v8_body<HC, KS, S, G, true, false, false, false, true, false, UR, true, false, false, true>(p, nullptr, &dv);
+}
+template <int HC, int KS, int S, int G = 1, int UR = 2>
+__global__ void __launch_bounds__(kExpandThreads, 2)
+    expand_dw_v8_kernel_dhurfwh(const Params p, const __grid_constant__ V8Div dv) {
+  expand_dw_v8_body<HC, KS, S, G, true, false, false, false, true, false, UR, true, true, false, true>(p, nullptr, &dv);
+}
 // ... the wgmma _txdh with each item's whole depthwise units first, on their own path, then its partial ones
 // (CUDA_KERNELS_K1_WHOLE_FIRST, off until measured: 4.x-6.x, where units are partial at the right and bottom)
 template <int HC, int KS, int S, int G = 1, bool WG = true>
@@ -909,8 +937,10 @@ inline V8Div v8_div(const Params& p, int G, int OW, int grid) {
 
 // Persistent: as many CTAs as fit on the device (two per SM at <= 113 KB), at most one per item.
 template <int HC, int KS, int S, int G = 1, bool HF = false, bool TX = false, bool WG = false, bool BC = false,
-          bool DH = false, bool TG = false, int UR = 0, bool FD = false, bool WU = false, bool WP = false>
+          bool DH = false, bool TG = false, int UR = 0, bool FD = false, bool WU = false, bool WP = false,
+          bool HT = false>
 cudaError_t launch_expand_dw_v8(const Params& p, cudaStream_t stream, bool pdl) {
+  static_assert(!HT || (UR > 0 && FD), "half m-tiles: _dhurf and _dhurfw only");
   static_assert(!WP || (TX && WG && DH && G == 1), "whole units first: the wgmma _txdh of one-image items");
   static_assert(!WU || (DH && G == 1 && !TX && (UR > 0 ? FD : BC)), "whole units: version 11's _dhurf, _bcdh(g)");
   static_assert(!UR || (DH && !TX && !BC), "U in registers: the bulk-copied X's packed-fp16 kernel only");
@@ -921,7 +951,11 @@ cudaError_t launch_expand_dw_v8(const Params& p, cudaStream_t stream, bool pdl) 
   static int configured[kMaxDevices] = {}, last_smem[kMaxDevices] = {}, last_ctas[kMaxDevices] = {},
              sms[kMaxDevices] = {};
   const auto kernel = [] {  // (the TX kernel instantiated only where TX asks for it)
-    if constexpr (WP)
+    if constexpr (HT && WU)
+      return expand_dw_v8_kernel_dhurfwh<HC, KS, S, G, UR>;
+    else if constexpr (HT)
+      return expand_dw_v8_kernel_dhurfh<HC, KS, S, G, UR>;
+    else if constexpr (WP)
       return expand_dw_v8_kernel_txdhp<HC, KS, S, G, WG>;
     else if constexpr (WU && UR > 0)
       return expand_dw_v8_kernel_dhurfw<HC, KS, S, G, UR>;
@@ -1100,12 +1134,37 @@ inline bool kernel1_v8_whole_first_requested() {
   const char* v = kernel1_switch("CUDA_KERNELS_K1_WHOLE_FIRST");
   return v != nullptr && v[0] == '1';
 }
+// CUDA_KERNELS_K1_HALF_TILES=0|1 (read at every call; off until measured, NOTES.md "Session 25"): where version 11
+// runs _dhurf or _dhurfw (2.1, 3.1), an item's last round of expand m-tiles, where it holds at most 4, split in row
+// halves over two warps each (expand_dw_v8_kernel_dhurfh / _dhurfwh): 2.1's continuing bands have 28 m-tiles on 8
+// warps, 4 in the last round.
+inline bool kernel1_v8_half_tiles_requested() {
+  const char* v = kernel1_switch("CUDA_KERNELS_K1_HALF_TILES");
+  return v != nullptr && v[0] == '1';
+}
 inline bool sm90a_build() {  // the extension defines BF_SM90A where it builds for sm_90a (cuda_kernels/_build.py)
 #ifdef BF_SM90A
   return true;
 #else
   return false;
 #endif
+}
+
+// The U-in-registers kernel (UR k16 steps; packed-fp16 epilogue, one image an item) and the switches that refine it:
+// the divisions as multiplies (FASTDIV, on in version 11), whole units (WHOLE, where the geometry allows) and half
+// m-tiles in the last round (HALF_TILES), each combination a kernel of its own name.
+template <int KS, int UR, bool HF>
+cudaError_t launch_expand_dw_v8_ur(const Params& p, cudaStream_t stream, bool pdl, bool v11) {
+  if (!kernel1_v8_fd_requested(p, v11))
+    return launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, true, false, UR>(p, stream, pdl);
+  const bool half = kernel1_v8_half_tiles_requested();
+  if (kernel1_v8_all_whole<KS, 1>(p))
+    return half ? launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, true, false, UR, true, true, false, true>(
+                      p, stream, pdl)
+                : launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, true, false, UR, true, true>(p, stream, pdl);
+  return half ? launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, true, false, UR, true, false, false, true>(
+                    p, stream, pdl)
+              : launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, true, false, UR, true>(p, stream, pdl);
 }
 
 template <int KS, bool HF, bool DH = false>
@@ -1150,19 +1209,9 @@ cudaError_t launch_expand_dw_v8_hf(const Params& p, cudaStream_t stream, bool pd
   }
   if (g == 2) return launch_expand_dw_v8<48, KS, 1, 2, HF, false, false, false, DH>(p, stream, pdl);
   if constexpr (DH && KS == 3)
-    if (p.k_pad == 32 && kernel1_v8_ur_requested(v11))
-      return !kernel1_v8_fd_requested(p, v11)
-                 ? launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, DH, false, 2>(p, stream, pdl)
-             : kernel1_v8_all_whole<KS, 1>(p)
-                 ? launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, DH, false, 2, true, true>(p, stream, pdl)
-                 : launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, DH, false, 2, true>(p, stream, pdl);
+    if (p.k_pad == 32 && kernel1_v8_ur_requested(v11)) return launch_expand_dw_v8_ur<KS, 2, HF>(p, stream, pdl, v11);
   if constexpr (DH && KS == 5)
-    if (p.k_pad == 48 && kernel1_v8_ur_requested(v11))
-      return !kernel1_v8_fd_requested(p, v11)
-                 ? launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, DH, false, 3>(p, stream, pdl)
-             : kernel1_v8_all_whole<KS, 1>(p)
-                 ? launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, DH, false, 3, true, true>(p, stream, pdl)
-                 : launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, DH, false, 3, true>(p, stream, pdl);
+    if (p.k_pad == 48 && kernel1_v8_ur_requested(v11)) return launch_expand_dw_v8_ur<KS, 3, HF>(p, stream, pdl, v11);
   return launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, DH>(p, stream, pdl);
 }
 
