@@ -6,6 +6,7 @@ import re
 import math
 import functools
 
+import pytest
 import torch
 import torchvision
 from torch import nn
@@ -63,6 +64,13 @@ def distinct_blocks():
 
 
 DISTINCT = distinct_blocks()
+
+
+def on_every_distinct_block(test):
+    """A GPU test over every distinct B0 / B2 block (DISTINCT) at batches 1, 5 and 128: the parametrization the
+    kernel-1 switch tests share (test ids name-path-batch)."""
+    test = pytest.mark.parametrize("name,path", DISTINCT)(test)
+    return pytest.mark.cuda(pytest.mark.parametrize("batch", [1, 5, 128])(test))
 
 
 def check_on_gpu(block: nn.Module, x: torch.Tensor, version: int, exact: str = "float64") -> tuple[float, float]:

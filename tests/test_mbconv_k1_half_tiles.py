@@ -17,6 +17,7 @@ import pytest
 
 import cuda_kernels
 from cuda_kernels import mbconv as mb
+from mbconv_helpers import on_every_distinct_block
 
 SOURCE = (Path(cuda_kernels.__file__).resolve().parent / "csrc" / "mbconv_v8.cuh").read_text()
 
@@ -62,15 +63,7 @@ def test_the_split_by_hand():
 
 # ---- GPU ----
 
-def _distinct():
-    from mbconv_helpers import DISTINCT
-
-    return DISTINCT
-
-
-@pytest.mark.cuda
-@pytest.mark.parametrize("batch", [1, 5, 128])
-@pytest.mark.parametrize("name,path", _distinct())
+@on_every_distinct_block
 def test_every_shape_bit_for_bit(name, path, batch, monkeypatch):
     import re
 

@@ -17,6 +17,7 @@ import pytest
 
 import cuda_kernels
 from cuda_kernels import mbconv as mb
+from mbconv_helpers import on_every_distinct_block
 
 SOURCE = (Path(cuda_kernels.__file__).resolve().parent / "csrc" / "mbconv_v8.cuh").read_text()
 
@@ -61,21 +62,13 @@ def test_which_b0_blocks_qualify_by_hand():
 
 # ---- GPU ----
 
-def _distinct():
-    from mbconv_helpers import DISTINCT
-
-    return DISTINCT
-
-
 B0_KERNELS = {"features.2.0": "expand_dw_v8_kernel_bcdhw<48, 3, 2, 1>",
               "features.2.1": "expand_dw_v8_kernel_dhurfw<48, 3, 1, 1, 2>",
               "features.3.0": "expand_dw_v8_kernel_bcdhgw<48, 5, 2, 1>",
               "features.3.1": "expand_dw_v8_kernel_dhurfw<48, 5, 1, 1, 3>"}
 
 
-@pytest.mark.cuda
-@pytest.mark.parametrize("batch", [1, 5, 128])
-@pytest.mark.parametrize("name,path", _distinct())
+@on_every_distinct_block
 def test_every_shape_bit_for_bit(name, path, batch, monkeypatch):
     from mbconv_helpers import assert_bits_where_it_ran, switched_against_float64
 

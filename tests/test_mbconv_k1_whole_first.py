@@ -22,6 +22,7 @@ import pytest
 
 import cuda_kernels
 from cuda_kernels import mbconv as mb
+from mbconv_helpers import on_every_distinct_block
 
 SOURCE = (Path(cuda_kernels.__file__).resolve().parent / "csrc" / "mbconv_v8.cuh").read_text()
 GROUPS = 10  # 256 threads / 24 channel pairs (V8Dw)
@@ -125,15 +126,7 @@ def test_the_slowest_warp_by_static_counts():
 
 # ---- GPU ----
 
-def _distinct():
-    from mbconv_helpers import DISTINCT
-
-    return DISTINCT
-
-
-@pytest.mark.cuda
-@pytest.mark.parametrize("batch", [1, 5, 128])
-@pytest.mark.parametrize("name,path", _distinct())
+@on_every_distinct_block
 def test_every_shape_against_float64_and_close_to_the_default(name, path, batch, monkeypatch):
     from mbconv_helpers import switched_against_float64
 
