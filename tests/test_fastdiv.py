@@ -54,7 +54,8 @@ def test_the_multiply_equals_division_for_every_small_divisor(tmp_path):
     exe = tmp_path / "fastdiv_check"
     subprocess.run([_compiler(), "-std=c++17", "-O2", f"-I{CSRC}", str(src), "-o", str(exe)], check=True)
     checks, wrong = map(int, subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.split()[-2:])
-    # 4,096 divisors: 3 d + 3 small dividends each (3 x 4,096 x 4,097 / 2 + 3 x 4,096 = 25,184,256 in all), 12 near 2^31, 200 random; 6 x 7 at the edges
+    # 4,096 divisors: 3 d + 3 small dividends each (3 x 4,096 x 4,097 / 2 + 3 x 4,096 = 25,184,256 in all), 12 near
+    # 2^31, 200 random; 6 x 7 at the edges
     small = sum(3 * d + 3 for d in range(1, 4097))
     assert small == 25_184_256
     assert checks > small + 4096 * 200 and wrong == 0

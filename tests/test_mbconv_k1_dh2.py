@@ -87,7 +87,8 @@ def test_every_shape_against_float64(name, path, batch, monkeypatch):
     v8 = params.expand_w is not None and not mb.kernel1_v9_takes_v3(params.kernel_size, params.stride, got.shape[2],
                                                                      got.shape[3])
     if v8:
-        assert re.search(r"expand_dw_v8_kernel_(tx|bc)?dh(g|urf?)?<", names), names[:600]  # g: TAPS_G; ur: U_REG; f: FASTDIV
+        # g: TAPS_G; ur: U_REG; f: FASTDIV
+        assert re.search(r"expand_dw_v8_kernel_(tx|bc)?dh(g|urf?)?<", names), names[:600]
         assert relative_error(got, default.double()) < 2e-3
         if batch == 128:
             assert not torch.equal(got, default)  # another epilogue ran

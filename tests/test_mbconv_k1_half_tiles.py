@@ -28,7 +28,8 @@ def test_the_switch_is_off_unless_1_and_routes_the_u_in_registers_kernels():
     assert "return expand_dw_v8_kernel_dhurfwh<HC, KS, S, G, UR>;" in SOURCE
     assert "return expand_dw_v8_kernel_dhurfh<HC, KS, S, G, UR>;" in SOURCE
     assert "  const bool half = kernel1_v8_half_tiles_requested();" in SOURCE
-    for line in ("const int tail = mtiles % kWarps, mfull = HT && tail > 0 && 2 * tail <= kWarps ? mtiles - tail : mtiles;",
+    for line in ("const int tail = mtiles % kWarps, "
+                 "mfull = HT && tail > 0 && 2 * tail <= kWarps ? mtiles - tail : mtiles;",
                  "for (int v = warp; v < (HT ? mfull + (mfull < mtiles ? 2 * tail : 0) : mtiles); v += kWarps) {",
                  "mt = mfull + (v - mfull) / 2;",
                  "h_only = (v - mfull) % 2;",
@@ -48,8 +49,8 @@ def _tiles(npix: int, warps: int = 8):
 
 def test_the_split_by_hand():
     """2.1's continuing band: 8 rows x 56 = 448 pixels, 28 m-tiles: 24 whole in 3 rounds, then tiles 24-27 in halves,
-    one a warp (slowest warp 3.5 tiles, was 4); its first band: 9 rows, 504 pixels, 32 m-tiles, no split. 3.1's three bands
-    (no halo kept at k = 5) expand 12, 14 and 10 rows x 28: 336 pixels, 21 m-tiles (a last round of 5: not split, 10
+    one a warp (slowest warp 3.5 tiles, was 4); its first band: 9 rows, 504 pixels, 32 m-tiles, no split. 3.1's three
+    bands (no halo kept at k = 5) expand 12, 14 and 10 rows x 28: 336 pixels, 21 m-tiles (a last round of 5: not split, 10
     halves on 8 warps would not shorten it); 392, 25 (tile 24 in halves on warps 0 and 1); 280, 18 (tiles 16 and 17
     in halves on warps 0-3)."""
     deal = _tiles(448)

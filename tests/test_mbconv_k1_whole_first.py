@@ -1,6 +1,6 @@
 """Kernel 1's depthwise with each item's whole units first (csrc/mbconv_v8.cuh expand_dw_v8_body's WP,
-expand_dw_v8_kernel_txdhp; CUDA_KERNELS_K1_WHOLE_FIRST, off until measured, NOTES.md "Session 25"). At 4.x (14 x 14 outputs,
-k = 3) the column groups of 4 and the segments of 4 rows leave partial units at the right and the bottom, so the
+expand_dw_v8_kernel_txdhp; CUDA_KERNELS_K1_WHOLE_FIRST, off until measured, NOTES.md "Session 25"). At 4.x (14 x 14
+outputs, k = 3) the column groups of 4 and the segments of 4 rows leave partial units at the right and the bottom, so the
 launch-wide whole kernels (CUDA_KERNELS_K1_WHOLE) do not apply. Here each item deals its whole units
 (the whole segments x the whole column groups) to the thread groups first, on the path without edge handling, then
 continues the round robin over its partial ones (the right column, then the bottom row). D is the default's value for

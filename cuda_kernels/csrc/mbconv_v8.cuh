@@ -897,17 +897,19 @@ __global__ void __launch_bounds__(kExpandThreads, 2)
     expand_dw_v8_kernel_dhurfw(const Params p, const __grid_constant__ V8Div dv) {
   expand_dw_v8_body<HC, KS, S, G, true, false, false, false, true, false, UR, true, true>(p, nullptr, &dv);
 }
-// ... _dhurf / _dhurfw with the last round's m-tiles split in row halves over two warps each (CUDA_KERNELS_K1_HALF_TILES,
-// off until measured)
+// ... _dhurf / _dhurfw with the last round's m-tiles split in row halves over two warps each
+// (CUDA_KERNELS_K1_HALF_TILES, off until measured)
 template <int HC, int KS, int S, int G = 1, int UR = 2>
 __global__ void __launch_bounds__(kExpandThreads, 2)
     expand_dw_v8_kernel_dhurfh(const Params p, const __grid_constant__ V8Div dv) {
-  expand_dw_v8_body<HC, KS, S, G, true, false, false, false, true, false, UR, true, false, false, true>(p, nullptr, &dv);
+  expand_dw_v8_body<HC, KS, S, G, true, false, false, false, true, false, UR, true, false, false, true>(p, nullptr,
+                                                                                                     &dv);
 }
 template <int HC, int KS, int S, int G = 1, int UR = 2>
 __global__ void __launch_bounds__(kExpandThreads, 2)
     expand_dw_v8_kernel_dhurfwh(const Params p, const __grid_constant__ V8Div dv) {
-  expand_dw_v8_body<HC, KS, S, G, true, false, false, false, true, false, UR, true, true, false, true>(p, nullptr, &dv);
+  expand_dw_v8_body<HC, KS, S, G, true, false, false, false, true, false, UR, true, true, false, true>(p, nullptr,
+                                                                                                    &dv);
 }
 // ... the wgmma _txdh with each item's whole depthwise units first, on their own path, then its partial ones
 // (CUDA_KERNELS_K1_WHOLE_FIRST, off until measured: 4.x-6.x, where units are partial at the right and bottom)
@@ -1161,7 +1163,8 @@ cudaError_t launch_expand_dw_v8_ur(const Params& p, cudaStream_t stream, bool pd
   if (kernel1_v8_all_whole<KS, 1>(p))
     return half ? launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, true, false, UR, true, true, false, true>(
                       p, stream, pdl)
-                : launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, true, false, UR, true, true>(p, stream, pdl);
+                : launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, true, false, UR, true, true>(p, stream,
+                                                                                                          pdl);
   return half ? launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, true, false, UR, true, false, false, true>(
                     p, stream, pdl)
               : launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, true, false, UR, true>(p, stream, pdl);
