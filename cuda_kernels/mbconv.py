@@ -160,9 +160,9 @@ K1_U_REG_SWITCH = "CUDA_KERNELS_K1_U_REG"
 # 110.5 -> 102.6 us, 3.1's 75.6 -> 71.7): where version 11 runs _dhur (2.1, 3.1), kernel 1's per-item divisions as
 # multiplies (csrc/fastdiv.h; expand_dw_v8_kernel_dhurf)
 K1_FASTDIV_SWITCH = "CUDA_KERNELS_K1_FASTDIV"
-# csrc/mbconv_v8.cuh kernel1_v8_whole_requested: "1" (off until measured, session 25): version 11's kernel 1 with the
-# depthwise's whole units (all outputs inside the image, real channels) on their own path, without clamps and
-# per-output tests (expand_dw_v8_kernel_dhurfw / _txdhw / _bcdhw / _bcdhgw)
+# csrc/mbconv_v8.cuh kernel1_v8_all_whole: "1" (off until measured, session 25): where every depthwise unit of the
+# launch is whole (all outputs inside the image, real channels: B0's 2.0-3.1), version 11's kernel 1 without the
+# clamps and per-output tests (expand_dw_v8_kernel_dhurfw / _bcdhw / _bcdhgw)
 K1_WHOLE_SWITCH = "CUDA_KERNELS_K1_WHOLE"
 # csrc/mbconv_v8.cuh kernel1_v8_whole_first_requested: "1" (off until measured, session 25): where version 11 runs the
 # wgmma _txdh with one image an item (4.x-6.x), each item's whole depthwise units first, on the path without edge
