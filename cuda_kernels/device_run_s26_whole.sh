@@ -8,6 +8,8 @@
 # -4..-7%; B0 -18..-30 us (WHOLE), -3..-5 (WHOLE_FIRST). The off runs also show the defaults did not move (session
 # 25's call 3: 2.1 102.6 us, 3.1 71.7, 4.1 36.7 under the same kernels). From the repository root (~6-7 minutes):
 #   timeout 500 bash cuda_kernels/device_run_s26_whole.sh OUTDIR
+# (Ran as session 26's call 1; WHOLE is the default since, WHOLE_FIRST and HALF_TILES are removed: NOTES.md
+# "Session 26".)
 # Files: OUTDIR/log.txt, OUTDIR/whole.tgz (switches.json, k1_*.csv). Last line WHOLE_OK=1|0.
 # B0 also under two band-height caps (CUDA_KERNELS_K1_ROWS, the defaults otherwise: the last round of kernel 1's items,
 # NOTES.md "Current state", next 6): 3.1 in 4 bands of 7 rows, 2.1 in 14 of 4; and with the last round's m-tiles in

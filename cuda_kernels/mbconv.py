@@ -160,18 +160,11 @@ K1_U_REG_SWITCH = "CUDA_KERNELS_K1_U_REG"
 # 110.5 -> 102.6 us, 3.1's 75.6 -> 71.7): where version 11 runs _dhur (2.1, 3.1), kernel 1's per-item divisions as
 # multiplies (csrc/fastdiv.h; expand_dw_v8_kernel_dhurf)
 K1_FASTDIV_SWITCH = "CUDA_KERNELS_K1_FASTDIV"
-# csrc/mbconv_v8.cuh kernel1_v8_all_whole: "1" (off until measured, session 25): where every depthwise unit of the
-# launch is whole (all outputs inside the image, real channels: B0's 2.0-3.1), version 11's kernel 1 without the
-# clamps and per-output tests (expand_dw_v8_kernel_dhurfw / _bcdhw / _bcdhgw)
+# csrc/mbconv_v8.cuh kernel1_v8_all_whole: "0" / "1" (on by default in version 11 since session 26: 2.1's kernel 1
+# 102.6 -> 95.3 us, B0 -32.2 us): where every depthwise unit of the launch is whole (all outputs inside the image, real
+# channels: B0's 2.0-3.1), version 11's kernel 1 without the clamps and per-output tests (expand_dw_v8_kernel_dhurfw /
+# _bcdhw / _bcdhgw)
 K1_WHOLE_SWITCH = "CUDA_KERNELS_K1_WHOLE"
-# csrc/mbconv_v8.cuh kernel1_v8_whole_first_requested: "1" (off until measured, session 25): where version 11 runs the
-# wgmma _txdh with one image an item (4.x-6.x), each item's whole depthwise units first, on the path without edge
-# handling, then its partial ones (expand_dw_v8_kernel_txdhp; the pool's sums in another order)
-K1_WHOLE_FIRST_SWITCH = "CUDA_KERNELS_K1_WHOLE_FIRST"
-# csrc/mbconv_v8.cuh kernel1_v8_half_tiles_requested: "1" (off until measured, session 25): where version 11 runs
-# _dhurf / _dhurfw (2.1, 3.1), an item's last round of expand m-tiles (at most 4) split in row halves over two warps
-# (expand_dw_v8_kernel_dhurfh / _dhurfwh)
-K1_HALF_TILES_SWITCH = "CUDA_KERNELS_K1_HALF_TILES"
 # an experiment switch, read at every launch (rows_override): "HxWkKsS=R[,...]" caps kernel 1's output rows per band
 # at R for inputs of H x W with a k x k depthwise at stride S (e.g. "28x28k5s1=7": B0's 3.1 in 4 bands of 7 instead
 # of 3 of 10, 8 rounds of items on 264 CTAs -> 10 shorter ones; NOTES.md "Current state", next 6)

@@ -87,8 +87,8 @@ def test_every_shape_against_float64(name, path, batch, monkeypatch):
     v8 = params.expand_w is not None and not mb.kernel1_v9_takes_v3(params.kernel_size, params.stride, got.shape[2],
                                                                      got.shape[3])
     if v8:
-        # g: TAPS_G; ur: U_REG; f: FASTDIV
-        assert re.search(r"expand_dw_v8_kernel_(tx|bc)?dh(g|urf?)?<", names), names[:600]
+        # g: TAPS_G; ur: U_REG; f: FASTDIV; w: WHOLE
+        assert re.search(r"expand_dw_v8_kernel_(tx|bc)?dh(g|urf?)?w?<", names), names[:600]
         assert relative_error(got, default.double()) < 2e-3
         if batch == 128:
             assert not torch.equal(got, default)  # another epilogue ran
@@ -183,7 +183,7 @@ def test_taps_from_global_memory_against_float64(name, path, batch, monkeypatch)
     from perfmodel.harness import relative_error
 
     got, default, names, *_ = switched_against_float64(monkeypatch, name, path, batch, mb.K1_TAPS_G_SWITCH, "1")
-    assert "expand_dw_v8_kernel_bcdhg<48, " in names, names[:600]
+    assert re.search(r"expand_dw_v8_kernel_bcdhgw?<48, ", names), names[:600]  # (w: WHOLE, at B0's 3.0)
     assert relative_error(got, default.double()) < 1e-3
 
 

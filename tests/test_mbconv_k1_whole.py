@@ -1,10 +1,11 @@
 """Kernel 1's depthwise where every unit is whole (csrc/mbconv_v8.cuh expand_dw_v8_body's W, kernel1_v8_all_whole;
-CUDA_KERNELS_K1_WHOLE, off until measured, NOTES.md "Session 25"). A depthwise unit is OW outputs x R output rows of one
-channel pair; every unit clamped each of its E rows to the band's last (a min and its address chain: ~5 instructions a
-row) and tested each output against the image's right edge and the real channels before storing it. Where the
-launch's geometry makes every unit whole - the column groups fill Wo, the segments fill every band, the channels are
-all real - the variant's kernels leave both out: at 2.1 the unit's loop goes from 467 to 349 SASS instructions (160
-of them HFMA2), at 3.1 from 417 to 359, at 3.0 from 264 to 225. The same sums in the same order: bit for bit.
+CUDA_KERNELS_K1_WHOLE; on by default in version 11 since session 26: 2.1's kernel 1 102.6 -> 95.3 us, 2.0's 169.6 ->
+157.3, B0 -32.2 us; NOTES.md "Session 26"). A depthwise unit is OW outputs x R output rows of one channel pair; every
+unit clamped each of its E rows to the band's last (a min and its address chain: ~5 instructions a row) and tested
+each output against the image's right edge and the real channels before storing it. Where the launch's geometry makes
+every unit whole - the column groups fill Wo, the segments fill every band, the channels are all real - the variant's
+kernels leave both out: at 2.1 the unit's loop goes from 467 to 349 SASS instructions (160 of them HFMA2), at 3.1
+from 417 to 359, at 3.0 from 264 to 225. The same sums in the same order: bit for bit.
 
 CPU: the switch, the geometry rule and the routes as the source reads them; which of B0's blocks qualify, by hand.
 ptxas (spills) is test_mbconv_v8.py's spill test. GPU (@pytest.mark.cuda): every distinct B0 / B2 block at batches 1,
@@ -22,22 +23,22 @@ from mbconv_helpers import on_every_distinct_block
 SOURCE = (Path(cuda_kernels.__file__).resolve().parent / "csrc" / "mbconv_v8.cuh").read_text()
 
 
-def test_the_switch_is_off_unless_1_and_asks_the_geometry():
+def test_the_switch_is_on_unless_0_and_asks_the_geometry():
     assert mb.K1_WHOLE_SWITCH == "CUDA_KERNELS_K1_WHOLE"
     assert """  const char* v = kernel1_switch("CUDA_KERNELS_K1_WHOLE");
   constexpr int OW = DwTile<S>::OW, R = V8Seg<KS, S>::R;
-  return v != nullptr && v[0] == '1' && p.Wo % OW == 0 && p.rows_per_tile % R == 0 &&
+  return (v != nullptr ? v[0] == '1' : v11) && p.Wo % OW == 0 && p.rows_per_tile % R == 0 &&
          p.Ho % p.rows_per_tile % R == 0 && p.hidden == p.hid_pad;""" in SOURCE
     for entry in ("expand_dw_v8_kernel_dhurfw<HC, KS, S, G, UR>", "expand_dw_v8_kernel_bcdhgw<HC, KS, S, G>",
                   "expand_dw_v8_kernel_bcdhw<HC, KS, S, G>"):
         assert f"return {entry};" in SOURCE
-    assert "  if (kernel1_v8_all_whole<KS, 1>(p))" in SOURCE  # _dhurf (launch_expand_dw_v8_ur) at k = 3 and 5
+    assert "  if (kernel1_v8_all_whole<KS, 1>(p, v11))" in SOURCE  # _dhurf (launch_expand_dw_v8_ur) at k = 3 and 5
     assert """        if constexpr (DH && KS == 3)
-          if (kernel1_v8_all_whole<KS, 2>(p))
+          if (kernel1_v8_all_whole<KS, 2>(p, v11))
             return launch_expand_dw_v8<48, KS, 2, 1, HF, false, false, true, DH, false, 0, false, true>(p, stream, pdl);""" \
         in SOURCE
-    # no clamp, no test: W, the launch's constant WU (or, with CUDA_KERNELS_K1_WHOLE_FIRST, the first pass)
-    assert "        const bool W = WU || (WP && pass == 0);" in SOURCE
+    # no clamp, no test: W, the launch's constant WU
+    assert "      constexpr bool W = WU;" in SOURCE
     assert "const __half* erow = ebase + (W ? er : min(er, e_last)) * WE * LDE;" in SOURCE
     assert "if (!W && valid < OW && u >= valid) break;" in SOURCE
 

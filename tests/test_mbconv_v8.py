@@ -283,9 +283,9 @@ def test_kernel1_v8_compiles_without_spills(tmp_path):
     # + its stride-1 kernel with U's fragments in registers (CUDA_KERNELS_K1_U_REG) at k = 3 and 5
     # + that kernel with the item's divisions as multiplies (CUDA_KERNELS_K1_FASTDIV: _dhurf) at k = 3 and 5
     # + where every depthwise unit is whole (CUDA_KERNELS_K1_WHOLE): _dhurfw at k = 3 and 5, _bcdhw at 3, _bcdhgw at 5
-    # + each item's whole units first (CUDA_KERNELS_K1_WHOLE_FIRST): _txdhp at k = 3
-    # + the last round's m-tiles in halves (CUDA_KERNELS_K1_HALF_TILES): _dhurfh, _dhurfwh at k = 3 and 5
-    assert len(entries) == 12 + 8 + 2 + 16 + 1 + 2 + 2 + 4 + 1 + 4, report
+    # (each item's whole units first, _txdhp, and the last round's m-tiles in halves, _dhurfh / _dhurfwh: measured in
+    # session 26, removed)
+    assert len(entries) == 12 + 8 + 2 + 16 + 1 + 2 + 2 + 4, report
     for i in entries:
         spill = next(line for line in lines[i:] if "spill stores" in line)
         used = next(line for line in lines[i:] if "Used" in line and "registers" in line)
@@ -301,13 +301,9 @@ def test_kernel1_v8_compiles_without_spills(tmp_path):
             # since session 25): 6 values stored before the item loop and loaded once an item, 24 bytes, allowed
             assert " 24 bytes spill stores, 24 bytes spill loads" in spill, (lines[i], spill)
             continue
-        if "expand_dw_v8_kernel_dhurfwILi48ELi3ELi1ELi1ELi2E" in lines[i]:  # ... where every unit is whole (off
-            # until measured): 5 values stored before the item loop and loaded once an item, 20 bytes, allowed
+        if "expand_dw_v8_kernel_dhurfwILi48ELi3ELi1ELi1ELi2E" in lines[i]:  # ... where every unit is whole (2.1's
+            # default since session 26): 5 values stored before the item loop and loaded once an item, 20 bytes, allowed
             assert " 20 bytes spill stores, 20 bytes spill loads" in spill, (lines[i], spill)
-            continue
-        if "expand_dw_v8_kernel_dhurfhILi48ELi3ELi1ELi1ELi2E" in lines[i]:  # ... with half m-tiles (off until
-            # measured): 4 values stored before the item loop and loaded once an item, 16 bytes, allowed
-            assert " 16 bytes spill stores, 16 bytes spill loads" in spill, (lines[i], spill)
             continue
         assert spill.split()[0] == "0" and " 0 bytes spill stores, 0 bytes spill loads" in spill, (lines[i], spill)
         assert int(re.search(r"Used (\d+) registers", used).group(1)) <= 128, used  # two CTAs of 256 threads per SM
@@ -576,7 +572,7 @@ def test_the_kernel_text_holds_the_modelled_expressions():
                  "ep[h] = Es + (m * e_tile + e_off + row * WE + (q - row * p.W)) * LDE + (lane & 3) * 2;",
                  "if (mt * 16 + 16 <= npix)",
                  "const int valid_rows = min(R, rows - orow0), e_last = (valid_rows - 1) * S + KS - 1;",
-                 # (W: the launch-constant whole units, CUDA_KERNELS_K1_WHOLE; false by default)
+                 # (W: the launch-constant whole units, CUDA_KERNELS_K1_WHOLE; false where a unit is partial)
                  "const __half* erow = ebase + (W ? er : min(er, e_last)) * WE * LDE;",
                  "if (dy == KS - 1 && (W || o < valid_rows)) {",
                  "for (int g = 0; g < GROUPS; ++g) s += red[g * HC + tid];",

@@ -226,7 +226,7 @@ __device__ __forceinline__ void zero_acc(float (&acc)[NT][4]) {
 // that entry point: NOTES.md, "Kernel 1's stall reasons"). TX: X by the tensor memory accelerator through the tensor
 // map at xmap (kernel1_v8_tx; null otherwise); WG (with TX): the expand on warpgroup MMAs.
 template <int HC, int KS, int S, int G, bool HF, bool TX = false, bool WG = false, bool BC = false, bool DH = false,
-          bool TG = false, int UR = 0, bool FD = false, bool WU = false, bool WP = false, bool HT = false>
+          bool TG = false, int UR = 0, bool FD = false, bool WU = false>
 __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtensorMap* xmap = nullptr,
                                                   const V8Div* fd = nullptr) {
   static_assert(!WG || TX, "the wgmma expand reads X's swizzled boxes");
@@ -234,8 +234,6 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtenso
   static_assert(!DH || HF, "D's epilogue in packed fp16 takes the HFMA2 depthwise's fp16 sums");
   static_assert(!TG || DH, "the taps from global memory are built on the packed-fp16 epilogue's kernels");
   static_assert(!BC || (S == 2 && !TX), "the bias in the MMA is built for the stride-2 kernels (bulk-copied X)");
-  static_assert(!WP || (G == 1 && !WU && !FD), "whole units first: one image an item, units not all whole");
-  static_assert(!HT || UR > 0, "half m-tiles: the U-in-registers loop only");
   using bf::cp_async16;
   using bf::smem_addr;
   extern __shared__ __align__(16) uint8_t smem[];
@@ -506,13 +504,10 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtenso
       // 16-pixel m-tile mt (mma.sync's accumulator layout, which wgmma's per-warp accumulators share), stored at the
       // pixels' E positions. (In packed fp16, tanh.approx.f16x2 and HFMA2: 7 SASS instructions a pair against 8, but
       // slower: B0 1.745 -> 1.752 ms, session 17 call 4; removed.)
-      // HT (CUDA_KERNELS_K1_HALF_TILES): the accumulator row half (h) that a half m-tile stores; -1: both
-      int h_only = -1;
       auto store_tile = [&](int mt, const float (&acc)[NT][4]) {
         __half* ep[2];
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          if (HT && h_only >= 0 && h != h_only) continue;
           int q = mt * 16 + (lane >> 2) + h * 8, m = 0;  // G > 1: pixel q of the group is image m's q - m H W
           if constexpr (G > 1) {
             m = div_small(q, inv_hw);
@@ -526,7 +521,6 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtenso
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
             if (!decltype(full)::value && (lane >> 2) + h * 8 >= left) continue;
-            if (HT && h_only >= 0 && h != h_only) continue;
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt) {
               __half2 e;
@@ -591,18 +585,7 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtenso
           for (int np = 0; np < HC / 16; ++np)
             bf::ldmatrix_x4(ub[ks][np], bf::smem_addr(Us + (np * 16 + b_row) * ldu + ks * 16 + b_k));
         const int mtiles = (npix + 15) / 16;
-        // HT: where the item's last round of m-tiles holds at most 4 (2.1's continuing bands: 28 = 3 x 8 + 4), each
-        // of those tiles goes to two warps, both running its MMAs and each storing one of its two row halves (the
-        // epilogue is most of a tile's instructions): the slowest warp's last tile costs about half
-        constexpr int kWarps = kExpandThreads / 32;
-        const int tail = mtiles % kWarps, mfull = HT && tail > 0 && 2 * tail <= kWarps ? mtiles - tail : mtiles;
-        for (int v = warp; v < (HT ? mfull + (mfull < mtiles ? 2 * tail : 0) : mtiles); v += kWarps) {
-          int mt = v;
-          if constexpr (HT)
-            if (v >= mfull) {  // the first round past mfull: v - mfull is the warp, < 2 tail
-              mt = mfull + (v - mfull) / 2;
-              h_only = (v - mfull) % 2;
-            }
+        for (int mt = warp; mt < mtiles; mt += kExpandThreads / 32) {
           float acc[NT][4];
           zero_acc(acc);
 #pragma unroll
@@ -703,36 +686,15 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtenso
       }
       // WU: every unit of the launch is whole - its OW x R outputs inside the image, its channels real (the launcher
       // asks it of the geometry: kernel1_v8_all_whole) - so no clamp of its E rows and no test before each output
-      // (CUDA_KERNELS_K1_WHOLE, off until measured; NOTES.md "Session 25"). WP: the item's whole units first (pass 0:
-      // the whole segments x the whole column groups, in the same round robin over the thread groups), on that path,
-      // then its partial ones (pass 1: the right column of groups, then the bottom row of segments) on the other
-      // (CUDA_KERNELS_K1_WHOLE_FIRST, off until measured).
-      const int ngroups_w = WP ? p.Wo / OW : ngroups, count_w = WP ? rows / R * ngroups_w : 0;
-      const int dq_w = WP ? GROUPS / ngroups_w : dq, dr_w = WP ? GROUPS - dq_w * ngroups_w : dr;
-      if constexpr (WP) {
-        seg = group / ngroups_w;
-        og = group - seg * ngroups_w;
-      }
-      int j = group;
-#pragma unroll
-      for (int pass = 0; pass < (WP ? 2 : 1); ++pass)  // (one pass without WP: the loop below as it always was)
-      for (; j < (WP && pass == 0 ? count_w : items); j += GROUPS) {
-        const bool W = WU || (WP && pass == 0);
-        int orow0, ow0;
-        const int mi = m;
-        if (WP && pass == 1) {  // partial unit k: the right column's (k < right), else the bottom row's
-          const int k = j - count_w, right = ngroups_w < ngroups ? rows / R : 0;
-          orow0 = (k < right ? k : nseg - 1) * R;
-          ow0 = (k < right ? ngroups - 1 : k - right) * OW;
-        } else {
-          orow0 = seg * R;
-          ow0 = og * OW;
-          seg += dq_w;
-          og += dr_w;
-          if (og >= ngroups_w) {
-            og -= ngroups_w;
-            ++seg;
-          }
+      // (CUDA_KERNELS_K1_WHOLE, on by default in version 11 since session 26; NOTES.md "Session 25")
+      constexpr bool W = WU;
+      for (int j = group; j < items; j += GROUPS) {
+        const int orow0 = seg * R, ow0 = og * OW, mi = m;
+        seg += dq;
+        og += dr;
+        if (og >= ngroups) {
+          og -= ngroups;
+          ++seg;
         }
         if constexpr (G > 1) {
           while (seg >= nseg) {
@@ -890,33 +852,12 @@ template <int HC, int KS, int S, int G = 1>
 __global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel_bcdhg(const Params p) {
   expand_dw_v8_body<HC, KS, S, G, true, false, false, true, true, true>(p);
 }
-// Version 11's defaults where every depthwise unit is whole (CUDA_KERNELS_K1_WHOLE, off until measured;
+// Version 11's defaults where every depthwise unit is whole (CUDA_KERNELS_K1_WHOLE, on by default in version 11;
 // kernel1_v8_all_whole): _dhurf, _bcdh and _bcdhg, each with a w.
 template <int HC, int KS, int S, int G = 1, int UR = 2>
 __global__ void __launch_bounds__(kExpandThreads, 2)
     expand_dw_v8_kernel_dhurfw(const Params p, const __grid_constant__ V8Div dv) {
   expand_dw_v8_body<HC, KS, S, G, true, false, false, false, true, false, UR, true, true>(p, nullptr, &dv);
-}
-// ... _dhurf / _dhurfw with the last round's m-tiles split in row halves over two warps each
-// (CUDA_KERNELS_K1_HALF_TILES, off until measured)
-template <int HC, int KS, int S, int G = 1, int UR = 2>
-__global__ void __launch_bounds__(kExpandThreads, 2)
-    expand_dw_v8_kernel_dhurfh(const Params p, const __grid_constant__ V8Div dv) {
-  expand_dw_v8_body<HC, KS, S, G, true, false, false, false, true, false, UR, true, false, false, true>(p, nullptr,
-                                                                                                     &dv);
-}
-template <int HC, int KS, int S, int G = 1, int UR = 2>
-__global__ void __launch_bounds__(kExpandThreads, 2)
-    expand_dw_v8_kernel_dhurfwh(const Params p, const __grid_constant__ V8Div dv) {
-  expand_dw_v8_body<HC, KS, S, G, true, false, false, false, true, false, UR, true, true, false, true>(p, nullptr,
-                                                                                                    &dv);
-}
-// ... the wgmma _txdh with each item's whole depthwise units first, on their own path, then its partial ones
-// (CUDA_KERNELS_K1_WHOLE_FIRST, off until measured: 4.x-6.x, where units are partial at the right and bottom)
-template <int HC, int KS, int S, int G = 1, bool WG = true>
-__global__ void __launch_bounds__(kExpandThreads, 2)
-    expand_dw_v8_kernel_txdhp(const Params p, const __grid_constant__ CUtensorMap xmap) {
-  expand_dw_v8_body<HC, KS, S, G, true, true, WG, false, true, false, 0, false, false, true>(p, &xmap);
 }
 template <int HC, int KS, int S, int G = 1>
 __global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel_bcdhw(const Params p) {
@@ -939,11 +880,8 @@ inline V8Div v8_div(const Params& p, int G, int OW, int grid) {
 
 // Persistent: as many CTAs as fit on the device (two per SM at <= 113 KB), at most one per item.
 template <int HC, int KS, int S, int G = 1, bool HF = false, bool TX = false, bool WG = false, bool BC = false,
-          bool DH = false, bool TG = false, int UR = 0, bool FD = false, bool WU = false, bool WP = false,
-          bool HT = false>
+          bool DH = false, bool TG = false, int UR = 0, bool FD = false, bool WU = false>
 cudaError_t launch_expand_dw_v8(const Params& p, cudaStream_t stream, bool pdl) {
-  static_assert(!HT || (UR > 0 && FD), "half m-tiles: _dhurf and _dhurfw only");
-  static_assert(!WP || (TX && WG && DH && G == 1), "whole units first: the wgmma _txdh of one-image items");
   static_assert(!WU || (DH && G == 1 && !TX && (UR > 0 ? FD : BC)), "whole units: version 11's _dhurf, _bcdh(g)");
   static_assert(!UR || (DH && !TX && !BC), "U in registers: the bulk-copied X's packed-fp16 kernel only");
   static_assert(!FD || (G == 1 && UR > 0), "the multiplies: _dhur only (the wgmma _txdh's were slower at k = 5)");
@@ -953,13 +891,7 @@ cudaError_t launch_expand_dw_v8(const Params& p, cudaStream_t stream, bool pdl) 
   static int configured[kMaxDevices] = {}, last_smem[kMaxDevices] = {}, last_ctas[kMaxDevices] = {},
              sms[kMaxDevices] = {};
   const auto kernel = [] {  // (the TX kernel instantiated only where TX asks for it)
-    if constexpr (HT && WU)
-      return expand_dw_v8_kernel_dhurfwh<HC, KS, S, G, UR>;
-    else if constexpr (HT)
-      return expand_dw_v8_kernel_dhurfh<HC, KS, S, G, UR>;
-    else if constexpr (WP)
-      return expand_dw_v8_kernel_txdhp<HC, KS, S, G, WG>;
-    else if constexpr (WU && UR > 0)
+    if constexpr (WU && UR > 0)
       return expand_dw_v8_kernel_dhurfw<HC, KS, S, G, UR>;
     else if constexpr (WU && TG)
       return expand_dw_v8_kernel_bcdhgw<HC, KS, S, G>;
@@ -1113,36 +1045,18 @@ inline bool kernel1_v8_fd_requested(const Params& p, bool v11) {
   const long long total = (long long)(p.hid_pad / 48) * p.N * p.row_blocks;  // items at one image an item
   return (v != nullptr ? v[0] == '1' : v11) && total * total < (1ll << 31);  // (grid <= total)
 }
-// CUDA_KERNELS_K1_WHOLE=0|1 (read at every call; off until measured, NOTES.md "Session 25"): where version 11 runs
-// _dhurf (2.1, 3.1), _bcdh at k = 3 or _bcdhg (stride 2) and every depthwise unit of the launch is whole - the
-// column groups of OW outputs fill Wo, the segments of R rows fill every band, the channels are all real - the
-// kernel without the clamp of each E row and the tests before each output (expand_dw_v8_kernel_*w). B0: 2.0, 2.1,
-// 3.0, 3.1 (4.x-6.x: 14 and 7 columns are not multiples of 4).
+// CUDA_KERNELS_K1_WHOLE=0|1 (read at every call; on by default in version 11 since session 26: 2.1's kernel 1
+// 102.6 -> 95.3 us, 2.0's 169.6 -> 157.3, B0 -32.2 us; NOTES.md "Session 26"): where version 11 runs _dhurf (2.1,
+// 3.1), _bcdh at k = 3 or _bcdhg (stride 2) and every depthwise unit of the launch is whole - the column groups of OW
+// outputs fill Wo, the segments of R rows fill every band, the channels are all real - the kernel without the clamp
+// of each E row and the tests before each output (expand_dw_v8_kernel_*w). B0: 2.0, 2.1, 3.0, 3.1 (4.x-6.x: 14 and
+// 7 columns are not multiples of 4).
 template <int KS, int S>
-inline bool kernel1_v8_all_whole(const Params& p) {
+inline bool kernel1_v8_all_whole(const Params& p, bool v11) {
   const char* v = kernel1_switch("CUDA_KERNELS_K1_WHOLE");
   constexpr int OW = DwTile<S>::OW, R = V8Seg<KS, S>::R;
-  return v != nullptr && v[0] == '1' && p.Wo % OW == 0 && p.rows_per_tile % R == 0 &&
+  return (v != nullptr ? v[0] == '1' : v11) && p.Wo % OW == 0 && p.rows_per_tile % R == 0 &&
          p.Ho % p.rows_per_tile % R == 0 && p.hidden == p.hid_pad;
-}
-// CUDA_KERNELS_K1_WHOLE_FIRST=0|1 (read at every call; off until measured, NOTES.md "Session 25"): where version 11
-// runs the wgmma _txdh with one image an item at k = 3 (B0's 4.1, 4.2), each item's whole depthwise units first on a
-// path without edge handling, then its partial ones (expand_dw_v8_kernel_txdhp). The units fall to other thread groups
-// than by default, so the pool's sums are added in another order: close to the default's output, not bitwise. Not at
-// k = 5: a warp whose two thread groups straddle the whole / partial boundary in a round runs both paths one after
-// the other, and at 5.x (21 whole units of 28 on 10 groups) and 6.x (3 of 8) that round makes the slowest warp slower
-// than the default's (by static counts, 5.1: 3 x 347 + 417 against 3 x 420 instructions).
-inline bool kernel1_v8_whole_first_requested() {
-  const char* v = kernel1_switch("CUDA_KERNELS_K1_WHOLE_FIRST");
-  return v != nullptr && v[0] == '1';
-}
-// CUDA_KERNELS_K1_HALF_TILES=0|1 (read at every call; off until measured, NOTES.md "Session 25"): where version 11
-// runs _dhurf or _dhurfw (2.1, 3.1), an item's last round of expand m-tiles, where it holds at most 4, split in row
-// halves over two warps each (expand_dw_v8_kernel_dhurfh / _dhurfwh): 2.1's continuing bands have 28 m-tiles on 8
-// warps, 4 in the last round.
-inline bool kernel1_v8_half_tiles_requested() {
-  const char* v = kernel1_switch("CUDA_KERNELS_K1_HALF_TILES");
-  return v != nullptr && v[0] == '1';
 }
 inline bool sm90a_build() {  // the extension defines BF_SM90A where it builds for sm_90a (cuda_kernels/_build.py)
 #ifdef BF_SM90A
@@ -1153,21 +1067,15 @@ inline bool sm90a_build() {  // the extension defines BF_SM90A where it builds f
 }
 
 // The U-in-registers kernel (UR k16 steps; packed-fp16 epilogue, one image an item) and the switches that refine it:
-// the divisions as multiplies (FASTDIV, on in version 11), whole units (WHOLE, where the geometry allows) and half
-// m-tiles in the last round (HALF_TILES), each combination a kernel of its own name.
+// the divisions as multiplies (FASTDIV) and whole units (WHOLE, where the geometry allows), both on in version 11,
+// each combination a kernel of its own name.
 template <int KS, int UR, bool HF>
 cudaError_t launch_expand_dw_v8_ur(const Params& p, cudaStream_t stream, bool pdl, bool v11) {
   if (!kernel1_v8_fd_requested(p, v11))
     return launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, true, false, UR>(p, stream, pdl);
-  const bool half = kernel1_v8_half_tiles_requested();
-  if (kernel1_v8_all_whole<KS, 1>(p))
-    return half ? launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, true, false, UR, true, true, false, true>(
-                      p, stream, pdl)
-                : launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, true, false, UR, true, true>(p, stream,
-                                                                                                          pdl);
-  return half ? launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, true, false, UR, true, false, false, true>(
-                    p, stream, pdl)
-              : launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, true, false, UR, true>(p, stream, pdl);
+  if (kernel1_v8_all_whole<KS, 1>(p, v11))
+    return launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, true, false, UR, true, true>(p, stream, pdl);
+  return launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, true, false, UR, true>(p, stream, pdl);
 }
 
 template <int KS, bool HF, bool DH = false>
@@ -1179,12 +1087,12 @@ cudaError_t launch_expand_dw_v8_hf(const Params& p, cudaStream_t stream, bool pd
       if (kernel1_v8_bc_requested()) {
         if constexpr (DH && KS == 5)  // (k = 3: 2.0's and 4.0's bands would not grow; it spilled 8 bytes there)
           if (kernel1_v8_tg_requested(v11))
-            return kernel1_v8_all_whole<KS, 2>(p)
+            return kernel1_v8_all_whole<KS, 2>(p, v11)
                        ? launch_expand_dw_v8<48, KS, 2, 1, HF, false, false, true, DH, true, 0, false, true>(p, stream,
                                                                                                           pdl)
                        : launch_expand_dw_v8<48, KS, 2, 1, HF, false, false, true, DH, true>(p, stream, pdl);
         if constexpr (DH && KS == 3)
-          if (kernel1_v8_all_whole<KS, 2>(p))
+          if (kernel1_v8_all_whole<KS, 2>(p, v11))
             return launch_expand_dw_v8<48, KS, 2, 1, HF, false, false, true, DH, false, 0, false, true>(p, stream, pdl);
         return launch_expand_dw_v8<48, KS, 2, 1, HF, false, false, true, DH>(p, stream, pdl);
       }
@@ -1198,14 +1106,9 @@ cudaError_t launch_expand_dw_v8_hf(const Params& p, cudaStream_t stream, bool pd
     const auto tx_fits = [&](bool with_wg) {
       return kernel1_v8_tx(true, p.H, p.W, p.Wo, p.rows_per_tile, KS, 1, p.C_in, p.k_pad, 48, g, with_wg, DH);
     };
-    if (wg && aligned && tx_fits(true)) {
-      if constexpr (DH && KS == 3)  // (k = 5: see kernel1_v8_whole_first_requested)
-        if (g == 1 && p.Wo >= DwTile<1>::OW && kernel1_v8_whole_first_requested())  // (a whole column group)
-          return launch_expand_dw_v8<48, KS, 1, 1, HF, true, true, false, DH, false, 0, false, false, true>(p, stream,
-                                                                                                          pdl);
+    if (wg && aligned && tx_fits(true))
       return g == 2 ? launch_expand_dw_v8<48, KS, 1, 2, HF, true, true, false, DH>(p, stream, pdl)
                     : launch_expand_dw_v8<48, KS, 1, 1, HF, true, true, false, DH>(p, stream, pdl);
-    }
     if (tx && aligned && tx_fits(false))
       return g == 2 ? launch_expand_dw_v8<48, KS, 1, 2, HF, true, false, false, DH>(p, stream, pdl)
                     : launch_expand_dw_v8<48, KS, 1, 1, HF, true, false, false, DH>(p, stream, pdl);
