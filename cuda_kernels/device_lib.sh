@@ -49,7 +49,8 @@ B0_BENCH=(python3 cli.py bench efficientnet_b0 --repeats 30 --warmup 5 --cuda-gr
 # PROJ_METRICS  the Nsight Compute metrics behind ncu_lines' projection lines ("PROJ ...": time, grid, DRAM read and
 #               throughput, issue active, instructions)
 PROJ_METRICS=gpu__time_duration.sum,launch__grid_size,dram__bytes_read.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,smsp__issue_active.avg.pct_of_peak_sustained_active,smsp__inst_executed.sum
-# kernel_ncu DIR LABEL REGEX "VARIANT" BLOCK...  Nsight Compute (L2 flushed) of the kernels matching REGEX in BLOCK...
+# kernel_ncu DIR LABEL REGEX "VARIANT" BLOCK...  Nsight Compute (L2 flushed; NCU_CACHE=none keeps it, NCU_METRICS
+#                                               replaces PROJ_METRICS) of the kernels matching REGEX in BLOCK...
 #                                               under VARIANT ("NAME=VALUE ..."), the CSV in DIR/label_TAG.csv (label:
 #                                               LABEL in lower case; TAG: VARIANT with "=" -> "-", " " -> "_"), and
 #                                               ncu_lines' "LABEL TAG" lines on stdout and in $log; a failure sets ok=0
@@ -58,8 +59,8 @@ kernel_ncu() {
   shift 4
   tag=$(echo "$v" | tr '= ' '-_')
   csv="$dir/$(echo "$label" | tr 'A-Z' 'a-z')_$tag.csv"
-  step "ncu_$tag" 60 env $v ncu --clock-control none --cache-control all --print-units base -k "regex:$regex" \
-    --metrics "$PROJ_METRICS" --csv --page raw --log-file "$csv" python3 -m cuda_kernels.mbconv_profile "$@" || ok=0
+  step "ncu_$tag" 60 env $v ncu --clock-control none --cache-control "${NCU_CACHE:-all}" --print-units base \
+    -k "regex:$regex" --metrics "${NCU_METRICS:-$PROJ_METRICS}" --csv --page raw --log-file "$csv" python3 -m cuda_kernels.mbconv_profile "$@" || ok=0
   python3 -m cuda_kernels.ncu_lines "$label $tag" "$csv" "$regex" "$@" 2>> "$log" | tee -a "$log"
 }
 # proj_ncu DIR "VARIANT" BLOCK...  kernel_ncu of the projections: DIR/proj_TAG.csv, "PROJ TAG" lines

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One kernel switch (or a few, measured alone and together) against the defaults in one device call: its GPU tests,
 # EfficientNet-B0 with and without it (b0_switches: one process, interleaved), and the kernels matching KERNEL_REGEX
-# (default expand_dw: kernel 1) under Nsight Compute (L2 flushed) with the switches off and on at the named blocks.
+# (default expand_dw: kernel 1; their lines labelled NCU_LABEL, default K1) under Nsight Compute (L2 flushed unless
+# NCU_CACHE=none; NCU_METRICS: see device_lib.sh kernel_ncu) with the switches off and on at the named blocks.
 # From the repository root:
 #   timeout 330 bash cuda_kernels/device_run_switch.sh OUTDIR TAG "NAME=VALUE [NAME=VALUE...]" "TEST_FILE..." BLOCK...
 # (SWITCH_BUDGET=S: seconds, 320 unless set; EXTRA_VARIANTS: see below.) Files: OUTDIR/log.txt, OUTDIR/tag.tgz
@@ -31,8 +32,8 @@ step tests $(( 60 + 40 * $(wc -w <<< "$tests") )) python3 -m pytest -q -m cuda -
 step switches $(( 80 + 20 * ${#variants[@]} )) \
   python3 -m cuda_kernels.b0_switches "${variants[@]}" -o "$d/switches.json"
 for v in "${off% }" "$switch"; do
-  kernel_ncu "$d" K1 "${KERNEL_REGEX:-expand_dw}" "$v" "$@"
+  kernel_ncu "$d" "${NCU_LABEL:-K1}" "${KERNEL_REGEX:-expand_dw}" "$v" "$@"
 done
 tar czf "$out/$name.tgz" -C "$out" "$name" && rm -rf "$d"
-grep -E "^== |^SWITCHES |^K1 |passed|failed" "$log" | tail -20
+grep -E "^== |^SWITCHES |^${NCU_LABEL:-K1} |passed|failed" "$log" | tail -20
 echo "${tag}_OK=$ok"
