@@ -202,28 +202,6 @@ PROJ_V9_SX_SWITCH = "CUDA_KERNELS_PROJ_V9_SX"
 # csrc/mbconv_v3.cu project_v9sr_requested: "1" (measured in session 21, off: 2.1 40.9 -> 43.0 us): project_v9s with the
 # shortcut's values loaded into registers one task ahead (project_v9sr_kernel), at blocks with a shortcut
 PROJ_V9_RX_SWITCH = "CUDA_KERNELS_PROJ_V9_RX"
-# csrc/mbconv_v3.cu project_v9_order_requested: "1" (off until measured, session 26): project_v9s's tasks in the order
-# version 8's kernel 1 wrote D, newest first, so that the D still in L2 is read before the projection's own traffic
-# evicts it (project_v9so_kernel; proj_order mirrors its V9Order)
-PROJ_ORDER_SWITCH = "CUDA_KERNELS_PROJ_ORDER"
-
-
-def proj_order(n: int, ho: int, wo: int, hid_pad: int, row_blocks: int, sms: int) -> tuple[int, int]:
-    """(ranges, rounds) of csrc/mbconv_v3.cu project_v9_order: kernel 1's item ranges of one 48-channel chunk (its
-    items over at most 2 CTAs an SM) and the longest block of 16-pixel tasks the projection cuts the pixels into."""
-    tasks = -(-n * ho * wo // 16)
-    chunks = max(1, hid_pad // 48)
-    k1_ctas = min(chunks * n * max(1, row_blocks), 2 * sms)
-    ranges = max(1, min(tasks, (k1_ctas + chunks // 2) // chunks))
-    return ranges, -(-tasks // ranges)
-
-
-def proj_task_of(j: int, tasks: int, ranges: int) -> int:
-    """V9Order::task_of: logical task j is block j % ranges's (j // ranges)-th task from its end; `tasks` (none) where
-    that block is shorter."""
-    c, o = divmod(j, ranges)
-    end, begin = (o + 1) * tasks // ranges, o * tasks // ranges
-    return end - 1 - c if c < end - begin else tasks
 
 
 def u_bytes_v8(k_pad: int, chunk: int, wg: bool) -> int:

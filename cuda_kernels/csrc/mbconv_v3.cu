@@ -18,7 +18,6 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "fastdiv.h"
 #include "mbconv.cuh"
 #include "mbconv_launch.cuh"
 #include "pdl.h"
@@ -590,30 +589,10 @@ __host__ __device__ constexpr int project_v9t_smem_bytes(int hidden, int c_out, 
          (ss ? kProjV9Warps * 2 * hidden * 4 : 0) + (ss && residual ? kProjV9Warps * 2 * 16 * c_out * 2 : 0);
 }
 
-// The projection's tasks in the order kernel 1 wrote D, newest first (CUDA_KERNELS_PROJ_ORDER=1, off until measured;
-// NOTES.md "Session 26"). Kernel 1's persistent CTAs each write a contiguous range of its items, one item a round, so
-// when it ends L2 holds the last rounds' D: the tail of every range (2.1: 115 MB of D, ~40 MB of it the last ~4 of
-// 10-11 rounds). In pixel order the projection reaches most of those tails after its own misses have evicted them.
-// Here the task space is cut into `ranges` contiguous blocks (kernel 1's ranges of one channel chunk: a task needs
-// every chunk of its pixels) and logical task j is block j % ranges's (j / ranges)-th task from its end; a block one
-// task shorter than the longest leaves a hole in the last round (`tasks`: nothing loaded, nothing stored). Each task's
-// arithmetic is unchanged: the output is the default order's, bit for bit.
-struct V9Order {
-  int ranges = 1, rounds = 0;  // logical tasks: ranges x rounds (rounds = the longest block)
-  FastDiv by_ranges;
-
-  __device__ int task_of(int j, int tasks) const {
-    const int c = by_ranges.div(j), o = j - c * ranges;  // (c: the round, o: the block)
-    const int end = by_ranges.div((o + 1) * tasks), begin = by_ranges.div(o * tasks);
-    return c < end - begin ? end - 1 - c : tasks;
-  }
-};
-
-template <int NT, bool BULK, bool SS = false, bool SX = false, bool RX = false, bool OR = false>
-__device__ __forceinline__ void project_v9t_body(const Params& p, const V9Order& order = V9Order{}) {
+template <int NT, bool BULK, bool SS = false, bool SX = false, bool RX = false>
+__device__ __forceinline__ void project_v9t_body(const Params& p) {
   static_assert(!(BULK && SS) && (SS || !SX), "the staged rows ride on the cp.async loader");
   static_assert(!RX || (SS && !SX), "the shortcut one task ahead is project_v9s's option");
-  static_assert(!OR || (SS && !SX && !RX), "the ordered tasks: project_v9s's option");
   extern __shared__ __align__(16) uint8_t smem9[];
   __half* b_s = reinterpret_cast<__half*>(smem9);
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
@@ -631,11 +610,8 @@ __device__ __forceinline__ void project_v9t_body(const Params& p, const V9Order&
 
   const int P = p.N * p.Ho * p.Wo, hw = p.Ho * p.Wo, tasks = (P + 15) / 16, units = p.hidden / 16;
   const int step = (int)gridDim.x * kProjV9Warps;
-  // OR: `task` counts logical tasks (V9Order), `at` / `at_next` are the physical tasks they stand for
-  const int logical = OR ? order.ranges * order.rounds : tasks;
   int task = (int)blockIdx.x * kProjV9Warps + warp;
-  if (task >= logical) return;
-  int at = OR ? order.task_of(task, tasks) : task, at_next = at;
+  if (task >= tasks) return;
   if constexpr (BULK) {
     if (lane < 2) bf::mbar_init(bars + 8 * lane, 1);
     bf::fence_barrier_init();
@@ -670,7 +646,7 @@ __device__ __forceinline__ void project_v9t_body(const Params& p, const V9Order&
     }
     bf::cp_async_commit();  // a group per task, empty past the last: the wait below counts one behind
   };
-  issue(at, 0);
+  issue(task, 0);
   const float *s_lo, *s_hi;
   uint32_t res[2][NT], res_next[2][NT];  // RX: the next task's shortcut values
   if constexpr (RX) v9_shortcut_load<NT>(p, task, g, t, P, res);
@@ -678,18 +654,13 @@ __device__ __forceinline__ void project_v9t_body(const Params& p, const V9Order&
 #pragma unroll
   for (int nt = 0; nt < NT; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
   for (int k = 0;; ++k) {
-    if constexpr (OR) {
-      at_next = task + step < logical ? order.task_of(task + step, tasks) : tasks;
-      issue(at_next, (k + 1) & 1);
-    } else {
-      issue(task + step, (k + 1) & 1);
-    }
+    issue(task + step, (k + 1) & 1);
     if constexpr (!SS) {
       v9_task_start<NT>(p, task, g, t, hw, P, s_lo, s_hi, res);
     } else if constexpr (RX) {
       v9_shortcut_load<NT>(p, task + step, g, t, P, res_next);  // past the last task: rows past P, nothing loaded
     } else if constexpr (!SX) {
-      v9_shortcut_load<NT>(p, OR ? at : task, g, t, P, res);  // the scales come from the staged rows
+      v9_shortcut_load<NT>(p, task, g, t, P, res);  // the scales come from the staged rows
     }
     if constexpr (BULK) {
       bf::mbar_wait(bars + 8 * (k & 1), (k >> 1) & 1);  // slot k & 1's (k >> 1)-th copy
@@ -723,7 +694,7 @@ __device__ __forceinline__ void project_v9t_body(const Params& p, const V9Order&
             res[h][nt] = *reinterpret_cast<const uint32_t*>(xr + 8 * h * p.C_out + nt * 8);
       }
     }
-    v9_epilogue<NT>(p, acc, bias, res, OR ? at : task, g, t, P);
+    v9_epilogue<NT>(p, acc, bias, res, task, g, t, P);
     if constexpr (RX) {
 #pragma unroll
       for (int h = 0; h < 2; ++h)
@@ -732,8 +703,7 @@ __device__ __forceinline__ void project_v9t_body(const Params& p, const V9Order&
     }
     __syncwarp();  // every lane has read this slot before the copy issued next iteration refills it
     task += step;
-    at = at_next;
-    if (task >= logical) break;
+    if (task >= tasks) break;
   }
   if constexpr (!BULK) cp_async_wait<0>();  // (BULK: every copy issued was for a task this loop waited on)
 }
@@ -761,12 +731,6 @@ __global__ void __launch_bounds__(kProjV9Threads) project_v9sx_kernel(const Para
 template <int NT>
 __global__ void __launch_bounds__(kProjV9Threads) project_v9sr_kernel(const Params p) {  // the shortcut a task ahead
   project_v9t_body<NT, false, true, false, true>(p);
-}
-
-template <int NT>
-__global__ void __launch_bounds__(kProjV9Threads)
-    project_v9so_kernel(const Params p, const __grid_constant__ V9Order order) {  // the tasks newest first
-  project_v9t_body<NT, false, true, false, false, true>(p, order);
 }
 
 // One block per image: pool, FC1 -> SiLU, FC2 -> sigmoid. Shared memory: pooled [hid_pad],
@@ -942,9 +906,8 @@ cudaError_t launch_project_v10_bn(const Params& p, cudaStream_t stream, bool pdl
 
 // project_v9 / v9t: as many CTAs as fit (shared memory by hidden and C_out: occupancy asked per call), at most one per
 // kProjV9Warps tasks.
-template <typename Kernel, typename... Extra>
-cudaError_t launch_v9(Kernel kernel, DeviceSlots& slots, int smem, const Params& p, cudaStream_t stream, bool pdl,
-                      const Extra&... extra) {
+template <typename Kernel>
+cudaError_t launch_v9(Kernel kernel, DeviceSlots& slots, int smem, const Params& p, cudaStream_t stream, bool pdl) {
   int dev = 0;
   cudaError_t err = prepare(kernel, slots, smem, kProjV9Threads, dev, true);
   if (err != cudaSuccess) return err;
@@ -952,8 +915,8 @@ cudaError_t launch_v9(Kernel kernel, DeviceSlots& slots, int smem, const Params&
   const int grid = (int)std::min<long long>((tasks + kProjV9Warps - 1) / kProjV9Warps,
                                             (long long)slots.ctas_per_sm[dev] * slots.sms[dev]);
   if (pdl && pdl::device_supports(dev))
-    return pdl::launch(kernel, dim3(grid), dim3(kProjV9Threads), smem, stream, p, extra...);
-  kernel<<<grid, kProjV9Threads, smem, stream>>>(p, extra...);
+    return pdl::launch(kernel, dim3(grid), dim3(kProjV9Threads), smem, stream, p);
+  kernel<<<grid, kProjV9Threads, smem, stream>>>(p);
   return cudaGetLastError();
 }
 
@@ -995,38 +958,6 @@ cudaError_t launch_project_v9s_nt(const Params& p, cudaStream_t stream, bool pdl
                    pdl);
 }
 
-// "1": the tasks in kernel 1's order, newest first (project_v9so_kernel), where version 8's kernel 1 wrote D (an expand)
-bool project_v9_order_requested() {
-  const char* v = std::getenv("CUDA_KERNELS_PROJ_ORDER");
-  return v != nullptr && std::strcmp(v, "1") == 0;
-}
-
-// V9Order for block p: kernel 1's ranges of one channel chunk, as version 8's persistent kernel 1 deals its items
-// (launch_expand_dw_v8: chunks of 48 channels x N x row_blocks items over at most two CTAs an SM, one contiguous range
-// each). Where the CTAs do not divide evenly among the chunks the blocks only approximate the ranges: the order is a
-// heuristic, the output the same.
-V9Order project_v9_order(const Params& p, int sms) {
-  const long long tasks = ((long long)p.N * p.Ho * p.Wo + 15) / 16;
-  const long long chunks = std::max(1, p.hid_pad / 48), items = chunks * p.N * std::max(1, p.row_blocks);
-  const int k1_ctas = (int)std::min<long long>(items, 2ll * sms);
-  V9Order o;
-  o.ranges = (int)std::max<long long>(1, std::min<long long>(tasks, (k1_ctas + chunks / 2) / chunks));
-  o.rounds = (int)((tasks + o.ranges - 1) / o.ranges);
-  o.by_ranges = FastDiv::of(o.ranges);
-  return o;
-}
-
-template <int NT>
-cudaError_t launch_project_v9so_nt(const Params& p, cudaStream_t stream, bool pdl) {
-  static DeviceSlots slots;
-  int dev = 0, sms = 0;
-  cudaError_t err = cudaGetDevice(&dev);
-  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-  if (err != cudaSuccess) return err;
-  return launch_v9(project_v9so_kernel<NT>, slots, project_v9t_smem_bytes(p.hidden, p.C_out, false, true), p, stream,
-                   pdl, project_v9_order(p, sms));
-}
-
 // project_v9s unless CUDA_KERNELS_PROJ_V9_SS=0 (default since session 20: B0 1.685 -> 1.635 ms in s20 call 3), where
 // its tasks lie in one image each and its shared memory fits.
 bool project_v9s_runs(const Params& p) {
@@ -1046,7 +977,6 @@ cudaError_t launch_project_v9_nt(const Params& p, cudaStream_t stream, bool pdl)
     if (!bulk && project_v9s_runs(p)) {
       if (project_v9sx_requested()) return launch_project_v9s_nt<NT, true>(p, stream, pdl);
       if (project_v9sr_requested() && p.residual) return launch_project_v9sr_nt<NT>(p, stream, pdl);
-      if (project_v9_order_requested() && p.w_exp != nullptr) return launch_project_v9so_nt<NT>(p, stream, pdl);
       return launch_project_v9s_nt<NT, false>(p, stream, pdl);
     }
     return bulk ? launch_project_v9t_nt<NT, true>(p, stream, pdl) : launch_project_v9t_nt<NT, false>(p, stream, pdl);
