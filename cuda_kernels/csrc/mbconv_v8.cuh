@@ -868,6 +868,52 @@ __global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel_bcdhgw(
   expand_dw_v8_body<HC, KS, S, G, true, false, false, true, true, true, 0, false, true>(p);
 }
 
+// Static shapes (CUDA_KERNELS_K1_STATIC, off until measured; NOTES.md "Session 26"): the whole-unit kernels above
+// compiled for one input shape each, its sizes constants (a local copy of the parameters with those fields set), so
+// that every address, bound and division by them folds: B0's 2.0-3.1 at 224 x 224, where _dhurfw / _bcdhw / _bcdhgw
+// run. By static count 2.1's item loop goes from 1,810 to 1,360 SASS instructions and its 20 bytes of spills go; the
+// same arithmetic, so the same bits. N stays a launch value (any batch). kernel1_v8_static picks the entry whose
+// every field the launch's parameters match (0: none).
+struct V8Static {
+  int H, W, stride, C_in, k_pad, hidden, rows;  // input, stride, channels, expand's padded k, hidden, band rows
+};
+constexpr V8Static kV8Static[] = {{0, 0, 0, 0, 0, 0, 0},
+                                  {112, 112, 2, 16, 16, 96, 2},  // 1: B0's 2.0 (k = 3)
+                                  {56, 56, 1, 24, 32, 144, 8},   // 2: 2.1 (k = 3)
+                                  {56, 56, 2, 24, 32, 144, 4},   // 3: 3.0 (k = 5)
+                                  {28, 28, 1, 40, 48, 240, 10}};  // 4: 3.1 (k = 5)
+__host__ __device__ constexpr int v8_static_out(int h, int ks, int s) { return (h + 2 * (ks / 2) - ks) / s + 1; }
+
+template <int KS, int SH>
+__device__ __forceinline__ void v8_static_params(Params& p) {
+  constexpr V8Static sh = kV8Static[SH];
+  constexpr int out = v8_static_out(sh.H, KS, sh.stride);
+  p.H = sh.H;
+  p.W = sh.W;
+  p.Ho = p.Wo = out;
+  p.C_in = sh.C_in;
+  p.k_pad = sh.k_pad;
+  p.hidden = p.hid_pad = sh.hidden;
+  p.rows_per_tile = sh.rows;
+  p.row_blocks = (out + sh.rows - 1) / sh.rows;
+  p.ksize = KS;
+  p.stride = sh.stride;
+  p.pad = KS / 2;
+}
+template <int HC, int KS, int S, int G, int UR, int SH>
+__global__ void __launch_bounds__(kExpandThreads, 2)
+    expand_dw_v8_kernel_dhurfws(const Params p_in, const __grid_constant__ V8Div dv) {
+  Params p = p_in;
+  v8_static_params<KS, SH>(p);
+  expand_dw_v8_body<HC, KS, S, G, true, false, false, false, true, false, UR, true, true>(p, nullptr, &dv);
+}
+template <int HC, int KS, int S, int G, bool TG, int SH>
+__global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel_bcdhws(const Params p_in) {
+  Params p = p_in;
+  v8_static_params<KS, SH>(p);
+  expand_dw_v8_body<HC, KS, S, G, true, false, false, true, true, TG, 0, false, true>(p);
+}
+
 // V8Div of a launch of `grid` CTAs with the depthwise's column groups of OW outputs (expand_dw_v8_body's divisors).
 inline V8Div v8_div(const Params& p, int G, int OW, int grid) {
   V8Div d;
@@ -880,8 +926,9 @@ inline V8Div v8_div(const Params& p, int G, int OW, int grid) {
 
 // Persistent: as many CTAs as fit on the device (two per SM at <= 113 KB), at most one per item.
 template <int HC, int KS, int S, int G = 1, bool HF = false, bool TX = false, bool WG = false, bool BC = false,
-          bool DH = false, bool TG = false, int UR = 0, bool FD = false, bool WU = false>
+          bool DH = false, bool TG = false, int UR = 0, bool FD = false, bool WU = false, int SH = 0>
 cudaError_t launch_expand_dw_v8(const Params& p, cudaStream_t stream, bool pdl) {
+  static_assert(!SH || (WU && kV8Static[SH].stride == S), "static shapes: the whole-unit kernels, at their stride");
   static_assert(!WU || (DH && G == 1 && !TX && (UR > 0 ? FD : BC)), "whole units: version 11's _dhurf, _bcdh(g)");
   static_assert(!UR || (DH && !TX && !BC), "U in registers: the bulk-copied X's packed-fp16 kernel only");
   static_assert(!FD || (G == 1 && UR > 0), "the multiplies: _dhur only (the wgmma _txdh's were slower at k = 5)");
@@ -891,7 +938,11 @@ cudaError_t launch_expand_dw_v8(const Params& p, cudaStream_t stream, bool pdl) 
   static int configured[kMaxDevices] = {}, last_smem[kMaxDevices] = {}, last_ctas[kMaxDevices] = {},
              sms[kMaxDevices] = {};
   const auto kernel = [] {  // (the TX kernel instantiated only where TX asks for it)
-    if constexpr (WU && UR > 0)
+    if constexpr (SH > 0 && UR > 0)
+      return expand_dw_v8_kernel_dhurfws<HC, KS, S, G, UR, SH>;
+    else if constexpr (SH > 0)
+      return expand_dw_v8_kernel_bcdhws<HC, KS, S, G, TG, SH>;
+    else if constexpr (WU && UR > 0)
       return expand_dw_v8_kernel_dhurfw<HC, KS, S, G, UR>;
     else if constexpr (WU && TG)
       return expand_dw_v8_kernel_bcdhgw<HC, KS, S, G>;
@@ -1058,6 +1109,23 @@ inline bool kernel1_v8_all_whole(const Params& p, bool v11) {
   return (v != nullptr ? v[0] == '1' : v11) && p.Wo % OW == 0 && p.rows_per_tile % R == 0 &&
          p.Ho % p.rows_per_tile % R == 0 && p.hidden == p.hid_pad;
 }
+// CUDA_KERNELS_K1_STATIC=0|1 (read at every call; off until measured, NOTES.md "Session 26"): where a whole-unit
+// kernel runs and the launch's shape is an entry of kV8Static (B0's 2.0-3.1 at 224 x 224), that kernel compiled for
+// the shape (expand_dw_v8_kernel_dhurfws / _bcdhws). Returns the entry, 0 where the switch is off or none matches.
+template <int KS>
+inline int kernel1_v8_static(const Params& p) {
+  const char* v = kernel1_switch("CUDA_KERNELS_K1_STATIC");
+  if (v == nullptr || v[0] != '1') return 0;
+  for (int i = 1; i < (int)(sizeof(kV8Static) / sizeof(kV8Static[0])); ++i) {
+    const V8Static& s = kV8Static[i];
+    const int out = v8_static_out(s.H, KS, s.stride);
+    if (p.H == s.H && p.W == s.W && p.stride == s.stride && p.ksize == KS && p.pad == KS / 2 && p.Ho == out &&
+        p.Wo == out && p.C_in == s.C_in && p.k_pad == s.k_pad && p.hidden == s.hidden && p.hid_pad == s.hidden &&
+        p.rows_per_tile == s.rows && p.row_blocks == (out + s.rows - 1) / s.rows)
+      return i;
+  }
+  return 0;
+}
 inline bool sm90a_build() {  // the extension defines BF_SM90A where it builds for sm_90a (cuda_kernels/_build.py)
 #ifdef BF_SM90A
   return true;
@@ -1073,8 +1141,16 @@ template <int KS, int UR, bool HF>
 cudaError_t launch_expand_dw_v8_ur(const Params& p, cudaStream_t stream, bool pdl, bool v11) {
   if (!kernel1_v8_fd_requested(p, v11))
     return launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, true, false, UR>(p, stream, pdl);
-  if (kernel1_v8_all_whole<KS, 1>(p, v11))
+  if (kernel1_v8_all_whole<KS, 1>(p, v11)) {
+    const int sh = kernel1_v8_static<KS>(p);
+    if constexpr (KS == 3)
+      if (sh == 2) return launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, true, false, UR, true, true, 2>(
+                       p, stream, pdl);
+    if constexpr (KS == 5)
+      if (sh == 4) return launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, true, false, UR, true, true, 4>(
+                       p, stream, pdl);
     return launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, true, false, UR, true, true>(p, stream, pdl);
+  }
   return launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, true, false, UR, true>(p, stream, pdl);
 }
 
@@ -1086,14 +1162,21 @@ cudaError_t launch_expand_dw_v8_hf(const Params& p, cudaStream_t stream, bool pd
     if constexpr (HF)
       if (kernel1_v8_bc_requested()) {
         if constexpr (DH && KS == 5)  // (k = 3: 2.0's and 4.0's bands would not grow; it spilled 8 bytes there)
-          if (kernel1_v8_tg_requested(v11))
-            return kernel1_v8_all_whole<KS, 2>(p, v11)
-                       ? launch_expand_dw_v8<48, KS, 2, 1, HF, false, false, true, DH, true, 0, false, true>(p, stream,
-                                                                                                          pdl)
-                       : launch_expand_dw_v8<48, KS, 2, 1, HF, false, false, true, DH, true>(p, stream, pdl);
+          if (kernel1_v8_tg_requested(v11)) {
+            if (!kernel1_v8_all_whole<KS, 2>(p, v11))
+              return launch_expand_dw_v8<48, KS, 2, 1, HF, false, false, true, DH, true>(p, stream, pdl);
+            if (kernel1_v8_static<KS>(p) == 3)
+              return launch_expand_dw_v8<48, KS, 2, 1, HF, false, false, true, DH, true, 0, false, true, 3>(p, stream,
+                                                                                                          pdl);
+            return launch_expand_dw_v8<48, KS, 2, 1, HF, false, false, true, DH, true, 0, false, true>(p, stream, pdl);
+          }
         if constexpr (DH && KS == 3)
-          if (kernel1_v8_all_whole<KS, 2>(p, v11))
+          if (kernel1_v8_all_whole<KS, 2>(p, v11)) {
+            if (kernel1_v8_static<KS>(p) == 1)
+              return launch_expand_dw_v8<48, KS, 2, 1, HF, false, false, true, DH, false, 0, false, true, 1>(p, stream,
+                                                                                                           pdl);
             return launch_expand_dw_v8<48, KS, 2, 1, HF, false, false, true, DH, false, 0, false, true>(p, stream, pdl);
+          }
         return launch_expand_dw_v8<48, KS, 2, 1, HF, false, false, true, DH>(p, stream, pdl);
       }
     return launch_expand_dw_v8<48, KS, 2, 1, HF, false, false, false, DH>(p, stream, pdl);

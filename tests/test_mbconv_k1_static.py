@@ -1,0 +1,92 @@
+"""Kernel 1 compiled for one input shape (csrc/mbconv_v8.cuh kV8Static, expand_dw_v8_kernel_dhurfws / _bcdhws;
+CUDA_KERNELS_K1_STATIC, off until measured, NOTES.md "Session 26"). The whole-unit kernels take the block's sizes
+(H, W, channels, band rows) as launch values, so every address, bound and division by them is computed at run time;
+the static kernels copy the parameters and set those fields to constants, and the compiler folds them: by static count
+2.1's item loop goes from 1,810 to 1,360 SASS instructions (its 20 bytes of spills go), 2.0's from 1,869 to 1,233,
+3.0's 1,884 to 1,344, 3.1's 1,619 to 1,356. The arithmetic is the same: bit for bit the dynamic kernel's output.
+
+CPU: the table holds B0's blocks as torchvision builds them (input size, stride, channels; the band rows mbconv's
+band_rows chooses), the switch and the matcher as the source reads them. ptxas (spills) is test_mbconv_v8.py's spill
+test. GPU (@pytest.mark.cuda): every distinct B0 / B2 block at batches 1, 5, 128 against float64 (poisoned output), bit
+for bit the switch-off output where a static kernel ran, the profiler naming one at B0's 2.0, 2.1, 3.0 and 3.1; B0
+end to end."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+import cuda_kernels
+from cuda_kernels import mbconv as mb
+from mbconv_helpers import on_every_distinct_block
+
+SOURCE = (Path(cuda_kernels.__file__).resolve().parent / "csrc" / "mbconv_v8.cuh").read_text()
+
+
+def _table() -> list[tuple[int, ...]]:
+    body = SOURCE.split("constexpr V8Static kV8Static[] = {")[1].split("};")[0]
+    return [tuple(int(v) for v in m.split(",")) for m in re.findall(r"\{([\d, ]+)\}", body)][1:]
+
+
+def test_the_table_is_b0s_whole_unit_blocks():
+    """B0 at 224 x 224 (torchvision): 2.0 takes 112 x 112 x 16 (expand to 96, k = 3, stride 2), 2.1 56 x 56 x 24 (144,
+    k = 3, stride 1), 3.0 56 x 56 x 24 (144, k = 5, stride 2), 3.1 28 x 28 x 40 (240, k = 5, stride 1); k_pad is C_in
+    rounded up to 16 (16, 32, 32, 48: mbconv.prepare_weights); the band rows are band_rows'."""
+    import torchvision
+
+    model = torchvision.models.efficientnet_b0()
+    want = {"2.0": (112, 112, 2, 16, 16, 96), "2.1": (56, 56, 1, 24, 32, 144),
+            "3.0": (56, 56, 2, 24, 32, 144), "3.1": (28, 28, 1, 40, 48, 240)}
+    for path, (h, w, s, c_in, k_pad, hidden) in want.items():
+        stage, index = (int(v) for v in path.split("."))
+        block = model.features[stage][index].block
+        assert block[0][0].in_channels == c_in and block[0][0].out_channels == hidden
+        assert block[1][0].stride == (s, s)
+        ks = block[1][0].kernel_size[0]
+        rows = mb.band_rows(h, w, ks, s, k_pad, 48, True, 11, c_in, mb.kernel1_taps_global(11, s, ks))
+        assert (h, w, s, c_in, k_pad, hidden, rows) in _table(), path
+    assert len(_table()) == 4
+
+
+def test_the_switch_and_the_matcher():
+    assert mb.K1_STATIC_SWITCH == "CUDA_KERNELS_K1_STATIC"
+    assert """  const char* v = kernel1_switch("CUDA_KERNELS_K1_STATIC");
+  if (v == nullptr || v[0] != '1') return 0;""" in SOURCE
+    # every field the static kernel sets is compared with the launch's
+    for field in ("p.H == s.H", "p.W == s.W", "p.stride == s.stride", "p.ksize == KS", "p.pad == KS / 2", "p.Ho == out",
+                  "p.Wo == out", "p.C_in == s.C_in", "p.k_pad == s.k_pad", "p.hidden == s.hidden",
+                  "p.hid_pad == s.hidden", "p.rows_per_tile == s.rows", "p.row_blocks == (out + s.rows - 1) / s.rows"):
+        assert field in SOURCE, field
+    setter = SOURCE.split("__device__ __forceinline__ void v8_static_params(Params& p) {")[1].split("\n}")[0]
+    assigned = set(re.findall(r"p\.(\w+) =", setter))
+    assert assigned == {"H", "W", "Ho", "Wo", "C_in", "k_pad", "hidden", "hid_pad", "rows_per_tile", "row_blocks",
+                        "ksize", "stride", "pad"}
+    assert "(h + 2 * (ks / 2) - ks) / s + 1" in SOURCE  # the output size, as PyTorch's conv at padding k // 2
+    assert [(112 + 2 - 3) // 2 + 1, (56 + 2 - 3) // 1 + 1, (56 + 4 - 5) // 2 + 1, (28 + 4 - 5) // 1 + 1] == \
+        [56, 56, 28, 28]
+
+
+# ---- GPU ----
+
+B0_KERNELS = {"features.2.0": "expand_dw_v8_kernel_bcdhws<48, 3, 2, 1, false, 1>",
+              "features.2.1": "expand_dw_v8_kernel_dhurfws<48, 3, 1, 1, 2, 2>",
+              "features.3.0": "expand_dw_v8_kernel_bcdhws<48, 5, 2, 1, true, 3>",
+              "features.3.1": "expand_dw_v8_kernel_dhurfws<48, 5, 1, 1, 3, 4>"}
+
+
+@on_every_distinct_block
+def test_every_shape_bit_for_bit(name, path, batch, monkeypatch):
+    from mbconv_helpers import assert_bits_where_it_ran, switched_against_float64
+
+    got, default, names, *_ = switched_against_float64(monkeypatch, name, path, batch, mb.K1_STATIC_SWITCH, "1")
+    if name == "efficientnet_b0" and path in B0_KERNELS:
+        assert B0_KERNELS[path] in names, names[:600]
+    assert_bits_where_it_ran(got, default, names, r"expand_dw_v8_kernel_\w+ws<")  # the same sums in the same order
+
+
+@pytest.mark.cuda
+def test_efficientnet_b0_with_it(monkeypatch):
+    """B0 through the check before timing (every fused block within 2x PyTorch fp16's error; none falls back)."""
+    from mbconv_helpers import check_fused_b0
+
+    check_fused_b0(monkeypatch, {mb.K1_STATIC_SWITCH: "1"}, {"StemMBConv": 1, "MBConv": 15}, 16)
