@@ -34,9 +34,10 @@ def test_the_switch_is_on_unless_0_and_asks_the_geometry():
         assert f"return {entry};" in SOURCE
     assert "  if (kernel1_v8_all_whole<KS, 1>(p, v11))" in SOURCE  # _dhurf (launch_expand_dw_v8_ur) at k = 3 and 5
     assert """        if constexpr (DH && KS == 3)
-          if (kernel1_v8_all_whole<KS, 2>(p, v11))
-            return launch_expand_dw_v8<48, KS, 2, 1, HF, false, false, true, DH, false, 0, false, true>(p, stream, pdl);""" \
+          if (kernel1_v8_all_whole<KS, 2>(p, v11)) {""" in SOURCE  # _bcdh at k = 3 (2.0)
+    assert "            return launch_expand_dw_v8<48, KS, 2, 1, HF, false, false, true, DH, false, 0, false, true>(p, stream, pdl);" \
         in SOURCE
+    assert "            if (!kernel1_v8_all_whole<KS, 2>(p, v11))" in SOURCE  # _bcdhg at k = 5 (3.0)
     # no clamp, no test: W, the launch's constant WU
     assert "      constexpr bool W = WU;" in SOURCE
     assert "const __half* erow = ebase + (W ? er : min(er, e_last)) * WE * LDE;" in SOURCE
