@@ -5,12 +5,12 @@
 # then features.2.1 beside eager and both torch.compile modes with the switch on (mbconv_bench, CUDA-graph replays:
 # the block the issue's 3x is nearest at, 142.8 against 408.4 us in call 3). Predictions: kernel 1 2.1 -6..-12%, 3.1
 # -5..-10%, 2.0 -8..-15%, 3.0 -6..-12%; B0 -25..-45 us; 2.1's block ~131-137 us. From the repository root (~8 minutes):
-#   timeout 560 bash cuda_kernels/device_run_s26_static.sh OUTDIR
+#   timeout 490 bash cuda_kernels/device_run_s26_static.sh OUTDIR
 # Files: OUTDIR/log.txt, OUTDIR/static.tgz (switches.json, k1_*.csv), OUTDIR/block_2_1.json, OUTDIR/bench_log.txt.
 out=${1:?output folder}
-SWITCH_BUDGET=330 bash cuda_kernels/device_run_switch.sh "$out" STATIC CUDA_KERNELS_K1_STATIC=1 \
+SWITCH_BUDGET=300 bash cuda_kernels/device_run_switch.sh "$out" STATIC CUDA_KERNELS_K1_STATIC=1 \
   tests/test_mbconv_k1_static.py features.2.0 features.2.1 features.3.0 features.3.1
-left=$(( 530 - SECONDS ))
+left=$(( 460 - SECONDS ))
 echo "== bench 2.1 (limit ${left}s)"
 CUDA_KERNELS_K1_STATIC=1 PYTHONPATH=. TORCH_CUDA_ARCH_LIST=9.0 TORCH_EXTENSIONS_DIR="$PWD/.mbconv_ext" timeout "$left" \
   python3 -m cuda_kernels.mbconv_bench --budget-s $(( left - 30 )) --compile-mode default \
