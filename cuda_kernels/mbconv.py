@@ -165,9 +165,10 @@ K1_FASTDIV_SWITCH = "CUDA_KERNELS_K1_FASTDIV"
 # channels: B0's 2.0-3.1), version 11's kernel 1 without the clamps and per-output tests (expand_dw_v8_kernel_dhurfw /
 # _bcdhw / _bcdhgw)
 K1_WHOLE_SWITCH = "CUDA_KERNELS_K1_WHOLE"
-# csrc/mbconv_v8.cuh kernel1_v8_static: "1" (off until measured, session 26): where a whole-unit kernel runs and the
-# launch's shape is one of kV8Static's (B0's 2.0-3.1 at 224 x 224), that kernel compiled for the shape, its sizes
-# constants (expand_dw_v8_kernel_dhurfws / _bcdhws)
+# csrc/mbconv_v8.cuh kernel1_v8_static: "0" / "1" (on by default in version 11 since session 26: 2.1's kernel 1 93.3
+# -> 82.3 us, 2.0's 158.3 -> 125.2, B0 -58.9 us): where a whole-unit kernel runs and the launch's shape is one of
+# kV8Static's (B0's 2.0-3.1 at 224 x 224), that kernel compiled for the shape, its sizes constants
+# (expand_dw_v8_kernel_dhurfws / _bcdhws)
 K1_STATIC_SWITCH = "CUDA_KERNELS_K1_STATIC"
 # an experiment switch, read at every launch (rows_override): "HxWkKsS=R[,...]" caps kernel 1's output rows per band
 # at R for inputs of H x W with a k x k depthwise at stride S (e.g. "28x28k5s1=7": B0's 3.1 in 4 bands of 7 instead

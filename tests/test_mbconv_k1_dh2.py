@@ -87,8 +87,8 @@ def test_every_shape_against_float64(name, path, batch, monkeypatch):
     v8 = params.expand_w is not None and not mb.kernel1_v9_takes_v3(params.kernel_size, params.stride, got.shape[2],
                                                                      got.shape[3])
     if v8:
-        # g: TAPS_G; ur: U_REG; f: FASTDIV; w: WHOLE
-        assert re.search(r"expand_dw_v8_kernel_(tx|bc)?dh(g|urf?)?w?<", names), names[:600]
+        # g: TAPS_G; ur: U_REG; f: FASTDIV; w: WHOLE; s: STATIC
+        assert re.search(r"expand_dw_v8_kernel_(tx|bc)?dh(g|urf?)?(ws?)?<", names), names[:600]
         assert relative_error(got, default.double()) < 2e-3
         if batch == 128:
             assert not torch.equal(got, default)  # another epilogue ran
@@ -136,7 +136,7 @@ def test_taps_from_global_memory_let_3_0_run_bands_of_4_rows():
     v8 = (CSRC / "mbconv_v8.cuh").read_text()
     assert 'kernel1_switch("CUDA_KERNELS_K1_TAPS_G");\n  return v != nullptr ? v[0] == \'1\' : v11;' in v8  # v11: on
     assert "if (kernel1_v8_tg_requested(v11))" in v8
-    assert ": launch_expand_dw_v8<48, KS, 2, 1, HF, false, false, true, DH, true>(p, stream, pdl);" in v8
+    assert "return launch_expand_dw_v8<48, KS, 2, 1, HF, false, false, true, DH, true>(p, stream, pdl);" in v8
     assert "r.bar = r.wdw + (tg ? 0 : dh ? ks * ks * chunk * 2 + chunk * 4 : (ks * ks + 1) * chunk * 4);" in v8
     # the same values the shared copy held: halved in fp32, then rounded to half2
     assert "wh[t] = __floats2half2_rn(0.5f * w.x, 0.5f * w.y);" in v8
@@ -183,7 +183,8 @@ def test_taps_from_global_memory_against_float64(name, path, batch, monkeypatch)
     from perfmodel.harness import relative_error
 
     got, default, names, *_ = switched_against_float64(monkeypatch, name, path, batch, mb.K1_TAPS_G_SWITCH, "1")
-    assert re.search(r"expand_dw_v8_kernel_bcdhgw?<48, ", names), names[:600]  # (w: WHOLE, at B0's 3.0)
+    # (w: WHOLE; at B0's 3.0 the kernel compiled for its shape, STATIC, with the taps from global memory: TG true)
+    assert re.search(r"expand_dw_v8_kernel_bcdh(gw?<48, |ws<48, 5, 2, 1, true, )", names), names[:600]
     assert relative_error(got, default.double()) < 1e-3
 
 

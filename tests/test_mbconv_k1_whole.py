@@ -74,6 +74,7 @@ B0_KERNELS = {"features.2.0": "expand_dw_v8_kernel_bcdhw<48, 3, 2, 1>",
 def test_every_shape_bit_for_bit(name, path, batch, monkeypatch):
     from mbconv_helpers import assert_bits_where_it_ran, switched_against_float64
 
+    monkeypatch.setenv(mb.K1_STATIC_SWITCH, "0")  # the _w kernels themselves (B0's shapes: the static _ws, the default)
     got, default, names, *_ = switched_against_float64(monkeypatch, name, path, batch, mb.K1_WHOLE_SWITCH, "1")
     if name == "efficientnet_b0" and path in B0_KERNELS:
         assert B0_KERNELS[path] in names, names[:600]
@@ -85,4 +86,5 @@ def test_efficientnet_b0_with_it(monkeypatch):
     """B0 through the check before timing (every fused block within 2x PyTorch fp16's error; none falls back)."""
     from mbconv_helpers import check_fused_b0
 
-    check_fused_b0(monkeypatch, {mb.K1_WHOLE_SWITCH: "1"}, {"StemMBConv": 1, "MBConv": 15}, 16)
+    check_fused_b0(monkeypatch, {mb.K1_WHOLE_SWITCH: "1", mb.K1_STATIC_SWITCH: "0"}, {"StemMBConv": 1, "MBConv": 15},
+                   16)

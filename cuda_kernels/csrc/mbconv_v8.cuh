@@ -868,12 +868,13 @@ __global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel_bcdhgw(
   expand_dw_v8_body<HC, KS, S, G, true, false, false, true, true, true, 0, false, true>(p);
 }
 
-// Static shapes (CUDA_KERNELS_K1_STATIC, off until measured; NOTES.md "Session 26"): the whole-unit kernels above
-// compiled for one input shape each, its sizes constants (a local copy of the parameters with those fields set), so
-// that every address, bound and division by them folds: B0's 2.0-3.1 at 224 x 224, where _dhurfw / _bcdhw / _bcdhgw
-// run. By static count 2.1's item loop goes from 1,810 to 1,360 SASS instructions and its 20 bytes of spills go; the
-// same arithmetic, so the same bits. N stays a launch value (any batch). kernel1_v8_static picks the entry whose
-// every field the launch's parameters match (0: none).
+// Static shapes (CUDA_KERNELS_K1_STATIC, on by default in version 11 since session 26; NOTES.md "Session 26"): the
+// whole-unit kernels above
+// compiled for one input shape each, its sizes constants (a local copy of the parameters with those fields set),
+// so that every address, bound and division by them folds: B0's 2.0-3.1 at 224 x 224, where _dhurfw / _bcdhw /
+// _bcdhgw run. By static count 2.1's item loop goes from 1,810 to 1,360 SASS instructions and its 20 bytes of spills
+// go; the same arithmetic, so the same bits. N stays a launch value (any batch). kernel1_v8_static picks the entry
+// whose every field the launch's parameters match (0: none).
 struct V8Static {
   int H, W, stride, C_in, k_pad, hidden, rows;  // input, stride, channels, expand's padded k, hidden, band rows
 };
@@ -1109,13 +1110,15 @@ inline bool kernel1_v8_all_whole(const Params& p, bool v11) {
   return (v != nullptr ? v[0] == '1' : v11) && p.Wo % OW == 0 && p.rows_per_tile % R == 0 &&
          p.Ho % p.rows_per_tile % R == 0 && p.hidden == p.hid_pad;
 }
-// CUDA_KERNELS_K1_STATIC=0|1 (read at every call; off until measured, NOTES.md "Session 26"): where a whole-unit
-// kernel runs and the launch's shape is an entry of kV8Static (B0's 2.0-3.1 at 224 x 224), that kernel compiled for
-// the shape (expand_dw_v8_kernel_dhurfws / _bcdhws). Returns the entry, 0 where the switch is off or none matches.
+// CUDA_KERNELS_K1_STATIC=0|1 (read at every call; on by default in version 11 since session 26: kernel 1 2.0 158.3
+// -> 125.2 us, 2.1 93.3 -> 82.3, 3.0 87.3 -> 76.4, 3.1 68.7 -> 64.1, B0 -58.9 us; NOTES.md "Session 26"): where a
+// whole-unit kernel runs and the launch's shape is an entry of kV8Static (B0's 2.0-3.1 at 224 x 224), that kernel
+// compiled for the shape (expand_dw_v8_kernel_dhurfws / _bcdhws). Returns the entry, 0 where the switch is off or
+// none matches.
 template <int KS>
-inline int kernel1_v8_static(const Params& p) {
+inline int kernel1_v8_static(const Params& p, bool v11) {
   const char* v = kernel1_switch("CUDA_KERNELS_K1_STATIC");
-  if (v == nullptr || v[0] != '1') return 0;
+  if (!(v != nullptr ? v[0] == '1' : v11)) return 0;
   for (int i = 1; i < (int)(sizeof(kV8Static) / sizeof(kV8Static[0])); ++i) {
     const V8Static& s = kV8Static[i];
     const int out = v8_static_out(s.H, KS, s.stride);
@@ -1142,7 +1145,7 @@ cudaError_t launch_expand_dw_v8_ur(const Params& p, cudaStream_t stream, bool pd
   if (!kernel1_v8_fd_requested(p, v11))
     return launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, true, false, UR>(p, stream, pdl);
   if (kernel1_v8_all_whole<KS, 1>(p, v11)) {
-    const int sh = kernel1_v8_static<KS>(p);
+    const int sh = kernel1_v8_static<KS>(p, v11);
     if constexpr (KS == 3)
       if (sh == 2) return launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, true, false, UR, true, true, 2>(
                        p, stream, pdl);
@@ -1165,14 +1168,14 @@ cudaError_t launch_expand_dw_v8_hf(const Params& p, cudaStream_t stream, bool pd
           if (kernel1_v8_tg_requested(v11)) {
             if (!kernel1_v8_all_whole<KS, 2>(p, v11))
               return launch_expand_dw_v8<48, KS, 2, 1, HF, false, false, true, DH, true>(p, stream, pdl);
-            if (kernel1_v8_static<KS>(p) == 3)
+            if (kernel1_v8_static<KS>(p, v11) == 3)
               return launch_expand_dw_v8<48, KS, 2, 1, HF, false, false, true, DH, true, 0, false, true, 3>(p, stream,
                                                                                                           pdl);
             return launch_expand_dw_v8<48, KS, 2, 1, HF, false, false, true, DH, true, 0, false, true>(p, stream, pdl);
           }
         if constexpr (DH && KS == 3)
           if (kernel1_v8_all_whole<KS, 2>(p, v11)) {
-            if (kernel1_v8_static<KS>(p) == 1)
+            if (kernel1_v8_static<KS>(p, v11) == 1)
               return launch_expand_dw_v8<48, KS, 2, 1, HF, false, false, true, DH, false, 0, false, true, 1>(p, stream,
                                                                                                            pdl);
             return launch_expand_dw_v8<48, KS, 2, 1, HF, false, false, true, DH, false, 0, false, true>(p, stream, pdl);
