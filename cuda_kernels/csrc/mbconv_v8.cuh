@@ -874,20 +874,28 @@ __global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel_bcdhgw(
 // so that every address, bound and division by them folds: B0's 2.0-3.1 at 224 x 224, where _dhurfw / _bcdhw /
 // _bcdhgw run. By static count 2.1's item loop goes from 1,810 to 1,360 SASS instructions and its 20 bytes of spills
 // go; the same arithmetic, so the same bits. N stays a launch value (any batch). kernel1_v8_static picks the entry
-// whose every field the launch's parameters match (0: none).
+// whose every field the launch's parameters match (0: none). Entries 5-10 are the rest of B0's version-8 kernels 1
+// (_bcdh / _bcdhg at stride 2, the wgmma _txdh at stride 1), behind CUDA_KERNELS_K1_STATIC_REST (off until measured).
 struct V8Static {
-  int H, W, stride, C_in, k_pad, hidden, rows;  // input, stride, channels, expand's padded k, hidden, band rows
+  int H, W, ks, stride, C_in, k_pad, hidden, rows;  // input, depthwise k and stride, channels, padded k, band rows
 };
-constexpr V8Static kV8Static[] = {{0, 0, 0, 0, 0, 0, 0},
-                                  {112, 112, 2, 16, 16, 96, 2},  // 1: B0's 2.0 (k = 3)
-                                  {56, 56, 1, 24, 32, 144, 8},   // 2: 2.1 (k = 3)
-                                  {56, 56, 2, 24, 32, 144, 4},   // 3: 3.0 (k = 5)
-                                  {28, 28, 1, 40, 48, 240, 10}};  // 4: 3.1 (k = 5)
+constexpr V8Static kV8Static[] = {{0, 0, 0, 0, 0, 0, 0, 0},
+                                  {112, 112, 3, 2, 16, 16, 96, 2},    // 1: B0's 2.0 (_bcdhw)
+                                  {56, 56, 3, 1, 24, 32, 144, 8},     // 2: 2.1 (_dhurfw)
+                                  {56, 56, 5, 2, 24, 32, 144, 4},     // 3: 3.0 (_bcdhgw)
+                                  {28, 28, 5, 1, 40, 48, 240, 10},    // 4: 3.1 (_dhurfw)
+                                  {28, 28, 3, 2, 40, 48, 240, 7},     // 5: 4.0 (_bcdh)
+                                  {14, 14, 3, 1, 80, 80, 480, 14},    // 6: 4.1, 4.2 (_txdh, one image an item)
+                                  {14, 14, 5, 1, 80, 80, 480, 14},    // 7: 5.0 (_txdh)
+                                  {14, 14, 5, 1, 112, 112, 672, 14},  // 8: 5.1, 5.2 (_txdh)
+                                  {14, 14, 5, 2, 112, 112, 672, 7},   // 9: 6.0 (_bcdhg)
+                                  {7, 7, 5, 1, 192, 192, 1152, 7}};   // 10: 6.1-6.3 (_txdh, two images an item)
 __host__ __device__ constexpr int v8_static_out(int h, int ks, int s) { return (h + 2 * (ks / 2) - ks) / s + 1; }
 
 template <int KS, int SH>
 __device__ __forceinline__ void v8_static_params(Params& p) {
   constexpr V8Static sh = kV8Static[SH];
+  static_assert(sh.ks == KS, "a static shape's depthwise k");
   constexpr int out = v8_static_out(sh.H, KS, sh.stride);
   p.H = sh.H;
   p.W = sh.W;
@@ -914,6 +922,21 @@ __global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel_bcdhws(
   v8_static_params<KS, SH>(p);
   expand_dw_v8_body<HC, KS, S, G, true, false, false, true, true, TG, 0, false, true>(p);
 }
+// ... and the kernels whose units are not all whole (CUDA_KERNELS_K1_STATIC_REST, off until measured): _bcdh(g) at
+// stride 2, the wgmma _txdh at stride 1 (their edge tests fold against the constant sizes too)
+template <int HC, int KS, int S, int G, bool TG, int SH>
+__global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel_bcdhs(const Params p_in) {
+  Params p = p_in;
+  v8_static_params<KS, SH>(p);
+  expand_dw_v8_body<HC, KS, S, G, true, false, false, true, true, TG>(p);
+}
+template <int HC, int KS, int S, int G, bool WG, int SH>
+__global__ void __launch_bounds__(kExpandThreads, 2)
+    expand_dw_v8_kernel_txdhs(const Params p_in, const __grid_constant__ CUtensorMap xmap) {
+  Params p = p_in;
+  v8_static_params<KS, SH>(p);
+  expand_dw_v8_body<HC, KS, S, G, true, true, WG, false, true>(p, &xmap);
+}
 
 // V8Div of a launch of `grid` CTAs with the depthwise's column groups of OW outputs (expand_dw_v8_body's divisors).
 inline V8Div v8_div(const Params& p, int G, int OW, int grid) {
@@ -929,7 +952,8 @@ inline V8Div v8_div(const Params& p, int G, int OW, int grid) {
 template <int HC, int KS, int S, int G = 1, bool HF = false, bool TX = false, bool WG = false, bool BC = false,
           bool DH = false, bool TG = false, int UR = 0, bool FD = false, bool WU = false, int SH = 0>
 cudaError_t launch_expand_dw_v8(const Params& p, cudaStream_t stream, bool pdl) {
-  static_assert(!SH || (WU && kV8Static[SH].stride == S), "static shapes: the whole-unit kernels, at their stride");
+  static_assert(!SH || (kV8Static[SH].stride == S && kV8Static[SH].ks == KS && DH && (WU || TX || BC)),
+                "static shapes: version 11's packed-fp16 kernels, at their k and stride");
   static_assert(!WU || (DH && G == 1 && !TX && (UR > 0 ? FD : BC)), "whole units: version 11's _dhurf, _bcdh(g)");
   static_assert(!UR || (DH && !TX && !BC), "U in registers: the bulk-copied X's packed-fp16 kernel only");
   static_assert(!FD || (G == 1 && UR > 0), "the multiplies: _dhur only (the wgmma _txdh's were slower at k = 5)");
@@ -941,8 +965,12 @@ cudaError_t launch_expand_dw_v8(const Params& p, cudaStream_t stream, bool pdl) 
   const auto kernel = [] {  // (the TX kernel instantiated only where TX asks for it)
     if constexpr (SH > 0 && UR > 0)
       return expand_dw_v8_kernel_dhurfws<HC, KS, S, G, UR, SH>;
-    else if constexpr (SH > 0)
+    else if constexpr (SH > 0 && WU)
       return expand_dw_v8_kernel_bcdhws<HC, KS, S, G, TG, SH>;
+    else if constexpr (SH > 0 && TX)
+      return expand_dw_v8_kernel_txdhs<HC, KS, S, G, WG, SH>;
+    else if constexpr (SH > 0)
+      return expand_dw_v8_kernel_bcdhs<HC, KS, S, G, TG, SH>;
     else if constexpr (WU && UR > 0)
       return expand_dw_v8_kernel_dhurfw<HC, KS, S, G, UR>;
     else if constexpr (WU && TG)
@@ -1116,18 +1144,29 @@ inline bool kernel1_v8_all_whole(const Params& p, bool v11) {
 // compiled for the shape (expand_dw_v8_kernel_dhurfws / _bcdhws). Returns the entry, 0 where the switch is off or
 // none matches.
 template <int KS>
-inline int kernel1_v8_static(const Params& p, bool v11) {
-  const char* v = kernel1_switch("CUDA_KERNELS_K1_STATIC");
-  if (!(v != nullptr ? v[0] == '1' : v11)) return 0;
+inline int v8_static_entry(const Params& p) {  // the kV8Static entry of the launch's shape, 0 for none
   for (int i = 1; i < (int)(sizeof(kV8Static) / sizeof(kV8Static[0])); ++i) {
     const V8Static& s = kV8Static[i];
     const int out = v8_static_out(s.H, KS, s.stride);
-    if (p.H == s.H && p.W == s.W && p.stride == s.stride && p.ksize == KS && p.pad == KS / 2 && p.Ho == out &&
-        p.Wo == out && p.C_in == s.C_in && p.k_pad == s.k_pad && p.hidden == s.hidden && p.hid_pad == s.hidden &&
-        p.rows_per_tile == s.rows && p.row_blocks == (out + s.rows - 1) / s.rows)
+    if (s.ks == KS && p.H == s.H && p.W == s.W && p.stride == s.stride && p.ksize == KS && p.pad == KS / 2 &&
+        p.Ho == out && p.Wo == out && p.C_in == s.C_in && p.k_pad == s.k_pad && p.hidden == s.hidden &&
+        p.hid_pad == s.hidden && p.rows_per_tile == s.rows && p.row_blocks == (out + s.rows - 1) / s.rows)
       return i;
   }
   return 0;
+}
+template <int KS>
+inline int kernel1_v8_static(const Params& p, bool v11) {
+  const char* v = kernel1_switch("CUDA_KERNELS_K1_STATIC");
+  return (v != nullptr ? v[0] == '1' : v11) ? v8_static_entry<KS>(p) : 0;
+}
+// CUDA_KERNELS_K1_STATIC_REST=0|1 (read at every call; off until measured, NOTES.md "Session 26"): the same for the
+// rest of B0's version-8 kernels 1, whose units are not all whole (kV8Static 5-10: 4.0-6.3; expand_dw_v8_kernel_bcdhs /
+// _txdhs). By static count 4.1's item loop 2,072 -> 1,492 SASS instructions, 5.1's 1,892 -> 1,506.
+template <int KS>
+inline int kernel1_v8_static_rest(const Params& p) {
+  const char* v = kernel1_switch("CUDA_KERNELS_K1_STATIC_REST");
+  return v != nullptr && v[0] == '1' ? v8_static_entry<KS>(p) : 0;
 }
 inline bool sm90a_build() {  // the extension defines BF_SM90A where it builds for sm_90a (cuda_kernels/_build.py)
 #ifdef BF_SM90A
@@ -1166,8 +1205,12 @@ cudaError_t launch_expand_dw_v8_hf(const Params& p, cudaStream_t stream, bool pd
       if (kernel1_v8_bc_requested()) {
         if constexpr (DH && KS == 5)  // (k = 3: 2.0's and 4.0's bands would not grow; it spilled 8 bytes there)
           if (kernel1_v8_tg_requested(v11)) {
-            if (!kernel1_v8_all_whole<KS, 2>(p, v11))
+            if (!kernel1_v8_all_whole<KS, 2>(p, v11)) {
+              if (kernel1_v8_static_rest<KS>(p) == 9)  // B0's 6.0
+                return launch_expand_dw_v8<48, KS, 2, 1, HF, false, false, true, DH, true, 0, false, false, 9>(
+                    p, stream, pdl);
               return launch_expand_dw_v8<48, KS, 2, 1, HF, false, false, true, DH, true>(p, stream, pdl);
+            }
             if (kernel1_v8_static<KS>(p, v11) == 3)
               return launch_expand_dw_v8<48, KS, 2, 1, HF, false, false, true, DH, true, 0, false, true, 3>(p, stream,
                                                                                                           pdl);
@@ -1180,6 +1223,10 @@ cudaError_t launch_expand_dw_v8_hf(const Params& p, cudaStream_t stream, bool pd
                                                                                                            pdl);
             return launch_expand_dw_v8<48, KS, 2, 1, HF, false, false, true, DH, false, 0, false, true>(p, stream, pdl);
           }
+        if constexpr (DH && KS == 3)
+          if (kernel1_v8_static_rest<KS>(p) == 5)  // B0's 4.0
+            return launch_expand_dw_v8<48, KS, 2, 1, HF, false, false, true, DH, false, 0, false, false, 5>(p, stream,
+                                                                                                          pdl);
         return launch_expand_dw_v8<48, KS, 2, 1, HF, false, false, true, DH>(p, stream, pdl);
       }
     return launch_expand_dw_v8<48, KS, 2, 1, HF, false, false, false, DH>(p, stream, pdl);
@@ -1192,9 +1239,28 @@ cudaError_t launch_expand_dw_v8_hf(const Params& p, cudaStream_t stream, bool pd
     const auto tx_fits = [&](bool with_wg) {
       return kernel1_v8_tx(true, p.H, p.W, p.Wo, p.rows_per_tile, KS, 1, p.C_in, p.k_pad, 48, g, with_wg, DH);
     };
-    if (wg && aligned && tx_fits(true))
+    if (wg && aligned && tx_fits(true)) {
+      if constexpr (DH) {  // B0's 4.1-6.3 (kV8Static 6-8 at one image an item, 10 at two)
+        const int sh = kernel1_v8_static_rest<KS>(p);
+        if constexpr (KS == 3)
+          if (g == 1 && sh == 6)
+            return launch_expand_dw_v8<48, KS, 1, 1, HF, true, true, false, DH, false, 0, false, false, 6>(p, stream,
+                                                                                                         pdl);
+        if constexpr (KS == 5) {
+          if (g == 1 && sh == 7)
+            return launch_expand_dw_v8<48, KS, 1, 1, HF, true, true, false, DH, false, 0, false, false, 7>(p, stream,
+                                                                                                         pdl);
+          if (g == 1 && sh == 8)
+            return launch_expand_dw_v8<48, KS, 1, 1, HF, true, true, false, DH, false, 0, false, false, 8>(p, stream,
+                                                                                                         pdl);
+          if (g == 2 && sh == 10)
+            return launch_expand_dw_v8<48, KS, 1, 2, HF, true, true, false, DH, false, 0, false, false, 10>(p, stream,
+                                                                                                          pdl);
+        }
+      }
       return g == 2 ? launch_expand_dw_v8<48, KS, 1, 2, HF, true, true, false, DH>(p, stream, pdl)
                     : launch_expand_dw_v8<48, KS, 1, 1, HF, true, true, false, DH>(p, stream, pdl);
+    }
     if (tx && aligned && tx_fits(false))
       return g == 2 ? launch_expand_dw_v8<48, KS, 1, 2, HF, true, false, false, DH>(p, stream, pdl)
                     : launch_expand_dw_v8<48, KS, 1, 1, HF, true, false, false, DH>(p, stream, pdl);
