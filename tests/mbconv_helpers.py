@@ -265,6 +265,17 @@ def assert_bits_where_it_ran(got: torch.Tensor, base: torch.Tensor, names: str, 
         assert relative_error(got, base.double()) < 1e-4
 
 
+def check_switch_bitwise(monkeypatch, name: str, path: str, batch: int, switch: str, b0_kernels: dict[str, str],
+                         pattern: str, min_batch: int = 1) -> None:
+    """A kernel-1 switch that keeps the arithmetic, on block `path` of model `name` at `batch`: switched_against_float64
+    with `switch` = 1, the profiler naming b0_kernels[path] at B0's blocks listed there (from `min_batch` images), and
+    bit for bit the switch-off output where a kernel matching `pattern` ran (assert_bits_where_it_ran)."""
+    got, default, names, *_ = switched_against_float64(monkeypatch, name, path, batch, switch, "1")
+    if name == "efficientnet_b0" and path in b0_kernels and batch >= min_batch:
+        assert b0_kernels[path] in names, names[:600]
+    assert_bits_where_it_ran(got, default, names, pattern)
+
+
 def assert_loader_output_kept(got: torch.Tensor, base: torch.Tensor, path: str) -> None:
     """A projection loader switched on keeps the switch-off output: bit for bit (the same products in the same order),
     within 1e-4 at the blocks without an expand (features.1.*), whose kernel 1 (version 3's) pools with atomics, so that

@@ -92,20 +92,10 @@ B0_KERNELS = {"features.2.0": "expand_dw_v8_kernel_bcdhws<48, 3, 2, 1, false, 1>
 
 @on_every_distinct_block
 def test_every_shape_bit_for_bit(name, path, batch, monkeypatch):
-    from mbconv_helpers import assert_bits_where_it_ran, switched_against_float64
+    from mbconv_helpers import check_switch_bitwise
 
-    got, default, names, *_ = switched_against_float64(monkeypatch, name, path, batch, mb.K1_STATIC_SWITCH, "1")
-    if name == "efficientnet_b0" and path in B0_KERNELS:
-        assert B0_KERNELS[path] in names, names[:600]
-    assert_bits_where_it_ran(got, default, names, r"expand_dw_v8_kernel_\w+ws<")  # the same sums in the same order
-
-
-@pytest.mark.cuda
-def test_efficientnet_b0_with_it(monkeypatch):
-    """B0 through the check before timing (every fused block within 2x PyTorch fp16's error; none falls back)."""
-    from mbconv_helpers import check_fused_b0
-
-    check_fused_b0(monkeypatch, {mb.K1_STATIC_SWITCH: "1"}, {"StemMBConv": 1, "MBConv": 15}, 16)
+    # the same sums in the same order
+    check_switch_bitwise(monkeypatch, name, path, batch, mb.K1_STATIC_SWITCH, B0_KERNELS, r"expand_dw_v8_kernel_\w+ws<")
 
 
 # ---- GPU: the rest (CUDA_KERNELS_K1_STATIC_REST) ----
@@ -120,16 +110,17 @@ REST_KERNELS = {"features.4.0": "expand_dw_v8_kernel_bcdhs<48, 3, 2, 1, false, 5
 
 @on_every_distinct_block
 def test_the_rest_bit_for_bit(name, path, batch, monkeypatch):
-    from mbconv_helpers import assert_bits_where_it_ran, switched_against_float64
+    from mbconv_helpers import check_switch_bitwise
 
-    got, default, names, *_ = switched_against_float64(monkeypatch, name, path, batch, mb.K1_STATIC_REST_SWITCH, "1")
-    if name == "efficientnet_b0" and path in REST_KERNELS and batch > 1:  # (6.1 at batch 1: one image an item)
-        assert REST_KERNELS[path] in names, names[:600]
-    assert_bits_where_it_ran(got, default, names, r"expand_dw_v8_kernel_\w+dhs<")
+    # (from 2 images: 6.1 at batch 1 may run one image an item)
+    check_switch_bitwise(monkeypatch, name, path, batch, mb.K1_STATIC_REST_SWITCH, REST_KERNELS,
+                         r"expand_dw_v8_kernel_\w+dhs<", min_batch=2)
 
 
 @pytest.mark.cuda
-def test_efficientnet_b0_with_the_rest(monkeypatch):
+@pytest.mark.parametrize("switch", [mb.K1_STATIC_SWITCH, mb.K1_STATIC_REST_SWITCH], ids=["static", "rest"])
+def test_efficientnet_b0_with_it(switch, monkeypatch):
+    """B0 through the check before timing (every fused block within 2x PyTorch fp16's error; none falls back)."""
     from mbconv_helpers import check_fused_b0
 
-    check_fused_b0(monkeypatch, {mb.K1_STATIC_REST_SWITCH: "1"}, {"StemMBConv": 1, "MBConv": 15}, 16)
+    check_fused_b0(monkeypatch, {switch: "1"}, {"StemMBConv": 1, "MBConv": 15}, 16)
