@@ -869,10 +869,9 @@ __global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel_bcdhgw(
 }
 
 // Static shapes (CUDA_KERNELS_K1_STATIC, on by default in version 11 since session 26; NOTES.md "Session 26"): the
-// whole-unit kernels above
-// compiled for one input shape each, its sizes constants (a local copy of the parameters with those fields set),
-// so that every address, bound and division by them folds: B0's 2.0-3.1 at 224 x 224, where _dhurfw / _bcdhw /
-// _bcdhgw run. By static count 2.1's item loop goes from 1,810 to 1,360 SASS instructions and its 20 bytes of spills
+// whole-unit kernels above compiled for one input shape each, its sizes constants (a local copy of the parameters
+// with those fields set), so that every address, bound and division by them folds: B0's 2.0-3.1 at 224 x 224, where
+// _dhurfw / _bcdhw / _bcdhgw run. By static count 2.1's item loop goes from 1,810 to 1,360 SASS instructions and its 20 bytes of spills
 // go; the same arithmetic, so the same bits. N stays a launch value (any batch). kernel1_v8_static picks the entry
 // whose every field the launch's parameters match (0: none). Entries 5-10 are the rest of B0's version-8 kernels 1
 // (_bcdh / _bcdhg at stride 2, the wgmma _txdh at stride 1), behind CUDA_KERNELS_K1_STATIC_REST (off until measured).
@@ -1138,11 +1137,6 @@ inline bool kernel1_v8_all_whole(const Params& p, bool v11) {
   return (v != nullptr ? v[0] == '1' : v11) && p.Wo % OW == 0 && p.rows_per_tile % R == 0 &&
          p.Ho % p.rows_per_tile % R == 0 && p.hidden == p.hid_pad;
 }
-// CUDA_KERNELS_K1_STATIC=0|1 (read at every call; on by default in version 11 since session 26: kernel 1 2.0 158.3
-// -> 125.2 us, 2.1 93.3 -> 82.3, 3.0 87.3 -> 76.4, 3.1 68.7 -> 64.1, B0 -58.9 us; NOTES.md "Session 26"): where a
-// whole-unit kernel runs and the launch's shape is an entry of kV8Static (B0's 2.0-3.1 at 224 x 224), that kernel
-// compiled for the shape (expand_dw_v8_kernel_dhurfws / _bcdhws). Returns the entry, 0 where the switch is off or
-// none matches.
 template <int KS>
 inline int v8_static_entry(const Params& p) {  // the kV8Static entry of the launch's shape, 0 for none
   for (int i = 1; i < (int)(sizeof(kV8Static) / sizeof(kV8Static[0])); ++i) {
@@ -1155,6 +1149,11 @@ inline int v8_static_entry(const Params& p) {  // the kV8Static entry of the lau
   }
   return 0;
 }
+// CUDA_KERNELS_K1_STATIC=0|1 (read at every call; on by default in version 11 since session 26: kernel 1 2.0 158.3
+// -> 125.2 us, 2.1 93.3 -> 82.3, 3.0 87.3 -> 76.4, 3.1 68.7 -> 64.1, B0 -58.9 us; NOTES.md "Session 26"): where a
+// whole-unit kernel runs and the launch's shape is an entry of kV8Static (B0's 2.0-3.1 at 224 x 224), that kernel
+// compiled for the shape (expand_dw_v8_kernel_dhurfws / _bcdhws). Returns the entry, 0 where the switch is off or
+// none matches.
 template <int KS>
 inline int kernel1_v8_static(const Params& p, bool v11) {
   const char* v = kernel1_switch("CUDA_KERNELS_K1_STATIC");
