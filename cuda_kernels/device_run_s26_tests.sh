@@ -9,7 +9,7 @@ set -uo pipefail
 out=${1:?output folder}
 mkdir -p "$out"
 MBCONV_TEST_VERSIONS=11 LIMIT_S=560 bash cuda_kernels/device_run_all_tests.sh /tmp/s26_tests \
-  tests/test_mbconv_k1_u_reg.py tests/test_mbconv_k1_fastdiv.py tests/test_mbconv_k1_whole.py \
+  tests/test_mbconv_k1_static.py tests/test_mbconv_proj_static.py tests/test_mbconv_k1_u_reg.py tests/test_mbconv_k1_fastdiv.py tests/test_mbconv_k1_whole.py \
   tests/test_mbconv_k1_dh2.py tests/test_mbconv_v8.py tests/test_mbconv_v10.py tests/test_mbconv_v9.py \
   tests/test_mbconv_proj_wg.py tests/test_mbconv_proj_v9s.py \
   tests/test_mbconv_proj_v9b.py tests/test_mbconv_se_v5.py tests/test_mbconv_se_v4.py tests/test_mbconv_se_v3_pre.py \
