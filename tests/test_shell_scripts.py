@@ -83,3 +83,19 @@ kernel_ncu D K1 expand_dw CUDA_KERNELS_K1_DH2=1 features.2.1
                             "features.2.1")
     assert out[1] == ("lines|-m cuda_kernels.ncu_lines K1 CUDA_KERNELS_K1_DH2-1 D/k1_CUDA_KERNELS_K1_DH2-1.csv "
                       "expand_dw features.2.1")
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="no bash on this machine")
+def test_kernel_ncu_takes_the_cache_mode_and_metrics(tmp_path):
+    """device_lib.sh's kernel_ncu: NCU_CACHE=none keeps L2 between kernels (what a kernel leaves there for the next is
+    then seen), NCU_METRICS replaces the default metric list; unset, L2 is flushed and PROJ_METRICS are asked."""
+    script = f"""source {ROOT / 'cuda_kernels' / 'device_lib.sh'}
+step() {{ echo "$1|${{@:3}}"; }}
+python3() {{ :; }}
+log={tmp_path}/log.txt; ok=1
+kernel_ncu D PROJ project CUDA_KERNELS_A=1 features.2.1
+NCU_CACHE=none NCU_METRICS=dram__bytes_read.sum kernel_ncu D PROJ project CUDA_KERNELS_A=1 features.2.1
+"""
+    out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True).stdout.splitlines()
+    assert "--cache-control all " in out[0] and "--metrics gpu__time_duration.sum,launch__grid_size," in out[0]
+    assert "--cache-control none " in out[1] and "--metrics dram__bytes_read.sum --csv" in out[1]
