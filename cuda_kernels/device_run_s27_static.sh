@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Session 26's two static-shape switches in one call (~7 minutes; device_run_s27_rest.sh and device_run_s27_proj.sh
-# do each alone): CUDA_KERNELS_K1_STATIC_REST=1 (the rest of B0's kernel 1) and CUDA_KERNELS_PROJ_STATIC=1 (B0's
+# Session 26's two static-shape switches in one call (~7 minutes; device_run_switch.sh times either alone):
+# CUDA_KERNELS_K1_STATIC_REST=1 (the rest of B0's kernel 1) and CUDA_KERNELS_PROJ_STATIC=1 (B0's
 # projections), both off until measured (NOTES.md "Session 26", predictions there): both GPU test files, B0 under
 # each alone and both (b0_switches), kernel 1 under Nsight Compute (L2 flushed) at 4.0-6.1 with both off and on, then
 # the projections at 2.0-7.0 with PROJ_STATIC off and on. From the repository root:

@@ -389,9 +389,10 @@ constexpr WgStatic kWgStatic[] = {{0, 0, 0, 0},
                                   {7, 1152, 192, 1},    // 6: 6.1-6.3 (the split kernel)
                                   {7, 1152, 320, 0}};   // 7: 7.0 (two column tiles of 160)
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-template <int SH>
+template <int BN, int SH>
 __device__ __forceinline__ void wg_static_params(Params& p) {
   constexpr WgStatic sh = kWgStatic[SH];
+  static_assert(project_wg_bn(sh.C_out) == BN, "a static projection's column tile");
   p.Ho = p.Wo = sh.HW;
   p.hidden = p.hid_pad = sh.hidden;
   p.C_out = sh.C_out;
@@ -403,9 +404,8 @@ __global__ void __launch_bounds__(kProjWgThreads)
     project_wg_s_kernel(const Params p_in, const __grid_constant__ CUtensorMap tm_d,
                         const __grid_constant__ CUtensorMap tm_w) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  static_assert(project_wg_bn(kWgStatic[SH].C_out) == BN, "a static projection's column tile");
   Params p = p_in;
-  wg_static_params<SH>(p);
+  wg_static_params<BN, SH>(p);
   project_wg_body<BN, OPT, 1>(p, tm_d, tm_w);
 #endif
 }
@@ -414,9 +414,8 @@ __global__ void __launch_bounds__(2 * kProjWgThreads, BN <= 112 ? 2 : 1)
     project_wg_sks_kernel(const Params p_in, const __grid_constant__ CUtensorMap tm_d,
                           const __grid_constant__ CUtensorMap tm_w) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  static_assert(project_wg_bn(kWgStatic[SH].C_out) == BN, "a static projection's column tile");
   Params p = p_in;
-  wg_static_params<SH>(p);
+  wg_static_params<BN, SH>(p);
   project_wg_body<BN, kProjWgPrefetchX, 2>(p, tm_d, tm_w);
 #endif
 }
