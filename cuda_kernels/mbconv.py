@@ -170,8 +170,9 @@ K1_WHOLE_SWITCH = "CUDA_KERNELS_K1_WHOLE"
 # kV8Static's (B0's 2.0-3.1 at 224 x 224), that kernel compiled for the shape, its sizes constants
 # (expand_dw_v8_kernel_dhurfws / _bcdhws)
 K1_STATIC_SWITCH = "CUDA_KERNELS_K1_STATIC"
-# csrc/mbconv_v8.cuh kernel1_v8_static_rest: "1" (off until measured, session 26): the same for the rest of B0's
-# version-8 kernels 1 (kV8Static 5-10: 4.0-6.3; expand_dw_v8_kernel_bcdhs / _txdhs)
+# csrc/mbconv_v8.cuh kernel1_v8_static_rest: "0" / "1" (on by default in version 11 since session 27: 4.1's kernel 1
+# 36.1 -> 31.7 us, B0 -49.1 us): the same for the rest of B0's version-8 kernels 1 (kV8Static 5-10: 4.0-6.3;
+# expand_dw_v8_kernel_bcdhs / _txdhs)
 K1_STATIC_REST_SWITCH = "CUDA_KERNELS_K1_STATIC_REST"
 # an experiment switch, read at every launch (rows_override): "HxWkKsS=R[,...]" caps kernel 1's output rows per band
 # at R for inputs of H x W with a k x k depthwise at stride S (e.g. "28x28k5s1=7": B0's 3.1 in 4 bands of 7 instead

@@ -1159,13 +1159,14 @@ inline int kernel1_v8_static(const Params& p, bool v11) {
   const char* v = kernel1_switch("CUDA_KERNELS_K1_STATIC");
   return (v != nullptr ? v[0] == '1' : v11) ? v8_static_entry<KS>(p) : 0;
 }
-// CUDA_KERNELS_K1_STATIC_REST=0|1 (read at every call; off until measured, NOTES.md "Session 26"): the same for the
-// rest of B0's version-8 kernels 1, whose units are not all whole (kV8Static 5-10: 4.0-6.3; expand_dw_v8_kernel_bcdhs /
-// _txdhs). By static count 4.1's item loop 2,072 -> 1,492 SASS instructions, 5.1's 1,892 -> 1,506.
+// CUDA_KERNELS_K1_STATIC_REST=0|1 (read at every call; on by default in version 11 since session 27: kernel 1 4.0
+// 37.7 -> 32.4 us, 4.1 36.1 -> 31.7, 5.1 61.9 -> 56.5, 6.0 56.3 -> 51.0, B0 -49.1 us; NOTES.md "Session 27"): the
+// same for the rest of B0's version-8 kernels 1, whose units are not all whole (kV8Static 5-10: 4.0-6.3;
+// expand_dw_v8_kernel_bcdhs / _txdhs).
 template <int KS>
-inline int kernel1_v8_static_rest(const Params& p) {
+inline int kernel1_v8_static_rest(const Params& p, bool v11) {
   const char* v = kernel1_switch("CUDA_KERNELS_K1_STATIC_REST");
-  return v != nullptr && v[0] == '1' ? v8_static_entry<KS>(p) : 0;
+  return (v != nullptr ? v[0] == '1' : v11) ? v8_static_entry<KS>(p) : 0;
 }
 inline bool sm90a_build() {  // the extension defines BF_SM90A where it builds for sm_90a (cuda_kernels/_build.py)
 #ifdef BF_SM90A
@@ -1205,7 +1206,7 @@ cudaError_t launch_expand_dw_v8_hf(const Params& p, cudaStream_t stream, bool pd
         if constexpr (DH && KS == 5)  // (k = 3: 2.0's and 4.0's bands would not grow; it spilled 8 bytes there)
           if (kernel1_v8_tg_requested(v11)) {
             if (!kernel1_v8_all_whole<KS, 2>(p, v11)) {
-              if (kernel1_v8_static_rest<KS>(p) == 9)  // B0's 6.0
+              if (kernel1_v8_static_rest<KS>(p, v11) == 9)  // B0's 6.0
                 return launch_expand_dw_v8<48, KS, 2, 1, HF, false, false, true, DH, true, 0, false, false, 9>(
                     p, stream, pdl);
               return launch_expand_dw_v8<48, KS, 2, 1, HF, false, false, true, DH, true>(p, stream, pdl);
@@ -1223,7 +1224,7 @@ cudaError_t launch_expand_dw_v8_hf(const Params& p, cudaStream_t stream, bool pd
             return launch_expand_dw_v8<48, KS, 2, 1, HF, false, false, true, DH, false, 0, false, true>(p, stream, pdl);
           }
         if constexpr (DH && KS == 3)
-          if (kernel1_v8_static_rest<KS>(p) == 5)  // B0's 4.0
+          if (kernel1_v8_static_rest<KS>(p, v11) == 5)  // B0's 4.0
             return launch_expand_dw_v8<48, KS, 2, 1, HF, false, false, true, DH, false, 0, false, false, 5>(p, stream,
                                                                                                           pdl);
         return launch_expand_dw_v8<48, KS, 2, 1, HF, false, false, true, DH>(p, stream, pdl);
@@ -1240,7 +1241,7 @@ cudaError_t launch_expand_dw_v8_hf(const Params& p, cudaStream_t stream, bool pd
     };
     if (wg && aligned && tx_fits(true)) {
       if constexpr (DH) {  // B0's 4.1-6.3 (kV8Static 6-8 at one image an item, 10 at two)
-        const int sh = kernel1_v8_static_rest<KS>(p);
+        const int sh = kernel1_v8_static_rest<KS>(p, v11);
         if constexpr (KS == 3)
           if (g == 1 && sh == 6)
             return launch_expand_dw_v8<48, KS, 1, 1, HF, true, true, false, DH, false, 0, false, false, 6>(p, stream,
