@@ -208,10 +208,6 @@ PROJ_V9_SS_SWITCH = "CUDA_KERNELS_PROJ_V9_SS"
 # csrc/mbconv_v3.cu project_v9sx_requested: "1" (off: neutral in session 20): project_v9s with the shortcut's 16 rows
 # of each task staged too (project_v9sx_kernel)
 PROJ_V9_SX_SWITCH = "CUDA_KERNELS_PROJ_V9_SX"
-# csrc/mbconv_v3.cu project_v9_static, csrc/mbconv_proj_wg.cu project_wg_static: "1" (off until measured, session 26):
-# B0's projections compiled for their shapes, their sizes constants (kV9Static: project_v9ss_kernel at 2.0-3.1;
-# kWgStatic: project_wg_s_kernel / project_wg_sks_kernel at 4.0-7.0)
-PROJ_STATIC_SWITCH = "CUDA_KERNELS_PROJ_STATIC"
 # csrc/mbconv_v3.cu project_v9sr_requested: "1" (measured in session 21, off: 2.1 40.9 -> 43.0 us): project_v9s with the
 # shortcut's values loaded into registers one task ahead (project_v9sr_kernel), at blocks with a shortcut
 PROJ_V9_RX_SWITCH = "CUDA_KERNELS_PROJ_V9_RX"

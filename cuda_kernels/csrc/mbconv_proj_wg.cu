@@ -372,54 +372,6 @@ __global__ void __launch_bounds__(2 * kProjWgThreads)
 #endif
 }
 
-// project_wg_kernel<BN, 9> and project_wg_sk_kernel compiled for one block shape (CUDA_KERNELS_PROJ_STATIC=1, off
-// until measured; NOTES.md "Session 26"; project_v9s's the same in mbconv_v3.cu): a local copy of the parameters with
-// the block's sizes as constants, so that the hidden chunk loop's trip count and every row and image index fold
-// (B0's 4.1: tile loop 945 -> 745 static SASS instructions, chunk loop 345 -> 300). The same products in the same
-// order: the same bits. N stays a launch value.
-struct WgStatic {
-  int HW, hidden, C_out, residual;  // output H = W, hidden, C_out, whether the shortcut is added
-};
-constexpr WgStatic kWgStatic[] = {{0, 0, 0, 0},
-                                  {14, 240, 80, 0},     // 1: B0's 4.0
-                                  {14, 480, 80, 1},     // 2: 4.1, 4.2
-                                  {14, 480, 112, 0},    // 3: 5.0
-                                  {14, 672, 112, 1},    // 4: 5.1, 5.2
-                                  {7, 672, 192, 0},     // 5: 6.0 (the split kernel)
-                                  {7, 1152, 192, 1},    // 6: 6.1-6.3 (the split kernel)
-                                  {7, 1152, 320, 0}};   // 7: 7.0 (two column tiles of 160)
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-template <int BN, int SH>
-__device__ __forceinline__ void wg_static_params(Params& p) {
-  constexpr WgStatic sh = kWgStatic[SH];
-  static_assert(project_wg_bn(sh.C_out) == BN, "a static projection's column tile");
-  p.Ho = p.Wo = sh.HW;
-  p.hidden = p.hid_pad = sh.hidden;
-  p.C_out = sh.C_out;
-  p.residual = sh.residual;
-}
-#endif
-template <int BN, int OPT, int SH>
-__global__ void __launch_bounds__(kProjWgThreads)
-    project_wg_s_kernel(const Params p_in, const __grid_constant__ CUtensorMap tm_d,
-                        const __grid_constant__ CUtensorMap tm_w) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  Params p = p_in;
-  wg_static_params<BN, SH>(p);
-  project_wg_body<BN, OPT, 1>(p, tm_d, tm_w);
-#endif
-}
-template <int BN, int SH>
-__global__ void __launch_bounds__(2 * kProjWgThreads, BN <= 112 ? 2 : 1)
-    project_wg_sks_kernel(const Params p_in, const __grid_constant__ CUtensorMap tm_d,
-                          const __grid_constant__ CUtensorMap tm_w) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  Params p = p_in;
-  wg_static_params<BN, SH>(p);
-  project_wg_body<BN, kProjWgPrefetchX, 2>(p, tm_d, tm_w);
-#endif
-}
-
 // One launcher for the three kernels: persistent (project_wg_kernel, project_wg_m2_kernel: at most as many CTAs as
 // fit at once, each looping over row tiles of `rows`) or one row tile per CTA (project_wg_sk_kernel, whose reduction
 // reuses the stages).
@@ -508,56 +460,9 @@ bool project_wg_m128() {  // CUDA_KERNELS_PROJ_WG_M128=1 (read at every call; of
   return v != nullptr && std::strcmp(v, "1") == 0;
 }
 
-// CUDA_KERNELS_PROJ_STATIC=1 (read at every call; off until measured): the kWgStatic entry of p's shape, 0 where off or
-// none matches.
-int project_wg_static(const Params& p) {
-  const char* v = std::getenv("CUDA_KERNELS_PROJ_STATIC");
-  if (v == nullptr || std::strcmp(v, "1") != 0) return 0;
-  for (int i = 1; i < (int)(sizeof(kWgStatic) / sizeof(kWgStatic[0])); ++i) {
-    const WgStatic& s = kWgStatic[i];
-    if (p.Ho == s.HW && p.Wo == s.HW && p.hidden == s.hidden && p.hid_pad == s.hidden && p.C_out == s.C_out &&
-        (p.residual != 0) == (s.residual != 0))
-      return i;
-  }
-  return 0;
-}
-
-// The static kernel of entry sh where its column tile is BN (entries 5-6 split, the rest persistent at OPT 9); null
-// where none applies.
-template <int BN, int SH = 1>
-cudaError_t launch_project_wg_static(const Params& p, cudaStream_t stream, bool pdl, int sh, bool split, int opt,
-                                     bool& launched) {
-  if constexpr (SH < (int)(sizeof(kWgStatic) / sizeof(kWgStatic[0]))) {
-    if constexpr (project_wg_bn(kWgStatic[SH].C_out) == BN) {
-      if (sh == SH && split) {
-        static DeviceSlots slots;
-        static bool sm90[kMaxDevices] = {};
-        launched = true;
-        return launch_wg(project_wg_sks_kernel<BN, SH>, slots, sm90, BN, project_wg_smem_bytes(BN, 2),
-                         2 * kProjWgThreads, false, p, stream, pdl);
-      }
-      if (sh == SH && opt == 9) {
-        static DeviceSlots slots;
-        static bool sm90[kMaxDevices] = {};
-        launched = true;
-        return launch_wg(project_wg_s_kernel<BN, 9, SH>, slots, sm90, BN, project_wg_smem_bytes(BN, 1, 1, 9),
-                         kProjWgThreads, true, p, stream, pdl);
-      }
-    }
-    return launch_project_wg_static<BN, SH + 1>(p, stream, pdl, sh, split, opt, launched);
-  }
-  return cudaSuccess;
-}
-
 template <int BN>
 cudaError_t launch_project_wg_bn(const Params& p, cudaStream_t stream, bool pdl) {
-  const bool split = project_wg_split(p, BN);
-  if (const int sh = project_wg_static(p); sh > 0 && !project_wg_m128()) {
-    bool launched = false;
-    const cudaError_t err = launch_project_wg_static<BN>(p, stream, pdl, sh, split, project_wg_opt(), launched);
-    if (launched) return err;
-  }
-  if (split) return launch_project_wg_sk<BN>(p, stream, pdl);
+  if (project_wg_split(p, BN)) return launch_project_wg_sk<BN>(p, stream, pdl);
   if (project_wg_m128()) return launch_project_wg_m2<BN>(p, stream, pdl);
   switch (project_wg_opt()) {
     case 1: return launch_project_wg_opt<BN, 1>(p, stream, pdl);

@@ -733,33 +733,6 @@ __global__ void __launch_bounds__(kProjV9Threads) project_v9sr_kernel(const Para
   project_v9t_body<NT, false, true, false, true>(p);
 }
 
-// project_v9s compiled for one block shape (CUDA_KERNELS_PROJ_STATIC=1, off until measured; NOTES.md "Session 26"), as
-// kernel 1's kV8Static: a local copy of the parameters with the block's sizes set as constants, so that the unit loop
-// over hidden / 16 unrolls and every row, column and image index by them folds (B0's 2.1: the task loop 657 -> 369
-// static SASS instructions). The same products in the same order: the same bits. N stays a launch value.
-struct V9Static {
-  int HW, hidden, C_out, residual;  // output H = W, hidden, C_out, whether the shortcut is added
-};
-constexpr V9Static kV9Static[] = {{0, 0, 0, 0},
-                                  {56, 96, 24, 0},    // 1: B0's 2.0
-                                  {56, 144, 24, 1},   // 2: 2.1
-                                  {28, 144, 40, 0},   // 3: 3.0
-                                  {28, 240, 40, 1}};  // 4: 3.1
-__host__ __device__ constexpr int v9_static_k_pad(int hidden) { return round_up(hidden, kProjectBK); }
-
-template <int NT, int SH>
-__global__ void __launch_bounds__(kProjV9Threads) project_v9ss_kernel(const Params p_in) {
-  constexpr V9Static sh = kV9Static[SH];
-  static_assert(sh.C_out == 8 * NT, "a static projection's C_out");
-  Params p = p_in;
-  p.Ho = p.Wo = sh.HW;
-  p.hidden = p.hid_pad = sh.hidden;
-  p.hk_pad = v9_static_k_pad(sh.hidden);
-  p.C_out = sh.C_out;
-  p.residual = sh.residual;
-  project_v9t_body<NT, false, true>(p);
-}
-
 // One block per image: pool, FC1 -> SiLU, FC2 -> sigmoid. Shared memory: pooled [hid_pad],
 // squeezed [sq rounded to 4], then 32 rows of W2 per FC2 warp ([fc2_warps][32 * sq]).
 // PRE (se_v3p_kernel, CUDA_KERNELS_SE_V3_PRE on unless "0", since session 22): W1 [sq][hidden] and W2 [hidden][sq]
@@ -985,26 +958,6 @@ cudaError_t launch_project_v9s_nt(const Params& p, cudaStream_t stream, bool pdl
                    pdl);
 }
 
-// CUDA_KERNELS_PROJ_STATIC=1 (off until measured): the kV9Static entry of p's shape, 0 where off or none matches.
-int project_v9_static(const Params& p) {
-  const char* v = std::getenv("CUDA_KERNELS_PROJ_STATIC");
-  if (v == nullptr || std::strcmp(v, "1") != 0) return 0;
-  for (int i = 1; i < (int)(sizeof(kV9Static) / sizeof(kV9Static[0])); ++i) {
-    const V9Static& s = kV9Static[i];
-    if (p.Ho == s.HW && p.Wo == s.HW && p.hidden == s.hidden && p.hid_pad == s.hidden &&
-        p.hk_pad == v9_static_k_pad(s.hidden) && p.C_out == s.C_out && (p.residual != 0) == (s.residual != 0))
-      return i;
-  }
-  return 0;
-}
-
-template <int NT, int SH>
-cudaError_t launch_project_v9ss_nt(const Params& p, cudaStream_t stream, bool pdl) {
-  static DeviceSlots slots;
-  return launch_v9(project_v9ss_kernel<NT, SH>, slots, project_v9t_smem_bytes(p.hidden, p.C_out, false, true), p,
-                   stream, pdl);
-}
-
 // project_v9s unless CUDA_KERNELS_PROJ_V9_SS=0 (default since session 20: B0 1.685 -> 1.635 ms in s20 call 3), where
 // its tasks lie in one image each and its shared memory fits.
 bool project_v9s_runs(const Params& p) {
@@ -1024,15 +977,6 @@ cudaError_t launch_project_v9_nt(const Params& p, cudaStream_t stream, bool pdl)
     if (!bulk && project_v9s_runs(p)) {
       if (project_v9sx_requested()) return launch_project_v9s_nt<NT, true>(p, stream, pdl);
       if (project_v9sr_requested() && p.residual) return launch_project_v9sr_nt<NT>(p, stream, pdl);
-      const int sh = project_v9_static(p);
-      if constexpr (NT == 3) {
-        if (sh == 1) return launch_project_v9ss_nt<NT, 1>(p, stream, pdl);
-        if (sh == 2) return launch_project_v9ss_nt<NT, 2>(p, stream, pdl);
-      }
-      if constexpr (NT == 5) {
-        if (sh == 3) return launch_project_v9ss_nt<NT, 3>(p, stream, pdl);
-        if (sh == 4) return launch_project_v9ss_nt<NT, 4>(p, stream, pdl);
-      }
       return launch_project_v9s_nt<NT, false>(p, stream, pdl);
     }
     return bulk ? launch_project_v9t_nt<NT, true>(p, stream, pdl) : launch_project_v9t_nt<NT, false>(p, stream, pdl);
