@@ -8,6 +8,17 @@
 #   a function `left` (seconds left in the script's own budget), if the script defines one, caps each step's
 #   limit, and a step with less than 5 s left does not run (exit 124).
 # find_cuobjdump                prints a cuobjdump to use: the one on PATH, else triton's bundled copy.
+# file_share LEFT FILES_LEFT    the seconds one test file of device_run_all_tests.sh gets: LEFT less a 20-s reserve
+#                               for each file after it (twice a fair share, the rule until session 25, stopped 10 of
+#                               22 files mid-way when the first files were short: s25 call 2), and never less than
+#                               FILE_MIN_S (90 s) or LEFT: with 20 s each, 12 files under a 400-s limit all timed out
+#                               in pytest's start-up (s27 call 3); better that the first files finish.
+file_share() {  # seconds left, files left (this one included)
+  local share=$(( $1 - 20 * ($2 - 1) )) min=${FILE_MIN_S:-90}
+  (( min > $1 )) && min=$1
+  (( share < min )) && share=$min
+  echo "$share"
+}
 step() {  # name, seconds, command...
   local name="${STEP_PREFIX:-}$1" limit=$2 rc; shift 2
   if declare -F left > /dev/null; then

@@ -99,3 +99,14 @@ NCU_CACHE=none NCU_METRICS=dram__bytes_read.sum kernel_ncu D PROJ project CUDA_K
     out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True).stdout.splitlines()
     assert "--cache-control all " in out[0] and "--metrics gpu__time_duration.sum,launch__grid_size," in out[0]
     assert "--cache-control none " in out[1] and "--metrics dram__bytes_read.sum --csv" in out[1]
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="no bash on this machine")
+def test_file_share_lets_the_first_files_finish():
+    """device_lib.sh's file_share: the time left less 20 s for each later file, but at least 90 s (FILE_MIN_S) or all
+    that is left."""
+    script = f"""source {ROOT / 'cuda_kernels' / 'device_lib.sh'}
+file_share 560 5; file_share 256 12; file_share 60 3; FILE_MIN_S=30 file_share 256 12
+"""
+    out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True).stdout.split()
+    assert out == [str(560 - 20 * 4), "90", "60", "36"]
