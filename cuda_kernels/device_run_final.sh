@@ -2,7 +2,7 @@
 # A session's last call (session 24's, generalised in session 25): the GPU tests named (pytest arguments: the new
 # defaults' own), EfficientNet-B0 against torch.compile default and max-autotune-no-cudagraphs in one run, and the
 # per-block table at 2.1 / 3.1 / 4.1 in the same call. From the repository root, with the autotuning timings unpacked
-# (tar xzf examples/measurements/mbconv/s26/call3/auto/autotune_timings.tgz -C .) and carry: [".inductor_cache"]
+# (tar xzf examples/measurements/mbconv/s27/call2/auto/autotune_timings.tgz -C .) and carry: [".inductor_cache"]
 # (~9.5 minutes):
 #   timeout 590 bash cuda_kernels/device_run_final.sh OUTDIR [PYTEST_ARGS...]
 # (session 24: tests/test_mbconv_k1_tma_x.py tests/test_mbconv_k1_dh2.py -k "the_wgmma_expand or stage_5"; the tests
