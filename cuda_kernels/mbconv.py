@@ -211,6 +211,9 @@ PROJ_V9_SX_SWITCH = "CUDA_KERNELS_PROJ_V9_SX"
 # csrc/mbconv_v3.cu project_v9sr_requested: "1" (measured in session 21, off: 2.1 40.9 -> 43.0 us): project_v9s with the
 # shortcut's values loaded into registers one task ahead (project_v9sr_kernel), at blocks with a shortcut
 PROJ_V9_RX_SWITCH = "CUDA_KERNELS_PROJ_V9_RX"
+# csrc/mbconv_v3.cu project_v9s1_requested: "1" (off until measured, session 27): project_v9s with one task slot a
+# warp (project_v9s1_kernel) where two slots leave room for one CTA an SM and one slot for two (project_v9s1_applies)
+PROJ_V9_S1_SWITCH = "CUDA_KERNELS_PROJ_V9_S1"
 
 
 def u_bytes_v8(k_pad: int, chunk: int, wg: bool) -> int:
@@ -305,6 +308,23 @@ def project_v9s_applies(hidden: int, c_out: int, hw: int, staged_shortcut: bool 
     (staged_shortcut: a block with a shortcut under CUDA_KERNELS_PROJ_V9_SX=1)."""
     return (project_v9_applies(hidden, c_out) and hw % 16 == 0
             and project_v9t_smem_bytes(hidden, c_out, staged=True, residual=staged_shortcut) <= PROJECT_V9S_MAX_SMEM)
+
+
+SM_SHARED_BYTES = 228 * 1024  # an sm_90 SM's shared memory, of which each CTA takes 1 KB more than it asks for
+
+
+def project_v9s1_smem_bytes(hidden: int, c_out: int) -> int:
+    """Shared memory of project_v9s with one task slot a warp (csrc/mbconv_v3.cu project_v9s1_smem_bytes): V, each
+    warp's 16 rows of D and its fp32 scale row."""
+    return project_v9_smem_bytes(hidden, c_out) + PROJECT_V9_WARPS * (16 * hidden * 2 + hidden * 4)
+
+
+def project_v9s1_applies(hidden: int, c_out: int, hw: int) -> bool:
+    """Where CUDA_KERNELS_PROJ_V9_S1=1 runs project_v9s1 (csrc/mbconv_v3.cu project_v9s1_requested): project_v9s runs,
+    its two slots a warp leave room for one CTA an SM, and one slot a warp for two."""
+    per_cta = SM_SHARED_BYTES // 2 - 1024
+    return (project_v9s_applies(hidden, c_out, hw) and project_v9t_smem_bytes(hidden, c_out, staged=True) > per_cta
+            and project_v9s1_smem_bytes(hidden, c_out) <= per_cta)
 
 
 def project_v9_runs_ring(hidden: int, c_out: int, hw: int) -> bool:
