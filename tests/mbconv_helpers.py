@@ -49,6 +49,19 @@ def mbconv_shapes(name: str) -> dict[str, tuple[int, int, int]]:
     return shapes
 
 
+def folded_params(name: str, path: str) -> mb.MBConvParams:
+    """The MBConvParams of model `name`'s block `path`, BN folded (on the CPU)."""
+    return mb.block_params(fold_batchnorm(block_of(name, path)))
+
+
+def block_widths(name: str, path: str) -> tuple[int, int, int]:
+    """(hidden, C_out, output H x W) of model `name`'s block `path`: what the projections' rules read."""
+    params = folded_params(name, path)
+    _, h, w = mbconv_shapes(name)[path]
+    stride = params.stride
+    return params.hidden, params.out_channels, -(-h // stride) * -(-w // stride)
+
+
 def distinct_blocks():
     """(model, path) of each distinct MBConv configuration (and input size) of B0 and B2."""
     seen, cases = set(), []

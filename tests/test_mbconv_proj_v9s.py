@@ -17,24 +17,9 @@ import pytest
 
 import cuda_kernels
 from cuda_kernels import mbconv as mb
-from mbconv_helpers import DISTINCT, mbconv_shapes
+from mbconv_helpers import DISTINCT, block_widths, folded_params
 
 SOURCE = (Path(cuda_kernels.__file__).resolve().parent / "csrc" / "mbconv_v3.cu").read_text()
-
-
-def folded_params(name: str, path: str):
-    from mbconv_helpers import block_of
-    from perfmodel.zoo import fold_batchnorm
-
-    return mb.block_params(fold_batchnorm(block_of(name, path)))
-
-
-def block_widths(name: str, path: str) -> tuple[int, int, int]:
-    """(hidden, C_out, output H x W) of model `name`'s block `path`."""
-    params = folded_params(name, path)
-    _, h, w = mbconv_shapes(name)[path]
-    stride = params.stride
-    return params.hidden, params.out_channels, -(-h // stride) * -(-w // stride)
 
 
 STAGED_BLOCKS = [(name, path) for name, path in DISTINCT if mb.project_v9s_applies(*block_widths(name, path))]

@@ -16,8 +16,7 @@ import pytest
 
 import cuda_kernels
 from cuda_kernels import mbconv as mb
-from mbconv_helpers import DISTINCT, on_every_distinct_block
-from test_mbconv_proj_v9s import block_widths
+from mbconv_helpers import DISTINCT, block_widths, on_every_distinct_block
 
 SOURCE = (Path(cuda_kernels.__file__).resolve().parent / "csrc" / "mbconv_v3.cu").read_text()
 
