@@ -10,6 +10,7 @@
 set -uo pipefail
 out=${1:?output folder}
 ablation="CUDA_KERNELS_ABLATE=se;CUDA_KERNELS_ABLATE=project;CUDA_KERNELS_ABLATE=kernel1"
+tests="tests/test_mbconv_proj_v9s1.py tests/test_mbconv_split.py"
 SWITCH_BUDGET=300 NCU_LABEL=PROJ KERNEL_REGEX=project EXTRA_VARIANTS=$ablation \
-  bash cuda_kernels/device_run_switch.sh "$out" S1 CUDA_KERNELS_PROJ_V9_S1=1 "tests/test_mbconv_proj_v9s1.py tests/test_mbconv_split.py" features.3.1 features.2.1
+  bash cuda_kernels/device_run_switch.sh "$out" S1 CUDA_KERNELS_PROJ_V9_S1=1 "$tests" features.3.1 features.2.1
 bash cuda_kernels/device_run_s28_split.sh "$out/split"
