@@ -29,9 +29,19 @@ from mbconv_helpers import on_every_distinct_block
 SOURCE = (Path(cuda_kernels.__file__).resolve().parent / "csrc" / "mbconv_v8.cuh").read_text()
 
 
-def _table() -> list[tuple[int, ...]]:
+def _table() -> list[tuple]:
+    """kV8Static's entries after the empty one: (H, W, ks, stride, C_in, k_pad, hidden, rows, route name)."""
     body = SOURCE.split("constexpr V8Static kV8Static[] = {")[1].split("};")[0]
-    return [tuple(int(v) for v in m.split(",")) for m in re.findall(r"\{([\d, ]+)\}", body)][1:]
+    return [tuple(int(v) for v in m[0].split(",")) + (m[1],) for m in re.findall(r"\{([\d, ]+), (kV8Route\w+)\}", body)]
+
+
+# the route each B0 block takes in version 11 (launch_expand_dw_v8_hf): stride 2 on the bias-in-C kernels (_bcdh,
+# whole units at 2.0 and 3.0, where 56 and 28 output columns are multiples of 2 and the bands of whole segments),
+# stride 1 on U in registers where the units are whole (2.1, 3.1: 56 and 28 columns, multiples of 4) and on the TMA
+# X with the wgmma expand at 14 x 14 and 7 x 7 (two 7 x 7 images an item)
+ROUTES = {"2.0": "kV8RouteBcWhole", "2.1": "kV8RouteUrWhole", "3.0": "kV8RouteBcWhole", "3.1": "kV8RouteUrWhole",
+          "4.0": "kV8RouteBc", "4.1": "kV8RouteTx1", "5.0": "kV8RouteTx1", "5.1": "kV8RouteTx1", "6.0": "kV8RouteBc",
+          "6.1": "kV8RouteTx2"}
 
 
 def test_the_table_is_b0s_version_8_blocks():
@@ -54,7 +64,7 @@ def test_the_table_is_b0s_version_8_blocks():
         ks, s = block[1][0].kernel_size[0], block[1][0].stride[0]
         k_pad = -(-c_in // 16) * 16
         rows = mb.band_rows(h, h, ks, s, k_pad, 48, True, 11, c_in, mb.kernel1_taps_global(11, s, ks))
-        assert _table().index((h, h, ks, s, c_in, k_pad, hidden, rows)) == list(want).index(path), path
+        assert _table().index((h, h, ks, s, c_in, k_pad, hidden, rows, ROUTES[path])) == list(want).index(path), path
     assert len(_table()) == 10
 
 
@@ -64,11 +74,16 @@ def test_the_switches_and_the_matcher():
   return (v != nullptr ? v[0] == '1' : v11) ? v8_static_entry<KS>(p) : 0;""" in SOURCE
     assert """  const char* v = kernel1_switch("CUDA_KERNELS_K1_STATIC_REST");
   return (v != nullptr ? v[0] == '1' : v11) ? v8_static_entry<KS>(p) : 0;""" in SOURCE
-    # the whole-unit routes take entries 1-4, the rest 5-10, each at its k, stride and images an item
-    for entry in ("sh == 2", "sh == 4", "kernel1_v8_static<KS>(p, v11) == 3", "kernel1_v8_static<KS>(p, v11) == 1",
-                  "kernel1_v8_static_rest<KS>(p, v11) == 9", "kernel1_v8_static_rest<KS>(p, v11) == 5", "g == 1 && sh == 6",
-                  "g == 1 && sh == 7", "g == 1 && sh == 8", "g == 2 && sh == 10"):
-        assert entry in SOURCE, entry
+    # each route launches the entries tagged with it (and no other), the whole-unit routes under STATIC, the rest
+    # under STATIC_REST, the wgmma routes at their images an item
+    assert "if constexpr (e.route == ROUTE && e.ks == KS && (KPAD == 0 || e.k_pad == KPAD))" in SOURCE
+    for route, count in (("launch_v8_static<kV8RouteUrWhole, KS, 16 * UR>(kernel1_v8_static<KS>(p, v11)", 1),
+                         ("launch_v8_static<kV8RouteBcWhole, KS>(kernel1_v8_static<KS>(p, v11)", 2),
+                         ("launch_v8_static<kV8RouteBc, KS>(kernel1_v8_static_rest<KS>(p, v11)", 2),
+                         ("const int sh = kernel1_v8_static_rest<KS>(p, v11);", 1),
+                         ("g == 1 && launch_v8_static<kV8RouteTx1, KS>(sh", 1),
+                         ("g == 2 && launch_v8_static<kV8RouteTx2, KS>(sh", 1)):
+        assert SOURCE.count(route) == count, route
     # every field the static kernel sets is compared with the launch's
     for field in ("s.ks == KS", "p.H == s.H", "p.W == s.W", "p.stride == s.stride", "p.ksize == KS", "p.pad == KS / 2", "p.Ho == out",
                   "p.Wo == out", "p.C_in == s.C_in", "p.k_pad == s.k_pad", "p.hidden == s.hidden",

@@ -871,24 +871,41 @@ __global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel_bcdhgw(
 // Static shapes (CUDA_KERNELS_K1_STATIC, on by default in version 11 since session 26; NOTES.md "Session 26"): the
 // whole-unit kernels above compiled for one input shape each, its sizes constants (a local copy of the parameters
 // with those fields set), so that every address, bound and division by them folds: B0's 2.0-3.1 at 224 x 224, where
-// _dhurfw / _bcdhw / _bcdhgw run. By static count 2.1's item loop goes from 1,810 to 1,360 SASS instructions and its 20 bytes of spills
-// go; the same arithmetic, so the same bits. N stays a launch value (any batch). kernel1_v8_static picks the entry
-// whose every field the launch's parameters match (0: none). Entries 5-10 are the rest of B0's version-8 kernels 1
-// (_bcdh / _bcdhg at stride 2, the wgmma _txdh at stride 1), behind CUDA_KERNELS_K1_STATIC_REST (off until measured).
-struct V8Static {
-  int H, W, ks, stride, C_in, k_pad, hidden, rows;  // input, depthwise k and stride, channels, padded k, band rows
+// _dhurfw / _bcdhw / _bcdhgw run. By static count 2.1's item loop goes from 1,810 to 1,360 SASS instructions and its
+// 20 bytes of spills go; the same arithmetic, so the same bits. N stays a launch value (any batch). kernel1_v8_static
+// picks the entry whose every field the launch's parameters match (0: none). Entries 5-10 are the rest of B0's
+// version-8 kernels 1 (_bcdh / _bcdhg at stride 2, the wgmma _txdh at stride 1), behind CUDA_KERNELS_K1_STATIC_REST
+// (on by default since session 27). Other models' entries follow B0's where the extension is built with
+// CUDA_KERNELS_STATIC_MODELS (cuda_kernels/static_shapes.py computes them and their routes, _build.py writes them).
+// The route an entry's launch takes in version 11 at its defaults (launch_expand_dw_v8_hf), which names the static
+// kernel it is compiled as; each route's launcher instantiates its entries only (launch_v8_static).
+enum V8Route : int {
+  kV8RouteUrWhole = 1,  // stride 1, U's fragments in registers, whole units: _dhurfws (UR = k_pad / 16)
+  kV8RouteBcWhole,      // stride 2, whole units: _bcdhws (k = 5: the taps from global memory)
+  kV8RouteBc,           // stride 2: _bcdhs (k = 5: the taps from global memory)
+  kV8RouteTx1,          // stride 1, X by the TMA and the wgmma expand, one image an item: _txdhs
+  kV8RouteTx2,          // ... two images an item
 };
-constexpr V8Static kV8Static[] = {{0, 0, 0, 0, 0, 0, 0, 0},
-                                  {112, 112, 3, 2, 16, 16, 96, 2},    // 1: B0's 2.0 (_bcdhw)
-                                  {56, 56, 3, 1, 24, 32, 144, 8},     // 2: 2.1 (_dhurfw)
-                                  {56, 56, 5, 2, 24, 32, 144, 4},     // 3: 3.0 (_bcdhgw)
-                                  {28, 28, 5, 1, 40, 48, 240, 10},    // 4: 3.1 (_dhurfw)
-                                  {28, 28, 3, 2, 40, 48, 240, 7},     // 5: 4.0 (_bcdh)
-                                  {14, 14, 3, 1, 80, 80, 480, 14},    // 6: 4.1, 4.2 (_txdh, one image an item)
-                                  {14, 14, 5, 1, 80, 80, 480, 14},    // 7: 5.0 (_txdh)
-                                  {14, 14, 5, 1, 112, 112, 672, 14},  // 8: 5.1, 5.2 (_txdh)
-                                  {14, 14, 5, 2, 112, 112, 672, 7},   // 9: 6.0 (_bcdhg)
-                                  {7, 7, 5, 1, 192, 192, 1152, 7}};   // 10: 6.1-6.3 (_txdh, two images an item)
+struct V8Static {
+  int H, W, ks, stride, C_in, k_pad, hidden, rows, route;  // input, depthwise k and stride, channels, padded k, band
+                                                           // rows, V8Route
+};
+constexpr V8Static kV8Static[] = {{0, 0, 0, 0, 0, 0, 0, 0, 0},
+                                  {112, 112, 3, 2, 16, 16, 96, 2, kV8RouteBcWhole},    // 1: B0's 2.0 (_bcdhw)
+                                  {56, 56, 3, 1, 24, 32, 144, 8, kV8RouteUrWhole},     // 2: 2.1 (_dhurfw)
+                                  {56, 56, 5, 2, 24, 32, 144, 4, kV8RouteBcWhole},     // 3: 3.0 (_bcdhgw)
+                                  {28, 28, 5, 1, 40, 48, 240, 10, kV8RouteUrWhole},    // 4: 3.1 (_dhurfw)
+                                  {28, 28, 3, 2, 40, 48, 240, 7, kV8RouteBc},          // 5: 4.0 (_bcdh)
+                                  {14, 14, 3, 1, 80, 80, 480, 14, kV8RouteTx1},        // 6: 4.1, 4.2 (_txdh)
+                                  {14, 14, 5, 1, 80, 80, 480, 14, kV8RouteTx1},        // 7: 5.0 (_txdh)
+                                  {14, 14, 5, 1, 112, 112, 672, 14, kV8RouteTx1},      // 8: 5.1, 5.2 (_txdh)
+                                  {14, 14, 5, 2, 112, 112, 672, 7, kV8RouteBc},        // 9: 6.0 (_bcdhg)
+                                  {7, 7, 5, 1, 192, 192, 1152, 7, kV8RouteTx2}         // 10: 6.1-6.3 (_txdh)
+#ifdef MB_V8_STATIC_MORE  // other models' shapes: CUDA_KERNELS_STATIC_MODELS (cuda_kernels/static_shapes.py)
+#include <mbconv_v8_static_more.h>
+#endif
+};
+constexpr int kV8StaticCount = (int)(sizeof(kV8Static) / sizeof(kV8Static[0]));
 __host__ __device__ constexpr int v8_static_out(int h, int ks, int s) { return (h + 2 * (ks / 2) - ks) / s + 1; }
 
 template <int KS, int SH>
@@ -1139,7 +1156,7 @@ inline bool kernel1_v8_all_whole(const Params& p, bool v11) {
 }
 template <int KS>
 inline int v8_static_entry(const Params& p) {  // the kV8Static entry of the launch's shape, 0 for none
-  for (int i = 1; i < (int)(sizeof(kV8Static) / sizeof(kV8Static[0])); ++i) {
+  for (int i = 1; i < kV8StaticCount; ++i) {
     const V8Static& s = kV8Static[i];
     const int out = v8_static_out(s.H, KS, s.stride);
     if (s.ks == KS && p.H == s.H && p.W == s.W && p.stride == s.stride && p.ksize == KS && p.pad == KS / 2 &&
@@ -1168,6 +1185,23 @@ inline int kernel1_v8_static_rest(const Params& p, bool v11) {
   const char* v = kernel1_switch("CUDA_KERNELS_K1_STATIC_REST");
   return (v != nullptr ? v[0] == '1' : v11) ? v8_static_entry<KS>(p) : 0;
 }
+// Where entry sh of kV8Static belongs to route ROUTE at depthwise k KS (and, KPAD > 0, that padded C_in: the
+// U-in-registers kernels' k16 steps), err = launch(std::integral_constant<int, sh>) and true; false for any other sh.
+// Only the route's entries are instantiated.
+template <int ROUTE, int KS, int KPAD = 0, int SH = 1, typename Launch>
+bool launch_v8_static(int sh, const Launch& launch, cudaError_t& err) {
+  if constexpr (SH < kV8StaticCount) {
+    constexpr V8Static e = kV8Static[SH];
+    if constexpr (e.route == ROUTE && e.ks == KS && (KPAD == 0 || e.k_pad == KPAD))
+      if (sh == SH) {
+        err = launch(std::integral_constant<int, SH>{});
+        return true;
+      }
+    return launch_v8_static<ROUTE, KS, KPAD, SH + 1>(sh, launch, err);
+  } else {
+    return false;
+  }
+}
 inline bool sm90a_build() {  // the extension defines BF_SM90A where it builds for sm_90a (cuda_kernels/_build.py)
 #ifdef BF_SM90A
   return true;
@@ -1184,13 +1218,12 @@ cudaError_t launch_expand_dw_v8_ur(const Params& p, cudaStream_t stream, bool pd
   if (!kernel1_v8_fd_requested(p, v11))
     return launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, true, false, UR>(p, stream, pdl);
   if (kernel1_v8_all_whole<KS, 1>(p, v11)) {
-    const int sh = kernel1_v8_static<KS>(p, v11);
-    if constexpr (KS == 3)
-      if (sh == 2) return launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, true, false, UR, true, true, 2>(
-                       p, stream, pdl);
-    if constexpr (KS == 5)
-      if (sh == 4) return launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, true, false, UR, true, true, 4>(
-                       p, stream, pdl);
+    cudaError_t err;
+    if (launch_v8_static<kV8RouteUrWhole, KS, 16 * UR>(kernel1_v8_static<KS>(p, v11), [&](auto sh) {
+          return launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, true, false, UR, true, true,
+                                     decltype(sh)::value>(p, stream, pdl);
+        }, err))
+      return err;
     return launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, true, false, UR, true, true>(p, stream, pdl);
   }
   return launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, true, false, UR, true>(p, stream, pdl);
@@ -1205,28 +1238,38 @@ cudaError_t launch_expand_dw_v8_hf(const Params& p, cudaStream_t stream, bool pd
       if (kernel1_v8_bc_requested()) {
         if constexpr (DH && KS == 5)  // (k = 3: 2.0's and 4.0's bands would not grow; it spilled 8 bytes there)
           if (kernel1_v8_tg_requested(v11)) {
+            cudaError_t err;
             if (!kernel1_v8_all_whole<KS, 2>(p, v11)) {
-              if (kernel1_v8_static_rest<KS>(p, v11) == 9)  // B0's 6.0
-                return launch_expand_dw_v8<48, KS, 2, 1, HF, false, false, true, DH, true, 0, false, false, 9>(
-                    p, stream, pdl);
+              if (launch_v8_static<kV8RouteBc, KS>(kernel1_v8_static_rest<KS>(p, v11), [&](auto sh) {  // B0's 6.0
+                    return launch_expand_dw_v8<48, KS, 2, 1, HF, false, false, true, DH, true, 0, false, false,
+                                               decltype(sh)::value>(p, stream, pdl);
+                  }, err))
+                return err;
               return launch_expand_dw_v8<48, KS, 2, 1, HF, false, false, true, DH, true>(p, stream, pdl);
             }
-            if (kernel1_v8_static<KS>(p, v11) == 3)
-              return launch_expand_dw_v8<48, KS, 2, 1, HF, false, false, true, DH, true, 0, false, true, 3>(p, stream,
-                                                                                                          pdl);
+            if (launch_v8_static<kV8RouteBcWhole, KS>(kernel1_v8_static<KS>(p, v11), [&](auto sh) {  // B0's 3.0
+                  return launch_expand_dw_v8<48, KS, 2, 1, HF, false, false, true, DH, true, 0, false, true,
+                                             decltype(sh)::value>(p, stream, pdl);
+                }, err))
+              return err;
             return launch_expand_dw_v8<48, KS, 2, 1, HF, false, false, true, DH, true, 0, false, true>(p, stream, pdl);
           }
-        if constexpr (DH && KS == 3)
+        if constexpr (DH && KS == 3) {
+          cudaError_t err;
           if (kernel1_v8_all_whole<KS, 2>(p, v11)) {
-            if (kernel1_v8_static<KS>(p, v11) == 1)
-              return launch_expand_dw_v8<48, KS, 2, 1, HF, false, false, true, DH, false, 0, false, true, 1>(p, stream,
-                                                                                                           pdl);
+            if (launch_v8_static<kV8RouteBcWhole, KS>(kernel1_v8_static<KS>(p, v11), [&](auto sh) {  // B0's 2.0
+                  return launch_expand_dw_v8<48, KS, 2, 1, HF, false, false, true, DH, false, 0, false, true,
+                                             decltype(sh)::value>(p, stream, pdl);
+                }, err))
+              return err;
             return launch_expand_dw_v8<48, KS, 2, 1, HF, false, false, true, DH, false, 0, false, true>(p, stream, pdl);
           }
-        if constexpr (DH && KS == 3)
-          if (kernel1_v8_static_rest<KS>(p, v11) == 5)  // B0's 4.0
-            return launch_expand_dw_v8<48, KS, 2, 1, HF, false, false, true, DH, false, 0, false, false, 5>(p, stream,
-                                                                                                          pdl);
+          if (launch_v8_static<kV8RouteBc, KS>(kernel1_v8_static_rest<KS>(p, v11), [&](auto sh) {  // B0's 4.0
+                return launch_expand_dw_v8<48, KS, 2, 1, HF, false, false, true, DH, false, 0, false, false,
+                                           decltype(sh)::value>(p, stream, pdl);
+              }, err))
+            return err;
+        }
         return launch_expand_dw_v8<48, KS, 2, 1, HF, false, false, true, DH>(p, stream, pdl);
       }
     return launch_expand_dw_v8<48, KS, 2, 1, HF, false, false, false, DH>(p, stream, pdl);
@@ -1240,23 +1283,19 @@ cudaError_t launch_expand_dw_v8_hf(const Params& p, cudaStream_t stream, bool pd
       return kernel1_v8_tx(true, p.H, p.W, p.Wo, p.rows_per_tile, KS, 1, p.C_in, p.k_pad, 48, g, with_wg, DH);
     };
     if (wg && aligned && tx_fits(true)) {
-      if constexpr (DH) {  // B0's 4.1-6.3 (kV8Static 6-8 at one image an item, 10 at two)
+      if constexpr (DH) {  // B0's 4.1-6.3 (one image an item at 4.1-5.2, two at 6.1-6.3)
         const int sh = kernel1_v8_static_rest<KS>(p, v11);
-        if constexpr (KS == 3)
-          if (g == 1 && sh == 6)
-            return launch_expand_dw_v8<48, KS, 1, 1, HF, true, true, false, DH, false, 0, false, false, 6>(p, stream,
-                                                                                                         pdl);
-        if constexpr (KS == 5) {
-          if (g == 1 && sh == 7)
-            return launch_expand_dw_v8<48, KS, 1, 1, HF, true, true, false, DH, false, 0, false, false, 7>(p, stream,
-                                                                                                         pdl);
-          if (g == 1 && sh == 8)
-            return launch_expand_dw_v8<48, KS, 1, 1, HF, true, true, false, DH, false, 0, false, false, 8>(p, stream,
-                                                                                                         pdl);
-          if (g == 2 && sh == 10)
-            return launch_expand_dw_v8<48, KS, 1, 2, HF, true, true, false, DH, false, 0, false, false, 10>(p, stream,
-                                                                                                          pdl);
-        }
+        cudaError_t err;
+        if (g == 1 && launch_v8_static<kV8RouteTx1, KS>(sh, [&](auto e) {
+              return launch_expand_dw_v8<48, KS, 1, 1, HF, true, true, false, DH, false, 0, false, false,
+                                         decltype(e)::value>(p, stream, pdl);
+            }, err))
+          return err;
+        if (g == 2 && launch_v8_static<kV8RouteTx2, KS>(sh, [&](auto e) {
+              return launch_expand_dw_v8<48, KS, 1, 2, HF, true, true, false, DH, false, 0, false, false,
+                                         decltype(e)::value>(p, stream, pdl);
+            }, err))
+          return err;
       }
       return g == 2 ? launch_expand_dw_v8<48, KS, 1, 2, HF, true, true, false, DH>(p, stream, pdl)
                     : launch_expand_dw_v8<48, KS, 1, 1, HF, true, true, false, DH>(p, stream, pdl);
