@@ -47,13 +47,15 @@ def gencode_flags(arches: list[str]) -> list[str]:
     return flags
 
 
-def _load(prefix: str, sources: tuple[str, ...], verbose: bool):
-    """Build (cached on disk by torch, per name) and import one extension from csrc/ sources."""
+def _load(prefix: str, sources: tuple[str, ...], verbose: bool, defines: tuple[str, ...] = (),
+          includes: tuple[str, ...] = ()):
+    """Build (cached on disk by torch, per name) and import one extension from csrc/ sources; `defines` (-D) and
+    `includes` (-I, searched after csrc/) for the CUDA sources."""
     from torch.utils.cpp_extension import load
 
     arches = arch_list()
     name = prefix + "_" + "_".join(a.replace(".", "") for a in arches)
-    cuda_flags = ["-O3", "-std=c++17", "-lineinfo", *gencode_flags(arches)]
+    cuda_flags = ["-O3", "-std=c++17", "-lineinfo", *gencode_flags(arches), *(f"-D{d}" for d in defines)]
     cflags = ["-O3"]
     if "9.0" in arches:  # the bindings' and the launchers' (mbconv_v8.cuh sm90a_build) word that wgmma is built
         cflags.append("-DBF_SM90A")
@@ -65,7 +67,7 @@ def _load(prefix: str, sources: tuple[str, ...], verbose: bool):
         sources=[str(CSRC / s) for s in sources],
         extra_cflags=cflags,
         extra_cuda_cflags=cuda_flags,
-        extra_include_paths=[str(CSRC)],
+        extra_include_paths=[str(CSRC), *includes],
         verbose=verbose,
     )
 
@@ -80,7 +82,31 @@ def load_extension(verbose: bool = False):
 def load_mbconv_extension(verbose: bool = False):
     """The fused MBConv kernels (csrc/mbconv*), a separate extension: a build error there
     leaves the FFN/ConvFirst extension untouched."""
-    return _load("perfmodel_mbconv", tuple(MBCONV_SOURCES), verbose)
+    from cuda_kernels import static_shapes
+
+    models = static_shapes.requested_models()
+    if not models:
+        return _load("perfmodel_mbconv", tuple(MBCONV_SOURCES), verbose)
+    tag, folder = static_header(models)
+    return _load(f"perfmodel_mbconv_s{tag}", tuple(MBCONV_SOURCES), verbose, ("MB_V8_STATIC_MORE",), (str(folder),))
+
+
+def static_header(models: list[str]) -> tuple[str, Path]:
+    """Write kernel 1's static entries for `models` that the source's table lacks (static_shapes.more_entries) as
+    mbconv_v8_static_more.h in a folder named by their hash under the extensions' build root: (hash, folder). The
+    hash names the build too, so that each table has its own."""
+    import hashlib
+
+    from torch.utils.cpp_extension import get_default_build_root
+
+    from cuda_kernels import static_shapes
+
+    text = static_shapes.header(static_shapes.more_entries(models, static_shapes.listed_entries()))
+    tag = hashlib.sha1(text.encode()).hexdigest()[:10]
+    folder = Path(os.environ.get("TORCH_EXTENSIONS_DIR") or get_default_build_root()) / f"perfmodel_static_{tag}"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "mbconv_v8_static_more.h").write_text(text)
+    return tag, folder
 
 
 CONVFIRST_S2_SOURCES = ["convfirst_s2_bindings.cpp", "convfirst_s2.cu"]

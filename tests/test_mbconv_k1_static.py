@@ -17,10 +17,12 @@ test. GPU (@pytest.mark.cuda): every distinct B0 / B2 block at batches 1, 5, 128
 for bit the switch-off output where a static kernel ran, the profiler naming one at B0's 2.0, 2.1, 3.0 and 3.1; B0
 end to end."""
 
+import os
 import re
 from pathlib import Path
 
 import pytest
+import torch
 
 import cuda_kernels
 from cuda_kernels import mbconv as mb
@@ -140,3 +142,47 @@ def test_efficientnet_b0_with_it(switch, monkeypatch):
     from mbconv_helpers import check_fused_b0
 
     check_fused_b0(monkeypatch, {switch: "1"}, {"StemMBConv": 1, "MBConv": 15}, 16)
+
+
+# ---- GPU: other models' entries (CUDA_KERNELS_STATIC_MODELS; cuda_kernels/static_shapes.py) ----
+
+def _b2_static_paths() -> list[str]:
+    """B2's distinct blocks that static_shapes gives an entry (the launcher then runs a static kernel there)."""
+    from cuda_kernels import static_shapes as ss
+    from mbconv_helpers import DISTINCT, folded_params, mbconv_shapes
+
+    paths = []
+    for name, path in DISTINCT:
+        if name != "efficientnet_b2":
+            continue
+        p = folded_params(name, path)
+        c_in, h, w = mbconv_shapes(name)[path]
+        if ss.route(h, w, p.kernel_size, p.stride, c_in, p.hidden)[0] is not None:
+            paths.append(path)
+    return paths
+
+
+def test_b2_has_static_blocks():
+    assert len(_b2_static_paths()) == 8  # static_shapes' B2 entries (test_static_shapes.test_b2_entries), one block each
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif("efficientnet_b2" not in os.environ.get("CUDA_KERNELS_STATIC_MODELS", ""),
+                    reason="the extension holds B0's static shapes only unless built with CUDA_KERNELS_STATIC_MODELS")
+@pytest.mark.parametrize("batch", [1, 5, 128])
+@pytest.mark.parametrize("path", _b2_static_paths())
+def test_b2_static_kernels(path, batch, monkeypatch):
+    """With B2's entries built in: against float64 (poisoned output), a static kernel 1 named by the profiler, bit for
+    bit the launch-value kernels' output (both static switches off)."""
+    from mbconv_helpers import block_prepared, check_shape, run_profiled
+
+    check_shape("efficientnet_b2", path, batch, 11)
+    params, weights, x = block_prepared("efficientnet_b2", path, batch)
+    monkeypatch.setenv(mb.K1_STATIC_SWITCH, "0")
+    monkeypatch.setenv(mb.K1_STATIC_REST_SWITCH, "0")
+    base = mb.mbconv(x, params, weights, version=11)
+    monkeypatch.delenv(mb.K1_STATIC_SWITCH)
+    monkeypatch.delenv(mb.K1_STATIC_REST_SWITCH)
+    got, names = run_profiled(x, params, weights, base, 11)
+    assert re.search(r"expand_dw_v8_kernel_\w+s<", names), names[:600]
+    assert torch.equal(got, base)
