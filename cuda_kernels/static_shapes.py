@@ -44,13 +44,14 @@ class V8Static:
 
 def all_whole(ks: int, stride: int, out: int, rows: int, hidden: int, hid_pad: int) -> bool:
     """Whether every depthwise unit of the launch is whole (csrc/mbconv_v8.cuh kernel1_v8_all_whole): column groups of
-    OW outputs fill the row (4 at stride 1, 2 at stride 2: DwTile), segments of R rows fill every band (v8_segment_rows),
-    the channels are all real."""
+    OW outputs fill the row (4 at stride 1, 2 at stride 2: DwTile), segments of R rows fill every band
+    (v8_segment_rows), the channels are all real."""
     ow, r = (4 if stride == 1 else 2), mb.v8_segment_rows(ks, stride)
     return out % ow == 0 and rows % r == 0 and out % rows % r == 0 and hidden == hid_pad
 
 
-def route(h: int, w: int, ks: int, stride: int, c_in: int, hidden: int, batch: int = BATCH) -> tuple[V8Static | None, str]:
+def route(h: int, w: int, ks: int, stride: int, c_in: int, hidden: int,
+          batch: int = BATCH) -> tuple[V8Static | None, str]:
     """The kV8Static entry of a block's kernel 1 at version 11's defaults, or None and why not (an expand ratio of 1,
     chunks of 32, version 3's kernel 1, or a route without static kernels)."""
     chunk = mb.chunk_for(hidden)
