@@ -33,7 +33,8 @@ def test_the_switch_is_on_unless_0_and_asks_the_geometry():
                   "expand_dw_v8_kernel_bcdhw<HC, KS, S, G>"):
         assert f"return {entry};" in SOURCE
     assert "  if (kernel1_v8_all_whole<KS, 1>(p, v11))" in SOURCE  # _dhurf (launch_expand_dw_v8_ur) at k = 3 and 5
-    assert """        if constexpr (DH && KS == 3)
+    assert """        if constexpr (DH && KS == 3) {
+          cudaError_t err;
           if (kernel1_v8_all_whole<KS, 2>(p, v11)) {""" in SOURCE  # _bcdh at k = 3 (2.0)
     assert "            return launch_expand_dw_v8<48, KS, 2, 1, HF, false, false, true, DH, false, 0, false, true>(p, stream, pdl);" \
         in SOURCE
