@@ -79,21 +79,9 @@ def stream_overlap(kernels: list[tuple[float, float, int]]) -> dict:
 
 def profiled_kernels(fn) -> list[tuple[float, float, int]]:
     """(start, end, stream) in microseconds of every GPU kernel of one call of `fn` (torch.profiler's trace)."""
-    import os
-    import tempfile
+    from perfmodel.kernel_trace import trace_events
 
-    from torch.profiler import ProfilerActivity, profile
-
-    from perfmodel.kernel_trace import read_trace
-
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        fn()
-        torch.cuda.synchronize()
-    with tempfile.TemporaryDirectory() as tmp:
-        trace = os.path.join(tmp, "trace.json")
-        prof.export_chrome_trace(trace)
-        events = read_trace(trace)
-    return [(e["ts"], e["ts"] + e["dur"], e.get("args", {}).get("stream", 0)) for e in events
+    return [(e["ts"], e["ts"] + e["dur"], e.get("args", {}).get("stream", 0)) for e in trace_events(fn, cpu=False)
             if e.get("cat") == "kernel"]
 
 

@@ -120,22 +120,30 @@ def read_trace(path: str | Path) -> list[dict]:
     return data["traceEvents"] if isinstance(data, dict) else data
 
 
-def profile_kernels(model, fn, iterations: int = 3, keep_trace: str | Path | None = None):
-    """Run `fn` `iterations` times under torch.profiler with module ranges around `model`'s
-    forwards (None: no ranges, e.g. a compiled model) and return `attribute_kernels` rows.
-    `keep_trace` saves the filtered trace (the events `attribute_kernels` reads), gzipped."""
+def trace_events(fn, iterations: int = 1, cpu: bool = True) -> list[dict]:
+    """Run `fn` `iterations` times under torch.profiler (CPU and CUDA activity, or CUDA only) and return the
+    events of its exported Chrome trace."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    ranges = module_ranges(model) if model is not None else contextlib.nullcontext()
-    with ranges, profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+    activities = [ProfilerActivity.CPU, ProfilerActivity.CUDA] if cpu else [ProfilerActivity.CUDA]
+    with profile(activities=activities) as prof:
         for _ in range(iterations):
             fn()
         torch.cuda.synchronize()
     with tempfile.TemporaryDirectory() as tmp:
         trace = os.path.join(tmp, "trace.json")
         prof.export_chrome_trace(trace)
-        events = read_trace(trace)
+        return read_trace(trace)
+
+
+def profile_kernels(model, fn, iterations: int = 3, keep_trace: str | Path | None = None):
+    """Run `fn` `iterations` times under torch.profiler with module ranges around `model`'s
+    forwards (None: no ranges, e.g. a compiled model) and return `attribute_kernels` rows.
+    `keep_trace` saves the filtered trace (the events `attribute_kernels` reads), gzipped."""
+    ranges = module_ranges(model) if model is not None else contextlib.nullcontext()
+    with ranges:
+        events = trace_events(fn, iterations)
     if keep_trace:
         keep = [e for e in events if e.get("cat") in GPU_CATEGORIES + LAUNCH_CATEGORIES
                 or (e.get("cat") == "user_annotation" and e.get("name", "").startswith(MODULE_TAG))]
