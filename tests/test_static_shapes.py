@@ -70,3 +70,24 @@ def test_the_build_writes_one_header_per_table(monkeypatch, tmp_path):
     assert text.count("\n, {") == 8 and "{36, 36, 5, 1, 48, 48, 288, 8, kV8RouteUrWhole}" in text
     assert static_header(["efficientnet_b2"])[0] == tag  # the same table, the same build
     assert static_header(["efficientnet_b0"])[0] != tag  # nothing to add: another (empty) table
+
+
+def test_each_reason_a_route_gives_none():
+    # B2's 2.1: 72 x 72 at k 3, bands of 6 rows against segments of 4; its 4.1: C_in 88 (k_pad 96), dense X rows
+    assert ss.route(72, 72, 3, 1, 24, 144) == (None, "U in registers, but not every depthwise unit is whole")
+    assert ss.route(18, 18, 3, 1, 88, 528)[1] == "bulk-copied X at k_pad 96: U in registers takes 32 (k 3) or 48 (k 5)"
+    # B0's 2.1 at a batch of 16,384: 3 chunks x 16,384 images x 7 bands = 344,064 items, 344,064^2 >= 2^31
+    assert ss.route(56, 56, 3, 1, 24, 144, batch=16384)[1] == \
+        "U in registers, but 344064 items at batch 16384 are too many for the multiplies"
+    assert ss.route(56, 56, 3, 1, 24, 144, batch=128)[0].route == "kV8RouteUrWhole"
+
+
+def test_the_command_line(capsys):
+    assert ss.main(["efficientnet_b0"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 16  # B0's 16 MBConv blocks
+    assert lines[0].split()[:2] == ["features.1.0", "-"]
+    assert lines[2].split()[:2] == ["features.2.1", "UrWhole"] and lines[2].endswith("in the source's table")
+    with pytest.raises(SystemExit) as exc:
+        ss.main(["resnet_x"])
+    assert exc.value.code == 2 and "'resnet_x' is not a torchvision" in capsys.readouterr().err
