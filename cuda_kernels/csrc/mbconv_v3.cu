@@ -604,13 +604,16 @@ __device__ __forceinline__ void project_v9t_body(const Params& p) {
   __half* b_s = reinterpret_cast<__half*>(smem9);
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
   const int ldb = project_v9_ldb(p.hidden), task_halves = 16 * p.hidden;
-  __half* mine = reinterpret_cast<__half*>(smem9 + project_v9_smem_bytes(p.hidden, p.C_out)) + warp * SLOTS * task_halves;
+  __half* mine =
+      reinterpret_cast<__half*>(smem9 + project_v9_smem_bytes(p.hidden, p.C_out)) + warp * SLOTS * task_halves;
   // BULK: the warp's two mbarriers, after every warp's ring
   const uint32_t bars = smem_addr(smem9 + project_v9t_smem_bytes(p.hidden, p.C_out)) + warp * 16;
   // SS: the warp's two scale rows, after every warp's ring (where BULK's mbarriers would be)
-  float* scales = SLOTS == 2 ? reinterpret_cast<float*>(smem9 + project_v9t_smem_bytes(p.hidden, p.C_out)) + warp * 2 * p.hidden
-                             : reinterpret_cast<float*>(smem9 + project_v9_smem_bytes(p.hidden, p.C_out) +
-                                                        kProjV9Warps * task_halves * 2) + warp * p.hidden;
+  // (SLOTS = 1: the one scale row a warp after the warps' single slots)
+  float* scales =
+      SLOTS == 2 ? reinterpret_cast<float*>(smem9 + project_v9t_smem_bytes(p.hidden, p.C_out)) + warp * 2 * p.hidden
+                 : reinterpret_cast<float*>(smem9 + project_v9_smem_bytes(p.hidden, p.C_out) +
+                                            kProjV9Warps * task_halves * 2) + warp * p.hidden;
   // SS with a shortcut: the warp's two slots of 16 rows of x, after every warp's scale rows
   __half* res_s = reinterpret_cast<__half*>(smem9 + project_v9t_smem_bytes(p.hidden, p.C_out, false, true)) +
                   warp * 2 * 16 * p.C_out;
@@ -971,7 +974,7 @@ cudaError_t launch_project_v9sr_nt(const Params& p, cudaStream_t stream, bool pd
 
 // CUDA_KERNELS_PROJ_V9_S1=1 (read at every call; off until measured, NOTES.md "Session 27"): project_v9s with one
 // task slot a warp (project_v9s1_kernel) where two slots leave room for one CTA an SM and one slot for two (B0's 3.1:
-// 160,000 -> 88,320 bytes): twice the warps an SM to hide each warp's chain of copy, MMAs and epilogue.
+// 160,000 -> 90,880 bytes): twice the warps an SM to hide each warp's chain of copy, MMAs and epilogue.
 bool project_v9s1_requested(const Params& p) {
   const char* v = std::getenv("CUDA_KERNELS_PROJ_V9_S1");
   constexpr int kSmPerCta = 228 * 1024 / 2 - 1024;  // two CTAs an SM (1 KB a CTA reserved)
