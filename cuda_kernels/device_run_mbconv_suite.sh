@@ -15,7 +15,7 @@ MBCONV_TEST_VERSIONS=11 LIMIT_S=${LIMIT_S:-560} bash cuda_kernels/device_run_all
   tests/test_mbconv_k1_u_reg.py tests/test_mbconv_k1_fastdiv.py tests/test_mbconv_k1_dh2.py tests/test_mbconv_v10.py \
   tests/test_mbconv_v9.py tests/test_mbconv_proj_wg.py tests/test_mbconv_proj_v9s.py tests/test_mbconv_proj_v9b.py \
   tests/test_mbconv_v7.py tests/test_mbconv_hfma2.py tests/test_mbconv_k1_tma_x.py tests/test_mbconv_k1_bias_c.py \
-  tests/test_mbconv_arch.py tests/test_mbconv_split.py tests/test_mbconv_k1_static.py tests/test_mbconv_kernels.py \
+  tests/test_mbconv_arch.py tests/test_mbconv_split.py tests/test_mbconv_k1_image_major.py tests/test_mbconv_k1_static.py tests/test_mbconv_kernels.py \
   tests/test_mbconv_v8.py tests/test_mbconv_k1_whole.py > "$out/log.txt" 2>&1
 cp /tmp/suite/summary.txt "$out/" 2>/dev/null
 tar czf "$out/logs.tgz" -C /tmp/suite . 2>/dev/null
