@@ -3,7 +3,8 @@
 # warp (CUDA_KERNELS_PROJ_V9_S1=1: its GPU tests, B0 with and without it, the projections at 3.1 and 2.1 under Nsight
 # Compute off and on) with, in the same B0 process, kernel 1's image-major items (CUDA_KERNELS_K1_IMAGE_MAJOR=1, its
 # GPU tests too) and B0's ablation under the session-27 defaults (what kernel 1, the SE and the projections cost on the
-# critical path now), then the batch split into chunks on two streams (device_run_s28_split.sh). From the repository root:
+# critical path now), then the batch split into chunks on two streams (device_run_s28_split.sh). From the repository
+# root:
 #   timeout 590 bash cuda_kernels/device_run_s28_first.sh OUTDIR
 # Files: OUTDIR/log.txt and OUTDIR/s1.tgz (device_run_switch.sh's), OUTDIR/split/ (log.txt, split.json). Last lines
 # S1_OK=1|0 and SPLIT_OK=1|0.
