@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Part of session 28's first call (device_run_s28_first.sh runs it; ~3 minutes alone): does a block's batch in chunks on two streams let the GPU overlap chunk i's SE
-# and projection with chunk i + 1's kernel 1 (NOTES.md "Session 27", prediction there)? The GPU tests of the split
+# Part of session 28's first call (device_run_s28_first.sh runs it; ~3 minutes alone): does a block's batch in chunks
+# on two streams let the GPU overlap chunk i's SE and projection with chunk i + 1's kernel 1 (NOTES.md "Session 27",
+# prediction there)? The GPU tests of the split
 # (bit for bit the whole batch's output), then cuda_kernels/mbconv_split.py at B0's 2.1, 3.1, 4.1 and 5.1 in 2 and 4
 # chunks, one stream and two. From the repository root:
 #   timeout 300 bash cuda_kernels/device_run_s28_split.sh OUTDIR
