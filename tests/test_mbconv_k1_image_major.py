@@ -51,7 +51,10 @@ def test_the_switch_and_the_route():
     assert mb.K1_IMAGE_MAJOR_SWITCH == "CUDA_KERNELS_K1_IMAGE_MAJOR"
     assert """  const char* v = kernel1_switch("CUDA_KERNELS_K1_IMAGE_MAJOR");
   return v != nullptr && v[0] == '1';""" in SOURCE
-    assert "if (kernel1_v8_im_requested()) return launch_expand_dw_v8_tx_im<KS>(p, stream, pdl, g, v11);" in SOURCE
+    assert """        return kernel1_v8_im_requested() ? launch_expand_dw_v8_txdh<KS, true>(p, stream, pdl, g, v11)
+                                         : launch_expand_dw_v8_txdh<KS, false>(p, stream, pdl, g, v11);""" in SOURCE
+    assert "decltype(e)::value, IM>(p, stream, pdl);" in SOURCE  # the static entries' twins, and the rest's
+    assert "launch_expand_dw_v8<48, KS, 1, 2, true, true, true, false, true, false, 0, false, false, 0, IM>(" in SOURCE
     # the walk: grid-stride from blockIdx.x, image-major decode, no halo carried between a CTA's items
     assert "const int i_begin = IM ? (int)blockIdx.x : (int)((long long)blockIdx.x * total / gridDim.x);" in SOURCE
     assert "auto next_item = [&](int i) { return IM ? i + (int)gridDim.x : i + 1; };" in SOURCE

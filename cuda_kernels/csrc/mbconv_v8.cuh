@@ -1274,25 +1274,26 @@ inline bool kernel1_v8_im_requested() {
   const char* v = kernel1_switch("CUDA_KERNELS_K1_IMAGE_MAJOR");
   return v != nullptr && v[0] == '1';
 }
-// The wgmma _txdh route (version 11's packed-fp16 epilogue) with image-major items: the static kernel of the launch's
-// kV8Static entry where STATIC_REST has one (g images an item), else the launch-value kernel.
-template <int KS>
-cudaError_t launch_expand_dw_v8_tx_im(const Params& p, cudaStream_t stream, bool pdl, int g, bool v11) {
+// The wgmma _txdh route (version 11's packed-fp16 epilogue; B0's 4.1-6.3, one image an item at 4.1-5.2, two at
+// 6.1-6.3): the static kernel of the launch's kV8Static entry where STATIC_REST has one, else the launch-value kernel;
+// IM: their image-major twins (CUDA_KERNELS_K1_IMAGE_MAJOR).
+template <int KS, bool IM>
+cudaError_t launch_expand_dw_v8_txdh(const Params& p, cudaStream_t stream, bool pdl, int g, bool v11) {
   const int sh = kernel1_v8_static_rest<KS>(p, v11);
   cudaError_t err;
   if (g == 1 && launch_v8_static<kV8RouteTx1, KS>(sh, [&](auto e) {
         return launch_expand_dw_v8<48, KS, 1, 1, true, true, true, false, true, false, 0, false, false,
-                                   decltype(e)::value, true>(p, stream, pdl);
+                                   decltype(e)::value, IM>(p, stream, pdl);
       }, err))
     return err;
   if (g == 2 && launch_v8_static<kV8RouteTx2, KS>(sh, [&](auto e) {
         return launch_expand_dw_v8<48, KS, 1, 2, true, true, true, false, true, false, 0, false, false,
-                                   decltype(e)::value, true>(p, stream, pdl);
+                                   decltype(e)::value, IM>(p, stream, pdl);
       }, err))
     return err;
-  return g == 2 ? launch_expand_dw_v8<48, KS, 1, 2, true, true, true, false, true, false, 0, false, false, 0, true>(
+  return g == 2 ? launch_expand_dw_v8<48, KS, 1, 2, true, true, true, false, true, false, 0, false, false, 0, IM>(
                       p, stream, pdl)
-                : launch_expand_dw_v8<48, KS, 1, 1, true, true, true, false, true, false, 0, false, false, 0, true>(
+                : launch_expand_dw_v8<48, KS, 1, 1, true, true, true, false, true, false, 0, false, false, 0, IM>(
                       p, stream, pdl);
 }
 
@@ -1350,21 +1351,9 @@ cudaError_t launch_expand_dw_v8_hf(const Params& p, cudaStream_t stream, bool pd
       return kernel1_v8_tx(true, p.H, p.W, p.Wo, p.rows_per_tile, KS, 1, p.C_in, p.k_pad, 48, g, with_wg, DH);
     };
     if (wg && aligned && tx_fits(true)) {
-      if constexpr (DH) {  // B0's 4.1-6.3 (one image an item at 4.1-5.2, two at 6.1-6.3)
-        if (kernel1_v8_im_requested()) return launch_expand_dw_v8_tx_im<KS>(p, stream, pdl, g, v11);
-        const int sh = kernel1_v8_static_rest<KS>(p, v11);
-        cudaError_t err;
-        if (g == 1 && launch_v8_static<kV8RouteTx1, KS>(sh, [&](auto e) {
-              return launch_expand_dw_v8<48, KS, 1, 1, HF, true, true, false, DH, false, 0, false, false,
-                                         decltype(e)::value>(p, stream, pdl);
-            }, err))
-          return err;
-        if (g == 2 && launch_v8_static<kV8RouteTx2, KS>(sh, [&](auto e) {
-              return launch_expand_dw_v8<48, KS, 1, 2, HF, true, true, false, DH, false, 0, false, false,
-                                         decltype(e)::value>(p, stream, pdl);
-            }, err))
-          return err;
-      }
+      if constexpr (DH)
+        return kernel1_v8_im_requested() ? launch_expand_dw_v8_txdh<KS, true>(p, stream, pdl, g, v11)
+                                         : launch_expand_dw_v8_txdh<KS, false>(p, stream, pdl, g, v11);
       return g == 2 ? launch_expand_dw_v8<48, KS, 1, 2, HF, true, true, false, DH>(p, stream, pdl)
                     : launch_expand_dw_v8<48, KS, 1, 1, HF, true, true, false, DH>(p, stream, pdl);
     }
