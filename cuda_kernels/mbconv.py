@@ -174,9 +174,6 @@ K1_STATIC_SWITCH = "CUDA_KERNELS_K1_STATIC"
 # 36.1 -> 31.7 us, B0 -49.1 us): the same for the rest of B0's version-8 kernels 1 (kV8Static 5-10: 4.0-6.3;
 # expand_dw_v8_kernel_bcdhs / _txdhs)
 K1_STATIC_REST_SWITCH = "CUDA_KERNELS_K1_STATIC_REST"
-# csrc/mbconv_v8.cuh kernel1_v8_im_requested: "1" (off until measured, session 27): the wgmma _txdh route's items
-# image-major and grid-stride, so that images finish a round at a time (expand_dw_v8_kernel_txdhi / _txdhsi)
-K1_IMAGE_MAJOR_SWITCH = "CUDA_KERNELS_K1_IMAGE_MAJOR"
 # an experiment switch, read at every launch (rows_override): "HxWkKsS=R[,...]" caps kernel 1's output rows per band
 # at R for inputs of H x W with a k x k depthwise at stride S (e.g. "28x28k5s1=7": B0's 3.1 in 4 bands of 7 instead
 # of 3 of 10, 8 rounds of items on 264 CTAs -> 10 shorter ones; NOTES.md "Current state", next 6)
@@ -214,9 +211,6 @@ PROJ_V9_SX_SWITCH = "CUDA_KERNELS_PROJ_V9_SX"
 # csrc/mbconv_v3.cu project_v9sr_requested: "1" (measured in session 21, off: 2.1 40.9 -> 43.0 us): project_v9s with the
 # shortcut's values loaded into registers one task ahead (project_v9sr_kernel), at blocks with a shortcut
 PROJ_V9_RX_SWITCH = "CUDA_KERNELS_PROJ_V9_RX"
-# csrc/mbconv_v3.cu project_v9s1_requested: "1" (off until measured, session 27): project_v9s with one task slot a
-# warp (project_v9s1_kernel) where two slots leave room for one CTA an SM and one slot for two (project_v9s1_applies)
-PROJ_V9_S1_SWITCH = "CUDA_KERNELS_PROJ_V9_S1"
 
 
 def u_bytes_v8(k_pad: int, chunk: int, wg: bool) -> int:
@@ -311,23 +305,6 @@ def project_v9s_applies(hidden: int, c_out: int, hw: int, staged_shortcut: bool 
     (staged_shortcut: a block with a shortcut under CUDA_KERNELS_PROJ_V9_SX=1)."""
     return (project_v9_applies(hidden, c_out) and hw % 16 == 0
             and project_v9t_smem_bytes(hidden, c_out, staged=True, residual=staged_shortcut) <= PROJECT_V9S_MAX_SMEM)
-
-
-SM_SHARED_BYTES = 228 * 1024  # an sm_90 SM's shared memory, of which each CTA takes 1 KB more than it asks for
-
-
-def project_v9s1_smem_bytes(hidden: int, c_out: int) -> int:
-    """Shared memory of project_v9s with one task slot a warp (csrc/mbconv_v3.cu project_v9s1_smem_bytes): V, each
-    warp's 16 rows of D and its fp32 scale row."""
-    return project_v9_smem_bytes(hidden, c_out) + PROJECT_V9_WARPS * (16 * hidden * 2 + hidden * 4)
-
-
-def project_v9s1_applies(hidden: int, c_out: int, hw: int) -> bool:
-    """Where CUDA_KERNELS_PROJ_V9_S1=1 runs project_v9s1 (csrc/mbconv_v3.cu project_v9s1_requested): project_v9s runs,
-    its two slots a warp leave room for one CTA an SM, and one slot a warp for two."""
-    per_cta = SM_SHARED_BYTES // 2 - 1024
-    return (project_v9s_applies(hidden, c_out, hw) and project_v9t_smem_bytes(hidden, c_out, staged=True) > per_cta
-            and project_v9s1_smem_bytes(hidden, c_out) <= per_cta)
 
 
 def project_v9_runs_ring(hidden: int, c_out: int, hw: int) -> bool:

@@ -87,8 +87,8 @@ def test_every_shape_against_float64(name, path, batch, monkeypatch):
     v8 = params.expand_w is not None and not mb.kernel1_v9_takes_v3(params.kernel_size, params.stride, got.shape[2],
                                                                      got.shape[3])
     if v8:
-        # g: TAPS_G; ur: U_REG; f: FASTDIV; w: WHOLE; s: STATIC
-        assert re.search(r"expand_dw_v8_kernel_(tx|bc)?dh(g|urf?)?(ws?)?<", names), names[:600]
+        # g: TAPS_G; ur: U_REG; f: FASTDIV; w: WHOLE; s: STATIC (B0's 2.0-3.1) and STATIC_REST (4.0-6.1, no w)
+        assert re.search(r"expand_dw_v8_kernel_(tx|bc)?dh(g|urf?)?w?s?<", names), names[:600]
         assert relative_error(got, default.double()) < 2e-3
         if batch == 128:
             assert not torch.equal(got, default)  # another epilogue ran
@@ -118,11 +118,12 @@ def test_its_smaller_taps_let_x_come_by_tma_at_stage_5():
 @pytest.mark.parametrize("path", ["features.5.0", "features.5.1"])
 def test_stage_5_runs_x_by_tma_and_the_wgmma_expand(path, monkeypatch):
     """With the switch, B0's 5.0 and 5.1 run kernel 1 with X by the tensor memory accelerator and the expand on
-    warpgroup MMAs (expand_dw_v8_kernel_txdh<48, 5, 1, 1, true>), within 2x PyTorch fp16's error of float64."""
+    warpgroup MMAs (expand_dw_v8_kernel_txdh<48, 5, 1, 1, true>; since session 27 the kernel compiled for the block's
+    shape, txdhs<48, 5, 1, 1, true, entry>), within 2x PyTorch fp16's error of float64."""
     from mbconv_helpers import switched_against_float64
 
     *_, names, _, _, _ = switched_against_float64(monkeypatch, "efficientnet_b0", path, 128, mb.K1_DH2_SWITCH, "1")
-    assert "expand_dw_v8_kernel_txdh<48, 5, 1, 1, true>" in names, names[:600]
+    assert re.search(r"expand_dw_v8_kernel_txdhs?<48, 5, 1, 1, true[,>]", names), names[:600]
 
 
 # ---- the taps from global memory at stride 2 (CUDA_KERNELS_K1_TAPS_G, on by default in version 11 since session 24:
@@ -183,8 +184,9 @@ def test_taps_from_global_memory_against_float64(name, path, batch, monkeypatch)
     from perfmodel.harness import relative_error
 
     got, default, names, *_ = switched_against_float64(monkeypatch, name, path, batch, mb.K1_TAPS_G_SWITCH, "1")
-    # (w: WHOLE; at B0's 3.0 the kernel compiled for its shape, STATIC, with the taps from global memory: TG true)
-    assert re.search(r"expand_dw_v8_kernel_bcdh(gw?<48, |ws<48, 5, 2, 1, true, )", names), names[:600]
+    # (w: WHOLE; at B0's 3.0 and 6.0 the kernel compiled for its shape, STATIC / STATIC_REST, with the taps from global
+    # memory: TG true)
+    assert re.search(r"expand_dw_v8_kernel_bcdh(gw?<48, |w?s<48, 5, 2, 1, true, )", names), names[:600]
     assert relative_error(got, default.double()) < 1e-3
 
 

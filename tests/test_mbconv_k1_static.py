@@ -83,7 +83,7 @@ def test_the_switches_and_the_matcher():
                          ("launch_v8_static<kV8RouteBcWhole, KS>(kernel1_v8_static<KS>(p, v11)", 2),
                          ("launch_v8_static<kV8RouteBc, KS>(kernel1_v8_static_rest<KS>(p, v11)", 2),
                          ("const int sh = kernel1_v8_static_rest<KS>(p, v11);", 1),
-                         ("g == 1 && launch_v8_static<kV8RouteTx1, KS>(sh", 1),  # (image-major too: IM)
+                         ("g == 1 && launch_v8_static<kV8RouteTx1, KS>(sh", 1),
                          ("g == 2 && launch_v8_static<kV8RouteTx2, KS>(sh", 1)):
         assert SOURCE.count(route) == count, route
     # every field the static kernel sets is compared with the launch's

@@ -287,9 +287,7 @@ def test_kernel1_v8_compiles_without_spills(tmp_path):
     # session 26, removed)
     # + those compiled for B0's shapes (CUDA_KERNELS_K1_STATIC): _dhurfws at k = 3 and 5, _bcdhws at k = 3 and 5
     # + the rest of B0's (CUDA_KERNELS_K1_STATIC_REST): _bcdhs at k = 3 and 5, _txdhs at k = 3 (one) and 5 (three)
-    # + image-major items (CUDA_KERNELS_K1_IMAGE_MAJOR): _txdhi at k = 3 and 5, 1- and 2-image items, and _txdhsi for
-    #   the four _txdhs
-    assert len(entries) == 12 + 8 + 2 + 16 + 1 + 2 + 2 + 4 + 4 + 6 + 4 + 4, report
+    assert len(entries) == 12 + 8 + 2 + 16 + 1 + 2 + 2 + 4 + 4 + 6, report
     for i in entries:
         spill = next(line for line in lines[i:] if "spill stores" in line)
         used = next(line for line in lines[i:] if "Used" in line and "registers" in line)
@@ -571,8 +569,7 @@ def _check_transliteration(n, h, w, c_in, hidden, ks, stride, rows, grid, images
 
 def test_the_kernel_text_holds_the_modelled_expressions():
     """The expressions the transliteration models, as they stand in csrc/mbconv_v8.cuh."""
-    for expr in (  # (the chunk-major walk; IM, image-major and grid-stride, is test_mbconv_k1_image_major's)
-                 "const int i_begin = IM ? (int)blockIdx.x : (int)((long long)blockIdx.x * total / gridDim.x);",
+    for expr in ("const int i_begin = (int)((long long)blockIdx.x * total / gridDim.x);",
                  "return x_padded_v8(C_in) ? m_pad * (k_pad + 8) : round_up(m_pad * C_in + 8, 8);",
                  "ldx = x_padded ? p.k_pad + 8 : p.C_in;",
                  "expand_k16<HC>(acc, Xs, ldx, Us, ldu, mt * 16, k0, a_row, a_k, b_row, b_k);",
@@ -587,14 +584,14 @@ def test_the_kernel_text_holds_the_modelled_expressions():
                  "for (int g = 0; g < GROUPS; ++g) s += red[g * HC + tid];",
                  # (FD: the divisions as multiplies, CUDA_KERNELS_K1_FASTDIV; the same quotients)
                  "const int dq = FD ? fd->ngroups.div(GROUPS) : GROUPS / ngroups, dr = GROUPS - dq * ngroups;",
-                 "const bool cont = !IM && halo && i > i_begin && it.band > 0;",
+                 "const bool cont = halo && i > i_begin && it.band > 0;",
                  "ih_first = cont ? band * p.rows_per_tile * S - PAD + KH : ih_lo;",
                  "const int npix = max(0, ih_hi - ih_first + 1) * p.W * ng;",
                  "const int ng = G > 1 ? min(G, p.N - G * it.n) : 1;",
                  "Es + ((rows_max - KH) * WE + pix) * LDE + (j - pix * ECH) * 4);",
                  "if (j < hcount) *reinterpret_cast<uint2*>(Es + pix * LDE + (j - pix * ECH) * 4) = hv[k];",
                  "const int e_off = (ih_first - r0) * WE + PAD;",
-                 "issue_x(next_item(i), !IM && halo && nx.band > 0);",  # next_item(i) = i + 1 where !IM
+                 "issue_x(i + 1, halo && nx.band > 0);",
                  # items of G images (the emulation's images > 1)
                  "m = div_small(q, inv_hw);",
                  "const __half* src = p.x + ((size_t)(G > 1 ? G * it.n : it.n) * p.H + ih_lo) * p.W * p.C_in;",

@@ -589,31 +589,19 @@ __host__ __device__ constexpr int project_v9t_smem_bytes(int hidden, int c_out, 
          (ss ? kProjV9Warps * 2 * hidden * 4 : 0) + (ss && residual ? kProjV9Warps * 2 * 16 * c_out * 2 : 0);
 }
 
-// project_v9s with one task slot a warp instead of two (project_v9s1_kernel): V, each warp's slot of 16 rows and its
-// scale row. The next task's copy is issued once the slot's MMAs have read it (before the epilogue), not a task ahead.
-__host__ __device__ constexpr int project_v9s1_smem_bytes(int hidden, int c_out) {
-  return project_v9_smem_bytes(hidden, c_out) + kProjV9Warps * 16 * hidden * 2 + kProjV9Warps * hidden * 4;
-}
-
-template <int NT, bool BULK, bool SS = false, bool SX = false, bool RX = false, int SLOTS = 2>
+template <int NT, bool BULK, bool SS = false, bool SX = false, bool RX = false>
 __device__ __forceinline__ void project_v9t_body(const Params& p) {
   static_assert(!(BULK && SS) && (SS || !SX), "the staged rows ride on the cp.async loader");
   static_assert(!RX || (SS && !SX), "the shortcut one task ahead is project_v9s's option");
-  static_assert(SLOTS == 2 || (SLOTS == 1 && SS && !SX && !RX), "one slot a warp is project_v9s's option");
   extern __shared__ __align__(16) uint8_t smem9[];
   __half* b_s = reinterpret_cast<__half*>(smem9);
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
   const int ldb = project_v9_ldb(p.hidden), task_halves = 16 * p.hidden;
-  __half* mine =
-      reinterpret_cast<__half*>(smem9 + project_v9_smem_bytes(p.hidden, p.C_out)) + warp * SLOTS * task_halves;
+  __half* mine = reinterpret_cast<__half*>(smem9 + project_v9_smem_bytes(p.hidden, p.C_out)) + warp * 2 * task_halves;
   // BULK: the warp's two mbarriers, after every warp's ring
   const uint32_t bars = smem_addr(smem9 + project_v9t_smem_bytes(p.hidden, p.C_out)) + warp * 16;
   // SS: the warp's two scale rows, after every warp's ring (where BULK's mbarriers would be)
-  // (SLOTS = 1: the one scale row a warp after the warps' single slots)
-  float* scales =
-      SLOTS == 2 ? reinterpret_cast<float*>(smem9 + project_v9t_smem_bytes(p.hidden, p.C_out)) + warp * 2 * p.hidden
-                 : reinterpret_cast<float*>(smem9 + project_v9_smem_bytes(p.hidden, p.C_out) +
-                                            kProjV9Warps * task_halves * 2) + warp * p.hidden;
+  float* scales = reinterpret_cast<float*>(smem9 + project_v9t_smem_bytes(p.hidden, p.C_out)) + warp * 2 * p.hidden;
   // SS with a shortcut: the warp's two slots of 16 rows of x, after every warp's scale rows
   __half* res_s = reinterpret_cast<__half*>(smem9 + project_v9t_smem_bytes(p.hidden, p.C_out, false, true)) +
                   warp * 2 * 16 * p.C_out;
@@ -666,7 +654,7 @@ __device__ __forceinline__ void project_v9t_body(const Params& p) {
 #pragma unroll
   for (int nt = 0; nt < NT; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
   for (int k = 0;; ++k) {
-    if constexpr (SLOTS == 2) issue(task + step, (k + 1) & 1);
+    issue(task + step, (k + 1) & 1);
     if constexpr (!SS) {
       v9_task_start<NT>(p, task, g, t, hw, P, s_lo, s_hi, res);
     } else if constexpr (RX) {
@@ -677,23 +665,18 @@ __device__ __forceinline__ void project_v9t_body(const Params& p) {
     if constexpr (BULK) {
       bf::mbar_wait(bars + 8 * (k & 1), (k >> 1) & 1);  // slot k & 1's (k >> 1)-th copy
     } else {
-      cp_async_wait<SLOTS - 1>();
+      cp_async_wait<1>();
       __syncwarp();
     }
-    const int slot = SLOTS == 2 ? (k & 1) : 0;
-    const __half* a_lo = mine + slot * task_halves + g * p.hidden + 4 * t;
+    const __half* a_lo = mine + (k & 1) * task_halves + g * p.hidden + 4 * t;
     const __half* a_hi = a_lo + 8 * p.hidden;
     if constexpr (SS) {
-      const float* s_row = scales + slot * p.hidden + 4 * t;
+      const float* s_row = scales + (k & 1) * p.hidden + 4 * t;
 #pragma unroll 3
       for (int u = 0; u < units; ++u) {
         const float4 s = *reinterpret_cast<const float4*>(s_row + u * 16);
         v9_unit_scaled<NT>(acc, *reinterpret_cast<const uint2*>(a_lo + u * 16),
                            *reinterpret_cast<const uint2*>(a_hi + u * 16), s, s, b_s, ldb, u, g, t);
-      }
-      if constexpr (SLOTS == 1) {  // every lane has read the slot: refill it while the epilogue runs
-        __syncwarp();
-        issue(task + step, 0);
       }
     } else {
 #pragma unroll 3
@@ -738,11 +721,6 @@ __global__ void __launch_bounds__(kProjV9Threads) project_v9b_kernel(const Param
 template <int NT>
 __global__ void __launch_bounds__(kProjV9Threads) project_v9s_kernel(const Params p) {  // the staged scale rows
   project_v9t_body<NT, false, true>(p);
-}
-
-template <int NT>
-__global__ void __launch_bounds__(kProjV9Threads) project_v9s1_kernel(const Params p) {  // one task slot a warp
-  project_v9t_body<NT, false, true, false, false, 1>(p);
 }
 
 template <int NT>
@@ -972,23 +950,6 @@ cudaError_t launch_project_v9sr_nt(const Params& p, cudaStream_t stream, bool pd
                    pdl);
 }
 
-// CUDA_KERNELS_PROJ_V9_S1=1 (read at every call; off until measured, NOTES.md "Session 27"): project_v9s with one
-// task slot a warp (project_v9s1_kernel) where two slots leave room for one CTA an SM and one slot for two (B0's 3.1:
-// 160,000 -> 90,880 bytes): twice the warps an SM to hide each warp's chain of copy, MMAs and epilogue.
-bool project_v9s1_requested(const Params& p) {
-  const char* v = std::getenv("CUDA_KERNELS_PROJ_V9_S1");
-  constexpr int kSmPerCta = 228 * 1024 / 2 - 1024;  // two CTAs an SM (1 KB a CTA reserved)
-  return v != nullptr && std::strcmp(v, "1") == 0 &&
-         project_v9t_smem_bytes(p.hidden, p.C_out, false, true) > kSmPerCta &&
-         project_v9s1_smem_bytes(p.hidden, p.C_out) <= kSmPerCta;
-}
-
-template <int NT>
-cudaError_t launch_project_v9s1_nt(const Params& p, cudaStream_t stream, bool pdl) {
-  static DeviceSlots slots;
-  return launch_v9(project_v9s1_kernel<NT>, slots, project_v9s1_smem_bytes(p.hidden, p.C_out), p, stream, pdl);
-}
-
 template <int NT, bool SX>
 cudaError_t launch_project_v9s_nt(const Params& p, cudaStream_t stream, bool pdl) {
   static DeviceSlots slots;
@@ -1016,7 +977,6 @@ cudaError_t launch_project_v9_nt(const Params& p, cudaStream_t stream, bool pdl)
     if (!bulk && project_v9s_runs(p)) {
       if (project_v9sx_requested()) return launch_project_v9s_nt<NT, true>(p, stream, pdl);
       if (project_v9sr_requested() && p.residual) return launch_project_v9sr_nt<NT>(p, stream, pdl);
-      if (project_v9s1_requested(p)) return launch_project_v9s1_nt<NT>(p, stream, pdl);
       return launch_project_v9s_nt<NT, false>(p, stream, pdl);
     }
     return bulk ? launch_project_v9t_nt<NT, true>(p, stream, pdl) : launch_project_v9t_nt<NT, false>(p, stream, pdl);

@@ -186,15 +186,6 @@ struct V8Item {
     n = r / bands;
     band = r - n * bands;
   }
-  // image-major (CUDA_KERNELS_K1_IMAGE_MAJOR): i = (n chunks + c) bands + b
-  struct ImageMajor {};
-  __device__ V8Item(ImageMajor, int i, int chunks, int bands) {
-    const int per_image = chunks * bands;
-    n = i / per_image;
-    const int r = i - n * per_image;
-    chunk = r / bands;
-    band = r - chunk * bands;
-  }
   // the same with the divisions by N bands and by bands as multiplies (V8Div)
   __device__ V8Item(int i, int N, int bands, const FastDiv& by_per_chunk, const FastDiv& by_bands) {
     chunk = by_per_chunk.div(i);
@@ -235,10 +226,9 @@ __device__ __forceinline__ void zero_acc(float (&acc)[NT][4]) {
 // that entry point: NOTES.md, "Kernel 1's stall reasons"). TX: X by the tensor memory accelerator through the tensor
 // map at xmap (kernel1_v8_tx; null otherwise); WG (with TX): the expand on warpgroup MMAs.
 template <int HC, int KS, int S, int G, bool HF, bool TX = false, bool WG = false, bool BC = false, bool DH = false,
-          bool TG = false, int UR = 0, bool FD = false, bool WU = false, bool IM = false>
+          bool TG = false, int UR = 0, bool FD = false, bool WU = false>
 __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtensorMap* xmap = nullptr,
                                                   const V8Div* fd = nullptr) {
-  static_assert(!IM || (TX && DH && !FD), "image-major items: the wgmma _txdh kernels");
   static_assert(!WG || TX, "the wgmma expand reads X's swizzled boxes");
   static_assert(!UR || (!TX && !BC), "U in registers: the bulk-copied X's mma.sync expand from zeros");
   static_assert(!DH || HF, "D's epilogue in packed fp16 takes the HFMA2 depthwise's fp16 sums");
@@ -261,9 +251,7 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtenso
   auto NI = [&]() { return G > 1 ? (p.N + G - 1) / G : p.N; };
   const int total = p.hid_pad / HC * NI() * bands;
   // this CTA's items: [i_begin, items_end()), a contiguous share of the list (the launcher keeps gridDim.x <= total)
-  // IM (CUDA_KERNELS_K1_IMAGE_MAJOR): items image-major and grid-stride, i = blockIdx.x + r gridDim.x in round r,
-  // so that the images finish a round at a time (NOTES.md "Session 27", the projection in kernel 1's shadow)
-  const int i_begin = IM ? (int)blockIdx.x : (int)((long long)blockIdx.x * total / gridDim.x);
+  const int i_begin = (int)((long long)blockIdx.x * total / gridDim.x);
   // the end of the range is recomputed where it is needed (once per item): kept in a register across the item
   // loop, it was one of the values ptxas spilled at k = 5, stride 1
   auto items_end = [&]() {
@@ -275,9 +263,7 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtenso
       return (int)((long long)(b + 1) * total / gridDim.x);
   };
   auto item_at = [&](int i) {
-    if constexpr (IM)
-      return V8Item(V8Item::ImageMajor{}, i, p.hid_pad / HC, bands);
-    else if constexpr (FD)
+    if constexpr (FD)
       return V8Item(i, NI(), bands, fd->per_chunk, fd->bands);
     else
       return V8Item(i, NI(), bands);
@@ -412,10 +398,7 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtenso
     }
   };
 
-  // the item after i and the one before it in this CTA's walk, and whether i is its last
-  auto next_item = [&](int i) { return IM ? i + (int)gridDim.x : i + 1; };
-  auto prev_item = [&](int i) { return IM ? i - (int)gridDim.x : i - 1; };
-  if (i_begin >= (IM ? total : items_end())) return;
+  if (i_begin >= items_end()) return;
   issue_x(i_begin, false);
   issue_u(item_at(i_begin).chunk * HC);
 
@@ -423,15 +406,13 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtenso
   // The chunk's depthwise taps and bias, halved (version 3's values), live in wdw (written after barrier A of the
   // chunk's first item); the expand's biases are loaded once per item (below).
   uint32_t phase = 0;
-  for (int i = i_begin;; i = next_item(i)) {
-    const bool last = IM ? next_item(i) >= total : i + 1 == items_end();
+  for (int i = i_begin;; ++i) {
+    const bool last = i + 1 == items_end();
     const V8Item it = item_at(i);
     const int ng = G > 1 ? min(G, p.N - G * it.n) : 1;  // images of this item
     const int c0 = it.chunk * HC;
-    // chunk-major: a chunk starts at (0, 0); IM: wherever the previous item's chunk differs
-    const bool new_chunk = i == i_begin || (IM ? item_at(prev_item(i)).chunk != it.chunk : it.n == 0 && it.band == 0);
-    // the previous item was band - 1 of this (chunk, image) (IM: never the previous of this CTA)
-    const bool cont = !IM && halo && i > i_begin && it.band > 0;
+    const bool new_chunk = i == i_begin || (it.n == 0 && it.band == 0);  // chunk-major: a chunk starts at (0, 0)
+    const bool cont = halo && i > i_begin && it.band > 0;  // the previous item was band - 1 of this (chunk, image)
     const int oh0 = it.band * p.rows_per_tile;
     const int oh1 = min(oh0 + p.rows_per_tile, p.Ho);
     const int r0 = oh0 * S - PAD;
@@ -457,7 +438,7 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtenso
     bf::mbar_wait(bar, phase);
     phase ^= 1;
     __syncthreads();  // barrier A: X and U in place; E and red free (the previous item's depthwise is done)
-    if (i > i_begin) pool_store(prev_item(i));
+    if (i > i_begin) pool_store(i - 1);
     if (HALO && cont) {
 #pragma unroll
       for (int k = 0; k < kV8HaloMax; ++k) {
@@ -645,9 +626,9 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtenso
     }
     __syncthreads();  // barrier B: E complete; X and U dead; the previous item's red read
     if (!last) {  // the next item's X (and U, for a new chunk) land during the depthwise
-      const V8Item nx = item_at(next_item(i));
-      issue_x(next_item(i), !IM && halo && nx.band > 0);
-      const int next_chunk = item_at(next_item(i)).chunk;
+      const V8Item nx = item_at(i + 1);
+      issue_x(i + 1, halo && nx.band > 0);
+      const int next_chunk = item_at(i + 1).chunk;
       if (next_chunk != it.chunk) issue_u(next_chunk * HC);
     }
 
@@ -972,21 +953,6 @@ __global__ void __launch_bounds__(kExpandThreads, 2)
   v8_static_params<KS, SH>(p);
   expand_dw_v8_body<HC, KS, S, G, true, true, WG, false, true>(p, &xmap);
 }
-// Image-major items (CUDA_KERNELS_K1_IMAGE_MAJOR=1, off until measured; NOTES.md "Session 27"): the wgmma _txdh and
-// its static copies with the items taken grid-stride in image-major order, so that images finish a round at a time
-// instead of ~90% of them in the last round; a copy of U and the taps at every item (the chunk changes each time).
-template <int HC, int KS, int S, int G = 1, bool WG = false>
-__global__ void __launch_bounds__(kExpandThreads, 2)
-    expand_dw_v8_kernel_txdhi(const Params p, const __grid_constant__ CUtensorMap xmap) {
-  expand_dw_v8_body<HC, KS, S, G, true, true, WG, false, true, false, 0, false, false, true>(p, &xmap);
-}
-template <int HC, int KS, int S, int G, bool WG, int SH>
-__global__ void __launch_bounds__(kExpandThreads, 2)
-    expand_dw_v8_kernel_txdhsi(const Params p_in, const __grid_constant__ CUtensorMap xmap) {
-  Params p = p_in;
-  v8_static_params<KS, SH>(p);
-  expand_dw_v8_body<HC, KS, S, G, true, true, WG, false, true, false, 0, false, false, true>(p, &xmap);
-}
 
 // V8Div of a launch of `grid` CTAs with the depthwise's column groups of OW outputs (expand_dw_v8_body's divisors).
 inline V8Div v8_div(const Params& p, int G, int OW, int grid) {
@@ -1000,9 +966,8 @@ inline V8Div v8_div(const Params& p, int G, int OW, int grid) {
 
 // Persistent: as many CTAs as fit on the device (two per SM at <= 113 KB), at most one per item.
 template <int HC, int KS, int S, int G = 1, bool HF = false, bool TX = false, bool WG = false, bool BC = false,
-          bool DH = false, bool TG = false, int UR = 0, bool FD = false, bool WU = false, int SH = 0, bool IM = false>
+          bool DH = false, bool TG = false, int UR = 0, bool FD = false, bool WU = false, int SH = 0>
 cudaError_t launch_expand_dw_v8(const Params& p, cudaStream_t stream, bool pdl) {
-  static_assert(!IM || (TX && DH), "image-major items: the wgmma _txdh kernels");
   static_assert(!SH || (kV8Static[SH].stride == S && kV8Static[SH].ks == KS && DH && (WU || TX || BC)),
                 "static shapes: version 11's packed-fp16 kernels, at their k and stride");
   static_assert(!WU || (DH && G == 1 && !TX && (UR > 0 ? FD : BC)), "whole units: version 11's _dhurf, _bcdh(g)");
@@ -1018,8 +983,6 @@ cudaError_t launch_expand_dw_v8(const Params& p, cudaStream_t stream, bool pdl) 
       return expand_dw_v8_kernel_dhurfws<HC, KS, S, G, UR, SH>;
     else if constexpr (SH > 0 && WU)
       return expand_dw_v8_kernel_bcdhws<HC, KS, S, G, TG, SH>;
-    else if constexpr (SH > 0 && TX && IM)
-      return expand_dw_v8_kernel_txdhsi<HC, KS, S, G, WG, SH>;
     else if constexpr (SH > 0 && TX)
       return expand_dw_v8_kernel_txdhs<HC, KS, S, G, WG, SH>;
     else if constexpr (SH > 0)
@@ -1034,8 +997,6 @@ cudaError_t launch_expand_dw_v8(const Params& p, cudaStream_t stream, bool pdl) 
       return expand_dw_v8_kernel_dhurf<HC, KS, S, G, UR>;
     else if constexpr (UR > 0)
       return expand_dw_v8_kernel_dhur<HC, KS, S, G, UR>;
-    else if constexpr (TX && DH && IM)
-      return expand_dw_v8_kernel_txdhi<HC, KS, S, G, WG>;
     else if constexpr (TX && DH)
       return expand_dw_v8_kernel_txdh<HC, KS, S, G, WG>;
     else if constexpr (TX)
@@ -1268,35 +1229,6 @@ cudaError_t launch_expand_dw_v8_ur(const Params& p, cudaStream_t stream, bool pd
   return launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, true, false, UR, true>(p, stream, pdl);
 }
 
-// CUDA_KERNELS_K1_IMAGE_MAJOR=0|1 (read at every call; off until measured, NOTES.md "Session 27"): the wgmma _txdh
-// route's items image-major and grid-stride (_txdhi, and _txdhsi for kV8Static's entries).
-inline bool kernel1_v8_im_requested() {
-  const char* v = kernel1_switch("CUDA_KERNELS_K1_IMAGE_MAJOR");
-  return v != nullptr && v[0] == '1';
-}
-// The wgmma _txdh route (version 11's packed-fp16 epilogue; B0's 4.1-6.3, one image an item at 4.1-5.2, two at
-// 6.1-6.3): the static kernel of the launch's kV8Static entry where STATIC_REST has one, else the launch-value kernel;
-// IM: their image-major twins (CUDA_KERNELS_K1_IMAGE_MAJOR).
-template <int KS, bool IM>
-cudaError_t launch_expand_dw_v8_txdh(const Params& p, cudaStream_t stream, bool pdl, int g, bool v11) {
-  const int sh = kernel1_v8_static_rest<KS>(p, v11);
-  cudaError_t err;
-  if (g == 1 && launch_v8_static<kV8RouteTx1, KS>(sh, [&](auto e) {
-        return launch_expand_dw_v8<48, KS, 1, 1, true, true, true, false, true, false, 0, false, false,
-                                   decltype(e)::value, IM>(p, stream, pdl);
-      }, err))
-    return err;
-  if (g == 2 && launch_v8_static<kV8RouteTx2, KS>(sh, [&](auto e) {
-        return launch_expand_dw_v8<48, KS, 1, 2, true, true, true, false, true, false, 0, false, false,
-                                   decltype(e)::value, IM>(p, stream, pdl);
-      }, err))
-    return err;
-  return g == 2 ? launch_expand_dw_v8<48, KS, 1, 2, true, true, true, false, true, false, 0, false, false, 0, IM>(
-                      p, stream, pdl)
-                : launch_expand_dw_v8<48, KS, 1, 1, true, true, true, false, true, false, 0, false, false, 0, IM>(
-                      p, stream, pdl);
-}
-
 template <int KS, bool HF, bool DH = false>
 cudaError_t launch_expand_dw_v8_hf(const Params& p, cudaStream_t stream, bool pdl, bool v10, bool v11) {
   if constexpr (HF && !DH)
@@ -1351,9 +1283,20 @@ cudaError_t launch_expand_dw_v8_hf(const Params& p, cudaStream_t stream, bool pd
       return kernel1_v8_tx(true, p.H, p.W, p.Wo, p.rows_per_tile, KS, 1, p.C_in, p.k_pad, 48, g, with_wg, DH);
     };
     if (wg && aligned && tx_fits(true)) {
-      if constexpr (DH)
-        return kernel1_v8_im_requested() ? launch_expand_dw_v8_txdh<KS, true>(p, stream, pdl, g, v11)
-                                         : launch_expand_dw_v8_txdh<KS, false>(p, stream, pdl, g, v11);
+      if constexpr (DH) {  // B0's 4.1-6.3 (one image an item at 4.1-5.2, two at 6.1-6.3)
+        const int sh = kernel1_v8_static_rest<KS>(p, v11);
+        cudaError_t err;
+        if (g == 1 && launch_v8_static<kV8RouteTx1, KS>(sh, [&](auto e) {
+              return launch_expand_dw_v8<48, KS, 1, 1, HF, true, true, false, DH, false, 0, false, false,
+                                         decltype(e)::value>(p, stream, pdl);
+            }, err))
+          return err;
+        if (g == 2 && launch_v8_static<kV8RouteTx2, KS>(sh, [&](auto e) {
+              return launch_expand_dw_v8<48, KS, 1, 2, HF, true, true, false, DH, false, 0, false, false,
+                                         decltype(e)::value>(p, stream, pdl);
+            }, err))
+          return err;
+      }
       return g == 2 ? launch_expand_dw_v8<48, KS, 1, 2, HF, true, true, false, DH>(p, stream, pdl)
                     : launch_expand_dw_v8<48, KS, 1, 1, HF, true, true, false, DH>(p, stream, pdl);
     }
