@@ -2,9 +2,10 @@
 
 Version 11's kernel 1 takes a block's sizes as launch values; for a shape listed in kV8Static the launcher runs a copy
 compiled with those sizes as constants (B0: kernel 1 -9..-21% per block, EfficientNet-B0 -108 us; NOTES.md sessions
-26-27). The source lists B0's blocks at 224 x 224. For other models, set ``CUDA_KERNELS_STATIC_MODELS`` (e.g.
-``efficientnet_b2,efficientnet_b4``) before the extension is built: ``_build.py`` then appends these models' entries
-(``more_entries``) to the table through a generated header, in a build of its own name.
+26-27). The source lists B0's blocks at 224 x 224 and B2's at 288 x 288 (B2 -190 us, s28 call 2). For other models,
+set ``CUDA_KERNELS_STATIC_MODELS`` (e.g. ``efficientnet_b1,efficientnet_b3``) before the extension is built:
+``_build.py`` then appends these models' entries (``more_entries``) to the table through a generated header, in a
+build of its own name.
 
 Each entry carries the route its launch takes at version 11's defaults (``route``, the Python mirror of
 ``launch_expand_dw_v8_hf``), which decides the static kernel compiled for it. A shape whose route the mirror got
@@ -95,7 +96,7 @@ def route(h: int, w: int, ks: int, stride: int, c_in: int, hidden: int,
 
 
 def listed_entries(source: str | None = None) -> list[V8Static]:
-    """The entries of kV8Static as csrc/mbconv_v8.cuh lists them (B0's), after the empty one."""
+    """The entries of kV8Static as csrc/mbconv_v8.cuh lists them (B0's, then B2's), after the empty one."""
     import re
     from pathlib import Path
 

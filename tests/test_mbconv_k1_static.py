@@ -9,7 +9,8 @@ the static kernels copy the parameters and set those fields to constants, and th
 The rest of B0's version-8 kernels 1 (4.0-6.3, whose units are not all whole: _bcdhs, _txdhs) the same way behind
 CUDA_KERNELS_K1_STATIC_REST (on by default since session 27: kernel 1 4.0 37.7 -> 32.4 us, 4.1 36.1 -> 31.7, 5.1 61.9
 -> 56.5, 6.0 56.3 -> 51.0, B0 -49.1 us): by static count 4.1's item loop 2,072 -> 1,492, 4.0's 1,912 -> 1,325, 5.1's
-1,892 -> 1,506, 6.0's 1,943 -> 1,255, 6.1's 2,522 -> 2,105.
+1,892 -> 1,506, 6.0's 1,943 -> 1,255, 6.1's 2,522 -> 2,105. B2's 8 entries follow B0's (since session 28: B2 -190 us,
+s28 call 2).
 
 CPU: the table holds B0's blocks as torchvision builds them (input size, depthwise k and stride, channels; the band
 rows mbconv's band_rows chooses), the switches and the matcher as the source reads them. ptxas (spills) is test_mbconv_v8.py's spill
@@ -17,7 +18,6 @@ test. GPU (@pytest.mark.cuda): every distinct B0 / B2 block at batches 1, 5, 128
 for bit the switch-off output where a static kernel ran, the profiler naming one at B0's 2.0, 2.1, 3.0 and 3.1; B0
 end to end."""
 
-import os
 import re
 from pathlib import Path
 
@@ -67,7 +67,7 @@ def test_the_table_is_b0s_version_8_blocks():
         k_pad = -(-c_in // 16) * 16
         rows = mb.band_rows(h, h, ks, s, k_pad, 48, True, 11, c_in, mb.kernel1_taps_global(11, s, ks))
         assert _table().index((h, h, ks, s, c_in, k_pad, hidden, rows, ROUTES[path])) == list(want).index(path), path
-    assert len(_table()) == 10
+    assert len(_table()) == 10 + 8  # then B2's (test_static_shapes)
 
 
 def test_the_switches_and_the_matcher():
@@ -144,7 +144,7 @@ def test_efficientnet_b0_with_it(switch, monkeypatch):
     check_fused_b0(monkeypatch, {switch: "1"}, {"StemMBConv": 1, "MBConv": 15}, 16)
 
 
-# ---- GPU: other models' entries (CUDA_KERNELS_STATIC_MODELS; cuda_kernels/static_shapes.py) ----
+# ---- GPU: B2's entries (cuda_kernels/static_shapes.py computed them) ----
 
 def _b2_static_paths() -> list[str]:
     """B2's distinct blocks that static_shapes gives an entry (the launcher then runs a static kernel there)."""
@@ -167,13 +167,11 @@ def test_b2_has_static_blocks():
 
 
 @pytest.mark.cuda
-@pytest.mark.skipif("efficientnet_b2" not in os.environ.get("CUDA_KERNELS_STATIC_MODELS", ""),
-                    reason="the extension holds B0's static shapes only unless built with CUDA_KERNELS_STATIC_MODELS")
 @pytest.mark.parametrize("batch", [1, 5, 128])
 @pytest.mark.parametrize("path", _b2_static_paths())
 def test_b2_static_kernels(path, batch, monkeypatch):
-    """With B2's entries built in: against float64 (poisoned output), a static kernel 1 named by the profiler, bit for
-    bit the launch-value kernels' output (both static switches off)."""
+    """B2's entries (in the source's table since session 28): against float64 (poisoned output), a static kernel 1
+    named by the profiler, bit for bit the launch-value kernels' output (both static switches off)."""
     from mbconv_helpers import block_prepared, check_shape, run_profiled
 
     check_shape("efficientnet_b2", path, batch, 11)

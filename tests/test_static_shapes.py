@@ -1,17 +1,20 @@
 """cuda_kernels/static_shapes.py and _build.py's static header: kernel 1's compile-time shapes for any torchvision
 EfficientNet (CUDA_KERNELS_STATIC_MODELS). The Python mirror of version 11's kernel-1 routes must reproduce the
-source's hand-made table of B0 (whose every entry the GPU tests saw run, by the profiler's kernel names); other models'
-entries are B0's rules applied to their blocks. CPU only: the GPU checks are test_mbconv_k1_static.py's, run in a
-process whose extension was built with the variable set."""
+source's hand-made table of B0 (whose every entry the GPU tests saw run, by the profiler's kernel names), followed by
+B2's entries, which the mirror computed; other models' entries are B0's rules applied to their blocks. CPU only: the
+GPU checks are test_mbconv_k1_static.py's."""
 import pytest
 
 from cuda_kernels import mbconv as mb
 from cuda_kernels import static_shapes as ss
 
 
-def test_the_mirror_reproduces_b0s_table():
-    assert ss.model_entries("efficientnet_b0") == ss.listed_entries()
-    assert len(ss.listed_entries()) == 10 and {e.route for e in ss.listed_entries()} == set(ss.ROUTES)
+def test_the_mirror_reproduces_the_sources_table():
+    """B0's 10 entries (hand-made in session 26-27), then B2's 8 (the mirror's, in the source since session 28)."""
+    b0 = ss.model_entries("efficientnet_b0")
+    assert b0 + ss.more_entries(["efficientnet_b2"], b0) == ss.listed_entries()
+    assert len(b0) == 10 and {e.route for e in b0} == set(ss.ROUTES) and len(ss.listed_entries()) == 18
+    assert ss.more_entries(["efficientnet_b0", "efficientnet_b2"], ss.listed_entries()) == []
 
 
 def test_blocks_without_a_static_kernel_say_why():
@@ -34,8 +37,8 @@ def test_all_whole():
 def test_b2_entries():
     """EfficientNet-B2 at 288 x 288: stem to 144 x 144 x 32; stages of 16, 24, 48, 88, 120, 208, 352 channels,
     expand ratio 6, strides 2 at 2.0 (144 -> 72), 3.0 (72 -> 36), 4.0 (36 -> 18) and 6.0 (18 -> 9); k 5 at stages 3,
-    5, 6. Its entries that B0's table lacks, each with the band rows band_rows gives."""
-    more = ss.more_entries(["efficientnet_b2"], ss.listed_entries())
+    5, 6. Its entries that B0's lacks, each with the band rows band_rows gives."""
+    more = ss.more_entries(["efficientnet_b2"], ss.model_entries("efficientnet_b0"))
     shapes = [(e.H, e.ks, e.stride, e.C_in, e.hidden) for e in more]
     assert shapes == [(144, 3, 2, 16, 96), (72, 5, 2, 24, 144), (36, 5, 1, 48, 288), (36, 3, 2, 48, 288),
                       (18, 5, 2, 120, 720), (9, 5, 1, 208, 1248), (9, 3, 1, 208, 1248), (9, 3, 1, 352, 2112)]
@@ -46,7 +49,7 @@ def test_b2_entries():
     # stride 2 on the bias-in-C kernels, 9 x 9 on the wgmma ones (one image an item), 36 x 36 at k 5 on U in registers
     assert [e.route for e in more] == ["kV8RouteBc", "kV8RouteBcWhole", "kV8RouteUrWhole", "kV8RouteBcWhole",
                                        "kV8RouteBc", "kV8RouteTx1", "kV8RouteTx1", "kV8RouteTx1"]
-    assert ss.more_entries(["efficientnet_b0"], ss.listed_entries()) == []
+
 
 
 def test_the_header_and_the_variable(monkeypatch):
@@ -64,12 +67,13 @@ def test_the_build_writes_one_header_per_table(monkeypatch, tmp_path):
     from cuda_kernels._build import static_header
 
     monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
-    tag, folder = static_header(["efficientnet_b2"])
+    # B1 at 240 x 240: stem to 120 x 120, 2.0 at stride 2 to 60 x 60; 2.1 expands 24 (k_pad 32) to 144, k 3 stride 1
+    tag, folder = static_header(["efficientnet_b1"])
     text = (folder / "mbconv_v8_static_more.h").read_text()
     assert folder.parent == tmp_path and folder.name == f"perfmodel_static_{tag}" and len(tag) == 10
-    assert text.count("\n, {") == 8 and "{36, 36, 5, 1, 48, 48, 288, 8, kV8RouteUrWhole}" in text
-    assert static_header(["efficientnet_b2"])[0] == tag  # the same table, the same build
-    assert static_header(["efficientnet_b0"])[0] != tag  # nothing to add: another (empty) table
+    assert text.count("\n, {") == 8 and "\n, {60, 60, 3, 1, 24, 32, 144, " in text
+    assert static_header(["efficientnet_b1"])[0] == tag  # the same table, the same build
+    assert static_header(["efficientnet_b2"])[0] != tag  # B2's are in the source: nothing to add, another table
 
 
 def test_each_reason_a_route_gives_none():

@@ -875,8 +875,9 @@ __global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel_bcdhgw(
 // 20 bytes of spills go; the same arithmetic, so the same bits. N stays a launch value (any batch). kernel1_v8_static
 // picks the entry whose every field the launch's parameters match (0: none). Entries 5-10 are the rest of B0's
 // version-8 kernels 1 (_bcdh / _bcdhg at stride 2, the wgmma _txdh at stride 1), behind CUDA_KERNELS_K1_STATIC_REST
-// (on by default since session 27). Other models' entries follow B0's where the extension is built with
-// CUDA_KERNELS_STATIC_MODELS (cuda_kernels/static_shapes.py computes them and their routes, _build.py writes them).
+// (on by default since session 27). Entries 11-18 are EfficientNet-B2's (since session 28), computed by
+// cuda_kernels/static_shapes.py. Other models' entries follow where the extension is built with
+// CUDA_KERNELS_STATIC_MODELS (static_shapes.py computes them and their routes, _build.py writes them).
 // The route an entry's launch takes in version 11 at its defaults (launch_expand_dw_v8_hf), which names the static
 // kernel it is compiled as; each route's launcher instantiates its entries only (launch_v8_static).
 enum V8Route : int {
@@ -900,7 +901,16 @@ constexpr V8Static kV8Static[] = {{0, 0, 0, 0, 0, 0, 0, 0, 0},
                                   {14, 14, 5, 1, 80, 80, 480, 14, kV8RouteTx1},        // 7: 5.0 (_txdh)
                                   {14, 14, 5, 1, 112, 112, 672, 14, kV8RouteTx1},      // 8: 5.1, 5.2 (_txdh)
                                   {14, 14, 5, 2, 112, 112, 672, 7, kV8RouteBc},        // 9: 6.0 (_bcdhg)
-                                  {7, 7, 5, 1, 192, 192, 1152, 7, kV8RouteTx2}         // 10: 6.1-6.3 (_txdh)
+                                  {7, 7, 5, 1, 192, 192, 1152, 7, kV8RouteTx2},        // 10: 6.1-6.3 (_txdh)
+                                  // EfficientNet-B2 at 288 x 288 (static_shapes.py's entries; s28 call 2: B2 -190 us)
+                                  {144, 144, 3, 2, 16, 16, 96, 1, kV8RouteBc},         // 11: B2's 2.0
+                                  {72, 72, 5, 2, 24, 32, 144, 2, kV8RouteBcWhole},     // 12: 3.0
+                                  {36, 36, 5, 1, 48, 48, 288, 8, kV8RouteUrWhole},     // 13: 3.1, 3.2
+                                  {36, 36, 3, 2, 48, 48, 288, 6, kV8RouteBcWhole},     // 14: 4.0
+                                  {18, 18, 5, 2, 120, 128, 720, 5, kV8RouteBc},        // 15: 6.0
+                                  {9, 9, 5, 1, 208, 208, 1248, 9, kV8RouteTx1},        // 16: 6.1-6.4
+                                  {9, 9, 3, 1, 208, 208, 1248, 9, kV8RouteTx1},        // 17: 7.0
+                                  {9, 9, 3, 1, 352, 352, 2112, 5, kV8RouteTx1}         // 18: 7.1
 #ifdef MB_V8_STATIC_MORE  // other models' shapes: CUDA_KERNELS_STATIC_MODELS (cuda_kernels/static_shapes.py)
 #include <mbconv_v8_static_more.h>
 #endif
