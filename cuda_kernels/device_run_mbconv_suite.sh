@@ -3,7 +3,8 @@
 # call 3 ran the last twelve; s27 call 4 and s28 call 2 the four before them; kernel 1's static file second: B2's
 # entries are in the default build since session 28), so that what the time cuts is the least changed (s25 call 2
 # ran ~1,000 of these without a failure and did not finish: NOTES.md "Session 25"). Building every extension takes
-# ~145 s of LIMIT_S (s27 call 3); each file then gets at least 90 s (device_lib.sh file_share). From the repository root (~LIMIT_S + 30 s; LIMIT_S 560 unless set):
+# ~145 s of LIMIT_S (s27 call 3); each file then gets at least 90 s (device_lib.sh file_share). From the repository
+# root (~LIMIT_S + 30 s; LIMIT_S 560 unless set):
 #   timeout 590 bash cuda_kernels/device_run_mbconv_suite.sh OUTDIR
 # Files: OUTDIR/log.txt, OUTDIR/summary.txt, OUTDIR/logs.tgz (every file's log, packed: too many files come back
 # otherwise). Last line ALL_TESTS_OK=1|0.
