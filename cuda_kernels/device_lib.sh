@@ -56,7 +56,8 @@ mbconv_begin() {
 }
 # B0_BENCH  the command line of EfficientNet-B0 end to end (`perfmodel bench` with the device scripts' repeats, warm-up
 #           and CUDA-graph timing), an array so that `step` (timeout) runs it: step NAME S "${B0_BENCH[@]}" --backend ...
-B0_BENCH=(python3 cli.py bench efficientnet_b0 --repeats 30 --warmup 5 --cuda-graphs)
+#           MODEL=efficientnet_b2 (set before sourcing) times that model instead; the files keep their b0_ names.
+B0_BENCH=(python3 cli.py bench "${MODEL:-efficientnet_b0}" --repeats 30 --warmup 5 --cuda-graphs)
 # PROJ_METRICS  the Nsight Compute metrics behind ncu_lines' projection lines ("PROJ ...": time, grid, DRAM read and
 #               throughput, issue active, instructions)
 PROJ_METRICS=gpu__time_duration.sum,launch__grid_size,dram__bytes_read.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,smsp__issue_active.avg.pct_of_peak_sustained_active,smsp__inst_executed.sum

@@ -8,7 +8,7 @@
 # compiled kernels) cannot come back; the timings can. From the repository root:
 #   timeout 590 bash cuda_kernels/device_run_b0_autotune.sh OUTDIR   (AUTO_BUDGET=S: a shorter budget; INDUCTOR_CODE=1:
 #   also the compiled rest's generated code, OUTDIR/inductor_code.txt.gz; FUSED_VARIANTS="NAME=VALUE ...": the fused
-#   network with each switch as well)
+#   network with each switch as well; MODEL=efficientnet_b2: that model instead of B0, its files still named b0_*)
 # returns OUTDIR/autotune_timings.tgz; unpack it here (tar xzf ... -C .) and give the next call
 # `carry: [".inductor_cache"]` until the max-autotune file appears. With timings carried, the fused network and
 # torch.compile default are timed first, so the call that finishes has every baseline in one run; without (the first
