@@ -226,7 +226,7 @@ __device__ __forceinline__ void zero_acc(float (&acc)[NT][4]) {
 // that entry point: NOTES.md, "Kernel 1's stall reasons"). TX: X by the tensor memory accelerator through the tensor
 // map at xmap (kernel1_v8_tx; null otherwise); WG (with TX): the expand on warpgroup MMAs.
 template <int HC, int KS, int S, int G, bool HF, bool TX = false, bool WG = false, bool BC = false, bool DH = false,
-          bool TG = false, int UR = 0, bool FD = false, bool WU = false>
+          bool TG = false, int UR = 0, bool FD = false, bool WU = false, int UOW = 0, int URS = 0>
 __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtensorMap* xmap = nullptr,
                                                   const V8Div* fd = nullptr) {
   static_assert(!WG || TX, "the wgmma expand reads X's swizzled boxes");
@@ -237,8 +237,11 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtenso
   using bf::cp_async16;
   using bf::smem_addr;
   extern __shared__ __align__(16) uint8_t smem[];
-  constexpr int LDE = V8Dw<HC>::LDE, PAD = KS / 2, OW = DwTile<S>::OW, IN = (OW - 1) * S + KS, ECH = HC / 4;
-  constexpr int R = V8Seg<KS, S>::R, SEG_E = (R - 1) * S + KS;  // a segment's output rows, its E rows
+  // UOW, URS (> 0): the depthwise unit's output columns and rows instead of DwTile's and V8Seg's (expand_dw_v8_kernel_
+  // txdhsw, CUDA_KERNELS_K1_UNIT7)
+  constexpr int LDE = V8Dw<HC>::LDE, PAD = KS / 2, OW = UOW > 0 ? UOW : DwTile<S>::OW, IN = (OW - 1) * S + KS,
+                ECH = HC / 4;
+  constexpr int R = URS > 0 ? URS : V8Seg<KS, S>::R, SEG_E = (R - 1) * S + KS;  // a segment's output rows, E rows
   constexpr int KH = KS - S;  // E rows shared by consecutive bands
   constexpr bool HALO = !(KS == 5 && S == 1) && G == 1;  // halo_v8's static part (G > 1: one band per image)
   constexpr int NT = HC / 8, KK = KS * KS;
@@ -963,6 +966,15 @@ __global__ void __launch_bounds__(kExpandThreads, 2)
   v8_static_params<KS, SH>(p);
   expand_dw_v8_body<HC, KS, S, G, true, true, WG, false, true>(p, &xmap);
 }
+// ... with depthwise units of UOW columns x URS rows that tile the entry's output exactly, so every unit is whole
+// (CUDA_KERNELS_K1_UNIT7, off until measured; NOTES.md "Current state", next 0: B0's 14 x 14 blocks in units of 7 x 1)
+template <int HC, int KS, int S, int G, bool WG, int SH, int UOW, int URS>
+__global__ void __launch_bounds__(kExpandThreads, 2)
+    expand_dw_v8_kernel_txdhsw(const Params p_in, const __grid_constant__ CUtensorMap xmap) {
+  Params p = p_in;
+  v8_static_params<KS, SH>(p);
+  expand_dw_v8_body<HC, KS, S, G, true, true, WG, false, true, false, 0, false, true, UOW, URS>(p, &xmap);
+}
 
 // V8Div of a launch of `grid` CTAs with the depthwise's column groups of OW outputs (expand_dw_v8_body's divisors).
 inline V8Div v8_div(const Params& p, int G, int OW, int grid) {
@@ -976,7 +988,8 @@ inline V8Div v8_div(const Params& p, int G, int OW, int grid) {
 
 // Persistent: as many CTAs as fit on the device (two per SM at <= 113 KB), at most one per item.
 template <int HC, int KS, int S, int G = 1, bool HF = false, bool TX = false, bool WG = false, bool BC = false,
-          bool DH = false, bool TG = false, int UR = 0, bool FD = false, bool WU = false, int SH = 0>
+          bool DH = false, bool TG = false, int UR = 0, bool FD = false, bool WU = false, int SH = 0, int UOW = 0,
+          int URS = 0>
 cudaError_t launch_expand_dw_v8(const Params& p, cudaStream_t stream, bool pdl) {
   static_assert(!SH || (kV8Static[SH].stride == S && kV8Static[SH].ks == KS && DH && (WU || TX || BC)),
                 "static shapes: version 11's packed-fp16 kernels, at their k and stride");
@@ -985,11 +998,16 @@ cudaError_t launch_expand_dw_v8(const Params& p, cudaStream_t stream, bool pdl) 
   static_assert(!FD || (G == 1 && UR > 0), "the multiplies: _dhur only (the wgmma _txdh's were slower at k = 5)");
   static_assert(!DH || HF, "D's epilogue in packed fp16 takes the HFMA2 depthwise");
   static_assert(!TG || (BC && DH), "the taps from global memory: the stride-2 packed-fp16 kernel only");
+  static_assert(!UOW || (SH && TX && URS > 0 && v8_static_out(kV8Static[SH].W, KS, S) % (UOW > 0 ? UOW : 1) == 0 &&
+                         kV8Static[SH].rows % (URS > 0 ? URS : 1) == 0 && kV8Static[SH].hidden % HC == 0),
+                "units of another shape: the static _txdhs kernels where they tile the output exactly");
   constexpr int kMaxDevices = 64;
   static int configured[kMaxDevices] = {}, last_smem[kMaxDevices] = {}, last_ctas[kMaxDevices] = {},
              sms[kMaxDevices] = {};
   const auto kernel = [] {  // (the TX kernel instantiated only where TX asks for it)
-    if constexpr (SH > 0 && UR > 0)
+    if constexpr (UOW > 0)
+      return expand_dw_v8_kernel_txdhsw<HC, KS, S, G, WG, SH, UOW, URS>;
+    else if constexpr (SH > 0 && UR > 0)
       return expand_dw_v8_kernel_dhurfws<HC, KS, S, G, UR, SH>;
     else if constexpr (SH > 0 && WU)
       return expand_dw_v8_kernel_bcdhws<HC, KS, S, G, TG, SH>;
@@ -1195,6 +1213,15 @@ inline int kernel1_v8_static_rest(const Params& p, bool v11) {
   const char* v = kernel1_switch("CUDA_KERNELS_K1_STATIC_REST");
   return (v != nullptr ? v[0] == '1' : v11) ? v8_static_entry<KS>(p) : 0;
 }
+// CUDA_KERNELS_K1_UNIT7=1 (read at every call; off until measured, NOTES.md "Current state", next 0): at the static
+// wgmma entries whose output is 7 columns a group wide (B0's 4.1-5.2, 14 x 14), the depthwise in units of 7 x 1 (28
+// whole units an item on the 10 thread groups, the slowest 21 outputs) instead of 4 x R (16 or 28 units of which 7
+// or 12 half empty; at 4.1 the slowest group 32 outputs): expand_dw_v8_kernel_txdhsw<..., 7, 1>. D the same values;
+// the pool's fp16 row sums over 7 outputs instead of 4.
+inline bool kernel1_v8_unit7_requested() {
+  const char* v = kernel1_switch("CUDA_KERNELS_K1_UNIT7");
+  return v != nullptr && v[0] == '1';
+}
 // Where entry sh of kV8Static belongs to route ROUTE at depthwise k KS (and, KPAD > 0, that padded C_in: the
 // U-in-registers kernels' k16 steps), err = launch(std::integral_constant<int, sh>) and true; false for any other sh.
 // Only the route's entries are instantiated.
@@ -1296,9 +1323,15 @@ cudaError_t launch_expand_dw_v8_hf(const Params& p, cudaStream_t stream, bool pd
       if constexpr (DH) {  // B0's 4.1-6.3 (one image an item at 4.1-5.2, two at 6.1-6.3)
         const int sh = kernel1_v8_static_rest<KS>(p, v11);
         cudaError_t err;
+        const bool unit7 = kernel1_v8_unit7_requested();
         if (g == 1 && launch_v8_static<kV8RouteTx1, KS>(sh, [&](auto e) {
-              return launch_expand_dw_v8<48, KS, 1, 1, HF, true, true, false, DH, false, 0, false, false,
-                                         decltype(e)::value>(p, stream, pdl);
+              constexpr int SH = decltype(e)::value;
+              if constexpr (v8_static_out(kV8Static[SH].W, KS, 1) % 7 == 0 && kV8Static[SH].hidden % 48 == 0)
+                if (unit7)
+                  return launch_expand_dw_v8<48, KS, 1, 1, HF, true, true, false, DH, false, 0, false, false, SH, 7,
+                                             1>(p, stream, pdl);
+              return launch_expand_dw_v8<48, KS, 1, 1, HF, true, true, false, DH, false, 0, false, false, SH>(
+                  p, stream, pdl);
             }, err))
           return err;
         if (g == 2 && launch_v8_static<kV8RouteTx2, KS>(sh, [&](auto e) {
