@@ -1,18 +1,19 @@
-"""Kernel 1's depthwise in units of 7 x 1 outputs at B0's 14 x 14 wgmma blocks (csrc/mbconv_v8.cuh
+"""Kernel 1's depthwise in units of 7 x 1 outputs at B0's 14 x 14 and 7 x 7 wgmma blocks (csrc/mbconv_v8.cuh
 expand_dw_v8_kernel_txdhsw; CUDA_KERNELS_K1_UNIT7=1, off until measured; NOTES.md "Current state", next 0).
 
-A depthwise unit is OW output columns x R output rows of one channel pair, and an item's units are dealt to 10 groups
-of 24 threads, barrier B waiting for the slowest. Today's units are 4 x 4 at k = 3 and 4 x 2 at k = 5: 14 columns make
-4 column groups, the last half empty, and at 4.1 the 16 units leave the slowest group 2 units, 32 outputs' worth of
-taps where the average is 19.6. Units of 7 x 1 tile 14 x 14 exactly: 28 whole units, 3 rounds, 21 outputs, and no edge
-code (static SASS: the unit loop 418 -> 159 instructions at k = 3, 407 -> 301 at k = 5; the slowest group's depthwise
-an item 2 x 418 -> 3 x 159 at 4.1). D is the same values (each output's taps in the same order); the pool's fp16 row
-sums run over 7 outputs instead of 4, so the output is close to, not bit for bit, the default's.
+A depthwise unit is OW output columns x R output rows of one channel pair, and an item's units are dealt to 10 groups of
+24 threads, barrier B waiting for the slowest. Today's units are 4 x 4 at k = 3 and 4 x 2 at k = 5: 14 columns make 4
+column groups, the last half empty, and at 4.1 the 16 units leave the slowest group 2 units, 32 outputs' worth of taps
+where the average is 19.6. Units of 7 x 1 tile 14 x 14 exactly: 28 whole units, 3 rounds, 21 outputs, and no edge code
+(static SASS: the unit loop 418 -> 159 instructions at k = 3, 407 -> 301 at k = 5; the slowest group's depthwise an item
+2 x 418 -> 3 x 159 at 4.1; at 6.1's 7 x 7, two images an item, 2 x 438 -> 2 x 317). D is the same values (each output's
+taps in the same order); the pool's fp16 row sums run over 7 outputs instead of 4, so the output is close to, not bit
+for bit, the default's.
 
-CPU: the unit walk transliterated from the kernel (every output once, the rounds per group), the switch and the route
-as the source reads them. ptxas (spills) is test_mbconv_v8.py's spill test. GPU (@pytest.mark.cuda): every distinct
-B0 / B2 block at batches 1, 5, 128 against float64 (poisoned output), the profiler naming _txdhsw at B0's 4.1, 5.0 and
-5.1, within 1e-3 of the default's output; B0 end to end."""
+CPU: the unit walk transliterated from the kernel (every output once, the rounds per group), the switch and the route as
+the source reads them. ptxas (spills) is test_mbconv_v8.py's spill test. GPU (@pytest.mark.cuda): every distinct B0 / B2
+block at batches 1, 5, 128 against float64 (poisoned output), the profiler naming _txdhsw at B0's 4.1, 5.0, 5.1 and 6.1,
+within 1e-3 of the default's output; B0 end to end."""
 
 import math
 import re
@@ -28,35 +29,41 @@ SOURCE = (Path(cuda_kernels.__file__).resolve().parent / "csrc" / "mbconv_v8.cuh
 GROUPS = 10  # V8Dw<48>::GROUPS: 24 threads a group, one channel pair each
 
 
-def unit_walk(wo: int, rows: int, ow: int, r: int) -> list[list[tuple[int, int]]]:
-    """The (first output row, first output column) of each unit each group takes, as expand_dw_v8_body's loop walks
-    them: group g starts at unit g (segment g / ngroups, column group g % ngroups) and steps by GROUPS units."""
+def unit_walk(wo: int, rows: int, ow: int, r: int, images: int = 1) -> list[list[tuple[int, int, int]]]:
+    """The (image, first output row, first output column) of each unit each group takes, as expand_dw_v8_body's loop
+    walks them: group g starts at unit g (segment g / ngroups, column group g % ngroups; segments past the image's
+    last continue in the item's next image) and steps by GROUPS units."""
     ngroups, nseg = math.ceil(wo / ow), math.ceil(rows / r)
-    items = nseg * ngroups
+    items = nseg * ngroups * images
     dq, dr = GROUPS // ngroups, GROUPS - (GROUPS // ngroups) * ngroups
     walks = []
     for group in range(GROUPS):
-        seg, og, mine = group // ngroups, group % ngroups, []
+        seg, og, m, mine = group // ngroups, group % ngroups, 0, []
+        while seg >= nseg:
+            seg, m = seg - nseg, m + 1
         for _ in range(group, items, GROUPS):
-            mine.append((seg * r, og * ow))
+            mine.append((m, seg * r, og * ow))
             seg += dq
             og += dr
             if og >= ngroups:
                 og -= ngroups
                 seg += 1
+            while seg >= nseg:
+                seg, m = seg - nseg, m + 1
         walks.append(mine)
     return walks
 
 
+@pytest.mark.parametrize("size,images", [(14, 1), (7, 2)])
 @pytest.mark.parametrize("ow,r", [(4, 4), (4, 2), (7, 1)])
-def test_the_walk_covers_every_output_once(ow, r):
+def test_the_walk_covers_every_output_once(ow, r, size, images):
     covered = {}
-    for units in unit_walk(14, 14, ow, r):
-        for row0, col0 in units:
-            for row in range(row0, min(row0 + r, 14)):
-                for col in range(col0, min(col0 + ow, 14)):
-                    covered[row, col] = covered.get((row, col), 0) + 1
-    assert len(covered) == 14 * 14 and set(covered.values()) == {1}
+    for units in unit_walk(size, size, ow, r, images):
+        for m, row0, col0 in units:
+            for row in range(row0, min(row0 + r, size)):
+                for col in range(col0, min(col0 + ow, size)):
+                    covered[m, row, col] = covered.get((m, row, col), 0) + 1
+    assert len(covered) == images * size * size and set(covered.values()) == {1}
 
 
 def test_the_slowest_group_at_14_by_14():
@@ -69,7 +76,16 @@ def test_the_slowest_group_at_14_by_14():
     assert sum(walks) == 28 and max(walks) == 3
     # taps a unit computes whether or not its outputs are stored: the slowest group's outputs' worth
     assert max(walks) * 7 * 1 == 21 < 2 * 4 * 4 == 32
-    assert all(col0 + 7 <= 14 for units in unit_walk(14, 14, 7, 1) for _, col0 in units)  # every unit whole
+    assert all(col0 + 7 <= 14 for units in unit_walk(14, 14, 7, 1) for _, _, col0 in units)  # every unit whole
+
+
+def test_the_slowest_group_at_7_by_7_in_items_of_two_images():
+    # 4 x 2 (k = 5, today): 2 column groups (the second 3 of 4 wide) x 4 segments (the last 1 of 2 rows) x 2 images
+    walks = [len(units) for units in unit_walk(7, 7, 4, 2, 2)]
+    assert sum(walks) == 16 and max(walks) == 2
+    # 7 x 1: 1 x 7 x 2 = 14 whole units, the slowest group 2 of them (static SASS: 2 x 317 instructions, not 2 x 438)
+    walks = [len(units) for units in unit_walk(7, 7, 7, 1, 2)]
+    assert sum(walks) == 14 and max(walks) == 2 and walks.count(2) == 4
 
 
 def test_the_switch_and_the_route():
@@ -93,16 +109,24 @@ def test_the_switch_and_the_route():
 def test_which_entries_take_it():
     from cuda_kernels import static_shapes as ss
 
-    tx1 = [e for e in ss.listed_entries() if e.route == "kV8RouteTx1"]
-    takes = [(e.H, e.ks, e.C_in) for e in tx1 if e.H % 7 == 0 and e.hidden % 48 == 0]  # stride 1: output = input
-    assert takes == [(14, 3, 80), (14, 5, 80), (14, 5, 112)]  # B0's 4.1 / 4.2, 5.0, 5.1 / 5.2 (B2's are 9 x 9)
+    tx = [e for e in ss.listed_entries() if e.route in ("kV8RouteTx1", "kV8RouteTx2")]
+    takes = [(e.H, e.ks, e.C_in) for e in tx if e.H % 7 == 0 and e.hidden % 48 == 0]  # stride 1: output = input
+    # B0's 4.1 / 4.2, 5.0, 5.1 / 5.2 and 6.1-6.3 (B2's are 9 x 9)
+    assert takes == [(14, 3, 80), (14, 5, 80), (14, 5, 112), (7, 5, 192)]
+    assert """        if (g == 2 && launch_v8_static<kV8RouteTx2, KS>(sh, [&](auto e) {
+              constexpr int SH = decltype(e)::value;
+              if constexpr (v8_static_out(kV8Static[SH].W, KS, 1) % 7 == 0 && kV8Static[SH].hidden % 48 == 0)
+                if (unit7)
+                  return launch_expand_dw_v8<48, KS, 1, 2, HF, true, true, false, DH, false, 0, false, false, SH, 7,
+                                             1>(p, stream, pdl);""" in SOURCE
 
 
 # ---- GPU ----
 
 UNIT7_KERNELS = {"features.4.1": "expand_dw_v8_kernel_txdhsw<48, 3, 1, 1, true, 6, 7, 1>",
                  "features.5.0": "expand_dw_v8_kernel_txdhsw<48, 5, 1, 1, true, 7, 7, 1>",
-                 "features.5.1": "expand_dw_v8_kernel_txdhsw<48, 5, 1, 1, true, 8, 7, 1>"}
+                 "features.5.1": "expand_dw_v8_kernel_txdhsw<48, 5, 1, 1, true, 8, 7, 1>",
+                 "features.6.1": "expand_dw_v8_kernel_txdhsw<48, 5, 1, 2, true, 10, 7, 1>"}
 
 
 @on_every_distinct_block
@@ -112,7 +136,7 @@ def test_every_shape_against_float64(name, path, batch, monkeypatch):
     from perfmodel.harness import relative_error
 
     got, default, names, *_ = switched_against_float64(monkeypatch, name, path, batch, mb.K1_UNIT7_SWITCH, "1")
-    if name == "efficientnet_b0" and path in UNIT7_KERNELS:
+    if name == "efficientnet_b0" and path in UNIT7_KERNELS and batch >= 2:  # (6.1 at batch 1: one image an item)
         assert UNIT7_KERNELS[path] in names, names[:600]
     if "txdhsw<" in names:  # the same D, the pool's sums in another order
         assert relative_error(got, default.double()) < 1e-3

@@ -1214,10 +1214,10 @@ inline int kernel1_v8_static_rest(const Params& p, bool v11) {
   return (v != nullptr ? v[0] == '1' : v11) ? v8_static_entry<KS>(p) : 0;
 }
 // CUDA_KERNELS_K1_UNIT7=1 (read at every call; off until measured, NOTES.md "Current state", next 0): at the static
-// wgmma entries whose output is 7 columns a group wide (B0's 4.1-5.2, 14 x 14), the depthwise in units of 7 x 1 (28
-// whole units an item on the 10 thread groups, the slowest 21 outputs) instead of 4 x R (16 or 28 units of which 7
-// or 12 half empty; at 4.1 the slowest group 32 outputs): expand_dw_v8_kernel_txdhsw<..., 7, 1>. D the same values;
-// the pool's fp16 row sums over 7 outputs instead of 4.
+// wgmma entries whose output a multiple of 7 columns wide (B0's 4.1-5.2 at 14 x 14, 6.1-6.3 at 7 x 7 in items of two
+// images), the depthwise in units of 7 x 1 (at 14 x 14 28 whole units an item on the 10 thread groups, the slowest
+// 21 outputs) instead of 4 x R (16 or 28 units of which 7 or 12 partly empty; at 4.1 the slowest group 32 outputs):
+// expand_dw_v8_kernel_txdhsw<..., 7, 1>. D the same values; the pool's fp16 row sums over 7 outputs, not 4.
 inline bool kernel1_v8_unit7_requested() {
   const char* v = kernel1_switch("CUDA_KERNELS_K1_UNIT7");
   return v != nullptr && v[0] == '1';
@@ -1335,8 +1335,13 @@ cudaError_t launch_expand_dw_v8_hf(const Params& p, cudaStream_t stream, bool pd
             }, err))
           return err;
         if (g == 2 && launch_v8_static<kV8RouteTx2, KS>(sh, [&](auto e) {
-              return launch_expand_dw_v8<48, KS, 1, 2, HF, true, true, false, DH, false, 0, false, false,
-                                         decltype(e)::value>(p, stream, pdl);
+              constexpr int SH = decltype(e)::value;
+              if constexpr (v8_static_out(kV8Static[SH].W, KS, 1) % 7 == 0 && kV8Static[SH].hidden % 48 == 0)
+                if (unit7)
+                  return launch_expand_dw_v8<48, KS, 1, 2, HF, true, true, false, DH, false, 0, false, false, SH, 7,
+                                             1>(p, stream, pdl);
+              return launch_expand_dw_v8<48, KS, 1, 2, HF, true, true, false, DH, false, 0, false, false, SH>(
+                  p, stream, pdl);
             }, err))
           return err;
       }
