@@ -100,8 +100,8 @@ def test_the_switch_and_the_route():
     assert "if constexpr (UOW > 0)\n      return expand_dw_v8_kernel_txdhsw<HC, KS, S, G, WG, SH, UOW, URS>;" in SOURCE
     # only where 7 divides the entry's output width and its channels are all real (whole units), one image an item
     assert "if constexpr (v8_static_out(kV8Static[SH].W, KS, 1) % 7 == 0 && kV8Static[SH].hidden % 48 == 0)" in SOURCE
-    assert re.search(r"if \(unit7\)\s+return launch_expand_dw_v8<48, KS, 1, 1, HF, true, true, false, DH, false, 0, "
-                     r"false, false, SH, 7,\s+1>\(p, stream, pdl\);", SOURCE)
+    assert re.search(r"if \(unit7\)\s+return launch_expand_dw_v8<48, KS, 1, G, HF, true, true, false, DH, false, 0, "
+                     r"false, false, SH, 7, 1>\(\s+p, stream, pdl\);", SOURCE)
     # (the launcher refuses a shape the units do not tile)
     assert "v8_static_out(kV8Static[SH].W, KS, S) % (UOW > 0 ? UOW : 1) == 0" in SOURCE
 
@@ -113,12 +113,9 @@ def test_which_entries_take_it():
     takes = [(e.H, e.ks, e.C_in) for e in tx if e.H % 7 == 0 and e.hidden % 48 == 0]  # stride 1: output = input
     # B0's 4.1 / 4.2, 5.0, 5.1 / 5.2 and 6.1-6.3 (B2's are 9 x 9)
     assert takes == [(14, 3, 80), (14, 5, 80), (14, 5, 112), (7, 5, 192)]
-    assert """        if (g == 2 && launch_v8_static<kV8RouteTx2, KS>(sh, [&](auto e) {
-              constexpr int SH = decltype(e)::value;
-              if constexpr (v8_static_out(kV8Static[SH].W, KS, 1) % 7 == 0 && kV8Static[SH].hidden % 48 == 0)
-                if (unit7)
-                  return launch_expand_dw_v8<48, KS, 1, 2, HF, true, true, false, DH, false, 0, false, false, SH, 7,
-                                             1>(p, stream, pdl);""" in SOURCE
+    # one image an item at 14 x 14, two at 7 x 7
+    assert "return launch_static(e, std::integral_constant<int, 1>{});" in SOURCE
+    assert "return launch_static(e, std::integral_constant<int, 2>{});" in SOURCE
 
 
 # ---- GPU ----

@@ -1324,24 +1324,21 @@ cudaError_t launch_expand_dw_v8_hf(const Params& p, cudaStream_t stream, bool pd
         const int sh = kernel1_v8_static_rest<KS>(p, v11);
         cudaError_t err;
         const bool unit7 = kernel1_v8_unit7_requested();
-        if (g == 1 && launch_v8_static<kV8RouteTx1, KS>(sh, [&](auto e) {
-              constexpr int SH = decltype(e)::value;
-              if constexpr (v8_static_out(kV8Static[SH].W, KS, 1) % 7 == 0 && kV8Static[SH].hidden % 48 == 0)
-                if (unit7)
-                  return launch_expand_dw_v8<48, KS, 1, 1, HF, true, true, false, DH, false, 0, false, false, SH, 7,
-                                             1>(p, stream, pdl);
-              return launch_expand_dw_v8<48, KS, 1, 1, HF, true, true, false, DH, false, 0, false, false, SH>(
+        const auto launch_static = [&](auto e, auto images) {  // entry e's static kernel, items of `images` images
+          constexpr int SH = decltype(e)::value, G = decltype(images)::value;
+          if constexpr (v8_static_out(kV8Static[SH].W, KS, 1) % 7 == 0 && kV8Static[SH].hidden % 48 == 0)
+            if (unit7)
+              return launch_expand_dw_v8<48, KS, 1, G, HF, true, true, false, DH, false, 0, false, false, SH, 7, 1>(
                   p, stream, pdl);
+          return launch_expand_dw_v8<48, KS, 1, G, HF, true, true, false, DH, false, 0, false, false, SH>(p, stream,
+                                                                                                          pdl);
+        };
+        if (g == 1 && launch_v8_static<kV8RouteTx1, KS>(sh, [&](auto e) {
+              return launch_static(e, std::integral_constant<int, 1>{});
             }, err))
           return err;
         if (g == 2 && launch_v8_static<kV8RouteTx2, KS>(sh, [&](auto e) {
-              constexpr int SH = decltype(e)::value;
-              if constexpr (v8_static_out(kV8Static[SH].W, KS, 1) % 7 == 0 && kV8Static[SH].hidden % 48 == 0)
-                if (unit7)
-                  return launch_expand_dw_v8<48, KS, 1, 2, HF, true, true, false, DH, false, 0, false, false, SH, 7,
-                                             1>(p, stream, pdl);
-              return launch_expand_dw_v8<48, KS, 1, 2, HF, true, true, false, DH, false, 0, false, false, SH>(
-                  p, stream, pdl);
+              return launch_static(e, std::integral_constant<int, 2>{});
             }, err))
           return err;
       }
