@@ -288,9 +288,9 @@ def test_kernel1_v8_compiles_without_spills(tmp_path):
     # + those compiled for B0's shapes (CUDA_KERNELS_K1_STATIC): _dhurfws at k = 3 and 5, _bcdhws at k = 3 and 5
     # + the rest of B0's (CUDA_KERNELS_K1_STATIC_REST): _bcdhs at k = 3 and 5, _txdhs at k = 3 (one) and 5 (three)
     # + B2's (session 28): _dhurfws at k = 5, _bcdhws at 3 and 5, _bcdhs at 3 and 5, _txdhs at 3 (two) and 5 (one)
-    # + units of 7 x 1 at B0's 14 x 14 and 7 x 7 static wgmma entries (CUDA_KERNELS_K1_UNIT7): _txdhsw at k = 3
-    #   (one), 5 (three)
-    assert len(entries) == 12 + 8 + 2 + 16 + 1 + 2 + 2 + 4 + 4 + 6 + 1 + 2 + 2 + 3 + 4, report
+    # + units of one output row at the static wgmma entries (CUDA_KERNELS_K1_ROW_UNITS): _txdhsw 7 wide at B0's 14 x 14
+    #   and 7 x 7 (k = 3 one, 5 three), 9 wide at B2's 9 x 9 (k = 3 two, 5 one)
+    assert len(entries) == 12 + 8 + 2 + 16 + 1 + 2 + 2 + 4 + 4 + 6 + 1 + 2 + 2 + 3 + 4 + 3, report
     for i in entries:
         spill = next(line for line in lines[i:] if "spill stores" in line)
         used = next(line for line in lines[i:] if "Used" in line and "registers" in line)

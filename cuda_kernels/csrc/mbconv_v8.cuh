@@ -238,7 +238,7 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtenso
   using bf::smem_addr;
   extern __shared__ __align__(16) uint8_t smem[];
   // UOW, URS (> 0): the depthwise unit's output columns and rows instead of DwTile's and V8Seg's (expand_dw_v8_kernel_
-  // txdhsw, CUDA_KERNELS_K1_UNIT7)
+  // txdhsw, CUDA_KERNELS_K1_ROW_UNITS)
   constexpr int LDE = V8Dw<HC>::LDE, PAD = KS / 2, OW = UOW > 0 ? UOW : DwTile<S>::OW, IN = (OW - 1) * S + KS,
                 ECH = HC / 4;
   constexpr int R = URS > 0 ? URS : V8Seg<KS, S>::R, SEG_E = (R - 1) * S + KS;  // a segment's output rows, E rows
@@ -967,7 +967,7 @@ __global__ void __launch_bounds__(kExpandThreads, 2)
   expand_dw_v8_body<HC, KS, S, G, true, true, WG, false, true>(p, &xmap);
 }
 // ... with depthwise units of UOW columns x URS rows that tile the entry's output exactly, so every unit is whole
-// (CUDA_KERNELS_K1_UNIT7, off until measured; NOTES.md "Current state", next 0: B0's 14 x 14 blocks in units of 7 x 1)
+// (CUDA_KERNELS_K1_ROW_UNITS, off until measured; NOTES.md "Current state", next 0: units of one output row)
 template <int HC, int KS, int S, int G, bool WG, int SH, int UOW, int URS>
 __global__ void __launch_bounds__(kExpandThreads, 2)
     expand_dw_v8_kernel_txdhsw(const Params p_in, const __grid_constant__ CUtensorMap xmap) {
@@ -1213,14 +1213,21 @@ inline int kernel1_v8_static_rest(const Params& p, bool v11) {
   const char* v = kernel1_switch("CUDA_KERNELS_K1_STATIC_REST");
   return (v != nullptr ? v[0] == '1' : v11) ? v8_static_entry<KS>(p) : 0;
 }
-// CUDA_KERNELS_K1_UNIT7=1 (read at every call; off until measured, NOTES.md "Current state", next 0): at the static
-// wgmma entries whose output a multiple of 7 columns wide (B0's 4.1-5.2 at 14 x 14, 6.1-6.3 at 7 x 7 in items of two
-// images), the depthwise in units of 7 x 1 (at 14 x 14 28 whole units an item on the 10 thread groups, the slowest
-// 21 outputs) instead of 4 x R (16 or 28 units of which 7 or 12 partly empty; at 4.1 the slowest group 32 outputs):
-// expand_dw_v8_kernel_txdhsw<..., 7, 1>. D the same values; the pool's fp16 row sums over 7 outputs, not 4.
-inline bool kernel1_v8_unit7_requested() {
-  const char* v = kernel1_switch("CUDA_KERNELS_K1_UNIT7");
+// CUDA_KERNELS_K1_ROW_UNITS=1 (read at every call; off until measured, NOTES.md "Current state", next 0): at the
+// static wgmma entries, the depthwise in whole units of one output row (expand_dw_v8_kernel_txdhsw<..., cols, 1>)
+// instead of 4 x R, where they tile the output: 7 wide where 7 divides the width (B0's 4.1-5.2 at 14 x 14: 28 units an
+// item on the 10 thread groups, the slowest 21 outputs where 4 x 4 gave it 32; 6.1-6.3 at 7 x 7, two images an item),
+// else the whole row up to 9 (B2's 6.1-7.1 at 9 x 9: 9 units, one round). D the same values; the pool's fp16 row
+// sums over the unit's outputs instead of 4.
+inline bool kernel1_v8_row_units_requested() {
+  const char* v = kernel1_switch("CUDA_KERNELS_K1_ROW_UNITS");
   return v != nullptr && v[0] == '1';
+}
+// The row unit's width at entry SH (0: none; all its channels real, as whole units need)
+template <int SH, int KS>
+constexpr int v8_row_unit_cols() {
+  constexpr int out = v8_static_out(kV8Static[SH].W, KS, kV8Static[SH].stride);
+  return kV8Static[SH].hidden % 48 != 0 ? 0 : out % 7 == 0 ? 7 : out <= 9 ? out : 0;
 }
 // Where entry sh of kV8Static belongs to route ROUTE at depthwise k KS (and, KPAD > 0, that padded C_in: the
 // U-in-registers kernels' k16 steps), err = launch(std::integral_constant<int, sh>) and true; false for any other sh.
@@ -1323,12 +1330,12 @@ cudaError_t launch_expand_dw_v8_hf(const Params& p, cudaStream_t stream, bool pd
       if constexpr (DH) {  // B0's 4.1-6.3 (one image an item at 4.1-5.2, two at 6.1-6.3)
         const int sh = kernel1_v8_static_rest<KS>(p, v11);
         cudaError_t err;
-        const bool unit7 = kernel1_v8_unit7_requested();
+        const bool row_units = kernel1_v8_row_units_requested();
         const auto launch_static = [&](auto e, auto images) {  // entry e's static kernel, items of `images` images
-          constexpr int SH = decltype(e)::value, G = decltype(images)::value;
-          if constexpr (v8_static_out(kV8Static[SH].W, KS, 1) % 7 == 0 && kV8Static[SH].hidden % 48 == 0)
-            if (unit7)
-              return launch_expand_dw_v8<48, KS, 1, G, HF, true, true, false, DH, false, 0, false, false, SH, 7, 1>(
+          constexpr int SH = decltype(e)::value, G = decltype(images)::value, UC = v8_row_unit_cols<SH, KS>();
+          if constexpr (UC > 0)
+            if (row_units)
+              return launch_expand_dw_v8<48, KS, 1, G, HF, true, true, false, DH, false, 0, false, false, SH, UC, 1>(
                   p, stream, pdl);
           return launch_expand_dw_v8<48, KS, 1, G, HF, true, true, false, DH, false, 0, false, false, SH>(p, stream,
                                                                                                           pdl);

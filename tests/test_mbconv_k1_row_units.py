@@ -1,19 +1,20 @@
-"""Kernel 1's depthwise in units of 7 x 1 outputs at B0's 14 x 14 and 7 x 7 wgmma blocks (csrc/mbconv_v8.cuh
-expand_dw_v8_kernel_txdhsw; CUDA_KERNELS_K1_UNIT7=1, off until measured; NOTES.md "Current state", next 0).
+"""Kernel 1's depthwise in whole units of one output row at the static wgmma blocks (csrc/mbconv_v8.cuh
+expand_dw_v8_kernel_txdhsw; CUDA_KERNELS_K1_ROW_UNITS=1, off until measured; NOTES.md "Current state", next 0): 7 wide
+at B0's 14 x 14 and 7 x 7 blocks, the whole 9-wide row at B2's 9 x 9 blocks.
 
 A depthwise unit is OW output columns x R output rows of one channel pair, and an item's units are dealt to 10 groups of
 24 threads, barrier B waiting for the slowest. Today's units are 4 x 4 at k = 3 and 4 x 2 at k = 5: 14 columns make 4
 column groups, the last half empty, and at 4.1 the 16 units leave the slowest group 2 units, 32 outputs' worth of taps
 where the average is 19.6. Units of 7 x 1 tile 14 x 14 exactly: 28 whole units, 3 rounds, 21 outputs, and no edge code
 (static SASS: the unit loop 418 -> 159 instructions at k = 3, 407 -> 301 at k = 5; the slowest group's depthwise an item
-2 x 418 -> 3 x 159 at 4.1; at 6.1's 7 x 7, two images an item, 2 x 438 -> 2 x 317). D is the same values (each output's
-taps in the same order); the pool's fp16 row sums run over 7 outputs instead of 4, so the output is close to, not bit
-for bit, the default's.
+2 x 418 -> 3 x 159 at 4.1; at 6.1's 7 x 7, two images an item, 2 x 438 -> 2 x 317). At 9 x 9 (k = 5) 15 units in two
+rounds become 9 in one (2 x 402 -> 1 x 364). D is the same values (each output's taps in the same order); the pool's
+fp16 row sums run over the unit's outputs instead of 4, so the output is close to, not bit for bit, the default's.
 
-CPU: the unit walk transliterated from the kernel (every output once, the rounds per group), the switch and the route as
-the source reads them. ptxas (spills) is test_mbconv_v8.py's spill test. GPU (@pytest.mark.cuda): every distinct B0 / B2
-block at batches 1, 5, 128 against float64 (poisoned output), the profiler naming _txdhsw at B0's 4.1, 5.0, 5.1 and 6.1,
-within 1e-3 of the default's output; B0 end to end."""
+CPU: the unit walk transliterated from the kernel (every output once, the rounds per group), the switch, the width rule
+and the route as the source reads them. ptxas (spills) is test_mbconv_v8.py's spill test. GPU (@pytest.mark.cuda):
+every distinct B0 / B2 block at batches 1, 5, 128 against float64 (poisoned output), the profiler naming _txdhsw at
+B0's 4.1, 5.0, 5.1, 6.1 and B2's 6.1, 7.0, 7.1, within 1e-3 of the default's output; B0 end to end."""
 
 import math
 import re
@@ -88,9 +89,18 @@ def test_the_slowest_group_at_7_by_7_in_items_of_two_images():
     assert sum(walks) == 14 and max(walks) == 2 and walks.count(2) == 4
 
 
+def test_the_slowest_group_at_9_by_9():
+    # B2's 6.x (k = 5): 4 x 2 gives 3 column groups (the last 1 of 4 wide) x 5 segments = 15 units, two rounds; rows
+    # of 9: 9 whole units, one round
+    assert max(len(u) for u in unit_walk(9, 9, 4, 2)) == 2 and sum(len(u) for u in unit_walk(9, 9, 4, 2)) == 15
+    assert max(len(u) for u in unit_walk(9, 9, 9, 1)) == 1 and sum(len(u) for u in unit_walk(9, 9, 9, 1)) == 9
+    # B2's 7.1 (bands of 5 rows: 5 and 4): one unit a row, every unit whole
+    assert sum(len(u) for u in unit_walk(9, 5, 9, 1)) == 5 and sum(len(u) for u in unit_walk(9, 4, 9, 1)) == 4
+
+
 def test_the_switch_and_the_route():
-    assert mb.K1_UNIT7_SWITCH == "CUDA_KERNELS_K1_UNIT7"
-    assert """  const char* v = kernel1_switch("CUDA_KERNELS_K1_UNIT7");
+    assert mb.K1_ROW_UNITS_SWITCH == "CUDA_KERNELS_K1_ROW_UNITS"
+    assert """  const char* v = kernel1_switch("CUDA_KERNELS_K1_ROW_UNITS");
   return v != nullptr && v[0] == '1';""" in SOURCE  # off unless 1
     # the body's unit shape: DwTile's and V8Seg's unless the kernel names another
     assert "OW = UOW > 0 ? UOW : DwTile<S>::OW" in SOURCE and "R = URS > 0 ? URS : V8Seg<KS, S>::R" in SOURCE
@@ -98,10 +108,11 @@ def test_the_switch_and_the_route():
     assert ("expand_dw_v8_body<HC, KS, S, G, true, true, WG, false, true, false, 0, false, true, UOW, URS>(p, &xmap);"
             in SOURCE)
     assert "if constexpr (UOW > 0)\n      return expand_dw_v8_kernel_txdhsw<HC, KS, S, G, WG, SH, UOW, URS>;" in SOURCE
-    # only where 7 divides the entry's output width and its channels are all real (whole units), one image an item
-    assert "if constexpr (v8_static_out(kV8Static[SH].W, KS, 1) % 7 == 0 && kV8Static[SH].hidden % 48 == 0)" in SOURCE
-    assert re.search(r"if \(unit7\)\s+return launch_expand_dw_v8<48, KS, 1, G, HF, true, true, false, DH, false, 0, "
-                     r"false, false, SH, 7, 1>\(\s+p, stream, pdl\);", SOURCE)
+    # the width: 7 where 7 divides the entry's output width, else the whole row up to 9, where its channels are all
+    # real (whole units)
+    assert "return kV8Static[SH].hidden % 48 != 0 ? 0 : out % 7 == 0 ? 7 : out <= 9 ? out : 0;" in SOURCE
+    assert re.search(r"if \(row_units\)\s+return launch_expand_dw_v8<48, KS, 1, G, HF, true, true, false, DH, false, "
+                     r"0, false, false, SH, UC, 1>\(\s+p, stream, pdl\);", SOURCE)
     # (the launcher refuses a shape the units do not tile)
     assert "v8_static_out(kV8Static[SH].W, KS, S) % (UOW > 0 ? UOW : 1) == 0" in SOURCE
 
@@ -110,9 +121,11 @@ def test_which_entries_take_it():
     from cuda_kernels import static_shapes as ss
 
     tx = [e for e in ss.listed_entries() if e.route in ("kV8RouteTx1", "kV8RouteTx2")]
-    takes = [(e.H, e.ks, e.C_in) for e in tx if e.H % 7 == 0 and e.hidden % 48 == 0]  # stride 1: output = input
-    # B0's 4.1 / 4.2, 5.0, 5.1 / 5.2 and 6.1-6.3 (B2's are 9 x 9)
-    assert takes == [(14, 3, 80), (14, 5, 80), (14, 5, 112), (7, 5, 192)]
+    # stride 1: output = input; every entry's hidden is a multiple of 48
+    widths = [(e.H, e.ks, e.C_in, 7 if e.H % 7 == 0 else e.H if e.H <= 9 else 0) for e in tx]
+    # B0's 4.1 / 4.2, 5.0, 5.1 / 5.2, 6.1-6.3; B2's 6.1-6.4, 7.0, 7.1: every static wgmma entry
+    assert widths == [(14, 3, 80, 7), (14, 5, 80, 7), (14, 5, 112, 7), (7, 5, 192, 7), (9, 5, 208, 9), (9, 3, 208, 9),
+                      (9, 3, 352, 9)]
     # one image an item at 14 x 14, two at 7 x 7
     assert "return launch_static(e, std::integral_constant<int, 1>{});" in SOURCE
     assert "return launch_static(e, std::integral_constant<int, 2>{});" in SOURCE
@@ -120,10 +133,13 @@ def test_which_entries_take_it():
 
 # ---- GPU ----
 
-UNIT7_KERNELS = {"features.4.1": "expand_dw_v8_kernel_txdhsw<48, 3, 1, 1, true, 6, 7, 1>",
-                 "features.5.0": "expand_dw_v8_kernel_txdhsw<48, 5, 1, 1, true, 7, 7, 1>",
-                 "features.5.1": "expand_dw_v8_kernel_txdhsw<48, 5, 1, 1, true, 8, 7, 1>",
-                 "features.6.1": "expand_dw_v8_kernel_txdhsw<48, 5, 1, 2, true, 10, 7, 1>"}
+ROW_KERNELS = {("efficientnet_b0", "features.4.1"): "expand_dw_v8_kernel_txdhsw<48, 3, 1, 1, true, 6, 7, 1>",
+               ("efficientnet_b0", "features.5.0"): "expand_dw_v8_kernel_txdhsw<48, 5, 1, 1, true, 7, 7, 1>",
+               ("efficientnet_b0", "features.5.1"): "expand_dw_v8_kernel_txdhsw<48, 5, 1, 1, true, 8, 7, 1>",
+               ("efficientnet_b0", "features.6.1"): "expand_dw_v8_kernel_txdhsw<48, 5, 1, 2, true, 10, 7, 1>",
+               ("efficientnet_b2", "features.6.1"): "expand_dw_v8_kernel_txdhsw<48, 5, 1, 1, true, 16, 9, 1>",
+               ("efficientnet_b2", "features.7.0"): "expand_dw_v8_kernel_txdhsw<48, 3, 1, 1, true, 17, 9, 1>",
+               ("efficientnet_b2", "features.7.1"): "expand_dw_v8_kernel_txdhsw<48, 3, 1, 1, true, 18, 9, 1>"}
 
 
 @on_every_distinct_block
@@ -132,9 +148,9 @@ def test_every_shape_against_float64(name, path, batch, monkeypatch):
 
     from perfmodel.harness import relative_error
 
-    got, default, names, *_ = switched_against_float64(monkeypatch, name, path, batch, mb.K1_UNIT7_SWITCH, "1")
-    if name == "efficientnet_b0" and path in UNIT7_KERNELS and batch >= 2:  # (6.1 at batch 1: one image an item)
-        assert UNIT7_KERNELS[path] in names, names[:600]
+    got, default, names, *_ = switched_against_float64(monkeypatch, name, path, batch, mb.K1_ROW_UNITS_SWITCH, "1")
+    if (name, path) in ROW_KERNELS and batch >= 2:  # (B0's 6.1 at batch 1: one image an item)
+        assert ROW_KERNELS[name, path] in names, names[:600]
     if "txdhsw<" in names:  # the same D, the pool's sums in another order
         assert relative_error(got, default.double()) < 1e-3
     else:  # the switch changes nothing (version 3's kernel 1 pools with atomics: last bits)
@@ -146,4 +162,4 @@ def test_efficientnet_b0_with_it(monkeypatch):
     """B0 through the check before timing (every fused block within 2x PyTorch fp16's error; none falls back)."""
     from mbconv_helpers import check_fused_b0
 
-    check_fused_b0(monkeypatch, {mb.K1_UNIT7_SWITCH: "1"}, {"StemMBConv": 1, "MBConv": 15}, 16)
+    check_fused_b0(monkeypatch, {mb.K1_ROW_UNITS_SWITCH: "1"}, {"StemMBConv": 1, "MBConv": 15}, 16)
