@@ -434,3 +434,39 @@ def depthwise_model_error(path: str, depthwise: str) -> float:
         ds = r16(r16(s) * d) if pytorch else r16(d * s)
         y = F.conv2d(ds, r16(proj.weight), r16(proj.bias))
         return relative_error(r16(y + x if blk.use_res_connect else y), ref)
+
+
+def depthwise_walk(ng: int, rows: int, wo: int, R: int, OW: int, groups: int):
+    """expand_dw_v8_kernel<..., G>'s depthwise item walk, thread group by thread group, as the kernel steps it (seg /
+    og by dq / dr without division, the image by subtracting nseg, the sums flushed to a slot when the image changes,
+    the last flush only for an image of the item): (items per group, slot writes as (image, group, items summed))."""
+    nseg, ngroups = -(-rows // R), -(-wo // OW)
+    items = nseg * ngroups * ng
+    dq, dr = groups // ngroups, groups % ngroups
+    visits, writes = [], []
+    for group in range(groups):
+        seg, og = group // ngroups, group % ngroups
+        m = 0
+        while seg >= nseg:
+            seg -= nseg
+            m += 1
+        m_sum, summed = m, []
+        for j in range(group, items, groups):
+            orow0, ow0, mi = seg * R, og * OW, m
+            seg += dq
+            og += dr
+            if og >= ngroups:
+                og -= ngroups
+                seg += 1
+            while seg >= nseg:
+                seg -= nseg
+                m += 1
+            if mi != m_sum:
+                writes.append((m_sum, group, tuple(summed)))
+                summed, m_sum = [], mi
+            assert j == (mi * nseg + orow0 // R) * ngroups + ow0 // OW  # the stepping is j's decomposition
+            visits.append((mi, orow0, ow0))
+            summed.append((mi, orow0, ow0))
+        if m_sum < ng:
+            writes.append((m_sum, group, tuple(summed)))
+    return visits, writes

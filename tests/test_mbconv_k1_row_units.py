@@ -11,12 +11,11 @@ where the average is 19.6. Units of 7 x 1 tile 14 x 14 exactly: 28 whole units, 
 rounds become 9 in one (2 x 402 -> 1 x 364). D is the same values (each output's taps in the same order); the pool's
 fp16 row sums run over the unit's outputs instead of 4, so the output is close to, not bit for bit, the default's.
 
-CPU: the unit walk transliterated from the kernel (every output once, the rounds per group), the switch, the width rule
+CPU: the units per thread group by the kernel's walk (mbconv_helpers.depthwise_walk), the switch, the width rule
 and the route as the source reads them. ptxas (spills) is test_mbconv_v8.py's spill test. GPU (@pytest.mark.cuda):
 every distinct B0 / B2 block at batches 1, 5, 128 against float64 (poisoned output), the profiler naming _txdhsw at
 B0's 4.1, 5.0, 5.1, 6.1 and B2's 6.1, 7.0, 7.1, within 1e-3 of the default's output; B0 end to end."""
 
-import math
 import re
 from pathlib import Path
 
@@ -24,78 +23,47 @@ import pytest
 
 import cuda_kernels
 from cuda_kernels import mbconv as mb
-from mbconv_helpers import on_every_distinct_block
+from mbconv_helpers import depthwise_walk, on_every_distinct_block
 
 SOURCE = (Path(cuda_kernels.__file__).resolve().parent / "csrc" / "mbconv_v8.cuh").read_text()
 GROUPS = 10  # V8Dw<48>::GROUPS: 24 threads a group, one channel pair each
 
 
-def unit_walk(wo: int, rows: int, ow: int, r: int, images: int = 1) -> list[list[tuple[int, int, int]]]:
-    """The (image, first output row, first output column) of each unit each group takes, as expand_dw_v8_body's loop
-    walks them: group g starts at unit g (segment g / ngroups, column group g % ngroups; segments past the image's
-    last continue in the item's next image) and steps by GROUPS units."""
-    ngroups, nseg = math.ceil(wo / ow), math.ceil(rows / r)
-    items = nseg * ngroups * images
-    dq, dr = GROUPS // ngroups, GROUPS - (GROUPS // ngroups) * ngroups
-    walks = []
-    for group in range(GROUPS):
-        seg, og, m, mine = group // ngroups, group % ngroups, 0, []
-        while seg >= nseg:
-            seg, m = seg - nseg, m + 1
-        for _ in range(group, items, GROUPS):
-            mine.append((m, seg * r, og * ow))
-            seg += dq
-            og += dr
-            if og >= ngroups:
-                og -= ngroups
-                seg += 1
-            while seg >= nseg:
-                seg, m = seg - nseg, m + 1
-        walks.append(mine)
-    return walks
-
-
-@pytest.mark.parametrize("size,images", [(14, 1), (7, 2)])
-@pytest.mark.parametrize("ow,r", [(4, 4), (4, 2), (7, 1)])
-def test_the_walk_covers_every_output_once(ow, r, size, images):
-    covered = {}
-    for units in unit_walk(size, size, ow, r, images):
-        for m, row0, col0 in units:
-            for row in range(row0, min(row0 + r, size)):
-                for col in range(col0, min(col0 + ow, size)):
-                    covered[m, row, col] = covered.get((m, row, col), 0) + 1
-    assert len(covered) == images * size * size and set(covered.values()) == {1}
+def units_per_group(images: int, rows: int, wo: int, r: int, ow: int) -> list[int]:
+    """How many units each of the 10 thread groups takes in an item, by the kernel's walk (mbconv_helpers.
+    depthwise_walk, checked in test_mbconv_v8 to cover every output once, one-row units included)."""
+    _, writes = depthwise_walk(images, rows, wo, r, ow, GROUPS)
+    return [sum(len(summed) for _, g, summed in writes if g == group) for group in range(GROUPS)]
 
 
 def test_the_slowest_group_at_14_by_14():
     # 4 x 4 (k = 3, today): 4 column groups x 4 segments = 16 units, the slowest group 2 (of which 1 or 2 partial)
-    walks = [len(units) for units in unit_walk(14, 14, 4, 4)]
+    walks = units_per_group(1, 14, 14, 4, 4)
     assert sum(walks) == 16 and max(walks) == 2 and walks.count(2) == 6
     # 4 x 2 (k = 5, today): 4 x 7 = 28 units, 3 rounds; 7 x 1: 2 x 14 = 28 whole units, 3 rounds
-    assert sum(len(u) for u in unit_walk(14, 14, 4, 2)) == 28 and max(len(u) for u in unit_walk(14, 14, 4, 2)) == 3
-    walks = [len(units) for units in unit_walk(14, 14, 7, 1)]
+    assert sum(units_per_group(1, 14, 14, 2, 4)) == 28 and max(units_per_group(1, 14, 14, 2, 4)) == 3
+    walks = units_per_group(1, 14, 14, 1, 7)
     assert sum(walks) == 28 and max(walks) == 3
     # taps a unit computes whether or not its outputs are stored: the slowest group's outputs' worth
     assert max(walks) * 7 * 1 == 21 < 2 * 4 * 4 == 32
-    assert all(col0 + 7 <= 14 for units in unit_walk(14, 14, 7, 1) for _, _, col0 in units)  # every unit whole
 
 
 def test_the_slowest_group_at_7_by_7_in_items_of_two_images():
     # 4 x 2 (k = 5, today): 2 column groups (the second 3 of 4 wide) x 4 segments (the last 1 of 2 rows) x 2 images
-    walks = [len(units) for units in unit_walk(7, 7, 4, 2, 2)]
+    walks = units_per_group(2, 7, 7, 2, 4)
     assert sum(walks) == 16 and max(walks) == 2
     # 7 x 1: 1 x 7 x 2 = 14 whole units, the slowest group 2 of them (static SASS: 2 x 317 instructions, not 2 x 438)
-    walks = [len(units) for units in unit_walk(7, 7, 7, 1, 2)]
+    walks = units_per_group(2, 7, 7, 1, 7)
     assert sum(walks) == 14 and max(walks) == 2 and walks.count(2) == 4
 
 
 def test_the_slowest_group_at_9_by_9():
     # B2's 6.x (k = 5): 4 x 2 gives 3 column groups (the last 1 of 4 wide) x 5 segments = 15 units, two rounds; rows
     # of 9: 9 whole units, one round
-    assert max(len(u) for u in unit_walk(9, 9, 4, 2)) == 2 and sum(len(u) for u in unit_walk(9, 9, 4, 2)) == 15
-    assert max(len(u) for u in unit_walk(9, 9, 9, 1)) == 1 and sum(len(u) for u in unit_walk(9, 9, 9, 1)) == 9
-    # B2's 7.1 (bands of 5 rows: 5 and 4): one unit a row, every unit whole
-    assert sum(len(u) for u in unit_walk(9, 5, 9, 1)) == 5 and sum(len(u) for u in unit_walk(9, 4, 9, 1)) == 4
+    assert max(units_per_group(1, 9, 9, 2, 4)) == 2 and sum(units_per_group(1, 9, 9, 2, 4)) == 15
+    assert max(units_per_group(1, 9, 9, 1, 9)) == 1 and sum(units_per_group(1, 9, 9, 1, 9)) == 9
+    # B2's 7.1 (bands of 5 rows: 5 and 4): one unit a row
+    assert sum(units_per_group(1, 5, 9, 1, 9)) == 5 and sum(units_per_group(1, 4, 9, 1, 9)) == 4
 
 
 def test_the_switch_and_the_route():

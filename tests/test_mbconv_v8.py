@@ -26,7 +26,8 @@ from torch.nn import functional as F
 
 import cuda_kernels
 from cuda_kernels import mbconv as mb
-from mbconv_helpers import host_run as _host_run, nvcc_path as _nvcc, torch_includes as _torch_includes
+from mbconv_helpers import depthwise_walk, host_run as _host_run, nvcc_path as _nvcc
+from mbconv_helpers import torch_includes as _torch_includes
 
 ROOT = Path(__file__).resolve().parents[1]
 CSRC = Path(cuda_kernels.__file__).resolve().parent / "csrc"
@@ -836,49 +837,15 @@ int main() {{
     assert got == want
 
 
-def _depthwise_walk(ng: int, rows: int, wo: int, R: int, OW: int, groups: int):
-    """expand_dw_v8_kernel<..., G>'s depthwise item walk, thread group by thread group, as the kernel steps it (seg /
-    og by dq / dr without division, the image by subtracting nseg, the sums flushed to a slot when the image changes,
-    the last flush only for an image of the item): (items per group, slot writes as (image, group, items summed))."""
-    nseg, ngroups = -(-rows // R), -(-wo // OW)
-    items = nseg * ngroups * ng
-    dq, dr = groups // ngroups, groups % ngroups
-    visits, writes = [], []
-    for group in range(groups):
-        seg, og = group // ngroups, group % ngroups
-        m = 0
-        while seg >= nseg:
-            seg -= nseg
-            m += 1
-        m_sum, summed = m, []
-        for j in range(group, items, groups):
-            orow0, ow0, mi = seg * R, og * OW, m
-            seg += dq
-            og += dr
-            if og >= ngroups:
-                og -= ngroups
-                seg += 1
-            while seg >= nseg:
-                seg -= nseg
-                m += 1
-            if mi != m_sum:
-                writes.append((m_sum, group, tuple(summed)))
-                summed, m_sum = [], mi
-            assert j == (mi * nseg + orow0 // R) * ngroups + ow0 // OW  # the stepping is j's decomposition
-            visits.append((mi, orow0, ow0))
-            summed.append((mi, orow0, ow0))
-        if m_sum < ng:
-            writes.append((m_sum, group, tuple(summed)))
-    return visits, writes
-
-
 @pytest.mark.parametrize("ng,rows,wo,R,OW", [(2, 7, 7, 2, 4), (2, 7, 7, 4, 4), (1, 7, 7, 2, 4), (2, 3, 3, 4, 4),
-                                             (2, 14, 14, 2, 4), (2, 1, 1, 2, 4), (2, 9, 9, 4, 4)])
+                                             (2, 14, 14, 2, 4), (2, 1, 1, 2, 4), (2, 9, 9, 4, 4),
+                                             # one-row units (CUDA_KERNELS_K1_ROW_UNITS)
+                                             (1, 14, 14, 1, 7), (2, 7, 7, 1, 7), (1, 9, 9, 1, 9), (1, 4, 9, 1, 9)])
 def test_k1_images_depthwise_walk_covers_each_output_once(ng, rows, wo, R, OW):
     """Every (image, segment, column group) once; every slot written at most once, only for images of the item, with
     exactly its group's items of that image (an unwritten slot keeps the zero the thread stored first)."""
     groups = 256 // (HC // 2)  # 10
-    visits, writes = _depthwise_walk(ng, rows, wo, R, OW, groups)
+    visits, writes = depthwise_walk(ng, rows, wo, R, OW, groups)
     nseg, ngroups = -(-rows // R), -(-wo // OW)
     want = {(m, s * R, g * OW) for m in range(ng) for s in range(nseg) for g in range(ngroups)}
     assert sorted(visits) == sorted(want) and len(visits) == len(want)
