@@ -36,7 +36,8 @@ from perfmodel.harness import Timer, cuda_graph_replay, environment, randomize_b
 
 def chunk_bounds(batch: int, chunks: int) -> list[tuple[int, int]]:
     """[start, end) of `chunks` equal chunks of the batch, each an even number of images (kernel 1 pairs images into
-    items where a band is the image: even chunks keep the pairs, and so the bits, of the whole batch)."""
+    items where a band is the image: even chunks keep the whole batch's pairs; the projection may still pick another
+    kernel for a chunk's row count, module docstring)."""
     if chunks < 1 or batch % (2 * chunks):
         raise ValueError(f"{batch} images do not split into {chunks} chunks of an even size")
     size = batch // chunks
