@@ -174,9 +174,9 @@ K1_STATIC_SWITCH = "CUDA_KERNELS_K1_STATIC"
 # 36.1 -> 31.7 us, B0 -49.1 us): the same for the rest of B0's version-8 kernels 1 (kV8Static 5-10: 4.0-6.3;
 # expand_dw_v8_kernel_bcdhs / _txdhs)
 K1_STATIC_REST_SWITCH = "CUDA_KERNELS_K1_STATIC_REST"
-# csrc/mbconv_v8.cuh kernel1_v8_row_units_requested: "1" (off until measured, session 28): at the static wgmma blocks
-# the depthwise in whole units of one output row, 7 wide (B0's 4.1-6.3) or the whole 9-wide row (B2's 6.1-7.1)
-# (expand_dw_v8_kernel_txdhsw)
+# csrc/mbconv_v8.cuh kernel1_v8_row_units_requested: "0" / "1" (on by default in version 11 since session 29: 4.1's
+# kernel 1 31.9 -> 27.4 us, B0 -35.5 us, B2 -84.1): at the static wgmma blocks the depthwise in whole units of one
+# output row, 7 wide (B0's 4.1-6.3) or the whole 9-wide row (B2's 6.1-7.1) (expand_dw_v8_kernel_txdhsw)
 K1_ROW_UNITS_SWITCH = "CUDA_KERNELS_K1_ROW_UNITS"
 # an experiment switch, read at every launch (rows_override): "HxWkKsS=R[,...]" caps kernel 1's output rows per band
 # at R for inputs of H x W with a k x k depthwise at stride S (e.g. "28x28k5s1=7": B0's 3.1 in 4 bands of 7 instead

@@ -87,8 +87,8 @@ def test_every_shape_against_float64(name, path, batch, monkeypatch):
     v8 = params.expand_w is not None and not mb.kernel1_v9_takes_v3(params.kernel_size, params.stride, got.shape[2],
                                                                      got.shape[3])
     if v8:
-        # g: TAPS_G; ur: U_REG; f: FASTDIV; w: WHOLE; s: STATIC (B0's 2.0-3.1) and STATIC_REST (4.0-6.1, no w)
-        assert re.search(r"expand_dw_v8_kernel_(tx|bc)?dh(g|urf?)?w?s?<", names), names[:600]
+        # g: TAPS_G; ur: U_REG; f: FASTDIV; w: WHOLE; s: STATIC (B0's 2.0-3.1) and STATIC_REST (4.0-6.1; sw: ROW_UNITS)
+        assert re.search(r"expand_dw_v8_kernel_(tx|bc)?dh(g|urf?)?(ws|sw|w|s)?<", names), names[:600]
         assert relative_error(got, default.double()) < 2e-3
         if batch == 128:
             assert not torch.equal(got, default)  # another epilogue ran
@@ -119,11 +119,11 @@ def test_its_smaller_taps_let_x_come_by_tma_at_stage_5():
 def test_stage_5_runs_x_by_tma_and_the_wgmma_expand(path, monkeypatch):
     """With the switch, B0's 5.0 and 5.1 run kernel 1 with X by the tensor memory accelerator and the expand on
     warpgroup MMAs (expand_dw_v8_kernel_txdh<48, 5, 1, 1, true>; since session 27 the kernel compiled for the block's
-    shape, txdhs<48, 5, 1, 1, true, entry>), within 2x PyTorch fp16's error of float64."""
+    shape, txdhs<48, 5, 1, 1, true, entry>, and since session 29 in units of one row, txdhsw<..., 7, 1>), within 2x PyTorch fp16's error of float64."""
     from mbconv_helpers import switched_against_float64
 
     *_, names, _, _, _ = switched_against_float64(monkeypatch, "efficientnet_b0", path, 128, mb.K1_DH2_SWITCH, "1")
-    assert re.search(r"expand_dw_v8_kernel_txdhs?<48, 5, 1, 1, true[,>]", names), names[:600]
+    assert re.search(r"expand_dw_v8_kernel_txdh(sw?)?<48, 5, 1, 1, true[,>]", names), names[:600]
 
 
 # ---- the taps from global memory at stride 2 (CUDA_KERNELS_K1_TAPS_G, on by default in version 11 since session 24:

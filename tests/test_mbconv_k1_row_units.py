@@ -1,5 +1,5 @@
 """Kernel 1's depthwise in whole units of one output row at the static wgmma blocks (csrc/mbconv_v8.cuh
-expand_dw_v8_kernel_txdhsw; CUDA_KERNELS_K1_ROW_UNITS=1, off until measured; NOTES.md "Current state", next 0): 7 wide
+expand_dw_v8_kernel_txdhsw; CUDA_KERNELS_K1_ROW_UNITS, on by default in version 11 since session 29): 7 wide
 at B0's 14 x 14 and 7 x 7 blocks, the whole 9-wide row at B2's 9 x 9 blocks.
 
 A depthwise unit is OW output columns x R output rows of one channel pair, and an item's units are dealt to 10 groups of
@@ -14,7 +14,7 @@ fp16 row sums run over the unit's outputs instead of 4, so the output is close t
 CPU: the units per thread group by the kernel's walk (mbconv_helpers.depthwise_walk), the switch, the width rule
 and the route as the source reads them. ptxas (spills) is test_mbconv_v8.py's spill test. GPU (@pytest.mark.cuda):
 every distinct B0 / B2 block at batches 1, 5, 128 against float64 (poisoned output), the profiler naming _txdhsw at
-B0's 4.1, 5.0, 5.1, 6.1 and B2's 6.1, 7.0, 7.1, within 1e-3 of the default's output; B0 end to end."""
+B0's 4.1, 5.0, 5.1, 6.1 and B2's 6.1, 7.0, 7.1, within 1e-3 of the switch-off output; B0 end to end."""
 
 import re
 from pathlib import Path
@@ -69,7 +69,8 @@ def test_the_slowest_group_at_9_by_9():
 def test_the_switch_and_the_route():
     assert mb.K1_ROW_UNITS_SWITCH == "CUDA_KERNELS_K1_ROW_UNITS"
     assert """  const char* v = kernel1_switch("CUDA_KERNELS_K1_ROW_UNITS");
-  return v != nullptr && v[0] == '1';""" in SOURCE  # off unless 1
+  return v != nullptr ? v[0] == '1' : v11;""" in SOURCE  # version 11's default since session 29
+    assert "const bool row_units = kernel1_v8_row_units_requested(v11);" in SOURCE
     # the body's unit shape: DwTile's and V8Seg's unless the kernel names another
     assert "OW = UOW > 0 ? UOW : DwTile<S>::OW" in SOURCE and "R = URS > 0 ? URS : V8Seg<KS, S>::R" in SOURCE
     # the kernel: the static _txdhs with whole units (WU) of UOW x URS

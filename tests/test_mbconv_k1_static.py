@@ -130,7 +130,10 @@ REST_KERNELS = {"features.4.0": "expand_dw_v8_kernel_bcdhs<48, 3, 2, 1, false, 5
 def test_the_rest_bit_for_bit(name, path, batch, monkeypatch):
     from mbconv_helpers import check_switch_bitwise
 
-    # (from 2 images: 6.1 at batch 1 may run one image an item)
+    # (from 2 images: 6.1 at batch 1 may run one image an item; the static kernels with the default's units, whose
+    # sums run in the launch-value kernels' order: the one-row units, version 11's default since session 29, pool in
+    # another, test_mbconv_k1_row_units)
+    monkeypatch.setenv(mb.K1_ROW_UNITS_SWITCH, "0")
     check_switch_bitwise(monkeypatch, name, path, batch, mb.K1_STATIC_REST_SWITCH, REST_KERNELS,
                          r"expand_dw_v8_kernel_\w+dhs<", min_batch=2)
 
@@ -171,9 +174,11 @@ def test_b2_has_static_blocks():
 @pytest.mark.parametrize("path", _b2_static_paths())
 def test_b2_static_kernels(path, batch, monkeypatch):
     """B2's entries (in the source's table since session 28): against float64 (poisoned output), a static kernel 1
-    named by the profiler, bit for bit the launch-value kernels' output (both static switches off)."""
+    named by the profiler, bit for bit the launch-value kernels' output (both static switches off). With the default's
+    units: the one-row units at 6.1-7.1 (version 11's default since session 29) pool in another order."""
     from mbconv_helpers import block_prepared, check_shape, run_profiled
 
+    monkeypatch.setenv(mb.K1_ROW_UNITS_SWITCH, "0")
     check_shape("efficientnet_b2", path, batch, 11)
     params, weights, x = block_prepared("efficientnet_b2", path, batch)
     monkeypatch.setenv(mb.K1_STATIC_SWITCH, "0")

@@ -967,7 +967,7 @@ __global__ void __launch_bounds__(kExpandThreads, 2)
   expand_dw_v8_body<HC, KS, S, G, true, true, WG, false, true>(p, &xmap);
 }
 // ... with depthwise units of UOW columns x URS rows that tile the entry's output exactly, so every unit is whole
-// (CUDA_KERNELS_K1_ROW_UNITS, off until measured; NOTES.md "Current state", next 0: units of one output row)
+// (CUDA_KERNELS_K1_ROW_UNITS, on in version 11 since session 29: units of one output row)
 template <int HC, int KS, int S, int G, bool WG, int SH, int UOW, int URS>
 __global__ void __launch_bounds__(kExpandThreads, 2)
     expand_dw_v8_kernel_txdhsw(const Params p_in, const __grid_constant__ CUtensorMap xmap) {
@@ -1213,15 +1213,16 @@ inline int kernel1_v8_static_rest(const Params& p, bool v11) {
   const char* v = kernel1_switch("CUDA_KERNELS_K1_STATIC_REST");
   return (v != nullptr ? v[0] == '1' : v11) ? v8_static_entry<KS>(p) : 0;
 }
-// CUDA_KERNELS_K1_ROW_UNITS=1 (read at every call; off until measured, NOTES.md "Current state", next 0): at the
+// CUDA_KERNELS_K1_ROW_UNITS=0|1 (read at every call; on by default in version 11 since session 29: kernel 1 4.1
+// 31.9 -> 27.4 us, 5.1 56.9 -> 51.6, 6.1 36.9 -> 32.4, B0 -35.5 us, B2 -84.1; NOTES.md "Session 29"): at the
 // static wgmma entries, the depthwise in whole units of one output row (expand_dw_v8_kernel_txdhsw<..., cols, 1>)
 // instead of 4 x R, where they tile the output: 7 wide where 7 divides the width (B0's 4.1-5.2 at 14 x 14: 28 units an
 // item on the 10 thread groups, the slowest 21 outputs where 4 x 4 gave it 32; 6.1-6.3 at 7 x 7, two images an item),
 // else the whole row up to 9 (B2's 6.1-7.1 at 9 x 9: 9 units, one round). D the same values; the pool's fp16 row
 // sums over the unit's outputs instead of 4.
-inline bool kernel1_v8_row_units_requested() {
+inline bool kernel1_v8_row_units_requested(bool v11) {
   const char* v = kernel1_switch("CUDA_KERNELS_K1_ROW_UNITS");
-  return v != nullptr && v[0] == '1';
+  return v != nullptr ? v[0] == '1' : v11;
 }
 // The row unit's width at entry SH (0: none; all its channels real, as whole units need)
 template <int SH, int KS>
@@ -1330,7 +1331,7 @@ cudaError_t launch_expand_dw_v8_hf(const Params& p, cudaStream_t stream, bool pd
       if constexpr (DH) {  // B0's 4.1-6.3 (one image an item at 4.1-5.2, two at 6.1-6.3)
         const int sh = kernel1_v8_static_rest<KS>(p, v11);
         cudaError_t err;
-        const bool row_units = kernel1_v8_row_units_requested();
+        const bool row_units = kernel1_v8_row_units_requested(v11);
         const auto launch_static = [&](auto e, auto images) {  // entry e's static kernel, items of `images` images
           constexpr int SH = decltype(e)::value, G = decltype(images)::value, UC = v8_row_unit_cols<SH, KS>();
           if constexpr (UC > 0)
