@@ -10,9 +10,11 @@ set -uo pipefail
 out=${1:?output folder}
 SWITCH_BUDGET=300 bash cuda_kernels/device_run_switch.sh "$out" ROWS_UR CUDA_KERNELS_K1_ROW_UNITS_UR=1 \
   tests/test_mbconv_k1_row_units.py features.3.1 features.2.1
+# the per-block run only where B0 gained (the SWITCHES line's "-N.N us against as is")
+grep -qE "^SWITCHES CUDA_KERNELS_K1_ROW_UNITS_UR=1: .* -[0-9.]+ us against" "$out/log.txt" || { echo "BLOCKS skipped"; exit 0; }
 source cuda_kernels/device_lib.sh  # step, mbconv_begin
 out="$out/blocks"
-mbconv_begin BLOCKS 270
+mbconv_begin BLOCKS 170
 step blocks $(( $(left) - 5 )) env CUDA_KERNELS_K1_ROW_UNITS_UR=1 python3 -m cuda_kernels.mbconv_bench \
   --budget-s $(( $(left) - 45 )) --compile-mode default --compile-mode max-autotune-no-cudagraphs --repeats 20 \
   --block features.3.1 --version 11 --out "$out/blocks.json" || ok=0
