@@ -20,7 +20,6 @@ import re
 from pathlib import Path
 
 import pytest
-import torch
 
 import cuda_kernels
 from cuda_kernels import mbconv as mb
@@ -133,62 +132,3 @@ def test_efficientnet_b0_with_it(monkeypatch):
     from mbconv_helpers import check_fused_b0
 
     check_fused_b0(monkeypatch, {mb.K1_ROW_UNITS_SWITCH: "1"}, {"StemMBConv": 1, "MBConv": 15}, 16)
-
-
-# ---- the same at the U-in-registers static entry with k = 5 (CUDA_KERNELS_K1_ROW_UNITS_UR=1, off until measured) ----
-
-def test_units_of_7_by_2_at_3_1():
-    # B0's 3.1: 28 x 28, k = 5, bands of 10, 10 and 8 rows. 4 x 2 units: 7 column groups x 5 (4) segments = 35, 35,
-    # 28 units on 10 groups, the slowest 4, 4, 3; 7 x 2: 4 x 5 (4) = 20, 20, 16, the slowest 2 each
-    assert [max(units_per_group(1, rows, 28, 2, 4)) for rows in (10, 10, 8)] == [4, 4, 3]
-    assert [sum(units_per_group(1, rows, 28, 2, 4)) for rows in (10, 10, 8)] == [35, 35, 28]
-    assert [max(units_per_group(1, rows, 28, 2, 7)) for rows in (10, 10, 8)] == [2, 2, 2]
-    assert [sum(units_per_group(1, rows, 28, 2, 7)) for rows in (10, 10, 8)] == [20, 20, 16]
-    # outputs' worth of taps for the slowest group an item: 4 x 8 = 32 -> 2 x 14 = 28 (the unit loop's fixed cost is
-    # paid 2 times instead of 4: static SASS 4 x 335 -> 2 x 541 instructions, NOTES.md)
-    assert 2 * 7 * 2 == 28 < 4 * 4 * 2 == 32
-
-
-def test_the_ur_switch_and_its_rule():
-    assert mb.K1_ROW_UNITS_UR_SWITCH == "CUDA_KERNELS_K1_ROW_UNITS_UR"
-    assert """  const char* v = kernel1_switch("CUDA_KERNELS_K1_ROW_UNITS_UR");
-  return v != nullptr && v[0] == '1';""" in SOURCE  # off unless 1
-    # k = 5 and 7 dividing the output width: of B0's and B2's U-in-registers entries, 3.1 only (2.1 is k = 3, B2's
-    # 3.1 / 3.2 36 wide)
-    assert "return KS == 5 && v8_static_out(kV8Static[SH].W, KS, kV8Static[SH].stride) % 7 == 0 ? 7 : 0;" in SOURCE
-    from cuda_kernels import static_shapes as ss
-
-    ur = [(e.H, e.ks) for e in ss.listed_entries() if e.route == "kV8RouteUrWhole"]
-    assert ur == [(56, 3), (28, 5), (36, 5)]
-    assert [h for h, k in ur if k == 5 and h % 7 == 0] == [28]
-    # the kernel, and the launch's divisors from the unit's width (the FASTDIV kernels divide by the column groups)
-    assert ("expand_dw_v8_body<HC, KS, S, G, true, false, false, false, true, false, UR, true, true, UOW, URS>(p, "
-            "nullptr, &dv);" in SOURCE)
-    assert "return go(p, v8_div(p, G, UOW > 0 ? UOW : DwTile<S>::OW, grid));" in SOURCE
-
-
-@pytest.mark.cuda
-@pytest.mark.parametrize("batch", [1, 5, 128])
-@pytest.mark.parametrize("path", ["features.3.1", "features.2.1"])
-def test_3_1_in_units_of_7_by_2(path, batch, monkeypatch):
-    """B0's 3.1 against float64 (poisoned output) with the switch, _dhurfwsw named by the profiler, within 1e-3 of the
-    switch-off output (the pool's fp16 sums over 14 outputs a unit instead of 8); at 2.1 (k = 3) nothing changes."""
-    from mbconv_helpers import switched_against_float64
-
-    from perfmodel.harness import relative_error
-
-    got, off, names, *_ = switched_against_float64(monkeypatch, "efficientnet_b0", path, batch,
-                                                   mb.K1_ROW_UNITS_UR_SWITCH, "1")
-    if path == "features.3.1":
-        assert "expand_dw_v8_kernel_dhurfwsw<48, 5, 1, 1, 3, 4, 7, 2>" in names, names[:600]
-        assert relative_error(got, off.double()) < 1e-3
-    else:
-        assert "dhurfwsw" not in names
-        assert torch.equal(got, off)
-
-
-@pytest.mark.cuda
-def test_efficientnet_b0_with_units_of_7_by_2(monkeypatch):
-    from mbconv_helpers import check_fused_b0
-
-    check_fused_b0(monkeypatch, {mb.K1_ROW_UNITS_UR_SWITCH: "1"}, {"StemMBConv": 1, "MBConv": 15}, 16)

@@ -291,8 +291,7 @@ def test_kernel1_v8_compiles_without_spills(tmp_path):
     # + B2's (session 28): _dhurfws at k = 5, _bcdhws at 3 and 5, _bcdhs at 3 and 5, _txdhs at 3 (two) and 5 (one)
     # + units of one output row at the static wgmma entries (CUDA_KERNELS_K1_ROW_UNITS): _txdhsw 7 wide at B0's 14 x 14
     #   and 7 x 7 (k = 3 one, 5 three), 9 wide at B2's 9 x 9 (k = 3 two, 5 one)
-    # + units of 7 x 2 at the U-in-registers static entry with k = 5 (CUDA_KERNELS_K1_ROW_UNITS_UR): _dhurfwsw at 3.1
-    assert len(entries) == 12 + 8 + 2 + 16 + 1 + 2 + 2 + 4 + 4 + 6 + 1 + 2 + 2 + 3 + 4 + 3 + 1, report
+    assert len(entries) == 12 + 8 + 2 + 16 + 1 + 2 + 2 + 4 + 4 + 6 + 1 + 2 + 2 + 3 + 4 + 3, report
     for i in entries:
         spill = next(line for line in lines[i:] if "spill stores" in line)
         used = next(line for line in lines[i:] if "Used" in line and "registers" in line)
@@ -841,9 +840,7 @@ int main() {{
 @pytest.mark.parametrize("ng,rows,wo,R,OW", [(2, 7, 7, 2, 4), (2, 7, 7, 4, 4), (1, 7, 7, 2, 4), (2, 3, 3, 4, 4),
                                              (2, 14, 14, 2, 4), (2, 1, 1, 2, 4), (2, 9, 9, 4, 4),
                                              # one-row units (CUDA_KERNELS_K1_ROW_UNITS)
-                                             (1, 14, 14, 1, 7), (2, 7, 7, 1, 7), (1, 9, 9, 1, 9), (1, 4, 9, 1, 9),
-                                             # 7 x 2 units at 3.1's bands (CUDA_KERNELS_K1_ROW_UNITS_UR)
-                                             (1, 10, 28, 2, 7), (1, 8, 28, 2, 7)])
+                                             (1, 14, 14, 1, 7), (2, 7, 7, 1, 7), (1, 9, 9, 1, 9), (1, 4, 9, 1, 9)])
 def test_k1_images_depthwise_walk_covers_each_output_once(ng, rows, wo, R, OW):
     """Every (image, segment, column group) once; every slot written at most once, only for images of the item, with
     exactly its group's items of that image (an unwritten slot keeps the zero the thread stored first)."""

@@ -975,16 +975,6 @@ __global__ void __launch_bounds__(kExpandThreads, 2)
   v8_static_params<KS, SH>(p);
   expand_dw_v8_body<HC, KS, S, G, true, true, WG, false, true, false, 0, false, true, UOW, URS>(p, &xmap);
 }
-// ... and the U-in-registers _dhurfws with units of UOW x URS (CUDA_KERNELS_K1_ROW_UNITS_UR=1, off until measured;
-// NOTES.md "Current state": 7 x 2 at B0's 3.1, 28 x 28 at k = 5, where 4 x 2 leaves the slowest thread group 4 units
-// of a 10-row band and 7 x 2 leaves it 2)
-template <int HC, int KS, int S, int G, int UR, int SH, int UOW, int URS>
-__global__ void __launch_bounds__(kExpandThreads, 2)
-    expand_dw_v8_kernel_dhurfwsw(const Params p_in, const __grid_constant__ V8Div dv) {
-  Params p = p_in;
-  v8_static_params<KS, SH>(p);
-  expand_dw_v8_body<HC, KS, S, G, true, false, false, false, true, false, UR, true, true, UOW, URS>(p, nullptr, &dv);
-}
 
 // V8Div of a launch of `grid` CTAs with the depthwise's column groups of OW outputs (expand_dw_v8_body's divisors).
 inline V8Div v8_div(const Params& p, int G, int OW, int grid) {
@@ -1008,16 +998,14 @@ cudaError_t launch_expand_dw_v8(const Params& p, cudaStream_t stream, bool pdl) 
   static_assert(!FD || (G == 1 && UR > 0), "the multiplies: _dhur only (the wgmma _txdh's were slower at k = 5)");
   static_assert(!DH || HF, "D's epilogue in packed fp16 takes the HFMA2 depthwise");
   static_assert(!TG || (BC && DH), "the taps from global memory: the stride-2 packed-fp16 kernel only");
-  static_assert(!UOW || (SH && (TX || (UR > 0 && WU)) && URS > 0 && v8_static_out(kV8Static[SH].W, KS, S) % (UOW > 0 ? UOW : 1) == 0 &&
+  static_assert(!UOW || (SH && TX && URS > 0 && v8_static_out(kV8Static[SH].W, KS, S) % (UOW > 0 ? UOW : 1) == 0 &&
                          kV8Static[SH].rows % (URS > 0 ? URS : 1) == 0 && kV8Static[SH].hidden % HC == 0),
-                "units of another shape: the static _txdhs / _dhurfws kernels where they tile the output exactly");
+                "units of another shape: the static _txdhs kernels where they tile the output exactly");
   constexpr int kMaxDevices = 64;
   static int configured[kMaxDevices] = {}, last_smem[kMaxDevices] = {}, last_ctas[kMaxDevices] = {},
              sms[kMaxDevices] = {};
   const auto kernel = [] {  // (the TX kernel instantiated only where TX asks for it)
-    if constexpr (UOW > 0 && UR > 0)
-      return expand_dw_v8_kernel_dhurfwsw<HC, KS, S, G, UR, SH, UOW, URS>;
-    else if constexpr (UOW > 0)
+    if constexpr (UOW > 0)
       return expand_dw_v8_kernel_txdhsw<HC, KS, S, G, WG, SH, UOW, URS>;
     else if constexpr (SH > 0 && UR > 0)
       return expand_dw_v8_kernel_dhurfws<HC, KS, S, G, UR, SH>;
@@ -1094,7 +1082,7 @@ cudaError_t launch_expand_dw_v8(const Params& p, cudaStream_t stream, bool pdl) 
     return go(p, xmap);
   } else {
     if constexpr (FD)
-      return go(p, v8_div(p, G, UOW > 0 ? UOW : DwTile<S>::OW, grid));
+      return go(p, v8_div(p, G, DwTile<S>::OW, grid));
     else
       return go(p);
   }
@@ -1236,17 +1224,6 @@ inline bool kernel1_v8_row_units_requested(bool v11) {
   const char* v = kernel1_switch("CUDA_KERNELS_K1_ROW_UNITS");
   return v != nullptr ? v[0] == '1' : v11;
 }
-// CUDA_KERNELS_K1_ROW_UNITS_UR=1 (read at every call; off until measured, NOTES.md "Current state"): the same idea at
-// the U-in-registers static entries with k = 5 (B0's 3.1): units of 7 x 2 (expand_dw_v8_kernel_dhurfwsw) where 7
-// divides the output width, instead of 4 x 2.
-inline bool kernel1_v8_row_units_ur_requested() {
-  const char* v = kernel1_switch("CUDA_KERNELS_K1_ROW_UNITS_UR");
-  return v != nullptr && v[0] == '1';
-}
-template <int SH, int KS>
-constexpr int v8_ur_unit_cols() {  // 0: none (k = 3's 4 x 4 units are balanced at B0's 2.1)
-  return KS == 5 && v8_static_out(kV8Static[SH].W, KS, kV8Static[SH].stride) % 7 == 0 ? 7 : 0;
-}
 // The row unit's width at entry SH (0: none; all its channels real, as whole units need)
 template <int SH, int KS>
 constexpr int v8_row_unit_cols() {
@@ -1287,15 +1264,9 @@ cudaError_t launch_expand_dw_v8_ur(const Params& p, cudaStream_t stream, bool pd
     return launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, true, false, UR>(p, stream, pdl);
   if (kernel1_v8_all_whole<KS, 1>(p, v11)) {
     cudaError_t err;
-    const bool row_units = kernel1_v8_row_units_ur_requested();
     if (launch_v8_static<kV8RouteUrWhole, KS, 16 * UR>(kernel1_v8_static<KS>(p, v11), [&](auto sh) {
-          constexpr int SH = decltype(sh)::value, UC = v8_ur_unit_cols<SH, KS>();
-          if constexpr (UC > 0)
-            if (row_units)
-              return launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, true, false, UR, true, true, SH, UC,
-                                         V8Seg<KS, 1>::R>(p, stream, pdl);
-          return launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, true, false, UR, true, true, SH>(
-              p, stream, pdl);
+          return launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, true, false, UR, true, true,
+                                     decltype(sh)::value>(p, stream, pdl);
         }, err))
       return err;
     return launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, true, false, UR, true, true>(p, stream, pdl);
