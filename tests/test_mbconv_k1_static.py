@@ -130,9 +130,8 @@ REST_KERNELS = {"features.4.0": "expand_dw_v8_kernel_bcdhs<48, 3, 2, 1, false, 5
 def test_the_rest_bit_for_bit(name, path, batch, monkeypatch):
     from mbconv_helpers import check_switch_bitwise
 
-    # (from 2 images: 6.1 at batch 1 may run one image an item; the static kernels with the default's units, whose
-    # sums run in the launch-value kernels' order: the one-row units, version 11's default since session 29, pool in
-    # another, test_mbconv_k1_row_units)
+    # (from 2 images: 6.1 at batch 1 may run one image an item; the one-row units off: version 11's default since
+    # session 29, they pool in another order than the launch-value kernels, test_mbconv_k1_row_units)
     monkeypatch.setenv(mb.K1_ROW_UNITS_SWITCH, "0")
     check_switch_bitwise(monkeypatch, name, path, batch, mb.K1_STATIC_REST_SWITCH, REST_KERNELS,
                          r"expand_dw_v8_kernel_\w+dhs<", min_batch=2)

@@ -1214,7 +1214,7 @@ inline int kernel1_v8_static_rest(const Params& p, bool v11) {
   return (v != nullptr ? v[0] == '1' : v11) ? v8_static_entry<KS>(p) : 0;
 }
 // CUDA_KERNELS_K1_ROW_UNITS=0|1 (read at every call; on by default in version 11 since session 29: kernel 1 4.1
-// 31.9 -> 27.4 us, 5.1 56.9 -> 51.6, 6.1 36.9 -> 32.4, B0 -35.5 us, B2 -84.1; NOTES.md "Session 29"): at the
+// 31.9 -> 27.4 us, 5.1 56.9 -> 51.6, 6.1 36.9 -> 32.4, B0 -35.5 us, B2 -84.1; NOTES.md "Current state"): at the
 // static wgmma entries, the depthwise in whole units of one output row (expand_dw_v8_kernel_txdhsw<..., cols, 1>)
 // instead of 4 x R, where they tile the output: 7 wide where 7 divides the width (B0's 4.1-5.2 at 14 x 14: 28 units an
 // item on the 10 thread groups, the slowest 21 outputs where 4 x 4 gave it 32; 6.1-6.3 at 7 x 7, two images an item),
