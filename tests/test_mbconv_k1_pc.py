@@ -1,0 +1,129 @@
+"""Kernel 1 split by role (csrc/mbconv_v8_pc.cuh, expand_dw_v8_kernel_dhurfwsp; CUDA_KERNELS_K1_PC=1, off until
+measured; NOTES.md "Current state", next 3): at the static U-in-registers entries with k = 5 (B0's 3.1, B2's 3.1 / 3.2)
+one CTA of 512 threads an SM, producers (threads 0-255) expanding item i + 1 into one E tile while consumers (256-511)
+run item i's depthwise from the other, E and X double-buffered, mbarriers in place of the CTA barriers.
+
+It repeats _dhurfws's arithmetic value for value, so its output is that kernel's bit for bit; the profiler naming the
+kernel shows the comparison is not of one kernel with itself.
+
+CPU: the switch and the route as the source reads them, the shared memory by literal arithmetic (the host function,
+compiled and run), which entries take it. ptxas (spills, registers) is test_mbconv_v8.py's spill test. GPU
+(@pytest.mark.cuda): B0's and B2's blocks that take it at batches 1, 5, 128 against float64 (poisoned output) and bit
+for bit the switch-off output; B0 end to end."""
+
+from pathlib import Path
+
+import pytest
+import torch
+
+import cuda_kernels
+from cuda_kernels import mbconv as mb
+from mbconv_helpers import host_run, nvcc_path
+
+CSRC = Path(cuda_kernels.__file__).resolve().parent / "csrc"
+SOURCE = (CSRC / "mbconv_v8.cuh").read_text()
+PC_SOURCE = (CSRC / "mbconv_v8_pc.cuh").read_text()
+
+
+def test_the_switch_and_the_route():
+    assert mb.K1_PC_SWITCH == "CUDA_KERNELS_K1_PC"
+    assert """  const char* v = kernel1_switch("CUDA_KERNELS_K1_PC");
+  return v != nullptr && v[0] == '1';""" in SOURCE  # off unless 1
+    # only the U-in-registers static route, only at k = 5 (no halo between bands), through the one launcher
+    assert "const bool pc = KS == 5 && kernel1_v8_pc_requested();" in SOURCE
+    assert "if constexpr (PC)\n      return expand_dw_v8_kernel_dhurfwsp<HC, KS, UR, SH>;" in SOURCE
+    assert 'static_assert(KS == 5 && SH > 0 && UR > 0, "the static U-in-registers entries' in PC_SOURCE
+    # 512 threads, one CTA an SM; the launcher sizes the grid by occupancy at that block size
+    assert "constexpr int kV8PcThreads = 2 * kExpandThreads;" in PC_SOURCE
+    assert "__launch_bounds__(kV8PcThreads, 1)" in PC_SOURCE
+    assert "constexpr int threads = PC ? kV8PcThreads : kExpandThreads;" in SOURCE
+
+
+def test_the_roles_meet_only_at_mbarriers_and_their_own_barriers():
+    # after the split no CTA barrier: producers on named barrier 1, consumers on 2, each of 256 threads
+    body = PC_SOURCE[PC_SOURCE.index("if (i_begin >= i_end) return;"):]
+    assert "__syncthreads" not in body
+    assert body.count("bf::named_barrier_sync(1, kExpandThreads);") == 2
+    assert body.count("bf::named_barrier_sync(2, kExpandThreads);") == 2
+    # E full: the producers' 256 arrivals; E empty: the consumers' 256; X full: thread 0's expect_tx and the copies
+    assert "bf::mbar_init(e_full(b), kExpandThreads);" in PC_SOURCE
+    assert "bf::mbar_init(e_empty(b), kExpandThreads);" in PC_SOURCE
+    assert "bf::mbar_init(x_full(b), 1);" in PC_SOURCE
+    # item k uses tile k % 2: its fill is the (k / 2)-th phase of that tile's barriers, the producer waiting for the
+    # consumers' release of item k - 2 (parity of the phase before; a fresh barrier's "previous" phase is complete)
+    assert "bf::mbar_wait(e_empty(b), parity ^ 1);" in body and "bf::mbar_wait(e_full(b), (k >> 1) & 1);" in body
+
+
+def _pc_bytes_by_hand(h, w, rows, ks, c_in, k_pad, chunk=48):
+    """The role-split kernel's shared memory, written out: two X bands (dense rows: m_pad C_in + 8 halves, rounded
+    to 8), U (chunk rows of k_pad + 8 halves), two E tiles (e_rows x e_width pixels at 60 halves), two sets of the 10
+    thread groups' sums (fp32), the taps as half2 and the bias in fp32, six mbarriers."""
+    e_rows, e_width = rows - 1 + ks, (-(-w // 4) * 4 - 1) + ks
+    m_pad = -(-min(e_rows, h) * w // 16) * 16
+    x_band = -(-(m_pad * c_in + 8) // 8) * 8 * 2
+    return (2 * x_band + chunk * (k_pad + 8) * 2 + 2 * e_rows * e_width * 60 * 2 + 2 * 10 * chunk * 4
+            + ks * ks * chunk * 2 + chunk * 4 + 6 * 8)
+
+
+def test_shared_memory_by_hand():
+    # B0's 3.1 (28 x 28, bands of 10, C_in 40 -> k_pad 48): X 2 x 32,016, U 5,376, E 2 x 53,760, sums 2 x 1,920,
+    # taps and bias 2,592, mbarriers 48
+    by_hand = _pc_bytes_by_hand(28, 28, 10, 5, 40, 48)
+    assert by_hand == 2 * 32_016 + 5_376 + 2 * 53_760 + 2 * 1_920 + 2_592 + 48 == 183_408
+    # one CTA an SM: under the 227 KB a block may opt in to on Hopper
+    assert _pc_bytes_by_hand(28, 28, 10, 5, 40, 48) <= 227 * 1024
+    assert _pc_bytes_by_hand(36, 36, 8, 5, 48, 48) <= 227 * 1024  # B2's 3.1 / 3.2
+
+
+def test_shared_memory_in_cuda_is_the_sum_by_hand(tmp_path):
+    nvcc = nvcc_path()
+    if nvcc is None:
+        pytest.skip("nvcc not found (set CUDA_HOME)")
+    cases = [(28, 28, 10, 5, 40, 48), (36, 36, 8, 5, 48, 48)]
+    rows = "\n".join("  {" + ", ".join(map(str, c)) + "}," for c in cases)
+    (tmp_path / "g.cu").write_text(f"""#include <cstdio>
+#include "mbconv_v8.cuh"
+int main() {{
+  const int cases[][6] = {{
+{rows}
+  }};
+  for (const auto& c : cases)
+    std::printf("%d\\n", mb::expand_dw_v8_pc_smem_bytes(c[0], c[1], c[1], c[2], c[3], c[4], c[5], 48));
+  return 0;
+}}
+""")
+    assert host_run(nvcc, tmp_path / "g.cu") == [(_pc_bytes_by_hand(*c),) for c in cases]
+
+
+def test_which_entries_take_it():
+    from cuda_kernels import static_shapes as ss
+
+    entries = [(e.H, e.ks, e.C_in) for e in ss.listed_entries() if e.route == "kV8RouteUrWhole" and e.ks == 5]
+    assert entries == [(28, 5, 40), (36, 5, 48)]  # B0's 3.1, B2's 3.1 / 3.2 (2.1's k = 3 keeps a halo)
+
+
+# ---- GPU ----
+
+PC_BLOCKS = [("efficientnet_b0", "features.3.1"), ("efficientnet_b2", "features.3.1"),
+             ("efficientnet_b2", "features.3.2")]
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("batch", [1, 5, 128])
+@pytest.mark.parametrize("name,path", PC_BLOCKS)
+def test_bit_for_bit_the_default(name, path, batch, monkeypatch):
+    """Against float64 (check_shape, output poisoned) with the switch on, the profiler naming the role-split kernel,
+    and bit for bit the switch-off output (the same arithmetic in the same order)."""
+    from mbconv_helpers import switched_against_float64
+
+    got, off, names, *_ = switched_against_float64(monkeypatch, name, path, batch, mb.K1_PC_SWITCH, "1")
+    assert "expand_dw_v8_kernel_dhurfwsp<" in names, names[:600]
+    assert torch.equal(got, off)
+
+
+@pytest.mark.cuda
+def test_efficientnet_b0_with_it(monkeypatch):
+    """B0 through the check before timing (every fused block within 2x PyTorch fp16's error; none falls back)."""
+    from mbconv_helpers import check_fused_b0
+
+    check_fused_b0(monkeypatch, {mb.K1_PC_SWITCH: "1"}, {"StemMBConv": 1, "MBConv": 15}, 16)
