@@ -12,8 +12,8 @@ set -uo pipefail
 out=${1:?output folder}
 mkdir -p "$out"
 MBCONV_TEST_VERSIONS=11 LIMIT_S=${LIMIT_S:-560} bash cuda_kernels/device_run_all_tests.sh /tmp/suite \
-  tests/test_mbconv_k1_dh2.py tests/test_mbconv_k1_static.py tests/test_mbconv_proj_wg.py \
-  tests/test_mbconv_proj_v9s.py tests/test_mbconv_proj_v9b.py tests/test_mbconv_v7.py tests/test_mbconv_hfma2.py \
+  tests/test_mbconv_k1_dh2.py tests/test_mbconv_k1_static.py tests/test_mbconv_k1_row_units.py \
+  tests/test_mbconv_proj_wg.py tests/test_mbconv_proj_v9s.py tests/test_mbconv_proj_v9b.py tests/test_mbconv_v7.py tests/test_mbconv_hfma2.py \
   tests/test_mbconv_k1_tma_x.py tests/test_mbconv_k1_bias_c.py tests/test_mbconv_arch.py tests/test_mbconv_split.py \
   tests/test_mbconv_kernels.py tests/test_mbconv_v8.py tests/test_mbconv_k1_whole.py \
   tests/test_stem_mbconv.py tests/test_effnet_head.py tests/test_effnet_stem.py tests/test_pdl.py \
