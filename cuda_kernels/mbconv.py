@@ -179,8 +179,9 @@ K1_STATIC_REST_SWITCH = "CUDA_KERNELS_K1_STATIC_REST"
 # output row, 7 wide (B0's 4.1-6.3) or the whole 9-wide row (B2's 6.1-7.1) (expand_dw_v8_kernel_txdhsw)
 K1_ROW_UNITS_SWITCH = "CUDA_KERNELS_K1_ROW_UNITS"
 # csrc/mbconv_v8.cuh kernel1_v8_pc_requested: "1" (off until measured, session 29): at the static U-in-registers
-# entries with k = 5 (B0's 3.1, B2's 3.1 / 3.2) kernel 1 split by role, one CTA of 512 threads an SM whose producers
-# expand item i + 1 while its consumers run item i's depthwise (csrc/mbconv_v8_pc.cuh, expand_dw_v8_kernel_dhurfwsp)
+# entries with k = 5 (B0's 3.1, B2's 3.1 / 3.2) kernel 1 split by role, one CTA of 512 threads an SM whose 4 producer
+# warps expand item i + 1 while its 12 consumer warps run item i's depthwise (csrc/mbconv_v8_pc.cuh,
+# expand_dw_v8_kernel_dhurfwsp)
 K1_PC_SWITCH = "CUDA_KERNELS_K1_PC"
 # an experiment switch, read at every launch (rows_override): "HxWkKsS=R[,...]" caps kernel 1's output rows per band
 # at R for inputs of H x W with a k x k depthwise at stride S (e.g. "28x28k5s1=7": B0's 3.1 in 4 bands of 7 instead

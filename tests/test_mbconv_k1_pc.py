@@ -1,20 +1,20 @@
 """Kernel 1 split by role (csrc/mbconv_v8_pc.cuh, expand_dw_v8_kernel_dhurfwsp; CUDA_KERNELS_K1_PC=1, off until
 measured; NOTES.md "Current state", next 3): at the static U-in-registers entries with k = 5 (B0's 3.1, B2's 3.1 / 3.2)
-one CTA of 512 threads an SM, producers (threads 0-255) expanding item i + 1 into one E tile while consumers (256-511)
-run item i's depthwise from the other, E and X double-buffered, mbarriers in place of the CTA barriers.
+one CTA of 512 threads an SM, 4 producer warps expanding item i + 1 into one E tile while 12 consumer warps (16 thread
+groups of 24) run item i's depthwise from the other, E and X double-buffered, mbarriers in place of the CTA barriers.
 
-It repeats _dhurfws's arithmetic value for value, so its output is that kernel's bit for bit; the profiler naming the
-kernel shows the comparison is not of one kernel with itself.
+E and D are _dhurfws's bit for bit; the pool adds 16 thread groups' fp32 sums instead of 10, so the output differs from
+the default's in the last bits (the SE scale).
 
-CPU: the switch and the route as the source reads them, the shared memory by literal arithmetic (the host function,
-compiled and run), which entries take it. ptxas (spills, registers) is test_mbconv_v8.py's spill test. GPU
-(@pytest.mark.cuda): B0's and B2's blocks that take it at batches 1, 5, 128 against float64 (poisoned output) and bit
-for bit the switch-off output; B0 end to end."""
+CPU: the switch and the route as the source reads them, the roles' synchronisation, the shared memory by literal
+arithmetic (the host function, compiled and run), which entries take it. ptxas (spills, registers) is
+test_mbconv_v8.py's spill test. GPU (@pytest.mark.cuda): B0's and B2's blocks that take it at batches 1, 5, 128
+against float64 (poisoned output), the kernel named by the profiler, within 1e-4 of the switch-off output; B0 end to
+end."""
 
 from pathlib import Path
 
 import pytest
-import torch
 
 import cuda_kernels
 from cuda_kernels import mbconv as mb
@@ -33,21 +33,23 @@ def test_the_switch_and_the_route():
     assert "const bool pc = KS == 5 && kernel1_v8_pc_requested();" in SOURCE
     assert "if constexpr (PC)\n      return expand_dw_v8_kernel_dhurfwsp<HC, KS, UR, SH>;" in SOURCE
     assert 'static_assert(KS == 5 && SH > 0 && UR > 0, "the static U-in-registers entries' in PC_SOURCE
-    # 512 threads, one CTA an SM; the launcher sizes the grid by occupancy at that block size
-    assert "constexpr int kV8PcThreads = 2 * kExpandThreads;" in PC_SOURCE
+    # 4 producer warps and 12 consumer warps, one CTA an SM; the launcher sizes the grid by occupancy at 512 threads
+    assert "constexpr int kV8PcProducers = 128, kV8PcConsumers = 384;" in PC_SOURCE
+    assert "GROUPS = kV8PcConsumers / PAIRS;" in PC_SOURCE
     assert "__launch_bounds__(kV8PcThreads, 1)" in PC_SOURCE
     assert "constexpr int threads = PC ? kV8PcThreads : kExpandThreads;" in SOURCE
 
 
 def test_the_roles_meet_only_at_mbarriers_and_their_own_barriers():
-    # after the split no CTA barrier: producers on named barrier 1, consumers on 2, each of 256 threads
+    # after the split no CTA barrier: the producers on named barrier 1, the consumers on 2, each role all its threads
     body = PC_SOURCE[PC_SOURCE.index("if (i_begin >= i_end) return;"):]
     assert "__syncthreads" not in body
-    assert body.count("bf::named_barrier_sync(1, kExpandThreads);") == 2
-    assert body.count("bf::named_barrier_sync(2, kExpandThreads);") == 2
-    # E full: the producers' 256 arrivals; E empty: the consumers' 256; X full: thread 0's expect_tx and the copies
-    assert "bf::mbar_init(e_full(b), kExpandThreads);" in PC_SOURCE
-    assert "bf::mbar_init(e_empty(b), kExpandThreads);" in PC_SOURCE
+    assert body.count("bf::named_barrier_sync(1, kV8PcProducers);") == 2
+    assert body.count("bf::named_barrier_sync(2, kV8PcConsumers);") == 2
+    # E full: the producers' 128 arrivals; E empty: the consumers' 384; X full: thread 0's expect_tx and the copies
+    assert "bf::mbar_init(e_full(b), kV8PcProducers);" in PC_SOURCE
+    assert "bf::mbar_init(e_empty(b), kV8PcConsumers);" in PC_SOURCE
+    assert body.count("bf::mbar_arrive(e_full(b));") == 1 and body.count("bf::mbar_arrive(e_empty(b));") == 1
     assert "bf::mbar_init(x_full(b), 1);" in PC_SOURCE
     # item k uses tile k % 2: its fill is the (k / 2)-th phase of that tile's barriers, the producer waiting for the
     # consumers' release of item k - 2 (parity of the phase before; a fresh barrier's "previous" phase is complete)
@@ -56,20 +58,20 @@ def test_the_roles_meet_only_at_mbarriers_and_their_own_barriers():
 
 def _pc_bytes_by_hand(h, w, rows, ks, c_in, k_pad, chunk=48):
     """The role-split kernel's shared memory, written out: two X bands (dense rows: m_pad C_in + 8 halves, rounded
-    to 8), U (chunk rows of k_pad + 8 halves), two E tiles (e_rows x e_width pixels at 60 halves), two sets of the 10
-    thread groups' sums (fp32), the taps as half2 and the bias in fp32, six mbarriers."""
+    to 8), U (chunk rows of k_pad + 8 halves), two E tiles (e_rows x e_width pixels at 60 halves), two sets of the 16
+    consumer thread groups' sums (fp32), the taps as half2 and the bias in fp32, six mbarriers."""
     e_rows, e_width = rows - 1 + ks, (-(-w // 4) * 4 - 1) + ks
     m_pad = -(-min(e_rows, h) * w // 16) * 16
     x_band = -(-(m_pad * c_in + 8) // 8) * 8 * 2
-    return (2 * x_band + chunk * (k_pad + 8) * 2 + 2 * e_rows * e_width * 60 * 2 + 2 * 10 * chunk * 4
+    return (2 * x_band + chunk * (k_pad + 8) * 2 + 2 * e_rows * e_width * 60 * 2 + 2 * 16 * chunk * 4
             + ks * ks * chunk * 2 + chunk * 4 + 6 * 8)
 
 
 def test_shared_memory_by_hand():
-    # B0's 3.1 (28 x 28, bands of 10, C_in 40 -> k_pad 48): X 2 x 32,016, U 5,376, E 2 x 53,760, sums 2 x 1,920,
+    # B0's 3.1 (28 x 28, bands of 10, C_in 40 -> k_pad 48): X 2 x 32,016, U 5,376, E 2 x 53,760, sums 2 x 3,072,
     # taps and bias 2,592, mbarriers 48
     by_hand = _pc_bytes_by_hand(28, 28, 10, 5, 40, 48)
-    assert by_hand == 2 * 32_016 + 5_376 + 2 * 53_760 + 2 * 1_920 + 2_592 + 48 == 183_408
+    assert by_hand == 2 * 32_016 + 5_376 + 2 * 53_760 + 2 * 3_072 + 2_592 + 48 == 185_712
     # one CTA an SM: under the 227 KB a block may opt in to on Hopper
     assert _pc_bytes_by_hand(28, 28, 10, 5, 40, 48) <= 227 * 1024
     assert _pc_bytes_by_hand(36, 36, 8, 5, 48, 48) <= 227 * 1024  # B2's 3.1 / 3.2
@@ -111,14 +113,16 @@ PC_BLOCKS = [("efficientnet_b0", "features.3.1"), ("efficientnet_b2", "features.
 @pytest.mark.cuda
 @pytest.mark.parametrize("batch", [1, 5, 128])
 @pytest.mark.parametrize("name,path", PC_BLOCKS)
-def test_bit_for_bit_the_default(name, path, batch, monkeypatch):
+def test_against_float64_and_the_default(name, path, batch, monkeypatch):
     """Against float64 (check_shape, output poisoned) with the switch on, the profiler naming the role-split kernel,
-    and bit for bit the switch-off output (the same arithmetic in the same order)."""
+    and within 1e-4 of the switch-off output (the pool's sums in another order; E and D the same)."""
     from mbconv_helpers import switched_against_float64
+
+    from perfmodel.harness import relative_error
 
     got, off, names, *_ = switched_against_float64(monkeypatch, name, path, batch, mb.K1_PC_SWITCH, "1")
     assert "expand_dw_v8_kernel_dhurfwsp<" in names, names[:600]
-    assert torch.equal(got, off)
+    assert relative_error(got, off.double()) < 1e-4
 
 
 @pytest.mark.cuda

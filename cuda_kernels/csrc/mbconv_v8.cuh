@@ -1234,7 +1234,8 @@ inline bool kernel1_v8_row_units_requested(bool v11) {
 }
 // CUDA_KERNELS_K1_PC=1 (read at every call; off until measured, NOTES.md "Current state", next 3): at the static
 // U-in-registers entries with k = 5 (B0's 3.1, B2's 3.1 / 3.2), kernel 1 split by role (expand_dw_v8_kernel_dhurfwsp,
-// mbconv_v8_pc.cuh): producers expand item i + 1 while consumers run item i's depthwise, E and X double-buffered.
+// mbconv_v8_pc.cuh): 4 producer warps expand item i + 1 while 12 consumer warps run item i's depthwise, E and X
+// double-buffered.
 inline bool kernel1_v8_pc_requested() {
   const char* v = kernel1_switch("CUDA_KERNELS_K1_PC");
   return v != nullptr && v[0] == '1';

@@ -1,11 +1,14 @@
 // Kernel 1 split by role instead of by phase (CUDA_KERNELS_K1_PC=1, off until measured; NOTES.md "Current state",
-// next 3): one CTA of 512 threads an SM, whose first 256 threads (the producers) run each item's expand into one of two
-// E tiles while the other 256 (the consumers) run the previous item's depthwise, D's epilogue and the pool from the
-// other tile. Two mbarriers a tile (full: the producers' 256 arrivals; empty: the consumers' 256) replace the CTA
-// barriers A and B of expand_dw_v8_body; X is double-buffered as well, so that the producers copy item i + 2's band
-// while they expand item i + 1. Built for the U-in-registers static route without a halo between bands (k = 5,
-// stride 1: B0's 3.1, B2's 3.1 / 3.2), whose defaults it repeats value for value: every item's expand, E, D and pool
-// sums are _dhurfws's (the same fragments, the same order of taps and sums), so its output is that kernel's bit for bit.
+// next 3): one CTA of 512 threads an SM, whose first 4 warps (the producers) run each item's expand into one of two E
+// tiles while the other 12 (the consumers, 16 thread groups of 24) run the previous item's depthwise, D's epilogue and
+// the pool from the other tile. Two mbarriers a tile (full: the producers' 128 arrivals; empty: the consumers' 384)
+// replace the CTA barriers A and B of expand_dw_v8_body; X is double-buffered as well, so that the producers copy item
+// i + 2's band while they expand item i + 1. The split follows the work: at 3.1 an item's expand is ~1 / 3 of its
+// depthwise (21-25 m-tiles of ~100 instructions a warp against 28-35 units of ~335 a thread group), so 4 warps expand
+// while 12 run the depthwise, where today's two CTAs of 8 warps alternate both with ~60% of their time in the
+// depthwise. Built for the U-in-registers static route without a halo between bands (k = 5, stride 1: B0's 3.1, B2's
+// 3.1 / 3.2), whose arithmetic it repeats value for value: E and D are _dhurfws's bit for bit; the pool's fp32 sums
+// add 16 thread groups' partial sums instead of 10, so the SE scale, and the output, differ in the last bits.
 //
 // This is a second body beside expand_dw_v8_body, not a flag of it: moving the body's phases into shared helpers
 // changed the SASS of most default kernel-1 functions (session 29, NOTES.md), which no device call has timed. The
@@ -13,17 +16,30 @@
 // paths of that body only; fold the two bodies together once this one is measured. Included by mbconv_v8.cuh inside
 // namespace mb, after the version-8 kernels and before their launcher.
 
-constexpr int kV8PcThreads = 2 * kExpandThreads;  // producers, then consumers
-constexpr int kV8PcBars = 6;                      // X full x 2, E full x 2, E empty x 2
+constexpr int kV8PcProducers = 128, kV8PcConsumers = 384;   // 4 warps, then 12
+constexpr int kV8PcThreads = kV8PcProducers + kV8PcConsumers;
 
-// Shared memory of the role-split kernel: a second X band in front of version 8's layout with two E tiles and two sets
-// of per-group sums (v8_smem's `images` = 2), and five more mbarriers. 3.1: 183,408 bytes.
+// Shared memory of the role-split kernel, in bytes from the start: X[0], X[1] (x_halves_v8 each), U (u_bytes_v8), E[0],
+// E[1] (e_tile pixels at 60 halves each), the per-group sums of the consumers' thread groups twice (fp32), the taps as
+// half2 [KK][PAIRS] and the fp32 bias [PAIRS], six mbarriers (X full, E full, E empty, two each).
+struct V8PcSmem {
+  int x1, u, e, red, wdw, bar, end;
+};
+__host__ __device__ inline V8PcSmem v8_pc_smem(int m_pad, int C_in, int k_pad, int e_tile, int ks, int chunk) {
+  V8PcSmem r;
+  r.x1 = x_halves_v8(m_pad, C_in, k_pad) * 2;
+  r.u = 2 * r.x1;
+  r.e = r.u + u_bytes_v8(k_pad, chunk, false);
+  r.red = r.e + 2 * e_tile * 60 * 2;
+  r.wdw = r.red + 2 * (kV8PcConsumers / (chunk / 2)) * chunk * 4;
+  r.bar = r.wdw + ks * ks * chunk * 2 + chunk * 4;
+  r.end = r.bar + 6 * 8;
+  return r;
+}
 __host__ __device__ inline int expand_dw_v8_pc_smem_bytes(int H, int W, int Wo, int rows, int ks, int C_in, int k_pad,
                                                          int chunk) {
   const int e_rows = (rows - 1) + ks, we = (round_up(Wo, 4) - 1) + ks;
-  const int m_pad = expand_dw_v8_m_pad(H, W, rows, ks, 1, 1);
-  return x_halves_v8(m_pad, C_in, k_pad) * 2 + v8_smem(m_pad, C_in, k_pad, e_rows * we, 2, ks, chunk, false, false, true)
-                                                   .end + (kV8PcBars - 1) * 8;
+  return v8_pc_smem(expand_dw_v8_m_pad(H, W, rows, ks, 1, 1), C_in, k_pad, e_rows * we, ks, chunk).end;
 }
 
 template <int HC, int KS, int UR, int SH>
@@ -36,9 +52,10 @@ __global__ void __launch_bounds__(kV8PcThreads, 1)
   extern __shared__ __align__(16) uint8_t smem[];
   constexpr int LDE = V8Dw<HC>::LDE, PAD = KS / 2, OW = DwTile<S>::OW, IN = (OW - 1) * S + KS, ECH = HC / 4;
   constexpr int R = V8Seg<KS, S>::R, SEG_E = (R - 1) * S + KS, NT = HC / 8, KK = KS * KS;
-  constexpr int PAIRS = V8Dw<HC>::PAIRS, GROUPS = V8Dw<HC>::GROUPS;
-  const bool consumer = threadIdx.x >= kExpandThreads;
-  const int tid = threadIdx.x % kExpandThreads, lane = tid & 31, warp = tid >> 5;  // the role's own numbering
+  constexpr int PAIRS = V8Dw<HC>::PAIRS, GROUPS = kV8PcConsumers / PAIRS;  // 16 thread groups of 24 at HC = 48
+  static_assert(kV8PcConsumers % PAIRS == 0, "whole thread groups");
+  const bool consumer = threadIdx.x >= kV8PcProducers;
+  const int tid = consumer ? threadIdx.x - kV8PcProducers : threadIdx.x, lane = tid & 31, warp = tid >> 5;  // by role
   const int bands = p.row_blocks, total = p.hid_pad / HC * p.N * bands;
   const int i_begin = (int)((long long)blockIdx.x * total / gridDim.x);
   const int i_end = dv.grid.div((int)((blockIdx.x + 1) * (uint32_t)total));
@@ -49,23 +66,21 @@ __global__ void __launch_bounds__(kV8PcThreads, 1)
   const int m_pad = round_up(min(rows_max, p.H) * p.W, 16);
   const bool x_padded = x_padded_v8(p.C_in);
   const int e_tile = rows_max * WE;
-  const int x_halves = x_halves_v8(m_pad, p.C_in, p.k_pad);
-  const V8Smem L = v8_smem(m_pad, p.C_in, p.k_pad, e_tile, 2, KS, HC, false, false, true);
-  uint8_t* const base = smem + x_halves * 2;  // version 8's layout, its X band X[0]; X[1] in front of it
-  auto Xb = [&](int b) { return reinterpret_cast<__half*>(b == 0 ? base : smem); };
-  const __half* Us = reinterpret_cast<const __half*>(base + L.u);
-  auto Eb = [&](int b) { return reinterpret_cast<__half*>(base + L.e) + b * e_tile * LDE; };
-  auto redb = [&](int b) { return reinterpret_cast<float*>(base + L.red) + b * GROUPS * HC; };
-  __half2* const wdh = reinterpret_cast<__half2*>(base + L.wdw);  // the taps as half2 [KK][PAIRS], then the bias
+  const V8PcSmem L = v8_pc_smem(m_pad, p.C_in, p.k_pad, e_tile, KS, HC);
+  auto Xb = [&](int b) { return reinterpret_cast<__half*>(smem + b * L.x1); };
+  const __half* Us = reinterpret_cast<const __half*>(smem + L.u);
+  auto Eb = [&](int b) { return reinterpret_cast<__half*>(smem + L.e) + b * e_tile * LDE; };
+  auto redb = [&](int b) { return reinterpret_cast<float*>(smem + L.red) + b * GROUPS * HC; };
+  __half2* const wdh = reinterpret_cast<__half2*>(smem + L.wdw);  // the taps as half2 [KK][PAIRS], then the bias
   float2* const wdw_bias = reinterpret_cast<float2*>(wdh + KK * PAIRS);
-  const uint32_t bars = bf::smem_addr(base + L.bar);
+  const uint32_t bars = bf::smem_addr(smem + L.bar);
   auto x_full = [&](int b) { return bars + 8 * b; };
   auto e_full = [&](int b) { return bars + 16 + 8 * b; };
   auto e_empty = [&](int b) { return bars + 32 + 8 * b; };
   const int ldx = x_padded ? p.k_pad + 8 : p.C_in, ldu = p.k_pad + 8;
 
   // Once per CTA: both X bands zeroed, both E tiles' side columns, the mbarriers.
-  for (int i = threadIdx.x; i < 2 * x_halves / 8; i += kV8PcThreads)
+  for (int i = threadIdx.x; i < L.u / 16; i += kV8PcThreads)
     reinterpret_cast<uint4*>(smem)[i] = make_uint4(0, 0, 0, 0);
   {
     const int side = WE - p.W, per_row = side * ECH;
@@ -79,8 +94,8 @@ __global__ void __launch_bounds__(kV8PcThreads, 1)
   if (threadIdx.x == 0) {
     for (int b = 0; b < 2; ++b) {
       bf::mbar_init(x_full(b), 1);
-      bf::mbar_init(e_full(b), kExpandThreads);
-      bf::mbar_init(e_empty(b), kExpandThreads);
+      bf::mbar_init(e_full(b), kV8PcProducers);
+      bf::mbar_init(e_empty(b), kV8PcConsumers);
     }
     bf::fence_barrier_init();
   }
@@ -116,14 +131,14 @@ __global__ void __launch_bounds__(kV8PcThreads, 1)
         if (!x_padded && g.npix > 0) bf::bulk_copy_g2s(bf::smem_addr(Xb(b)), src, (uint32_t)(g.npix * p.C_in * 2), x_full(b));
       }
       if (x_padded)
-        for (int q = tid; q < g.npix; q += kExpandThreads)
+        for (int q = tid; q < g.npix; q += kV8PcProducers)
           bf::bulk_copy_g2s(bf::smem_addr(Xb(b) + q * ldx), src + (size_t)q * p.C_in, (uint32_t)(p.C_in * 2), x_full(b));
     };
     auto issue_u = [&](int c0) {  // U's chunk rows (version 3's padded layout), one commit group
       const int kch = p.k_pad / 8;
       const float inv_kch = 1.f / kch;
       const __half* usrc = p.w_exp + (size_t)c0 * p.k_pad;
-      for (int i = tid; i < HC * kch; i += kExpandThreads) {
+      for (int i = tid; i < HC * kch; i += kV8PcProducers) {
         const int r = div_small(i, inv_kch), c = i - r * kch;
         bf::cp_async16(bf::smem_addr(Us + r * ldu + c * 8), usrc + (size_t)r * p.k_pad + c * 8, true);
       }
@@ -143,7 +158,7 @@ __global__ void __launch_bounds__(kV8PcThreads, 1)
       const int c0 = it.chunk * HC;
       if (i == i_begin || (it.n == 0 && it.band == 0)) {  // a new chunk's U (issued after the previous expand)
         bf::cp_async_wait<0>();
-        bf::named_barrier_sync(1, kExpandThreads);
+        bf::named_barrier_sync(1, kV8PcProducers);
       }
       bf::mbar_wait(x_full(b), parity);
       bf::mbar_wait(e_empty(b), parity ^ 1);  // the consumers are done with item i - 2's E
@@ -152,7 +167,7 @@ __global__ void __launch_bounds__(kV8PcThreads, 1)
       {  // E rows above / below the image (whole rows, at the top and bottom bands only)
         const int in_lo = g.ih_lo - g.r0, in_hi = g.ih_hi - g.r0;
         const int top = in_lo * WE * ECH, bottom0 = (in_hi + 1) * WE * ECH, bottom = g.e_rows * WE * ECH - bottom0;
-        for (int j0 = tid; j0 < top + bottom; j0 += kExpandThreads) {
+        for (int j0 = tid; j0 < top + bottom; j0 += kV8PcProducers) {
           const int j = j0 < top ? j0 : bottom0 + j0 - top;
           const int e = j / ECH, c = j - e * ECH;
           *reinterpret_cast<uint2*>(E + e * LDE + c * 4) = make_uint2(0, 0);
@@ -171,7 +186,7 @@ __global__ void __launch_bounds__(kV8PcThreads, 1)
         for (int np = 0; np < HC / 16; ++np)
           bf::ldmatrix_x4(ub[ks][np], bf::smem_addr(Us + (np * 16 + b_row) * ldu + ks * 16 + b_k));
       const int e_off = (g.ih_lo - g.r0) * WE + PAD, mtiles = (g.npix + 15) / 16;
-      for (int mt = warp; mt < mtiles; mt += kExpandThreads / 32) {
+      for (int mt = warp; mt < mtiles; mt += kV8PcProducers / 32) {
         float acc[NT][4];
         zero_acc(acc);
 #pragma unroll
@@ -198,7 +213,7 @@ __global__ void __launch_bounds__(kV8PcThreads, 1)
         }
       }
       bf::mbar_arrive(e_full(b));  // this thread's E values (release)
-      bf::named_barrier_sync(1, kExpandThreads);  // every producer done reading X[b] and U
+      bf::named_barrier_sync(1, kV8PcProducers);  // every producer done reading X[b] and U
       if (i + 2 < i_end) issue_x(i + 2, b);
       if (i + 1 < i_end && item_at(i + 1).chunk != it.chunk) issue_u(item_at(i + 1).chunk * HC);
     }
@@ -213,7 +228,7 @@ __global__ void __launch_bounds__(kV8PcThreads, 1)
     const Band g = band_of(it);
     const int c0 = it.chunk * HC;
     if (i == i_begin || (it.n == 0 && it.band == 0)) {  // a new chunk's taps and bias, halved (version 3's values)
-      for (int j = tid; j < (KK + 1) * PAIRS; j += kExpandThreads) {
+      for (int j = tid; j < (KK + 1) * PAIRS; j += kV8PcConsumers) {
         const int t = j / PAIRS, ch = c0 + 2 * (j - t * PAIRS);
         const float* src = t < KK ? p.w_dw + (size_t)t * p.hid_pad + ch : p.b_dw + ch;
         if (t < KK)
@@ -221,12 +236,12 @@ __global__ void __launch_bounds__(kV8PcThreads, 1)
         else
           wdw_bias[j - KK * PAIRS] = make_float2(0.5f * __ldg(src), 0.5f * __ldg(src + 1));
       }
-      bf::named_barrier_sync(2, kExpandThreads);
+      bf::named_barrier_sync(2, kV8PcConsumers);
     }
     bf::mbar_wait(e_full(b), (k >> 1) & 1);
     const __half* const E = Eb(b);
     float* const red = redb(b);
-    if (group < GROUPS) {  // expand_dw_v8_body's depthwise with HF, DH and whole units (W), one image an item
+    {  // expand_dw_v8_body's depthwise with HF, DH and whole units (W), one image an item, over 16 thread groups
       const int ch = c0 + 2 * pair;
       __half2 wh[KK];
 #pragma unroll
@@ -285,7 +300,7 @@ __global__ void __launch_bounds__(kV8PcThreads, 1)
       *reinterpret_cast<float2*>(red + group * HC + 2 * pair) = make_float2(sum0, sum1);
     }
     bf::mbar_arrive(e_empty(b));  // this thread's reads of E[b] are done
-    bf::named_barrier_sync(2, kExpandThreads);  // every group's sums in red[b]
+    bf::named_barrier_sync(2, kV8PcConsumers);  // every group's sums in red[b]
     if (tid < HC) {  // the pool's sums of the item: channel tid of the chunk, the groups' sums in group order
       float s = 0.f;
 #pragma unroll
