@@ -56,6 +56,19 @@ def test_the_roles_meet_only_at_mbarriers_and_their_own_barriers():
     assert "bf::mbar_wait(e_empty(b), parity ^ 1);" in body and "bf::mbar_wait(e_full(b), (k >> 1) & 1);" in body
 
 
+def test_the_consumers_16_thread_groups_cover_each_unit_once():
+    from mbconv_helpers import depthwise_walk
+
+    # 3.1's bands of 10, 10 and 8 rows, units of 4 x 2 (7 column groups): 35, 35 and 28 units on 16 thread groups
+    # (today's 10: the slowest 4, 4, 3)
+    for rows, units, slowest in ((10, 35, 3), (8, 28, 2)):
+        visits, _ = depthwise_walk(1, rows, 28, 2, 4, 16)
+        assert sorted(visits) == sorted({(0, 2 * s, 4 * c) for s in range(rows // 2) for c in range(7)})
+        assert len(visits) == units
+        per_group = [sum(1 for j in range(g, units, 16)) for g in range(16)]
+        assert max(per_group) == slowest
+
+
 def _pc_bytes_by_hand(h, w, rows, ks, c_in, k_pad, chunk=48):
     """The role-split kernel's shared memory, written out: two X bands (dense rows: m_pad C_in + 8 halves, rounded
     to 8), U (chunk rows of k_pad + 8 halves), two E tiles (e_rows x e_width pixels at 60 halves), two sets of the 16

@@ -126,13 +126,14 @@ __global__ void __launch_bounds__(kV8PcThreads, 1)
       const V8Item it = item_at(i);
       const Band g = band_of(it);
       const __half* src = p.x + ((size_t)it.n * p.H + g.ih_lo) * p.W * p.C_in;
+      const uint32_t bytes = (uint32_t)(g.npix * p.C_in * 2), row_bytes = (uint32_t)(p.C_in * 2);
       if (tid == 0) {
-        bf::mbar_arrive_expect_tx(x_full(b), (uint32_t)(g.npix * p.C_in * 2));
-        if (!x_padded && g.npix > 0) bf::bulk_copy_g2s(bf::smem_addr(Xb(b)), src, (uint32_t)(g.npix * p.C_in * 2), x_full(b));
+        bf::mbar_arrive_expect_tx(x_full(b), bytes);
+        if (!x_padded && g.npix > 0) bf::bulk_copy_g2s(bf::smem_addr(Xb(b)), src, bytes, x_full(b));
       }
       if (x_padded)
         for (int q = tid; q < g.npix; q += kV8PcProducers)
-          bf::bulk_copy_g2s(bf::smem_addr(Xb(b) + q * ldx), src + (size_t)q * p.C_in, (uint32_t)(p.C_in * 2), x_full(b));
+          bf::bulk_copy_g2s(bf::smem_addr(Xb(b) + q * ldx), src + (size_t)q * p.C_in, row_bytes, x_full(b));
     };
     auto issue_u = [&](int c0) {  // U's chunk rows (version 3's padded layout), one commit group
       const int kch = p.k_pad / 8;
