@@ -54,6 +54,19 @@ mbconv_begin() {
   step build 200 python3 -c "from cuda_kernels._build import load_mbconv_extension as l; print('$tag so:', l().__file__)" \
     || { echo "${tag}_OK=0"; exit 0; }
 }
+# b2_switches OUTDIR "NAME=VALUE ..."  (after a script's own calls; in a subshell: it sets `out`, `log`, `ok`)
+#                                      EfficientNet-B2 end to end with and without the switches (b0_switches --model
+#                                      efficientnet_b2, 150 s with the extension built): OUTDIR/b2/log.txt and
+#                                      b2_switches.json; prints the SWITCHES lines and B2_OK=1|0.
+b2_switches() {
+  out="$1/b2"
+  mbconv_begin B2 150
+  # shellcheck disable=SC2086  # (the switches: one word each)
+  step switches $(( $(left) - 5 )) python3 -m cuda_kernels.b0_switches --model efficientnet_b2 $2 \
+    -o "$out/b2_switches.json"
+  grep -E "^SWITCHES " "$log" | tail -3
+  echo "B2_OK=$ok"
+}
 # B0_BENCH  the command line of EfficientNet-B0 end to end (`perfmodel bench` with the device scripts' repeats, warm-up
 #           and CUDA-graph timing), an array so that `step` (timeout) runs it: step NAME S "${B0_BENCH[@]}" --backend ...
 #           MODEL=efficientnet_b2 (set before sourcing) times that model instead; the files keep their b0_ names.

@@ -11,10 +11,5 @@ set -uo pipefail
 out=${1:?output folder}
 SWITCH_BUDGET=330 bash cuda_kernels/device_run_switch.sh "$out" PC CUDA_KERNELS_K1_PC=1 \
   tests/test_mbconv_k1_pc.py features.3.1 features.2.1
-source cuda_kernels/device_lib.sh  # step, mbconv_begin
-out="$out/b2"
-mbconv_begin B2 150  # (the extension is built by then: seconds)
-step switches $(( $(left) - 5 )) python3 -m cuda_kernels.b0_switches --model efficientnet_b2 \
-  CUDA_KERNELS_K1_PC=1 -o "$out/b2_switches.json"
-grep -E "^SWITCHES " "$log" | tail -3
-echo "B2_OK=$ok"
+source cuda_kernels/device_lib.sh  # b2_switches
+b2_switches "$out" CUDA_KERNELS_K1_PC=1
