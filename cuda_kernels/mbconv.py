@@ -179,7 +179,7 @@ K1_STATIC_REST_SWITCH = "CUDA_KERNELS_K1_STATIC_REST"
 # output row, 7 wide (B0's 4.1-6.3) or the whole 9-wide row (B2's 6.1-7.1) (expand_dw_v8_kernel_txdhsw)
 K1_ROW_UNITS_SWITCH = "CUDA_KERNELS_K1_ROW_UNITS"
 # csrc/mbconv_v8.cuh kernel1_v8_pc_requested: "1" (off until measured, session 29): at the static U-in-registers
-# entries with k = 5 (B0's 3.1, B2's 3.1 / 3.2) kernel 1 split by role, one CTA of 512 threads an SM whose 4 producer
+# entries (B0's 2.1 / 3.1, B2's 3.1 / 3.2) kernel 1 split by role, one CTA of 512 threads an SM whose 4 producer
 # warps expand item i + 1 while its 12 consumer warps run item i's depthwise (csrc/mbconv_v8_pc.cuh,
 # expand_dw_v8_kernel_dhurfwsp)
 K1_PC_SWITCH = "CUDA_KERNELS_K1_PC"

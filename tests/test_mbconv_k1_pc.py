@@ -1,5 +1,5 @@
 """Kernel 1 split by role (csrc/mbconv_v8_pc.cuh, expand_dw_v8_kernel_dhurfwsp; CUDA_KERNELS_K1_PC=1, off until
-measured; NOTES.md "Current state", next 3): at the static U-in-registers entries with k = 5 (B0's 3.1, B2's 3.1 / 3.2)
+measured; NOTES.md "Current state", next 3): at the static U-in-registers entries (B0's 2.1 and 3.1, B2's 3.1 / 3.2)
 one CTA of 512 threads an SM, 4 producer warps expanding item i + 1 into one E tile while 12 consumer warps (16 thread
 groups of 24) run item i's depthwise from the other, E and X double-buffered, mbarriers in place of the CTA barriers.
 
@@ -29,10 +29,10 @@ def test_the_switch_and_the_route():
     assert mb.K1_PC_SWITCH == "CUDA_KERNELS_K1_PC"
     assert """  const char* v = kernel1_switch("CUDA_KERNELS_K1_PC");
   return v != nullptr && v[0] == '1';""" in SOURCE  # off unless 1
-    # only the U-in-registers static route, only at k = 5 (no halo between bands), through the one launcher
-    assert "const bool pc = KS == 5 && kernel1_v8_pc_requested();" in SOURCE
+    # only the U-in-registers static route, through the one launcher
+    assert "const bool pc = kernel1_v8_pc_requested();" in SOURCE
     assert "if constexpr (PC)\n      return expand_dw_v8_kernel_dhurfwsp<HC, KS, UR, SH>;" in SOURCE
-    assert 'static_assert(KS == 5 && SH > 0 && UR > 0, "the static U-in-registers entries' in PC_SOURCE
+    assert 'static_assert(SH > 0 && UR > 0, "the static U-in-registers entries");' in PC_SOURCE
     # 4 producer warps and 12 consumer warps, one CTA an SM; the launcher sizes the grid by occupancy at 512 threads
     assert "constexpr int kV8PcProducers = 128, kV8PcConsumers = 384;" in PC_SOURCE
     assert "GROUPS = kV8PcConsumers / PAIRS;" in PC_SOURCE
@@ -60,11 +60,11 @@ def test_the_consumers_16_thread_groups_cover_each_unit_once():
     from mbconv_helpers import depthwise_walk
 
     # 3.1's bands of 10, 10 and 8 rows, units of 4 x 2 (7 column groups): 35, 35 and 28 units on 16 thread groups
-    # (today's 10: the slowest 4, 4, 3)
-    for rows, units, slowest in ((10, 35, 3), (8, 28, 2)):
-        visits, _ = depthwise_walk(1, rows, 28, 2, 4, 16)
-        assert sorted(visits) == sorted({(0, 2 * s, 4 * c) for s in range(rows // 2) for c in range(7)})
-        assert len(visits) == units
+    # (today's 10: the slowest 4, 4, 3); 2.1's bands of 8 rows at 56 wide, units of 4 x 4: 28 (today the slowest 3)
+    for rows, wo, r, units, slowest in ((10, 28, 2, 35, 3), (8, 28, 2, 28, 2), (8, 56, 4, 28, 2)):
+        visits, _ = depthwise_walk(1, rows, wo, r, 4, 16)
+        want = {(0, r * s, 4 * c) for s in range(rows // r) for c in range(wo // 4)}
+        assert sorted(visits) == sorted(want) and len(visits) == units
         per_group = [sum(1 for j in range(g, units, 16)) for g in range(16)]
         assert max(per_group) == slowest
 
@@ -85,8 +85,12 @@ def test_shared_memory_by_hand():
     # taps and bias 2,592, mbarriers 48
     by_hand = _pc_bytes_by_hand(28, 28, 10, 5, 40, 48)
     assert by_hand == 2 * 32_016 + 5_376 + 2 * 53_760 + 2 * 3_072 + 2_592 + 48 == 185_712
+    # B0's 2.1 (56 x 56, bands of 8, k = 3, C_in 24 -> k_pad 32): X 2 x 26,896, U 3,840, E 2 x 69,600 (10 x 58
+    # pixels), sums 2 x 3,072, taps and bias 1,056, mbarriers 48
+    by_hand_2_1 = _pc_bytes_by_hand(56, 56, 8, 3, 24, 32)
+    assert by_hand_2_1 == 2 * 26_896 + 3_840 + 2 * 69_600 + 2 * 3_072 + 1_056 + 48 == 204_080
     # one CTA an SM: under the 227 KB a block may opt in to on Hopper
-    assert _pc_bytes_by_hand(28, 28, 10, 5, 40, 48) <= 227 * 1024
+    assert by_hand <= 227 * 1024 and by_hand_2_1 <= 227 * 1024
     assert _pc_bytes_by_hand(36, 36, 8, 5, 48, 48) <= 227 * 1024  # B2's 3.1 / 3.2
 
 
@@ -94,7 +98,7 @@ def test_shared_memory_in_cuda_is_the_sum_by_hand(tmp_path):
     nvcc = nvcc_path()
     if nvcc is None:
         pytest.skip("nvcc not found (set CUDA_HOME)")
-    cases = [(28, 28, 10, 5, 40, 48), (36, 36, 8, 5, 48, 48)]
+    cases = [(28, 28, 10, 5, 40, 48), (36, 36, 8, 5, 48, 48), (56, 56, 8, 3, 24, 32)]
     rows = "\n".join("  {" + ", ".join(map(str, c)) + "}," for c in cases)
     (tmp_path / "g.cu").write_text(f"""#include <cstdio>
 #include "mbconv_v8.cuh"
@@ -113,14 +117,14 @@ int main() {{
 def test_which_entries_take_it():
     from cuda_kernels import static_shapes as ss
 
-    entries = [(e.H, e.ks, e.C_in) for e in ss.listed_entries() if e.route == "kV8RouteUrWhole" and e.ks == 5]
-    assert entries == [(28, 5, 40), (36, 5, 48)]  # B0's 3.1, B2's 3.1 / 3.2 (2.1's k = 3 keeps a halo)
+    entries = [(e.H, e.ks, e.C_in) for e in ss.listed_entries() if e.route == "kV8RouteUrWhole"]
+    assert entries == [(56, 3, 24), (28, 5, 40), (36, 5, 48)]  # B0's 2.1 and 3.1, B2's 3.1 / 3.2
 
 
 # ---- GPU ----
 
-PC_BLOCKS = [("efficientnet_b0", "features.3.1"), ("efficientnet_b2", "features.3.1"),
-             ("efficientnet_b2", "features.3.2")]
+PC_BLOCKS = [("efficientnet_b0", "features.2.1"), ("efficientnet_b0", "features.3.1"),
+             ("efficientnet_b2", "features.3.1"), ("efficientnet_b2", "features.3.2")]
 
 
 @pytest.mark.cuda

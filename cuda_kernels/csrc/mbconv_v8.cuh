@@ -993,8 +993,8 @@ template <int HC, int KS, int S, int G = 1, bool HF = false, bool TX = false, bo
           bool DH = false, bool TG = false, int UR = 0, bool FD = false, bool WU = false, int SH = 0, int UOW = 0,
           int URS = 0, bool PC = false>
 cudaError_t launch_expand_dw_v8(const Params& p, cudaStream_t stream, bool pdl) {
-  static_assert(!PC || (SH && UR > 0 && FD && WU && KS == 5 && S == 1 && G == 1 && !UOW),
-                "split by role: the static U-in-registers kernels at k = 5 (expand_dw_v8_kernel_dhurfwsp)");
+  static_assert(!PC || (SH && UR > 0 && FD && WU && S == 1 && G == 1 && !UOW),
+                "split by role: the static U-in-registers kernels (expand_dw_v8_kernel_dhurfwsp)");
   static_assert(!SH || (kV8Static[SH].stride == S && kV8Static[SH].ks == KS && DH && (WU || TX || BC)),
                 "static shapes: version 11's packed-fp16 kernels, at their k and stride");
   static_assert(!WU || (DH && G == 1 && !TX && (UR > 0 ? FD : BC)), "whole units: version 11's _dhurf, _bcdh(g)");
@@ -1233,7 +1233,7 @@ inline bool kernel1_v8_row_units_requested(bool v11) {
   return v != nullptr ? v[0] == '1' : v11;
 }
 // CUDA_KERNELS_K1_PC=1 (read at every call; off until measured, NOTES.md "Current state", next 3): at the static
-// U-in-registers entries with k = 5 (B0's 3.1, B2's 3.1 / 3.2), kernel 1 split by role (expand_dw_v8_kernel_dhurfwsp,
+// U-in-registers entries (B0's 2.1 and 3.1, B2's 3.1 / 3.2), kernel 1 split by role (expand_dw_v8_kernel_dhurfwsp,
 // mbconv_v8_pc.cuh): 4 producer warps expand item i + 1 while 12 consumer warps run item i's depthwise, E and X
 // double-buffered.
 inline bool kernel1_v8_pc_requested() {
@@ -1280,12 +1280,11 @@ cudaError_t launch_expand_dw_v8_ur(const Params& p, cudaStream_t stream, bool pd
     return launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, true, false, UR>(p, stream, pdl);
   if (kernel1_v8_all_whole<KS, 1>(p, v11)) {
     cudaError_t err;
-    const bool pc = KS == 5 && kernel1_v8_pc_requested();
+    const bool pc = kernel1_v8_pc_requested();
     if (launch_v8_static<kV8RouteUrWhole, KS, 16 * UR>(kernel1_v8_static<KS>(p, v11), [&](auto sh) {
-          if constexpr (KS == 5)
-            if (pc)
-              return launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, true, false, UR, true, true,
-                                         decltype(sh)::value, 0, 0, true>(p, stream, pdl);
+          if (pc)
+            return launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, true, false, UR, true, true,
+                                       decltype(sh)::value, 0, 0, true>(p, stream, pdl);
           return launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, true, false, UR, true, true,
                                      decltype(sh)::value>(p, stream, pdl);
         }, err))

@@ -6,9 +6,11 @@
 // i + 2's band while they expand item i + 1. The split follows the work: at 3.1 an item's expand is ~1 / 3 of its
 // depthwise (21-25 m-tiles of ~100 instructions a warp against 28-35 units of ~335 a thread group), so 4 warps expand
 // while 12 run the depthwise, where today's two CTAs of 8 warps alternate both with ~60% of their time in the
-// depthwise. Built for the U-in-registers static route without a halo between bands (k = 5, stride 1: B0's 3.1, B2's
-// 3.1 / 3.2), whose arithmetic it repeats value for value: E and D are _dhurfws's bit for bit; the pool's fp32 sums
-// add 16 thread groups' partial sums instead of 10, so the SE scale, and the output, differ in the last bits.
+// depthwise. Built for the U-in-registers static route (stride 1: B0's 2.1 and 3.1, B2's 3.1 / 3.2), whose arithmetic
+// it repeats value for value: E and D are _dhurfws's bit for bit; the pool's fp32 sums add 16 thread groups' partial
+// sums instead of 10, so the SE scale, and the output, differ in the last bits. At k = 3 (2.1) the default keeps the
+// KH = 2 E rows that consecutive bands share (the halo); here every item expands all its band's rows (the E values
+// are the same), which costs the producers 10 rows of expand for 8 of output - they have the slack.
 //
 // This is a second body beside expand_dw_v8_body, not a flag of it: moving the body's phases into shared helpers
 // changed the SASS of most default kernel-1 functions (session 29, NOTES.md), which no device call has timed. The
@@ -46,7 +48,7 @@ template <int HC, int KS, int UR, int SH>
 __global__ void __launch_bounds__(kV8PcThreads, 1)
     expand_dw_v8_kernel_dhurfwsp(const Params p_in, const __grid_constant__ V8Div dv) {
   constexpr int S = 1;
-  static_assert(KS == 5 && SH > 0 && UR > 0, "the static U-in-registers entries with no halo between bands (k = 5)");
+  static_assert(SH > 0 && UR > 0, "the static U-in-registers entries");
   Params p = p_in;
   v8_static_params<KS, SH>(p);
   extern __shared__ __align__(16) uint8_t smem[];
