@@ -178,11 +178,6 @@ K1_STATIC_REST_SWITCH = "CUDA_KERNELS_K1_STATIC_REST"
 # kernel 1 31.9 -> 27.4 us, B0 -35.5 us, B2 -84.1): at the static wgmma blocks the depthwise in whole units of one
 # output row, 7 wide (B0's 4.1-6.3) or the whole 9-wide row (B2's 6.1-7.1) (expand_dw_v8_kernel_txdhsw)
 K1_ROW_UNITS_SWITCH = "CUDA_KERNELS_K1_ROW_UNITS"
-# csrc/mbconv_v8.cuh kernel1_v8_pc_requested: "1" (off until measured, session 29): at the static U-in-registers
-# entries (B0's 2.1 / 3.1, B2's 3.1 / 3.2) kernel 1 split by role, one CTA of 512 threads an SM whose 4 producer
-# warps expand item i + 1 while its 12 consumer warps run item i's depthwise (csrc/mbconv_v8_pc.cuh,
-# expand_dw_v8_kernel_dhurfwsp)
-K1_PC_SWITCH = "CUDA_KERNELS_K1_PC"
 # an experiment switch, read at every launch (rows_override): "HxWkKsS=R[,...]" caps kernel 1's output rows per band
 # at R for inputs of H x W with a k x k depthwise at stride S (e.g. "28x28k5s1=7": B0's 3.1 in 4 bands of 7 instead
 # of 3 of 10, 8 rounds of items on 264 CTAs -> 10 shorter ones; NOTES.md "Current state", next 6)

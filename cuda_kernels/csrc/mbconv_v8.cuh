@@ -976,8 +976,6 @@ __global__ void __launch_bounds__(kExpandThreads, 2)
   expand_dw_v8_body<HC, KS, S, G, true, true, WG, false, true, false, 0, false, true, UOW, URS>(p, &xmap);
 }
 
-#include "mbconv_v8_pc.cuh"  // kernel 1 split by role (CUDA_KERNELS_K1_PC=1, off until measured)
-
 // V8Div of a launch of `grid` CTAs with the depthwise's column groups of OW outputs (expand_dw_v8_body's divisors).
 inline V8Div v8_div(const Params& p, int G, int OW, int grid) {
   V8Div d;
@@ -991,10 +989,8 @@ inline V8Div v8_div(const Params& p, int G, int OW, int grid) {
 // Persistent: as many CTAs as fit on the device (two per SM at <= 113 KB), at most one per item.
 template <int HC, int KS, int S, int G = 1, bool HF = false, bool TX = false, bool WG = false, bool BC = false,
           bool DH = false, bool TG = false, int UR = 0, bool FD = false, bool WU = false, int SH = 0, int UOW = 0,
-          int URS = 0, bool PC = false>
+          int URS = 0>
 cudaError_t launch_expand_dw_v8(const Params& p, cudaStream_t stream, bool pdl) {
-  static_assert(!PC || (SH && UR > 0 && FD && WU && S == 1 && G == 1 && !UOW),
-                "split by role: the static U-in-registers kernels (expand_dw_v8_kernel_dhurfwsp)");
   static_assert(!SH || (kV8Static[SH].stride == S && kV8Static[SH].ks == KS && DH && (WU || TX || BC)),
                 "static shapes: version 11's packed-fp16 kernels, at their k and stride");
   static_assert(!WU || (DH && G == 1 && !TX && (UR > 0 ? FD : BC)), "whole units: version 11's _dhurf, _bcdh(g)");
@@ -1009,9 +1005,7 @@ cudaError_t launch_expand_dw_v8(const Params& p, cudaStream_t stream, bool pdl) 
   static int configured[kMaxDevices] = {}, last_smem[kMaxDevices] = {}, last_ctas[kMaxDevices] = {},
              sms[kMaxDevices] = {};
   const auto kernel = [] {  // (the TX kernel instantiated only where TX asks for it)
-    if constexpr (PC)
-      return expand_dw_v8_kernel_dhurfwsp<HC, KS, UR, SH>;
-    else if constexpr (UOW > 0)
+    if constexpr (UOW > 0)
       return expand_dw_v8_kernel_txdhsw<HC, KS, S, G, WG, SH, UOW, URS>;
     else if constexpr (SH > 0 && UR > 0)
       return expand_dw_v8_kernel_dhurfws<HC, KS, S, G, UR, SH>;
@@ -1047,9 +1041,7 @@ cudaError_t launch_expand_dw_v8(const Params& p, cudaStream_t stream, bool pdl) 
       return expand_dw_v8_kernel<HC, KS, S, G, HF>;
   }();
   const int smem =
-      PC ? expand_dw_v8_pc_smem_bytes(p.H, p.W, p.Wo, p.rows_per_tile, KS, p.C_in, p.k_pad, HC)
-         : expand_dw_v8_smem_bytes(p.H, p.W, p.Wo, p.rows_per_tile, KS, S, p.C_in, p.k_pad, HC, G, TX, WG, DH, TG);
-  constexpr int threads = PC ? kV8PcThreads : kExpandThreads;
+      expand_dw_v8_smem_bytes(p.H, p.W, p.Wo, p.rows_per_tile, KS, S, p.C_in, p.k_pad, HC, G, TX, WG, DH, TG);
   int dev = 0;
   cudaError_t err = cudaGetDevice(&dev);
   if (err != cudaSuccess) return err;
@@ -1067,7 +1059,7 @@ cudaError_t launch_expand_dw_v8(const Params& p, cudaStream_t stream, bool pdl) 
   if (smem != last_smem[dev]) {  // the occupancy of this shared-memory size (cached for the last size asked)
     err = cudaDeviceGetAttribute(&sms[dev], cudaDevAttrMultiProcessorCount, dev);
     if (err != cudaSuccess) return err;
-    err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&last_ctas[dev], kernel, threads, smem);
+    err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&last_ctas[dev], kernel, kExpandThreads, smem);
     if (err != cudaSuccess) return err;
     if (last_ctas[dev] < 1) return cudaErrorInvalidConfiguration;
     last_smem[dev] = smem;
@@ -1078,8 +1070,8 @@ cudaError_t launch_expand_dw_v8(const Params& p, cudaStream_t stream, bool pdl) 
   if (FD && total * grid >= (1ll << 31)) return cudaErrorInvalidValue;  // V8Div's dividends (the launcher checks)
   const auto go = [&](const auto&... args) {
     if (pdl && pdl::device_supports(dev))
-      return pdl::launch(kernel, dim3(grid), dim3(threads), smem, stream, args...);
-    kernel<<<grid, threads, smem, stream>>>(args...);
+      return pdl::launch(kernel, dim3(grid), dim3(kExpandThreads), smem, stream, args...);
+    kernel<<<grid, kExpandThreads, smem, stream>>>(args...);
     return cudaGetLastError();
   };
   if constexpr (TX) {
@@ -1232,14 +1224,6 @@ inline bool kernel1_v8_row_units_requested(bool v11) {
   const char* v = kernel1_switch("CUDA_KERNELS_K1_ROW_UNITS");
   return v != nullptr ? v[0] == '1' : v11;
 }
-// CUDA_KERNELS_K1_PC=1 (read at every call; off until measured, NOTES.md "Current state", next 3): at the static
-// U-in-registers entries (B0's 2.1 and 3.1, B2's 3.1 / 3.2), kernel 1 split by role (expand_dw_v8_kernel_dhurfwsp,
-// mbconv_v8_pc.cuh): 4 producer warps expand item i + 1 while 12 consumer warps run item i's depthwise, E and X
-// double-buffered.
-inline bool kernel1_v8_pc_requested() {
-  const char* v = kernel1_switch("CUDA_KERNELS_K1_PC");
-  return v != nullptr && v[0] == '1';
-}
 // The row unit's width at entry SH (0: none; all its channels real, as whole units need)
 template <int SH, int KS>
 constexpr int v8_row_unit_cols() {
@@ -1280,11 +1264,7 @@ cudaError_t launch_expand_dw_v8_ur(const Params& p, cudaStream_t stream, bool pd
     return launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, true, false, UR>(p, stream, pdl);
   if (kernel1_v8_all_whole<KS, 1>(p, v11)) {
     cudaError_t err;
-    const bool pc = kernel1_v8_pc_requested();
     if (launch_v8_static<kV8RouteUrWhole, KS, 16 * UR>(kernel1_v8_static<KS>(p, v11), [&](auto sh) {
-          if (pc)
-            return launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, true, false, UR, true, true,
-                                       decltype(sh)::value, 0, 0, true>(p, stream, pdl);
           return launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, true, false, UR, true, true,
                                      decltype(sh)::value>(p, stream, pdl);
         }, err))
