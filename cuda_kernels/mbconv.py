@@ -178,6 +178,10 @@ K1_STATIC_REST_SWITCH = "CUDA_KERNELS_K1_STATIC_REST"
 # kernel 1 31.9 -> 27.4 us, B0 -35.5 us, B2 -84.1): at the static wgmma blocks the depthwise in whole units of one
 # output row, 7 wide (B0's 4.1-6.3) or the whole 9-wide row (B2's 6.1-7.1) (expand_dw_v8_kernel_txdhsw)
 K1_ROW_UNITS_SWITCH = "CUDA_KERNELS_K1_ROW_UNITS"
+# csrc/mbconv_v8.cuh kernel1_v8_halo5_requested: "1" (off until measured, session 30): at the static U-in-registers
+# entries with k = 5 (B0's 3.1, B2's 3.1 / 3.2) E's halo rows kept between consecutive bands, copied in shared memory
+# after barrier A (expand_dw_v8_kernel_dhurfwsh): 28 x 28's three bands expand 50 m-tiles instead of 64
+K1_HALO5_SWITCH = "CUDA_KERNELS_K1_HALO5"
 # an experiment switch, read at every launch (rows_override): "HxWkKsS=R[,...]" caps kernel 1's output rows per band
 # at R for inputs of H x W with a k x k depthwise at stride S (e.g. "28x28k5s1=7": B0's 3.1 in 4 bands of 7 instead
 # of 3 of 10, 8 rounds of items on 264 CTAs -> 10 shorter ones; NOTES.md "Current state", next 6)
@@ -393,13 +397,14 @@ def project_wg_smem_bytes(bn: int, ks: int = 1, mw: int = 1, opt: int = 0) -> in
 V8_HALO_MAX = 12  # csrc/mbconv_v8.cuh kV8HaloMax: 8-byte pieces of E's halo rows per thread
 
 
-def kernel1_v8_halo(width: int, kernel_size: int, stride: int, chunk: int = 48) -> bool:
+def kernel1_v8_halo(width: int, kernel_size: int, stride: int, chunk: int = 48, keep_k5: bool = False) -> bool:
     """Whether version 8 keeps E's halo rows between consecutive bands (csrc/mbconv_v8.cuh halo_v8): not at k = 5,
-    stride 1 (the rows held in registers across a barrier made ptxas spill there), elsewhere where the k - s rows of
-    E (WE pixels of chunk / 4 8-byte pieces) fit 256 threads x V8_HALO_MAX pieces."""
+    stride 1 (the rows held in registers across a barrier made ptxas spill there) unless `keep_k5` (the static
+    kernel that copies them after the barrier, CUDA_KERNELS_K1_HALO5), elsewhere where the k - s rows of E (WE
+    pixels of chunk / 4 8-byte pieces) fit 256 threads x V8_HALO_MAX pieces."""
     per_thread = 4 if stride == 1 else 2
     e_width = (_round_up(output_size(width, stride), per_thread) - 1) * stride + kernel_size
-    return not (kernel_size == 5 and stride == 1) and \
+    return (keep_k5 or not (kernel_size == 5 and stride == 1)) and \
         (kernel_size - stride) * e_width * (chunk // 4) <= 256 * V8_HALO_MAX
 
 

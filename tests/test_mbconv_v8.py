@@ -291,7 +291,8 @@ def test_kernel1_v8_compiles_without_spills(tmp_path):
     # + B2's (session 28): _dhurfws at k = 5, _bcdhws at 3 and 5, _bcdhs at 3 and 5, _txdhs at 3 (two) and 5 (one)
     # + units of one output row at the static wgmma entries (CUDA_KERNELS_K1_ROW_UNITS): _txdhsw 7 wide at B0's 14 x 14
     #   and 7 x 7 (k = 3 one, 5 three), 9 wide at B2's 9 x 9 (k = 3 two, 5 one)
-    assert len(entries) == 12 + 8 + 2 + 16 + 1 + 2 + 2 + 4 + 4 + 6 + 1 + 2 + 2 + 3 + 4 + 3, report
+    # + the halo kept at k = 5 (CUDA_KERNELS_K1_HALO5): _dhurfwsh at B0's 3.1 and B2's 3.1 / 3.2
+    assert len(entries) == 12 + 8 + 2 + 16 + 1 + 2 + 2 + 4 + 4 + 6 + 1 + 2 + 2 + 3 + 4 + 3 + 2, report
     for i in entries:
         spill = next(line for line in lines[i:] if "spill stores" in line)
         used = next(line for line in lines[i:] if "Used" in line and "registers" in line)
@@ -335,10 +336,12 @@ def _silu(v):
     return v / (1.0 + np.exp(-v))
 
 
-def emulate_kernel1_v8(x, w_exp, b_exp, w_dw, b_dw, hidden, ks, stride, rows_per_tile, grid, images=1):
+def emulate_kernel1_v8(x, w_exp, b_exp, w_dw, b_dw, hidden, ks, stride, rows_per_tile, grid, images=1,
+                       halo5=False):
     """x [N, H, W, C_in] float64, w_exp [hid_pad, k_pad] zero-padded, w_dw [ks * ks, hid_pad]. Returns D, the pool's
     partial sums and how often each D value was written. images = G > 1: items of G images (one band each), as
-    expand_dw_v8_kernel<..., G> walks them."""
+    expand_dw_v8_kernel<..., G> walks them. halo5: the halo kept at k = 5, stride 1 too (expand_dw_v8_kernel_dhurfwsh,
+    which copies it after barrier A: the same rows)."""
     G = images
     n_img, h, w, c_in = x.shape
     hid_pad, k_pad = w_exp.shape
@@ -363,7 +366,7 @@ def emulate_kernel1_v8(x, w_exp, b_exp, w_dw, b_dw, hidden, ks, stride, rows_per
     partial = np.full((n_img, bands, hid_pad), np.nan)
     assert grid <= total
     kh = ks - stride
-    halo = mb.kernel1_v8_halo(w, ks, stride, HC) and G == 1
+    halo = mb.kernel1_v8_halo(w, ks, stride, HC, keep_k5=halo5) and G == 1
     for b in range(grid):
         xs = np.zeros(x_halves)  # zeroed once per CTA
         es = np.full((G * rows_max * we, HC), np.nan)  # E: stale (NaN) until written; G tiles
@@ -547,7 +550,20 @@ def test_kernel1_v8_two_image_items_transliterated(n, h, w, c_in, hidden, ks, st
     _check_transliteration(n, h, w, c_in, hidden, ks, stride, h, grid, 2)
 
 
-def _check_transliteration(n, h, w, c_in, hidden, ks, stride, rows, grid, images):
+@pytest.mark.parametrize("n,h,w,c_in,hidden,ks,stride,rows,grid", [
+    (2, 28, 9, 40, 48, 5, 1, 10, 2),   # 3.1's bands (10, 10, 8 rows of 28) on a narrow image: 4 rows kept twice
+    (2, 17, 5, 112, 48, 5, 1, 5, 3),   # four bands, the last two rows; CTAs starting mid-image (no halo there)
+    (1, 14, 6, 16, 96, 5, 1, 4, 1),    # two chunks through one CTA: the first band of each expands all its rows
+])
+def test_kernel1_v8_halo_at_k5_transliterated(n, h, w, c_in, hidden, ks, stride, rows, grid):
+    """CUDA_KERNELS_K1_HALO5 (expand_dw_v8_kernel_dhurfwsh): E's 4 halo rows kept between the bands of a (chunk,
+    image) at k = 5, stride 1, each continuing band expanding only its new rows - D and the sums as the direct
+    convolution computes them."""
+    assert mb.kernel1_v8_halo(w, ks, stride, HC, keep_k5=True) and not mb.kernel1_v8_halo(w, ks, stride, HC)
+    _check_transliteration(n, h, w, c_in, hidden, ks, stride, rows, grid, 1, halo5=True)
+
+
+def _check_transliteration(n, h, w, c_in, hidden, ks, stride, rows, grid, images, halo5=False):
     g = torch.Generator().manual_seed(h * 100 + w + ks)
     hid_pad, k_pad = -(-hidden // HC) * HC, -(-c_in // 16) * 16
     x = torch.randn(n, c_in, h, w, generator=g, dtype=torch.float64)
@@ -566,7 +582,7 @@ def _check_transliteration(n, h, w, c_in, hidden, ks, stride, rows, grid, images
     b_dw = np.zeros(hid_pad)
     b_dw[:hidden] = bd.numpy()
     d, partial, writes = emulate_kernel1_v8(x.permute(0, 2, 3, 1).numpy(), w_exp, b_exp, w_dw, b_dw, hidden, ks,
-                                            stride, rows, grid, images)
+                                            stride, rows, grid, images, halo5)
     assert (writes == 1).all()
     np.testing.assert_allclose(d, d_ref, rtol=1e-12, atol=1e-12)
     ho = d_ref.shape[1]
@@ -598,6 +614,8 @@ def test_the_kernel_text_holds_the_modelled_expressions():
                  "const int ng = G > 1 ? min(G, p.N - G * it.n) : 1;",
                  "Es + ((rows_max - KH) * WE + pix) * LDE + (j - pix * ECH) * 4);",
                  "if (j < hcount) *reinterpret_cast<uint2*>(Es + pix * LDE + (j - pix * ECH) * 4) = hv[k];",
+                 # (HK: the same copy after barrier A, CUDA_KERNELS_K1_HALO5)
+                 "*reinterpret_cast<uint2*>(Es + ofs) = *reinterpret_cast<const uint2*>(Es + (rows_max - KH) * WE * LDE + ofs);",
                  "const int e_off = (ih_first - r0) * WE + PAD;",
                  "issue_x(i + 1, halo && nx.band > 0);",
                  # items of G images (the emulation's images > 1)
@@ -617,8 +635,10 @@ def test_the_kernel_text_holds_the_modelled_expressions():
     body = body.split("expand_dw_v8_kernel(const Params p)")[0]
     assert "atomicAdd" not in body
     # barrier A, barrier B per item, one after the loop; the mbarrier once per CTA; with the bias in the MMA
-    # (CUDA_KERNELS_K1_BIAS_C, stride 2) one more per chunk, after U is halved
-    assert body.count("__syncthreads()") == 5
+    # (CUDA_KERNELS_K1_BIAS_C, stride 2) one more per chunk, after U is halved; with the halo kept at k = 5
+    # (CUDA_KERNELS_K1_HALO5) one more per continuing band, after its copy
+    assert body.count("__syncthreads()") == 6
+    assert body.split("if (HK && cont) {")[1].split("if (!TG && new_chunk)")[0].count("__syncthreads()") == 1
     assert body.split("if constexpr (BC) {  // U halved")[1].split("// E rows above")[0].count("__syncthreads()") == 1
 
 

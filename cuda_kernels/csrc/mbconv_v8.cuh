@@ -226,7 +226,7 @@ __device__ __forceinline__ void zero_acc(float (&acc)[NT][4]) {
 // that entry point: NOTES.md, "Kernel 1's stall reasons"). TX: X by the tensor memory accelerator through the tensor
 // map at xmap (kernel1_v8_tx; null otherwise); WG (with TX): the expand on warpgroup MMAs.
 template <int HC, int KS, int S, int G, bool HF, bool TX = false, bool WG = false, bool BC = false, bool DH = false,
-          bool TG = false, int UR = 0, bool FD = false, bool WU = false, int UOW = 0, int URS = 0>
+          bool TG = false, int UR = 0, bool FD = false, bool WU = false, int UOW = 0, int URS = 0, bool HK = false>
 __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtensorMap* xmap = nullptr,
                                                   const V8Div* fd = nullptr) {
   static_assert(!WG || TX, "the wgmma expand reads X's swizzled boxes");
@@ -243,7 +243,8 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtenso
                 ECH = HC / 4;
   constexpr int R = URS > 0 ? URS : V8Seg<KS, S>::R, SEG_E = (R - 1) * S + KS;  // a segment's output rows, E rows
   constexpr int KH = KS - S;  // E rows shared by consecutive bands
-  constexpr bool HALO = !(KS == 5 && S == 1) && G == 1;  // halo_v8's static part (G > 1: one band per image)
+  // halo_v8's static part (G > 1: one band per image); HK: kept at k = 5, stride 1 too (CUDA_KERNELS_K1_HALO5)
+  constexpr bool HALO = (!(KS == 5 && S == 1) || HK) && G == 1;
   constexpr int NT = HC / 8, KK = KS * KS;
   constexpr int PAIRS = V8Dw<HC>::PAIRS, GROUPS = V8Dw<HC>::GROUPS;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -339,7 +340,7 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtenso
   // negative, which the mbarrier allows, and the phase cannot complete before the arrival.
   // The input rows an item expands: ih_first .. ih_hi, all of the band's (clipped to the image) or, continuing
   // the previous band of its (chunk, image) with the halo kept, those under the halo (none past the image bottom).
-  const bool halo = HALO && halo_v8(WE, KS, S, HC);
+  const bool halo = HALO && (HK ? (KS - S) * WE * (HC / 4) <= kExpandThreads * kV8HaloMax : halo_v8(WE, KS, S, HC));
   auto expand_rows = [&](int band, bool cont, int& ih_first, int& ih_hi) {
     int ih_lo;
     band_rows_of(band, ih_lo, ih_hi);
@@ -426,10 +427,11 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtenso
     const int npix = max(0, ih_hi - ih_first + 1) * p.W * ng;
     // The halo: the previous (full) band's last KH E rows, read before barrier A (nobody writes E before it),
     // written as this band's first KH rows after it (the previous depthwise has read them; the expand below
-    // writes rows >= KH only).
-    uint2 hv[HALO ? kV8HaloMax : 1];
+    // writes rows >= KH only). HK: read and written after barrier A instead, then a barrier before the expand
+    // writes them over (held across barrier A at k = 5, the pieces made ptxas spill).
+    uint2 hv[HALO && !HK ? kV8HaloMax : 1];
     const int hcount = KH * WE * ECH;
-    if (HALO && cont) {
+    if (HALO && !HK && cont) {
 #pragma unroll
       for (int k = 0; k < kV8HaloMax; ++k) {
         const int j = tid + k * kExpandThreads, pix = j / ECH;
@@ -442,12 +444,20 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtenso
     phase ^= 1;
     __syncthreads();  // barrier A: X and U in place; E and red free (the previous item's depthwise is done)
     if (i > i_begin) pool_store(i - 1);
-    if (HALO && cont) {
+    if (HALO && !HK && cont) {
 #pragma unroll
       for (int k = 0; k < kV8HaloMax; ++k) {
         const int j = tid + k * kExpandThreads, pix = j / ECH;
         if (j < hcount) *reinterpret_cast<uint2*>(Es + pix * LDE + (j - pix * ECH) * 4) = hv[k];
       }
+    }
+    if (HK && cont) {  // rows rows_max - KH .. to rows 0 .. KH - 1 (disjoint), then every read done before the expand
+#pragma unroll 1
+      for (int j = tid; j < hcount; j += kExpandThreads) {
+        const int pix = j / ECH, ofs = pix * LDE + (j - pix * ECH) * 4;
+        *reinterpret_cast<uint2*>(Es + ofs) = *reinterpret_cast<const uint2*>(Es + (rows_max - KH) * WE * LDE + ofs);
+      }
+      __syncthreads();
     }
     if (!TG && new_chunk)  // the previous chunk's depthwise is done (barrier A); read after barrier B
       for (int j = tid; j < (KK + 1) * PAIRS; j += kExpandThreads) {
@@ -945,6 +955,14 @@ __global__ void __launch_bounds__(kExpandThreads, 2)
   v8_static_params<KS, SH>(p);
   expand_dw_v8_body<HC, KS, S, G, true, false, false, false, true, false, UR, true, true>(p, nullptr, &dv);
 }
+// ... and with E's halo rows kept between bands at k = 5 (CUDA_KERNELS_K1_HALO5, off until measured)
+template <int HC, int KS, int S, int G, int UR, int SH>
+__global__ void __launch_bounds__(kExpandThreads, 2)
+    expand_dw_v8_kernel_dhurfwsh(const Params p_in, const __grid_constant__ V8Div dv) {
+  Params p = p_in;
+  v8_static_params<KS, SH>(p);
+  expand_dw_v8_body<HC, KS, S, G, true, false, false, false, true, false, UR, true, true, 0, 0, true>(p, nullptr, &dv);
+}
 template <int HC, int KS, int S, int G, bool TG, int SH>
 __global__ void __launch_bounds__(kExpandThreads, 2) expand_dw_v8_kernel_bcdhws(const Params p_in) {
   Params p = p_in;
@@ -989,8 +1007,9 @@ inline V8Div v8_div(const Params& p, int G, int OW, int grid) {
 // Persistent: as many CTAs as fit on the device (two per SM at <= 113 KB), at most one per item.
 template <int HC, int KS, int S, int G = 1, bool HF = false, bool TX = false, bool WG = false, bool BC = false,
           bool DH = false, bool TG = false, int UR = 0, bool FD = false, bool WU = false, int SH = 0, int UOW = 0,
-          int URS = 0>
+          int URS = 0, bool HK = false>
 cudaError_t launch_expand_dw_v8(const Params& p, cudaStream_t stream, bool pdl) {
+  static_assert(!HK || (SH && UR > 0 && KS == 5 && S == 1), "the halo at k = 5: the static U-in-registers kernels");
   static_assert(!SH || (kV8Static[SH].stride == S && kV8Static[SH].ks == KS && DH && (WU || TX || BC)),
                 "static shapes: version 11's packed-fp16 kernels, at their k and stride");
   static_assert(!WU || (DH && G == 1 && !TX && (UR > 0 ? FD : BC)), "whole units: version 11's _dhurf, _bcdh(g)");
@@ -1007,6 +1026,8 @@ cudaError_t launch_expand_dw_v8(const Params& p, cudaStream_t stream, bool pdl) 
   const auto kernel = [] {  // (the TX kernel instantiated only where TX asks for it)
     if constexpr (UOW > 0)
       return expand_dw_v8_kernel_txdhsw<HC, KS, S, G, WG, SH, UOW, URS>;
+    else if constexpr (SH > 0 && UR > 0 && HK)
+      return expand_dw_v8_kernel_dhurfwsh<HC, KS, S, G, UR, SH>;
     else if constexpr (SH > 0 && UR > 0)
       return expand_dw_v8_kernel_dhurfws<HC, KS, S, G, UR, SH>;
     else if constexpr (SH > 0 && WU)
@@ -1224,6 +1245,13 @@ inline bool kernel1_v8_row_units_requested(bool v11) {
   const char* v = kernel1_switch("CUDA_KERNELS_K1_ROW_UNITS");
   return v != nullptr ? v[0] == '1' : v11;
 }
+// CUDA_KERNELS_K1_HALO5=1 (read at every call; off until measured, NOTES.md "Current state"): at the static
+// U-in-registers entries with k = 5 (B0's 3.1, B2's 3.1 / 3.2), E's 4 halo rows kept between consecutive bands of a
+// (chunk, image) as at k = 3 (expand_dw_v8_kernel_dhurfwsh): 28 x 28's three bands expand 50 m-tiles, not 64.
+inline bool kernel1_v8_halo5_requested() {
+  const char* v = kernel1_switch("CUDA_KERNELS_K1_HALO5");
+  return v != nullptr && v[0] == '1';
+}
 // The row unit's width at entry SH (0: none; all its channels real, as whole units need)
 template <int SH, int KS>
 constexpr int v8_row_unit_cols() {
@@ -1264,7 +1292,12 @@ cudaError_t launch_expand_dw_v8_ur(const Params& p, cudaStream_t stream, bool pd
     return launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, true, false, UR>(p, stream, pdl);
   if (kernel1_v8_all_whole<KS, 1>(p, v11)) {
     cudaError_t err;
+    const bool halo5 = KS == 5 && kernel1_v8_halo5_requested();
     if (launch_v8_static<kV8RouteUrWhole, KS, 16 * UR>(kernel1_v8_static<KS>(p, v11), [&](auto sh) {
+          if constexpr (KS == 5)
+            if (halo5)
+              return launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, true, false, UR, true, true,
+                                         decltype(sh)::value, 0, 0, true>(p, stream, pdl);
           return launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, true, false, UR, true, true,
                                      decltype(sh)::value>(p, stream, pdl);
         }, err))
