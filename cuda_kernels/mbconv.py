@@ -180,8 +180,12 @@ K1_STATIC_REST_SWITCH = "CUDA_KERNELS_K1_STATIC_REST"
 K1_ROW_UNITS_SWITCH = "CUDA_KERNELS_K1_ROW_UNITS"
 # csrc/mbconv_v8.cuh kernel1_v8_halo5_requested: "1" (off until measured, session 30): at the static U-in-registers
 # entries with k = 5 (B0's 3.1, B2's 3.1 / 3.2) E's halo rows kept between consecutive bands, copied in shared memory
-# after barrier A (expand_dw_v8_kernel_dhurfwsh): 28 x 28's three bands expand 50 m-tiles instead of 64
+# after barrier A (expand_dw_v8_kernel_dhurfwsh): 28 x 28's three bands expand 50 m-tiles instead of 64; "2": the same,
+# and at the shapes K1_HALO5_BANDS lists, in its taller bands (B0's 3.1 in 2 bands of 14, not 3 of 10)
 K1_HALO5_SWITCH = "CUDA_KERNELS_K1_HALO5"
+# csrc/mbconv_v8.cuh kV8HaloBands: (H, W, k, stride, C_in, k_pad, hidden) of a static entry -> its bands' output rows
+# with the halo kept (they fit two CTAs an SM only with that kernel's smaller X: kernel1_smem_bytes(..., hk=True))
+K1_HALO5_BANDS = {(28, 28, 5, 1, 40, 48, 240): 14}
 # an experiment switch, read at every launch (rows_override): "HxWkKsS=R[,...]" caps kernel 1's output rows per band
 # at R for inputs of H x W with a k x k depthwise at stride S (e.g. "28x28k5s1=7": B0's 3.1 in 4 bands of 7 instead
 # of 3 of 10, 8 rounds of items on 264 CTAs -> 10 shorter ones; NOTES.md "Current state", next 6)
@@ -410,7 +414,7 @@ def kernel1_v8_halo(width: int, kernel_size: int, stride: int, chunk: int = 48, 
 
 def kernel1_smem_bytes(rows: int, height: int, width: int, kernel_size: int, stride: int, k_pad: int, chunk: int,
                        expand: bool, version: int = DEFAULT_VERSION, c_in: int | None = None, images: int = 1,
-                       tx: bool = False, wg: bool = False, dh: bool = False, tg: bool = False) -> int:
+                       tx: bool = False, wg: bool = False, dh: bool = False, tg: bool = False, hk: bool = False) -> int:
     """Shared memory of kernel 1 for bands of `rows` output rows (mirrors csrc/mbconv.cuh
     ``expand_dw_smem_bytes``, csrc/mbconv_v2.cuh ``expand_dw_v2_smem_bytes`` and csrc/mbconv_v8.cuh
     ``expand_dw_v8_smem_bytes``): the X band and U chunk (expand only), E, the channel sums. Version 8
@@ -419,7 +423,9 @@ def kernel1_smem_bytes(rows: int, height: int, width: int, kernel_size: int, str
     (version 8 only): items of that many images (kernel1_v8_images), X, E and the per-group sums that many times;
     `tx` (version 8 only): X by the tensor memory accelerator (kernel1_v8_tx, x_tx_bytes_v8); `wg`: U in the wgmma
     expand's layout (u_bytes_v8); `dh`: the packed-fp16 epilogue's taps, half2 with the fp32 bias after them
-    (CUDA_KERNELS_K1_DH2: k k chunk x 2 bytes less); `tg`: no taps or bias in shared memory (CUDA_KERNELS_K1_TAPS_G)."""
+    (CUDA_KERNELS_K1_DH2: k k chunk x 2 bytes less); `tg`: no taps or bias in shared memory (CUDA_KERNELS_K1_TAPS_G);
+    `hk`: the halo kept at k = 5 (CUDA_KERNELS_K1_HALO5; expand_dw_v8_m_pad_hk): with at most two bands, each touches
+    the image's top or bottom, so X holds k // 2 input rows fewer."""
     in_rows = (rows - 1) * stride + kernel_size
     m_pad = _round_up(min(height, in_rows) * width, 16)
     if version in (9, 10, 11):  # version 8's kernel 1, or version 3's where kernel1_v9_takes_v3
@@ -431,6 +437,8 @@ def kernel1_smem_bytes(rows: int, height: int, width: int, kernel_size: int, str
         e_width = (_round_up(output_size(width, stride), 4 if stride == 1 else 2) - 1) * stride + kernel_size
         groups, e_pitch = 256 // (chunk // 2), 60  # E's pixel pitch in halves (csrc/mbconv_v8.cuh V8Dw::LDE)
         m_pad = kernel1_v8_m_pad(height, width, kernel_size, stride, rows, images)
+        if hk and -(-output_size(height, stride) // rows) <= 2:
+            m_pad = _round_up(min(height, in_rows - kernel_size // 2) * width, 16)
         x_halves = m_pad * (k_pad + 8) if x_rows_padded_v8(c_in) else _round_up(m_pad * c_in + 8, 8)
         kk = kernel_size * kernel_size
         taps = 0 if tg else kk * chunk * 2 + chunk * 4 if dh else (kk + 1) * chunk * 4
@@ -475,10 +483,11 @@ def rows_override(height: int, width: int, kernel_size: int, stride: int) -> int
 @functools.lru_cache(maxsize=4096)
 def band_rows(height: int, width: int, kernel_size: int, stride: int, k_pad: int, chunk: int,
               expand: bool, version: int = DEFAULT_VERSION, c_in: int | None = None,
-              taps_global: bool = False, rows_max: int | None = None) -> int:
+              taps_global: bool = False, rows_max: int | None = None, hk: bool = False) -> int:
     """Output rows per band of kernel 1: the tallest band that fits the budget (and `rows_max`), then evened
     out over the bands. Raises ValueError when one row does not fit. `taps_global`: version 8's kernel 1 without its
-    shared taps (CUDA_KERNELS_K1_TAPS_G, which the launcher honours at stride 2 with the packed-fp16 epilogue)."""
+    shared taps (CUDA_KERNELS_K1_TAPS_G, which the launcher honours at stride 2 with the packed-fp16 epilogue);
+    `hk`: its shared memory with the halo kept at k = 5 (kernel1_smem_bytes)."""
     out_h = output_size(height, stride)
     out_h_cap = out_h if rows_max is None else min(out_h, rows_max)
     budgets = (SMEM_BUDGET, SMEM_MAX)
@@ -487,7 +496,7 @@ def band_rows(height: int, width: int, kernel_size: int, stride: int, k_pad: int
     for budget in budgets:
         fits = [r for r in range(1, out_h_cap + 1)
                 if kernel1_smem_bytes(r, height, width, kernel_size, stride, k_pad, chunk, expand, version,
-                                      c_in, dh=taps_global, tg=taps_global) <= budget]
+                                      c_in, dh=taps_global, tg=taps_global, hk=hk) <= budget]
         if fits:
             bands = -(-out_h // max(fits))
             return -(-out_h // bands)
@@ -732,6 +741,8 @@ def _launch(x: torch.Tensor, tensors: list[torch.Tensor], kernel_size: int, stri
     rows = band_rows(height, width, kernel_size, stride, w_exp.shape[1] if expand else 0, chunk, expand, version,
                      x.shape[1], kernel1_taps_global(version, stride, kernel_size),
                      rows_override(height, width, kernel_size, stride))
+    if version == 11 and expand and os.environ.get(K1_HALO5_SWITCH) == "2":  # the taller bands of kV8HaloBands
+        rows = K1_HALO5_BANDS.get((height, width, kernel_size, stride, x.shape[1], w_exp.shape[1], hidden), rows)
     out_nhwc = torch.empty(0, dtype=x.dtype, device=x.device) if out is None else out.permute(0, 2, 3, 1)
     y = _extension().mbconv(x.permute(0, 2, 3, 1), *tensors, kernel_size, stride, out_channels, rows, chunk,
                             residual, out_nhwc, KERNEL_VERSION[version], _pdl.enabled())

@@ -291,8 +291,9 @@ def test_kernel1_v8_compiles_without_spills(tmp_path):
     # + B2's (session 28): _dhurfws at k = 5, _bcdhws at 3 and 5, _bcdhs at 3 and 5, _txdhs at 3 (two) and 5 (one)
     # + units of one output row at the static wgmma entries (CUDA_KERNELS_K1_ROW_UNITS): _txdhsw 7 wide at B0's 14 x 14
     #   and 7 x 7 (k = 3 one, 5 three), 9 wide at B2's 9 x 9 (k = 3 two, 5 one)
-    # + the halo kept at k = 5 (CUDA_KERNELS_K1_HALO5): _dhurfwsh at B0's 3.1 and B2's 3.1 / 3.2
-    assert len(entries) == 12 + 8 + 2 + 16 + 1 + 2 + 2 + 4 + 4 + 6 + 1 + 2 + 2 + 3 + 4 + 3 + 2, report
+    # + the halo kept at k = 5 (CUDA_KERNELS_K1_HALO5): _dhurfwsh at B0's 3.1 and B2's 3.1 / 3.2, and B0's 3.1 in bands
+    #   of 14 (=2)
+    assert len(entries) == 12 + 8 + 2 + 16 + 1 + 2 + 2 + 4 + 4 + 6 + 1 + 2 + 2 + 3 + 4 + 3 + 3, report
     for i in entries:
         spill = next(line for line in lines[i:] if "spill stores" in line)
         used = next(line for line in lines[i:] if "Used" in line and "registers" in line)
@@ -357,6 +358,8 @@ def emulate_kernel1_v8(x, w_exp, b_exp, w_dw, b_dw, hidden, ks, stride, rows_per
     we = (ngroups * ow_n - 1) * stride + ks
     rows_max = (rows_per_tile - 1) * stride + ks
     m_pad = -(-G * min(rows_max, h) * w // 16) * 16
+    if halo5 and bands <= 2:  # expand_dw_v8_m_pad_hk: each band touches the top or the bottom
+        m_pad = -(-min(rows_max - pad, h) * w // 16) * 16
     e_tile = rows_max * we
     padded = mb.x_rows_padded_v8(c_in)
     ldx = k_pad + 8 if padded else c_in
@@ -554,6 +557,8 @@ def test_kernel1_v8_two_image_items_transliterated(n, h, w, c_in, hidden, ks, st
     (2, 28, 9, 40, 48, 5, 1, 10, 2),   # 3.1's bands (10, 10, 8 rows of 28) on a narrow image: 4 rows kept twice
     (2, 17, 5, 112, 48, 5, 1, 5, 3),   # four bands, the last two rows; CTAs starting mid-image (no halo there)
     (1, 14, 6, 16, 96, 5, 1, 4, 1),    # two chunks through one CTA: the first band of each expands all its rows
+    (2, 28, 9, 40, 48, 5, 1, 14, 2),   # 3.1 in 2 bands of 14 (CUDA_KERNELS_K1_HALO5=2): X holds 16 rows, not 18
+    (3, 20, 5, 16, 96, 5, 1, 10, 4),   # 2 bands, 2 chunks, CTAs starting at either band
 ])
 def test_kernel1_v8_halo_at_k5_transliterated(n, h, w, c_in, hidden, ks, stride, rows, grid):
     """CUDA_KERNELS_K1_HALO5 (expand_dw_v8_kernel_dhurfwsh): E's 4 halo rows kept between the bands of a (chunk,

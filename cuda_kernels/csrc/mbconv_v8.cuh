@@ -138,13 +138,22 @@ __host__ __device__ inline int expand_dw_v8_m_pad(int H, int W, int rows, int ks
   const int e_rows = (rows - 1) * stride + ks;
   return round_up(images * (e_rows < H ? e_rows : H) * W, 16);
 }
+// HK (E's halo kept at k = 5, expand_dw_v8_kernel_dhurfwsh): with at most two bands each band touches the image's
+// top or bottom, so an item's X holds at most e_rows - k / 2 input rows (B0's 3.1 in bands of 14: 16 of 18), and
+// a continuing band fewer
+__host__ __device__ inline int expand_dw_v8_m_pad_hk(int H, int W, int rows, int ks, int stride) {
+  const int e_rows = (rows - 1) * stride + ks, bands = ((H - 1) / stride + rows) / rows;
+  const int x_rows = e_rows - (bands <= 2 ? ks / 2 : 0);
+  return round_up((x_rows < H ? x_rows : H) * W, 16);
+}
 __host__ __device__ inline int expand_dw_v8_smem_bytes(int H, int W, int Wo, int rows, int ks, int stride, int C_in,
                                                       int k_pad, int chunk, int images = 1, bool tx = false,
-                                                      bool wg = false, bool dh = false, bool tg = false) {
+                                                      bool wg = false, bool dh = false, bool tg = false,
+                                                      bool hk = false) {
   const int ow = stride == 1 ? 4 : 2;
   const int e_rows = (rows - 1) * stride + ks;
   const int we = (round_up(Wo, ow) - 1) * stride + ks;
-  const int m_pad = expand_dw_v8_m_pad(H, W, rows, ks, stride, images);
+  const int m_pad = hk ? expand_dw_v8_m_pad_hk(H, W, rows, ks, stride) : expand_dw_v8_m_pad(H, W, rows, ks, stride, images);
   return (tx ? 1024 : 0) + v8_smem(m_pad, C_in, k_pad, e_rows * we, images, ks, chunk, tx, wg, dh, tg).end;
 }
 
@@ -275,7 +284,8 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtenso
   const int ngroups = (p.Wo + OW - 1) / OW;
   const int WE = (ngroups * OW - 1) * S + KS;  // E tile width: column c holds input column c - PAD
   const int rows_max = (p.rows_per_tile - 1) * S + KS;
-  const int m_pad = round_up(G * min(rows_max, p.H) * p.W, 16);
+  const int m_pad = HK ? round_up(min(rows_max - (p.row_blocks <= 2 ? PAD : 0), p.H) * p.W, 16)  // (m_pad_hk)
+                       : round_up(G * min(rows_max, p.H) * p.W, 16);
   const bool x_padded = x_padded_v8(p.C_in);
   const int e_tile = rows_max * WE;  // pixels of one image's E tile (G tiles stacked where G > 1)
   static_assert(LDE == 60, "v8_smem counts E's pixels at 60 halves");
@@ -955,12 +965,18 @@ __global__ void __launch_bounds__(kExpandThreads, 2)
   v8_static_params<KS, SH>(p);
   expand_dw_v8_body<HC, KS, S, G, true, false, false, false, true, false, UR, true, true>(p, nullptr, &dv);
 }
-// ... and with E's halo rows kept between bands at k = 5 (CUDA_KERNELS_K1_HALO5, off until measured)
-template <int HC, int KS, int S, int G, int UR, int SH>
+// ... and with E's halo rows kept between bands at k = 5 (CUDA_KERNELS_K1_HALO5, off until measured); RO > 0: in
+// taller bands of RO output rows than the entry's (kV8HaloBands, CUDA_KERNELS_K1_HALO5=2)
+template <int HC, int KS, int S, int G, int UR, int SH, int RO = 0>
 __global__ void __launch_bounds__(kExpandThreads, 2)
     expand_dw_v8_kernel_dhurfwsh(const Params p_in, const __grid_constant__ V8Div dv) {
   Params p = p_in;
   v8_static_params<KS, SH>(p);
+  if constexpr (RO > 0) {
+    constexpr int out = v8_static_out(kV8Static[SH].H, KS, kV8Static[SH].stride);
+    p.rows_per_tile = RO;
+    p.row_blocks = (out + RO - 1) / RO;
+  }
   expand_dw_v8_body<HC, KS, S, G, true, false, false, false, true, false, UR, true, true, 0, 0, true>(p, nullptr, &dv);
 }
 template <int HC, int KS, int S, int G, bool TG, int SH>
@@ -1007,9 +1023,10 @@ inline V8Div v8_div(const Params& p, int G, int OW, int grid) {
 // Persistent: as many CTAs as fit on the device (two per SM at <= 113 KB), at most one per item.
 template <int HC, int KS, int S, int G = 1, bool HF = false, bool TX = false, bool WG = false, bool BC = false,
           bool DH = false, bool TG = false, int UR = 0, bool FD = false, bool WU = false, int SH = 0, int UOW = 0,
-          int URS = 0, bool HK = false>
+          int URS = 0, bool HK = false, int HR = 0>
 cudaError_t launch_expand_dw_v8(const Params& p, cudaStream_t stream, bool pdl) {
   static_assert(!HK || (SH && UR > 0 && KS == 5 && S == 1), "the halo at k = 5: the static U-in-registers kernels");
+  static_assert(!HR || HK, "taller bands: with the halo kept at k = 5");
   static_assert(!SH || (kV8Static[SH].stride == S && kV8Static[SH].ks == KS && DH && (WU || TX || BC)),
                 "static shapes: version 11's packed-fp16 kernels, at their k and stride");
   static_assert(!WU || (DH && G == 1 && !TX && (UR > 0 ? FD : BC)), "whole units: version 11's _dhurf, _bcdh(g)");
@@ -1027,7 +1044,7 @@ cudaError_t launch_expand_dw_v8(const Params& p, cudaStream_t stream, bool pdl) 
     if constexpr (UOW > 0)
       return expand_dw_v8_kernel_txdhsw<HC, KS, S, G, WG, SH, UOW, URS>;
     else if constexpr (SH > 0 && UR > 0 && HK)
-      return expand_dw_v8_kernel_dhurfwsh<HC, KS, S, G, UR, SH>;
+      return expand_dw_v8_kernel_dhurfwsh<HC, KS, S, G, UR, SH, HR>;
     else if constexpr (SH > 0 && UR > 0)
       return expand_dw_v8_kernel_dhurfws<HC, KS, S, G, UR, SH>;
     else if constexpr (SH > 0 && WU)
@@ -1062,7 +1079,7 @@ cudaError_t launch_expand_dw_v8(const Params& p, cudaStream_t stream, bool pdl) 
       return expand_dw_v8_kernel<HC, KS, S, G, HF>;
   }();
   const int smem =
-      expand_dw_v8_smem_bytes(p.H, p.W, p.Wo, p.rows_per_tile, KS, S, p.C_in, p.k_pad, HC, G, TX, WG, DH, TG);
+      expand_dw_v8_smem_bytes(p.H, p.W, p.Wo, p.rows_per_tile, KS, S, p.C_in, p.k_pad, HC, G, TX, WG, DH, TG, HK);
   int dev = 0;
   cudaError_t err = cudaGetDevice(&dev);
   if (err != cudaSuccess) return err;
@@ -1204,15 +1221,16 @@ inline bool kernel1_v8_all_whole(const Params& p, bool v11) {
          p.Ho % p.rows_per_tile % R == 0 && p.hidden == p.hid_pad;
 }
 template <int KS>
+inline bool v8_static_matches(const Params& p, const V8Static& s, int rows) {  // s's shape in bands of `rows`
+  const int out = v8_static_out(s.H, KS, s.stride);
+  return s.ks == KS && p.H == s.H && p.W == s.W && p.stride == s.stride && p.ksize == KS && p.pad == KS / 2 &&
+         p.Ho == out && p.Wo == out && p.C_in == s.C_in && p.k_pad == s.k_pad && p.hidden == s.hidden &&
+         p.hid_pad == s.hidden && p.rows_per_tile == rows && p.row_blocks == (out + rows - 1) / rows;
+}
+template <int KS>
 inline int v8_static_entry(const Params& p) {  // the kV8Static entry of the launch's shape, 0 for none
-  for (int i = 1; i < kV8StaticCount; ++i) {
-    const V8Static& s = kV8Static[i];
-    const int out = v8_static_out(s.H, KS, s.stride);
-    if (s.ks == KS && p.H == s.H && p.W == s.W && p.stride == s.stride && p.ksize == KS && p.pad == KS / 2 &&
-        p.Ho == out && p.Wo == out && p.C_in == s.C_in && p.k_pad == s.k_pad && p.hidden == s.hidden &&
-        p.hid_pad == s.hidden && p.rows_per_tile == s.rows && p.row_blocks == (out + s.rows - 1) / s.rows)
-      return i;
-  }
+  for (int i = 1; i < kV8StaticCount; ++i)
+    if (v8_static_matches<KS>(p, kV8Static[i], kV8Static[i].rows)) return i;
   return 0;
 }
 // CUDA_KERNELS_K1_STATIC=0|1 (read at every call; on by default in version 11 since session 26: kernel 1 2.0 158.3
@@ -1248,10 +1266,21 @@ inline bool kernel1_v8_row_units_requested(bool v11) {
 // CUDA_KERNELS_K1_HALO5=1 (read at every call; off until measured, NOTES.md "Current state"): at the static
 // U-in-registers entries with k = 5 (B0's 3.1, B2's 3.1 / 3.2), E's 4 halo rows kept between consecutive bands of a
 // (chunk, image) as at k = 3 (expand_dw_v8_kernel_dhurfwsh): 28 x 28's three bands expand 50 m-tiles, not 64.
-inline bool kernel1_v8_halo5_requested() {
+// CUDA_KERNELS_K1_HALO5=2: the same, and where kV8HaloBands lists the entry, in its taller bands (Python's band_rows
+// asks them; cuda_kernels/mbconv.py K1_HALO5_BANDS mirrors the table).
+inline int kernel1_v8_halo5_requested() {  // 0, 1 or 2
   const char* v = kernel1_switch("CUDA_KERNELS_K1_HALO5");
-  return v != nullptr && v[0] == '1';
+  return v != nullptr ? v[0] - '0' : 0;
 }
+// Static entries also compiled in taller bands with the halo kept (CUDA_KERNELS_K1_HALO5=2): bands that fit two CTAs
+// an SM only with HK's smaller X (expand_dw_v8_m_pad_hk). B0's 3.1 in 2 bands of 14 rows instead of 3 of 10: 1,280
+// items instead of 1,920 (5 rounds of 264 CTAs instead of 8), 49 depthwise units a band on the 10 thread groups
+// (5 rounds, where 35 took 4 and 28 took 3), rows expanded an image 16 + 12 = 28 (as bands of 10 with the halo).
+struct V8HaloBands {
+  int sh, rows;  // kV8Static entry, output rows per band
+};
+constexpr V8HaloBands kV8HaloBands[] = {{4, 14}};  // 4: B0's 3.1 (119,992 -> 115,512 bytes: two CTAs an SM)
+constexpr int kV8HaloBandsCount = (int)(sizeof(kV8HaloBands) / sizeof(kV8HaloBands[0]));
 // The row unit's width at entry SH (0: none; all its channels real, as whole units need)
 template <int SH, int KS>
 constexpr int v8_row_unit_cols() {
@@ -1286,13 +1315,31 @@ inline bool sm90a_build() {  // the extension defines BF_SM90A where it builds f
 // The U-in-registers kernel (UR k16 steps; packed-fp16 epilogue, one image an item) and the switches that refine it:
 // the divisions as multiplies (FASTDIV) and whole units (WHOLE, where the geometry allows), both on in version 11,
 // each combination a kernel of its own name.
+template <int KS, int UR, bool HF, int T = 0>
+bool launch_v8_halo_bands(const Params& p, cudaStream_t stream, bool pdl, cudaError_t& err) {  // (kV8HaloBands)
+  if constexpr (T < kV8HaloBandsCount) {
+    constexpr V8HaloBands b = kV8HaloBands[T];
+    constexpr V8Static e = kV8Static[b.sh];
+    if constexpr (e.route == kV8RouteUrWhole && e.ks == KS && e.k_pad == 16 * UR)
+      if (v8_static_matches<KS>(p, e, b.rows)) {
+        err = launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, true, false, UR, true, true, b.sh, 0, 0, true,
+                                  b.rows>(p, stream, pdl);
+        return true;
+      }
+    return launch_v8_halo_bands<KS, UR, HF, T + 1>(p, stream, pdl, err);
+  } else {
+    return false;
+  }
+}
 template <int KS, int UR, bool HF>
 cudaError_t launch_expand_dw_v8_ur(const Params& p, cudaStream_t stream, bool pdl, bool v11) {
   if (!kernel1_v8_fd_requested(p, v11))
     return launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, true, false, UR>(p, stream, pdl);
   if (kernel1_v8_all_whole<KS, 1>(p, v11)) {
     cudaError_t err;
-    const bool halo5 = KS == 5 && kernel1_v8_halo5_requested();
+    const int halo5 = KS == 5 ? kernel1_v8_halo5_requested() : 0;
+    if (halo5 == 2 && launch_v8_halo_bands<KS, UR, HF>(p, stream, pdl, err))  // (Python asked its rows)
+      return err;
     if (launch_v8_static<kV8RouteUrWhole, KS, 16 * UR>(kernel1_v8_static<KS>(p, v11), [&](auto sh) {
           if constexpr (KS == 5)
             if (halo5)
