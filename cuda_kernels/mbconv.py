@@ -178,10 +178,11 @@ K1_STATIC_REST_SWITCH = "CUDA_KERNELS_K1_STATIC_REST"
 # kernel 1 31.9 -> 27.4 us, B0 -35.5 us, B2 -84.1): at the static wgmma blocks the depthwise in whole units of one
 # output row, 7 wide (B0's 4.1-6.3) or the whole 9-wide row (B2's 6.1-7.1) (expand_dw_v8_kernel_txdhsw)
 K1_ROW_UNITS_SWITCH = "CUDA_KERNELS_K1_ROW_UNITS"
-# csrc/mbconv_v8.cuh kernel1_v8_halo5_requested: "1" (off until measured, session 30): at the static U-in-registers
-# entries with k = 5 (B0's 3.1, B2's 3.1 / 3.2) E's halo rows kept between consecutive bands, copied in shared memory
-# after barrier A (expand_dw_v8_kernel_dhurfwsh): 28 x 28's three bands expand 50 m-tiles instead of 64; "2": the same,
-# and at the shapes K1_HALO5_BANDS lists, in its taller bands (B0's 3.1 in 2 bands of 14, not 3 of 10)
+# csrc/mbconv_v8.cuh kernel1_v8_halo5_requested: E's halo rows kept between consecutive bands at k = 5, copied in shared
+# memory after barrier A (expand_dw_v8_kernel_dhurfwsh). "2", version 11's default since session 30 (s30 call 2:
+# kernel 1 64.5 -> 54.3 us, B0 -10.8 us): at the static shapes K1_HALO5_BANDS lists, in its taller bands (B0's 3.1 in 2
+# bands of 14, not 3 of 10); "1" (measured flat): at every static U-in-registers entry with k = 5 in today's bands;
+# "0": off
 K1_HALO5_SWITCH = "CUDA_KERNELS_K1_HALO5"
 # csrc/mbconv_v8.cuh kV8HaloBands: (H, W, k, stride, C_in, k_pad, hidden) of a static entry -> its bands' output rows
 # with the halo kept (they fit two CTAs an SM only with that kernel's smaller X: kernel1_smem_bytes(..., hk=True))
@@ -467,6 +468,13 @@ def kernel1_taps_global(version: int, stride: int, kernel_size: int) -> bool:
     return version == 11 and stride == 2 and kernel_size == 5 and all(os.environ.get(s) != "0" for s in switches)
 
 
+def kernel1_halo5_bands() -> bool:
+    """Whether version 11's kernel 1 runs the static shapes of K1_HALO5_BANDS in their taller bands (csrc/mbconv_v8.cuh
+    launch_expand_dw_v8_ur): CUDA_KERNELS_K1_HALO5 at 2 (its default) and the static kernels on
+    (CUDA_KERNELS_K1_STATIC, on unless 0), read at every call."""
+    return os.environ.get(K1_HALO5_SWITCH, "2") == "2" and os.environ.get(K1_STATIC_SWITCH) != "0"
+
+
 def rows_override(height: int, width: int, kernel_size: int, stride: int) -> int | None:
     """The cap CUDA_KERNELS_K1_ROWS sets on kernel 1's band rows for this input shape, or None (unset, or another
     shape). ValueError for an entry that is not HxWkKsS=R with R >= 1."""
@@ -738,10 +746,10 @@ def _launch(x: torch.Tensor, tensors: list[torch.Tensor], kernel_size: int, stri
     expand = w_exp.numel() > 0
     chunk = chunk_for(hidden)
     _, _, height, width = x.shape
+    override = rows_override(height, width, kernel_size, stride)
     rows = band_rows(height, width, kernel_size, stride, w_exp.shape[1] if expand else 0, chunk, expand, version,
-                     x.shape[1], kernel1_taps_global(version, stride, kernel_size),
-                     rows_override(height, width, kernel_size, stride))
-    if version == 11 and expand and os.environ.get(K1_HALO5_SWITCH) == "2":  # the taller bands of kV8HaloBands
+                     x.shape[1], kernel1_taps_global(version, stride, kernel_size), override)
+    if version == 11 and expand and override is None and kernel1_halo5_bands():  # the taller bands of kV8HaloBands
         rows = K1_HALO5_BANDS.get((height, width, kernel_size, stride, x.shape[1], w_exp.shape[1], hidden), rows)
     out_nhwc = torch.empty(0, dtype=x.dtype, device=x.device) if out is None else out.permute(0, 2, 3, 1)
     y = _extension().mbconv(x.permute(0, 2, 3, 1), *tensors, kernel_size, stride, out_channels, rows, chunk,

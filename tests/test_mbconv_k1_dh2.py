@@ -87,8 +87,9 @@ def test_every_shape_against_float64(name, path, batch, monkeypatch):
     v8 = params.expand_w is not None and not mb.kernel1_v9_takes_v3(params.kernel_size, params.stride, got.shape[2],
                                                                      got.shape[3])
     if v8:
-        # g: TAPS_G; ur: U_REG; f: FASTDIV; w: WHOLE; s: STATIC (B0's 2.0-3.1) and STATIC_REST (4.0-6.1; sw: ROW_UNITS)
-        assert re.search(r"expand_dw_v8_kernel_(tx|bc)?dh(g|urf?)?(ws|sw|w|s)?<", names), names[:600]
+        # g: TAPS_G; ur: U_REG; f: FASTDIV; w: WHOLE; s: STATIC (B0's 2.0-3.1) and STATIC_REST (4.0-6.1; sw: ROW_UNITS;
+        # wsh: HALO5, B0's 3.1)
+        assert re.search(r"expand_dw_v8_kernel_(tx|bc)?dh(g|urf?)?(wsh|ws|sw|w|s)?<", names), names[:600]
         assert relative_error(got, default.double()) < 2e-3
         if batch == 128:
             assert not torch.equal(got, default)  # another epilogue ran

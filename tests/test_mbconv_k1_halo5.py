@@ -1,10 +1,11 @@
-"""E's halo rows kept between bands at k = 5 (CUDA_KERNELS_K1_HALO5=1, off until measured; NOTES.md "Current state"):
+"""E's halo rows kept between bands at k = 5 (CUDA_KERNELS_K1_HALO5; NOTES.md "Current state", s30 call 2):
 at the static U-in-registers entries with k = 5 (B0's 3.1, B2's 3.1 / 3.2, expand_dw_v8_kernel_dhurfwsh) a band that
 continues the previous band of its (chunk, image) in the same CTA takes the 4 E rows they share from that band's tile
 instead of expanding them again. The rows are copied in shared memory after barrier A, then a barrier: held in
-registers across barrier A, as at k = 3, they made ptxas spill at k = 5. CUDA_KERNELS_K1_HALO5=2: the same, and B0's
-3.1 in 2 bands of 14 rows instead of 3 of 10 (kV8HaloBands), which fit two CTAs an SM only because with at most two
-bands the kernel's X holds 2 input rows fewer.
+registers across barrier A, as at k = 3, they made ptxas spill at k = 5. 1: at every such entry in today's bands
+(measured flat). 2, version 11's default since session 30 (kernel 1 64.5 -> 54.3 us, B0 -10.8 us): B0's 3.1 in 2
+bands of 14 rows instead of 3 of 10 (kV8HaloBands), which fit two CTAs an SM only because with at most two bands the
+kernel's X holds 2 input rows fewer; the other entries run the default kernels.
 
 The copied rows are the same E values the expand would write (the same X rows, U, bias and rounding), so D, the pool's
 sums and the output are the switch-off output bit for bit. A bit-for-bit check is not blind here: the profiler names
@@ -29,10 +30,13 @@ SOURCE = (CSRC / "mbconv_v8.cuh").read_text()
 def test_the_switch_and_the_route():
     assert mb.K1_HALO5_SWITCH == "CUDA_KERNELS_K1_HALO5"
     assert """  const char* v = kernel1_switch("CUDA_KERNELS_K1_HALO5");
-  return v != nullptr ? v[0] - '0' : 0;""" in SOURCE  # off unless 1 or 2
-    # k = 5 only, through the static U-in-registers route's one launcher; 2: the taller bands where listed first
-    assert "const int halo5 = KS == 5 ? kernel1_v8_halo5_requested() : 0;" in SOURCE
-    assert "if (halo5 == 2 && launch_v8_halo_bands<KS, UR, HF>(p, stream, pdl, err))" in SOURCE
+  return v != nullptr ? v[0] - '0' : v11 ? 2 : 0;""" in SOURCE  # 2 unless set, in version 11
+    # k = 5 only, through the static U-in-registers route's one launcher: 2, the taller bands where listed (with the
+    # static kernels on), first; 1, the halo kernel at every entry
+    assert "const int halo5 = KS == 5 ? kernel1_v8_halo5_requested(v11) : 0;" in SOURCE
+    assert ("if (halo5 == 2 && kernel1_v8_static_requested(v11) && launch_v8_halo_bands<KS, UR, HF>(p, stream, pdl, err))"
+            in SOURCE)
+    assert "if constexpr (KS == 5)\n            if (halo5 == 1)\n" in SOURCE
     assert ("else if constexpr (SH > 0 && UR > 0 && HK)\n      return expand_dw_v8_kernel_dhurfwsh<HC, KS, S, G, UR, SH, HR>;"
             in SOURCE)
     assert 'static_assert(!HK || (SH && UR > 0 && KS == 5 && S == 1), "the halo at k = 5' in SOURCE
@@ -60,6 +64,17 @@ def test_the_taller_bands_table():
     e = ss.listed_entries()[4 - 1]
     assert (e.H, e.W, e.ks, e.stride, e.C_in, e.k_pad, e.hidden, e.rows) == (28, 28, 5, 1, 40, 48, 240, 10)
     assert mb.K1_HALO5_BANDS == {(28, 28, 5, 1, 40, 48, 240): 14}
+
+
+@pytest.mark.parametrize("env,want", [({}, True), ({"CUDA_KERNELS_K1_HALO5": "2"}, True),
+                                      ({"CUDA_KERNELS_K1_HALO5": "1"}, False), ({"CUDA_KERNELS_K1_HALO5": "0"}, False),
+                                      ({"CUDA_KERNELS_K1_STATIC": "0"}, False)])
+def test_python_asks_the_taller_bands_by_default(env, want, monkeypatch):
+    for name in ("CUDA_KERNELS_K1_HALO5", "CUDA_KERNELS_K1_STATIC"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert mb.kernel1_halo5_bands() is want
 
 
 def _bytes_by_hand(x_rows, e_rows):

@@ -55,5 +55,11 @@ def test_the_launch_passes_it(monkeypatch):
     mb._launch(x, tensors, 5, 1, 40, True, version=11)
     assert seen["rows"] == 7
     monkeypatch.delenv(mb.K1_ROWS_SWITCH)
+    # without it: B0's 3.1 in version 11's 2 bands of 14 with the halo kept (CUDA_KERNELS_K1_HALO5, 2 unless set),
+    # and 3 of 10 without them
+    monkeypatch.delenv(mb.K1_HALO5_SWITCH, raising=False)
+    mb._launch(x, tensors, 5, 1, 40, True, version=11)
+    assert seen["rows"] == 14
+    monkeypatch.setenv(mb.K1_HALO5_SWITCH, "0")
     mb._launch(x, tensors, 5, 1, 40, True, version=11)
     assert seen["rows"] == 10

@@ -73,7 +73,8 @@ def test_the_table_is_b0s_version_8_blocks():
 def test_the_switches_and_the_matcher():
     assert mb.K1_STATIC_SWITCH == "CUDA_KERNELS_K1_STATIC" and mb.K1_STATIC_REST_SWITCH == "CUDA_KERNELS_K1_STATIC_REST"
     assert """  const char* v = kernel1_switch("CUDA_KERNELS_K1_STATIC");
-  return (v != nullptr ? v[0] == '1' : v11) ? v8_static_entry<KS>(p) : 0;""" in SOURCE
+  return v != nullptr ? v[0] == '1' : v11;""" in SOURCE  # kernel1_v8_static_requested
+    assert "return kernel1_v8_static_requested(v11) ? v8_static_entry<KS>(p) : 0;" in SOURCE
     assert """  const char* v = kernel1_switch("CUDA_KERNELS_K1_STATIC_REST");
   return (v != nullptr ? v[0] == '1' : v11) ? v8_static_entry<KS>(p) : 0;""" in SOURCE
     # each route launches the entries tagged with it (and no other), the whole-unit routes under STATIC, the rest
@@ -86,10 +87,11 @@ def test_the_switches_and_the_matcher():
                          ("g == 1 && launch_v8_static<kV8RouteTx1, KS>(sh", 1),
                          ("g == 2 && launch_v8_static<kV8RouteTx2, KS>(sh", 1)):
         assert SOURCE.count(route) == count, route
-    # every field the static kernel sets is compared with the launch's
+    # every field the static kernel sets is compared with the launch's (v8_static_matches, at the entry's rows)
+    assert "if (v8_static_matches<KS>(p, kV8Static[i], kV8Static[i].rows)) return i;" in SOURCE
     for field in ("s.ks == KS", "p.H == s.H", "p.W == s.W", "p.stride == s.stride", "p.ksize == KS", "p.pad == KS / 2", "p.Ho == out",
                   "p.Wo == out", "p.C_in == s.C_in", "p.k_pad == s.k_pad", "p.hidden == s.hidden",
-                  "p.hid_pad == s.hidden", "p.rows_per_tile == s.rows", "p.row_blocks == (out + s.rows - 1) / s.rows"):
+                  "p.hid_pad == s.hidden", "p.rows_per_tile == rows", "p.row_blocks == (out + rows - 1) / rows"):
         assert field in SOURCE, field
     setter = SOURCE.split("__device__ __forceinline__ void v8_static_params(Params& p) {")[1].split("\n}")[0]
     assigned = set(re.findall(r"p\.(\w+) =", setter))
@@ -112,7 +114,9 @@ B0_KERNELS = {"features.2.0": "expand_dw_v8_kernel_bcdhws<48, 3, 2, 1, false, 1>
 def test_every_shape_bit_for_bit(name, path, batch, monkeypatch):
     from mbconv_helpers import check_switch_bitwise
 
-    # the same sums in the same order
+    # the same sums in the same order (B0's 3.1 in today's bands: in version 11's default since session 30, bands of
+    # 14 with the halo kept, the launch-value kernel runs bands of 10 - CUDA_KERNELS_K1_HALO5, test_mbconv_k1_halo5)
+    monkeypatch.setenv(mb.K1_HALO5_SWITCH, "0")
     check_switch_bitwise(monkeypatch, name, path, batch, mb.K1_STATIC_SWITCH, B0_KERNELS, r"expand_dw_v8_kernel_\w+ws<")
 
 

@@ -1238,10 +1238,13 @@ inline int v8_static_entry(const Params& p) {  // the kV8Static entry of the lau
 // whole-unit kernel runs and the launch's shape is an entry of kV8Static (B0's 2.0-3.1 at 224 x 224), that kernel
 // compiled for the shape (expand_dw_v8_kernel_dhurfws / _bcdhws). Returns the entry, 0 where the switch is off or
 // none matches.
+inline bool kernel1_v8_static_requested(bool v11) {
+  const char* v = kernel1_switch("CUDA_KERNELS_K1_STATIC");
+  return v != nullptr ? v[0] == '1' : v11;
+}
 template <int KS>
 inline int kernel1_v8_static(const Params& p, bool v11) {
-  const char* v = kernel1_switch("CUDA_KERNELS_K1_STATIC");
-  return (v != nullptr ? v[0] == '1' : v11) ? v8_static_entry<KS>(p) : 0;
+  return kernel1_v8_static_requested(v11) ? v8_static_entry<KS>(p) : 0;
 }
 // CUDA_KERNELS_K1_STATIC_REST=0|1 (read at every call; on by default in version 11 since session 27: kernel 1 4.0
 // 37.7 -> 32.4 us, 4.1 36.1 -> 31.7, 5.1 61.9 -> 56.5, 6.0 56.3 -> 51.0, B0 -49.1 us; NOTES.md "Session 27"): the
@@ -1263,14 +1266,16 @@ inline bool kernel1_v8_row_units_requested(bool v11) {
   const char* v = kernel1_switch("CUDA_KERNELS_K1_ROW_UNITS");
   return v != nullptr ? v[0] == '1' : v11;
 }
-// CUDA_KERNELS_K1_HALO5=1 (read at every call; off until measured, NOTES.md "Current state"): at the static
-// U-in-registers entries with k = 5 (B0's 3.1, B2's 3.1 / 3.2), E's 4 halo rows kept between consecutive bands of a
-// (chunk, image) as at k = 3 (expand_dw_v8_kernel_dhurfwsh): 28 x 28's three bands expand 50 m-tiles, not 64.
-// CUDA_KERNELS_K1_HALO5=2: the same, and where kV8HaloBands lists the entry, in its taller bands (Python's band_rows
-// asks them; cuda_kernels/mbconv.py K1_HALO5_BANDS mirrors the table).
-inline int kernel1_v8_halo5_requested() {  // 0, 1 or 2
+// CUDA_KERNELS_K1_HALO5=0|1|2 (read at every call; NOTES.md "Current state", s30 call 2): E's 4 halo rows kept between
+// consecutive bands of a (chunk, image) at k = 5 as at k = 3 (expand_dw_v8_kernel_dhurfwsh). 2, the default in version
+// 11 since session 30: where kV8HaloBands lists the static entry, in its taller bands, which only the halo kernel's
+// smaller X fits in two CTAs an SM (B0's 3.1 in 2 bands of 14: kernel 1 64.5 -> 54.3 us, B0 -10.8 us; Python asks the
+// rows, cuda_kernels/mbconv.py K1_HALO5_BANDS); elsewhere the default kernels. 1: the halo at every static
+// U-in-registers entry with k = 5 in today's bands (B0's 3.1, B2's 3.1 / 3.2; measured flat: 64.5 -> 64.4 us, B0 -2.2
+// us, B2 +1.3). 0: off.
+inline int kernel1_v8_halo5_requested(bool v11) {
   const char* v = kernel1_switch("CUDA_KERNELS_K1_HALO5");
-  return v != nullptr ? v[0] - '0' : 0;
+  return v != nullptr ? v[0] - '0' : v11 ? 2 : 0;
 }
 // Static entries also compiled in taller bands with the halo kept (CUDA_KERNELS_K1_HALO5=2): bands that fit two CTAs
 // an SM only with HK's smaller X (expand_dw_v8_m_pad_hk). B0's 3.1 in 2 bands of 14 rows instead of 3 of 10: 1,280
@@ -1337,12 +1342,12 @@ cudaError_t launch_expand_dw_v8_ur(const Params& p, cudaStream_t stream, bool pd
     return launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, true, false, UR>(p, stream, pdl);
   if (kernel1_v8_all_whole<KS, 1>(p, v11)) {
     cudaError_t err;
-    const int halo5 = KS == 5 ? kernel1_v8_halo5_requested() : 0;
-    if (halo5 == 2 && launch_v8_halo_bands<KS, UR, HF>(p, stream, pdl, err))  // (Python asked its rows)
-      return err;
+    const int halo5 = KS == 5 ? kernel1_v8_halo5_requested(v11) : 0;
+    if (halo5 == 2 && kernel1_v8_static_requested(v11) && launch_v8_halo_bands<KS, UR, HF>(p, stream, pdl, err))
+      return err;  // (Python asked its rows)
     if (launch_v8_static<kV8RouteUrWhole, KS, 16 * UR>(kernel1_v8_static<KS>(p, v11), [&](auto sh) {
           if constexpr (KS == 5)
-            if (halo5)
+            if (halo5 == 1)
               return launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, true, false, UR, true, true,
                                          decltype(sh)::value, 0, 0, true>(p, stream, pdl);
           return launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, true, false, UR, true, true,
