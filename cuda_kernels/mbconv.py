@@ -471,7 +471,8 @@ def kernel1_taps_global(version: int, stride: int, kernel_size: int) -> bool:
 def kernel1_halo5_bands() -> bool:
     """Whether version 11's kernel 1 runs the static shapes of K1_HALO5_BANDS in their taller bands (csrc/mbconv_v8.cuh
     launch_expand_dw_v8_ur): CUDA_KERNELS_K1_HALO5 at 2 (its default) and the static kernels on
-    (CUDA_KERNELS_K1_STATIC, on unless 0), read at every call."""
+    (CUDA_KERNELS_K1_STATIC, on unless 0), read at every call. (Where another kernel-1 switch takes such a block off
+    the static route, its launch-value kernel runs the same bands, at one CTA an SM: the same D, slower.)"""
     return os.environ.get(K1_HALO5_SWITCH, "2") == "2" and os.environ.get(K1_STATIC_SWITCH) != "0"
 
 
