@@ -235,7 +235,8 @@ __device__ __forceinline__ void zero_acc(float (&acc)[NT][4]) {
 // that entry point: NOTES.md, "Kernel 1's stall reasons"). TX: X by the tensor memory accelerator through the tensor
 // map at xmap (kernel1_v8_tx; null otherwise); WG (with TX): the expand on warpgroup MMAs.
 template <int HC, int KS, int S, int G, bool HF, bool TX = false, bool WG = false, bool BC = false, bool DH = false,
-          bool TG = false, int UR = 0, bool FD = false, bool WU = false, int UOW = 0, int URS = 0, bool HK = false>
+          bool TG = false, int UR = 0, bool FD = false, bool WU = false, int UOW = 0, int URS = 0, bool HK = false,
+          bool BE = false>
 __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtensorMap* xmap = nullptr,
                                                   const V8Div* fd = nullptr) {
   static_assert(!WG || TX, "the wgmma expand reads X's swizzled boxes");
@@ -425,6 +426,16 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtenso
     const V8Item it = item_at(i);
     const int ng = G > 1 ? min(G, p.N - G * it.n) : 1;  // images of this item
     const int c0 = it.chunk * HC;
+    // BE: the expand's biases (this lane's, halved) loaded here, before the waits for X and barrier A, whose time
+    // hides their latency (CUDA_KERNELS_K1_BIAS_EARLY; s30 call 2: at 4.1 the multiplies by 0.5 waiting on them took
+    // 4.5% of kernel 1's stall samples)
+    float hbias_e[BE ? NT : 1][2];
+    if constexpr (BE) {
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int u = 0; u < 2; ++u) hbias_e[nt][u] = 0.5f * __ldg(p.b_exp + c0 + nt * 8 + (lane & 3) * 2 + u);
+    }
     const bool new_chunk = i == i_begin || (it.n == 0 && it.band == 0);  // chunk-major: a chunk starts at (0, 0)
     const bool cont = halo && i > i_begin && it.band > 0;  // the previous item was band - 1 of this (chunk, image)
     const int oh0 = it.band * p.rows_per_tile;
@@ -518,7 +529,12 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtenso
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-        for (int u = 0; u < 2; ++u) hbias[nt][u] = 0.5f * __ldg(p.b_exp + c0 + nt * 8 + (lane & 3) * 2 + u);
+        for (int u = 0; u < 2; ++u) {
+          if constexpr (BE)
+            hbias[nt][u] = hbias_e[nt][u];
+          else
+            hbias[nt][u] = 0.5f * __ldg(p.b_exp + c0 + nt * 8 + (lane & 3) * 2 + u);
+        }
       const int e_off = (ih_first - r0) * WE + PAD;  // E position of the first pixel expanded
       const float inv_w = 1.f / p.W, inv_hw = 1.f / (p.H * p.W);
       const int a_row = lane & 15, a_k = (lane >> 4) * 8;
@@ -1009,6 +1025,14 @@ __global__ void __launch_bounds__(kExpandThreads, 2)
   v8_static_params<KS, SH>(p);
   expand_dw_v8_body<HC, KS, S, G, true, true, WG, false, true, false, 0, false, true, UOW, URS>(p, &xmap);
 }
+// ... with the expand's biases loaded before the item's waits (CUDA_KERNELS_K1_BIAS_EARLY, off until measured)
+template <int HC, int KS, int S, int G, bool WG, int SH, int UOW, int URS>
+__global__ void __launch_bounds__(kExpandThreads, 2)
+    expand_dw_v8_kernel_txdhswb(const Params p_in, const __grid_constant__ CUtensorMap xmap) {
+  Params p = p_in;
+  v8_static_params<KS, SH>(p);
+  expand_dw_v8_body<HC, KS, S, G, true, true, WG, false, true, false, 0, false, true, UOW, URS, false, true>(p, &xmap);
+}
 
 // V8Div of a launch of `grid` CTAs with the depthwise's column groups of OW outputs (expand_dw_v8_body's divisors).
 inline V8Div v8_div(const Params& p, int G, int OW, int grid) {
@@ -1023,10 +1047,11 @@ inline V8Div v8_div(const Params& p, int G, int OW, int grid) {
 // Persistent: as many CTAs as fit on the device (two per SM at <= 113 KB), at most one per item.
 template <int HC, int KS, int S, int G = 1, bool HF = false, bool TX = false, bool WG = false, bool BC = false,
           bool DH = false, bool TG = false, int UR = 0, bool FD = false, bool WU = false, int SH = 0, int UOW = 0,
-          int URS = 0, bool HK = false, int HR = 0>
+          int URS = 0, bool HK = false, int HR = 0, bool BE = false>
 cudaError_t launch_expand_dw_v8(const Params& p, cudaStream_t stream, bool pdl) {
   static_assert(!HK || (SH && UR > 0 && KS == 5 && S == 1), "the halo at k = 5: the static U-in-registers kernels");
   static_assert(!HR || HK, "taller bands: with the halo kept at k = 5");
+  static_assert(!BE || UOW > 0, "the biases loaded early: the static wgmma row-unit kernels (_txdhswb)");
   static_assert(!SH || (kV8Static[SH].stride == S && kV8Static[SH].ks == KS && DH && (WU || TX || BC)),
                 "static shapes: version 11's packed-fp16 kernels, at their k and stride");
   static_assert(!WU || (DH && G == 1 && !TX && (UR > 0 ? FD : BC)), "whole units: version 11's _dhurf, _bcdh(g)");
@@ -1041,7 +1066,9 @@ cudaError_t launch_expand_dw_v8(const Params& p, cudaStream_t stream, bool pdl) 
   static int configured[kMaxDevices] = {}, last_smem[kMaxDevices] = {}, last_ctas[kMaxDevices] = {},
              sms[kMaxDevices] = {};
   const auto kernel = [] {  // (the TX kernel instantiated only where TX asks for it)
-    if constexpr (UOW > 0)
+    if constexpr (UOW > 0 && BE)
+      return expand_dw_v8_kernel_txdhswb<HC, KS, S, G, WG, SH, UOW, URS>;
+    else if constexpr (UOW > 0)
       return expand_dw_v8_kernel_txdhsw<HC, KS, S, G, WG, SH, UOW, URS>;
     else if constexpr (SH > 0 && UR > 0 && HK)
       return expand_dw_v8_kernel_dhurfwsh<HC, KS, S, G, UR, SH, HR>;
@@ -1286,6 +1313,13 @@ struct V8HaloBands {
 };
 constexpr V8HaloBands kV8HaloBands[] = {{4, 14}};  // 4: B0's 3.1 (119,992 -> 115,512 bytes: two CTAs an SM)
 constexpr int kV8HaloBandsCount = (int)(sizeof(kV8HaloBands) / sizeof(kV8HaloBands[0]));
+// CUDA_KERNELS_K1_BIAS_EARLY=1 (read at every call; off until measured, NOTES.md "Current state"): the static wgmma
+// row-unit kernels (B0's 4.1-6.3, B2's 6.1-7.1) with the expand's biases loaded at the item's start, before its waits
+// (expand_dw_v8_kernel_txdhswb).
+inline bool kernel1_v8_bias_early_requested() {
+  const char* v = kernel1_switch("CUDA_KERNELS_K1_BIAS_EARLY");
+  return v != nullptr && v[0] == '1';
+}
 // The row unit's width at entry SH (0: none; all its channels real, as whole units need)
 template <int SH, int KS>
 constexpr int v8_row_unit_cols() {
@@ -1416,13 +1450,17 @@ cudaError_t launch_expand_dw_v8_hf(const Params& p, cudaStream_t stream, bool pd
       if constexpr (DH) {  // B0's 4.1-6.3 (one image an item at 4.1-5.2, two at 6.1-6.3)
         const int sh = kernel1_v8_static_rest<KS>(p, v11);
         cudaError_t err;
-        const bool row_units = kernel1_v8_row_units_requested(v11);
+        const bool row_units = kernel1_v8_row_units_requested(v11), bias_early = kernel1_v8_bias_early_requested();
         const auto launch_static = [&](auto e, auto images) {  // entry e's static kernel, items of `images` images
           constexpr int SH = decltype(e)::value, G = decltype(images)::value, UC = v8_row_unit_cols<SH, KS>();
           if constexpr (UC > 0)
-            if (row_units)
+            if (row_units) {
+              if (bias_early)
+                return launch_expand_dw_v8<48, KS, 1, G, HF, true, true, false, DH, false, 0, false, false, SH, UC, 1,
+                                           false, 0, true>(p, stream, pdl);
               return launch_expand_dw_v8<48, KS, 1, G, HF, true, true, false, DH, false, 0, false, false, SH, UC, 1>(
                   p, stream, pdl);
+            }
           return launch_expand_dw_v8<48, KS, 1, G, HF, true, true, false, DH, false, 0, false, false, SH>(p, stream,
                                                                                                           pdl);
         };
