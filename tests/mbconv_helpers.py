@@ -268,6 +268,21 @@ def switched_against_float64(monkeypatch, name: str, path: str, batch: int, swit
     return got, base, names, params, weights, x
 
 
+def check_switch_keeps_the_bits(monkeypatch, name: str, path: str, batch: int, switch: str, kernel: str,
+                                on: str = "1", expect_kernel: bool = True) -> None:
+    """switched_against_float64 with `switch` = `on` (float64, poisoned output), the profiler naming `kernel` (a name
+    prefix; where `expect_kernel`), and where it ran the switch-off output bit for bit (the same arithmetic, other
+    data movement or scheduling); where it did not, the switch changes nothing but the last bits of the SE's pool
+    sums at most."""
+    got, off, names, *_ = switched_against_float64(monkeypatch, name, path, batch, switch, on)
+    if expect_kernel:
+        assert kernel in names, names[:600]
+    if kernel in names:
+        assert torch.equal(got, off)
+    else:
+        assert relative_error(got, off.double()) < 1e-4
+
+
 def assert_bits_where_it_ran(got: torch.Tensor, base: torch.Tensor, names: str, kernel_pattern: str) -> None:
     """A kernel-1 switch that keeps the arithmetic: bit for bit the switch-off output where a kernel matching
     `kernel_pattern` (a regular expression) ran; elsewhere the switch changes nothing, but blocks without an expand
