@@ -70,18 +70,19 @@ def test_the_switch_and_the_route():
     assert mb.K1_ROW_UNITS_SWITCH == "CUDA_KERNELS_K1_ROW_UNITS"
     assert """  const char* v = kernel1_switch("CUDA_KERNELS_K1_ROW_UNITS");
   return v != nullptr ? v[0] == '1' : v11;""" in SOURCE  # version 11's default since session 29
-    assert "const bool row_units = kernel1_v8_row_units_requested(v11);" in SOURCE
+    assert "const bool row_units = kernel1_v8_row_units_requested(v11), bias_early" in SOURCE
     # the body's unit shape: DwTile's and V8Seg's unless the kernel names another
     assert "OW = UOW > 0 ? UOW : DwTile<S>::OW" in SOURCE and "R = URS > 0 ? URS : V8Seg<KS, S>::R" in SOURCE
     # the kernel: the static _txdhs with whole units (WU) of UOW x URS
     assert ("expand_dw_v8_body<HC, KS, S, G, true, true, WG, false, true, false, 0, false, true, UOW, URS>(p, &xmap);"
             in SOURCE)
-    assert "if constexpr (UOW > 0)\n      return expand_dw_v8_kernel_txdhsw<HC, KS, S, G, WG, SH, UOW, URS>;" in SOURCE
+    assert "else if constexpr (UOW > 0)\n      return expand_dw_v8_kernel_txdhsw<HC, KS, S, G, WG, SH, UOW, URS>;" in SOURCE
     # the width: 7 where 7 divides the entry's output width, else the whole row up to 9, where its channels are all
     # real (whole units)
     assert "return kV8Static[SH].hidden % 48 != 0 ? 0 : out % 7 == 0 ? 7 : out <= 9 ? out : 0;" in SOURCE
-    assert re.search(r"if \(row_units\)\s+return launch_expand_dw_v8<48, KS, 1, G, HF, true, true, false, DH, false, "
-                     r"0, false, false, SH, UC, 1>\(\s+p, stream, pdl\);", SOURCE)
+    # (with CUDA_KERNELS_K1_BIAS_EARLY=1 first the same units' _txdhswb: test_mbconv_k1_bias_early)
+    assert re.search(r"if \(row_units\) \{.*?\s+return launch_expand_dw_v8<48, KS, 1, G, HF, true, true, false, DH, "
+                     r"false, 0, false, false, SH, UC, 1>\(\s+p, stream, pdl\);", SOURCE, re.S)
     # (the launcher refuses a shape the units do not tile)
     assert "v8_static_out(kV8Static[SH].W, KS, S) % (UOW > 0 ? UOW : 1) == 0" in SOURCE
 
