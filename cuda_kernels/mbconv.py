@@ -410,11 +410,12 @@ def kernel1_v8_halo(width: int, kernel_size: int, stride: int, chunk: int = 48, 
     """Whether version 8 keeps E's halo rows between consecutive bands (csrc/mbconv_v8.cuh halo_v8): not at k = 5,
     stride 1 (the rows held in registers across a barrier made ptxas spill there) unless `keep_k5` (the static
     kernel that copies them after the barrier, CUDA_KERNELS_K1_HALO5), elsewhere where the k - s rows of E (WE
-    pixels of chunk / 4 8-byte pieces) fit 256 threads x V8_HALO_MAX pieces."""
+    pixels of chunk / 4 8-byte pieces) fit 256 threads x V8_HALO_MAX pieces held in registers."""
+    if kernel_size == 5 and stride == 1:
+        return keep_k5  # (copied in a loop: no cap on the rows)
     per_thread = 4 if stride == 1 else 2
     e_width = (_round_up(output_size(width, stride), per_thread) - 1) * stride + kernel_size
-    return (keep_k5 or not (kernel_size == 5 and stride == 1)) and \
-        (kernel_size - stride) * e_width * (chunk // 4) <= 256 * V8_HALO_MAX
+    return (kernel_size - stride) * e_width * (chunk // 4) <= 256 * V8_HALO_MAX
 
 
 def kernel1_smem_bytes(rows: int, height: int, width: int, kernel_size: int, stride: int, k_pad: int, chunk: int,

@@ -285,7 +285,7 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtenso
   const int ngroups = (p.Wo + OW - 1) / OW;
   const int WE = (ngroups * OW - 1) * S + KS;  // E tile width: column c holds input column c - PAD
   const int rows_max = (p.rows_per_tile - 1) * S + KS;
-  const int m_pad = HK ? round_up(min(rows_max - (p.row_blocks <= 2 ? PAD : 0), p.H) * p.W, 16)  // (m_pad_hk)
+  const int m_pad = HK ? expand_dw_v8_m_pad_hk(p.H, p.W, p.rows_per_tile, KS, S)
                        : round_up(G * min(rows_max, p.H) * p.W, 16);
   const bool x_padded = x_padded_v8(p.C_in);
   const int e_tile = rows_max * WE;  // pixels of one image's E tile (G tiles stacked where G > 1)
@@ -351,7 +351,7 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtenso
   // negative, which the mbarrier allows, and the phase cannot complete before the arrival.
   // The input rows an item expands: ih_first .. ih_hi, all of the band's (clipped to the image) or, continuing
   // the previous band of its (chunk, image) with the halo kept, those under the halo (none past the image bottom).
-  const bool halo = HALO && (HK ? (KS - S) * WE * (HC / 4) <= kExpandThreads * kV8HaloMax : halo_v8(WE, KS, S, HC));
+  const bool halo = HALO && (HK || halo_v8(WE, KS, S, HC));  // (HK copies the rows in a loop: no cap on them)
   auto expand_rows = [&](int band, bool cont, int& ih_first, int& ih_hi) {
     int ih_lo;
     band_rows_of(band, ih_lo, ih_hi);
@@ -981,8 +981,8 @@ __global__ void __launch_bounds__(kExpandThreads, 2)
   v8_static_params<KS, SH>(p);
   expand_dw_v8_body<HC, KS, S, G, true, false, false, false, true, false, UR, true, true>(p, nullptr, &dv);
 }
-// ... and with E's halo rows kept between bands at k = 5 (CUDA_KERNELS_K1_HALO5, off until measured); RO > 0: in
-// taller bands of RO output rows than the entry's (kV8HaloBands, CUDA_KERNELS_K1_HALO5=2)
+// ... and with E's halo rows kept between bands at k = 5 (CUDA_KERNELS_K1_HALO5); RO > 0: in taller bands of RO
+// output rows than the entry's (kV8HaloBands; =2, version 11's default since session 30)
 template <int HC, int KS, int S, int G, int UR, int SH, int RO = 0>
 __global__ void __launch_bounds__(kExpandThreads, 2)
     expand_dw_v8_kernel_dhurfwsh(const Params p_in, const __grid_constant__ V8Div dv) {
@@ -1311,7 +1311,7 @@ inline int kernel1_v8_halo5_requested(bool v11) {
 struct V8HaloBands {
   int sh, rows;  // kV8Static entry, output rows per band
 };
-constexpr V8HaloBands kV8HaloBands[] = {{4, 14}};  // 4: B0's 3.1 (119,992 -> 115,512 bytes: two CTAs an SM)
+constexpr V8HaloBands kV8HaloBands[] = {{4, 14}};  // 4: B0's 3.1 (119,992 -> 114,872 bytes: two CTAs an SM)
 constexpr int kV8HaloBandsCount = (int)(sizeof(kV8HaloBands) / sizeof(kV8HaloBands[0]));
 // CUDA_KERNELS_K1_BIAS_EARLY=1 (read at every call; off until measured, NOTES.md "Current state"): the static wgmma
 // row-unit kernels (B0's 4.1-6.3, B2's 6.1-7.1) with the expand's biases loaded at the item's start, before its waits
