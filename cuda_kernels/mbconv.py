@@ -497,11 +497,10 @@ def rows_override(height: int, width: int, kernel_size: int, stride: int) -> int
 @functools.lru_cache(maxsize=4096)
 def band_rows(height: int, width: int, kernel_size: int, stride: int, k_pad: int, chunk: int,
               expand: bool, version: int = DEFAULT_VERSION, c_in: int | None = None,
-              taps_global: bool = False, rows_max: int | None = None, hk: bool = False) -> int:
+              taps_global: bool = False, rows_max: int | None = None) -> int:
     """Output rows per band of kernel 1: the tallest band that fits the budget (and `rows_max`), then evened
     out over the bands. Raises ValueError when one row does not fit. `taps_global`: version 8's kernel 1 without its
-    shared taps (CUDA_KERNELS_K1_TAPS_G, which the launcher honours at stride 2 with the packed-fp16 epilogue);
-    `hk`: its shared memory with the halo kept at k = 5 (kernel1_smem_bytes)."""
+    shared taps (CUDA_KERNELS_K1_TAPS_G, which the launcher honours at stride 2 with the packed-fp16 epilogue)."""
     out_h = output_size(height, stride)
     out_h_cap = out_h if rows_max is None else min(out_h, rows_max)
     budgets = (SMEM_BUDGET, SMEM_MAX)
@@ -510,7 +509,7 @@ def band_rows(height: int, width: int, kernel_size: int, stride: int, k_pad: int
     for budget in budgets:
         fits = [r for r in range(1, out_h_cap + 1)
                 if kernel1_smem_bytes(r, height, width, kernel_size, stride, k_pad, chunk, expand, version,
-                                      c_in, dh=taps_global, tg=taps_global, hk=hk) <= budget]
+                                      c_in, dh=taps_global, tg=taps_global) <= budget]
         if fits:
             bands = -(-out_h // max(fits))
             return -(-out_h // bands)
