@@ -559,6 +559,8 @@ def test_kernel1_v8_two_image_items_transliterated(n, h, w, c_in, hidden, ks, st
     (2, 17, 5, 112, 48, 5, 1, 5, 3),   # four bands, the last two rows; CTAs starting mid-image (no halo there)
     (1, 14, 6, 16, 96, 5, 1, 4, 1),    # two chunks through one CTA: the first band of each expands all its rows
     (2, 28, 9, 40, 48, 5, 1, 14, 2),   # 3.1 in 2 bands of 14 (CUDA_KERNELS_K1_HALO5=2): X holds 16 rows, not 18
+    (2, 28, 28, 40, 48, 5, 1, 14, 3),  # B0's 3.1 itself (one chunk), its default since session 30
+    (2, 28, 28, 40, 48, 5, 1, 10, 4),  # ... in today's 3 bands of 10 (=1)
     (3, 20, 5, 16, 96, 5, 1, 10, 4),   # 2 bands, 2 chunks, CTAs starting at either band
 ])
 def test_kernel1_v8_halo_at_k5_transliterated(n, h, w, c_in, hidden, ks, stride, rows, grid):
