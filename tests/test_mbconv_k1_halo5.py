@@ -49,8 +49,9 @@ def test_which_entries_take_it():
 
     entries = [(e.H, e.ks, e.C_in) for e in ss.listed_entries() if e.route == "kV8RouteUrWhole" and e.ks == 5]
     assert entries == [(28, 5, 40), (36, 5, 48)]  # B0's 3.1, B2's 3.1 / 3.2
-    # their E widths (28 -> 32 and 36 -> 40 pixels: whole column groups of 4, + 4) fit the halo's 256 x 12 pieces:
-    # 4 rows x WE x 12 pieces of 8 bytes
+    # their E widths (28 -> 32 and 36 -> 40 pixels: whole column groups of 4, + 4): 4 rows x WE x 12 pieces of 8
+    # bytes, which would even fit the k = 3 kernels' register pieces (256 x 12); the halo kernel copies them in a
+    # loop, so it needs no such cap
     assert 4 * 32 * 12 == 1_536 <= 256 * 12 and 4 * 40 * 12 == 1_920 <= 256 * 12
     assert mb.kernel1_v8_halo(28, 5, 1, keep_k5=True) and mb.kernel1_v8_halo(36, 5, 1, keep_k5=True)
     assert not mb.kernel1_v8_halo(28, 5, 1)
