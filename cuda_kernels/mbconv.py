@@ -184,9 +184,9 @@ K1_ROW_UNITS_SWITCH = "CUDA_KERNELS_K1_ROW_UNITS"
 # bands of 14, not 3 of 10); "1" (measured flat): at every static U-in-registers entry with k = 5 in today's bands;
 # "0": off
 K1_HALO5_SWITCH = "CUDA_KERNELS_K1_HALO5"
-# csrc/mbconv_v8.cuh kernel1_v8_bias_early_requested: "1" (off until measured, session 30): the static wgmma row-unit
-# kernels (B0's 4.1-6.3, B2's 6.1-7.1) with the expand's biases loaded at the item's start, before the waits for X and
-# barrier A (expand_dw_v8_kernel_txdhswb)
+# csrc/mbconv_v8.cuh kernel1_v8_bias_early_requested: on unless "0" (version 11's default since session 31; s31 call 1:
+# B0 -5.4 us, B2 -10.0): the static wgmma row-unit kernels (B0's 4.1-6.3, B2's 6.1-7.1) with the expand's biases
+# loaded at the item's start, before the waits for X and barrier A (expand_dw_v8_kernel_txdhswb)
 K1_BIAS_EARLY_SWITCH = "CUDA_KERNELS_K1_BIAS_EARLY"
 # csrc/mbconv_v8.cuh kV8HaloBands: (H, W, k, stride, C_in, k_pad, hidden) of a static entry -> its bands' output rows
 # with the halo kept (they fit two CTAs an SM only with that kernel's smaller X: kernel1_smem_bytes(..., hk=True))

@@ -1,9 +1,10 @@
-"""The expand's biases loaded at the item's start (CUDA_KERNELS_K1_BIAS_EARLY=1, off until measured; NOTES.md "Current
-state"): in the static wgmma row-unit kernels (B0's 4.1-6.3, B2's 6.1-7.1; expand_dw_v8_kernel_txdhswb) each lane's
-12 halved biases are loaded before the item waits for its X and for barrier A, not after them: session 30's
-per-instruction profile of 4.1's kernel 1 found the multiplies by 0.5 waiting on those loads in 4.5% of its stall
-samples. The same values in the same arithmetic: the output is the switch-off output bit for bit (a check that is
-not blind: the profiler names the kernel, and the float64 check runs on the switched output).
+"""The expand's biases loaded at the item's start (CUDA_KERNELS_K1_BIAS_EARLY, version 11's default since session 31;
+NOTES.md "Current state"): in the static wgmma row-unit kernels (B0's 4.1-6.3, B2's 6.1-7.1;
+expand_dw_v8_kernel_txdhswb) each lane's 12 halved biases are loaded before the item waits for its X and for barrier
+A, not after them: session 30's per-instruction profile of 4.1's kernel 1 found the multiplies by 0.5 waiting on
+those loads in 4.5% of its stall samples. The same values in the same arithmetic: the output is the switch-off output
+bit for bit (a check that is not blind: the profiler names the kernel, and the float64 check runs on the switched
+output).
 
 CPU: the switch and the route as the source reads them, the loads' place in the body. ptxas (spills, registers) is
 test_mbconv_v8.py's spill test. GPU (@pytest.mark.cuda): every block that takes it at batches 1, 5 and 128, B0 end to
@@ -23,7 +24,7 @@ SOURCE = (CSRC / "mbconv_v8.cuh").read_text()
 def test_the_switch_and_the_route():
     assert mb.K1_BIAS_EARLY_SWITCH == "CUDA_KERNELS_K1_BIAS_EARLY"
     assert """  const char* v = kernel1_switch("CUDA_KERNELS_K1_BIAS_EARLY");
-  return v != nullptr && v[0] == '1';""" in SOURCE  # off unless 1
+  return v != nullptr ? v[0] == '1' : v11;""" in SOURCE  # version 11's default since session 31
     # only where the row units run (the static wgmma entries), through the one launcher
     assert "if (row_units) {\n              if (bias_early)" in SOURCE
     assert ("if constexpr (UOW > 0 && BE)\n      return expand_dw_v8_kernel_txdhswb<HC, KS, S, G, WG, SH, UOW, URS>;"

@@ -1313,12 +1313,12 @@ struct V8HaloBands {
 };
 constexpr V8HaloBands kV8HaloBands[] = {{4, 14}};  // 4: B0's 3.1 (119,992 -> 114,872 bytes: two CTAs an SM)
 constexpr int kV8HaloBandsCount = (int)(sizeof(kV8HaloBands) / sizeof(kV8HaloBands[0]));
-// CUDA_KERNELS_K1_BIAS_EARLY=1 (read at every call; off until measured, NOTES.md "Current state"): the static wgmma
+// CUDA_KERNELS_K1_BIAS_EARLY (read at every call; on unless 0 in version 11 since session 31): the static wgmma
 // row-unit kernels (B0's 4.1-6.3, B2's 6.1-7.1) with the expand's biases loaded at the item's start, before its waits
-// (expand_dw_v8_kernel_txdhswb).
-inline bool kernel1_v8_bias_early_requested() {
+// (expand_dw_v8_kernel_txdhswb; s31 call 1: kernel 1 at 4.1 27.6 -> 27.2 us, 5.1 50.8 -> 49.9, B0 -5.4 us, B2 -10.0).
+inline bool kernel1_v8_bias_early_requested(bool v11) {
   const char* v = kernel1_switch("CUDA_KERNELS_K1_BIAS_EARLY");
-  return v != nullptr && v[0] == '1';
+  return v != nullptr ? v[0] == '1' : v11;
 }
 // The row unit's width at entry SH (0: none; all its channels real, as whole units need)
 template <int SH, int KS>
@@ -1450,7 +1450,7 @@ cudaError_t launch_expand_dw_v8_hf(const Params& p, cudaStream_t stream, bool pd
       if constexpr (DH) {  // B0's 4.1-6.3 (one image an item at 4.1-5.2, two at 6.1-6.3)
         const int sh = kernel1_v8_static_rest<KS>(p, v11);
         cudaError_t err;
-        const bool row_units = kernel1_v8_row_units_requested(v11), bias_early = kernel1_v8_bias_early_requested();
+        const bool row_units = kernel1_v8_row_units_requested(v11), bias_early = kernel1_v8_bias_early_requested(v11);
         const auto launch_static = [&](auto e, auto images) {  // entry e's static kernel, items of `images` images
           constexpr int SH = decltype(e)::value, G = decltype(images)::value, UC = v8_row_unit_cols<SH, KS>();
           if constexpr (UC > 0)
