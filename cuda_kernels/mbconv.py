@@ -228,10 +228,6 @@ PROJ_V9_SX_SWITCH = "CUDA_KERNELS_PROJ_V9_SX"
 # csrc/mbconv_v3.cu project_v9sr_requested: "1" (measured in session 21, off: 2.1 40.9 -> 43.0 us): project_v9s with the
 # shortcut's values loaded into registers one task ahead (project_v9sr_kernel), at blocks with a shortcut
 PROJ_V9_RX_SWITCH = "CUDA_KERNELS_PROJ_V9_RX"
-# csrc/mbconv_v3.cu project_v9s_slots_requested: "3" or "4" (off until measured, session 31): project_v9s in a ring of
-# that many tasks a warp where it fits a CTA's shared memory, else the most that fit (project_v9sd_kernel; at least 2,
-# today's project_v9s_kernel)
-PROJ_V9_SLOTS_SWITCH = "CUDA_KERNELS_PROJ_V9_SLOTS"
 
 
 def u_bytes_v8(k_pad: int, chunk: int, wg: bool) -> int:
@@ -310,23 +306,14 @@ PROJECT_V9T_MAX_SMEM, PROJECT_V9S_MAX_SMEM = 200 * 1024, 227 * 1024  # kProjV9TM
 
 
 def project_v9t_smem_bytes(hidden: int, c_out: int, bulk: bool = False, staged: bool = False,
-                           residual: bool = False, slots: int = 2) -> int:
-    """Shared memory of project_v9t (csrc/mbconv_v3.cu project_v9t_smem_bytes): V, each warp's ring of `slots` 16-row
-    tasks, and either loader option's extra: two mbarriers a warp (bulk), or a fp32 scale row a slot and with a
-    shortcut a slot's 16 rows of x (staged, project_v9s)."""
+                           residual: bool = False) -> int:
+    """Shared memory of project_v9t (csrc/mbconv_v3.cu project_v9t_smem_bytes): V, each warp's ring of two 16-row
+    tasks, and either loader option's extra: two mbarriers a warp (bulk), or two fp32 scale rows a warp and with a
+    shortcut two slots of 16 rows of x (staged, project_v9s)."""
     extra = PROJECT_V9_WARPS * 16 if bulk else 0
-    extra += PROJECT_V9_WARPS * slots * hidden * 4 if staged else 0
-    extra += PROJECT_V9_WARPS * slots * 16 * c_out * 2 if staged and residual else 0
-    return project_v9_smem_bytes(hidden, c_out) + PROJECT_V9_WARPS * slots * 16 * hidden * 2 + extra
-
-
-def project_v9s_slots(hidden: int, c_out: int, wanted: int) -> int:
-    """The tasks a warp's ring holds in project_v9s under CUDA_KERNELS_PROJ_V9_SLOTS=`wanted` (csrc/mbconv_v3.cu
-    project_v9s_slots): `wanted` (3 or 4; anything else 2) or the most below it whose shared memory fits a CTA."""
-    slots = wanted if wanted in (3, 4) else 2
-    while slots > 2 and project_v9t_smem_bytes(hidden, c_out, staged=True, slots=slots) > PROJECT_V9S_MAX_SMEM:
-        slots -= 1
-    return slots
+    extra += PROJECT_V9_WARPS * 2 * hidden * 4 if staged else 0
+    extra += PROJECT_V9_WARPS * 2 * 16 * c_out * 2 if staged and residual else 0
+    return project_v9_smem_bytes(hidden, c_out) + PROJECT_V9_WARPS * 2 * 16 * hidden * 2 + extra
 
 
 def project_v9s_applies(hidden: int, c_out: int, hw: int, staged_shortcut: bool = False) -> bool:

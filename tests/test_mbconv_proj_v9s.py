@@ -37,7 +37,7 @@ def test_the_switch_and_its_dispatch():
     assert "project_v9s_kernel(const Params p) {  // the staged scale rows\n  project_v9t_body<NT, false, true>(p);" in SOURCE
     # the kernels that were there keep their bodies (their SASS was compared unchanged when this was added)
     assert "project_v9t_kernel(const Params p) {\n  project_v9t_body<NT, false>(p);\n}" in SOURCE
-    assert ("template <int NT, bool BULK, bool SS = false, bool SX = false, bool RX = false, int SLOTS = 2>\n__device__ "
+    assert ("template <int NT, bool BULK, bool SS = false, bool SX = false, bool RX = false>\n__device__ "
             "__forceinline__ void project_v9t_body") in SOURCE
 
 
@@ -50,8 +50,7 @@ def test_shared_memory():
     # floats + 8 x 2 x 16 x 48 halves: over project_v9t's 200 KB, within the 227 KB a CTA may have
     assert mb.project_v9t_smem_bytes(288, 48, staged=True, residual=True) == 32_256 + 147_456 + 18_432 + 24_576
     assert 204_800 < 222_720 <= mb.PROJECT_V9S_MAX_SMEM == 232_448
-    assert ("(ss ? kProjV9Warps * slots * hidden * 4 : 0) +\n         (ss && residual ? kProjV9Warps * slots * 16 * c_out * 2 : 0)"
-            in SOURCE)
+    assert "(ss ? kProjV9Warps * 2 * hidden * 4 : 0) + (ss && residual ? kProjV9Warps * 2 * 16 * c_out * 2 : 0)" in SOURCE
     assert "constexpr int kProjV9SMaxSmem = 227 * 1024;" in SOURCE
 
 
@@ -171,65 +170,3 @@ def test_efficientnet_b0_with_the_shortcut_a_task_ahead(monkeypatch):
     from mbconv_helpers import check_fused_b0
 
     check_fused_b0(monkeypatch, {mb.PROJ_V9_RX_SWITCH: "1"}, {"StemMBConv": 1, "MBConv": 15}, 16)
-
-
-# ---- a deeper ring of tasks (CUDA_KERNELS_PROJ_V9_SLOTS=3|4, project_v9sd_kernel, off until measured) ----
-
-def test_the_deeper_ring_in_the_source():
-    """SLOTS - 1 tasks' copies in flight while the warp computes one: the ring's other tasks issued before the loop, the
-    task SLOTS - 1 ahead issued at each iteration's start, and the wait leaves SLOTS - 1 groups (one a task, empty
-    past the last) pending; with two slots the expressions of project_v9s as before (its SASS compared unchanged)."""
-    assert mb.PROJ_V9_SLOTS_SWITCH == "CUDA_KERNELS_PROJ_V9_SLOTS"
-    assert 'const char* v = std::getenv("CUDA_KERNELS_PROJ_V9_SLOTS");' in SOURCE
-    assert "for (int i = 1; i < SLOTS - 1; ++i) issue(task + i * step, i);" in SOURCE
-    assert "issue(task + (SLOTS - 1) * step, (k + SLOTS - 1) % SLOTS);" in SOURCE
-    assert "cp_async_wait<SLOTS - 1>();" in SOURCE
-    assert "    if constexpr (SLOTS == 2)\n      issue(task + step, (k + 1) & 1);" in SOURCE
-    assert "case 3: return launch_project_v9sd_nt<NT, 3>(p, stream, pdl);" in SOURCE
-    # the wait's count: before iteration k's wait the warp has committed SLOTS - 1 groups before the loop and k + 1 in
-    # it, for tasks 0 .. k + SLOTS - 1 in order; task k's group is complete once at most SLOTS - 1 remain pending
-    for slots in (2, 3, 4):
-        for k in range(6):
-            committed = (slots - 1) + (k + 1)
-            assert committed - (k + 1) == slots - 1
-            # the slot refilled at iteration k is the one task k - 1 used (read before the __syncwarp ending k - 1)
-            assert (k + slots - 1) % slots == (k - 1) % slots
-
-
-def test_the_deeper_rings_shared_memory():
-    # B0's 3.1 (240 -> 40): V 40 x (256 + 16) halves, then per slot 8 warps x 16 x 240 halves and 8 x 240 floats
-    assert mb.project_v9t_smem_bytes(240, 40, staged=True) == 21_760 + 2 * (61_440 + 7_680) == 160_000
-    assert mb.project_v9t_smem_bytes(240, 40, staged=True, slots=3) == 21_760 + 3 * (61_440 + 7_680) == 229_120
-    assert mb.project_v9s_slots(240, 40, 3) == 3 and mb.project_v9s_slots(240, 40, 4) == 3  # 4: 298,240 bytes
-    # B0's 2.1 (144 -> 24): V 24 x 208 halves, per slot 8 x 16 x 144 halves + 8 x 144 floats
-    assert mb.project_v9t_smem_bytes(144, 24, staged=True, slots=4) == 9_984 + 4 * (36_864 + 4_608) == 175_872
-    assert mb.project_v9s_slots(144, 24, 4) == 4 and mb.project_v9s_slots(144, 24, 0) == 2
-    # B2's 3.1 (288 -> 48): three slots are 48 x 336 halves + 3 x (73,728 + 9,216) = 281,088 bytes: two stay
-    assert mb.project_v9s_slots(288, 48, 3) == 2
-    assert "while (slots > 2 && project_v9t_smem_bytes(p.hidden, p.C_out, false, true, false, slots) > kProjV9SMaxSmem)" \
-        in SOURCE
-
-
-@pytest.mark.cuda
-@pytest.mark.parametrize("slots", ["3", "4"])
-@pytest.mark.parametrize("batch", [1, 5, 128])
-@pytest.mark.parametrize("name,path", STAGED_BLOCKS)
-def test_the_deeper_ring_against_float64_and_two_slots(name, path, batch, slots, monkeypatch):
-    """Against float64 (poisoned output) and project_v9s's two-slot output bit for bit (the same products in the same
-    order; within 1e-4 at the blocks without an expand), the profiler naming project_v9sd_kernel where more than two
-    slots fit (B2's 3.1 keeps two)."""
-    from mbconv_helpers import assert_loader_output_kept, switched_against_float64
-
-    got, base, names, *_ = switched_against_float64(monkeypatch, name, path, batch, mb.PROJ_V9_SLOTS_SWITCH, slots)
-    hidden, c_out, _ = block_widths(name, path)
-    deeper = mb.project_v9s_slots(hidden, c_out, int(slots))
-    assert (f"project_v9sd_kernel<{c_out // 8}, {deeper}>" in names) == (deeper > 2), names[:600]
-    assert_loader_output_kept(got, base, path)
-
-
-@pytest.mark.cuda
-@pytest.mark.parametrize("slots", ["3", "4"])
-def test_the_deeper_ring_in_efficientnet_b0(slots, monkeypatch):
-    from mbconv_helpers import check_fused_b0
-
-    check_fused_b0(monkeypatch, {mb.PROJ_V9_SLOTS_SWITCH: slots}, {"StemMBConv": 1, "MBConv": 15}, 16)

@@ -583,41 +583,25 @@ __global__ void __launch_bounds__(kProjV9Threads) project_v9_kernel(const Params
 // values loaded into registers one task ahead instead (2 NT words a lane), so that a task's epilogue finds the loads
 // issued a whole task earlier. Where H x W is a multiple of 16, so that a task lies in one image and no task is
 // partial (project_v9s_runs).
-// SLOTS (project_v9s only; CUDA_KERNELS_PROJ_V9_SLOTS=3|4, off until measured: NOTES.md "Current state"): a ring of
-// SLOTS tasks a warp instead of two, so that SLOTS - 1 tasks' copies are in flight while the warp computes one. B0's
-// 3.1 streams D at ~54% of DRAM's peak with one CTA an SM and one task (7.5 KB) a warp in flight; 2.1, with 72 KB in
-// flight an SM against 3.1's 60 KB, reaches 76%.
 __host__ __device__ constexpr int project_v9t_smem_bytes(int hidden, int c_out, bool bulk = false, bool ss = false,
-                                                         bool residual = false, int slots = 2) {
-  return project_v9_smem_bytes(hidden, c_out) + kProjV9Warps * slots * 16 * hidden * 2 +
-         (bulk ? kProjV9Warps * 16 : 0) + (ss ? kProjV9Warps * slots * hidden * 4 : 0) +
-         (ss && residual ? kProjV9Warps * slots * 16 * c_out * 2 : 0);
+                                                         bool residual = false) {
+  return project_v9_smem_bytes(hidden, c_out) + kProjV9Warps * 2 * 16 * hidden * 2 + (bulk ? kProjV9Warps * 16 : 0) +
+         (ss ? kProjV9Warps * 2 * hidden * 4 : 0) + (ss && residual ? kProjV9Warps * 2 * 16 * c_out * 2 : 0);
 }
 
-template <int NT, bool BULK, bool SS = false, bool SX = false, bool RX = false, int SLOTS = 2>
+template <int NT, bool BULK, bool SS = false, bool SX = false, bool RX = false>
 __device__ __forceinline__ void project_v9t_body(const Params& p) {
   static_assert(!(BULK && SS) && (SS || !SX), "the staged rows ride on the cp.async loader");
   static_assert(!RX || (SS && !SX), "the shortcut one task ahead is project_v9s's option");
-  static_assert(SLOTS == 2 || (SS && !SX && !RX), "a deeper ring is project_v9s's option");
-  // the slot of the warp's k-th task
-  const auto slot_of = [](int k) {
-    if constexpr (SLOTS == 2)
-      return k & 1;
-    else
-      return k % SLOTS;
-  };
   extern __shared__ __align__(16) uint8_t smem9[];
   __half* b_s = reinterpret_cast<__half*>(smem9);
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
   const int ldb = project_v9_ldb(p.hidden), task_halves = 16 * p.hidden;
-  __half* mine =
-      reinterpret_cast<__half*>(smem9 + project_v9_smem_bytes(p.hidden, p.C_out)) + warp * SLOTS * task_halves;
+  __half* mine = reinterpret_cast<__half*>(smem9 + project_v9_smem_bytes(p.hidden, p.C_out)) + warp * 2 * task_halves;
   // BULK: the warp's two mbarriers, after every warp's ring
   const uint32_t bars = smem_addr(smem9 + project_v9t_smem_bytes(p.hidden, p.C_out)) + warp * 16;
   // SS: the warp's two scale rows, after every warp's ring (where BULK's mbarriers would be)
-  float* scales =
-      reinterpret_cast<float*>(smem9 + project_v9t_smem_bytes(p.hidden, p.C_out, false, false, false, SLOTS)) +
-      warp * SLOTS * p.hidden;
+  float* scales = reinterpret_cast<float*>(smem9 + project_v9t_smem_bytes(p.hidden, p.C_out)) + warp * 2 * p.hidden;
   // SS with a shortcut: the warp's two slots of 16 rows of x, after every warp's scale rows
   __half* res_s = reinterpret_cast<__half*>(smem9 + project_v9t_smem_bytes(p.hidden, p.C_out, false, true)) +
                   warp * 2 * 16 * p.C_out;
@@ -663,8 +647,6 @@ __device__ __forceinline__ void project_v9t_body(const Params& p) {
     bf::cp_async_commit();  // a group per task, empty past the last: the wait below counts one behind
   };
   issue(task, 0);
-#pragma unroll
-  for (int i = 1; i < SLOTS - 1; ++i) issue(task + i * step, i);  // (SLOTS > 2: the ring's other tasks)
   const float *s_lo, *s_hi;
   uint32_t res[2][NT], res_next[2][NT];  // RX: the next task's shortcut values
   if constexpr (RX) v9_shortcut_load<NT>(p, task, g, t, P, res);
@@ -672,10 +654,7 @@ __device__ __forceinline__ void project_v9t_body(const Params& p) {
 #pragma unroll
   for (int nt = 0; nt < NT; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
   for (int k = 0;; ++k) {
-    if constexpr (SLOTS == 2)
-      issue(task + step, (k + 1) & 1);
-    else
-      issue(task + (SLOTS - 1) * step, (k + SLOTS - 1) % SLOTS);
+    issue(task + step, (k + 1) & 1);
     if constexpr (!SS) {
       v9_task_start<NT>(p, task, g, t, hw, P, s_lo, s_hi, res);
     } else if constexpr (RX) {
@@ -686,13 +665,13 @@ __device__ __forceinline__ void project_v9t_body(const Params& p) {
     if constexpr (BULK) {
       bf::mbar_wait(bars + 8 * (k & 1), (k >> 1) & 1);  // slot k & 1's (k >> 1)-th copy
     } else {
-      cp_async_wait<SLOTS - 1>();  // a group a task: this task's has landed
+      cp_async_wait<1>();
       __syncwarp();
     }
-    const __half* a_lo = mine + slot_of(k) * task_halves + g * p.hidden + 4 * t;
+    const __half* a_lo = mine + (k & 1) * task_halves + g * p.hidden + 4 * t;
     const __half* a_hi = a_lo + 8 * p.hidden;
     if constexpr (SS) {
-      const float* s_row = scales + slot_of(k) * p.hidden + 4 * t;
+      const float* s_row = scales + (k & 1) * p.hidden + 4 * t;
 #pragma unroll 3
       for (int u = 0; u < units; ++u) {
         const float4 s = *reinterpret_cast<const float4*>(s_row + u * 16);
@@ -742,11 +721,6 @@ __global__ void __launch_bounds__(kProjV9Threads) project_v9b_kernel(const Param
 template <int NT>
 __global__ void __launch_bounds__(kProjV9Threads) project_v9s_kernel(const Params p) {  // the staged scale rows
   project_v9t_body<NT, false, true>(p);
-}
-
-template <int NT, int SLOTS>
-__global__ void __launch_bounds__(kProjV9Threads) project_v9sd_kernel(const Params p) {  // in a deeper ring
-  project_v9t_body<NT, false, true, false, false, SLOTS>(p);
 }
 
 template <int NT>
@@ -984,25 +958,6 @@ cudaError_t launch_project_v9s_nt(const Params& p, cudaStream_t stream, bool pdl
                    pdl);
 }
 
-// CUDA_KERNELS_PROJ_V9_SLOTS=3|4 (read at every call; off until measured): project_v9s in a ring of that many tasks a
-// warp where it fits a CTA's shared memory (else the most that fit, at least 2: today's project_v9s).
-int project_v9s_slots_requested() {
-  const char* v = std::getenv("CUDA_KERNELS_PROJ_V9_SLOTS");
-  return v != nullptr && (v[0] == '3' || v[0] == '4') && v[1] == '\0' ? v[0] - '0' : 2;
-}
-int project_v9s_slots(const Params& p) {
-  int slots = project_v9s_slots_requested();
-  while (slots > 2 && project_v9t_smem_bytes(p.hidden, p.C_out, false, true, false, slots) > kProjV9SMaxSmem) --slots;
-  return slots;
-}
-
-template <int NT, int SLOTS>
-cudaError_t launch_project_v9sd_nt(const Params& p, cudaStream_t stream, bool pdl) {
-  static DeviceSlots slots;
-  return launch_v9(project_v9sd_kernel<NT, SLOTS>, slots, project_v9t_smem_bytes(p.hidden, p.C_out, false, true, false,
-                                                                                 SLOTS), p, stream, pdl);
-}
-
 // project_v9s unless CUDA_KERNELS_PROJ_V9_SS=0 (default since session 20: B0 1.685 -> 1.635 ms in s20 call 3), where
 // its tasks lie in one image each and its shared memory fits.
 bool project_v9s_runs(const Params& p) {
@@ -1022,11 +977,7 @@ cudaError_t launch_project_v9_nt(const Params& p, cudaStream_t stream, bool pdl)
     if (!bulk && project_v9s_runs(p)) {
       if (project_v9sx_requested()) return launch_project_v9s_nt<NT, true>(p, stream, pdl);
       if (project_v9sr_requested() && p.residual) return launch_project_v9sr_nt<NT>(p, stream, pdl);
-      switch (project_v9s_slots(p)) {
-        case 3: return launch_project_v9sd_nt<NT, 3>(p, stream, pdl);
-        case 4: return launch_project_v9sd_nt<NT, 4>(p, stream, pdl);
-        default: return launch_project_v9s_nt<NT, false>(p, stream, pdl);
-      }
+      return launch_project_v9s_nt<NT, false>(p, stream, pdl);
     }
     return bulk ? launch_project_v9t_nt<NT, true>(p, stream, pdl) : launch_project_v9t_nt<NT, false>(p, stream, pdl);
   }
