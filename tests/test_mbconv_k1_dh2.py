@@ -88,8 +88,8 @@ def test_every_shape_against_float64(name, path, batch, monkeypatch):
                                                                      got.shape[3])
     if v8:
         # g: TAPS_G; ur: U_REG; f: FASTDIV; w: WHOLE; s: STATIC (B0's 2.0-3.1) and STATIC_REST (4.0-6.1; sw: ROW_UNITS;
-        # wsh: HALO5, B0's 3.1)
-        assert re.search(r"expand_dw_v8_kernel_(tx|bc)?dh(g|urf?)?(wsh|ws|sw|w|s)?<", names), names[:600]
+        # swb: and BIAS_EARLY, the default since session 31; wsh: HALO5, B0's 3.1)
+        assert re.search(r"expand_dw_v8_kernel_(tx|bc)?dh(g|urf?)?(wsh|ws|swb|sw|w|s)?<", names), names[:600]
         assert relative_error(got, default.double()) < 2e-3
         if batch == 128:
             assert not torch.equal(got, default)  # another epilogue ran
