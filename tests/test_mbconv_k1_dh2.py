@@ -120,8 +120,8 @@ def test_its_smaller_taps_let_x_come_by_tma_at_stage_5():
 def test_stage_5_runs_x_by_tma_and_the_wgmma_expand(path, monkeypatch):
     """With the switch, B0's 5.0 and 5.1 run kernel 1 with X by the tensor memory accelerator and the expand on
     warpgroup MMAs (expand_dw_v8_kernel_txdh<48, 5, 1, 1, true>; since session 27 the kernel compiled for the block's
-    shape, txdhs<48, 5, 1, 1, true, entry>; since session 29 in units of one row, txdhsw<..., 7, 1>; since session 31 with the
-    biases loaded early, txdhswb), within 2x PyTorch fp16's error of float64."""
+    shape, txdhs<48, 5, 1, 1, true, entry>; since session 29 in units of one row, txdhsw<..., 7, 1>; since session 31
+    with the biases loaded early, txdhswb), within 2x PyTorch fp16's error of float64."""
     from mbconv_helpers import switched_against_float64
 
     *_, names, _, _, _ = switched_against_float64(monkeypatch, "efficientnet_b0", path, 128, mb.K1_DH2_SWITCH, "1")
