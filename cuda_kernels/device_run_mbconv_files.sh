@@ -21,7 +21,8 @@ for i in "${!files[@]}"; do
   share=$(FILE_MIN_S=${FILE_MIN_S:-40} file_share "$t" $(( ${#files[@]} - i )))
   timeout -k 5 "$share" python3 -m pytest -q -m cuda --tb=short -p no:cacheprovider "$f" > "$d/$name.log" 2>&1
   rc=$?
-  summary=$(grep -E "^[0-9]+ (passed|failed)|^(=+ )?[0-9]+ (passed|failed|skipped)|no tests ran" "$d/$name.log" | tail -1)
+  summary=$(grep -E "^[0-9]+ (passed|failed)|^(=+ )?[0-9]+ (passed|failed|skipped)|no tests ran" "$d/$name.log" |
+            tail -1)
   { [ $rc -eq 124 ] || [ $rc -eq 137 ]; } && summary="timed out after ${share}s ($summary)"
   [ $rc -eq 0 ] || [ $rc -eq 5 ] || all=0
   echo "$name: ${summary:-exit $rc}" | tee -a "$d/summary.txt"
