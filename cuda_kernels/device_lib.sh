@@ -19,6 +19,27 @@ file_share() {  # seconds left, files left (this one included)
   (( share < min )) && share=$min
   echo "$share"
 }
+# run_test_files DIR FILE...   (after `left` is defined) the GPU tests (pytest -m cuda) of each file, one file at a time
+#                               under its file_share of the time left: DIR/<file>.log, a line per file appended to
+#                               DIR/summary.txt (passed / failed / skipped counts, "timed out", "not run"); a failed,
+#                               timed-out or unrun file sets ok=0 (exit 5, no test selected, does not)
+run_test_files() {
+  local d=$1 i f name t share rc summary
+  shift
+  local files=("$@")
+  for i in "${!files[@]}"; do
+    f=${files[$i]}; name=$(basename "$f" .py); t=$(left)
+    if [ "$t" -lt 20 ]; then echo "$name: not run (time)" | tee -a "$d/summary.txt"; ok=0; continue; fi
+    share=$(file_share "$t" $(( ${#files[@]} - i )))
+    timeout -k 5 "$share" python3 -m pytest -q -m cuda --tb=short -p no:cacheprovider "$f" > "$d/$name.log" 2>&1
+    rc=$?
+    summary=$(grep -E "^[0-9]+ (passed|failed)|^(=+ )?[0-9]+ (passed|failed|skipped)|no tests ran" "$d/$name.log" |
+              tail -1)
+    { [ $rc -eq 124 ] || [ $rc -eq 137 ]; } && summary="timed out after ${share}s ($summary)"
+    [ $rc -eq 0 ] || [ $rc -eq 5 ] || ok=0
+    echo "$name: ${summary:-exit $rc}" | tee -a "$d/summary.txt"
+  done
+}
 step() {  # name, seconds, command...
   local name="${STEP_PREFIX:-}$1" limit=$2 rc; shift 2
   if declare -F left > /dev/null; then

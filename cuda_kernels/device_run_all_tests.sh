@@ -13,23 +13,12 @@ set -uo pipefail
 out=${1:?output folder}; shift
 mkdir -p "$out"; log="$out/log.txt"
 start=$(date +%s); limit=${LIMIT_S:-560}
-source cuda_kernels/device_lib.sh  # file_share
+source cuda_kernels/device_lib.sh  # run_test_files
 left() { echo $((limit - ($(date +%s) - start))); }
 export PYTHONUNBUFFERED=1 PYTHONPATH=. TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0}
 files=("$@")
 [ ${#files[@]} -gt 0 ] || mapfile -t files < <(grep -l "pytest.mark.cuda" tests/test_*.py)
 bash cuda_kernels/device_build_all.sh "$out/build" 2>&1 | tail -2 | tee -a "$log"
 ok=1; : > "$out/summary.txt"
-for i in "${!files[@]}"; do
-  f=${files[$i]}; name=$(basename "$f" .py)
-  remaining=$(( ${#files[@]} - i )); t=$(left)
-  if [ "$t" -lt 20 ]; then echo "$name: not run (time)" | tee -a "$out/summary.txt"; ok=0; continue; fi
-  share=$(file_share "$t" "$remaining")
-  timeout -k 5 "$share" python3 -m pytest -q -m cuda --tb=short -p no:cacheprovider "$f" > "$out/$name.log" 2>&1
-  rc=$?
-  summary=$(grep -E "^[0-9]+ (passed|failed)|^(=+ )?[0-9]+ (passed|failed|skipped)|no tests ran" "$out/$name.log" | tail -1)
-  [ $rc -eq 124 ] || [ $rc -eq 137 ] && summary="timed out after ${share}s ($summary)"
-  [ $rc -eq 0 ] || [ $rc -eq 5 ] || ok=0  # 5: no test selected
-  echo "$name: ${summary:-exit $rc}" | tee -a "$out/summary.txt"
-done
+run_test_files "$out" "${files[@]}"
 echo "ALL_TESTS_OK=$ok" | tee -a "$out/summary.txt"
