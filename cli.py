@@ -178,8 +178,12 @@ def layers(model, csv_path, json_path, top, hardware, batch, dtype, plan, strict
     weights, bytes written, intensity, t_min and bound, and the calibrated estimate where the
     hardware has a calibration."""
     from perfmodel.estimate import estimate_or_none
+    from perfmodel.outputs import prepare_output
     from perfmodel.report import print_kernels, write_csv, write_json
 
+    for path, option in ((csv_path, "--csv"), (json_path, "--json")):
+        if path:
+            prepare_output(path, option)  # before the analysis
     result = _analyze(model, hardware, batch, dtype, plan, strict, l2_carry, warn=False)
     est = estimate_or_none(result)  # where the hardware has a calibration
     print_kernels(result, top=top or None, estimate=est)
@@ -588,7 +592,10 @@ def estimate_cmd(files, hardware, tolerance, markdown):
     from perfmodel.estimate_report import estimate_lines, estimate_markdown, estimate_row
     from perfmodel.measure import load_measurement
     from perfmodel.measured import check_measurements
+    from perfmodel.outputs import prepare_output, write_text
 
+    if markdown:
+        prepare_output(markdown, "--markdown")
     hw = perfmodel.load_hardware(hardware)
     calibration = calibration_of(hw)
     checked = check_measurements([load_measurement(f) for f in files], hw)
@@ -603,7 +610,7 @@ def estimate_cmd(files, hardware, tolerance, markdown):
         raise InputError("no file of a backend the estimate models (eager, inductor)")
     click.echo("\n".join(estimate_lines(rows, tolerance)))
     if markdown:
-        Path(markdown).write_text(estimate_markdown(rows, tolerance))
+        write_text(markdown, estimate_markdown(rows, tolerance), "--markdown")
         click.echo(f"wrote {markdown}")
 
 

@@ -22,6 +22,7 @@ from .harness import (COMPILE_MODES, Timer, build_cuda_model, compiled_runner, e
 from .kernel_trace import kernel_summary, profile_kernels
 from .measure import BACKENDS, write_measurement
 from .ncu import note as ncu_note
+from .outputs import prepare_output, write_text
 from .resources import builtin_dir
 from .spec import ModelSpec
 
@@ -164,6 +165,9 @@ def bench(spec: ModelSpec, *, backend: str = "eager", warmup: int = 10, repeats:
         raise InputError("--ncu compiles in the default mode only", field="--compile-mode")
     if trace and not kernels:
         raise InputError("--trace keeps the per-kernel profile: add --per-kernel")
+    output = prepare_output(output)  # both before the measuring
+    if trace:
+        prepare_output(trace, "--trace")
     require_cuda()
     torch.backends.cudnn.benchmark = True
     model = build_cuda_model(spec)
@@ -196,7 +200,7 @@ def bench(spec: ModelSpec, *, backend: str = "eager", warmup: int = 10, repeats:
 
         text = collect_csv(_spec_reference(spec), spec.batch, spec.dtype, ncu_cache_control,
                            backend, freezing)
-        Path(output).with_suffix(".ncu.csv").write_text(text)
+        write_text(output.with_suffix(".ncu.csv"), text)
         try:
             results["ncu"] = parse_csv(text)
         except (KeyError, IndexError, ValueError) as exc:

@@ -38,6 +38,7 @@ import yaml
 
 from .calibration import SCHEMA, dump_calibration
 from .errors import InputError
+from .outputs import prepare_output
 from .calibration_cases import (BUDGET_S, CUDA_ONLY, FEATURES, KERNELS_PER_CALL, SECTIONS, Case,
                                 Ctx, Grid)
 
@@ -266,6 +267,7 @@ def calibrate(output: str | Path, *, hardware: str = "", sections: str | None = 
     if update and not Path(output).is_file():
         raise InputError("--update needs an existing calibration file", file=str(output))
     base = yaml.safe_load(Path(output).read_text()) if update else None
+    prepare_output(output)  # before the minutes of timing
     on_gpu = (device or "cuda") == "cuda" and torch.cuda.is_available()
     return run(output, grid=Grid.quick() if quick else Grid.full(), sections=names,
                device=device, dtype=torch.float16 if on_gpu else torch.float32,

@@ -28,6 +28,7 @@ from typing import Mapping
 import yaml
 
 from .errors import InputError
+from .outputs import write_text
 from .yamlio import Fields, load_mapping
 
 SCHEMA = "perfmodel.calibration/1"
@@ -178,8 +179,7 @@ def dump_calibration(doc: dict, path: str | Path) -> Path:
         lines.append(f"    rows:  # {', '.join(list(table['features']) + list(TAIL))}")
         for row in table["rows"]:
             lines.append("    - [" + ", ".join(_number(v) for v in row) + "]")
-    path.write_text("\n".join(lines) + "\n")
-    return path
+    return write_text(path, "\n".join(lines) + "\n")
 
 
 def _number(v: float) -> str:

@@ -23,6 +23,8 @@ import tempfile
 from collections import defaultdict
 from pathlib import Path
 
+from .outputs import prepare_output
+
 MODULE_TAG = "module:"
 UNATTRIBUTED = "<unattributed>"  # module paths never contain '<'
 GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
@@ -147,6 +149,6 @@ def profile_kernels(model, fn, iterations: int = 3, keep_trace: str | Path | Non
     if keep_trace:
         keep = [e for e in events if e.get("cat") in GPU_CATEGORIES + LAUNCH_CATEGORIES
                 or (e.get("cat") == "user_annotation" and e.get("name", "").startswith(MODULE_TAG))]
-        with gzip.open(keep_trace, "wt") as f:
+        with gzip.open(prepare_output(keep_trace, "--trace"), "wt") as f:
             json.dump({"traceEvents": keep, "iterations": iterations}, f)
     return attribute_kernels(events, iterations)

@@ -35,6 +35,7 @@ from typing import Any
 
 from .dtypes import canonical_dtype
 from .errors import InputError
+from .outputs import write_text
 from .yamlio import type_names
 
 SCHEMA = "perfmodel.measurement/1"
@@ -207,9 +208,6 @@ def load_measurement(path: str | Path) -> Measurement:
 def write_measurement(path: str | Path, *, command: str, environment: dict, workload: dict,
                       method: dict, results: dict) -> Path:
     """Write a measurement file (the only writer; files are never edited by hand)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"schema": SCHEMA, "command": command, "environment": environment,
-                                "workload": workload, "method": method, "results": results},
-                               indent=1) + "\n")
-    return path
+    return write_text(path, json.dumps({"schema": SCHEMA, "command": command,
+                                        "environment": environment, "workload": workload,
+                                        "method": method, "results": results}, indent=1) + "\n")

@@ -186,11 +186,12 @@ def write_probe(path: str | Path, cache_control: str) -> Path:
     import json
 
     from .harness import environment
+    from .outputs import prepare_output, write_text
 
-    path = Path(path)
+    path = prepare_output(path)  # before the minutes under ncu
     text = collect_probe_csv(cache_control)
-    path.with_suffix(".ncu.csv").write_text(text)
-    path.write_text(json.dumps({
+    write_text(path.with_suffix(".ncu.csv"), text)
+    write_text(path, json.dumps({
         "command": f"perfmodel l2-probe -o {path.name} --cache-control {cache_control}",
         "environment": environment(), "cache_control": cache_control,
         "method": note(cache_control).replace(" (eager)", "") + "; steps per size: copy, chain, evict",

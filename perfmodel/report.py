@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import csv
+import io
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -12,6 +13,7 @@ from rich.table import Table
 from .analysis import c_max_at
 from .errors import InputError
 from .fmt import pct, si, sig
+from .outputs import write_text
 
 if TYPE_CHECKING:
     from .api import Result
@@ -77,17 +79,18 @@ def _compact(ops: list[str]) -> list[str]:
 def write_csv(result: "Result", path: str | Path, estimate: "Estimate | None" = None) -> None:
     """The kernel table as CSV."""
     rows = kernel_table(result, estimate)
-    with open(path, "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(rows[0]) if rows else COLUMNS)
-        writer.writeheader()
-        writer.writerows(rows)
+    text = io.StringIO(newline="")
+    writer = csv.DictWriter(text, fieldnames=list(rows[0]) if rows else COLUMNS)
+    writer.writeheader()
+    writer.writerows(rows)
+    write_text(path, text.getvalue(), field="--csv")
 
 
 def write_json(result: "Result", path: str | Path, estimate: "Estimate | None" = None) -> None:
     """The summary and the kernel table as JSON."""
     summary = result.summary() | ({"t_est_ms": estimate.t_est_ms} if estimate else {})
-    Path(path).write_text(json.dumps({"summary": summary,
-                                      "kernels": kernel_table(result, estimate)}, indent=1))
+    write_text(path, json.dumps({"summary": summary, "kernels": kernel_table(result, estimate)},
+                                indent=1), field="--json")
 
 
 def _console() -> Console:

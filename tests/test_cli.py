@@ -43,6 +43,30 @@ def test_layers_exports_csv_and_json(tmp_path):
     assert sum(k["macs"] for k in data["kernels"]) == 4 * (32 * 32 * 16 * 27 + 160)
 
 
+@pytest.mark.parametrize("option", ["--csv", "--json"])
+def test_layers_makes_the_missing_folder_of_a_data_file(tmp_path, option):
+    out = tmp_path / "new" / "deeper" / f"k.{option[2:]}"
+    result = CliRunner().invoke(cli.cli, ["layers", write_spec(tmp_path, TINY), option, str(out)])
+    assert result.exit_code == 0, result.output
+    text = out.read_text()
+    if option == "--csv":
+        assert text.splitlines()[0].startswith("index,module,ops,output_shape,macs")
+    else:
+        data = json.loads(text)
+        assert data["summary"]["model"] == "Tiny" and data["kernels"][0]["ops"] == "conv+bn+relu"
+
+
+@pytest.mark.parametrize("option", ["--csv", "--json"])
+def test_a_data_file_that_cannot_be_written_is_one_line_exit_2(tmp_path, capsys, option):
+    (tmp_path / "afile").write_text("")  # a file where the folder should be
+    out = tmp_path / "afile" / "k.out"
+    code, stdout, err = run_main(["layers", write_spec(tmp_path, TINY), option, str(out)], capsys)
+    assert code == 2 and stdout == ""  # refused before the analysis
+    assert err.startswith(f"error: {out}: field '{option}': cannot create the folder "
+                          f"{out.parent}: {out.parent} is a file")
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
 def test_hardware_list_and_show():
     runner = CliRunner()
     listed = runner.invoke(cli.cli, ["hardware", "list"])

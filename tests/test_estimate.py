@@ -165,7 +165,7 @@ def test_cli_estimate_against_a_measurement(tmp_path):
                                               "rows": [[1024, 0, 4096, 2.0]]}
     write_calibration(tmp_path, doc)
     measured = make_case(tmp_path, 32, 70.0, 5.0)
-    md = tmp_path / "table.md"
+    md = tmp_path / "new" / "table.md"  # its folder is made
     out = CliRunner().invoke(__import__("cli").cli, [
         "estimate", str(measured), "-H", hardware_yaml(tmp_path), "--markdown", str(md)])
     assert out.exit_code == 0, out.output
@@ -321,7 +321,7 @@ def test_runner_update_keeps_the_tables_it_does_not_measure(tmp_path):
 def test_cli_calibrate_quick_and_bad_sections(tmp_path, capsys):
     import cli
 
-    out = tmp_path / "cal.yaml"
+    out = tmp_path / "new" / "cal.yaml"  # its folder is made
     result = CliRunner().invoke(cli.cli, ["calibrate", "-o", str(out), "--quick",
                                           "--sections", "broadcast"])
     assert result.exit_code == 0, result.output

@@ -4,8 +4,6 @@ No analysis happens here, and every ceiling comes from the hardware in the resul
 """
 from __future__ import annotations
 
-import os
-
 from pathlib import Path
 
 import matplotlib
@@ -17,6 +15,7 @@ from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import LogFormatter  # noqa: E402
 
 from ..errors import InputError  # noqa: E402
+from ..outputs import prepare_output  # noqa: E402
 
 FORMATS = (".png", ".svg", ".pdf")
 
@@ -99,16 +98,7 @@ def check_output(path: str | Path) -> Path:
     if path.suffix.lower() not in FORMATS:
         raise InputError(f"unsupported figure format '{path.suffix or path.name}' "
                          f"(use {', '.join(FORMATS)})", field="--output")
-    folder = path.parent
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise InputError(f"cannot create the folder {folder}: {exc.strerror}", file=str(path),
-                         field="--output") from exc
-    if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
-        raise InputError("cannot write here (permission denied)", file=str(path),
-                         field="--output")
-    return path
+    return prepare_output(path, "--output")
 
 
 def save(fig: Figure, path: str | Path) -> Path:
