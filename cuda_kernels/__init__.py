@@ -1,4 +1,4 @@
-"""Block-fusion CUDA kernels (DESIGN.md §10): fused FFN and ConvFirst, NHWC float16.
+"""Block-fusion CUDA kernels (paper eq. 32; README.md here): fused FFN and ConvFirst, NHWC float16.
 
 The extension is built on first use (``torch.utils.cpp_extension.load``); importing this
 package needs no GPU and no compiler.

@@ -1,4 +1,5 @@
-"""Calibrated latency estimate against the measured median (issue 14, item 3; DESIGN.md 12).
+"""Calibrated latency estimate against the measured median (issue 14, item 3; README,
+"The calibrated estimate").
 
 For every committed H200 measurement (eager and Inductor, batch 128, fp16): the estimate of
 the plan that models the runtime (eager -> `eager`, Inductor -> `inductor`) from the

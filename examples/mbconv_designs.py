@@ -1,5 +1,5 @@
 """Three ways to run each MBConv block of EfficientNet-B0 and -B2, compared with the tensor
-machine before any kernel is written (issue 11, DESIGN.md section 10):
+machine before any kernel is written (issue 11; the tensor machine is paper section 5.1):
 
   (a) two_pass    pass 1 expand + depthwise per tile, only the pooled sums leave the chip;
                   a tiny SE kernel; pass 2 recomputes, scales, projects, adds the shortcut

@@ -4,7 +4,7 @@ Per kernel i with n_i ops and b_i DRAM bytes on a processor of peak R and bandwi
 ``t_i = max(n_i/R, b_i/B)`` (eq. 11); ``T_min = sum t_i`` (eq. 12); ``C_max = N/(R T_min)``
 (eq. 13). The mediant intensity ``sum n_i / sum b_i`` (eq. 29) gives the whole-network
 roofline, which overestimates C_max when compute- and memory-bound kernels mix.
-Amdahl's roofline (DESIGN.md section 4): with f the share of ops in memory-bound kernels
+Amdahl's roofline: with f the share of ops in memory-bound kernels
 and I_mem their mediant intensity, ``C_max = 1 / ((1 - f) + f rho / I_mem)``.
 """
 from __future__ import annotations
@@ -119,7 +119,7 @@ class Waterline:
 
 @dataclass(frozen=True)
 class EfficiencyGap:
-    """Ideal, attainable and actual latency (eqs. 1-9 and the decomposition of DESIGN 3).
+    """Ideal, attainable and actual latency (paper section 3, eqs. 1-9).
 
     t_ideal <= T_min <= t_actual, so C = t_ideal/t_actual = C_max * C_impl: the share of
     the gap the memory system forces on the plan, and the share the software leaves."""
@@ -153,7 +153,7 @@ def roofline(intensity: float, peak_ops: float, bandwidth: float) -> float:
 
 
 def amdahl_roofline(intensity: float, f: float, peak_ops: float, op_byte: float) -> float:
-    """Attainable throughput when a share f of the ops runs at `intensity` (DESIGN.md 4).
+    """Attainable throughput when a share f of the ops runs at `intensity` (Amdahl's roofline).
 
     f = 1 is the classic roofline min(R, B I).
     """

@@ -1,4 +1,4 @@
-"""Measure a model on a CUDA GPU and write a measurement file (DESIGN.md section 9).
+"""Measure a model on a CUDA GPU and write a measurement file (perfmodel.measure).
 
 Random weights (no download) with realistic batchnorm statistics, channels-last, the
 spec's batch and dtype; warm-up, then CUDA-event timing of whole forward passes (median,

@@ -1,4 +1,4 @@
-"""GPU microbenchmarks for the calibrated latency estimate (DESIGN.md section 12).
+"""GPU microbenchmarks for the calibrated latency estimate (perfmodel.estimate).
 
 ``python -m perfmodel.calibrate -o configs/hardware/calibration/h200-sxm.yaml`` times, on
 this machine's GPU, the library and compiler kernels the models' plans are made of, over a

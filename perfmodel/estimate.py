@@ -1,4 +1,4 @@
-"""The calibrated latency estimate, beside the bound (DESIGN.md section 12).
+"""The calibrated latency estimate, beside the bound (README, "The calibrated estimate").
 
 For each kernel of an analysed plan: its roofline time t_min = max(n/R, b/B) (eq. 11), divided
 by the efficiency e that kernels of its kind and shape attained in the microbenchmarks of the

@@ -1,4 +1,4 @@
-"""The one measurement harness (DESIGN.md section 9): every benchmark in the project, model
+"""The one measurement harness: every benchmark in the project, model
 runs (`perfmodel bench`) and kernel runs (`python -m cuda_kernels.bench`) alike, times with
 `Timer`, describes the machine with `environment()`, builds its CUDA model with
 `build_cuda_model` and checks results with `relative_error`.

@@ -1,6 +1,6 @@
 """Measurement files: what a GPU measured, in a form the CPU-only tools read back.
 
-One JSON file per run (DESIGN.md section 9)::
+One JSON file per run (written by `perfmodel bench`, perfmodel.bench)::
 
     {
       "schema": "perfmodel.measurement/1",

@@ -1,7 +1,7 @@
 """Measurement files meet the model: each file is checked when it is read, and its spec is
 analysed once, for `compare` and `gap` to use (they take results and run no pipeline).
 
-Checks (DESIGN.md section 9):
+Checks (README, "Measurements and the byte model"):
 
 - the file measures the model it is compared with (spec reference or model name);
 - the measured median is not below T_min of the plan that models its backend (op for

@@ -1,5 +1,6 @@
-"""DESIGN.md section 11: data flows one way, so perfmodel's modules import each other
-without a cycle (functions' local imports included)."""
+"""Data flows one way (README "Layout": spec -> trace -> costs -> plan -> analysis ->
+report / plots), so perfmodel's modules import each other without a cycle (functions'
+local imports included)."""
 import ast
 from pathlib import Path
 

@@ -1,4 +1,4 @@
-"""Reference blocks for block fusion: FFN (eq. 30) and ConvFirst (DESIGN.md §10).
+"""Reference blocks for block fusion: FFN (eq. 30) and ConvFirst (paper Fig. 6b, 6c).
 
 The training form keeps every BatchNorm beside the convolution it normalises, in a
 ``ConvBN`` pair. ``fold_batchnorm`` returns the inference form: each ``ConvBN`` becomes one
