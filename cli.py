@@ -93,9 +93,30 @@ def _analyze(model, hardware, batch, dtype, plan, strict, l2_carry=False, warn=T
     return result
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+def _debug_after_command(ctx, param, value):
+    if value:
+        _DEBUG["on"] = True
+
+
+class _Group(click.Group):
+    """A group whose commands (and subgroups' commands) take --debug too, so that it works
+    after the command name as well as before it."""
+
+    group_class = type  # subgroups are _Groups as well
+
+    def add_command(self, cmd, name=None):
+        if not isinstance(cmd, click.Group):
+            cmd.params.append(click.Option(["--debug"], is_flag=True, expose_value=False,
+                                           callback=_debug_after_command,
+                                           help="Show full tracebacks on errors."))
+        super().add_command(cmd, name)
+
+
+@click.group(cls=_Group,
+             context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(perfmodel.__version__, prog_name="perfmodel")
-@click.option("--debug", is_flag=True, help="Show full tracebacks on errors.")
+@click.option("--debug", is_flag=True, help="Show full tracebacks on errors (before or after "
+              "the command).")
 def cli(debug):
     """Explain and predict how fast a neural network runs on a GPU.
 

@@ -5,6 +5,7 @@ import pytest
 from click.testing import CliRunner
 
 import cli
+from perfmodel.errors import PerfmodelError
 
 from helpers import DATA, TINY, run_main, write_spec
 
@@ -133,11 +134,20 @@ def test_dtype_option_is_parsed_where_it_enters(tmp_path, capsys):
     assert code == 0 and "float32" in out
 
 
-def test_debug_shows_traceback(tmp_path):
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_debug_shows_traceback(tmp_path, where):
     spec = write_spec(tmp_path, TINY + "dtype: float12\n")
-    with pytest.raises(Exception) as exc:
-        cli.main(["--debug", "layers", spec])
+    args = ["--debug", "layers", spec] if where == "before" else ["layers", spec, "--debug"]
+    with pytest.raises(PerfmodelError) as exc:  # raised, not turned into a line and exit 2
+        cli.main(args)
     assert "float12" in str(exc.value)
+
+
+def test_debug_after_a_subgroups_command(capsys):
+    with pytest.raises(PerfmodelError, match="unknown hardware 'nope'"):
+        cli.main(["hardware", "show", "nope", "--debug"])
+    code, _, err = run_main(["hardware", "show", "nope"], capsys)  # and off again without it
+    assert code == 2 and err.startswith("error: ")
 
 
 def test_strict_fails_on_unsupported_ops(tmp_path, capsys):
