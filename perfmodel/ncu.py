@@ -63,19 +63,21 @@ def collect_csv(spec: str, batch: int, dtype: str, cache_control: str = "none",
                 backend: str = "eager", freezing: bool = False) -> str:
     """Run the worker under ncu and return the raw CSV (eager kernels renamed by module)."""
     return _collect(lambda report: ncu_command(spec, batch, dtype, report, cache_control,
-                                               backend, freezing))
+                                               backend, freezing), needed_by="--ncu")
 
 
 def collect_probe_csv(cache_control: str = "none") -> str:
     """The L2 probe (``_probe``) under ncu: the raw CSV, kernels renamed by probe step."""
-    return _collect(lambda report: _ncu(report, cache_control) + ["--probe"])
+    return _collect(lambda report: _ncu(report, cache_control) + ["--probe"],
+                    needed_by="l2-probe")
 
 
-def _collect(command) -> str:
+def _collect(command, needed_by: str) -> str:
+    """`needed_by` names what the user asked for (an option or a command) in the error."""
     if shutil.which("ncu") is None:
         from .errors import InputError
 
-        raise InputError("--ncu needs Nsight Compute's `ncu` on the PATH")
+        raise InputError(f"{needed_by} needs Nsight Compute's `ncu` on the PATH")
     with tempfile.TemporaryDirectory() as tmp:
         report = os.path.join(tmp, "kernels")
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(

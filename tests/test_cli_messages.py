@@ -98,3 +98,13 @@ def test_help_says_which_hardware_each_command_defaults_to():
             "h200-sxm") in top
     layers = CliRunner().invoke(cli.cli, ["layers", "--help"]).output
     assert "Overrides the spec's `hardware`" in layers
+
+
+def test_l2_probe_without_nsight_compute_names_the_command_not_an_option(tmp_path, monkeypatch,
+                                                                          capsys):
+    import shutil
+
+    monkeypatch.setattr(shutil, "which", lambda _name: None)  # no ncu, on any machine
+    code, _, err = run_main(["l2-probe", "-o", str(tmp_path / "p.json")], capsys)
+    assert code == 2
+    assert err.strip() == "error: l2-probe needs Nsight Compute's `ncu` on the PATH"
