@@ -228,10 +228,6 @@ PROJ_V9_SX_SWITCH = "CUDA_KERNELS_PROJ_V9_SX"
 # csrc/mbconv_v3.cu project_v9sr_requested: "1" (measured in session 21, off: 2.1 40.9 -> 43.0 us): project_v9s with the
 # shortcut's values loaded into registers one task ahead (project_v9sr_kernel), at blocks with a shortcut
 PROJ_V9_RX_SWITCH = "CUDA_KERNELS_PROJ_V9_RX"
-# csrc/mbconv_proj_se.cuh project_se_requested: "1" (session 32, off until measured): the SE inside the projection,
-# each CTA a contiguous range of tasks within at most two images whose scales it folds into V (project_se_kernel), in
-# place of the SE kernel and project_v9s
-PROJ_SE_SWITCH = "CUDA_KERNELS_PROJ_SE"
 
 
 def u_bytes_v8(k_pad: int, chunk: int, wg: bool) -> int:
@@ -334,22 +330,6 @@ def project_v9_runs_ring(hidden: int, c_out: int, hw: int) -> bool:
     4.2, where CUDA_KERNELS_PROJ_WG=ring runs project_wg instead)."""
     return (project_v9_applies(hidden, c_out) and not project_v9s_applies(hidden, c_out, hw)
             and project_v9t_smem_bytes(hidden, c_out) > PROJECT_V9T_MAX_SMEM)
-
-def project_se_smem_bytes(hidden: int, hid_pad: int, c_out: int, sq: int) -> int:
-    """project_se's shared memory (csrc/mbconv_proj_se.cuh project_se_smem_bytes): project_v9t's V and each warp's two
-    16-row slots of D, a second V (the range's second image's V'), then pooled and the scale [2][hid_pad], squeezed
-    [2][sq rounded up to 4], W1 and W2 (fp32)."""
-    floats = 4 * hid_pad + 2 * _round_up(sq, 4) + 2 * sq * hidden
-    return project_v9t_smem_bytes(hidden, c_out) + project_v9_smem_bytes(hidden, c_out) + floats * 4
-
-
-def project_se_applies(hidden: int, hid_pad: int, c_out: int, sq: int, hw: int) -> bool:
-    """Where CUDA_KERNELS_PROJ_SE=1 runs project_se (csrc/mbconv_proj_se.cuh project_se_runs, the other projection
-    switches at their defaults): where project_v9s would (the wgmma projection does not take the block) with C_out
-    = 16, 24, 40 or 48 and its shared memory within project_v9s's cap."""
-    return (project_v9s_applies(hidden, c_out, hw) and c_out // 8 in (2, 3, 5, 6) and sq >= 1
-            and project_se_smem_bytes(hidden, hid_pad, c_out, sq) <= PROJECT_V9S_MAX_SMEM)
-
 
 
 PROJECT_V10_MODES = ("off", "late", "all", "auto")  # CUDA_KERNELS_PROJ_V10 (csrc/mbconv_v3.cu project_v10_mode)

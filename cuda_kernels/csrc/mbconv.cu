@@ -199,10 +199,9 @@ static bool ablated(const char* part) {
 }
 
 // Versions 9-11 after kernel 1: version 3's SE (or SE version 4 where it applies), then the projection each version
-// picks; or, where project_se_runs (CUDA_KERNELS_PROJ_SE=1), one kernel that does both.
+// picks.
 cudaError_t launch_se_project_v9(const Params& p, int version, cudaStream_t stream, bool pdl) {
   if (version < 9 || version > 11) return cudaErrorInvalidValue;
-  if (!ablated("se") && !ablated("project") && project_se_runs(p, version)) return launch_project_se(p, stream, pdl);
   cudaError_t err = ablated("se")                            ? cudaSuccess
                     : !se_v4_applies(p, se_v4_mode())         ? launch_se_v3(p, stream, pdl)
                     : se_v6_requested() && se_v6_fits(p) ? launch_se_v6(p, stream, pdl)

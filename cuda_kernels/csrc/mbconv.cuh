@@ -121,10 +121,6 @@ bool se_v6_requested();
 bool se_v6_fits(const Params& p);
 cudaError_t launch_se_v6(const Params& p, cudaStream_t stream, bool pdl);
 cudaError_t launch_project_v9(const Params& p, cudaStream_t stream, bool pdl);
-// The SE inside the projection, the scale folded into V, one image a CTA (mbconv_proj_se.cuh, NOTES.md "Current
-// state", session 32): in place of the SE kernel and project_v9s where project_se_runs (CUDA_KERNELS_PROJ_SE=1, off).
-bool project_se_runs(const Params& p, int version);
-cudaError_t launch_project_se(const Params& p, cudaStream_t stream, bool pdl);
 // Version 10's projection (mbconv_v3.cu, NOTES.md "MBConv version 10"): 64-row tiles, 8 warps, each k step split
 // between two warps; inside version 9 where project_v10_mode() says (CUDA_KERNELS_PROJ_V10=off | late | all | auto).
 cudaError_t launch_project_v10(const Params& p, cudaStream_t stream, bool pdl);

@@ -1135,7 +1135,4 @@ cudaError_t launch_se_project_v3(const Params& p, cudaStream_t stream, bool bulk
   }
 }
 
-// project_se: the SE inside the projection (inside namespace mb: it reuses this file's project_v9 pieces)
-#include "mbconv_proj_se.cuh"
-
 }  // namespace mb
