@@ -216,15 +216,17 @@ def layers(model, csv_path, json_path, top, hardware, batch, dtype, plan, strict
         click.echo(f"wrote {json_path}")
 
 
-def _range(text: str, *, integer: bool = False, points: int = 60):
-    """'10:2000' -> log-spaced values; '8:1024' with integer=True -> powers of 2 and midpoints."""
+def _range(text: str, option: str, *, integer: bool = False, points: int = 60):
+    """'10:2000' -> log-spaced values; '8:1024' with integer=True -> powers of 2 and midpoints.
+    `option` is the flag the text came from, for the error."""
     import numpy as np
 
     try:
         lo, hi = (float(x) for x in text.split(":"))
         assert 0 < lo < hi
     except (ValueError, AssertionError):
-        raise click.BadParameter(f"expected LOW:HIGH with 0 < LOW < HIGH, got {text!r}")
+        raise click.BadParameter(f"expected LOW:HIGH with 0 < LOW < HIGH, got {text!r}",
+                                 param_hint=f"'{option}'")
     if not integer:
         return np.logspace(np.log10(lo), np.log10(hi), points)
     values = set()
@@ -235,8 +237,20 @@ def _range(text: str, *, integer: bool = False, points: int = 60):
     return sorted(int(v) for v in values)
 
 
-def _hardware_list(names):
-    return [perfmodel.load_hardware(n) for n in names]
+def _load_hardware(name, option: str = "--hardware"):
+    """A hardware config; an unknown name is blamed on the flag the user typed."""
+    from perfmodel.errors import InputError
+
+    try:
+        return perfmodel.load_hardware(name)
+    except InputError as exc:
+        if exc.field == "hardware" and exc.file is None:
+            raise InputError(exc.reason, field=option) from exc
+        raise
+
+
+def _hardware_list(names, option: str):
+    return [_load_hardware(n, option) for n in names]
 
 
 @cli.command()
@@ -295,8 +309,8 @@ def sweep(models, opbyte, mark, output, hardware, batch, dtype, plan, strict, l2
     from perfmodel.report import sweep_line
 
     output = check_output(output or _default_output("sweep", None, plan))
-    op_bytes = _range(opbyte)
-    marks = _hardware_list(mark)
+    op_bytes = _range(opbyte, "--opbyte")
+    marks = _hardware_list(mark, "--mark")
     results = [_analyze(m, hardware, batch, dtype, plan, strict, l2_carry) for m in models]
     curves = [sweep_data(r.kernels, op_bytes) for r in results]  # under the chosen byte model
     for r in results:
@@ -323,8 +337,8 @@ def intensity(channels, batch, resolution, dtype, mark, output):
     from perfmodel.report import intensity_line
 
     output = check_output(output)
-    marks = _hardware_list(mark)
-    cs = _range(channels, integer=True)
+    marks = _hardware_list(mark, "--mark")
+    cs = _range(channels, "--channels", integer=True)
     curves = intensity_curves(cs, batch=batch, resolution=resolution, dtype=dtype)
     click.echo("\n".join(intensity_line(c) for c in curves))
     fig = intensity_figure(curves, marks, batch=batch, resolution=resolution, dtype=dtype)
@@ -356,7 +370,7 @@ def gap(files, hardware, plan, panel, output):
     from perfmodel.report import gap_lines
 
     output = check_output(output)
-    hw = perfmodel.load_hardware(hardware)
+    hw = _load_hardware(hardware)
     measurements = [load_measurement(f) for f in files]
     from perfmodel.estimate import estimate_or_none
 
@@ -455,7 +469,8 @@ def compare_cmd(model, measured, hardware, plan, l2_carry, output):
 
     output = check_output(output or f"{Path(measured).stem}_compare.png")
     m = load_measurement(measured)
-    [checked] = check_measurements([m], hardware, plan, model=model, l2_carry=l2_carry)
+    [checked] = check_measurements([m], _load_hardware(hardware), plan, model=model,
+                                   l2_carry=l2_carry)
     if checked.result.unsupported:
         from rich.console import Console
 
@@ -488,7 +503,7 @@ def machine(program, params, hardware, dtype, output):
         return
     prog = build_program(program, params)
     output = check_output(output or f"{program}.svg")
-    report = prog.analyze(perfmodel.load_hardware(hardware), dtype)
+    report = prog.analyze(_load_hardware(hardware), dtype)
     click.echo("\n".join(report.lines()))
     click.echo(f"wrote {save(machine_figure(report), output)}")
 
@@ -515,7 +530,7 @@ def kernels_cmd(results, networks, hardware, output):
     from perfmodel.report import kernel_case_lines
 
     output = check_output(output)
-    hw = perfmodel.load_hardware(hardware)
+    hw = _load_hardware(hardware)
     skipped: list[str] = []
     cases = load_kernel_results(results, hw, skipped)
     if skipped:
@@ -567,7 +582,7 @@ def fidelity_cmd(files, hardware, plan, byte_model, tolerance, l2_off):
         if not m.ncu:
             raise InputError("no Nsight Compute rows (measure with `perfmodel bench --ncu`)",
                              file=m.where, field="results.ncu")
-    checked = check_measurements(measurements, hardware, plan)
+    checked = check_measurements(measurements, _load_hardware(hardware), plan)
     rules = Rules.without(l2_off)
     rows = [byte_fidelity(c.result if plan or c.runtime is None else c.runtime, c.measurement,
                           byte_model, tolerance, rules=rules) for c in checked]
@@ -617,7 +632,7 @@ def estimate_cmd(files, hardware, tolerance, markdown):
 
     if markdown:
         prepare_output(markdown, "--markdown")
-    hw = perfmodel.load_hardware(hardware)
+    hw = _load_hardware(hardware)
     calibration = calibration_of(hw)
     checked = check_measurements([load_measurement(f) for f in files], hw)
     skipped = [c.measurement for c in checked if c.runtime is None]

@@ -108,3 +108,29 @@ def test_l2_probe_without_nsight_compute_names_the_command_not_an_option(tmp_pat
     code, _, err = run_main(["l2-probe", "-o", str(tmp_path / "p.json")], capsys)
     assert code == 2
     assert err.strip() == "error: l2-probe needs Nsight Compute's `ncu` on the PATH"
+
+
+@pytest.mark.parametrize("args, option", [
+    (["intensity", "--mark", "bogus"], "--mark"),
+    (["sweep", "{spec}", "--mark", "bogus"], "--mark"),
+    (["machine", "ffn_fused", "--hardware", "bogus"], "--hardware"),
+    (["gap", "{spec}", "--hardware", "bogus"], "--hardware"),
+    (["estimate", "{spec}", "--hardware", "bogus"], "--hardware"),
+], ids=["intensity --mark", "sweep --mark", "machine --hardware", "gap --hardware",
+        "estimate --hardware"])
+def test_an_unknown_hardware_is_blamed_on_the_flag_typed(args, option, tmp_path, capsys):
+    spec = spec_file(tmp_path)
+    code, out, err = run_main([a.format(spec=spec) for a in args], capsys)
+    assert code == 2 and out == ""
+    assert err.startswith(f"error: field '{option}': unknown hardware 'bogus' (built-in: ")
+
+
+@pytest.mark.parametrize("args, option, text", [
+    (["intensity", "--channels", "1024:8"], "--channels", "1024:8"),
+    (["sweep", "{spec}", "--opbyte", "0:10"], "--opbyte", "0:10"),
+])
+def test_a_bad_range_names_its_option(args, option, text, tmp_path, capsys):
+    code, _, err = run_main([a.format(spec=spec_file(tmp_path)) for a in args], capsys)
+    assert code == 2
+    assert (f"Error: Invalid value for '{option}': expected LOW:HIGH with 0 < LOW < HIGH, "
+            f"got '{text}'") in err
