@@ -494,12 +494,12 @@ def machine(program, params, hardware, dtype, output):
 
     Prints each kernel's ops, DRAM reads and writes, on-chip working set and roofline
     time; without PROGRAM, lists the programs and their parameters."""
-    from perfmodel.machine_programs import build_program, program_lines
+    from perfmodel.machine_programs import build_program, derived_note, program_lines
     from perfmodel.plots import check_output, save
     from perfmodel.plots.machine import machine_figure
 
     if program is None:
-        click.echo("\n".join(program_lines()))
+        click.echo("\n".join(program_lines() + ["", f"Defaults: {derived_note()}."]))
         return
     prog = build_program(program, params)
     output = check_output(output or f"{program}.svg")

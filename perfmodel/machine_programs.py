@@ -24,17 +24,35 @@ def program(fn):
     return fn
 
 
+# Parameters whose default 0 means a value derived from the others: listed, and accepted by
+# --set, as a word (a number sets them).
+DERIVED = {"c_out": ("c", "the input's channels"),
+           "tile": ("auto", "the largest divisor of the output side up to 8"),
+           "chunk": ("all", "all hidden channels in one step")}
+
+
+def _derived(p: inspect.Parameter) -> str | None:
+    return DERIVED[p.name][0] if p.default == 0 and p.name in DERIVED else None
+
+
 def program_lines() -> list[str]:
     """Each program's name and summary, then its parameters with their defaults."""
     lines = []
     for name, fn in PROGRAMS.items():
-        sig = ", ".join(f"{p.name}={p.default}" for p in inspect.signature(fn).parameters.values())
+        params = inspect.signature(fn).parameters.values()
+        sig = ", ".join(f"{p.name}={_derived(p) or p.default}" for p in params)
         lines.append(f"{name:18s} {fn.__doc__.splitlines()[0]}\n{'':18s} ({sig})")
     return lines
 
 
+def derived_note() -> str:
+    """What the words among the defaults mean."""
+    return "; ".join(f"{key}={word}: {meaning}" for key, (word, meaning) in DERIVED.items())
+
+
 def build_program(name: str, settings: Sequence[str] = ()) -> Program:
-    """Program `name` with ``NAME=POSITIVE_INT`` settings checked against its parameters."""
+    """Program `name` with ``NAME=POSITIVE_INT`` settings checked against its parameters (or
+    a derived parameter's word, as listed: its default)."""
     if name not in PROGRAMS:
         raise InputError(f"unknown program {name!r} (one of {', '.join(PROGRAMS)})",
                          field="PROGRAM")
@@ -42,9 +60,13 @@ def build_program(name: str, settings: Sequence[str] = ()) -> Program:
     kwargs = {}
     for item in settings:
         key, _, value = item.partition("=")
+        if key in allowed and value == _derived(allowed[key]):
+            continue
         if key not in allowed or not value.isdigit() or int(value) <= 0:
+            words = [f"{p.name}={_derived(p)}" for p in allowed.values() if _derived(p)]
+            also = f" (or {', '.join(words)})" if words else ""
             raise InputError(f"{item!r}: expected NAME=POSITIVE_INT with NAME one of "
-                             f"{', '.join(allowed)}", field="--set")
+                             f"{', '.join(allowed)}{also}", field="--set")
         kwargs[key] = int(value)
     try:
         return PROGRAMS[name](**kwargs)

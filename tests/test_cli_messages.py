@@ -134,3 +134,20 @@ def test_a_bad_range_names_its_option(args, option, text, tmp_path, capsys):
     assert code == 2
     assert (f"Error: Invalid value for '{option}': expected LOW:HIGH with 0 < LOW < HIGH, "
             f"got '{text}'") in err
+
+
+def test_machine_lists_derived_defaults_as_the_words_it_accepts(tmp_path, capsys):
+    code, listing, _ = run_main(["machine"], capsys)
+    assert code == 0 and "=0" not in listing
+    assert "stride=1, c_out=c, tile=auto, chunk=all)" in listing
+    assert "c_out=c: the input's channels" in listing
+    reports = []
+    for i, settings in enumerate([[], ["c_out=c", "tile=auto"], ["c_out=24"]]):  # c is 24
+        args = [a for s in settings for a in ("--set", s)]
+        code, out, _ = run_main(["machine", "mbconv_layer", *args, "-o",
+                                 str(tmp_path / f"m{i}.svg")], capsys)
+        assert code == 0
+        reports.append(out.rpartition("wrote")[0])
+    assert reports[0] == reports[1] == reports[2] and "mbconv_layer: " in reports[0]
+    code, _, err = run_main(["machine", "mbconv_layer", "--set", "c_out=0"], capsys)
+    assert code == 2 and err.strip().endswith("(or c_out=c, tile=auto)")
