@@ -122,7 +122,7 @@ def analyze_spec(spec: ModelSpec | str | Path, *, strict: bool = False, l2_carry
                     spec.name, l2_carry)
     except TraceError as exc:
         field = "input" if _is_shape_error(str(exc)) else "model"
-        raise TraceError(f"cannot trace {spec.model} with input {[list(s) for s in spec.inputs]}: "
+        raise TraceError(f"cannot trace {spec.model} with input {spec.input_text}: "
                          f"{exc.reason}", file=spec.path, field=field) from exc
     except InputError as exc:
         if exc.file is None:

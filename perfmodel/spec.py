@@ -75,6 +75,15 @@ class ModelSpec:
         return [(self.batch, *shape) for shape in self.inputs]
 
     @property
+    def input_text(self) -> str:
+        """The spec's `input` as it is written: [3, 224, 224] for one input, a list of them
+        for several, {shape: [128], dtype: int64} for one with its own dtype."""
+        dtypes = self.input_dtypes or (None,) * len(self.inputs)
+        entries = [f"{{shape: {list(s)}, dtype: {d}}}" if d else str(list(s))
+                   for s, d in zip(self.inputs, dtypes)]
+        return entries[0] if len(entries) == 1 else f"[{', '.join(entries)}]"
+
+    @property
     def input_metas(self) -> list[TensorMeta]:
         """Full input shapes with their dtypes (integer inputs such as token ids keep theirs)."""
         return input_metas(self.inputs, self.input_dtypes, self.batch, self.dtype)

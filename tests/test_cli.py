@@ -89,7 +89,11 @@ BAD_SPECS = {
     "unknown hardware": (TINY + "hardware: h900\n", "unknown hardware 'h900'"),
     "unimportable model": (TINY.replace(f"{DATA / 'tiny_net.py'}:build", "no_such_pkg.models:net"),
                            "field 'model': cannot import 'no_such_pkg.models'"),
-    "bad input shape": (TINY.replace("[3, 32, 32]", "[5, 32, 32]"), "field 'input'"),
+    "bad input shape": (TINY.replace("[3, 32, 32]", "[5, 32, 32]"),
+                        "field 'input': cannot trace {model} with input [5, 32, 32]: "),
+    "inputs as written": (TINY.replace("[3, 32, 32]", "[[3, 32, 32], {shape: [8], dtype: int64}]"),
+                          "cannot trace {model} with input [[3, 32, 32], {{shape: [8], dtype: "
+                          "int64}}]: "),
     "untraceable model": (TINY.replace(":build", ":untraceable"), "cannot be traced"),
     "bad plan": (TINY + "plan: fused\n", "field 'plan': unknown plan 'fused'"),
     "model without module": (TINY.replace(f"{DATA / 'tiny_net.py'}:build", "resnet18"),
@@ -103,7 +107,7 @@ def test_bad_spec_is_one_line_exit_2(case, tmp_path, capsys):
     spec = write_spec(tmp_path, text)
     code, out, err = run_main(["waterline", spec, "-o", str(tmp_path / "w.png")], capsys)
     assert code == 2
-    assert expected in err
+    assert expected.format(model=f"{DATA / 'tiny_net.py'}:build") in err
     assert spec in err or "unknown hardware" in err  # names the file
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
