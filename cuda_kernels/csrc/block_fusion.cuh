@@ -1,4 +1,5 @@
-// Block-fusion kernel for FFN and ConvFirst (DESIGN.md §10), NHWC float16, fp32 accumulation.
+// Block-fusion kernel for FFN and ConvFirst (paper eqs. 30-32 and Fig. 6b; cuda_kernels/README.md), NHWC float16,
+// fp32 accumulation.
 //
 // One thread block computes a tile of BM = 128 consecutive pixels (flattened n, h, w):
 //   phase A  X tile [BM x C] into shared memory: copied from DRAM (FFN), or computed as the

@@ -1,5 +1,5 @@
 // Stride-1 ConvFirst block in one kernel on Hopper warpgroup MMAs (sm_90a), NHWC float16, fp32
-// accumulation (DESIGN.md §10; NOTES.md "C = 512 ConvFirst" and "C = 256 on the wgmma kernel"),
+// accumulation (cuda_kernels/README.md; NOTES.md "C = 512 ConvFirst" and "C = 256 on the wgmma kernel"),
 // one template instance per channel count C in 128 / 256 / 512:
 //
 //   out = x + ReLU(X U^T + a) V^T + b,   X = conv(x) + b_c   (grouped 3x3, group width 8)

@@ -1,5 +1,5 @@
 // Stride-1 ConvFirst block at C = 768 (ConvFirstNet-L's last stage, 7x7) on Hopper warpgroup MMAs
-// (sm_90a), NHWC float16, fp32 accumulation (DESIGN.md §10; NOTES.md "C = 768"):
+// (sm_90a), NHWC float16, fp32 accumulation (cuda_kernels/README.md; NOTES.md "C = 768"):
 //
 //   out = x + ReLU(X U^T + a) V^T + b,   X = conv(x) + b_c   (grouped 3x3, group width 8)
 //

@@ -1,4 +1,4 @@
-// Stride-2 ConvFirst block in one kernel (DESIGN.md §10, paper Fig. 6c), NHWC float16,
+// Stride-2 ConvFirst block in one kernel (paper Fig. 6c; cuda_kernels/README.md), NHWC float16,
 // fp32 accumulation. The inference form of perfmodel.zoo.ConvFirstBlock(stride=2):
 //
 //   out = Blur(x) . S^T + b_S  +  ReLU(Blur(conv(x) + b_c) . U^T + b_U) . V^T + b_V

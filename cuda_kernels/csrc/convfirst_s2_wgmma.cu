@@ -1,5 +1,5 @@
 // Stride-2 ConvFirst block in one kernel on Hopper warpgroup MMAs (sm_90a), NHWC float16, fp32
-// accumulation (DESIGN.md §10; NOTES.md "Stride 2 on the wgmma kernel"), C_in -> C_out = 2 C_in for
+// accumulation (cuda_kernels/README.md; NOTES.md "Stride 2 on the wgmma kernel"), C_in -> C_out = 2 C_in for
 // C_in in 64, 128, 256:
 //
 //   out = Blur(x) . S^T  +  ReLU(Blur(conv(x) + b_c) . U^T + b_U) . V^T  +  (b_V + b_S)
