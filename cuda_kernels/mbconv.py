@@ -372,10 +372,8 @@ PROJECT_WG_SWITCH = "CUDA_KERNELS_PROJ_WG"
 PROJECT_WG_OPT_SWITCH = "CUDA_KERNELS_PROJ_WG_OPT"  # csrc/mbconv_proj_wg.cu project_wg_opt: PROJECT_WG_OPTIONS
 PROJECT_WG_OPT_DEFAULT = 9  # kProjWgOptDefault: 1 with 3 stages, since session 22 (1 before)
 PROJECT_WG_PREFETCH_X, PROJECT_WG_OVERLAP, PROJECT_WG_PREFETCH_L2, PROJECT_WG_STAGES3 = 1, 2, 4, 8  # its bits
-PROJECT_WG_STAGES4, PROJECT_WG_EARLY_X = 16, 32  # kProjWgStages4, kProjWgEarlyX: on option 9 only (session 33)
-# the values built (5: 1 with each tile's D prefetched into L2, measured slower; 9: 1 with 3 stages, the default;
-# 41: 9 with the tile's shortcut loaded before its chunks; 57: 41 with 4 stages where three CTAs still fit an SM)
-PROJECT_WG_OPTIONS = (0, 1, 2, 3, 5, 9, 41, 57)
+# the values built (5: 1 with each tile's D prefetched into L2, measured slower; 9: 1 with 3 stages, the default)
+PROJECT_WG_OPTIONS = (0, 1, 2, 3, 5, 9)
 PROJECT_WG_ROWS, PROJECT_WG_K = 64, 64  # kProjWgRows, kProjWgK
 PROJECT_WG_SHAPES = (16, 24, 40, 48, 80, 88, 112, 120, 160, 176, 192, 208)  # wgmma m64nNk16 shapes built (csrc/gen_wgmma.py)
 
@@ -389,14 +387,12 @@ def project_wg_bn(c_out: int) -> int:
 
 def project_wg_stages(bn: int, ks: int = 1, mw: int = 1, opt: int = 0) -> int:
     """Pipeline stages of the wgmma projection (csrc/mbconv_proj_wg.cu project_wg_stages): 4, and 3 from bn = 160 on
-    (two CTAs per SM) or with the option bit PROJECT_WG_STAGES3 (unless PROJECT_WG_STAGES4 keeps 4 at bn <= 80, where
-    three CTAs of 4 stages still fit an SM); with the hidden dimension split over ks = 2 warpgroups, each warpgroup's
-    ring: 2 up to bn = 120, else 3; with 128-row tiles on mw = 2 warpgroups, 4."""
+    (two CTAs per SM) or with the option bit PROJECT_WG_STAGES3; with the hidden dimension split over ks = 2
+    warpgroups, each warpgroup's ring: 2 up to bn = 120, else 3; with 128-row tiles on mw = 2 warpgroups, 4."""
     if mw == 2:
         return 4
     if ks == 1:
-        keep4 = bool(opt & PROJECT_WG_STAGES4) and bn <= 80
-        return 3 if bn >= 160 or (opt & PROJECT_WG_STAGES3 and not keep4) else 4
+        return 3 if bn >= 160 or opt & PROJECT_WG_STAGES3 else 4
     return 3 if bn > 120 else 2
 
 

@@ -32,8 +32,7 @@ def _constant(name: str) -> int:
 
 def test_mirrors_match_the_source():
     assert (_constant("kProjWgRows"), _constant("kProjWgK")) == (mb.PROJECT_WG_ROWS, mb.PROJECT_WG_K) == (64, 64)
-    stages = ("return mw == 2 ? 4\n                 : ks == 1 ? (bn >= 160 || ((opt & kProjWgStages3) && "
-              "!((opt & kProjWgStages4) && bn <= 80)) ? 3 : 4)\n                           : (bn > 120 ? 3 : 2);")
+    stages = "return mw == 2 ? 4 : ks == 1 ? (bn >= 160 || (opt & kProjWgStages3) ? 3 : 4) : (bn > 120 ? 3 : 2);"
     assert stages in SOURCE  # project_wg_stages
     assert "(bn + mw * kProjWgRows) * 128 + 8" in SOURCE  # project_wg_smem_bytes
     assert 'std::getenv("CUDA_KERNELS_PROJ_WG_M128")' in SOURCE and mb.PROJECT_WG_M128_SWITCH == "CUDA_KERNELS_PROJ_WG_M128"
@@ -56,8 +55,7 @@ def test_mirrors_match_the_source():
     assert (_constant("kProjWgPrefetchX"), _constant("kProjWgOverlap"), _constant("kProjWgPrefetchL2"),
             _constant("kProjWgStages3")) == \
         (mb.PROJECT_WG_PREFETCH_X, mb.PROJECT_WG_OVERLAP, mb.PROJECT_WG_PREFETCH_L2, mb.PROJECT_WG_STAGES3)
-    assert (_constant("kProjWgStages4"), _constant("kProjWgEarlyX")) == (mb.PROJECT_WG_STAGES4, mb.PROJECT_WG_EARLY_X)
-    assert [int(o) for o in re.findall(r"case (\d+): return launch_project_wg_opt<BN, \1>", SOURCE)] == \
+    assert [int(o) for o in re.findall(r"case (\d): return launch_project_wg_opt<BN, \1>", SOURCE)] == \
         sorted(mb.PROJECT_WG_OPTIONS[1:])
     assert 'asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\\n"' in (CSRC / "ptx_sm90.cuh").read_text()
     assert _constant("kProjWgOptDefault") == mb.PROJECT_WG_OPT_DEFAULT == 9
@@ -93,15 +91,6 @@ def test_tile_widths_and_shared_memory_by_hand():
     assert 3 * (68_632 + 1024) <= 228 * 1024 < 3 * (mb.project_wg_smem_bytes(112) + 1024)
     assert 3 * 160 * 128 <= 65_536 and -(-128 * 196 // 64) == 392 <= 3 * 132
     assert mb.project_wg_stages(192, opt=9) == mb.project_wg_stages(192) == 3  # from bn = 160 on: 3 already
-    # options 41 / 57 (session 33): 41 is 9 with the shortcut loaded early (9's stages); 57 keeps 4 stages where three
-    # CTAs of 4 stages fit an SM: bn = 80 (B0's 4.x) 3 x (74,784 + 1024) <= 228 KB, bn = 88 (B2's 4.x) not
-    assert 57 == 9 | mb.PROJECT_WG_STAGES4 | mb.PROJECT_WG_EARLY_X and 41 == 9 | mb.PROJECT_WG_EARLY_X
-    assert [mb.project_wg_stages(n, opt=41) for n in (80, 112)] == [3, 3]
-    assert [mb.project_wg_stages(n, opt=57) for n in (16, 48, 80, 88, 112, 192)] == [4, 4, 4, 3, 3, 3]
-    assert mb.project_wg_smem_bytes(80, 1, 1, 57) == 1024 + 4 * (80 * 128 + 64 * 128 + 8) == 74_784
-    assert 3 * (74_784 + 1024) <= 228 * 1024 < 3 * (1024 + 4 * (88 * 128 + 64 * 128 + 8) + 1024)
-    # 158 registers a thread at bn = 80 (ptxas, 57), 160 allocated: three CTAs of 128 threads fit 65,536
-    assert 3 * 160 * 128 <= 65_536
     # 128-row tiles: one ring of 4 stages of B and 128 rows of A
     assert mb.project_wg_smem_bytes(112, 1, 2) == 1024 + 4 * ((112 + 128) * 128 + 8) == 123_936
     assert all(mb.project_wg_smem_bytes(n, 1, 2) + 1024 <= 228 * 1024 for n in mb.PROJECT_WG_SHAPES)
@@ -151,7 +140,7 @@ def test_compiles_without_spills():
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     report = result.stdout + result.stderr
-    entries = re.findall(r"Compiling entry function '_ZN2mb17project_wg_kernelILi(\d+)ELi(\d+)E", report)
+    entries = re.findall(r"Compiling entry function '_ZN2mb17project_wg_kernelILi(\d+)ELi(\d)E", report)
     assert sorted((int(n), int(o)) for n, o in entries) == \
         [(n, o) for n in sorted(mb.PROJECT_WG_SHAPES) for o in mb.PROJECT_WG_OPTIONS]
     for kernel in ("project_wg_sk_kernel", "project_wg_m2_kernel"):
@@ -408,7 +397,7 @@ def _one_warpgroup_then(path: str, batch: int, monkeypatch, opt: str, switch: st
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("opt", [1, 2, 3, 5, 9, 41, 57])
+@pytest.mark.parametrize("opt", [1, 2, 3, 5, 9])
 @pytest.mark.parametrize("path,batch", [("features.2.1", 128), ("features.4.1", 128), ("features.5.0", 128),
                                         ("features.6.1", 128), ("features.7.0", 128), ("features.6.1", 1),
                                         ("features.3.1", 5)])
@@ -435,7 +424,7 @@ def test_options_give_option_0s_values(path, batch, opt, monkeypatch):
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("opt", ["3", "9", "57"])
+@pytest.mark.parametrize("opt", ["3", "9"])
 @pytest.mark.parametrize("path,size,batch", [("features.5.1", 11, 3), ("features.6.1", 5, 7), ("features.7.0", 3, 9)])
 def test_options_odd_sizes(path, size, batch, opt, monkeypatch):
     from mbconv_helpers import check_b0_at_size

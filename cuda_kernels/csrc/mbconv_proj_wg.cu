@@ -33,16 +33,12 @@ constexpr int kProjWgRows = 64, kProjWgK = 64;
 constexpr int kProjWgThreads = 128;
 
 constexpr int kProjWgPrefetchX = 1, kProjWgOverlap = 2, kProjWgPrefetchL2 = 4, kProjWgStages3 = 8;  // OPT's bits
-constexpr int kProjWgStages4 = 16, kProjWgEarlyX = 32;  // with option 9 only (options 41, 57: OPT below)
 
 // Stages: 4, and 3 from BN = 160 on, so that two CTAs fit on an SM (the late blocks have few row tiles), or with
-// kProjWgStages3 (OPT below) unless kProjWgStages4 keeps 4 where three CTAs of 4 stages still fit an SM (BN <= 80).
-// With the hidden dimension split over KS = 2 warpgroups (project_wg_sk_kernel), each warpgroup's own ring: 2 stages
-// up to BN = 120 (two CTAs an SM), else 3 (one CTA an SM).
+// kProjWgStages3 (OPT below). With the hidden dimension split over KS = 2 warpgroups (project_wg_sk_kernel), each
+// warpgroup's own ring: 2 stages up to BN = 120 (two CTAs an SM), else 3 (one CTA an SM).
 __host__ __device__ constexpr int project_wg_stages(int bn, int ks = 1, int mw = 1, int opt = 0) {
-  return mw == 2 ? 4
-                 : ks == 1 ? (bn >= 160 || ((opt & kProjWgStages3) && !((opt & kProjWgStages4) && bn <= 80)) ? 3 : 4)
-                           : (bn > 120 ? 3 : 2);
+  return mw == 2 ? 4 : ks == 1 ? (bn >= 160 || (opt & kProjWgStages3) ? 3 : 4) : (bn > 120 ? 3 : 2);
 }
 
 // Shared memory (cuda_kernels/mbconv.py project_wg_smem_bytes mirrors it): 1 KB of alignment slack, the stages
@@ -101,13 +97,6 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[BN / 2], const uint32_t (&a)
 //     three CTAs fit an SM at 5.x (BN = 112: 68,632 bytes of shared memory, 158 registers): its 392 row tiles in one
 //     wave of 396 CTAs instead of 264 CTAs of which 128 take two tiles each (22 chunk steps on the longest CTA instead
 //     of 11; predicted 5.1 27 -> ~17 us, measured 22.9: the chunk steps got slower with 12 warps an SM instead of 8).
-//   kProjWgStages4 (with 9: options 57; session 33, off until measured): 4 stages where three CTAs of them still fit
-//     an SM (BN <= 80: 74,784 bytes), so that a CTA's one tile of 8 chunks (B0's 4.x: 392 tiles, ~3 CTAs an SM)
-//     waits on its TMA boxes in 2 waves instead of 3 (s31 call 3's profile of 4.1: the boxes' mbarrier wait 17% of
-//     the samples with D 99% L2 hits).
-//   kProjWgEarlyX (with 9: options 41, 57; session 33, off until measured): the tile's shortcut values (BN / 8 x 2
-//     words a lane) loaded into registers before its chunk loop, so that their round trip overlaps the chunks instead
-//     of following the last one (the epilogue's loads ~11% of 4.1's samples, long scoreboard).
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // kProjWgPrefetchL2: row tile t's rows of D (P rows in all) into L2 as one request
@@ -131,10 +120,7 @@ __device__ __forceinline__ void project_wg_body(const Params& p, const CUtensorM
   static_assert(KS == 1 || (KS == 2 && (OPT & kProjWgOverlap) == 0), "the split runs the plain chunk loop");
   static_assert((OPT & kProjWgPrefetchL2) == 0 || (KS == 1 && (OPT & kProjWgOverlap) == 0), "built as option 5 only");
   static_assert(MW == 1 || (MW == 2 && KS == 1 && OPT == kProjWgPrefetchX), "128-row tiles: one ring, option 1");
-  static_assert((OPT & kProjWgStages3) == 0 ||
-                    (OPT & ~(kProjWgStages4 | kProjWgEarlyX)) == (kProjWgPrefetchX | kProjWgStages3),
-                "built as option 9 only (41, 57 with the session-33 bits)");
-  static_assert((OPT & (kProjWgStages4 | kProjWgEarlyX)) == 0 || (OPT & kProjWgStages3) != 0, "on option 9 only");
+  static_assert((OPT & kProjWgStages3) == 0 || OPT == (kProjWgPrefetchX | kProjWgStages3), "built as option 9 only");
   // TM rows a tile: MW warpgroups, warpgroup mw on rows 64 mw .. 64 mw + 63 of each stage's A, all on its B
   constexpr int TM = MW * kProjWgRows;
   constexpr int S = project_wg_stages(BN, KS, MW, OPT), B_BYTES = BN * 128, STAGE = B_BYTES + TM * 128;
@@ -194,19 +180,6 @@ __device__ __forceinline__ void project_wg_body(const Params& p, const CUtensorM
     const int r_lo = t * TM + mw * kProjWgRows + warp * 16 + (lane >> 2), r_hi = r_lo + 8;
     const float* s_lo = p.scale + (size_t)(min(r_lo, P - 1) / HW) * p.hid_pad;
     const float* s_hi = p.scale + (size_t)(min(r_hi, P - 1) / HW) * p.hid_pad;
-    // kProjWgEarlyX: the tile's shortcut values now (the epilogue's loads below, all BN / 8 column groups at once)
-    constexpr bool kEarlyX = (OPT & kProjWgEarlyX) != 0;
-    __half2 xe[kEarlyX ? BN / 8 : 1][2];
-    if constexpr (kEarlyX) {
-#pragma unroll
-      for (int nb = 0; nb < BN / 8; ++nb)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int row = h ? r_hi : r_lo, col = n0 + nb * 8 + 2 * q;
-          xe[nb][h] = __float2half2_rn(0.f);
-          if (p.residual && row < P) xe[nb][h] = __ldg(reinterpret_cast<const __half2*>(p.x + (size_t)row * p.C_out + col));
-        }
-    }
     // scales of chunk c, k16 step kk: [kk][0] (row lo, k..k+1), [1] (row hi, k..), [2] (lo, k+8..), [3] (hi,
     // k+8..). A whole chunk reads at immediate offsets from two pointers; the last, partial one clamps its columns
     // (D is zero past hidden, so the clamped columns' scales multiply zeros)
@@ -336,10 +309,6 @@ __device__ __forceinline__ void project_wg_body(const Params& p, const CUtensorM
       for (int g = 0; g < G; ++g)
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          if constexpr (kEarlyX) {  // (KS == 1: owns every group)
-            xr[g][h] = g0 + g < BN / 8 ? xe[g0 + g][h] : __float2half2_rn(0.f);
-            continue;
-          }
           const int row = h ? r_hi : r_lo, col = n0 + (g0 + g) * 8 + 2 * q;
           const __half2* x = reinterpret_cast<const __half2*>(p.x + (size_t)row * p.C_out + col);
           xr[g][h] = __float2half2_rn(0.f);
@@ -459,15 +428,13 @@ cudaError_t launch_project_wg_sk(const Params& p, cudaStream_t stream, bool pdl)
                    p, stream, pdl);
 }
 
-// CUDA_KERNELS_PROJ_WG_OPT=0..3, 5, 9, 41 or 57 (read at every call): the kernel's OPT bits. 9 by default since
-// session 22 (41 = 9 | kProjWgEarlyX, 57 = 41 | kProjWgStages4: session 33, off until measured):
+// CUDA_KERNELS_PROJ_WG_OPT=0..3, 5 or 9 (read at every call): the kernel's OPT bits. 9 by default since session 22:
 // 1 with kProjWgStages3 (s22 call 2, Nsight Compute, L2 flushed: 5.0 21.8 -> 17.8 us, 5.1 27.5 -> 22.9, 4.1 17.7 ->
 // 15.9; B0 -19.9 us). 1 was the fastest of 0-3 (session 15, ncu: 6.1 24.6 -> 21.4 us, 5.1 32.0 -> 26.3, 2.1 70.3 ->
 // 63.9); 5 is 1 with kProjWgPrefetchL2 (slower, s22 call 1).
 constexpr int kProjWgOptDefault = 9;
 int project_wg_opt() {
   const char* v = std::getenv("CUDA_KERNELS_PROJ_WG_OPT");
-  if (v != nullptr && (std::strcmp(v, "41") == 0 || std::strcmp(v, "57") == 0)) return std::atoi(v);
   const bool known = v != nullptr && ((v[0] >= '0' && v[0] <= '3') || v[0] == '5' || v[0] == '9') && v[1] == '\0';
   return known ? v[0] - '0' : kProjWgOptDefault;
 }
@@ -503,8 +470,6 @@ cudaError_t launch_project_wg_bn(const Params& p, cudaStream_t stream, bool pdl)
     case 3: return launch_project_wg_opt<BN, 3>(p, stream, pdl);
     case 5: return launch_project_wg_opt<BN, 5>(p, stream, pdl);
     case 9: return launch_project_wg_opt<BN, 9>(p, stream, pdl);
-    case 41: return launch_project_wg_opt<BN, 41>(p, stream, pdl);
-    case 57: return launch_project_wg_opt<BN, 57>(p, stream, pdl);
     default: return launch_project_wg_opt<BN, 0>(p, stream, pdl);
   }
 }
