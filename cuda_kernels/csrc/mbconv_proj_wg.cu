@@ -27,6 +27,13 @@
 #include "tensor_map.h"
 #include "wgmma.cuh"
 
+// MB_WG_STAMP(slot): a hook for cuda_kernels/probes/probe_wg_timeline.cu, which defines it to record the time at
+// points of each CTA's path (0 after the PDL wait, 1 + i after chunk i's boxes arrived, 14 after the last chunk's
+// MMAs, 15 after the epilogue); empty here, so the extension's code is unchanged.
+#ifndef MB_WG_STAMP
+#define MB_WG_STAMP(slot)
+#endif
+
 namespace mb {
 
 constexpr int kProjWgRows = 64, kProjWgK = 64;
@@ -156,6 +163,7 @@ __device__ __forceinline__ void project_wg_body(const Params& p, const CUtensorM
   __syncthreads();  // the barriers initialised
   pdl::wait();      // D and the scale are the previous kernels' output
   pdl::launch_dependents();
+  MB_WG_STAMP(0);
   if constexpr ((OPT & kProjWgPrefetchL2) != 0)
     if (tid == 0) prefetch_tile_l2(p, blockIdx.x, P);
   if (leader)
@@ -245,6 +253,7 @@ __device__ __forceinline__ void project_wg_body(const Params& p, const CUtensorM
         const int slot = j % S;
         const uint32_t stage = base + slot * STAGE;
         bf::mbar_wait(bars + 8 * slot, (j / S) & 1);
+        MB_WG_STAMP(1 + i);
         uint32_t a[4][4];
         prepare(a, stage);
         if (i + 1 < mine) load_scales(chunk_after(i + 1));  // during the MMAs
@@ -283,6 +292,7 @@ __device__ __forceinline__ void project_wg_body(const Params& p, const CUtensorM
       }
     }
 
+    MB_WG_STAMP(14);
     // Epilogue: + bias (+ x), fp16, from the accumulator layout: acc[4 nb + 2 h + u] is row (h ? r_hi : r_lo),
     // column n0 + 8 nb + 2 q + u (BN divides C_out). The shortcut's values of G column groups are loaded before their
     // stores: G = 1 with plain loads, or 8 with kProjWgPrefetchX (read-only loads, which the compiler may also move
@@ -332,6 +342,7 @@ __device__ __forceinline__ void project_wg_body(const Params& p, const CUtensorM
         }
       }
     }
+    MB_WG_STAMP(15);
   }
 }
 #endif
