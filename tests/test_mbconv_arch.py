@@ -87,10 +87,11 @@ def test_hopper_runs_the_version_asked():
         assert [mb.runnable_version(v, device) for v in mb.VERSIONS] == list(mb.VERSIONS)
 
 
-@pytest.mark.parametrize("source", ["probe_stream.cu", "probe_clusters.cu"])
+@pytest.mark.parametrize("source", ["probe_stream.cu", "probe_clusters.cu", "probe_wg_timeline.cu"])
 def test_the_standalone_probes_build(source, tmp_path):
-    """The device probes (how many clusters fit; the projections' read pattern) are programs built with nvcc alone on
-    the GPU machine: they must compile and link against the CUDA runtime with the repository's headers."""
+    """The device probes (how many clusters fit; the projections' read pattern; the wgmma projection's steps timed) are
+    programs built with nvcc alone on the GPU machine: they must compile and link against the CUDA runtime with the
+    repository's headers."""
     nvcc = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "bin" / "nvcc"
     if not nvcc.exists():
         pytest.skip("nvcc not found (set CUDA_HOME)")
@@ -98,3 +99,14 @@ def test_the_standalone_probes_build(source, tmp_path):
     cmd = [str(nvcc), "-std=c++17", "-O3", "-arch=sm_90a", f"-I{CSRC}", str(probe), "-o", str(tmp_path / "p")]
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
+
+
+def test_the_timeline_hooks_are_empty_in_the_extension():
+    """probe_wg_timeline defines MB_WG_STAMP before it includes the projection's source; the extension does not, and
+    then every hook must expand to nothing (the extension's code is the same with or without them)."""
+    source = (CSRC / "mbconv_proj_wg.cu").read_text()
+    assert "#ifndef MB_WG_STAMP\n#define MB_WG_STAMP(slot)\n#endif" in source
+    assert re.findall(r"MB_WG_STAMP\(([^)]*)\);", source) == ["0", "1 + i", "14", "15"]  # the slots the probe reads
+    probe = (CSRC.parent / "probes" / "probe_wg_timeline.cu").read_text()
+    assert probe.index("#define MB_WG_STAMP(slot) mb_wg_stamp(slot)") < probe.index('#include "../csrc/mbconv_proj_wg.cu"')
+    assert "MB_WG_STAMP" not in "".join((CSRC / name).read_text() for name in ("mbconv.cu", "mbconv_bindings.cpp"))
