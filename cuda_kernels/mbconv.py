@@ -372,8 +372,10 @@ PROJECT_WG_SWITCH = "CUDA_KERNELS_PROJ_WG"
 PROJECT_WG_OPT_SWITCH = "CUDA_KERNELS_PROJ_WG_OPT"  # csrc/mbconv_proj_wg.cu project_wg_opt: PROJECT_WG_OPTIONS
 PROJECT_WG_OPT_DEFAULT = 9  # kProjWgOptDefault: 1 with 3 stages, since session 22 (1 before)
 PROJECT_WG_PREFETCH_X, PROJECT_WG_OVERLAP, PROJECT_WG_PREFETCH_L2, PROJECT_WG_STAGES3 = 1, 2, 4, 8  # its bits
-# the values built (5: 1 with each tile's D prefetched into L2, measured slower; 9: 1 with 3 stages, the default)
-PROJECT_WG_OPTIONS = (0, 1, 2, 3, 5, 9)
+PROJECT_WG_PRODUCER = 64  # kProjWgProducer: a fifth warp issues the ring's refills (option 73 = 9 | 64, session 33)
+# the values built (5: 1 with each tile's D prefetched into L2, measured slower; 9: 1 with 3 stages, the default;
+# 73: 9 with the producer warp, not yet run on a GPU)
+PROJECT_WG_OPTIONS = (0, 1, 2, 3, 5, 9, 73)
 PROJECT_WG_ROWS, PROJECT_WG_K = 64, 64  # kProjWgRows, kProjWgK
 PROJECT_WG_SHAPES = (16, 24, 40, 48, 80, 88, 112, 120, 160, 176, 192, 208)  # wgmma m64nNk16 shapes built (csrc/gen_wgmma.py)
 
@@ -399,8 +401,16 @@ def project_wg_stages(bn: int, ks: int = 1, mw: int = 1, opt: int = 0) -> int:
 def project_wg_smem_bytes(bn: int, ks: int = 1, mw: int = 1, opt: int = 0) -> int:
     """Shared memory of the wgmma projection (csrc/mbconv_proj_wg.cu project_wg_smem_bytes): 1 KB of alignment slack,
     then per stage B (bn rows of 128 bytes) and A (64 mw rows of 128 bytes), both in the 128-byte swizzle the tensor
-    memory accelerator writes, and the stage's 8-byte mbarrier; ks rings of them."""
-    return 1024 + ks * project_wg_stages(bn, ks, mw, opt) * ((bn + mw * PROJECT_WG_ROWS) * 128 + 8)
+    memory accelerator writes, and the stage's 8-byte mbarrier; ks rings of them; with PROJECT_WG_PRODUCER a second
+    mbarrier a stage (empty)."""
+    stages = project_wg_stages(bn, ks, mw, opt)
+    return 1024 + ks * stages * ((bn + mw * PROJECT_WG_ROWS) * 128 + 8) + (8 * stages if opt & PROJECT_WG_PRODUCER else 0)
+
+
+def project_wg_threads(opt: int) -> int:
+    """Threads a CTA of project_wg_kernel<BN, opt> (csrc/mbconv_proj_wg.cu project_wg_threads): one warpgroup, and
+    with the option bit PROJECT_WG_PRODUCER one more warp."""
+    return 128 + (32 if opt & PROJECT_WG_PRODUCER else 0)
 
 
 V8_HALO_MAX = 12  # csrc/mbconv_v8.cuh kV8HaloMax: 8-byte pieces of E's halo rows per thread

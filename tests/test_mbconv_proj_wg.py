@@ -55,7 +55,9 @@ def test_mirrors_match_the_source():
     assert (_constant("kProjWgPrefetchX"), _constant("kProjWgOverlap"), _constant("kProjWgPrefetchL2"),
             _constant("kProjWgStages3")) == \
         (mb.PROJECT_WG_PREFETCH_X, mb.PROJECT_WG_OVERLAP, mb.PROJECT_WG_PREFETCH_L2, mb.PROJECT_WG_STAGES3)
-    assert [int(o) for o in re.findall(r"case (\d): return launch_project_wg_opt<BN, \1>", SOURCE)] == \
+    assert _constant("kProjWgProducer") == mb.PROJECT_WG_PRODUCER == 64
+    assert "return kProjWgThreads + ((opt & kProjWgProducer) ? 32 : 0);" in SOURCE  # project_wg_threads
+    assert [int(o) for o in re.findall(r"case (\d+): return launch_project_wg_opt<BN, \1>", SOURCE)] == \
         sorted(mb.PROJECT_WG_OPTIONS[1:])
     assert 'asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\\n"' in (CSRC / "ptx_sm90.cuh").read_text()
     assert _constant("kProjWgOptDefault") == mb.PROJECT_WG_OPT_DEFAULT == 9
@@ -91,6 +93,11 @@ def test_tile_widths_and_shared_memory_by_hand():
     assert 3 * (68_632 + 1024) <= 228 * 1024 < 3 * (mb.project_wg_smem_bytes(112) + 1024)
     assert 3 * 160 * 128 <= 65_536 and -(-128 * 196 // 64) == 392 <= 3 * 132
     assert mb.project_wg_stages(192, opt=9) == mb.project_wg_stages(192) == 3  # from bn = 160 on: 3 already
+    # option 73 (session 33): option 9's 3 stages and a second 8-byte mbarrier each; 160 threads (a producer warp).
+    # At bn = 80 (ptxas: 127 registers, 128 allocated) three CTAs still fit an SM: 3 x 160 x 128 <= 65,536
+    assert mb.project_wg_smem_bytes(80, 1, 1, 73) == 1024 + 3 * (80 * 128 + 64 * 128 + 8) + 3 * 8 == 56_368
+    assert mb.project_wg_threads(73) == 160 and mb.project_wg_threads(9) == 128
+    assert 3 * (56_368 + 1024) <= 228 * 1024 and 3 * 160 * 128 <= 65_536
     # 128-row tiles: one ring of 4 stages of B and 128 rows of A
     assert mb.project_wg_smem_bytes(112, 1, 2) == 1024 + 4 * ((112 + 128) * 128 + 8) == 123_936
     assert all(mb.project_wg_smem_bytes(n, 1, 2) + 1024 <= 228 * 1024 for n in mb.PROJECT_WG_SHAPES)
@@ -140,7 +147,7 @@ def test_compiles_without_spills():
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     report = result.stdout + result.stderr
-    entries = re.findall(r"Compiling entry function '_ZN2mb17project_wg_kernelILi(\d+)ELi(\d)E", report)
+    entries = re.findall(r"Compiling entry function '_ZN2mb17project_wg_kernelILi(\d+)ELi(\d+)E", report)
     assert sorted((int(n), int(o)) for n, o in entries) == \
         [(n, o) for n in sorted(mb.PROJECT_WG_SHAPES) for o in mb.PROJECT_WG_OPTIONS]
     for kernel in ("project_wg_sk_kernel", "project_wg_m2_kernel"):
@@ -397,7 +404,7 @@ def _one_warpgroup_then(path: str, batch: int, monkeypatch, opt: str, switch: st
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("opt", [1, 2, 3, 5, 9])
+@pytest.mark.parametrize("opt", [1, 2, 3, 5, 9, 73])
 @pytest.mark.parametrize("path,batch", [("features.2.1", 128), ("features.4.1", 128), ("features.5.0", 128),
                                         ("features.6.1", 128), ("features.7.0", 128), ("features.6.1", 1),
                                         ("features.3.1", 5)])
@@ -424,7 +431,7 @@ def test_options_give_option_0s_values(path, batch, opt, monkeypatch):
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("opt", ["3", "9"])
+@pytest.mark.parametrize("opt", ["3", "9", "73"])
 @pytest.mark.parametrize("path,size,batch", [("features.5.1", 11, 3), ("features.6.1", 5, 7), ("features.7.0", 3, 9)])
 def test_options_odd_sizes(path, size, batch, opt, monkeypatch):
     from mbconv_helpers import check_b0_at_size

@@ -40,6 +40,7 @@ constexpr int kProjWgRows = 64, kProjWgK = 64;
 constexpr int kProjWgThreads = 128;
 
 constexpr int kProjWgPrefetchX = 1, kProjWgOverlap = 2, kProjWgPrefetchL2 = 4, kProjWgStages3 = 8;  // OPT's bits
+constexpr int kProjWgProducer = 64;  // with option 9 only: option 73 (OPT below)
 
 // Stages: 4, and 3 from BN = 160 on, so that two CTAs fit on an SM (the late blocks have few row tiles), or with
 // kProjWgStages3 (OPT below). With the hidden dimension split over KS = 2 warpgroups (project_wg_sk_kernel), each
@@ -50,9 +51,15 @@ __host__ __device__ constexpr int project_wg_stages(int bn, int ks = 1, int mw =
 
 // Shared memory (cuda_kernels/mbconv.py project_wg_smem_bytes mirrors it): 1 KB of alignment slack, the stages
 // (B: BN rows of 128 bytes, then A: 64 rows of 128 bytes; 1024-aligned for the swizzle), one 8-byte mbarrier each;
-// KS rings of them; MW = 2 (project_wg_m2_kernel): A of 128 rows, one ring of 4 stages.
+// KS rings of them; MW = 2 (project_wg_m2_kernel): A of 128 rows, one ring of 4 stages; kProjWgProducer: a second
+// mbarrier a stage (empty), after the first ones.
 __host__ __device__ constexpr int project_wg_smem_bytes(int bn, int ks = 1, int mw = 1, int opt = 0) {
-  return 1024 + ks * project_wg_stages(bn, ks, mw, opt) * ((bn + mw * kProjWgRows) * 128 + 8);
+  return 1024 + ks * project_wg_stages(bn, ks, mw, opt) * ((bn + mw * kProjWgRows) * 128 + 8) +
+         ((opt & kProjWgProducer) ? 8 * project_wg_stages(bn, ks, mw, opt) : 0);
+}
+// Threads a CTA of project_wg_kernel<BN, OPT>: one warpgroup, and with kProjWgProducer one more warp.
+__host__ __device__ constexpr int project_wg_threads(int opt) {
+  return kProjWgThreads + ((opt & kProjWgProducer) ? 32 : 0);
 }
 
 // The output tile width for C_out: C_out itself up to 256, else half of it (a multiple of 8); 0 where no wgmma shape
@@ -104,6 +111,11 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[BN / 2], const uint32_t (&a)
 //     three CTAs fit an SM at 5.x (BN = 112: 68,632 bytes of shared memory, 158 registers): its 392 row tiles in one
 //     wave of 396 CTAs instead of 264 CTAs of which 128 take two tiles each (22 chunk steps on the longest CTA instead
 //     of 11; predicted 5.1 27 -> ~17 us, measured 22.9: the chunk steps got slower with 12 warps an SM instead of 8).
+//   kProjWgProducer (with 9: option 73; session 33, built, not yet run on a GPU): a fifth warp issues the refills of
+//     the ring: for step j >= S it waits on stage j % S's "empty" mbarrier, on which each consumer warp arrives once
+//     its wgmmas of step j - S are done, then issues the stage's boxes. The consumer warpgroup no longer meets at a
+//     CTA barrier each chunk nor waits for warp 0's TMA issues (s33 call 2's timeline of 4.1: ~1,510 cycles a chunk,
+//     ~350 fewer in the steps that issue no refill).
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // kProjWgPrefetchL2: row tile t's rows of D (P rows in all) into L2 as one request
@@ -127,7 +139,12 @@ __device__ __forceinline__ void project_wg_body(const Params& p, const CUtensorM
   static_assert(KS == 1 || (KS == 2 && (OPT & kProjWgOverlap) == 0), "the split runs the plain chunk loop");
   static_assert((OPT & kProjWgPrefetchL2) == 0 || (KS == 1 && (OPT & kProjWgOverlap) == 0), "built as option 5 only");
   static_assert(MW == 1 || (MW == 2 && KS == 1 && OPT == kProjWgPrefetchX), "128-row tiles: one ring, option 1");
-  static_assert((OPT & kProjWgStages3) == 0 || OPT == (kProjWgPrefetchX | kProjWgStages3), "built as option 9 only");
+  static_assert((OPT & kProjWgStages3) == 0 ||
+                    (OPT & ~kProjWgProducer) == (kProjWgPrefetchX | kProjWgStages3),
+                "built as option 9 only (73 with the producer warp)");
+  static_assert((OPT & kProjWgProducer) == 0 || ((OPT & kProjWgStages3) != 0 && KS == 1 && MW == 1),
+                "the producer warp: on option 9's one-warpgroup kernel only");
+  constexpr bool PW = (OPT & kProjWgProducer) != 0;
   // TM rows a tile: MW warpgroups, warpgroup mw on rows 64 mw .. 64 mw + 63 of each stage's A, all on its B
   constexpr int TM = MW * kProjWgRows;
   constexpr int S = project_wg_stages(BN, KS, MW, OPT), B_BYTES = BN * 128, STAGE = B_BYTES + TM * 128;
@@ -135,10 +152,12 @@ __device__ __forceinline__ void project_wg_body(const Params& p, const CUtensorM
   const int tid_cta = threadIdx.x, grp = KS == 1 && MW == 1 ? 0 : tid_cta / kProjWgThreads;
   const int wg = KS == 1 ? 0 : grp, mw = MW == 1 ? 0 : grp;
   const int tid = KS == 1 && MW == 1 ? tid_cta : tid_cta % kProjWgThreads, lane = tid & 31, warp = tid >> 5;
+  // (PW: threads 0-127 the consumer warpgroup, warp 4 the producer)
   const bool leader = MW == 1 ? tid == 0 : tid_cta == 0;  // issues its ring's copies (one ring a warpgroup where KS = 2)
   const uint32_t smem0 = (smem_addr(smem_raw) + 1023) & ~1023u;
   // warpgroup wg's ring: stage s's B at base + s STAGE, A after it; its mbarrier at bars + 8 s (after every ring)
   const uint32_t base = smem0 + wg * S * STAGE, bars = smem0 + KS * S * STAGE + wg * 8 * S;
+  const uint32_t empty = bars + 8 * S;  // PW: stage s's empty mbarrier at empty + 8 s (4 arrivals: the consumer warps)
   const int HW = p.Ho * p.Wo, P = p.N * HW;
   const int tiles = (P + TM - 1) / TM, n0 = blockIdx.y * BN;
   const int chunks = (p.hidden + kProjWgK - 1) / kProjWgK;
@@ -154,6 +173,10 @@ __device__ __forceinline__ void project_wg_body(const Params& p, const CUtensorM
   if (leader) {
 #pragma unroll
     for (int s = 0; s < S; ++s) bf::mbar_init(bars + 8 * s, 1);
+    if constexpr (PW) {
+#pragma unroll
+      for (int s = 0; s < S; ++s) bf::mbar_init(empty + 8 * s, kProjWgThreads / 32);
+    }
     bf::fence_barrier_init();
     for (int j = 0; j < S && j < steps; ++j) {  // the weights do not depend on the previous kernels
       bf::mbar_arrive_expect_tx(bars + 8 * j, STAGE);
@@ -171,6 +194,20 @@ __device__ __forceinline__ void project_wg_body(const Params& p, const CUtensorM
       const int t = step_tile(j);
       bf::tma_load_2d(base + j * STAGE + B_BYTES, &tm_d, step_chunk(j, t) * kProjWgK, t * TM, bars + 8 * j);
     }
+  if constexpr (PW) {
+    if (warp == kProjWgThreads / 32) {  // the producer: every refill of the CTA's steps, then done
+      if (lane == 0)
+        for (int jr = S; jr < steps; ++jr) {
+          const int slot = jr % S, tn = step_tile(jr), cn = step_chunk(jr, tn);
+          const uint32_t bar = bars + 8 * slot, stage = base + slot * STAGE;
+          bf::mbar_wait(empty + 8 * slot, ((jr / S) + 1) & 1);  // step jr - S's wgmmas done: its (jr / S - 1)-th
+          bf::mbar_arrive_expect_tx(bar, STAGE);
+          bf::tma_load_2d(stage, &tm_w, cn * kProjWgK, n0, bar);
+          bf::tma_load_2d(stage + B_BYTES, &tm_d, cn * kProjWgK, tn * TM, bar);
+        }
+      return;
+    }
+  }
 
   const int q = lane & 3;
   // ldmatrix x4 of k16 step kk: lanes 0-15 address rows warp * 16 + lane of the first 8 columns, lanes 16-31 the
@@ -234,6 +271,11 @@ __device__ __forceinline__ void project_wg_body(const Params& p, const CUtensorM
     };
     // after step j's wgmmas completed: every warp's reads of its stage done, refill it with step j + S
     auto release = [&](int slot) {
+      if constexpr (PW) {  // this warp's reads of the stage are done (its ldmatrix, the wgmmas it waited for)
+        __syncwarp();
+        if (lane == 0) bf::mbar_arrive(empty + 8 * slot);
+        return;
+      }
       if constexpr (KS == 1) __syncthreads();
       else bf::named_barrier_sync(1 + wg, kProjWgThreads);
       if (leader && j + S < steps) {
@@ -348,7 +390,7 @@ __device__ __forceinline__ void project_wg_body(const Params& p, const CUtensorM
 #endif
 
 template <int BN, int OPT>
-__global__ void __launch_bounds__(kProjWgThreads)
+__global__ void __launch_bounds__(project_wg_threads(OPT))
     project_wg_kernel(const Params p, const __grid_constant__ CUtensorMap tm_d,
                       const __grid_constant__ CUtensorMap tm_w) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -419,8 +461,8 @@ template <int BN, int OPT>
 cudaError_t launch_project_wg_opt(const Params& p, cudaStream_t stream, bool pdl) {
   static DeviceSlots slots;
   static bool sm90[kMaxDevices] = {};
-  return launch_wg(project_wg_kernel<BN, OPT>, slots, sm90, BN, project_wg_smem_bytes(BN, 1, 1, OPT), kProjWgThreads,
-                   true, p, stream, pdl);
+  return launch_wg(project_wg_kernel<BN, OPT>, slots, sm90, BN, project_wg_smem_bytes(BN, 1, 1, OPT),
+                   project_wg_threads(OPT), true, p, stream, pdl);
 }
 
 template <int BN>
@@ -439,13 +481,15 @@ cudaError_t launch_project_wg_sk(const Params& p, cudaStream_t stream, bool pdl)
                    p, stream, pdl);
 }
 
-// CUDA_KERNELS_PROJ_WG_OPT=0..3, 5 or 9 (read at every call): the kernel's OPT bits. 9 by default since session 22:
+// CUDA_KERNELS_PROJ_WG_OPT=0..3, 5, 9 or 73 (read at every call): the kernel's OPT bits. 9 by default since session 22
+// (73 = 9 | kProjWgProducer: session 33, off until measured):
 // 1 with kProjWgStages3 (s22 call 2, Nsight Compute, L2 flushed: 5.0 21.8 -> 17.8 us, 5.1 27.5 -> 22.9, 4.1 17.7 ->
 // 15.9; B0 -19.9 us). 1 was the fastest of 0-3 (session 15, ncu: 6.1 24.6 -> 21.4 us, 5.1 32.0 -> 26.3, 2.1 70.3 ->
 // 63.9); 5 is 1 with kProjWgPrefetchL2 (slower, s22 call 1).
 constexpr int kProjWgOptDefault = 9;
 int project_wg_opt() {
   const char* v = std::getenv("CUDA_KERNELS_PROJ_WG_OPT");
+  if (v != nullptr && std::strcmp(v, "73") == 0) return kProjWgPrefetchX | kProjWgStages3 | kProjWgProducer;
   const bool known = v != nullptr && ((v[0] >= '0' && v[0] <= '3') || v[0] == '5' || v[0] == '9') && v[1] == '\0';
   return known ? v[0] - '0' : kProjWgOptDefault;
 }
@@ -481,6 +525,7 @@ cudaError_t launch_project_wg_bn(const Params& p, cudaStream_t stream, bool pdl)
     case 3: return launch_project_wg_opt<BN, 3>(p, stream, pdl);
     case 5: return launch_project_wg_opt<BN, 5>(p, stream, pdl);
     case 9: return launch_project_wg_opt<BN, 9>(p, stream, pdl);
+    case 73: return launch_project_wg_opt<BN, 73>(p, stream, pdl);
     default: return launch_project_wg_opt<BN, 0>(p, stream, pdl);
   }
 }
