@@ -69,13 +69,11 @@ def trace_events(fn, calls: int, flush: torch.Tensor | None) -> list[dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from cuda_kernels.mbconv import DEFAULT_VERSION, VERSIONS
+    from cuda_kernels.mbconv_profile import block_arguments, fused_blocks
+    from perfmodel.harness import environment
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("paths", nargs="+", help="module paths, e.g. features.3.1")
-    parser.add_argument("--model", default="efficientnet_b0")
-    parser.add_argument("--batch", type=int, default=128)
-    parser.add_argument("--version", type=int, default=DEFAULT_VERSION, choices=VERSIONS)
+    block_arguments(parser)
     parser.add_argument("--calls", type=int, default=20)
     parser.add_argument("--no-flush", action="store_true", help="keep L2 between calls")
     parser.add_argument("-o", "--output", help="write the rows as JSON")
@@ -83,29 +81,11 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available():
         print("error: mbconv_chain needs a CUDA GPU", file=sys.stderr)
         return 2
-
-    import torchvision
-
-    import cuda_kernels
-    from cuda_kernels.mbconv import block_params
-    from cuda_kernels.mbconv_bench import RESOLUTION, network_blocks
-    from perfmodel.harness import environment, randomize_batchnorm
-    from perfmodel.zoo import fold_batchnorm
-
-    torch.manual_seed(0)
-    model = randomize_batchnorm(getattr(torchvision.models, args.model)()).eval()
-    shapes = {path: shape for path, _, shape in network_blocks(model, RESOLUTION[args.model])}
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
     flush = None if args.no_flush else torch.empty(4 * l2, dtype=torch.uint8, device="cuda")
     out = {"command": " ".join(["python -m cuda_kernels.mbconv_chain", *(sys.argv[1:] if argv is None else argv)]),
            "environment": environment(), "flush_l2": flush is not None, "calls": args.calls, "blocks": {}}
-    for path in args.paths:
-        if path not in shapes:
-            parser.error(f"{path} is not an MBConv of {args.model}")
-        block = fold_batchnorm(model.get_submodule(path)).cuda().half()
-        fused = cuda_kernels.FusedMBConv(block_params(block), version=args.version)
-        x = torch.randn(args.batch, *shapes[path], device="cuda", dtype=torch.float16)
-        x = x.contiguous(memory_format=torch.channels_last)
+    for path, fused, x in fused_blocks(parser, args):
         with torch.no_grad():
             events = trace_events(lambda: fused(x), 1, None)
             per_call = sum(e["name"].startswith(FUSED_PREFIXES) for e in events)
