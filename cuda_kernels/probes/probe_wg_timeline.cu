@@ -105,25 +105,29 @@ void run(const char* name, int hidden, int c_out) {
     CHECK(cudaMemcpyFromSymbol(t, g_time, sizeof(t)));
     CHECK(cudaMemcpyFromSymbol(c, g_clock, sizeof(c)));
     CHECK(cudaMemcpyFromSymbol(sm, g_smid, sizeof(sm)));
+    // the CTAs that ran: a persistent grid has fewer than the tiles where fewer CTAs fit an SM (each then stamps its
+    // last tile's steps over its first's)
     const int tiles = (P + 63) / 64;
+    int ctas = 0;
+    while (ctas < std::min(tiles, kMaxCtas) && t[ctas][0] != 0) ++ctas;
     unsigned long long t0 = ~0ull, t1 = 0;
     std::vector<int> per_sm(256, 0);
-    for (int i = 0; i < tiles; ++i) {
+    for (int i = 0; i < ctas; ++i) {
       t0 = std::min(t0, t[i][0]);
       t1 = std::max(t1, t[i][15]);
       per_sm[sm[i] & 255]++;
     }
     const int chunks = (hidden + 63) / 64;
-    std::printf("%s (hidden %d, C_out %d) %s: event %.2f us; CTAs' first stamp to last %.2f us; CTAs an SM: max %d\n",
-                name, hidden, c_out, mode ? "D in L2" : "L2 flushed", 1e3 * ms, (t1 - t0) * 1e-3,
-                *std::max_element(per_sm.begin(), per_sm.end()));
+    std::printf("%s (hidden %d, C_out %d) %s: event %.2f us; %d CTAs for %d tiles; CTAs' first stamp to last %.2f us; "
+                "CTAs an SM: max %d\n", name, hidden, c_out, mode ? "D in L2" : "L2 flushed", 1e3 * ms, ctas, tiles,
+                (t1 - t0) * 1e-3, *std::max_element(per_sm.begin(), per_sm.end()));
     std::vector<double> start, v;
-    for (int i = 0; i < tiles; ++i) start.push_back((t[i][0] - t0) * 1e-3);
+    for (int i = 0; i < ctas; ++i) start.push_back((t[i][0] - t0) * 1e-3);
     std::printf("  CTA start after the first (us): p10 %.2f p50 %.2f p90 %.2f max %.2f\n", pct(start, .1),
                 pct(start, .5), pct(start, .9), pct(start, 1.));
     auto row = [&](const char* what, int s0, int s1) {  // us by globaltimer and cycles by clock64, per CTA
       std::vector<double> us, cy;
-      for (int i = 0; i < tiles; ++i) {
+      for (int i = 0; i < ctas; ++i) {
         us.push_back((double)(t[i][s1] - t[i][s0]) * 1e-3);
         cy.push_back((double)(c[i][s1] - c[i][s0]));
       }
