@@ -30,7 +30,7 @@ def chain_from_events(events: list[dict], per_call: int) -> list[dict]:
     call's `per_call` fused kernels after another's; other kernels ignored): for kernel i of a call, `start` and `end`
     relative to the call's first start, and `after_previous` = end - the previous kernel's end (kernel 0: its end)."""
     fused = sorted((e for e in events if e["name"].startswith(FUSED_PREFIXES)), key=lambda e: e["ts"])
-    if not fused or len(fused) % per_call:
+    if per_call < 1 or not fused or len(fused) % per_call:
         raise ValueError(f"{len(fused)} fused kernels in the trace, not a multiple of {per_call} a call")
     calls = [fused[i:i + per_call] for i in range(0, len(fused), per_call)]
     names = [e["name"] for e in calls[0]]
@@ -87,9 +87,9 @@ def main(argv: list[str] | None = None) -> int:
            "environment": environment(), "flush_l2": flush is not None, "calls": args.calls, "blocks": {}}
     for path, fused, x in fused_blocks(parser, args):
         with torch.no_grad():
-            events = trace_events(lambda: fused(x), 1, None)
-            per_call = sum(e["name"].startswith(FUSED_PREFIXES) for e in events)
-            rows = chain_from_events(trace_events(lambda: fused(x), args.calls, flush), per_call)
+            events = trace_events(lambda: fused(x), args.calls, flush)
+            per_call = sum(e["name"].startswith(FUSED_PREFIXES) for e in events) // args.calls  # (checked below)
+            rows = chain_from_events(events, per_call)
         out["blocks"][path] = rows
         print(f"CHAIN {path}: block {rows[-1]['end_us']:.1f} us = " +
               " + ".join(f"{r['kernel'].split('(')[0].split('::')[-1][:28]} {r['after_previous_us']:.1f}"

@@ -42,3 +42,9 @@ def test_a_trace_that_is_not_whole_calls_is_an_error():
     mixed[4]["name"] = "mb::se_v5_kernel(mb::Params)"
     with pytest.raises(ValueError, match="different kernels"):
         chain_from_events(mixed, 3)
+
+
+def test_fewer_fused_kernels_than_calls_is_an_error():
+    # the tool divides the trace's fused kernels by the calls: 2 kernels over 3 calls gives 0 a call
+    with pytest.raises(ValueError, match="not a multiple of 0"):
+        chain_from_events(_call(0.0, 50.0, (1.0, 52.0), (40.0, 30.0))[:2], 0)

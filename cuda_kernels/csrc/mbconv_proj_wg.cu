@@ -111,11 +111,12 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[BN / 2], const uint32_t (&a)
 //     three CTAs fit an SM at 5.x (BN = 112: 68,632 bytes of shared memory, 158 registers): its 392 row tiles in one
 //     wave of 396 CTAs instead of 264 CTAs of which 128 take two tiles each (22 chunk steps on the longest CTA instead
 //     of 11; predicted 5.1 27 -> ~17 us, measured 22.9: the chunk steps got slower with 12 warps an SM instead of 8).
-//   kProjWgProducer (with 9: option 73; session 33, built, not yet run on a GPU): a fifth warp issues the refills of
+//   kProjWgProducer (with 9: option 73; session 33, measured and off): a fifth warp issues the refills of
 //     the ring: for step j >= S it waits on stage j % S's "empty" mbarrier, on which each consumer warp arrives once
 //     its wgmmas of step j - S are done, then issues the stage's boxes. The consumer warpgroup no longer meets at a
 //     CTA barrier each chunk nor waits for warp 0's TMA issues (s33 call 2's timeline of 4.1: ~1,510 cycles a chunk,
-//     ~350 fewer in the steps that issue no refill).
+//     ~350 fewer in the steps that issue no refill). s33 call 3: 4.1's step 1,508 -> 817 cycles, but the launch ran
+//     two CTAs an SM (264 for 392 tiles): block 4.1 -0.8 us, 5.1 +8.8, B0 +20.4 (NOTES.md "Current state").
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // kProjWgPrefetchL2: row tile t's rows of D (P rows in all) into L2 as one request
@@ -482,7 +483,7 @@ cudaError_t launch_project_wg_sk(const Params& p, cudaStream_t stream, bool pdl)
 }
 
 // CUDA_KERNELS_PROJ_WG_OPT=0..3, 5, 9 or 73 (read at every call): the kernel's OPT bits. 9 by default since session 22
-// (73 = 9 | kProjWgProducer: session 33, off until measured):
+// (73 = 9 | kProjWgProducer: session 33, measured and off, B0 +20.4 us):
 // 1 with kProjWgStages3 (s22 call 2, Nsight Compute, L2 flushed: 5.0 21.8 -> 17.8 us, 5.1 27.5 -> 22.9, 4.1 17.7 ->
 // 15.9; B0 -19.9 us). 1 was the fastest of 0-3 (session 15, ncu: 6.1 24.6 -> 21.4 us, 5.1 32.0 -> 26.3, 2.1 70.3 ->
 // 63.9); 5 is 1 with kProjWgPrefetchL2 (slower, s22 call 1).
