@@ -1,0 +1,163 @@
+// The whole MBConv block of one image in one pair of kernel-1 CTAs (CUDA_KERNELS_FUSED_IMAGE=1, off until measured;
+// NOTES.md "Session 34"). Kernel 1's persistent CTAs are replaced, where it applies, by clusters of two: cluster n
+// takes image n's items (its first CTA the first half of the image's (chunk, band) items, chunk-major), then both
+// CTAs meet at the cluster barrier (D and the pool's partial sums of the image written by both, visible to both), run
+// the image's SE themselves (~20K MACs at B0's 4.1) and project their half of the image's 16-row tiles from D, which
+// they wrote a few microseconds before and which L2 still holds. The SE and projection kernels are not launched:
+// the chain kernel 1 -> SE -> projection (s33 call 2: 3.1 54.3 + 4.4 + 18.0 us, 4.1 26.9 + 6.6 + 13.1) becomes
+// kernel 1 plus each image's own SE and projection, with nothing waiting on the whole batch.
+//
+// The projection: the SE's scale folded into V per image, V' = V diag(s) in fp16 (shared memory, row pitch
+// fi_ldv), then each warp's 16-row tiles as mma.sync m16n8k16 steps with A straight from D in L2 (16-byte loads,
+// a few k32 blocks ahead) in a permuted k order: within a k32 block lane (g, t) holds D[row][8 t .. 8 t + 7] and
+// step s of the block takes its halves 4 s .. 4 s + 3 as columns {2 t, 2 t + 1, 2 t + 8, 2 t + 9}; B is read from
+// V' at the same physical k, so the sum over k is the same sum in another order.
+#pragma once
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include "mbconv.cuh"
+#include "ptx.cuh"
+
+namespace mb {
+
+// V' row pitch in halves: >= hidden and 32 mod 64, so that a quarter warp's two rows of 64 bytes (16-byte loads of
+// lanes t = 0..3 of two rows) fall on distinct bank halves
+__host__ __device__ constexpr int fi_ldv(int hidden) { return (hidden + 31) / 64 * 64 + 32; }
+
+// Shared memory of the tail: V' [c_out x fi_ldv], the pool, the scale [hidden] fp32 each, FC1's outputs [sq] fp32.
+__host__ __device__ constexpr int fi_tail_smem_bytes(int hidden, int sq, int c_out) {
+  return c_out * fi_ldv(hidden) * 2 + (2 * hidden + sq) * 4;
+}
+
+__device__ __forceinline__ void fi_cluster_sync() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+#else
+  __trap();  // clusters are sm_90's (version 11 runs on Hopper only: launch_mbconv refuses older GPUs)
+#endif
+}
+
+__device__ __forceinline__ float fi_warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// After CTA h (0 or 1) of image n's pair has stored its items' D and pool sums. THREADS threads; C_OUT, HIDDEN as the
+// launch's (p.C_out, p.hidden: the caller's static shape).
+template <int C_OUT, int HIDDEN, int THREADS>
+__device__ __forceinline__ void fused_image_tail(const Params& p, uint8_t* smem, int n, int h) {
+  static_assert(C_OUT % 8 == 0 && HIDDEN % 16 == 0 && HIDDEN >= 32, "n8 tiles of C_out, k16 steps of hidden");
+  constexpr int LDV = fi_ldv(HIDDEN), NTO = C_OUT / 8, KB = HIDDEN / 32, KT = HIDDEN % 32 / 16, NW = THREADS / 32;
+  constexpr int PF = KB < 4 ? KB : 4;  // k32 blocks of D in flight a lane
+  __half* vs = reinterpret_cast<__half*>(smem);
+  float* pool = reinterpret_cast<float*>(vs + C_OUT * LDV);
+  float* sc = pool + HIDDEN;
+  float* z = sc + HIDDEN;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int P = p.Ho * p.Wo;
+
+  // Both CTAs' D and pool sums of image n (release / acquire at cluster scope; read below through L2 only, .cg); the
+  // barrier also ends this CTA's item loop, so its shared memory is free.
+  fi_cluster_sync();
+  const float inv = 1.f / float(P);
+  for (int c = tid; c < HIDDEN; c += THREADS) {
+    float s = 0.f;
+    for (int b = 0; b < p.row_blocks; ++b) s += __ldcg(p.partial + ((size_t)n * p.row_blocks + b) * p.hid_pad + c);
+    pool[c] = s * inv;
+  }
+  __syncthreads();
+  for (int j = warp; j < p.sq; j += NW) {  // FC1 and SiLU: a warp a squeezed channel
+    float a = 0.f;
+    for (int c = lane; c < HIDDEN; c += 32) a = fmaf(__ldg(p.w_se1 + (size_t)j * HIDDEN + c), pool[c], a);
+    a = fi_warp_sum(a);
+    if (lane == 0) {
+      const float v = a + __ldg(p.b_se1 + j);
+      z[j] = v / (1.f + expf(-v));
+    }
+  }
+  __syncthreads();
+  for (int c = tid; c < HIDDEN; c += THREADS) {  // FC2 and the sigmoid: a thread a channel
+    float a = __ldg(p.b_se2 + c);
+    for (int j = 0; j < p.sq; ++j) a = fmaf(__ldg(p.w_se2 + (size_t)c * p.sq + j), z[j], a);
+    sc[c] = 1.f / (1.f + expf(-a));
+  }
+  __syncthreads();
+  for (int i = tid; i < C_OUT * (HIDDEN / 8); i += THREADS) {  // V' = V diag(s), 8 halves a thread
+    const int r = i / (HIDDEN / 8), c8 = (i - r * (HIDDEN / 8)) * 8;
+    uint4 v = __ldg(reinterpret_cast<const uint4*>(p.w_proj + (size_t)r * p.hk_pad + c8));
+    __half2* hv = reinterpret_cast<__half2*>(&v);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const float2 f = __half22float2(hv[e]);
+      hv[e] = __floats2half2_rn(f.x * sc[c8 + 2 * e], f.y * sc[c8 + 2 * e + 1]);
+    }
+    *reinterpret_cast<uint4*>(vs + r * LDV + c8) = v;
+  }
+  __syncthreads();
+
+  // The projection of this CTA's tiles (h, h + 2, ...: the pair's halves interleaved), a warp a tile at a time.
+  const int g = lane >> 2, t = lane & 3, tiles = (P + 15) / 16;
+  const __half* dimg = p.d + (size_t)n * P * HIDDEN;
+  const __half* vrow = vs + g * LDV + 8 * t;
+  for (int tile = h + 2 * warp; tile < tiles; tile += 2 * NW) {
+    const int r0 = tile * 16 + g, r1 = r0 + 8;  // rows past the image read its last row and are not stored
+    const uint4* d0 = reinterpret_cast<const uint4*>(dimg + (size_t)min(r0, P - 1) * HIDDEN + 8 * t);
+    const uint4* d1 = reinterpret_cast<const uint4*>(dimg + (size_t)min(r1, P - 1) * HIDDEN + 8 * t);
+    float acc[NTO][4];
+#pragma unroll
+    for (int nt = 0; nt < NTO; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
+    uint4 a0[PF > 0 ? PF : 1], a1[PF > 0 ? PF : 1];
+#pragma unroll
+    for (int q = 0; q < PF; ++q) {
+      a0[q] = __ldcg(d0 + 4 * q);
+      a1[q] = __ldcg(d1 + 4 * q);
+    }
+#pragma unroll
+    for (int kb = 0; kb < KB; ++kb) {
+      const uint4 x0 = a0[kb % PF], x1 = a1[kb % PF];
+      if (kb + PF < KB) {
+        a0[kb % PF] = __ldcg(d0 + 4 * (kb + PF));
+        a1[kb % PF] = __ldcg(d1 + 4 * (kb + PF));
+      }
+      const uint32_t s0[4] = {x0.x, x1.x, x0.y, x1.y}, s1[4] = {x0.z, x1.z, x0.w, x1.w};
+#pragma unroll
+      for (int nt = 0; nt < NTO; ++nt) {
+        const uint4 b = *reinterpret_cast<const uint4*>(vrow + nt * 8 * LDV + kb * 32);
+        bf::mma_m16n8k16(acc[nt], s0, b.x, b.y);
+        bf::mma_m16n8k16(acc[nt], s1, b.z, b.w);
+      }
+    }
+    if constexpr (KT) {  // hidden % 32 == 16: the last k16 step, lane t's halves 4 t .. 4 t + 3 of it
+      const uint2 y0 = __ldcg(reinterpret_cast<const uint2*>(reinterpret_cast<const __half*>(d0) + KB * 32 - 4 * t));
+      const uint2 y1 = __ldcg(reinterpret_cast<const uint2*>(reinterpret_cast<const __half*>(d1) + KB * 32 - 4 * t));
+      const uint32_t s0[4] = {y0.x, y1.x, y0.y, y1.y};
+#pragma unroll
+      for (int nt = 0; nt < NTO; ++nt) {
+        const uint2 b = *reinterpret_cast<const uint2*>(vrow + nt * 8 * LDV + KB * 32 - 4 * t);
+        bf::mma_m16n8k16(acc[nt], s0, b.x, b.y);
+      }
+    }
+#pragma unroll
+    for (int nt = 0; nt < NTO; ++nt) {
+      const int col = nt * 8 + 2 * t;
+      const float b0 = __ldg(p.b_proj + col), b1 = __ldg(p.b_proj + col + 1);
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) {
+        const int row = hh ? r1 : r0;
+        if (row >= P) continue;
+        const size_t o = ((size_t)n * P + row) * C_OUT + col;
+        float v0 = acc[nt][2 * hh] + b0, v1 = acc[nt][2 * hh + 1] + b1;
+        if (p.residual) {  // stride 1 and C_in == C_out: x has out's layout
+          const float2 xv = __half22float2(*reinterpret_cast<const __half2*>(p.x + o));
+          v0 += xv.x;
+          v1 += xv.y;
+        }
+        *reinterpret_cast<__half2*>(p.out + o) = __floats2half2_rn(v0, v1);
+      }
+    }
+  }
+}
+
+}  // namespace mb
