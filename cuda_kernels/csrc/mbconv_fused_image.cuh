@@ -25,7 +25,8 @@ namespace mb {
 // lanes t = 0..3 of two rows) fall on distinct bank halves
 __host__ __device__ constexpr int fi_ldv(int hidden) { return (hidden + 31) / 64 * 64 + 32; }
 
-// Shared memory of the tail: V' [c_out x fi_ldv], the pool, the scale [hidden] fp32 each, FC1's outputs [sq] fp32.
+// Shared memory of the tail: V (then V') [c_out x fi_ldv], the pool, the scale [hidden] fp32 each, FC1's outputs
+// [sq] fp32.
 __host__ __device__ constexpr int fi_tail_smem_bytes(int hidden, int sq, int c_out) {
   return c_out * fi_ldv(hidden) * 2 + (2 * hidden + sq) * 4;
 }
@@ -44,9 +45,10 @@ __device__ __forceinline__ float fi_warp_sum(float v) {
   return v;
 }
 
-// After CTA h (0 or 1) of image n's pair has stored its items' D and pool sums. THREADS threads; C_OUT, HIDDEN as the
-// launch's (p.C_out, p.hidden: the caller's static shape).
-template <int C_OUT, int HIDDEN, int THREADS>
+// After CTA h (0 or 1) of image n's pair has stored its items' D and pool sums. THREADS threads; C_OUT, HIDDEN, SQ as
+// the launch's (p.C_out, p.hidden, p.sq: the caller's static shape, so that the SE's loops unroll and each of its
+// weight loads is issued before the first is used).
+template <int C_OUT, int HIDDEN, int SQ, int THREADS>
 __device__ __forceinline__ void fused_image_tail(const Params& p, uint8_t* smem, int n, int h) {
   static_assert(C_OUT % 8 == 0 && HIDDEN % 16 == 0 && HIDDEN >= 32, "n8 tiles of C_out, k16 steps of hidden");
   constexpr int LDV = fi_ldv(HIDDEN), NTO = C_OUT / 8, KB = HIDDEN / 32, KT = HIDDEN % 32 / 16, NW = THREADS / 32;
@@ -58,8 +60,15 @@ __device__ __forceinline__ void fused_image_tail(const Params& p, uint8_t* smem,
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int P = p.Ho * p.Wo;
 
-  // Both CTAs' D and pool sums of image n (release / acquire at cluster scope; read below through L2 only, .cg); the
-  // barrier also ends this CTA's item loop, so its shared memory is free.
+  // V into shared memory at the pitch of V' while the partner may still be in its items (past this barrier the last
+  // item's pool sums have been read: kernel 1's shared memory is free)
+  __syncthreads();
+  for (int i = tid; i < C_OUT * (HIDDEN / 8); i += THREADS) {
+    const int r = i / (HIDDEN / 8), c8 = (i - r * (HIDDEN / 8)) * 8;
+    bf::cp_async16(bf::smem_addr(vs + r * LDV + c8), p.w_proj + (size_t)r * p.hk_pad + c8, true);
+  }
+  bf::cp_async_commit();
+  // Both CTAs' D and pool sums of image n (release / acquire at cluster scope; read below through L2 only, .cg)
   fi_cluster_sync();
   const float inv = 1.f / float(P);
   for (int c = tid; c < HIDDEN; c += THREADS) {
@@ -68,8 +77,10 @@ __device__ __forceinline__ void fused_image_tail(const Params& p, uint8_t* smem,
     pool[c] = s * inv;
   }
   __syncthreads();
-  for (int j = warp; j < p.sq; j += NW) {  // FC1 and SiLU: a warp a squeezed channel
+#pragma unroll
+  for (int j = warp; j < SQ; j += NW) {  // FC1 and SiLU: a warp a squeezed channel
     float a = 0.f;
+#pragma unroll
     for (int c = lane; c < HIDDEN; c += 32) a = fmaf(__ldg(p.w_se1 + (size_t)j * HIDDEN + c), pool[c], a);
     a = fi_warp_sum(a);
     if (lane == 0) {
@@ -80,13 +91,15 @@ __device__ __forceinline__ void fused_image_tail(const Params& p, uint8_t* smem,
   __syncthreads();
   for (int c = tid; c < HIDDEN; c += THREADS) {  // FC2 and the sigmoid: a thread a channel
     float a = __ldg(p.b_se2 + c);
-    for (int j = 0; j < p.sq; ++j) a = fmaf(__ldg(p.w_se2 + (size_t)c * p.sq + j), z[j], a);
+#pragma unroll
+    for (int j = 0; j < SQ; ++j) a = fmaf(__ldg(p.w_se2 + (size_t)c * SQ + j), z[j], a);
     sc[c] = 1.f / (1.f + expf(-a));
   }
+  bf::cp_async_wait<0>();
   __syncthreads();
-  for (int i = tid; i < C_OUT * (HIDDEN / 8); i += THREADS) {  // V' = V diag(s), 8 halves a thread
+  for (int i = tid; i < C_OUT * (HIDDEN / 8); i += THREADS) {  // V' = V diag(s) in place, 8 halves a thread
     const int r = i / (HIDDEN / 8), c8 = (i - r * (HIDDEN / 8)) * 8;
-    uint4 v = __ldg(reinterpret_cast<const uint4*>(p.w_proj + (size_t)r * p.hk_pad + c8));
+    uint4 v = *reinterpret_cast<const uint4*>(vs + r * LDV + c8);
     __half2* hv = reinterpret_cast<__half2*>(&v);
 #pragma unroll
     for (int e = 0; e < 4; ++e) {

@@ -243,7 +243,7 @@ __device__ __forceinline__ void zero_acc(float (&acc)[NT][4]) {
 // map at xmap (kernel1_v8_tx; null otherwise); WG (with TX): the expand on warpgroup MMAs.
 template <int HC, int KS, int S, int G, bool HF, bool TX = false, bool WG = false, bool BC = false, bool DH = false,
           bool TG = false, int UR = 0, bool FD = false, bool WU = false, int UOW = 0, int URS = 0, bool HK = false,
-          bool BE = false, int FIC = 0, int FIH = 0>
+          bool BE = false, int FIC = 0, int FIH = 0, int FIS = 0>
 __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtensorMap* xmap = nullptr,
                                                   const V8Div* fd = nullptr) {
   static_assert(!WG || TX, "the wgmma expand reads X's swizzled boxes");
@@ -854,7 +854,7 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtenso
       break;
     }
   }
-  if constexpr (FIC > 0) fused_image_tail<FIC, FIH, kExpandThreads>(p, smem, fi_n, fi_h);
+  if constexpr (FIC > 0) fused_image_tail<FIC, FIH, FIS, kExpandThreads>(p, smem, fi_n, fi_h);
 }
 
 template <int HC, int KS, int S, int G = 1, bool HF = false>
@@ -1052,7 +1052,8 @@ __global__ void __launch_bounds__(kExpandThreads, 2)
 
 // The fused image (CUDA_KERNELS_FUSED_IMAGE=1, off until measured; mbconv_fused_image.cuh): _dhurfwsh (B0's 3.1 in
 // bands of RO rows) and _txdhswb (4.1, 4.2) with image n's items on cluster n's two CTAs, then the image's SE and
-// projection (C_OUT output channels) in the same CTAs.
+// projection (C_OUT output channels; C_in = C_OUT, the SE squeezed to C_in / 4 as in every torchvision MBConv: the
+// launcher checks p.sq) in the same CTAs.
 template <int HC, int KS, int S, int G, int UR, int SH, int RO, int C_OUT>
 __global__ void __launch_bounds__(kExpandThreads, 2)
     expand_dw_v8_kernel_dhurfwsh_fi(const Params p_in, const __grid_constant__ V8Div dv) {
@@ -1064,7 +1065,7 @@ __global__ void __launch_bounds__(kExpandThreads, 2)
     p.row_blocks = (out + RO - 1) / RO;
   }
   expand_dw_v8_body<HC, KS, S, G, true, false, false, false, true, false, UR, true, true, 0, 0, true, false, C_OUT,
-                    kV8Static[SH].hidden>(p, nullptr, &dv);
+                    kV8Static[SH].hidden, C_OUT / 4>(p, nullptr, &dv);
 }
 template <int HC, int KS, int S, int G, bool WG, int SH, int UOW, int URS, int C_OUT>
 __global__ void __launch_bounds__(kExpandThreads, 2)
@@ -1072,7 +1073,7 @@ __global__ void __launch_bounds__(kExpandThreads, 2)
   Params p = p_in;
   v8_static_params<KS, SH>(p);
   expand_dw_v8_body<HC, KS, S, G, true, true, WG, false, true, false, 0, false, true, UOW, URS, false, true, C_OUT,
-                    kV8Static[SH].hidden>(p, &xmap);
+                    kV8Static[SH].hidden, C_OUT / 4>(p, &xmap);
 }
 
 // V8Div of a launch of `grid` CTAs with the depthwise's column groups of OW outputs (expand_dw_v8_body's divisors).
@@ -1552,6 +1553,7 @@ template <int KS>
 cudaError_t launch_fused_image_ks(const Params& p, int chunk, cudaStream_t stream, bool pdl, bool& launched) {
   launched = false;
   if (!fused_image_requested() || p.w_exp == nullptr || chunk != 48 || !p.residual || p.stride != 1 ||
+      p.sq != p.C_out / 4 ||
       !kernel1_v8_hfma2_requested(true) || !kernel1_v8_dh_requested(true) || !kernel1_v8_static_requested(true))
     return cudaSuccess;
   if constexpr (KS == 5) {  // B0's 3.1 as launch_expand_dw_v8_ur runs it by default (kV8HaloBands' entry 4)
