@@ -88,7 +88,8 @@ def test_the_permuted_k_fragments_sum_the_product(hidden):
         x1 = {lane: _words(D[(lane >> 2) + 8, kb * 32 + 8 * (lane & 3):][:8]) for lane in range(32)}
         bw = {lane: _words(V[lane >> 2, kb * 32 + 8 * (lane & 3):][:8]) for lane in range(32)}
         for s in range(2):
-            a = {lane: (x0[lane][2 * s], x1[lane][2 * s], x0[lane][2 * s + 1], x1[lane][2 * s + 1]) for lane in range(32)}
+            a = {lane: (x0[lane][2 * s], x1[lane][2 * s], x0[lane][2 * s + 1], x1[lane][2 * s + 1])
+                 for lane in range(32)}
             b = {lane: (bw[lane][2 * s], bw[lane][2 * s + 1]) for lane in range(32)}
             acc = _mma_m16n8k16(acc, a, b)
     if hidden % 32:
@@ -106,7 +107,7 @@ def test_the_permuted_k_fragments_sum_the_product(hidden):
 
 
 def test_a_wrong_word_order_would_fail():
-    """The emulation can fail: steps taking x0's words in order (x, y, z, w) as (a01, a23, a45, a67) do not sum D V^T."""
+    """The emulation can fail: steps taking x0's words in order (x, y, z, w) as (a01, a23, a45, a67) miss D V^T."""
     rng = np.random.default_rng(1)
     D, V = rng.standard_normal((16, 32)), rng.standard_normal((8, 32))
     acc = np.zeros((16, 8))

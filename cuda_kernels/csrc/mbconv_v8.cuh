@@ -1563,8 +1563,8 @@ cudaError_t launch_fused_image_ks(const Params& p, int chunk, cudaStream_t strea
         kernel1_v8_halo5_requested(true) != 2)
       return cudaSuccess;
     launched = true;
-    return launch_expand_dw_v8<48, KS, 1, 1, true, false, false, false, true, false, 3, true, true, SH, 0, 0, true, ROWS,
-                               false, C_OUT>(p, stream, pdl);
+    return launch_expand_dw_v8<48, KS, 1, 1, true, false, false, false, true, false, 3, true, true, SH, 0, 0, true,
+                               ROWS, false, C_OUT>(p, stream, pdl);
   } else {  // B0's 4.1 / 4.2 as launch_expand_dw_v8_hf runs them by default (the static wgmma row-unit kernel)
     constexpr int SH = 6, C_OUT = 80, UC = v8_row_unit_cols<SH, KS>();
     static_assert(UC == 7, "4.1's row units");
