@@ -243,7 +243,7 @@ __device__ __forceinline__ void zero_acc(float (&acc)[NT][4]) {
 // map at xmap (kernel1_v8_tx; null otherwise); WG (with TX): the expand on warpgroup MMAs.
 template <int HC, int KS, int S, int G, bool HF, bool TX = false, bool WG = false, bool BC = false, bool DH = false,
           bool TG = false, int UR = 0, bool FD = false, bool WU = false, int UOW = 0, int URS = 0, bool HK = false,
-          bool BE = false, int FIC = 0, int FIH = 0, int FIS = 0>
+          bool BE = false, int FIC = 0, int FIH = 0, int FIS = 0, int FIM = 1>
 __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtensorMap* xmap = nullptr,
                                                   const V8Div* fd = nullptr) {
   static_assert(!WG || TX, "the wgmma expand reads X's swizzled boxes");
@@ -854,7 +854,7 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtenso
       break;
     }
   }
-  if constexpr (FIC > 0) fused_image_tail<FIC, FIH, FIS, kExpandThreads>(p, smem, fi_n, fi_h);
+  if constexpr (FIC > 0) fused_image_tail<FIC, FIH, FIS, kExpandThreads, FIM == 1>(p, smem, fi_n, fi_h);
 }
 
 template <int HC, int KS, int S, int G = 1, bool HF = false>
@@ -1053,8 +1053,8 @@ __global__ void __launch_bounds__(kExpandThreads, 2)
 // The fused image (CUDA_KERNELS_FUSED_IMAGE=1, off until measured; mbconv_fused_image.cuh): _dhurfwsh (B0's 3.1 in
 // bands of RO rows) and _txdhswb (4.1, 4.2) with image n's items on cluster n's two CTAs, then the image's SE and
 // projection (C_OUT output channels; C_in = C_OUT, the SE squeezed to C_in / 4 as in every torchvision MBConv: the
-// launcher checks p.sq) in the same CTAs.
-template <int HC, int KS, int S, int G, int UR, int SH, int RO, int C_OUT>
+// launcher checks p.sq) in the same CTAs. FIM 1: the pair is a cluster; 2: it meets through a count in global memory.
+template <int HC, int KS, int S, int G, int UR, int SH, int RO, int C_OUT, int FIM>
 __global__ void __launch_bounds__(kExpandThreads, 2)
     expand_dw_v8_kernel_dhurfwsh_fi(const Params p_in, const __grid_constant__ V8Div dv) {
   Params p = p_in;
@@ -1065,15 +1065,15 @@ __global__ void __launch_bounds__(kExpandThreads, 2)
     p.row_blocks = (out + RO - 1) / RO;
   }
   expand_dw_v8_body<HC, KS, S, G, true, false, false, false, true, false, UR, true, true, 0, 0, true, false, C_OUT,
-                    kV8Static[SH].hidden, C_OUT / 4>(p, nullptr, &dv);
+                    kV8Static[SH].hidden, C_OUT / 4, FIM>(p, nullptr, &dv);
 }
-template <int HC, int KS, int S, int G, bool WG, int SH, int UOW, int URS, int C_OUT>
+template <int HC, int KS, int S, int G, bool WG, int SH, int UOW, int URS, int C_OUT, int FIM>
 __global__ void __launch_bounds__(kExpandThreads, 2)
     expand_dw_v8_kernel_txdhswb_fi(const Params p_in, const __grid_constant__ CUtensorMap xmap) {
   Params p = p_in;
   v8_static_params<KS, SH>(p);
   expand_dw_v8_body<HC, KS, S, G, true, true, WG, false, true, false, 0, false, true, UOW, URS, false, true, C_OUT,
-                    kV8Static[SH].hidden, C_OUT / 4>(p, &xmap);
+                    kV8Static[SH].hidden, C_OUT / 4, FIM>(p, &xmap);
 }
 
 // V8Div of a launch of `grid` CTAs with the depthwise's column groups of OW outputs (expand_dw_v8_body's divisors).
@@ -1089,7 +1089,7 @@ inline V8Div v8_div(const Params& p, int G, int OW, int grid) {
 // Persistent: as many CTAs as fit on the device (two per SM at <= 113 KB), at most one per item.
 template <int HC, int KS, int S, int G = 1, bool HF = false, bool TX = false, bool WG = false, bool BC = false,
           bool DH = false, bool TG = false, int UR = 0, bool FD = false, bool WU = false, int SH = 0, int UOW = 0,
-          int URS = 0, bool HK = false, int HR = 0, bool BE = false, int FIC = 0>
+          int URS = 0, bool HK = false, int HR = 0, bool BE = false, int FIC = 0, int FIM = 1>
 cudaError_t launch_expand_dw_v8(const Params& p, cudaStream_t stream, bool pdl) {
   static_assert(!HK || (SH && UR > 0 && KS == 5 && S == 1), "the halo at k = 5: the static U-in-registers kernels");
   static_assert(!HR || HK, "taller bands: with the halo kept at k = 5");
@@ -1110,9 +1110,9 @@ cudaError_t launch_expand_dw_v8(const Params& p, cudaStream_t stream, bool pdl) 
   static_assert(!FIC || (SH && ((UOW > 0 && BE) || (UR > 0 && HK))), "the fused image: _txdhswb and _dhurfwsh only");
   const auto kernel = [] {  // (the TX kernel instantiated only where TX asks for it)
     if constexpr (FIC > 0 && UOW > 0)
-      return expand_dw_v8_kernel_txdhswb_fi<HC, KS, S, G, WG, SH, UOW, URS, FIC>;
+      return expand_dw_v8_kernel_txdhswb_fi<HC, KS, S, G, WG, SH, UOW, URS, FIC, FIM>;
     else if constexpr (FIC > 0)
-      return expand_dw_v8_kernel_dhurfwsh_fi<HC, KS, S, G, UR, SH, HR, FIC>;
+      return expand_dw_v8_kernel_dhurfwsh_fi<HC, KS, S, G, UR, SH, HR, FIC, FIM>;
     else if constexpr (UOW > 0 && BE)
       return expand_dw_v8_kernel_txdhswb<HC, KS, S, G, WG, SH, UOW, URS>;
     else if constexpr (UOW > 0)
@@ -1179,12 +1179,15 @@ cudaError_t launch_expand_dw_v8(const Params& p, cudaStream_t stream, bool pdl) 
   }
   const long long total = (long long)(p.hid_pad / HC) * ((p.N + G - 1) / G) * p.row_blocks;
   if (total >= (1ll << 31)) return cudaErrorInvalidValue;
-  // FIC: two CTAs an image (a cluster), each at least one item
+  // FIC: two CTAs an image (a cluster), each at least one item; FIM 2: every CTA resident at once (else the caller
+  // falls back: cudaErrorCooperativeLaunchTooLarge)
   if (FIC && (p.hid_pad / HC * p.row_blocks < 2 || 2ll * p.N >= (1ll << 31))) return cudaErrorInvalidValue;
+  if (FIM == 2 && (p.N > kFiMaxImages || 2ll * p.N > (long long)last_ctas[dev] * sms[dev]))
+    return cudaErrorCooperativeLaunchTooLarge;
   const int grid = FIC ? 2 * p.N : (int)std::min<long long>(total, (long long)last_ctas[dev] * sms[dev]);
   if (FD && total * grid >= (1ll << 31)) return cudaErrorInvalidValue;  // V8Div's dividends (the launcher checks)
   const auto go = [&](const auto&... args) {
-    if constexpr (FIC > 0)
+    if constexpr (FIC > 0 && FIM == 1)
       return pdl::launch_ex(kernel, dim3(grid), dim3(kExpandThreads), smem, stream, dim3(2, 1, 1),
                             pdl && pdl::device_supports(dev), args...);
     if (pdl && pdl::device_supports(dev))
@@ -1545,14 +1548,14 @@ cudaError_t launch_expand_dw_v8_hf(const Params& p, cudaStream_t stream, bool pd
 // its defaults run the static kernels 1 of B0's 3.1 (bands of 14, _dhurfwsh) and 4.1 / 4.2 (_txdhswb), those kernels
 // with each image's SE and projection in the same CTAs (mbconv_fused_image.cuh); the SE and projection kernels are
 // then not launched (`launched`).
-inline bool fused_image_requested() {
+inline int fused_image_requested() {  // 0 off; 1 the pair a cluster; 2 the pair meeting through global memory
   const char* v = kernel1_switch("CUDA_KERNELS_FUSED_IMAGE");
-  return v != nullptr && v[0] == '1';
+  return v != nullptr ? v[0] - '0' : 0;
 }
-template <int KS>
-cudaError_t launch_fused_image_ks(const Params& p, int chunk, cudaStream_t stream, bool pdl, bool& launched) {
+template <int KS, int FIM>
+cudaError_t launch_fused_image_mode(const Params& p, int chunk, cudaStream_t stream, bool pdl, bool& launched) {
   launched = false;
-  if (!fused_image_requested() || p.w_exp == nullptr || chunk != 48 || !p.residual || p.stride != 1 ||
+  if ( p.w_exp == nullptr || chunk != 48 || !p.residual || p.stride != 1 ||
       p.sq != p.C_out / 4 ||
       !kernel1_v8_hfma2_requested(true) || !kernel1_v8_dh_requested(true) || !kernel1_v8_static_requested(true))
     return cudaSuccess;
@@ -1564,7 +1567,7 @@ cudaError_t launch_fused_image_ks(const Params& p, int chunk, cudaStream_t strea
       return cudaSuccess;
     launched = true;
     return launch_expand_dw_v8<48, KS, 1, 1, true, false, false, false, true, false, 3, true, true, SH, 0, 0, true,
-                               ROWS, false, C_OUT>(p, stream, pdl);
+                               ROWS, false, C_OUT, FIM>(p, stream, pdl);
   } else {  // B0's 4.1 / 4.2 as launch_expand_dw_v8_hf runs them by default (the static wgmma row-unit kernel)
     constexpr int SH = 6, C_OUT = 80, UC = v8_row_unit_cols<SH, KS>();
     static_assert(UC == 7, "4.1's row units");
@@ -1577,8 +1580,23 @@ cudaError_t launch_fused_image_ks(const Params& p, int chunk, cudaStream_t strea
       return cudaSuccess;
     launched = true;
     return launch_expand_dw_v8<48, KS, 1, 1, true, true, true, false, true, false, 0, false, false, SH, UC, 1, false, 0,
-                               true, C_OUT>(p, stream, pdl);
+                               true, C_OUT, FIM>(p, stream, pdl);
   }
+}
+
+template <int KS>
+cudaError_t launch_fused_image_ks(const Params& p, int chunk, cudaStream_t stream, bool pdl, bool& launched) {
+  const int mode = fused_image_requested();
+  launched = false;
+  if (mode != 1 && mode != 2) return cudaSuccess;
+  const cudaError_t err = mode == 1 ? launch_fused_image_mode<KS, 1>(p, chunk, stream, pdl, launched)
+                                    : launch_fused_image_mode<KS, 2>(p, chunk, stream, pdl, launched);
+  if (err == cudaErrorCooperativeLaunchTooLarge) {  // (2: more CTAs than fit at once) the kernels of version 11
+    (void)cudaGetLastError();
+    launched = false;
+    return cudaSuccess;
+  }
+  return err;
 }
 
 template <int KS>
