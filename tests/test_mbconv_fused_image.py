@@ -23,8 +23,10 @@ SWITCH = "CUDA_KERNELS_FUSED_IMAGE"
 
 
 def test_the_switch_is_off_unless_set_and_routes_two_kernels():
-    assert f'const char* v = kernel1_switch("{SWITCH}");\n  return v != nullptr ? v[0] - \'0\' : 0;' in V8
-    assert "if (mode != 1 && mode != 2) return cudaSuccess;" in V8  # 1: clusters; 2: a count in global memory
+    assert f'const char* v = std::getenv("{SWITCH}");' in V8
+    assert "return v != nullptr && v[0] >= '1' && v[0] <= '4' && v[1] == '\\0' ? v[0] - '0' : 0;" in V8
+    # 1: clusters; 2: a count in global memory; 3 / 4: those stopping once the pair has met (a diagnostic)
+    assert "if (mode < 1 || mode > 4) return cudaSuccess;" in V8
     assert "constexpr int SH = 4, ROWS = 14, C_OUT = 40;" in V8  # B0's 3.1 in bands of 14
     assert "constexpr int SH = 6, C_OUT = 80, UC = v8_row_unit_cols<SH, KS>();" in V8  # 4.1 / 4.2
     mbconv_cu = (CSRC / "mbconv.cu").read_text()
@@ -35,10 +37,10 @@ def test_the_switch_is_off_unless_set_and_routes_two_kernels():
 
 def test_a_cluster_of_two_an_image():
     assert "const int grid = FIC ? 2 * p.N :" in V8
-    assert "if constexpr (FIC > 0 && FIM == 1)\n      return pdl::launch_ex(kernel, dim3(grid), dim3(kExpandThreads), smem, " \
+    assert "if constexpr (FIC > 0 && FIM % 2 == 1)\n      return pdl::launch_ex(kernel, dim3(grid), dim3(kExpandThreads), smem, " \
            "stream, dim3(2, 1, 1)," in V8
     # 2: without clusters, only where every CTA is resident at once (else version 11's kernels run)
-    assert "if (FIM == 2 && (p.N > kFiMaxImages || 2ll * p.N > (long long)last_ctas[dev] * sms[dev]))" in V8
+    assert "if (FIM % 2 == 0 && (p.N > kFiMaxImages || 2ll * p.N > (long long)last_ctas[dev] * sms[dev]))" in V8
     # CTA h of image n: the first or second half of the image's (chunk, band) items
     assert "const int i_begin = FIC ? fi_h * (total / 2) :" in V8
     assert "if constexpr (FIC) return fi_h ? total : total / 2;" in V8

@@ -68,8 +68,10 @@ __device__ __forceinline__ float fi_warp_sum(float v) {
 // After CTA h (0 or 1) of image n's pair has stored its items' D and pool sums. THREADS threads; C_OUT, HIDDEN, SQ as
 // the launch's (p.C_out, p.hidden, p.sq: the caller's static shape, so that the SE's loops unroll and each of its
 // weight loads is issued before the first is used).
-// CLUSTER: the pair meets at the cluster barrier, else through g_fi_arrivals (fi_pair_sync).
-template <int C_OUT, int HIDDEN, int SQ, int THREADS, bool CLUSTER = true>
+// CLUSTER: the pair meets at the cluster barrier, else through g_fi_arrivals (fi_pair_sync). MEET_ONLY (a diagnostic,
+// CUDA_KERNELS_FUSED_IMAGE=3|4: the block's output is not computed): the tail stops once the pair has met, so that a
+// timed launch shows kernel 1's items in this arrangement apart from the SE and the projection.
+template <int C_OUT, int HIDDEN, int SQ, int THREADS, bool CLUSTER = true, bool MEET_ONLY = false>
 __device__ __forceinline__ void fused_image_tail(const Params& p, uint8_t* smem, int n, int h) {
   static_assert(C_OUT % 8 == 0 && HIDDEN % 16 == 0 && HIDDEN >= 32, "n8 tiles of C_out, k16 steps of hidden");
   constexpr int LDV = fi_ldv(HIDDEN), NTO = C_OUT / 8, KB = HIDDEN / 32, KT = HIDDEN % 32 / 16, NW = THREADS / 32;
@@ -94,6 +96,10 @@ __device__ __forceinline__ void fused_image_tail(const Params& p, uint8_t* smem,
     fi_cluster_sync();
   else
     fi_pair_sync(n);
+  if constexpr (MEET_ONLY) {
+    bf::cp_async_wait<0>();
+    return;
+  }
   const float inv = 1.f / float(P);
   for (int c = tid; c < HIDDEN; c += THREADS) {
     float s = 0.f;
