@@ -31,6 +31,15 @@ __host__ __device__ constexpr int fi_tail_smem_bytes(int hidden, int sq, int c_o
   return c_out * fi_ldv(hidden) * 2 + (2 * hidden + sq) * 4;
 }
 
+// The ring's depth: the largest divisor of the k32 blocks up to 5, so that the next tile's blocks take the slots its
+// blocks will be read from (5 at hidden 480), else (no such divisor above 2: 7 blocks at hidden 240) 4 blocks and no
+// prefetch across tiles (a ring of 7 spilled at hidden 240).
+__host__ __device__ constexpr int fi_ring(int kb) {
+  int d = kb < 5 ? kb : 5;
+  while (kb % d) --d;
+  return d > 2 || d == kb ? d : (kb < 4 ? kb : 4);
+}
+
 __device__ __forceinline__ void fi_cluster_sync() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
@@ -75,7 +84,7 @@ template <int C_OUT, int HIDDEN, int SQ, int THREADS, bool CLUSTER = true, bool 
 __device__ __forceinline__ void fused_image_tail(const Params& p, uint8_t* smem, int n, int h) {
   static_assert(C_OUT % 8 == 0 && HIDDEN % 16 == 0 && HIDDEN >= 32, "n8 tiles of C_out, k16 steps of hidden");
   constexpr int LDV = fi_ldv(HIDDEN), NTO = C_OUT / 8, KB = HIDDEN / 32, KT = HIDDEN % 32 / 16, NW = THREADS / 32;
-  constexpr int PF = KB < 4 ? KB : 4;  // k32 blocks of D in flight a lane
+  constexpr int PF = fi_ring(KB);  // k32 blocks of D in flight a lane
   __half* vs = reinterpret_cast<__half*>(smem);
   float* pool = reinterpret_cast<float*>(vs + C_OUT * LDV);
   float* sc = pool + HIDDEN;
@@ -91,6 +100,11 @@ __device__ __forceinline__ void fused_image_tail(const Params& p, uint8_t* smem,
     bf::cp_async16(bf::smem_addr(vs + r * LDV + c8), p.w_proj + (size_t)r * p.hk_pad + c8, true);
   }
   bf::cp_async_commit();
+  // The SE's weights into L1 while the pair meets (both CTAs of an SM read the same lines)
+  for (int i = tid; i < 2 * (SQ * HIDDEN / 32); i += THREADS) {
+    const float* w = i < SQ * HIDDEN / 32 ? p.w_se1 + 32 * i : p.w_se2 + 32 * (i - SQ * HIDDEN / 32);
+    asm volatile("prefetch.global.L1 [%0];\n" ::"l"(w));
+  }
   // Both CTAs' D and pool sums of image n (release / acquire at cluster or GPU scope; read below through L2, .cg)
   if constexpr (CLUSTER)
     fi_cluster_sync();
@@ -100,6 +114,33 @@ __device__ __forceinline__ void fused_image_tail(const Params& p, uint8_t* smem,
     bf::cp_async_wait<0>();
     return;
   }
+  // The projection's row pointers: this warp's tiles h + 2 warp, h + 2 warp + 2 NW, ... (the pair's halves
+  // interleaved); rows past the image read its last row and are not stored.
+  const int g = lane >> 2, t = lane & 3, tiles = (P + 15) / 16;
+  const __half* dimg = p.d + (size_t)n * P * HIDDEN;
+  const __half* vrow = vs + g * LDV + 8 * t;
+  auto rows_of = [&](int tile, const uint4*& d0, const uint4*& d1) {
+    d0 = reinterpret_cast<const uint4*>(dimg + (size_t)min(tile * 16 + g, P - 1) * HIDDEN + 8 * t);
+    d1 = reinterpret_cast<const uint4*>(dimg + (size_t)min(tile * 16 + g + 8, P - 1) * HIDDEN + 8 * t);
+  };
+  // D in a ring of PF k32 blocks a lane that runs across the warp's tiles: the first tile's first blocks are issued
+  // here, before the SE, so that their latency passes during it (s34 call 2: the tail was a chain of dependent L2
+  // round trips, 22 us at 4.1)
+  constexpr bool CROSS = KB % PF == 0;  // the ring continues into the next tile
+  int tile = h + 2 * warp;
+  const uint4 *d0, *d1;
+  rows_of(tile, d0, d1);
+  uint4 a0[PF], a1[PF];
+  auto first_blocks = [&]() {
+    if (tile < tiles) {
+#pragma unroll
+      for (int q = 0; q < PF; ++q) {
+        a0[q] = __ldcg(d0 + 4 * q);
+        a1[q] = __ldcg(d1 + 4 * q);
+      }
+    }
+  };
+  first_blocks();
   const float inv = 1.f / float(P);
   for (int c = tid; c < HIDDEN; c += THREADS) {
     float s = 0.f;
@@ -140,29 +181,40 @@ __device__ __forceinline__ void fused_image_tail(const Params& p, uint8_t* smem,
   }
   __syncthreads();
 
-  // The projection of this CTA's tiles (h, h + 2, ...: the pair's halves interleaved), a warp a tile at a time.
-  const int g = lane >> 2, t = lane & 3, tiles = (P + 15) / 16;
-  const __half* dimg = p.d + (size_t)n * P * HIDDEN;
-  const __half* vrow = vs + g * LDV + 8 * t;
-  for (int tile = h + 2 * warp; tile < tiles; tile += 2 * NW) {
-    const int r0 = tile * 16 + g, r1 = r0 + 8;  // rows past the image read its last row and are not stored
-    const uint4* d0 = reinterpret_cast<const uint4*>(dimg + (size_t)min(r0, P - 1) * HIDDEN + 8 * t);
-    const uint4* d1 = reinterpret_cast<const uint4*>(dimg + (size_t)min(r1, P - 1) * HIDDEN + 8 * t);
+  for (; tile < tiles; tile += 2 * NW) {
+    const int r0 = tile * 16 + g, r1 = r0 + 8;
+    const uint4 *n0 = d0, *n1 = d1;  // the next tile's rows (its first blocks are issued in this tile's last ones)
+    const bool next = CROSS && tile + 2 * NW < tiles;
+    if (next) rows_of(tile + 2 * NW, n0, n1);
+    uint2 y0, y1;  // KT: the last k16 step's halves 4 t .. 4 t + 3
+    if constexpr (KT) {
+      y0 = __ldcg(reinterpret_cast<const uint2*>(reinterpret_cast<const __half*>(d0) + KB * 32 - 4 * t));
+      y1 = __ldcg(reinterpret_cast<const uint2*>(reinterpret_cast<const __half*>(d1) + KB * 32 - 4 * t));
+    }
     float acc[NTO][4];
 #pragma unroll
     for (int nt = 0; nt < NTO; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
-    uint4 a0[PF > 0 ? PF : 1], a1[PF > 0 ? PF : 1];
-#pragma unroll
-    for (int q = 0; q < PF; ++q) {
-      a0[q] = __ldcg(d0 + 4 * q);
-      a1[q] = __ldcg(d1 + 4 * q);
-    }
+    __half2 xr[NTO][2];  // the shortcut's values, loaded two blocks before the end
 #pragma unroll
     for (int kb = 0; kb < KB; ++kb) {
       const uint4 x0 = a0[kb % PF], x1 = a1[kb % PF];
       if (kb + PF < KB) {
         a0[kb % PF] = __ldcg(d0 + 4 * (kb + PF));
         a1[kb % PF] = __ldcg(d1 + 4 * (kb + PF));
+      } else if (next) {  // block kb + PF - KB of the next tile into the same slot (CROSS: KB % PF == 0)
+        a0[kb % PF] = __ldcg(n0 + 4 * (kb + PF - KB));
+        a1[kb % PF] = __ldcg(n1 + 4 * (kb + PF - KB));
+      }
+      if (kb == (KB > 2 ? KB - 2 : 0)) {
+#pragma unroll
+        for (int nt = 0; nt < NTO; ++nt)
+#pragma unroll
+          for (int hh = 0; hh < 2; ++hh) {
+            const int row = min(hh ? r1 : r0, P - 1);
+            xr[nt][hh] = p.residual ? *reinterpret_cast<const __half2*>(p.x + ((size_t)n * P + row) * C_OUT + nt * 8 +
+                                                                        2 * t)
+                                    : __float2half2_rn(0.f);
+          }
       }
       const uint32_t s0[4] = {x0.x, x1.x, x0.y, x1.y}, s1[4] = {x0.z, x1.z, x0.w, x1.w};
 #pragma unroll
@@ -172,9 +224,7 @@ __device__ __forceinline__ void fused_image_tail(const Params& p, uint8_t* smem,
         bf::mma_m16n8k16(acc[nt], s1, b.z, b.w);
       }
     }
-    if constexpr (KT) {  // hidden % 32 == 16: the last k16 step, lane t's halves 4 t .. 4 t + 3 of it
-      const uint2 y0 = __ldcg(reinterpret_cast<const uint2*>(reinterpret_cast<const __half*>(d0) + KB * 32 - 4 * t));
-      const uint2 y1 = __ldcg(reinterpret_cast<const uint2*>(reinterpret_cast<const __half*>(d1) + KB * 32 - 4 * t));
+    if constexpr (KT) {
       const uint32_t s0[4] = {y0.x, y1.x, y0.y, y1.y};
 #pragma unroll
       for (int nt = 0; nt < NTO; ++nt) {
@@ -183,21 +233,27 @@ __device__ __forceinline__ void fused_image_tail(const Params& p, uint8_t* smem,
       }
     }
 #pragma unroll
-    for (int nt = 0; nt < NTO; ++nt) {
+    for (int nt = 0; nt < NTO; ++nt) {  // stride 1 and C_in == C_out: x has out's layout (xr zero without a shortcut)
       const int col = nt * 8 + 2 * t;
       const float b0 = __ldg(p.b_proj + col), b1 = __ldg(p.b_proj + col + 1);
 #pragma unroll
       for (int hh = 0; hh < 2; ++hh) {
         const int row = hh ? r1 : r0;
         if (row >= P) continue;
-        const size_t o = ((size_t)n * P + row) * C_OUT + col;
-        float v0 = acc[nt][2 * hh] + b0, v1 = acc[nt][2 * hh + 1] + b1;
-        if (p.residual) {  // stride 1 and C_in == C_out: x has out's layout
-          const float2 xv = __half22float2(*reinterpret_cast<const __half2*>(p.x + o));
-          v0 += xv.x;
-          v1 += xv.y;
-        }
-        *reinterpret_cast<__half2*>(p.out + o) = __floats2half2_rn(v0, v1);
+        const float2 xv = __half22float2(xr[nt][hh]);
+        *reinterpret_cast<__half2*>(p.out + ((size_t)n * P + row) * C_OUT + col) =
+            __floats2half2_rn(acc[nt][2 * hh] + b0 + xv.x, acc[nt][2 * hh + 1] + b1 + xv.y);
+      }
+    }
+    if (CROSS) {
+      d0 = n0;
+      d1 = n1;
+    } else if (tile + 2 * NW < tiles) {  // the next tile's first blocks after this one's MMAs
+      rows_of(tile + 2 * NW, d0, d1);
+#pragma unroll
+      for (int q = 0; q < PF; ++q) {
+        a0[q] = __ldcg(d0 + 4 * q);
+        a1[q] = __ldcg(d1 + 4 * q);
       }
     }
   }
