@@ -148,62 +148,35 @@ __device__ __forceinline__ void fused_image_tail(const Params& p, uint8_t* smem,
     pool[c] = s * inv;
   }
   __syncthreads();
-  {  // FC1 and SiLU: a warp a squeezed channel (JW of them), all of the warp's weight loads issued first
-    constexpr int JW = (SQ + NW - 1) / NW, CW = HIDDEN / 32 + (HIDDEN % 32 ? 1 : 0);
-    float w[JW][CW];
 #pragma unroll
-    for (int u = 0; u < JW; ++u)
+  for (int j = warp; j < SQ; j += NW) {  // FC1 and SiLU: a warp a squeezed channel
+    float a = 0.f;
 #pragma unroll
-      for (int k = 0; k < CW; ++k) {
-        const int j = warp + u * NW, c = lane + 32 * k;
-        w[u][k] = j < SQ && c < HIDDEN ? __ldg(p.w_se1 + (size_t)j * HIDDEN + c) : 0.f;
-      }
-#pragma unroll
-    for (int u = 0; u < JW; ++u) {
-      const int j = warp + u * NW;
-      float a = 0.f;
-#pragma unroll
-      for (int k = 0; k < CW; ++k) a = fmaf(w[u][k], lane + 32 * k < HIDDEN ? pool[lane + 32 * k] : 0.f, a);
-      a = fi_warp_sum(a);
-      if (lane == 0 && j < SQ) {
-        const float v = a + __ldg(p.b_se1 + j);
-        z[j] = v / (1.f + expf(-v));
-      }
+    for (int c = lane; c < HIDDEN; c += 32) a = fmaf(__ldg(p.w_se1 + (size_t)j * HIDDEN + c), pool[c], a);
+    a = fi_warp_sum(a);
+    if (lane == 0) {
+      const float v = a + __ldg(p.b_se1 + j);
+      z[j] = v / (1.f + expf(-v));
     }
   }
   __syncthreads();
-  // FC2 and the sigmoid: a thread a channel, its SQ weights (a contiguous row) in vector loads; the scale in fp16 (as
-  // PyTorch's fp16 SE multiplies D by it)
-  __half* sch = reinterpret_cast<__half*>(sc);
-  for (int c = tid; c < HIDDEN; c += THREADS) {
+  for (int c = tid; c < HIDDEN; c += THREADS) {  // FC2 and the sigmoid: a thread a channel
     float a = __ldg(p.b_se2 + c);
-    if constexpr (SQ % 4 == 0) {
-      float4 w[SQ / 4];
 #pragma unroll
-      for (int j = 0; j < SQ / 4; ++j) w[j] = __ldg(reinterpret_cast<const float4*>(p.w_se2 + (size_t)c * SQ) + j);
-#pragma unroll
-      for (int j = 0; j < SQ / 4; ++j)
-        a = fmaf(w[j].w, z[4 * j + 3], fmaf(w[j].z, z[4 * j + 2], fmaf(w[j].y, z[4 * j + 1], fmaf(w[j].x, z[4 * j], a))));
-    } else {
-      static_assert(SQ % 2 == 0, "the squeezed width: even");
-      float2 w[SQ / 2];
-#pragma unroll
-      for (int j = 0; j < SQ / 2; ++j) w[j] = __ldg(reinterpret_cast<const float2*>(p.w_se2 + (size_t)c * SQ) + j);
-#pragma unroll
-      for (int j = 0; j < SQ / 2; ++j) a = fmaf(w[j].y, z[2 * j + 1], fmaf(w[j].x, z[2 * j], a));
-    }
-    sch[c] = __float2half_rn(1.f / (1.f + expf(-a)));
+    for (int j = 0; j < SQ; ++j) a = fmaf(__ldg(p.w_se2 + (size_t)c * SQ + j), z[j], a);
+    sc[c] = 1.f / (1.f + expf(-a));
   }
   bf::cp_async_wait<0>();
   __syncthreads();
-  for (int i = tid; i < C_OUT * (HIDDEN / 8); i += THREADS) {  // V' = V diag(s) in place (HMUL2), 8 halves a thread
+  for (int i = tid; i < C_OUT * (HIDDEN / 8); i += THREADS) {  // V' = V diag(s) in place, 8 halves a thread
     const int r = i / (HIDDEN / 8), c8 = (i - r * (HIDDEN / 8)) * 8;
     uint4 v = *reinterpret_cast<const uint4*>(vs + r * LDV + c8);
-    const uint4 m = *reinterpret_cast<const uint4*>(sch + c8);
     __half2* hv = reinterpret_cast<__half2*>(&v);
-    const __half2* hm = reinterpret_cast<const __half2*>(&m);
 #pragma unroll
-    for (int e = 0; e < 4; ++e) hv[e] = __hmul2(hv[e], hm[e]);
+    for (int e = 0; e < 4; ++e) {
+      const float2 f = __half22float2(hv[e]);
+      hv[e] = __floats2half2_rn(f.x * sc[c8 + 2 * e], f.y * sc[c8 + 2 * e + 1]);
+    }
     *reinterpret_cast<uint4*>(vs + r * LDV + c8) = v;
   }
   __syncthreads();
