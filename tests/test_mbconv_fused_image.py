@@ -1,7 +1,8 @@
-"""The whole MBConv block of one image in one pair of kernel-1 CTAs (CUDA_KERNELS_FUSED_IMAGE=1|2, off until measured;
-csrc/mbconv_fused_image.cuh, NOTES.md "Session 34"): at B0's 3.1 (bands of 14) and 4.1 / 4.2, kernel 1's items of image
-n run on cluster n's two CTAs, which then compute the image's SE and project their half of its 16-row tiles from D
-(V scaled by the SE in fp16, A straight from L2 in a permuted k order). The SE and projection kernels do not run.
+"""The whole MBConv block of one image in one pair of kernel-1 CTAs (CUDA_KERNELS_FUSED_IMAGE=1, off: measured slower
+in session 34; csrc/mbconv_fused_image.cuh, NOTES.md "Session 34"): at B0's 3.1 (bands of 14) and 4.1 / 4.2, kernel
+1's items of image n run on cluster n's two CTAs, which then compute the image's SE and project their half of its
+16-row tiles from D (V scaled by the SE in fp16, A straight from L2 in a permuted k order). The SE and projection
+kernels do not run.
 
 CPU: the switch and its route, the shared-memory arithmetic (both kernels keep two CTAs an SM), and the projection's
 fragment mapping emulated lane by lane against the matrix product (the index logic that a wrong word choice would
@@ -24,9 +25,9 @@ SWITCH = "CUDA_KERNELS_FUSED_IMAGE"
 
 def test_the_switch_is_off_unless_set_and_routes_two_kernels():
     assert f'const char* v = std::getenv("{SWITCH}");' in V8
-    assert "return v != nullptr && v[0] >= '1' && v[0] <= '4' && v[1] == '\\0' ? v[0] - '0' : 0;" in V8
-    # 1: clusters; 2: a count in global memory; 3 / 4: those stopping once the pair has met (a diagnostic)
-    assert "if (mode < 1 || mode > 4) return cudaSuccess;" in V8
+    # 1 on; 3 the items alone (the pair stops once it has met: a diagnostic); anything else off
+    assert "return v != nullptr && (v[0] == '1' || v[0] == '3') && v[1] == '\\0' ? v[0] - '0' : 0;" in V8
+    assert "fused_image_tail<FIC, FIH, FIS, kExpandThreads, FIM == 3>(p, smem, fi_n, fi_h);" in V8
     assert "constexpr int SH = 4, ROWS = 14, C_OUT = 40;" in V8  # B0's 3.1 in bands of 14
     assert "constexpr int SH = 6, C_OUT = 80, UC = v8_row_unit_cols<SH, KS>();" in V8  # 4.1 / 4.2
     mbconv_cu = (CSRC / "mbconv.cu").read_text()
@@ -37,10 +38,8 @@ def test_the_switch_is_off_unless_set_and_routes_two_kernels():
 
 def test_a_cluster_of_two_an_image():
     assert "const int grid = FIC ? 2 * p.N :" in V8
-    assert "if constexpr (FIC > 0 && FIM % 2 == 1)\n      return pdl::launch_ex(kernel, dim3(grid), dim3(kExpandThreads), smem, " \
+    assert "if constexpr (FIC > 0)\n      return pdl::launch_ex(kernel, dim3(grid), dim3(kExpandThreads), smem, " \
            "stream, dim3(2, 1, 1)," in V8
-    # 2: without clusters, only where every CTA is resident at once (else version 11's kernels run)
-    assert "if (FIM % 2 == 0 && (p.N > kFiMaxImages || 2ll * p.N > (long long)last_ctas[dev] * sms[dev]))" in V8
     # CTA h of image n: the first or second half of the image's (chunk, band) items
     assert "const int i_begin = FIC ? fi_h * (total / 2) :" in V8
     assert "if constexpr (FIC) return fi_h ? total : total / 2;" in V8
@@ -132,23 +131,10 @@ KERNELS = {"features.3.1": "expand_dw_v8_kernel_dhurfwsh_fi<", "features.4.1": "
            "features.4.2": "expand_dw_v8_kernel_txdhswb_fi<"}
 
 
-def _pair_targets(arrivals: int) -> list[int]:
-    """fi_pair_sync's targets: a CTA arriving at count `old` waits for (old | 1) + 1."""
-    return [(old | 1) + 1 for old in range(arrivals)]
-
-
-def test_the_pair_count_needs_no_reset():
-    # launch after launch each image gets two arrivals; the first of a launch waits for both, the second passes
-    assert _pair_targets(6) == [2, 2, 4, 4, 6, 6]
-    assert "const unsigned target = (atomicAdd(&g_fi_arrivals[n], 1u) | 1u) + 1u;" in TAIL
-    assert "} while ((int)(v - target) < 0);" in TAIL  # (wraps at 2^32 arrivals: the difference, not the values)
-
-
 @pytest.mark.cuda
-@pytest.mark.parametrize("mode", ["1", "2"])
 @pytest.mark.parametrize("batch", [1, 3, 128])
 @pytest.mark.parametrize("path", FUSED_BLOCKS)
-def test_against_float64(path, batch, mode, monkeypatch):
+def test_against_float64(path, batch, monkeypatch):
     """Against float64 with the switch on (check_shape: within 2x PyTorch fp16's error, output and scratch poisoned),
     the profiler naming the fused kernel and neither an SE nor a projection kernel, and close to the switch-off output
     (the SE's scale applied to V in fp16 instead of to D: not bitwise)."""
@@ -156,16 +142,15 @@ def test_against_float64(path, batch, mode, monkeypatch):
 
     from perfmodel.harness import relative_error
 
-    got, off, names, *_ = switched_against_float64(monkeypatch, "efficientnet_b0", path, batch, SWITCH, mode)
+    got, off, names, *_ = switched_against_float64(monkeypatch, "efficientnet_b0", path, batch, SWITCH, "1")
     assert KERNELS[path] in names, names[:600]
     assert "se_v" not in names and "project" not in names, names[:600]
     assert relative_error(got, off.double()) < 5e-3
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("mode", ["1", "2"])
-def test_efficientnet_b0_with_it(mode, monkeypatch):
+def test_efficientnet_b0_with_it(monkeypatch):
     """B0 through the check before timing (every fused block within 2x PyTorch fp16's error; none falls back)."""
     from mbconv_helpers import check_fused_b0
 
-    check_fused_b0(monkeypatch, {SWITCH: mode}, {"StemMBConv": 1, "MBConv": 15}, 16)
+    check_fused_b0(monkeypatch, {SWITCH: "1"}, {"StemMBConv": 1, "MBConv": 15}, 16)

@@ -48,26 +48,6 @@ __device__ __forceinline__ void fi_cluster_sync() {
 #endif
 }
 
-// CUDA_KERNELS_FUSED_IMAGE=2: the pair meets through a count of arrivals per image in global memory instead of the
-// cluster barrier (a launch without clusters, where every CTA of the grid is resident at once: the launcher checks).
-// Never reset: each launch adds two per image, and a CTA waits for the next even count at or after its arrival. (So
-// two launches of one kernel must not run at once: they run in one stream, each after the last one's PDL wait.)
-constexpr int kFiMaxImages = 1 << 14;
-static __device__ unsigned g_fi_arrivals[kFiMaxImages];
-
-__device__ __forceinline__ void fi_pair_sync(int n) {
-  __threadfence();  // this thread's D and pool stores before the arrival (cumulative through the barrier below)
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    const unsigned target = (atomicAdd(&g_fi_arrivals[n], 1u) | 1u) + 1u;
-    unsigned v;
-    do {
-      asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(&g_fi_arrivals[n]) : "memory");
-    } while ((int)(v - target) < 0);
-  }
-  __syncthreads();
-}
-
 __device__ __forceinline__ float fi_warp_sum(float v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -77,10 +57,9 @@ __device__ __forceinline__ float fi_warp_sum(float v) {
 // After CTA h (0 or 1) of image n's pair has stored its items' D and pool sums. THREADS threads; C_OUT, HIDDEN, SQ as
 // the launch's (p.C_out, p.hidden, p.sq: the caller's static shape, so that the SE's loops unroll and each of its
 // weight loads is issued before the first is used).
-// CLUSTER: the pair meets at the cluster barrier, else through g_fi_arrivals (fi_pair_sync). MEET_ONLY (a diagnostic,
-// CUDA_KERNELS_FUSED_IMAGE=3|4: the block's output is not computed): the tail stops once the pair has met, so that a
-// timed launch shows kernel 1's items in this arrangement apart from the SE and the projection.
-template <int C_OUT, int HIDDEN, int SQ, int THREADS, bool CLUSTER = true, bool MEET_ONLY = false>
+// MEET_ONLY (a diagnostic, CUDA_KERNELS_FUSED_IMAGE=3: the block's output is not computed): the tail stops once the
+// pair has met, so that a timed launch shows kernel 1's items in this arrangement apart from the SE and the projection.
+template <int C_OUT, int HIDDEN, int SQ, int THREADS, bool MEET_ONLY = false>
 __device__ __forceinline__ void fused_image_tail(const Params& p, uint8_t* smem, int n, int h) {
   static_assert(C_OUT % 8 == 0 && HIDDEN % 16 == 0 && HIDDEN >= 32, "n8 tiles of C_out, k16 steps of hidden");
   constexpr int LDV = fi_ldv(HIDDEN), NTO = C_OUT / 8, KB = HIDDEN / 32, KT = HIDDEN % 32 / 16, NW = THREADS / 32;
@@ -105,11 +84,8 @@ __device__ __forceinline__ void fused_image_tail(const Params& p, uint8_t* smem,
     const float* w = i < SQ * HIDDEN / 32 ? p.w_se1 + 32 * i : p.w_se2 + 32 * (i - SQ * HIDDEN / 32);
     asm volatile("prefetch.global.L1 [%0];\n" ::"l"(w));
   }
-  // Both CTAs' D and pool sums of image n (release / acquire at cluster or GPU scope; read below through L2, .cg)
-  if constexpr (CLUSTER)
-    fi_cluster_sync();
-  else
-    fi_pair_sync(n);
+  // Both CTAs' D and pool sums of image n (release / acquire at cluster scope; read below through L2 only, .cg)
+  fi_cluster_sync();
   if constexpr (MEET_ONLY) {
     bf::cp_async_wait<0>();
     return;

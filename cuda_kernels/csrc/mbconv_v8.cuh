@@ -854,8 +854,8 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtenso
       break;
     }
   }
-  if constexpr (FIC > 0)  // (FIM: 1 / 3 the pair a cluster, 2 / 4 a count in global memory; 3 / 4 stop once it met)
-    fused_image_tail<FIC, FIH, FIS, kExpandThreads, FIM % 2 == 1, (FIM >= 3)>(p, smem, fi_n, fi_h);
+  if constexpr (FIC > 0)  // (FIM 3: stop once the pair has met, a diagnostic)
+    fused_image_tail<FIC, FIH, FIS, kExpandThreads, FIM == 3>(p, smem, fi_n, fi_h);
 }
 
 template <int HC, int KS, int S, int G = 1, bool HF = false>
@@ -1054,8 +1054,7 @@ __global__ void __launch_bounds__(kExpandThreads, 2)
 // The fused image (CUDA_KERNELS_FUSED_IMAGE=1, off until measured; mbconv_fused_image.cuh): _dhurfwsh (B0's 3.1 in
 // bands of RO rows) and _txdhswb (4.1, 4.2) with image n's items on cluster n's two CTAs, then the image's SE and
 // projection (C_OUT output channels; C_in = C_OUT, the SE squeezed to C_in / 4 as in every torchvision MBConv: the
-// launcher checks p.sq) in the same CTAs. FIM 1: the pair is a cluster; 2: it meets through a count in global memory;
-// 3 / 4: the same, stopping once the pair has met (a diagnostic: no output).
+// launcher checks p.sq) in the same CTAs. FIM 3: stopping once the pair has met (a diagnostic: no output).
 template <int HC, int KS, int S, int G, int UR, int SH, int RO, int C_OUT, int FIM>
 __global__ void __launch_bounds__(kExpandThreads, 2)
     expand_dw_v8_kernel_dhurfwsh_fi(const Params p_in, const __grid_constant__ V8Div dv) {
@@ -1181,15 +1180,12 @@ cudaError_t launch_expand_dw_v8(const Params& p, cudaStream_t stream, bool pdl) 
   }
   const long long total = (long long)(p.hid_pad / HC) * ((p.N + G - 1) / G) * p.row_blocks;
   if (total >= (1ll << 31)) return cudaErrorInvalidValue;
-  // FIC: two CTAs an image (a cluster), each at least one item; FIM 2: every CTA resident at once (else the caller
-  // falls back: cudaErrorCooperativeLaunchTooLarge)
+  // FIC: two CTAs an image (a cluster), each at least one item
   if (FIC && (p.hid_pad / HC * p.row_blocks < 2 || 2ll * p.N >= (1ll << 31))) return cudaErrorInvalidValue;
-  if (FIM % 2 == 0 && (p.N > kFiMaxImages || 2ll * p.N > (long long)last_ctas[dev] * sms[dev]))
-    return cudaErrorCooperativeLaunchTooLarge;
   const int grid = FIC ? 2 * p.N : (int)std::min<long long>(total, (long long)last_ctas[dev] * sms[dev]);
   if (FD && total * grid >= (1ll << 31)) return cudaErrorInvalidValue;  // V8Div's dividends (the launcher checks)
   const auto go = [&](const auto&... args) {
-    if constexpr (FIC > 0 && FIM % 2 == 1)
+    if constexpr (FIC > 0)
       return pdl::launch_ex(kernel, dim3(grid), dim3(kExpandThreads), smem, stream, dim3(2, 1, 1),
                             pdl && pdl::device_supports(dev), args...);
     if (pdl && pdl::device_supports(dev))
@@ -1546,15 +1542,14 @@ cudaError_t launch_expand_dw_v8_hf(const Params& p, cudaStream_t stream, bool pd
   return launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, DH>(p, stream, pdl);
 }
 
-// CUDA_KERNELS_FUSED_IMAGE=0|1 (read at every call; off until measured, NOTES.md "Session 34"): in version 11, where
-// its defaults run the static kernels 1 of B0's 3.1 (bands of 14, _dhurfwsh) and 4.1 / 4.2 (_txdhswb), those kernels
-// with each image's SE and projection in the same CTAs (mbconv_fused_image.cuh); the SE and projection kernels are
-// then not launched (`launched`).
-// 0 off; 1 the pair a cluster; 2 the pair meeting through global memory; 3 / 4 (a diagnostic, as CUDA_KERNELS_ABLATE:
-// the block's output is not computed) 1 / 2 stopping once the pair has met.
+// CUDA_KERNELS_FUSED_IMAGE=0|1|3 (read at every call; off: measured slower in session 34, NOTES.md "Session 34"): in
+// version 11, where its defaults run the static kernels 1 of B0's 3.1 (bands of 14, _dhurfwsh) and 4.1 / 4.2
+// (_txdhswb), those kernels with each image's SE and projection in the same CTAs (mbconv_fused_image.cuh); the SE and
+// projection kernels are then not launched (`launched`). 1 on; 3 (a diagnostic, as CUDA_KERNELS_ABLATE: the block's output is not computed) stopping once the pair has met
+// (s34 call 2: the items alone); 0 (or anything else) off.
 inline int fused_image_requested() {
   const char* v = std::getenv("CUDA_KERNELS_FUSED_IMAGE");
-  return v != nullptr && v[0] >= '1' && v[0] <= '4' && v[1] == '\0' ? v[0] - '0' : 0;
+  return v != nullptr && (v[0] == '1' || v[0] == '3') && v[1] == '\0' ? v[0] - '0' : 0;
 }
 template <int KS, int FIM>
 cudaError_t launch_fused_image_mode(const Params& p, int chunk, cudaStream_t stream, bool pdl, bool& launched) {
@@ -1592,17 +1587,9 @@ template <int KS>
 cudaError_t launch_fused_image_ks(const Params& p, int chunk, cudaStream_t stream, bool pdl, bool& launched) {
   const int mode = fused_image_requested();
   launched = false;
-  if (mode < 1 || mode > 4) return cudaSuccess;
-  const cudaError_t err = mode == 1   ? launch_fused_image_mode<KS, 1>(p, chunk, stream, pdl, launched)
-                          : mode == 2 ? launch_fused_image_mode<KS, 2>(p, chunk, stream, pdl, launched)
-                          : mode == 3 ? launch_fused_image_mode<KS, 3>(p, chunk, stream, pdl, launched)
-                                      : launch_fused_image_mode<KS, 4>(p, chunk, stream, pdl, launched);
-  if (err == cudaErrorCooperativeLaunchTooLarge) {  // (2, 4: more CTAs than fit at once) the kernels of version 11
-    (void)cudaGetLastError();
-    launched = false;
-    return cudaSuccess;
-  }
-  return err;
+  if (mode == 0) return cudaSuccess;
+  return mode == 1 ? launch_fused_image_mode<KS, 1>(p, chunk, stream, pdl, launched)
+                   : launch_fused_image_mode<KS, 3>(p, chunk, stream, pdl, launched);
 }
 
 template <int KS>
