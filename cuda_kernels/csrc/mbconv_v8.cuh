@@ -998,18 +998,23 @@ __global__ void __launch_bounds__(kExpandThreads, 2)
   v8_static_params<KS, SH>(p);
   expand_dw_v8_body<HC, KS, S, G, true, false, false, false, true, false, UR, true, true>(p, nullptr, &dv);
 }
-// ... and with E's halo rows kept between bands at k = 5 (CUDA_KERNELS_K1_HALO5); RO > 0: in taller bands of RO
-// output rows than the entry's (kV8HaloBands; =2, version 11's default since session 30)
-template <int HC, int KS, int S, int G, int UR, int SH, int RO = 0>
-__global__ void __launch_bounds__(kExpandThreads, 2)
-    expand_dw_v8_kernel_dhurfwsh(const Params p_in, const __grid_constant__ V8Div dv) {
-  Params p = p_in;
+// v8_static_params, and where RO > 0 in taller bands of RO output rows than the entry's (kV8HaloBands)
+template <int KS, int SH, int RO>
+__device__ __forceinline__ void v8_static_params_rows(Params& p) {
   v8_static_params<KS, SH>(p);
   if constexpr (RO > 0) {
     constexpr int out = v8_static_out(kV8Static[SH].H, KS, kV8Static[SH].stride);
     p.rows_per_tile = RO;
     p.row_blocks = (out + RO - 1) / RO;
   }
+}
+// ... and with E's halo rows kept between bands at k = 5 (CUDA_KERNELS_K1_HALO5); RO > 0: in taller bands of RO
+// output rows than the entry's (kV8HaloBands; =2, version 11's default since session 30)
+template <int HC, int KS, int S, int G, int UR, int SH, int RO = 0>
+__global__ void __launch_bounds__(kExpandThreads, 2)
+    expand_dw_v8_kernel_dhurfwsh(const Params p_in, const __grid_constant__ V8Div dv) {
+  Params p = p_in;
+  v8_static_params_rows<KS, SH, RO>(p);
   expand_dw_v8_body<HC, KS, S, G, true, false, false, false, true, false, UR, true, true, 0, 0, true>(p, nullptr, &dv);
 }
 template <int HC, int KS, int S, int G, bool TG, int SH>
@@ -1059,12 +1064,7 @@ template <int HC, int KS, int S, int G, int UR, int SH, int RO, int C_OUT, int F
 __global__ void __launch_bounds__(kExpandThreads, 2)
     expand_dw_v8_kernel_dhurfwsh_fi(const Params p_in, const __grid_constant__ V8Div dv) {
   Params p = p_in;
-  v8_static_params<KS, SH>(p);
-  if constexpr (RO > 0) {
-    constexpr int out = v8_static_out(kV8Static[SH].H, KS, kV8Static[SH].stride);
-    p.rows_per_tile = RO;
-    p.row_blocks = (out + RO - 1) / RO;
-  }
+  v8_static_params_rows<KS, SH, RO>(p);
   expand_dw_v8_body<HC, KS, S, G, true, false, false, false, true, false, UR, true, true, 0, 0, true, false, C_OUT,
                     kV8Static[SH].hidden, C_OUT / 4, FIM>(p, nullptr, &dv);
 }
