@@ -2,11 +2,12 @@
 // session 34 and off: the items run as fast as kernel 1's, but this tail, which every CTA reaches at the same
 // moment, took 17 us at B0's 4.1 and 31 at 3.1 - break-even and slower; NOTES.md "Session 34"). Kernel 1's
 // persistent CTAs are replaced, where it applies, by clusters of two: cluster n takes image n's items (its first CTA
-// the first half of the image's (chunk, band) items, chunk-major), then both CTAs meet at the cluster barrier (D and the pool's partial sums of the image written by both, visible to both), run
-// the image's SE themselves (~20K MACs at B0's 4.1) and project their half of the image's 16-row tiles from D, which
-// they wrote a few microseconds before and which L2 still holds. The SE and projection kernels are not launched:
-// the chain kernel 1 -> SE -> projection (s33 call 2: 3.1 54.3 + 4.4 + 18.0 us, 4.1 26.9 + 6.6 + 13.1) becomes
-// kernel 1 plus each image's own SE and projection, with nothing waiting on the whole batch.
+// the first half of the image's (chunk, band) items, chunk-major), then both CTAs meet at the cluster barrier (D and
+// the pool's partial sums of the image written by both, visible to both), run the image's SE themselves (~20K MACs
+// at B0's 4.1) and project their half of the image's 16-row tiles from D, which they wrote a few microseconds before
+// and which L2 still holds. The SE and projection kernels are not launched: the chain kernel 1 -> SE -> projection
+// (s33 call 2: 3.1 54.3 + 4.4 + 18.0 us, 4.1 26.9 + 6.6 + 13.1) becomes kernel 1 plus each image's own SE and
+// projection, with nothing waiting on the whole batch.
 //
 // The projection: the SE's scale folded into V per image, V' = V diag(s) in fp16 (shared memory, row pitch
 // fi_ldv), then each warp's 16-row tiles as mma.sync m16n8k16 steps with A straight from D in L2 (16-byte loads,
