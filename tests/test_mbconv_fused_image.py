@@ -25,9 +25,10 @@ SWITCH = "CUDA_KERNELS_FUSED_IMAGE"
 
 def test_the_switch_is_off_unless_set_and_routes_two_kernels():
     assert f'const char* v = std::getenv("{SWITCH}");' in V8
-    # 1 on; 3 the items alone (the pair stops once it has met: a diagnostic); anything else off
-    assert "return v != nullptr && (v[0] == '1' || v[0] == '3') && v[1] == '\\0' ? v[0] - '0' : 0;" in V8
-    assert "fused_image_tail<FIC, FIH, FIS, kExpandThreads, FIM == 3>(p, smem, fi_n, fi_h);" in V8
+    # 1 on; 3 the items alone (the pair stops once it has met: a diagnostic); 4 the tail's T2 form; else off
+    assert "return v != nullptr && (v[0] == '1' || v[0] == '3' || v[0] == '4') && v[1] == '\\0' ? v[0] - '0' : 0;" \
+        in V8
+    assert "fused_image_tail<FIC, FIH, FIS, kExpandThreads, FIM == 3, FIM == 4>(p, smem, fi_n, fi_h);" in V8
     assert "constexpr int SH = 4, ROWS = 14, C_OUT = 40;" in V8  # B0's 3.1 in bands of 14
     assert "constexpr int SH = 6, C_OUT = 80, UC = v8_row_unit_cols<SH, KS>();" in V8  # 4.1 / 4.2
     mbconv_cu = (CSRC / "mbconv.cu").read_text()
@@ -132,9 +133,10 @@ KERNELS = {"features.3.1": "expand_dw_v8_kernel_dhurfwsh_fi<", "features.4.1": "
 
 
 @pytest.mark.cuda
+@pytest.mark.parametrize("mode", ["1", "4"])
 @pytest.mark.parametrize("batch", [1, 3, 128])
 @pytest.mark.parametrize("path", FUSED_BLOCKS)
-def test_against_float64(path, batch, monkeypatch):
+def test_against_float64(path, batch, mode, monkeypatch):
     """Against float64 with the switch on (check_shape: within 2x PyTorch fp16's error, output and scratch poisoned),
     the profiler naming the fused kernel and neither an SE nor a projection kernel, and close to the switch-off output
     (the SE's scale applied to V in fp16 instead of to D: not bitwise)."""
@@ -142,15 +144,75 @@ def test_against_float64(path, batch, monkeypatch):
 
     from perfmodel.harness import relative_error
 
-    got, off, names, *_ = switched_against_float64(monkeypatch, "efficientnet_b0", path, batch, SWITCH, "1")
+    got, off, names, *_ = switched_against_float64(monkeypatch, "efficientnet_b0", path, batch, SWITCH, mode)
     assert KERNELS[path] in names, names[:600]
     assert "se_v" not in names and "project" not in names, names[:600]
     assert relative_error(got, off.double()) < 5e-3
 
 
 @pytest.mark.cuda
-def test_efficientnet_b0_with_it(monkeypatch):
+@pytest.mark.parametrize("mode", ["1", "4"])
+def test_efficientnet_b0_with_it(mode, monkeypatch):
     """B0 through the check before timing (every fused block within 2x PyTorch fp16's error; none falls back)."""
     from mbconv_helpers import check_fused_b0
 
-    check_fused_b0(monkeypatch, {SWITCH: "1"}, {"StemMBConv": 1, "MBConv": 15}, 16)
+    check_fused_b0(monkeypatch, {SWITCH: mode}, {"StemMBConv": 1, "MBConv": 15}, 16)
+
+
+# ---- T2 (CUDA_KERNELS_FUSED_IMAGE=4): the projection transposed, out^T = V' D^T (built, not yet run on a GPU) ----
+
+def _k_t2(hidden: int, step: int, t: int) -> int:
+    """fi_k_t2: the first k of lane t's word pairs at `step` (pairs at k and k + 2)."""
+    return step // 2 * 32 + 8 * t + 4 * (step % 2) if step < 2 * (hidden // 32) else hidden // 32 * 32 + 4 * t
+
+
+def _movmatrix_t(frags):
+    """movmatrix.m8n8.trans.b16: lane (g, t) holds row g, columns 2t, 2t + 1 of an 8 x 8 matrix before; after, the same
+    positions of its transpose."""
+    m = np.zeros((8, 8))
+    for lane, (a, b) in frags.items():
+        m[lane >> 2, 2 * (lane & 3)], m[lane >> 2, 2 * (lane & 3) + 1] = a, b
+    return {lane: (m.T[lane >> 2, 2 * (lane & 3)], m.T[lane >> 2, 2 * (lane & 3) + 1]) for lane in range(32)}
+
+
+@pytest.mark.parametrize("hidden,c_out", [(480, 80), (240, 40), (48, 24)])
+def test_the_transposed_projection_sums_the_product(hidden, c_out):
+    """fi_copy_v_t2's layout, fi_tail_t2's MMAs and its movmatrix epilogue transliterated: one 16-pixel tile's output
+    (pixel x channel) is D V^T."""
+    rng = np.random.default_rng(hidden + c_out)
+    D, V = rng.standard_normal((16, hidden)), rng.standard_normal((c_out, hidden))
+    kb_n, kt, mt_n = hidden // 32, hidden % 32 // 16, -(-c_out // 16)
+    nstep = 2 * kb_n + kt
+    # the fragment layout, word by word as fi_copy_v_t2 fills it (rows past C_OUT zero)
+    vt = np.zeros(mt_n * nstep * 32 * 4 * 2)
+    for i in range(mt_n * nstep * 32 * 4):
+        w, lane, step, mt = i & 3, (i >> 2) & 31, (i >> 7) % nstep, (i >> 7) // nstep
+        row, k = 16 * mt + (lane >> 2) + 8 * (w & 1), _k_t2(hidden, step, lane & 3) + 2 * (w >> 1)
+        if row < c_out:
+            vt[2 * i:2 * i + 2] = V[row, k:k + 2]
+    entry = lambda mt, step, lane: [vt[2 * ((((mt * nstep + step) * 32) + lane) * 4 + w):][:2] for w in range(4)]
+    acc = np.zeros((mt_n, 2, 16, 8))  # [mt][j]: channels 16 mt.. x pixels 8 j..
+    for step in range(nstep):
+        for mt in range(mt_n):
+            a = {lane: tuple(entry(mt, step, lane)) for lane in range(32)}
+            for j in range(2):  # B: pixel 8 j + g's pair at k (b0 b1) and k + 2 (b2 b3)
+                b = {lane: (D[8 * j + (lane >> 2), _k_t2(hidden, step, lane & 3):][:2],
+                            D[8 * j + (lane >> 2), _k_t2(hidden, step, lane & 3) + 2:][:2]) for lane in range(32)}
+                acc[mt, j] = _mma_m16n8k16(acc[mt, j], a, b)
+    np.testing.assert_allclose(acc.transpose(0, 2, 1, 3).reshape(mt_n * 16, 16)[:c_out], V @ D.T, atol=1e-9)
+    out = np.full((16, c_out), np.nan)
+    for mt in range(mt_n):
+        for j in range(2):  # c0 c1: channel 16 mt + g, pixels 2t, 2t + 1; c2 c3: channel + 8
+            lo = _movmatrix_t({lane: tuple(acc[mt, j, lane >> 2, 2 * (lane & 3):][:2]) for lane in range(32)})
+            hi = _movmatrix_t({lane: tuple(acc[mt, j, 8 + (lane >> 2), 2 * (lane & 3):][:2]) for lane in range(32)})
+            for lane in range(32):
+                px = 8 * j + (lane >> 2)
+                for half, v in ((0, lo[lane]), (1, hi[lane])):
+                    ch = 16 * mt + 8 * half + 2 * (lane & 3)
+                    if ch < c_out:
+                        out[px, ch:ch + 2] = v
+    np.testing.assert_allclose(out, D @ V.T, atol=1e-9)
+    assert "const int row = 16 * mt + (lane >> 2) + 8 * (w & 1), k = fi_k_t2(HIDDEN, step, lane & 3) + 2 * (w >> 1);" \
+        in TAIL
+    assert "bf::mma_m16n8k16(acc[mt][0], af, s ? x0.z : x0.x, s ? x0.w : x0.y);" in TAIL
+    assert "const int ch = 16 * mt + 8 * half + 2 * t;" in TAIL
