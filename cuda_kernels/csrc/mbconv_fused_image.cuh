@@ -286,7 +286,10 @@ __device__ __forceinline__ void fused_image_tail(const Params& p, uint8_t* smem,
   constexpr int LDV = fi_ldv(HIDDEN), NTO = C_OUT / 8, KB = HIDDEN / 32, KT = HIDDEN % 32 / 16, NW = THREADS / 32;
   constexpr int PF = fi_ring(KB);  // k32 blocks of D in flight a lane
   __half* vs = reinterpret_cast<__half*>(smem);
-  float* pool = reinterpret_cast<float*>(vs + C_OUT * LDV);
+  // (past V' in either layout: the row form's C_OUT x LDV halves or T2's fragments, the same size at B0's blocks)
+  float* pool = reinterpret_cast<float*>(smem + (C_OUT * LDV * 2 > fi_v_t2_bytes(HIDDEN, C_OUT)
+                                                     ? C_OUT * LDV * 2
+                                                     : fi_v_t2_bytes(HIDDEN, C_OUT)));
   float* sc = pool + HIDDEN;
   float* z = sc + HIDDEN;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
