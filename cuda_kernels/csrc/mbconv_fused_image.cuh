@@ -50,6 +50,14 @@ __host__ __device__ constexpr int fi_ring(int kb) {
   return d > 2 || d == kb ? d : (kb < 4 ? kb : 4);
 }
 
+// D's k32 block `block` of the two rows d0 / d1 (lane t's 16-byte pieces) into slot `slot` of the ring a0 / a1
+template <int PF>
+__device__ __forceinline__ void fi_load_block(uint4 (&a0)[PF], uint4 (&a1)[PF], int slot, const uint4* d0,
+                                              const uint4* d1, int block) {
+  a0[slot] = __ldcg(d0 + 4 * block);
+  a1[slot] = __ldcg(d1 + 4 * block);
+}
+
 __device__ __forceinline__ void fi_cluster_sync() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
@@ -192,8 +200,7 @@ __device__ __forceinline__ void fi_tail_t2(const Params& p, __half* vt, float* p
   auto first_blocks = [&]() {
 #pragma unroll
     for (int q = 0; q < PF; ++q) {
-      a0[q] = __ldcg(d0 + 4 * q);
-      a1[q] = __ldcg(d1 + 4 * q);
+      fi_load_block(a0, a1, q, d0, d1, q);
     }
   };
   rows_of(tile);
@@ -214,8 +221,7 @@ __device__ __forceinline__ void fi_tail_t2(const Params& p, __half* vt, float* p
     for (int kb = 0; kb < KB; ++kb) {
       const uint4 x0 = a0[kb % PF], x1 = a1[kb % PF];
       if (kb + PF < KB) {
-        a0[kb % PF] = __ldcg(d0 + 4 * (kb + PF));
-        a1[kb % PF] = __ldcg(d1 + 4 * (kb + PF));
+        fi_load_block(a0, a1, kb % PF, d0, d1, kb + PF);
       }
 #pragma unroll
       for (int s = 0; s < 2; ++s) {
@@ -343,8 +349,7 @@ __device__ __forceinline__ void fused_image_tail(const Params& p, uint8_t* smem,
     if (tile < tiles) {
 #pragma unroll
       for (int q = 0; q < PF; ++q) {
-        a0[q] = __ldcg(d0 + 4 * q);
-        a1[q] = __ldcg(d1 + 4 * q);
+        fi_load_block(a0, a1, q, d0, d1, q);
       }
     }
   };
@@ -407,11 +412,9 @@ __device__ __forceinline__ void fused_image_tail(const Params& p, uint8_t* smem,
     for (int kb = 0; kb < KB; ++kb) {
       const uint4 x0 = a0[kb % PF], x1 = a1[kb % PF];
       if (kb + PF < KB) {
-        a0[kb % PF] = __ldcg(d0 + 4 * (kb + PF));
-        a1[kb % PF] = __ldcg(d1 + 4 * (kb + PF));
+        fi_load_block(a0, a1, kb % PF, d0, d1, kb + PF);
       } else if (next) {  // block kb + PF - KB of the next tile into the same slot (CROSS: KB % PF == 0)
-        a0[kb % PF] = __ldcg(n0 + 4 * (kb + PF - KB));
-        a1[kb % PF] = __ldcg(n1 + 4 * (kb + PF - KB));
+        fi_load_block(a0, a1, kb % PF, n0, n1, kb + PF - KB);
       }
       if (kb == (KB > 2 ? KB - 2 : 0)) {
 #pragma unroll
@@ -460,8 +463,7 @@ __device__ __forceinline__ void fused_image_tail(const Params& p, uint8_t* smem,
       rows_of(tile + 2 * NW, d0, d1);
 #pragma unroll
       for (int q = 0; q < PF; ++q) {
-        a0[q] = __ldcg(d0 + 4 * q);
-        a1[q] = __ldcg(d1 + 4 * q);
+        fi_load_block(a0, a1, q, d0, d1, q);
       }
     }
   }

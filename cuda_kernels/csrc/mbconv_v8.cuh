@@ -1056,10 +1056,11 @@ __global__ void __launch_bounds__(kExpandThreads, 2)
   expand_dw_v8_body<HC, KS, S, G, true, true, WG, false, true, false, 0, false, true, UOW, URS, false, true>(p, &xmap);
 }
 
-// The fused image (CUDA_KERNELS_FUSED_IMAGE=1, off until measured; mbconv_fused_image.cuh): _dhurfwsh (B0's 3.1 in
-// bands of RO rows) and _txdhswb (4.1, 4.2) with image n's items on cluster n's two CTAs, then the image's SE and
-// projection (C_OUT output channels; C_in = C_OUT, the SE squeezed to C_in / 4 as in every torchvision MBConv: the
-// launcher checks p.sq) in the same CTAs. FIM 3: stopping once the pair has met (a diagnostic: no output).
+// The fused image (CUDA_KERNELS_FUSED_IMAGE, measured slower in session 34 and off; mbconv_fused_image.cuh): _dhurfwsh
+// (B0's 3.1 in bands of RO rows) and _txdhswb (4.1, 4.2) with image n's items on cluster n's two CTAs, then the
+// image's SE and projection (C_OUT output channels; C_in = C_OUT, the SE squeezed to C_in / 4 as in every torchvision
+// MBConv: the launcher checks p.sq) in the same CTAs. FIM 1: the tail as measured; 3: stopping once the pair has met
+// (a diagnostic: no output); 4: the tail's T2 form.
 template <int HC, int KS, int S, int G, int UR, int SH, int RO, int C_OUT, int FIM>
 __global__ void __launch_bounds__(kExpandThreads, 2)
     expand_dw_v8_kernel_dhurfwsh_fi(const Params p_in, const __grid_constant__ V8Div dv) {
