@@ -1,8 +1,8 @@
 """The whole MBConv block of one image in one pair of kernel-1 CTAs (CUDA_KERNELS_FUSED_IMAGE=1, off: measured slower
 in session 34; csrc/mbconv_fused_image.cuh, NOTES.md "Session 34"): at B0's 3.1 (bands of 14) and 4.1 / 4.2, kernel
 1's items of image n run on cluster n's two CTAs, which then compute the image's SE and project their half of its
-16-row tiles from D (V scaled by the SE in fp16, A straight from L2 in a permuted k order). The SE and projection
-kernels do not run.
+16-row tiles from D (V scaled by the SE in fp16, A straight from L2 in a permuted k order; mode 5, session 35: D's
+pieces scaled in registers instead, V as loaded). The SE and projection kernels do not run.
 
 CPU: the switch and its route, the shared-memory arithmetic (both kernels keep two CTAs an SM), and the projection's
 fragment mapping emulated lane by lane against the matrix product (the index logic that a wrong word choice would
@@ -25,10 +25,13 @@ SWITCH = "CUDA_KERNELS_FUSED_IMAGE"
 
 def test_the_switch_is_off_unless_set_and_routes_two_kernels():
     assert f'const char* v = std::getenv("{SWITCH}");' in V8
-    # 1 on; 3 the items alone (the pair stops once it has met: a diagnostic); 4 the tail's T2 form; else off
-    assert "return v != nullptr && (v[0] == '1' || v[0] == '3' || v[0] == '4') && v[1] == '\\0' ? v[0] - '0' : 0;" \
+    # 1 on; 3 the items alone (the pair stops once it has met: a diagnostic); 5 D scaled, at k = 3 only; else off
+    assert "return v != nullptr && (v[0] == '1' || v[0] == '3' || v[0] == '5') && v[1] == '\\0' ? v[0] - '0' : 0;" \
         in V8
-    assert "fused_image_tail<FIC, FIH, FIS, kExpandThreads, FIM == 3, FIM == 4>(p, smem, fi_n, fi_h);" in V8
+    assert "fused_image_tail<FIC, FIH, FIS, kExpandThreads, FIM == 3, FIM == 5>(p, smem, fi_n, fi_h);" in V8
+    # mode 5 leaves the k = 5 block (3.1) to the kernels it replaces
+    assert "if constexpr (KS == 3) return launch_fused_image_mode<KS, 5>(p, chunk, stream, pdl, launched);\n" \
+           "    return cudaSuccess;" in V8
     assert "constexpr int SH = 4, ROWS = 14, C_OUT = 40;" in V8  # B0's 3.1 in bands of 14
     assert "constexpr int SH = 6, C_OUT = 80, UC = v8_row_unit_cols<SH, KS>();" in V8  # 4.1 / 4.2
     mbconv_cu = (CSRC / "mbconv.cu").read_text()
@@ -81,18 +84,21 @@ def _words(row):
     return [row[i:i + 2] for i in range(0, len(row), 2)]
 
 
-@pytest.mark.parametrize("hidden", [48, 240, 480])
-def test_the_permuted_k_fragments_sum_the_product(hidden):
-    """fused_image_tail's loop transliterated: per k32 block lane (g, t) loads D[g][8 t .. 8 t + 7] and D[g + 8][...]
-    as words x0, x1 and V'[n = g][8 t ..] as b; step 0 takes {x0.x, x1.x, x0.y, x1.y} with (b.x, b.y), step 1 the
-    z / w words; a k16 tail (hidden % 32 == 16) loads halves 4 t .. 4 t + 3. The sum is D V'^T."""
-    rng = np.random.default_rng(hidden)
-    D, V = rng.standard_normal((16, hidden)), rng.standard_normal((8, hidden))
+def _emulate_tail(D, V, scale, scale_d, s_lane=lambda t: 8 * t):
+    """fused_image_tail's loop transliterated for one 16-row tile and 8 output channels. Row form (mode 1): V' = V
+    diag(s) in shared memory, D's words as loaded. SCALE_D (mode 5): D's words times the scale's words at k = 32 kb +
+    s_lane(t) (fi_scale4 on sch + kb * 32 + 8 t), V as loaded; the k16 tail's at sch + KB * 32 + 4 t."""
+    hidden = D.shape[1]
+    B = V if scale_d else V * scale
     acc = np.zeros((16, 8))
     for kb in range(hidden // 32):
         x0 = {lane: _words(D[lane >> 2, kb * 32 + 8 * (lane & 3):][:8]) for lane in range(32)}
         x1 = {lane: _words(D[(lane >> 2) + 8, kb * 32 + 8 * (lane & 3):][:8]) for lane in range(32)}
-        bw = {lane: _words(V[lane >> 2, kb * 32 + 8 * (lane & 3):][:8]) for lane in range(32)}
+        if scale_d:
+            sw = {lane: _words(scale[kb * 32 + s_lane(lane & 3):][:8]) for lane in range(32)}
+            x0 = {lane: [w * sv for w, sv in zip(x0[lane], sw[lane])] for lane in range(32)}
+            x1 = {lane: [w * sv for w, sv in zip(x1[lane], sw[lane])] for lane in range(32)}
+        bw = {lane: _words(B[lane >> 2, kb * 32 + 8 * (lane & 3):][:8]) for lane in range(32)}
         for s in range(2):
             a = {lane: (x0[lane][2 * s], x1[lane][2 * s], x0[lane][2 * s + 1], x1[lane][2 * s + 1])
                  for lane in range(32)}
@@ -102,14 +108,38 @@ def test_the_permuted_k_fragments_sum_the_product(hidden):
         k0 = hidden // 32 * 32
         y0 = {lane: _words(D[lane >> 2, k0 + 4 * (lane & 3):][:4]) for lane in range(32)}
         y1 = {lane: _words(D[(lane >> 2) + 8, k0 + 4 * (lane & 3):][:4]) for lane in range(32)}
-        bw = {lane: _words(V[lane >> 2, k0 + 4 * (lane & 3):][:4]) for lane in range(32)}
+        if scale_d:
+            sw = {lane: _words(scale[k0 + 4 * (lane & 3):][:4]) for lane in range(32)}
+            y0 = {lane: [w * sv for w, sv in zip(y0[lane], sw[lane])] for lane in range(32)}
+            y1 = {lane: [w * sv for w, sv in zip(y1[lane], sw[lane])] for lane in range(32)}
+        bw = {lane: _words(B[lane >> 2, k0 + 4 * (lane & 3):][:4]) for lane in range(32)}
         a = {lane: (y0[lane][0], y1[lane][0], y0[lane][1], y1[lane][1]) for lane in range(32)}
         acc = _mma_m16n8k16(acc, a, {lane: (bw[lane][0], bw[lane][1]) for lane in range(32)})
-    np.testing.assert_allclose(acc, D @ V.T, rtol=1e-12, atol=1e-12)
+    return acc
+
+
+@pytest.mark.parametrize("scale_d", [False, True])
+@pytest.mark.parametrize("hidden", [48, 240, 480])
+def test_the_permuted_k_fragments_sum_the_product(hidden, scale_d):
+    """Per k32 block lane (g, t) loads D[g][8 t .. 8 t + 7] and D[g + 8][...] as words x0, x1 and V'[n = g][8 t ..]
+    as b; step 0 takes {x0.x, x1.x, x0.y, x1.y} with (b.x, b.y), step 1 the z / w words; a k16 tail (hidden % 32 ==
+    16) loads halves 4 t .. 4 t + 3. Either way the sum is D diag(s) V^T."""
+    rng = np.random.default_rng(hidden)
+    D, V, s = rng.standard_normal((16, hidden)), rng.standard_normal((8, hidden)), rng.uniform(0.1, 1, hidden)
+    np.testing.assert_allclose(_emulate_tail(D, V, s, scale_d), (D * s) @ V.T, rtol=1e-12, atol=1e-12)
     # and the source takes those words
     assert "const uint32_t s0[4] = {x0.x, x1.x, x0.y, x1.y}, s1[4] = {x0.z, x1.z, x0.w, x1.w};" in TAIL
     assert "bf::mma_m16n8k16(acc[nt], s0, b.x, b.y);\n        bf::mma_m16n8k16(acc[nt], s1, b.z, b.w);" in TAIL
     assert "const uint32_t s0[4] = {y0.x, y1.x, y0.y, y1.y};" in TAIL
+    assert "if constexpr (SCALE_D) fi_scale4(x0, x1, *reinterpret_cast<const uint4*>(sch + kb * 32 + 8 * t));" in TAIL
+    assert "const uint2 sk = *reinterpret_cast<const uint2*>(sch + KB * 32 + 4 * t);" in TAIL
+
+
+def test_a_scale_at_the_wrong_channels_would_fail():
+    """The emulation can fail: lane t scaling its piece by the scale's halves at 4 t instead of 8 t misses D s V^T."""
+    rng = np.random.default_rng(2)
+    D, V, s = rng.standard_normal((16, 64)), rng.standard_normal((8, 64)), rng.uniform(0.1, 1, 64)
+    assert not np.allclose(_emulate_tail(D, V, s, True, s_lane=lambda t: 4 * t), (D * s) @ V.T)
 
 
 def test_a_wrong_word_order_would_fail():
@@ -132,10 +162,13 @@ KERNELS = {"features.3.1": "expand_dw_v8_kernel_dhurfwsh_fi<", "features.4.1": "
            "features.4.2": "expand_dw_v8_kernel_txdhswb_fi<"}
 
 
+# (mode 5 runs at 4.1 / 4.2 only: test_mode_5_fuses_the_k3_blocks_only)
+CASES = [(path, batch, mode) for mode in ("1", "5") for path in FUSED_BLOCKS for batch in (1, 3, 128)
+         if mode == "1" or path != "features.3.1"]
+
+
 @pytest.mark.cuda
-@pytest.mark.parametrize("mode", ["1", "4"])
-@pytest.mark.parametrize("batch", [1, 3, 128])
-@pytest.mark.parametrize("path", FUSED_BLOCKS)
+@pytest.mark.parametrize("path,batch,mode", CASES)
 def test_against_float64(path, batch, mode, monkeypatch):
     """Against float64 with the switch on (check_shape: within 2x PyTorch fp16's error, output and scratch poisoned),
     the profiler naming the fused kernel and neither an SE nor a projection kernel, and close to the switch-off output
@@ -151,68 +184,25 @@ def test_against_float64(path, batch, mode, monkeypatch):
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("mode", ["1", "4"])
+@pytest.mark.parametrize("path", ["features.3.1", "features.4.1"])
+def test_mode_5_fuses_the_k3_blocks_only(path, monkeypatch):
+    """Mode 5 runs at 4.1 / 4.2 only: 3.1 runs kernel 1, the SE and the projection as with the switch off (a
+    tolerance, not equality: the check's own runs)."""
+    from mbconv_helpers import switched_against_float64
+
+    from perfmodel.harness import relative_error
+
+    got, off, names, *_ = switched_against_float64(monkeypatch, "efficientnet_b0", path, 3, SWITCH, "5")
+    fused = path != "features.3.1"
+    assert (KERNELS[path] in names) == fused, names[:600]
+    assert ("project" in names) != fused, names[:600]
+    assert relative_error(got, off.double()) < (5e-3 if fused else 1e-4)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("mode", ["1", "5"])
 def test_efficientnet_b0_with_it(mode, monkeypatch):
     """B0 through the check before timing (every fused block within 2x PyTorch fp16's error; none falls back)."""
     from mbconv_helpers import check_fused_b0
 
     check_fused_b0(monkeypatch, {SWITCH: mode}, {"StemMBConv": 1, "MBConv": 15}, 16)
-
-
-# ---- T2 (CUDA_KERNELS_FUSED_IMAGE=4): the projection transposed, out^T = V' D^T (built, not yet run on a GPU) ----
-
-def _k_t2(hidden: int, step: int, t: int) -> int:
-    """fi_k_t2: the first k of lane t's word pairs at `step` (pairs at k and k + 2)."""
-    return step // 2 * 32 + 8 * t + 4 * (step % 2) if step < 2 * (hidden // 32) else hidden // 32 * 32 + 4 * t
-
-
-def _movmatrix_t(frags):
-    """movmatrix.m8n8.trans.b16: lane (g, t) holds row g, columns 2t, 2t + 1 of an 8 x 8 matrix before; after, the same
-    positions of its transpose."""
-    m = np.zeros((8, 8))
-    for lane, (a, b) in frags.items():
-        m[lane >> 2, 2 * (lane & 3)], m[lane >> 2, 2 * (lane & 3) + 1] = a, b
-    return {lane: (m.T[lane >> 2, 2 * (lane & 3)], m.T[lane >> 2, 2 * (lane & 3) + 1]) for lane in range(32)}
-
-
-@pytest.mark.parametrize("hidden,c_out", [(480, 80), (240, 40), (48, 24)])
-def test_the_transposed_projection_sums_the_product(hidden, c_out):
-    """fi_copy_v_t2's layout, fi_tail_t2's MMAs and its movmatrix epilogue transliterated: one 16-pixel tile's output
-    (pixel x channel) is D V^T."""
-    rng = np.random.default_rng(hidden + c_out)
-    D, V = rng.standard_normal((16, hidden)), rng.standard_normal((c_out, hidden))
-    kb_n, kt, mt_n = hidden // 32, hidden % 32 // 16, -(-c_out // 16)
-    nstep = 2 * kb_n + kt
-    # the fragment layout, word by word as fi_copy_v_t2 fills it (rows past C_OUT zero)
-    vt = np.zeros(mt_n * nstep * 32 * 4 * 2)
-    for i in range(mt_n * nstep * 32 * 4):
-        w, lane, step, mt = i & 3, (i >> 2) & 31, (i >> 7) % nstep, (i >> 7) // nstep
-        row, k = 16 * mt + (lane >> 2) + 8 * (w & 1), _k_t2(hidden, step, lane & 3) + 2 * (w >> 1)
-        if row < c_out:
-            vt[2 * i:2 * i + 2] = V[row, k:k + 2]
-    entry = lambda mt, step, lane: [vt[2 * ((((mt * nstep + step) * 32) + lane) * 4 + w):][:2] for w in range(4)]
-    acc = np.zeros((mt_n, 2, 16, 8))  # [mt][j]: channels 16 mt.. x pixels 8 j..
-    for step in range(nstep):
-        for mt in range(mt_n):
-            a = {lane: tuple(entry(mt, step, lane)) for lane in range(32)}
-            for j in range(2):  # B: pixel 8 j + g's pair at k (b0 b1) and k + 2 (b2 b3)
-                b = {lane: (D[8 * j + (lane >> 2), _k_t2(hidden, step, lane & 3):][:2],
-                            D[8 * j + (lane >> 2), _k_t2(hidden, step, lane & 3) + 2:][:2]) for lane in range(32)}
-                acc[mt, j] = _mma_m16n8k16(acc[mt, j], a, b)
-    np.testing.assert_allclose(acc.transpose(0, 2, 1, 3).reshape(mt_n * 16, 16)[:c_out], V @ D.T, atol=1e-9)
-    out = np.full((16, c_out), np.nan)
-    for mt in range(mt_n):
-        for j in range(2):  # c0 c1: channel 16 mt + g, pixels 2t, 2t + 1; c2 c3: channel + 8
-            lo = _movmatrix_t({lane: tuple(acc[mt, j, lane >> 2, 2 * (lane & 3):][:2]) for lane in range(32)})
-            hi = _movmatrix_t({lane: tuple(acc[mt, j, 8 + (lane >> 2), 2 * (lane & 3):][:2]) for lane in range(32)})
-            for lane in range(32):
-                px = 8 * j + (lane >> 2)
-                for half, v in ((0, lo[lane]), (1, hi[lane])):
-                    ch = 16 * mt + 8 * half + 2 * (lane & 3)
-                    if ch < c_out:
-                        out[px, ch:ch + 2] = v
-    np.testing.assert_allclose(out, D @ V.T, atol=1e-9)
-    assert "const int row = 16 * mt + (lane >> 2) + 8 * (w & 1), k = fi_k_t2(HIDDEN, step, lane & 3) + 2 * (w >> 1);" \
-        in TAIL
-    assert "bf::mma_m16n8k16(acc[mt][0], af, s ? x0.z : x0.x, s ? x0.w : x0.y);" in TAIL
-    assert "const int ch = 16 * mt + 8 * half + 2 * t;" in TAIL

@@ -29,16 +29,8 @@ __host__ __device__ constexpr int fi_ldv(int hidden) { return (hidden + 31) / 64
 
 // Shared memory of the tail: V (then V') [c_out x fi_ldv], the pool, the scale [hidden] fp32 each, FC1's outputs
 // [sq] fp32.
-// T2: V' in the transposed projection's A fragments instead: m16 tiles of C_out (zero rows past it) x k16 steps x 32
-// lanes x 16 bytes (fi_v_t2_bytes), the same 76,800 / 23,040 bytes at B0's 4.1 / 3.1.
-__host__ __device__ constexpr int fi_steps_t2(int hidden) { return 2 * (hidden / 32) + hidden % 32 / 16; }
-__host__ __device__ constexpr int fi_v_t2_bytes(int hidden, int c_out) {
-  return (c_out + 15) / 16 * fi_steps_t2(hidden) * 32 * 16;
-}
 __host__ __device__ constexpr int fi_tail_smem_bytes(int hidden, int sq, int c_out) {
-  return (c_out * fi_ldv(hidden) * 2 > fi_v_t2_bytes(hidden, c_out) ? c_out * fi_ldv(hidden) * 2
-                                                                     : fi_v_t2_bytes(hidden, c_out)) +
-         (2 * hidden + sq) * 4;
+  return c_out * fi_ldv(hidden) * 2 + (2 * hidden + sq) * 4;
 }
 
 // The ring's depth: the largest divisor of the k32 blocks up to 5, so that the next tile's blocks take the slots its
@@ -66,217 +58,32 @@ __device__ __forceinline__ void fi_cluster_sync() {
 #endif
 }
 
+// fp16 pairs multiplied, round to nearest (the exact product of two halves rounded once, as PyTorch's fp16 mul)
+__device__ __forceinline__ uint32_t fi_hmul2(uint32_t a, uint32_t b) {
+  const __half2 r = __hmul2(*reinterpret_cast<const __half2*>(&a), *reinterpret_cast<const __half2*>(&b));
+  return *reinterpret_cast<const uint32_t*>(&r);
+}
+
+// A 16-byte shared-memory load that stays where it is written: the scale's pieces do not change from tile to tile,
+// and hoisted out of the tile loop (15 of them at 4.1) they held 60 registers and spilled
+__device__ __forceinline__ uint4 fi_lds128(const void* p) {
+  uint4 v;
+  asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "r"(bf::smem_addr(p)));
+  return v;
+}
+
+// Two rows' 16-byte pieces of D (the same 8 channels) times the scale's piece of those channels
+__device__ __forceinline__ void fi_scale4(uint4& x0, uint4& x1, const uint4 s) {
+  x0 = make_uint4(fi_hmul2(x0.x, s.x), fi_hmul2(x0.y, s.y), fi_hmul2(x0.z, s.z), fi_hmul2(x0.w, s.w));
+  x1 = make_uint4(fi_hmul2(x1.x, s.x), fi_hmul2(x1.y, s.y), fi_hmul2(x1.z, s.z), fi_hmul2(x1.w, s.w));
+}
+
 __device__ __forceinline__ float fi_warp_sum(float v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
-}
-
-// ---- T2 (CUDA_KERNELS_FUSED_IMAGE=4): the projection transposed, out^T = V' D^T ----
-// B = D^T needs no register packing: lane (g, t)'s 16-byte piece D[pixel g][32 kb + 8 t .. + 7] holds step s's
-// (b0 b1, b2 b2) as its words (2 s, 2 s + 1), consecutive registers (the row form packed A from two rows' loads: ~830
-// MOVs at 4.1). A = V' is stored in fragment order: entry (m16 tile mt, step, lane) = 16 bytes {V'[16 mt + g][k],
-// V'[16 mt + g + 8][k], V'[16 mt + g][k + 2], V'[16 mt + g + 8][k + 2]} (pairs), k = 32 kb + 8 t + 4 s, or at the k16
-// tail step (hidden % 32 == 16) 32 KB + 4 t: one LDS.128 a fragment. The accumulators (channels x pixels) go out
-// through movmatrix (8 x 8 transposes of fp16 pairs): bias added in fp32 before the rounding, the shortcut after it.
-
-// k of word pair w (0: k, 1: k + 2) of lane t at step `step` (the permuted order above)
-__host__ __device__ constexpr int fi_k_t2(int hidden, int step, int t) {
-  return step < 2 * (hidden / 32) ? step / 2 * 32 + 8 * t + 4 * (step % 2) : hidden / 32 * 32 + 4 * t;
-}
-
-__device__ __forceinline__ void fi_cp_async4(uint32_t dst, const void* src, bool valid) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 4 : 0));
-}
-
-// V into the fragment layout, 4 bytes a copy (rows past C_OUT zero-filled), one commit group (the caller commits)
-template <int C_OUT, int HIDDEN, int THREADS>
-__device__ __forceinline__ void fi_copy_v_t2(const Params& p, __half* vt) {
-  constexpr int NSTEP = fi_steps_t2(HIDDEN), WORDS = (C_OUT + 15) / 16 * NSTEP * 32 * 4;
-  for (int i = threadIdx.x; i < WORDS; i += THREADS) {
-    const int w = i & 3, lane = (i >> 2) & 31, step = (i >> 7) % NSTEP, mt = (i >> 7) / NSTEP;
-    const int row = 16 * mt + (lane >> 2) + 8 * (w & 1), k = fi_k_t2(HIDDEN, step, lane & 3) + 2 * (w >> 1);
-    fi_cp_async4(bf::smem_addr(vt + 2 * i), p.w_proj + (size_t)min(row, C_OUT - 1) * p.hk_pad + k, row < C_OUT);
-  }
-}
-
-__device__ __forceinline__ uint32_t fi_movmatrix_t(uint32_t a) {
-  uint32_t d;
-  asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(d) : "r"(a));
-  return d;
-}
-
-// The SE with its weight loads issued together (FC1's per warp, FC2's rows as vector loads), the scale in fp16 (as
-// PyTorch's fp16 SE multiplies D by it) into sch; then V' = V s by HMUL2 in the fragment layout.
-template <int C_OUT, int HIDDEN, int SQ, int THREADS>
-__device__ __forceinline__ void fi_se_t2(const Params& p, __half* vt, float* pool, int n) {
-  constexpr int NW = THREADS / 32, NSTEP = fi_steps_t2(HIDDEN);
-  float* z = pool + 2 * HIDDEN;
-  __half* sch = reinterpret_cast<__half*>(pool + HIDDEN);
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const float inv = 1.f / float(p.Ho * p.Wo);
-  for (int c = tid; c < HIDDEN; c += THREADS) {
-    float s = 0.f;
-    for (int b = 0; b < p.row_blocks; ++b) s += __ldcg(p.partial + ((size_t)n * p.row_blocks + b) * p.hid_pad + c);
-    pool[c] = s * inv;
-  }
-  constexpr int JW = (SQ + NW - 1) / NW, CW = (HIDDEN + 31) / 32;
-  float w1[JW][CW];
-#pragma unroll
-  for (int u = 0; u < JW; ++u)
-#pragma unroll
-    for (int k = 0; k < CW; ++k) {
-      const int j = warp + u * NW, c = lane + 32 * k;
-      w1[u][k] = j < SQ && c < HIDDEN ? __ldg(p.w_se1 + (size_t)j * HIDDEN + c) : 0.f;
-    }
-  __syncthreads();
-#pragma unroll
-  for (int u = 0; u < JW; ++u) {  // FC1 and SiLU: a warp a squeezed channel
-    const int j = warp + u * NW;
-    float a = 0.f;
-#pragma unroll
-    for (int k = 0; k < CW; ++k) a = fmaf(w1[u][k], lane + 32 * k < HIDDEN ? pool[lane + 32 * k] : 0.f, a);
-    a = fi_warp_sum(a);
-    if (lane == 0 && j < SQ) {
-      const float v = a + __ldg(p.b_se1 + j);
-      z[j] = v / (1.f + expf(-v));
-    }
-  }
-  __syncthreads();
-  for (int c = tid; c < HIDDEN; c += THREADS) {  // FC2 and the sigmoid: a thread a channel, its row in vector loads
-    float a = __ldg(p.b_se2 + c);
-    if constexpr (SQ % 4 == 0) {
-      float4 w[SQ / 4];
-#pragma unroll
-      for (int j = 0; j < SQ / 4; ++j) w[j] = __ldg(reinterpret_cast<const float4*>(p.w_se2 + (size_t)c * SQ) + j);
-#pragma unroll
-      for (int j = 0; j < SQ / 4; ++j)
-        a = fmaf(w[j].w, z[4 * j + 3],
-                 fmaf(w[j].z, z[4 * j + 2], fmaf(w[j].y, z[4 * j + 1], fmaf(w[j].x, z[4 * j], a))));
-    } else {
-      static_assert(SQ % 2 == 0, "the squeezed width: even");
-      float2 w[SQ / 2];
-#pragma unroll
-      for (int j = 0; j < SQ / 2; ++j) w[j] = __ldg(reinterpret_cast<const float2*>(p.w_se2 + (size_t)c * SQ) + j);
-#pragma unroll
-      for (int j = 0; j < SQ / 2; ++j) a = fmaf(w[j].y, z[2 * j + 1], fmaf(w[j].x, z[2 * j], a));
-    }
-    sch[c] = __float2half_rn(1.f / (1.f + expf(-a)));
-  }
-  bf::cp_async_wait<0>();
-  __syncthreads();
-  for (int i = tid; i < (C_OUT + 15) / 16 * NSTEP * 32; i += THREADS) {  // V' = V s: words 0, 1 at k, 2, 3 at k + 2
-    const int k = fi_k_t2(HIDDEN, (i >> 5) % NSTEP, i & 3);
-    uint4 v = reinterpret_cast<const uint4*>(vt)[i];
-    const __half2 m0 = *reinterpret_cast<const __half2*>(sch + k), m1 = *reinterpret_cast<const __half2*>(sch + k + 2);
-    __half2* hv = reinterpret_cast<__half2*>(&v);
-    hv[0] = __hmul2(hv[0], m0);
-    hv[1] = __hmul2(hv[1], m0);
-    hv[2] = __hmul2(hv[2], m1);
-    hv[3] = __hmul2(hv[3], m1);
-    reinterpret_cast<uint4*>(vt)[i] = v;
-  }
-  __syncthreads();
-}
-
-// The whole T2 tail after the pair has met: the SE (fi_se_t2), then each warp's 16-pixel tiles (h + 2 warp, ...) as
-// out^T's m16 x n8 products, D in a ring of 4 k32 blocks a lane (two pixels' 16-byte pieces a block), issued before
-// the SE for the first tile.
-template <int C_OUT, int HIDDEN, int SQ, int THREADS>
-__device__ __forceinline__ void fi_tail_t2(const Params& p, __half* vt, float* pool, int n, int h) {
-  constexpr int NW = THREADS / 32, NSTEP = fi_steps_t2(HIDDEN), KB = HIDDEN / 32, KT = HIDDEN % 32 / 16;
-  constexpr int MT = (C_OUT + 15) / 16, PF = KB < 4 ? KB : 4;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
-  const int P = p.Ho * p.Wo, tiles = (P + 15) / 16;
-  const __half* dimg = p.d + (size_t)n * P * HIDDEN;
-  const uint4* vfrag = reinterpret_cast<const uint4*>(vt) + lane;
-  int tile = h + 2 * warp;
-  const uint4 *d0, *d1;  // pixels 16 tile + g (n8 tile 0) and + 8 (n8 tile 1), lane t's 16-byte pieces
-  auto rows_of = [&](int tl) {
-    d0 = reinterpret_cast<const uint4*>(dimg + (size_t)min(tl * 16 + g, P - 1) * HIDDEN + 8 * t);
-    d1 = reinterpret_cast<const uint4*>(dimg + (size_t)min(tl * 16 + g + 8, P - 1) * HIDDEN + 8 * t);
-  };
-  uint4 a0[PF], a1[PF];
-  auto first_blocks = [&]() {
-#pragma unroll
-    for (int q = 0; q < PF; ++q) {
-      fi_load_block(a0, a1, q, d0, d1, q);
-    }
-  };
-  rows_of(tile);
-  if (tile < tiles) first_blocks();
-  fi_se_t2<C_OUT, HIDDEN, SQ, THREADS>(p, vt, pool, n);
-  for (; tile < tiles; tile += 2 * NW) {
-    uint2 y0, y1;
-    if constexpr (KT) {
-      y0 = __ldcg(reinterpret_cast<const uint2*>(reinterpret_cast<const __half*>(d0) + KB * 32 - 4 * t));
-      y1 = __ldcg(reinterpret_cast<const uint2*>(reinterpret_cast<const __half*>(d1) + KB * 32 - 4 * t));
-    }
-    float acc[MT][2][4];
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-      for (int j = 0; j < 2; ++j) acc[mt][j][0] = acc[mt][j][1] = acc[mt][j][2] = acc[mt][j][3] = 0.f;
-#pragma unroll
-    for (int kb = 0; kb < KB; ++kb) {
-      const uint4 x0 = a0[kb % PF], x1 = a1[kb % PF];
-      if (kb + PF < KB) {
-        fi_load_block(a0, a1, kb % PF, d0, d1, kb + PF);
-      }
-#pragma unroll
-      for (int s = 0; s < 2; ++s) {
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt) {
-          const uint4 a = vfrag[(mt * NSTEP + 2 * kb + s) * 32];
-          const uint32_t af[4] = {a.x, a.y, a.z, a.w};
-          bf::mma_m16n8k16(acc[mt][0], af, s ? x0.z : x0.x, s ? x0.w : x0.y);
-          bf::mma_m16n8k16(acc[mt][1], af, s ? x1.z : x1.x, s ? x1.w : x1.y);
-        }
-      }
-    }
-    if constexpr (KT) {
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt) {
-        const uint4 a = vfrag[(mt * NSTEP + 2 * KB) * 32];
-        const uint32_t af[4] = {a.x, a.y, a.z, a.w};
-        bf::mma_m16n8k16(acc[mt][0], af, y0.x, y0.y);
-        bf::mma_m16n8k16(acc[mt][1], af, y1.x, y1.y);
-      }
-    }
-    const int next = tile + 2 * NW;  // the next tile's first blocks fly during this one's epilogue
-    if (next < tiles) {
-      rows_of(next);
-      first_blocks();
-    }
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt) {
-      const int c_lo = 16 * mt + g, c_hi = c_lo + 8;  // this lane's accumulator channels
-      const float b_lo = c_lo < C_OUT ? __ldg(p.b_proj + c_lo) : 0.f;
-      const float b_hi = c_hi < C_OUT ? __ldg(p.b_proj + c_hi) : 0.f;
-#pragma unroll
-      for (int j = 0; j < 2; ++j) {
-        const int px = tile * 16 + 8 * j + g;  // after the transposes: pixel g of n8 tile j, channels 2 t, 2 t + 1
-        const __half2 lo = __floats2half2_rn(acc[mt][j][0] + b_lo, acc[mt][j][1] + b_lo);
-        const __half2 hi = __floats2half2_rn(acc[mt][j][2] + b_hi, acc[mt][j][3] + b_hi);
-        const uint32_t tl = fi_movmatrix_t(*reinterpret_cast<const uint32_t*>(&lo));
-        const uint32_t th = fi_movmatrix_t(*reinterpret_cast<const uint32_t*>(&hi));
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          const int ch = 16 * mt + 8 * half + 2 * t;
-          if (px >= P || ch >= C_OUT) continue;
-          const uint32_t v = half ? th : tl;
-          float2 o = __half22float2(*reinterpret_cast<const __half2*>(&v));
-          const size_t at = ((size_t)n * P + px) * C_OUT + ch;
-          if (p.residual) {  // stride 1 and C_in == C_out: x has out's layout
-            const float2 xv = __half22float2(*reinterpret_cast<const __half2*>(p.x + at));
-            o.x += xv.x;
-            o.y += xv.y;
-          }
-          *reinterpret_cast<__half2*>(p.out + at) = __floats2half2_rn(o.x, o.y);
-        }
-      }
-    }
-  }
 }
 
 // After CTA h (0 or 1) of image n's pair has stored its items' D and pool sums. THREADS threads; C_OUT, HIDDEN, SQ as
@@ -284,33 +91,31 @@ __device__ __forceinline__ void fi_tail_t2(const Params& p, __half* vt, float* p
 // weight loads is issued before the first is used).
 // MEET_ONLY (a diagnostic, CUDA_KERNELS_FUSED_IMAGE=3: the block's output is not computed): the tail stops once the
 // pair has met, so that a timed launch shows kernel 1's items in this arrangement apart from the SE and the projection.
-// T2 (CUDA_KERNELS_FUSED_IMAGE=4; built in session 34 after its device time was spent: not yet run on a GPU): the SE
-// in fewer round trips (fi_se_t2) and the projection transposed (fi_project_t2).
-template <int C_OUT, int HIDDEN, int SQ, int THREADS, bool MEET_ONLY = false, bool T2 = false>
+// SCALE_D (CUDA_KERNELS_FUSED_IMAGE=5, session 35, not yet measured): the scale applied to D's pieces in registers
+// (s in fp16, one HMUL2 a word: D s rounded to fp16 as PyTorch's fp16 SE rounds it) and V used as loaded, so that
+// no pass over V waits on the SE (s35 call 1's profile of the row form: the V' pass and its barriers ~18% of 4.1's
+// samples).
+template <int C_OUT, int HIDDEN, int SQ, int THREADS, bool MEET_ONLY = false, bool SCALE_D = false>
 __device__ __forceinline__ void fused_image_tail(const Params& p, uint8_t* smem, int n, int h) {
   static_assert(C_OUT % 8 == 0 && HIDDEN % 16 == 0 && HIDDEN >= 32, "n8 tiles of C_out, k16 steps of hidden");
   constexpr int LDV = fi_ldv(HIDDEN), NTO = C_OUT / 8, KB = HIDDEN / 32, KT = HIDDEN % 32 / 16, NW = THREADS / 32;
-  constexpr int PF = fi_ring(KB);  // k32 blocks of D in flight a lane
+  // k32 blocks of D in flight a lane (SCALE_D: 3, its scale pieces and products took the registers of a deeper ring)
+  constexpr int PF = SCALE_D && KB % 3 == 0 ? 3 : fi_ring(KB);
   __half* vs = reinterpret_cast<__half*>(smem);
-  // (past V' in either layout: the row form's C_OUT x LDV halves or T2's fragments, the same size at B0's blocks)
-  float* pool = reinterpret_cast<float*>(smem + (C_OUT * LDV * 2 > fi_v_t2_bytes(HIDDEN, C_OUT)
-                                                     ? C_OUT * LDV * 2
-                                                     : fi_v_t2_bytes(HIDDEN, C_OUT)));
+  float* pool = reinterpret_cast<float*>(smem + C_OUT * LDV * 2);
   float* sc = pool + HIDDEN;
   float* z = sc + HIDDEN;
+  __half* sch = reinterpret_cast<__half*>(sc);  // SCALE_D: the scale in fp16 (16-byte pieces: 8 t .. 8 t + 7)
+  static_assert((C_OUT * LDV * 2 + HIDDEN * 4) % 16 == 0, "the fp16 scale's 16-byte pieces");
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int P = p.Ho * p.Wo;
 
   // V into shared memory at the pitch of V' while the partner may still be in its items (past this barrier the last
   // item's pool sums have been read: kernel 1's shared memory is free)
   __syncthreads();
-  if constexpr (T2) {
-    fi_copy_v_t2<C_OUT, HIDDEN, THREADS>(p, vs);
-  } else {
-    for (int i = tid; i < C_OUT * (HIDDEN / 8); i += THREADS) {
-      const int r = i / (HIDDEN / 8), c8 = (i - r * (HIDDEN / 8)) * 8;
-      bf::cp_async16(bf::smem_addr(vs + r * LDV + c8), p.w_proj + (size_t)r * p.hk_pad + c8, true);
-    }
+  for (int i = tid; i < C_OUT * (HIDDEN / 8); i += THREADS) {
+    const int r = i / (HIDDEN / 8), c8 = (i - r * (HIDDEN / 8)) * 8;
+    bf::cp_async16(bf::smem_addr(vs + r * LDV + c8), p.w_proj + (size_t)r * p.hk_pad + c8, true);
   }
   bf::cp_async_commit();
   // The SE's weights into L1 while the pair meets (both CTAs of an SM read the same lines)
@@ -322,10 +127,6 @@ __device__ __forceinline__ void fused_image_tail(const Params& p, uint8_t* smem,
   fi_cluster_sync();
   if constexpr (MEET_ONLY) {
     bf::cp_async_wait<0>();
-    return;
-  }
-  if constexpr (T2) {
-    fi_tail_t2<C_OUT, HIDDEN, SQ, THREADS>(p, vs, pool, n, h);
     return;
   }
   // The projection's row pointers: this warp's tiles h + 2 warp, h + 2 warp + 2 NW, ... (the pair's halves
@@ -377,11 +178,15 @@ __device__ __forceinline__ void fused_image_tail(const Params& p, uint8_t* smem,
     float a = __ldg(p.b_se2 + c);
 #pragma unroll
     for (int j = 0; j < SQ; ++j) a = fmaf(__ldg(p.w_se2 + (size_t)c * SQ + j), z[j], a);
-    sc[c] = 1.f / (1.f + expf(-a));
+    if constexpr (SCALE_D) {
+      sch[c] = __float2half_rn(1.f / (1.f + expf(-a)));
+    } else {
+      sc[c] = 1.f / (1.f + expf(-a));
+    }
   }
   bf::cp_async_wait<0>();
   __syncthreads();
-  for (int i = tid; i < C_OUT * (HIDDEN / 8); i += THREADS) {  // V' = V diag(s) in place, 8 halves a thread
+  for (int i = tid; i < (SCALE_D ? 0 : C_OUT * (HIDDEN / 8)); i += THREADS) {  // V' = V diag(s) in place, 8 halves
     const int r = i / (HIDDEN / 8), c8 = (i - r * (HIDDEN / 8)) * 8;
     uint4 v = *reinterpret_cast<const uint4*>(vs + r * LDV + c8);
     __half2* hv = reinterpret_cast<__half2*>(&v);
@@ -392,7 +197,7 @@ __device__ __forceinline__ void fused_image_tail(const Params& p, uint8_t* smem,
     }
     *reinterpret_cast<uint4*>(vs + r * LDV + c8) = v;
   }
-  __syncthreads();
+  if constexpr (!SCALE_D) __syncthreads();
 
   for (; tile < tiles; tile += 2 * NW) {
     const int r0 = tile * 16 + g, r1 = r0 + 8;
@@ -410,7 +215,8 @@ __device__ __forceinline__ void fused_image_tail(const Params& p, uint8_t* smem,
     __half2 xr[NTO][2];  // the shortcut's values, loaded two blocks before the end
 #pragma unroll
     for (int kb = 0; kb < KB; ++kb) {
-      const uint4 x0 = a0[kb % PF], x1 = a1[kb % PF];
+      uint4 x0 = a0[kb % PF], x1 = a1[kb % PF];
+      if constexpr (SCALE_D) fi_scale4(x0, x1, fi_lds128(sch + kb * 32 + 8 * t));
       if (kb + PF < KB) {
         fi_load_block(a0, a1, kb % PF, d0, d1, kb + PF);
       } else if (next) {  // block kb + PF - KB of the next tile into the same slot (CROSS: KB % PF == 0)
@@ -436,6 +242,11 @@ __device__ __forceinline__ void fused_image_tail(const Params& p, uint8_t* smem,
       }
     }
     if constexpr (KT) {
+      if constexpr (SCALE_D) {
+        const uint2 sk = *reinterpret_cast<const uint2*>(sch + KB * 32 + 4 * t);
+        y0 = make_uint2(fi_hmul2(y0.x, sk.x), fi_hmul2(y0.y, sk.y));
+        y1 = make_uint2(fi_hmul2(y1.x, sk.x), fi_hmul2(y1.y, sk.y));
+      }
       const uint32_t s0[4] = {y0.x, y1.x, y0.y, y1.y};
 #pragma unroll
       for (int nt = 0; nt < NTO; ++nt) {

@@ -854,8 +854,8 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtenso
       break;
     }
   }
-  if constexpr (FIC > 0)  // (FIM 3: stop once the pair has met, a diagnostic; 4: the tail's T2 form)
-    fused_image_tail<FIC, FIH, FIS, kExpandThreads, FIM == 3, FIM == 4>(p, smem, fi_n, fi_h);
+  if constexpr (FIC > 0)  // (FIM 3: stop once the pair has met, a diagnostic; 5: the scale applied to D)
+    fused_image_tail<FIC, FIH, FIS, kExpandThreads, FIM == 3, FIM == 5>(p, smem, fi_n, fi_h);
 }
 
 template <int HC, int KS, int S, int G = 1, bool HF = false>
@@ -1543,15 +1543,17 @@ cudaError_t launch_expand_dw_v8_hf(const Params& p, cudaStream_t stream, bool pd
   return launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, DH>(p, stream, pdl);
 }
 
-// CUDA_KERNELS_FUSED_IMAGE=0|1|3|4 (read at every call; off: measured slower in session 34, NOTES.md "Session 34"):
+// CUDA_KERNELS_FUSED_IMAGE=0|1|3|5 (read at every call; off: measured slower in session 34, NOTES.md "Session 34"):
 // in version 11, where its defaults run the static kernels 1 of B0's 3.1 (bands of 14, _dhurfwsh) and 4.1 / 4.2
 // (_txdhswb), those kernels with each image's SE and projection in the same CTAs (mbconv_fused_image.cuh); the SE and
 // projection kernels are then not launched (`launched`). 1 on; 3 (a diagnostic, as CUDA_KERNELS_ABLATE: the block's
-// output is not computed) stopping once the pair has met (s34 call 2: the items alone); 4 the tail's T2 form (built
-// late in session 34, not yet run on a GPU); 0 (or anything else) off.
+// output is not computed) stopping once the pair has met (s34 call 2: the items alone); 5 the scale applied to D's
+// pieces instead of V (session 35, not yet measured), at 4.1 / 4.2 only (3.1 as with the switch off: its tail waits
+// on D's 48 MB, and a k = 5 instance of it changes ptxas's allocation in the file's other kernels); 0 (or anything
+// else) off. (4, session 34's transposed tail, measured slower in s35 call 1, was removed.)
 inline int fused_image_requested() {
   const char* v = std::getenv("CUDA_KERNELS_FUSED_IMAGE");
-  return v != nullptr && (v[0] == '1' || v[0] == '3' || v[0] == '4') && v[1] == '\0' ? v[0] - '0' : 0;
+  return v != nullptr && (v[0] == '1' || v[0] == '3' || v[0] == '5') && v[1] == '\0' ? v[0] - '0' : 0;
 }
 template <int KS, int FIM>
 cudaError_t launch_fused_image_mode(const Params& p, int chunk, cudaStream_t stream, bool pdl, bool& launched) {
@@ -1589,10 +1591,13 @@ template <int KS>
 cudaError_t launch_fused_image_ks(const Params& p, int chunk, cudaStream_t stream, bool pdl, bool& launched) {
   const int mode = fused_image_requested();
   launched = false;
+  if (mode == 5) {
+    if constexpr (KS == 3) return launch_fused_image_mode<KS, 5>(p, chunk, stream, pdl, launched);
+    return cudaSuccess;
+  }
   if (mode == 0) return cudaSuccess;
-  return mode == 1   ? launch_fused_image_mode<KS, 1>(p, chunk, stream, pdl, launched)
-         : mode == 3 ? launch_fused_image_mode<KS, 3>(p, chunk, stream, pdl, launched)
-                     : launch_fused_image_mode<KS, 4>(p, chunk, stream, pdl, launched);
+  return mode == 1 ? launch_fused_image_mode<KS, 1>(p, chunk, stream, pdl, launched)
+                   : launch_fused_image_mode<KS, 3>(p, chunk, stream, pdl, launched);
 }
 
 template <int KS>
