@@ -294,9 +294,7 @@ def test_kernel1_v8_compiles_without_spills(tmp_path):
     # + the halo kept at k = 5 (CUDA_KERNELS_K1_HALO5): _dhurfwsh at B0's 3.1 and B2's 3.1 / 3.2, and B0's 3.1 in bands
     #   of 14 (=2)
     # + the biases loaded early (CUDA_KERNELS_K1_BIAS_EARLY): _txdhswb at the 7 row-unit entries
-    # + the fused image (CUDA_KERNELS_FUSED_IMAGE): _dhurfwsh_fi at B0's 3.1, _txdhswb_fi at 4.1 / 4.2, each also as
-    #   the diagnostic that stops once the pair has met (=3) and with the tail's T2 form (=4)
-    assert len(entries) == 12 + 8 + 2 + 16 + 1 + 2 + 2 + 4 + 4 + 6 + 1 + 2 + 2 + 3 + 4 + 3 + 3 + 7 + 6, report
+    assert len(entries) == 12 + 8 + 2 + 16 + 1 + 2 + 2 + 4 + 4 + 6 + 1 + 2 + 2 + 3 + 4 + 3 + 3 + 7, report
     for i in entries:
         spill = next(line for line in lines[i:] if "spill stores" in line)
         used = next(line for line in lines[i:] if "Used" in line and "registers" in line)
@@ -603,8 +601,7 @@ def _check_transliteration(n, h, w, c_in, hidden, ks, stride, rows, grid, images
 
 def test_the_kernel_text_holds_the_modelled_expressions():
     """The expressions the transliteration models, as they stand in csrc/mbconv_v8.cuh."""
-    for expr in (  # (FIC: the fused image, tests/test_mbconv_fused_image.py; the model's range where it is 0)
-                 "const int i_begin = FIC ? fi_h * (total / 2) : (int)((long long)blockIdx.x * total / gridDim.x);",
+    for expr in ("const int i_begin = (int)((long long)blockIdx.x * total / gridDim.x);",
                  "return x_padded_v8(C_in) ? m_pad * (k_pad + 8) : round_up(m_pad * C_in + 8, 8);",
                  "ldx = x_padded ? p.k_pad + 8 : p.C_in;",
                  "expand_k16<HC>(acc, Xs, ldx, Us, ldu, mt * 16, k0, a_row, a_k, b_row, b_k);",

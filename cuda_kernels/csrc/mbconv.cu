@@ -248,12 +248,6 @@ cudaError_t launch_mbconv(const Params& p, int chunk, int version, cudaStream_t 
   const bool v9_v3 = v9 && kernel1_v9_takes_v3(p.ksize, p.stride, p.Ho, p.Wo);  // version 3's kernel 1
   const bool v3_hf = v9_v3 && kernel1_v3_hfma2_requested(v11);
   if (v9 && ablated("kernel1")) return launch_se_project_v9(p, version, stream, pdl);  // CUDA_KERNELS_ABLATE
-  if (v11 && !v9_v3 && (p.ksize == 3 || p.ksize == 5)) {  // CUDA_KERNELS_FUSED_IMAGE: the whole block in one kernel
-    bool fused = false;
-    err = p.ksize == 3 ? launch_fused_image_k3(p, chunk, stream, pdl, fused)
-                       : launch_fused_image_k5(p, chunk, stream, pdl, fused);
-    if (fused || err != cudaSuccess) return err;
-  }
   if (v9_v3)
     err = p.ksize == 3 ? launch_expand_dw_v3_k3(p, chunk, stream, pdl, v3_hf)
                        : launch_expand_dw_v3_k5(p, chunk, stream, pdl, v3_hf);

@@ -90,10 +90,6 @@ cudaError_t launch_expand_dw_v8_k3(const Params& p, int chunk, cudaStream_t stre
                                    bool v11 = false);
 cudaError_t launch_expand_dw_v8_k5(const Params& p, int chunk, cudaStream_t stream, bool pdl = false, bool v10 = false,
                                    bool v11 = false);
-// The fused image (CUDA_KERNELS_FUSED_IMAGE=1, version 11; mbconv_fused_image.cuh): kernel 1 with each image's SE and
-// projection where it applies; `launched` says whether it ran (then the block is complete).
-cudaError_t launch_fused_image_k3(const Params& p, int chunk, cudaStream_t stream, bool pdl, bool& launched);
-cudaError_t launch_fused_image_k5(const Params& p, int chunk, cudaStream_t stream, bool pdl, bool& launched);
 // Version 9 (NOTES.md, "MBConv version 9"): version 8's kernel 1 and version 3's SE, then project_v9 (mbconv_v3.cu:
 // D streamed into the mma fragments by each warp, no shared memory for D) where project_v9_applies, else version 3's.
 bool project_v9_applies(int hidden, int c_out);

@@ -30,7 +30,6 @@
 #include <cstdlib>
 
 #include "fastdiv.h"
-#include "mbconv_fused_image.cuh"
 #include "mbconv_v2.cuh"
 #include "ptx_sm90.cuh"
 #include "tensor_map.h"
@@ -196,12 +195,6 @@ struct V8Item {
     n = r / bands;
     band = r - n * bands;
   }
-  V8Item() = default;
-  __device__ static V8Item of(int chunk, int n, int band) {  // (the fused image's items: mbconv_fused_image.cuh)
-    V8Item it;
-    it.chunk = chunk, it.n = n, it.band = band;
-    return it;
-  }
   // the same with the divisions by N bands and by bands as multiplies (V8Div)
   __device__ V8Item(int i, int N, int bands, const FastDiv& by_per_chunk, const FastDiv& by_bands) {
     chunk = by_per_chunk.div(i);
@@ -243,7 +236,7 @@ __device__ __forceinline__ void zero_acc(float (&acc)[NT][4]) {
 // map at xmap (kernel1_v8_tx; null otherwise); WG (with TX): the expand on warpgroup MMAs.
 template <int HC, int KS, int S, int G, bool HF, bool TX = false, bool WG = false, bool BC = false, bool DH = false,
           bool TG = false, int UR = 0, bool FD = false, bool WU = false, int UOW = 0, int URS = 0, bool HK = false,
-          bool BE = false, int FIC = 0, int FIH = 0, int FIS = 0, int FIM = 1>
+          bool BE = false>
 __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtensorMap* xmap = nullptr,
                                                   const V8Div* fd = nullptr) {
   static_assert(!WG || TX, "the wgmma expand reads X's swizzled boxes");
@@ -251,7 +244,6 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtenso
   static_assert(!DH || HF, "D's epilogue in packed fp16 takes the HFMA2 depthwise's fp16 sums");
   static_assert(!TG || DH, "the taps from global memory are built on the packed-fp16 epilogue's kernels");
   static_assert(!BC || (S == 2 && !TX), "the bias in the MMA is built for the stride-2 kernels (bulk-copied X)");
-  static_assert(!FIC || (G == 1 && S == 1), "the fused image (mbconv_fused_image.cuh): one image an item, stride 1");
   using bf::cp_async16;
   using bf::smem_addr;
   extern __shared__ __align__(16) uint8_t smem[];
@@ -271,16 +263,12 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtenso
   // (a macro-like lambda, not a local: at G = 1 every use reads p.N itself, as before G existed, so that the
   // G = 1 kernel's code is unchanged)
   auto NI = [&]() { return G > 1 ? (p.N + G - 1) / G : p.N; };
-  // FIC (the fused image, mbconv_fused_image.cuh): CTA h of cluster n takes image n's items (chunk, band), chunk-major,
-  // the first CTA the first half of them
-  const int fi_n = FIC ? (int)(blockIdx.x >> 1) : 0, fi_h = FIC ? (int)(blockIdx.x & 1) : 0;
-  const int total = FIC ? p.hid_pad / HC * bands : p.hid_pad / HC * NI() * bands;
+  const int total = p.hid_pad / HC * NI() * bands;
   // this CTA's items: [i_begin, items_end()), a contiguous share of the list (the launcher keeps gridDim.x <= total)
-  const int i_begin = FIC ? fi_h * (total / 2) : (int)((long long)blockIdx.x * total / gridDim.x);
+  const int i_begin = (int)((long long)blockIdx.x * total / gridDim.x);
   // the end of the range is recomputed where it is needed (once per item): kept in a register across the item
   // loop, it was one of the values ptxas spilled at k = 5, stride 1
   auto items_end = [&]() {
-    if constexpr (FIC) return fi_h ? total : total / 2;
     uint32_t b;
     asm volatile("mov.u32 %0, %%ctaid.x;" : "=r"(b));
     if constexpr (FD)
@@ -289,9 +277,7 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtenso
       return (int)((long long)(b + 1) * total / gridDim.x);
   };
   auto item_at = [&](int i) {
-    if constexpr (FIC)
-      return V8Item::of(i / bands, fi_n, i % bands);
-    else if constexpr (FD)
+    if constexpr (FD)
       return V8Item(i, NI(), bands, fd->per_chunk, fd->bands);
     else
       return V8Item(i, NI(), bands);
@@ -450,8 +436,7 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtenso
 #pragma unroll
         for (int u = 0; u < 2; ++u) hbias_e[nt][u] = 0.5f * __ldg(p.b_exp + c0 + nt * 8 + (lane & 3) * 2 + u);
     }
-    // chunk-major: a chunk starts at (0, 0) (FIC: at band 0 of the image)
-    const bool new_chunk = i == i_begin || (FIC ? it.band == 0 : it.n == 0 && it.band == 0);
+    const bool new_chunk = i == i_begin || (it.n == 0 && it.band == 0);  // chunk-major: a chunk starts at (0, 0)
     const bool cont = halo && i > i_begin && it.band > 0;  // the previous item was band - 1 of this (chunk, image)
     const int oh0 = it.band * p.rows_per_tile;
     const int oh1 = min(oh0 + p.rows_per_tile, p.Ho);
@@ -854,8 +839,6 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtenso
       break;
     }
   }
-  if constexpr (FIC > 0)  // (FIM 3: stop once the pair has met, a diagnostic; 5: the scale applied to D)
-    fused_image_tail<FIC, FIH, FIS, kExpandThreads, FIM == 3, FIM == 5>(p, smem, fi_n, fi_h);
 }
 
 template <int HC, int KS, int S, int G = 1, bool HF = false>
@@ -998,23 +981,18 @@ __global__ void __launch_bounds__(kExpandThreads, 2)
   v8_static_params<KS, SH>(p);
   expand_dw_v8_body<HC, KS, S, G, true, false, false, false, true, false, UR, true, true>(p, nullptr, &dv);
 }
-// v8_static_params, and where RO > 0 in taller bands of RO output rows than the entry's (kV8HaloBands)
-template <int KS, int SH, int RO>
-__device__ __forceinline__ void v8_static_params_rows(Params& p) {
-  v8_static_params<KS, SH>(p);
-  if constexpr (RO > 0) {
-    constexpr int out = v8_static_out(kV8Static[SH].H, KS, kV8Static[SH].stride);
-    p.rows_per_tile = RO;
-    p.row_blocks = (out + RO - 1) / RO;
-  }
-}
 // ... and with E's halo rows kept between bands at k = 5 (CUDA_KERNELS_K1_HALO5); RO > 0: in taller bands of RO
 // output rows than the entry's (kV8HaloBands; =2, version 11's default since session 30)
 template <int HC, int KS, int S, int G, int UR, int SH, int RO = 0>
 __global__ void __launch_bounds__(kExpandThreads, 2)
     expand_dw_v8_kernel_dhurfwsh(const Params p_in, const __grid_constant__ V8Div dv) {
   Params p = p_in;
-  v8_static_params_rows<KS, SH, RO>(p);
+  v8_static_params<KS, SH>(p);
+  if constexpr (RO > 0) {
+    constexpr int out = v8_static_out(kV8Static[SH].H, KS, kV8Static[SH].stride);
+    p.rows_per_tile = RO;
+    p.row_blocks = (out + RO - 1) / RO;
+  }
   expand_dw_v8_body<HC, KS, S, G, true, false, false, false, true, false, UR, true, true, 0, 0, true>(p, nullptr, &dv);
 }
 template <int HC, int KS, int S, int G, bool TG, int SH>
@@ -1056,28 +1034,6 @@ __global__ void __launch_bounds__(kExpandThreads, 2)
   expand_dw_v8_body<HC, KS, S, G, true, true, WG, false, true, false, 0, false, true, UOW, URS, false, true>(p, &xmap);
 }
 
-// The fused image (CUDA_KERNELS_FUSED_IMAGE, measured slower in session 34 and off; mbconv_fused_image.cuh): _dhurfwsh
-// (B0's 3.1 in bands of RO rows) and _txdhswb (4.1, 4.2) with image n's items on cluster n's two CTAs, then the
-// image's SE and projection (C_OUT output channels; C_in = C_OUT, the SE squeezed to C_in / 4 as in every torchvision
-// MBConv: the launcher checks p.sq) in the same CTAs. FIM 1: the tail as measured; 3: stopping once the pair has met
-// (a diagnostic: no output); 4: the tail's T2 form.
-template <int HC, int KS, int S, int G, int UR, int SH, int RO, int C_OUT, int FIM>
-__global__ void __launch_bounds__(kExpandThreads, 2)
-    expand_dw_v8_kernel_dhurfwsh_fi(const Params p_in, const __grid_constant__ V8Div dv) {
-  Params p = p_in;
-  v8_static_params_rows<KS, SH, RO>(p);
-  expand_dw_v8_body<HC, KS, S, G, true, false, false, false, true, false, UR, true, true, 0, 0, true, false, C_OUT,
-                    kV8Static[SH].hidden, C_OUT / 4, FIM>(p, nullptr, &dv);
-}
-template <int HC, int KS, int S, int G, bool WG, int SH, int UOW, int URS, int C_OUT, int FIM>
-__global__ void __launch_bounds__(kExpandThreads, 2)
-    expand_dw_v8_kernel_txdhswb_fi(const Params p_in, const __grid_constant__ CUtensorMap xmap) {
-  Params p = p_in;
-  v8_static_params<KS, SH>(p);
-  expand_dw_v8_body<HC, KS, S, G, true, true, WG, false, true, false, 0, false, true, UOW, URS, false, true, C_OUT,
-                    kV8Static[SH].hidden, C_OUT / 4, FIM>(p, &xmap);
-}
-
 // V8Div of a launch of `grid` CTAs with the depthwise's column groups of OW outputs (expand_dw_v8_body's divisors).
 inline V8Div v8_div(const Params& p, int G, int OW, int grid) {
   V8Div d;
@@ -1091,7 +1047,7 @@ inline V8Div v8_div(const Params& p, int G, int OW, int grid) {
 // Persistent: as many CTAs as fit on the device (two per SM at <= 113 KB), at most one per item.
 template <int HC, int KS, int S, int G = 1, bool HF = false, bool TX = false, bool WG = false, bool BC = false,
           bool DH = false, bool TG = false, int UR = 0, bool FD = false, bool WU = false, int SH = 0, int UOW = 0,
-          int URS = 0, bool HK = false, int HR = 0, bool BE = false, int FIC = 0, int FIM = 1>
+          int URS = 0, bool HK = false, int HR = 0, bool BE = false>
 cudaError_t launch_expand_dw_v8(const Params& p, cudaStream_t stream, bool pdl) {
   static_assert(!HK || (SH && UR > 0 && KS == 5 && S == 1), "the halo at k = 5: the static U-in-registers kernels");
   static_assert(!HR || HK, "taller bands: with the halo kept at k = 5");
@@ -1109,13 +1065,8 @@ cudaError_t launch_expand_dw_v8(const Params& p, cudaStream_t stream, bool pdl) 
   constexpr int kMaxDevices = 64;
   static int configured[kMaxDevices] = {}, last_smem[kMaxDevices] = {}, last_ctas[kMaxDevices] = {},
              sms[kMaxDevices] = {};
-  static_assert(!FIC || (SH && ((UOW > 0 && BE) || (UR > 0 && HK))), "the fused image: _txdhswb and _dhurfwsh only");
   const auto kernel = [] {  // (the TX kernel instantiated only where TX asks for it)
-    if constexpr (FIC > 0 && UOW > 0)
-      return expand_dw_v8_kernel_txdhswb_fi<HC, KS, S, G, WG, SH, UOW, URS, FIC, FIM>;
-    else if constexpr (FIC > 0)
-      return expand_dw_v8_kernel_dhurfwsh_fi<HC, KS, S, G, UR, SH, HR, FIC, FIM>;
-    else if constexpr (UOW > 0 && BE)
+    if constexpr (UOW > 0 && BE)
       return expand_dw_v8_kernel_txdhswb<HC, KS, S, G, WG, SH, UOW, URS>;
     else if constexpr (UOW > 0)
       return expand_dw_v8_kernel_txdhsw<HC, KS, S, G, WG, SH, UOW, URS>;
@@ -1154,9 +1105,8 @@ cudaError_t launch_expand_dw_v8(const Params& p, cudaStream_t stream, bool pdl) 
     else
       return expand_dw_v8_kernel<HC, KS, S, G, HF>;
   }();
-  const int smem_k1 =
+  const int smem =
       expand_dw_v8_smem_bytes(p.H, p.W, p.Wo, p.rows_per_tile, KS, S, p.C_in, p.k_pad, HC, G, TX, WG, DH, TG, HK);
-  const int smem = FIC ? std::max(smem_k1, fi_tail_smem_bytes(p.hidden, p.sq, FIC)) : smem_k1;
   int dev = 0;
   cudaError_t err = cudaGetDevice(&dev);
   if (err != cudaSuccess) return err;
@@ -1181,14 +1131,9 @@ cudaError_t launch_expand_dw_v8(const Params& p, cudaStream_t stream, bool pdl) 
   }
   const long long total = (long long)(p.hid_pad / HC) * ((p.N + G - 1) / G) * p.row_blocks;
   if (total >= (1ll << 31)) return cudaErrorInvalidValue;
-  // FIC: two CTAs an image (a cluster), each at least one item
-  if (FIC && (p.hid_pad / HC * p.row_blocks < 2 || 2ll * p.N >= (1ll << 31))) return cudaErrorInvalidValue;
-  const int grid = FIC ? 2 * p.N : (int)std::min<long long>(total, (long long)last_ctas[dev] * sms[dev]);
+  const int grid = (int)std::min<long long>(total, (long long)last_ctas[dev] * sms[dev]);
   if (FD && total * grid >= (1ll << 31)) return cudaErrorInvalidValue;  // V8Div's dividends (the launcher checks)
   const auto go = [&](const auto&... args) {
-    if constexpr (FIC > 0)
-      return pdl::launch_ex(kernel, dim3(grid), dim3(kExpandThreads), smem, stream, dim3(2, 1, 1),
-                            pdl && pdl::device_supports(dev), args...);
     if (pdl && pdl::device_supports(dev))
       return pdl::launch(kernel, dim3(grid), dim3(kExpandThreads), smem, stream, args...);
     kernel<<<grid, kExpandThreads, smem, stream>>>(args...);
@@ -1541,63 +1486,6 @@ cudaError_t launch_expand_dw_v8_hf(const Params& p, cudaStream_t stream, bool pd
   if constexpr (DH && KS == 5)
     if (p.k_pad == 48 && kernel1_v8_ur_requested(v11)) return launch_expand_dw_v8_ur<KS, 3, HF>(p, stream, pdl, v11);
   return launch_expand_dw_v8<48, KS, 1, 1, HF, false, false, false, DH>(p, stream, pdl);
-}
-
-// CUDA_KERNELS_FUSED_IMAGE=0|1|3|5 (read at every call; off: measured slower in session 34, NOTES.md "Session 34"):
-// in version 11, where its defaults run the static kernels 1 of B0's 3.1 (bands of 14, _dhurfwsh) and 4.1 / 4.2
-// (_txdhswb), those kernels with each image's SE and projection in the same CTAs (mbconv_fused_image.cuh); the SE and
-// projection kernels are then not launched (`launched`). 1 on; 3 (a diagnostic, as CUDA_KERNELS_ABLATE: the block's
-// output is not computed) stopping once the pair has met (s34 call 2: the items alone); 5 the scale applied to D's
-// pieces instead of V (session 35, not yet measured), at 4.1 / 4.2 only (3.1 as with the switch off: its tail waits
-// on D's 48 MB, and a k = 5 instance of it changes ptxas's allocation in the file's other kernels); 0 (or anything
-// else) off. (4, session 34's transposed tail, measured slower in s35 call 1, was removed.)
-inline int fused_image_requested() {
-  const char* v = std::getenv("CUDA_KERNELS_FUSED_IMAGE");
-  return v != nullptr && (v[0] == '1' || v[0] == '3' || v[0] == '5') && v[1] == '\0' ? v[0] - '0' : 0;
-}
-template <int KS, int FIM>
-cudaError_t launch_fused_image_mode(const Params& p, int chunk, cudaStream_t stream, bool pdl, bool& launched) {
-  launched = false;
-  if ( p.w_exp == nullptr || chunk != 48 || !p.residual || p.stride != 1 ||
-      p.sq != p.C_out / 4 ||
-      !kernel1_v8_hfma2_requested(true) || !kernel1_v8_dh_requested(true) || !kernel1_v8_static_requested(true))
-    return cudaSuccess;
-  if constexpr (KS == 5) {  // B0's 3.1 as launch_expand_dw_v8_ur runs it by default (kV8HaloBands' entry 4)
-    constexpr int SH = 4, ROWS = 14, C_OUT = 40;
-    if (p.C_out != C_OUT || !v8_static_matches<KS>(p, kV8Static[SH], ROWS) || !kernel1_v8_ur_requested(true) ||
-        !kernel1_v8_fd_requested(p, true) || !kernel1_v8_all_whole<KS, 1>(p, true) ||
-        kernel1_v8_halo5_requested(true) != 2)
-      return cudaSuccess;
-    launched = true;
-    return launch_expand_dw_v8<48, KS, 1, 1, true, false, false, false, true, false, 3, true, true, SH, 0, 0, true,
-                               ROWS, false, C_OUT, FIM>(p, stream, pdl);
-  } else {  // B0's 4.1 / 4.2 as launch_expand_dw_v8_hf runs them by default (the static wgmma row-unit kernel)
-    constexpr int SH = 6, C_OUT = 80, UC = v8_row_unit_cols<SH, KS>();
-    static_assert(UC == 7, "4.1's row units");
-    const int g = kernel1_v8_images(kernel1_v8_images_requested(true), p.row_blocks, p.H, p.W, p.Wo, p.rows_per_tile,
-                                    KS, 1, p.C_in, p.k_pad, 48);
-    if (p.C_out != C_OUT || kernel1_v8_static_rest<KS>(p, true) != SH || g != 1 || !kernel1_v8_tx_requested() ||
-        !kernel1_v8_wg_requested() || !sm90a_build() || reinterpret_cast<uintptr_t>(p.x) % 16 != 0 ||
-        !kernel1_v8_tx(true, p.H, p.W, p.Wo, p.rows_per_tile, KS, 1, p.C_in, p.k_pad, 48, g, true, true) ||
-        !kernel1_v8_row_units_requested(true) || !kernel1_v8_bias_early_requested(true))
-      return cudaSuccess;
-    launched = true;
-    return launch_expand_dw_v8<48, KS, 1, 1, true, true, true, false, true, false, 0, false, false, SH, UC, 1, false, 0,
-                               true, C_OUT, FIM>(p, stream, pdl);
-  }
-}
-
-template <int KS>
-cudaError_t launch_fused_image_ks(const Params& p, int chunk, cudaStream_t stream, bool pdl, bool& launched) {
-  const int mode = fused_image_requested();
-  launched = false;
-  if (mode == 5) {
-    if constexpr (KS == 3) return launch_fused_image_mode<KS, 5>(p, chunk, stream, pdl, launched);
-    return cudaSuccess;
-  }
-  if (mode == 0) return cudaSuccess;
-  return mode == 1 ? launch_fused_image_mode<KS, 1>(p, chunk, stream, pdl, launched)
-                   : launch_fused_image_mode<KS, 3>(p, chunk, stream, pdl, launched);
 }
 
 template <int KS>

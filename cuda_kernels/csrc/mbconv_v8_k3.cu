@@ -6,7 +6,4 @@ namespace mb {
 cudaError_t launch_expand_dw_v8_k3(const Params& p, int chunk, cudaStream_t stream, bool pdl, bool v10, bool v11) {
   return launch_expand_dw_v8_ks<3>(p, chunk, stream, pdl, v10, v11);
 }
-cudaError_t launch_fused_image_k3(const Params& p, int chunk, cudaStream_t stream, bool pdl, bool& launched) {
-  return launch_fused_image_ks<3>(p, chunk, stream, pdl, launched);
-}
 }  // namespace mb
