@@ -32,13 +32,14 @@ def width(hidden: int) -> int:  # se_v5_width: hidden / 8 rounded up to a multip
     return -(-(-(-hidden // CLUSTER)) // 8) * 8
 
 
-def se_cluster(partial: np.ndarray, hw: int, w1, b1, w2, b2) -> np.ndarray:
-    """The scale as the kernel computes it, cluster by cluster and CTA by CTA: partial [N, bands, hidden]."""
+def se_cluster(partial: np.ndarray, hw: int, w1, b1, w2, b2, per_cluster: int = IMAGES) -> np.ndarray:
+    """The scale as the kernel computes it, cluster by cluster (per_cluster images each) and CTA by CTA: partial [N,
+    bands, hidden]."""
     n_img, _, hidden = partial.shape
     sw = width(hidden)
     scale = np.full((n_img, hidden), np.nan)
-    for g in range(-(-n_img // IMAGES)):
-        images = range(g * IMAGES, min(n_img, (g + 1) * IMAGES))
+    for g in range(-(-n_img // per_cluster)):
+        images = range(g * per_cluster, min(n_img, (g + 1) * per_cluster))
         parts = []
         for r in range(CLUSTER):  # each CTA's pool and FC1 partial over its channels
             ch = slice(r * sw, min(hidden, (r + 1) * sw))
@@ -65,11 +66,29 @@ def random_se(hidden: int, sq: int, bands: int, n: int):
     return partial, hw, w1, b1, w2, b2, direct
 
 
+@pytest.mark.parametrize("per_cluster", [IMAGES, 4])
 @pytest.mark.parametrize("hidden,sq,bands,n", [(480, 20, 1, 8), (1152, 48, 1, 17), (2112, 88, 1, 5), (96, 4, 28, 3),
                                                 (1392, 58, 2, 9)])
-def test_the_cluster_decomposition_is_the_se(hidden, sq, bands, n):
+def test_the_cluster_decomposition_is_the_se(hidden, sq, bands, n, per_cluster):
     *args, direct = random_se(hidden, sq, bands, n)
-    np.testing.assert_allclose(se_cluster(*args), direct, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(se_cluster(*args, per_cluster=per_cluster), direct, rtol=1e-12, atol=1e-12)
+
+
+def test_four_images_a_cluster_switch_and_layout():
+    """CUDA_KERNELS_SE_V5_IMAGES=4 (session 35): the same kernel at 4 images a cluster - twice the clusters, the
+    shared memory's per-image parts halved; an image's arithmetic does not depend on its cluster's size (each CTA owns
+    the same channels), so the scale is bit for bit version 5's (the GPU test)."""
+    se = (CSRC / "mbconv_se_v5.cu").read_text()
+    assert 'std::getenv("CUDA_KERNELS_SE_V5_IMAGES");\n  return v != nullptr && std::strcmp(v, "4") == 0 ? 4 : ' \
+           "kSeV5Images;" in se
+    assert "dim3(kSeV5Cluster, (p.N + images - 1) / images)" in se
+    assert "launch_se_cluster(se_v5_kernel<4>, slots4, SeV5Layout(p.hidden, p.sq, 4).floats * 4" in se
+    assert "const int tid = threadIdx.x, rank = blockIdx.x, n0 = blockIdx.y * G;" in se
+    # B0's 6.x at hidden 1152, squeeze 48: sw 144; floats W1 48 x 145 + W2 144 x 49 + (pool 144 + part 48 + h 48) a
+    # image: 14,016 + 240 x 8 = 15,936 at 8 images (63,744 bytes), 14,976 at 4 (59,904 bytes)
+    assert width(1152) == 144
+    assert 48 * 145 + 144 * 49 + 8 * (144 + 48 + 48) == 15_936
+    assert 48 * 145 + 144 * 49 + 4 * (144 + 48 + 48) == 14_976
 
 
 def splits(n: int, threads: int = 512) -> int:  # se_v6_splits
@@ -136,7 +155,7 @@ def test_widths_and_shared_memory():
     assert (88 * 265 + 264 * 89 + 8 * 264 + 2 * 8 * 88) * 4 == 201_344 <= 227 * 1024  # B2's 7.x
     se = (CSRC / "mbconv_se_v5.cu").read_text()
     assert "sw(se_v5_width(hidden)), ld1(sw + 1), ld2(sq | 1), w1(0), w2(sq * ld1), pooled(w2 + sw * ld2)," in se
-    assert "part(pooled + kSeV5Images * sw), h(part + kSeV5Images * sq), floats(h + kSeV5Images * sq)" in se
+    assert "part(pooled + images * sw), h(part + images * sq), floats(h + images * sq)" in se
     assert "constexpr int kSeV5Cluster = 8, kSeV5Threads = 256, kSeV5Images = 8" in se
 
 
@@ -178,6 +197,23 @@ def test_every_block_against_float64(name, path, batch, monkeypatch):
     got, base, names, *_ = switched_against_float64(monkeypatch, name, path, batch, mb.SE_V5_SWITCH, "1")
     assert "se_v5_kernel" in names and "se_v4" not in names and "se_v3" not in names, names[:600]
     assert relative_error(got, base.double()) < 2e-3
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("batch", [1, 5, 128])
+@pytest.mark.parametrize("name,path", [("efficientnet_b0", "features.6.1"), ("efficientnet_b0", "features.4.1"),
+                                       ("efficientnet_b2", "features.7.1")])
+def test_four_images_a_cluster_keeps_the_bits(name, path, batch, monkeypatch):
+    """CUDA_KERNELS_SE_V5_IMAGES=4: float64 (poisoned output), the profiler naming se_v5_kernel<4>, and bit for bit
+    the 8-image kernel's output (the same sums in the same order)."""
+    import torch
+    from mbconv_helpers import switched_against_float64
+
+    monkeypatch.setenv(mb.SE_V4_SWITCH, "all")
+    monkeypatch.setenv(mb.SE_V6_SWITCH, "0")
+    got, base, names, *_ = switched_against_float64(monkeypatch, name, path, batch, "CUDA_KERNELS_SE_V5_IMAGES", "4")
+    assert "se_v5_kernel<4>" in names, names[:600]
+    assert torch.equal(got, base)
 
 
 @pytest.mark.cuda

@@ -40,10 +40,17 @@ __host__ __device__ constexpr int se_v5_width(int hidden) {  // channels per CTA
 }
 struct SeV5Layout {  // shared memory, in floats: W1's columns [sq][sw + 1], W2's rows [sw][sq | 1], pool, part, h
   int sw, ld1, ld2, w1, w2, pooled, part, h, floats;
-  __host__ __device__ SeV5Layout(int hidden, int sq)
+  __host__ __device__ SeV5Layout(int hidden, int sq, int images = kSeV5Images)
       : sw(se_v5_width(hidden)), ld1(sw + 1), ld2(sq | 1), w1(0), w2(sq * ld1), pooled(w2 + sw * ld2),
-        part(pooled + kSeV5Images * sw), h(part + kSeV5Images * sq), floats(h + kSeV5Images * sq) {}
+        part(pooled + images * sw), h(part + images * sq), floats(h + images * sq) {}
 };
+// CUDA_KERNELS_SE_V5_IMAGES=4 (session 35, not yet measured): clusters of 4 images instead of 8 - twice the clusters
+// (256 CTAs at batch 128: two an SM), each CTA's FC1 / FC2 loops half as long (at hidden 1152: 2 -> 1 and 5 -> 3
+// rounds of its 256 threads), W1 / W2 copied by twice the CTAs (before the wait). 8 otherwise.
+inline int se_v5_images() {
+  const char* v = std::getenv("CUDA_KERNELS_SE_V5_IMAGES");
+  return v != nullptr && std::strcmp(v, "4") == 0 ? 4 : kSeV5Images;
+}
 
 constexpr int kSeV6Threads = 512;
 __host__ __device__ constexpr int se_v6_splits(int n, int threads) { return n >= threads ? 1 : threads / n; }
@@ -85,15 +92,16 @@ __device__ __forceinline__ float cluster_sum(const float* local) {
 
 // An extension built for sm_80 as well compiles the kernel to a trap there (no clusters); versions 9-11, the only ones
 // that launch it, are refused on such a device before any launch (mbconv.cu version_needs_sm90).
+template <int G = kSeV5Images>  // images a cluster
 __global__ void __launch_bounds__(kSeV5Threads) se_v5_kernel(const Params p) {
 #if !BF_SM90
   __trap();
 #else
   extern __shared__ __align__(16) float se5_smem[];
-  const SeV5Layout L(p.hidden, p.sq);
+  const SeV5Layout L(p.hidden, p.sq, G);
   float *w1s = se5_smem + L.w1, *w2s = se5_smem + L.w2, *pooled = se5_smem + L.pooled;
   float *part = se5_smem + L.part, *h = se5_smem + L.h;
-  const int tid = threadIdx.x, rank = blockIdx.x, n0 = blockIdx.y * kSeV5Images;
+  const int tid = threadIdx.x, rank = blockIdx.x, n0 = blockIdx.y * G;
   const int c0 = rank * L.sw, cw = max(0, min(L.sw, p.hidden - c0)), q = cw / 4;  // cw % 8 == 0
   // W1's columns c0 .. c0 + cw of every row j, and W2's rows c0 .. c0 + cw (cw * sq contiguous floats): weights only,
   // ahead of the wait
@@ -103,7 +111,7 @@ __global__ void __launch_bounds__(kSeV5Threads) se_v5_kernel(const Params p) {
   pdl::launch_dependents();
   // the pool: (image m, float4 c4 of this CTA's channels) summed over the bands in band order
   const float inv = 1.f / float(p.Ho * p.Wo);
-  for (int i = tid; i < kSeV5Images * q; i += kSeV5Threads) {
+  for (int i = tid; i < G * q; i += kSeV5Threads) {
     const int m = i / q, c4 = i % q, n = n0 + m;
     const float4 s = n < p.N ? se_pool4(p, n, c0, c4) : make_float4(0.f, 0.f, 0.f, 0.f);
     float* d = pooled + m * L.sw + 4 * c4;
@@ -111,7 +119,7 @@ __global__ void __launch_bounds__(kSeV5Threads) se_v5_kernel(const Params p) {
   }
   __syncthreads();
   // FC1's partial product over this CTA's channels (four chains, summed in a fixed order)
-  for (int o = tid; o < kSeV5Images * p.sq; o += kSeV5Threads) {
+  for (int o = tid; o < G * p.sq; o += kSeV5Threads) {
     const int m = o / p.sq, j = o % p.sq;
     const float* w = w1s + j * L.ld1;
     const float* x = pooled + m * L.sw;
@@ -124,7 +132,7 @@ __global__ void __launch_bounds__(kSeV5Threads) se_v5_kernel(const Params p) {
   }
   // release this CTA's part to the cluster, acquire the others'
   asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-  for (int o = tid; o < kSeV5Images * p.sq; o += kSeV5Threads) {
+  for (int o = tid; o < G * p.sq; o += kSeV5Threads) {
     const float z = cluster_sum(part + o) + p.b_se1[o % p.sq];
     h[o] = z / (1.f + expf(-z));
   }
@@ -132,7 +140,7 @@ __global__ void __launch_bounds__(kSeV5Threads) se_v5_kernel(const Params p) {
   asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
   __syncthreads();
   // FC2 and the sigmoid for this CTA's channels and the cluster's images
-  for (int o = tid; o < kSeV5Images * cw; o += kSeV5Threads) {
+  for (int o = tid; o < G * cw; o += kSeV5Threads) {
     const int m = o / cw, c = o % cw, n = n0 + m;
     const float* w = w2s + c * L.ld2;
     const float* x = h + m * p.sq;
@@ -253,14 +261,14 @@ bool se_v6_fits(const Params& p) {
 
 namespace {
 
-// One cluster of 8 CTAs per 8 images (grid 8 x ceil(N / 8)), PDL where asked for and supported.
+// One cluster of 8 CTAs per `images` images (grid 8 x ceil(N / images)), PDL where asked for and supported.
 template <typename Kernel>
 cudaError_t launch_se_cluster(Kernel kernel, DeviceSlots& slots, int smem, int threads, const Params& p,
-                              cudaStream_t stream, bool pdl) {
+                              cudaStream_t stream, bool pdl, int images = kSeV5Images) {
   int dev = 0;
   const cudaError_t err = prepare(kernel, slots, smem, threads, dev);
   if (err != cudaSuccess) return err;
-  return pdl::launch_ex(kernel, dim3(kSeV5Cluster, (p.N + kSeV5Images - 1) / kSeV5Images), dim3(threads), smem, stream,
+  return pdl::launch_ex(kernel, dim3(kSeV5Cluster, (p.N + images - 1) / images), dim3(threads), smem, stream,
                         dim3(kSeV5Cluster, 1, 1), pdl && pdl::device_supports(dev), p);
 }
 
@@ -268,8 +276,13 @@ cudaError_t launch_se_cluster(Kernel kernel, DeviceSlots& slots, int smem, int t
 
 cudaError_t launch_se_v5(const Params& p, cudaStream_t stream, bool pdl) {
   if (!se_v5_fits(p)) return cudaErrorInvalidValue;
+  if (se_v5_images() == 4) {
+    static DeviceSlots slots4;
+    return launch_se_cluster(se_v5_kernel<4>, slots4, SeV5Layout(p.hidden, p.sq, 4).floats * 4, kSeV5Threads, p,
+                             stream, pdl, 4);
+  }
   static DeviceSlots slots;
-  return launch_se_cluster(se_v5_kernel, slots, SeV5Layout(p.hidden, p.sq).floats * 4, kSeV5Threads, p, stream, pdl);
+  return launch_se_cluster(se_v5_kernel<>, slots, SeV5Layout(p.hidden, p.sq).floats * 4, kSeV5Threads, p, stream, pdl);
 }
 
 cudaError_t launch_se_v6(const Params& p, cudaStream_t stream, bool pdl) {
