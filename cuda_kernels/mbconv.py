@@ -201,6 +201,8 @@ SE_V4_SWITCH = "CUDA_KERNELS_SE_V4"
 # csrc/mbconv_se_v5.cu se_v5_requested: on unless "0" (since session 18): the SE in one kernel on clusters of 8 CTAs,
 # where SE version 4 applies
 SE_V5_SWITCH = "CUDA_KERNELS_SE_V5"
+# csrc/mbconv_se_v5.cu se_v5_images: 4 images a cluster unless "8" (since session 35: the same bits, B0 -12.9 us)
+SE_V5_IMAGES_SWITCH = "CUDA_KERNELS_SE_V5_IMAGES"
 # csrc/mbconv_se_v5.cu se_v6_requested: "1" (measured in session 19, off: B0 -4 us, noise): version 5's cluster with its
 # products register-blocked over the 8 images, where version 5 would run
 SE_V6_SWITCH = "CUDA_KERNELS_SE_V6"

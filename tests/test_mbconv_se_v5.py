@@ -1,5 +1,6 @@
-"""SE version 5: the squeeze-excitation in one kernel, a cluster of 8 CTAs per group of 8 images (csrc/mbconv_se_v5.cu,
-on where SE version 4 applies unless CUDA_KERNELS_SE_V5=0, since session 18; NOTES.md "Current state"). CTA
+"""SE version 5: the squeeze-excitation in one kernel, a cluster of 8 CTAs per group of 4 images (8 until session 35;
+CUDA_KERNELS_SE_V5_IMAGES=8) (csrc/mbconv_se_v5.cu, on where SE version 4 applies unless CUDA_KERNELS_SE_V5=0, since
+session 18; NOTES.md "Current state"). CTA
 r owns hidden channels [r sw, (r + 1) sw): its images' pool over them and FC1's partial product; after a cluster
 barrier every CTA sums the 8 partial products in rank order through distributed shared memory (the same h in each),
 then FC2 and the sigmoid for its channels.
@@ -75,12 +76,12 @@ def test_the_cluster_decomposition_is_the_se(hidden, sq, bands, n, per_cluster):
 
 
 def test_four_images_a_cluster_switch_and_layout():
-    """CUDA_KERNELS_SE_V5_IMAGES=4 (session 35): the same kernel at 4 images a cluster - twice the clusters, the
-    shared memory's per-image parts halved; an image's arithmetic does not depend on its cluster's size (each CTA owns
-    the same channels), so the scale is bit for bit version 5's (the GPU test)."""
+    """4 images a cluster (the default since session 35; CUDA_KERNELS_SE_V5_IMAGES=8 the kernel before it): twice the
+    clusters, the shared memory's per-image parts halved; an image's arithmetic does not depend on its cluster's size
+    (each CTA owns the same channels), so the scale is bit for bit the 8-image kernel's (the GPU test)."""
     se = (CSRC / "mbconv_se_v5.cu").read_text()
-    assert 'std::getenv("CUDA_KERNELS_SE_V5_IMAGES");\n  return v != nullptr && std::strcmp(v, "4") == 0 ? 4 : ' \
-           "kSeV5Images;" in se
+    assert 'std::getenv("CUDA_KERNELS_SE_V5_IMAGES");\n  return v != nullptr && std::strcmp(v, "8") == 0 ? ' \
+           "kSeV5Images : 4;" in se
     assert "dim3(kSeV5Cluster, (p.N + images - 1) / images)" in se
     assert "launch_se_cluster(se_v5_kernel<4>, slots4, SeV5Layout(p.hidden, p.sq, 4).floats * 4" in se
     assert "const int tid = threadIdx.x, rank = blockIdx.x, n0 = blockIdx.y * G;" in se
@@ -204,14 +205,15 @@ def test_every_block_against_float64(name, path, batch, monkeypatch):
 @pytest.mark.parametrize("name,path", [("efficientnet_b0", "features.6.1"), ("efficientnet_b0", "features.4.1"),
                                        ("efficientnet_b2", "features.7.1")])
 def test_four_images_a_cluster_keeps_the_bits(name, path, batch, monkeypatch):
-    """CUDA_KERNELS_SE_V5_IMAGES=4: float64 (poisoned output), the profiler naming se_v5_kernel<4>, and bit for bit
-    the 8-image kernel's output (the same sums in the same order)."""
+    """4 images a cluster: float64 (poisoned output), the profiler naming se_v5_kernel<4>, and bit for bit the 8-image
+    kernel's output (CUDA_KERNELS_SE_V5_IMAGES=8: the same sums in the same order)."""
     import torch
     from mbconv_helpers import switched_against_float64
 
     monkeypatch.setenv(mb.SE_V4_SWITCH, "all")
     monkeypatch.setenv(mb.SE_V6_SWITCH, "0")
-    got, base, names, *_ = switched_against_float64(monkeypatch, name, path, batch, "CUDA_KERNELS_SE_V5_IMAGES", "4")
+    got, base, names, *_ = switched_against_float64(monkeypatch, name, path, batch, mb.SE_V5_IMAGES_SWITCH, "4",
+                                                     off="8")
     assert "se_v5_kernel<4>" in names, names[:600]
     assert torch.equal(got, base)
 

@@ -1,5 +1,6 @@
-// SE version 5: the squeeze-excitation in one kernel, one cluster of 8 CTAs per group of 8 images (NOTES.md "Current
-// state", session 18; where SE version 4 applies, on unless CUDA_KERNELS_SE_V5=0: s18 call 7, B0 1.716 -> 1.695 ms).
+// SE version 5: the squeeze-excitation in one kernel, one cluster of 8 CTAs per group of 4 images (8 until session 35:
+// se_v5_images) (NOTES.md "Current state", session 18; where SE version 4 applies, on unless CUDA_KERNELS_SE_V5=0: s18
+// call 7, B0 1.716 -> 1.695 ms).
 //
 // SE version 4 measured ~16 us at hidden 1152 (fc1 ~6, fc2 ~10): FC1's partial products made a round trip through
 // global memory and fc2's warps each summed 18 slices of them in a long serial stream. Here CTA r of a cluster owns the
@@ -44,12 +45,13 @@ struct SeV5Layout {  // shared memory, in floats: W1's columns [sq][sw + 1], W2'
       : sw(se_v5_width(hidden)), ld1(sw + 1), ld2(sq | 1), w1(0), w2(sq * ld1), pooled(w2 + sw * ld2),
         part(pooled + images * sw), h(part + images * sq), floats(h + images * sq) {}
 };
-// CUDA_KERNELS_SE_V5_IMAGES=4 (session 35, not yet measured): clusters of 4 images instead of 8 - twice the clusters
-// (256 CTAs at batch 128: two an SM), each CTA's FC1 / FC2 loops half as long (at hidden 1152: 2 -> 1 and 5 -> 3
-// rounds of its 256 threads), W1 / W2 copied by twice the CTAs (before the wait). 8 otherwise.
+// Images a cluster: 4 unless CUDA_KERNELS_SE_V5_IMAGES=8 (the default since session 35: s35 call 4, B0 -12.9 us,
+// the SE's share of 6.1's block 14.4 -> 12.7 us and of 4.1's 6.7 -> 6.0; bit for bit the 8-image output): twice the
+// clusters of 8 images (256 CTAs at batch 128: two an SM), each CTA's FC1 / FC2 loops half as long (at hidden 1152:
+// 2 -> 1 and 5 -> 3 rounds of its 256 threads), W1 / W2 copied by twice the CTAs (before the wait).
 inline int se_v5_images() {
   const char* v = std::getenv("CUDA_KERNELS_SE_V5_IMAGES");
-  return v != nullptr && std::strcmp(v, "4") == 0 ? 4 : kSeV5Images;
+  return v != nullptr && std::strcmp(v, "8") == 0 ? kSeV5Images : 4;
 }
 
 constexpr int kSeV6Threads = 512;
