@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
 # SE version 5 at 4 images a cluster (the default since s35 call 4; CUDA_KERNELS_SE_V5_IMAGES=8 the former) in one
-# device call: its GPU
-# tests (bit for bit the 8-image kernel, float64), the chain of B0's 6.1 and 4.1 under 8 and 4 images (mbconv_chain:
-# each kernel's share of the block on one clock, L2 flushed), and B0 end to end (b0_switches: one process,
-# interleaved). From the repository root:
+# device call: its GPU tests (bit for bit the 8-image kernel, float64), the chain of B0's 6.1 and 4.1 under 8 and 4
+# images (mbconv_chain: each kernel's share of the block on one clock, L2 flushed), and B0 end to end (b0_switches:
+# one process, interleaved). From the repository root:
 #   timeout 400 bash cuda_kernels/device_run_s35_se_images.sh OUTDIR
 # Files: OUTDIR/log.txt, switches.json, chain_8.json, chain_4.json. Last line SEIMG_OK=1|0.
 set -uo pipefail
