@@ -47,8 +47,8 @@ struct SeV5Layout {  // shared memory, in floats: W1's columns [sq][sw + 1], W2'
 };
 // Images a cluster: 4 unless CUDA_KERNELS_SE_V5_IMAGES=8 (the default since session 35: s35 call 4, B0 -12.9 us,
 // the SE's share of 6.1's block 14.4 -> 12.7 us and of 4.1's 6.7 -> 6.0; bit for bit the 8-image output): twice the
-// clusters of 8 images (256 CTAs at batch 128: two an SM), each CTA's FC1 / FC2 loops half as long (at hidden 1152:
-// 2 -> 1 and 5 -> 3 rounds of its 256 threads), W1 / W2 copied by twice the CTAs (before the wait).
+// clusters of 8 (256 CTAs at batch 128: two an SM), each CTA's FC1 / FC2 loops half as long (at hidden 1152: 2 -> 1
+// and 5 -> 3 rounds of its 256 threads), W1 / W2 copied by twice the CTAs (before the wait). Version 6 keeps 8.
 inline int se_v5_images() {
   const char* v = std::getenv("CUDA_KERNELS_SE_V5_IMAGES");
   return v != nullptr && std::strcmp(v, "8") == 0 ? kSeV5Images : 4;
