@@ -80,32 +80,43 @@ __device__ __forceinline__ void stmatrix_x4_trans(uint32_t addr, uint32_t r0, ui
                : "memory");
 }
 
-// B of the banded product of channel c, filter row r, for this lane (g = lane / 4, q = lane % 4): registers t = 0, 1
-// (m16n8k16's kk = 2q + 8t, +1) and 2 (m16n8k8's kk = 16 + 2q, +1), halved weights. Each lane's pairs meet the band
-// kk - n in [8 - PAD, 8 - PAD + KS) for at most one t (the pairs lie 8 apart, the band is KS <= 7 wide).
+// This lane's place in the banded B of every channel (g = lane / 4, q = lane % 4): its registers t = 0, 1 (k16's kk =
+// 2q + 8t, +1) and 2 (k8's kk = 16 + 2q, +1) at output n = g hold taps (s, s + 1), s = kk - g + PAD - 8, of each
+// filter row; the pairs lie 8 apart and the band is KS <= 7 wide, so at most one t (`t_on`) meets it. The taps' rows
+// offset by `lo` / `hi` (clamped into the filter: always a valid load), weighted by `m_lo` / `m_hi`: 1/2 (the halved
+// weights) inside the band, 0 outside.
+struct BandLane {
+  int t_on, lo, hi;
+  float m_lo, m_hi;
+};
+
 template <int KS>
-__device__ __forceinline__ void banded_b(const Params& p, int c, int lane, uint32_t (&b)[KS][3]) {
+__device__ __forceinline__ BandLane band_lane(int lane) {
   constexpr int PAD = KS / 2;
   const int g = lane >> 2, q = lane & 3;
   int t_on = -1, s0 = 0;
 #pragma unroll
   for (int t = 0; t < 3; ++t) {
-    const int s = 2 * q + 8 * t - g + PAD - 8;  // tap of kk = 2q + 8t at output n = g
+    const int s = 2 * q + 8 * t - g + PAD - 8;
     if (s >= -1 && s < KS) t_on = t, s0 = s;
   }
   const bool lo_ok = t_on >= 0 && s0 >= 0, hi_ok = t_on >= 0 && s0 + 1 < KS;
-  const float* w = p.w_dw + c;
+  return {t_on, min(max(s0, 0), KS - 1), min(max(s0 + 1, 0), KS - 1), lo_ok ? 0.5f : 0.f, hi_ok ? 0.5f : 0.f};
+}
+
+// B of the banded product of the channel whose taps start at w_c (p.w_dw + c: [KS * KS][HID]), per filter row.
+template <int KS, int HID>
+__device__ __forceinline__ void banded_b(const float* w_c, const BandLane& L, uint32_t (&b)[KS][3]) {
+  const float *lo = w_c + L.lo * HID, *hi = w_c + L.hi * HID;
 #pragma unroll
   for (int r = 0; r < KS; ++r) {
-    const float lo = lo_ok ? __ldg(w + (r * KS + s0) * p.hid_pad) : 0.f;
-    const float hi = hi_ok ? __ldg(w + (r * KS + s0 + 1) * p.hid_pad) : 0.f;
-    const uint32_t word = bf::pack_half2(0.5f * lo, 0.5f * hi);
+    const uint32_t word = bf::pack_half2(L.m_lo * __ldg(lo + r * KS * HID), L.m_hi * __ldg(hi + r * KS * HID));
 #pragma unroll
-    for (int t = 0; t < 3; ++t) b[r][t] = t == t_on ? word : 0u;
+    for (int t = 0; t < 3; ++t) b[r][t] = t == L.t_on ? word : 0u;
   }
 }
 
-template <int H, int W, int CIN, int KS, int ROWS>
+template <int H, int W, int CIN, int KS, int ROWS, int HID>
 __global__ void __launch_bounds__(kTcThreads, 2) expand_dw_tc_kernel(const Params p, int groups) {
   using S = TcShape<H, W, CIN, KS, ROWS>;
   constexpr int PAD = S::PAD, KP = S::KP, XB = S::XB, SLOTS = S::SLOTS, NCH = S::NCH, RS = S::RS, CS = S::CS;
@@ -117,7 +128,8 @@ __global__ void __launch_bounds__(kTcThreads, 2) expand_dw_tc_kernel(const Param
   uint8_t* const ds = es + S::E_BYTES;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, q = lane & 3;
   const int band = blockIdx.y, n = blockIdx.z;
-  const int chunks = p.hidden / kTcHC, ch_lo = blockIdx.x * chunks / groups, ch_hi = (blockIdx.x + 1) * chunks / groups;
+  constexpr int chunks = HID / kTcHC;
+  const int ch_lo = blockIdx.x * chunks / groups, ch_hi = (blockIdx.x + 1) * chunks / groups;
   const int oh0 = band * ROWS, rows_valid = min(ROWS, H - oh0);
   const int ih_lo = max(0, oh0 - PAD), ih_hi = min(H - 1, oh0 + ROWS - 1 + PAD), xrows = ih_hi - ih_lo + 1;
   const uint32_t xs_a = smem_addr(xs), us_a = smem_addr(us), es_a = smem_addr(es), ds_a = smem_addr(ds);
@@ -167,15 +179,16 @@ __global__ void __launch_bounds__(kTcThreads, 2) expand_dw_tc_kernel(const Param
 
   // D staging -> D: 8 bytes (4 channels) a thread and step, rows_valid x W pixels of 16 channels
   auto copy_out = [&](int chunk) {
-    __half* dg = p.d + (size_t)(n * H + oh0) * W * p.hidden + chunk * kTcHC;
+    __half* dg = p.d + (size_t)(n * H + oh0) * W * HID + chunk * kTcHC;
     for (int i = tid; i < rows_valid * W * 4; i += kTcThreads) {
       const int pix = i >> 2, part = i & 3, y = pix / W, x = pix - y * W;
       const uint2 v = *reinterpret_cast<const uint2*>(ds + y * S::DROW + x * S::DPIX + part * 8);
-      *reinterpret_cast<uint2*>(dg + (size_t)pix * p.hidden + part * 4) = v;
+      *reinterpret_cast<uint2*>(dg + pix * HID + part * 4) = v;
     }
   };
 
-  float* const partial = p.partial + ((size_t)n * p.row_blocks + band) * p.hid_pad;
+  float* const partial = p.partial + ((size_t)n * p.row_blocks + band) * HID;
+  const BandLane band_b = band_lane<KS>(lane);
   for (int chunk = ch_lo; chunk < ch_hi; ++chunk) {
     const int buf = (chunk - ch_lo) & 1;
     cp_async_wait<0>();
@@ -186,12 +199,15 @@ __global__ void __launch_bounds__(kTcThreads, 2) expand_dw_tc_kernel(const Param
 
     // ---- the expand: m-tiles (16 slots of one row) x 16 channels, K = KP ----
     {
+      // Lane constants: ldmatrix row (mi & 1) 8 + (lane & 7) of matrix mi = lane / 8 starts 16-row-aligned runs, so
+      // its chunk XOR ((row >> 2) & 1) is the lane's own; the stmatrix row is channel (mi / 2) 8 + (lane & 7).
+      const int mi = lane >> 3, sw = (lane >> 2) & 1;
+      const uint32_t u_lane = us_a + buf * S::U_BYTES + ((mi >> 1) * 8 + (lane & 7)) * XROW + (((mi & 1) ^ sw) << 4);
+      const uint32_t x_lane = xs_a + ((mi & 1) * 8 + (lane & 7)) * XROW + (((mi >> 1) ^ sw) << 4);
+      const uint32_t e_lane = es_a + ((mi >> 1) * 8 + (lane & 7)) * CS + (mi & 1) * 16 + 16 + (ih_lo - oh0 + PAD) * RS;
       uint32_t b[KSTEPS][4];  // U's fragments: [k step][n-tile 0: b0, b1, n-tile 1: b0, b1]
 #pragma unroll
-      for (int ks = 0; ks < KSTEPS; ++ks) {
-        const int mi = lane >> 3, row = (mi >> 1) * 8 + (lane & 7);
-        ldmatrix_x4(b[ks], us_a + buf * S::U_BYTES + xrow_offset<XROW>(row, 2 * ks + (mi & 1)));
-      }
+      for (int ks = 0; ks < KSTEPS; ++ks) ldmatrix_x4(b[ks], u_lane + 32 * ks);
       const int c_base = chunk * kTcHC;
       float bias[2][2];
 #pragma unroll
@@ -199,18 +215,20 @@ __global__ void __launch_bounds__(kTcThreads, 2) expand_dw_tc_kernel(const Param
 #pragma unroll
         for (int e = 0; e < 2; ++e) bias[nt][e] = 0.5f * __ldg(p.b_exp + c_base + nt * 8 + 2 * q + e);
       for (int mt = warp; mt < xrows * MT_ROW; mt += kTcWarps) {
-        const int row = mt / MT_ROW, x0 = (mt - row * MT_ROW) * 16, slot0 = row * SLOTS + x0;
+        const int row = mt / MT_ROW, x0 = (mt - row * MT_ROW) * 16;
+        const uint32_t x_tile = x_lane + (row * SLOTS + x0) * XROW;
         float acc[2][4];
-#pragma unroll
-        for (int nt = 0; nt < 2; ++nt)
-          acc[nt][0] = bias[nt][0], acc[nt][1] = bias[nt][1], acc[nt][2] = bias[nt][0], acc[nt][3] = bias[nt][1];
 #pragma unroll
         for (int ks = 0; ks < KSTEPS; ++ks) {
           uint32_t a[4];
-          const int mi = lane >> 3;
-          ldmatrix_x4(a, xs_a + xrow_offset<XROW>(slot0 + (mi & 1) * 8 + (lane & 7), 2 * ks + (mi >> 1)));
-          mma_m16n8k16(acc[0], a, b[ks][0], b[ks][1]);
-          mma_m16n8k16(acc[1], a, b[ks][2], b[ks][3]);
+          ldmatrix_x4(a, x_tile + 32 * ks);
+          if (ks == 0) {
+            bf::mma_m16n8k16_c(acc[0], a, b[0][0], b[0][1], bias[0][0], bias[0][1]);
+            bf::mma_m16n8k16_c(acc[1], a, b[0][2], b[0][3], bias[1][0], bias[1][1]);
+          } else {
+            mma_m16n8k16(acc[0], a, b[ks][0], b[ks][1]);
+            mma_m16n8k16(acc[1], a, b[ks][2], b[ks][3]);
+          }
         }
         const bool lo_in = x0 + g < W, hi_in = x0 + 8 + g < W;  // slots x >= W hold zeros in E
         uint32_t v[4];
@@ -220,9 +238,7 @@ __global__ void __launch_bounds__(kTcThreads, 2) expand_dw_tc_kernel(const Param
           v[2 * nt + 1] = hi_in ? bf::pack_half2(silu_of_half(acc[nt][2]), silu_of_half(acc[nt][3])) : 0u;
         }
         // matrix mi = (n-tile mi / 2, slots (mi % 2) 8 ..): stored row j = channel 8 (mi / 2) + j, its 8 slots
-        const int mi = lane >> 3, erow = ih_lo + row - oh0 + PAD;
-        const int ch = (mi >> 1) * 8 + (lane & 7), xc = x0 + (mi & 1) * 8;
-        stmatrix_x4_trans(es_a + ch * CS + erow * RS + (xc / 8 + 1) * 16, v[0], v[1], v[2], v[3]);
+        stmatrix_x4_trans(e_lane + row * RS + x0 * 2, v[0], v[1], v[2], v[3]);
       }
     }
     __syncthreads();  // E complete
@@ -231,33 +247,27 @@ __global__ void __launch_bounds__(kTcThreads, 2) expand_dw_tc_kernel(const Param
     {
       const int cl = 2 * warp, c = chunk * kTcHC + cl;
       float acc[2][XB][4];
-#pragma unroll
-      for (int ci = 0; ci < 2; ++ci) {
-        const float bh = 0.5f * __ldg(p.b_dw + c + ci);
-#pragma unroll
-        for (int xb = 0; xb < XB; ++xb)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) acc[ci][xb][e] = bh;
-      }
+      const float bias_h[2] = {0.5f * __ldg(p.b_dw + c), 0.5f * __ldg(p.b_dw + c + 1)};  // C of the first products
 #pragma unroll
       for (int ci = 0; ci < 2; ++ci) {
         uint32_t bw[KS][3];
-        banded_b<KS>(p, c + ci, lane, bw);
+        banded_b<KS, HID>(p.w_dw + c + ci, band_b, bw);
         const int mi = lane >> 3;
         const uint32_t a_base = es_a + (cl + ci) * CS + ((mi & 1) * 8 + (lane & 7)) * RS + (mi >> 1) * 16;
 #pragma unroll
         for (int r = 0; r < KS; ++r) {
-          uint32_t f[NCH / 2][4];  // chunks 2j, 2j + 1: rows 0-7 / 8-15 of each
+          // f[j]: E's chunks j, j + 1 (rows 0-7 and 8-15 of each): x-block xb's k16 A is f[xb], its k8 A the first
+          // half of f[xb + 2] (so that every operand is one ldmatrix's four consecutive registers: no moves)
+          uint32_t f[XB + 1][4];
 #pragma unroll
-          for (int j = 0; j < NCH / 2; ++j) ldmatrix_x4(f[j], a_base + r * RS + j * 32);
+          for (int j = 0; j < XB; ++j) ldmatrix_x4(f[j], a_base + r * RS + j * 16);
+          ldmatrix_x4(f[XB], a_base + r * RS + XB * 16);
 #pragma unroll
           for (int xb = 0; xb < XB; ++xb) {
-            // chunks xb, xb + 1 (k16) and xb + 2 (k8): chunk j is f[j / 2][2 (j % 2)], f[j / 2][2 (j % 2) + 1]
-            const uint32_t a[4] = {f[xb / 2][2 * (xb % 2)], f[xb / 2][2 * (xb % 2) + 1],
-                                   f[(xb + 1) / 2][2 * ((xb + 1) % 2)], f[(xb + 1) / 2][2 * ((xb + 1) % 2) + 1]};
-            mma_m16n8k16(acc[ci][xb], a, bw[r][0], bw[r][1]);
-            bf::mma_m16n8k8(acc[ci][xb], f[(xb + 2) / 2][2 * ((xb + 2) % 2)], f[(xb + 2) / 2][2 * ((xb + 2) % 2) + 1],
-                            bw[r][2]);
+            const uint32_t* k8 = xb + 2 <= XB ? f[xb + 2] : f[XB] + 2;  // chunk xb + 2
+            if (r == 0) bf::mma_m16n8k16_c(acc[ci][xb], f[xb], bw[r][0], bw[r][1], bias_h[ci], bias_h[ci]);
+            else mma_m16n8k16(acc[ci][xb], f[xb], bw[r][0], bw[r][1]);
+            bf::mma_m16n8k8(acc[ci][xb], k8[0], k8[1], bw[r][2]);
           }
         }
       }
@@ -271,11 +281,9 @@ __global__ void __launch_bounds__(kTcThreads, 2) expand_dw_tc_kernel(const Param
           const int x = xb * 8 + 2 * q + (e & 1), y = g + (e >> 1) * 8;
           const bool ok = x < W && ((e >> 1) ? hi_ok : lo_ok);
           const float v0 = silu_of_half(acc[0][xb][e]), v1 = silu_of_half(acc[1][xb][e]);
-          if (ok) {
-            sum[0] += v0;
-            sum[1] += v1;
-            *reinterpret_cast<uint32_t*>(ds + y * S::DROW + x * S::DPIX + cl * 2) = bf::pack_half2(v0, v1);
-          }
+          sum[0] += ok ? v0 : 0.f;
+          sum[1] += ok ? v1 : 0.f;
+          if (ok) *reinterpret_cast<uint32_t*>(ds + y * S::DROW + x * S::DPIX + cl * 2) = bf::pack_half2(v0, v1);
         }
       // two channels over 32 lanes: halves exchange first, then lanes 0-15 hold channel 0's, 16-31 channel 1's
       const bool upper = lane & 16;
@@ -289,15 +297,15 @@ __global__ void __launch_bounds__(kTcThreads, 2) expand_dw_tc_kernel(const Param
   copy_out(ch_hi - 1);
 }
 
-template <int H, int W, int CIN, int KS, int ROWS>
+template <int H, int W, int CIN, int KS, int ROWS, int HID>
 cudaError_t launch_tc_shape(const Params& p, cudaStream_t stream, bool pdl) {
   using S = TcShape<H, W, CIN, KS, ROWS>;
-  auto kernel = expand_dw_tc_kernel<H, W, CIN, KS, ROWS>;
+  auto kernel = expand_dw_tc_kernel<H, W, CIN, KS, ROWS, HID>;
   static DeviceSlots slots;
   int dev = 0;
   cudaError_t err = prepare(kernel, slots, S::SMEM, kTcThreads, dev);
   if (err != cudaSuccess) return err;
-  const int bands = p.row_blocks, chunks = p.hidden / kTcHC;
+  const int bands = p.row_blocks, chunks = HID / kTcHC;
   const long items = (long)p.N * bands, ctas = (long)slots.ctas_per_sm[dev] * slots.sms[dev];
   const int groups = (int)std::max(1L, std::min<long>(chunks, ctas / items));  // about one wave of CTAs
   const dim3 grid(groups, bands, p.N);
@@ -318,15 +326,15 @@ bool kernel1_tc_requested() {
 // bands of 14 rows, stride 1, hidden = hid_pad.
 bool kernel1_tc_applies(const Params& p) {
   if (p.stride != 1 || p.k_pad == 0 || p.hidden != p.hid_pad || p.hidden % kTcHC || p.rows_per_tile != 14) return false;
-  const bool b31 = p.H == 28 && p.W == 28 && p.C_in == 40 && p.ksize == 5;
-  const bool b41 = p.H == 14 && p.W == 14 && p.C_in == 80 && p.ksize == 3;
+  const bool b31 = p.H == 28 && p.W == 28 && p.C_in == 40 && p.ksize == 5 && p.hidden == 240;
+  const bool b41 = p.H == 14 && p.W == 14 && p.C_in == 80 && p.ksize == 3 && p.hidden == 480;
   return b31 || b41;
 }
 
 cudaError_t launch_expand_dw_tc(const Params& p, cudaStream_t stream, bool pdl) {
   if (!kernel1_tc_applies(p)) return cudaErrorNotSupported;
-  if (p.H == 28) return launch_tc_shape<28, 28, 40, 5, 14>(p, stream, pdl);
-  return launch_tc_shape<14, 14, 80, 3, 14>(p, stream, pdl);
+  if (p.H == 28) return launch_tc_shape<28, 28, 40, 5, 14, 240>(p, stream, pdl);
+  return launch_tc_shape<14, 14, 80, 3, 14, 480>(p, stream, pdl);
 }
 
 }  // namespace mb
