@@ -45,7 +45,7 @@ struct TcShape {
   static constexpr int CS = (ER * RS / 16) % 2 ? ER * RS : ER * RS + 16;  // channel stride, odd units too
                                                                            // (stmatrix.trans: 8 channels a matrix)
   static constexpr int XROW = KP * 2;               // X slot stride (bytes), chunks XOR (slot >> 2) & 1
-  static constexpr int DPIX = 48, DROW = W * DPIX + 8;  // D staging: 16 channels (+8 pad) a pixel; rows + 8 bytes
+  static constexpr int DPIX = 48, DROW = W * DPIX + 16;  // D staging: 16 channels (+8 pad) a pixel; rows + 16 bytes
   static constexpr int CC = CIN / 8;                // 16-byte chunks of an X pixel
   static constexpr int xr() {                       // the most X rows a band expands
     int m = 0;
@@ -60,7 +60,7 @@ struct TcShape {
   static constexpr int X_BYTES = XR * SLOTS * XROW, U_BYTES = kTcHC * XROW, E_BYTES = kTcHC * CS,
                        D_BYTES = ROWS * DROW;
   static constexpr int SMEM = X_BYTES + 2 * U_BYTES + E_BYTES + D_BYTES;
-  static_assert(CIN % 8 == 0 && ROWS <= 16 && PAD <= 8, "shape");
+  static_assert(CIN % 8 == 0 && ROWS <= 16 && PAD <= 8 && H % ROWS == 0, "shape (bands of ROWS rows each)");
   static_assert(XB % 2 == 0, "an expand m-tile is 16 slots of one row");
   static_assert((KP / 2) % 32 == 8 || (KP / 2) % 32 == 24, "X rows: 4 slots in 4 bank groups before the XOR");
   static_assert((RS / 16) % 2 == 1 && (CS / 16) % 2 == 1, "E strides");
@@ -130,7 +130,8 @@ __global__ void __launch_bounds__(kTcThreads, 2) expand_dw_tc_kernel(const Param
   const int band = blockIdx.y, n = blockIdx.z;
   constexpr int chunks = HID / kTcHC;
   const int ch_lo = blockIdx.x * chunks / groups, ch_hi = (blockIdx.x + 1) * chunks / groups;
-  const int oh0 = band * ROWS, rows_valid = min(ROWS, H - oh0);
+  const int oh0 = band * ROWS;
+  constexpr int rows_valid = ROWS;  // H % ROWS == 0
   const int ih_lo = max(0, oh0 - PAD), ih_hi = min(H - 1, oh0 + ROWS - 1 + PAD), xrows = ih_hi - ih_lo + 1;
   const uint32_t xs_a = smem_addr(xs), us_a = smem_addr(us), es_a = smem_addr(es), ds_a = smem_addr(ds);
 
@@ -177,13 +178,16 @@ __global__ void __launch_bounds__(kTcThreads, 2) expand_dw_tc_kernel(const Param
     *v = u;
   }
 
-  // D staging -> D: 8 bytes (4 channels) a thread and step, rows_valid x W pixels of 16 channels
+  // D staging -> D: 16 bytes (8 channels) a thread and step, ROWS x W pixels of 16 channels
   auto copy_out = [&](int chunk) {
+    constexpr int PIECES = ROWS * W * 2, STEPS = (PIECES + kTcThreads - 1) / kTcThreads;
     __half* dg = p.d + (size_t)(n * H + oh0) * W * HID + chunk * kTcHC;
-    for (int i = tid; i < rows_valid * W * 4; i += kTcThreads) {
-      const int pix = i >> 2, part = i & 3, y = pix / W, x = pix - y * W;
-      const uint2 v = *reinterpret_cast<const uint2*>(ds + y * S::DROW + x * S::DPIX + part * 8);
-      *reinterpret_cast<uint2*>(dg + pix * HID + part * 4) = v;
+#pragma unroll
+    for (int k = 0; k < STEPS; ++k) {
+      const int i = tid + k * kTcThreads, pix = i >> 1, half = i & 1, y = pix / W;
+      if (PIECES % kTcThreads == 0 || i < PIECES)
+        *reinterpret_cast<uint4*>(dg + pix * HID + half * 8) =
+            *reinterpret_cast<const uint4*>(ds + pix * S::DPIX + (y + half) * 16);  // DROW = W DPIX + 16
     }
   };
 
@@ -256,18 +260,26 @@ __global__ void __launch_bounds__(kTcThreads, 2) expand_dw_tc_kernel(const Param
         const uint32_t a_base = es_a + (cl + ci) * CS + ((mi & 1) * 8 + (lane & 7)) * RS + (mi >> 1) * 16;
 #pragma unroll
         for (int r = 0; r < KS; ++r) {
-          // f[j]: E's chunks j, j + 1 (rows 0-7 and 8-15 of each): x-block xb's k16 A is f[xb], its k8 A the first
-          // half of f[xb + 2] (so that every operand is one ldmatrix's four consecutive registers: no moves)
-          uint32_t f[XB + 1][4];
+          // f[j]: E's chunks 2j, 2j + 1 (rows 0-7 and 8-15 of each: registers 0-1 and 2-3). An even x-block's
+          // window (chunks xb, xb + 1, xb + 2) is one k16 product on f[xb / 2] and a k8 on f[xb / 2 + 1]'s first
+          // half; an odd one's starts mid-pair, so three k8 products (every operand consecutive registers of one
+          // ldmatrix: no moves, and each E row read once a filter row)
+          uint32_t f[NCH / 2][4];
 #pragma unroll
-          for (int j = 0; j < XB; ++j) ldmatrix_x4(f[j], a_base + r * RS + j * 16);
-          ldmatrix_x4(f[XB], a_base + r * RS + XB * 16);
+          for (int j = 0; j < NCH / 2; ++j) ldmatrix_x4(f[j], a_base + r * RS + j * 32);
 #pragma unroll
           for (int xb = 0; xb < XB; ++xb) {
-            const uint32_t* k8 = xb + 2 <= XB ? f[xb + 2] : f[XB] + 2;  // chunk xb + 2
-            if (r == 0) bf::mma_m16n8k16_c(acc[ci][xb], f[xb], bw[r][0], bw[r][1], bias_h[ci], bias_h[ci]);
-            else mma_m16n8k16(acc[ci][xb], f[xb], bw[r][0], bw[r][1]);
-            bf::mma_m16n8k8(acc[ci][xb], k8[0], k8[1], bw[r][2]);
+            float (&d)[4] = acc[ci][xb];
+            if (xb % 2 == 0) {
+              if (r == 0) bf::mma_m16n8k16_c(d, f[xb / 2], bw[r][0], bw[r][1], bias_h[ci], bias_h[ci]);
+              else mma_m16n8k16(d, f[xb / 2], bw[r][0], bw[r][1]);
+              bf::mma_m16n8k8(d, f[xb / 2 + 1][0], f[xb / 2 + 1][1], bw[r][2]);
+            } else {
+              if (r == 0) bf::mma_m16n8k8_c(d, f[xb / 2][2], f[xb / 2][3], bw[r][0], bias_h[ci]);
+              else bf::mma_m16n8k8(d, f[xb / 2][2], f[xb / 2][3], bw[r][0]);
+              bf::mma_m16n8k8(d, f[xb / 2 + 1][0], f[xb / 2 + 1][1], bw[r][1]);
+              bf::mma_m16n8k8(d, f[xb / 2 + 1][2], f[xb / 2 + 1][3], bw[r][2]);
+            }
           }
         }
       }
