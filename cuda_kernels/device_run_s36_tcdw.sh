@@ -12,7 +12,7 @@ source cuda_kernels/device_lib.sh  # mbconv_begin, step, kernel_ncu
 mbconv_begin TCDW "${BUDGET_S:-570}"
 STEP_CLEARS_OK=1
 step tests 120 python3 -m pytest -q -m cuda --tb=short -p no:cacheprovider tests/test_mbconv_k1_tc.py || ok=0
-K1_METRICS=gpu__time_duration.sum,launch__grid_size,launch__registers_per_thread,smsp__issue_active.avg.pct_of_peak_sustained_active,smsp__inst_executed.sum,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active
+K1_METRICS=gpu__time_duration.sum,launch__grid_size,launch__registers_per_thread,smsp__issue_active.avg.pct_of_peak_sustained_active,smsp__inst_executed.sum,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,l1tex__data_pipe_lsu_wavefronts_mem_shared.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum
 for v in 0 1; do
   NCU_METRICS=$K1_METRICS kernel_ncu "$out" K1 "expand_dw" "CUDA_KERNELS_K1_TCDW=$v" features.3.1 features.4.1
 done

@@ -6,7 +6,7 @@ launch pays the one-time set-up):
 
 prints ``PROJ v9 features.2.1 project_v9t_kernel<3> 72.3us grid 264 dram 42% ...`` for every metric of the file it
 knows (duration, grid, DRAM read / write and throughput, warps active, issue active, tensor pipe, instructions, L2 hit
-rate, L2 bytes, stall reasons per issue).
+rate, L2 bytes, shared-memory wavefronts and bank conflicts, stall reasons per issue).
 """
 
 from __future__ import annotations
@@ -28,6 +28,8 @@ FIELDS = {
     "smsp__inst_executed.sum": ("inst ", 1e-6, "M"),
     "lts__t_sector_hit_rate.pct": ("L2hit ", 1, "%"),
     "lts__t_bytes.sum": ("L2 ", 1e-6, "MB"),
+    "l1tex__data_pipe_lsu_wavefronts_mem_shared.sum": ("smem_wavefronts ", 1e-6, "M"),
+    "l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum": ("smem_conflicts ", 1e-6, "M"),
 }
 
 
