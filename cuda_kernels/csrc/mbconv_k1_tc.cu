@@ -156,12 +156,13 @@ __global__ void __launch_bounds__(kTcThreads, 2) expand_dw_tc_kernel(const Param
     const int pix = i / CC, chunk = i - pix * CC, row = pix / W, x = pix - row * W;
     cp_async16(xs_a + xrow_offset<XROW>(row * SLOTS + x, chunk), xg + (size_t)i * 8, true);
   }
+  // U: one 16-byte piece a thread (16 channels x KP / 8 pieces <= 256), its places computed once
+  static_assert(kTcHC * (KP / 8) <= kTcThreads, "one U piece a thread");
+  const bool u_mine = tid < kTcHC * (KP / 8);
+  const uint32_t u_dst = us_a + xrow_offset<XROW>(tid / (KP / 8), tid % (KP / 8));
+  const __half* const u_src = p.w_exp + (tid / (KP / 8)) * KP + (tid % (KP / 8)) * 8;
   auto load_u = [&](int chunk, int buf) {
-    for (int i = tid; i < kTcHC * (KP / 8); i += kTcThreads) {
-      const int c = i / (KP / 8), k = i - c * (KP / 8);
-      cp_async16(us_a + buf * S::U_BYTES + xrow_offset<XROW>(c, k), p.w_exp + (size_t)(chunk * kTcHC + c) * KP + k * 8,
-                 true);
-    }
+    if (u_mine) cp_async16(u_dst + buf * S::U_BYTES, u_src + chunk * kTcHC * KP, true);
   };
   load_u(ch_lo, 0);
   cp_async_commit();
