@@ -19,7 +19,7 @@ SOURCES = ["bindings.cpp", "block_fusion_c32.cu", "block_fusion_c64.cu", "block_
 MBCONV_SOURCES = ["mbconv_bindings.cpp", "mbconv.cu", "mbconv_k3.cu", "mbconv_k5.cu", "mbconv_v2_k3.cu",
                   "mbconv_v2_k5.cu", "mbconv_v3.cu", "mbconv_v3_k3.cu", "mbconv_v3_k5.cu", "mbconv_v5_k3.cu", "mbconv_v5_k5.cu",
                   "mbconv_v7.cu", "mbconv_v7_k3.cu", "mbconv_v7_k5.cu", "mbconv_v8_k3.cu", "mbconv_v8_k5.cu",
-                  "mbconv_proj_wg.cu", "mbconv_se_v4.cu", "mbconv_se_v5.cu", "mbconv_k1_tc.cu", "effnet_stem_dw.cu"]
+                  "mbconv_proj_wg.cu", "mbconv_se_v4.cu", "mbconv_se_v5.cu", "effnet_stem_dw.cu"]
 
 
 def arch_list() -> list[str]:

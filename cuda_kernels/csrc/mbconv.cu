@@ -251,10 +251,8 @@ cudaError_t launch_mbconv(const Params& p, int chunk, int version, cudaStream_t 
   if (v9_v3)
     err = p.ksize == 3 ? launch_expand_dw_v3_k3(p, chunk, stream, pdl, v3_hf)
                        : launch_expand_dw_v3_k5(p, chunk, stream, pdl, v3_hf);
-  const bool tc = v11 && !v9_v3 && kernel1_tc_requested() && kernel1_tc_applies(p);  // CUDA_KERNELS_K1_TCDW
-  if (tc) err = launch_expand_dw_tc(p, stream, pdl);
-  if ((version == 8 || (v9 && !v9_v3 && !tc)) && p.ksize == 3) err = launch_expand_dw_v8_k3(p, chunk, stream, pdl, v10, v11);
-  if ((version == 8 || (v9 && !v9_v3 && !tc)) && p.ksize == 5) err = launch_expand_dw_v8_k5(p, chunk, stream, pdl, v10, v11);
+  if ((version == 8 || (v9 && !v9_v3)) && p.ksize == 3) err = launch_expand_dw_v8_k3(p, chunk, stream, pdl, v10, v11);
+  if ((version == 8 || (v9 && !v9_v3)) && p.ksize == 5) err = launch_expand_dw_v8_k5(p, chunk, stream, pdl, v10, v11);
   if (err != cudaSuccess) return err;
   if (version == 7)  // the SE ran in kernel 1's last CTA per image
     return project_v7_applies(p.Ho, p.Wo) ? launch_project_v7(p, stream, pdl) : launch_project_v3_only(p, stream, pdl);

@@ -145,11 +145,6 @@ bool project_bulk_applies(int hidden, int hk_pad, int c_out);
 cudaError_t launch_se_project_v3(const Params& p, cudaStream_t stream, bool bulk = false, bool pdl = false);
 // Versions 9-11's SE and projection after kernel 1 (mbconv.cu; also after the stem's fused kernel 1, mbconv_stem_dw.h).
 cudaError_t launch_se_project_v9(const Params& p, int version, cudaStream_t stream, bool pdl);
-// Kernel 1 with the depthwise on tensor cores as banded products (mbconv_k1_tc.cu; CUDA_KERNELS_K1_TCDW=1, off by
-// default, read at every call): inside version 11 where kernel1_tc_applies (B0's 3.1 and 4.1 in bands of 14 rows).
-bool kernel1_tc_requested();
-bool kernel1_tc_applies(const Params& p);
-cudaError_t launch_expand_dw_tc(const Params& p, cudaStream_t stream, bool pdl);
 // All three kernels; `version` picks the implementation: 1 and 2 differ in kernel 1 only;
 // 3 is kernel 1 version 3 and mbconv_v3.cu's kernels 2 and 3; 5 is 3 with kernel 1's depthwise
 // on tensor cores; 6 is 5 with the bulk-copy projection where it applies; 7 is kernel 1 v3 with the SE
