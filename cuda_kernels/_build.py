@@ -13,6 +13,8 @@ import functools
 import os
 from pathlib import Path
 
+from cuda_kernels._switches import flag
+
 CSRC = Path(__file__).resolve().parent / "csrc"
 SOURCES = ["bindings.cpp", "block_fusion_c32.cu", "block_fusion_c64.cu", "block_fusion_c128.cu", "block_fusion_c256.cu",
            "block_fusion_c96.cu", "block_fusion_c192.cu", "ffn_sm90.cu"]
@@ -85,10 +87,14 @@ def load_mbconv_extension(verbose: bool = False):
     from cuda_kernels import static_shapes
 
     models = static_shapes.requested_models()
+    # CUDA_KERNELS_BUILD_D_L2_HINTS=1: a build whose kernel 1 stores D evict_last and whose projection (project_v9s)
+    # reads it evict_first (csrc/mbconv_ptx.cuh, MB_D_L2_HINTS; an experiment of session 36, its own build name)
+    hints = flag("CUDA_KERNELS_BUILD_D_L2_HINTS", False)
+    name, defines = ("perfmodel_mbconv_l2h", ("MB_D_L2_HINTS",)) if hints else ("perfmodel_mbconv", ())
     if not models:
-        return _load("perfmodel_mbconv", tuple(MBCONV_SOURCES), verbose)
+        return _load(name, tuple(MBCONV_SOURCES), verbose, defines)
     tag, folder = static_header(models)
-    return _load(f"perfmodel_mbconv_s{tag}", tuple(MBCONV_SOURCES), verbose, ("MB_V8_STATIC_MORE",), (str(folder),))
+    return _load(f"{name}_s{tag}", tuple(MBCONV_SOURCES), verbose, ("MB_V8_STATIC_MORE", *defines), (str(folder),))
 
 
 def static_header(models: list[str]) -> tuple[str, Path]:

@@ -632,7 +632,12 @@ __device__ __forceinline__ void project_v9t_body(const Params& p) {
       const int pieces = min(16, P - tk * 16) * p.hidden / 8;
       const __half* src = p.d + (size_t)tk * task_halves;
       const uint32_t dst = smem_addr(mine + slot * task_halves);
+#ifdef MB_D_L2_HINTS
+      const uint64_t policy = l2_evict_first();
+      for (int i = lane; i < pieces; i += 32) cp_async16_d(dst + i * 16, src + i * 8, policy);
+#else
       for (int i = lane; i < pieces; i += 32) cp_async16(dst + i * 16, src + i * 8, true);
+#endif
       if constexpr (SS) {  // the image's scale row (the task lies in one image)
         const float* row = p.scale + (size_t)(tk * 16 / hw) * p.hid_pad;
         const uint32_t to = smem_addr(scales + slot * p.hidden);

@@ -34,6 +34,9 @@
 #include "ptx_sm90.cuh"
 #include "tensor_map.h"
 #include "wgmma.cuh"
+#ifdef MB_D_L2_HINTS
+#include "mbconv_ptx.cuh"  // store_d_pair, l2_evict_last
+#endif
 
 namespace mb {
 
@@ -798,7 +801,11 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtenso
                 for (int u = 0; u < OW; ++u) {
                   if (!W && valid < OW && u >= valid) break;
                   const __half2 s = silu_of_half_h2(__hadd2(acch[o][u], dbias_h));
+#ifdef MB_D_L2_HINTS
+                  if (W || store) store_d_pair(p.d + dofs, s, l2_evict_last());
+#else
                   if (W || store) *reinterpret_cast<__half2*>(p.d + dofs) = s;
+#endif
                   dofs += p.hidden;
                   row_sum = u == 0 ? s : __hadd2(row_sum, s);
                 }
@@ -819,7 +826,11 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtenso
                     h1 = acc1[o][u];
                   }
                   const float s0 = silu_of_half(h0), s1 = silu_of_half(h1);
+#ifdef MB_D_L2_HINTS
+                  if (W || store) store_d_pair(p.d + dofs, __floats2half2_rn(s0, s1), l2_evict_last());
+#else
                   if (W || store) *reinterpret_cast<__half2*>(p.d + dofs) = __floats2half2_rn(s0, s1);
+#endif
                   dofs += p.hidden;
                   sum0 += s0;
                   sum1 += s1;
