@@ -80,6 +80,9 @@ def load_extension(verbose: bool = False):
     return _load("perfmodel_block_fusion", tuple(SOURCES), verbose)
 
 
+D_L2_HINTS_SWITCH = "CUDA_KERNELS_BUILD_D_L2_HINTS"
+
+
 @functools.lru_cache(maxsize=None)
 def load_mbconv_extension(verbose: bool = False):
     """The fused MBConv kernels (csrc/mbconv*), a separate extension: a build error there
@@ -87,10 +90,11 @@ def load_mbconv_extension(verbose: bool = False):
     from cuda_kernels import static_shapes
 
     models = static_shapes.requested_models()
-    # CUDA_KERNELS_BUILD_D_L2_HINTS=1: a build whose kernel 1 stores D evict_last and whose projection (project_v9s)
-    # reads it evict_first (csrc/mbconv_ptx.cuh, MB_D_L2_HINTS; an experiment of session 36, its own build name)
-    hints = flag("CUDA_KERNELS_BUILD_D_L2_HINTS", False)
-    name, defines = ("perfmodel_mbconv_l2h", ("MB_D_L2_HINTS",)) if hints else ("perfmodel_mbconv", ())
+    # D's L2 eviction priorities (csrc/mbconv_ptx.cuh, MB_D_L2_HINTS): kernel 1 stores D evict_last and the
+    # projections on project_v9t_body's cp.async loader read it evict_first; on by default since session 36 (s36 call
+    # 3: 2.1's block -5.6 us, B0 -4.5 us); CUDA_KERNELS_BUILD_D_L2_HINTS=0 builds without them, under its own name
+    hints = flag(D_L2_HINTS_SWITCH, True)
+    name, defines = ("perfmodel_mbconv", ("MB_D_L2_HINTS",)) if hints else ("perfmodel_mbconv_nohints", ())
     if not models:
         return _load(name, tuple(MBCONV_SOURCES), verbose, defines)
     tag, folder = static_header(models)
