@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # D's L2 eviction priorities (session 36): the build with CUDA_KERNELS_BUILD_D_L2_HINTS=1 (kernel 1 stores D
-# evict_last, project_v9s reads it evict_first; csrc/mbconv_ptx.cuh) against the default build in one device call:
+# evict_last, project_v9s reads it evict_first; csrc/mbconv_ptx.cuh; the default build since s36 call 3) against the
+# build with =0 (without them) in one device call:
 # both extensions built, the chain of 2.1 / 3.0 / 3.1 / 4.1 under each (mbconv_chain: each kernel's share on one
 # clock, L2 flushed before each call), and B0 end to end under each (b0_switches "as is", with fused_model's check
 # before timing; two runs each, interleaved). From the repository root:
