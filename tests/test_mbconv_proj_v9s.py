@@ -37,8 +37,8 @@ def test_the_switch_and_its_dispatch():
     assert "project_v9s_kernel(const Params p) {  // the staged scale rows\n  project_v9t_body<NT, false, true>(p);" in SOURCE
     # the kernels that were there keep their bodies (their SASS was compared unchanged when this was added)
     assert "project_v9t_kernel(const Params p) {\n  project_v9t_body<NT, false>(p);\n}" in SOURCE
-    assert ("template <int NT, bool BULK, bool SS = false, bool SX = false, bool RX = false>\n__device__ "
-            "__forceinline__ void project_v9t_body") in SOURCE
+    assert ("template <int NT, bool BULK, bool SS = false, bool SX = false, bool RX = false, int WARPS = kProjV9Warps>\n"
+            "__device__ __forceinline__ void project_v9t_body") in SOURCE  # WARPS since session 36 (SASS unchanged)
 
 
 def test_shared_memory():
@@ -50,7 +50,8 @@ def test_shared_memory():
     # floats + 8 x 2 x 16 x 48 halves: over project_v9t's 200 KB, within the 227 KB a CTA may have
     assert mb.project_v9t_smem_bytes(288, 48, staged=True, residual=True) == 32_256 + 147_456 + 18_432 + 24_576
     assert 204_800 < 222_720 <= mb.PROJECT_V9S_MAX_SMEM == 232_448
-    assert "(ss ? kProjV9Warps * 2 * hidden * 4 : 0) + (ss && residual ? kProjV9Warps * 2 * 16 * c_out * 2 : 0)" in SOURCE
+    assert "(ss ? warps * 2 * hidden * 4 : 0) + (ss && residual ? warps * 2 * 16 * c_out * 2 : 0)" in SOURCE
+    assert "bool residual = false, int warps = kProjV9Warps) {" in SOURCE
     assert "constexpr int kProjV9SMaxSmem = 227 * 1024;" in SOURCE
 
 
@@ -170,3 +171,47 @@ def test_efficientnet_b0_with_the_shortcut_a_task_ahead(monkeypatch):
     from mbconv_helpers import check_fused_b0
 
     check_fused_b0(monkeypatch, {mb.PROJ_V9_RX_SWITCH: "1"}, {"StemMBConv": 1, "MBConv": 15}, 16)
+
+
+# ---- 11 warps a CTA (CUDA_KERNELS_PROJ_V9_WARPS=11, project_v9sw_kernel, off until measured) ----
+
+WIDE_BLOCKS = [(name, path) for name, path in DISTINCT if mb.project_v9sw_applies(*block_widths(name, path))]
+
+
+def test_eleven_warps_where_eight_fit_one_cta_an_sm():
+    """B0's 3.1 (240 -> 40, 28 x 28): 8 warps' CTA is V 40 x (256 + 16) halves + 8 x 2 x 16 x 240 halves + 8 x 2 x 240
+    floats = 160,000 bytes, one an SM (two need 2 x 161,024 > 233,472); 11 warps' 21,760 + 168,960 + 21,120 = 211,840
+    fit. B0's 2.1 (144): 92,928 bytes, two an SM already: not taken. B2's 3.1 (288 -> 48): 11 warps' 32,256 + 202,752 +
+    25,344 = 260,352 do not fit: not taken."""
+    assert mb.project_v9t_smem_bytes(240, 40, staged=True) == 21_760 + 122_880 + 15_360 == 160_000
+    assert mb.project_v9t_smem_bytes(240, 40, staged=True, warps=11) == 21_760 + 168_960 + 21_120 == 211_840
+    assert mb.project_v9t_smem_bytes(144, 24, staged=True) == 9_984 + 73_728 + 9_216 == 92_928
+    assert mb.project_v9t_smem_bytes(288, 48, staged=True, warps=11) == 32_256 + 202_752 + 25_344 == 260_352
+    assert WIDE_BLOCKS == [("efficientnet_b0", "features.3.1")]
+    assert mb.PROJ_V9_WARPS_SWITCH == "CUDA_KERNELS_PROJ_V9_WARPS" and 'std::getenv("CUDA_KERNELS_PROJ_V9_WARPS");' in SOURCE
+    assert 'return v != nullptr && std::strcmp(v, "11") == 0;' in SOURCE  # off unless 11
+    assert "if (project_v9sw_requested() && project_v9sw_applies(p)) return launch_project_v9sw_nt<NT>(p, stream, pdl);" \
+        in SOURCE
+    assert "project_v9t_body<NT, false, true, false, false, kProjV9WideWarps>(p);" in SOURCE
+    assert "constexpr int kProjV9WideWarps = 11;" in SOURCE
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("batch", [1, 5, 128])
+@pytest.mark.parametrize("name,path", WIDE_BLOCKS)
+def test_eleven_warps_keep_the_bits(name, path, batch, monkeypatch):
+    """project_v9sw: float64 (poisoned output), the profiler naming project_v9sw_kernel, and bit for bit project_v9s's
+    output (each task's arithmetic is the same; only which warp takes it moves)."""
+    import torch
+    from mbconv_helpers import switched_against_float64
+
+    got, base, names, *_ = switched_against_float64(monkeypatch, name, path, batch, mb.PROJ_V9_WARPS_SWITCH, "11")
+    assert "project_v9sw_kernel" in names and "project_v9s_kernel" not in names, names[:600]
+    assert torch.equal(got, base)
+
+
+@pytest.mark.cuda
+def test_efficientnet_b0_with_eleven_warps(monkeypatch):
+    from mbconv_helpers import check_fused_b0
+
+    check_fused_b0(monkeypatch, {mb.PROJ_V9_WARPS_SWITCH: "11"}, {"StemMBConv": 1, "MBConv": 15}, 16)

@@ -404,6 +404,9 @@ __global__ void __launch_bounds__(kProjectThreads) project_bulk_kernel(const Par
 // ~4 KB per warp, with no CTA-wide barrier to wait for. The SE scale is applied to the fp16 A fragment in fp32
 // with one rounding, as project_v3 does. For C_out = 8 NT <= 88 whose V fits kProjV9MaxSmem (project_v9_applies).
 constexpr int kProjV9Threads = 256, kProjV9Warps = kProjV9Threads / 32, kProjV9Depth = 8;
+// project_v9sw (CUDA_KERNELS_PROJ_V9_WARPS=11, off until measured): project_v9s with 11 warps a CTA where 8 warps' CTA
+// leaves room for one an SM only (B0's 3.1: 160 KB; 11 warps 212 KB): 1.375x the warps' dependent chains an SM.
+constexpr int kProjV9WideWarps = 11;
 // CUDA_KERNELS_PROJ_V9_DEPTH=16 (read by the launcher at every call): a ring of 16 units, ~8 KB per warp in flight
 // (the experiment of NOTES.md, "MBConv version 9: measured"); 8 otherwise.
 constexpr int kProjV9MaxSmem = 110 * 1024;
@@ -422,10 +425,10 @@ __host__ __device__ constexpr int project_v9_smem_bytes(int hidden, int c_out) {
 
 // V's rows (C_out = 8 NT) into shared memory and the lane's biases: weights, read before the PDL wait; then the
 // wait (D and the scale follow it) and the trigger (the dependents wait for this grid).
-template <int NT>
+template <int NT, int THREADS = kProjV9Threads>
 __device__ __forceinline__ void v9_prologue(const Params& p, __half* b_s, int ldb, float2 (&bias)[NT], int tid, int t) {
   const int kc = p.hidden / 8;
-  for (int i = tid; i < NT * 8 * kc; i += kProjV9Threads) {
+  for (int i = tid; i < NT * 8 * kc; i += THREADS) {
     const int r = i / kc, c = i - r * kc;
     *reinterpret_cast<uint4*>(b_s + r * ldb + c * 8) =
         __ldg(reinterpret_cast<const uint4*>(p.w_proj + (size_t)r * p.hk_pad) + c);
@@ -584,12 +587,12 @@ __global__ void __launch_bounds__(kProjV9Threads) project_v9_kernel(const Params
 // issued a whole task earlier. Where H x W is a multiple of 16, so that a task lies in one image and no task is
 // partial (project_v9s_runs).
 __host__ __device__ constexpr int project_v9t_smem_bytes(int hidden, int c_out, bool bulk = false, bool ss = false,
-                                                         bool residual = false) {
-  return project_v9_smem_bytes(hidden, c_out) + kProjV9Warps * 2 * 16 * hidden * 2 + (bulk ? kProjV9Warps * 16 : 0) +
-         (ss ? kProjV9Warps * 2 * hidden * 4 : 0) + (ss && residual ? kProjV9Warps * 2 * 16 * c_out * 2 : 0);
+                                                         bool residual = false, int warps = kProjV9Warps) {
+  return project_v9_smem_bytes(hidden, c_out) + warps * 2 * 16 * hidden * 2 + (bulk ? warps * 16 : 0) +
+         (ss ? warps * 2 * hidden * 4 : 0) + (ss && residual ? warps * 2 * 16 * c_out * 2 : 0);
 }
 
-template <int NT, bool BULK, bool SS = false, bool SX = false, bool RX = false>
+template <int NT, bool BULK, bool SS = false, bool SX = false, bool RX = false, int WARPS = kProjV9Warps>
 __device__ __forceinline__ void project_v9t_body(const Params& p) {
   static_assert(!(BULK && SS) && (SS || !SX), "the staged rows ride on the cp.async loader");
   static_assert(!RX || (SS && !SX), "the shortcut one task ahead is project_v9s's option");
@@ -599,18 +602,21 @@ __device__ __forceinline__ void project_v9t_body(const Params& p) {
   const int ldb = project_v9_ldb(p.hidden), task_halves = 16 * p.hidden;
   __half* mine = reinterpret_cast<__half*>(smem9 + project_v9_smem_bytes(p.hidden, p.C_out)) + warp * 2 * task_halves;
   // BULK: the warp's two mbarriers, after every warp's ring
-  const uint32_t bars = smem_addr(smem9 + project_v9t_smem_bytes(p.hidden, p.C_out)) + warp * 16;
+  const uint32_t bars = smem_addr(smem9 + project_v9t_smem_bytes(p.hidden, p.C_out, false, false, false, WARPS)) +
+                        warp * 16;
   // SS: the warp's two scale rows, after every warp's ring (where BULK's mbarriers would be)
-  float* scales = reinterpret_cast<float*>(smem9 + project_v9t_smem_bytes(p.hidden, p.C_out)) + warp * 2 * p.hidden;
+  float* scales =
+      reinterpret_cast<float*>(smem9 + project_v9t_smem_bytes(p.hidden, p.C_out, false, false, false, WARPS)) +
+      warp * 2 * p.hidden;
   // SS with a shortcut: the warp's two slots of 16 rows of x, after every warp's scale rows
-  __half* res_s = reinterpret_cast<__half*>(smem9 + project_v9t_smem_bytes(p.hidden, p.C_out, false, true)) +
+  __half* res_s = reinterpret_cast<__half*>(smem9 + project_v9t_smem_bytes(p.hidden, p.C_out, false, true, false, WARPS)) +
                   warp * 2 * 16 * p.C_out;
   float2 bias[NT];
-  v9_prologue<NT>(p, b_s, ldb, bias, tid, t);
+  v9_prologue<NT, WARPS * 32>(p, b_s, ldb, bias, tid, t);
 
   const int P = p.N * p.Ho * p.Wo, hw = p.Ho * p.Wo, tasks = (P + 15) / 16, units = p.hidden / 16;
-  const int step = (int)gridDim.x * kProjV9Warps;
-  int task = (int)blockIdx.x * kProjV9Warps + warp;
+  const int step = (int)gridDim.x * WARPS;
+  int task = (int)blockIdx.x * WARPS + warp;
   if (task >= tasks) return;
   if constexpr (BULK) {
     if (lane < 2) bf::mbar_init(bars + 8 * lane, 1);
@@ -736,6 +742,11 @@ __global__ void __launch_bounds__(kProjV9Threads) project_v9sx_kernel(const Para
 template <int NT>
 __global__ void __launch_bounds__(kProjV9Threads) project_v9sr_kernel(const Params p) {  // the shortcut a task ahead
   project_v9t_body<NT, false, true, false, true>(p);
+}
+
+template <int NT>
+__global__ void __launch_bounds__(kProjV9WideWarps * 32) project_v9sw_kernel(const Params p) {  // 11 warps a CTA
+  project_v9t_body<NT, false, true, false, false, kProjV9WideWarps>(p);
 }
 
 // One block per image: pool, FC1 -> SiLU, FC2 -> sigmoid. Shared memory: pooled [hid_pad],
@@ -912,16 +923,17 @@ cudaError_t launch_project_v10_bn(const Params& p, cudaStream_t stream, bool pdl
 // project_v9 / v9t: as many CTAs as fit (shared memory by hidden and C_out: occupancy asked per call), at most one per
 // kProjV9Warps tasks.
 template <typename Kernel>
-cudaError_t launch_v9(Kernel kernel, DeviceSlots& slots, int smem, const Params& p, cudaStream_t stream, bool pdl) {
+cudaError_t launch_v9(Kernel kernel, DeviceSlots& slots, int smem, const Params& p, cudaStream_t stream, bool pdl,
+                      int warps = kProjV9Warps) {
   int dev = 0;
-  cudaError_t err = prepare(kernel, slots, smem, kProjV9Threads, dev, true);
+  cudaError_t err = prepare(kernel, slots, smem, warps * 32, dev, true);
   if (err != cudaSuccess) return err;
   const long long tasks = ((long long)p.N * p.Ho * p.Wo + 15) / 16;
-  const int grid = (int)std::min<long long>((tasks + kProjV9Warps - 1) / kProjV9Warps,
+  const int grid = (int)std::min<long long>((tasks + warps - 1) / warps,
                                             (long long)slots.ctas_per_sm[dev] * slots.sms[dev]);
   if (pdl && pdl::device_supports(dev))
-    return pdl::launch(kernel, dim3(grid), dim3(kProjV9Threads), smem, stream, p);
-  kernel<<<grid, kProjV9Threads, smem, stream>>>(p);
+    return pdl::launch(kernel, dim3(grid), dim3(warps * 32), smem, stream, p);
+  kernel<<<grid, warps * 32, smem, stream>>>(p);
   return cudaGetLastError();
 }
 
@@ -943,6 +955,18 @@ bool project_v9sx_requested() {  // "1": the shortcut's rows staged too (project
   return v != nullptr && std::strcmp(v, "1") == 0;
 }
 
+// "11": project_v9sw where project_v9sw_applies (CUDA_KERNELS_PROJ_V9_WARPS, off until measured)
+bool project_v9sw_requested() {
+  const char* v = std::getenv("CUDA_KERNELS_PROJ_V9_WARPS");
+  return v != nullptr && std::strcmp(v, "11") == 0;
+}
+
+// Where 8 warps' CTA fits one an SM only and 11 warps' fits (without the staged shortcut: B0's 3.1)
+bool project_v9sw_applies(const Params& p) {
+  return 2 * (project_v9t_smem_bytes(p.hidden, p.C_out, false, true) + 1024) > kProjV9SMaxSmem + 1024 &&
+         project_v9t_smem_bytes(p.hidden, p.C_out, false, true, false, kProjV9WideWarps) <= kProjV9SMaxSmem;
+}
+
 bool project_v9sr_requested() {  // "1": the shortcut in registers one task ahead (project_v9sr_kernel)
   const char* v = std::getenv("CUDA_KERNELS_PROJ_V9_RX");
   return v != nullptr && std::strcmp(v, "1") == 0;
@@ -953,6 +977,14 @@ cudaError_t launch_project_v9sr_nt(const Params& p, cudaStream_t stream, bool pd
   static DeviceSlots slots;
   return launch_v9(project_v9sr_kernel<NT>, slots, project_v9t_smem_bytes(p.hidden, p.C_out, false, true), p, stream,
                    pdl);
+}
+
+template <int NT>
+cudaError_t launch_project_v9sw_nt(const Params& p, cudaStream_t stream, bool pdl) {
+  static DeviceSlots slots;
+  return launch_v9(project_v9sw_kernel<NT>, slots,
+                   project_v9t_smem_bytes(p.hidden, p.C_out, false, true, false, kProjV9WideWarps), p, stream, pdl,
+                   kProjV9WideWarps);
 }
 
 template <int NT, bool SX>
@@ -982,6 +1014,7 @@ cudaError_t launch_project_v9_nt(const Params& p, cudaStream_t stream, bool pdl)
     if (!bulk && project_v9s_runs(p)) {
       if (project_v9sx_requested()) return launch_project_v9s_nt<NT, true>(p, stream, pdl);
       if (project_v9sr_requested() && p.residual) return launch_project_v9sr_nt<NT>(p, stream, pdl);
+      if (project_v9sw_requested() && project_v9sw_applies(p)) return launch_project_v9sw_nt<NT>(p, stream, pdl);
       return launch_project_v9s_nt<NT, false>(p, stream, pdl);
     }
     return bulk ? launch_project_v9t_nt<NT, true>(p, stream, pdl) : launch_project_v9t_nt<NT, false>(p, stream, pdl);
