@@ -72,8 +72,15 @@ mbconv_begin() {
   export PYTHONUNBUFFERED=1 PYTHONPATH=. TORCH_CUDA_ARCH_LIST=9.0 MAX_JOBS=16 TORCH_EXTENSIONS_DIR="$PWD/.mbconv_ext"
   start=$(date +%s); budget=$2; ok=1
   left() { echo $((budget - ($(date +%s) - start))); }
-  step build 200 python3 -c "from cuda_kernels._build import load_mbconv_extension as l; print('$tag so:', l().__file__)" \
-    || { echo "${tag}_OK=0"; exit 0; }
+  build_mbconv build "$tag" || { echo "${tag}_OK=0"; exit 0; }
+}
+# build_mbconv STEP TAG [NAME=VALUE...]  the MBConv extension built (or found built) as step STEP under the build-time
+#                                       switches given (e.g. CUDA_KERNELS_BUILD_D_L2_HINTS=0: another extension name)
+build_mbconv() {
+  local name=$1 tag=$2
+  shift 2
+  step "$name" 200 env "$@" python3 -c \
+    "from cuda_kernels._build import load_mbconv_extension as l; print('$tag so:', l().__file__)"
 }
 # b2_switches OUTDIR "NAME=VALUE ..."  (after a script's own calls; in a subshell: it sets `out`, `log`, `ok`)
 #                                      EfficientNet-B2 end to end with and without the switches (b0_switches --model

@@ -7,11 +7,10 @@
 # Files: OUTDIR/log.txt, b2_{1,0}_{a,b}.json. Last line B2L2H_OK=1|0.
 set -uo pipefail
 out=${1:?output folder}
-source cuda_kernels/device_lib.sh  # mbconv_begin, step
+source cuda_kernels/device_lib.sh  # mbconv_begin, step, build_mbconv
 mbconv_begin B2L2H "${BUDGET_S:-570}"
 STEP_CLEARS_OK=1
-step build_nohints 200 env CUDA_KERNELS_BUILD_D_L2_HINTS=0 python3 -c \
-  "from cuda_kernels._build import load_mbconv_extension as l; print('B2L2H so:', l().__file__)"
+build_mbconv build_nohints B2L2H CUDA_KERNELS_BUILD_D_L2_HINTS=0
 for run in a b; do
   for v in 1 0; do
     step "b2_${v}_$run" 120 env CUDA_KERNELS_BUILD_D_L2_HINTS=$v python3 -m cuda_kernels.b0_switches \

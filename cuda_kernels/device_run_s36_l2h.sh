@@ -9,11 +9,10 @@
 # Files: OUTDIR/log.txt, chain_0.json, chain_1.json, b0_0_a.json ... Last line L2H_OK=1|0.
 set -uo pipefail
 out=${1:?output folder}
-source cuda_kernels/device_lib.sh  # mbconv_begin, step
+source cuda_kernels/device_lib.sh  # mbconv_begin, step, build_mbconv
 mbconv_begin L2H "${BUDGET_S:-570}"
 STEP_CLEARS_OK=1
-step build_hints 200 env CUDA_KERNELS_BUILD_D_L2_HINTS=1 python3 -c \
-  "from cuda_kernels._build import load_mbconv_extension as l; print('L2H so:', l().__file__)"
+build_mbconv build_nohints L2H CUDA_KERNELS_BUILD_D_L2_HINTS=0
 for v in 0 1; do
   step "chain_$v" 40 env CUDA_KERNELS_BUILD_D_L2_HINTS=$v python3 -m cuda_kernels.mbconv_chain features.2.1 \
     features.3.0 features.3.1 features.4.1 -o "$out/chain_$v.json"
