@@ -601,13 +601,11 @@ __device__ __forceinline__ void project_v9t_body(const Params& p) {
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
   const int ldb = project_v9_ldb(p.hidden), task_halves = 16 * p.hidden;
   __half* mine = reinterpret_cast<__half*>(smem9 + project_v9_smem_bytes(p.hidden, p.C_out)) + warp * 2 * task_halves;
+  uint8_t* const rings_end = smem9 + project_v9t_smem_bytes(p.hidden, p.C_out, false, false, false, WARPS);
   // BULK: the warp's two mbarriers, after every warp's ring
-  const uint32_t bars = smem_addr(smem9 + project_v9t_smem_bytes(p.hidden, p.C_out, false, false, false, WARPS)) +
-                        warp * 16;
+  const uint32_t bars = smem_addr(rings_end) + warp * 16;
   // SS: the warp's two scale rows, after every warp's ring (where BULK's mbarriers would be)
-  float* scales =
-      reinterpret_cast<float*>(smem9 + project_v9t_smem_bytes(p.hidden, p.C_out, false, false, false, WARPS)) +
-      warp * 2 * p.hidden;
+  float* scales = reinterpret_cast<float*>(rings_end) + warp * 2 * p.hidden;
   // SS with a shortcut: the warp's two slots of 16 rows of x, after every warp's scale rows
   __half* res_s = reinterpret_cast<__half*>(smem9 + project_v9t_smem_bytes(p.hidden, p.C_out, false, true, false, WARPS)) +
                   warp * 2 * 16 * p.C_out;
@@ -920,8 +918,8 @@ cudaError_t launch_project_v10_bn(const Params& p, cudaStream_t stream, bool pdl
   return cudaGetLastError();
 }
 
-// project_v9 / v9t: as many CTAs as fit (shared memory by hidden and C_out: occupancy asked per call), at most one per
-// kProjV9Warps tasks.
+// project_v9 / v9t: as many CTAs as fit (shared memory by hidden and C_out: occupancy asked per call) of `warps` warps,
+// at most one per `warps` tasks.
 template <typename Kernel>
 cudaError_t launch_v9(Kernel kernel, DeviceSlots& slots, int smem, const Params& p, cudaStream_t stream, bool pdl,
                       int warps = kProjV9Warps) {
