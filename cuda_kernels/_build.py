@@ -91,10 +91,10 @@ def load_mbconv_extension(verbose: bool = False):
 
     models = static_shapes.requested_models()
     # D's L2 eviction priorities (csrc/mbconv_ptx.cuh, MB_D_L2_HINTS): kernel 1 stores D evict_last and the
-    # projections on project_v9t_body's cp.async loader read it evict_first; on by default since session 36 (s36 call
-    # 3: 2.1's block -5.6 us, B0 -4.5 us); CUDA_KERNELS_BUILD_D_L2_HINTS=0 builds without them, under its own name
-    hints = flag(D_L2_HINTS_SWITCH, True)
-    name, defines = ("perfmodel_mbconv", ("MB_D_L2_HINTS",)) if hints else ("perfmodel_mbconv_nohints", ())
+    # projections on project_v9t_body's cp.async loader read it evict_first. CUDA_KERNELS_BUILD_D_L2_HINTS=1 builds
+    # them, under their own name; off by default: B0 -4.5 us (s36 call 3), but B2 +85 us, +2.3% (s37 call 2)
+    hints = flag(D_L2_HINTS_SWITCH, False)
+    name, defines = ("perfmodel_mbconv_l2hints", ("MB_D_L2_HINTS",)) if hints else ("perfmodel_mbconv", ())
     if not models:
         return _load(name, tuple(MBCONV_SOURCES), verbose, defines)
     tag, folder = static_header(models)

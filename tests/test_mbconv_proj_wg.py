@@ -62,8 +62,7 @@ def test_mirrors_match_the_source():
     assert 'asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\\n"' in (CSRC / "ptx_sm90.cuh").read_text()
     assert _constant("kProjWgOptDefault") == mb.PROJECT_WG_OPT_DEFAULT == 9
     cu = (CSRC / "mbconv.cu").read_text()
-    assert "if (project_wg_applies(p, project_wg_mode(version == 11))) return ProjectV9::wg;" in cu
-    assert "case ProjectV9::wg: return launch_project_wg(p, stream, pdl);" in cu
+    assert "if (project_wg_applies(p, project_wg_mode(version == 11))) return launch_project_wg(p, stream, pdl);" in cu
     assert "if (v == nullptr) return v11 ? 4 : 0;" in SOURCE and mb.PROJECT_WG_DEFAULT_MODE == mb.PROJECT_WG_MODES[4]
     from cuda_kernels._build import MBCONV_SOURCES
 

@@ -198,32 +198,6 @@ static bool ablated(const char* part) {
   return false;
 }
 
-// The projection versions 9-11 run after the SE
-enum class ProjectV9 { wg, v10, v9, v3 };
-static ProjectV9 project_v9_choice(const Params& p, int version) {
-  if (project_wg_applies(p, project_wg_mode(version == 11))) return ProjectV9::wg;  // v11: ring
-  const int pv10 = project_v10_mode();  // CUDA_KERNELS_PROJ_V10: auto by default
-  const bool p9 = project_v9_applies(p.hidden, p.C_out);
-  if (pv10 == 2 || (pv10 == 1 && !p9) || (pv10 == 3 && !p9 && project_v10_auto(p))) return ProjectV9::v10;
-  return p9 ? ProjectV9::v9 : ProjectV9::v3;
-}
-
-// CUDA_KERNELS_D_L2_KEEP (read at every call; MB_D_L2_HINTS builds): where kernel 1 stores D evict_last. Unset or
-// anything else: where the projection reads it evict_first (project_v9's cp.async loader; other readers leave the lines
-// evict_last after their block); "all": every block (session 36's build); "off": none.
-static bool d_keep_l2(const Params& p, int version) {
-#ifdef MB_D_L2_HINTS
-  const char* v = std::getenv("CUDA_KERNELS_D_L2_KEEP");
-  if (v != nullptr && std::strcmp(v, "all") == 0) return true;
-  if (v != nullptr && std::strcmp(v, "off") == 0) return false;
-  return version >= 9 && version <= 11 && project_v9_choice(p, version) == ProjectV9::v9 &&
-         project_v9_reads_d_by_cp_async(p);
-#else
-  (void)p, (void)version;
-  return false;
-#endif
-}
-
 // Versions 9-11 after kernel 1: version 3's SE (or SE version 4 where it applies), then the projection each version
 // picks.
 cudaError_t launch_se_project_v9(const Params& p, int version, cudaStream_t stream, bool pdl) {
@@ -235,12 +209,12 @@ cudaError_t launch_se_project_v9(const Params& p, int version, cudaStream_t stre
                                                           : launch_se_v4(p, stream, pdl);
   if (err != cudaSuccess) return err;
   if (ablated("project")) return cudaSuccess;
-  switch (project_v9_choice(p, version)) {
-    case ProjectV9::wg: return launch_project_wg(p, stream, pdl);
-    case ProjectV9::v10: return launch_project_v10(p, stream, pdl);
-    case ProjectV9::v9: return launch_project_v9(p, stream, pdl);
-    default: return launch_project_v3_only(p, stream, pdl);
-  }
+  if (project_wg_applies(p, project_wg_mode(version == 11))) return launch_project_wg(p, stream, pdl);  // v11: ring
+  const int pv10 = project_v10_mode();  // CUDA_KERNELS_PROJ_V10: auto by default
+  const bool p9 = project_v9_applies(p.hidden, p.C_out);
+  if (pv10 == 2 || (pv10 == 1 && !p9) || (pv10 == 3 && !p9 && project_v10_auto(p)))
+    return launch_project_v10(p, stream, pdl);
+  return p9 ? launch_project_v9(p, stream, pdl) : launch_project_v3_only(p, stream, pdl);
 }
 
 cudaError_t launch_stem_mbconv(const Params& p, const StemDwParams& s, int version, cudaStream_t stream, bool pdl) {
@@ -249,9 +223,7 @@ cudaError_t launch_stem_mbconv(const Params& p, const StemDwParams& s, int versi
   return err != cudaSuccess ? err : launch_se_project_v9(p, version, stream, pdl);
 }
 
-cudaError_t launch_mbconv(const Params& p_in, int chunk, int version, cudaStream_t stream, bool pdl) {
-  Params p = p_in;
-  p.d_keep_l2 = d_keep_l2(p, version);
+cudaError_t launch_mbconv(const Params& p, int chunk, int version, cudaStream_t stream, bool pdl) {
   cudaError_t err = cudaErrorInvalidValue;
   if (version_needs_sm90(version)) {  // their kernels trap on an older GPU (ptx_sm90.cuh): refuse before a launch
     bool sm90 = false;

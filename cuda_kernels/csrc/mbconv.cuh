@@ -40,7 +40,6 @@ struct Params {
   int ksize, stride, pad;
   int rows_per_tile, row_blocks, halo_pixels;  // kernel 1's bands of output rows
   int residual;
-  int d_keep_l2;  // kernel 1 stores D evict_last (MB_D_L2_HINTS builds; launch_mbconv sets it, d_keep_l2_mode)
 };
 
 constexpr int kExpandThreads = 256;
@@ -97,7 +96,6 @@ bool project_v9_applies(int hidden, int c_out);
 bool project_v9_runs_ring(const Params& p);  // project_v9 where it applies: the ring of loads in registers
 // project_v9s's tasks lie in one image each and its shared memory fits (structural: the loader switches ignored)
 bool project_v9s_fits(const Params& p, bool staged_shortcut = false);
-bool project_v9_reads_d_by_cp_async(const Params& p);  // where project_v9 applies: its reads of D are evict_first
 bool project_v9_staged_fits(const Params& p);  // project_v9s or project_v9t fits (the loader switches ignored)
 // Version 9 runs version 3's kernel 1 where version 8's was measured slower: k = 3, stride 1 and at most 64 output
 // pixels per image (B0's features.7.0, 7 x 7: 132.3 against 145.3 us per block, examples/measurements/mbconv/v8/

@@ -20,21 +20,14 @@ __device__ __forceinline__ uint32_t scale_half2(uint32_t v, float2 s) {
   return *reinterpret_cast<const uint32_t*>(&r);
 }
 
-// L2 eviction priorities for D (MB_D_L2_HINTS: defined in the default build since session 36, not under
-// cuda_kernels/_build.py's CUDA_KERNELS_BUILD_D_L2_HINTS=0): the projection reads D evict_first, so that the D lines
-// it has consumed are the victims of its own misses rather than the lines it has yet to read, and kernel 1 stores D
-// evict_last where that projection follows (Params::d_keep_l2, launch_mbconv), evict_normal elsewhere: evict_last
-// lines that nothing demotes outlive their block and crowd the next blocks out of L2 (s37 call 2: B2 with evict_last
-// at every block 3.745 -> 3.83 ms; s36 call 3: 2.1's projection on the block's path 42.6 -> 37.3 us, D 115 MB).
+// L2 eviction priorities for D (MB_D_L2_HINTS: only under cuda_kernels/_build.py's CUDA_KERNELS_BUILD_D_L2_HINTS=1):
+// kernel 1 stores D evict_last, the projection reads it evict_first, so that the D lines the projection has consumed
+// are the victims of its own misses rather than the lines it has yet to read. s36 call 3: 2.1's projection on the
+// block's path 42.6 -> 37.3 us (D 115 MB), B0 -4.5 us; s37 call 2: B2 +85 us (+2.3%), so not the default.
 #ifdef MB_D_L2_HINTS
 __device__ __forceinline__ uint64_t l2_evict_last() {
   uint64_t policy;
   asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\n" : "=l"(policy));
-  return policy;
-}
-__device__ __forceinline__ uint64_t l2_evict_normal() {
-  uint64_t policy;
-  asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;\n" : "=l"(policy));
   return policy;
 }
 __device__ __forceinline__ uint64_t l2_evict_first() {
@@ -42,8 +35,6 @@ __device__ __forceinline__ uint64_t l2_evict_first() {
   asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
   return policy;
 }
-// Kernel 1's policy for its D stores
-__device__ __forceinline__ uint64_t d_store_policy(int keep) { return keep ? l2_evict_last() : l2_evict_normal(); }
 __device__ __forceinline__ void store_d_pair(__half* d, __half2 v, uint64_t policy) {
   asm volatile("st.global.L2::cache_hint.b32 [%0], %1, %2;\n" ::"l"(d), "r"(*reinterpret_cast<const uint32_t*>(&v)),
                "l"(policy)

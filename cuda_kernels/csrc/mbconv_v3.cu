@@ -1035,10 +1035,6 @@ bool project_v9_runs_ring(const Params& p) {
   return project_v9t_smem_bytes(p.hidden, p.C_out, bulk) > kProjV9TMaxSmem;
 }
 
-// Whether project_v9 (where it applies) reads D through project_v9t_body's cp.async loader: the reads that take D's
-// evict_first priority in MB_D_L2_HINTS builds (not the ring's, not the bulk copies')
-bool project_v9_reads_d_by_cp_async(const Params& p) { return !project_v9_runs_ring(p) && !project_v9_bulk_requested(); }
-
 bool project_v9s_fits(const Params& p, bool staged_shortcut) {
   return (p.Ho * p.Wo) % 16 == 0 &&
          project_v9t_smem_bytes(p.hidden, p.C_out, false, true, staged_shortcut) <= kProjV9SMaxSmem;

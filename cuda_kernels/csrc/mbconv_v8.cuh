@@ -35,7 +35,7 @@
 #include "tensor_map.h"
 #include "wgmma.cuh"
 #ifdef MB_D_L2_HINTS
-#include "mbconv_ptx.cuh"  // store_d_pair, d_store_policy
+#include "mbconv_ptx.cuh"  // store_d_pair, l2_evict_last
 #endif
 
 namespace mb {
@@ -802,7 +802,7 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtenso
                   if (!W && valid < OW && u >= valid) break;
                   const __half2 s = silu_of_half_h2(__hadd2(acch[o][u], dbias_h));
 #ifdef MB_D_L2_HINTS
-                  if (W || store) store_d_pair(p.d + dofs, s, d_store_policy(p.d_keep_l2));
+                  if (W || store) store_d_pair(p.d + dofs, s, l2_evict_last());
 #else
                   if (W || store) *reinterpret_cast<__half2*>(p.d + dofs) = s;
 #endif
@@ -827,7 +827,7 @@ __device__ __forceinline__ void expand_dw_v8_body(const Params& p, const CUtenso
                   }
                   const float s0 = silu_of_half(h0), s1 = silu_of_half(h1);
 #ifdef MB_D_L2_HINTS
-                  if (W || store) store_d_pair(p.d + dofs, __floats2half2_rn(s0, s1), d_store_policy(p.d_keep_l2));
+                  if (W || store) store_d_pair(p.d + dofs, __floats2half2_rn(s0, s1), l2_evict_last());
 #else
                   if (W || store) *reinterpret_cast<__half2*>(p.d + dofs) = __floats2half2_rn(s0, s1);
 #endif
