@@ -230,9 +230,6 @@ PROJ_V9_SX_SWITCH = "CUDA_KERNELS_PROJ_V9_SX"
 # csrc/mbconv_v3.cu project_v9sr_requested: "1" (measured in session 21, off: 2.1 40.9 -> 43.0 us): project_v9s with the
 # shortcut's values loaded into registers one task ahead (project_v9sr_kernel), at blocks with a shortcut
 PROJ_V9_RX_SWITCH = "CUDA_KERNELS_PROJ_V9_RX"
-# csrc/mbconv_v3.cu project_v9sw_requested: "11" (session 36, off until measured): project_v9s with 11 warps a CTA
-# (project_v9sw_kernel) where its 8-warp CTA fits only one an SM and the 11-warp one fits (project_v9sw_applies)
-PROJ_V9_WARPS_SWITCH = "CUDA_KERNELS_PROJ_V9_WARPS"
 
 
 def u_bytes_v8(k_pad: int, chunk: int, wg: bool) -> int:
@@ -306,27 +303,20 @@ def project_v9_applies(hidden: int, c_out: int) -> bool:
             and project_v9_smem_bytes(hidden, c_out) <= PROJECT_V9_MAX_SMEM)
 
 
-PROJECT_V9_WARPS, PROJECT_V9_WIDE_WARPS = 8, 11  # kProjV9Warps, kProjV9WideWarps
+PROJECT_V9_WARPS = 8  # kProjV9Warps
 PROJECT_V9T_MAX_SMEM, PROJECT_V9S_MAX_SMEM = 200 * 1024, 227 * 1024  # kProjV9TMaxSmem, kProjV9SMaxSmem
 
 
 def project_v9t_smem_bytes(hidden: int, c_out: int, bulk: bool = False, staged: bool = False,
-                           residual: bool = False, warps: int = PROJECT_V9_WARPS) -> int:
+                           residual: bool = False) -> int:
     """Shared memory of project_v9t (csrc/mbconv_v3.cu project_v9t_smem_bytes): V, each warp's ring of two 16-row
     tasks, and either loader option's extra: two mbarriers a warp (bulk), or two fp32 scale rows a warp and with a
-    shortcut two slots of 16 rows of x (staged, project_v9s); `warps` a CTA (11: project_v9sw)."""
+    shortcut two slots of 16 rows of x (staged, project_v9s)."""
+    warps = PROJECT_V9_WARPS
     extra = warps * 16 if bulk else 0
     extra += warps * 2 * hidden * 4 if staged else 0
     extra += warps * 2 * 16 * c_out * 2 if staged and residual else 0
     return project_v9_smem_bytes(hidden, c_out) + warps * 2 * 16 * hidden * 2 + extra
-
-
-def project_v9sw_applies(hidden: int, c_out: int, hw: int) -> bool:
-    """Where CUDA_KERNELS_PROJ_V9_WARPS=11 runs project_v9sw (csrc/mbconv_v3.cu project_v9sw_applies): project_v9s
-    runs, two of its 8-warp CTAs do not fit an SM (228 KB, 1 KB reserved a CTA) and the 11-warp CTA fits."""
-    eight = project_v9t_smem_bytes(hidden, c_out, staged=True)
-    return (project_v9s_applies(hidden, c_out, hw) and 2 * (eight + 1024) > PROJECT_V9S_MAX_SMEM + 1024
-            and project_v9t_smem_bytes(hidden, c_out, staged=True, warps=PROJECT_V9_WIDE_WARPS) <= PROJECT_V9S_MAX_SMEM)
 
 
 def project_v9s_applies(hidden: int, c_out: int, hw: int, staged_shortcut: bool = False) -> bool:

@@ -404,9 +404,6 @@ __global__ void __launch_bounds__(kProjectThreads) project_bulk_kernel(const Par
 // ~4 KB per warp, with no CTA-wide barrier to wait for. The SE scale is applied to the fp16 A fragment in fp32
 // with one rounding, as project_v3 does. For C_out = 8 NT <= 88 whose V fits kProjV9MaxSmem (project_v9_applies).
 constexpr int kProjV9Threads = 256, kProjV9Warps = kProjV9Threads / 32, kProjV9Depth = 8;
-// project_v9sw (CUDA_KERNELS_PROJ_V9_WARPS=11, off until measured): project_v9s with 11 warps a CTA where 8 warps' CTA
-// leaves room for one an SM only (B0's 3.1: 160 KB; 11 warps 212 KB): 1.375x the warps' dependent chains an SM.
-constexpr int kProjV9WideWarps = 11;
 // CUDA_KERNELS_PROJ_V9_DEPTH=16 (read by the launcher at every call): a ring of 16 units, ~8 KB per warp in flight
 // (the experiment of NOTES.md, "MBConv version 9: measured"); 8 otherwise.
 constexpr int kProjV9MaxSmem = 110 * 1024;
@@ -742,11 +739,6 @@ __global__ void __launch_bounds__(kProjV9Threads) project_v9sr_kernel(const Para
   project_v9t_body<NT, false, true, false, true>(p);
 }
 
-template <int NT>
-__global__ void __launch_bounds__(kProjV9WideWarps * 32) project_v9sw_kernel(const Params p) {  // 11 warps a CTA
-  project_v9t_body<NT, false, true, false, false, kProjV9WideWarps>(p);
-}
-
 // One block per image: pool, FC1 -> SiLU, FC2 -> sigmoid. Shared memory: pooled [hid_pad],
 // squeezed [sq rounded to 4], then 32 rows of W2 per FC2 warp ([fc2_warps][32 * sq]).
 // PRE (se_v3p_kernel, CUDA_KERNELS_SE_V3_PRE on unless "0", since session 22): W1 [sq][hidden] and W2 [hidden][sq]
@@ -953,18 +945,6 @@ bool project_v9sx_requested() {  // "1": the shortcut's rows staged too (project
   return v != nullptr && std::strcmp(v, "1") == 0;
 }
 
-// "11": project_v9sw where project_v9sw_applies (CUDA_KERNELS_PROJ_V9_WARPS, off until measured)
-bool project_v9sw_requested() {
-  const char* v = std::getenv("CUDA_KERNELS_PROJ_V9_WARPS");
-  return v != nullptr && std::strcmp(v, "11") == 0;
-}
-
-// Where 8 warps' CTA fits one an SM only and 11 warps' fits (without the staged shortcut: B0's 3.1)
-bool project_v9sw_applies(const Params& p) {
-  return 2 * (project_v9t_smem_bytes(p.hidden, p.C_out, false, true) + 1024) > kProjV9SMaxSmem + 1024 &&
-         project_v9t_smem_bytes(p.hidden, p.C_out, false, true, false, kProjV9WideWarps) <= kProjV9SMaxSmem;
-}
-
 bool project_v9sr_requested() {  // "1": the shortcut in registers one task ahead (project_v9sr_kernel)
   const char* v = std::getenv("CUDA_KERNELS_PROJ_V9_RX");
   return v != nullptr && std::strcmp(v, "1") == 0;
@@ -975,14 +955,6 @@ cudaError_t launch_project_v9sr_nt(const Params& p, cudaStream_t stream, bool pd
   static DeviceSlots slots;
   return launch_v9(project_v9sr_kernel<NT>, slots, project_v9t_smem_bytes(p.hidden, p.C_out, false, true), p, stream,
                    pdl);
-}
-
-template <int NT>
-cudaError_t launch_project_v9sw_nt(const Params& p, cudaStream_t stream, bool pdl) {
-  static DeviceSlots slots;
-  return launch_v9(project_v9sw_kernel<NT>, slots,
-                   project_v9t_smem_bytes(p.hidden, p.C_out, false, true, false, kProjV9WideWarps), p, stream, pdl,
-                   kProjV9WideWarps);
 }
 
 template <int NT, bool SX>
@@ -1012,7 +984,6 @@ cudaError_t launch_project_v9_nt(const Params& p, cudaStream_t stream, bool pdl)
     if (!bulk && project_v9s_runs(p)) {
       if (project_v9sx_requested()) return launch_project_v9s_nt<NT, true>(p, stream, pdl);
       if (project_v9sr_requested() && p.residual) return launch_project_v9sr_nt<NT>(p, stream, pdl);
-      if (project_v9sw_requested() && project_v9sw_applies(p)) return launch_project_v9sw_nt<NT>(p, stream, pdl);
       return launch_project_v9s_nt<NT, false>(p, stream, pdl);
     }
     return bulk ? launch_project_v9t_nt<NT, true>(p, stream, pdl) : launch_project_v9t_nt<NT, false>(p, stream, pdl);
