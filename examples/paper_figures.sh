@@ -35,11 +35,11 @@ perfmodel gap "$e2e"/h200_convfirstnet_{s,m,l}_*.json "$e2e"/h200_convfirstnet_h
   -H h200-sxm -o "$out/gap_h200_convfirstnet.png"
 # EfficientNet-B0 on the fused MBConv kernels, stem and head (version 11, the stem inside block 1.0's kernel, kernel 1's
 # depthwise and epilogue in packed fp16, its X by the tensor memory accelerator and its expand on wgmma from stage 4,
-# the SE on clusters of 8 CTAs, the early projections with the SE scale staged beside D, the later ones on wgmma; the
-# head's pool fused; the rest compiled; kernel 1 compiled for B0's shapes; session 27) beside every Inductor run, with
-# both torch.compile modes (freezing, CUDA graphs) from the same call (mbconv/s29/call2/: default 3.189 ms,
-# max-autotune-no-cudagraphs 3.231; kernel 1 in one-row units at stages 4-6 since session 29)
-b0=$here/measurements/mbconv/s29/call2/auto
+# the SE on clusters of 4 images, the early projections with the SE scale staged beside D, the later ones on wgmma; the
+# head's pool fused; the rest compiled; kernel 1 compiled for B0's shapes) beside every Inductor run, with both
+# torch.compile modes (freezing, CUDA graphs) from the same call (mbconv/s37/call4/: fused 1.275 ms, default 3.265,
+# max-autotune-no-cudagraphs 3.095)
+b0=$here/measurements/mbconv/s37/call4/auto
 perfmodel gap "$here"/measurements/h200_*[a-z0-9]_inductor.json "$b0"/b0_fused.json \
   "$b0"/b0_inductor.json "$b0"/b0_inductor_max_autotune.json \
   -H h200-sxm -o "$out/gap_h200_fused.png"
