@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # project_v9t against its bulk-copy loader (project_v9b_kernel, CUDA_KERNELS_PROJ_V9_BULK=1; NOTES.md "Session 19: the
 # projections' read pattern") under Nsight Compute at B0's 1.0, 2.1 and 3.1 (L2 flushed): time, DRAM, issue,
-# instructions. The follow-up to device_run_s20_first.sh (which runs the probe, the GPU tests and B0 both ways).
+# instructions. The follow-up to session 20's first call (which runs the probe, the GPU tests and B0 both ways).
 # From the repository root (~2 minutes on an H200, the extension built):
 #   timeout 300 bash cuda_kernels/device_run_proj_v9b.sh OUTDIR
 # Files: OUTDIR/log.txt, OUTDIR/proj_v9b.tgz. Last line V9B_OK=1|0.

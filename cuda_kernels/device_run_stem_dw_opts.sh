@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The stem + block 1.0 kernel's two options (NOTES.md "Session 19: the stem + block 1.0 kernel, two options": the
 # stem's bias in its MMA, CUDA_KERNELS_STEM_DW_BC=1, and whole-band depthwise items, CUDA_KERNELS_STEM_DW_SEG=8) under
-# Nsight Compute, the four builds (L2 flushed): time, instructions, issue. The follow-up to device_run_s20_first.sh
+# Nsight Compute, the four builds (L2 flushed): time, instructions, issue. The follow-up to session 20's first call
 # (which runs their GPU tests and times B0 with each). From the repository root (~2 minutes on an H200):
 #   timeout 300 bash cuda_kernels/device_run_stem_dw_opts.sh OUTDIR
 # Files: OUTDIR/log.txt, OUTDIR/stem_dw_opts.tgz. Last line SDW_OK=1|0.
