@@ -422,10 +422,10 @@ __host__ __device__ constexpr int project_v9_smem_bytes(int hidden, int c_out) {
 
 // V's rows (C_out = 8 NT) into shared memory and the lane's biases: weights, read before the PDL wait; then the
 // wait (D and the scale follow it) and the trigger (the dependents wait for this grid).
-template <int NT, int THREADS = kProjV9Threads>
+template <int NT>
 __device__ __forceinline__ void v9_prologue(const Params& p, __half* b_s, int ldb, float2 (&bias)[NT], int tid, int t) {
   const int kc = p.hidden / 8;
-  for (int i = tid; i < NT * 8 * kc; i += THREADS) {
+  for (int i = tid; i < NT * 8 * kc; i += kProjV9Threads) {
     const int r = i / kc, c = i - r * kc;
     *reinterpret_cast<uint4*>(b_s + r * ldb + c * 8) =
         __ldg(reinterpret_cast<const uint4*>(p.w_proj + (size_t)r * p.hk_pad) + c);
@@ -584,12 +584,12 @@ __global__ void __launch_bounds__(kProjV9Threads) project_v9_kernel(const Params
 // issued a whole task earlier. Where H x W is a multiple of 16, so that a task lies in one image and no task is
 // partial (project_v9s_runs).
 __host__ __device__ constexpr int project_v9t_smem_bytes(int hidden, int c_out, bool bulk = false, bool ss = false,
-                                                         bool residual = false, int warps = kProjV9Warps) {
-  return project_v9_smem_bytes(hidden, c_out) + warps * 2 * 16 * hidden * 2 + (bulk ? warps * 16 : 0) +
-         (ss ? warps * 2 * hidden * 4 : 0) + (ss && residual ? warps * 2 * 16 * c_out * 2 : 0);
+                                                         bool residual = false) {
+  return project_v9_smem_bytes(hidden, c_out) + kProjV9Warps * 2 * 16 * hidden * 2 + (bulk ? kProjV9Warps * 16 : 0) +
+         (ss ? kProjV9Warps * 2 * hidden * 4 : 0) + (ss && residual ? kProjV9Warps * 2 * 16 * c_out * 2 : 0);
 }
 
-template <int NT, bool BULK, bool SS = false, bool SX = false, bool RX = false, int WARPS = kProjV9Warps>
+template <int NT, bool BULK, bool SS = false, bool SX = false, bool RX = false>
 __device__ __forceinline__ void project_v9t_body(const Params& p) {
   static_assert(!(BULK && SS) && (SS || !SX), "the staged rows ride on the cp.async loader");
   static_assert(!RX || (SS && !SX), "the shortcut one task ahead is project_v9s's option");
@@ -598,20 +598,20 @@ __device__ __forceinline__ void project_v9t_body(const Params& p) {
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
   const int ldb = project_v9_ldb(p.hidden), task_halves = 16 * p.hidden;
   __half* mine = reinterpret_cast<__half*>(smem9 + project_v9_smem_bytes(p.hidden, p.C_out)) + warp * 2 * task_halves;
-  uint8_t* const rings_end = smem9 + project_v9t_smem_bytes(p.hidden, p.C_out, false, false, false, WARPS);
+  uint8_t* const rings_end = smem9 + project_v9t_smem_bytes(p.hidden, p.C_out);
   // BULK: the warp's two mbarriers, after every warp's ring
   const uint32_t bars = smem_addr(rings_end) + warp * 16;
   // SS: the warp's two scale rows, after every warp's ring (where BULK's mbarriers would be)
   float* scales = reinterpret_cast<float*>(rings_end) + warp * 2 * p.hidden;
   // SS with a shortcut: the warp's two slots of 16 rows of x, after every warp's scale rows
-  __half* res_s = reinterpret_cast<__half*>(smem9 + project_v9t_smem_bytes(p.hidden, p.C_out, false, true, false, WARPS)) +
+  __half* res_s = reinterpret_cast<__half*>(smem9 + project_v9t_smem_bytes(p.hidden, p.C_out, false, true)) +
                   warp * 2 * 16 * p.C_out;
   float2 bias[NT];
-  v9_prologue<NT, WARPS * 32>(p, b_s, ldb, bias, tid, t);
+  v9_prologue<NT>(p, b_s, ldb, bias, tid, t);
 
   const int P = p.N * p.Ho * p.Wo, hw = p.Ho * p.Wo, tasks = (P + 15) / 16, units = p.hidden / 16;
-  const int step = (int)gridDim.x * WARPS;
-  int task = (int)blockIdx.x * WARPS + warp;
+  const int step = (int)gridDim.x * kProjV9Warps;
+  int task = (int)blockIdx.x * kProjV9Warps + warp;
   if (task >= tasks) return;
   if constexpr (BULK) {
     if (lane < 2) bf::mbar_init(bars + 8 * lane, 1);
@@ -910,20 +910,19 @@ cudaError_t launch_project_v10_bn(const Params& p, cudaStream_t stream, bool pdl
   return cudaGetLastError();
 }
 
-// project_v9 / v9t: as many CTAs as fit (shared memory by hidden and C_out: occupancy asked per call) of `warps` warps,
-// at most one per `warps` tasks.
+// project_v9 / v9t: as many CTAs as fit (shared memory by hidden and C_out: occupancy asked per call), at most one per
+// kProjV9Warps tasks.
 template <typename Kernel>
-cudaError_t launch_v9(Kernel kernel, DeviceSlots& slots, int smem, const Params& p, cudaStream_t stream, bool pdl,
-                      int warps = kProjV9Warps) {
+cudaError_t launch_v9(Kernel kernel, DeviceSlots& slots, int smem, const Params& p, cudaStream_t stream, bool pdl) {
   int dev = 0;
-  cudaError_t err = prepare(kernel, slots, smem, warps * 32, dev, true);
+  cudaError_t err = prepare(kernel, slots, smem, kProjV9Threads, dev, true);
   if (err != cudaSuccess) return err;
   const long long tasks = ((long long)p.N * p.Ho * p.Wo + 15) / 16;
-  const int grid = (int)std::min<long long>((tasks + warps - 1) / warps,
+  const int grid = (int)std::min<long long>((tasks + kProjV9Warps - 1) / kProjV9Warps,
                                             (long long)slots.ctas_per_sm[dev] * slots.sms[dev]);
   if (pdl && pdl::device_supports(dev))
-    return pdl::launch(kernel, dim3(grid), dim3(warps * 32), smem, stream, p);
-  kernel<<<grid, warps * 32, smem, stream>>>(p);
+    return pdl::launch(kernel, dim3(grid), dim3(kProjV9Threads), smem, stream, p);
+  kernel<<<grid, kProjV9Threads, smem, stream>>>(p);
   return cudaGetLastError();
 }
 
