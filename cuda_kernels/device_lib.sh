@@ -75,7 +75,7 @@ mbconv_begin() {
   build_mbconv build "$tag" || { echo "${tag}_OK=0"; exit 0; }
 }
 # build_mbconv STEP TAG [NAME=VALUE...]  the MBConv extension built (or found built) as step STEP under the build-time
-#                                       switches given (e.g. CUDA_KERNELS_BUILD_D_L2_HINTS=0: another extension name)
+#                                       switches given (e.g. CUDA_KERNELS_BUILD_D_L2_HINTS=1: another extension name)
 build_mbconv() {
   local name=$1 tag=$2
   shift 2

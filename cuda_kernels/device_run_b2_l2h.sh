@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# EfficientNet-B2 end to end with and without D's L2 eviction priorities (the default build since session 36 against
-# the build with CUDA_KERNELS_BUILD_D_L2_HINTS=0), in one device call: both extensions built, then b0_switches
+# EfficientNet-B2 end to end with and without D's L2 eviction priorities (the build with CUDA_KERNELS_BUILD_D_L2_HINTS=1
+# against the default build, without them since session 37), in one device call: both extensions built, then b0_switches
 # --model efficientnet_b2 "as is" under each (fused_model's check before timing), runs a and b interleaved. From the
 # repository root (~5 minutes):
 #   timeout 590 bash cuda_kernels/device_run_b2_l2h.sh OUTDIR
@@ -10,7 +10,7 @@ out=${1:?output folder}
 source cuda_kernels/device_lib.sh  # mbconv_begin, step, build_mbconv
 mbconv_begin B2L2H "${BUDGET_S:-570}"
 STEP_CLEARS_OK=1
-build_mbconv build_nohints B2L2H CUDA_KERNELS_BUILD_D_L2_HINTS=0
+build_mbconv build_hints B2L2H CUDA_KERNELS_BUILD_D_L2_HINTS=1
 for run in a b; do
   for v in 1 0; do
     step "b2_${v}_$run" 120 env CUDA_KERNELS_BUILD_D_L2_HINTS=$v python3 -m cuda_kernels.b0_switches \
