@@ -37,8 +37,8 @@ def test_the_switch_and_its_dispatch():
     assert "project_v9s_kernel(const Params p) {  // the staged scale rows\n  project_v9t_body<NT, false, true>(p);" in SOURCE
     # the kernels that were there keep their bodies (their SASS was compared unchanged when this was added)
     assert "project_v9t_kernel(const Params p) {\n  project_v9t_body<NT, false>(p);\n}" in SOURCE
-    assert ("template <int NT, bool BULK, bool SS = false, bool SX = false, bool RX = false>\n__device__ "
-            "__forceinline__ void project_v9t_body") in SOURCE
+    assert ("template <int NT, bool BULK, bool SS = false, bool SX = false, bool RX = false, bool EF = false>\n"
+            "__device__ __forceinline__ void project_v9t_body") in SOURCE
 
 
 def test_shared_memory():
@@ -170,3 +170,36 @@ def test_efficientnet_b0_with_the_shortcut_a_task_ahead(monkeypatch):
     from mbconv_helpers import check_fused_b0
 
     check_fused_b0(monkeypatch, {mb.PROJ_V9_RX_SWITCH: "1"}, {"StemMBConv": 1, "MBConv": 15}, 16)
+
+
+# ---- D read evict_first (CUDA_KERNELS_PROJ_V9_EF=1, project_v9se_kernel, off until measured) ----
+
+def test_the_evict_first_read_in_the_source():
+    """project_v9se is project_v9s with D's cp.async pieces carrying an L2 evict_first policy: the loader of the
+    MB_D_L2_HINTS build, chosen at launch; without the define and with EF false the loader is the plain cp.async (the
+    56 functions that existed kept their SASS when it was added)."""
+    assert mb.PROJ_V9_EF_SWITCH == "CUDA_KERNELS_PROJ_V9_EF" and 'std::getenv("CUDA_KERNELS_PROJ_V9_EF");' in SOURCE
+    assert "project_v9se_kernel(const Params p) {  // D read evict_first\n" \
+           "  project_v9t_body<NT, false, true, false, false, true>(p);" in SOURCE
+    assert "#else\n      constexpr bool evict_first = EF;\n#endif\n      if constexpr (evict_first) {" in SOURCE
+    assert "if (project_v9_evict_first_requested()) return launch_project_v9se_nt<NT>(p, stream, pdl);" in SOURCE
+    ptx = (Path(cuda_kernels.__file__).resolve().parent / "csrc" / "mbconv_ptx.cuh").read_text()
+    assert ptx.index("uint64_t l2_evict_first()") < ptx.index("#ifdef MB_D_L2_HINTS")  # defined in every build
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("batch", [1, 5, 128])
+@pytest.mark.parametrize("path", ["features.2.0", "features.2.1", "features.3.1"])
+def test_the_evict_first_read_keeps_the_bits(path, batch, monkeypatch):
+    """Only D's L2 policy changes: float64 (poisoned output) and project_v9s's output bit for bit."""
+    from mbconv_helpers import check_switch_keeps_the_bits
+
+    check_switch_keeps_the_bits(monkeypatch, "efficientnet_b0", path, batch, mb.PROJ_V9_EF_SWITCH,
+                                "project_v9se_kernel")
+
+
+@pytest.mark.cuda
+def test_efficientnet_b0_with_the_evict_first_read(monkeypatch):
+    from mbconv_helpers import check_fused_b0
+
+    check_fused_b0(monkeypatch, {mb.PROJ_V9_EF_SWITCH: "1"}, {"StemMBConv": 1, "MBConv": 15}, 16)

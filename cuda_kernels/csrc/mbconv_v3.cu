@@ -589,7 +589,7 @@ __host__ __device__ constexpr int project_v9t_smem_bytes(int hidden, int c_out, 
          (ss ? kProjV9Warps * 2 * hidden * 4 : 0) + (ss && residual ? kProjV9Warps * 2 * 16 * c_out * 2 : 0);
 }
 
-template <int NT, bool BULK, bool SS = false, bool SX = false, bool RX = false>
+template <int NT, bool BULK, bool SS = false, bool SX = false, bool RX = false, bool EF = false>
 __device__ __forceinline__ void project_v9t_body(const Params& p) {
   static_assert(!(BULK && SS) && (SS || !SX), "the staged rows ride on the cp.async loader");
   static_assert(!RX || (SS && !SX), "the shortcut one task ahead is project_v9s's option");
@@ -634,11 +634,16 @@ __device__ __forceinline__ void project_v9t_body(const Params& p) {
       const __half* src = p.d + (size_t)tk * task_halves;
       const uint32_t dst = smem_addr(mine + slot * task_halves);
 #ifdef MB_D_L2_HINTS
-      const uint64_t policy = l2_evict_first();
-      for (int i = lane; i < pieces; i += 32) cp_async16_d(dst + i * 16, src + i * 8, policy);
+      constexpr bool evict_first = true;
 #else
-      for (int i = lane; i < pieces; i += 32) cp_async16(dst + i * 16, src + i * 8, true);
+      constexpr bool evict_first = EF;
 #endif
+      if constexpr (evict_first) {  // EF (project_v9se_kernel): D's consumed lines are the first victims in L2
+        const uint64_t policy = l2_evict_first();
+        for (int i = lane; i < pieces; i += 32) cp_async16_d(dst + i * 16, src + i * 8, policy);
+      } else {
+        for (int i = lane; i < pieces; i += 32) cp_async16(dst + i * 16, src + i * 8, true);
+      }
       if constexpr (SS) {  // the image's scale row (the task lies in one image)
         const float* row = p.scale + (size_t)(tk * 16 / hw) * p.hid_pad;
         const uint32_t to = smem_addr(scales + slot * p.hidden);
@@ -727,6 +732,11 @@ __global__ void __launch_bounds__(kProjV9Threads) project_v9b_kernel(const Param
 template <int NT>
 __global__ void __launch_bounds__(kProjV9Threads) project_v9s_kernel(const Params p) {  // the staged scale rows
   project_v9t_body<NT, false, true>(p);
+}
+
+template <int NT>
+__global__ void __launch_bounds__(kProjV9Threads) project_v9se_kernel(const Params p) {  // D read evict_first
+  project_v9t_body<NT, false, true, false, false, true>(p);
 }
 
 template <int NT>
@@ -956,6 +966,22 @@ cudaError_t launch_project_v9sr_nt(const Params& p, cudaStream_t stream, bool pd
                    pdl);
 }
 
+// CUDA_KERNELS_PROJ_V9_EF=1 (read at every call; off until measured, session 38): project_v9s reads D from L2
+// evict_first (project_v9se_kernel), the read half of the MB_D_L2_HINTS build chosen per launch instead of per build:
+// the blocks whose D is larger than L2 (B0's 2.0 / 2.1: 87 / 115 MB) keep the lines not yet read. s38 call 2: the
+// hints build's 2.1 alone 130 -> 124 us, 3.1 / 4.1 unchanged, while the build as a whole cost B2 85 us (s37 call 2).
+bool project_v9_evict_first_requested() {
+  const char* v = std::getenv("CUDA_KERNELS_PROJ_V9_EF");
+  return v != nullptr && std::strcmp(v, "1") == 0;
+}
+
+template <int NT>
+cudaError_t launch_project_v9se_nt(const Params& p, cudaStream_t stream, bool pdl) {
+  static DeviceSlots slots;
+  return launch_v9(project_v9se_kernel<NT>, slots, project_v9t_smem_bytes(p.hidden, p.C_out, false, true), p, stream,
+                   pdl);
+}
+
 template <int NT, bool SX>
 cudaError_t launch_project_v9s_nt(const Params& p, cudaStream_t stream, bool pdl) {
   static DeviceSlots slots;
@@ -983,6 +1009,7 @@ cudaError_t launch_project_v9_nt(const Params& p, cudaStream_t stream, bool pdl)
     if (!bulk && project_v9s_runs(p)) {
       if (project_v9sx_requested()) return launch_project_v9s_nt<NT, true>(p, stream, pdl);
       if (project_v9sr_requested() && p.residual) return launch_project_v9sr_nt<NT>(p, stream, pdl);
+      if (project_v9_evict_first_requested()) return launch_project_v9se_nt<NT>(p, stream, pdl);
       return launch_project_v9s_nt<NT, false>(p, stream, pdl);
     }
     return bulk ? launch_project_v9t_nt<NT, true>(p, stream, pdl) : launch_project_v9t_nt<NT, false>(p, stream, pdl);
