@@ -230,8 +230,9 @@ PROJ_V9_SX_SWITCH = "CUDA_KERNELS_PROJ_V9_SX"
 # csrc/mbconv_v3.cu project_v9sr_requested: "1" (measured in session 21, off: 2.1 40.9 -> 43.0 us): project_v9s with the
 # shortcut's values loaded into registers one task ahead (project_v9sr_kernel), at blocks with a shortcut
 PROJ_V9_RX_SWITCH = "CUDA_KERNELS_PROJ_V9_RX"
-# csrc/mbconv_v3.cu project_v9_evict_first_requested: "1" (off until measured, session 38): project_v9s reading D
-# evict_first from L2 (project_v9se_kernel), the read half of the CUDA_KERNELS_BUILD_D_L2_HINTS build chosen at launch
+# csrc/mbconv_v3.cu project_v9_evict_first_requested: on unless "0" (since session 38: B0 -5.9 us, B2 +0.5):
+# project_v9s reading D evict_first from L2 (project_v9se_kernel), the read half of the CUDA_KERNELS_BUILD_D_L2_HINTS
+# build chosen at launch
 PROJ_V9_EF_SWITCH = "CUDA_KERNELS_PROJ_V9_EF"
 
 

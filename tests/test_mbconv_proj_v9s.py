@@ -88,7 +88,7 @@ def test_every_block_against_float64_and_project_v9t(name, path, batch, monkeypa
     from mbconv_helpers import assert_loader_output_kept, switched_against_float64
 
     got, base, names, *_ = switched_against_float64(monkeypatch, name, path, batch, mb.PROJ_V9_SS_SWITCH, "1")
-    assert "project_v9s_kernel" in names and "project_v9t_kernel" not in names, names[:600]
+    assert "project_v9se_kernel" in names and "project_v9t_kernel" not in names, names[:600]  # EF's by default
     assert_loader_output_kept(got, base, path)  # the same fp32 scales on the same fragments
 
 
@@ -172,13 +172,14 @@ def test_efficientnet_b0_with_the_shortcut_a_task_ahead(monkeypatch):
     check_fused_b0(monkeypatch, {mb.PROJ_V9_RX_SWITCH: "1"}, {"StemMBConv": 1, "MBConv": 15}, 16)
 
 
-# ---- D read evict_first (CUDA_KERNELS_PROJ_V9_EF=1, project_v9se_kernel, off until measured) ----
+# ---- D read evict_first (CUDA_KERNELS_PROJ_V9_EF, project_v9se_kernel, on unless "0" since session 38) ----
 
 def test_the_evict_first_read_in_the_source():
     """project_v9se is project_v9s with D's cp.async pieces carrying an L2 evict_first policy: the loader of the
     MB_D_L2_HINTS build, chosen at launch; without the define and with EF false the loader is the plain cp.async (the
     56 functions that existed kept their SASS when it was added)."""
     assert mb.PROJ_V9_EF_SWITCH == "CUDA_KERNELS_PROJ_V9_EF" and 'std::getenv("CUDA_KERNELS_PROJ_V9_EF");' in SOURCE
+    assert 'std::getenv("CUDA_KERNELS_PROJ_V9_EF");\n  return v == nullptr || std::strcmp(v, "0") != 0;' in SOURCE
     assert "project_v9se_kernel(const Params p) {  // D read evict_first\n" \
            "  project_v9t_body<NT, false, true, false, false, true>(p);" in SOURCE
     assert "#else\n      constexpr bool evict_first = EF;\n#endif\n      if constexpr (evict_first) {" in SOURCE
@@ -191,7 +192,7 @@ def test_the_evict_first_read_in_the_source():
 @pytest.mark.parametrize("batch", [1, 5, 128])
 @pytest.mark.parametrize("path", ["features.2.0", "features.2.1", "features.3.1"])
 def test_the_evict_first_read_keeps_the_bits(path, batch, monkeypatch):
-    """Only D's L2 policy changes: float64 (poisoned output) and project_v9s's output bit for bit."""
+    """Only D's L2 policy changes: float64 (poisoned output) and project_v9s's output (EF=0) bit for bit."""
     from mbconv_helpers import check_switch_keeps_the_bits
 
     check_switch_keeps_the_bits(monkeypatch, "efficientnet_b0", path, batch, mb.PROJ_V9_EF_SWITCH,

@@ -473,8 +473,9 @@ def test_split_and_m128_are_close_to_one_warpgroup(path, batch, kernel, monkeypa
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("mode,taken,kept,kept_kernel", [("ring", "features.4.1", "features.4.0", "project_v9t_kernel"),
-                                                         ("unstaged", "features.4.0", "features.3.1", "project_v9s_kernel")])
+@pytest.mark.parametrize("mode,taken,kept,kept_kernel", [
+    ("ring", "features.4.1", "features.4.0", "project_v9t_kernel"),
+    ("unstaged", "features.4.0", "features.3.1", "project_v9se_kernel")])
 def test_modes_take_their_blocks_only(mode, taken, kept, kept_kernel, monkeypatch):
     """CUDA_KERNELS_PROJ_WG=ring: project_wg at 4.1 (project_v9's ring there), not at 4.0 (project_v9t); unstaged: at
     4.0 too, not at 3.1 (project_v9s). Where taken, "all"'s bits (the same kernel)."""
@@ -495,7 +496,7 @@ def test_modes_take_their_blocks_only(mode, taken, kept, kept_kernel, monkeypatc
 @pytest.mark.cuda
 @pytest.mark.parametrize("path,kernel", [("features.4.0", "project_wg_kernel<80, 9>"),
                                          ("features.4.2", "project_wg_kernel<80, 9>"),
-                                         ("features.3.1", "project_v9s_kernel")])
+                                         ("features.3.1", "project_v9se_kernel")])
 def test_unstaged_is_version_11s_default(path, kernel, monkeypatch):
     """Unset, version 11 runs project_wg where project_v9s does not fit (4.0: 196 rows an image; 4.2: V and the
     rings too large) and project_v9s where it does (3.1)."""

@@ -271,7 +271,8 @@ def test_v9_equals_v8_bit_for_bit_and_runs_its_own_projection(path, batch, monke
     v8 = mb.mbconv(x, params, weights, version=8)
     first, names = run_profiled(x, params, weights, v8, 9)
     applies = mb.project_v9_applies(params.hidden, params.out_channels)
-    ran_v9 = any(k in names for k in ("project_v9_kernel", "project_v9t_kernel", "project_v9s_kernel"))  # any loader
+    loaders = ("project_v9_kernel", "project_v9t_kernel", "project_v9s_kernel", "project_v9se_kernel")
+    ran_v9 = any(k in names for k in loaders)  # any loader
     assert ran_v9 is applies and ("project_v3_kernel" in names) is not applies, names[:500]
     mb.mbconv(x[:1], params, weights, version=9)
     again = mb.mbconv(x, params, weights, version=9)
