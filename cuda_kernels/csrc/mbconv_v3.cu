@@ -970,7 +970,7 @@ cudaError_t launch_project_v9sr_nt(const Params& p, cudaStream_t stream, bool pd
 // evict_first (project_v9se_kernel), the read half of the MB_D_L2_HINTS build chosen per launch instead of per build:
 // the blocks whose D is larger than L2 (B0's 2.0 / 2.1: 87 / 115 MB) keep the lines not yet read. s38 call 4: B0's
 // 2.1 alone 129.9 -> 125.4 us, 2.0 -1, 3.0 / 3.1 unchanged; B0 end to end -5.9 us, B2 +0.5 (the hints build as a
-// whole cost B2 85 us in s37 call 2: its evict_last stores, not these reads).
+// whole, stores and reads, cost B2 85 us in s37 call 2).
 bool project_v9_evict_first_requested() {
   const char* v = std::getenv("CUDA_KERNELS_PROJ_V9_EF");
   return v == nullptr || std::strcmp(v, "0") != 0;
