@@ -248,6 +248,23 @@ def test_gap_has_one_legend_for_all_panels_and_keys_backends_by_marker():
         assert not any("×10" in t or "$" in t for t in tick_labels(ax))
 
 
+def test_gap_panel_a_draws_one_line_a_family_whatever_the_backends():
+    """A model measured only on another backend (EfficientNet-0 fused, the rest compiled) stays on its family's line
+    in panel (a): size and accuracy are the model's, not the backend's."""
+    from dataclasses import replace
+
+    from perfmodel.plots.gap import gap_figure
+
+    points = [p for p in gap_points() if p.model != "EfficientNet-0" or p.backend == "eager"]
+    points = [replace(p, backend="cuda_kernels") if p.model == "EfficientNet-0" else p for p in points]
+    fig = gap_figure(points, peak_ops=989e12, batch=128, title="gap", panels=("a",))
+    lines = [line for line in fig.axes[0].lines if len(line.get_xdata())]
+    assert sorted(len(line.get_xdata()) for line in lines) == [3, 3]  # ResNet's three, EfficientNet's three
+    efficientnet = next(line for line in lines if line.get_xdata()[0] == 0.2 * 9)
+    assert list(efficientnet.get_xdata()) == [0.2 * 9, 0.4 * 9, 0.2 * 3 * 9]
+    assert list(efficientnet.get_ydata()) == [77.0, 80.0, 83.0]
+
+
 @pytest.mark.parametrize("panel", ["a", "b", "c", "d"])
 def test_each_gap_panel_alone_has_its_legend(panel):
     from perfmodel.plots.gap import gap_figure

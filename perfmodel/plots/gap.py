@@ -70,7 +70,12 @@ def _models(points):
 
 
 def _panel_a(ax, points, st: Styles, peak_ops: float, batch: int):
-    for family, _, members in st.series(_models(points)):
+    # one line a family: size and accuracy do not depend on the backend a model was measured with
+    families: dict[str, list] = {}
+    for p in _models(points):
+        families.setdefault(p.family, []).append(p)
+    for family, members in families.items():
+        members.sort(key=lambda p: p.gmacs_per_image)
         ax.plot([p.gmacs_per_image for p in members], [p.accuracy for p in members], marker="o",
                 color=st.color[family], markersize=5)
     ax.set_xlabel("GMACs per image")
