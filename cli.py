@@ -519,8 +519,11 @@ def machine(program, params, hardware, dtype, output):
 @click.option("--output", "-o", type=click.Path(dir_okay=False), default="kernels.png",
               show_default=True, help="Plot file (.png, .svg or .pdf).")
 def kernels_cmd(results, networks, hardware, output):
-    """Block-fusion kernel benchmarks (cuda_kernels/bench.py) beside the block-plan and
-    layer-plan T_min of the same zoo block at the same shape."""
+    """Block-fusion kernel benchmarks beside the block-plan and layer-plan T_min of the same
+    block at the same shape: ConvFirst / FFN files of cuda_kernels/bench.py (and its wgmma and
+    per-network benches), or an EfficientNet's MBConv blocks from cuda_kernels/mbconv_bench.py
+    (CUDA-graph medians, torch.compile's better mode), e.g.
+    examples/measurements/mbconv/s37/call4/blocks.json."""
     from perfmodel.api import reanalyze
     from perfmodel.kernel_results import load_kernel_results, network_cases
     from perfmodel.measure import load_measurement

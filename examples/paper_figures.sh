@@ -58,6 +58,9 @@ if [[ -f $here/measurements/cuda_kernels_h200.json ]]; then
   perfmodel kernels "$here/measurements/cuda_kernels_h200.json" "${networks[@]}" \
     -o "$out/kernels_h200.png" > /dev/null
 fi
+# EfficientNet-B0's MBConv blocks (2.1 / 3.1 / 4.1) on the fused kernels beside their block- and layer-plan bounds,
+# torch.compile's better mode and eager, CUDA-graph medians of one call (mbconv/s37/call4)
+perfmodel kernels "$here/measurements/mbconv/s37/call4/blocks.json" -o "$out/kernels_h200_mbconv.png" > /dev/null
 # ConvFirstNet-H200's units from one run (its per-block table, CUDA-graph timed) beside the network end to end
 table=$here/measurements/convfirstnet_table/v8/networks_table.json
 if [[ -f $table ]]; then

@@ -1,9 +1,9 @@
-"""Block-fusion kernel benchmarks (cuda_kernels/bench.py, bench_c512.py and bench_c768.py files) beside
-perfmodel's bounds.
+"""Block-fusion kernel benchmarks (cuda_kernels/bench.py, bench_c512.py, bench_c768.py and mbconv_bench.py files)
+beside perfmodel's bounds.
 
-Each benchmarked case (a ConvFirst or FFN block at one shape) is rebuilt from the zoo and
-analysed: T_min of the block plan (one fused kernel) is the bound the fused kernel chases;
-T_min of the layer plan is what layer-by-layer execution could attain at best.
+Each benchmarked case (a ConvFirst or FFN block at one shape, or a torchvision MBConv block of an
+EfficientNet) is rebuilt and analysed: T_min of the block plan (one fused kernel) is the bound the
+fused kernel chases; T_min of the layer plan is what layer-by-layer execution could attain at best.
 """
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from .measure import Measurement
 
 BLOCKS = {"convfirst": (ConvFirstBlock, "block:ConvFirstBlock"), "ffn": (FFN, "block:FFN")}
+MBCONV_BENCH = "torchvision MBConv"  # workload.blocks of cuda_kernels/mbconv_bench.py files
 
 
 @dataclass(frozen=True)
@@ -37,13 +38,15 @@ class KernelCase:
     block_t_min_us: float
     layer_t_min_us: float
     block_dram_bytes: int  # as perfmodel's block plan counts them
+    detail: str = ""  # what the widths do not say (an MBConv's kernel size and its place in the network)
 
     def fraction_of_bound(self, backend: str = "cuda_kernels") -> float:
         return self.block_t_min_us / self.median_us[backend]
 
     @property
     def label(self) -> str:
-        return f"{self.block} C={self.channels} a={self.expansion} {self.size}x{self.size}"
+        label = f"{self.block} C={self.channels} a={self.expansion} {self.size}x{self.size}"
+        return f"{label} {self.detail}" if self.detail else label
 
 
 @dataclass(frozen=True)
@@ -116,6 +119,27 @@ def _medians_us(row: dict) -> dict[str, float]:
     return medians
 
 
+def _mbconv_case(r: dict, workload: dict, hw: Hardware) -> KernelCase:
+    """A cuda_kernels/mbconv_bench.py row: the torchvision block at ``path`` of ``workload.model``, its CUDA-graph
+    medians (GPU time alone: the issue's per-block comparison; Python-called small blocks time the launches), and
+    torch.compile's best mode as the figure's ``inductor`` (the strongest baseline of the same run)."""
+    import torchvision
+
+    model = getattr(torchvision.models, workload["model"])(weights=None)
+    module = model.get_submodule(r["path"])
+    shape = (r["c"], r["h"], r["w"])
+    fused = analyze(module, shape, batch=r["batch"], hardware=hw, plan="block:MBConv")
+    layer = analyze(module, shape, batch=r["batch"], hardware=hw, plan="layer")
+    medians = {b: v["graph_latency_ms"]["median"] * 1e3 for b, v in r["backends"].items() if "graph_latency_ms" in v}
+    compiled = [us for b, us in medians.items() if b.startswith("inductor_")]
+    if compiled:
+        medians["inductor"] = min(compiled)
+    name = f"{workload['model']} {r['path']}"
+    return KernelCase(name, "mbconv", r["c"], r["alpha"], r["h"], r["batch"], r["block_dram_bytes"], medians,
+                      fused.totals.t_min_s * 1e6, layer.totals.t_min_s * 1e6, fused.totals.dram_bytes,
+                      detail=f"k{r['k']} ({name})")
+
+
 def load_kernel_results(path: str | Path, hw: Hardware, skipped: list[str] | None = None) -> list[KernelCase]:
     """The file's stride-1 ConvFirst / FFN rows with their bounds. A per-network table (cuda_kernels.bench_networks:
     ``workload.models``; its units are stems, stride-1 and stride-2 blocks and heads) gives its stride-1 blocks, and
@@ -135,6 +159,11 @@ def load_kernel_results(path: str | Path, hw: Hardware, skipped: list[str] | Non
             raise InputError("no stride-1 ConvFirst block with a fused timing in this per-network table",
                              file=str(path), field="results.cases")
         rows = kept
+    if data["workload"].get("blocks") == [MBCONV_BENCH]:
+        timed = [r for r in rows if "cuda_kernels" in r["backends"]]
+        if skipped is not None:
+            skipped.extend(r["path"] for r in rows if "cuda_kernels" not in r["backends"])
+        return [_mbconv_case(r, data["workload"], hw) for r in timed]
     cases = []
     for index, r in enumerate(rows):
         block = _block_of(r, data["workload"], path, index)

@@ -149,3 +149,33 @@ def test_network_tables_give_their_stride_1_blocks_and_name_the_rest(tmp_path, c
                        "convfirst_s2_c256_a6_14x14_n128", "head_c512_1280_1000_7x7_n128"]
     code, out, _ = run_main(["kernels", str(NETWORK_TABLE), "-o", str(tmp_path / "k.png")], capsys)
     assert code == 0 and "not drawn (5 units" in out and (tmp_path / "k.png").exists()
+
+
+MBCONV_BLOCKS = Path(__file__).parent.parent / "examples" / "measurements" / "mbconv" / "s37" / "call4" / "blocks.json"
+
+
+def test_mbconv_bench_files_are_rows_with_their_block_bounds(tmp_path, capsys):
+    """cuda_kernels/mbconv_bench.py's table (EfficientNet-B0's 2.1 / 3.1 / 4.1, s37 call 4): each torchvision block is
+    rebuilt and analysed; its medians are the CUDA-graph replays and torch.compile's better mode, as the README's
+    per-block comparison reads them (mbconv/s37/README.md)."""
+    from helpers import run_main
+
+    cases = load_kernel_results(MBCONV_BLOCKS, perfmodel.load_hardware("h200-sxm"))
+    by_path = {c.name.split()[-1]: c for c in cases}
+    assert sorted(by_path) == ["features.2.1", "features.3.1", "features.4.1"]
+    c = by_path["features.3.1"]
+    assert (c.block, c.channels, c.expansion, c.size, c.batch) == ("mbconv", 40, 6, 28, 128)
+    assert c.label == "mbconv C=40 a=6 28x28 k5 (efficientnet_b0 features.3.1)"
+    # the block plan's bytes: x in and out (128 x 28 x 28 x 40), the 1x1 expand, 5x5 depthwise, SE and 1x1 project
+    # weights, their biases (240 + 240 + 10 + 240 + 40), all fp16; the benchmark counted the same
+    weights = 40 * 240 + 240 * 25 + 2 * 240 * 10 + 240 * 40
+    assert c.dram_bytes == c.block_dram_bytes == 2 * (2 * 128 * 28 * 28 * 40 + weights + 770) == 16_117_860
+    # compute-bound on h200-sxm's 989.4 TFLOP/s: 2 x MACs + the biases (eq. 22)
+    macs = 128 * (784 * 40 * 240 + 784 * 240 * 25 + 2 * 240 * 10 + 784 * 240 * 40)
+    assert c.block_t_min_us == pytest.approx((2 * macs + 770) / 989.4e12 * 1e6, rel=1e-9)
+    assert c.block_t_min_us < c.layer_t_min_us
+    assert c.median_us["cuda_kernels"] == pytest.approx(79.6, abs=0.05)
+    assert c.median_us["inductor"] == pytest.approx(216.6, abs=0.05)  # max-autotune-no-cudagraphs, the better
+    assert by_path["features.4.1"].median_us["inductor"] == pytest.approx(109.7, abs=0.05)  # default, the better
+    code, out, _ = run_main(["kernels", str(MBCONV_BLOCKS), "-o", str(tmp_path / "k.png")], capsys)
+    assert code == 0 and "efficientnet_b0 features.3.1" in out and (tmp_path / "k.png").exists()
