@@ -119,25 +119,34 @@ def _medians_us(row: dict) -> dict[str, float]:
     return medians
 
 
-def _mbconv_case(r: dict, workload: dict, hw: Hardware) -> KernelCase:
-    """A cuda_kernels/mbconv_bench.py row: the torchvision block at ``path`` of ``workload.model``, its CUDA-graph
-    medians (GPU time alone: the issue's per-block comparison; Python-called small blocks time the launches), and
-    torch.compile's best mode as the figure's ``inductor`` (the strongest baseline of the same run)."""
+def _mbconv_cases(rows: list[dict], workload: dict, hw: Hardware, path: str | Path) -> list[KernelCase]:
+    """cuda_kernels/mbconv_bench.py rows: the torchvision block at each row's ``path`` of ``workload.model``, its
+    CUDA-graph medians (GPU time alone: the issue's per-block comparison; Python-called small blocks time the
+    launches), and torch.compile's better mode as the figure's ``inductor`` (the strongest baseline of the same run).
+    A row whose fused block was not timed (it failed its check) keeps its baselines and shows '-' as fused."""
     import torchvision
 
-    model = getattr(torchvision.models, workload["model"])(weights=None)
-    module = model.get_submodule(r["path"])
-    shape = (r["c"], r["h"], r["w"])
-    fused = analyze(module, shape, batch=r["batch"], hardware=hw, plan="block:MBConv")
-    layer = analyze(module, shape, batch=r["batch"], hardware=hw, plan="layer")
-    medians = {b: v["graph_latency_ms"]["median"] * 1e3 for b, v in r["backends"].items() if "graph_latency_ms" in v}
-    compiled = [us for b, us in medians.items() if b.startswith("inductor_")]
-    if compiled:
-        medians["inductor"] = min(compiled)
-    name = f"{workload['model']} {r['path']}"
-    return KernelCase(name, "mbconv", r["c"], r["alpha"], r["h"], r["batch"], r["block_dram_bytes"], medians,
-                      fused.totals.t_min_s * 1e6, layer.totals.t_min_s * 1e6, fused.totals.dram_bytes,
-                      detail=f"k{r['k']} ({name})")
+    builder = getattr(torchvision.models, str(workload.get("model")), None)
+    if not callable(builder):
+        raise InputError(f"{workload.get('model')!r} is not a torchvision model", file=str(path),
+                         field="workload.model")
+    model = builder(weights=None)
+    cases = []
+    for r in rows:
+        module = model.get_submodule(r["path"])
+        shape = (r["c"], r["h"], r["w"])
+        fused = analyze(module, shape, batch=r["batch"], hardware=hw, plan="block:MBConv")
+        layer = analyze(module, shape, batch=r["batch"], hardware=hw, plan="layer")
+        medians = {b: v["graph_latency_ms"]["median"] * 1e3 for b, v in r["backends"].items()
+                   if "graph_latency_ms" in v}
+        compiled = [us for b, us in medians.items() if b.startswith("inductor_")]
+        if compiled:
+            medians["inductor"] = min(compiled)
+        name = f"{workload['model']} {r['path']}"
+        cases.append(KernelCase(name, "mbconv", r["c"], r["alpha"], r["h"], r["batch"], r["block_dram_bytes"],
+                                medians, fused.totals.t_min_s * 1e6, layer.totals.t_min_s * 1e6,
+                                fused.totals.dram_bytes, detail=f"k{r['k']} ({name})"))
+    return cases
 
 
 def load_kernel_results(path: str | Path, hw: Hardware, skipped: list[str] | None = None) -> list[KernelCase]:
@@ -160,10 +169,7 @@ def load_kernel_results(path: str | Path, hw: Hardware, skipped: list[str] | Non
                              file=str(path), field="results.cases")
         rows = kept
     if data["workload"].get("blocks") == [MBCONV_BENCH]:
-        timed = [r for r in rows if "cuda_kernels" in r["backends"]]
-        if skipped is not None:
-            skipped.extend(r["path"] for r in rows if "cuda_kernels" not in r["backends"])
-        return [_mbconv_case(r, data["workload"], hw) for r in timed]
+        return _mbconv_cases(rows, data["workload"], hw, path)
     cases = []
     for index, r in enumerate(rows):
         block = _block_of(r, data["workload"], path, index)

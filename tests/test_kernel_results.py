@@ -179,3 +179,28 @@ def test_mbconv_bench_files_are_rows_with_their_block_bounds(tmp_path, capsys):
     assert by_path["features.4.1"].median_us["inductor"] == pytest.approx(109.7, abs=0.05)  # default, the better
     code, out, _ = run_main(["kernels", str(MBCONV_BLOCKS), "-o", str(tmp_path / "k.png")], capsys)
     assert code == 0 and "efficientnet_b0 features.3.1" in out and (tmp_path / "k.png").exists()
+
+
+def test_mbconv_rows_keep_a_block_the_fused_kernel_did_not_time_and_name_a_bad_model(tmp_path, capsys):
+    """A row without a fused timing (its check failed) stays, its baselines drawn and '-' printed as fused; a model
+    torchvision does not have is one line naming the file and the field, exit 2."""
+    import json
+
+    from helpers import run_main
+
+    data = json.loads(MBCONV_BLOCKS.read_text())
+    for backend in [b for b in data["results"]["cases"][2]["backends"] if b.startswith("cuda_kernels")]:
+        del data["results"]["cases"][2]["backends"][backend]
+    untimed = tmp_path / "untimed.json"
+    untimed.write_text(json.dumps(data))
+    cases = load_kernel_results(untimed, perfmodel.load_hardware("h200-sxm"))
+    assert [("cuda_kernels" in c.median_us) for c in cases] == [True, True, False]
+    assert cases[2].median_us["eager"] == pytest.approx(193.4, abs=0.05)
+    code, out, _ = run_main(["kernels", str(untimed), "-o", str(tmp_path / "k.png")], capsys)
+    assert code == 0 and [line.split()[4] for line in out.splitlines() if "features.4.1" in line] == ["-"]
+    data["workload"]["model"] = "not_a_model"
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(data))
+    code, _, err = run_main(["kernels", str(bad), "-o", str(tmp_path / "b.png")], capsys)
+    assert code == 2 and "Traceback" not in err and str(bad) in err and "workload.model" in err
+    assert not (tmp_path / "b.png").exists()
