@@ -37,9 +37,9 @@ perfmodel gap "$e2e"/h200_convfirstnet_{s,m,l}_*.json "$e2e"/h200_convfirstnet_h
 # depthwise and epilogue in packed fp16, its X by the tensor memory accelerator and its expand on wgmma from stage 4,
 # the SE on clusters of 4 images, the early projections with the SE scale staged beside D, the later ones on wgmma; the
 # head's pool fused; the rest compiled; kernel 1 compiled for B0's shapes) beside every Inductor run, with both
-# torch.compile modes (freezing, CUDA graphs) from the same call (mbconv/s37/call4/: fused 1.275 ms, default 3.265,
-# max-autotune-no-cudagraphs 3.095)
-b0=$here/measurements/mbconv/s37/call4/auto
+# torch.compile modes (freezing, CUDA graphs) from the same call (mbconv/s39/call1/: fused 1.259 ms, default 3.129,
+# max-autotune-no-cudagraphs 3.037)
+b0=$here/measurements/mbconv/s39/call1/auto
 perfmodel gap "$here"/measurements/h200_*[a-z0-9]_inductor.json "$b0"/b0_fused.json \
   "$b0"/b0_inductor.json "$b0"/b0_inductor_max_autotune.json \
   -H h200-sxm -o "$out/gap_h200_fused.png"
@@ -59,8 +59,8 @@ if [[ -f $here/measurements/cuda_kernels_h200.json ]]; then
     -o "$out/kernels_h200.png" > /dev/null
 fi
 # EfficientNet-B0's MBConv blocks (2.1 / 3.1 / 4.1) on the fused kernels beside their block- and layer-plan bounds,
-# torch.compile's better mode and eager, CUDA-graph medians of one call (mbconv/s37/call4)
-perfmodel kernels "$here/measurements/mbconv/s37/call4/blocks.json" -o "$out/kernels_h200_mbconv.png" > /dev/null
+# torch.compile's better mode and eager, CUDA-graph medians of one call (mbconv/s39/call1)
+perfmodel kernels "$here/measurements/mbconv/s39/call1/blocks.json" -o "$out/kernels_h200_mbconv.png" > /dev/null
 # ConvFirstNet-H200's units from one run (its per-block table, CUDA-graph timed) beside the network end to end
 table=$here/measurements/convfirstnet_table/v8/networks_table.json
 if [[ -f $table ]]; then
