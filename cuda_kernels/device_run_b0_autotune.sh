@@ -8,7 +8,8 @@
 # compiled kernels) cannot come back; the timings can. From the repository root:
 #   timeout 590 bash cuda_kernels/device_run_b0_autotune.sh OUTDIR   (AUTO_BUDGET=S: a shorter budget; INDUCTOR_CODE=1:
 #   also the compiled rest's generated code, OUTDIR/inductor_code.txt.gz; FUSED_VARIANTS="NAME=VALUE ...": the fused
-#   network with each switch as well; MODEL=efficientnet_b2: that model instead of B0, its files still named b0_*)
+#   network with each switch as well; MODEL=efficientnet_b2: that model instead of B0, its files still named b0_*;
+#   AUTO_STEP_S=S: the fused and torch.compile default steps' limit, 90 s unless set: B0's fused step takes ~70 s)
 # returns OUTDIR/autotune_timings.tgz; unpack it here (tar xzf ... -C .) and give the next call
 # `carry: [".inductor_cache"]` until the max-autotune file appears. With timings carried, the fused network and
 # torch.compile default are timed first, so the call that finishes has every baseline in one run; without (the first
@@ -31,7 +32,7 @@ PY
 }
 carried=$(timings 2>> "$log" | tee -a "$log" | tail -1)
 if [ "${carried:-0}" -gt 0 ]; then
-  step fused 90 "${B0_FUSED[@]}" -o "$out/b0_fused.json"
+  step fused "${AUTO_STEP_S:-90}" "${B0_FUSED[@]}" -o "$out/b0_fused.json"
   for v in ${FUSED_VARIANTS:-}; do  # NAME=VALUE each: the fused network with that switch too, in the same call
     step "fused_${v%%=*}" 90 env "$v" "${B0_FUSED[@]}" -o "$out/b0_fused_${v%%=*}.json"
   done
@@ -44,7 +45,7 @@ if [ "${carried:-0}" -gt 0 ]; then
       -o $out/b0_fused_code_run.json > $out/inductor_code.txt 2>&1"
     gzip -f "$out/inductor_code.txt"
   fi
-  step inductor 90 "${B0_BENCH[@]}" --backend inductor --freezing -o "$out/b0_inductor.json"
+  step inductor "${AUTO_STEP_S:-90}" "${B0_BENCH[@]}" --backend inductor --freezing -o "$out/b0_inductor.json"
 fi
 step autotune 540 "${B0_BENCH[@]}" --backend inductor --compile-mode max-autotune-no-cudagraphs --freezing \
   -o "$out/b0_inductor_max_autotune.json"
