@@ -18,6 +18,7 @@ Any field can be overridden from the command line or the Python API.
 """
 from __future__ import annotations
 
+import difflib
 import importlib
 import importlib.util
 import sys
@@ -213,8 +214,26 @@ def resolve_callable(target: str, *, base: Path | None = None, file: str | None 
                          file=file, field="model") from exc
     fn = getattr(module, attr, None)
     if not callable(fn):
-        raise InputError(f"'{module_name}' has no callable '{attr}'", file=file, field="model")
+        raise InputError(f"'{module_name}' has no callable '{attr}'{_callable_hint(module, module_name, attr)}",
+                         file=file, field="model")
     return fn
+
+
+def _callable_hint(module, module_name: str, attr: str) -> str:
+    """'; did you mean ...?' for a callable that lives one level down (``timm:efficientnet_b0`` is
+    ``timm.models:efficientnet_b0``, ``torchvision:resnet50`` ``torchvision.models:resnet50``) or is a near
+    spelling of one the module has; empty when there is nothing to suggest."""
+    sub = getattr(module, "models", None)
+    if sub is None and not module_name.endswith(".py"):
+        try:
+            sub = importlib.import_module(f"{module_name}.models")
+        except Exception:
+            sub = None
+    if callable(getattr(sub, attr, None)):
+        return f"; did you mean '{module_name}.models:{attr}'?"
+    names = [n for n in dir(module) if not n.startswith("_") and callable(getattr(module, n, None))]
+    close = difflib.get_close_matches(attr, names, n=1, cutoff=0.8)
+    return f"; did you mean '{module_name}:{close[0]}'?" if close else ""
 
 
 def build_model(spec: ModelSpec) -> "torch.nn.Module":

@@ -98,6 +98,13 @@ BAD_SPECS = {
     "bad plan": (TINY + "plan: fused\n", "field 'plan': unknown plan 'fused'"),
     "model without module": (TINY.replace(f"{DATA / 'tiny_net.py'}:build", "resnet18"),
                              "field 'model': expected 'module:callable'"),
+    "model one module up": (TINY.replace(f"{DATA / 'tiny_net.py'}:build", "torchvision:resnet18"),
+                            "field 'model': 'torchvision' has no callable 'resnet18'; "
+                            "did you mean 'torchvision.models:resnet18'?"),
+    "model misspelt": (TINY.replace(f"{DATA / 'tiny_net.py'}:build", "torchvision.models:resnet81"),
+                       "has no callable 'resnet81'; did you mean 'torchvision.models:resnet18'?"),
+    "model nothing close": (TINY.replace(f"{DATA / 'tiny_net.py'}:build", "torchvision.models:qqqqqq"),
+                            "'torchvision.models' has no callable 'qqqqqq'\n"),
 }
 
 
