@@ -9,7 +9,7 @@
 #   timeout 590 bash cuda_kernels/device_run_b0_autotune.sh OUTDIR   (AUTO_BUDGET=S: a shorter budget; INDUCTOR_CODE=1:
 #   also the compiled rest's generated code, OUTDIR/inductor_code.txt.gz; FUSED_VARIANTS="NAME=VALUE ...": the fused
 #   network with each switch as well; MODEL=efficientnet_b2: that model instead of B0, its files still named b0_*;
-#   AUTO_STEP_S=S: the fused and torch.compile default steps' limit, 90 s unless set: B0's fused step takes ~70 s)
+#   AUTO_STEP_S=S: the limit of each fused step and of torch.compile default, 90 s unless set: B0's fused step takes ~70 s)
 # returns OUTDIR/autotune_timings.tgz; unpack it here (tar xzf ... -C .) and give the next call
 # `carry: [".inductor_cache"]` until the max-autotune file appears. With timings carried, the fused network and
 # torch.compile default are timed first, so the call that finishes has every baseline in one run; without (the first
@@ -34,7 +34,7 @@ carried=$(timings 2>> "$log" | tee -a "$log" | tail -1)
 if [ "${carried:-0}" -gt 0 ]; then
   step fused "${AUTO_STEP_S:-90}" "${B0_FUSED[@]}" -o "$out/b0_fused.json"
   for v in ${FUSED_VARIANTS:-}; do  # NAME=VALUE each: the fused network with that switch too, in the same call
-    step "fused_${v%%=*}" 90 env "$v" "${B0_FUSED[@]}" -o "$out/b0_fused_${v%%=*}.json"
+    step "fused_${v%%=*}" "${AUTO_STEP_S:-90}" env "$v" "${B0_FUSED[@]}" -o "$out/b0_fused_${v%%=*}.json"
   done
   # the compiled rest's own kernels around the fused blocks (session 19: 0.7-1.0 us Triton kernels named
   # triton_poi_fused_mbconv_1 / _2 / _stem_mbconv_0 before blocks 1.0, 2.0, 2.1 and 3.0, each also a break in the
