@@ -4,7 +4,9 @@ FALLBACK_VERSION there instead of a version that needs bulk copies, with a warni
 
 import os
 import re
+import shutil
 import subprocess
+import sys
 import warnings
 from pathlib import Path
 
@@ -87,7 +89,7 @@ def test_hopper_runs_the_version_asked():
         assert [mb.runnable_version(v, device) for v in mb.VERSIONS] == list(mb.VERSIONS)
 
 
-@pytest.mark.parametrize("source", ["probe_stream.cu", "probe_clusters.cu", "probe_wg_timeline.cu"])
+@pytest.mark.parametrize("source", ["probe_stream.cu", "probe_clusters.cu", "probe_wg_timeline.cu", "probe_pipes.cu"])
 def test_the_standalone_probes_build(source, tmp_path):
     """The device probes (how many clusters fit; the projections' read pattern; the wgmma projection's steps timed) are
     programs built with nvcc alone on the GPU machine: they must compile and link against the CUDA runtime with the
@@ -99,6 +101,25 @@ def test_the_standalone_probes_build(source, tmp_path):
     cmd = [str(nvcc), "-std=c++17", "-O3", "-arch=sm_90a", f"-I{CSRC}", str(probe), "-o", str(tmp_path / "p")]
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
+
+
+def test_ptxas_puts_hfma2_on_the_mma_pipe_only_without_tensor_instructions(tmp_path):
+    """probe_pipes' premise (NOTES.md, session 39): ptxas splits independent fp16x2 FMAs between HFMA2 and HFMA2.MMA,
+    except in a kernel that holds a tensor-core instruction, where every one is plain HFMA2 - as in kernel 1."""
+    nvcc = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "bin" / "nvcc"
+    cuobjdump = shutil.which("cuobjdump") or next(
+        (str(p) for p in Path(sys.prefix).glob("lib/python3*/site-packages/triton/backends/nvidia/bin/cuobjdump")), None)
+    if not nvcc.exists() or cuobjdump is None:
+        pytest.skip("nvcc or cuobjdump not found")
+    cubin = tmp_path / "p.cubin"
+    cmd = [str(nvcc), "-std=c++17", "-O3", "-arch=sm_90a", "-cubin", str(CSRC.parent / "probes" / "probe_pipes.cu"),
+           "-o", str(cubin)]
+    assert subprocess.run(cmd, capture_output=True, text=True, timeout=600).returncode == 0
+    sass = subprocess.run([cuobjdump, "-sass", str(cubin)], capture_output=True, text=True, timeout=120).stdout
+    kernels = dict(re.findall(r"Function : (\S+)\n(.*?)(?=\n\s*Function : |\Z)", sass, re.S))
+    split, plain = kernels["_Z11pipe_kernelIL2Op1EEvjPxPj"], kernels["_Z11pipe_kernelIL2Op2EEvjPxPj"]
+    assert "HMMA" not in split and split.count("HFMA2.MMA ") >= 8  # 32 chain FMAs a loop body, about half of them
+    assert "HMMA" in plain and "HFMA2.MMA " not in plain and plain.count("HFMA2 ") == 32
 
 
 def test_the_timeline_hooks_are_empty_in_the_extension():
