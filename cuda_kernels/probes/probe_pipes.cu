@@ -27,6 +27,9 @@
   } while (0)
 
 constexpr int kChains = 8, kIters = 4096, kThreads = 1024;
+// dynamic shared memory that no kernel uses, so large that two CTAs cannot share an SM: one CTA an SM, as the rates
+// assume (two CTAs of 512 threads would otherwise fit one SM and leave another idle)
+constexpr int kHogBytes = 150 * 1024;
 
 // kHfma2: ptxas splits the chains between HFMA2 (the FMA pipe) and HFMA2.MMA; kHfma2Fma: the same chains in a kernel
 // that also holds an mma.sync (never run), where ptxas emits every one as plain HFMA2, as in kernel 1 (any HMMA or
@@ -100,8 +103,9 @@ __global__ void __launch_bounds__(kThreads) pipe_kernel(uint32_t b, long long* c
 template <Op OP>
 double rate(int sms, long long* cycles_d, uint32_t* sink) {
   const uint32_t b = 0x3bff3bffu;  // just under 1.0 in fp16 halves (0x3f7fffff-ish as fp32: finite, no overflow)
-  pipe_kernel<OP><<<sms, kThreads>>>(b, cycles_d, sink);  // warm-up
-  pipe_kernel<OP><<<sms, kThreads>>>(b, cycles_d, sink);
+  CHECK(cudaFuncSetAttribute(pipe_kernel<OP>, cudaFuncAttributeMaxDynamicSharedMemorySize, kHogBytes));
+  pipe_kernel<OP><<<sms, kThreads, kHogBytes>>>(b, cycles_d, sink);  // warm-up
+  pipe_kernel<OP><<<sms, kThreads, kHogBytes>>>(b, cycles_d, sink);
   CHECK(cudaGetLastError());
   CHECK(cudaDeviceSynchronize());
   std::vector<long long> cycles(sms);
@@ -172,8 +176,9 @@ __global__ void __launch_bounds__(kThreads) dw_kernel(const __half2* taps_g, lon
 
 template <bool PLAIN>
 void dw_rate(int sms, int threads, const __half2* taps, long long* cycles_d, uint32_t* sink) {
-  dw_kernel<PLAIN><<<sms, threads>>>(taps, cycles_d, sink);  // warm-up
-  dw_kernel<PLAIN><<<sms, threads>>>(taps, cycles_d, sink);
+  CHECK(cudaFuncSetAttribute(dw_kernel<PLAIN>, cudaFuncAttributeMaxDynamicSharedMemorySize, kHogBytes));
+  dw_kernel<PLAIN><<<sms, threads, kHogBytes>>>(taps, cycles_d, sink);  // warm-up
+  dw_kernel<PLAIN><<<sms, threads, kHogBytes>>>(taps, cycles_d, sink);
   CHECK(cudaGetLastError());
   CHECK(cudaDeviceSynchronize());
   std::vector<long long> cycles(sms);
