@@ -104,8 +104,9 @@ def test_the_standalone_probes_build(source, tmp_path):
 
 
 def test_ptxas_puts_hfma2_on_the_mma_pipe_only_without_tensor_instructions(tmp_path):
-    """probe_pipes' premise (NOTES.md, session 39): ptxas splits independent fp16x2 FMAs between HFMA2 and HFMA2.MMA,
-    except in a kernel that holds a tensor-core instruction, where every one is plain HFMA2 - as in kernel 1."""
+    """The probes' premise (NOTES.md, session 39): ptxas splits independent fp16x2 FMAs between HFMA2 and HFMA2.MMA,
+    except in a kernel that holds a tensor-core instruction, where every one is plain HFMA2 - as in kernel 1 - unless
+    they sit in a separately compiled (-rdc) function without one."""
     nvcc = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "bin" / "nvcc"
     cuobjdump = shutil.which("cuobjdump") or next(
         (str(p) for p in Path(sys.prefix).glob("lib/python3*/site-packages/triton/backends/nvidia/bin/cuobjdump")), None)
@@ -120,6 +121,18 @@ def test_ptxas_puts_hfma2_on_the_mma_pipe_only_without_tensor_instructions(tmp_p
     split, plain = kernels["_Z11pipe_kernelIL2Op1EEvjPxPj"], kernels["_Z11pipe_kernelIL2Op2EEvjPxPj"]
     assert "HMMA" not in split and split.count("HFMA2.MMA ") >= 32  # 128 chain FMAs a loop body, about half of them
     assert "HMMA" in plain and "HFMA2.MMA " not in plain and plain.count("HFMA2 ") == 128
+    # probe_dw_rdc: under -rdc=true the __noinline__ unit function gets the split though its caller holds the HMMA,
+    # while the inline form (kernel 1's) keeps all 200 HFMA2 of the unit plain
+    obj = tmp_path / "r.o"
+    cmd = [str(nvcc), "-std=c++17", "-O3", "-arch=sm_90a", "-rdc=true", "-c",
+           str(CSRC.parent / "probes" / "probe_dw_rdc.cu"), "-o", str(obj)]
+    assert subprocess.run(cmd, capture_output=True, text=True, timeout=600).returncode == 0
+    sass = subprocess.run([cuobjdump, "-sass", str(obj)], capture_output=True, text=True, timeout=120).stdout
+    kernels = dict(re.findall(r"Function : (\S+)\n(.*?)(?=\n\s*Function : |\Z)", sass, re.S))
+    inline = kernels["_Z9dw_kernelILb0EEvPK7__half2PxPj"]
+    callees = [body for name, body in kernels.items() if name.startswith("_Z10units_call")]
+    assert "HMMA" in inline and "HFMA2.MMA " not in inline and inline.count("HFMA2 ") == 200
+    assert callees and all(body.count("HFMA2.MMA ") >= 80 and "HMMA" not in body for body in callees)
 
 
 def test_the_timeline_hooks_are_empty_in_the_extension():
