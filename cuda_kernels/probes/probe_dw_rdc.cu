@@ -9,60 +9,15 @@
 //   nvcc -std=c++17 -O3 -arch=sm_90a -rdc=true cuda_kernels/probes/probe_dw_rdc.cu -o /tmp/pdr && /tmp/pdr
 // One line per form: cycles a unit a warp and HFMA2 a clock an SM at 16 warps an SM (one CTA of 512 threads), the
 // median over the SMs. Check the SASS (cuobjdump -sass): the callee's HFMA2.MMA, and no local memory for the taps.
-#include <algorithm>
-#include <cstdint>
-#include <cstdio>
-#include <cstdlib>
-#include <vector>
+#include "probe_common.cuh"
 
-#include <cuda_fp16.h>
-#include <cuda_runtime.h>
+constexpr int kRuns = 128, kUnits = 5, kThreads = 512;
 
-#define CHECK(x)                                                                          \
-  do {                                                                                    \
-    cudaError_t e_ = (x);                                                                 \
-    if (e_ != cudaSuccess) {                                                              \
-      std::printf("CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__); \
-      std::exit(1);                                                                       \
-    }                                                                                     \
-  } while (0)
-
-constexpr int kRuns = 128, kUnits = 5, kRows = 6, kCols = 8, kBases = 8, kThreads = 512;
-constexpr int kHogBytes = 150 * 1024;  // unused dynamic shared memory: one CTA an SM
-
-struct Taps {
-  __half2 t[25];
-};
-
-// kUnits units from E (rows of kCols x 32 half2, lane = channel pair), the first at base index b0; returns the sum of
-// the outputs (the pool's share) so that nothing is dead.
+// kUnits units from E, the first at unit b0 (probe_common.cuh's dw_unit_k5); the sum of their outputs.
 __device__ __forceinline__ __half2 units_inline(const __half2* e, const Taps& taps, int b0, int lane) {
   __half2 total = __floats2half2_rn(0.f, 0.f);
 #pragma unroll 1
-  for (int u = 0; u < kUnits; ++u) {
-    const __half2* base = e + ((b0 + u) % kBases) * kCols * 32 + lane;
-    __half2 acc[8];
-#pragma unroll
-    for (int o = 0; o < 8; ++o) acc[o] = taps.t[12];
-#pragma unroll
-    for (int r = 0; r < kRows; ++r) {
-      __half2 ev[kCols];
-#pragma unroll
-      for (int c = 0; c < kCols; ++c) ev[c] = base[(r * kCols + c) * 32];
-#pragma unroll
-      for (int orow = 0; orow < 2; ++orow) {
-        const int tr = r - orow;
-        if (tr < 0 || tr >= 5) continue;
-#pragma unroll
-        for (int ocol = 0; ocol < 4; ++ocol)
-#pragma unroll
-          for (int tc = 0; tc < 5; ++tc)
-            acc[orow * 4 + ocol] = __hfma2(ev[ocol + tc], taps.t[tr * 5 + tc], acc[orow * 4 + ocol]);
-      }
-    }
-#pragma unroll
-    for (int o = 0; o < 8; ++o) total = __hadd2(total, acc[o]);
-  }
+  for (int u = 0; u < kUnits; ++u) total = __hadd2(total, dw_unit_k5(e, taps, b0 + u, lane));
   return total;
 }
 
@@ -73,13 +28,10 @@ __device__ __noinline__ __half2 units_call(const __half2* e, Taps taps, int b0, 
 // CALL: the units through the separately compiled function; else inline. Both hold a never-run mma.sync.
 template <bool CALL>
 __global__ void __launch_bounds__(kThreads) dw_kernel(const __half2* taps_g, long long* cycles, uint32_t* sink) {
-  __shared__ __half2 e[(kBases + kRows) * kCols * 32];
+  __shared__ __half2 e[(kDwBases + kDwRows) * kDwCols * 32];
   const int lane = threadIdx.x & 31;
-  for (int i = threadIdx.x; i < (kBases + kRows) * kCols * 32; i += blockDim.x)
-    e[i] = __floats2half2_rn(0.001f * (i % 97), 0.002f * (i % 89));
   Taps taps;
-#pragma unroll
-  for (int t = 0; t < 25; ++t) taps.t[t] = taps_g[t * 32 + lane];
+  dw_setup(e, taps_g, taps, lane);
   __half2 total = __floats2half2_rn(0.f, 0.f);
   __syncthreads();
   const long long t0 = clock64();
@@ -92,27 +44,14 @@ __global__ void __launch_bounds__(kThreads) dw_kernel(const __half2* taps_g, lon
   const long long t1 = clock64();
   const uint32_t x = *reinterpret_cast<uint32_t*>(&total);
   if (x == 0x9e3779b9u) sink[threadIdx.x] = x;
-  if (x == 0x12345678u) {  // never true: the tensor-core instruction kernel 1 holds
-    float d0 = 0.f, d1 = 0.f, d2 = 0.f, d3 = 0.f;
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%4,%4,%4}, {%4,%4}, {%0,%1,%2,%3};"
-                 : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3)
-                 : "r"(x));
-    sink[threadIdx.x] = __float_as_uint(d0 + d1 + d2 + d3);
-  }
+  hold_a_tensor_instruction(x, sink);  // as kernel 1 holds its expand's
   if (threadIdx.x == 0) cycles[blockIdx.x] = t1 - t0;
 }
 
 template <bool CALL>
 void time_form(int sms, const __half2* taps, long long* cycles_d, uint32_t* sink) {
-  CHECK(cudaFuncSetAttribute(dw_kernel<CALL>, cudaFuncAttributeMaxDynamicSharedMemorySize, kHogBytes));
-  dw_kernel<CALL><<<sms, kThreads, kHogBytes>>>(taps, cycles_d, sink);  // warm-up
-  dw_kernel<CALL><<<sms, kThreads, kHogBytes>>>(taps, cycles_d, sink);
-  CHECK(cudaGetLastError());
-  CHECK(cudaDeviceSynchronize());
-  std::vector<long long> cycles(sms);
-  CHECK(cudaMemcpy(cycles.data(), cycles_d, sms * sizeof(long long), cudaMemcpyDeviceToHost));
-  std::sort(cycles.begin(), cycles.end());
-  const double c = (double)cycles[sms / 2], units = (double)kRuns * kUnits;
+  const double c = median_cycles(dw_kernel<CALL>, sms, kThreads, cycles_d, taps, cycles_d, sink);
+  const double units = (double)kRuns * kUnits;
   std::printf("DWRDC %-32s %.1f cycles a unit a warp, %.3f HFMA2 a clock an SM (16 warps)\n",
               CALL ? "noinline call (rdc: split)" : "inline (as kernel 1: plain)", c / units,
               (double)(kThreads / 32) * units * 200 / c);

@@ -8,28 +8,9 @@
 // One line per case: warp instructions a clock an SM (the CUDA guide's 9.0 table: FFMA 4, 16-bit FMA 4 if 256
 // results a clock, MUFU 0.5), and the SASS to check that each case is what it says (cuobjdump -sass). Then kernel 1's
 // k = 5 depthwise unit itself, plain against split, at 16 and 32 warps an SM: what the split would buy that loop.
-#include <algorithm>
-#include <cstdint>
-#include <cstdio>
-#include <cstdlib>
-#include <vector>
-
-#include <cuda_fp16.h>
-#include <cuda_runtime.h>
-
-#define CHECK(x)                                                                          \
-  do {                                                                                    \
-    cudaError_t e_ = (x);                                                                 \
-    if (e_ != cudaSuccess) {                                                              \
-      std::printf("CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__); \
-      std::exit(1);                                                                       \
-    }                                                                                     \
-  } while (0)
+#include "probe_common.cuh"
 
 constexpr int kChains = 8, kIters = 4096, kThreads = 1024;
-// dynamic shared memory that no kernel uses, so large that two CTAs cannot share an SM: one CTA an SM, as the rates
-// assume (two CTAs of 512 threads would otherwise fit one SM and leave another idle)
-constexpr int kHogBytes = 150 * 1024;
 
 // kHfma2: ptxas splits the chains between HFMA2 (the FMA pipe) and HFMA2.MMA; kHfma2Fma: the same chains in a kernel
 // that also holds an mma.sync (never run), where ptxas emits every one as plain HFMA2, as in kernel 1 (any HMMA or
@@ -87,104 +68,44 @@ __global__ void __launch_bounds__(kThreads) pipe_kernel(uint32_t b, long long* c
 #pragma unroll
   for (int i = 0; i < kChains; ++i) x ^= r[i];
   if (x == 0x9e3779b9u) sink[threadIdx.x] = x;  // never true in practice; the compiler cannot know
-  if constexpr (OP == kHfma2Fma) {  // an mma.sync that never runs (b is never 0): its presence is the point
-    if (b == 0) {
-      float d0 = 0.f, d1 = 0.f, d2 = 0.f, d3 = 0.f;
-      asm volatile(
-          "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-          : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3)
-          : "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3]), "r"(r[4]), "r"(r[5]));
-      sink[threadIdx.x] = __float_as_uint(d0 + d1 + d2 + d3);
-    }
-  }
+  if constexpr (OP == kHfma2Fma) hold_a_tensor_instruction(x, sink);
   if (threadIdx.x == 0) cycles[blockIdx.x] = t1 - t0;
 }
 
 template <Op OP>
 double rate(int sms, long long* cycles_d, uint32_t* sink) {
   const uint32_t b = 0x3bff3bffu;  // just under 1.0 in fp16 halves (0x3f7fffff-ish as fp32: finite, no overflow)
-  CHECK(cudaFuncSetAttribute(pipe_kernel<OP>, cudaFuncAttributeMaxDynamicSharedMemorySize, kHogBytes));
-  pipe_kernel<OP><<<sms, kThreads, kHogBytes>>>(b, cycles_d, sink);  // warm-up
-  pipe_kernel<OP><<<sms, kThreads, kHogBytes>>>(b, cycles_d, sink);
-  CHECK(cudaGetLastError());
-  CHECK(cudaDeviceSynchronize());
-  std::vector<long long> cycles(sms);
-  CHECK(cudaMemcpy(cycles.data(), cycles_d, sms * sizeof(long long), cudaMemcpyDeviceToHost));
-  std::sort(cycles.begin(), cycles.end());
-  const double warp_instructions = (double)(kThreads / 32) * kIters * kChains;
-  return warp_instructions / (double)cycles[sms / 2];
+  const double cycles = median_cycles(pipe_kernel<OP>, sms, kThreads, cycles_d, b, cycles_d, sink);
+  return (double)(kThreads / 32) * kIters * kChains / cycles;
 }
 
-// The depthwise's own shape (kernel 1's k = 5 unit at B0's 3.1: 4 x 2 outputs of one channel pair a thread, 25 taps
-// in registers, 6 rows of 8 E values from shared memory, 200 HFMA2 and 48 LDS a unit), PLAIN: with a never-run
-// mma.sync in the kernel, so that ptxas keeps every HFMA2 on the FMA pipe, as in kernel 1; else ptxas's split. E's
-// rows are 8 x 32 lanes of half2 (conflict-free: lane = channel pair), the unit's base moved each iteration so that
+// Kernel 1's k = 5 depthwise unit (probe_common.cuh), PLAIN: with the never-run mma.sync in the kernel, so that ptxas
+// keeps every HFMA2 on the FMA pipe, as in kernel 1; else ptxas's split. The unit's base moves each iteration so that
 // the loads stay in the loop. Cycles a unit and HFMA2 a clock an SM, at 16 warps an SM (kernel 1's occupancy, 13.7
 // achieved at 3.1) and 32.
-constexpr int kDwUnits = 512, kDwRows = 6, kDwCols = 8, kDwBases = 8;
+constexpr int kDwUnits = 512;
 template <bool PLAIN>
 __global__ void __launch_bounds__(kThreads) dw_kernel(const __half2* taps_g, long long* cycles, uint32_t* sink) {
   __shared__ __half2 e[(kDwBases + kDwRows) * kDwCols * 32];
   const int lane = threadIdx.x & 31;
-  for (int i = threadIdx.x; i < (kDwBases + kDwRows) * kDwCols * 32; i += blockDim.x)
-    e[i] = __floats2half2_rn(0.001f * (i % 97), 0.002f * (i % 89));
-  __half2 taps[25];
-#pragma unroll
-  for (int t = 0; t < 25; ++t) taps[t] = taps_g[t * 32 + lane];
+  Taps taps;
+  dw_setup(e, taps_g, taps, lane);
   __half2 total = __floats2half2_rn(0.f, 0.f);
   __syncthreads();
   const long long t0 = clock64();
-  for (int u = 0; u < kDwUnits; ++u) {
-    const __half2* base = e + (u % kDwBases) * kDwCols * 32 + lane;
-    __half2 acc[8];
-#pragma unroll
-    for (int o = 0; o < 8; ++o) acc[o] = taps[12];  // the bias' place
-#pragma unroll
-    for (int r = 0; r < kDwRows; ++r) {
-      __half2 ev[kDwCols];
-#pragma unroll
-      for (int c = 0; c < kDwCols; ++c) ev[c] = base[(r * kDwCols + c) * 32];
-#pragma unroll
-      for (int orow = 0; orow < 2; ++orow) {
-        const int tr = r - orow;
-        if (tr < 0 || tr >= 5) continue;
-#pragma unroll
-        for (int ocol = 0; ocol < 4; ++ocol)
-#pragma unroll
-          for (int tc = 0; tc < 5; ++tc) acc[orow * 4 + ocol] = __hfma2(ev[ocol + tc], taps[tr * 5 + tc], acc[orow * 4 + ocol]);
-      }
-    }
-#pragma unroll
-    for (int o = 0; o < 8; ++o) total = __hadd2(total, acc[o]);
-  }
+  for (int u = 0; u < kDwUnits; ++u) total = __hadd2(total, dw_unit_k5(e, taps, u, lane));
   __syncthreads();
   const long long t1 = clock64();
   const uint32_t x = *reinterpret_cast<uint32_t*>(&total);
   if (x == 0x9e3779b9u) sink[threadIdx.x] = x;
-  if constexpr (PLAIN) {
-    if (x == 0x12345678u) {
-      float d0 = 0.f, d1 = 0.f, d2 = 0.f, d3 = 0.f;
-      asm volatile(
-          "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%4,%4,%4}, {%4,%4}, {%0,%1,%2,%3};"
-          : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3)
-          : "r"(x));
-      sink[threadIdx.x] = __float_as_uint(d0 + d1 + d2 + d3);
-    }
-  }
+  if constexpr (PLAIN) hold_a_tensor_instruction(x, sink);
   if (threadIdx.x == 0) cycles[blockIdx.x] = t1 - t0;
 }
 
 template <bool PLAIN>
 void dw_rate(int sms, int threads, const __half2* taps, long long* cycles_d, uint32_t* sink) {
-  CHECK(cudaFuncSetAttribute(dw_kernel<PLAIN>, cudaFuncAttributeMaxDynamicSharedMemorySize, kHogBytes));
-  dw_kernel<PLAIN><<<sms, threads, kHogBytes>>>(taps, cycles_d, sink);  // warm-up
-  dw_kernel<PLAIN><<<sms, threads, kHogBytes>>>(taps, cycles_d, sink);
-  CHECK(cudaGetLastError());
-  CHECK(cudaDeviceSynchronize());
-  std::vector<long long> cycles(sms);
-  CHECK(cudaMemcpy(cycles.data(), cycles_d, sms * sizeof(long long), cudaMemcpyDeviceToHost));
-  std::sort(cycles.begin(), cycles.end());
-  const double c = (double)cycles[sms / 2], hfma2 = (double)(threads / 32) * kDwUnits * 200;
+  const double c = median_cycles(dw_kernel<PLAIN>, sms, threads, cycles_d, taps, cycles_d, sink);
+  const double hfma2 = (double)(threads / 32) * kDwUnits * 200;
   std::printf("PIPES depthwise unit, %-5s %2d warps: %.1f cycles a unit a warp, %.3f HFMA2 a clock an SM\n",
               PLAIN ? "plain" : "split", threads / 32, c / kDwUnits, hfma2 / c);
 }

@@ -13,17 +13,9 @@
 
 #include <cuda_runtime.h>
 
+#include "probe_common.cuh"  // CHECK
 #include "ptx.cuh"
 #include "ptx_sm90.cuh"
-
-#define CHECK(x)                                                                          \
-  do {                                                                                    \
-    cudaError_t e_ = (x);                                                                 \
-    if (e_ != cudaSuccess) {                                                              \
-      std::printf("CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__); \
-      std::exit(1);                                                                       \
-    }                                                                                     \
-  } while (0)
 
 struct Job {
   const uint4* d;    // tasks x per 16-byte pieces
