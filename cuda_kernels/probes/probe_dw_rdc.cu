@@ -28,24 +28,13 @@ __device__ __noinline__ __half2 units_call(const __half2* e, Taps taps, int b0, 
 // CALL: the units through the separately compiled function; else inline. Both hold a never-run mma.sync.
 template <bool CALL>
 __global__ void __launch_bounds__(kThreads) dw_kernel(const __half2* taps_g, long long* cycles, uint32_t* sink) {
-  __shared__ __half2 e[(kDwBases + kDwRows) * kDwCols * 32];
-  const int lane = threadIdx.x & 31;
-  Taps taps;
-  dw_setup(e, taps_g, taps, lane);
-  __half2 total = __floats2half2_rn(0.f, 0.f);
-  __syncthreads();
-  const long long t0 = clock64();
+  timed_dw<true>(taps_g, cycles, sink, [](const __half2* e, const Taps& taps, int lane) {
+    __half2 total = __floats2half2_rn(0.f, 0.f);
 #pragma unroll 1
-  for (int run = 0; run < kRuns; ++run) {
-    const __half2 s = CALL ? units_call(e, taps, run, lane) : units_inline(e, taps, run, lane);
-    total = __hadd2(total, s);
-  }
-  __syncthreads();
-  const long long t1 = clock64();
-  const uint32_t x = *reinterpret_cast<uint32_t*>(&total);
-  if (x == 0x9e3779b9u) sink[threadIdx.x] = x;
-  hold_a_tensor_instruction(x, sink);  // as kernel 1 holds its expand's
-  if (threadIdx.x == 0) cycles[blockIdx.x] = t1 - t0;
+    for (int run = 0; run < kRuns; ++run)
+      total = __hadd2(total, CALL ? units_call(e, taps, run, lane) : units_inline(e, taps, run, lane));
+    return total;
+  });
 }
 
 template <bool CALL>

@@ -86,20 +86,11 @@ double rate(int sms, long long* cycles_d, uint32_t* sink) {
 constexpr int kDwUnits = 512;
 template <bool PLAIN>
 __global__ void __launch_bounds__(kThreads) dw_kernel(const __half2* taps_g, long long* cycles, uint32_t* sink) {
-  __shared__ __half2 e[(kDwBases + kDwRows) * kDwCols * 32];
-  const int lane = threadIdx.x & 31;
-  Taps taps;
-  dw_setup(e, taps_g, taps, lane);
-  __half2 total = __floats2half2_rn(0.f, 0.f);
-  __syncthreads();
-  const long long t0 = clock64();
-  for (int u = 0; u < kDwUnits; ++u) total = __hadd2(total, dw_unit_k5(e, taps, u, lane));
-  __syncthreads();
-  const long long t1 = clock64();
-  const uint32_t x = *reinterpret_cast<uint32_t*>(&total);
-  if (x == 0x9e3779b9u) sink[threadIdx.x] = x;
-  if constexpr (PLAIN) hold_a_tensor_instruction(x, sink);
-  if (threadIdx.x == 0) cycles[blockIdx.x] = t1 - t0;
+  timed_dw<PLAIN>(taps_g, cycles, sink, [](const __half2* e, const Taps& taps, int lane) {
+    __half2 total = __floats2half2_rn(0.f, 0.f);
+    for (int u = 0; u < kDwUnits; ++u) total = __hadd2(total, dw_unit_k5(e, taps, u, lane));
+    return total;
+  });
 }
 
 template <bool PLAIN>
