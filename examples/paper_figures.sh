@@ -38,12 +38,13 @@ perfmodel gap "$e2e"/h200_convfirstnet_{s,m,l}_*.json "$e2e"/h200_convfirstnet_h
 # the SE on clusters of 4 images, the early projections with the SE scale staged beside D, the later ones on wgmma; the
 # head's pool fused; the rest compiled; kernel 1 compiled for B0's shapes) beside every Inductor run, with both
 # torch.compile modes (freezing, CUDA graphs) from the same call (mbconv/s39/call1/: fused 1.259 ms, default 3.129,
-# max-autotune-no-cudagraphs 3.037), and EfficientNet-B2 fused beside torch.compile default from one call
-# (mbconv/s39/call2/b2/, its files named b0_* by the script: fused 3.739 ms, default 7.396)
+# max-autotune-no-cudagraphs 3.037), and EfficientNet-B2 fused beside both torch.compile modes from one call
+# (mbconv/s40/call1/b2/, its files named b0_* by the script: fused 3.738 ms, default 7.408, max-autotune 7.273)
 b0=$here/measurements/mbconv/s39/call1/auto
-b2=$here/measurements/mbconv/s39/call2/b2
+b2=$here/measurements/mbconv/s40/call1/b2
 perfmodel gap "$here"/measurements/h200_*[a-z0-9]_inductor.json "$b0"/b0_fused.json \
   "$b0"/b0_inductor.json "$b0"/b0_inductor_max_autotune.json "$b2"/b0_fused.json "$b2"/b0_inductor.json \
+  "$b2"/b0_inductor_max_autotune.json \
   -H h200-sxm -o "$out/gap_h200_fused.png"
 # Predicted against measured, per module (eager, with Nsight Compute bytes)
 for m in resnet50 convnext_tiny efficientnet_b0; do
