@@ -2,12 +2,13 @@
 // holds a tensor-core instruction ptxas keeps every HFMA2 on the FMA pipe; under separate compilation (-rdc=true) a
 // __noinline__ function without one gets ptxas's split between HFMA2 and HFMA2.MMA even though its caller holds the
 // HMMA. This times kernel 1's k = 5 unit (B0's 3.1: 4 x 2 outputs of one channel pair a thread, 25 taps, 6 rows of 8 E
-// values from shared memory: 200 HFMA2 and 48 LDS) three ways, each kernel holding a never-run mma.sync as kernel 1
+// values from shared memory: 200 HFMA2 and 48 LDS) four ways, each kernel holding a never-run mma.sync as kernel 1
 // holds its expand: inline (today's form), and in a __noinline__ function called once for a run of UNITS units (5,
-// a thread group's share of an item at 3.1) with the taps passed by value. Built with -rdc=true, so that the callee is
-// compiled on its own (nvcc links the device code itself when it builds the executable):
+// a thread group's share of an item at 3.1) with the taps passed by value (through the stack), by pointer (the callee
+// loads them), and by pointer with 32 of the caller's values live across the calls. Built with -rdc=true, so that the
+// callee is // compiled on its own (nvcc links the device code itself when it builds the executable):
 //   nvcc -std=c++17 -O3 -arch=sm_90a -rdc=true cuda_kernels/probes/probe_dw_rdc.cu -o /tmp/pdr && /tmp/pdr
-// One line per form: cycles a unit a warp and HFMA2 a clock an SM at 16 warps an SM (one CTA of 512 threads), the
+// One line a form: cycles a unit a warp and HFMA2 a clock an SM at 16 warps an SM (one CTA of 512 threads), the
 // median over the SMs. Check the SASS (cuobjdump -sass): the callee's HFMA2.MMA, and no local memory for the taps.
 #include "probe_common.cuh"
 
