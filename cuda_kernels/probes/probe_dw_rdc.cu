@@ -6,7 +6,7 @@
 // holds its expand: inline (today's form), and in a __noinline__ function called once for a run of UNITS units (5,
 // a thread group's share of an item at 3.1) with the taps passed by value (through the stack), by pointer (the callee
 // loads them), and by pointer with 32 of the caller's values live across the calls. Built with -rdc=true, so that the
-// callee is // compiled on its own (nvcc links the device code itself when it builds the executable):
+// callee is compiled on its own (nvcc links the device code itself when it builds the executable):
 //   nvcc -std=c++17 -O3 -arch=sm_90a -rdc=true cuda_kernels/probes/probe_dw_rdc.cu -o /tmp/pdr && /tmp/pdr
 // One line a form: cycles a unit a warp and HFMA2 a clock an SM at 16 warps an SM (one CTA of 512 threads), the
 // median over the SMs. Check the SASS (cuobjdump -sass): the callee's HFMA2.MMA, and no local memory for the taps.
