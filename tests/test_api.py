@@ -1,4 +1,5 @@
 """The Python API and model specs."""
+import re
 import sys
 import subprocess
 from pathlib import Path
@@ -11,7 +12,7 @@ import perfmodel
 from perfmodel.errors import InputError
 from perfmodel.resources import builtin_dir
 
-from helpers import DATA
+from helpers import DATA, EXAMPLES
 
 
 def test_analyze_module_with_shape_and_with_tensor():
@@ -113,6 +114,16 @@ def test_builtin_specs_load():
 def test_unknown_hardware_dtype():
     with pytest.raises(InputError, match="gives no peak for float32"):
         perfmodel.analyze(nn.Linear(4, 4), (4,), hardware="h200-sxm-measured", dtype="float32")
+
+
+def test_the_measured_h200_vector_rate_is_the_probes_hfma2_rate():
+    """h200-sxm-measured's float16 vector peak is probe_pipes' split HFMA2 rate (warp instructions a clock an SM, in
+    the committed measurement file) x 32 lanes x 4 ops x the SMs x the clock; the tensor-core peak is untouched."""
+    pipes = (EXAMPLES / "measurements" / "mbconv" / "s40" / "call1" / "pipes.txt").read_text()
+    rate = float(re.search(r"HFMA2, ptxas's split with \.MMA\s+([\d.]+) warp instructions", pipes).group(1))
+    hw = perfmodel.load_hardware("h200-sxm-measured")
+    assert hw.vector_tflops["float16"] == pytest.approx(rate * 32 * 4 * 132 * 1980e6 / 1e12, abs=0.05)
+    assert hw.peak_ops("float16") == 753e12
 
 
 def test_installed_package_finds_its_configs(tmp_path):
