@@ -1056,6 +1056,14 @@ inline V8Div v8_div(const Params& p, int G, int OW, int grid) {
 }
 
 // Persistent: as many CTAs as fit on the device (two per SM at <= 113 KB), at most one per item.
+// CUDA_KERNELS_K1_CTAS=1 (a diagnostic, read at every call; unset by default): at most one kernel-1 CTA an SM (the
+// grid capped at the SM count), so that another stream's CTAs can share each SM with it (cuda_kernels/
+// mbconv_coresident.py, NOTES.md session 40). The kernels are the same; only the grid changes.
+inline long long kernel1_v8_ctas_per_sm(int occupancy) {
+  const char* v = std::getenv("CUDA_KERNELS_K1_CTAS");
+  return v != nullptr && v[0] == '1' && v[1] == '\0' ? 1 : occupancy;
+}
+
 template <int HC, int KS, int S, int G = 1, bool HF = false, bool TX = false, bool WG = false, bool BC = false,
           bool DH = false, bool TG = false, int UR = 0, bool FD = false, bool WU = false, int SH = 0, int UOW = 0,
           int URS = 0, bool HK = false, int HR = 0, bool BE = false>
@@ -1142,7 +1150,7 @@ cudaError_t launch_expand_dw_v8(const Params& p, cudaStream_t stream, bool pdl) 
   }
   const long long total = (long long)(p.hid_pad / HC) * ((p.N + G - 1) / G) * p.row_blocks;
   if (total >= (1ll << 31)) return cudaErrorInvalidValue;
-  const int grid = (int)std::min<long long>(total, (long long)last_ctas[dev] * sms[dev]);
+  const int grid = (int)std::min<long long>(total, kernel1_v8_ctas_per_sm(last_ctas[dev]) * sms[dev]);
   if (FD && total * grid >= (1ll << 31)) return cudaErrorInvalidValue;  // V8Div's dividends (the launcher checks)
   const auto go = [&](const auto&... args) {
     if (pdl && pdl::device_supports(dev))
