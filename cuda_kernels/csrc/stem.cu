@@ -96,6 +96,13 @@ __device__ __forceinline__ uint32_t relu_half2(float lo, float hi) {
   return *reinterpret_cast<uint32_t*>(&h);
 }
 
+// Round to fp16 and clamp at zero in one instruction (lo in the low half).
+__device__ __forceinline__ uint32_t relu_cvt(float lo, float hi) {
+  uint32_t r;
+  asm("cvt.rn.relu.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+
 // Byte offset of 16-byte chunk c of conv1 pixel P: 8 / CH pixels per 128-byte line, the chunk
 // XOR-ed with the line index, so any 8 consecutive pixels' chunk c fill the 8 bank groups.
 template <int CH>
@@ -113,6 +120,72 @@ __device__ __forceinline__ Tile decode(const Params& p, int tile) {
   const int rest = tile / p.tiles_x;
   const int ty = rest % p.tiles_y;
   return {rest / p.tiles_y, ty * TH2, tx * TW2};
+}
+
+// conv2 of tile t as an implicit GEMM from shared memory (A by ldmatrix from the conv1 tile, B from the conv2 weights,
+// the accumulators started at the bias), then ReLU and fp16 to global memory: warp (wm, wn)'s rows and 32 channels,
+// its lanes' fragment indices lxA, chA (A) and nB, chB (B). ODD: the odd plane's first entry in a conv1 row (v1 PE,
+// v2 v2::ODD); CVT: the pair rounded and clamped by relu_cvt (v2), else relu_half2 (v1; the same values).
+template <int C1, int ODD, bool CVT>
+__device__ __forceinline__ void conv2_tile(const Params& p, const Tile& t, uint32_t s_w2_addr, uint32_t s_c1_addr,
+                                           int lxA, int chA, int nB, int chB, int wm, int wn, int g, int t4) {
+  using C = Cfg<C1>;
+  float acc[C::MR][4][4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const float b0 = __ldg(p.b2 + wn * 32 + j * 8 + 2 * t4), b1 = __ldg(p.b2 + wn * 32 + j * 8 + 2 * t4 + 1);
+#pragma unroll
+    for (int mi = 0; mi < C::MR; ++mi) {
+      acc[mi][j][0] = acc[mi][j][2] = b0;
+      acc[mi][j][1] = acc[mi][j][3] = b1;
+    }
+  }
+#pragma unroll
+  for (int dy = 0; dy < 3; ++dy) {
+#pragma unroll
+    for (int dx = 0; dx < 3; ++dx) {
+      // conv1 column 2 lx + dx: odd plane entry lx (dx = 1), even plane entry lx + dx / 2
+      const int pp = dx == 1 ? ODD + lxA : lxA + (dx >> 1);
+#pragma unroll
+      for (int kk = 0; kk < C::KS; ++kk) {
+        const int kc = ((dy * 3 + dx) * C1 + kk * 16) / 8;
+        uint32_t b[4][2];
+#pragma unroll
+        for (int pr = 0; pr < 2; ++pr) {
+          uint32_t r[4];
+          ldmatrix_x4(r, s_w2_addr + static_cast<uint32_t>(((nB + pr * 16) * C::W2S + (kc + chB) * 8) * 2));
+          b[2 * pr][0] = r[0];
+          b[2 * pr][1] = r[1];
+          b[2 * pr + 1][0] = r[2];
+          b[2 * pr + 1][1] = r[3];
+        }
+#pragma unroll
+        for (int mi = 0; mi < C::MR; ++mi) {
+          const int lr = 2 * (wm * C::MR + mi) + dy;
+          uint32_t a[4];
+          ldmatrix_x4(a, s_c1_addr + C::pix(lr, pp, kk * 2 + chA));  // lr: an immediate offset
+#pragma unroll
+          for (int j = 0; j < 4; ++j) mma_m16n8k16(acc[mi][j], a, b[j][0], b[j][1]);
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int mi = 0; mi < C::MR; ++mi) {
+    const int oy = t.oy0 + wm * C::MR + mi;
+    if (oy >= p.Ho) continue;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int ox = t.ox0 + g + 8 * h;
+      if (ox >= p.Wo) continue;
+      __half* o = p.out + (static_cast<int64_t>(t.n * p.Ho + oy) * p.Wo + ox) * C::C2 + wn * 32 + 2 * t4;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const float lo = acc[mi][j][2 * h], hi = acc[mi][j][2 * h + 1];
+        *reinterpret_cast<uint32_t*>(o + j * 8) = CVT ? relu_cvt(lo, hi) : relu_half2(lo, hi);
+      }
+    }
+  }
 }
 
 // The tile's input window into registers: window element rr * ROWH + e (e = col * 3 + ch) is the
@@ -295,62 +368,7 @@ __global__ void __launch_bounds__(THREADS, 2) stem_kernel(const Params p) {
     if (next < p.num_tiles) load_input(p, next, v);
 
     // ---- conv2 + bias + ReLU to global memory -----------------------------------------------
-    {
-      float acc[C::MR][4][4];  // starts at the bias
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const float b0 = __ldg(p.b2 + wn * 32 + j * 8 + 2 * t4), b1 = __ldg(p.b2 + wn * 32 + j * 8 + 2 * t4 + 1);
-#pragma unroll
-        for (int mi = 0; mi < C::MR; ++mi) {
-          acc[mi][j][0] = acc[mi][j][2] = b0;
-          acc[mi][j][1] = acc[mi][j][3] = b1;
-        }
-      }
-#pragma unroll
-      for (int dy = 0; dy < 3; ++dy) {
-#pragma unroll
-        for (int dx = 0; dx < 3; ++dx) {
-          // conv1 column 2 lx + dx: odd plane entry lx (dx = 1), even plane entry lx + dx / 2
-          const int pp = dx == 1 ? PE + lxA : lxA + (dx >> 1);
-#pragma unroll
-          for (int kk = 0; kk < C::KS; ++kk) {
-            const int kc = ((dy * 3 + dx) * C1 + kk * 16) / 8;
-            uint32_t b[4][2];
-#pragma unroll
-            for (int pr = 0; pr < 2; ++pr) {
-              uint32_t r[4];
-              ldmatrix_x4(r, s_w2_addr + static_cast<uint32_t>(((nB + pr * 16) * C::W2S + (kc + chB) * 8) * 2));
-              b[2 * pr][0] = r[0];
-              b[2 * pr][1] = r[1];
-              b[2 * pr + 1][0] = r[2];
-              b[2 * pr + 1][1] = r[3];
-            }
-#pragma unroll
-            for (int mi = 0; mi < C::MR; ++mi) {
-              const int lr = 2 * (wm * C::MR + mi) + dy;
-              uint32_t a[4];
-              ldmatrix_x4(a, s_c1_addr + C::pix(lr, pp, kk * 2 + chA));  // lr: an immediate offset
-#pragma unroll
-              for (int j = 0; j < 4; ++j) mma_m16n8k16(acc[mi][j], a, b[j][0], b[j][1]);
-            }
-          }
-        }
-      }
-#pragma unroll
-      for (int mi = 0; mi < C::MR; ++mi) {
-        const int oy = t.oy0 + wm * C::MR + mi;
-        if (oy >= p.Ho) continue;
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int ox = t.ox0 + g + 8 * h;
-          if (ox >= p.Wo) continue;
-          __half* o = p.out + (static_cast<int64_t>(t.n * p.Ho + oy) * p.Wo + ox) * C::C2 + wn * 32 + 2 * t4;
-#pragma unroll
-          for (int j = 0; j < 4; ++j)
-            *reinterpret_cast<uint32_t*>(o + j * 8) = relu_half2(acc[mi][j][2 * h], acc[mi][j][2 * h + 1]);
-        }
-      }
-    }
+    conv2_tile<C1, PE, false>(p, t, s_w2_addr, s_c1_addr, lxA, chA, nB, chB, wm, wn, g, t4);
     if (next < p.num_tiles) store_input(s_in, v);  // conv1 of this tile finished reading s_in
     __syncthreads();
   }
@@ -393,13 +411,6 @@ constexpr int ODD = 24;                // first pixel of the odd plane in a conv
 static_assert(SHIFT >= 1 && SHIFT + 6 * (2 * TW2) + 8 < NCH * 8, "the window's halves used by conv1 fit a row");
 static_assert(ODD >= PE && ODD + PO <= PWS && ODD % 8 == 0, "odd plane position");
 }  // namespace v2
-
-// Round to fp16 and clamp at zero in one instruction (lo in the low half).
-__device__ __forceinline__ uint32_t relu_cvt(float lo, float hi) {
-  uint32_t r;
-  asm("cvt.rn.relu.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-  return r;
-}
 
 // The tile's input window into s_in by 16-byte cp.async (one commit group); zero-filled outside the image.
 // Lane c of warp w copies chunk c of window rows w + NW k (NW = 8 warps: k = 0..4; 12 at C1 = 48: k = 0..2; lanes
@@ -596,61 +607,8 @@ __global__ void __launch_bounds__(Cfg<C1>::NTHREADS, C1 == 16 ? 3 : (C1 == 48 ? 
       load_window_v2<NW>(p, Tile{s_tiles[4 * (it ^ 1)], s_tiles[4 * (it ^ 1) + 1], s_tiles[4 * (it ^ 1) + 2]}, s_in_addr,
                      warp, lane);  // s_in is free: in flight during conv2
 
-    {  // ---- conv2 + bias + ReLU to global memory (as v1; the odd plane at ODD) ----
-      float acc[C::MR][4][4];
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const float b0 = __ldg(p.b2 + wn * 32 + j * 8 + 2 * t4), b1 = __ldg(p.b2 + wn * 32 + j * 8 + 2 * t4 + 1);
-#pragma unroll
-        for (int mi = 0; mi < C::MR; ++mi) {
-          acc[mi][j][0] = acc[mi][j][2] = b0;
-          acc[mi][j][1] = acc[mi][j][3] = b1;
-        }
-      }
-#pragma unroll
-      for (int dy = 0; dy < 3; ++dy) {
-#pragma unroll
-        for (int dx = 0; dx < 3; ++dx) {
-          const int pp = dx == 1 ? v2::ODD + lxA : lxA + (dx >> 1);
-#pragma unroll
-          for (int kk = 0; kk < C::KS; ++kk) {
-            const int kc = ((dy * 3 + dx) * C1 + kk * 16) / 8;
-            uint32_t b[4][2];
-#pragma unroll
-            for (int pr = 0; pr < 2; ++pr) {
-              uint32_t r[4];
-              ldmatrix_x4(r, s_w2_addr + static_cast<uint32_t>(((nB + pr * 16) * C::W2S + (kc + chB) * 8) * 2));
-              b[2 * pr][0] = r[0];
-              b[2 * pr][1] = r[1];
-              b[2 * pr + 1][0] = r[2];
-              b[2 * pr + 1][1] = r[3];
-            }
-#pragma unroll
-            for (int mi = 0; mi < C::MR; ++mi) {
-              const int lr = 2 * (wm * C::MR + mi) + dy;
-              uint32_t a[4];
-              ldmatrix_x4(a, s_c1_addr + C::pix(lr, pp, kk * 2 + chA));
-#pragma unroll
-              for (int j = 0; j < 4; ++j) mma_m16n8k16(acc[mi][j], a, b[j][0], b[j][1]);
-            }
-          }
-        }
-      }
-#pragma unroll
-      for (int mi = 0; mi < C::MR; ++mi) {
-        const int oy = t.oy0 + wm * C::MR + mi;
-        if (oy >= p.Ho) continue;
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int ox = t.ox0 + g + 8 * h;
-          if (ox >= p.Wo) continue;
-          __half* o = p.out + (static_cast<int64_t>(t.n * p.Ho + oy) * p.Wo + ox) * C::C2 + wn * 32 + 2 * t4;
-#pragma unroll
-          for (int j = 0; j < 4; ++j)
-            *reinterpret_cast<uint32_t*>(o + j * 8) = relu_cvt(acc[mi][j][2 * h], acc[mi][j][2 * h + 1]);
-        }
-      }
-    }
+    // ---- conv2 + bias + ReLU to global memory (as v1; the odd plane at ODD) ----
+    conv2_tile<C1, v2::ODD, true>(p, t, s_w2_addr, s_c1_addr, lxA, chA, nB, chB, wm, wn, g, t4);
     bf::cp_async_wait<0>();  // the next window has landed (this thread's chunks) ...
     __syncthreads();         // ... everyone's, and conv2 is done with s_c1
   }
