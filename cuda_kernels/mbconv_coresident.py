@@ -26,10 +26,18 @@ from contextlib import contextmanager
 
 import torch
 
-from cuda_kernels._bench_common import command_line
-from perfmodel.harness import Timer, cuda_graph_replay, environment, randomize_batchnorm
+from cuda_kernels.mbconv_split import b0_blocks, write_blocks_file
+from perfmodel.harness import Timer, cuda_graph_replay
 
 ABLATE, CTAS = "CUDA_KERNELS_ABLATE", "CUDA_KERNELS_K1_CTAS"
+
+
+def _apply(values: dict[str, str | None]) -> None:
+    for k, v in values.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
 
 
 @contextmanager
@@ -37,18 +45,10 @@ def switches(**values: str | None):
     """Set (a value) or unset (None) environment variables for the duration, then restore them."""
     old = {k: os.environ.get(k) for k in values}
     try:
-        for k, v in values.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        _apply(values)
         yield
     finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        _apply(old)
 
 
 def variants(run, streams: list[torch.cuda.Stream]) -> dict:
@@ -92,28 +92,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if os.environ.get(ABLATE) or os.environ.get(CTAS):
         parser.error(f"start with {ABLATE} and {CTAS} unset: this script sets them itself")
-    import torchvision
-
     from cuda_kernels import mbconv as mb
-    from cuda_kernels._build import load_mbconv_extension
-    from cuda_kernels.mbconv_bench import network_blocks
-    from perfmodel.measure import write_measurement
-    from perfmodel.zoo import fold_batchnorm
 
-    load_mbconv_extension()
-    torch.manual_seed(0)
-    model = randomize_batchnorm(torchvision.models.efficientnet_b0()).eval()
     timer = Timer(5, args.repeats, flush_l2=True)
     streams = [torch.cuda.Stream(), torch.cuda.Stream()]
     cases = []
-    for path, block, shape in network_blocks(model, 224):
-        if path not in args.block:
-            continue
-        folded = fold_batchnorm(block.cuda().half().to(memory_format=torch.channels_last))
-        params = mb.block_params(folded)
-        weights = mb.prepare_weights(params)
-        x = torch.randn(args.batch, *shape, device="cuda", dtype=torch.float16).contiguous(
-            memory_format=torch.channels_last)
+    for path, params, weights, x in b0_blocks(args.block, args.batch):
         with torch.no_grad():
             out = mb.mbconv(x, params, weights)
 
@@ -137,15 +121,10 @@ def main(argv: list[str] | None = None) -> int:
             medians = " / ".join(f"{r['median'] * 1e3:.1f}" for r in runs)
             print(f"CORES {path} {name}: {medians} us", flush=True)
         cases.append(case)
-        write_measurement(
-            args.output, command=command_line("cuda_kernels.mbconv_coresident", argv), environment=environment(),
-            workload={"kind": "blocks", "blocks": ["torchvision MBConv"], "model": "efficientnet_b0",
-                      "batch": args.batch, "dtype": "float16", "memory_format": "channels_last",
-                      "backends": ["cuda_kernels"]},
-            method={**timer.describe(), "cuda_graphs": "every variant one graph, timed as its replay",
-                    "runs": args.runs, "switches": f"{ABLATE} and {CTAS}, set around each captured launch",
-                    "check": "none: the ablated blocks' outputs are wrong by design"},
-            results={"cases": cases})
+        write_blocks_file(args.output, "cuda_kernels.mbconv_coresident", argv, args.batch, cases, {
+            **timer.describe(), "cuda_graphs": "every variant one graph, timed as its replay", "runs": args.runs,
+            "switches": f"{ABLATE} and {CTAS}, set around each captured launch",
+            "check": "none: the ablated blocks' outputs are wrong by design"})
     return 0
 
 

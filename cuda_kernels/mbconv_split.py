@@ -59,6 +59,41 @@ def split_run(run_chunk, bounds: list[tuple[int, int]], streams: list[torch.cuda
     return run
 
 
+def b0_blocks(paths: list[str], batch: int):
+    """EfficientNet-B0's blocks at `paths`, in the network's order (random weights, realistic BN statistics, the
+    RNG seeded once before the model), BN folded as the fused operator takes them: (path, params, weights, x), x a
+    random channels-last float16 batch. Builds the MBConv extension first; a generator, so that each block's
+    tensors exist only while it is timed."""
+    import torchvision
+
+    from cuda_kernels import mbconv as mb
+    from cuda_kernels._build import load_mbconv_extension
+    from cuda_kernels.mbconv_bench import network_blocks
+    from perfmodel.zoo import fold_batchnorm
+
+    load_mbconv_extension()
+    torch.manual_seed(0)
+    model = randomize_batchnorm(torchvision.models.efficientnet_b0()).eval()
+    for path, block, shape in network_blocks(model, 224):
+        if path in paths:
+            params = mb.block_params(fold_batchnorm(block.cuda().half().to(memory_format=torch.channels_last)))
+            x = torch.randn(batch, *shape, device="cuda", dtype=torch.float16).contiguous(
+                memory_format=torch.channels_last)
+            yield path, params, mb.prepare_weights(params), x
+
+
+def write_blocks_file(output: str, module: str, argv: list[str] | None, batch: int, cases: list[dict],
+                      method: dict) -> None:
+    """The measurement file of a per-block script over B0's blocks (fused kernels only)."""
+    from perfmodel.measure import write_measurement
+
+    write_measurement(
+        output, command=command_line(module, argv), environment=environment(),
+        workload={"kind": "blocks", "blocks": ["torchvision MBConv"], "model": "efficientnet_b0", "batch": batch,
+                  "dtype": "float16", "memory_format": "channels_last", "backends": ["cuda_kernels"]},
+        method=method, results={"cases": cases})
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--block", action="append", required=True, help="module path in EfficientNet-B0 (repeatable)")
@@ -73,30 +108,14 @@ def main(argv: list[str] | None = None) -> int:
             chunk_bounds(args.batch, c)
         except ValueError as exc:
             parser.error(str(exc))
-    import torchvision
-
     from cuda_kernels import mbconv as mb
-    from cuda_kernels._build import load_mbconv_extension
-    from cuda_kernels.mbconv_bench import network_blocks
-    from perfmodel.measure import write_measurement
-    from perfmodel.zoo import fold_batchnorm
 
-    load_mbconv_extension()
-    torch.manual_seed(0)
-    model = randomize_batchnorm(torchvision.models.efficientnet_b0()).eval()
     timer = Timer(5, args.repeats, flush_l2=True)
     streams = [torch.cuda.Stream(), torch.cuda.Stream()]
     # the earlier chunks first where kernels of both streams wait for an SM (a lower number is a higher priority)
     ranked = [torch.cuda.Stream(priority=-1), torch.cuda.Stream(priority=0)]
     cases = []
-    for path, block, shape in network_blocks(model, 224):
-        if path not in args.block:
-            continue
-        folded = fold_batchnorm(block.cuda().half().to(memory_format=torch.channels_last))
-        params = mb.block_params(folded)
-        weights = mb.prepare_weights(params)
-        x = torch.randn(args.batch, *shape, device="cuda", dtype=torch.float16).contiguous(
-            memory_format=torch.channels_last)
+    for path, params, weights, x in b0_blocks(args.block, args.batch):
         with torch.no_grad():
             whole = mb.mbconv(x, params, weights)
         out = torch.empty_like(whole)
@@ -139,16 +158,10 @@ def main(argv: list[str] | None = None) -> int:
             delta = f"{sum(m - b for m, b in zip(med, base)) / len(med):+.1f}" if base else "?"
             print(f"SPLIT {path} {name}: {' / '.join(f'{m:.1f}' for m in med)} us ({delta} against whole)", flush=True)
         cases.append(case)
-        write_measurement(
-            args.output, command=command_line("cuda_kernels.mbconv_split", argv), environment=environment(),
-            workload={"kind": "blocks", "blocks": ["torchvision MBConv"], "model": "efficientnet_b0",
-                      "batch": args.batch, "dtype": "float16", "memory_format": "channels_last",
-                      "backends": ["cuda_kernels"]},
-            method={**timer.describe(), "cuda_graphs": "every variant one graph, timed as its replay",
-                    "runs": args.runs,
-                    "check": "each variant's output (poisoned first) against the whole batch's: "
-                                                "bit for bit or not, relative error (past 1e-3 stops the run)"},
-            results={"cases": cases})
+        write_blocks_file(args.output, "cuda_kernels.mbconv_split", argv, args.batch, cases, {
+            **timer.describe(), "cuda_graphs": "every variant one graph, timed as its replay", "runs": args.runs,
+            "check": "each variant's output (poisoned first) against the whole batch's: bit for bit or not, "
+                     "relative error (past 1e-3 stops the run)"})
     return 0
 
 
