@@ -37,7 +37,7 @@ __device__ __noinline__ __half2 units_call_ptr(const __half2* e, const __half2* 
 
 // The forms: inline (kernel 1 today), the call with the taps by value, the call with the taps by pointer, and that
 // with kLive registers of the caller's live across every call (kernel 1 keeps U's fragments and its item state in
-// registers over the depthwise: under the ABI the callee saves what it reuses of them, or the caller spills them).
+// registers over the depthwise; the linked SASS keeps these in registers the callee does not use: 88, no spills).
 enum Form { kInline, kByValue, kByPointer, kByPointerLive };
 constexpr int kLive = 32;
 constexpr const char* kFormNames[] = {"inline (as kernel 1: plain)", "noinline call (rdc: split)",
@@ -51,7 +51,8 @@ __global__ void __launch_bounds__(kThreads) dw_kernel(const __half2* taps_g, lon
     // memory the callee might write, so ptxas cannot reload them: they stay live across every call
     uint32_t live[kLive];
 #pragma unroll
-    for (int i = 0; i < kLive; ++i) live[i] = FORM == kByPointerLive ? reinterpret_cast<const uint32_t*>(taps_g)[i * 32 + lane] : 0u;
+    for (int i = 0; i < kLive; ++i)
+      live[i] = FORM == kByPointerLive ? reinterpret_cast<const uint32_t*>(taps_g)[i * 32 + lane] : 0u;
     __half2 total = __floats2half2_rn(0.f, 0.f);
 #pragma unroll 1
     for (int run = 0; run < kRuns; ++run) {
