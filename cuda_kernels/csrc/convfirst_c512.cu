@@ -25,6 +25,7 @@
 // warpgroup does not read it: the other warpgroup's half of V, at C >= 256; at C = 128 each
 // warpgroup reads 64 rows of the one V block).
 #include "convfirst_c512.h"
+#include "convfirst_wide.cuh"
 #include "pdl.h"
 #include "ptx.cuh"
 #include "ptx_sm90.cuh"
@@ -121,18 +122,6 @@ static_assert(kSlotBytes == 128 * 128 && kHiddenChunk == 128, "slot layout");
 static_assert(slots_per_chunk(512) == 16, "slots per chunk");
 
 // ---- clusters (variant 1): two CTAs share each weight slot through a multicast bulk copy ----
-__device__ __forceinline__ uint32_t cluster_ctarank() {
-  uint32_t r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-  return r;
-}
-
-// Every thread of both CTAs: orders the barrier initialisation (and, at the end, every remote
-// arrive) across the cluster.
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.aligned;\nbarrier.cluster.wait.aligned;\n" ::: "memory");
-}
-
 // Arrives on the mbarrier at the same shared offset `bar` in CTA `rank` of the cluster.
 __device__ __forceinline__ void mbar_arrive_remote(uint32_t bar, uint32_t rank) {
   asm volatile(
@@ -168,13 +157,10 @@ using bf::wgmma_wait;
 
 __device__ __forceinline__ void consumer_sync() { named_barrier_sync(kConsumerBarrier, kConsumerThreads); }
 
-// The stage-2 product by accumulator size: n = 128 (64 registers) or n = 64 (32).
-__device__ __forceinline__ void wgmma_ss(float (&d)[64], uint64_t a, uint64_t b, int scale_d) {
-  wgmma_m64n128k16_ss(d, a, b, scale_d);
-}
-__device__ __forceinline__ void wgmma_ss(float (&d)[32], uint64_t a, uint64_t b, int scale_d) {
-  wgmma_m64n64k16_ss(d, a, b, scale_d);
-}
+using cfwide::conv_mtiles;
+using cfwide::cluster_ctarank;
+using cfwide::cluster_sync;
+using cfwide::wgmma_ss;
 
 // Epilogue of one accumulator of NREG registers (NREG / 32 groups of 64 columns) at output columns
 // col0 + col1 ..: out = acc + b + x, all shortcut loads of a group before its stores. Accumulator
@@ -450,35 +436,6 @@ __device__ __forceinline__ void ffn64_tile(const Params& p, uint32_t x_s, uint32
       const float2 sx = __half22float2(sc[i][hr]);
       const float v0 = kept[i][2 * hr] + b.x + sx.x, v1 = kept[i][2 * hr + 1] + b.y + sx.y;
       *reinterpret_cast<__half2*>(p.out + (size_t)row * C + col) = __floats2half2_rn(v0, v1);
-    }
-  }
-}
-
-// The conv of two 16-pixel m-tiles, mt0 and mt0 + DMT, of the tile at p0 for one pair of groups (bfrag:
-// their nine taps' B fragments): acc[j][gi] += the nine-tap m16n8k8 chain of m-tile j, group gi, the A
-// rows from the halo (image row row_lo first; the lane's ldmatrix row reads 16-byte chunk local_group,
-// the pair's first group for lanes 0..15, its second for 16..31); taps outside the image read the zero pixel.
-template <int DMT>
-__device__ __forceinline__ void conv_mtiles(float (&acc)[2][2][4], int P, int W, int H, int p0, int mt0, int lane,
-                                            int row_lo, uint32_t halo, uint32_t zero_addr, int local_group,
-                                            const uint32_t (&bfrag)[2][9]) {
-#pragma unroll
-  for (int j = 0; j < 2; ++j) {
-    const int mt = mt0 + DMT * j;
-    const int pix = p0 + mt * 16 + (lane & 15);
-    const bool in_range = pix < P;
-    const int grow = in_range ? pix / W : 0;
-    const int w = in_range ? pix - grow * W : 0;
-    const int h = grow % H;
-#pragma unroll
-    for (int tap = 0; tap < 9; ++tap) {
-      const int dy = tap / 3 - 1, dx = tap % 3 - 1;
-      const bool ok = in_range && h + dy >= 0 && h + dy < H && w + dx >= 0 && w + dx < W;
-      const int q = (grow + dy - row_lo) * W + w + dx;
-      uint32_t a[4];
-      ldmatrix_x4(a, ok ? halo + panel_offset(q, local_group) : zero_addr);
-      mma_m16n8k8(acc[j][0], a[0], a[1], bfrag[0][tap]);
-      mma_m16n8k8(acc[j][1], a[2], a[3], bfrag[1][tap]);
     }
   }
 }

@@ -28,6 +28,7 @@
 // Shared memory: X 96 KB + H 32 KB + ring 96 KB + barriers = 230,528 B with the alignment slack.
 #include "convfirst_c512.h"
 #include "convfirst_c768.h"
+#include "convfirst_wide.cuh"
 #include "ptx.cuh"
 #include "ptx_sm90.cuh"
 #include "wgmma.cuh"
@@ -92,15 +93,10 @@ using bf::wgmma_wait;
 
 __device__ __forceinline__ void consumer_sync() { named_barrier_sync(kConsumerBarrier, kConsumerThreads); }
 
-__device__ __forceinline__ uint32_t cluster_ctarank() {
-  uint32_t r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-  return r;
-}
-
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.aligned;\nbarrier.cluster.wait.aligned;\n" ::: "memory");
-}
+using cfwide::conv_mtiles;
+using cfwide::cluster_ctarank;
+using cfwide::cluster_sync;
+using cfwide::wgmma_ss;
 
 // The shared::cluster address of offset `local` in CTA `rank` of the cluster.
 __device__ __forceinline__ uint32_t map_to(uint32_t local, uint32_t rank) {
@@ -144,13 +140,6 @@ __device__ __forceinline__ void wgmma_m64n32k16_ss(float (&d)[16], uint64_t desc
       : "l"(desc_a), "l"(desc_b), "r"(scale_d));
 }
 
-__device__ __forceinline__ void wgmma_ss(float (&d)[64], uint64_t a, uint64_t b, int scale_d) {
-  wgmma_m64n128k16_ss(d, a, b, scale_d);
-}
-__device__ __forceinline__ void wgmma_ss(float (&d)[32], uint64_t a, uint64_t b, int scale_d) {
-  wgmma_m64n64k16_ss(d, a, b, scale_d);
-}
-
 // out = acc + b + x for one accumulator of NREG registers at output columns col0 .. (as convfirst_c512.cu).
 template <int NREG>
 __device__ __forceinline__ void store_out(const Params& p, const float (&acc)[NREG], int col0, int r0, int lane) {
@@ -176,31 +165,6 @@ __device__ __forceinline__ void store_out(const Params& p, const float (&acc)[NR
         const float v0 = acc[4 * nb + 2 * hr] + b.x + s.x, v1 = acc[4 * nb + 2 * hr + 1] + b.y + s.y;
         *reinterpret_cast<__half2*>(p.out + (size_t)row * C + col) = __floats2half2_rn(v0, v1);
       }
-    }
-  }
-}
-
-// The conv of two 16-pixel m-tiles mt0, mt0 + 2 of the tile at p0 for one pair of groups (convfirst_c512.cu).
-__device__ __forceinline__ void conv_mtiles(float (&acc)[2][2][4], int P, int W, int H, int p0, int mt0, int lane,
-                                            int row_lo, uint32_t halo, uint32_t zero_addr, int local_group,
-                                            const uint32_t (&bfrag)[2][9]) {
-#pragma unroll
-  for (int j = 0; j < 2; ++j) {
-    const int mt = mt0 + 2 * j;
-    const int pix = p0 + mt * 16 + (lane & 15);
-    const bool in_range = pix < P;
-    const int grow = in_range ? pix / W : 0;
-    const int w = in_range ? pix - grow * W : 0;
-    const int h = grow % H;
-#pragma unroll
-    for (int tap = 0; tap < 9; ++tap) {
-      const int dy = tap / 3 - 1, dx = tap % 3 - 1;
-      const bool ok = in_range && h + dy >= 0 && h + dy < H && w + dx >= 0 && w + dx < W;
-      const int q = (grow + dy - row_lo) * W + w + dx;
-      uint32_t a[4];
-      ldmatrix_x4(a, ok ? halo + panel_offset(q, local_group) : zero_addr);
-      mma_m16n8k8(acc[j][0], a[0], a[1], bfrag[0][tap]);
-      mma_m16n8k8(acc[j][1], a[2], a[3], bfrag[1][tap]);
     }
   }
 }
@@ -257,7 +221,7 @@ __device__ __forceinline__ void conv_phase(const Params& p, uint8_t* x_panels, u
     consumer_sync();
 
     float acc[2][2][4] = {};
-    conv_mtiles(acc, p.P, W, H, p0, warp >> 2, lane, row_lo, halo_base, zero_addr, local_group, bfrag);
+    conv_mtiles<2>(acc, p.P, W, H, p0, warp >> 2, lane, row_lo, halo_base, zero_addr, local_group, bfrag);
     uint8_t* panel = x_panels + s * kPanel;
     const int within = (lane & 3) * 4;
 #pragma unroll
