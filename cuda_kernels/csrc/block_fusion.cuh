@@ -144,17 +144,8 @@ __device__ __forceinline__ void conv_slice(const Params& p, uint8_t* A_s, uint32
     const int grow = in_range ? pix / W : 0;
     const int w = in_range ? pix - grow * W : 0;
     const int h = grow % H;
-#pragma unroll
-    for (int tap = 0; tap < 9; ++tap) {
-      const int dy = tap / 3 - 1, dx = tap % 3 - 1;
-      const bool ok = in_range && h + dy >= 0 && h + dy < H && w + dx >= 0 && w + dx < W;
-      const int q = (grow + dy - row_lo) * W + w + dx;
-      const uint32_t addr = ok ? halo_base + panel_offset(q, local_group) : zero_addr;
-      uint32_t a[4];
-      ldmatrix_x4(a, addr);
-      mma_m16n8k8(acc[j][0], a[0], a[1], bfrag[0][tap]);
-      mma_m16n8k8(acc[j][1], a[2], a[3], bfrag[1][tap]);
-    }
+    conv3x3_taps(acc[j], in_range, grow, h, w, W, H, row_lo, halo_base, zero_addr, bfrag,
+                 [&](int q) { return panel_offset(q, local_group); });
   }
 #pragma unroll
   for (int j = 0; j < JOBS_PER_WARP; ++j) {

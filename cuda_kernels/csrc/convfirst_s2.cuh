@@ -29,6 +29,7 @@
 
 namespace s2 {
 
+using bf::conv3x3_taps;
 using bf::cp_async16;
 using bf::cp_async_commit;
 using bf::cp_async_wait;
@@ -212,17 +213,8 @@ __device__ __forceinline__ void phase_a(const Params& p, uint8_t* A_s, uint8_t* 
         const int grow = in_range ? ylo + q / W : 0;
         const int w = in_range ? q % W : 0;
         const int h = grow % H;
-#pragma unroll
-        for (int tap = 0; tap < 9; ++tap) {
-          const int dy = tap / 3 - 1, dx = tap % 3 - 1;
-          const bool ok = in_range && h + dy >= 0 && h + dy < H && w + dx >= 0 && w + dx < W;
-          const int xq = (grow + dy - xlo) * W + w + dx;
-          const uint32_t addr = ok ? xh_base + px_offset(xq, local_group) : zero_base;
-          uint32_t a[4];
-          ldmatrix_x4(a, addr);
-          mma_m16n8k8(acc[j][0], a[0], a[1], bfrag[0][tap]);
-          mma_m16n8k8(acc[j][1], a[2], a[3], bfrag[1][tap]);
-        }
+        conv3x3_taps(acc[j], in_range, grow, h, w, W, H, xlo, xh_base, zero_base, bfrag,
+                     [&](int xq) { return px_offset(xq, local_group); });
       }
 #pragma unroll
       for (int j = 0; j < 2; ++j) {

@@ -366,17 +366,8 @@ __device__ __forceinline__ void phase_a_stream(const Params& p, uint8_t* smem, u
           const int grow = in_range ? ylo + q / W : 0;
           const int w = in_range ? q % W : 0;
           const int h = grow % H;
-#pragma unroll
-          for (int tap = 0; tap < 9; ++tap) {
-            const int dy = tap / 3 - 1, dx = tap % 3 - 1;
-            const bool ok = in_range && h + dy >= 0 && h + dy < H && w + dx >= 0 && w + dx < W;
-            const int xq = (grow + dy - xlo) * W + w + dx;
-            const uint32_t addr = ok ? xh_s + px32_offset(xq, lane >> 4) : zero_s;
-            uint32_t a[4];
-            bf::ldmatrix_x4(a, addr);
-            bf::mma_m16n8k8(acc[j][0], a[0], a[1], bfrag[0][tap]);
-            bf::mma_m16n8k8(acc[j][1], a[2], a[3], bfrag[1][tap]);
-          }
+          bf::conv3x3_taps(acc[j], in_range, grow, h, w, W, H, xlo, xh_s, zero_s, bfrag,
+                           [&](int xq) { return px32_offset(xq, lane >> 4); });
         }
 #pragma unroll
         for (int j = 0; j < 2; ++j) {

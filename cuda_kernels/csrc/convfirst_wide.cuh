@@ -48,16 +48,8 @@ __device__ __forceinline__ void conv_mtiles(float (&acc)[2][2][4], int P, int W,
     const int grow = in_range ? pix / W : 0;
     const int w = in_range ? pix - grow * W : 0;
     const int h = grow % H;
-#pragma unroll
-    for (int tap = 0; tap < 9; ++tap) {
-      const int dy = tap / 3 - 1, dx = tap % 3 - 1;
-      const bool ok = in_range && h + dy >= 0 && h + dy < H && w + dx >= 0 && w + dx < W;
-      const int q = (grow + dy - row_lo) * W + w + dx;
-      uint32_t a[4];
-      bf::ldmatrix_x4(a, ok ? halo + bf::panel_offset(q, local_group) : zero_addr);
-      bf::mma_m16n8k8(acc[j][0], a[0], a[1], bfrag[0][tap]);
-      bf::mma_m16n8k8(acc[j][1], a[2], a[3], bfrag[1][tap]);
-    }
+    bf::conv3x3_taps(acc[j], in_range, grow, h, w, W, H, row_lo, halo, zero_addr, bfrag,
+                     [&](int q) { return bf::panel_offset(q, local_group); });
   }
 }
 #endif

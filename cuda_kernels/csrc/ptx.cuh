@@ -71,4 +71,24 @@ __device__ __forceinline__ uint32_t panel_offset(int row, int chunk) {
   return static_cast<uint32_t>(row * 128 + (((chunk ^ row) & 7) << 4));
 }
 
+// The grouped 3 x 3 convolution's nine-tap chain for one 16-pixel m-tile and one pair of groups (group width 8: one
+// m16n8k8 per group and tap). The lane's pixel sits at global image row grow (row h of its image), column w; tap (dy,
+// dx) reads halo row q = (grow + dy - row_lo) W + w + dx at halo + offset(q), or the zero pixel at zero_addr where the
+// tap falls outside the image (or the pixel outside the tile: !in_range); acc[gi] += A . bfrag[gi][tap].
+template <typename Offset>
+__device__ __forceinline__ void conv3x3_taps(float (&acc)[2][4], bool in_range, int grow, int h, int w, int W, int H,
+                                             int row_lo, uint32_t halo, uint32_t zero_addr,
+                                             const uint32_t (&bfrag)[2][9], Offset offset) {
+#pragma unroll
+  for (int tap = 0; tap < 9; ++tap) {
+    const int dy = tap / 3 - 1, dx = tap % 3 - 1;
+    const bool ok = in_range && h + dy >= 0 && h + dy < H && w + dx >= 0 && w + dx < W;
+    const int q = (grow + dy - row_lo) * W + w + dx;
+    uint32_t a[4];
+    ldmatrix_x4(a, ok ? halo + offset(q) : zero_addr);
+    mma_m16n8k8(acc[0], a[0], a[1], bfrag[0][tap]);
+    mma_m16n8k8(acc[1], a[2], a[3], bfrag[1][tap]);
+  }
+}
+
 }  // namespace bf
